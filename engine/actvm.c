@@ -1,0 +1,543 @@
+#include "actvm.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "json.h"
+#include "util.h"
+
+#define REG_ACTVM "engine.actvm"
+#define REG_CALLS "engine.act_calls"
+#define REG_MODULES "engine.act_modules"
+#define HOOK_EVERY 100000
+
+struct actvm {
+  uv_loop_t *loop;
+  lua_State *L;
+  char *lua_dir;
+  int pending;
+};
+
+struct act_call {
+  actvm *a;
+  lua_State *co;
+  int co_ref;
+  actvm_done_cb cb;
+  void *ud;
+  char *wf_id;
+  char *name;
+  int64_t seq;
+  int attempt;
+  int64_t deadline_mono; /* 0: none */
+  int64_t start_to_close_ms, heartbeat_ms;
+  uv_timer_t *deadline_timer, *hb_timer, *sleep_timer;
+  int timed_out;
+};
+
+/* ---------------------------------------------------------------- calls --- */
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static void close_timer(uv_timer_t **t) {
+  if (!*t) return;
+  (*t)->data = NULL;
+  uv_close((uv_handle_t *)*t, free_handle);
+  *t = NULL;
+}
+
+static act_call *current_call(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, REG_CALLS);
+  lua_pushthread(L);
+  lua_rawget(L, -2);
+  act_call *c = lua_touserdata(L, -1);
+  lua_pop(L, 2);
+  return c;
+}
+
+/* Releases everything a call holds (timers, coroutine) and frees it. */
+static void call_free(act_call *c) {
+  lua_State *L = c->a->L;
+  close_timer(&c->deadline_timer);
+  close_timer(&c->hb_timer);
+  close_timer(&c->sleep_timer);
+  if (c->co) {
+    lua_getfield(L, LUA_REGISTRYINDEX, REG_CALLS);
+    lua_pushthread(c->co);
+    lua_xmove(c->co, L, 1);
+    lua_pushnil(L);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, c->co_ref);
+  }
+  free(c->wf_id);
+  free(c->name);
+  free(c);
+}
+
+static char *error_json(lua_State *L, const char *type, const char *msg, int non_retryable) {
+  lua_newtable(L);
+  lua_pushstring(L, type);
+  lua_setfield(L, -2, "type");
+  lua_pushstring(L, msg);
+  lua_setfield(L, -2, "message");
+  if (non_retryable) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "non_retryable");
+  }
+  char *out = util_strdup(json_encode(L, -1, NULL));
+  lua_pop(L, 2);
+  return out;
+}
+
+static int encode_protected(lua_State *L) {
+  json_encode(L, 1, NULL);
+  return 1;
+}
+
+/* Turns the error value on top of co into error JSON (and pops it). */
+static char *error_from_value(act_call *c) {
+  lua_State *L = c->a->L, *co = c->co;
+  if (c->timed_out)
+    return error_json(L, "Timeout", "activity exceeded its start_to_close timeout", 0);
+  if (lua_istable(co, -1)) {
+    lua_getfield(co, -1, "type");
+    lua_getfield(co, -2, "message");
+    lua_getfield(co, -3, "non_retryable");
+    char *out = error_json(L, lua_isstring(co, -3) ? lua_tostring(co, -3) : "Error",
+                           lua_isstring(co, -2) ? lua_tostring(co, -2) : "(no message)", lua_toboolean(co, -1));
+    lua_pop(co, 4);
+    return out;
+  }
+  const char *m = lua_isstring(co, -1) ? lua_tostring(co, -1) : luaL_typename(co, -1);
+  char *out = error_json(L, "Error", m, 0);
+  lua_pop(co, 1);
+  return out;
+}
+
+/* Resumes the call's coroutine. Returns 1 when the attempt finished (*ok,
+ * *json set), 0 when it yielded on an async binding. */
+static int step(act_call *c, int nargs, int *ok, char **json) {
+  int nres = 0;
+  int st = lua_resume(c->co, c->a->L, nargs, &nres);
+  if (st == LUA_YIELD) return 0;
+  if (st == LUA_OK) {
+    lua_State *L = c->a->L;
+    lua_pushcfunction(L, encode_protected);
+    if (nres == 0) {
+      lua_pushnil(L);
+    } else {
+      lua_pushvalue(c->co, -nres); /* the first result */
+      lua_xmove(c->co, L, 1);
+    }
+    lua_settop(c->co, 0);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+      *ok = 0;
+      char msg[512];
+      snprintf(msg, sizeof msg, "activity result cannot be stored: %s", lua_tostring(L, -1));
+      lua_pop(L, 1);
+      *json = error_json(L, "ResultError", msg, 1);
+      return 1;
+    }
+    *ok = 1;
+    *json = util_strdup(lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return 1;
+  }
+  *ok = 0;
+  *json = error_from_value(c);
+  return 1;
+}
+
+static void finish_async(act_call *c, int ok, char *json) {
+  actvm_done_cb cb = c->cb;
+  void *ud = c->ud;
+  c->a->pending--;
+  call_free(c);
+  cb(ud, c, ok, json); /* c is dangling here: identity only */
+  free(json);
+}
+
+static void resume_call(act_call *c, int nargs) {
+  int ok;
+  char *json;
+  if (step(c, nargs, &ok, &json)) finish_async(c, ok, json);
+}
+
+static void on_deadline(uv_timer_t *t) {
+  act_call *c = t->data;
+  if (!c) return;
+  finish_async(c, 0, error_json(c->a->L, "Timeout", "activity exceeded its start_to_close timeout", 0));
+}
+
+static void on_heartbeat_timeout(uv_timer_t *t) {
+  act_call *c = t->data;
+  if (!c) return;
+  finish_async(c, 0, error_json(c->a->L, "HeartbeatTimeout", "activity did not heartbeat in time", 0));
+}
+
+/* CPU-bound activities never return to the loop, so the deadline is also
+ * checked from a count hook. */
+static void act_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  act_call *c = current_call(L);
+  if (!c || !c->deadline_mono || util_mono_ms() < c->deadline_mono) return;
+  c->timed_out = 1;
+  luaL_error(L, "activity exceeded its start_to_close timeout");
+}
+
+/* ------------------------------------------------------------- bindings --- */
+
+static int l_heartbeat(lua_State *L) {
+  act_call *c = current_call(L);
+  if (!c) return luaL_error(L, "activity.heartbeat called outside an activity");
+  if (c->hb_timer) uv_timer_start(c->hb_timer, on_heartbeat_timeout, (uint64_t)c->heartbeat_ms, 0);
+  return 0;
+}
+
+static void on_sleep(uv_timer_t *t) {
+  act_call *c = t->data;
+  if (!c) return;
+  close_timer(&c->sleep_timer);
+  resume_call(c, 0);
+}
+
+/* activity.sleep(seconds): yields the activity without blocking the engine. */
+static int l_sleep(lua_State *L) {
+  double s = luaL_checknumber(L, 1);
+  act_call *c = current_call(L);
+  if (!c) return luaL_error(L, "activity.sleep called outside an activity");
+  if (!lua_isyieldable(L)) return luaL_error(L, "activity.sleep cannot be called here (not yieldable)");
+  c->sleep_timer = malloc(sizeof(uv_timer_t));
+  uv_timer_init(c->a->loop, c->sleep_timer);
+  c->sleep_timer->data = c;
+  uv_timer_start(c->sleep_timer, on_sleep, (uint64_t)(s > 0 ? s * 1000.0 : 0), 0);
+  return lua_yield(L, 0);
+}
+
+static int l_info(lua_State *L) {
+  act_call *c = current_call(L);
+  if (!c) return luaL_error(L, "activity.info called outside an activity");
+  lua_newtable(L);
+  lua_pushstring(L, c->wf_id);
+  lua_setfield(L, -2, "workflow_id");
+  lua_pushinteger(L, c->seq);
+  lua_setfield(L, -2, "seq");
+  lua_pushinteger(L, c->attempt);
+  lua_setfield(L, -2, "attempt");
+  lua_pushstring(L, c->name);
+  lua_setfield(L, -2, "name");
+  lua_pushfstring(L, "%s/%d", c->wf_id, (int)c->seq);
+  lua_setfield(L, -2, "idempotency_key");
+  return 1;
+}
+
+static const luaL_Reg activity_lib[] = {
+    {"heartbeat", l_heartbeat}, {"sleep", l_sleep}, {"info", l_info}, {NULL, NULL}};
+
+static int open_activity(lua_State *L) {
+  luaL_newlib(L, activity_lib);
+  return 1;
+}
+
+static int setup(lua_State *L) {
+  actvm *a = lua_touserdata(L, 1);
+  luaL_openlibs(L);
+  lua_pushlightuserdata(L, a);
+  lua_setfield(L, LUA_REGISTRYINDEX, REG_ACTVM);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, REG_CALLS);
+  lua_newtable(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, REG_MODULES);
+  luaL_requiref(L, "activity", open_activity, 0);
+  luaL_requiref(L, "json", luaopen_engine_json, 0);
+  lua_pop(L, 2);
+  /* require() for activity modules also finds the engine's Lua library */
+  lua_getglobal(L, "package");
+  lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);
+  lua_getfield(L, -2, "path");
+  lua_concat(L, 2);
+  lua_setfield(L, -2, "path");
+  lua_pop(L, 1);
+  return 0;
+}
+
+actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
+  actvm *a = calloc(1, sizeof *a);
+  a->loop = loop;
+  a->lua_dir = util_strdup(lua_dir);
+  a->L = luaL_newstate();
+  lua_pushcfunction(a->L, setup);
+  lua_pushlightuserdata(a->L, a);
+  if (!a->L || lua_pcall(a->L, 1, 0, 0) != LUA_OK) {
+    util_seterr(err, errlen, "activity VM: %s", a->L ? lua_tostring(a->L, -1) : "out of memory");
+    actvm_free(a);
+    return NULL;
+  }
+  return a;
+}
+
+void actvm_free(actvm *a) {
+  if (!a) return;
+  if (a->L) lua_close(a->L);
+  free(a->lua_dir);
+  free(a);
+}
+
+int actvm_pending(actvm *a) { return a->pending; }
+
+/* ------------------------------------------------------------- modules --- */
+
+static int valid_name(const char *s) {
+  if (!*s || *s == '.') return 0;
+  for (const char *p = s; *p; p++) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+          *p == '.'))
+      return 0;
+    if (p[0] == '.' && (p[1] == '.' || p[1] == 0)) return 0;
+  }
+  return 1;
+}
+
+/* Pushes the module table for "mod" (a.b -> a/b.lua), loading it again when
+ * the file changed: a retry runs the current version of an activity. */
+static int load_module(actvm *a, const char *script_dir, const char *mod, char *err, size_t errlen) {
+  lua_State *L = a->L;
+  char rel[512];
+  snprintf(rel, sizeof rel, "%s", mod);
+  for (char *p = rel; *p; p++)
+    if (*p == '.') *p = '/';
+  const char *dirs[3] = {script_dir, script_dir, a->lua_dir};
+  const char *subs[3] = {"", "activities/", "activities/"};
+  char path[1024];
+  struct stat sb;
+  int found = 0;
+  for (int i = 0; i < 3 && !found; i++) {
+    if (!dirs[i]) continue;
+    snprintf(path, sizeof path, "%s/%s%s.lua", dirs[i], subs[i], rel);
+    found = stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  }
+  if (!found) {
+    util_seterr(err, errlen, "no activity module '%s' (looked for %s.lua beside the workflow, in its activities/ "
+                "and in %s/activities/)", mod, rel, a->lua_dir);
+    return -1;
+  }
+  int64_t mtime = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  lua_getfield(L, LUA_REGISTRYINDEX, REG_MODULES);
+  if (lua_getfield(L, -1, path) == LUA_TTABLE) {
+    lua_getfield(L, -1, "mtime");
+    int same = lua_tointeger(L, -1) == mtime;
+    lua_pop(L, 1);
+    if (same) {
+      lua_getfield(L, -1, "mod");
+      lua_replace(L, -3);
+      lua_pop(L, 1);
+      return 0;
+    }
+  }
+  lua_pop(L, 1);
+  if (luaL_loadfilex(L, path, "t") != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK) {
+    util_seterr(err, errlen, "loading activity module '%s': %s", mod, lua_tostring(L, -1));
+    lua_pop(L, 2);
+    return -1;
+  }
+  if (!lua_istable(L, -1)) {
+    util_seterr(err, errlen, "activity module %s must return a table of functions", path);
+    lua_pop(L, 2);
+    return -1;
+  }
+  lua_newtable(L);
+  lua_pushinteger(L, mtime);
+  lua_setfield(L, -2, "mtime");
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, "mod");
+  lua_setfield(L, -3, path);
+  lua_replace(L, -2);
+  return 0;
+}
+
+/* --------------------------------------------------------------- calls --- */
+
+int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_cb cb, void *ud, int *ok,
+               char **json, act_call **out) {
+  lua_State *L = a->L;
+  *out = NULL;
+  char err[1024];
+  const char *dot = strrchr(info->name, '.');
+  if (!valid_name(info->name) || !dot) {
+    *ok = 0;
+    snprintf(err, sizeof err, "activity name '%s' must be module.function", info->name);
+    *json = error_json(L, "ActivityNotFound", err, 1);
+    return 1;
+  }
+  char mod[256];
+  snprintf(mod, sizeof mod, "%.*s", (int)(dot - info->name), info->name);
+  if (load_module(a, info->script_dir, mod, err, sizeof err) != 0) {
+    *ok = 0;
+    *json = error_json(L, "ActivityNotFound", err, 1);
+    return 1;
+  }
+  if (lua_getfield(L, -1, dot + 1) != LUA_TFUNCTION) {
+    lua_pop(L, 2);
+    *ok = 0;
+    snprintf(err, sizeof err, "activity module '%s' has no function '%s'", mod, dot + 1);
+    *json = error_json(L, "ActivityNotFound", err, 1);
+    return 1;
+  }
+  lua_remove(L, -2); /* module */
+  act_call *c = calloc(1, sizeof *c);
+  c->a = a;
+  c->cb = cb;
+  c->ud = ud;
+  c->wf_id = util_strdup(info->workflow_id);
+  c->name = util_strdup(info->name);
+  c->seq = info->seq;
+  c->attempt = info->attempt;
+  c->start_to_close_ms = info->start_to_close_ms;
+  c->heartbeat_ms = info->heartbeat_ms;
+  if (c->start_to_close_ms > 0) c->deadline_mono = util_mono_ms() + c->start_to_close_ms;
+  c->co = lua_newthread(L);
+  c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_getfield(L, LUA_REGISTRYINDEX, REG_CALLS);
+  lua_pushthread(c->co);
+  lua_xmove(c->co, L, 1);
+  lua_pushlightuserdata(L, c);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  lua_xmove(L, c->co, 1); /* the function */
+  lua_sethook(c->co, act_hook, LUA_MASKCOUNT, HOOK_EVERY);
+  /* args from the payload */
+  char derr[256];
+  if (json_decode_safe(c->co, payload, strlen(payload), derr, sizeof derr) != 0) {
+    *ok = 0;
+    *json = error_json(L, "EngineError", derr, 1);
+    call_free(c);
+    return 1;
+  }
+  lua_getfield(c->co, -1, "args");
+  lua_remove(c->co, -2);
+  if (step(c, 1, ok, json)) {
+    call_free(c);
+    return 1;
+  }
+  a->pending++;
+  if (c->start_to_close_ms > 0) {
+    c->deadline_timer = malloc(sizeof(uv_timer_t));
+    uv_timer_init(a->loop, c->deadline_timer);
+    c->deadline_timer->data = c;
+    uv_timer_start(c->deadline_timer, on_deadline, (uint64_t)c->start_to_close_ms, 0);
+  }
+  if (c->heartbeat_ms > 0) {
+    c->hb_timer = malloc(sizeof(uv_timer_t));
+    uv_timer_init(a->loop, c->hb_timer);
+    c->hb_timer->data = c;
+    uv_timer_start(c->hb_timer, on_heartbeat_timeout, (uint64_t)c->heartbeat_ms, 0);
+  }
+  *out = c;
+  return 0;
+}
+
+void actvm_cancel(act_call *c) {
+  if (!c) return;
+  c->a->pending--;
+  call_free(c);
+}
+
+/* ------------------------------------------------------------- options --- */
+
+static int num_field(lua_State *L, int t, const char *k, double *out, char *err, size_t errlen) {
+  int ty = lua_getfield(L, t, k);
+  if (ty == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  if (ty != LUA_TNUMBER || lua_tonumber(L, -1) < 0) {
+    util_seterr(err, errlen, "activity option '%s' must be a number >= 0", k);
+    lua_pop(L, 1);
+    return -1;
+  }
+  *out = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return 0;
+}
+
+static int check_keys(lua_State *L, int t, const char *const *allowed, const char *where, char *err, size_t errlen) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    int ok = 0;
+    if (lua_type(L, -1) == LUA_TSTRING)
+      for (const char *const *k = allowed; *k; k++) ok |= strcmp(*k, lua_tostring(L, -1)) == 0;
+    if (!ok) {
+      util_seterr(err, errlen, "unknown %s option '%s'", where, lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?");
+      lua_pop(L, 1);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int parse_options(lua_State *L) {
+  act_opts *o = lua_touserdata(L, 1);
+  const char *payload = lua_tostring(L, 2);
+  char *err = lua_touserdata(L, 3);
+  size_t errlen = (size_t)lua_tointeger(L, 4);
+  json_decode(L, payload, strlen(payload));
+  if (lua_getfield(L, -1, "options") != LUA_TTABLE) return 0;
+  int t = lua_gettop(L);
+  static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", NULL};
+  static const char *const retry[] = {"initial_interval", "backoff", "max_interval", "max_attempts",
+                                      "non_retryable", NULL};
+  if (check_keys(L, t, top, "activity", err, errlen) || num_field(L, t, "start_to_close", &o->start_to_close, err, errlen) ||
+      num_field(L, t, "schedule_to_close", &o->schedule_to_close, err, errlen) ||
+      num_field(L, t, "heartbeat", &o->heartbeat, err, errlen)) {
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  if (lua_getfield(L, t, "retry") == LUA_TTABLE) {
+    int r = lua_gettop(L);
+    double max_attempts = o->max_attempts;
+    if (check_keys(L, r, retry, "retry", err, errlen) || num_field(L, r, "initial_interval", &o->initial_interval, err, errlen) ||
+        num_field(L, r, "backoff", &o->backoff, err, errlen) ||
+        num_field(L, r, "max_interval", &o->max_interval, err, errlen) ||
+        num_field(L, r, "max_attempts", &max_attempts, err, errlen)) {
+      lua_pushboolean(L, 0);
+      return 1;
+    }
+    o->max_attempts = (int)max_attempts;
+    if (lua_getfield(L, r, "non_retryable") == LUA_TTABLE) {
+      lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+      for (lua_Integer i = 1; i <= n && o->n_non_retryable < 8; i++) {
+        lua_rawgeti(L, -1, i);
+        if (lua_isstring(L, -1))
+          snprintf(o->non_retryable[o->n_non_retryable++], 64, "%s", lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+    }
+  }
+  return 0;
+}
+
+int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof *o);
+  o->start_to_close = 300;
+  o->initial_interval = 1;
+  o->backoff = 2;
+  o->max_interval = 100;
+  o->max_attempts = 5;
+  lua_State *L = a->L;
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, parse_options);
+  lua_pushlightuserdata(L, o);
+  lua_pushstring(L, payload);
+  lua_pushlightuserdata(L, err);
+  lua_pushinteger(L, (lua_Integer)errlen);
+  int rc = lua_pcall(L, 4, 1, 0);
+  int bad = rc != LUA_OK || (lua_isboolean(L, -1) && !lua_toboolean(L, -1));
+  if (rc != LUA_OK) util_seterr(err, errlen, "invalid activity payload: %s", lua_tostring(L, -1));
+  lua_settop(L, top);
+  if (o->backoff < 1) o->backoff = 1;
+  return bad ? -1 : 0;
+}

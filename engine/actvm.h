@@ -1,0 +1,52 @@
+/* actvm: the activity VM. One full Lua state (io, os, json, async bindings) that
+ * runs named activity functions ("module.func") as coroutines, outside the
+ * workflow sandbox. One attempt per call; retries are the engine's business.
+ * Async bindings yield the coroutine; a libuv callback resumes it. */
+#ifndef ENGINE_ACTVM_H
+#define ENGINE_ACTVM_H
+
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct actvm actvm;
+typedef struct act_call act_call;
+
+typedef struct act_info {
+  const char *workflow_id;
+  int64_t seq;
+  int attempt;
+  const char *name;
+  const char *script_dir;   /* where the workflow's own activity modules live */
+  int64_t start_to_close_ms; /* 0: none */
+  int64_t heartbeat_ms;      /* 0: none */
+} act_info;
+
+/* Called once when a pending attempt ends: ok=1 with the result JSON, or ok=0
+ * with the error JSON {type,message,non_retryable?}. Not called after cancel. */
+typedef void (*actvm_done_cb)(void *ud, act_call *call, int ok, const char *json);
+
+/* Retry policy and timeouts parsed from an ActivityScheduled payload. */
+typedef struct act_opts {
+  double start_to_close, schedule_to_close, heartbeat; /* seconds; 0 = none */
+  double initial_interval, backoff, max_interval;
+  int max_attempts; /* 0 = unlimited */
+  char non_retryable[8][64];
+  int n_non_retryable;
+} act_opts;
+
+actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen);
+void actvm_free(actvm *a);
+
+/* Starts one attempt of the activity in payload {"args":...,"options":...}.
+ * Returns 1 when it finished synchronously (*ok and *json set; json malloc'd),
+ * 0 when pending (*call set; cb fires later). */
+int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_cb cb, void *ud, int *ok,
+               char **json, act_call **call);
+/* Abandons a pending attempt: its callback will not fire. */
+void actvm_cancel(act_call *call);
+int actvm_pending(actvm *a);
+
+/* Parses options (defaults filled in); returns -1 with err on invalid options. */
+int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, size_t errlen);
+
+#endif

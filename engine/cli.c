@@ -1,0 +1,774 @@
+/* cli: the `engine` command line. Parses arguments, talks to the store and the
+ * worker, prints results. Exit codes: 0 success, 1 workflow failed, 2 usage or
+ * input error, 3 waiting (detached or stuck). */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "json.h"
+#include "store.h"
+#include "util.h"
+
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_WAITING = 3 };
+
+/* ------------------------------------------------------------- helpers --- */
+
+static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int die(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "engine: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return code;
+}
+
+typedef struct args {
+  int argc;
+  char **argv;
+  int i;
+} args;
+
+/* Options common to every command. */
+typedef struct common {
+  const char *db;
+  int json;
+  int help;
+} common;
+
+static const char *default_db(void) {
+  const char *e = getenv("ENGINE_DB");
+  return e && *e ? e : "engine.db";
+}
+
+static int is_flag(const char *a, const char *name) { return strcmp(a, name) == 0; }
+
+/* Takes the value of --flag VALUE or --flag=VALUE; returns NULL if a is not it. */
+static const char *flag_value(args *a, const char *name, int *err) {
+  const char *cur = a->argv[a->i];
+  size_t n = strlen(name);
+  if (strncmp(cur, name, n) != 0) return NULL;
+  if (cur[n] == '=') return cur + n + 1;
+  if (cur[n] != 0) return NULL;
+  if (a->i + 1 >= a->argc) {
+    fprintf(stderr, "engine: %s needs a value\n", name);
+    *err = 1;
+    return NULL;
+  }
+  return a->argv[++a->i];
+}
+
+static void fmt_time(int64_t ms, char *out, size_t n) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  size_t k = strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
+  snprintf(out + k, n - k, ".%03dZ", (int)(ms % 1000));
+}
+
+static int open_existing(const char *db, store **st) {
+  char err[512];
+  if (access(db, F_OK) != 0) return die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", db);
+  if (store_open(db, 1, st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
+  return 0;
+}
+
+/* Reads --input JSON or @file and validates it. */
+static int read_input(const char *spec, char **out) {
+  char err[512];
+  char *text;
+  if (spec[0] == '@') {
+    text = util_read_file(spec + 1, NULL);
+    if (!text) return die(EXIT_USAGE, "--input: cannot read %s: %s", spec + 1, strerror(errno));
+  } else {
+    text = util_strdup(spec);
+  }
+  if (json_validate(text, err, sizeof err) != 0) {
+    free(text);
+    return die(EXIT_USAGE, "--input is not valid JSON: %s", err);
+  }
+  *out = text;
+  return 0;
+}
+
+static int exit_for_status(const char *status) {
+  if (strcmp(status, "completed") == 0) return EXIT_OK;
+  if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0) return EXIT_FAILED;
+  return EXIT_WAITING;
+}
+
+/* --------------------------------------------------------------- events --- */
+
+static void print_event_human(FILE *f, const domain_event *e) {
+  char t[40];
+  fmt_time(e->time, t, sizeof t);
+  fprintf(f, "#%-4lld %s  %-22s %s\n", (long long)e->seq, t + 11, e->type, e->payload ? e->payload : "");
+}
+
+static void print_event_json(FILE *f, const domain_event *e) {
+  char *sid = json_quote(e->session_id), *type = json_quote(e->type);
+  fprintf(f, "{\"session_id\":%s,\"seq\":%lld,\"type\":%s,\"time\":%lld,\"payload\":%s}\n", sid, (long long)e->seq,
+          type, (long long)e->time, e->payload && *e->payload ? e->payload : "null");
+  free(sid);
+  free(type);
+}
+
+typedef struct follow {
+  store *st;
+  const char *id;
+  int64_t last;
+  int json;
+  FILE *out;
+} follow;
+
+static int on_domain(void *ud, const domain_event *e) {
+  follow *f = ud;
+  if (f->json)
+    print_event_json(f->out, e);
+  else
+    print_event_human(f->out, e);
+  f->last = e->seq;
+  return 0;
+}
+
+static void follow_flush(follow *f) {
+  store_domain_list(f->st, f->id, f->last, on_domain, f);
+  fflush(f->out);
+}
+
+/* ---------------------------------------------------------------- start --- */
+
+typedef struct start_ctx {
+  engine *e;
+  const char *id;
+  follow f;
+  int quiet;
+} start_ctx;
+
+static void start_on_status(void *ud, const char *id, const char *status, const char *detail) {
+  start_ctx *s = ud;
+  if (strcmp(id, s->id) != 0) return;
+  if (engine_status_terminal(status) || strcmp(status, "stuck") == 0) {
+    engine_stop(s->e);
+    return;
+  }
+  if (s->quiet || strcmp(status, "waiting") != 0 || !detail) return;
+  if (strncmp(detail, "signal ", 7) == 0)
+    fprintf(stderr, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'\n", id,
+            detail + 7, id, detail + 7);
+  else
+    fprintf(stderr, "engine: %s is waiting (%s)\n", id, detail);
+}
+
+static void start_on_commit(void *ud) {
+  start_ctx *s = ud;
+  if (!s->quiet) follow_flush(&s->f);
+}
+
+/* Prints the outcome of a finished (or stuck) workflow; returns the exit code. */
+static int report_outcome(store *st, const char *id) {
+  wf_row w;
+  if (store_wf_get(st, id, &w) != 1) return die(EXIT_USAGE, "workflow '%s' vanished", id);
+  int code = exit_for_status(w.status);
+  if (strcmp(w.status, "completed") == 0) {
+    printf("%s\n", w.result ? w.result : "null");
+  } else if (strcmp(w.status, "stuck") == 0) {
+    fprintf(stderr, "engine: %s is stuck: %s\n", id, w.error ? w.error : "");
+    fprintf(stderr, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply\n", id);
+  } else if (engine_status_terminal(w.status)) {
+    fprintf(stderr, "engine: %s %s: %s\n", id, w.status, w.error ? w.error : "");
+  } else {
+    fprintf(stderr, "engine: %s is %s\n", id, w.status);
+  }
+  wf_row_free(&w);
+  return code;
+}
+
+static void client_changed(void *ud) {
+  start_ctx *s = ud;
+  follow_flush(&s->f);
+  wf_row w;
+  if (store_wf_get(s->f.st, s->id, &w) == 1) {
+    if (engine_status_terminal(w.status) || strcmp(w.status, "stuck") == 0) uv_stop(uv_default_loop());
+    wf_row_free(&w);
+  }
+}
+
+typedef struct lockpoll {
+  const char *db;
+  int fd;
+} lockpoll;
+
+static void try_lock(uv_timer_t *t) {
+  lockpoll *lp = t->data;
+  char holder[256];
+  lp->fd = engine_lock(lp->db, "start", holder, sizeof holder);
+  if (lp->fd >= 0) uv_stop(t->loop);
+}
+
+/* Another process is the worker: follow the workflow through the database until
+ * it ends, or take over as the worker when that process goes away. Returns -1
+ * to take over (with *lockfd set), else an exit code. */
+static int follow_as_client(const char *db, const char *id, int quiet, int *lockfd) {
+  store *st;
+  char err[512];
+  if (store_open(db, 1, &st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
+  start_ctx s = {NULL, id, {st, id, 0, 0, stderr}, quiet};
+  uv_loop_t *loop = uv_default_loop();
+  dbwatch *w = dbwatch_start(loop, st, client_changed, &s);
+  lockpoll lp = {db, -1};
+  uv_timer_t lt;
+  uv_timer_init(loop, &lt);
+  lt.data = &lp;
+  uv_timer_start(&lt, try_lock, 250, 250);
+  client_changed(&s);
+  uv_run(loop, UV_RUN_DEFAULT);
+  dbwatch_stop(w);
+  uv_close((uv_handle_t *)&lt, NULL);
+  uv_run(loop, UV_RUN_DEFAULT);
+  int code = -1;
+  if (lp.fd < 0) code = report_outcome(st, id);
+  store_close(st);
+  *lockfd = lp.fd;
+  return code;
+}
+
+static const char *START_HELP =
+    "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--db PATH]\n"
+    "\n"
+    "Starts a workflow and runs it in the foreground until it completes (exit 0),\n"
+    "fails (exit 1) or is stuck (exit 3). While it waits for a signal or a timer it\n"
+    "keeps running; `engine signal` from another terminal wakes it at once.\n"
+    "With --id of an existing workflow, carries that workflow on from its log.\n"
+    "With --detach it only records the start (exit 3) for `engine serve` to run.\n"
+    "Domain events are printed to stderr as they happen; the result goes to stdout.\n";
+
+static int cmd_start(args *a, common *c) {
+  const char *script = NULL, *input_spec = "{}", *id = NULL;
+  int detach = 0, quiet = 0, bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--input", &bad))) input_spec = v;
+    else if ((v = flag_value(a, "--id", &bad))) id = v;
+    else if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if (is_flag(cur, "--detach")) detach = 1;
+    else if (is_flag(cur, "--quiet") || is_flag(cur, "-q")) quiet = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(START_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return die(EXIT_USAGE, "start: unknown option %s (see engine start --help)", cur);
+    else if (!script) script = cur;
+    else return die(EXIT_USAGE, "start: unexpected argument %s", cur);
+    if (bad) return EXIT_USAGE;
+  }
+  if (!script) return die(EXIT_USAGE, "start: missing FILE.lua (see engine start --help)");
+  char *input = NULL;
+  int rc = read_input(input_spec, &input);
+  if (rc) return rc;
+  char genid[128];
+  if (!id) {
+    char *tmp = util_strdup(script);
+    char *base = basename(tmp);
+    char *dot = strrchr(base, '.');
+    if (dot) *dot = 0;
+    snprintf(genid, sizeof genid, "%s-%08llx", base, (unsigned long long)(util_random64() & 0xffffffffull));
+    free(tmp);
+    id = genid;
+  } else if (!*id || strlen(id) > 200) {
+    free(input);
+    return die(EXIT_USAGE, "--id must be 1 to 200 characters");
+  }
+  char err[1024], holder[256];
+  int lockfd = detach ? -1 : engine_lock(c->db, "start", holder, sizeof holder);
+  if (lockfd < 0) {
+    /* Not the worker: record the start and follow it (or return when detached). */
+    store *st;
+    if (store_open(c->db, 0, &st, err, sizeof err) != STORE_OK) {
+      free(input);
+      return die(EXIT_USAGE, "%s", err);
+    }
+    int existed = 0;
+    rc = engine_create_workflow(st, id, script, input, &existed, err, sizeof err);
+    store_close(st);
+    free(input);
+    if (rc) return die(EXIT_USAGE, "%s", err);
+    if (existed) fprintf(stderr, "engine: %s already exists; following it\n", id);
+    if (detach) {
+      printf("%s\n", id);
+      return EXIT_WAITING;
+    }
+    if (!quiet) fprintf(stderr, "engine: %s started; %s runs it\n", id, holder);
+    rc = follow_as_client(c->db, id, quiet, &lockfd);
+    if (rc >= 0) return rc;
+    if (!quiet) fprintf(stderr, "engine: the worker went away; carrying %s on here\n", id);
+    input = util_strdup("{}");
+  }
+  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr}, quiet};
+  engine_config cfg = {c->db, NULL, id, start_on_status, start_on_commit, &s};
+  engine *e;
+  if (engine_open(&e, &cfg, err, sizeof err) != 0) {
+    engine_unlock(lockfd);
+    free(input);
+    return die(EXIT_USAGE, "%s", err);
+  }
+  s.e = e;
+  s.f.st = engine_store(e);
+  int existed = 0;
+  rc = engine_create_workflow(engine_store(e), id, script, input, &existed, err, sizeof err);
+  free(input);
+  if (rc) {
+    engine_free(e);
+    engine_unlock(lockfd);
+    return die(EXIT_USAGE, "%s", err);
+  }
+  wf_row w;
+  store_wf_get(engine_store(e), id, &w);
+  int done = engine_status_terminal(w.status);
+  if (existed && !quiet)
+    fprintf(stderr, "engine: %s exists (%s); %s\n", id, w.status,
+            done ? "it has finished" : "carrying it on from its log (its own script and input)");
+  else if (!quiet)
+    fprintf(stderr, "engine: started %s\n", id);
+  wf_row_free(&w);
+  if (!done) {
+    if (existed && !quiet) {
+      /* show what happened so far, then only what is new */
+      follow_flush(&s.f);
+    }
+    if (engine_run(e) != 0) fprintf(stderr, "engine: the worker stopped after a store error\n");
+  }
+  follow_flush(&s.f);
+  rc = report_outcome(engine_store(e), id);
+  store_wf_get(engine_store(e), id, &w);
+  if (rc == EXIT_WAITING && strcmp(w.status, "stuck") != 0)
+    fprintf(stderr, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on\n", script, id);
+  wf_row_free(&w);
+  engine_free(e);
+  engine_unlock(lockfd);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- serve --- */
+
+static const char *SERVE_HELP =
+    "usage: engine serve [--db PATH] [--listen ADDR]\n"
+    "\n"
+    "Runs the worker for every workflow in the database: recovers whatever a crash\n"
+    "interrupted, runs activities and timers, and wakes workflows when `engine\n"
+    "signal` or `engine cancel` write to the database. One worker per database.\n"
+    "Stop it with Ctrl-C or SIGTERM; nothing is lost.\n"
+    "--listen (the HTTP API and webhooks) is not built yet.\n";
+
+static int cmd_serve(args *a, common *c) {
+  int bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = flag_value(a, "--listen", &bad)))
+      return die(EXIT_USAGE, "serve: --listen: the HTTP API is not built yet (see README)");
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(SERVE_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else return die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
+  }
+  char err[512], holder[256];
+  int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
+  if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", c->db, holder);
+  engine_config cfg = {c->db, NULL, NULL, NULL, NULL, NULL};
+  engine *e;
+  if (engine_open(&e, &cfg, err, sizeof err) != 0) {
+    engine_unlock(lockfd);
+    return die(EXIT_USAGE, "%s", err);
+  }
+  fprintf(stderr, "engine: serving %s (pid %d)\n", c->db, (int)getpid());
+  int rc = engine_run(e);
+  engine_free(e);
+  engine_unlock(lockfd);
+  fprintf(stderr, "engine: stopped\n");
+  return rc == 0 ? EXIT_OK : EXIT_FAILED;
+}
+
+/* ------------------------------------------------------- signal / cancel --- */
+
+static int parse_simple(args *a, common *c, const char *help, const char **pos, int npos, int minpos) {
+  int bad = 0, n = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if (is_flag(cur, "--json")) c->json = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) {
+      fputs(help, stdout);
+      c->help = 1;
+      return EXIT_OK;
+    } else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-' && cur[1]) return die(EXIT_USAGE, "unknown option %s (see --help)", cur);
+    else if (n < npos) pos[n++] = cur;
+    else return die(EXIT_USAGE, "unexpected argument %s (see --help)", cur);
+  }
+  if (n < minpos) {
+    fputs(help, stderr);
+    return EXIT_USAGE;
+  }
+  return EXIT_OK;
+}
+
+static const char *SIGNAL_HELP =
+    "usage: engine signal ID NAME [JSON] [--db PATH]\n"
+    "\n"
+    "Sends signal NAME with a JSON payload (default null) to workflow ID. A signal\n"
+    "that arrives before the workflow waits for it is buffered. Exit 2 when the\n"
+    "workflow is unknown or already finished.\n";
+
+static int cmd_signal(args *a, common *c) {
+  const char *pos[3] = {NULL, NULL, "null"};
+  int rc = parse_simple(a, c, SIGNAL_HELP, pos, 3, 2);
+  if (rc || c->help) return rc;
+  char err[512];
+  if (json_validate(pos[2], err, sizeof err) != 0) return die(EXIT_USAGE, "signal payload is not valid JSON: %s", err);
+  store *st;
+  if ((rc = open_existing(c->db, &st))) return rc;
+  rc = engine_send_signal(st, pos[0], pos[1], pos[2], err, sizeof err);
+  store_close(st);
+  if (rc) return die(EXIT_USAGE, "%s", err);
+  fprintf(stderr, "engine: signal '%s' sent to %s\n", pos[1], pos[0]);
+  return EXIT_OK;
+}
+
+static const char *CANCEL_HELP =
+    "usage: engine cancel ID [--db PATH]\n"
+    "\n"
+    "Requests cancellation: the command the workflow waits on raises a Cancelled\n"
+    "error in the script, which can run its cleanup (activities included) and then\n"
+    "ends as cancelled.\n";
+
+static int cmd_cancel(args *a, common *c) {
+  const char *pos[1] = {NULL};
+  int rc = parse_simple(a, c, CANCEL_HELP, pos, 1, 1);
+  if (rc || c->help) return rc;
+  store *st;
+  if ((rc = open_existing(c->db, &st))) return rc;
+  char err[512];
+  rc = engine_request_cancel(st, pos[0], err, sizeof err);
+  store_close(st);
+  if (rc) return die(EXIT_USAGE, "%s", err);
+  fprintf(stderr, "engine: cancellation of %s requested\n", pos[0]);
+  return EXIT_OK;
+}
+
+/* ----------------------------------------------------------- list / show --- */
+
+static int list_row(void *ud, const wf_row *w) {
+  common *c = ud;
+  char t[40];
+  fmt_time(w->updated_at, t, sizeof t);
+  if (c->json) {
+    char *id = json_quote(w->id), *sc = json_quote(w->script_name);
+    printf("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,\"updated_at\":%lld}\n", id,
+           w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at);
+    free(id);
+    free(sc);
+  } else {
+    printf("%-36s %-10s %4lld  %s  %s\n", w->id, w->status, (long long)w->run, t, w->script_name);
+  }
+  return 0;
+}
+
+static const char *LIST_HELP =
+    "usage: engine list [--status S] [--json] [--db PATH]\n"
+    "\n"
+    "Lists workflows (S: running, waiting, completed, failed, cancelled, stuck).\n";
+
+static int cmd_list(args *a, common *c) {
+  const char *status = NULL;
+  int bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = flag_value(a, "--status", &bad))) status = v;
+    else if (is_flag(cur, "--json")) c->json = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(LIST_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else return die(EXIT_USAGE, "list: unknown argument %s", cur);
+  }
+  static const char *known[] = {"running", "waiting", "completed", "failed", "cancelled", "stuck", NULL};
+  if (status) {
+    int ok = 0;
+    for (const char **k = known; *k; k++) ok |= strcmp(*k, status) == 0;
+    if (!ok) return die(EXIT_USAGE, "list: unknown status '%s'", status);
+  }
+  store *st;
+  int rc = open_existing(c->db, &st);
+  if (rc) return rc;
+  if (!c->json) printf("%-36s %-10s %4s  %-24s  %s\n", "ID", "STATUS", "RUN", "UPDATED", "SCRIPT");
+  store_wf_list(st, status, list_row, c);
+  store_close(st);
+  return EXIT_OK;
+}
+
+static const char *SHOW_HELP =
+    "usage: engine show ID [--json] [--db PATH]\n"
+    "\n"
+    "Shows a workflow: status, what it waits on, input, result or error, counts.\n";
+
+static int cmd_show(args *a, common *c) {
+  const char *pos[1] = {NULL};
+  int rc = parse_simple(a, c, SHOW_HELP, pos, 1, 1);
+  if (rc || c->help) return rc;
+  store *st;
+  if ((rc = open_existing(c->db, &st))) return rc;
+  wf_row w;
+  int found = store_wf_get(st, pos[0], &w);
+  if (found != 1) {
+    store_close(st);
+    return die(EXIT_USAGE, "unknown workflow '%s'", pos[0]);
+  }
+  hist_list h = {0};
+  store_hist_load(st, w.id, w.run, &h);
+  char waiting[512] = "";
+  if (!engine_status_terminal(w.status) && h.n) {
+    const hist_event *last = &h.v[h.n - 1];
+    if (strcmp(last->type, "SignalWaitStarted") == 0)
+      snprintf(waiting, sizeof waiting, "signal '%s' (event #%lld)", last->name, (long long)last->seq);
+    else if (strcmp(last->type, "TimerStarted") == 0)
+      snprintf(waiting, sizeof waiting, "timer (event #%lld) %s", (long long)last->seq, last->payload);
+    else if (strcmp(last->type, "ActivityScheduled") == 0)
+      snprintf(waiting, sizeof waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
+  }
+  int ntasks = store_task_count(st, w.id), nsig = store_signal_count(st, w.id);
+  char ct[40], ut[40];
+  fmt_time(w.created_at, ct, sizeof ct);
+  fmt_time(w.updated_at, ut, sizeof ut);
+  if (c->json) {
+    char *id = json_quote(w.id), *sc = json_quote(w.script_name), *wt = json_quote(waiting);
+    printf("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\",\"created_at\":%lld,"
+           "\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":",
+           id, w.status, (long long)w.run, sc, w.code_hash, (long long)w.created_at, (long long)w.updated_at,
+           w.input ? w.input : "null", w.result ? w.result : "null");
+    if (w.error && w.error[0] == '{') printf("%s", w.error);
+    else if (w.error) {
+      char *q = json_quote(w.error);
+      printf("%s", q);
+      free(q);
+    } else printf("null");
+    printf(",\"waiting_on\":%s,\"history_events\":%zu,\"tasks\":%d,\"buffered_signals\":%d}\n", wt, h.n, ntasks,
+           nsig);
+    free(id);
+    free(sc);
+    free(wt);
+  } else {
+    printf("id:        %s\n", w.id);
+    printf("status:    %s%s\n", w.status, w.cancel == 1 ? " (cancel requested)" : "");
+    if (*waiting) printf("waits on:  %s\n", waiting);
+    printf("script:    %s (code %.12s)\n", w.script_name, w.code_hash);
+    printf("run:       %lld\n", (long long)w.run);
+    printf("created:   %s\nupdated:   %s\n", ct, ut);
+    printf("input:     %s\n", w.input ? w.input : "null");
+    if (w.result) printf("result:    %s\n", w.result);
+    if (w.error) printf("error:     %s\n", w.error);
+    printf("history:   %zu events, %d pending tasks, %d buffered signals\n", h.n, ntasks, nsig);
+  }
+  hist_list_free(&h);
+  wf_row_free(&w);
+  store_close(st);
+  return EXIT_OK;
+}
+
+/* -------------------------------------------------------------- history --- */
+
+static const char *HISTORY_HELP =
+    "usage: engine history ID [--run N] [--json] [--db PATH]\n"
+    "\n"
+    "Prints the engine's event log of a workflow run (default: the current run).\n";
+
+static int cmd_history(args *a, common *c) {
+  const char *id = NULL;
+  int64_t run = 0;
+  int bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = flag_value(a, "--run", &bad))) run = atoll(v);
+    else if (is_flag(cur, "--json")) c->json = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(HISTORY_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return die(EXIT_USAGE, "history: unknown option %s", cur);
+    else if (!id) id = cur;
+    else return die(EXIT_USAGE, "history: unexpected argument %s", cur);
+  }
+  if (!id) return die(EXIT_USAGE, "history: missing ID (see engine history --help)");
+  store *st;
+  int rc = open_existing(c->db, &st);
+  if (rc) return rc;
+  wf_row w;
+  if (store_wf_get(st, id, &w) != 1) {
+    store_close(st);
+    return die(EXIT_USAGE, "unknown workflow '%s'", id);
+  }
+  hist_list h = {0};
+  store_hist_load(st, id, run > 0 ? run : w.run, &h);
+  for (size_t i = 0; i < h.n; i++) {
+    const hist_event *e = &h.v[i];
+    if (c->json) {
+      char *ty = json_quote(e->type), *nm = json_quote(e->name ? e->name : "");
+      printf("{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,\"payload\":%s}\n",
+             (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "", (long long)e->time,
+             e->payload && *e->payload ? e->payload : "null");
+      free(ty);
+      free(nm);
+    } else {
+      char t[40], ref[32] = "";
+      fmt_time(e->time, t, sizeof t);
+      if (e->ref) snprintf(ref, sizeof ref, "->#%lld", (long long)e->ref);
+      printf("#%-4lld %s  %-20s %-7s %-24s %.200s\n", (long long)e->seq, t + 11, e->type, ref,
+             e->name ? e->name : "", e->payload ? e->payload : "");
+    }
+  }
+  hist_list_free(&h);
+  wf_row_free(&w);
+  store_close(st);
+  return EXIT_OK;
+}
+
+/* --------------------------------------------------------------- events --- */
+
+static const char *EVENTS_HELP =
+    "usage: engine events ID [--follow] [--json] [--db PATH]\n"
+    "\n"
+    "Prints the workflow's domain events (what wf.emit recorded), one per line.\n"
+    "--follow keeps printing new events until the workflow ends.\n"
+    "--json prints one JSON object per line: session_id, seq, type, time, payload.\n";
+
+static void events_changed(void *ud) {
+  follow *f = ud;
+  follow_flush(f);
+  wf_row w;
+  if (store_wf_get(f->st, f->id, &w) == 1) {
+    if (engine_status_terminal(w.status)) {
+      follow_flush(f);
+      uv_stop(uv_default_loop());
+    }
+    wf_row_free(&w);
+  }
+}
+
+static int cmd_events(args *a, common *c) {
+  const char *id = NULL;
+  int follow_mode = 0, bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if (is_flag(cur, "--json")) c->json = 1;
+    else if (is_flag(cur, "--follow") || is_flag(cur, "-f")) follow_mode = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(EVENTS_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return die(EXIT_USAGE, "events: unknown option %s", cur);
+    else if (!id) id = cur;
+    else return die(EXIT_USAGE, "events: unexpected argument %s", cur);
+  }
+  if (!id) return die(EXIT_USAGE, "events: missing ID (see engine events --help)");
+  store *st;
+  int rc = open_existing(c->db, &st);
+  if (rc) return rc;
+  wf_row w;
+  if (store_wf_get(st, id, &w) != 1) {
+    store_close(st);
+    return die(EXIT_USAGE, "unknown workflow '%s'", id);
+  }
+  int done = engine_status_terminal(w.status);
+  wf_row_free(&w);
+  follow f = {st, id, 0, c->json, stdout};
+  follow_flush(&f);
+  if (follow_mode && !done) {
+    uv_loop_t *loop = uv_default_loop();
+    dbwatch *dw = dbwatch_start(loop, st, events_changed, &f);
+    events_changed(&f);
+    uv_run(loop, UV_RUN_DEFAULT);
+    dbwatch_stop(dw);
+    uv_run(loop, UV_RUN_DEFAULT);
+  }
+  store_close(st);
+  return EXIT_OK;
+}
+
+/* --------------------------------------------------------------- replay --- */
+
+static const char *REPLAY_HELP =
+    "usage: engine replay ID [--script FILE] [--apply] [--db PATH]\n"
+    "\n"
+    "Replays the workflow's history against FILE (default: the code the run is\n"
+    "pinned to) with no side effects, and reports whether it replays cleanly\n"
+    "(exit 0) or where it diverges (exit 1). Use it to check an edit before rollout.\n"
+    "--apply moves the run to FILE when it replays cleanly, and resumes a stuck run.\n";
+
+static int cmd_replay(args *a, common *c) {
+  const char *id = NULL, *script = NULL;
+  int apply = 0, bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = flag_value(a, "--script", &bad))) script = v;
+    else if (is_flag(cur, "--apply")) apply = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(REPLAY_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return die(EXIT_USAGE, "replay: unknown option %s", cur);
+    else if (!id) id = cur;
+    else return die(EXIT_USAGE, "replay: unexpected argument %s", cur);
+  }
+  if (!id) return die(EXIT_USAGE, "replay: missing ID (see engine replay --help)");
+  store *st;
+  int rc = open_existing(c->db, &st);
+  if (rc) return rc;
+  char report[2048];
+  rc = engine_replay_check(st, id, script, apply, report, sizeof report);
+  store_close(st);
+  if (rc < 0) return die(EXIT_USAGE, "%s", report);
+  printf("%s\n", report);
+  return rc == 0 ? EXIT_OK : EXIT_FAILED;
+}
+
+/* ----------------------------------------------------------------- main --- */
+
+static const char *MAIN_HELP =
+    "engine: durable workflows for long-running agent sessions\n"
+    "\n"
+    "usage: engine COMMAND [options]      (engine COMMAND --help for details)\n"
+    "\n"
+    "  start FILE.lua [--input JSON|@file] [--id ID] [--detach]   run until done or waiting\n"
+    "  serve [--db PATH]                  worker for every workflow in the database\n"
+    "  signal ID NAME [JSON]              send a signal\n"
+    "  cancel ID                          cancel (the script's cleanup runs)\n"
+    "  list [--status S]                  list workflows\n"
+    "  show ID                            one workflow\n"
+    "  events ID [--follow] [--json]      its domain events\n"
+    "  history ID                         its event log\n"
+    "  replay ID [--script FILE]          check that code replays a run's history\n"
+    "\n"
+    "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
+    "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
+
+int cli_main(int argc, char **argv) {
+  common c = {default_db(), 0, 0};
+  if (argc < 2 || is_flag(argv[1], "--help") || is_flag(argv[1], "-h") || is_flag(argv[1], "help")) {
+    fputs(MAIN_HELP, argc < 2 ? stderr : stdout);
+    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  }
+  args a = {argc, argv, 2};
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "start") == 0) return cmd_start(&a, &c);
+  if (strcmp(cmd, "serve") == 0) return cmd_serve(&a, &c);
+  if (strcmp(cmd, "signal") == 0) return cmd_signal(&a, &c);
+  if (strcmp(cmd, "cancel") == 0) return cmd_cancel(&a, &c);
+  if (strcmp(cmd, "list") == 0) return cmd_list(&a, &c);
+  if (strcmp(cmd, "show") == 0) return cmd_show(&a, &c);
+  if (strcmp(cmd, "events") == 0) return cmd_events(&a, &c);
+  if (strcmp(cmd, "history") == 0) return cmd_history(&a, &c);
+  if (strcmp(cmd, "replay") == 0) return cmd_replay(&a, &c);
+  return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
+}

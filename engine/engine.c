@@ -1,0 +1,1140 @@
+#include "engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "actvm.h"
+#include "crash.h"
+#include "json.h"
+#include "util.h"
+#include "wfvm.h"
+
+#define DISPATCH_BATCH 512
+
+typedef struct wfrun {
+  struct engine *e;
+  char *id;
+  int64_t run;
+  char *script_dir;
+  char status[16];
+  int cancel;
+  int64_t next_seq;
+  wfvm *vm;
+} wfrun;
+
+/* One running activity attempt, keyed "wf_id/seq" in engine.attempts. */
+typedef struct attempt {
+  struct engine *e;
+  char *wf_id;
+  int64_t seq;
+  int n;
+  int64_t first_at;
+  char *name;
+  char *payload;
+  char *script_dir;
+  act_opts opts;
+  act_call *call;
+  char key[160];
+} attempt;
+
+typedef struct note {
+  char *id, *status, *detail;
+} note;
+
+struct engine {
+  uv_loop_t loop;
+  store *st;
+  actvm *act;
+  wfvm_config vmcfg;
+  engine_config cfg;
+  char *lua_dir;
+  char *only_wf;
+  char owner[40];
+  strmap runs;     /* id -> wfrun*, live runs kept in memory */
+  strmap attempts; /* "id/seq" -> attempt* */
+  uv_prepare_t prep;
+  uv_timer_t task_timer;
+  int64_t task_timer_at;
+  dbwatch *watch;
+  uv_signal_t sigint, sigterm;
+  note *notes;
+  size_t nnotes, capnotes;
+  int stopping;
+  int failed_commit;
+};
+
+struct dbwatch {
+  uv_loop_t *loop;
+  store *st;
+  uv_fs_event_t fs;
+  uv_timer_t poll;
+  int64_t version;
+  char base[256];
+  void (*cb)(void *ud);
+  void *ud;
+  int closing;
+};
+
+static void dispatch_due(engine *e);
+static void handle_state(wfrun *r, wfvm_state st);
+
+const char *engine_lua_dir(void) {
+  const char *d = getenv("ENGINE_LUA_DIR");
+  return d && *d ? d : ENGINE_DEFAULT_LUA_DIR;
+}
+
+int engine_status_terminal(const char *s) {
+  return strcmp(s, "completed") == 0 || strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0;
+}
+
+static void log_err(engine *e, const char *what) {
+  fprintf(stderr, "engine: %s: %s\n", what, store_errmsg(e->st));
+}
+
+/* Queues a status notification, delivered after the commit that makes it true. */
+static void notify(engine *e, const char *id, const char *status, const char *detail) {
+  if (!e->cfg.on_status) return;
+  if (e->nnotes == e->capnotes) {
+    e->capnotes = e->capnotes ? e->capnotes * 2 : 16;
+    e->notes = realloc(e->notes, e->capnotes * sizeof(note));
+  }
+  e->notes[e->nnotes++] = (note){util_strdup(id), util_strdup(status), util_strdup(detail)};
+}
+
+/* ------------------------------------------------------------ history --- */
+
+static int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash,
+                          const char *payload, hist_event *out) {
+  hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms()};
+  if (store_hist_append(r->e->st, r->id, r->run, &ev) != STORE_OK) {
+    log_err(r->e, "append");
+    return -1;
+  }
+  crash_point("append");
+  r->next_seq++;
+  if (out) *out = ev;
+  return ev.seq;
+}
+
+static void set_status(wfrun *r, const char *status, const char *result, const char *error, const char *detail) {
+  if (strcmp(r->status, status) == 0 && !result && !error) {
+    if (detail) notify(r->e, r->id, status, detail); /* waiting on something else now */
+    return;
+  }
+  if (store_wf_set_status(r->e->st, r->id, status, result, error) != STORE_OK) log_err(r->e, "status");
+  snprintf(r->status, sizeof r->status, "%s", status);
+  notify(r->e, r->id, status, detail);
+}
+
+/* -------------------------------------------------------------- host --- */
+
+static int64_t host_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
+                           const char *payload) {
+  return run_append(ud, type, ref, name, hash, payload, NULL);
+}
+
+static int64_t host_emit(void *ud, const char *type, const char *payload) {
+  wfrun *r = ud;
+  return store_domain_append(r->e->st, r->id, type, util_now_ms(), payload);
+}
+
+static void host_print(void *ud, const char *msg) {
+  wfrun *r = ud;
+  fprintf(stderr, "[%s] %s\n", r->id, msg);
+}
+
+/* Finds a module's source on disk: beside the script, then in the Lua library. */
+static char *find_module(const char *script_dir, const char *lua_dir, const char *name, size_t *len, char **path) {
+  char rel[512];
+  snprintf(rel, sizeof rel, "%s", name);
+  for (char *p = rel; *p; p++)
+    if (*p == '.') *p = '/';
+  const char *dirs[] = {script_dir, script_dir, lua_dir, lua_dir};
+  const char *fmts[] = {"%s/%s.lua", "%s/%s/init.lua", "%s/%s.lua", "%s/%s/init.lua"};
+  for (int i = 0; i < 4; i++) {
+    if (!dirs[i]) continue;
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, fmts[i], dirs[i], rel);
+    char *src = util_read_file(buf, len);
+    if (src) {
+      *path = util_strdup(buf);
+      return src;
+    }
+  }
+  return NULL;
+}
+
+typedef struct modhost {
+  store *st;
+  const char *wf_id;
+  int64_t run;
+  const char *script_dir;
+  const char *lua_dir;
+  int pin; /* 0: replay check against the code on disk, nothing written */
+} modhost;
+
+/* A run's modules are pinned by content hash the first time it requires them. */
+static char *load_module_common(modhost *m, const char *name, size_t *len, char **chunkname, char *err,
+                                size_t errlen) {
+  if (m->pin) {
+    char *hash = store_module_get(m->st, m->wf_id, m->run, name);
+    if (hash) {
+      char *src = store_code_get(m->st, hash, len);
+      *chunkname = util_fmt("@%s.lua", name);
+      free(hash);
+      if (src) return src;
+      util_seterr(err, errlen, "pinned code for module is missing from the store");
+      return NULL;
+    }
+  }
+  char *path = NULL;
+  char *src = find_module(m->script_dir, m->lua_dir, name, len, &path);
+  if (!src) {
+    util_seterr(err, errlen, "module not found beside the workflow (%s) or in %s", m->script_dir, m->lua_dir);
+    return NULL;
+  }
+  if (m->pin) {
+    char hash[65];
+    util_sha256_hex(src, *len, hash);
+    if (store_code_put(m->st, hash, name, src, *len) != STORE_OK ||
+        store_module_pin(m->st, m->wf_id, m->run, name, hash) != STORE_OK) {
+      util_seterr(err, errlen, "cannot pin module: %s", store_errmsg(m->st));
+      free(src);
+      free(path);
+      return NULL;
+    }
+  }
+  *chunkname = util_fmt("@%s", path);
+  free(path);
+  return src;
+}
+
+static char *host_load_module(void *ud, const char *name, size_t *len, char **chunkname, char *err, size_t errlen) {
+  wfrun *r = ud;
+  modhost m = {r->e->st, r->id, r->run, r->script_dir, r->e->lua_dir, 1};
+  return load_module_common(&m, name, len, chunkname, err, errlen);
+}
+
+/* -------------------------------------------------------------- runs --- */
+
+static void run_free(wfrun *r) {
+  wfvm_free(r->vm);
+  free(r->id);
+  free(r->script_dir);
+  free(r);
+}
+
+static void run_evict(wfrun *r) {
+  if (strmap_get(&r->e->runs, r->id) == r) strmap_del(&r->e->runs, r->id);
+  run_free(r);
+}
+
+/* Builds a VM for the workflow's current run and replays it; the run then
+ * continues live (handle_state) and may finish or be evicted before return. */
+static void run_load(engine *e, const wf_row *w) {
+  if (strmap_get(&e->runs, w->id)) return;
+  wfrun *r = calloc(1, sizeof *r);
+  r->e = e;
+  r->id = util_strdup(w->id);
+  r->run = w->run;
+  r->script_dir = util_strdup(w->script_dir);
+  r->cancel = w->cancel;
+  snprintf(r->status, sizeof r->status, "%s", w->status);
+  hist_list h = {0};
+  if (store_hist_load(e->st, w->id, w->run, &h) != STORE_OK) {
+    log_err(e, "load history");
+    hist_list_free(&h);
+    run_free(r);
+    return;
+  }
+  r->next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
+  size_t srclen = 0;
+  char *src = store_code_get(e->st, w->code_hash, &srclen);
+  wfvm_host host = {r, host_append, host_emit, host_load_module, host_print};
+  r->vm = wfvm_new(&e->vmcfg, &host, w->id, w->run, &h);
+  hist_list_free(&h);
+  strmap_put(&e->runs, r->id, r);
+  if (!src || !r->vm) {
+    set_status(r, "stuck", NULL, !src ? "the workflow's code is missing from the store" : "cannot create a VM",
+               NULL);
+    free(src);
+    run_evict(r);
+    return;
+  }
+  char *chunk = util_fmt("@%s", w->script_name);
+  wfvm_state st = wfvm_start(r->vm, src, srclen, chunk);
+  free(chunk);
+  free(src);
+  handle_state(r, st);
+}
+
+static void run_load_id(engine *e, const char *id) {
+  wf_row w;
+  int found = store_wf_get(e->st, id, &w);
+  if (found == 1 && !engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) run_load(e, &w);
+  if (found == 1) wf_row_free(&w);
+}
+
+/* Hands the outcome event of the command a run waits on to the run: directly
+ * when it is in memory, else by replaying it (the outcome is already logged). */
+static void deliver(engine *e, const char *id, const hist_event *ev) {
+  wfrun *r = strmap_get(&e->runs, id);
+  if (r && wfvm_blocked(r->vm)->seq == ev->ref) {
+    handle_state(r, wfvm_deliver(r->vm, ev));
+    return;
+  }
+  if (r) run_evict(r);
+  run_load_id(e, id);
+}
+
+static int64_t json_int_field(const char *json, const char *key, int64_t dflt) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = json ? strstr(json, pat) : NULL;
+  return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
+}
+
+/* ---------------------------------------------------------- activities --- */
+
+static void attempt_free(attempt *a) {
+  free(a->wf_id);
+  free(a->name);
+  free(a->payload);
+  free(a->script_dir);
+  free(a);
+}
+
+static int should_retry(const attempt *a, const char *err_json, int64_t *run_at) {
+  if (strstr(err_json, "\"non_retryable\":true")) return 0;
+  for (int i = 0; i < a->opts.n_non_retryable; i++) {
+    char pat[96];
+    snprintf(pat, sizeof pat, "\"type\":\"%s\"", a->opts.non_retryable[i]);
+    if (strstr(err_json, pat)) return 0;
+  }
+  if (a->opts.max_attempts > 0 && a->n >= a->opts.max_attempts) return 0;
+  double delay = a->opts.initial_interval * pow(a->opts.backoff, a->n - 1);
+  if (a->opts.max_interval > 0 && delay > a->opts.max_interval) delay = a->opts.max_interval;
+  *run_at = util_now_ms() + (int64_t)(delay * 1000.0);
+  if (a->opts.schedule_to_close > 0 && *run_at >= a->first_at + (int64_t)(a->opts.schedule_to_close * 1000.0))
+    return 0;
+  return 1;
+}
+
+/* Records the end of an attempt. Returns 1 with *ev set when the activity has
+ * an outcome (completed, or failed for good); 0 when a retry is scheduled. */
+static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_event *ev) {
+  engine *e = a->e;
+  int64_t retry_at = 0;
+  if (!ok && should_retry(a, json, &retry_at)) {
+    if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
+      log_err(e, "retry");
+    return 0;
+  }
+  crash_point("activity.record");
+  store_task_del(e->st, a->wf_id, "activity", a->seq);
+  char *payload = NULL;
+  if (!ok) {
+    /* the error as the workflow sees it, with the attempt count */
+    size_t n = strlen(json);
+    payload = util_fmt("%.*s,\"attempts\":%d}", (int)(n - 1), json, a->n);
+  }
+  wfrun tmp = {0};
+  if (!r) {
+    /* the run is not in memory: append with the next seq from the store */
+    wf_row w;
+    hist_list h = {0};
+    if (store_wf_get(e->st, a->wf_id, &w) != 1) {
+      free(payload);
+      return 0;
+    }
+    tmp.e = e;
+    tmp.id = a->wf_id;
+    tmp.run = w.run;
+    store_hist_load(e->st, a->wf_id, w.run, &h);
+    tmp.next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
+    hist_list_free(&h);
+    wf_row_free(&w);
+    r = &tmp;
+  }
+  static char type_ok[] = "ActivityCompleted", type_fail[] = "ActivityFailed";
+  int64_t seq = run_append(r, ok ? type_ok : type_fail, a->seq, a->name, NULL, ok ? json : payload, ev);
+  if (seq >= 0) {
+    /* the event's strings must outlive this call: keep copies on the attempt */
+    free(a->payload);
+    a->payload = util_strdup(ok ? json : payload);
+    ev->payload = a->payload;
+    ev->name = a->name;
+  }
+  free(payload);
+  return seq >= 0;
+}
+
+static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
+  (void)call;
+  attempt *a = ud;
+  engine *e = a->e;
+  strmap_del(&e->attempts, a->key);
+  crash_point("activity.done");
+  wfrun *r = strmap_get(&e->runs, a->wf_id);
+  hist_event ev;
+  if (attempt_record(a, r, ok, json, &ev)) {
+    deliver(e, a->wf_id, &ev);
+  } else if (r && wfvm_blocked(r->vm)->seq == a->seq) {
+    run_evict(r); /* waits for its retry; replayed when that ends */
+  }
+  attempt_free(a);
+  dispatch_due(e);
+}
+
+/* Starts attempt n of the activity scheduled at seq. Returns 1 with *ev when it
+ * ended synchronously with an outcome; 0 when pending or a retry is scheduled. */
+static int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir, int64_t seq, int n,
+                         int64_t first_at, const char *name, const char *payload, hist_event *ev, attempt **keep) {
+  attempt *a = calloc(1, sizeof *a);
+  a->e = e;
+  a->wf_id = util_strdup(wf_id);
+  a->seq = seq;
+  a->n = n;
+  a->first_at = first_at;
+  a->name = util_strdup(name);
+  a->payload = util_strdup(payload);
+  a->script_dir = util_strdup(script_dir);
+  snprintf(a->key, sizeof a->key, "%s/%lld", wf_id, (long long)seq);
+  *keep = NULL;
+  char err[512];
+  int ok = 0;
+  char *json = NULL;
+  if (actvm_parse_options(e->act, payload, &a->opts, err, sizeof err) != 0) {
+    char *q = json_quote(err);
+    json = util_fmt("{\"message\":%s,\"non_retryable\":true,\"type\":\"InvalidOptions\"}", q);
+    free(q);
+  } else {
+    int64_t stc = (int64_t)(a->opts.start_to_close * 1000.0);
+    if (a->opts.schedule_to_close > 0) {
+      int64_t left = first_at + (int64_t)(a->opts.schedule_to_close * 1000.0) - util_now_ms();
+      if (left < 1) left = 1;
+      if (stc == 0 || left < stc) stc = left;
+    }
+    act_info info = {wf_id, seq, n, name, script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0)};
+    act_call *call = NULL;
+    crash_point("activity.start");
+    if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
+      a->call = call;
+      strmap_put(&e->attempts, a->key, a);
+      /* leased by this engine until it ends; a crash voids the lease */
+      store_task_put(e->st, wf_id, "activity", seq, util_now_ms(), n, first_at, e->owner,
+                     util_now_ms() + stc + 60000);
+      *keep = a;
+      return 0;
+    }
+  }
+  crash_point("activity.end");
+  int outcome = attempt_record(a, r, ok, json, ev);
+  free(json);
+  if (outcome) {
+    /* ev points into a: hand a to the caller to free after delivery */
+    *keep = a;
+    return 1;
+  }
+  attempt_free(a);
+  return 0;
+}
+
+/* ------------------------------------------------------------ commands --- */
+
+/* Cancellation is delivered as the outcome of the command the run waits on. */
+static int cancel_blocked(wfrun *r, hist_event *ev) {
+  engine *e = r->e;
+  const wfvm_cmd *c = wfvm_blocked(r->vm);
+  char key[160];
+  snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+  attempt *a = strmap_del(&e->attempts, key);
+  if (a) {
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+  store_task_del(e->st, r->id, "activity", c->seq);
+  store_task_del(e->st, r->id, "timer", c->seq);
+  store_task_del(e->st, r->id, "signal_timeout", c->seq);
+  store_wf_set_cancel(e->st, r->id, 2);
+  r->cancel = 2;
+  return run_append(r, "CommandCancelled", c->seq, c->name, NULL, NULL, ev) >= 0;
+}
+
+static void finish(wfrun *r, const char *status, const char *event, const char *result, const char *error) {
+  engine *e = r->e;
+  if (event) run_append(r, event, 0, NULL, NULL, result ? result : error, NULL);
+  store_task_del_wf(e->st, r->id);
+  store_signal_del_wf(e->st, r->id);
+  set_status(r, status, result, error, NULL);
+  run_evict(r);
+}
+
+/* Drives a run from a VM state until it waits on something external. */
+static void handle_state(wfrun *r, wfvm_state st) {
+  engine *e = r->e;
+  for (;;) {
+    switch (st) {
+      case WFVM_DONE: finish(r, "completed", "WorkflowCompleted", wfvm_output(r->vm), NULL); return;
+      case WFVM_FAILED: {
+        const char *out = wfvm_output(r->vm);
+        int cancelled = r->cancel == 2 && strstr(out, "\"type\":\"Cancelled\"");
+        finish(r, cancelled ? "cancelled" : "failed", cancelled ? "WorkflowCancelled" : "WorkflowFailed", NULL, out);
+        return;
+      }
+      case WFVM_KILLED: finish(r, "failed", "WorkflowFailed", NULL, wfvm_output(r->vm)); return;
+      case WFVM_STUCK:
+        fprintf(stderr, "engine: workflow %s is stuck: %s\n", r->id, wfvm_output(r->vm));
+        set_status(r, "stuck", NULL, wfvm_output(r->vm), NULL);
+        run_evict(r);
+        return;
+      case WFVM_END: run_evict(r); return;
+      case WFVM_CONTINUE: {
+        char *input = util_strdup(wfvm_output(r->vm));
+        run_append(r, "ContinuedAsNew", 0, NULL, NULL, input, NULL);
+        int64_t next = r->run + 1;
+        char seed[17];
+        snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
+        char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", input, seed);
+        hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, util_now_ms()};
+        store_modules_copy(e->st, r->id, r->run, next);
+        store_wf_new_run(e->st, r->id, next, input);
+        store_hist_append(e->st, r->id, next, &ev);
+        store_task_del_wf(e->st, r->id);
+        store_task_put(e->st, r->id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0);
+        free(payload);
+        free(input);
+        notify(e, r->id, "running", "continued as new");
+        run_evict(r);
+        return;
+      }
+      case WFVM_BLOCKED: break;
+    }
+    const wfvm_cmd *c = wfvm_blocked(r->vm);
+    hist_event ev;
+    if (r->cancel == 1) {
+      if (!cancel_blocked(r, &ev)) return;
+      st = wfvm_deliver(r->vm, &ev);
+      continue;
+    }
+    if (strcmp(c->kind, "activity") == 0) {
+      char key[160];
+      snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+      if (!c->is_new) {
+        /* scheduled before a restart: its task runs it; stay loaded only while it runs */
+        set_status(r, "running", NULL, NULL, NULL);
+        if (!strmap_get(&e->attempts, key)) run_evict(r);
+        return;
+      }
+      attempt *a = NULL;
+      set_status(r, "running", NULL, NULL, NULL);
+      if (attempt_start(e, r, r->id, r->script_dir, c->seq, 1, util_now_ms(), c->name, c->payload, &ev, &a)) {
+        st = wfvm_deliver(r->vm, &ev);
+        attempt_free(a);
+        continue;
+      }
+      if (!a) run_evict(r); /* failed once, waits for a retry */
+      return;
+    }
+    if (strcmp(c->kind, "timer") == 0) {
+      if (c->is_new)
+        store_task_put(e->st, r->id, "timer", c->seq, json_int_field(c->payload, "fire_at", util_now_ms()), 0, 0, NULL,
+                       0);
+      set_status(r, "waiting", NULL, NULL, "timer");
+      run_evict(r);
+      return;
+    }
+    /* signal */
+    char *payload = NULL;
+    int got = store_signal_take(e->st, r->id, c->name, &payload);
+    if (got == 1) {
+      crash_point("signal.take");
+      store_task_del(e->st, r->id, "signal_timeout", c->seq);
+      set_status(r, "running", NULL, NULL, NULL);
+      int64_t seq = run_append(r, "SignalReceived", c->seq, c->name, NULL, payload, &ev);
+      if (seq < 0) {
+        free(payload);
+        return;
+      }
+      st = wfvm_deliver(r->vm, &ev);
+      free(payload);
+      continue;
+    }
+    if (c->is_new) {
+      int64_t deadline = json_int_field(c->payload, "deadline", -1);
+      if (deadline >= 0) store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
+    }
+    char detail[300];
+    snprintf(detail, sizeof detail, "signal %s", c->name);
+    set_status(r, "waiting", NULL, NULL, detail);
+    run_evict(r);
+    return;
+  }
+}
+
+/* ------------------------------------------------------------ dispatch --- */
+
+/* A run's timer or signal timeout fired: its outcome is appended, then delivered. */
+static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq) {
+  wf_row w;
+  if (store_wf_get(e->st, id, &w) != 1) return;
+  wfrun *r = strmap_get(&e->runs, id);
+  wfrun tmp = {0};
+  hist_list h = {0};
+  if (!r) {
+    tmp.e = e;
+    tmp.id = (char *)id;
+    tmp.run = w.run;
+    store_hist_load(e->st, id, w.run, &h);
+    tmp.next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
+    r = &tmp;
+  }
+  /* only if the command is still waiting (no outcome yet) */
+  int waiting = 1;
+  for (size_t i = 0; i < h.n; i++)
+    if (h.v[i].ref == seq) waiting = 0;
+  hist_event ev;
+  crash_point("timer.fire");
+  if (waiting && run_append(r, strcmp(kind, "timer") == 0 ? "TimerFired" : "SignalTimedOut", seq, NULL, NULL, NULL,
+                            &ev) >= 0) {
+    hist_list_free(&h);
+    wf_row_free(&w);
+    deliver(e, id, &ev);
+    return;
+  }
+  hist_list_free(&h);
+  wf_row_free(&w);
+}
+
+typedef struct due_ctx {
+  engine *e;
+  int n;
+} due_ctx;
+
+static int on_due(void *ud, const task_row *t) {
+  due_ctx *d = ud;
+  engine *e = d->e;
+  d->n++;
+  if (e->stopping) return 1;
+  if (strcmp(t->kind, "workflow") == 0) {
+    store_task_del(e->st, t->wf_id, "workflow", 0);
+    wf_row w;
+    if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
+    wfrun *r = strmap_get(&e->runs, t->wf_id);
+    if (r) {
+      r->cancel = w.cancel;
+      if (w.cancel == 1) {
+        hist_event ev;
+        if (cancel_blocked(r, &ev)) handle_state(r, wfvm_deliver(r->vm, &ev));
+      }
+    } else if (!engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) {
+      run_load(e, &w);
+    }
+    wf_row_free(&w);
+  } else if (strcmp(t->kind, "activity") == 0) {
+    char key[160];
+    snprintf(key, sizeof key, "%s/%lld", t->wf_id, (long long)t->seq);
+    if (strmap_get(&e->attempts, key)) return 0;
+    wf_row w;
+    if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
+    hist_list h = {0};
+    if (store_hist_get(e->st, t->wf_id, w.run, t->seq, &h) == 1) {
+      wfrun *r = strmap_get(&e->runs, t->wf_id);
+      hist_event ev;
+      attempt *a = NULL;
+      if (attempt_start(e, r, t->wf_id, w.script_dir, t->seq, t->attempt > 0 ? t->attempt : 1,
+                        t->first_at ? t->first_at : util_now_ms(), h.v[0].name, h.v[0].payload, &ev, &a)) {
+        deliver(e, t->wf_id, &ev);
+        attempt_free(a);
+      }
+    } else {
+      store_task_del(e->st, t->wf_id, "activity", t->seq); /* orphan */
+    }
+    hist_list_free(&h);
+    wf_row_free(&w);
+  } else {
+    store_task_del(e->st, t->wf_id, t->kind, t->seq);
+    fire_timer(e, t->wf_id, t->kind, t->seq);
+  }
+  return 0;
+}
+
+static void on_task_timer(uv_timer_t *t) {
+  engine *e = t->data;
+  e->task_timer_at = 0;
+  dispatch_due(e);
+}
+
+/* Runs every due task (bounded per call), then arms the timer for the next. */
+static void dispatch_due(engine *e) {
+  if (e->stopping) return;
+  due_ctx d = {e, 0};
+  if (store_task_due(e->st, util_now_ms(), e->only_wf, e->owner, DISPATCH_BATCH, on_due, &d) != STORE_OK)
+    log_err(e, "dispatch");
+  int64_t next = d.n >= DISPATCH_BATCH ? util_now_ms() : store_task_next_at(e->st, e->only_wf, e->owner);
+  if (next < 0) {
+    uv_timer_stop(&e->task_timer);
+    e->task_timer_at = 0;
+    return;
+  }
+  int64_t delay = next - util_now_ms();
+  if (delay < 0) delay = 0;
+  if (e->task_timer_at && e->task_timer_at <= next && uv_is_active((uv_handle_t *)&e->task_timer)) return;
+  e->task_timer_at = next;
+  uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
+}
+
+/* ------------------------------------------------------------- commit --- */
+
+int engine_commit(engine *e) {
+  if (!store_in_txn(e->st)) return 0;
+  crash_point("commit.before");
+  if (store_commit(e->st) != STORE_OK) {
+    /* the batch is gone; memory may be ahead of the log: drop all cached runs
+     * and attempts and start over from the log */
+    log_err(e, "commit");
+    e->failed_commit++;
+    return -1;
+  }
+  crash_point("commit.after");
+  for (size_t i = 0; i < e->nnotes; i++) {
+    note *n = &e->notes[i];
+    e->cfg.on_status(e->cfg.ud, n->id, n->status, n->detail);
+    free(n->id);
+    free(n->status);
+    free(n->detail);
+  }
+  e->nnotes = 0;
+  if (e->cfg.on_commit) e->cfg.on_commit(e->cfg.ud);
+  return 0;
+}
+
+/* Group commit: everything written during this loop iteration lands in one
+ * transaction, just before the loop blocks for I/O. */
+static void on_prepare(uv_prepare_t *p) {
+  engine *e = p->data;
+  if (engine_commit(e) != 0) {
+    fprintf(stderr, "engine: a commit failed; stopping so the log stays the source of truth\n");
+    engine_stop(e);
+  }
+}
+
+static void on_external(void *ud) { dispatch_due(ud); }
+
+static void on_signal(uv_signal_t *s, int signum) {
+  (void)signum;
+  engine_stop(s->data);
+}
+
+/* -------------------------------------------------------------- setup --- */
+
+int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen) {
+  *out = NULL;
+  engine *e = calloc(1, sizeof *e);
+  e->cfg = *cfg;
+  e->lua_dir = util_strdup(cfg->lua_dir ? cfg->lua_dir : engine_lua_dir());
+  e->only_wf = util_strdup(cfg->only_wf);
+  snprintf(e->owner, sizeof e->owner, "%d-%016llx", (int)getpid(), (unsigned long long)util_random64());
+  wfvm_config_default(&e->vmcfg);
+  strmap_init(&e->runs);
+  strmap_init(&e->attempts);
+  uv_loop_init(&e->loop);
+  if (store_open(cfg->db_path, 0, &e->st, err, errlen) != STORE_OK) {
+    uv_loop_close(&e->loop);
+    free(e->lua_dir);
+    free(e->only_wf);
+    free(e);
+    return -1;
+  }
+  e->act = actvm_new(&e->loop, e->lua_dir, err, errlen);
+  if (!e->act) {
+    engine_free(e);
+    return -1;
+  }
+  uv_prepare_init(&e->loop, &e->prep);
+  e->prep.data = e;
+  uv_timer_init(&e->loop, &e->task_timer);
+  e->task_timer.data = e;
+  uv_signal_init(&e->loop, &e->sigint);
+  e->sigint.data = e;
+  uv_signal_init(&e->loop, &e->sigterm);
+  e->sigterm.data = e;
+  *out = e;
+  return 0;
+}
+
+int engine_run(engine *e) {
+  uv_prepare_start(&e->prep, on_prepare);
+  uv_signal_start(&e->sigint, on_signal, SIGINT);
+  uv_signal_start(&e->sigterm, on_signal, SIGTERM);
+  e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
+  dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
+  engine_commit(e);
+  if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
+  engine_commit(e);
+  return e->failed_commit ? -1 : 0;
+}
+
+void engine_stop(engine *e) {
+  e->stopping = 1;
+  uv_stop(&e->loop);
+}
+
+store *engine_store(engine *e) { return e->st; }
+uv_loop_t *engine_loop(engine *e) { return &e->loop; }
+
+static void walk_close(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+void engine_free(engine *e) {
+  if (!e) return;
+  for (size_t i = 0; i < e->attempts.cap; i++) {
+    if (!STRMAP_LIVE(&e->attempts, i)) continue;
+    attempt *a = e->attempts.vals[i];
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+  strmap_free(&e->attempts);
+  for (size_t i = 0; i < e->runs.cap; i++)
+    if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
+  strmap_free(&e->runs);
+  if (e->watch) dbwatch_stop(e->watch);
+  /* handles owned by the engine are embedded: close them, then drain the loop */
+  uv_walk(&e->loop, walk_close, NULL);
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  actvm_free(e->act);
+  uv_loop_close(&e->loop);
+  for (size_t i = 0; i < e->nnotes; i++) {
+    free(e->notes[i].id);
+    free(e->notes[i].status);
+    free(e->notes[i].detail);
+  }
+  free(e->notes);
+  store_close(e->st);
+  free(e->lua_dir);
+  free(e->only_wf);
+  free(e);
+}
+
+/* ------------------------------------------------------------- clients --- */
+
+static int commit_or_fail(store *st, char *err, size_t errlen) {
+  if (store_commit(st) != STORE_OK) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+static int abort_with(store *st, char *err, size_t errlen) {
+  util_seterr(err, errlen, "%s", store_errmsg(st));
+  store_rollback(st);
+  return -1;
+}
+
+int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                           int *existed, char *err, size_t errlen) {
+  *existed = 0;
+  size_t len = 0;
+  char *src = util_read_file(script_path, &len);
+  if (!src) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", script_path, strerror(errno));
+    return -1;
+  }
+  char chunk[PATH_MAX + 2];
+  snprintf(chunk, sizeof chunk, "@%s", script_path);
+  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) {
+    free(src);
+    return -1;
+  }
+  char absdir[PATH_MAX];
+  char *tmp = util_strdup(script_path);
+  if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+  free(tmp);
+  char hash[65];
+  util_sha256_hex(src, len, hash);
+  if (store_begin(st) != STORE_OK) {
+    free(src);
+    return abort_with(st, err, errlen);
+  }
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found == 1) {
+    wf_row_free(&w);
+    store_rollback(st);
+    free(src);
+    *existed = 1;
+    return 0;
+  }
+  int64_t now = util_now_ms();
+  wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
+                NULL, NULL, 0, now, now};
+  char seed[17];
+  snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
+  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", input_json, seed);
+  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
+  int rc = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
+           store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
+           store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK;
+  free(payload);
+  free(src);
+  if (rc) return abort_with(st, err, errlen);
+  return commit_or_fail(st, err, errlen);
+}
+
+/* Loads a workflow that must exist and not be finished, inside a transaction. */
+static int begin_live(store *st, const char *id, const char *what, char *err, size_t errlen) {
+  if (store_begin(st) != STORE_OK) return abort_with(st, err, errlen);
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) {
+    if (found == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
+    else util_seterr(err, errlen, "%s", store_errmsg(st));
+    store_rollback(st);
+    return -1;
+  }
+  if (engine_status_terminal(w.status)) {
+    util_seterr(err, errlen, "workflow '%s' is %s; %s not delivered", id, w.status, what);
+    wf_row_free(&w);
+    store_rollback(st);
+    return -1;
+  }
+  wf_row_free(&w);
+  return 0;
+}
+
+int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
+  if (begin_live(st, id, "signal", err, errlen) != 0) return -1;
+  int64_t now = util_now_ms();
+  if (store_signal_put(st, id, name, payload, now) != STORE_OK ||
+      store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK)
+    return abort_with(st, err, errlen);
+  return commit_or_fail(st, err, errlen);
+}
+
+int engine_request_cancel(store *st, const char *id, char *err, size_t errlen) {
+  if (begin_live(st, id, "cancellation", err, errlen) != 0) return -1;
+  wf_row w;
+  store_wf_get(st, id, &w);
+  int already = w.cancel != 0;
+  wf_row_free(&w);
+  if (!already && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
+                   store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK))
+    return abort_with(st, err, errlen);
+  return commit_or_fail(st, err, errlen);
+}
+
+/* ---------------------------------------------------------------- lock --- */
+
+int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s.lock", db_path);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    util_seterr(holder, holderlen, "cannot open %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[128] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    util_seterr(holder, holderlen, "%s", *buf ? buf : "another engine process");
+    close(fd);
+    return -1;
+  }
+  char buf[128];
+  int n = snprintf(buf, sizeof buf, "engine %s (pid %d)\n", mode, (int)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) { /* informational only */
+  }
+  return fd;
+}
+
+void engine_unlock(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+/* ---------------------------------------------------------------- watch --- */
+
+static void watch_check(dbwatch *w) {
+  int64_t v = store_data_version(w->st);
+  if (v != w->version) {
+    w->version = v;
+    w->cb(w->ud);
+  }
+}
+
+static void on_fs(uv_fs_event_t *h, const char *filename, int events, int status) {
+  (void)events;
+  dbwatch *w = h->data;
+  if (status < 0 || !filename || strncmp(filename, w->base, strlen(w->base)) == 0) watch_check(w);
+}
+
+static void on_poll(uv_timer_t *t) { watch_check(t->data); }
+
+dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *ud) {
+  dbwatch *w = calloc(1, sizeof *w);
+  w->loop = loop;
+  w->st = st;
+  w->cb = cb;
+  w->ud = ud;
+  w->version = store_data_version(st);
+  char *p1 = util_strdup(store_path(st)), *p2 = util_strdup(store_path(st));
+  snprintf(w->base, sizeof w->base, "%s", basename(p1));
+  uv_fs_event_init(loop, &w->fs);
+  w->fs.data = w;
+  /* inotify on the directory sees every write to the WAL of any process */
+  uv_fs_event_start(&w->fs, on_fs, dirname(p2), 0);
+  free(p1);
+  free(p2);
+  uv_timer_init(loop, &w->poll);
+  w->poll.data = w;
+  uv_timer_start(&w->poll, on_poll, 1000, 1000); /* safety net where inotify is unavailable */
+  return w;
+}
+
+static void watch_closed(uv_handle_t *h) {
+  dbwatch *w = h->data;
+  if (++w->closing == 3) free(w);
+}
+
+void dbwatch_stop(dbwatch *w) {
+  w->closing = 1;
+  uv_close((uv_handle_t *)&w->fs, watch_closed);
+  uv_close((uv_handle_t *)&w->poll, watch_closed);
+}
+
+/* --------------------------------------------------------------- replay --- */
+
+static int64_t check_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
+                            const char *payload) {
+  (void)ud, (void)type, (void)ref, (void)name, (void)hash, (void)payload;
+  return -1;
+}
+static int64_t check_emit(void *ud, const char *type, const char *payload) {
+  (void)ud, (void)type, (void)payload;
+  return -1;
+}
+static char *check_load_module(void *ud, const char *name, size_t *len, char **chunkname, char *err, size_t errlen) {
+  return load_module_common(ud, name, len, chunkname, err, errlen);
+}
+
+static int is_terminal_event(const char *t) {
+  return strcmp(t, "WorkflowCompleted") == 0 || strcmp(t, "WorkflowFailed") == 0 ||
+         strcmp(t, "WorkflowCancelled") == 0 || strcmp(t, "ContinuedAsNew") == 0;
+}
+
+int engine_replay_check(store *st, const char *id, const char *script_path, int apply, char *report,
+                        size_t reportlen) {
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) {
+    util_seterr(report, reportlen, found == 0 ? "unknown workflow '%s'" : "cannot read workflow '%s'", id);
+    return -1;
+  }
+  int rc = -1;
+  char *src = NULL, *tmp = NULL;
+  size_t len = 0;
+  char absdir[PATH_MAX], hash[65];
+  hist_list h = {0};
+  if (script_path) {
+    src = util_read_file(script_path, &len);
+    if (!src) {
+      util_seterr(report, reportlen, "cannot read %s: %s", script_path, strerror(errno));
+      goto done;
+    }
+    tmp = util_strdup(script_path);
+    if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+    util_sha256_hex(src, len, hash);
+  } else {
+    src = store_code_get(st, w.code_hash, &len);
+    snprintf(absdir, sizeof absdir, "%s", w.script_dir);
+    snprintf(hash, sizeof hash, "%s", w.code_hash);
+    if (!src) {
+      util_seterr(report, reportlen, "the pinned code of '%s' is missing from the store", id);
+      goto done;
+    }
+  }
+  if (store_hist_load(st, id, w.run, &h) != STORE_OK) {
+    util_seterr(report, reportlen, "%s", store_errmsg(st));
+    goto done;
+  }
+  const char *terminal = NULL;
+  while (h.n && is_terminal_event(h.v[h.n - 1].type)) {
+    terminal = h.v[h.n - 1].type;
+    h.n--; /* still freed by hist_list_free via cap? no: keep strings, free below */
+    free((char *)h.v[h.n].type);
+    free((char *)h.v[h.n].name);
+    free((char *)h.v[h.n].hash);
+    free((char *)h.v[h.n].payload);
+  }
+  size_t total = h.n;
+  wfvm_config cfg;
+  wfvm_config_default(&cfg);
+  cfg.check_only = 1;
+  modhost m = {st, id, w.run, absdir, engine_lua_dir(), script_path == NULL};
+  wfvm_host host = {&m, check_append, check_emit, check_load_module, NULL};
+  wfvm *vm = wfvm_new(&cfg, &host, id, w.run, &h);
+  char *chunk = util_fmt("@%s", script_path ? script_path : w.script_name);
+  wfvm_state s = vm ? wfvm_start(vm, src, len, chunk) : WFVM_FAILED;
+  free(chunk);
+  const char *label = script_path ? script_path : "its pinned code";
+  switch (s) {
+    case WFVM_END:
+    case WFVM_BLOCKED:
+      util_seterr(report, reportlen, "ok: %s replays all %zu events of %s (run %lld)", label, total, id,
+                  (long long)w.run);
+      rc = 0;
+      break;
+    case WFVM_FAILED:
+      if (terminal && strcmp(terminal, "WorkflowFailed") == 0 && wfvm_cursor(vm) >= total) {
+        util_seterr(report, reportlen, "ok: %s replays all %zu events of %s and fails as the run did", label, total,
+                    id);
+        rc = 0;
+      } else {
+        util_seterr(report, reportlen, "diverges: the script raises after %zu of %zu events: %s", wfvm_cursor(vm),
+                    total, vm ? wfvm_output(vm) : "cannot create a VM");
+        rc = 1;
+      }
+      break;
+    default:
+      util_seterr(report, reportlen, "diverges: %s", vm ? wfvm_output(vm) : "cannot create a VM");
+      rc = 1;
+  }
+  wfvm_free(vm);
+  if (rc == 0 && apply) {
+    int bad = store_begin(st) != STORE_OK;
+    if (!bad && script_path)
+      bad = store_code_put(st, hash, script_path, src, len) != STORE_OK ||
+            store_wf_set_code(st, id, hash, script_path, absdir) != STORE_OK ||
+            store_modules_clear(st, id, w.run) != STORE_OK;
+    if (!bad && strcmp(w.status, "stuck") == 0)
+      bad = store_wf_set_status(st, id, "running", NULL, NULL) != STORE_OK ||
+            store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK;
+    if (bad || store_commit(st) != STORE_OK) {
+      util_seterr(report, reportlen, "cannot apply: %s", store_errmsg(st));
+      store_rollback(st);
+      rc = -1;
+    } else {
+      size_t n = strlen(report);
+      util_seterr(report + n, reportlen - n, "; applied%s", strcmp(w.status, "stuck") == 0 ? ", resuming" : "");
+    }
+  }
+done:
+  hist_list_free(&h);
+  free(src);
+  free(tmp);
+  wf_row_free(&w);
+  return rc;
+}

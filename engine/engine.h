@@ -1,0 +1,67 @@
+/* engine: the worker. One libuv loop drives workflow VMs, activity attempts,
+ * durable timers and the group commit of the store. It also offers the client
+ * operations (create, signal, cancel) that the CLI uses from any process. */
+#ifndef ENGINE_ENGINE_H
+#define ENGINE_ENGINE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "store.h"
+
+typedef struct engine engine;
+
+typedef struct engine_config {
+  const char *db_path;
+  const char *lua_dir;
+  const char *only_wf; /* NULL: every workflow (serve); else just this one (start) */
+  /* Called after the commit that made a workflow reach status (any change). */
+  void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
+  /* Called after each commit (start uses it to print new domain events). */
+  void (*on_commit)(void *ud);
+  void *ud;
+} engine_config;
+
+/* Opens the store (creating it), the activity VM and the loop. */
+int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen);
+/* Recovers every due task and runs the loop until engine_stop(). */
+int engine_run(engine *e);
+void engine_stop(engine *e);
+void engine_free(engine *e);
+store *engine_store(engine *e);
+uv_loop_t *engine_loop(engine *e);
+/* Commits pending writes now (the loop does so every iteration). */
+int engine_commit(engine *e);
+
+/* Where the engine's Lua library lives: ENGINE_LUA_DIR or the build default. */
+const char *engine_lua_dir(void);
+
+/* ---- client operations: each is one transaction, committed on return ---- */
+
+/* Creates workflow id from script (stored by content hash) with input JSON and
+ * queues it. *existed is set (and nothing written) when id already exists. */
+int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                           int *existed, char *err, size_t errlen);
+int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen);
+int engine_request_cancel(store *st, const char *id, char *err, size_t errlen);
+int engine_status_terminal(const char *status);
+
+/* Replays workflow id's current run against script_path (NULL: its pinned
+ * code) without side effects. Returns 0 when it replays cleanly, 1 when it
+ * diverges (report says where), -1 on error. With apply and a clean replay the
+ * run moves to that code, and a stuck run is queued to resume. */
+int engine_replay_check(store *st, const char *id, const char *script_path, int apply, char *report,
+                        size_t reportlen);
+
+/* ---- the worker lock: one worker per database ---- */
+/* Returns an fd holding the lock, or -1 with *holder describing the holder. */
+int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen);
+void engine_unlock(int fd);
+
+/* ---- watching a database for commits by other processes ---- */
+typedef struct dbwatch dbwatch;
+/* cb runs (on loop) soon after another process commits to st's database. */
+dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *ud);
+void dbwatch_stop(dbwatch *w);
+
+#endif

@@ -1,0 +1,28 @@
+/* json: canonical JSON encoding of Lua values (sorted object keys, so the same
+ * value always gives the same bytes in every VM), decoding via lua-cjson. */
+#ifndef ENGINE_JSON_H
+#define ENGINE_JSON_H
+
+#include <lua.h>
+#include <stddef.h>
+
+/* Encodes the value at idx and pushes the JSON text as a Lua string.
+ * Raises a Lua error for values JSON cannot hold (functions, cycles, NaN). */
+const char *json_encode(lua_State *L, int idx, size_t *len);
+
+/* Decodes text and pushes the value; raises a Lua error on malformed JSON. */
+void json_decode(lua_State *L, const char *text, size_t len);
+
+/* Like json_decode, but returns 0 on success and -1 with the message in err. */
+int json_decode_safe(lua_State *L, const char *text, size_t len, char *err, size_t errlen);
+
+/* Opens module "json" = {encode=, decode=, null=}; leaves it on the stack. */
+int luaopen_engine_json(lua_State *L);
+
+/* Checks that text is valid JSON (uses a throwaway Lua state). */
+int json_validate(const char *text, char *err, size_t errlen);
+
+/* Returns s as a malloc'd JSON string literal (quoted and escaped). */
+char *json_quote(const char *s);
+
+#endif

@@ -1,0 +1,793 @@
+#include "store.h"
+
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+#define SCHEMA_VERSION 1
+
+static const char *SCHEMA =
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS workflows("
+    "  id TEXT PRIMARY KEY, run INTEGER NOT NULL, status TEXT NOT NULL,"
+    "  script_name TEXT NOT NULL, script_dir TEXT NOT NULL, code_hash TEXT NOT NULL,"
+    "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
+    "CREATE TABLE IF NOT EXISTS history("
+    "  wf_id TEXT NOT NULL, run INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,"
+    "  ref INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT, payload TEXT, time INTEGER NOT NULL,"
+    "  PRIMARY KEY(wf_id, run, seq)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS code(hash TEXT PRIMARY KEY, name TEXT NOT NULL, source BLOB NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS run_modules(wf_id TEXT NOT NULL, run INTEGER NOT NULL, module TEXT NOT NULL,"
+    "  hash TEXT NOT NULL, PRIMARY KEY(wf_id, run, module)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS tasks("
+    "  wf_id TEXT NOT NULL, kind TEXT NOT NULL, seq INTEGER NOT NULL, run_at INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL DEFAULT 0, first_at INTEGER NOT NULL DEFAULT 0,"
+    "  lease_owner TEXT, lease_until INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY(wf_id, kind, seq));"
+    "CREATE INDEX IF NOT EXISTS tasks_due ON tasks(run_at);"
+    "CREATE TABLE IF NOT EXISTS signals(id INTEGER PRIMARY KEY, wf_id TEXT NOT NULL, name TEXT NOT NULL,"
+    "  payload TEXT, time INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS signals_wf ON signals(wf_id, name, id);"
+    "CREATE TABLE IF NOT EXISTS domain_events(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+    "  type TEXT NOT NULL, time INTEGER NOT NULL, payload TEXT,"
+    "  PRIMARY KEY(session_id, seq)) WITHOUT ROWID;";
+
+enum {
+  Q_WF_INSERT,
+  Q_WF_GET,
+  Q_WF_STATUS,
+  Q_WF_CANCEL,
+  Q_WF_CODE,
+  Q_WF_NEWRUN,
+  Q_WF_LIST,
+  Q_WF_LIST_STATUS,
+  Q_HIST_APPEND,
+  Q_HIST_LOAD,
+  Q_HIST_GET,
+  Q_CODE_PUT,
+  Q_CODE_GET,
+  Q_MOD_PIN,
+  Q_MOD_GET,
+  Q_MOD_CLEAR,
+  Q_MOD_COPY,
+  Q_TASK_PUT,
+  Q_TASK_DEL,
+  Q_TASK_DEL_WF,
+  Q_TASK_GET,
+  Q_TASK_DUE,
+  Q_TASK_DUE_WF,
+  Q_TASK_NEXT,
+  Q_TASK_NEXT_WF,
+  Q_TASK_COUNT,
+  Q_SIG_PUT,
+  Q_SIG_FIND,
+  Q_SIG_DEL,
+  Q_SIG_COUNT,
+  Q_SIG_DEL_WF,
+  Q_DOM_MAX,
+  Q_DOM_APPEND,
+  Q_DOM_LIST,
+  Q_DATA_VERSION,
+  Q_COUNT_HIST,
+  Q__N
+};
+
+static const char *SQL[Q__N] = {
+    [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
+                    "created_at,updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+    [Q_WF_GET] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
+                 "updated_at FROM workflows WHERE id=?",
+    [Q_WF_STATUS] = "UPDATE workflows SET status=?, result=?, error=?, updated_at=? WHERE id=?",
+    [Q_WF_CANCEL] = "UPDATE workflows SET cancel=?, updated_at=? WHERE id=?",
+    [Q_WF_CODE] = "UPDATE workflows SET code_hash=?, script_name=?, script_dir=?, updated_at=? WHERE id=?",
+    [Q_WF_NEWRUN] = "UPDATE workflows SET run=?, input=?, status='running', result=NULL, error=NULL, updated_at=? "
+                    "WHERE id=?",
+    [Q_WF_LIST] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
+                  "updated_at FROM workflows ORDER BY created_at, id",
+    [Q_WF_LIST_STATUS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
+                         "updated_at FROM workflows WHERE status=? ORDER BY created_at, id",
+    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
+    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
+    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
+    [Q_CODE_PUT] = "INSERT OR IGNORE INTO code(hash,name,source) VALUES(?,?,?)",
+    [Q_CODE_GET] = "SELECT source FROM code WHERE hash=?",
+    [Q_MOD_PIN] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) VALUES(?,?,?,?)",
+    [Q_MOD_GET] = "SELECT hash FROM run_modules WHERE wf_id=? AND run=? AND module=?",
+    [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=? AND run=?",
+    [Q_MOD_COPY] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT wf_id,?,module,hash "
+                   "FROM run_modules WHERE wf_id=? AND run=?",
+    [Q_TASK_PUT] = "INSERT OR REPLACE INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                   "VALUES(?,?,?,?,?,?,?,?)",
+    [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
+    [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=?",
+    [Q_TASK_GET] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
+    [Q_TASK_DUE] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE run_at<=? "
+                   "AND (lease_owner IS NULL OR lease_owner<>?) ORDER BY run_at LIMIT ?",
+    [Q_TASK_DUE_WF] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=? AND run_at<=? "
+                      "AND (lease_owner IS NULL OR lease_owner<>?) ORDER BY run_at LIMIT ?",
+    [Q_TASK_NEXT] = "SELECT min(run_at) FROM tasks WHERE lease_owner IS NULL OR lease_owner<>?",
+    [Q_TASK_NEXT_WF] = "SELECT min(run_at) FROM tasks WHERE wf_id=? AND (lease_owner IS NULL OR lease_owner<>?)",
+    [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=?",
+    [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES(?,?,?,?)",
+    [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=? AND name=? ORDER BY id LIMIT 1",
+    [Q_SIG_DEL] = "DELETE FROM signals WHERE id=?",
+    [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=?",
+    [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=?",
+    [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=?",
+    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES(?,?,?,?,?)",
+    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=? AND seq>? "
+                   "ORDER BY seq",
+    [Q_DATA_VERSION] = "PRAGMA data_version",
+    [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=?",
+};
+
+struct store {
+  sqlite3 *db;
+  sqlite3_stmt *q[Q__N];
+  int in_txn;
+  char *path;
+  char err[512];
+};
+
+/* ---- plumbing ---- */
+
+static int fail(store *s, const char *what) {
+  util_seterr(s->err, sizeof s->err, "%s: %s", what, sqlite3_errmsg(s->db));
+  return STORE_ERR;
+}
+
+static sqlite3_stmt *stmt(store *s, int q) {
+  if (!s->q[q] && sqlite3_prepare_v3(s->db, SQL[q], -1, SQLITE_PREPARE_PERSISTENT, &s->q[q], NULL) != SQLITE_OK) {
+    fail(s, "prepare");
+    return NULL;
+  }
+  sqlite3_reset(s->q[q]);
+  sqlite3_clear_bindings(s->q[q]);
+  return s->q[q];
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v) {
+  if (v)
+    sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
+  else
+    sqlite3_bind_null(st, i);
+}
+
+static char *col_dup(sqlite3_stmt *st, int i) {
+  const unsigned char *t = sqlite3_column_text(st, i);
+  return t ? util_strdup((const char *)t) : NULL;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i) { return (const char *)sqlite3_column_text(st, i); }
+
+/* Runs a write statement to completion. */
+static int exec_write(store *s, sqlite3_stmt *st, const char *what) {
+  int rc = sqlite3_step(st);
+  sqlite3_reset(st);
+  if (rc != SQLITE_DONE) return fail(s, what);
+  return STORE_OK;
+}
+
+static int64_t query_int(store *s, sqlite3_stmt *st, int64_t dflt) {
+  int64_t v = dflt;
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail(s, "query");
+  sqlite3_reset(st);
+  return v;
+}
+
+static int classify(int rc) {
+  rc &= 0xff;
+  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) return STORE_EBUSY;
+  if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT) return STORE_ECORRUPT;
+  return STORE_ERR;
+}
+
+int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
+  *out = NULL;
+  store *s = calloc(1, sizeof *s);
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (must_exist ? 0 : SQLITE_OPEN_CREATE);
+  int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+  if (rc != SQLITE_OK) {
+    util_seterr(err, errlen, "cannot open database %s: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+    sqlite3_close(s->db);
+    free(s);
+    return rc == SQLITE_CANTOPEN ? STORE_ERR : classify(rc);
+  }
+  s->path = util_strdup(path);
+  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
+  sqlite3_busy_timeout(s->db, btm ? atoi(btm) : 5000);
+  const char *sync = getenv("ENGINE_SYNCHRONOUS");
+  char pragmas[256];
+  snprintf(pragmas, sizeof pragmas,
+           "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;",
+           sync && *sync ? sync : "FULL");
+  char *emsg = NULL;
+  /* The first statement reads the header: a file that is not SQLite fails here. */
+  rc = sqlite3_exec(s->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, &emsg);
+  if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg);
+  if (rc == SQLITE_OK) {
+    sqlite3_free(emsg);
+    emsg = NULL;
+    /* Create the schema only when it is missing, so a read-only look never writes. */
+    sqlite3_stmt *st = NULL;
+    int have = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK) {
+      if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    if (have > SCHEMA_VERSION) {
+      util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", path, have,
+                  SCHEMA_VERSION);
+      store_close(s);
+      return STORE_ERR;
+    }
+    if (have == 0) {
+      /* a valid SQLite file that holds someone else's tables is not ours to change */
+      int other = 0;
+      if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
+          sqlite3_step(st) == SQLITE_ROW)
+        other = sqlite3_column_int(st, 0);
+      sqlite3_finalize(st);
+      if (other > 0 || must_exist) {
+        util_seterr(err, errlen, "%s is not an engine database", path);
+        store_close(s);
+        return STORE_ECORRUPT;
+      }
+      rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &emsg);
+      if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
+      if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','1')", NULL, NULL, &emsg);
+      if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &emsg);
+      if (rc != SQLITE_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+  }
+  if (rc != SQLITE_OK) {
+    int kind = classify(sqlite3_extended_errcode(s->db));
+    if (kind == STORE_EBUSY)
+      util_seterr(err, errlen, "database %s is locked by another process (%s)", path, emsg ? emsg : "busy");
+    else if (kind == STORE_ECORRUPT)
+      util_seterr(err, errlen, "database %s is corrupt or not an engine database (%s)", path, emsg ? emsg : "");
+    else
+      util_seterr(err, errlen, "cannot open database %s: %s", path, emsg ? emsg : sqlite3_errmsg(s->db));
+    sqlite3_free(emsg);
+    store_close(s);
+    return kind;
+  }
+  *out = s;
+  return STORE_OK;
+}
+
+void store_close(store *s) {
+  if (!s) return;
+  if (s->in_txn) store_rollback(s);
+  for (int i = 0; i < Q__N; i++) sqlite3_finalize(s->q[i]);
+  sqlite3_close(s->db);
+  free(s->path);
+  free(s);
+}
+
+const char *store_errmsg(store *s) { return s->err; }
+const char *store_path(store *s) { return s->path; }
+
+int store_begin(store *s) {
+  if (s->in_txn) return STORE_OK;
+  int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    fail(s, "begin");
+    return classify(sqlite3_extended_errcode(s->db));
+  }
+  s->in_txn = 1;
+  return STORE_OK;
+}
+
+int store_commit(store *s) {
+  if (!s->in_txn) return STORE_OK;
+  int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    fail(s, "commit");
+    store_rollback(s);
+    return classify(rc);
+  }
+  s->in_txn = 0;
+  return STORE_OK;
+}
+
+void store_rollback(store *s) {
+  if (!s->in_txn) return;
+  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  s->in_txn = 0;
+}
+
+int store_in_txn(store *s) { return s->in_txn; }
+
+int64_t store_data_version(store *s) {
+  sqlite3_stmt *st = stmt(s, Q_DATA_VERSION);
+  return st ? query_int(s, st, -1) : -1;
+}
+
+/* Every write helper makes sure a transaction is open first. */
+#define WRITE_BEGIN(s)                             \
+  do {                                             \
+    if (store_begin(s) != STORE_OK) return STORE_ERR; \
+  } while (0)
+
+/* ---- workflows ---- */
+
+void wf_row_free(wf_row *w) {
+  free(w->id);
+  free(w->status);
+  free(w->script_name);
+  free(w->script_dir);
+  free(w->code_hash);
+  free(w->input);
+  free(w->result);
+  free(w->error);
+  memset(w, 0, sizeof *w);
+}
+
+int store_wf_insert(store *s, const wf_row *w) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_WF_INSERT);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, w->id);
+  sqlite3_bind_int64(st, 2, w->run);
+  bind_text(st, 3, w->status);
+  bind_text(st, 4, w->script_name);
+  bind_text(st, 5, w->script_dir);
+  bind_text(st, 6, w->code_hash);
+  bind_text(st, 7, w->input);
+  bind_text(st, 8, w->result);
+  bind_text(st, 9, w->error);
+  sqlite3_bind_int(st, 10, w->cancel);
+  sqlite3_bind_int64(st, 11, w->created_at);
+  sqlite3_bind_int64(st, 12, w->updated_at);
+  return exec_write(s, st, "insert workflow");
+}
+
+static void read_wf(sqlite3_stmt *st, wf_row *w) {
+  w->id = col_dup(st, 0);
+  w->run = sqlite3_column_int64(st, 1);
+  w->status = col_dup(st, 2);
+  w->script_name = col_dup(st, 3);
+  w->script_dir = col_dup(st, 4);
+  w->code_hash = col_dup(st, 5);
+  w->input = col_dup(st, 6);
+  w->result = col_dup(st, 7);
+  w->error = col_dup(st, 8);
+  w->cancel = sqlite3_column_int(st, 9);
+  w->created_at = sqlite3_column_int64(st, 10);
+  w->updated_at = sqlite3_column_int64(st, 11);
+}
+
+int store_wf_get(store *s, const char *id, wf_row *out) {
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = stmt(s, Q_WF_GET);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, id);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    read_wf(st, out);
+    sqlite3_reset(st);
+    return 1;
+  }
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return 0;
+  return fail(s, "get workflow");
+}
+
+int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_WF_STATUS);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, status);
+  bind_text(st, 2, result);
+  bind_text(st, 3, error);
+  sqlite3_bind_int64(st, 4, util_now_ms());
+  bind_text(st, 5, id);
+  return exec_write(s, st, "set workflow status");
+}
+
+int store_wf_set_cancel(store *s, const char *id, int cancel) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_WF_CANCEL);
+  if (!st) return STORE_ERR;
+  sqlite3_bind_int(st, 1, cancel);
+  sqlite3_bind_int64(st, 2, util_now_ms());
+  bind_text(st, 3, id);
+  return exec_write(s, st, "set cancel");
+}
+
+int store_wf_set_code(store *s, const char *id, const char *code_hash, const char *script_name,
+                      const char *script_dir) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_WF_CODE);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, code_hash);
+  bind_text(st, 2, script_name);
+  bind_text(st, 3, script_dir);
+  sqlite3_bind_int64(st, 4, util_now_ms());
+  bind_text(st, 5, id);
+  return exec_write(s, st, "set code");
+}
+
+int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_WF_NEWRUN);
+  if (!st) return STORE_ERR;
+  sqlite3_bind_int64(st, 1, run);
+  bind_text(st, 2, input);
+  sqlite3_bind_int64(st, 3, util_now_ms());
+  bind_text(st, 4, id);
+  return exec_write(s, st, "new run");
+}
+
+int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST);
+  if (!st) return STORE_ERR;
+  if (status) bind_text(st, 1, status);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    wf_row w;
+    read_wf(st, &w);
+    int stop = cb(ud, &w);
+    wf_row_free(&w);
+    if (stop) break;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list workflows");
+}
+
+/* ---- history ---- */
+
+void hist_list_free(hist_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free((char *)l->v[i].type);
+    free((char *)l->v[i].name);
+    free((char *)l->v[i].hash);
+    free((char *)l->v[i].payload);
+  }
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
+int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_HIST_APPEND);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  sqlite3_bind_int64(st, 3, e->seq);
+  bind_text(st, 4, e->type);
+  sqlite3_bind_int64(st, 5, e->ref);
+  bind_text(st, 6, e->name);
+  bind_text(st, 7, e->hash);
+  bind_text(st, 8, e->payload);
+  sqlite3_bind_int64(st, 9, e->time);
+  return exec_write(s, st, "append history");
+}
+
+static int read_events(store *s, sqlite3_stmt *st, hist_list *out) {
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (out->n == out->cap) {
+      out->cap = out->cap ? out->cap * 2 : 16;
+      out->v = realloc(out->v, out->cap * sizeof(hist_event));
+    }
+    hist_event *e = &out->v[out->n++];
+    e->seq = sqlite3_column_int64(st, 0);
+    e->type = col_dup(st, 1);
+    e->ref = sqlite3_column_int64(st, 2);
+    e->name = col_dup(st, 3);
+    e->hash = col_dup(st, 4);
+    e->payload = col_dup(st, 5);
+    e->time = sqlite3_column_int64(st, 6);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? STORE_OK : fail(s, "load history");
+}
+
+int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
+  sqlite3_stmt *st = stmt(s, Q_HIST_LOAD);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  return read_events(s, st, out);
+}
+
+int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
+  sqlite3_stmt *st = stmt(s, Q_HIST_GET);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  sqlite3_bind_int64(st, 3, seq);
+  size_t before = out->n;
+  if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
+  return out->n > before;
+}
+
+/* ---- code ---- */
+
+int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_CODE_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, hash);
+  bind_text(st, 2, name);
+  sqlite3_bind_blob(st, 3, src, (int)len, SQLITE_TRANSIENT);
+  return exec_write(s, st, "store code");
+}
+
+char *store_code_get(store *s, const char *hash, size_t *len) {
+  sqlite3_stmt *st = stmt(s, Q_CODE_GET);
+  if (!st) return NULL;
+  bind_text(st, 1, hash);
+  char *out = NULL;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    int n = sqlite3_column_bytes(st, 0);
+    out = malloc((size_t)n + 1);
+    memcpy(out, sqlite3_column_blob(st, 0), (size_t)n);
+    out[n] = 0;
+    if (len) *len = (size_t)n;
+  }
+  sqlite3_reset(st);
+  return out;
+}
+
+int store_module_pin(store *s, const char *wf_id, int64_t run, const char *module, const char *hash) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_MOD_PIN);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  bind_text(st, 3, module);
+  bind_text(st, 4, hash);
+  return exec_write(s, st, "pin module");
+}
+
+char *store_module_get(store *s, const char *wf_id, int64_t run, const char *module) {
+  sqlite3_stmt *st = stmt(s, Q_MOD_GET);
+  if (!st) return NULL;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  bind_text(st, 3, module);
+  char *out = NULL;
+  if (sqlite3_step(st) == SQLITE_ROW) out = col_dup(st, 0);
+  sqlite3_reset(st);
+  return out;
+}
+
+int store_modules_clear(store *s, const char *wf_id, int64_t run) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_MOD_CLEAR);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  return exec_write(s, st, "clear modules");
+}
+
+int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_MOD_COPY);
+  if (!st) return STORE_ERR;
+  sqlite3_bind_int64(st, 1, to_run);
+  bind_text(st, 2, wf_id);
+  sqlite3_bind_int64(st, 3, from_run);
+  return exec_write(s, st, "copy modules");
+}
+
+/* ---- tasks ---- */
+
+int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
+                   int64_t first_at, const char *owner, int64_t lease_until) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_TASK_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  bind_text(st, 2, kind);
+  sqlite3_bind_int64(st, 3, seq);
+  sqlite3_bind_int64(st, 4, run_at);
+  sqlite3_bind_int(st, 5, attempt);
+  sqlite3_bind_int64(st, 6, first_at);
+  bind_text(st, 7, owner);
+  sqlite3_bind_int64(st, 8, lease_until);
+  return exec_write(s, st, "put task");
+}
+
+int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_TASK_DEL);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  bind_text(st, 2, kind);
+  sqlite3_bind_int64(st, 3, seq);
+  return exec_write(s, st, "delete task");
+}
+
+int store_task_del_wf(store *s, const char *wf_id) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_TASK_DEL_WF);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  return exec_write(s, st, "delete tasks");
+}
+
+static void read_task(sqlite3_stmt *st, task_row *t) {
+  t->id = sqlite3_column_int64(st, 0);
+  t->wf_id = col_text(st, 1);
+  t->kind = col_text(st, 2);
+  t->seq = sqlite3_column_int64(st, 3);
+  t->run_at = sqlite3_column_int64(st, 4);
+  t->attempt = sqlite3_column_int(st, 5);
+  t->first_at = sqlite3_column_int64(st, 6);
+}
+
+int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out) {
+  sqlite3_stmt *st = stmt(s, Q_TASK_GET);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  bind_text(st, 2, kind);
+  sqlite3_bind_int64(st, 3, seq);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    read_task(st, out); /* strings live until the statement is reset by its next use */
+    return 1;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? 0 : fail(s, "get task");
+}
+
+int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner, int limit, store_task_cb cb,
+                   void *ud) {
+  /* Collect first: callbacks write to the store, which must not happen mid-scan. */
+  sqlite3_stmt *st = stmt(s, only_wf ? Q_TASK_DUE_WF : Q_TASK_DUE);
+  if (!st) return STORE_ERR;
+  int i = 1;
+  if (only_wf) bind_text(st, i++, only_wf);
+  sqlite3_bind_int64(st, i++, now);
+  bind_text(st, i++, owner);
+  sqlite3_bind_int(st, i, limit);
+  size_t n = 0, cap = 0;
+  task_row *v = NULL;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      v = realloc(v, cap * sizeof *v);
+    }
+    read_task(st, &v[n]);
+    v[n].wf_id = util_strdup(v[n].wf_id);
+    v[n].kind = util_strdup(v[n].kind);
+    n++;
+  }
+  sqlite3_reset(st);
+  int ret = rc == SQLITE_DONE ? STORE_OK : fail(s, "due tasks");
+  for (size_t i = 0; i < n; i++) {
+    if (ret == STORE_OK && cb(ud, &v[i])) ret = 1;
+    free((char *)v[i].wf_id);
+    free((char *)v[i].kind);
+  }
+  free(v);
+  return ret < 0 ? ret : STORE_OK;
+}
+
+int64_t store_task_next_at(store *s, const char *only_wf, const char *owner) {
+  sqlite3_stmt *st = stmt(s, only_wf ? Q_TASK_NEXT_WF : Q_TASK_NEXT);
+  if (!st) return -1;
+  int i = 1;
+  if (only_wf) bind_text(st, i++, only_wf);
+  bind_text(st, i, owner);
+  return query_int(s, st, -1);
+}
+
+int store_task_count(store *s, const char *wf_id) {
+  sqlite3_stmt *st = stmt(s, Q_TASK_COUNT);
+  if (!st) return -1;
+  bind_text(st, 1, wf_id);
+  return (int)query_int(s, st, 0);
+}
+
+/* ---- signals ---- */
+
+int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SIG_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  bind_text(st, 2, name);
+  bind_text(st, 3, payload);
+  sqlite3_bind_int64(st, 4, time);
+  return exec_write(s, st, "put signal");
+}
+
+int store_signal_take(store *s, const char *wf_id, const char *name, char **payload) {
+  *payload = NULL;
+  sqlite3_stmt *st = stmt(s, Q_SIG_FIND);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  bind_text(st, 2, name);
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : fail(s, "find signal");
+  }
+  int64_t id = sqlite3_column_int64(st, 0);
+  *payload = col_dup(st, 1);
+  sqlite3_reset(st);
+  WRITE_BEGIN(s);
+  st = stmt(s, Q_SIG_DEL);
+  if (!st) return STORE_ERR;
+  sqlite3_bind_int64(st, 1, id);
+  if (exec_write(s, st, "take signal") != STORE_OK) {
+    free(*payload);
+    *payload = NULL;
+    return STORE_ERR;
+  }
+  return 1;
+}
+
+int store_signal_count(store *s, const char *wf_id) {
+  sqlite3_stmt *st = stmt(s, Q_SIG_COUNT);
+  if (!st) return -1;
+  bind_text(st, 1, wf_id);
+  return (int)query_int(s, st, 0);
+}
+
+int store_signal_del_wf(store *s, const char *wf_id) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SIG_DEL_WF);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  return exec_write(s, st, "delete signals");
+}
+
+/* ---- domain events ---- */
+
+int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_DOM_MAX);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, session_id);
+  int64_t seq = query_int(s, st, 0) + 1;
+  st = stmt(s, Q_DOM_APPEND);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, session_id);
+  sqlite3_bind_int64(st, 2, seq);
+  bind_text(st, 3, type);
+  sqlite3_bind_int64(st, 4, time);
+  bind_text(st, 5, payload);
+  if (exec_write(s, st, "append domain event") != STORE_OK) return STORE_ERR;
+  return seq;
+}
+
+int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_DOM_LIST);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, session_id);
+  sqlite3_bind_int64(st, 2, after_seq);
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    domain_event e = {col_text(st, 0), sqlite3_column_int64(st, 1), col_text(st, 2), sqlite3_column_int64(st, 3),
+                      col_text(st, 4)};
+    if (cb(ud, &e)) break;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list domain events");
+}
+
+int64_t store_count(store *s, const char *what, const char *wf_id) {
+  if (strcmp(what, "history") == 0) {
+    sqlite3_stmt *st = stmt(s, Q_COUNT_HIST);
+    if (!st) return -1;
+    bind_text(st, 1, wf_id);
+    return query_int(s, st, 0);
+  }
+  if (strcmp(what, "signals") == 0) return store_signal_count(s, wf_id);
+  if (strcmp(what, "tasks") == 0) return store_task_count(s, wf_id);
+  return -1;
+}

@@ -1,0 +1,141 @@
+/* store: the event log and everything durable. The only module that speaks SQL.
+ *
+ * Writes go into one open transaction (store_begin is lazy and idempotent); the
+ * engine commits once per loop iteration, so every state transition made in that
+ * iteration lands atomically together (group commit). Functions return 0 on
+ * success and -1 on error, with the message available from store_errmsg(). */
+#ifndef ENGINE_STORE_H
+#define ENGINE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct store store;
+
+enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3 };
+
+typedef struct wf_row {
+  char *id;
+  int64_t run;
+  char *status; /* running | waiting | completed | failed | cancelled | stuck */
+  char *script_name;
+  char *script_dir;
+  char *code_hash;
+  char *input;
+  char *result;
+  char *error;
+  int cancel; /* 0 none, 1 requested, 2 delivered */
+  int64_t created_at, updated_at;
+} wf_row;
+void wf_row_free(wf_row *w);
+
+typedef struct hist_event {
+  int64_t seq;
+  const char *type;
+  int64_t ref;
+  const char *name;
+  const char *hash;
+  const char *payload;
+  int64_t time;
+} hist_event;
+
+/* An owned list of events (strings owned by the list). */
+typedef struct hist_list {
+  hist_event *v;
+  size_t n, cap;
+} hist_list;
+void hist_list_free(hist_list *l);
+
+typedef struct task_row {
+  int64_t id;
+  const char *wf_id;
+  const char *kind; /* workflow | activity | timer | signal_timeout */
+  int64_t seq;
+  int64_t run_at;
+  int attempt;
+  int64_t first_at;
+} task_row;
+
+typedef struct domain_event {
+  const char *session_id;
+  int64_t seq;
+  const char *type;
+  int64_t time;
+  const char *payload;
+} domain_event;
+
+/* Opens (and creates unless must_exist) the database at path; sets WAL mode and
+ * synchronous=FULL (ENGINE_SYNCHRONOUS overrides). Returns STORE_EBUSY when the
+ * database is locked and STORE_ECORRUPT when it is not a valid engine database. */
+int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
+void store_close(store *s);
+const char *store_errmsg(store *s);
+const char *store_path(store *s);
+
+int store_begin(store *s); /* lazy: opens a write transaction if none is open */
+int store_commit(store *s);
+void store_rollback(store *s);
+int store_in_txn(store *s);
+/* Changes whenever another connection commits (PRAGMA data_version). */
+int64_t store_data_version(store *s);
+
+/* ---- workflows ---- */
+int store_wf_insert(store *s, const wf_row *w);
+/* Returns 1 and fills *out when found, 0 when not found, -1 on error. */
+int store_wf_get(store *s, const char *id, wf_row *out);
+int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error);
+int store_wf_set_cancel(store *s, const char *id, int cancel);
+int store_wf_set_code(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
+int store_wf_new_run(store *s, const char *id, int64_t run, const char *input);
+typedef int (*store_wf_cb)(void *ud, const wf_row *w);
+int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud);
+
+/* ---- history ---- */
+int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);
+int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out);
+/* Returns 1 and copies the event into out (owned by out) when found. */
+int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
+
+/* ---- code by content hash ---- */
+int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len);
+/* Returns a malloc'd copy of the source or NULL when unknown. */
+char *store_code_get(store *s, const char *hash, size_t *len);
+int store_module_pin(store *s, const char *wf_id, int64_t run, const char *module, const char *hash);
+/* Returns a malloc'd hash of the module pinned for this run, or NULL. */
+char *store_module_get(store *s, const char *wf_id, int64_t run, const char *module);
+int store_modules_clear(store *s, const char *wf_id, int64_t run);
+int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run);
+
+/* ---- tasks: a durable to-do list keyed by (wf_id, kind, seq) with run_at ---- */
+int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
+                   int64_t first_at, const char *owner, int64_t lease_until);
+int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq);
+int store_task_del_wf(store *s, const char *wf_id);
+/* Returns 1 and fills *out (strings valid until the next store call) when found. */
+int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
+typedef int (*store_task_cb)(void *ud, const task_row *t);
+/* Up to limit tasks with run_at <= now that owner does not hold a lease on
+ * (only_wf limits to one workflow when not NULL). Leases of any other owner are
+ * void: one worker holds the database at a time (engine_lock). */
+int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner, int limit, store_task_cb cb,
+                   void *ud);
+/* Earliest run_at of tasks owner does not hold, or -1 when there is none. */
+int64_t store_task_next_at(store *s, const char *only_wf, const char *owner);
+int store_task_count(store *s, const char *wf_id);
+
+/* ---- signals buffered until a workflow waits for them ---- */
+int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
+/* Takes the oldest buffered signal named name: returns 1 with *payload malloc'd. */
+int store_signal_take(store *s, const char *wf_id, const char *name, char **payload);
+int store_signal_count(store *s, const char *wf_id);
+int store_signal_del_wf(store *s, const char *wf_id);
+
+/* ---- the per-session domain event stream (dense seq from 1) ---- */
+int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
+typedef int (*store_domain_cb)(void *ud, const domain_event *e);
+int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+
+/* Counts rows of a table for diagnostics (show). */
+int64_t store_count(store *s, const char *what, const char *wf_id);
+
+#endif

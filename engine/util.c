@@ -1,0 +1,179 @@
+#include "util.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+int64_t util_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t util_mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void util_sha256_hex(const void *buf, size_t len, char out[65]) {
+  unsigned char md[32];
+  unsigned int mdlen = 0;
+  EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL);
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; i++) {
+    out[2 * i] = hex[md[i] >> 4];
+    out[2 * i + 1] = hex[md[i] & 15];
+  }
+  out[64] = 0;
+}
+
+char *util_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (n + 1 >= cap) {
+      cap *= 2;
+      char *nb = realloc(buf, cap);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        errno = ENOMEM;
+        return NULL;
+      }
+      buf = nb;
+    }
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    errno = EIO;
+    return NULL;
+  }
+  buf[n] = 0;
+  if (len) *len = n;
+  return buf;
+}
+
+char *util_strdup(const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  memcpy(d, s, n);
+  return d;
+}
+
+char *util_fmt(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *out = NULL;
+  if (vasprintf(&out, fmt, ap) < 0) out = NULL;
+  va_end(ap);
+  return out;
+}
+
+void util_seterr(char *err, size_t errlen, const char *fmt, ...) {
+  if (!err || !errlen) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+uint64_t util_random64(void) {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, 0) != sizeof v) v = (uint64_t)util_now_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)clock();
+  return v;
+}
+
+/* ---- strmap ---- */
+char strmap_tomb_[1];
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+  return h;
+}
+
+void strmap_init(strmap *m) { memset(m, 0, sizeof *m); }
+
+void strmap_free(strmap *m) {
+  for (size_t i = 0; i < m->cap; i++)
+    if (STRMAP_LIVE(m, i)) free(m->keys[i]);
+  free(m->keys);
+  free(m->vals);
+  memset(m, 0, sizeof *m);
+}
+
+static size_t find_slot(const strmap *m, const char *key) {
+  size_t mask = m->cap - 1, i = hash_str(key) & mask;
+  while (m->keys[i]) {
+    if (m->keys[i] != STRMAP_TOMB && strcmp(m->keys[i], key) == 0) return i;
+    i = (i + 1) & mask;
+  }
+  return SIZE_MAX;
+}
+
+void *strmap_get(const strmap *m, const char *key) {
+  if (!m->cap) return NULL;
+  size_t i = find_slot(m, key);
+  return i == SIZE_MAX ? NULL : m->vals[i];
+}
+
+static void grow(strmap *m) {
+  strmap old = *m;
+  m->cap = !old.cap ? 16 : (old.len * 2 >= old.cap ? old.cap * 2 : old.cap);
+  m->keys = calloc(m->cap, sizeof(char *));
+  m->vals = calloc(m->cap, sizeof(void *));
+  m->len = 0;
+  for (size_t i = 0; i < old.cap; i++) {
+    if (!STRMAP_LIVE(&old, i)) continue;
+    size_t mask = m->cap - 1, j = hash_str(old.keys[i]) & mask;
+    while (m->keys[j]) j = (j + 1) & mask;
+    m->keys[j] = old.keys[i];
+    m->vals[j] = old.vals[i];
+    m->len++;
+  }
+  m->used = m->len;
+  free(old.keys);
+  free(old.vals);
+}
+
+void strmap_put(strmap *m, const char *key, void *val) {
+  if (m->cap) {
+    size_t i = find_slot(m, key);
+    if (i != SIZE_MAX) {
+      m->vals[i] = val;
+      return;
+    }
+  }
+  if (!m->cap || (m->used + 1) * 4 >= m->cap * 3) grow(m);
+  size_t mask = m->cap - 1, i = hash_str(key) & mask;
+  while (STRMAP_LIVE(m, i)) i = (i + 1) & mask;
+  if (!m->keys[i]) m->used++;
+  m->keys[i] = util_strdup(key);
+  m->vals[i] = val;
+  m->len++;
+}
+
+void *strmap_del(strmap *m, const char *key) {
+  if (!m->cap) return NULL;
+  size_t i = find_slot(m, key);
+  if (i == SIZE_MAX) return NULL;
+  void *v = m->vals[i];
+  free(m->keys[i]);
+  m->keys[i] = STRMAP_TOMB;
+  m->vals[i] = NULL;
+  m->len--;
+  return v;
+}

@@ -1,0 +1,48 @@
+/* util: small helpers shared by every module (time, hashing, files, a string map). */
+#ifndef ENGINE_UTIL_H
+#define ENGINE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Wall-clock milliseconds since the epoch (recorded in the log). */
+int64_t util_now_ms(void);
+/* Monotonic milliseconds, for measuring durations only. */
+int64_t util_mono_ms(void);
+
+/* SHA-256 of buf as 64 lowercase hex chars plus NUL into out[65]. */
+void util_sha256_hex(const void *buf, size_t len, char out[65]);
+
+/* Reads a whole file; returns a malloc'd NUL-terminated buffer or NULL
+ * (errno set). *len receives the size without the NUL. */
+char *util_read_file(const char *path, size_t *len);
+
+char *util_strdup(const char *s);
+/* printf into a malloc'd string. */
+char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes one formatted error message into err[errlen] (never overflows). */
+void util_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* 64 random bits from the OS. */
+uint64_t util_random64(void);
+
+/* ---- strmap: open-addressing map from C string to pointer ---- */
+typedef struct strmap {
+  char **keys;
+  void **vals;
+  size_t cap, len, used; /* used = live + tombstones */
+} strmap;
+
+void strmap_init(strmap *m);
+void strmap_free(strmap *m); /* frees keys, not values */
+void *strmap_get(const strmap *m, const char *key);
+void strmap_put(strmap *m, const char *key, void *val); /* copies key */
+void *strmap_del(strmap *m, const char *key);          /* returns old value */
+/* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->keys[i] && m->keys[i] != STRMAP_TOMB) */
+extern char strmap_tomb_[1];
+#define STRMAP_TOMB strmap_tomb_
+#define STRMAP_LIVE(m, i) ((m)->keys[i] && (m)->keys[i] != STRMAP_TOMB)
+
+#endif

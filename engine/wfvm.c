@@ -1,0 +1,907 @@
+#include "wfvm.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "util.h"
+
+#define HOOK_EVERY 10000
+#define REG_VM "engine.wfvm"
+#define ERROR_MT "engine.wf_error"
+
+struct wfvm {
+  lua_State *L;  /* the VM */
+  lua_State *co; /* the workflow coroutine */
+  int co_ref;
+  int env_ref; /* sandbox environment table */
+  wfvm_config cfg;
+  wfvm_host host;
+  char *wf_id;
+  int64_t run;
+
+  hist_list hist;
+  size_t cursor; /* next history event to consume */
+  int64_t now_ms;
+  uint64_t rng;
+
+  size_t mem_used;
+  int64_t instr;
+  int in_checkpoint;
+
+  wfvm_cmd blocked; /* valid in WFVM_BLOCKED */
+  hist_event delivered;
+  char *output;
+  char *kill_reason;
+  char *stuck_msg;
+  int check_end;
+  int cas; /* continue_as_new requested */
+};
+
+/* ---------------------------------------------------------------- memory --- */
+
+/* Counting allocator: refuses growth past the limit, which raises LUA_ERRMEM in
+ * the script; the hook then stops the run so pcall cannot swallow it. */
+static void *vm_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  wfvm *vm = ud;
+  size_t old = ptr ? osize : 0;
+  if (nsize == 0) {
+    free(ptr);
+    vm->mem_used -= old;
+    return NULL;
+  }
+  if (nsize > old && vm->mem_used + (nsize - old) > vm->cfg.mem_limit && vm->co) {
+    if (!vm->kill_reason)
+      vm->kill_reason = util_fmt("memory limit exceeded (%zu MiB; set ENGINE_WF_MEMORY_MB)", vm->cfg.mem_limit >> 20);
+    if (vm->co) lua_sethook(vm->co, lua_gethook(vm->co), LUA_MASKCOUNT, 1);
+    return NULL;
+  }
+  void *np = realloc(ptr, nsize);
+  if (np) vm->mem_used = vm->mem_used - old + nsize;
+  return np;
+}
+
+static wfvm *get_vm(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, REG_VM);
+  wfvm *vm = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return vm;
+}
+
+/* Instruction budget: a count hook that, once over budget (or out of memory),
+ * yields the coroutine out from under any pcall. */
+static void count_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  wfvm *vm = get_vm(L);
+  vm->instr += HOOK_EVERY;
+  if (!vm->kill_reason && vm->instr > vm->cfg.instr_limit)
+    vm->kill_reason = util_fmt("instruction budget exceeded (%lld instructions; set ENGINE_WF_INSTRUCTIONS)",
+                               (long long)vm->cfg.instr_limit);
+  if (!vm->kill_reason) return;
+  if (L == vm->co && lua_isyieldable(L)) {
+    lua_yield(L, 0); /* in a hook this returns; the coroutine yields when we return */
+    return;
+  }
+  luaL_error(L, "%s", vm->kill_reason);
+}
+
+/* ------------------------------------------------------------ determinism --- */
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Where in the script the current primitive was called from. */
+static void script_where(lua_State *L, char *out, size_t n) {
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    lua_getinfo(L, "Sl", &ar);
+    if (ar.currentline > 0) {
+      snprintf(out, n, "%s:%d", ar.short_src, ar.currentline);
+      return;
+    }
+  }
+  snprintf(out, n, "?");
+}
+
+static void command_hash(const char *kind, const char *name, const char *args, char out[17]) {
+  size_t a = strlen(kind), b = strlen(name), c = strlen(args);
+  char *buf = malloc(a + b + c + 3);
+  memcpy(buf, kind, a);
+  buf[a] = 0;
+  memcpy(buf + a + 1, name, b);
+  buf[a + 1 + b] = 0;
+  memcpy(buf + a + b + 2, args, c);
+  char hex[65];
+  util_sha256_hex(buf, a + b + c + 2, hex);
+  free(buf);
+  memcpy(out, hex, 16);
+  out[16] = 0;
+}
+
+/* Stops the run as stuck: yields (so pcall cannot catch it) and never resumes. */
+static int go_stuck(lua_State *L, wfvm *vm, const char *msg) {
+  if (!vm->stuck_msg) vm->stuck_msg = util_strdup(msg);
+  if (L == vm->co && lua_isyieldable(L)) return lua_yield(L, 0);
+  return luaL_error(L, "%s", msg);
+}
+
+static int is_marker(const hist_event *e) { return strcmp(e->type, "PatchMarker") == 0; }
+
+/* The next history event a command must match, or NULL when live. Patch markers
+ * that the script no longer asks about are skipped (a removed patched() call). */
+static const hist_event *peek(wfvm *vm) {
+  while (vm->cursor < vm->hist.n && is_marker(&vm->hist.v[vm->cursor])) vm->cursor++;
+  return vm->cursor < vm->hist.n ? &vm->hist.v[vm->cursor] : NULL;
+}
+
+/* Matches a command against history. Returns the matched event (consumed), or
+ * NULL when the run is live. On mismatch the run goes stuck (does not return). */
+static const hist_event *expect(lua_State *L, wfvm *vm, const char *type, const char *name, const char *hash) {
+  const hist_event *e = peek(vm);
+  if (!e) return NULL;
+  if (strcmp(e->type, type) != 0 || strcmp(e->name ? e->name : "", name) != 0 ||
+      strcmp(e->hash ? e->hash : "", hash) != 0) {
+    char where[256], msg[1024];
+    script_where(L, where, sizeof where);
+    snprintf(msg, sizeof msg,
+             "non-determinism at event #%lld: history has %s '%s' (args %s) but the script issued %s '%s' "
+             "(args %s) at %s",
+             (long long)e->seq, e->type, e->name ? e->name : "", e->hash ? e->hash : "-", type, name, hash, where);
+    go_stuck(L, vm, msg);
+    return NULL;
+  }
+  vm->cursor++;
+  vm->now_ms = e->time;
+  return e;
+}
+
+static int live(wfvm *vm) { return peek(vm) == NULL; }
+
+/* Appends a command event in a live run; in check-only mode stops the run. */
+static int64_t append(lua_State *L, wfvm *vm, const char *type, int64_t ref, const char *name, const char *hash,
+                      const char *payload) {
+  if (vm->cfg.check_only) {
+    vm->check_end = 1;
+    lua_yield(L, 0);
+    return -1; /* not reached */
+  }
+  int64_t seq = vm->host.append(vm->host.ud, type, ref, name, hash, payload);
+  if (seq < 0) luaL_error(L, "engine: cannot append %s to the history", type);
+  vm->now_ms = util_now_ms();
+  return seq;
+}
+
+static void check_primitive(lua_State *L, wfvm *vm, const char *what) {
+  if (L != vm->co)
+    luaL_error(L, "wf.%s must be called from the workflow itself, not from a nested coroutine", what);
+  if (vm->in_checkpoint) luaL_error(L, "wf.%s cannot be called inside a checkpoint function", what);
+}
+
+/* ------------------------------------------------------------- outcomes --- */
+
+/* Raises {type=, message=} as a workflow error (pcall-able, with __tostring). */
+static int raise_error(lua_State *L, const char *type, const char *message) {
+  lua_newtable(L);
+  lua_pushstring(L, type);
+  lua_setfield(L, -2, "type");
+  lua_pushstring(L, message);
+  lua_setfield(L, -2, "message");
+  luaL_setmetatable(L, ERROR_MT);
+  return lua_error(L);
+}
+
+static int error_tostring(lua_State *L) {
+  lua_getfield(L, 1, "type");
+  lua_getfield(L, 1, "message");
+  lua_pushfstring(L, "%s: %s", luaL_optstring(L, -2, "Error"), luaL_optstring(L, -1, ""));
+  return 1;
+}
+
+static void decode_or_nil(lua_State *L, const char *payload) {
+  if (payload && *payload)
+    json_decode(L, payload, strlen(payload));
+  else
+    lua_pushnil(L);
+}
+
+/* Turns the outcome event of a blocking command into return values or an error. */
+static int push_outcome(lua_State *L, wfvm *vm, const hist_event *e) {
+  vm->now_ms = e->time;
+  const char *t = e->type;
+  if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0) {
+    decode_or_nil(L, e->payload);
+    return 1;
+  }
+  if (strcmp(t, "TimerFired") == 0) return 0;
+  if (strcmp(t, "SignalTimedOut") == 0) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "timeout");
+    return 2;
+  }
+  if (strcmp(t, "CommandCancelled") == 0) return raise_error(L, "Cancelled", "the workflow was cancelled");
+  if (strcmp(t, "ActivityFailed") == 0) {
+    decode_or_nil(L, e->payload);
+    if (!lua_istable(L, -1)) return raise_error(L, "ActivityError", "activity failed");
+    luaL_setmetatable(L, ERROR_MT);
+    return lua_error(L);
+  }
+  return luaL_error(L, "engine: unexpected outcome event %s at #%lld", t, (long long)e->seq);
+}
+
+static int blocked_k(lua_State *L, int status, lua_KContext ctx) {
+  (void)status;
+  (void)ctx;
+  wfvm *vm = get_vm(L);
+  return push_outcome(L, vm, &vm->delivered);
+}
+
+static void clear_blocked(wfvm *vm) {
+  free(vm->blocked.name);
+  free(vm->blocked.payload);
+  memset(&vm->blocked, 0, sizeof vm->blocked);
+}
+
+/* A blocking command: returns its outcome from history when recorded, else
+ * yields until the engine delivers it. */
+static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, const char *name,
+                    const char *args_json, const char *payload_live) {
+  char hash[17];
+  command_hash(kind, name, args_json, hash);
+  const hist_event *e = expect(L, vm, type, name, hash);
+  clear_blocked(vm);
+  if (e) {
+    if (vm->cursor < vm->hist.n && vm->hist.v[vm->cursor].ref == e->seq)
+      return push_outcome(L, vm, &vm->hist.v[vm->cursor++]);
+    vm->blocked.seq = e->seq;
+    vm->blocked.payload = util_strdup(e->payload);
+    vm->blocked.is_new = 0;
+  } else {
+    vm->blocked.seq = append(L, vm, type, 0, name, hash, payload_live);
+    vm->blocked.payload = util_strdup(payload_live);
+    vm->blocked.is_new = 1;
+  }
+  snprintf(vm->blocked.kind, sizeof vm->blocked.kind, "%s", kind);
+  vm->blocked.name = util_strdup(name);
+  return lua_yieldk(L, 0, 0, blocked_k);
+}
+
+/* ----------------------------------------------------------- primitives --- */
+
+/* wf.activity(name, args, options) -> result | error{type,message} */
+static int l_activity(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *name = luaL_checkstring(L, 1);
+  if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
+  check_primitive(L, vm, "activity");
+  lua_settop(L, 3);
+  if (lua_isnoneornil(L, 2)) {
+    lua_newtable(L);
+    lua_replace(L, 2);
+  }
+  size_t alen;
+  const char *args = json_encode(L, 2, &alen); /* [-1] args json */
+  lua_newtable(L);                              /* payload {args=, options=} */
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, "args");
+  if (!lua_isnoneornil(L, 3)) {
+    lua_pushvalue(L, 3);
+    lua_setfield(L, -2, "options");
+  }
+  const char *payload = json_encode(L, -1, NULL);
+  return block_on(L, vm, "activity", "ActivityScheduled", name, args, payload);
+}
+
+/* Shortest decimal form of a number that reads back the same. */
+static void fmt_num(char *out, size_t n, lua_Number v) {
+  snprintf(out, n, "%.15g", (double)v);
+  if (strtod(out, NULL) != (double)v) snprintf(out, n, "%.17g", (double)v);
+}
+
+/* wf.sleep(seconds): a durable timer. */
+static int l_sleep(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  lua_Number secs = luaL_checknumber(L, 1);
+  luaL_argcheck(L, secs >= 0, 1, "seconds must be >= 0");
+  check_primitive(L, vm, "sleep");
+  char args[64], payload[128];
+  fmt_num(args, sizeof args, secs);
+  int64_t fire_at = util_now_ms() + (int64_t)(secs * 1000.0);
+  snprintf(payload, sizeof payload, "{\"fire_at\":%lld,\"seconds\":%s}", (long long)fire_at, args);
+  return block_on(L, vm, "timer", "TimerStarted", "sleep", args, payload);
+}
+
+/* wf.wait_signal(name, {timeout=seconds}) -> payload | nil, "timeout" */
+static int l_wait_signal(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *name = luaL_checkstring(L, 1);
+  lua_Number timeout = -1;
+  if (!lua_isnoneornil(L, 2)) {
+    luaL_checktype(L, 2, LUA_TTABLE);
+    if (lua_getfield(L, 2, "timeout") != LUA_TNIL) {
+      timeout = luaL_checknumber(L, -1);
+      luaL_argcheck(L, timeout >= 0, 2, "timeout must be >= 0");
+    }
+    lua_pop(L, 1);
+  }
+  check_primitive(L, vm, "wait_signal");
+  char args[64], payload[160];
+  fmt_num(args, sizeof args, timeout);
+  if (timeout >= 0)
+    snprintf(payload, sizeof payload, "{\"deadline\":%lld,\"timeout\":%s}",
+             (long long)(util_now_ms() + (int64_t)(timeout * 1000.0)), args);
+  else
+    snprintf(payload, sizeof payload, "{}");
+  return block_on(L, vm, "signal", "SignalWaitStarted", name, args, payload);
+}
+
+static int checkpoint_k(lua_State *L, int status, lua_KContext ctx) {
+  wfvm *vm = get_vm(L);
+  vm->in_checkpoint--;
+  if (status != LUA_OK && status != LUA_YIELD) return lua_error(L);
+  (void)ctx;
+  /* stack: name fn result */
+  size_t len;
+  const char *value = json_encode(L, 3, &len);
+  char hash[17];
+  command_hash("checkpoint", lua_tostring(L, 1), "", hash);
+  append(L, vm, "CheckpointRecorded", 0, lua_tostring(L, 1), hash, value);
+  json_decode(L, value, len); /* return what replay would return */
+  return 1;
+}
+
+/* wf.checkpoint(name, fn): runs fn once and records its value. */
+static int l_checkpoint(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *name = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  check_primitive(L, vm, "checkpoint");
+  lua_settop(L, 2);
+  char hash[17];
+  command_hash("checkpoint", name, "", hash);
+  const hist_event *e = expect(L, vm, "CheckpointRecorded", name, hash);
+  if (e) {
+    decode_or_nil(L, e->payload);
+    return 1;
+  }
+  vm->in_checkpoint++;
+  lua_pushvalue(L, 2);
+  int st = lua_pcallk(L, 0, 1, 0, 0, checkpoint_k);
+  return checkpoint_k(L, st, 0);
+}
+
+/* wf.emit(type, payload): one domain event, exactly once per run. */
+static int l_emit(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *type = luaL_checkstring(L, 1);
+  check_primitive(L, vm, "emit");
+  if (lua_isnoneornil(L, 2)) {
+    lua_newtable(L);
+    lua_replace(L, 2);
+  }
+  lua_settop(L, 2);
+  const char *payload = json_encode(L, 2, NULL);
+  char hash[17];
+  command_hash("emit", type, payload, hash);
+  if (expect(L, vm, "EventEmitted", type, hash)) return 0;
+  if (vm->cfg.check_only) append(L, vm, "EventEmitted", 0, type, hash, NULL);
+  int64_t dseq = vm->host.emit(vm->host.ud, type, payload);
+  if (dseq < 0) return luaL_error(L, "engine: cannot record event %s", type);
+  char ref[48];
+  snprintf(ref, sizeof ref, "{\"seq\":%lld}", (long long)dseq);
+  append(L, vm, "EventEmitted", 0, type, hash, ref);
+  return 0;
+}
+
+/* wf.patched(id): true for runs that reach this point with the new code. */
+static int l_patched(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *id = luaL_checkstring(L, 1);
+  check_primitive(L, vm, "patched");
+  if (vm->cursor < vm->hist.n) {
+    const hist_event *e = &vm->hist.v[vm->cursor];
+    if (is_marker(e) && strcmp(e->name, id) == 0) {
+      vm->cursor++;
+      lua_pushboolean(L, 1);
+    } else {
+      lua_pushboolean(L, 0); /* an old run that took the old branch here */
+    }
+    return 1;
+  }
+  append(L, vm, "PatchMarker", 0, id, "", NULL);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* wf.continue_as_new(input): ends this run; a new run starts with input. */
+static int l_continue_as_new(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  check_primitive(L, vm, "continue_as_new");
+  if (lua_isnoneornil(L, 1)) {
+    lua_newtable(L);
+    lua_replace(L, 1);
+  }
+  const char *input = json_encode(L, 1, NULL);
+  if (!live(vm)) {
+    char where[256], msg[512];
+    script_where(L, where, sizeof where);
+    snprintf(msg, sizeof msg, "non-determinism at event #%lld: history has %s but the script called "
+             "continue_as_new at %s", (long long)peek(vm)->seq, peek(vm)->type, where);
+    return go_stuck(L, vm, msg);
+  }
+  if (vm->cfg.check_only) {
+    vm->check_end = 1;
+    return lua_yield(L, 0);
+  }
+  free(vm->output);
+  vm->output = util_strdup(input);
+  vm->cas = 1;
+  return lua_yield(L, 0);
+}
+
+static int l_now(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  lua_pushnumber(L, (lua_Number)vm->now_ms / 1000.0);
+  return 1;
+}
+
+/* wf.random([m [, n]]): like math.random, from a seed recorded in the log. */
+static int l_random(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  uint64_t r = splitmix(&vm->rng);
+  int n = lua_gettop(L);
+  if (n == 0) {
+    lua_pushnumber(L, (lua_Number)(r >> 11) * (1.0 / 9007199254740992.0));
+    return 1;
+  }
+  lua_Integer lo = 1, hi;
+  if (n == 1) {
+    hi = luaL_checkinteger(L, 1);
+  } else {
+    lo = luaL_checkinteger(L, 1);
+    hi = luaL_checkinteger(L, 2);
+  }
+  luaL_argcheck(L, lo <= hi, n, "interval is empty");
+  uint64_t span = (uint64_t)hi - (uint64_t)lo + 1;
+  lua_pushinteger(L, (lua_Integer)((uint64_t)lo + (span ? r % span : r)));
+  return 1;
+}
+
+static int l_uuid(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  uint64_t a = splitmix(&vm->rng), b = splitmix(&vm->rng);
+  a = (a & 0xFFFFFFFFFFFF0FFFull) | 0x4000ull;
+  b = (b & 0x3FFFFFFFFFFFFFFFull) | 0x8000000000000000ull;
+  char buf[40];
+  snprintf(buf, sizeof buf, "%08llx-%04llx-%04llx-%04llx-%012llx", (unsigned long long)(a >> 32),
+           (unsigned long long)((a >> 16) & 0xFFFF), (unsigned long long)(a & 0xFFFF),
+           (unsigned long long)(b >> 48), (unsigned long long)(b & 0xFFFFFFFFFFFFull));
+  lua_pushstring(L, buf);
+  return 1;
+}
+
+static int l_info(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  lua_newtable(L);
+  lua_pushstring(L, vm->wf_id);
+  lua_setfield(L, -2, "id");
+  lua_pushinteger(L, vm->run);
+  lua_setfield(L, -2, "run");
+  lua_pushboolean(L, !live(vm));
+  lua_setfield(L, -2, "replaying");
+  lua_pushinteger(L, (lua_Integer)vm->hist.n);
+  lua_setfield(L, -2, "history_length");
+  return 1;
+}
+
+static int l_is_replaying(lua_State *L) {
+  lua_pushboolean(L, !live(get_vm(L)));
+  return 1;
+}
+
+static const luaL_Reg workflow_lib[] = {
+    {"activity", l_activity},   {"sleep", l_sleep},
+    {"wait_signal", l_wait_signal}, {"checkpoint", l_checkpoint},
+    {"emit", l_emit},           {"patched", l_patched},
+    {"continue_as_new", l_continue_as_new}, {"now", l_now},
+    {"random", l_random},       {"uuid", l_uuid},
+    {"info", l_info},           {"is_replaying", l_is_replaying},
+    {NULL, NULL}};
+
+static int open_workflow(lua_State *L) {
+  luaL_newlib(L, workflow_lib);
+  return 1;
+}
+
+/* -------------------------------------------------------------- sandbox --- */
+
+/* print() in workflows: shown once, not again on replay. */
+static int l_print(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  if (!live(vm) || !vm->host.print) return 0;
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  int n = lua_gettop(L);
+  for (int i = 1; i <= n; i++) {
+    if (i > 1) luaL_addchar(&b, '\t');
+    luaL_tolstring(L, i, NULL);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  vm->host.print(vm->host.ud, lua_tostring(L, -1));
+  return 0;
+}
+
+static int valid_module_name(const char *s) {
+  if (!*s || *s == '.') return 0;
+  for (const char *p = s; *p; p++) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+          *p == '-' || *p == '.'))
+      return 0;
+    if (p[0] == '.' && p[1] == '.') return 0;
+  }
+  return 1;
+}
+
+/* require(name) inside the sandbox: built-ins, else the run's pinned code. */
+static int l_require(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *name = luaL_checkstring(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "engine.wf_loaded");
+  if (lua_getfield(L, -1, name) != LUA_TNIL) return 1;
+  lua_pop(L, 1);
+  if (!valid_module_name(name)) return luaL_error(L, "require: invalid module name '%s'", name);
+  char err[512] = "";
+  size_t len = 0;
+  char *chunkname = NULL;
+  char *src = vm->host.load_module(vm->host.ud, name, &len, &chunkname, err, sizeof err);
+  if (!src) return luaL_error(L, "require '%s': %s", name, err);
+  int rc = luaL_loadbufferx(L, src, len, chunkname, "t");
+  free(src);
+  free(chunkname);
+  if (rc != LUA_OK) return lua_error(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, vm->env_ref);
+  lua_setupvalue(L, -2, 1);
+  lua_pushstring(L, name);
+  lua_call(L, 1, 1);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushboolean(L, 1);
+  }
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, name);
+  return 1;
+}
+
+static int l_collectgarbage(lua_State *L) {
+  const char *opt = luaL_optstring(L, 1, "collect");
+  if (strcmp(opt, "count") == 0) {
+    lua_pushnumber(L, (lua_Number)lua_gc(L, LUA_GCCOUNT, 0) + (lua_Number)lua_gc(L, LUA_GCCOUNTB, 0) / 1024.0);
+    return 1;
+  }
+  return luaL_error(L, "collectgarbage('%s') is not available to workflows", opt);
+}
+
+/* Deterministic pairs(): keys in a fixed order, since Lua's hash order varies
+ * between VMs (string hashes are seeded per state). */
+static const char *PAIRS_LUA =
+    "local next, type, sort, tostring, getmetatable = next, type, table.sort, tostring, getmetatable\n"
+    "local rank = {number = 1, string = 2, boolean = 3}\n"
+    "local function before(a, b)\n"
+    "  local ta, tb = type(a), type(b)\n"
+    "  if ta ~= tb then return (rank[ta] or 4) < (rank[tb] or 4) end\n"
+    "  if ta == 'number' or ta == 'string' then return a < b end\n"
+    "  if ta == 'boolean' then return (not a) and b end\n"
+    "  return tostring(a) < tostring(b)\n"
+    "end\n"
+    "return function(t)\n"
+    "  local mt = getmetatable(t)\n"
+    "  if mt and mt.__pairs then return mt.__pairs(t) end\n"
+    "  if type(t) ~= 'table' then error(\"bad argument #1 to 'pairs' (table expected, got \" .. type(t) .. \")\", 2) end\n"
+    "  local keys, n = {}, 0\n"
+    "  for k in next, t do n = n + 1; keys[n] = k end\n"
+    "  sort(keys, before)\n"
+    "  local i = 0\n"
+    "  return function() i = i + 1; local k = keys[i]; if k ~= nil then return k, t[k] end end, t, nil\n"
+    "end\n";
+
+/* The coroutine body: runs the chunk, calls the function it returns. */
+static const char *BOOT_LUA =
+    "local chunk, input = ...\n"
+    "local main = chunk()\n"
+    "if type(main) ~= 'function' then\n"
+    "  error({type = 'ScriptError', message = 'the workflow script must return a function(input), got ' .. type(main)})\n"
+    "end\n"
+    "return main(input)\n";
+
+static const char *SAFE_GLOBALS[] = {"assert", "error",    "ipairs",  "next",     "pcall",    "rawequal",
+                                     "rawget", "rawlen",   "rawset",  "select",   "setmetatable",
+                                     "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION",
+                                     NULL};
+static const char *SAFE_LIBS[] = {"table", "string", "utf8", "coroutine", NULL};
+
+static int build_sandbox(lua_State *L) {
+  wfvm *vm = lua_touserdata(L, 1);
+  lua_pushlightuserdata(L, vm);
+  lua_setfield(L, LUA_REGISTRYINDEX, REG_VM);
+  luaL_openlibs(L);
+  luaL_newmetatable(L, ERROR_MT);
+  lua_pushcfunction(L, error_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pop(L, 1);
+
+  lua_newtable(L); /* env */
+  for (const char **g = SAFE_GLOBALS; *g; g++) {
+    lua_getglobal(L, *g);
+    lua_setfield(L, -2, *g);
+  }
+  for (const char **g = SAFE_LIBS; *g; g++) {
+    lua_getglobal(L, *g);
+    lua_newtable(L); /* a copy, so scripts cannot alter what other code sees */
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_settable(L, -4);
+    }
+    lua_remove(L, -2);
+    lua_setfield(L, -2, *g);
+  }
+  lua_getfield(L, -1, "string");
+  lua_pushnil(L);
+  lua_setfield(L, -2, "dump");
+  lua_pop(L, 1);
+  lua_newtable(L); /* math without random/randomseed */
+  lua_getglobal(L, "math");
+  lua_pushnil(L);
+  while (lua_next(L, -2)) {
+    const char *k = lua_tostring(L, -2);
+    if (strcmp(k, "random") != 0 && strcmp(k, "randomseed") != 0) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_settable(L, -5);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  lua_setfield(L, -2, "math");
+  lua_pushcfunction(L, l_print);
+  lua_setfield(L, -2, "print");
+  lua_pushcfunction(L, l_require);
+  lua_setfield(L, -2, "require");
+  lua_pushcfunction(L, l_collectgarbage);
+  lua_setfield(L, -2, "collectgarbage");
+  if (luaL_loadbufferx(L, PAIRS_LUA, strlen(PAIRS_LUA), "=engine.pairs", "t") != LUA_OK) return lua_error(L);
+  lua_call(L, 0, 1);
+  lua_setfield(L, -2, "pairs");
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -2, "_G");
+  vm->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+
+  /* built-in modules */
+  lua_newtable(L);
+  open_workflow(L);
+  lua_setfield(L, -2, "workflow");
+  luaopen_engine_json(L);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "json");
+  lua_setfield(L, -2, "cjson");
+  lua_setfield(L, LUA_REGISTRYINDEX, "engine.wf_loaded");
+  return 0;
+}
+
+/* ------------------------------------------------------------ lifecycle --- */
+
+void wfvm_config_default(wfvm_config *c) {
+  memset(c, 0, sizeof *c);
+  const char *m = getenv("ENGINE_WF_MEMORY_MB");
+  c->mem_limit = (size_t)(m && atoi(m) > 0 ? atoi(m) : 64) << 20;
+  const char *i = getenv("ENGINE_WF_INSTRUCTIONS");
+  c->instr_limit = i && atoll(i) > 0 ? atoll(i) : 200000000;
+}
+
+wfvm *wfvm_new(const wfvm_config *cfg, const wfvm_host *host, const char *wf_id, int64_t run, hist_list *history) {
+  wfvm *vm = calloc(1, sizeof *vm);
+  vm->cfg = *cfg;
+  vm->host = *host;
+  vm->wf_id = util_strdup(wf_id);
+  vm->run = run;
+  vm->hist = *history;
+  memset(history, 0, sizeof *history);
+  vm->co_ref = LUA_NOREF;
+  vm->env_ref = LUA_NOREF;
+  vm->L = lua_newstate(vm_alloc, vm);
+  if (!vm->L) {
+    wfvm_free(vm);
+    return NULL;
+  }
+  lua_pushcfunction(vm->L, build_sandbox);
+  lua_pushlightuserdata(vm->L, vm);
+  if (lua_pcall(vm->L, 1, 0, 0) != LUA_OK) {
+    wfvm_free(vm);
+    return NULL;
+  }
+  return vm;
+}
+
+void wfvm_free(wfvm *vm) {
+  if (!vm) return;
+  vm->co = NULL;
+  if (vm->L) lua_close(vm->L);
+  clear_blocked(vm);
+  hist_list_free(&vm->hist);
+  free(vm->wf_id);
+  free(vm->output);
+  free(vm->kill_reason);
+  free(vm->stuck_msg);
+  free(vm);
+}
+
+static void set_output(wfvm *vm, char *s) {
+  free(vm->output);
+  vm->output = s;
+}
+
+/* Builds the error JSON for a failed run from the error value on top of co. */
+static char *error_json(wfvm *vm, lua_State *co) {
+  lua_State *L = vm->L;
+  lua_newtable(L);
+  int t = lua_gettop(L);
+  if (lua_istable(co, -1)) {
+    lua_getfield(co, -1, "type");
+    lua_getfield(co, -2, "message");
+    lua_pushstring(L, lua_isstring(co, -2) ? lua_tostring(co, -2) : "Error");
+    lua_setfield(L, t, "type");
+    lua_pushstring(L, lua_isstring(co, -1) ? lua_tostring(co, -1) : "(no message)");
+    lua_setfield(L, t, "message");
+    lua_pop(co, 2);
+  } else {
+    lua_pushstring(L, "Error");
+    lua_setfield(L, t, "type");
+    const char *m = lua_isstring(co, -1) ? lua_tostring(co, -1) : luaL_typename(co, -1);
+    lua_pushstring(L, m);
+    lua_setfield(L, t, "message");
+  }
+  luaL_traceback(L, co, NULL, 0);
+  lua_setfield(L, t, "stack");
+  char *out = util_strdup(json_encode(L, t, NULL));
+  lua_settop(L, t - 1);
+  return out;
+}
+
+static char *message_json(lua_State *L, const char *type, const char *msg) {
+  lua_newtable(L);
+  lua_pushstring(L, type);
+  lua_setfield(L, -2, "type");
+  lua_pushstring(L, msg);
+  lua_setfield(L, -2, "message");
+  char *out = util_strdup(json_encode(L, -1, NULL));
+  lua_pop(L, 2);
+  return out;
+}
+
+static wfvm_state resume(wfvm *vm, int nargs) {
+  lua_State *co = vm->co;
+  int nres = 0;
+  vm->instr = 0;
+  int st = lua_resume(co, vm->L, nargs, &nres);
+  if (vm->kill_reason) {
+    set_output(vm, message_json(vm->L, "RunawayScript", vm->kill_reason));
+    return WFVM_KILLED;
+  }
+  if (vm->stuck_msg) {
+    set_output(vm, util_strdup(vm->stuck_msg));
+    return WFVM_STUCK;
+  }
+  if (st == LUA_YIELD) {
+    if (vm->check_end) return WFVM_END;
+    if (vm->cas) return WFVM_CONTINUE;
+    return WFVM_BLOCKED;
+  }
+  if (st == LUA_OK) {
+    const hist_event *more = peek(vm);
+    if (more && !vm->cfg.check_only) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "non-determinism at event #%lld: history has %s '%s' but the script returned",
+               (long long)more->seq, more->type, more->name ? more->name : "");
+      set_output(vm, util_strdup(msg));
+      return WFVM_STUCK;
+    }
+    if (more) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "history has %s '%s' at event #%lld but the script returned", more->type,
+               more->name ? more->name : "", (long long)more->seq);
+      set_output(vm, util_strdup(msg));
+      return WFVM_STUCK;
+    }
+    if (vm->cfg.check_only) {
+      vm->check_end = 1;
+      return WFVM_END;
+    }
+    lua_State *L = vm->L;
+    if (nres == 0) lua_pushnil(co);
+    lua_xmove(co, L, 1);
+    lua_pop(co, nres > 0 ? nres - 1 : 0);
+    /* encode in protected mode: a result JSON cannot hold is a workflow failure */
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, luaopen_engine_json);
+    lua_call(L, 0, 1);
+    lua_getfield(L, -1, "encode");
+    lua_pushvalue(L, top);
+    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+      set_output(vm, message_json(L, "ResultError", lua_tostring(L, -1)));
+      lua_settop(L, top - 1);
+      return WFVM_FAILED;
+    }
+    set_output(vm, util_strdup(lua_tostring(L, -1)));
+    lua_settop(L, top - 1);
+    return WFVM_DONE;
+  }
+  if (st == LUA_ERRMEM && !vm->kill_reason) {
+    set_output(vm, message_json(vm->L, "RunawayScript", "memory limit exceeded"));
+    return WFVM_KILLED;
+  }
+  set_output(vm, error_json(vm, co));
+  return WFVM_FAILED;
+}
+
+wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkname) {
+  lua_State *L = vm->L;
+  if (vm->hist.n == 0 || strcmp(vm->hist.v[0].type, "WorkflowStarted") != 0) {
+    set_output(vm, message_json(L, "EngineError", "history does not begin with WorkflowStarted"));
+    return WFVM_FAILED;
+  }
+  const hist_event *start = &vm->hist.v[0];
+  vm->cursor = 1;
+  vm->now_ms = start->time;
+  vm->co = lua_newthread(L);
+  vm->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_sethook(vm->co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
+
+  if (luaL_loadbufferx(vm->co, BOOT_LUA, strlen(BOOT_LUA), "=engine.boot", "t") != LUA_OK ||
+      luaL_loadbufferx(vm->co, src, len, chunkname, "t") != LUA_OK) {
+    set_output(vm, message_json(L, "ScriptError", lua_tostring(vm->co, -1)));
+    return WFVM_FAILED;
+  }
+  lua_rawgeti(vm->co, LUA_REGISTRYINDEX, vm->env_ref);
+  lua_setupvalue(vm->co, -2, 1);
+  /* WorkflowStarted payload: {"input":..., "seed":"hex"} */
+  char err[256];
+  if (json_decode_safe(vm->co, start->payload, strlen(start->payload), err, sizeof err) != 0) {
+    set_output(vm, message_json(L, "EngineError", err));
+    return WFVM_FAILED;
+  }
+  lua_getfield(vm->co, -1, "seed");
+  vm->rng = strtoull(lua_tostring(vm->co, -1) ? lua_tostring(vm->co, -1) : "0", NULL, 16);
+  lua_pop(vm->co, 1);
+  lua_getfield(vm->co, -1, "input");
+  lua_remove(vm->co, -2);
+  return resume(vm, 2);
+}
+
+wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome) {
+  vm->delivered = *outcome;
+  wfvm_state st = resume(vm, 0);
+  memset(&vm->delivered, 0, sizeof vm->delivered);
+  return st;
+}
+
+const wfvm_cmd *wfvm_blocked(const wfvm *vm) { return &vm->blocked; }
+const char *wfvm_output(const wfvm *vm) { return vm->output ? vm->output : "null"; }
+size_t wfvm_cursor(const wfvm *vm) { return vm->cursor; }
+size_t wfvm_history_len(const wfvm *vm) { return vm->hist.n; }
+size_t wfvm_mem_used(const wfvm *vm) { return vm->mem_used; }
+
+int wfvm_check_syntax(const char *src, size_t len, const char *chunkname, char *err, size_t errlen) {
+  lua_State *L = luaL_newstate();
+  int rc = luaL_loadbufferx(L, src, len, chunkname, "t");
+  if (rc != LUA_OK) util_seterr(err, errlen, "%s", lua_tostring(L, -1));
+  lua_close(L);
+  return rc == LUA_OK ? 0 : -1;
+}

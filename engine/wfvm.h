@@ -1,0 +1,77 @@
+/* wfvm: one workflow run as a Lua coroutine in a sandboxed VM, replayed from its
+ * history. Primitives either find their result in the history (replay: no side
+ * effect) or append a command through the host and block. The VM knows nothing of
+ * SQL or the event loop; the engine drives it through this interface. */
+#ifndef ENGINE_WFVM_H
+#define ENGINE_WFVM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+typedef struct wfvm wfvm;
+
+typedef struct wfvm_host {
+  void *ud;
+  /* Appends a history event for this run; returns its seq or -1 on error. */
+  int64_t (*append)(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
+                    const char *payload);
+  /* Appends a domain event; returns its per-session seq or -1. */
+  int64_t (*emit)(void *ud, const char *type, const char *payload);
+  /* Returns the malloc'd source of a required module (pinned for this run);
+   * *chunkname gets a malloc'd display name. NULL with err set when not found. */
+  char *(*load_module)(void *ud, const char *name, size_t *len, char **chunkname, char *err, size_t errlen);
+  /* Output of print() in a live (not replaying) workflow. */
+  void (*print)(void *ud, const char *msg);
+} wfvm_host;
+
+typedef struct wfvm_config {
+  size_t mem_limit;      /* bytes; ENGINE_WF_MEMORY_MB */
+  int64_t instr_limit;   /* per resume; ENGINE_WF_INSTRUCTIONS */
+  int check_only;        /* replay check: stop at the end of history instead of appending */
+} wfvm_config;
+
+typedef enum wfvm_state {
+  WFVM_BLOCKED,  /* waiting on the command wfvm_blocked() describes */
+  WFVM_DONE,     /* returned; wfvm_output() is the result JSON */
+  WFVM_FAILED,   /* raised; wfvm_output() is the error JSON {type,message,stack} */
+  WFVM_STUCK,    /* non-determinism; wfvm_output() is the message */
+  WFVM_KILLED,   /* runaway script: budget or memory; wfvm_output() is the message */
+  WFVM_CONTINUE, /* continue_as_new; wfvm_output() is the new input JSON */
+  WFVM_END       /* check_only: reached the end of the history cleanly */
+} wfvm_state;
+
+typedef struct wfvm_cmd {
+  char kind[16]; /* activity | timer | signal */
+  int64_t seq;
+  char *name;
+  char *payload;
+  int is_new; /* appended by this resume (live), not found in history */
+} wfvm_cmd;
+
+/* Reads the config defaults from the environment. */
+void wfvm_config_default(wfvm_config *c);
+
+/* Creates a VM for a run. Takes ownership of *history (emptied). */
+wfvm *wfvm_new(const wfvm_config *cfg, const wfvm_host *host, const char *wf_id, int64_t run,
+               hist_list *history);
+void wfvm_free(wfvm *vm);
+
+/* Loads the main script (which must return function(input)) and runs it from
+ * the first history event (WorkflowStarted) until it blocks or ends. */
+wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkname);
+/* Resumes a blocked VM with the outcome event of the command it waits on. */
+wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome);
+
+const wfvm_cmd *wfvm_blocked(const wfvm *vm);
+const char *wfvm_output(const wfvm *vm);
+/* Number of history events consumed, and whether the VM ran past the history. */
+size_t wfvm_cursor(const wfvm *vm);
+size_t wfvm_history_len(const wfvm *vm);
+size_t wfvm_mem_used(const wfvm *vm);
+
+/* Checks a script for syntax errors without running it. */
+int wfvm_check_syntax(const char *src, size_t len, const char *chunkname, char *err, size_t errlen);
+
+#endif
