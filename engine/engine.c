@@ -843,8 +843,11 @@ static int abort_with(store *st, char *err, size_t errlen) {
   return -1;
 }
 
-int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
-                           int *existed, char *err, size_t errlen) {
+/* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
+ * set) into the open transaction. Nothing is written when the script cannot be
+ * read or parsed, or when id exists (*existed). */
+static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
+                          int *existed, char *err, size_t errlen) {
   *existed = 0;
   size_t len = 0;
   char *src = util_read_file(script_path, &len);
@@ -866,13 +869,13 @@ int engine_create_workflow(store *st, const char *id, const char *script_path, c
   util_sha256_hex(src, len, hash);
   if (store_begin(st) != STORE_OK) {
     free(src);
-    return abort_with(st, err, errlen);
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
   }
   wf_row w;
   int found = store_wf_get(st, id, &w);
   if (found == 1) {
     wf_row_free(&w);
-    store_rollback(st);
     free(src);
     *existed = 1;
     return 0;
@@ -884,13 +887,63 @@ int engine_create_workflow(store *st, const char *id, const char *script_path, c
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
   char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", input_json, seed);
   hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
-  int rc = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
-           store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
-           store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK;
+  int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
+            store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
+            (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
   free(payload);
   free(src);
-  if (rc) return abort_with(st, err, errlen);
+  if (bad) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                           int *existed, char *err, size_t errlen) {
+  if (write_workflow(st, id, script_path, input_json, 1, existed, err, errlen) != 0) {
+    store_rollback(st);
+    return -1;
+  }
+  if (*existed) {
+    store_rollback(st);
+    return 0;
+  }
   return commit_or_fail(st, err, errlen);
+}
+
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, char *err,
+                  size_t errlen) {
+  int existed = 0;
+  if (write_workflow(e->st, id, script_path, input_json, 0, &existed, err, errlen) != 0) return -1;
+  if (existed) {
+    util_seterr(err, errlen, "workflow '%s' already exists", id);
+    return -1;
+  }
+  run_load_id(e, id);
+  return 0;
+}
+
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
+                        size_t errlen) {
+  wf_row w;
+  int found = store_wf_get(e->st, id, &w);
+  if (found != 1) {
+    util_seterr(err, errlen, "unknown workflow '%s'", id);
+    return -1;
+  }
+  int live = !engine_status_terminal(w.status);
+  wf_row_free(&w);
+  if (!live) {
+    util_seterr(err, errlen, "workflow '%s' has finished; signal not delivered", id);
+    return -1;
+  }
+  if (store_signal_put(e->st, id, name, payload, util_now_ms()) != STORE_OK) {
+    util_seterr(err, errlen, "%s", store_errmsg(e->st));
+    return -1;
+  }
+  if (!strmap_get(&e->runs, id)) run_load_id(e, id); /* a waiting run is not in memory */
+  return 0;
 }
 
 /* Loads a workflow that must exist and not be finished, inside a transaction. */

@@ -42,6 +42,13 @@ const char *engine_lua_dir(void);
  * queues it. *existed is set (and nothing written) when id already exists. */
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
                            int *existed, char *err, size_t errlen);
+/* In-process clients of a running engine (benchmarks, embedding): the writes
+ * join the engine's current batch and the workflow runs at once. */
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, char *err,
+                  size_t errlen);
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
+                        size_t errlen);
+
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen);
 int engine_request_cancel(store *st, const char *id, char *err, size_t errlen);
 int engine_status_terminal(const char *status);
