@@ -1,0 +1,79 @@
+# Helpers for the integration tests: each test runs the real `engine` binary on
+# real SQLite files in a fresh temporary directory.
+set -euo pipefail
+
+ENGINE="${ENGINE_BIN:?ENGINE_BIN must point at the engine binary}"
+SRC="${ENGINE_SRC:?ENGINE_SRC must point at the source tree}"
+export ENGINE_LUA_DIR="$SRC/lua"
+T="$(mktemp -d "${TMPDIR:-/tmp}/engine-test.XXXXXX")"
+export ENGINE_DB="$T/engine.db"
+export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-2000}"
+FAILS=0
+PIDS=()
+
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  if [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then rm -rf "$T"; else echo "(test files kept in $T)"; fi
+}
+trap cleanup EXIT
+
+engine() { "$ENGINE" "$@"; }
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+pass() { echo "ok - $*"; }
+
+# assert_eq WHAT EXPECTED ACTUAL
+assert_eq() {
+  if [ "$2" == "$3" ]; then pass "$1"; else fail "$1: expected [$2], got [$3]"; fi
+}
+# assert_contains WHAT NEEDLE HAYSTACK
+assert_contains() {
+  if [[ "$3" == *"$2"* ]]; then pass "$1"; else fail "$1: [$2] not found in [$3]"; fi
+}
+# assert_exit WHAT CODE command...: runs command, checks its exit code
+assert_exit() {
+  local what="$1" want="$2"; shift 2
+  set +e
+  OUT="$("$@" 2>"$T/stderr")"
+  local rc=$?
+  set -e
+  ERR="$(cat "$T/stderr")"
+  if [ "$rc" -eq "$want" ]; then pass "$what (exit $rc)"; else fail "$what: exit $rc, wanted $want; stderr: $ERR"; fi
+}
+
+# status ID -> prints the workflow's status
+status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
+
+# wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS
+wait_status() {
+  local id="$1" want="$2" secs="${3:-20}" i=0 s=""
+  while [ $i -lt $((secs * 50)) ]; do
+    s="$(status "$id" || true)"
+    [ "$s" == "$want" ] && return 0
+    sleep 0.02; i=$((i + 1))
+  done
+  echo "timeout waiting for $id to be $want (is: $s)" >&2
+  return 1
+}
+
+# bg VAR command...: starts command in the background, its pid in VAR
+bg() {
+  local __v="$1"; shift
+  if [ "$1" == engine ]; then shift; set -- "$ENGINE" "$@"; fi # the real process, so kill -9 hits it
+  "$@" & local p=$!
+  PIDS+=("$p"); printf -v "$__v" '%s' "$p"
+}
+
+# verify ID: the history is dense (seq 1..n), each command has at most one
+# outcome, each activity completed exactly once; prints a summary line.
+verify_history() {
+  engine history "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" history
+}
+verify_events() {
+  engine events "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" events
+}
+
+finish() {
+  if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
+  echo "all checks passed"
+}

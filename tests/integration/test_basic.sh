@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The example workflow end to end: activities, checkpoint, emit, timer, signal,
+# patched; list/show/history/events/replay; a buffered early signal; a timer
+# that falls due while no engine runs; events --follow.
+source "$(dirname "$0")/lib.sh"
+HELLO="$SRC/workflows/hello.lua"
+export HELLO_SIDE_EFFECTS="$T/effects"
+
+# --- foreground start, woken by a signal from "another terminal"
+bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":3}' >"$T/h1.out" 2>"$T/h1.err"
+wait_status h1 waiting
+sleep 0.3 # the timer comes first, then the signal wait
+wait_status h1 waiting
+assert_exit "signal a waiting workflow" 0 engine signal h1 approval '{"approved":true}'
+set +e; wait "$P"; rc=$?; set -e
+assert_eq "foreground start exits 0 on completion" 0 "$rc"
+assert_contains "result on stdout" '"approved":true' "$(cat "$T/h1.out")"
+assert_contains "start says how to send the signal" "engine signal h1 approval" "$(cat "$T/h1.err")"
+assert_eq "history is dense and complete" \
+  "events=23 activities_completed=4 open_commands=0 last=WorkflowCompleted" "$(verify_history h1)"
+assert_eq "domain events in order, once each" \
+  "session.created,agent.message,agent.message,agent.message,approval.requested,approval.decided,session.completed" \
+  "$(verify_events h1)"
+assert_eq "each activity ran once" 4 "$(wc -l <"$T/effects")"
+
+# --- inspection commands
+assert_exit "list" 0 engine list
+assert_contains "list shows it completed" "completed" "$OUT"
+assert_exit "list --status completed" 0 engine list --status completed --json
+assert_contains "list --json" '"id":"h1"' "$OUT"
+assert_exit "show --json" 0 engine show h1 --json
+assert_contains "show has the result" '"summary":"3 greetings, approved=true"' "$OUT"
+assert_exit "replay with the pinned code" 0 engine replay h1
+assert_contains "replay reports clean" "ok:" "$OUT"
+
+# --- starting a finished workflow again runs nothing
+assert_exit "start --id of a finished workflow" 0 engine start "$HELLO" --id h1
+assert_contains "prints its result" '"approved":true' "$OUT"
+assert_eq "no activity ran again" 4 "$(wc -l <"$T/effects")"
+
+# --- a signal sent before the workflow waits is buffered
+assert_exit "detached start" 3 engine start "$HELLO" --id h2 --detach --input '{"n":1,"sleep":0.5}'
+assert_eq "detached start prints the id" "h2" "$OUT"
+assert_exit "early signal is accepted" 0 engine signal h2 approval '{"approved":false}'
+bg S engine serve
+wait_status h2 completed
+assert_contains "the early signal was delivered" '"approved":false' "$(engine show h2 --json)"
+assert_contains "it never had to wait for it" "SignalReceived" "$(engine history h2)"
+
+# --- a timer that falls due while the engine is down fires after the restart
+assert_exit "start a sleeper" 3 engine start "$HELLO" --id h3 --detach --input '{"n":1,"sleep":1.5}'
+for _ in $(seq 100); do engine history h3 | grep -q TimerStarted && break; sleep 0.02; done
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+sleep 2 # the due time passes while nothing runs
+bg S engine serve
+for _ in $(seq 200); do engine history h3 | grep -q SignalWaitStarted && break; sleep 0.02; done
+assert_contains "timer fired after the restart" "TimerFired" "$(engine history h3)"
+# --- events --follow sees the rest of the session live, then returns
+bg F sh -c "'$ENGINE' events h3 --follow >'$T/follow.out'"
+sleep 0.2
+engine signal h3 approval '{"approved":true}'
+wait "$F"
+assert_contains "follow printed events up to completion" "session.completed" "$(cat "$T/follow.out")"
+assert_eq "TimerFired recorded once" 1 "$(engine history h3 | grep -c TimerFired)"
+assert_eq "history of h3 is dense" "events=17 activities_completed=2 open_commands=0 last=WorkflowCompleted" "$(verify_history h3)"
+kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true
+finish

@@ -1,0 +1,40 @@
+-- Activities used by the integration tests.
+local activity = require "activity"
+local M = {}
+
+local function mark(what)
+  local path = os.getenv("TEST_SIDE_EFFECTS")
+  if not path then return end
+  local f = assert(io.open(path, "a"))
+  local i = activity.info()
+  f:write(string.format("%s %s %d\n", i.idempotency_key, what, i.attempt))
+  f:close()
+end
+
+function M.echo(args) mark("echo"); return args end
+
+function M.fail(args)
+  mark("fail")
+  error({ type = args.type or "Boom", message = "failed on purpose", non_retryable = args.non_retryable })
+end
+
+function M.fail_string(args) mark("fail_string"); error("plain string error") end
+
+function M.flaky(args)
+  mark("flaky")
+  if activity.info().attempt < (args.succeed_on or 2) then
+    error({ type = "Flaky", message = "attempt " .. activity.info().attempt .. " fails" })
+  end
+  return "ok after " .. activity.info().attempt
+end
+
+function M.slow(args) mark("slow"); activity.sleep(args.seconds or 5); return "slept" end
+
+function M.spin(args) mark("spin"); while true do end end
+
+function M.heartbeating(args)
+  mark("heartbeating")
+  for _ = 1, args.beats or 5 do activity.heartbeat(); activity.sleep(args.every or 0.05) end
+  return "beat"
+end
+return M
