@@ -16,6 +16,7 @@
 #include "json.h"
 #include "store.h"
 #include "util.h"
+#include "wfvm.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_WAITING = 3 };
 
@@ -273,6 +274,24 @@ static int cmd_start(args *a, common *c) {
   char *input = NULL;
   int rc = read_input(input_spec, &input);
   if (rc) return rc;
+  {
+    /* check the script before the database is touched (or created) */
+    char serr[1024];
+    size_t len;
+    char *src = util_read_file(script, &len);
+    if (!src) {
+      free(input);
+      return die(EXIT_USAGE, "cannot read workflow script %s: %s", script, strerror(errno));
+    }
+    char chunk[1100];
+    snprintf(chunk, sizeof chunk, "@%s", script);
+    int bad = wfvm_check_syntax(src, len, chunk, serr, sizeof serr);
+    free(src);
+    if (bad) {
+      free(input);
+      return die(EXIT_USAGE, "%s", serr);
+    }
+  }
   char genid[128];
   if (!id) {
     char *tmp = util_strdup(script);

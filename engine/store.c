@@ -208,18 +208,19 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
            "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;",
            sync && *sync ? sync : "FULL");
   char *emsg = NULL;
-  /* The first statement reads the header: a file that is not SQLite fails here. */
+  /* The first statement reads the header: a file that is not SQLite fails here.
+   * Nothing is written (not even WAL mode) before we know the file is ours. */
   rc = sqlite3_exec(s->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, &emsg);
-  if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg);
+  int have = 0, other = 0;
   if (rc == SQLITE_OK) {
-    sqlite3_free(emsg);
-    emsg = NULL;
-    /* Create the schema only when it is missing, so a read-only look never writes. */
     sqlite3_stmt *st = NULL;
-    int have = 0;
-    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK) {
-      if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0);
-    }
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      have = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      other = sqlite3_column_int(st, 0);
     sqlite3_finalize(st);
     if (have > SCHEMA_VERSION) {
       util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", path, have,
@@ -227,25 +228,23 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
       store_close(s);
       return STORE_ERR;
     }
-    if (have == 0) {
+    if (have == 0 && (other > 0 || must_exist)) {
       /* a valid SQLite file that holds someone else's tables is not ours to change */
-      int other = 0;
-      if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
-          sqlite3_step(st) == SQLITE_ROW)
-        other = sqlite3_column_int(st, 0);
-      sqlite3_finalize(st);
-      if (other > 0 || must_exist) {
-        util_seterr(err, errlen, "%s is not an engine database", path);
-        store_close(s);
-        return STORE_ECORRUPT;
-      }
-      rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &emsg);
-      if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
-      if (rc == SQLITE_OK)
-        rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','1')", NULL, NULL, &emsg);
-      if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &emsg);
-      if (rc != SQLITE_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+      util_seterr(err, errlen, "%s is not an engine database", path);
+      store_close(s);
+      return STORE_ECORRUPT;
     }
+    rc = sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg);
+  }
+  if (rc == SQLITE_OK && have == 0) {
+    sqlite3_free(emsg);
+    emsg = NULL;
+    rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &emsg);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','1')", NULL, NULL, &emsg);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &emsg);
+    if (rc != SQLITE_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   }
   if (rc != SQLITE_OK) {
     int kind = classify(sqlite3_extended_errcode(s->db));
