@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -188,7 +189,23 @@ static int classify(int rc) {
   return STORE_ERR;
 }
 
+static int open_once(const char *path, int must_exist, store **out, char *err, size_t errlen);
+
+/* Opening races with another process creating the schema or switching to WAL
+ * (SQLite reports those as busy without waiting), so busy opens are retried
+ * for as long as the busy timeout allows. */
 int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
+  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
+  int64_t deadline = util_mono_ms() + (btm ? atoi(btm) : 5000);
+  for (;;) {
+    int rc = open_once(path, must_exist, out, err, errlen);
+    if (rc != STORE_EBUSY || util_mono_ms() >= deadline) return rc;
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int open_once(const char *path, int must_exist, store **out, char *err, size_t errlen) {
   *out = NULL;
   store *s = calloc(1, sizeof *s);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (must_exist ? 0 : SQLITE_OPEN_CREATE);

@@ -643,8 +643,8 @@ static int build_sandbox(lua_State *L) {
   for (const char **g = SAFE_LIBS; *g; g++) {
     lua_getglobal(L, *g);
     lua_newtable(L); /* a copy, so scripts cannot alter what other code sees */
-    lua_pushnil(L);
-    while (lua_next(L, -2)) {
+    lua_pushnil(L);   /* stack: env orig copy key */
+    while (lua_next(L, -3)) {
       lua_pushvalue(L, -2);
       lua_insert(L, -2);
       lua_settable(L, -4);

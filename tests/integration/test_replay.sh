@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Code is history: a run keeps the code it started with after its script is
+# edited; `engine replay --script` tells whether an edit replays a run cleanly;
+# a run whose replay diverges goes stuck with an error naming the event, both
+# commands and the script line, and resumes once fixed.
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$T/wf"
+cp "$SRC/workflows/hello.lua" "$SRC/workflows/hello_activities.lua" "$T/wf/"
+cp "$SRC/tests/integration/wf/"*.lua "$T/wf/"
+export HELLO_SIDE_EFFECTS="$T/effects"
+
+# --- pinned code after an edit
+bg S engine serve
+assert_exit "start a run" 3 engine start "$T/wf/hello.lua" --id p1 --detach --input '{"n":2,"sleep":0}'
+wait_status p1 waiting
+for _ in $(seq 100); do engine history p1 | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+# the edit adds an activity in front of the greetings and changes the result
+sed -i 's/local greetings = {}/local greetings = {}; wf.activity("hello_activities.cleanup", {ticket = "edit"})/' "$T/wf/hello.lua"
+sed -i 's/return { greetings = greetings,/return { edited = true, greetings = greetings,/' "$T/wf/hello.lua"
+assert_exit "replay check of the edit" 1 engine replay p1 --script "$T/wf/hello.lua"
+assert_contains "names the event" "non-determinism at event #4" "$OUT"
+assert_contains "names the expected command" "history has ActivityScheduled 'hello_activities.greet'" "$OUT"
+assert_contains "names the new command" "issued ActivityScheduled 'hello_activities.cleanup'" "$OUT"
+assert_contains "names the script line" "hello.lua:20" "$OUT"
+engine signal p1 approval '{"approved":true}'
+wait_status p1 completed
+res="$(engine show p1 --json)"
+assert_contains "the run finished with its original code" '"summary":"2 greetings, approved=true"' "$res"
+case "$res" in *edited*) fail "edited code leaked into a run in flight" ;; *) pass "edit did not reach the run" ;; esac
+assert_exit "pinned code replays its own history" 0 engine replay p1
+assert_exit "the original file replays cleanly" 0 engine replay p1 --script "$SRC/workflows/hello.lua"
+# a compatible edit: a comment and a new branch behind patched()
+cp "$SRC/workflows/hello.lua" "$T/wf/hello2.lua"
+sed -i 's/^local wf = require "workflow"$/local wf = require "workflow" -- edited/' "$T/wf/hello2.lua"
+assert_exit "a compatible edit replays cleanly" 0 engine replay p1 --script "$T/wf/hello2.lua"
+assert_contains "reports ok" "ok:" "$OUT"
+
+# --- replay determinism: a new run replays to the same result in a fresh VM
+assert_exit "start a second run" 3 engine start "$SRC/workflows/hello.lua" --id p2 --detach --input '{"n":1,"sleep":0}'
+wait_status p2 waiting
+for _ in $(seq 100); do engine history p2 | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+kill "$S"; wait "$S" 2>/dev/null || true   # evicted and the process gone: next wake replays from the log
+before="$(engine history p2 --json | head -3)"
+bg S engine serve
+engine signal p2 approval '{"approved":true}'
+wait_status p2 completed
+assert_eq "replayed prefix identical (checkpoint, uuid, now)" "$before" "$(engine history p2 --json | head -3)"
+assert_eq "p2 complete" "events=17 activities_completed=2 open_commands=0 last=WorkflowCompleted" "$(verify_history p2)"
+
+# --- non-determinism detected on replay: stuck, then fixed
+assert_exit "start a non-deterministic run" 3 engine start "$T/wf/nondet.lua" --id nd --detach
+wait_status nd waiting
+engine signal nd go '"now"'   # wakes it: replay takes the other branch
+wait_status nd stuck
+err="$(engine show nd --json)"
+assert_contains "stuck error names the event" "non-determinism at event #2" "$err"
+assert_contains "stuck error names the expected command" "history has ActivityScheduled 'acts.echo'" "$err"
+assert_contains "stuck error names the actual command" "issued TimerStarted 'sleep'" "$err"
+assert_contains "stuck error names the line" "nondet.lua:5" "$err"
+assert_eq "history untouched by the stuck replay" "events=4 activities_completed=1 open_commands=1 last=SignalWaitStarted" \
+  "$(verify_history nd)"
+assert_exit "the fix replays cleanly" 0 engine replay nd --script "$T/wf/nondet_fixed.lua"
+assert_exit "apply the fix" 0 engine replay nd --script "$T/wf/nondet_fixed.lua" --apply
+assert_contains "apply resumes it" "resuming" "$OUT"
+wait_status nd completed
+assert_contains "resumed with the buffered signal" '"got":"now"' "$(engine show nd --json)"
+assert_contains "...under the fixed code" '"fixed":true' "$(engine show nd --json)"
+kill "$S"; wait "$S" 2>/dev/null || true
+finish

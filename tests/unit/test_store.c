@@ -1,0 +1,860 @@
+/* Unit tests for engine/store on real SQLite files in a temporary directory.
+ *
+ * Tests whose name starts with BUG_ document an engine defect: they run as the
+ * ctest entry unit_store_bugs, fail against the current engine/store.c and pass
+ * once it is fixed (see the comment at each one for the cause). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "testutil.h"
+#include "util.h"
+
+typedef struct fixture {
+  char *dir;
+  char *db; /* dir/engine.db (not created) */
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->dir = tu_mkdtemp();
+  if (!f->dir) return -1;
+  f->db = tu_path(f->dir, "engine.db");
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  free(f->db);
+  tu_rmtree(f->dir);
+  free(f);
+  return 0;
+}
+
+static store *open_ok(const char *path) {
+  store *s = NULL;
+  char err[512] = "";
+  int rc = store_open(path, 0, &s, err, sizeof err);
+  if (rc != STORE_OK) fail_msg("store_open(%s) = %d: %s", path, rc, err);
+  assert_non_null(s);
+  return s;
+}
+
+static char *read_bytes(const char *path, size_t *len) {
+  char *b = util_read_file(path, len);
+  if (!b) fail_msg("cannot read %s", path);
+  return b;
+}
+
+/* Runs one SQL statement on a separate raw sqlite3 connection. */
+static void raw_exec(const char *path, const char *sql) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  char *msg = NULL;
+  if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("raw sql failed: %s: %s", sql, msg);
+  sqlite3_close(db);
+}
+
+/* Returns the first column of the first row of sql as a malloc'd string. */
+static char *raw_query(const char *path, const char *sql) {
+  sqlite3 *db = NULL;
+  assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) fail_msg("prepare %s: %s", sql, sqlite3_errmsg(db));
+  char *out = NULL;
+  if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+    out = util_strdup((const char *)sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+static void append_ev(store *s, const char *wf, int64_t run, int64_t seq, const char *type, int64_t ref,
+                      const char *name, const char *hash, const char *payload, int64_t time) {
+  hist_event e = {seq, type, ref, name, hash, payload, time};
+  if (store_hist_append(s, wf, run, &e) != STORE_OK) fail_msg("append %lld: %s", (long long)seq, store_errmsg(s));
+}
+
+static size_t hist_count(store *s, const char *wf, int64_t run) {
+  hist_list l = {0};
+  assert_int_equal(store_hist_load(s, wf, run, &l), STORE_OK);
+  size_t n = l.n;
+  hist_list_free(&l);
+  return n;
+}
+
+static wf_row sample_wf(const char *id) {
+  wf_row w = {0};
+  w.id = (char *)id;
+  w.run = 1;
+  w.status = "running";
+  w.script_name = "wf.lua";
+  w.script_dir = "/scripts";
+  w.code_hash = "abc123";
+  w.input = "{\"x\":1}";
+  w.created_at = 1000;
+  w.updated_at = 1000;
+  return w;
+}
+
+/* ---------------------------------------------------------------- open --- */
+
+static void test_open_creates_schema(void **state) {
+  fixture *f = *state;
+  assert_false(tu_exists(f->db));
+  store *s = open_ok(f->db);
+  assert_true(tu_exists(f->db));
+  assert_string_equal(store_path(s), f->db);
+  assert_false(store_in_txn(s));
+  store_close(s);
+
+  const char *tables[] = {"meta", "workflows", "history", "code", "run_modules", "tasks", "signals", "domain_events"};
+  for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
+    char *got = raw_query(f->db, sql);
+    if (!got) fail_msg("table %s missing", tables[i]);
+    free(got);
+  }
+  char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
+  assert_non_null(v);
+  assert_string_equal(v, "1");
+  free(v);
+  char *jm = raw_query(f->db, "PRAGMA journal_mode");
+  assert_non_null(jm);
+  assert_string_equal(jm, "wal");
+  free(jm);
+}
+
+static void test_open_must_exist(void **state) {
+  fixture *f = *state;
+  store *s = (store *)1;
+  char err[512] = "";
+  int rc = store_open(f->db, 1, &s, err, sizeof err);
+  assert_int_not_equal(rc, STORE_OK);
+  assert_null(s);
+  assert_true(strlen(err) > 0);
+  assert_false(tu_exists(f->db)); /* nothing created */
+
+  /* a directory that does not exist */
+  char *bad = tu_path(f->dir, "no/such/dir/engine.db");
+  err[0] = 0;
+  assert_int_equal(store_open(bad, 0, &s, err, sizeof err), STORE_ERR);
+  assert_null(s);
+  assert_non_null(strstr(err, bad));
+  free(bad);
+
+  /* an empty (zero-byte) file is not an engine database when it must exist */
+  assert_int_equal(tu_write_file(f->db, "", 0), 0);
+  err[0] = 0;
+  assert_int_equal(store_open(f->db, 1, &s, err, sizeof err), STORE_ECORRUPT);
+  assert_non_null(strstr(err, "not an engine database"));
+}
+
+static void test_reopen(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row w = sample_wf("wf-1");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, "wf-1", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 1000);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+
+  s = open_ok(f->db);
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "wf-1", &got), 1);
+  assert_string_equal(got.status, "running");
+  assert_string_equal(got.script_name, "wf.lua");
+  assert_string_equal(got.input, "{\"x\":1}");
+  assert_null(got.result);
+  wf_row_free(&got);
+  assert_int_equal(hist_count(s, "wf-1", 1), 1);
+  store_close(s);
+
+  /* a third open with must_exist works on the existing database */
+  store *s2 = NULL;
+  char err[256];
+  assert_int_equal(store_open(f->db, 1, &s2, err, sizeof err), STORE_OK);
+  assert_int_equal(hist_count(s2, "wf-1", 1), 1);
+  store_close(s2);
+}
+
+static void check_refused_unchanged(const char *path, const void *bytes, size_t len) {
+  store *s = (store *)1;
+  char err[512] = "";
+  int rc = store_open(path, 0, &s, err, sizeof err);
+  assert_int_equal(rc, STORE_ECORRUPT);
+  assert_null(s);
+  assert_true(strlen(err) > 0);
+  assert_non_null(strstr(err, path));
+  size_t n = 0;
+  char *after = read_bytes(path, &n);
+  assert_int_equal(n, len);
+  assert_memory_equal(after, bytes, len);
+  free(after);
+}
+
+static void test_open_refuses_non_sqlite(void **state) {
+  fixture *f = *state;
+  /* a text file larger than a page */
+  size_t len = 10000;
+  char *junk = malloc(len);
+  for (size_t i = 0; i < len; i++) junk[i] = (char)('a' + i % 26);
+  memcpy(junk, "this is not a database\n", 23);
+  assert_int_equal(tu_write_file(f->db, junk, len), 0);
+  check_refused_unchanged(f->db, junk, len);
+  free(junk);
+
+  /* a small one */
+  char *small = tu_path(f->dir, "small.db");
+  assert_int_equal(tu_write_file(small, "hello\n", 6), 0);
+  check_refused_unchanged(small, "hello\n", 6);
+  char *wal = tu_path(f->dir, "small.db-wal");
+  assert_false(tu_exists(wal));
+  free(wal);
+  free(small);
+}
+
+/* A valid SQLite database that holds someone else's tables is refused, and the
+ * file is left exactly as it was. */
+static void foreign_db(const char *path) {
+  raw_exec(path,
+           "PRAGMA journal_mode=DELETE;"
+           "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT);"
+           "INSERT INTO users(name) VALUES('ada'),('grace');");
+}
+
+static void test_open_refuses_foreign_sqlite(void **state) {
+  fixture *f = *state;
+  foreign_db(f->db);
+  size_t len = 0;
+  char *before = read_bytes(f->db, &len);
+  check_refused_unchanged(f->db, before, len); /* every byte, header included */
+  free(before);
+  store *s = (store *)1;
+  char err[512] = "";
+  assert_int_equal(store_open(f->db, 0, &s, err, sizeof err), STORE_ECORRUPT);
+  assert_null(s);
+  assert_non_null(strstr(err, "not an engine database"));
+  /* still in its own journal mode, not switched to WAL */
+  char *jm = raw_query(f->db, "PRAGMA journal_mode");
+  assert_string_equal(jm, "delete");
+  free(jm);
+  /* none of our tables were added and the foreign data is intact */
+  char *t = raw_query(f->db, "SELECT count(*) FROM sqlite_master WHERE name IN ('meta','history','workflows')");
+  assert_string_equal(t, "0");
+  free(t);
+  t = raw_query(f->db, "SELECT group_concat(name) FROM users");
+  assert_string_equal(t, "ada,grace");
+  free(t);
+}
+
+static void test_open_refuses_newer_schema(void **state) {
+  fixture *f = *state;
+  store_close(open_ok(f->db));
+  raw_exec(f->db, "UPDATE meta SET value='2' WHERE key='schema_version'");
+  store *s = (store *)1;
+  char err[512] = "";
+  assert_int_equal(store_open(f->db, 0, &s, err, sizeof err), STORE_ERR);
+  assert_null(s);
+  assert_non_null(strstr(err, "schema version 2"));
+}
+
+/* ------------------------------------------------------------- history --- */
+
+static void test_history_append_load_order(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  /* appended out of order, with NULL optional fields */
+  append_ev(s, "wf", 1, 3, "ActivityCompleted", 2, "greet", NULL, "\"hi\"", 3000);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":1}", 1000);
+  append_ev(s, "wf", 1, 2, "ActivityScheduled", 0, "greet", "0123456789abcdef", NULL, 2000);
+  append_ev(s, "wf", 2, 1, "WorkflowStarted", 0, NULL, NULL, "{\"run\":2}", 5000); /* another run */
+  append_ev(s, "other", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 7000);       /* another workflow */
+  assert_true(store_in_txn(s));
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_false(store_in_txn(s));
+
+  hist_list l = {0};
+  assert_int_equal(store_hist_load(s, "wf", 1, &l), STORE_OK);
+  assert_int_equal(l.n, 3);
+  for (size_t i = 0; i < 3; i++) assert_int_equal(l.v[i].seq, (int64_t)i + 1);
+  assert_string_equal(l.v[0].type, "WorkflowStarted");
+  assert_string_equal(l.v[0].payload, "{\"input\":1}");
+  assert_null(l.v[0].name);
+  assert_null(l.v[0].hash);
+  assert_int_equal(l.v[0].time, 1000);
+  assert_string_equal(l.v[1].type, "ActivityScheduled");
+  assert_string_equal(l.v[1].name, "greet");
+  assert_string_equal(l.v[1].hash, "0123456789abcdef");
+  assert_null(l.v[1].payload);
+  assert_int_equal(l.v[2].ref, 2);
+  assert_string_equal(l.v[2].payload, "\"hi\"");
+  assert_int_equal(l.v[2].time, 3000);
+  /* load appends to a list that already holds events */
+  assert_int_equal(store_hist_load(s, "wf", 2, &l), STORE_OK);
+  assert_int_equal(l.n, 4);
+  assert_string_equal(l.v[3].payload, "{\"run\":2}");
+  hist_list_free(&l);
+  assert_null(l.v);
+  assert_int_equal(l.n, 0);
+
+  hist_list one = {0};
+  assert_int_equal(store_hist_get(s, "wf", 1, 2, &one), 1);
+  assert_int_equal(one.n, 1);
+  assert_string_equal(one.v[0].type, "ActivityScheduled");
+  assert_int_equal(store_hist_get(s, "wf", 1, 9, &one), 0);
+  assert_int_equal(one.n, 1);
+  hist_list_free(&one);
+  assert_int_equal(store_count(s, "history", "wf"), 4);
+  assert_int_equal(hist_count(s, "missing", 1), 0);
+  store_close(s);
+}
+
+static void test_history_duplicate_seq_fails(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "first", 1000);
+  hist_event dup = {1, "WorkflowStarted", 0, NULL, NULL, "second", 2000};
+  assert_int_equal(store_hist_append(s, "wf", 1, &dup), STORE_ERR);
+  assert_non_null(strstr(store_errmsg(s), "append history"));
+  assert_non_null(strstr(store_errmsg(s), "UNIQUE"));
+  /* the same seq in another run or workflow is fine */
+  dup.payload = "run2";
+  assert_int_equal(store_hist_append(s, "wf", 2, &dup), STORE_OK);
+  assert_int_equal(store_hist_append(s, "wf2", 1, &dup), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  hist_list l = {0};
+  assert_int_equal(store_hist_load(s, "wf", 1, &l), STORE_OK);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].payload, "first"); /* the original is kept */
+  hist_list_free(&l);
+  /* also refused across transactions */
+  assert_int_equal(store_hist_append(s, "wf", 1, &dup), STORE_ERR);
+  store_rollback(s);
+  store_close(s);
+}
+
+static void test_rollback_discards(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  wf_row w = sample_wf("wf");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  assert_true(store_in_txn(s));
+  append_ev(s, "wf", 1, 2, "ActivityScheduled", 0, "a", "h", NULL, 2);
+  assert_int_equal(store_task_put(s, "wf", "activity", 2, 0, 1, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_signal_put(s, "wf", "go", "1", 3), STORE_OK);
+  assert_int_equal(store_domain_append(s, "wf", "x", 4, "{}"), 1);
+  assert_int_equal(hist_count(s, "wf", 1), 2); /* visible inside the transaction */
+  store_rollback(s);
+  assert_false(store_in_txn(s));
+
+  assert_int_equal(hist_count(s, "wf", 1), 1);
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "wf", &got), 0);
+  assert_int_equal(store_task_count(s, "wf"), 0);
+  assert_int_equal(store_signal_count(s, "wf"), 0);
+  store_close(s);
+  /* and nothing reached the file */
+  s = open_ok(f->db);
+  assert_int_equal(hist_count(s, "wf", 1), 1);
+  assert_int_equal(store_domain_append(s, "wf", "x", 4, "{}"), 1); /* seq 1 again: the first was discarded */
+  store_close(s);                                                  /* close rolls back the open transaction */
+  s = open_ok(f->db);
+  assert_int_equal(store_domain_append(s, "wf", "x", 4, "{}"), 1);
+  store_rollback(s);
+  store_close(s);
+}
+
+/* ----------------------------------------------------------- workflows --- */
+
+typedef struct idlist {
+  char ids[8][32];
+  int n;
+} idlist;
+
+static int collect_wf(void *ud, const wf_row *w) {
+  idlist *l = ud;
+  snprintf(l->ids[l->n++], 32, "%s", w->id);
+  return 0;
+}
+
+static void test_workflow_rows(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row a = sample_wf("a"), b = sample_wf("b");
+  b.created_at = 500; /* listed first */
+  assert_int_equal(store_wf_insert(s, &a), STORE_OK);
+  assert_int_equal(store_wf_insert(s, &b), STORE_OK);
+  assert_int_equal(store_wf_insert(s, &a), STORE_ERR); /* id is unique */
+  assert_int_equal(store_wf_set_status(s, "a", "completed", "{\"ok\":true}", NULL), STORE_OK);
+  assert_int_equal(store_wf_set_cancel(s, "b", 1), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "a", &got), 1);
+  assert_string_equal(got.status, "completed");
+  assert_string_equal(got.result, "{\"ok\":true}");
+  assert_true(got.updated_at > 1000);
+  wf_row_free(&got);
+  assert_int_equal(store_wf_get(s, "b", &got), 1);
+  assert_int_equal(got.cancel, 1);
+  wf_row_free(&got);
+
+  idlist all = {0}, running = {0};
+  assert_int_equal(store_wf_list(s, NULL, collect_wf, &all), STORE_OK);
+  assert_int_equal(all.n, 2);
+  assert_string_equal(all.ids[0], "b");
+  assert_string_equal(all.ids[1], "a");
+  assert_int_equal(store_wf_list(s, "running", collect_wf, &running), STORE_OK);
+  assert_int_equal(running.n, 1);
+  assert_string_equal(running.ids[0], "b");
+
+  assert_int_equal(store_wf_new_run(s, "a", 2, "{\"n\":2}"), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_wf_get(s, "a", &got), 1);
+  assert_int_equal(got.run, 2);
+  assert_string_equal(got.status, "running");
+  assert_string_equal(got.input, "{\"n\":2}");
+  assert_null(got.result);
+  wf_row_free(&got);
+  store_close(s);
+}
+
+/* --------------------------------------------------------------- tasks --- */
+
+typedef struct tasklist {
+  struct {
+    char wf[32], kind[32];
+    int64_t seq, run_at;
+    int attempt;
+  } v[16];
+  int n;
+} tasklist;
+
+static int collect_task(void *ud, const task_row *t) {
+  tasklist *l = ud;
+  snprintf(l->v[l->n].wf, 32, "%s", t->wf_id);
+  snprintf(l->v[l->n].kind, 32, "%s", t->kind);
+  l->v[l->n].seq = t->seq;
+  l->v[l->n].run_at = t->run_at;
+  l->v[l->n].attempt = t->attempt;
+  l->n++;
+  return 0;
+}
+
+static tasklist due(store *s, int64_t now, const char *only_wf, const char *owner, int limit) {
+  tasklist l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_task_due(s, now, only_wf, owner, limit, collect_task, &l), STORE_OK);
+  return l;
+}
+
+static void test_tasks_due_and_leases(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  assert_int_equal(store_task_next_at(s, NULL, "A"), -1); /* nothing queued */
+  /* leased by A */
+  assert_int_equal(store_task_put(s, "wf1", "activity", 2, 100, 1, 90, "A", 999999), STORE_OK);
+  /* free */
+  assert_int_equal(store_task_put(s, "wf1", "timer", 3, 200, 0, 0, NULL, 0), STORE_OK);
+  /* in the future */
+  assert_int_equal(store_task_put(s, "wf2", "timer", 1, 5000, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  /* a task leased by A is not due for A ... */
+  tasklist l = due(s, 1000, NULL, "A", 10);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].kind, "timer");
+  assert_int_equal(l.v[0].seq, 3);
+  /* ... but is due for B, in run_at order */
+  l = due(s, 1000, NULL, "B", 10);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(l.v[0].kind, "activity");
+  assert_int_equal(l.v[0].attempt, 1);
+  assert_int_equal(l.v[1].seq, 3);
+  assert_int_equal(store_task_next_at(s, NULL, "A"), 200);
+  assert_int_equal(store_task_next_at(s, NULL, "B"), 100);
+  /* limit and only_wf */
+  l = due(s, 1000, NULL, "B", 1);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.v[0].run_at, 100);
+  assert_int_equal(due(s, 1000, "wf2", "B", 10).n, 0);
+  l = due(s, 5000, "wf2", "B", 10);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].wf, "wf2");
+  assert_int_equal(store_task_next_at(s, "wf2", "A"), 5000);
+  assert_int_equal(store_task_next_at(s, "wf1", "A"), 200);
+  /* not yet due */
+  assert_int_equal(due(s, 99, NULL, "B", 10).n, 0);
+
+  task_row t;
+  assert_int_equal(store_task_get(s, "wf1", "activity", 2, &t), 1);
+  assert_int_equal(t.run_at, 100);
+  assert_int_equal(t.attempt, 1);
+  assert_int_equal(t.first_at, 90);
+  assert_string_equal(t.wf_id, "wf1");
+  assert_int_equal(store_task_get(s, "wf1", "activity", 99, &t), 0);
+
+  /* put replaces (same wf, kind, seq): releasing the lease makes it due for A */
+  assert_int_equal(store_task_put(s, "wf1", "activity", 2, 150, 2, 90, NULL, 0), STORE_OK);
+  l = due(s, 1000, NULL, "A", 10);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(l.v[0].run_at, 150);
+  assert_int_equal(l.v[0].attempt, 2);
+  assert_int_equal(store_task_count(s, "wf1"), 2);
+
+  assert_int_equal(store_task_del(s, "wf1", "timer", 3), STORE_OK);
+  assert_int_equal(store_task_count(s, "wf1"), 1);
+  assert_int_equal(store_task_del_wf(s, "wf1"), STORE_OK);
+  assert_int_equal(store_task_count(s, "wf1"), 0);
+  assert_int_equal(store_task_next_at(s, NULL, "A"), 5000);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
+/* The due callback may write to the store (the engine does). */
+static int due_deletes(void *ud, const task_row *t) {
+  store *s = ud;
+  assert_int_equal(store_task_del(s, t->wf_id, t->kind, t->seq), STORE_OK);
+  return 0;
+}
+
+static void test_tasks_due_callback_writes(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  for (int i = 1; i <= 5; i++) assert_int_equal(store_task_put(s, "wf", "timer", i, i, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_due(s, 100, NULL, "A", 100, due_deletes, s), STORE_OK);
+  assert_int_equal(store_task_count(s, "wf"), 0);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
+/* ------------------------------------------------------------- signals --- */
+
+static void take_expect(store *s, const char *wf, const char *name, const char *want) {
+  char *p = (char *)1;
+  int rc = store_signal_take(s, wf, name, &p);
+  if (!want) {
+    assert_int_equal(rc, 0);
+    assert_null(p);
+    return;
+  }
+  assert_int_equal(rc, 1);
+  assert_non_null(p);
+  assert_string_equal(p, want);
+  free(p);
+}
+
+static void test_signals_fifo_per_name(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  assert_int_equal(store_signal_put(s, "wf", "approval", "\"first\"", 1), STORE_OK);
+  assert_int_equal(store_signal_put(s, "wf", "cancel", "\"c1\"", 2), STORE_OK);
+  assert_int_equal(store_signal_put(s, "wf", "approval", "\"second\"", 3), STORE_OK);
+  assert_int_equal(store_signal_put(s, "other", "approval", "\"elsewhere\"", 0), STORE_OK);
+  assert_int_equal(store_signal_put(s, "wf", "approval", "\"third\"", 0), STORE_OK); /* earlier time, later put */
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_signal_count(s, "wf"), 4);
+
+  take_expect(s, "wf", "approval", "\"first\"");
+  take_expect(s, "wf", "cancel", "\"c1\"");
+  take_expect(s, "wf", "cancel", NULL);
+  take_expect(s, "wf", "approval", "\"second\"");
+  take_expect(s, "wf", "approval", "\"third\"");
+  take_expect(s, "wf", "approval", NULL);
+  assert_int_equal(store_signal_count(s, "wf"), 0);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_signal_count(s, "other"), 1);
+  assert_int_equal(store_signal_del_wf(s, "other"), STORE_OK);
+  take_expect(s, "other", "approval", NULL);
+  store_rollback(s);
+  /* the take of a rolled-back transaction is undone */
+  take_expect(s, "other", "approval", "\"elsewhere\"");
+  store_close(s);
+}
+
+/* ------------------------------------------------------- domain events --- */
+
+typedef struct domlist {
+  int64_t seq[16];
+  char type[16][32];
+  char payload[16][32];
+  int n;
+} domlist;
+
+static int collect_dom(void *ud, const domain_event *e) {
+  domlist *l = ud;
+  l->seq[l->n] = e->seq;
+  snprintf(l->type[l->n], 32, "%s", e->type);
+  snprintf(l->payload[l->n], 32, "%s", e->payload ? e->payload : "(null)");
+  l->n++;
+  return 0;
+}
+
+static void test_domain_events_dense_seq(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  assert_int_equal(store_domain_append(s, "s1", "session.created", 1, "{\"i\":1}"), 1);
+  assert_int_equal(store_domain_append(s, "s2", "session.created", 1, "{\"j\":1}"), 1);
+  assert_int_equal(store_domain_append(s, "s1", "agent.message", 2, "{\"i\":2}"), 2);
+  assert_int_equal(store_domain_append(s, "s1", "session.completed", 3, "{\"i\":3}"), 3);
+  assert_int_equal(store_domain_append(s, "s2", "session.failed", 2, "{\"j\":2}"), 2);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+
+  s = open_ok(f->db);
+  assert_int_equal(store_domain_append(s, "s1", "late", 4, NULL), 4); /* continues after reopen */
+  assert_int_equal(store_commit(s), STORE_OK);
+  domlist l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "s1", 0, collect_dom, &l), STORE_OK);
+  assert_int_equal(l.n, 4);
+  for (int i = 0; i < 4; i++) assert_int_equal(l.seq[i], i + 1);
+  assert_string_equal(l.type[0], "session.created");
+  assert_string_equal(l.type[2], "session.completed");
+  assert_string_equal(l.payload[1], "{\"i\":2}");
+  assert_string_equal(l.payload[3], "(null)");
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "s1", 2, collect_dom, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(l.seq[0], 3);
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "s2", 0, collect_dom, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(l.seq[1], 2);
+  assert_string_equal(l.type[1], "session.failed");
+  store_close(s);
+}
+
+/* ---------------------------------------------------------------- code --- */
+
+static void test_code_by_hash(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  const char src[] = "return function() end\n\0binary tail";
+  size_t srclen = sizeof src - 1;
+  char hash[65];
+  util_sha256_hex(src, srclen, hash);
+  assert_int_equal(store_code_put(s, hash, "wf.lua", src, srclen), STORE_OK);
+  assert_int_equal(store_code_put(s, hash, "wf.lua", src, srclen), STORE_OK); /* idempotent */
+  assert_int_equal(store_code_put(s, hash, "other.lua", "different", 9), STORE_OK); /* first one wins */
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  size_t len = 0;
+  char *got = store_code_get(s, hash, &len);
+  assert_non_null(got);
+  assert_int_equal(len, srclen);
+  assert_memory_equal(got, src, srclen);
+  assert_int_equal(got[len], 0); /* NUL-terminated */
+  free(got);
+  char *n = raw_query(f->db, "SELECT count(*) FROM code");
+  assert_string_equal(n, "1");
+  free(n);
+  assert_null(store_code_get(s, "0000", &len));
+  /* empty source */
+  assert_int_equal(store_code_put(s, "empty", "e.lua", "", 0), STORE_OK);
+  got = store_code_get(s, "empty", &len);
+  assert_non_null(got);
+  assert_int_equal(len, 0);
+  free(got);
+  store_close(s);
+}
+
+static void test_module_pins(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  assert_null(store_module_get(s, "wf", 1, "lib.util"));
+  assert_int_equal(store_module_pin(s, "wf", 1, "lib.util", "h1"), STORE_OK);
+  assert_int_equal(store_module_pin(s, "wf", 1, "lib.other", "h9"), STORE_OK);
+  char *h = store_module_get(s, "wf", 1, "lib.util");
+  assert_string_equal(h, "h1");
+  free(h);
+  assert_int_equal(store_module_pin(s, "wf", 1, "lib.util", "h2"), STORE_OK); /* re-pin replaces */
+  h = store_module_get(s, "wf", 1, "lib.util");
+  assert_string_equal(h, "h2");
+  free(h);
+  assert_null(store_module_get(s, "wf", 2, "lib.util"));    /* per run */
+  assert_null(store_module_get(s, "other", 1, "lib.util")); /* per workflow */
+
+  assert_int_equal(store_modules_copy(s, "wf", 1, 2), STORE_OK);
+  h = store_module_get(s, "wf", 2, "lib.util");
+  assert_string_equal(h, "h2");
+  free(h);
+  h = store_module_get(s, "wf", 2, "lib.other");
+  assert_string_equal(h, "h9");
+  free(h);
+  assert_int_equal(store_modules_clear(s, "wf", 1), STORE_OK);
+  assert_null(store_module_get(s, "wf", 1, "lib.util"));
+  h = store_module_get(s, "wf", 2, "lib.util"); /* the copy is independent */
+  assert_string_equal(h, "h2");
+  free(h);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
+/* -------------------------------------------------------- concurrency --- */
+
+static void test_second_connection_sees_only_committed(void **state) {
+  fixture *f = *state;
+  store *s1 = open_ok(f->db);
+  store *s2 = open_ok(f->db);
+  append_ev(s1, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_signal_put(s1, "wf", "go", "1", 1), STORE_OK);
+  assert_int_equal(hist_count(s1, "wf", 1), 1);
+  assert_int_equal(hist_count(s2, "wf", 1), 0);
+  assert_int_equal(store_signal_count(s2, "wf"), 0);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(hist_count(s2, "wf", 1), 1);
+  assert_int_equal(store_signal_count(s2, "wf"), 1);
+  /* a rolled-back write is never seen */
+  append_ev(s1, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  store_rollback(s1);
+  assert_int_equal(hist_count(s2, "wf", 1), 1);
+  store_close(s1);
+  store_close(s2);
+}
+
+static void test_data_version(void **state) {
+  fixture *f = *state;
+  store *s1 = open_ok(f->db);
+  store *s2 = open_ok(f->db);
+  int64_t v0 = store_data_version(s2);
+  assert_true(v0 >= 0);
+  assert_int_equal(store_data_version(s2), v0); /* stable while nothing happens */
+
+  append_ev(s1, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_data_version(s2), v0); /* not committed yet */
+  assert_int_equal(store_commit(s1), STORE_OK);
+  int64_t v1 = store_data_version(s2);
+  assert_int_not_equal(v1, v0);
+
+  /* a connection's own commits do not change what it reports */
+  int64_t own = store_data_version(s1);
+  append_ev(s1, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(store_data_version(s1), own);
+  assert_int_not_equal(store_data_version(s2), v1);
+  store_close(s1);
+  store_close(s2);
+}
+
+static void test_begin_busy_when_other_writer(void **state) {
+  fixture *f = *state;
+  setenv("ENGINE_BUSY_TIMEOUT_MS", "50", 1);
+  store *s1 = open_ok(f->db);
+  store *s2 = open_ok(f->db);
+  unsetenv("ENGINE_BUSY_TIMEOUT_MS");
+  assert_int_equal(store_begin(s1), STORE_OK);
+  assert_int_equal(store_begin(s1), STORE_OK); /* idempotent */
+  assert_int_equal(store_begin(s2), STORE_EBUSY);
+  assert_false(store_in_txn(s2));
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(store_begin(s2), STORE_OK);
+  assert_int_equal(store_commit(s2), STORE_OK);
+  store_close(s1);
+  store_close(s2);
+}
+
+/* A connection must see another connection's commits after any read call.
+ *
+ * BUG (engine/store.c, store_task_get): on SQLITE_ROW it returns without
+ * sqlite3_reset, so the statement stays active and keeps the connection's WAL
+ * read transaction (its snapshot) open. Every later read on that connection sees
+ * the database as it was at the store_task_get call, until the same statement is
+ * used again; a worker that looked up a task never sees new signals or events
+ * committed by the CLI, and it also blocks checkpoints. Fix: copy the strings and
+ * reset the statement before returning (as store_task_due does). */
+static void BUG_task_get_keeps_snapshot_open(void **state) {
+  fixture *f = *state;
+  store *s1 = open_ok(f->db);
+  store *s2 = open_ok(f->db);
+  assert_int_equal(store_task_put(s1, "wf", "timer", 1, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s1), STORE_OK);
+
+  task_row t;
+  assert_int_equal(store_task_get(s2, "wf", "timer", 1, &t), 1);
+  int64_t v0 = store_data_version(s2);
+  assert_int_equal(store_signal_put(s1, "wf", "go", "\"now\"", 1), STORE_OK);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(store_signal_count(s2, "wf"), 1);
+  assert_int_not_equal(store_data_version(s2), v0);
+  store_close(s1);
+  store_close(s2);
+}
+
+/* store_signal_take returns 1 with *payload malloc'd, else nothing to free.
+ *
+ * BUG (engine/store.c, store_signal_take): the payload is copied into *payload
+ * before WRITE_BEGIN; when the write transaction cannot be opened (the database
+ * is locked by another writer) the macro returns STORE_ERR and leaves *payload
+ * set to a malloc'd string the caller never frees (a leak on every busy retry,
+ * reported by LeakSanitizer). Fix: begin the transaction before reading, or free
+ * and clear *payload on that error path. */
+static void BUG_signal_take_busy_leaves_payload(void **state) {
+  fixture *f = *state;
+  setenv("ENGINE_BUSY_TIMEOUT_MS", "50", 1);
+  store *s1 = open_ok(f->db);
+  store *s2 = open_ok(f->db);
+  unsetenv("ENGINE_BUSY_TIMEOUT_MS");
+  assert_int_equal(store_signal_put(s1, "wf", "go", "\"payload\"", 1), STORE_OK);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(store_begin(s1), STORE_OK); /* s1 holds the write lock */
+
+  char *p = NULL;
+  int rc = store_signal_take(s2, "wf", "go", &p);
+  assert_true(rc < 0);
+  char *leaked = p;
+  store_commit(s1);
+  store_close(s1);
+  store_close(s2);
+  if (leaked) {
+    free(leaked);
+    fail_msg("store_signal_take failed (rc %d) but left *payload set to a malloc'd string", rc);
+  }
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      T(test_open_creates_schema),
+      T(test_open_must_exist),
+      T(test_reopen),
+      T(test_open_refuses_non_sqlite),
+      T(test_open_refuses_foreign_sqlite),
+      T(test_open_refuses_newer_schema),
+      T(test_history_append_load_order),
+      T(test_history_duplicate_seq_fails),
+      T(test_rollback_discards),
+      T(test_workflow_rows),
+      T(test_tasks_due_and_leases),
+      T(test_tasks_due_callback_writes),
+      T(test_signals_fifo_per_name),
+      T(test_domain_events_dense_seq),
+      T(test_code_by_hash),
+      T(test_module_pins),
+      T(test_second_connection_sees_only_committed),
+      T(test_data_version),
+      T(test_begin_busy_when_other_writer),
+  };
+  /* Known engine defects: each fails until the cause named at the test is fixed. */
+  const struct CMUnitTest bugs[] = {
+      T(BUG_task_get_keeps_snapshot_open),
+      T(BUG_signal_take_busy_leaves_payload),
+  };
+  if (argc > 1 && strcmp(argv[1], "bugs") == 0) return cmocka_run_group_tests_name("unit_store_bugs", bugs, NULL, NULL);
+  return cmocka_run_group_tests_name("unit_store", tests, NULL, NULL);
+}
