@@ -236,6 +236,7 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   dbwatch_stop(w);
   uv_close((uv_handle_t *)&lt, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
+  uv_loop_close(loop);
   int code = -1;
   if (lp.fd < 0) code = report_outcome(st, id);
   store_close(st);
@@ -711,6 +712,7 @@ static int cmd_events(args *a, common *c) {
     uv_run(loop, UV_RUN_DEFAULT);
     dbwatch_stop(dw);
     uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
   }
   store_close(st);
   return EXIT_OK;

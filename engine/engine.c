@@ -812,9 +812,11 @@ void engine_free(engine *e) {
   if (e->watch) dbwatch_stop(e->watch);
   /* handles owned by the engine are embedded: close them, then drain the loop */
   uv_walk(&e->loop, walk_close, NULL);
-  uv_run(&e->loop, UV_RUN_DEFAULT);
+  /* a pending uv_stop makes the first uv_run return at once: run until closed */
+  do {
+    uv_run(&e->loop, UV_RUN_NOWAIT);
+  } while (uv_loop_close(&e->loop) == UV_EBUSY);
   actvm_free(e->act);
-  uv_loop_close(&e->loop);
   for (size_t i = 0; i < e->nnotes; i++) {
     free(e->notes[i].id);
     free(e->notes[i].status);

@@ -1,0 +1,23 @@
+---@meta activity
+-- LuaLS annotations for the bindings available to activity code.
+
+---@class ActivityInfo
+---@field workflow_id string
+---@field seq integer the ActivityScheduled event
+---@field attempt integer 1 for the first attempt
+---@field name string
+---@field idempotency_key string "workflow_id/seq", stable across attempts
+
+local activity = {}
+
+--- Reports progress; required within `heartbeat` seconds when that option is set.
+function activity.heartbeat() end
+
+--- Suspends this activity without blocking the engine.
+---@param seconds number
+function activity.sleep(seconds) end
+
+---@return ActivityInfo
+function activity.info() end
+
+return activity

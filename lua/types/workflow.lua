@@ -1,0 +1,96 @@
+---@meta workflow
+-- LuaLS annotations for the workflow API (the module is built into the engine;
+-- this file only lets editors complete and check workflow scripts).
+-- A workflow script returns `function(input) ... return result end`.
+
+---@class WorkflowError
+---@field type string      e.g. "Timeout", "Cancelled", "ActivityNotFound", or the type the activity raised
+---@field message string
+---@field attempts? integer attempts made, for activity failures
+
+---@class RetryPolicy
+---@field initial_interval? number seconds before the first retry (default 1)
+---@field backoff? number multiplier per attempt (default 2)
+---@field max_interval? number cap on the delay in seconds (default 100)
+---@field max_attempts? integer 0 = unlimited (default 5)
+---@field non_retryable? string[] error types that are never retried
+
+---@class ActivityOptions
+---@field start_to_close? number seconds one attempt may take (default 300)
+---@field schedule_to_close? number seconds for all attempts together (default none)
+---@field heartbeat? number seconds between activity.heartbeat() calls before the attempt times out
+---@field retry? RetryPolicy
+
+---@class WorkflowInfo
+---@field id string
+---@field run integer
+---@field replaying boolean
+---@field history_length integer
+
+local workflow = {}
+
+--- Runs activity "module.function" (at least once) and returns its result. The
+--- result is recorded; on replay it is returned without running the activity.
+--- Failures raise a WorkflowError (catch with pcall).
+---@param name string "module.function", module found beside the workflow or in lua/activities
+---@param args? table JSON-encodable arguments
+---@param options? ActivityOptions
+---@return any
+function workflow.activity(name, args, options) end
+
+--- Waits for signal `name` (signals sent earlier are buffered). Returns its
+--- payload, or nil, "timeout" when options.timeout seconds pass first.
+---@param name string
+---@param options? {timeout?: number}
+---@return any payload
+---@return "timeout"|nil
+function workflow.wait_signal(name, options) end
+
+--- A durable timer: fires after `seconds`, even across restarts.
+---@param seconds number
+function workflow.sleep(seconds) end
+
+--- Runs fn once and records its (JSON-encodable) value; replays return it.
+--- fn must not call workflow primitives.
+---@generic T
+---@param name string
+---@param fn fun(): T
+---@return T
+function workflow.checkpoint(name, fn) end
+
+--- Appends a domain event (session_id, seq, type, time, payload) exactly once per run.
+---@param type string e.g. "agent.message"
+---@param payload? table
+function workflow.emit(type, payload) end
+
+--- true when this point is reached by new code (records a marker); false when
+--- replaying a run that passed this point before the patch existed.
+---@param id string
+---@return boolean
+function workflow.patched(id) end
+
+--- Ends this run and starts a new one with `input` and an empty history.
+---@param input? table
+function workflow.continue_as_new(input) end
+
+--- Deterministic time in seconds (the time of the last recorded event).
+---@return number
+function workflow.now() end
+
+--- Deterministic random, like math.random, seeded from the log.
+---@param m? integer
+---@param n? integer
+---@return number
+function workflow.random(m, n) end
+
+--- Deterministic UUID v4 string.
+---@return string
+function workflow.uuid() end
+
+---@return WorkflowInfo
+function workflow.info() end
+
+---@return boolean
+function workflow.is_replaying() end
+
+return workflow
