@@ -914,7 +914,10 @@ static void test_patched(void **state) {
   /* a marker the new code no longer asks about is skipped */
   fake_init(&f, "{}", SEED);
   vm = run_live(&f, &cfg, PATCHED, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
   st = deliver(&f, vm, "ActivityCompleted", "1");
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(f.rec.v[1].type, "PatchMarker");
   wfvm_free(vm);
   const char *patch_removed =
       "local wf = require 'workflow'\n"
