@@ -9,6 +9,8 @@
 #include "json.h"
 #include "util.h"
 
+int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
+
 #define REG_ACTVM "engine.actvm"
 #define REG_CALLS "engine.act_calls"
 #define REG_MODULES "engine.act_modules"
@@ -253,7 +255,8 @@ static int setup(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, REG_MODULES);
   luaL_requiref(L, "activity", open_activity, 0);
   luaL_requiref(L, "json", luaopen_engine_json, 0);
-  lua_pop(L, 2);
+  luaL_requiref(L, "cjson", luaopen_cjson, 0); /* Debian's lua-cjson, for code that expects it */
+  lua_pop(L, 3);
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);

@@ -138,8 +138,11 @@ static void set_status(wfrun *r, const char *status, const char *result, const c
 /* -------------------------------------------------------------- host --- */
 
 static int64_t host_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
-                           const char *payload) {
-  return run_append(ud, type, ref, name, hash, payload, NULL);
+                           const char *payload, int64_t *time) {
+  hist_event ev;
+  int64_t seq = run_append(ud, type, ref, name, hash, payload, &ev);
+  if (time) *time = ev.time;
+  return seq;
 }
 
 static int64_t host_emit(void *ud, const char *type, const char *payload) {
@@ -351,7 +354,6 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   if (!r) {
     /* the run is not in memory: append with the next seq from the store */
     wf_row w;
-    hist_list h = {0};
     if (store_wf_get(e->st, a->wf_id, &w) != 1) {
       free(payload);
       return 0;
@@ -359,9 +361,7 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
     tmp.e = e;
     tmp.id = a->wf_id;
     tmp.run = w.run;
-    store_hist_load(e->st, a->wf_id, w.run, &h);
-    tmp.next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
-    hist_list_free(&h);
+    tmp.next_seq = store_hist_max_seq(e->st, a->wf_id, w.run) + 1;
     wf_row_free(&w);
     r = &tmp;
   }
@@ -1073,8 +1073,8 @@ void dbwatch_stop(dbwatch *w) {
 /* --------------------------------------------------------------- replay --- */
 
 static int64_t check_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
-                            const char *payload) {
-  (void)ud, (void)type, (void)ref, (void)name, (void)hash, (void)payload;
+                            const char *payload, int64_t *time) {
+  (void)ud, (void)type, (void)ref, (void)name, (void)hash, (void)payload, (void)time;
   return -1;
 }
 static int64_t check_emit(void *ud, const char *type, const char *payload) {

@@ -2,6 +2,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,6 @@
 
 #include "util.h"
 
-int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
 
 #define JSON_MAX_DEPTH 64
 
@@ -93,10 +93,14 @@ typedef struct jkey {
   char num[24];
 } jkey;
 
+/* The key's text: numbers live in the struct itself, which qsort moves, so the
+ * pointer is taken at use time, never stored. */
+static const char *key_text(const jkey *k) { return k->isnum ? k->num : k->s; }
+
 static int cmp_key(const void *a, const void *b) {
   const jkey *x = a, *y = b;
   size_t n = x->len < y->len ? x->len : y->len;
-  int c = memcmp(x->s, y->s, n);
+  int c = memcmp(key_text(x), key_text(y), n);
   if (c) return c;
   return (x->len > y->len) - (x->len < y->len);
 }
@@ -151,15 +155,16 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
     }
   }
   for (size_t i = 0; i < count; i++)
-    if (keys[i].isnum) {
-      keys[i].s = keys[i].num;
-      keys[i].len = strlen(keys[i].num);
-    }
+    if (keys[i].isnum) keys[i].len = strlen(keys[i].num);
   qsort(keys, count, sizeof(jkey), cmp_key);
+  for (size_t i = 1; i < count; i++)
+    if (cmp_key(&keys[i - 1], &keys[i]) == 0)
+      luaL_error(L, "json: table has both the integer key %s and the string key \"%s\"", key_text(&keys[i]),
+                 key_text(&keys[i]));
   put(L, b, "{", 1);
   for (size_t i = 0; i < count; i++) {
     if (i) put(L, b, ",", 1);
-    put_string(L, b, keys[i].s, keys[i].len);
+    put_string(L, b, key_text(&keys[i]), keys[i].len);
     put(L, b, ":", 1);
     if (keys[i].isnum)
       lua_pushinteger(L, keys[i].ival);
@@ -218,24 +223,204 @@ static int l_encode(lua_State *L) {
   return 1;
 }
 
-/* Pushes cjson.decode onto the stack (cached in the registry). */
-static void push_cjson_decode(lua_State *L) {
-  if (lua_getfield(L, LUA_REGISTRYINDEX, "engine.cjson_decode") == LUA_TFUNCTION) return;
-  lua_pop(L, 1);
-  luaL_requiref(L, "cjson", luaopen_cjson, 0);
-  lua_getfield(L, -1, "decode_max_depth");
-  lua_pushinteger(L, JSON_MAX_DEPTH);
-  lua_call(L, 1, 0);
-  lua_getfield(L, -1, "decode");
-  lua_remove(L, -2);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, "engine.cjson_decode");
+/* ---- decoding: integers stay integers (Debian's lua-cjson makes every
+ * number a float, which turns 3 into 3.0 and rounds 64-bit ids) ---- */
+
+typedef struct jdec {
+  lua_State *L;
+  const char *p, *start, *end;
+} jdec;
+
+static void dec_error(jdec *d, const char *what) {
+  luaL_error(d->L, "json: %s at character %d", what, (int)(d->p - d->start) + 1);
+}
+
+static void skip_ws(jdec *d) {
+  while (d->p < d->end && (*d->p == ' ' || *d->p == '\t' || *d->p == '\n' || *d->p == '\r')) d->p++;
+}
+
+static int hexval(int ch) {
+  if (ch >= '0' && ch <= '9') return ch - '0';
+  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+  return -1;
+}
+
+static unsigned read_hex4(jdec *d) {
+  if (d->end - d->p < 4) dec_error(d, "truncated \\u escape");
+  unsigned v = 0;
+  for (int i = 0; i < 4; i++) {
+    int h = hexval((unsigned char)d->p[i]);
+    if (h < 0) dec_error(d, "invalid \\u escape");
+    v = v * 16 + (unsigned)h;
+  }
+  d->p += 4;
+  return v;
+}
+
+static void put_utf8(luaL_Buffer *b, unsigned cp) {
+  char u[4];
+  int n;
+  if (cp < 0x80) { u[0] = (char)cp; n = 1; }
+  else if (cp < 0x800) { u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
+  else if (cp < 0x10000) {
+    u[0] = (char)(0xE0 | (cp >> 12)); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (char)(0x80 | (cp & 0x3F)); n = 3;
+  } else {
+    u[0] = (char)(0xF0 | (cp >> 18)); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F)); n = 4;
+  }
+  luaL_addlstring(b, u, (size_t)n);
+}
+
+static void dec_string(jdec *d) {
+  luaL_Buffer b;
+  d->p++; /* opening quote */
+  luaL_buffinit(d->L, &b);
+  for (;;) {
+    const char *run = d->p;
+    while (d->p < d->end && *d->p != '"' && *d->p != '\\' && (unsigned char)*d->p >= 0x20) d->p++;
+    luaL_addlstring(&b, run, (size_t)(d->p - run));
+    if (d->p >= d->end) dec_error(d, "unterminated string");
+    char ch = *d->p;
+    if (ch == '"') { d->p++; break; }
+    if ((unsigned char)ch < 0x20) dec_error(d, "control character in string");
+    d->p++; /* backslash */
+    if (d->p >= d->end) dec_error(d, "unterminated string");
+    ch = *d->p++;
+    switch (ch) {
+      case '"': luaL_addchar(&b, '"'); break;
+      case '\\': luaL_addchar(&b, '\\'); break;
+      case '/': luaL_addchar(&b, '/'); break;
+      case 'b': luaL_addchar(&b, '\b'); break;
+      case 'f': luaL_addchar(&b, '\f'); break;
+      case 'n': luaL_addchar(&b, '\n'); break;
+      case 'r': luaL_addchar(&b, '\r'); break;
+      case 't': luaL_addchar(&b, '\t'); break;
+      case 'u': {
+        unsigned cp = read_hex4(d);
+        if (cp >= 0xD800 && cp <= 0xDBFF && d->end - d->p >= 6 && d->p[0] == '\\' && d->p[1] == 'u') {
+          d->p += 2;
+          unsigned lo = read_hex4(d);
+          if (lo >= 0xDC00 && lo <= 0xDFFF) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          else { put_utf8(&b, 0xFFFD); cp = lo; }
+        } else if (cp >= 0xD800 && cp <= 0xDFFF) {
+          cp = 0xFFFD; /* lone surrogate */
+        }
+        put_utf8(&b, cp);
+        break;
+      }
+      default: d->p--; dec_error(d, "invalid escape in string");
+    }
+  }
+  luaL_pushresult(&b);
+}
+
+static void dec_number(jdec *d) {
+  const char *s = d->p;
+  int is_float = 0;
+  if (d->p < d->end && *d->p == '-') d->p++;
+  if (d->p >= d->end || !(*d->p >= '0' && *d->p <= '9')) dec_error(d, "invalid number");
+  if (*d->p == '0') d->p++;
+  else while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
+  if (d->p < d->end && *d->p == '.') {
+    is_float = 1;
+    d->p++;
+    if (d->p >= d->end || !(*d->p >= '0' && *d->p <= '9')) dec_error(d, "invalid number");
+    while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
+  }
+  if (d->p < d->end && (*d->p == 'e' || *d->p == 'E')) {
+    is_float = 1;
+    d->p++;
+    if (d->p < d->end && (*d->p == '+' || *d->p == '-')) d->p++;
+    if (d->p >= d->end || !(*d->p >= '0' && *d->p <= '9')) dec_error(d, "invalid number");
+    while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
+  }
+  char tmp[64];
+  size_t n = (size_t)(d->p - s);
+  if (n >= sizeof tmp) { /* very long: only a float can hold it */
+    char *big = malloc(n + 1);
+    memcpy(big, s, n);
+    big[n] = 0;
+    lua_pushnumber(d->L, strtod(big, NULL));
+    free(big);
+    return;
+  }
+  memcpy(tmp, s, n);
+  tmp[n] = 0;
+  if (!is_float) {
+    errno = 0;
+    long long v = strtoll(tmp, NULL, 10);
+    if (errno != ERANGE) {
+      lua_pushinteger(d->L, (lua_Integer)v);
+      return;
+    }
+  }
+  lua_pushnumber(d->L, strtod(tmp, NULL));
+}
+
+static void dec_value(jdec *d, int depth);
+
+static void dec_literal(jdec *d, const char *word, size_t n) {
+  if ((size_t)(d->end - d->p) < n || memcmp(d->p, word, n) != 0) dec_error(d, "unexpected token");
+  d->p += n;
+}
+
+static void dec_value(jdec *d, int depth) {
+  lua_State *L = d->L;
+  if (depth > JSON_MAX_DEPTH) dec_error(d, "nested too deeply");
+  luaL_checkstack(L, 4, "json: stack");
+  skip_ws(d);
+  if (d->p >= d->end) dec_error(d, "unexpected end of input");
+  switch (*d->p) {
+    case '{': {
+      d->p++;
+      lua_newtable(L);
+      skip_ws(d);
+      if (d->p < d->end && *d->p == '}') { d->p++; return; }
+      for (;;) {
+        skip_ws(d);
+        if (d->p >= d->end || *d->p != '"') dec_error(d, "expected a string key");
+        dec_string(d);
+        skip_ws(d);
+        if (d->p >= d->end || *d->p != ':') dec_error(d, "expected ':'");
+        d->p++;
+        dec_value(d, depth + 1);
+        lua_rawset(L, -3);
+        skip_ws(d);
+        if (d->p < d->end && *d->p == ',') { d->p++; continue; }
+        if (d->p < d->end && *d->p == '}') { d->p++; return; }
+        dec_error(d, "expected ',' or '}'");
+      }
+    }
+    case '[': {
+      d->p++;
+      lua_newtable(L);
+      skip_ws(d);
+      if (d->p < d->end && *d->p == ']') { d->p++; return; }
+      for (lua_Integer i = 1;; i++) {
+        dec_value(d, depth + 1);
+        lua_rawseti(L, -2, i);
+        skip_ws(d);
+        if (d->p < d->end && *d->p == ',') { d->p++; continue; }
+        if (d->p < d->end && *d->p == ']') { d->p++; return; }
+        dec_error(d, "expected ',' or ']'");
+      }
+    }
+    case '"': dec_string(d); return;
+    case 't': dec_literal(d, "true", 4); lua_pushboolean(L, 1); return;
+    case 'f': dec_literal(d, "false", 5); lua_pushboolean(L, 0); return;
+    case 'n': dec_literal(d, "null", 4); lua_pushlightuserdata(L, NULL); return;
+    default:
+      if (*d->p == '-' || (*d->p >= '0' && *d->p <= '9')) { dec_number(d); return; }
+      dec_error(d, "unexpected character");
+  }
 }
 
 void json_decode(lua_State *L, const char *text, size_t len) {
-  push_cjson_decode(L);
-  lua_pushlstring(L, text, len);
-  lua_call(L, 1, 1);
+  jdec d = {L, text, text, text + len};
+  dec_value(&d, 0);
+  skip_ws(&d);
+  if (d.p != d.end) dec_error(&d, "trailing characters after the value");
 }
 
 static int decode_protected(lua_State *L) {
@@ -251,7 +436,6 @@ int json_decode_safe(lua_State *L, const char *text, size_t len, char *err, size
   lua_pushinteger(L, (lua_Integer)len);
   if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
     const char *m = lua_tostring(L, -1);
-    /* cjson says "Expected value but found invalid token at character 1" */
     util_seterr(err, errlen, "%s", m ? m : "invalid JSON");
     lua_pop(L, 1);
     return -1;

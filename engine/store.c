@@ -49,6 +49,7 @@ enum {
   Q_HIST_APPEND,
   Q_HIST_LOAD,
   Q_HIST_GET,
+  Q_HIST_MAX,
   Q_CODE_PUT,
   Q_CODE_GET,
   Q_MOD_PIN,
@@ -94,6 +95,7 @@ static const char *SQL[Q__N] = {
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
+    [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=? AND run=?",
     [Q_CODE_PUT] = "INSERT OR IGNORE INTO code(hash,name,source) VALUES(?,?,?)",
     [Q_CODE_GET] = "SELECT source FROM code WHERE hash=?",
     [Q_MOD_PIN] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) VALUES(?,?,?,?)",
@@ -527,6 +529,14 @@ int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_l
   return out->n > before;
 }
 
+int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) {
+  sqlite3_stmt *st = stmt(s, Q_HIST_MAX);
+  if (!st) return -1;
+  bind_text(st, 1, wf_id);
+  sqlite3_bind_int64(st, 2, run);
+  return query_int(s, st, 0);
+}
+
 /* ---- code ---- */
 
 int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) {
@@ -547,7 +557,7 @@ char *store_code_get(store *s, const char *hash, size_t *len) {
   if (sqlite3_step(st) == SQLITE_ROW) {
     int n = sqlite3_column_bytes(st, 0);
     out = malloc((size_t)n + 1);
-    memcpy(out, sqlite3_column_blob(st, 0), (size_t)n);
+    if (n > 0) memcpy(out, sqlite3_column_blob(st, 0), (size_t)n);
     out[n] = 0;
     if (len) *len = (size_t)n;
   }
@@ -651,10 +661,11 @@ int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, t
   sqlite3_bind_int64(st, 3, seq);
   int rc = sqlite3_step(st);
   if (rc == SQLITE_ROW) {
-    read_task(st, out); /* strings live until the statement is reset by its next use */
-    return 1;
+    read_task(st, out);
+    out->wf_id = out->kind = NULL; /* the row's text dies with the reset that ends the read */
   }
   sqlite3_reset(st);
+  if (rc == SQLITE_ROW) return 1;
   return rc == SQLITE_DONE ? 0 : fail(s, "get task");
 }
 
@@ -723,6 +734,7 @@ int store_signal_put(store *s, const char *wf_id, const char *name, const char *
 
 int store_signal_take(store *s, const char *wf_id, const char *name, char **payload) {
   *payload = NULL;
+  WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_SIG_FIND);
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
@@ -735,7 +747,6 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
   int64_t id = sqlite3_column_int64(st, 0);
   *payload = col_dup(st, 1);
   sqlite3_reset(st);
-  WRITE_BEGIN(s);
   st = stmt(s, Q_SIG_DEL);
   if (!st) return STORE_ERR;
   sqlite3_bind_int64(st, 1, id);

@@ -93,6 +93,8 @@ int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud);
 /* ---- history ---- */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out);
+/* Highest seq of a run (0 when empty), -1 on error. */
+int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run);
 /* Returns 1 and copies the event into out (owned by out) when found. */
 int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
 
@@ -111,7 +113,7 @@ int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, i
                    int64_t first_at, const char *owner, int64_t lease_until);
 int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq);
 int store_task_del_wf(store *s, const char *wf_id);
-/* Returns 1 and fills *out (strings valid until the next store call) when found. */
+/* Returns 1 and fills the numbers of *out (wf_id and kind are NULL) when found. */
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
 typedef int (*store_task_cb)(void *ud, const task_row *t);
 /* Up to limit tasks with run_at <= now that owner does not hold a lease on

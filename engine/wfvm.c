@@ -30,6 +30,7 @@ struct wfvm {
   size_t mem_used;
   int64_t instr;
   int in_checkpoint;
+  int limit_on; /* the memory limit applies while the script runs, not to the engine's own work */
 
   wfvm_cmd blocked; /* valid in WFVM_BLOCKED */
   hist_event delivered;
@@ -52,7 +53,10 @@ static void *vm_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     vm->mem_used -= old;
     return NULL;
   }
-  if (nsize > old && vm->mem_used + (nsize - old) > vm->cfg.mem_limit && vm->co) {
+  /* the engine's own work after a stop gets a small reserve above the limit */
+  size_t limit = vm->limit_on ? vm->cfg.mem_limit : vm->cfg.mem_limit + WFVM_MEM_RESERVE;
+  if (nsize > old && vm->co && vm->mem_used + (nsize - old) > limit) {
+    if (!vm->limit_on) return NULL;
     if (!vm->kill_reason)
       vm->kill_reason = util_fmt("memory limit exceeded (%zu MiB; set ENGINE_WF_MEMORY_MB)", vm->cfg.mem_limit >> 20);
     if (vm->co) lua_sethook(vm->co, lua_gethook(vm->co), LUA_MASKCOUNT, 1);
@@ -171,9 +175,10 @@ static int64_t append(lua_State *L, wfvm *vm, const char *type, int64_t ref, con
     lua_yield(L, 0);
     return -1; /* not reached */
   }
-  int64_t seq = vm->host.append(vm->host.ud, type, ref, name, hash, payload);
+  int64_t time = 0;
+  int64_t seq = vm->host.append(vm->host.ud, type, ref, name, hash, payload, &time);
   if (seq < 0) luaL_error(L, "engine: cannot append %s to the history", type);
-  vm->now_ms = util_now_ms();
+  vm->now_ms = time; /* the time replay will see: the one in the log */
   return seq;
 }
 
@@ -181,6 +186,15 @@ static void check_primitive(lua_State *L, wfvm *vm, const char *what) {
   if (L != vm->co)
     luaL_error(L, "wf.%s must be called from the workflow itself, not from a nested coroutine", what);
   if (vm->in_checkpoint) luaL_error(L, "wf.%s cannot be called inside a checkpoint function", what);
+}
+
+/* Blocking primitives yield: refuse before anything is appended when the
+ * caller cannot yield (a table.sort comparator, a gsub callback, a metamethod). */
+static void check_blocking(lua_State *L, wfvm *vm, const char *what) {
+  check_primitive(L, vm, what);
+  if (!lua_isyieldable(L))
+    luaL_error(L, "wf.%s cannot be called here: it waits, and this caller (a C function such as table.sort or "
+               "string.gsub) cannot wait", what);
 }
 
 /* ------------------------------------------------------------- outcomes --- */
@@ -278,7 +292,7 @@ static int l_activity(lua_State *L) {
   wfvm *vm = get_vm(L);
   const char *name = luaL_checkstring(L, 1);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
-  check_primitive(L, vm, "activity");
+  check_blocking(L, vm, "activity");
   lua_settop(L, 3);
   if (lua_isnoneornil(L, 2)) {
     lua_newtable(L);
@@ -308,7 +322,7 @@ static int l_sleep(lua_State *L) {
   wfvm *vm = get_vm(L);
   lua_Number secs = luaL_checknumber(L, 1);
   luaL_argcheck(L, secs >= 0, 1, "seconds must be >= 0");
-  check_primitive(L, vm, "sleep");
+  check_blocking(L, vm, "sleep");
   char args[64], payload[128];
   fmt_num(args, sizeof args, secs);
   int64_t fire_at = util_now_ms() + (int64_t)(secs * 1000.0);
@@ -329,7 +343,7 @@ static int l_wait_signal(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  check_primitive(L, vm, "wait_signal");
+  check_blocking(L, vm, "wait_signal");
   char args[64], payload[160];
   fmt_num(args, sizeof args, timeout);
   if (timeout >= 0)
@@ -407,6 +421,7 @@ static int l_patched(lua_State *L) {
     const hist_event *e = &vm->hist.v[vm->cursor];
     if (is_marker(e) && strcmp(e->name, id) == 0) {
       vm->cursor++;
+      vm->now_ms = e->time;
       lua_pushboolean(L, 1);
     } else {
       lua_pushboolean(L, 0); /* an old run that took the old branch here */
@@ -421,7 +436,7 @@ static int l_patched(lua_State *L) {
 /* wf.continue_as_new(input): ends this run; a new run starts with input. */
 static int l_continue_as_new(lua_State *L) {
   wfvm *vm = get_vm(L);
-  check_primitive(L, vm, "continue_as_new");
+  check_blocking(L, vm, "continue_as_new");
   if (lua_isnoneornil(L, 1)) {
     lua_newtable(L);
     lua_replace(L, 1);
@@ -524,9 +539,9 @@ static int open_workflow(lua_State *L) {
 static int l_print(lua_State *L) {
   wfvm *vm = get_vm(L);
   if (!live(vm) || !vm->host.print) return 0;
+  int n = lua_gettop(L);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
-  int n = lua_gettop(L);
   for (int i = 1; i <= n; i++) {
     if (i > 1) luaL_addchar(&b, '\t');
     luaL_tolstring(L, i, NULL);
@@ -630,6 +645,11 @@ static int build_sandbox(lua_State *L) {
   lua_pushlightuserdata(L, vm);
   lua_setfield(L, LUA_REGISTRYINDEX, REG_VM);
   luaL_openlibs(L);
+  /* ("").dump reaches the real string table through the string metatable */
+  lua_getglobal(L, "string");
+  lua_pushnil(L);
+  lua_setfield(L, -2, "dump");
+  lua_pop(L, 1);
   luaL_newmetatable(L, ERROR_MT);
   lua_pushcfunction(L, error_tostring);
   lua_setfield(L, -2, "__tostring");
@@ -790,7 +810,9 @@ static wfvm_state resume(wfvm *vm, int nargs) {
   lua_State *co = vm->co;
   int nres = 0;
   vm->instr = 0;
+  vm->limit_on = 1;
   int st = lua_resume(co, vm->L, nargs, &nres);
+  vm->limit_on = 0;
   if (vm->kill_reason) {
     set_output(vm, message_json(vm->L, "RunawayScript", vm->kill_reason));
     return WFVM_KILLED;

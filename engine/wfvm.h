@@ -14,9 +14,10 @@ typedef struct wfvm wfvm;
 
 typedef struct wfvm_host {
   void *ud;
-  /* Appends a history event for this run; returns its seq or -1 on error. */
+  /* Appends a history event for this run; returns its seq (and the time
+   * recorded with it in *time) or -1 on error. */
   int64_t (*append)(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
-                    const char *payload);
+                    const char *payload, int64_t *time);
   /* Appends a domain event; returns its per-session seq or -1. */
   int64_t (*emit)(void *ud, const char *type, const char *payload);
   /* Returns the malloc'd source of a required module (pinned for this run);
@@ -25,6 +26,9 @@ typedef struct wfvm_host {
   /* Output of print() in a live (not replaying) workflow. */
   void (*print)(void *ud, const char *msg);
 } wfvm_host;
+
+/* Memory the engine may use in a VM beyond its limit, to report a stop. */
+#define WFVM_MEM_RESERVE ((size_t)1 << 20)
 
 typedef struct wfvm_config {
   size_t mem_limit;      /* bytes; ENGINE_WF_MEMORY_MB */

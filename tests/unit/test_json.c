@@ -445,7 +445,7 @@ static void expect_decode_error(lua_State *L, const char *text, const char *need
 static void test_decode_safe_errors(void **state) {
   (void)state;
   lua_State *L = new_state();
-  expect_decode_error(L, "", "Expected value");
+  expect_decode_error(L, "", "end of input");
   expect_decode_error(L, "{\"a\":", "character");
   expect_decode_error(L, "[1,2", "character");
   expect_decode_error(L, "{} x", "character"); /* trailing garbage */

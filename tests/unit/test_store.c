@@ -507,7 +507,7 @@ static void test_tasks_due_and_leases(void **state) {
   assert_int_equal(t.run_at, 100);
   assert_int_equal(t.attempt, 1);
   assert_int_equal(t.first_at, 90);
-  assert_string_equal(t.wf_id, "wf1");
+  assert_null(t.wf_id); /* no strings: the read ends before store_task_get returns */
   assert_int_equal(store_task_get(s, "wf1", "activity", 99, &t), 0);
 
   /* put replaces (same wf, kind, seq): releasing the lease makes it due for A */
