@@ -6,7 +6,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "http.h"
 #include "json.h"
+#include "lua_http.h"
 #include "util.h"
 
 int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
@@ -21,6 +23,7 @@ struct actvm {
   lua_State *L;
   char *lua_dir;
   int pending;
+  http_ctx *http;
 };
 
 struct act_call {
@@ -37,6 +40,8 @@ struct act_call {
   int64_t start_to_close_ms, heartbeat_ms;
   uv_timer_t *deadline_timer, *hb_timer, *sleep_timer;
   int timed_out;
+  void (*cancel_op)(void *op); /* what a suspended binding waits on */
+  void *op;
 };
 
 /* ---------------------------------------------------------------- calls --- */
@@ -62,6 +67,11 @@ static act_call *current_call(lua_State *L) {
 /* Releases everything a call holds (timers, coroutine) and frees it. */
 static void call_free(act_call *c) {
   lua_State *L = c->a->L;
+  if (c->cancel_op) {
+    void (*cancel)(void *) = c->cancel_op;
+    c->cancel_op = NULL;
+    cancel(c->op);
+  }
   close_timer(&c->deadline_timer);
   close_timer(&c->hb_timer);
   close_timer(&c->sleep_timer);
@@ -165,8 +175,27 @@ static void finish_async(act_call *c, int ok, char *json) {
 static void resume_call(act_call *c, int nargs) {
   int ok;
   char *json;
+  c->cancel_op = NULL;
+  c->op = NULL;
   if (step(c, nargs, &ok, &json)) finish_async(c, ok, json);
 }
+
+act_call *actvm_current(lua_State *L) { return current_call(L); }
+lua_State *actvm_thread(act_call *c) { return c->co; }
+void actvm_set_pending(act_call *c, void (*cancel)(void *op), void *op) {
+  c->cancel_op = cancel;
+  c->op = op;
+}
+void actvm_resume(act_call *c, int nargs) { resume_call(c, nargs); }
+
+static actvm *vm_of(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, REG_ACTVM);
+  actvm *a = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return a;
+}
+uv_loop_t *actvm_loop_of(lua_State *L) { return vm_of(L)->loop; }
+http_ctx *actvm_http_of(lua_State *L) { return vm_of(L)->http; }
 
 static void on_deadline(uv_timer_t *t) {
   act_call *c = t->data;
@@ -256,7 +285,8 @@ static int setup(lua_State *L) {
   luaL_requiref(L, "activity", open_activity, 0);
   luaL_requiref(L, "json", luaopen_engine_json, 0);
   luaL_requiref(L, "cjson", luaopen_cjson, 0); /* Debian's lua-cjson, for code that expects it */
-  lua_pop(L, 3);
+  luaL_requiref(L, "http", luaopen_engine_http, 0);
+  lua_pop(L, 4);
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);
@@ -270,6 +300,7 @@ static int setup(lua_State *L) {
 actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
   actvm *a = calloc(1, sizeof *a);
   a->loop = loop;
+  a->http = http_new(loop);
   a->lua_dir = util_strdup(lua_dir);
   a->L = luaL_newstate();
   lua_pushcfunction(a->L, setup);
@@ -284,7 +315,8 @@ actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen)
 
 void actvm_free(actvm *a) {
   if (!a) return;
-  if (a->L) lua_close(a->L);
+  if (a->L) lua_close(a->L); /* finalizers release their requests first */
+  http_free(a->http);
   free(a->lua_dir);
   free(a);
 }

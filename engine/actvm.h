@@ -6,6 +6,7 @@
 #define ENGINE_ACTVM_H
 
 #include <stdint.h>
+#include <lua.h>
 #include <uv.h>
 
 typedef struct actvm actvm;
@@ -48,5 +49,19 @@ int actvm_pending(actvm *a);
 
 /* Parses options (defaults filled in); returns -1 with err on invalid options. */
 int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, size_t errlen);
+
+/* ---- for async bindings (lua_http.c, ...) ---- */
+typedef struct http_ctx http_ctx;
+/* The activity call whose coroutine is L, or NULL outside an activity. */
+act_call *actvm_current(lua_State *L);
+/* The coroutine of a call: bindings push results onto it before resuming. */
+lua_State *actvm_thread(act_call *c);
+/* Records the operation a suspended call waits on; cancel(op) runs if the
+ * attempt is abandoned (timeout, cancellation) instead of resuming it. */
+void actvm_set_pending(act_call *c, void (*cancel)(void *op), void *op);
+/* Resumes a suspended call with nargs values already pushed on its thread. */
+void actvm_resume(act_call *c, int nargs);
+uv_loop_t *actvm_loop_of(lua_State *L);
+http_ctx *actvm_http_of(lua_State *L);
 
 #endif

@@ -810,13 +810,13 @@ void engine_free(engine *e) {
     if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
   strmap_free(&e->runs);
   if (e->watch) dbwatch_stop(e->watch);
-  /* handles owned by the engine are embedded: close them, then drain the loop */
+  actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
+  /* handles owned by the engine are embedded: close them, then drain the loop;
+   * a pending uv_stop makes the first uv_run return at once, hence the loop */
   uv_walk(&e->loop, walk_close, NULL);
-  /* a pending uv_stop makes the first uv_run return at once: run until closed */
   do {
     uv_run(&e->loop, UV_RUN_NOWAIT);
   } while (uv_loop_close(&e->loop) == UV_EBUSY);
-  actvm_free(e->act);
   for (size_t i = 0; i < e->nnotes; i++) {
     free(e->notes[i].id);
     free(e->notes[i].status);

@@ -67,6 +67,6 @@ assert_eq "first attempt failed before the kill" 1 "$(attempts later)"
 sleep 1.6
 bg S engine serve
 wait_status later completed
-assert_eq "the retry ran after the restart" '{"ok":true,"value":"ok after 2"}' "$(engine show later --json | lua5.4 -e 'io.write(require"cjson".encode(require"cjson".decode(io.read("a")).result))')"
+assert_contains "the retry ran after the restart" '"result":{"ok":true,"value":"ok after 2"}' "$(engine show later --json)"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish
