@@ -706,14 +706,18 @@ int engine_commit(engine *e) {
     return -1;
   }
   crash_point("commit.after");
-  for (size_t i = 0; i < e->nnotes; i++) {
-    note *n = &e->notes[i];
-    e->cfg.on_status(e->cfg.ud, n->id, n->status, n->detail);
-    free(n->id);
-    free(n->status);
-    free(n->detail);
+  /* callbacks may start work that queues new notes: deliver from a detached array */
+  note *notes = e->notes;
+  size_t nnotes = e->nnotes;
+  e->notes = NULL;
+  e->nnotes = e->capnotes = 0;
+  for (size_t i = 0; i < nnotes; i++) {
+    e->cfg.on_status(e->cfg.ud, notes[i].id, notes[i].status, notes[i].detail);
+    free(notes[i].id);
+    free(notes[i].status);
+    free(notes[i].detail);
   }
-  e->nnotes = 0;
+  free(notes);
   if (e->cfg.on_commit) e->cfg.on_commit(e->cfg.ud);
   return 0;
 }

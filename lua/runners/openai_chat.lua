@@ -1,0 +1,140 @@
+-- OpenAI Chat Completions (POST {baseUrl}/chat/completions), also spoken by
+-- Ollama, vLLM, llama.cpp server, LM Studio and OpenRouter.
+local json = require "json"
+local C = require "runners.common"
+
+local M = { name = "openai_chat" }
+
+local function wire_messages(req)
+  local out = {}
+  if req.system and req.system ~= "" then out[#out + 1] = { role = "system", content = req.system } end
+  for _, m in ipairs(req.messages or {}) do
+    if m.role == "assistant" then
+      local msg = { role = "assistant", content = m.content or json.null }
+      if m.tool_calls and #m.tool_calls > 0 then
+        msg.tool_calls = {}
+        for i, c in ipairs(m.tool_calls) do
+          msg.tool_calls[i] = { id = c.id, type = "function",
+            ["function"] = { name = c.name, arguments = c.arguments_json or json.encode(c.arguments or {}) } }
+        end
+      end
+      out[#out + 1] = msg
+    elseif m.role == "tool" then
+      out[#out + 1] = { role = "tool", tool_call_id = m.tool_call_id, content = m.content or "" }
+    else
+      out[#out + 1] = { role = m.role or "user", content = m.content or "" }
+    end
+  end
+  return out
+end
+
+local function wire_tools(tools)
+  if not tools or #tools == 0 then return nil end
+  local out = {}
+  for i, t in ipairs(tools) do
+    out[i] = { type = "function", ["function"] = { name = t.name, description = t.description or "",
+      parameters = t.parameters or { type = "object", properties = {} } } }
+  end
+  return out
+end
+
+local FINISH = { stop = "stop", tool_calls = "tool_calls", length = "length", content_filter = "content_filter",
+  function_call = "tool_calls" }
+
+local function error_message(status, body)
+  local ok, v = pcall(json.decode, body or "")
+  if ok and type(v) == "table" and type(v.error) == "table" and v.error.message then
+    return string.format("HTTP %d: %s", status, v.error.message)
+  end
+  return nil
+end
+
+local function usage_of(u)
+  if type(u) ~= "table" then return { input_tokens = 0, output_tokens = 0 } end
+  return { input_tokens = u.prompt_tokens or 0, output_tokens = u.completion_tokens or 0 }
+end
+
+-- turn(model, req, opts) -> normalized turn; see runners/README in model.lua.
+function M.turn(model, req, opts)
+  opts = opts or {}
+  local base = C.trim_base(model.baseUrl or "https://api.openai.com/v1")
+  local key = C.api_key(model, "OPENAI_API_KEY")
+  local headers = { ["content-type"] = "application/json" }
+  if key then headers["authorization"] = "Bearer " .. key end
+  local stream = opts.stream ~= false
+  local body = {
+    model = model.name, messages = wire_messages(req), tools = wire_tools(req.tools),
+    max_tokens = model.max_tokens, temperature = model.temperature,
+    stream = stream or nil, stream_options = stream and { include_usage = true } or nil,
+  }
+  local on_delta = opts.on_delta or function() end
+
+  local function from_stream(res)
+    local text, calls, finish, usage, model_name, done = {}, {}, nil, nil, nil, false
+    C.read_sse(res, function(ev)
+      if ev.data == "[DONE]" then done = true return end
+      local chunk = C.decode_event(ev)
+      if chunk.error then
+        C.raise(chunk.error.type == "server_error" and "ServerError" or "InvalidResponse",
+          "the stream reported an error: " .. tostring(chunk.error.message))
+      end
+      model_name = chunk.model or model_name
+      if chunk.usage then usage = usage_of(chunk.usage) end
+      for _, choice in ipairs(chunk.choices or {}) do
+        local d = choice.delta or {}
+        if type(d.content) == "string" and d.content ~= "" then
+          text[#text + 1] = d.content
+          on_delta({ type = "text", text = d.content })
+        end
+        for _, tc in ipairs(type(d.tool_calls) == "table" and d.tool_calls or {}) do
+          local idx = (tc.index or #calls) + 1
+          local c = calls[idx]
+          if not c then
+            c = { id = tc.id, name = "", args = {} }
+            calls[idx] = c
+          end
+          if tc.id and tc.id ~= json.null then c.id = tc.id end
+          local fn = tc["function"] or {}
+          if type(fn.name) == "string" then c.name = c.name .. fn.name end
+          if type(fn.arguments) == "string" and fn.arguments ~= "" then
+            c.args[#c.args + 1] = fn.arguments
+            on_delta({ type = "tool_call", id = c.id, name = c.name, arguments = fn.arguments })
+          end
+        end
+        if choice.finish_reason and choice.finish_reason ~= json.null then finish = choice.finish_reason end
+      end
+    end, function() return done end)
+    local turn = { text = table.concat(text), tool_calls = {}, finish_reason = FINISH[finish] or finish or "stop",
+      usage = usage or { input_tokens = 0, output_tokens = 0 }, model = model_name }
+    for i, c in ipairs(calls) do
+      turn.tool_calls[i] = { id = c.id or ("call_" .. i), name = c.name, arguments_json = table.concat(c.args) }
+    end
+    return turn
+  end
+
+  local result = C.request({
+    url = base .. "/chat/completions", headers = headers, body = json.encode(body), stream = stream,
+    timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
+    error_message = error_message, on_stream = from_stream,
+  })
+  local turn = result
+  if not stream then
+    local choice = type(result.choices) == "table" and result.choices[1]
+    if type(choice) ~= "table" or type(choice.message) ~= "table" then
+      C.raise("InvalidResponse", "the response has no choices[1].message")
+    end
+    local msg = choice.message
+    turn = { text = type(msg.content) == "string" and msg.content or "", tool_calls = {},
+      finish_reason = FINISH[choice.finish_reason] or choice.finish_reason or "stop",
+      usage = usage_of(result.usage), model = result.model }
+    for i, tc in ipairs(type(msg.tool_calls) == "table" and msg.tool_calls or {}) do
+      local fn = tc["function"] or {}
+      turn.tool_calls[i] = { id = tc.id, name = fn.name, arguments_json = fn.arguments }
+    end
+  end
+  if #turn.tool_calls > 0 and turn.finish_reason == "stop" then turn.finish_reason = "tool_calls" end
+  turn.provider = "openai_chat"
+  return C.check_tool_calls(turn, req.tools)
+end
+
+return M
