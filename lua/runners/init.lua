@@ -1,0 +1,49 @@
+-- The one model interface: require "runners". runners.turn(model, request, opts) -> turn
+--
+--   model   = {name=, baseUrl=, provider= "openai"|"openai-responses"|"anthropic"
+--              (else inferred), api_key_env=, max_tokens=, temperature=}
+--             name "replay:PATH" answers from a recording (runners/replay.lua)
+--   request = {system=, messages={{role="user"|"assistant"|"tool", content=,
+--              tool_calls={{id=,name=,arguments=}}, tool_call_id=, name=}},
+--              tools={{name=, description=, parameters=<JSON schema>}}}
+--   opts    = {stream=true, on_delta=function(d) end, timeout=, idle_timeout=,
+--              max_retries=2}
+--   turn    = {text=, tool_calls={{id=, name=, arguments=<table>,
+--              arguments_json=}}, finish_reason= "stop"|"tool_calls"|"length"|...,
+--              usage={input_tokens=, output_tokens=}, model=, provider=}
+--
+-- Errors are tables {type=, message=, status=, attempts=, non_retryable=}:
+-- RateLimited, Overloaded, ServerError, Timeout, Conflict, ConnectionError,
+-- TruncatedStream, InvalidResponse (retried, then raised); BadRequest,
+-- Unauthorized, Forbidden, NotFound, InvalidToolArguments, UnknownTool,
+-- InvalidModelSpec, ReplayDiverged (not retried).
+local M = {}
+
+local RUNNERS = {
+  openai = "runners.openai_chat", ["openai-chat"] = "runners.openai_chat",
+  ["openai-responses"] = "runners.openai_responses", anthropic = "runners.anthropic",
+}
+
+function M.runner_for(model)
+  if type(model) ~= "table" or type(model.name) ~= "string" or model.name == "" then
+    error({ type = "InvalidModelSpec", message = "model.name is required", non_retryable = true }, 0)
+  end
+  if model.name:sub(1, 7) == "replay:" then return require "runners.replay" end
+  local p = model.provider
+  if p then
+    local mod = RUNNERS[p]
+    if not mod then
+      error({ type = "InvalidModelSpec", message = "unknown model provider '" .. tostring(p) ..
+        "' (openai, openai-responses, anthropic)", non_retryable = true }, 0)
+    end
+    return require(mod)
+  end
+  if model.name:match("^claude") or (model.baseUrl or ""):match("anthropic") then return require "runners.anthropic" end
+  return require "runners.openai_chat"
+end
+
+function M.turn(model, request, opts)
+  return M.runner_for(model).turn(model, request, opts)
+end
+
+return M

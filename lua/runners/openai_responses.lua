@@ -1,0 +1,122 @@
+-- OpenAI Responses API (POST {baseUrl}/responses): function_call items out,
+-- function_call_output items in.
+local json = require "json"
+local C = require "runners.common"
+
+local M = { name = "openai_responses" }
+
+local function wire_input(req)
+  local out = {}
+  for _, m in ipairs(req.messages or {}) do
+    if m.role == "assistant" then
+      if m.content and m.content ~= "" then out[#out + 1] = { role = "assistant", content = m.content } end
+      for _, c in ipairs(m.tool_calls or {}) do
+        out[#out + 1] = { type = "function_call", call_id = c.id, name = c.name,
+          arguments = c.arguments_json or json.encode(c.arguments or {}) }
+      end
+    elseif m.role == "tool" then
+      out[#out + 1] = { type = "function_call_output", call_id = m.tool_call_id, output = m.content or "" }
+    else
+      out[#out + 1] = { role = m.role or "user", content = m.content or "" }
+    end
+  end
+  return out
+end
+
+local function wire_tools(tools)
+  if not tools or #tools == 0 then return nil end
+  local out = {}
+  for i, t in ipairs(tools) do
+    out[i] = { type = "function", name = t.name, description = t.description or "",
+      parameters = t.parameters or { type = "object", properties = {} } }
+  end
+  return out
+end
+
+local function error_message(status, body)
+  local ok, v = pcall(json.decode, body or "")
+  if ok and type(v) == "table" and type(v.error) == "table" and v.error.message then
+    return string.format("HTTP %d: %s", status, v.error.message)
+  end
+  return nil
+end
+
+-- Builds the normalized turn from a complete response object.
+local function from_response(r)
+  local turn = { text = "", tool_calls = {}, usage = { input_tokens = 0, output_tokens = 0 }, model = r.model }
+  local text = {}
+  for _, item in ipairs(type(r.output) == "table" and r.output or {}) do
+    if item.type == "message" then
+      for _, part in ipairs(type(item.content) == "table" and item.content or {}) do
+        if part.type == "output_text" and type(part.text) == "string" then text[#text + 1] = part.text end
+      end
+    elseif item.type == "function_call" then
+      turn.tool_calls[#turn.tool_calls + 1] = { id = item.call_id or item.id, name = item.name,
+        arguments_json = item.arguments }
+    end
+  end
+  turn.text = table.concat(text)
+  if type(r.usage) == "table" then
+    turn.usage = { input_tokens = r.usage.input_tokens or 0, output_tokens = r.usage.output_tokens or 0 }
+  end
+  if r.status == "incomplete" then
+    local reason = type(r.incomplete_details) == "table" and r.incomplete_details.reason
+    turn.finish_reason = reason == "max_output_tokens" and "length" or (reason or "incomplete")
+  elseif #turn.tool_calls > 0 then
+    turn.finish_reason = "tool_calls"
+  else
+    turn.finish_reason = "stop"
+  end
+  return turn
+end
+
+function M.turn(model, req, opts)
+  opts = opts or {}
+  local base = C.trim_base(model.baseUrl or "https://api.openai.com/v1")
+  local key = C.api_key(model, "OPENAI_API_KEY")
+  local headers = { ["content-type"] = "application/json" }
+  if key then headers["authorization"] = "Bearer " .. key end
+  local stream = opts.stream ~= false
+  local body = { model = model.name, instructions = req.system, input = wire_input(req), tools = wire_tools(req.tools),
+    max_output_tokens = model.max_tokens, temperature = model.temperature, stream = stream or nil, store = false }
+  local on_delta = opts.on_delta or function() end
+
+  local function from_stream(res)
+    local final, failed
+    C.read_sse(res, function(ev)
+      local e = C.decode_event(ev)
+      local t = e.type or ev.event
+      if t == "response.output_text.delta" and type(e.delta) == "string" then
+        on_delta({ type = "text", text = e.delta })
+      elseif t == "response.function_call_arguments.delta" and type(e.delta) == "string" then
+        on_delta({ type = "tool_call", id = e.item_id, arguments = e.delta })
+      elseif t == "response.completed" or t == "response.incomplete" then
+        final = e.response
+      elseif t == "response.failed" then
+        failed = e.response and e.response.error or {}
+      elseif t == "error" then
+        failed = e.error or e
+      end
+    end, function() return final ~= nil or failed ~= nil end)
+    if failed then
+      local code = tostring(failed.code or failed.type or "")
+      C.raise(code:find("rate") and "RateLimited" or "ServerError",
+        "the model reported an error: " .. tostring(failed.message or code))
+    end
+    return final
+  end
+
+  local result = C.request({
+    url = base .. "/responses", headers = headers, body = json.encode(body), stream = stream,
+    timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
+    error_message = error_message, on_stream = from_stream,
+  })
+  if type(result) ~= "table" or type(result.output) ~= "table" then
+    C.raise("InvalidResponse", "the response has no output list")
+  end
+  local turn = from_response(result)
+  turn.provider = "openai_responses"
+  return C.check_tool_calls(turn, req.tools)
+end
+
+return M
