@@ -562,6 +562,8 @@ int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, s
   o->backoff = 2;
   o->max_interval = 100;
   o->max_attempts = 5;
+  /* the payload is {"args":...,"options":...}: without options, the defaults stand */
+  if (!strstr(payload, "\"options\":")) return 0;
   lua_State *L = a->L;
   int top = lua_gettop(L);
   lua_pushcfunction(L, parse_options);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "actvm.h"
@@ -46,6 +47,18 @@ typedef struct attempt {
   char key[160];
 } attempt;
 
+typedef struct codebuf {
+  char *buf;
+  size_t len;
+} codebuf;
+
+typedef struct scriptbuf {
+  int64_t mtime_ns, size;
+  char *src;
+  size_t len;
+  char hash[65];
+} scriptbuf;
+
 typedef struct note {
   char *id, *status, *detail;
 } note;
@@ -60,6 +73,8 @@ struct engine {
   char *only_wf;
   char owner[40];
   strmap runs;     /* id -> wfrun*, live runs kept in memory */
+  strmap bytecode; /* code hash -> compiled chunk (codebuf*): replays skip the parser */
+  strmap scripts;  /* path -> scriptbuf*: engine_submit skips re-reading unchanged files */
   strmap attempts; /* "id/seq" -> attempt* */
   uv_prepare_t prep;
   uv_timer_t task_timer;
@@ -241,6 +256,25 @@ static void run_evict(wfrun *r) {
   run_free(r);
 }
 
+static void engine_clear_codecache(engine *e) {
+  for (size_t i = 0; i < e->bytecode.cap; i++)
+    if (STRMAP_LIVE(&e->bytecode, i)) {
+      codebuf *cb = e->bytecode.vals[i];
+      free(cb->buf);
+      free(cb);
+    }
+  strmap_free(&e->bytecode);
+  strmap_init(&e->bytecode);
+  for (size_t i = 0; i < e->scripts.cap; i++)
+    if (STRMAP_LIVE(&e->scripts, i)) {
+      scriptbuf *sb = e->scripts.vals[i];
+      free(sb->src);
+      free(sb);
+    }
+  strmap_free(&e->scripts);
+  strmap_init(&e->scripts);
+}
+
 /* Builds a VM for the workflow's current run and replays it; the run then
  * continues live (handle_state) and may finish or be evicted before return. */
 static void run_load(engine *e, const wf_row *w) {
@@ -260,23 +294,40 @@ static void run_load(engine *e, const wf_row *w) {
     return;
   }
   r->next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
-  size_t srclen = 0;
-  char *src = store_code_get(e->st, w->code_hash, &srclen);
+  char *chunk = util_fmt("@%s", w->script_name);
+  codebuf *cb = strmap_get(&e->bytecode, w->code_hash);
+  if (!cb) {
+    size_t srclen = 0;
+    char *src = store_code_get(e->st, w->code_hash, &srclen);
+    if (src) {
+      cb = calloc(1, sizeof *cb);
+      cb->buf = wfvm_compile(src, srclen, chunk, &cb->len);
+      if (!cb->buf) { /* does not compile: keep the source, the VM reports the error */
+        cb->buf = src;
+        cb->len = srclen;
+        src = NULL;
+      }
+      if (e->bytecode.len >= 1024) { /* bound the cache: start over */
+        engine_clear_codecache(e);
+      }
+      strmap_put(&e->bytecode, w->code_hash, cb);
+      free(src);
+    }
+  }
   wfvm_host host = {r, host_append, host_emit, host_load_module, host_print};
   r->vm = wfvm_new(&e->vmcfg, &host, w->id, w->run, &h);
   hist_list_free(&h);
   strmap_put(&e->runs, r->id, r);
-  if (!src || !r->vm) {
-    set_status(r, "stuck", NULL, !src ? "the workflow's code is missing from the store" : "cannot create a VM",
+  if (!cb || !r->vm) {
+    set_status(r, "stuck", NULL, !cb ? "the workflow's code is missing from the store" : "cannot create a VM",
                NULL);
-    free(src);
+    free(chunk);
     run_evict(r);
     return;
   }
-  char *chunk = util_fmt("@%s", w->script_name);
-  wfvm_state st = wfvm_start(r->vm, src, srclen, chunk);
+  int binary = cb->len > 0 && cb->buf[0] == '\x1b'; /* LUA_SIGNATURE */
+  wfvm_state st = wfvm_start_mode(r->vm, cb->buf, cb->len, chunk, binary ? "b" : "t");
   free(chunk);
-  free(src);
   handle_state(r, st);
 }
 
@@ -751,6 +802,8 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   wfvm_config_default(&e->vmcfg);
   strmap_init(&e->runs);
   strmap_init(&e->attempts);
+  strmap_init(&e->bytecode);
+  strmap_init(&e->scripts);
   uv_loop_init(&e->loop);
   if (store_open(cfg->db_path, 0, &e->st, err, errlen) != STORE_OK) {
     uv_loop_close(&e->loop);
@@ -813,6 +866,9 @@ void engine_free(engine *e) {
   for (size_t i = 0; i < e->runs.cap; i++)
     if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
   strmap_free(&e->runs);
+  engine_clear_codecache(e);
+  strmap_free(&e->bytecode);
+  strmap_free(&e->scripts);
   if (e->watch) dbwatch_stop(e->watch);
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
   /* handles owned by the engine are embedded: close them, then drain the loop;
@@ -853,26 +909,34 @@ static int abort_with(store *st, char *err, size_t errlen) {
  * set) into the open transaction. Nothing is written when the script cannot be
  * read or parsed, or when id exists (*existed). */
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                          int *existed, char *err, size_t errlen) {
+                          const scriptbuf *pre, int *existed, char *err, size_t errlen) {
   *existed = 0;
   size_t len = 0;
-  char *src = util_read_file(script_path, &len);
-  if (!src) {
-    util_seterr(err, errlen, "cannot read workflow script %s: %s", script_path, strerror(errno));
-    return -1;
-  }
-  char chunk[PATH_MAX + 2];
-  snprintf(chunk, sizeof chunk, "@%s", script_path);
-  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) {
-    free(src);
-    return -1;
+  char *src;
+  char hash[65];
+  if (pre) { /* read, hashed and checked before, unchanged since */
+    src = malloc(pre->len + 1);
+    memcpy(src, pre->src, pre->len + 1);
+    len = pre->len;
+    memcpy(hash, pre->hash, sizeof hash);
+  } else {
+    src = util_read_file(script_path, &len);
+    if (!src) {
+      util_seterr(err, errlen, "cannot read workflow script %s: %s", script_path, strerror(errno));
+      return -1;
+    }
+    char chunk[PATH_MAX + 2];
+    snprintf(chunk, sizeof chunk, "@%s", script_path);
+    if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) {
+      free(src);
+      return -1;
+    }
+    util_sha256_hex(src, len, hash);
   }
   char absdir[PATH_MAX];
   char *tmp = util_strdup(script_path);
   if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
   free(tmp);
-  char hash[65];
-  util_sha256_hex(src, len, hash);
   if (store_begin(st) != STORE_OK) {
     free(src);
     util_seterr(err, errlen, "%s", store_errmsg(st));
@@ -907,7 +971,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
                            int *existed, char *err, size_t errlen) {
-  if (write_workflow(st, id, script_path, input_json, 1, existed, err, errlen) != 0) {
+  if (write_workflow(st, id, script_path, input_json, 1, NULL, existed, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }
@@ -918,10 +982,47 @@ int engine_create_workflow(store *st, const char *id, const char *script_path, c
   return commit_or_fail(st, err, errlen);
 }
 
+/* The script at path, read once and re-read only when the file changes. */
+static const scriptbuf *cached_script(engine *e, const char *path, char *err, size_t errlen) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  scriptbuf *s = strmap_get(&e->scripts, path);
+  if (s && s->mtime_ns == mt && s->size == (int64_t)sb.st_size) return s;
+  size_t len;
+  char *src = util_read_file(path, &len);
+  if (!src) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  char chunk[PATH_MAX + 2];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) {
+    free(src);
+    return NULL;
+  }
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    strmap_put(&e->scripts, path, s);
+  }
+  free(s->src);
+  s->src = src;
+  s->len = len;
+  s->mtime_ns = mt;
+  s->size = (int64_t)sb.st_size;
+  util_sha256_hex(src, len, s->hash);
+  return s;
+}
+
 int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, char *err,
                   size_t errlen) {
   int existed = 0;
-  if (write_workflow(e->st, id, script_path, input_json, 0, &existed, err, errlen) != 0) return -1;
+  const scriptbuf *pre = cached_script(e, script_path, err, errlen);
+  if (!pre) return -1;
+  if (write_workflow(e->st, id, script_path, input_json, 0, pre, &existed, err, errlen) != 0) return -1;
   if (existed) {
     util_seterr(err, errlen, "workflow '%s' already exists", id);
     return -1;

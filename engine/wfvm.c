@@ -113,18 +113,17 @@ static void script_where(lua_State *L, char *out, size_t n) {
   snprintf(out, n, "?");
 }
 
+/* Identifies a command's arguments in the log: FNV-1a 64 over kind, name and
+ * the canonical argument JSON. Only compared for equality on replay. */
 static void command_hash(const char *kind, const char *name, const char *args, char out[17]) {
-  size_t a = strlen(kind), b = strlen(name), c = strlen(args);
-  char *buf = malloc(a + b + c + 3);
-  memcpy(buf, kind, a);
-  buf[a] = 0;
-  memcpy(buf + a + 1, name, b);
-  buf[a + 1 + b] = 0;
-  memcpy(buf + a + b + 2, args, c);
-  char hex[65];
-  util_sha256_hex(buf, a + b + c + 2, hex);
-  free(buf);
-  memcpy(out, hex, 16);
+  uint64_t h = 1469598103934665603ull;
+  const char *parts[3] = {kind, name, args};
+  for (int i = 0; i < 3; i++) {
+    for (const unsigned char *p = (const unsigned char *)parts[i]; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull; /* separator */
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; i--, h >>= 4) out[i] = hex[h & 15];
   out[16] = 0;
 }
 
@@ -298,16 +297,21 @@ static int l_activity(lua_State *L) {
     lua_newtable(L);
     lua_replace(L, 2);
   }
-  size_t alen;
-  const char *args = json_encode(L, 2, &alen); /* [-1] args json */
-  lua_newtable(L);                              /* payload {args=, options=} */
-  lua_pushvalue(L, 2);
-  lua_setfield(L, -2, "args");
-  if (!lua_isnoneornil(L, 3)) {
-    lua_pushvalue(L, 3);
-    lua_setfield(L, -2, "options");
+  size_t alen, olen = 0;
+  const char *args = json_encode(L, 2, &alen); /* 4: args json */
+  const char *opts = lua_isnoneornil(L, 3) ? NULL : json_encode(L, 3, &olen);
+  /* payload {"args":...,"options":...}: canonical key order, built without re-encoding */
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, "{\"args\":");
+  luaL_addlstring(&b, args, alen);
+  if (opts) {
+    luaL_addstring(&b, ",\"options\":");
+    luaL_addlstring(&b, opts, olen);
   }
-  const char *payload = json_encode(L, -1, NULL);
+  luaL_addchar(&b, '}');
+  luaL_pushresult(&b);
+  const char *payload = lua_tostring(L, -1);
   return block_on(L, vm, "activity", "ActivityScheduled", name, args, payload);
 }
 
@@ -602,28 +606,97 @@ static int l_collectgarbage(lua_State *L) {
   return luaL_error(L, "collectgarbage('%s') is not available to workflows", opt);
 }
 
-/* Deterministic pairs(): keys in a fixed order, since Lua's hash order varies
- * between VMs (string hashes are seeded per state). */
-static const char *PAIRS_LUA =
-    "local next, type, sort, tostring, getmetatable = next, type, table.sort, tostring, getmetatable\n"
-    "local rank = {number = 1, string = 2, boolean = 3}\n"
-    "local function before(a, b)\n"
-    "  local ta, tb = type(a), type(b)\n"
-    "  if ta ~= tb then return (rank[ta] or 4) < (rank[tb] or 4) end\n"
-    "  if ta == 'number' or ta == 'string' then return a < b end\n"
-    "  if ta == 'boolean' then return (not a) and b end\n"
-    "  return tostring(a) < tostring(b)\n"
-    "end\n"
-    "return function(t)\n"
-    "  local mt = getmetatable(t)\n"
-    "  if mt and mt.__pairs then return mt.__pairs(t) end\n"
-    "  if type(t) ~= 'table' then error(\"bad argument #1 to 'pairs' (table expected, got \" .. type(t) .. \")\", 2) end\n"
-    "  local keys, n = {}, 0\n"
-    "  for k in next, t do n = n + 1; keys[n] = k end\n"
-    "  sort(keys, before)\n"
-    "  local i = 0\n"
-    "  return function() i = i + 1; local k = keys[i]; if k ~= nil then return k, t[k] end end, t, nil\n"
-    "end\n";
+/* Deterministic pairs(): keys in a fixed order (numbers, then strings, then
+ * booleans), since Lua's hash order varies between VMs (string hashes are
+ * seeded per state) and replay must take the same path. */
+typedef struct pkey {
+  int rank;
+  int isint;
+  lua_Integer i;
+  lua_Number n;
+  const char *s;
+  size_t len;
+  int b;
+  lua_Integer idx; /* position in the raw key list */
+} pkey;
+
+static int cmp_pkey(const void *pa, const void *pb) {
+  const pkey *a = pa, *b = pb;
+  if (a->rank != b->rank) return a->rank - b->rank;
+  switch (a->rank) {
+    case 1:
+      if (a->isint && b->isint) return (a->i > b->i) - (a->i < b->i);
+      return (a->n > b->n) - (a->n < b->n);
+    case 2: {
+      size_t n = a->len < b->len ? a->len : b->len;
+      int c = memcmp(a->s, b->s, n);
+      return c ? c : (a->len > b->len) - (a->len < b->len);
+    }
+    case 3: return a->b - b->b;
+    default: return (a->idx > b->idx) - (a->idx < b->idx);
+  }
+}
+
+static int pairs_iter(lua_State *L) {
+  lua_Integer i = lua_tointeger(L, lua_upvalueindex(2)) + 1;
+  lua_pushinteger(L, i);
+  lua_replace(L, lua_upvalueindex(2));
+  if (lua_rawgeti(L, lua_upvalueindex(1), i) == LUA_TNIL) return 1;
+  lua_pushvalue(L, -1);
+  lua_rawget(L, 1);
+  return 2;
+}
+
+static int l_pairs(lua_State *L) {
+  if (luaL_getmetafield(L, 1, "__pairs") != LUA_TNIL) {
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 3);
+    return 3;
+  }
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  lua_newtable(L); /* 2: raw keys in table order */
+  lua_Integer n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, 1)) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, 2, ++n);
+  }
+  pkey *v = lua_newuserdatauv(L, n > 0 ? (size_t)n * sizeof(pkey) : 1, 0); /* 3 */
+  for (lua_Integer j = 1; j <= n; j++) {
+    pkey *k = &v[j - 1];
+    memset(k, 0, sizeof *k);
+    k->idx = j;
+    int t = lua_rawgeti(L, 2, j);
+    if (t == LUA_TNUMBER) {
+      k->rank = 1;
+      k->isint = lua_isinteger(L, -1);
+      k->i = lua_tointeger(L, -1);
+      k->n = lua_tonumber(L, -1);
+    } else if (t == LUA_TSTRING) {
+      k->rank = 2;
+      k->s = lua_tolstring(L, -1, &k->len); /* anchored in the raw key list */
+    } else if (t == LUA_TBOOLEAN) {
+      k->rank = 3;
+      k->b = lua_toboolean(L, -1);
+    } else {
+      k->rank = 4;
+    }
+    lua_pop(L, 1);
+  }
+  qsort(v, (size_t)n, sizeof(pkey), cmp_pkey);
+  lua_createtable(L, (int)n, 0); /* 4: sorted keys */
+  for (lua_Integer j = 0; j < n; j++) {
+    lua_rawgeti(L, 2, v[j].idx);
+    lua_rawseti(L, 4, j + 1);
+  }
+  lua_pushinteger(L, 0);
+  lua_pushcclosure(L, pairs_iter, 2);
+  lua_pushvalue(L, 1);
+  lua_pushnil(L);
+  return 3;
+}
 
 /* The coroutine body: runs the chunk, calls the function it returns. */
 static const char *BOOT_LUA =
@@ -644,7 +717,15 @@ static int build_sandbox(lua_State *L) {
   wfvm *vm = lua_touserdata(L, 1);
   lua_pushlightuserdata(L, vm);
   lua_setfield(L, LUA_REGISTRYINDEX, REG_VM);
-  luaL_openlibs(L);
+  /* only the libraries the sandbox copies from (io, os, debug, package never exist) */
+  static const luaL_Reg libs[] = {{"_G", luaopen_base},          {LUA_TABLIBNAME, luaopen_table},
+                                  {LUA_STRLIBNAME, luaopen_string}, {LUA_MATHLIBNAME, luaopen_math},
+                                  {LUA_UTF8LIBNAME, luaopen_utf8},  {LUA_COLIBNAME, luaopen_coroutine},
+                                  {NULL, NULL}};
+  for (const luaL_Reg *lib = libs; lib->func; lib++) {
+    luaL_requiref(L, lib->name, lib->func, 1);
+    lua_pop(L, 1);
+  }
   /* ("").dump reaches the real string table through the string metatable */
   lua_getglobal(L, "string");
   lua_pushnil(L);
@@ -660,36 +741,18 @@ static int build_sandbox(lua_State *L) {
     lua_getglobal(L, *g);
     lua_setfield(L, -2, *g);
   }
+  /* Each workflow has a VM of its own, so the sandbox can hand out the real
+   * library tables (what a script changes there, only it sees); the few
+   * functions that break the sandbox or determinism are removed from them. */
   for (const char **g = SAFE_LIBS; *g; g++) {
     lua_getglobal(L, *g);
-    lua_newtable(L); /* a copy, so scripts cannot alter what other code sees */
-    lua_pushnil(L);   /* stack: env orig copy key */
-    while (lua_next(L, -3)) {
-      lua_pushvalue(L, -2);
-      lua_insert(L, -2);
-      lua_settable(L, -4);
-    }
-    lua_remove(L, -2);
     lua_setfield(L, -2, *g);
   }
-  lua_getfield(L, -1, "string");
-  lua_pushnil(L);
-  lua_setfield(L, -2, "dump");
-  lua_pop(L, 1);
-  lua_newtable(L); /* math without random/randomseed */
   lua_getglobal(L, "math");
   lua_pushnil(L);
-  while (lua_next(L, -2)) {
-    const char *k = lua_tostring(L, -2);
-    if (strcmp(k, "random") != 0 && strcmp(k, "randomseed") != 0) {
-      lua_pushvalue(L, -2);
-      lua_insert(L, -2);
-      lua_settable(L, -5);
-    } else {
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
+  lua_setfield(L, -2, "random");
+  lua_pushnil(L);
+  lua_setfield(L, -2, "randomseed");
   lua_setfield(L, -2, "math");
   lua_pushcfunction(L, l_print);
   lua_setfield(L, -2, "print");
@@ -697,8 +760,7 @@ static int build_sandbox(lua_State *L) {
   lua_setfield(L, -2, "require");
   lua_pushcfunction(L, l_collectgarbage);
   lua_setfield(L, -2, "collectgarbage");
-  if (luaL_loadbufferx(L, PAIRS_LUA, strlen(PAIRS_LUA), "=engine.pairs", "t") != LUA_OK) return lua_error(L);
-  lua_call(L, 0, 1);
+  lua_pushcfunction(L, l_pairs);
   lua_setfield(L, -2, "pairs");
   lua_pushvalue(L, -1);
   lua_setfield(L, -2, "_G");
@@ -874,6 +936,10 @@ static wfvm_state resume(wfvm *vm, int nargs) {
 }
 
 wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkname) {
+  return wfvm_start_mode(vm, src, len, chunkname, "t");
+}
+
+wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode) {
   lua_State *L = vm->L;
   if (vm->hist.n == 0 || strcmp(vm->hist.v[0].type, "WorkflowStarted") != 0) {
     set_output(vm, message_json(L, "EngineError", "history does not begin with WorkflowStarted"));
@@ -887,7 +953,7 @@ wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkna
   lua_sethook(vm->co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
 
   if (luaL_loadbufferx(vm->co, BOOT_LUA, strlen(BOOT_LUA), "=engine.boot", "t") != LUA_OK ||
-      luaL_loadbufferx(vm->co, src, len, chunkname, "t") != LUA_OK) {
+      luaL_loadbufferx(vm->co, src, len, chunkname, mode) != LUA_OK) {
     set_output(vm, message_json(L, "ScriptError", lua_tostring(vm->co, -1)));
     return WFVM_FAILED;
   }
@@ -926,4 +992,32 @@ int wfvm_check_syntax(const char *src, size_t len, const char *chunkname, char *
   if (rc != LUA_OK) util_seterr(err, errlen, "%s", lua_tostring(L, -1));
   lua_close(L);
   return rc == LUA_OK ? 0 : -1;
+}
+
+static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
+  (void)L;
+  char **buf = ((char ***)ud)[0];
+  size_t *len = ((size_t **)ud)[1];
+  char *nb = realloc(*buf, *len + sz);
+  if (!nb) return 1;
+  memcpy(nb + *len, p, sz);
+  *buf = nb;
+  *len += sz;
+  return 0;
+}
+
+char *wfvm_compile(const char *src, size_t len, const char *chunkname, size_t *outlen) {
+  lua_State *L = luaL_newstate();
+  if (!L) return NULL;
+  char *buf = NULL;
+  *outlen = 0;
+  if (luaL_loadbufferx(L, src, len, chunkname, "t") == LUA_OK) {
+    void *ud[2] = {&buf, outlen};
+    if (lua_dump(L, dump_writer, ud, 0) != 0) {
+      free(buf);
+      buf = NULL;
+    }
+  }
+  lua_close(L);
+  return buf;
 }

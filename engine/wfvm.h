@@ -65,6 +65,12 @@ void wfvm_free(wfvm *vm);
 /* Loads the main script (which must return function(input)) and runs it from
  * the first history event (WorkflowStarted) until it blocks or ends. */
 wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkname);
+/* The same with a load mode: "b" for bytecode made by wfvm_compile. */
+wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode);
+/* Compiles source to bytecode (with line info) for wfvm_start_mode(..., "b");
+ * returns a malloc'd buffer or NULL when it does not compile. */
+char *wfvm_compile(const char *src, size_t len, const char *chunkname, size_t *outlen);
+
 /* Resumes a blocked VM with the outcome event of the command it waits on. */
 wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome);
 

@@ -746,10 +746,13 @@ class ModelServer:
     # -- routing --------------------------------------------------------------
     async def dispatch(self, req, writer):
         path = req.path
-        if path in ENDPOINTS:
+        if path not in CONTROL_PATHS:
+            entry = self.log_request(req)
+            if path not in ENDPOINTS:
+                return await self.send_simple(writer, 404, openai_error(404, f"model_server: no route for {req.method} {path}"))
             if req.method != "POST":
                 return await self.send_simple(writer, 405, openai_error(405, f"Method {req.method} not allowed on {path}; use POST"))
-            return await self.model_request(req, writer, ENDPOINTS[path])
+            return await self.model_request(req, writer, ENDPOINTS[path], entry)
         if path == "/_health" and req.method == "GET":
             return await self.send_simple(writer, 200, {
                 "ok": True, "cursor": self.cursor, "steps": len(self.scenario["steps"]),
@@ -777,9 +780,7 @@ class ModelServer:
                     self.peak = self.active
                 self.log(f"scenario replaced: {len(sc['steps'])} steps")
                 return await self.send_simple(writer, 200, {"ok": True, "steps": len(sc["steps"])})
-        if path in CONTROL_PATHS:
-            return await self.send_simple(writer, 405, {"error": f"method {req.method} not allowed on {path}"})
-        return await self.send_simple(writer, 404, openai_error(404, f"model_server: no route for {req.method} {path}"))
+        return await self.send_simple(writer, 405, {"error": f"method {req.method} not allowed on {path}"})
 
     # -- model endpoints -------------------------------------------------------
     def next_step(self):
@@ -792,24 +793,31 @@ class ModelServer:
             return "default", self.scenario["default"]
         return None, None
 
-    async def model_request(self, req, writer, kind):
+    def log_request(self, req):
+        """Record a non-control request in the /_requests log and return its entry."""
         self.seq += 1
-        seq = self.seq
         body = None
-        body_error = None
-        try:
-            body = json.loads(req.body.decode("utf-8")) if req.body else None
-        except (ValueError, UnicodeDecodeError) as e:
-            body_error = str(e)
-        entry = {"seq": seq, "method": req.method, "path": req.path, "headers": dict(req.headers),
-                 "body": body, "step": None, "time": time.time()}
-        if body_error is not None:
-            entry["body_raw"] = req.body.decode("utf-8", "replace")
+        entry = {"seq": self.seq, "method": req.method, "path": req.path,
+                 "headers": dict(req.headers), "body": None, "step": None, "time": time.time()}
+        if req.query:
+            entry["query"] = req.query
+        if req.body:
+            try:
+                body = json.loads(req.body.decode("utf-8"))
+                entry["body"] = body
+            except (ValueError, UnicodeDecodeError) as e:
+                entry["body_raw"] = req.body.decode("utf-8", "replace")
+                entry["body_error"] = str(e)
         self.requests.append(entry)
-        if body_error is not None or not isinstance(body, dict):
-            why = body_error or "body must be a JSON object"
+        return entry
+
+    async def model_request(self, req, writer, kind, entry):
+        seq = entry["seq"]
+        body = entry["body"]
+        if not isinstance(body, dict):
+            why = entry.get("body_error") or "body must be a JSON object"
             return await self.send_simple(writer, 400, error_body(
-                kind, 400, f"model_server: request body is not valid JSON: {why}", seq))
+                kind, 400, f"model_server: bad request body (not consumed a step): {why}", seq))
         ctx = Ctx(seq, kind, body)
         idx, step = self.next_step()
         entry["step"] = idx
