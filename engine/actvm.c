@@ -6,9 +6,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "docker.h"
 #include "http.h"
+#include "safefs.h"
 #include "json.h"
 #include "lua_http.h"
+#include "lua_proc.h"
 #include "util.h"
 
 int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
@@ -115,12 +118,29 @@ static char *error_from_value(act_call *c) {
   if (c->timed_out)
     return error_json(L, "Timeout", "activity exceeded its start_to_close timeout", 0);
   if (lua_istable(co, -1)) {
+    /* the whole error table travels (tool=, status=, ...), with type and message normalized */
     lua_getfield(co, -1, "type");
+    if (!lua_isstring(co, -1)) {
+      lua_pushliteral(co, "Error");
+      lua_setfield(co, -3, "type");
+    }
     lua_getfield(co, -2, "message");
-    lua_getfield(co, -3, "non_retryable");
-    char *out = error_json(L, lua_isstring(co, -3) ? lua_tostring(co, -3) : "Error",
-                           lua_isstring(co, -2) ? lua_tostring(co, -2) : "(no message)", lua_toboolean(co, -1));
-    lua_pop(co, 4);
+    if (!lua_isstring(co, -1)) {
+      lua_pushliteral(co, "(no message)");
+      lua_setfield(co, -4, "message");
+    }
+    lua_pop(co, 2);
+    lua_pushcfunction(L, encode_protected);
+    lua_pushvalue(co, -1);
+    lua_xmove(co, L, 1);
+    lua_pop(co, 1);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+      char *out = util_strdup(lua_tostring(L, -1));
+      lua_pop(L, 1);
+      return out;
+    }
+    char *out = error_json(L, "Error", lua_tostring(L, -1), 0); /* fields JSON cannot hold */
+    lua_pop(L, 1);
     return out;
   }
   const char *m = lua_isstring(co, -1) ? lua_tostring(co, -1) : luaL_typename(co, -1);
@@ -195,7 +215,13 @@ static actvm *vm_of(lua_State *L) {
   return a;
 }
 uv_loop_t *actvm_loop_of(lua_State *L) { return vm_of(L)->loop; }
-http_ctx *actvm_http_of(lua_State *L) { return vm_of(L)->http; }
+/* Created on first use: libcurl and its TLS library cost memory only when an
+ * activity actually makes a request. */
+http_ctx *actvm_http_of(lua_State *L) {
+  actvm *a = vm_of(L);
+  if (!a->http) a->http = http_new(a->loop);
+  return a->http;
+}
 
 static void on_deadline(uv_timer_t *t) {
   act_call *c = t->data;
@@ -286,7 +312,10 @@ static int setup(lua_State *L) {
   luaL_requiref(L, "json", luaopen_engine_json, 0);
   luaL_requiref(L, "cjson", luaopen_cjson, 0); /* Debian's lua-cjson, for code that expects it */
   luaL_requiref(L, "http", luaopen_engine_http, 0);
-  lua_pop(L, 4);
+  luaL_requiref(L, "safefs", luaopen_engine_safefs, 0);
+  luaL_requiref(L, "docker.native", luaopen_engine_docker, 0);
+  luaL_requiref(L, "proc", luaopen_engine_proc, 0);
+  lua_pop(L, 7);
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);
@@ -300,7 +329,6 @@ static int setup(lua_State *L) {
 actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
   actvm *a = calloc(1, sizeof *a);
   a->loop = loop;
-  a->http = http_new(loop);
   a->lua_dir = util_strdup(lua_dir);
   a->L = luaL_newstate();
   lua_pushcfunction(a->L, setup);
@@ -316,7 +344,7 @@ actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen)
 void actvm_free(actvm *a) {
   if (!a) return;
   if (a->L) lua_close(a->L); /* finalizers release their requests first */
-  http_free(a->http);
+  if (a->http) http_free(a->http);
   free(a->lua_dir);
   free(a);
 }

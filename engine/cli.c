@@ -532,6 +532,18 @@ static int cmd_list(args *a, common *c) {
   return EXIT_OK;
 }
 
+/* The sandbox a session runs in, from its latest sandbox.* domain event. */
+typedef struct sandbox_line {
+  char text[512];
+} sandbox_line;
+
+static int find_sandbox(void *ud, const domain_event *e) {
+  sandbox_line *s = ud;
+  if (strncmp(e->type, "sandbox.", 8) == 0 && e->payload && strstr(e->payload, "\"driver\""))
+    snprintf(s->text, sizeof s->text, "%s", e->payload);
+  return 0;
+}
+
 static const char *SHOW_HELP =
     "usage: engine show ID [--json] [--db PATH]\n"
     "\n"
@@ -593,6 +605,9 @@ static int cmd_show(args *a, common *c) {
     if (w.result) printf("result:    %s\n", w.result);
     if (w.error) printf("error:     %s\n", w.error);
     printf("history:   %zu events, %d pending tasks, %d buffered signals\n", h.n, ntasks, nsig);
+    sandbox_line s = {""};
+    store_domain_list(st, w.id, 0, find_sandbox, &s);
+    if (*s.text) printf("sandbox:   %s\n", s.text);
   }
   hist_list_free(&h);
   wf_row_free(&w);
@@ -754,6 +769,29 @@ static int cmd_replay(args *a, common *c) {
   return rc == 0 ? EXIT_OK : EXIT_FAILED;
 }
 
+/* ------------------------------------------------------------------- gc --- */
+
+static const char *GC_HELP =
+    "usage: engine gc [--db PATH]\n"
+    "\n"
+    "Removes sandbox containers (running or not) of this database whose session has\n"
+    "finished or is unknown to it, with their workspaces. `serve` and `start` do\n"
+    "this at start-up too. Prints what it removed (JSON).\n";
+
+static int cmd_gc(args *a, common *c) {
+  const char *pos[1] = {NULL};
+  int rc = parse_simple(a, c, GC_HELP, pos, 0, 0);
+  if (rc || c->help) return rc;
+  store *st;
+  if ((rc = open_existing(c->db, &st))) return rc;
+  char report[8192];
+  rc = engine_gc(st, report, sizeof report);
+  store_close(st);
+  if (rc) return die(EXIT_USAGE, "gc: %s", report);
+  printf("%s\n", report);
+  return EXIT_OK;
+}
+
 /* ----------------------------------------------------------------- main --- */
 
 static const char *MAIN_HELP =
@@ -770,6 +808,7 @@ static const char *MAIN_HELP =
     "  events ID [--follow] [--json]      its domain events\n"
     "  history ID                         its event log\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
+    "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
     "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
@@ -791,5 +830,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "events") == 0) return cmd_events(&a, &c);
   if (strcmp(cmd, "history") == 0) return cmd_history(&a, &c);
   if (strcmp(cmd, "replay") == 0) return cmd_replay(&a, &c);
+  if (strcmp(cmd, "gc") == 0) return cmd_gc(&a, &c);
   return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
 }

@@ -59,6 +59,13 @@ typedef struct scriptbuf {
   char hash[65];
 } scriptbuf;
 
+typedef struct sweep_ctx {
+  int done, ok;
+  char *json;
+  int quiet_unavailable;
+  act_call *call; /* while pending */
+} sweep_ctx;
+
 typedef struct note {
   char *id, *status, *detail;
 } note;
@@ -85,6 +92,8 @@ struct engine {
   size_t nnotes, capnotes;
   int stopping;
   int failed_commit;
+  size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
+  sweep_ctx sweep;
 };
 
 struct dbwatch {
@@ -100,6 +109,8 @@ struct dbwatch {
 };
 
 static void dispatch_due(engine *e);
+static void walk_close(uv_handle_t *h, void *arg);
+static void export_instance(store *st);
 static void handle_state(wfrun *r, wfvm_state st);
 
 const char *engine_lua_dir(void) {
@@ -583,7 +594,7 @@ static void handle_state(wfrun *r, wfvm_state st) {
       if (!c->is_new) {
         /* scheduled before a restart: its task runs it; stay loaded only while it runs */
         set_status(r, "running", NULL, NULL, NULL);
-        if (!strmap_get(&e->attempts, key)) run_evict(r);
+        if (!strmap_get(&e->attempts, key) || e->runs.len > e->max_cached) run_evict(r);
         return;
       }
       attempt *a = NULL;
@@ -593,7 +604,9 @@ static void handle_state(wfrun *r, wfvm_state st) {
         attempt_free(a);
         continue;
       }
-      if (!a) run_evict(r); /* failed once, waits for a retry */
+      /* failed once and waits for a retry, or too many runs in memory: the
+       * outcome will replay it (bounded memory, whatever the number waiting) */
+      if (!a || e->runs.len > e->max_cached) run_evict(r);
       return;
     }
     if (strcmp(c->kind, "timer") == 0) {
@@ -744,6 +757,121 @@ static void dispatch_due(engine *e) {
   uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
 }
 
+/* ------------------------------------------------------------- sweep --- */
+
+typedef struct live_ctx {
+  char *buf;
+  size_t n, cap;
+  int count;
+} live_ctx;
+
+static int add_live(void *ud, const wf_row *w) {
+  live_ctx *l = ud;
+  if (engine_status_terminal(w->status)) return 0;
+  char *q = json_quote(w->id);
+  size_t need = strlen(q) + 2;
+  if (l->n + need + 64 > l->cap) {
+    l->cap = (l->cap + need + 64) * 2;
+    l->buf = realloc(l->buf, l->cap);
+  }
+  l->n += (size_t)sprintf(l->buf + l->n, "%s%s", l->count++ ? "," : "", q);
+  free(q);
+  return 0;
+}
+
+/* {"args":{"live":[ids of workflows that have not finished]}} */
+static char *sweep_payload(store *st) {
+  live_ctx l = {0};
+  l.cap = 256;
+  l.buf = malloc(l.cap);
+  l.n = (size_t)sprintf(l.buf, "{\"args\":{\"live\":[");
+  store_wf_list(st, NULL, add_live, &l);
+  char *out = util_fmt("%s]}}", l.buf);
+  free(l.buf);
+  return out;
+}
+
+/* Sandboxes are labelled with the database's instance id (ENGINE_INSTANCE), and
+ * workspaces live beside the database unless ENGINE_WORKSPACES says otherwise. */
+static void export_instance(store *st) {
+  char id[64];
+  if (store_instance_id(st, id, sizeof id) == 0) setenv("ENGINE_INSTANCE", id, 1);
+  if (!getenv("ENGINE_WORKSPACES")) {
+    char abs[PATH_MAX];
+    char *tmp = util_strdup(store_path(st));
+    if (realpath(dirname(tmp), abs)) {
+      char *ws = util_fmt("%s/workspaces", abs);
+      setenv("ENGINE_WORKSPACES", ws, 1);
+      free(ws);
+    }
+    free(tmp);
+  }
+}
+
+static int docker_socket_present(void) {
+  const char *h = getenv("DOCKER_HOST");
+  const char *path = h && strncmp(h, "unix://", 7) == 0 ? h + 7 : "/var/run/docker.sock";
+  return access(path, F_OK) == 0;
+}
+
+static void sweep_report(sweep_ctx *s, int ok, const char *json) {
+  s->done = 1;
+  s->call = NULL;
+  s->ok = ok;
+  free(s->json);
+  s->json = util_strdup(json);
+  if (ok && strcmp(json, "{}") != 0 && strcmp(json, "[]") != 0)
+    fprintf(stderr, "engine: removed orphaned sandboxes: %s\n", json);
+  else if (!ok && !(s->quiet_unavailable && strstr(json, "DockerUnavailable")))
+    fprintf(stderr, "engine: sandbox sweep failed: %s\n", json);
+}
+
+static void sweep_done(void *ud, act_call *call, int ok, const char *json) {
+  (void)call;
+  sweep_report(ud, ok, json);
+}
+
+/* Starts the sweep of labelled containers whose session is finished or unknown. */
+static void start_sweep(actvm *act, store *st, sweep_ctx *s) {
+  char *payload = sweep_payload(st);
+  act_info info = {"engine", 0, 1, "sandbox.sweep", NULL, 120000, 0};
+  int ok = 0;
+  char *json = NULL;
+  act_call *call = NULL;
+  if (actvm_call(act, &info, payload, sweep_done, s, &ok, &json, &call)) {
+    sweep_report(s, ok, json);
+    free(json);
+  } else {
+    s->call = call;
+  }
+  free(payload);
+}
+
+int engine_gc(store *st, char *report, size_t reportlen) {
+  export_instance(st);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  char err[512];
+  actvm *act = actvm_new(&loop, engine_lua_dir(), err, sizeof err);
+  if (!act) {
+    util_seterr(report, reportlen, "%s", err);
+    uv_loop_close(&loop);
+    return -1;
+  }
+  sweep_ctx s = {0};
+  start_sweep(act, st, &s);
+  while (!s.done && uv_run(&loop, UV_RUN_ONCE)) {
+  }
+  actvm_free(act);
+  uv_walk(&loop, walk_close, NULL);
+  do {
+    uv_run(&loop, UV_RUN_NOWAIT);
+  } while (uv_loop_close(&loop) == UV_EBUSY);
+  util_seterr(report, reportlen, "%s", s.json ? s.json : "no result");
+  free(s.json);
+  return s.ok ? 0 : -1;
+}
+
 /* ------------------------------------------------------------- commit --- */
 
 int engine_commit(engine *e) {
@@ -800,6 +928,8 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   e->only_wf = util_strdup(cfg->only_wf);
   snprintf(e->owner, sizeof e->owner, "%d-%016llx", (int)getpid(), (unsigned long long)util_random64());
   wfvm_config_default(&e->vmcfg);
+  const char *mc = getenv("ENGINE_MAX_CACHED_RUNS");
+  e->max_cached = mc && atoi(mc) >= 0 ? (size_t)atoi(mc) : 256;
   strmap_init(&e->runs);
   strmap_init(&e->attempts);
   strmap_init(&e->bytecode);
@@ -812,6 +942,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
     free(e);
     return -1;
   }
+  export_instance(e->st);
   e->act = actvm_new(&e->loop, e->lua_dir, err, errlen);
   if (!e->act) {
     engine_free(e);
@@ -836,6 +967,11 @@ int engine_run(engine *e) {
   e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
   dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
   engine_commit(e);
+  /* containers orphaned by a crash (their session finished or unknown) go */
+  if (docker_socket_present() && !getenv("ENGINE_NO_SWEEP")) {
+    e->sweep.quiet_unavailable = 1;
+    start_sweep(e->act, e->st, &e->sweep);
+  }
   if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
   engine_commit(e);
   return e->failed_commit ? -1 : 0;
@@ -870,6 +1006,7 @@ void engine_free(engine *e) {
   strmap_free(&e->bytecode);
   strmap_free(&e->scripts);
   if (e->watch) dbwatch_stop(e->watch);
+  if (e->sweep.call) actvm_cancel(e->sweep.call);
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
   /* handles owned by the engine are embedded: close them, then drain the loop;
    * a pending uv_stop makes the first uv_run return at once, hence the loop */
@@ -883,6 +1020,7 @@ void engine_free(engine *e) {
     free(e->notes[i].detail);
   }
   free(e->notes);
+  free(e->sweep.json);
   store_close(e->st);
   free(e->lua_dir);
   free(e->only_wf);

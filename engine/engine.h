@@ -60,6 +60,12 @@ int engine_status_terminal(const char *status);
 int engine_replay_check(store *st, const char *id, const char *script_path, int apply, char *report,
                         size_t reportlen);
 
+/* Removes every sandbox container (labelled engine.managed) of this database
+ * whose session has finished or is unknown, with its workspace; report gets
+ * what was removed (JSON) or why it could not be done. `engine gc`; serve and
+ * start do the same at start-up (ENGINE_NO_SWEEP=1 turns that off). */
+int engine_gc(store *st, char *report, size_t reportlen);
+
 /* ---- the worker lock: one worker per database ---- */
 /* Returns an fd holding the lock, or -1 with *holder describing the holder. */
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen);

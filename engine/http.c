@@ -30,7 +30,7 @@ struct http_call {
   http_ctx *h;
   CURL *easy;
   struct curl_slist *req_headers;
-  char *body;
+  char *body_copy; /* the request body, owned for curl */
   void (*on_event)(void *ud);
   void *ud;
   /* response */
@@ -38,8 +38,8 @@ struct http_call {
   int headers_done;
   char **hnames, **hvalues;
   size_t nh, caph;
-  char *buf;
-  size_t blen, bcap, total, max_bytes;
+  ubuf body; /* received since the last http_take */
+  size_t total, max_bytes;
   /* end */
   int done, err;
   char errmsg[CURL_ERROR_SIZE + 64];
@@ -260,14 +260,7 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud) {
   touch_idle(c);
   c->total += len;
   if (c->total > c->max_bytes) return 0; /* aborts with CURLE_WRITE_ERROR */
-  if (c->blen + len > c->bcap) {
-    size_t cap = c->bcap ? c->bcap : 4096;
-    while (cap < c->blen + len) cap *= 2;
-    c->buf = realloc(c->buf, cap);
-    c->bcap = cap;
-  }
-  memcpy(c->buf + c->blen, data, len);
-  c->blen += len;
+  if (ubuf_add(&c->body, data, len) != 0) return 0; /* out of memory: abort the transfer */
   if (!c->headers_done) {
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->status);
     c->headers_done = 1;
@@ -345,9 +338,9 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
   if (r->unix_socket) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, r->unix_socket);
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* whatever curl can decode */
   if (r->body) {
-    c->body = malloc(r->body_len + 1);
-    memcpy(c->body, r->body, r->body_len);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body);
+    c->body_copy = malloc(r->body_len + 1);
+    memcpy(c->body_copy, r->body, r->body_len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body_copy);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
   }
   const char *method = r->method ? r->method : (r->body ? "POST" : "GET");
@@ -399,8 +392,8 @@ void http_release(http_call *c) {
   }
   free(c->hnames);
   free(c->hvalues);
-  free(c->body);
-  free(c->buf);
+  free(c->body_copy);
+  ubuf_free(&c->body);
   free(c);
 }
 
@@ -421,12 +414,12 @@ void http_header_at(const http_call *c, size_t i, const char **name, const char 
 }
 
 const char *http_take(http_call *c, size_t *len) {
-  *len = c->blen;
-  c->blen = 0;
-  return c->buf;
+  *len = c->body.n;
+  c->body.n = 0;
+  return c->body.p;
 }
 
-size_t http_buffered(const http_call *c) { return c->blen; }
+size_t http_buffered(const http_call *c) { return c->body.n; }
 int http_done(const http_call *c) { return c->done; }
 
 int http_error(const http_call *c, const char **message) {

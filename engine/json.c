@@ -13,11 +13,8 @@
 
 #define JSON_MAX_DEPTH 64
 
-/* Growable output buffer owned by a userdata, so a Lua error mid-encode frees it. */
-typedef struct jbuf {
-  char *p;
-  size_t n, cap;
-} jbuf;
+/* The output buffer is owned by a userdata, so a Lua error mid-encode frees it. */
+typedef ubuf jbuf;
 
 static int jbuf_gc(lua_State *L) {
   jbuf *b = lua_touserdata(L, 1);
@@ -27,16 +24,7 @@ static int jbuf_gc(lua_State *L) {
 }
 
 static void put(lua_State *L, jbuf *b, const char *s, size_t n) {
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *np = realloc(b->p, cap);
-    if (!np) luaL_error(L, "json: out of memory");
-    b->p = np;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
+  if (ubuf_add(b, s, n) != 0) luaL_error(L, "json: out of memory");
 }
 
 static void put_string(lua_State *L, jbuf *b, const char *s, size_t n) {

@@ -262,6 +262,13 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
     if (rc == SQLITE_OK)
       rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','1')", NULL, NULL, &emsg);
+    if (rc == SQLITE_OK) {
+      /* names this database's sandboxes, so a sweep never touches another's */
+      char ins[128];
+      snprintf(ins, sizeof ins, "INSERT OR IGNORE INTO meta VALUES('instance_id','%016llx')",
+               (unsigned long long)util_random64());
+      rc = sqlite3_exec(s->db, ins, NULL, NULL, &emsg);
+    }
     if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &emsg);
     if (rc != SQLITE_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   }
@@ -291,6 +298,18 @@ void store_close(store *s) {
 }
 
 const char *store_errmsg(store *s) { return s->err; }
+
+int store_instance_id(store *s, char *out, size_t n) {
+  sqlite3_stmt *st = NULL;
+  int found = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='instance_id'", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    snprintf(out, n, "%s", (const char *)sqlite3_column_text(st, 0));
+    found = 1;
+  }
+  sqlite3_finalize(st);
+  return found ? 0 : -1;
+}
 const char *store_path(store *s) { return s->path; }
 
 int store_begin(store *s) {

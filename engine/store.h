@@ -71,6 +71,8 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
 void store_close(store *s);
 const char *store_errmsg(store *s);
 const char *store_path(store *s);
+/* The database's random instance id (labels its sandboxes). */
+int store_instance_id(store *s, char *out, size_t n);
 
 int store_begin(store *s); /* lazy: opens a write transaction if none is open */
 int store_commit(store *s);

@@ -96,6 +96,43 @@ uint64_t util_random64(void) {
   return v;
 }
 
+/* ---- ubuf ---- */
+
+int ubuf_add(ubuf *b, const void *data, size_t n) {
+  if (b->n + n > b->cap) {
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + n) cap *= 2;
+    char *np = realloc(b->p, cap);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = cap;
+  }
+  if (n) memcpy(b->p + b->n, data, n);
+  b->n += n;
+  return 0;
+}
+
+void ubuf_free(ubuf *b) {
+  free(b->p);
+  memset(b, 0, sizeof *b);
+}
+
+void capped_add(capped_output *c, int which, const char *data, size_t n) {
+  c->total += n;
+  if (which != 1 && which != 2) return;
+  size_t room = c->stored < c->max ? c->max - c->stored : 0;
+  if (n > room) {
+    c->truncated = 1;
+    n = room;
+  }
+  if (n && ubuf_add(which == 1 ? &c->out : &c->err, data, n) == 0) c->stored += n;
+}
+
+void capped_free(capped_output *c) {
+  ubuf_free(&c->out);
+  ubuf_free(&c->err);
+}
+
 /* ---- strmap ---- */
 char strmap_tomb_[1];
 

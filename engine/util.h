@@ -28,6 +28,26 @@ void util_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((
 /* 64 random bits from the OS. */
 uint64_t util_random64(void);
 
+/* ---- ubuf: a growable byte buffer ---- */
+typedef struct ubuf {
+  char *p;
+  size_t n, cap;
+} ubuf;
+/* Appends n bytes; returns 0, or -1 (buffer unchanged) when out of memory. */
+int ubuf_add(ubuf *b, const void *data, size_t n);
+void ubuf_free(ubuf *b);
+
+/* Output of a command (stdout, stderr) kept up to a shared cap; what is past
+ * the cap is counted and dropped, so a flood costs at most max bytes. */
+typedef struct capped_output {
+  ubuf out, err;
+  size_t max, stored, total;
+  int truncated;
+} capped_output;
+/* which: 1 stdout, 2 stderr (anything else is counted, not kept). */
+void capped_add(capped_output *c, int which, const char *data, size_t n);
+void capped_free(capped_output *c);
+
 /* ---- strmap: open-addressing map from C string to pointer ---- */
 typedef struct strmap {
   char **keys;

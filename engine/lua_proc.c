@@ -1,0 +1,237 @@
+/* lua_proc: `local proc = require "proc"` in activities -- runs a program on
+ * the loop (uv_spawn), without blocking the engine.
+ *
+ *   local r = proc.run{argv = {...}, env = {"K=V", ...} (default: empty),
+ *                      cwd = , stdin = "data", timeout = seconds (default 60),
+ *                      max_output = bytes kept of stdout+stderr (default 1 MiB)}
+ *   -- r.exit_code, r.signal, r.stdout, r.stderr, r.truncated, r.output_bytes,
+ *   -- r.timed_out
+ *
+ * The program runs in a session and process group of its own; at the time
+ * limit, or when the activity is abandoned, the whole group gets SIGKILL.
+ * Output past max_output is counted and dropped, so a flood costs max_output. */
+#include "lua_proc.h"
+
+#include <lauxlib.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actvm.h"
+#include "util.h"
+
+typedef struct proc {
+  uv_process_t process;
+  uv_pipe_t out, err, in;
+  uv_timer_t timer;
+  uv_write_t write_req;
+  char *stdin_data;
+  int open_handles;
+  int exited, out_open, err_open, timed_out, abandoned;
+  int64_t exit_code;
+  int term_signal;
+  capped_output o;
+  act_call *ac;
+  int resumed;
+} proc;
+
+static void maybe_free(proc *p) {
+  if (p->open_handles == 0) {
+    capped_free(&p->o);
+    free(p->stdin_data);
+    free(p);
+  }
+}
+
+static void on_close(uv_handle_t *h) {
+  proc *p = h->data;
+  p->open_handles--;
+  maybe_free(p);
+}
+
+static void close_handle(uv_handle_t *h) {
+  if (!uv_is_closing(h)) uv_close(h, on_close);
+}
+
+static void kill_group(proc *p) {
+  if (!p->exited && p->process.pid > 0) kill(-p->process.pid, SIGKILL);
+}
+
+/* When the program has exited and both pipes are drained, hand the result
+ * to the waiting activity. */
+static void maybe_finish(proc *p) {
+  if (!p->exited || p->out_open || p->err_open || p->resumed) return;
+  p->resumed = 1;
+  uv_timer_stop(&p->timer);
+  close_handle((uv_handle_t *)&p->timer);
+  if (p->abandoned || !p->ac) return;
+  act_call *ac = p->ac;
+  p->ac = NULL;
+  lua_State *co = actvm_thread(ac);
+  lua_createtable(co, 0, 8);
+  lua_pushinteger(co, p->exit_code);
+  lua_setfield(co, -2, "exit_code");
+  lua_pushinteger(co, p->term_signal);
+  lua_setfield(co, -2, "signal");
+  lua_pushlstring(co, p->o.out.p ? p->o.out.p : "", p->o.out.n);
+  lua_setfield(co, -2, "stdout");
+  lua_pushlstring(co, p->o.err.p ? p->o.err.p : "", p->o.err.n);
+  lua_setfield(co, -2, "stderr");
+  lua_pushboolean(co, p->o.truncated);
+  lua_setfield(co, -2, "truncated");
+  lua_pushinteger(co, (lua_Integer)p->o.total);
+  lua_setfield(co, -2, "output_bytes");
+  lua_pushboolean(co, p->timed_out);
+  lua_setfield(co, -2, "timed_out");
+  actvm_resume(ac, 1);
+}
+
+static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
+  proc *p = h->data;
+  p->exited = 1;
+  p->exit_code = status;
+  p->term_signal = sig;
+  if (sig) p->exit_code = 128 + sig;
+  /* leftovers of the group (background jobs) do not outlive the program */
+  kill(-h->pid, SIGKILL);
+  close_handle((uv_handle_t *)h);
+  maybe_finish(p);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  (void)h;
+  buf->base = malloc(suggested);
+  buf->len = buf->base ? suggested : 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  proc *p = s->data;
+  int is_out = s == (uv_stream_t *)&p->out;
+  if (nread > 0) capped_add(&p->o, is_out ? 1 : 2, buf->base, (size_t)nread);
+  free(buf->base);
+  if (nread < 0) {
+    if (is_out) p->out_open = 0;
+    else p->err_open = 0;
+    close_handle((uv_handle_t *)s);
+    maybe_finish(p);
+  }
+}
+
+static void on_timeout(uv_timer_t *t) {
+  proc *p = t->data;
+  p->timed_out = 1;
+  kill_group(p);
+}
+
+static void on_written(uv_write_t *w, int status) {
+  (void)status;
+  proc *p = w->data;
+  close_handle((uv_handle_t *)&p->in);
+}
+
+/* The activity was abandoned: kill the program; free once everything closed. */
+static void cancel_op(void *op) {
+  proc *p = op;
+  p->abandoned = 1;
+  p->ac = NULL;
+  kill_group(p);
+}
+
+static int l_run(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  act_call *ac = actvm_current(L);
+  if (!ac) return luaL_error(L, "proc.run must be called inside an activity");
+  if (!lua_isyieldable(L)) return luaL_error(L, "proc.run cannot wait here (not yieldable)");
+  /* argv and env live on the Lua stack until uv_spawn has copied them */
+  char *argv[256], *env[128];
+  int argc = 0, envc = 0;
+  if (lua_getfield(L, 1, "argv") != LUA_TTABLE) return luaL_error(L, "proc.run: argv (a list) is required");
+  lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+  if (n < 1 || n > 250) return luaL_error(L, "proc.run: argv needs 1 to 250 items");
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, -1, i);
+    argv[argc++] = (char *)luaL_checkstring(L, -1);
+    lua_pop(L, 1);
+  }
+  argv[argc] = NULL;
+  if (lua_getfield(L, 1, "env") == LUA_TTABLE) {
+    lua_Integer m = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer i = 1; i <= m && envc < 126; i++) {
+      lua_rawgeti(L, -1, i);
+      env[envc++] = (char *)luaL_checkstring(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  env[envc] = NULL;
+  lua_getfield(L, 1, "cwd");
+  const char *cwd = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, 1, "timeout");
+  double timeout = luaL_optnumber(L, -1, 60);
+  lua_getfield(L, 1, "max_output");
+  lua_Integer max = luaL_optinteger(L, -1, 1 << 20);
+  lua_getfield(L, 1, "stdin");
+  size_t inlen = 0;
+  const char *indata = luaL_optlstring(L, -1, NULL, &inlen);
+
+  uv_loop_t *loop = actvm_loop_of(L);
+  proc *p = calloc(1, sizeof *p);
+  p->o.max = max > 0 ? (size_t)max : 0;
+  p->process.data = p->out.data = p->err.data = p->in.data = p->timer.data = p->write_req.data = p;
+  uv_pipe_init(loop, &p->out, 0);
+  uv_pipe_init(loop, &p->err, 0);
+  uv_pipe_init(loop, &p->in, 0);
+  uv_timer_init(loop, &p->timer);
+  p->open_handles = 5; /* out, err, in, timer, process: each closes with on_close */
+  uv_stdio_container_t stdio[3];
+  stdio[0].flags = indata ? (UV_CREATE_PIPE | UV_READABLE_PIPE) : UV_IGNORE;
+  stdio[0].data.stream = (uv_stream_t *)&p->in;
+  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[1].data.stream = (uv_stream_t *)&p->out;
+  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[2].data.stream = (uv_stream_t *)&p->err;
+  uv_process_options_t o;
+  memset(&o, 0, sizeof o);
+  o.file = argv[0];
+  o.args = argv;
+  o.env = env;
+  o.cwd = cwd;
+  o.flags = UV_PROCESS_DETACHED; /* setsid: a process group of its own, killed as one */
+  o.exit_cb = on_exit_cb;
+  o.stdio_count = 3;
+  o.stdio = stdio;
+  int rc = uv_spawn(loop, &p->process, &o);
+  if (rc != 0) {
+    uv_close((uv_handle_t *)&p->out, on_close);
+    uv_close((uv_handle_t *)&p->err, on_close);
+    uv_close((uv_handle_t *)&p->in, on_close);
+    uv_close((uv_handle_t *)&p->timer, on_close);
+    uv_close((uv_handle_t *)&p->process, on_close); /* libuv: closed even when spawn fails */
+    lua_newtable(L);
+    lua_pushliteral(L, "SpawnError");
+    lua_setfield(L, -2, "type");
+    lua_pushfstring(L, "cannot run %s: %s", argv[0], uv_strerror(rc));
+    lua_setfield(L, -2, "message");
+    return lua_error(L);
+  }
+  p->out_open = p->err_open = 1;
+  uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_read);
+  uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_read);
+  if (indata) {
+    p->stdin_data = malloc(inlen + 1);
+    memcpy(p->stdin_data, indata, inlen);
+    uv_buf_t b = uv_buf_init(p->stdin_data, (unsigned)inlen);
+    if (uv_write(&p->write_req, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) close_handle((uv_handle_t *)&p->in);
+  } else {
+    close_handle((uv_handle_t *)&p->in);
+  }
+  uv_timer_start(&p->timer, on_timeout, (uint64_t)(timeout > 0 ? timeout * 1000.0 : 0), 0);
+  p->ac = ac;
+  actvm_set_pending(ac, cancel_op, p);
+  return lua_yield(L, 0);
+}
+
+int luaopen_engine_proc(lua_State *L) {
+  static const luaL_Reg lib[] = {{"run", l_run}, {NULL, NULL}};
+  luaL_newlib(L, lib);
+  return 1;
+}

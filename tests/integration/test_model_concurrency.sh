@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# 500 model calls in flight at once against a slow streaming server: all
+# complete, and the engine's thread count and memory stay flat (curl multi on
+# the event loop: no thread per request, workflow VMs evicted past a bound).
+source "$(dirname "$0")/lib.sh"
+N="${CONCURRENCY_N:-500}"
+python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/port" --scenario <(echo \
+  '{"default":{"reply":{"text":"one two three four five six seven eight","usage":{"input_tokens":5,"output_tokens":8}},"delay":3,"chunk_delay":0.05}}') \
+  >/dev/null 2>"$T/server.log" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+BASE="http://127.0.0.1:$(cat "$T/port")/v1"
+export ENGINE_MAX_CACHED_RUNS=64
+bg S engine serve
+sleep 0.5
+field() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$S/status"; }
+base_threads="$(field Threads)"; base_rss="$(field VmRSS)"
+# submit in parallel, detached: the server is slow, so all of them overlap
+seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/integration/wf/model_call.lua" --id "c{}" --detach \
+  --input "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$BASE\"},\"options\":{\"timeout\":60}}" >/dev/null 2>&1 || true
+max_threads=0; max_rss=0; peak_active=0
+for _ in $(seq 600); do
+  t="$(field Threads)"; r="$(field VmRSS)"
+  [ "$t" -gt "$max_threads" ] && max_threads=$t
+  [ "$r" -gt "$max_rss" ] && max_rss=$r
+  done_n="$(engine list --status completed | tail -n +2 | wc -l)"
+  [ "$done_n" -ge "$N" ] && break
+  sleep 0.1
+done
+peak_active="$(curl -sf "http://127.0.0.1:$(cat "$T/port")/_health" | lua5.4 "$SRC/tests/integration/jget.lua" peak_active)"
+kill "$S"; wait "$S" 2>/dev/null || true
+assert_eq "all $N model calls completed" "$N" "$(engine list --status completed | tail -n +2 | wc -l)"
+echo "# threads: idle $base_threads, peak $max_threads; RSS KiB: idle $base_rss, peak $max_rss; server saw $peak_active requests at once"
+if [ "${ENGINE_SANITIZED:-0}" == 1 ]; then
+  # ASan makes every process slow and every allocation big: only correctness counts here
+  [ "$max_threads" -le $((base_threads + 1)) ] && pass "thread count flat" || fail "threads grew: $base_threads -> $max_threads"
+  finish
+  exit 0
+fi
+[ "$peak_active" -ge $((N / 2)) ] && pass "requests really overlapped ($peak_active at once)" || fail "only $peak_active requests overlapped"
+[ "$max_threads" -le $((base_threads + 1)) ] && pass "thread count flat ($base_threads -> $max_threads)" ||
+  fail "threads grew with requests: $base_threads -> $max_threads"
+grow=$(( (max_rss - base_rss) / 1024 ))
+[ "$grow" -le 48 ] && pass "memory flat: +$grow MiB for $N requests in flight" || fail "RSS grew by $grow MiB"
+finish
