@@ -52,13 +52,6 @@ local ERROR_TYPE = { rate_limit_error = "RateLimited", overloaded_error = "Overl
   authentication_error = "Unauthorized", permission_error = "Forbidden", not_found_error = "NotFound",
   invalid_request_error = "BadRequest", request_too_large = "BadRequest" }
 
-local function error_message(status, body)
-  local ok, v = pcall(json.decode, body or "")
-  if ok and type(v) == "table" and type(v.error) == "table" and v.error.message then
-    return string.format("HTTP %d: %s (%s)", status, v.error.message, tostring(v.error.type))
-  end
-  return nil
-end
 
 local function from_message(msg)
   local turn = { text = "", tool_calls = {}, model = msg.model }
@@ -147,11 +140,7 @@ function M.turn(model, req, opts)
     return msg
   end
 
-  local result = C.request({
-    url = base .. "/messages", headers = headers, body = json.encode(body), stream = stream,
-    timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
-    error_message = error_message, on_stream = from_stream,
-  })
+  local result = C.post(base .. "/messages", headers, body, stream, opts, key, from_stream)
   if type(result) ~= "table" or type(result.content) ~= "table" then
     C.raise("InvalidResponse", "the response has no content list")
   end

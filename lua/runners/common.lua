@@ -246,4 +246,24 @@ end
 
 function M.trim_base(url) return (url:gsub("/+$", "")) end
 
+-- The provider's own message from an error body {"error": {"message", "type"}}
+-- (OpenAI and Anthropic both use this shape), or nil.
+function M.provider_message(status, body)
+  local ok, v = pcall(json.decode, body or "")
+  if ok and type(v) == "table" and type(v.error) == "table" and v.error.message then
+    local t = v.error.type
+    return string.format("HTTP %d: %s%s", status, v.error.message, t and t ~= json.null and (" (" .. tostring(t) .. ")") or "")
+  end
+  return nil
+end
+
+-- POSTs one model request (see M.request) with the options every runner shares.
+function M.post(url, headers, body, stream, opts, key, on_stream)
+  return M.request({
+    url = url, headers = headers, body = json.encode(body), stream = stream,
+    timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
+    error_message = M.provider_message, on_stream = on_stream,
+  })
+end
+
 return M

@@ -41,13 +41,6 @@ end
 local FINISH = { stop = "stop", tool_calls = "tool_calls", length = "length", content_filter = "content_filter",
   function_call = "tool_calls" }
 
-local function error_message(status, body)
-  local ok, v = pcall(json.decode, body or "")
-  if ok and type(v) == "table" and type(v.error) == "table" and v.error.message then
-    return string.format("HTTP %d: %s", status, v.error.message)
-  end
-  return nil
-end
 
 local function usage_of(u)
   if type(u) ~= "table" then return { input_tokens = 0, output_tokens = 0 } end
@@ -112,11 +105,7 @@ function M.turn(model, req, opts)
     return turn
   end
 
-  local result = C.request({
-    url = base .. "/chat/completions", headers = headers, body = json.encode(body), stream = stream,
-    timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
-    error_message = error_message, on_stream = from_stream,
-  })
+  local result = C.post(base .. "/chat/completions", headers, body, stream, opts, key, from_stream)
   local turn = result
   if not stream then
     local choice = type(result.choices) == "table" and result.choices[1]

@@ -33,13 +33,6 @@ local function wire_tools(tools)
   return out
 end
 
-local function error_message(status, body)
-  local ok, v = pcall(json.decode, body or "")
-  if ok and type(v) == "table" and type(v.error) == "table" and v.error.message then
-    return string.format("HTTP %d: %s", status, v.error.message)
-  end
-  return nil
-end
 
 -- Builds the normalized turn from a complete response object.
 local function from_response(r)
@@ -106,11 +99,7 @@ function M.turn(model, req, opts)
     return final
   end
 
-  local result = C.request({
-    url = base .. "/responses", headers = headers, body = json.encode(body), stream = stream,
-    timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
-    error_message = error_message, on_stream = from_stream,
-  })
+  local result = C.post(base .. "/responses", headers, body, stream, opts, key, from_stream)
   if type(result) ~= "table" or type(result.output) ~= "table" then
     C.raise("InvalidResponse", "the response has no output list")
   end
