@@ -27,6 +27,8 @@ struct actvm {
   char *lua_dir;
   int pending;
   http_ctx *http;
+  actvm_history_fn history; /* reads the calling workflow's own history */
+  void *history_ud;
 };
 
 struct act_call {
@@ -291,8 +293,33 @@ static int l_info(lua_State *L) {
   return 1;
 }
 
+/* activity.history(from_seq, to_seq) -> the calling workflow's own history
+ * events (current run) as {seq, type, name, ref, payload (decoded)}: how a step
+ * refers to what came before by position instead of copying it into its args. */
+static int l_history(lua_State *L) {
+  act_call *c = current_call(L);
+  if (!c) return luaL_error(L, "activity.history called outside an activity");
+  lua_Integer from = luaL_optinteger(L, 1, 1), to = luaL_optinteger(L, 2, c->seq);
+  lua_getfield(L, LUA_REGISTRYINDEX, REG_ACTVM);
+  actvm *a = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (!a->history) return luaL_error(L, "activity.history is not available here");
+  char *json = a->history(a->history_ud, c->wf_id, from, to);
+  if (!json) return luaL_error(L, "activity.history: cannot read the history of %s", c->wf_id);
+  char err[256];
+  int rc = json_decode_safe(L, json, strlen(json), err, sizeof err);
+  free(json);
+  if (rc != 0) return luaL_error(L, "activity.history: %s", err);
+  return 1;
+}
+
 static const luaL_Reg activity_lib[] = {
-    {"heartbeat", l_heartbeat}, {"sleep", l_sleep}, {"info", l_info}, {NULL, NULL}};
+    {"heartbeat", l_heartbeat}, {"sleep", l_sleep}, {"info", l_info}, {"history", l_history}, {NULL, NULL}};
+
+void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
+  a->history = fn;
+  a->history_ud = ud;
+}
 
 static int open_activity(lua_State *L) {
   luaL_newlib(L, activity_lib);

@@ -36,6 +36,10 @@ typedef struct act_opts {
 } act_opts;
 
 actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen);
+
+/* Returns a malloc'd JSON array of the workflow's history events from..to. */
+typedef char *(*actvm_history_fn)(void *ud, const char *wf_id, int64_t from, int64_t to);
+void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud);
 void actvm_free(actvm *a);
 
 /* Starts one attempt of the activity in payload {"args":...,"options":...}.

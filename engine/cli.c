@@ -769,6 +769,106 @@ static int cmd_replay(args *a, common *c) {
   return rc == 0 ? EXIT_OK : EXIT_FAILED;
 }
 
+/* -------------------------------------------------------------- approve --- */
+
+/* Approval requests a session has emitted (approval.requested {request_id})
+ * without a decision (approval.decided {request_id}) yet. */
+typedef struct pending {
+  char ids[32][160];
+  int n;
+} pending;
+
+static int json_str_field(const char *json, const char *key, char *out, size_t n) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":\"", key);
+  const char *p = json ? strstr(json, pat) : NULL;
+  if (!p) return -1;
+  p += strlen(pat);
+  size_t k = 0;
+  while (*p && *p != '"' && k + 1 < n) out[k++] = *p++;
+  out[k] = 0;
+  return 0;
+}
+
+static int collect_pending(void *ud, const domain_event *e) {
+  pending *p = ud;
+  char rid[160];
+  if (json_str_field(e->payload, "request_id", rid, sizeof rid) != 0) return 0;
+  if (strcmp(e->type, "approval.requested") == 0 && p->n < 32) {
+    snprintf(p->ids[p->n++], sizeof p->ids[0], "%s", rid);
+  } else if (strcmp(e->type, "approval.decided") == 0) {
+    for (int i = 0; i < p->n; i++)
+      if (strcmp(p->ids[i], rid) == 0) {
+        memmove(p->ids[i], p->ids[i + 1], (size_t)(p->n - i - 1) * sizeof p->ids[0]);
+        p->n--;
+        break;
+      }
+  }
+  return 0;
+}
+
+static const char *APPROVE_HELP =
+    "usage: engine approve ID [--request RID] [--deny] [--reason TEXT] [--db PATH]\n"
+    "\n"
+    "Answers an approval request of session ID (delivered as the signal\n"
+    "approval:RID). Without --request, the one pending request is answered; with\n"
+    "none or several pending it refuses (ambiguous requests fail closed).\n";
+
+static int cmd_approve(args *a, common *c) {
+  const char *id = NULL, *request = NULL, *reason = "";
+  int deny = 0, bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = flag_value(a, "--request", &bad))) request = v;
+    else if ((v = flag_value(a, "--reason", &bad))) reason = v;
+    else if (is_flag(cur, "--deny")) deny = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(APPROVE_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return die(EXIT_USAGE, "approve: unknown option %s", cur);
+    else if (!id) id = cur;
+    else return die(EXIT_USAGE, "approve: unexpected argument %s", cur);
+  }
+  if (!id) return die(EXIT_USAGE, "approve: missing ID (see engine approve --help)");
+  store *st;
+  int rc = open_existing(c->db, &st);
+  if (rc) return rc;
+  pending p = {.n = 0};
+  store_domain_list(st, id, 0, collect_pending, &p);
+  char rid[160];
+  if (request) {
+    int found = 0;
+    for (int i = 0; i < p.n; i++) found |= strcmp(p.ids[i], request) == 0;
+    if (!found) {
+      store_close(st);
+      return die(EXIT_USAGE, "approve: %s has no pending approval request '%s'", id, request);
+    }
+    snprintf(rid, sizeof rid, "%s", request);
+  } else if (p.n == 1) {
+    snprintf(rid, sizeof rid, "%s", p.ids[0]);
+  } else {
+    store_close(st);
+    if (p.n == 0) return die(EXIT_USAGE, "approve: no approval is pending for %s", id);
+    return die(EXIT_USAGE, "approve: %d approvals are pending for %s (first: %s); pass --request RID", p.n, id,
+               p.ids[0]);
+  }
+  const char *user = getenv("USER");
+  char *qr = json_quote(reason), *qu = json_quote(user && *user ? user : "cli"), *qi = json_quote(rid);
+  char *payload = util_fmt("{\"approved\":%s,\"approver\":%s,\"reason\":%s,\"request_id\":%s}",
+                           deny ? "false" : "true", qu, qr, qi);
+  char name[200], err[512];
+  snprintf(name, sizeof name, "approval:%s", rid);
+  rc = engine_send_signal(st, id, name, payload, err, sizeof err);
+  free(qr);
+  free(qu);
+  free(qi);
+  free(payload);
+  store_close(st);
+  if (rc) return die(EXIT_USAGE, "%s", err);
+  fprintf(stderr, "engine: %s request %s of %s\n", deny ? "denied" : "approved", rid, id);
+  return EXIT_OK;
+}
+
 /* ------------------------------------------------------------------- gc --- */
 
 static const char *GC_HELP =
@@ -802,6 +902,7 @@ static const char *MAIN_HELP =
     "  start FILE.lua [--input JSON|@file] [--id ID] [--detach]   run until done or waiting\n"
     "  serve [--db PATH]                  worker for every workflow in the database\n"
     "  signal ID NAME [JSON]              send a signal\n"
+    "  approve ID [--request RID] [--deny] [--reason TEXT]   answer an approval request\n"
     "  cancel ID                          cancel (the script's cleanup runs)\n"
     "  list [--status S]                  list workflows\n"
     "  show ID                            one workflow\n"
@@ -831,5 +932,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "history") == 0) return cmd_history(&a, &c);
   if (strcmp(cmd, "replay") == 0) return cmd_replay(&a, &c);
   if (strcmp(cmd, "gc") == 0) return cmd_gc(&a, &c);
+  if (strcmp(cmd, "approve") == 0) return cmd_approve(&a, &c);
   return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
 }

@@ -757,6 +757,42 @@ static void dispatch_due(engine *e) {
   uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
 }
 
+/* ---------------------------------------------------- history for steps --- */
+
+/* activity.history(): events of the workflow's current run as a JSON array
+ * (payloads are JSON already and go in as they are). */
+static char *history_json(void *ud, const char *wf_id, int64_t from, int64_t to) {
+  engine *e = ud;
+  wf_row w;
+  if (store_wf_get(e->st, wf_id, &w) != 1) return NULL;
+  hist_list h = {0};
+  int rc = store_hist_load(e->st, wf_id, w.run, &h);
+  wf_row_free(&w);
+  if (rc != STORE_OK) {
+    hist_list_free(&h);
+    return NULL;
+  }
+  ubuf b = {0};
+  ubuf_add(&b, "[", 1);
+  int first = 1;
+  for (size_t i = 0; i < h.n; i++) {
+    const hist_event *ev = &h.v[i];
+    if (ev->seq < from || ev->seq > to) continue;
+    char *type = json_quote(ev->type), *name = json_quote(ev->name ? ev->name : "");
+    char *item = util_fmt("%s{\"name\":%s,\"payload\":%s,\"ref\":%lld,\"seq\":%lld,\"type\":%s}", first ? "" : ",",
+                          name, ev->payload && *ev->payload ? ev->payload : "null", (long long)ev->ref,
+                          (long long)ev->seq, type);
+    ubuf_add(&b, item, strlen(item));
+    free(item);
+    free(type);
+    free(name);
+    first = 0;
+  }
+  ubuf_add(&b, "]", 2); /* with the NUL */
+  hist_list_free(&h);
+  return b.p;
+}
+
 /* ------------------------------------------------------------- sweep --- */
 
 typedef struct live_ctx {
@@ -948,6 +984,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
     engine_free(e);
     return -1;
   }
+  actvm_set_history(e->act, history_json, e);
   uv_prepare_init(&e->loop, &e->prep);
   e->prep.data = e;
   uv_timer_init(&e->loop, &e->task_timer);

@@ -1,0 +1,246 @@
+-- Shared by the tool modules: typed errors, workspace path handling, output
+-- caps, and sanitize(text), which every trusted-side result goes through
+-- before the model sees it (control characters stripped, secrets redacted).
+local M = {}
+
+M.WORKSPACE = "/workspace"
+M.WORKDIR = "/workspace/working"
+M.DEFAULT_WRITABLE = { "/workspace/working", "/workspace/output" }
+
+-- Tool errors are tables {type=, message=}; tools.run turns them into
+-- {ok=false, error={type=, message=}}.
+function M.raise(type_, message) error({ type = type_, message = message }, 0) end
+
+function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- ------------------------------------------------------------- paths --
+
+-- Normalizes an absolute path: collapses "//" and ".", resolves "..".
+-- Returns nil when ".." would climb above "/".
+function M.normalize(path)
+  local parts = {}
+  for seg in path:gmatch("[^/]+") do
+    if seg == ".." then
+      if #parts == 0 then return nil end
+      parts[#parts] = nil
+    elseif seg ~= "." then
+      parts[#parts + 1] = seg
+    end
+  end
+  return "/" .. table.concat(parts, "/")
+end
+
+-- A path named by the model -> an absolute, normalized path. Relative paths
+-- are taken from /workspace/working (the shell's working directory), so
+-- "notes.md" and "/workspace/working/notes.md" name the same file.
+function M.resolve(path, base)
+  if type(path) ~= "string" or path == "" then M.raise("InvalidPath", "a path is required") end
+  if path:find("%z") then M.raise("InvalidPath", "the path contains a NUL byte") end
+  local abs = path:sub(1, 1) == "/" and path or ((base or M.WORKDIR) .. "/" .. path)
+  local norm = M.normalize(abs)
+  if not norm then M.raise("InvalidPath", path .. ": climbs above /") end
+  return norm
+end
+
+-- Is the absolute, normalized path equal to root or below it?
+function M.under(path, root)
+  root = root:gsub("/+$", "")
+  if root == "" then return true end
+  return path == root or path:sub(1, #root + 1) == root .. "/"
+end
+
+-- Resolves a path and refuses anything outside /workspace.
+function M.workspace_path(path)
+  local abs = M.resolve(path)
+  if not M.under(abs, M.WORKSPACE) then
+    M.raise("InvalidPath", path .. ": outside /workspace")
+  end
+  return abs
+end
+
+-- permissions.writablePaths as absolute roots ("output" and "/workspace/output"
+-- both name /workspace/output). nil means the sandbox's defaults.
+function M.writable_roots(permissions)
+  local list = permissions and permissions.writablePaths
+  if list == nil then list = M.DEFAULT_WRITABLE end
+  local roots = {}
+  for _, p in ipairs(list) do
+    if type(p) == "string" and p ~= "" then
+      local abs = M.normalize(p:sub(1, 1) == "/" and p or (M.WORKSPACE .. "/" .. p))
+      if abs then roots[#roots + 1] = abs end
+    end
+  end
+  return roots
+end
+
+function M.is_writable(abs, permissions)
+  for _, root in ipairs(M.writable_roots(permissions)) do
+    if M.under(abs, root) then return true end
+  end
+  return false
+end
+
+-- ------------------------------------------------------------ output --
+
+-- Keeps at most max bytes of text (cut at a UTF-8 boundary), with a note.
+function M.cap(text, max, what)
+  text = text or ""
+  if #text <= max then return text, false end
+  local cut = max
+  while cut > 0 do
+    local b = text:byte(cut + 1)
+    if not b or b < 0x80 or b >= 0xC0 then break end
+    cut = cut - 1
+  end
+  return text:sub(1, cut) .. string.format("\n[%s truncated: %d bytes in all, %d shown]", what or "output", #text, cut), true
+end
+
+-- Strips control characters other than newline and tab (a lone \r too, so
+-- nothing can overwrite what a terminal shows), and ANSI escape sequences.
+function M.strip_control(text)
+  text = text:gsub("\27%[[%d;?]*[%a@`]", "")   -- CSI sequences
+  text = text:gsub("\27%][^\7\27]*\7", "")      -- OSC ... BEL
+  text = text:gsub("\r\n", "\n")
+  text = text:gsub("[%z\1-\8\11\12\13-\31\127]", "")
+  return text
+end
+
+local function escape_pattern(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end
+
+-- Environment variables whose values are secrets the engine may hold.
+M.SECRET_ENV = { "ENGINE_PUBLISH_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "GH_TOKEN",
+  "ENGINE_API_TOKEN", "ENGINE_WEBHOOK_SECRET", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN" }
+
+-- Redacts anything shaped like a credential: provider API keys, GitHub,
+-- Slack, AWS and Google keys, JWTs, private key blocks, bearer/basic
+-- authorization values, key=value pairs whose key names a secret, URL
+-- userinfo, and the literal values of the secret environment variables above
+-- (and of `extra`, a list of strings).
+function M.redact(text, extra)
+  if type(text) ~= "string" then return text end
+  local literals = {}
+  for _, name in ipairs(M.SECRET_ENV) do
+    local v = os.getenv(name)
+    if v and #v >= 6 then literals[#literals + 1] = v end
+  end
+  for _, v in ipairs(extra or {}) do
+    if type(v) == "string" and #v >= 4 then literals[#literals + 1] = v end
+  end
+  for _, v in ipairs(literals) do text = text:gsub(escape_pattern(v), "[redacted]") end
+
+  text = text:gsub("%-%-%-%-%-BEGIN ([%u ]*)PRIVATE KEY%-%-%-%-%-.-%-%-%-%-%-END [%u ]*PRIVATE KEY%-%-%-%-%-",
+    "[redacted private key]")
+  text = text:gsub("%-%-%-%-%-BEGIN ([%u ]*)PRIVATE KEY%-%-%-%-%-.*", "[redacted private key]")
+  local function long(prefix, min)
+    return function(body)
+      if #body >= min then return prefix .. "[redacted]" end
+    end
+  end
+  text = text:gsub("sk%-([%w%-_]+)", long("sk-", 8))
+  text = text:gsub("(gh[pousr]_)([%w]+)", function(p, body) if #body >= 20 then return p .. "[redacted]" end end)
+  text = text:gsub("github_pat_([%w_]+)", long("github_pat_", 20))
+  text = text:gsub("glpat%-([%w%-_]+)", long("glpat-", 16))
+  text = text:gsub("(xox[abposr]%-)([%w%-]+)", function(p, body) if #body >= 10 then return p .. "[redacted]" end end)
+  text = text:gsub("AKIA[%u%d]+", function(k) if #k == 20 then return "AKIA[redacted]" end end)
+  text = text:gsub("AIza([%w%-_]+)", long("AIza", 30))
+  text = text:gsub("eyJ[%w%-_]+%.eyJ[%w%-_]+%.[%w%-_]*", "[redacted jwt]")
+  -- Authorization: Bearer xxx / Basic xxx / token xxx
+  local function credential_like(v) return #v >= 16 or (#v >= 8 and v:find("[%d=+/]")) end
+  text = text:gsub("([Bb][Ee][Aa][Rr][Ee][Rr]%s+)([%w%-%._~%+/=]+)",
+    function(p, v) if credential_like(v) then return p .. "[redacted]" end end)
+  text = text:gsub("([Bb][Aa][Ss][Ii][Cc]%s+)([%w%+/=]+)",
+    function(p, v) if #v >= 8 and v:find("[%d=+/]") then return p .. "[redacted]" end end)
+  -- password=..., "api_key": "...", token: ...
+  local function kv(key, sep, quote, value)
+    local k = key:lower()
+    if value:find("redacted", 1, true) then return nil end
+    if (k:find("passw") or k:find("passphrase")) and #value >= 4 then
+      return key .. sep .. quote .. "[redacted]"
+    end
+    if (k:find("token") or k:find("secret") or k:find("api[_-]?key") or k:find("access[_-]?key")
+        or k:find("private[_-]?key") or k:find("credential") or k:find("authorization")
+        or k:find("auth[_-]?key") or k:find("session[_-]?key") or k:find("cookie")) and #value >= 8 then
+      return key .. sep .. quote .. "[redacted]"
+    end
+  end
+  text = text:gsub("([%w_%-]+)([\"']?%s*[:=]%s*)([\"']?)([^%s\"'&,;<>]+)", kv)
+  -- URL userinfo: scheme://user:pass@host
+  text = text:gsub("(%a[%w+.-]*://)[^/%s@]+@", "%1[redacted]@")
+  return text
+end
+
+-- Everything the model sees from a trusted-side tool goes through this.
+function M.sanitize(text, extra)
+  if type(text) ~= "string" then return text end
+  return M.redact(M.strip_control(text), extra)
+end
+
+-- Sanitizes every string in a value (tables copied, not modified).
+function M.sanitize_value(v, extra, depth)
+  depth = depth or 0
+  if type(v) == "string" then return M.sanitize(v, extra) end
+  if type(v) ~= "table" or depth > 20 then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.sanitize_value(x, extra, depth + 1) end
+  return out
+end
+
+-- ------------------------------------------------------------ network --
+
+-- Parses an http(s) URL for the fetch tool. Returns {scheme, host, port,
+-- path} or nil, reason. Refuses other schemes, userinfo, spaces and control
+-- characters, and hosts with characters a hostname cannot have.
+function M.parse_url(url)
+  if type(url) ~= "string" or url == "" then return nil, "a URL is required" end
+  if url:find("[%z\1-\32\127\\]") then return nil, "the URL contains spaces, control characters or backslashes" end
+  local scheme, rest = url:match("^(%a[%w+.-]*)://(.*)$")
+  if not scheme then return nil, "not an absolute http(s) URL" end
+  scheme = scheme:lower()
+  if scheme ~= "http" and scheme ~= "https" then return nil, "scheme '" .. scheme .. "' is not allowed (http, https only)" end
+  local authority, path = rest:match("^([^/?#]*)(.*)$")
+  if authority:find("@", 1, true) then return nil, "credentials in the URL (user@host) are not allowed" end
+  local host, port
+  if authority:sub(1, 1) == "[" then
+    host, port = authority:match("^(%[[%x:.]+%])(.*)$")
+    if not host then return nil, "malformed IPv6 host" end
+  else
+    host, port = authority:match("^([^:]*)(.*)$")
+  end
+  if port ~= "" then
+    port = port:match("^:(%d+)$")
+    if not port or tonumber(port) < 1 or tonumber(port) > 65535 then return nil, "malformed port" end
+    port = tonumber(port)
+  else
+    port = nil
+  end
+  host = host:lower()
+  if host == "" then return nil, "the URL has no host" end
+  if host:sub(1, 1) ~= "[" and not host:match("^[a-z0-9][a-z0-9.-]*$") then
+    return nil, "the host '" .. host .. "' is not a plain hostname"
+  end
+  host = host:gsub("%.$", "") -- "example.com." is example.com
+  path = path:gsub("#.*$", "")
+  if path == "" then path = "/" end
+  return { scheme = scheme, host = host, port = port, path = path }
+end
+
+-- Does host match the allowlist? An entry matches exactly ("api.github.com")
+-- or as "*.suffix" (any host ending in ".suffix"; not the bare suffix).
+function M.host_allowed(host, allowlist)
+  if type(host) ~= "string" or type(allowlist) ~= "table" then return false end
+  host = host:lower()
+  for _, entry in ipairs(allowlist) do
+    if type(entry) == "string" then
+      local e = entry:lower()
+      if e:sub(1, 2) == "*." then
+        local suffix = e:sub(2) -- ".example.com"
+        if #host > #suffix and host:sub(-#suffix) == suffix then return true end
+      elseif e == host then
+        return true
+      end
+    end
+  end
+  return false
+end
+
+return M
