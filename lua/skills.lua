@@ -279,7 +279,7 @@ local function flow_sequence(s, lineno)
         local j = i
         while j <= #s and not s:sub(j, j):match("[,%]]") do j = j + 1 end
         local raw = s:sub(i, j - 1)
-        if raw:find("%s#") then perr(lineno, "unterminated '[' list (flow lists must end on the same line)") end
+        if raw:find("%s#") then perr(lineno, "comments are not allowed inside a '[...]' list") end
         local v = plain(raw, lineno, true)
         if v == "" then perr(lineno, "empty item in list") end
         items[#items + 1] = v
@@ -565,7 +565,7 @@ local function absolute(path)
   local cwd = parts and parts[1]
   if not cwd or cwd == "" then return nil end
   if path == "." then return cwd end
-  return (cwd == "/" and "" or cwd) .. "/" .. path:gsub("^%./", "")
+  return (cwd == "/" and "" or cwd) .. "/" .. (path:gsub("^%./", ""))
 end
 
 local function clean_root(root)
@@ -633,16 +633,20 @@ function M.load(root, name)
   if #regular > M.MAX_FILES then
     return fail("has " .. #regular .. " files (at most " .. M.MAX_FILES .. ")")
   end
-  local files, bytes, has_skill_md = {}, 0, false
+  local files, bytes, has_skill_md, near_miss = {}, 0, false, nil
   for _, pth in ipairs(regular) do
     local r = rel(pth)
-    if r == "SKILL.md" then has_skill_md = true end
+    if r == "SKILL.md" then has_skill_md = true
+    elseif r:upper() == "SKILL.MD" then near_miss = r end
     local n = file_size(pth)
     if not n then return fail("cannot read " .. r) end
     bytes = bytes + n
     files[#files + 1] = r
   end
-  if not has_skill_md then return fail("missing SKILL.md in " .. dir) end
+  if not has_skill_md then
+    return fail("missing SKILL.md in " .. dir
+      .. (near_miss and (" (found " .. near_miss .. "; the file name is case-sensitive)") or ""))
+  end
   if bytes > M.MAX_BYTES then
     return fail("is " .. bytes .. " bytes (at most " .. M.MAX_BYTES .. ", 5 MiB)")
   end

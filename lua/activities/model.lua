@@ -1,6 +1,9 @@
 -- Activity: one model turn. wf.activity("model.turn", {model=, system=,
 -- messages=, tools=, options=}) -> the normalized turn (with token usage), so
 -- each turn is its own durable step and its usage lands in the history.
+-- With from_history = true the step takes the system prompt, the tools and the
+-- transcript from the workflow's own history up to itself (lua/transcript.lua)
+-- instead of from its arguments.
 local activity = require "activity"
 local runners = require "runners"
 
@@ -10,9 +13,12 @@ function M.turn(args)
   local deltas = 0
   local opts = args.options or {}
   opts.on_delta = function() deltas = deltas + 1; activity.heartbeat() end
-  local turn = runners.turn(args.model or {}, {
-    system = args.system, messages = args.messages or {}, tools = args.tools,
-  }, opts)
+  local system, tools, messages = args.system, args.tools, args.messages
+  if args.from_history then
+    local transcript = require "transcript"
+    system, tools, messages = transcript.from_history(activity.history(1, activity.info().seq - 1))
+  end
+  local turn = runners.turn(args.model or {}, { system = system, messages = messages or {}, tools = tools }, opts)
   turn.deltas = deltas
   return turn
 end

@@ -42,7 +42,23 @@ function M.runner_for(model)
   return require "runners.openai_chat"
 end
 
+-- model.live = {name=, provider=, ...}: used instead of model when its
+-- provider's API key is in the engine's environment (a demo that replays a
+-- recording offline and talks to the real model when a key is there).
+local KEY_ENV = { openai = "OPENAI_API_KEY", ["openai-chat"] = "OPENAI_API_KEY", ["openai-responses"] = "OPENAI_API_KEY",
+  anthropic = "ANTHROPIC_API_KEY" }
+function M.resolve(model)
+  local live = type(model) == "table" and model.live
+  if type(live) == "table" then
+    local env = live.api_key_env or KEY_ENV[live.provider or "openai"]
+    local key = env and os.getenv(env)
+    if key and key ~= "" then return live end
+  end
+  return model
+end
+
 function M.turn(model, request, opts)
+  model = M.resolve(model)
   return M.runner_for(model).turn(model, request, opts)
 end
 

@@ -1,0 +1,255 @@
+-- Activities of the agent session (workflows/agent_session.lua): prepare the
+-- session from its input, run a tool, persist artifacts, apply an approved
+-- memory update. They run on the trusted side, with the engine's bindings.
+local activity = require "activity"
+local json = require "json"
+local safefs = require "safefs"
+
+local M = {}
+
+local function raise(type_, message, extra)
+  local e = { type = type_, message = message }
+  for k, v in pairs(extra or {}) do e[k] = v end
+  error(e, 0)
+end
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- realpath(1) of a path (nil when it does not exist).
+local function realpath(p)
+  local f = io.popen("realpath -e -- " .. shell_quote(p) .. " 2>/dev/null")
+  local out = f and f:read("l")
+  if f then f:close() end
+  return out ~= "" and out or nil
+end
+
+local function lua_dir() return os.getenv("ENGINE_LUA_DIR") or "lua" end
+local function repo_dir() return lua_dir():gsub("/lua/?$", "") end
+
+function M.skills_root() return os.getenv("ENGINE_SKILLS_DIR") or (repo_dir() .. "/skills") end
+function M.policies_dir() return os.getenv("ENGINE_POLICIES_DIR") or (repo_dir() .. "/policies") end
+
+-- Roots that context files and the memory file must live under
+-- (ENGINE_CONTEXT_ROOTS, colon-separated; default: the engine's working directory).
+local function allowed_roots()
+  local roots = {}
+  local spec = os.getenv("ENGINE_CONTEXT_ROOTS") or os.getenv("PWD") or "."
+  for r in spec:gmatch("[^:]+") do
+    local rp = realpath(r)
+    if rp then roots[#roots + 1] = rp end
+  end
+  return roots
+end
+
+local function under(path, roots)
+  for _, r in ipairs(roots) do
+    if path == r or path:sub(1, #r + 1) == r .. "/" then return true end
+  end
+  return false
+end
+
+local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
+  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1 }
+local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
+  cpu = 1, memoryMb = 1024 }
+
+local function is_list(v) return type(v) == "table" and (next(v) == nil or v[1] ~= nil) end
+
+-- Validates AgentSessionInput, naming every problem; resolves files, skills and
+-- the memory file; computes the effective permissions (requested tools that
+-- exist) and the limits; builds the system prompt, task.md and the first
+-- message. Returns {ok=false, problems={...}} or the prepared session.
+function M.prepare(args)
+  local input, problems = args.input, {}
+  local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
+  if type(input) ~= "table" then return { ok = false, problems = { "the input must be a JSON object" } } end
+  for k in pairs(input) do
+    if not TOP[k] then problem("unknown field '%s'", tostring(k)) end
+  end
+  if type(input.objective) ~= "string" or not input.objective:match("%S") then problem("objective is missing") end
+  local model = input.model
+  if type(model) ~= "table" or type(model.name) ~= "string" or model.name == "" then
+    problem("model.name is missing")
+  elseif model.apiKey or model.api_key then
+    problem("model must not carry an API key (the engine reads keys from its environment)")
+  end
+  -- limits
+  local limits = {}
+  for k, d in pairs(LIMITS) do limits[k] = d end
+  if input.limits ~= nil then
+    if type(input.limits) ~= "table" then problem("limits must be an object") else
+      for k, v in pairs(input.limits) do
+        if LIMITS[k] == nil then problem("unknown limit '%s'", tostring(k))
+        elseif type(v) ~= "number" or v < 0 or (v == 0 and k ~= "maxCostUsd") then
+          problem("limits.%s must be a positive number (got %s)", k, tostring(v))
+        else limits[k] = v end
+      end
+    end
+  end
+  -- permissions and tools
+  local tools = require "tools"
+  local known = tools.load_all()
+  local perms = input.permissions or {}
+  local requested = perms.tools or { "read_file", "list_files", "search" }
+  local effective = {}
+  if not is_list(requested) then problem("permissions.tools must be a list") else
+    for _, name in ipairs(requested) do
+      if not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
+    end
+  end
+  for _, key in ipairs({ "networkAllowlist", "writablePaths", "requiresApproval" }) do
+    if perms[key] ~= nil and not is_list(perms[key]) then problem("permissions.%s must be a list", key) end
+  end
+  local writable = perms.writablePaths or { "/workspace/working", "/workspace/output" }
+  for _, p in ipairs(is_list(writable) and writable or {}) do
+    if type(p) ~= "string" or not (p:match("^/workspace/working") or p:match("^/workspace/output")) or p:find("%.%.") then
+      problem("writable path %s is not under /workspace/working or /workspace/output", tostring(p))
+    end
+  end
+  -- context files under the allowed roots
+  local roots, files = allowed_roots(), {}
+  local ctx = input.context or {}
+  if type(ctx) ~= "table" then problem("context must be an object"); ctx = {} end
+  for _, f in ipairs(is_list(ctx.files) and ctx.files or {}) do
+    local rp = type(f) == "string" and realpath(f)
+    if not rp then problem("context file %s does not exist", tostring(f))
+    elseif not under(rp, roots) then problem("context file %s is outside the allowed roots (%s)", f, table.concat(roots, ":"))
+    else files[#files + 1] = { src = rp, dest = rp:match("[^/]+$") } end
+  end
+  if ctx.files ~= nil and not is_list(ctx.files) then problem("context.files must be a list") end
+  -- skills
+  local selected = {}
+  if input.skills ~= nil then
+    if not is_list(input.skills) then problem("skills must be a list of names") else
+      local skills = require "skills"
+      for _, name in ipairs(input.skills) do
+        local s, err = skills.load(M.skills_root(), tostring(name))
+        if not s then problem("unknown or invalid skill '%s': %s", tostring(name), tostring(err)) else selected[#selected + 1] = s end
+      end
+    end
+  end
+  -- memory
+  local memory = ""
+  if input.memoryFile ~= nil then
+    local mf = type(input.memoryFile) == "string" and input.memoryFile
+    local dir = mf and realpath(mf:match("^(.*)/[^/]*$") or ".")
+    if not mf or not dir or not under(dir, roots) then
+      problem("memoryFile %s is outside the allowed roots", tostring(input.memoryFile))
+    else
+      local f = io.open(mf, "r")
+      if f then memory = f:read("a"); f:close() end
+    end
+  end
+  if #problems > 0 then return { ok = false, problems = problems } end
+
+  local skill_list = {}
+  for i, s in ipairs(selected) do skill_list[i] = { name = s.name, dir = s.dir } end
+  local skills_text = #selected > 0 and require("skills").prompt_section(selected) or ""
+  local task = "# Task\n\n" .. input.objective .. "\n"
+  if type(ctx.text) == "string" and ctx.text ~= "" then task = task .. "\n## Context\n\n" .. ctx.text .. "\n" end
+  if is_list(ctx.references) and #ctx.references > 0 then
+    task = task .. "\n## References\n\n"
+    for _, r in ipairs(ctx.references) do task = task .. "- " .. tostring(r) .. "\n" end
+  end
+  if #files > 0 then
+    task = task .. "\n## Files\n\n"
+    for _, f in ipairs(files) do task = task .. "- /workspace/input/" .. f.dest .. "\n" end
+  end
+  local system = table.concat({
+    "You are an agent working in a sandbox on one task. Your tools run inside the sandbox, which has no network:",
+    "/workspace/task.md is the task, /workspace/input holds the context (read-only), /workspace/working and",
+    "/workspace/output are yours to write, /workspace/simple.md is the memory of earlier sessions (read-only),",
+    "/workspace/skills holds skills. Some tools need a human's approval; a denied call comes back as denied.",
+    "When you are done, answer with a single JSON object: {\"summary\": \"...\", \"result\": {...},",
+    "\"memory_updates\": [\"facts worth remembering\"]} and nothing else.",
+    skills_text,
+  }, "\n")
+  return {
+    ok = true, session_id = args.session_id, system = system, task = task, simple = memory,
+    first_message = { role = "user", content = input.objective .. "\n\nThe full task is in /workspace/task.md." },
+    files = files, skills = skill_list, limits = limits, model = model,
+    permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or {}, writablePaths = writable,
+      requiresApproval = perms.requiresApproval or {} },
+    tool_definitions = tools.definitions(effective),
+    memory_file = input.memoryFile, result_schema = input.resultSchema,
+    approval_timeout = input.approvalTimeoutSeconds or 86400,
+  }
+end
+
+-- Runs one tool call (validated against its schema first) on the trusted side
+-- or in the sandbox. Tool failures come back as results, not errors.
+function M.tool(args)
+  local tools = require "tools"
+  local ctx = { sandbox = args.sandbox, permissions = args.permissions or {}, limits = args.limits or {},
+    session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
+      ((os.getenv("ENGINE_WORKSPACES") or "/tmp") .. "/../reviews"), publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
+  local r = tools.run(args.tool, ctx, args.args or {})
+  local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
+  if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
+  return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error }
+end
+
+-- The policy decision for a tool call, with the policy set's hash. The set is
+-- read from disk each time; a broken set keeps the last good one in force.
+local last_good
+function M.decide(args)
+  local policy = require "policy"
+  local set, err = policy.load_dir(M.policies_dir())
+  if not set then
+    io.stderr:write("engine: policies rejected, keeping the previous set: ", tostring(err), "\n")
+    set = last_good
+    if not set then
+      return { decision = "deny", reason = "no valid policy set: " .. tostring(err), hash = "none" }
+    end
+  end
+  last_good = set
+  return policy.decide(set, { tool = args.tool, args = args.args, side = args.side, publishes = args.publishes,
+    writes = args.writes, permissions = args.permissions, session_id = args.session_id })
+end
+
+local function sha256(data)
+  local tmp = os.tmpname()
+  local f = assert(io.open(tmp, "wb"))
+  f:write(data)
+  f:close()
+  local p = io.popen("sha256sum " .. shell_quote(tmp))
+  local out = p:read("l") or ""
+  p:close()
+  os.remove(tmp)
+  return out:match("^(%x+)")
+end
+
+-- Stores the session's output files by content hash (ENGINE_ARTIFACTS, default
+-- beside the workspaces) and returns their metadata.
+function M.persist(args)
+  local root = os.getenv("ENGINE_ARTIFACTS") or ((os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces") .. "/../artifacts")
+  os.execute("mkdir -p " .. shell_quote(root))
+  local saved = {}
+  for _, f in ipairs(args.files or {}) do
+    local hash = sha256(f.content or "")
+    local ok, err = safefs.write(root, hash, f.content or "")
+    if not ok then raise("ArtifactError", "cannot store " .. tostring(f.path) .. ": " .. tostring(err)) end
+    saved[#saved + 1] = { path = f.path, sha256 = hash, size = #(f.content or ""), truncated = f.truncated or nil,
+      stored = root .. "/" .. hash }
+    activity.heartbeat()
+  end
+  return saved
+end
+
+-- Appends an approved memory update to the memory file, with its provenance.
+function M.apply_memory(args)
+  local f = io.open(args.memory_file, "a")
+  if not f then raise("MemoryError", "cannot open the memory file " .. tostring(args.memory_file)) end
+  f:write(string.format("\n- %s <!-- session %s, approved by %s -->\n", tostring(args.update):gsub("\n", " "),
+    tostring(args.session_id), tostring(args.approver)))
+  f:close()
+  return { applied = true }
+end
+
+function M.validate_result(args)
+  if not args.schema then return { ok = true } end
+  local ok, errs = require("jsonschema").validate(args.schema, args.result)
+  return { ok = ok == true, errors = errs }
+end
+
+return M

@@ -1,0 +1,170 @@
+-- The tool registry: an explicit list of the tools that exist. A session
+-- offers the model only the tools named in permissions.tools (the
+-- allowlist); every call is validated against the tool's JSON schema before
+-- anything runs, and trusted-side results are sanitized.
+--
+--   local tools = require "tools"
+--   tools.load_all()                     -> {name = tool}  (raises on a broken tool module)
+--   tools.names()                        -> every tool name, in registry order
+--   tools.definitions(allowlist)         -> {{name, description, parameters}} in allowlist order
+--   tools.validate(name, args, allowlist)-> tool | nil, err_type, message
+--                                           err_type: "UnknownTool" | "NotAllowed" | "InvalidArguments"
+--   tools.run(name, ctx, args)           -> {ok=true, content=, data=} | {ok=false, error={type=, message=}, content=}
+--   tools.policy_request(name, args, ctx)-> the request policies decide on (see lua/policy.lua)
+--
+-- A tool module (lua/tools/<name>.lua) returns {name, description, parameters
+-- (a JSON schema of type object, additionalProperties false), side =
+-- "sandbox"|"trusted", publishes = bool, writes = bool, run = function(ctx,
+-- args) -> {content = "text for the model", data = optional}}. ctx =
+-- {sandbox, permissions = {tools, networkAllowlist, writablePaths,
+-- requiresApproval}, limits, session_id, config = {reviews_dir, publish_url}}.
+-- Tools raise {type=, message=} tables for errors.
+local jsonschema = require "jsonschema"
+local common = require "tools.common"
+
+local M = {}
+
+-- The allowlist of tools that exist at all; nothing else is ever loaded.
+M.NAMES = { "read_file", "list_files", "search", "shell", "write_file", "run_tests", "http_fetch", "publish_review" }
+
+local loaded
+
+local function check_tool(name, t)
+  local problems = {}
+  local function bad(msg) problems[#problems + 1] = msg end
+  if type(t) ~= "table" then return { "the module does not return a table" } end
+  if t.name ~= name then bad("name is " .. tostring(t.name) .. ", expected " .. name) end
+  if type(t.description) ~= "string" or t.description == "" then bad("description is missing") end
+  if t.side ~= "sandbox" and t.side ~= "trusted" then bad("side must be \"sandbox\" or \"trusted\"") end
+  if type(t.publishes) ~= "boolean" then bad("publishes must be a boolean") end
+  if type(t.writes) ~= "boolean" then bad("writes must be a boolean") end
+  if type(t.run) ~= "function" then bad("run must be a function") end
+  local p = t.parameters
+  if type(p) ~= "table" or p.type ~= "object" then
+    bad("parameters must be a JSON schema of type object")
+  else
+    if p.additionalProperties ~= false then bad("parameters.additionalProperties must be false") end
+    local ok, errs = jsonschema.check_schema(p, "parameters")
+    if not ok then bad(table.concat(errs, "; ")) end
+  end
+  return problems
+end
+M.check_tool = check_tool
+
+-- Loads (once) and checks every tool module. Returns {name = tool}.
+function M.load_all()
+  if loaded then return loaded end
+  local all = {}
+  for _, name in ipairs(M.NAMES) do
+    local ok, t = pcall(require, "tools." .. name)
+    if not ok then error({ type = "ToolLoadError", message = "tools/" .. name .. ".lua: " .. tostring(t) }, 0) end
+    local problems = check_tool(name, t)
+    if #problems > 0 then
+      error({ type = "ToolLoadError", message = "tools/" .. name .. ".lua: " .. table.concat(problems, "; ") }, 0)
+    end
+    all[name] = t
+  end
+  loaded = all
+  return all
+end
+
+function M.get(name)
+  return M.load_all()[name]
+end
+
+function M.names()
+  local out = {}
+  for i, n in ipairs(M.NAMES) do out[i] = n end
+  return out
+end
+
+local function in_list(list, name)
+  if type(list) ~= "table" then return false end
+  for _, n in ipairs(list) do
+    if n == name then return true end
+  end
+  return false
+end
+
+-- The definitions the model is offered, in allowlist order. Names that are not
+-- tools are skipped and returned as the second value; nil offers nothing.
+function M.definitions(allowlist)
+  local all = M.load_all()
+  local defs, unknown, seen = {}, {}, {}
+  for _, name in ipairs(allowlist or {}) do
+    local t = all[name]
+    if not t then
+      unknown[#unknown + 1] = tostring(name)
+    elseif not seen[name] then
+      seen[name] = true
+      defs[#defs + 1] = { name = t.name, description = t.description, parameters = t.parameters }
+    end
+  end
+  return defs, unknown
+end
+
+-- Checks a call before anything runs. args may be a table or a JSON string.
+-- allowlist nil skips the allowlist check (the caller checked it).
+function M.validate(name, args, allowlist)
+  local all = M.load_all()
+  local t = type(name) == "string" and all[name] or nil
+  if not t then return nil, "UnknownTool", "unknown tool '" .. tostring(name) .. "'" end
+  if allowlist ~= nil and not in_list(allowlist, name) then
+    return nil, "NotAllowed", "the tool '" .. name .. "' is not allowed in this session"
+  end
+  if type(args) == "string" then
+    local okj, json = pcall(require, "json")
+    local ok, decoded = false, nil
+    if okj then ok, decoded = pcall(json.decode, args == "" and "{}" or args) end
+    if not ok then return nil, "InvalidArguments", name .. ": the arguments are not valid JSON" end
+    args = decoded
+  end
+  if args == nil then args = {} end
+  local ok, errs = jsonschema.validate(t.parameters, args, "args")
+  if not ok then return nil, "InvalidArguments", name .. ": " .. table.concat(errs, "; ") end
+  return t, args
+end
+
+local function failure(type_, message)
+  return { ok = false, error = { type = type_, message = message }, content = type_ .. ": " .. message }
+end
+
+-- Validates (against ctx.permissions.tools), runs, and shapes the result.
+-- Never raises for a tool's own failure.
+function M.run(name, ctx, args)
+  ctx = ctx or {}
+  local allowlist = ctx.permissions and ctx.permissions.tools or {}
+  local t, err_type, message = M.validate(name, args, allowlist)
+  if not t then return failure(err_type, message) end
+  args = err_type -- validate returns the decoded arguments second
+  if t.side == "sandbox" and ctx.sandbox == nil then
+    return failure("NoSandbox", "the tool '" .. name .. "' needs a sandbox and the session has none")
+  end
+  local ok, res = pcall(t.run, ctx, args)
+  if not ok then
+    local e = res
+    local etype = type(e) == "table" and tostring(e.type or "ToolError") or "ToolError"
+    local emsg = type(e) == "table" and tostring(e.message or "") or tostring(e)
+    if t.side == "trusted" then emsg = common.sanitize(emsg) end
+    return failure(etype, emsg)
+  end
+  if type(res) ~= "table" or type(res.content) ~= "string" then
+    return failure("ToolError", "the tool '" .. name .. "' returned no content")
+  end
+  local out = { ok = true, content = res.content, data = res.data }
+  if t.side == "trusted" then
+    out.content = common.sanitize(out.content)
+    out.data = common.sanitize_value(out.data)
+  end
+  return out
+end
+
+-- The request the policies decide on (lua/policy.lua).
+function M.policy_request(name, args, ctx)
+  local t = M.load_all()[name] or {}
+  ctx = ctx or {}
+  return { tool = name, args = args, side = t.side, publishes = t.publishes or false, writes = t.writes or false,
+    permissions = ctx.permissions or {}, session_id = ctx.session_id }
+end
+
+return M

@@ -1,0 +1,37 @@
+-- The session transcript, rebuilt from the workflow's history so that every
+-- message is stored once: a model turn is the result of its model.turn
+-- activity; every other message (the task, tool results, denials) is a
+-- checkpoint named "message"; the system prompt and the tool definitions come
+-- from the session.prepare result. A model-turn step reads the history
+-- up to itself (activity.history) instead of carrying the whole prompt in its
+-- arguments, so a long session's history grows linearly.
+local M = {}
+
+-- events: activity.history() output. Returns system, tools, messages.
+function M.from_history(events)
+  local system, tools, messages = nil, nil, {}
+  for _, e in ipairs(events) do
+    if e.type == "CheckpointRecorded" then
+      if e.name == "message" and type(e.payload) == "table" then
+        messages[#messages + 1] = e.payload
+      elseif e.name == "system" then
+        system = e.payload
+      elseif e.name == "tools" then
+        tools = e.payload
+      end
+    elseif e.type == "ActivityCompleted" and e.name == "session.prepare" and type(e.payload) == "table" then
+      system, tools = e.payload.system, e.payload.tool_definitions
+    elseif e.type == "ActivityCompleted" and e.name == "model.turn" and type(e.payload) == "table" then
+      local t = e.payload
+      local calls = {}
+      for i, c in ipairs(type(t.tool_calls) == "table" and t.tool_calls or {}) do
+        calls[i] = { id = c.id, name = c.name, arguments = c.arguments, arguments_json = c.arguments_json }
+      end
+      messages[#messages + 1] = { role = "assistant", content = t.text or "", tool_calls = #calls > 0 and calls or nil }
+    end
+  end
+  if type(tools) ~= "table" or next(tools) == nil then tools = nil end
+  return system, tools, messages
+end
+
+return M

@@ -1,0 +1,176 @@
+-- agent_session.lua: one durable agent session.
+--
+--   prepareSession -> provisionSandbox -> runAgent (model <-> tools, approvals)
+--   -> validateResult -> persistArtifacts -> destroySandbox -> COMPLETED
+--
+-- Each model turn and each tool call is its own activity: a crash resumes at
+-- the last completed step. Tool calls go through the policy set (recorded with
+-- its hash, so a replay gives the same answer after a policy edit); calls that
+-- need approval wait for `engine approve` (durably, for days if need be). The
+-- sandbox is destroyed on every path. Every step shows up in the session's
+-- event stream (`engine events ID --follow`).
+local wf = require "workflow"
+
+local function status(s, extra)
+  local p = { status = s }
+  for k, v in pairs(extra or {}) do p[k] = v end
+  wf.emit("session.status", p)
+end
+
+-- A short, stable digest of a tool call's arguments, for approval request ids.
+local function digest(s)
+  local h = 5381
+  for i = 1, #s do h = (h * 33 + s:byte(i)) % 4294967296 end
+  return string.format("%08x", h)
+end
+
+local function decode_result(text)
+  local json = require "json"
+  local ok, v = pcall(json.decode, (text or ""):match("^%s*(.-)%s*$"))
+  if ok and type(v) == "table" then return v end
+  local inner = (text or ""):match("```json%s*(.-)%s*```") or (text or ""):match("(%b{})")
+  if inner then
+    ok, v = pcall(json.decode, inner)
+    if ok and type(v) == "table" then return v end
+  end
+  return nil
+end
+
+return function(input)
+  local id = wf.info().id
+  local prep = wf.activity("session.prepare", { input = input, session_id = id },
+    { start_to_close = 60, retry = { max_attempts = 3 } })
+  if not prep.ok then
+    wf.emit("session.failed", { reason = "invalid input", problems = prep.problems })
+    error({ type = "InvalidInput", message = "invalid input: " .. table.concat(prep.problems, "; "),
+      problems = prep.problems }, 0)
+  end
+  local limits, perms = prep.limits, prep.permissions
+  local started = wf.now()
+  local deadline = started + limits.timeoutSeconds
+  wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = perms.tools,
+    skills = input.skills or {}, limits = limits })
+  wf.checkpoint("message", function() return prep.first_message end)
+
+  status("PROVISIONING")
+  local sb = wf.activity("sandbox.provision", { session_id = id, task = prep.task, simple = prep.simple,
+    files = prep.files, skills = prep.skills, writable = perms.writablePaths, limits = limits },
+    { start_to_close = 300, retry = { max_attempts = 3 } })
+  wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id })
+
+  local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
+  local function remaining() return deadline - wf.now() end
+  local function over(what, limit, value)
+    exceeded = { limit = what, max = limit, value = value }
+    wf.emit("limit.exceeded", exceeded)
+    outcome = "limit"
+  end
+
+  local ok, err = pcall(function()
+    status("RUNNING")
+    while true do
+      -- limits are checked before the call that would exceed them
+      if remaining() <= 0 then over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started) break end
+      if turns >= limits.maxModelTurns then over("maxModelTurns", limits.maxModelTurns, turns) break end
+      if tokens >= limits.maxTokens then over("maxTokens", limits.maxTokens, tokens) break end
+      turns = turns + 1
+      local turn = wf.activity("model.turn", { model = prep.model, from_history = true, options = input.modelOptions },
+        { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+      local u = turn.usage or {}
+      tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
+      wf.emit("agent.message", { text = turn.text, turn = turns, usage = u, tool_calls = #(turn.tool_calls or {}) })
+      if not turn.tool_calls or #turn.tool_calls == 0 then
+        final = turn.text
+        break
+      end
+      for _, call in ipairs(turn.tool_calls) do
+        local content
+        if calls >= limits.maxToolCalls then
+          over("maxToolCalls", limits.maxToolCalls, calls)
+          content = "denied: the session's tool call limit is reached"
+        elseif remaining() <= 0 then
+          over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
+          content = "denied: the session's time is up"
+        else
+          calls = calls + 1
+          wf.emit("tool.requested", { id = call.id, tool = call.name, args = call.arguments })
+          local d = wf.activity("session.decide", { tool = call.name, args = call.arguments, permissions = perms,
+            session_id = id }, { retry = { max_attempts = 3 } })
+          local decision, reason = d.decision, d.reason
+          if decision == "approve" then
+            local rid = call.id .. "-" .. digest(call.arguments_json or "")
+            wf.emit("approval.requested", { request_id = rid, tool = call.name, args = call.arguments, reason = reason,
+              policy_hash = d.hash })
+            status("WAITING_FOR_APPROVAL", { request_id = rid })
+            local answer = wf.wait_signal("approval:" .. rid,
+              { timeout = math.max(0, math.min(prep.approval_timeout, remaining())) })
+            -- anything but an explicit approval is a denial (fail closed)
+            local approved = type(answer) == "table" and answer.approved == true
+            reason = type(answer) == "table" and answer.reason or "no answer before the approval timeout"
+            wf.emit("approval.decided", { request_id = rid, approved = approved, reason = reason,
+              approver = type(answer) == "table" and answer.approver or nil })
+            status("RUNNING")
+            decision = approved and "allow" or "deny"
+          end
+          if decision == "allow" then
+            local r = wf.activity("session.tool", { tool = call.name, args = call.arguments, sandbox = sb,
+              permissions = perms, limits = limits, session_id = id },
+              { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
+            content = r.content
+            wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = content:sub(1, 2000) })
+          else
+            content = "denied: " .. tostring(reason)
+            wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = content })
+          end
+        end
+        wf.checkpoint("message", function()
+          return { role = "tool", tool_call_id = call.id, name = call.name, content = content }
+        end)
+      end
+      if exceeded then break end
+    end
+
+    -- validateResult: the final answer must be a JSON object (and match the
+    -- input's resultSchema); a bad one gets a bounded number of repair turns
+    local result = final and decode_result(final)
+    if final and prep.result_schema and result then
+      local v = wf.activity("session.validate_result", { schema = prep.result_schema, result = result.result or result })
+      if not v.ok then result = nil end
+    end
+    if final and not result then wf.emit("session.status", { status = "RESULT_INVALID" }) end
+
+    -- persistArtifacts
+    local files = wf.activity("sandbox.collect", { sandbox = sb })
+    local saved = wf.activity("session.persist", { files = files })
+    for _, a in ipairs(saved) do wf.emit("artifact.saved", a) end
+
+    -- memory: each proposed update needs an approval before it is applied
+    if result and type(result.memory_updates) == "table" and prep.memory_file then
+      for i, update in ipairs(result.memory_updates) do
+        local rid = "memory-" .. i .. "-" .. digest(tostring(update))
+        wf.emit("approval.requested", { request_id = rid, kind = "memory", update = update })
+        status("WAITING_FOR_APPROVAL", { request_id = rid })
+        local answer = wf.wait_signal("approval:" .. rid, { timeout = math.max(0, math.min(prep.approval_timeout, remaining())) })
+        local approved = type(answer) == "table" and answer.approved == true
+        wf.emit("approval.decided", { request_id = rid, approved = approved })
+        if approved then
+          wf.activity("session.apply_memory", { memory_file = prep.memory_file, update = update, session_id = id,
+            approver = answer.approver })
+          wf.emit("memory.updated", { update = update, approver = answer.approver, session = id })
+        end
+      end
+    end
+    return { summary = result and result.summary or final, result = result and result.result, raw = final,
+      turns = turns, tool_calls = calls, tokens = tokens, artifacts = saved, outcome = outcome, limit = exceeded }
+  end)
+
+  status("DESTROYING")
+  wf.activity("sandbox.destroy", { sandbox = sb }, { retry = { max_attempts = 10, initial_interval = 1 } })
+  if not ok then
+    wf.emit("session.failed", { error = type(err) == "table" and err.message or tostring(err) })
+    error(err, 0)
+  end
+  wf.emit("session.completed", { outcome = err.outcome, summary = err.summary, turns = err.turns,
+    tool_calls = err.tool_calls, tokens = err.tokens })
+  return err
+end
