@@ -1,0 +1,300 @@
+-- Policies: policies/*.lua decide each tool request: allow, deny, or require
+-- a human's approval, with a reason. Deny beats approval beats allow.
+--
+--   local policy = require "policy"
+--   local set, err = policy.load_dir("policies")   -- nil, "policies/10-x.lua:3: ..." on a broken file
+--   local d = policy.decide(set, req)
+--   -- d = {decision = "allow"|"deny"|"approve", reason=, policy=, file=, hash=, votes={...}}
+--   local ok, report = policy.check_dir("policies")
+--
+-- A policy file returns either a function(req) -> decision, reason, or a
+-- table {name = "...", decide = function(req) -> decision, reason}. decision
+-- is "allow", "deny", "approve" or nil (no opinion); reason is a string.
+-- req = {tool, args, side, publishes, writes, permissions = {tools,
+-- networkAllowlist, writablePaths, requiresApproval}, session_id}; each
+-- policy gets its own copy.
+--
+-- Files run in a sandboxed environment with only pairs, ipairs, type,
+-- tostring, tonumber, string (no dump), table, math (no random), next,
+-- select, error, pcall and assert: no io, os, require, load or debug, and a
+-- budget of instructions per call. A file that fails to load is an error
+-- naming the file and line (and the whole set is refused); a policy that
+-- raises, runs out of budget or returns anything else denies (fails closed)
+-- naming the file and the error. When no policy decides, the request is
+-- allowed only if req.tool is in req.permissions.tools.
+--
+-- set.hash is FNV-1a 64 (hex) over the sorted (filename, content) pairs: it is
+-- recorded with every decision, so a replay after a policy edit can tell which
+-- set decided (and returns the recorded decision, not a new one).
+local M = {}
+
+local RANK = { allow = 1, approve = 2, deny = 3 }
+local BUDGET = 5000000 -- VM instructions per file load and per decide call
+local MAX_FILE = 1024 * 1024
+
+local dbg = debug -- captured here: the policies' environment has no debug
+
+-- ---------------------------------------------------------------- hash --
+
+local FNV_OFFSET = 0xcbf29ce484222325
+local FNV_PRIME = 0x100000001b3
+
+local function fnv_feed(h, s)
+  for i = 1, #s do
+    h = (h ~ s:byte(i)) * FNV_PRIME
+  end
+  return h
+end
+
+function M.fnv1a64(s)
+  return string.format("%016x", fnv_feed(FNV_OFFSET, s))
+end
+
+-- Hash of a list of {name=, content=} (sorted by name here). Each entry feeds
+-- name, NUL, the content's length, NUL, the content: no two different sets
+-- feed the same bytes.
+function M.hash_sources(sources)
+  local sorted = {}
+  for i, s in ipairs(sources) do sorted[i] = s end
+  table.sort(sorted, function(a, b) return a.name < b.name end)
+  local h = FNV_OFFSET
+  for _, s in ipairs(sorted) do
+    h = fnv_feed(h, s.name .. "\0" .. #s.content .. "\0")
+    h = fnv_feed(h, s.content)
+  end
+  return string.format("%016x", h)
+end
+
+-- ------------------------------------------------------------- sandbox --
+
+local BUDGET_EXCEEDED = setmetatable({}, { __tostring = function() return "instruction budget exceeded" end })
+
+local function copy(t, skip)
+  local out = {}
+  for k, v in pairs(t) do
+    if not (skip and skip[k]) then out[k] = v end
+  end
+  return out
+end
+
+local function safe_rep(s, n, sep)
+  local total = #tostring(s) * (tonumber(n) or 0) + #(sep and tostring(sep) or "") * math.max(0, (tonumber(n) or 0) - 1)
+  if total > 16 * 1024 * 1024 then error("string.rep: result too large", 2) end
+  return string.rep(s, n, sep)
+end
+
+-- pcall inside a policy cannot swallow the budget error.
+local function policy_pcall(f, ...)
+  local r = table.pack(pcall(f, ...))
+  if not r[1] and r[2] == BUDGET_EXCEEDED then error(BUDGET_EXCEEDED, 0) end
+  return table.unpack(r, 1, r.n)
+end
+
+local function make_env()
+  local s = copy(string, { dump = true })
+  s.rep = safe_rep
+  return {
+    pairs = pairs, ipairs = ipairs, type = type, tostring = tostring, tonumber = tonumber,
+    next = next, select = select, error = error, pcall = policy_pcall, assert = assert,
+    string = s, table = copy(table), math = copy(math, { random = true, randomseed = true }),
+  }
+end
+
+-- Runs f(...) under the instruction budget. Returns pcall's results.
+local function run_limited(f, ...)
+  if not (dbg and dbg.sethook) then return pcall(f, ...) end
+  local old_hook, old_mask, old_count = dbg.gethook()
+  local spent = false
+  dbg.sethook(function()
+    spent = true
+    -- from now on at every instruction, so even a pcall loop cannot hold on to it
+    dbg.sethook(function() error(BUDGET_EXCEEDED, 0) end, "", 1)
+    error(BUDGET_EXCEEDED, 0)
+  end, "", BUDGET)
+  local r = table.pack(pcall(f, ...))
+  if old_hook then dbg.sethook(old_hook, old_mask, old_count) else dbg.sethook() end
+  if not r[1] and (r[2] == BUDGET_EXCEEDED or spent) then
+    return false, "instruction budget exceeded (" .. BUDGET .. " instructions)"
+  end
+  return table.unpack(r, 1, r.n)
+end
+
+local function errstr(e)
+  if type(e) == "table" and e.message then return tostring(e.message) end
+  return tostring(e)
+end
+
+-- ------------------------------------------------------------- loading --
+
+local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The policy file names in dir, sorted (hidden files and non-.lua skipped).
+function M.list_dir(dir)
+  local p = io.popen("ls -1A -- " .. shell_quote(dir) .. " 2>/dev/null")
+  if not p then return nil, "cannot list " .. dir end
+  local names = {}
+  for line in p:lines() do
+    if line:match("%.lua$") and line:sub(1, 1) ~= "." then names[#names + 1] = line end
+  end
+  local ok = p:close()
+  if not ok then return nil, dir .. ": not a readable directory" end
+  table.sort(names)
+  return names
+end
+
+-- Builds a set from sources {{name = "10-shell.lua", content = "..."}};
+-- label is the directory used in chunk names ("policies").
+function M.load_sources(sources, label)
+  local sorted = {}
+  for i, s in ipairs(sources) do sorted[i] = s end
+  table.sort(sorted, function(a, b) return a.name < b.name end)
+  local set = { hash = M.hash_sources(sorted), files = {}, policies = {}, dir = label }
+  for _, src in ipairs(sorted) do
+    local where = label and (label:gsub("/+$", "") .. "/" .. src.name) or src.name
+    local env = make_env()
+    local chunk, err = load(src.content, "@" .. where, "t", env)
+    if not chunk then return nil, err end
+    local ok, res = run_limited(chunk)
+    if not ok then
+      local msg = errstr(res)
+      if not msg:find(where, 1, true) then msg = where .. ": " .. msg end
+      return nil, msg
+    end
+    local p
+    if type(res) == "function" then
+      p = { name = src.name:gsub("%.lua$", ""), decide = res }
+    elseif type(res) == "table" and type(res.decide) == "function" then
+      p = { name = type(res.name) == "string" and res.name or src.name:gsub("%.lua$", ""), decide = res.decide }
+    else
+      return nil, where .. ": must return a function(req) or {name=, decide=function(req)}, got " .. type(res)
+    end
+    p.file = src.name
+    set.files[#set.files + 1] = src.name
+    set.policies[#set.policies + 1] = p
+  end
+  return set
+end
+
+-- Loads every dir/*.lua, sorted by file name. nil, err on the first broken file.
+function M.load_dir(dir)
+  local names, err = M.list_dir(dir)
+  if not names then return nil, err end
+  local sources = {}
+  for _, name in ipairs(names) do
+    local path = dir:gsub("/+$", "") .. "/" .. name
+    local f, ferr = io.open(path, "rb")
+    if not f then return nil, path .. ": " .. tostring(ferr) end
+    local content = f:read(MAX_FILE + 1)
+    f:close()
+    content = content or ""
+    if #content > MAX_FILE then return nil, path .. ": larger than " .. MAX_FILE .. " bytes" end
+    sources[#sources + 1] = { name = name, content = content }
+  end
+  return M.load_sources(sources, dir)
+end
+
+-- ------------------------------------------------------------ deciding --
+
+local function deep_copy(v, depth)
+  if type(v) ~= "table" then return v end
+  if (depth or 0) > 30 then return nil end
+  local out = {}
+  for k, x in pairs(v) do out[k] = deep_copy(x, (depth or 0) + 1) end
+  return out
+end
+
+local function in_list(list, name)
+  if type(list) ~= "table" then return false end
+  for _, n in ipairs(list) do
+    if n == name then return true end
+  end
+  return false
+end
+
+-- Asks every policy; the strongest decision wins (the first policy, in file
+-- order, among equals). set may be nil (no policies).
+function M.decide(set, req)
+  req = req or {}
+  local hash = set and set.hash or M.hash_sources({})
+  local votes = {}
+  local best
+  for _, p in ipairs(set and set.policies or {}) do
+    local ok, decision, reason = run_limited(p.decide, deep_copy(req))
+    local vote
+    if not ok then
+      vote = { policy = p.name, file = p.file, decision = "deny", error = true,
+        reason = "policy " .. p.file .. " failed: " .. errstr(decision) }
+    elseif decision == nil then
+      vote = nil
+    elseif not RANK[decision] or (reason ~= nil and type(reason) ~= "string") then
+      vote = { policy = p.name, file = p.file, decision = "deny", error = true,
+        reason = "policy " .. p.file .. " returned an invalid decision (" .. tostring(decision) .. ", " ..
+          tostring(reason) .. "); expected \"allow\", \"deny\", \"approve\" or nil, and a string reason" }
+    else
+      vote = { policy = p.name, file = p.file, decision = decision,
+        reason = reason or (p.name .. " decided " .. decision) }
+    end
+    if vote then
+      votes[#votes + 1] = vote
+      if not best or RANK[vote.decision] > RANK[best.decision] then best = vote end
+    end
+  end
+  if not best then
+    local tools = type(req.permissions) == "table" and req.permissions.tools or nil
+    if in_list(tools, req.tool) then
+      best = { decision = "allow", policy = "default", reason = "no policy objected; the tool is in permissions.tools" }
+    else
+      best = { decision = "deny", policy = "default",
+        reason = "no policy allowed it and the tool '" .. tostring(req.tool) .. "' is not in permissions.tools" }
+    end
+  end
+  return { decision = best.decision, reason = best.reason, policy = best.policy, file = best.file, hash = hash,
+    votes = votes }
+end
+
+-- ------------------------------------------------------------ checking --
+
+local PROBES = {
+  { tool = "read_file", args = { path = "/workspace/input/a.txt" }, side = "sandbox" },
+  { tool = "list_files", args = {}, side = "sandbox" },
+  { tool = "search", args = { pattern = "TODO" }, side = "sandbox" },
+  { tool = "shell", args = { command = "ls -la" }, side = "sandbox", writes = true },
+  { tool = "shell", args = { command = "echo hi > /workspace/output/a.txt" }, side = "sandbox", writes = true },
+  { tool = "write_file", args = { path = "/workspace/output/a.txt", content = "x" }, side = "sandbox", writes = true },
+  { tool = "run_tests", args = {}, side = "sandbox", writes = true },
+  { tool = "http_fetch", args = { url = "https://example.com/" }, side = "trusted" },
+  { tool = "publish_review", args = { summary = "s", findings = {}, verdict = "comment" }, side = "trusted",
+    publishes = true, writes = true },
+  { tool = "no_such_tool", args = {}, side = "sandbox" },
+}
+
+-- Validates a policy directory: every file loads, and every policy answers a
+-- set of sample requests without an error. Returns ok, report (text), set.
+function M.check_dir(dir)
+  local set, err = M.load_dir(dir)
+  if not set then return false, "policy set rejected: " .. err end
+  local lines = { string.format("%d policy file(s) in %s, hash %s", #set.files, dir, set.hash) }
+  for _, p in ipairs(set.policies) do lines[#lines + 1] = "  " .. p.file .. (p.name ~= p.file:gsub("%.lua$", "") and (" (" .. p.name .. ")") or "") end
+  local ok = true
+  local permissions = { tools = { "read_file", "list_files", "search", "shell", "write_file", "run_tests", "http_fetch",
+    "publish_review" }, networkAllowlist = { "example.com" }, writablePaths = { "/workspace/working", "/workspace/output" },
+    requiresApproval = {} }
+  for _, probe in ipairs(PROBES) do
+    local req = deep_copy(probe)
+    req.publishes = req.publishes or false
+    req.writes = req.writes or false
+    req.permissions = deep_copy(permissions)
+    req.session_id = "policy-check"
+    local d = M.decide(set, req)
+    for _, v in ipairs(d.votes) do
+      if v.error then
+        ok = false
+        lines[#lines + 1] = "error: " .. v.reason
+      end
+    end
+  end
+  lines[#lines + 1] = ok and "ok" or "policy set has errors (they would deny every request they touch)"
+  return ok, table.concat(lines, "\n"), set
+end
+
+return M
