@@ -475,7 +475,7 @@ def print_summary(files, entries, args):
         v[0] += 1
         v[2] = e
     if sig:
-        print("\nmost frequent error messages (digits, ids and quoted values normalized):")
+        print("\nmost frequent error messages (numbers, ids and addresses normalized):")
         for s, (count, fe, le) in sorted(sig.items(), key=lambda kv: -kv[1][0])[:15]:
             print("  %6d  first %s (%s:%d)  last %s" % (count, fmt_time(fe.time), fe.source, fe.line, fmt_time(le.time)))
             print("          %s" % s)
