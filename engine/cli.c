@@ -185,6 +185,18 @@ static int report_outcome(store *st, const char *id) {
   } else if (strcmp(w.status, "stuck") == 0) {
     fprintf(stderr, "engine: %s is stuck: %s\n", id, w.error ? w.error : "");
     fprintf(stderr, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply\n", id);
+  } else if (strcmp(w.status, "failed") == 0 && w.error && strstr(w.error, "\"type\":\"InvalidInput\"")) {
+    /* the workflow refused its input before doing anything: a usage error */
+    char msg[4096] = "";
+    const char *m = strstr(w.error, "\"message\":\"");
+    if (m) {
+      m += 11;
+      size_t k = 0;
+      while (*m && *m != '"' && k + 1 < sizeof msg) msg[k++] = *m++;
+      msg[k] = 0;
+    }
+    fprintf(stderr, "engine: %s: %s\n", id, *msg ? msg : "invalid input");
+    code = EXIT_USAGE;
   } else if (engine_status_terminal(w.status)) {
     fprintf(stderr, "engine: %s %s: %s\n", id, w.status, w.error ? w.error : "");
   } else {
@@ -365,7 +377,7 @@ static int cmd_start(args *a, common *c) {
     }
     if (engine_run(e) != 0) fprintf(stderr, "engine: the worker stopped after a store error\n");
   }
-  follow_flush(&s.f);
+  if (!quiet) follow_flush(&s.f);
   rc = report_outcome(engine_store(e), id);
   store_wf_get(engine_store(e), id, &w);
   if (rc == EXIT_WAITING && strcmp(w.status, "stuck") != 0)
