@@ -114,6 +114,7 @@ local function plain(s, lineno, flow)
     perr(lineno, "a plain value may not contain ': ' or end with ':'; quote it")
   end
   if flow and s:find("[%[%]{},]") then perr(lineno, "'" .. s .. "': quote items that contain , [ ] { }") end
+  if s:find("\t", 1, true) then perr(lineno, "tab characters are not allowed in unquoted values; quote the value") end
   return s
 end
 
@@ -334,6 +335,7 @@ local function block_map(lines, i, base, key)
       end
       local k, rest = l:match("^ *([%w_.%-/]+):(.*)$")
       if k and rest ~= "" and not rest:match("^%s") then k = nil end
+      if k and rest:match("^ *\t") then perr(base + j, "use a space after ':', not a tab") end
       if not k then
         if l:match("^ *%-") then perr(base + j, "'" .. key .. "' must be a map, not a list") end
         perr(base + j, "expected 'key: value' under '" .. key .. "' (keys use letters, digits, '_', '.', '-', '/')")
@@ -388,6 +390,7 @@ function M.parse(text)
       if is_blank(l) or is_comment(l) then i = i + 1
       elseif l:match("^ *\t") then perr(lineno, "tabs are not allowed for indentation")
       elseif indent_of(l) > 0 then perr(lineno, "unexpected indentation")
+      elseif l:match("^%-%s") or l:match("^%-$") then perr(lineno, "expected 'key: value', not a list item")
       else
         local key, rest = l:match("^([^%s:#][^:]*):(.*)$")
         if key and rest ~= "" and not rest:match("^%s") then key = nil end
@@ -403,6 +406,7 @@ function M.parse(text)
         if seen[key] then perr(lineno, "duplicate field '" .. key .. "'") end
         seen[key] = true
         i = i + 1
+        if rest:match("^ *\t") then perr(lineno, "use a space after ':', not a tab") end
         local r = trim((rest:gsub("^%s+#.*$", "")))
         if kind == "scalar" then
           meta[key], i = scalar_value(lines, i, rest, lineno, base, key)
@@ -559,15 +563,6 @@ local function popen_nul(cmd)
   return parts, ok == true and (code == nil or code == 0)
 end
 
-local function absolute(path)
-  if path:sub(1, 1) == "/" then return path end
-  local parts = popen_nul("pwd -P | tr '\\n' '\\0'")
-  local cwd = parts and parts[1]
-  if not cwd or cwd == "" then return nil end
-  if path == "." then return cwd end
-  return (cwd == "/" and "" or cwd) .. "/" .. (path:gsub("^%./", ""))
-end
-
 local function clean_root(root)
   local r = root:gsub("/+$", "")
   if r == "" then r = "/" end
@@ -590,17 +585,17 @@ function M.load(root, name)
   if p then return nil, "invalid skill name " .. quote_name(name) .. ": " .. p end
   if type(root) ~= "string" or root == "" then return fail("the skills root must be a path") end
   if root:find("%z") then return fail("the skills root contains a NUL byte") end
-  local absroot = absolute(clean_root(root))
-  if not absroot then return fail("cannot resolve the skills root " .. root) end
-  local dir = (absroot == "/" and "" or absroot) .. "/" .. name
+  local r = clean_root(root)
+  local dir = (r == "/" and "" or r) .. "/" .. name
   local q = shell_quote(dir)
   -- One shell: what the directory is, then symlinks, other non-regular files
   -- and regular files, each list NUL-terminated and closed by an END marker
-  -- (every path starts with '/', so it cannot be mistaken for a marker).
+  -- (every path contains a '/', so it cannot be mistaken for a marker).
+  -- The directory's canonical absolute path comes first.
   local cmd = "d=" .. q .. "; if [ -L \"$d\" ]; then printf 'LINK\\0'; "
     .. "elif [ ! -e \"$d\" ]; then printf 'MISSING\\0'; "
     .. "elif [ ! -d \"$d\" ]; then printf 'NOTDIR\\0'; "
-    .. "else printf 'OK\\0' && "
+    .. "else c=$(cd -- \"$d\" && pwd -P) && printf 'OK\\0%s\\0' \"$c\" && "
     .. "find -P \"$d\" -type l -print0 && printf 'END\\0' && "
     .. "find -P \"$d\" ! -type f ! -type d ! -type l -print0 && printf 'END\\0' && "
     .. "find -P \"$d\" -type f -print0 && printf 'END\\0'; fi 2>/dev/null"
@@ -610,8 +605,10 @@ function M.load(root, name)
   if state == "LINK" then return fail(dir .. " is a symlink (skills must be real directories)") end
   if state == "MISSING" then return fail("not found (no directory " .. dir .. ")") end
   if state == "NOTDIR" then return fail(dir .. " is not a directory") end
+  local canonical = parts[2]
+  if state ~= "OK" or not canonical or canonical:sub(1, 1) ~= "/" then return fail("cannot list " .. dir) end
   local groups, cur = {}, {}
-  for i = 2, #parts do
+  for i = 3, #parts do
     if parts[i] == "END" then groups[#groups + 1] = cur; cur = {} else cur[#cur + 1] = parts[i] end
   end
   if #groups ~= 3 then return fail("cannot list " .. dir) end
@@ -664,7 +661,7 @@ function M.load(root, name)
   local tools = {}
   for i, v in ipairs(meta["allowed-tools"] or {}) do tools[i] = v end
   return {
-    name = meta.name, description = meta.description, dir = dir,
+    name = meta.name, description = meta.description, dir = canonical,
     license = meta.license, compatibility = meta.compatibility,
     metadata = md, allowed_tools = tools, files = files, bytes = bytes,
   }
