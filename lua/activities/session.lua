@@ -124,7 +124,7 @@ function M.prepare(args)
       local skills = require "skills"
       for _, name in ipairs(input.skills) do
         local s, err = skills.load(M.skills_root(), tostring(name))
-        if not s then problem("unknown or invalid skill '%s': %s", tostring(name), tostring(err)) else selected[#selected + 1] = s end
+        if not s then problem("%s", tostring(err)) else selected[#selected + 1] = s end
       end
     end
   end
