@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# The agent session end to end, with the real Docker sandbox and the offline
+# replay model: invalid input; the PR-review example with its approval; kill -9
+# while waiting for the approval; a denial; a policy edited while a session
+# waits; forbidden and hostile tool calls; limits; and the history of a
+# 200-turn session staying linear.
+source "$(dirname "$0")/lib.sh"
+if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
+  fail "no Docker engine (scripts/start-dockerd)"; finish
+fi
+cd "$SRC" # the example's paths are relative to the repository
+WF="$SRC/workflows/agent_session.lua"
+jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
+export ENGINE_CONTEXT_ROOTS="$SRC:$T" ENGINE_REVIEWS_DIR="$T/reviews" ENGINE_ARTIFACTS="$T/artifacts"
+python3 "$SRC/tests/integration/make_recordings.py" "$T/rec"
+containers() { docker ps -aq --filter label=engine.managed=true --filter "label=engine.session=$1" | wc -l; }
+events() { engine events "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" events; }
+pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' || true; }
+decided() { engine events "$1" --json | grep -c '"type":"approval.decided"' || true; }
+# waits until session $1 has asked for approval number $2
+wait_approval() {
+  for _ in $(seq 600); do [ "$(pending "$1")" -ge "$2" ] && return 0; sleep 0.1; done
+  fail "$1 never asked for approval $2 (status $(status "$1"))"; return 1
+}
+# a session input: the example with overrides (jq-like merge in Lua)
+input_with() { # OVERRIDES_JSON -> file
+  local f="$T/input-$RANDOM.json"
+  lua5.4 -e '
+    local cjson = require "cjson"
+    local base = cjson.decode(io.open(arg[1]):read("a"))
+    local over = cjson.decode(arg[2])
+    local function merge(a, b) for k, v in pairs(b) do
+      if type(v) == "table" and type(a[k]) == "table" and #v == 0 and next(v) then merge(a[k], v) else a[k] = v end end end
+    merge(base, over)
+    io.write((cjson.encode(base):gsub("\\/", "/")))' "$SRC/examples/pr-review.json" "$1" >"$f"
+  echo "$f"
+}
+
+# --- invalid input: every problem named, exit 2, nothing started
+BAD="$(input_with '{"objective":"","permissions":{"tools":["shell","teleport"]},"skills":["no-such-skill"],"limits":{"maxModelTurns":-1},"context":{"files":["/etc/passwd"]}}')"
+assert_exit "invalid input is refused" 2 "$ENGINE" start "$WF" --input @"$BAD" --id bad --quiet
+for p in "objective is missing" "unknown tool 'teleport'" "no-such-skill" "maxModelTurns must be a positive number" \
+         "/etc/passwd is outside the allowed roots"; do
+  assert_contains "names: $p" "$p" "$ERR"
+done
+assert_eq "no sandbox was started" 0 "$(containers bad)"
+
+bg S engine serve
+sleep 0.3
+
+# --- the PR-review example: one approval, then a completed review
+"$ENGINE" start "$WF" --input @examples/pr-review.json --id pr1 --detach >/dev/null 2>&1 || true
+wait_approval pr1 1
+assert_contains "the session waits for approval" "WAITING_FOR_APPROVAL" "$(engine events pr1 --json | tail -2)"
+assert_eq "a live sandbox while it waits" 1 "$(containers pr1)"
+assert_exit "engine approve" 0 engine approve pr1 --reason "looks right"
+wait_status pr1 completed 120
+res="$(engine show pr1 --json | jget result)"
+assert_contains "the review's verdict" "request_changes" "$(jget result.verdict <<<"$res")"
+assert_contains "its summary" "Request changes" "$(jget summary <<<"$res")"
+assert_eq "four model turns" 4 "$(jget turns <<<"$res")"
+ev="$(events pr1)"
+assert_contains "the stream starts with the session" "session.created,session.status,sandbox.ready" "$ev"
+assert_contains "the approval in the stream" "approval.requested,session.status,approval.decided" "$ev"
+assert_contains "the stream ends with completion" "artifact.saved,session.status,session.completed" "$ev"
+assert_contains "the review was published" "request_changes" "$(cat "$T"/reviews/* 2>/dev/null)"
+assert_contains "review.md was saved as an artifact" "review.md" "$(engine events pr1 --json | grep artifact.saved)"
+assert_eq "the sandbox is gone" 0 "$(containers pr1)"
+assert_eq "history dense, each step once" "ok" \
+  "$(engine history pr1 --json | lua5.4 "$SRC/tests/integration/verify.lua" history >/dev/null && echo ok)"
+
+# --- kill -9 while waiting for the approval: the same session carries on
+"$ENGINE" start "$WF" --input @examples/pr-review.json --id pr2 --detach >/dev/null 2>&1 || true
+wait_approval pr2 1
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+assert_eq "its sandbox survives the crash" 1 "$(containers pr2)"
+bg S engine serve
+sleep 0.5
+assert_exit "approve after the restart" 0 engine approve pr2
+wait_status pr2 completed 120
+assert_eq "same result as without the crash" "$(jget summary <<<"$res")" "$(engine show pr2 --json | jget result.summary)"
+assert_eq "same event stream" "$(events pr1)" "$(events pr2)"
+assert_eq "its sandbox is gone" 0 "$(containers pr2)"
+
+# --- a denial reaches the model as a denial, and the session completes
+"$ENGINE" start "$WF" --input @examples/pr-review.json --id pr3 --detach >/dev/null 2>&1 || true
+wait_approval pr3 1
+assert_exit "engine approve --deny" 0 engine approve pr3 --deny --reason "not today"
+wait_status pr3 completed 120
+assert_contains "the tool result says denied" "denied: not today" "$(engine events pr3 --json | grep tool.result)"
+assert_exit "nothing left to approve" 2 engine approve pr3
+
+# --- a policy edited while a session waits
+cp -r "$SRC/policies" "$T/policies"
+export ENGINE_POLICIES_DIR="$T/policies"
+kill "$S"; wait "$S" 2>/dev/null || true
+bg S engine serve
+PE="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/policy_edit.jsonl\"}}")"
+"$ENGINE" start "$WF" --input @"$PE" --id pe --detach >/dev/null 2>&1 || true
+wait_approval pe 1
+printf '%s\n' '-- test: shell is now forbidden' 'return function(req)' \
+  '  if req.tool == "shell" then return "deny", "shell is off for now" end' 'end' >"$T/policies/05-no-shell.lua"
+kill -9 "$S"; wait "$S" 2>/dev/null || true  # the restart replays the first decision from the log
+bg S engine serve
+sleep 0.5
+engine approve pe >/dev/null 2>&1
+wait_status pe completed 120
+results="$(engine events pe --json | grep '"type":"tool.result"')"
+assert_eq "three tool results" 3 "$(grep -c . <<<"$results")"
+assert_contains "the first shell call stayed allowed" '"ok":true' "$(sed -n 1p <<<"$results")"
+assert_contains "the one after the edit was denied by the new policy" "shell is off for now" "$(sed -n 3p <<<"$results")"
+hashes="$(engine history pe --json | grep '"name":"session.decide"' | grep ActivityCompleted | grep -o '"hash":"[^"]*"' | sort -u | wc -l)"
+assert_eq "decisions recorded with two different policy-set hashes" 2 "$hashes"
+rm "$T/policies/05-no-shell.lua"
+
+# --- forbidden and hostile tool calls come back to the model as results
+HO="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/hostile.jsonl\"}}")"
+"$ENGINE" start "$WF" --input @"$HO" --id ho --detach >/dev/null 2>&1 || true
+wait_status ho completed 120
+hr="$(engine events ho --json | grep '"type":"tool.result"')"
+assert_contains "a tool outside the allowlist is denied" "denied" "$(grep http_fetch <<<"$hr")"
+assert_contains "a path traversal is refused" "write_file" "$(grep -i -e invalid -e traversal -e outside <<<"$hr")"
+assert_contains "a huge output is truncated" "truncated" "$(grep '"tool":"shell"' <<<"$hr")"
+[ -e /etc/evil ] && fail "the traversal wrote /etc/evil" || pass "nothing written outside the workspace"
+
+# --- limits end the session with a partial result, never a crash
+LT="$(input_with '{"limits":{"maxModelTurns":2}}')"
+"$ENGINE" start "$WF" --input @"$LT" --id lt --detach >/dev/null 2>&1 || true
+wait_status lt completed 120
+assert_contains "maxModelTurns: limit.exceeded" '"limit":"maxModelTurns"' "$(engine events lt --json | grep limit.exceeded)"
+assert_eq "partial result says so" limit "$(engine show lt --json | jget result.outcome)"
+assert_eq "its sandbox is gone" 0 "$(containers lt)"
+LC="$(input_with '{"limits":{"maxToolCalls":1}}')"
+"$ENGINE" start "$WF" --input @"$LC" --id lc --detach >/dev/null 2>&1 || true
+wait_status lc completed 120
+assert_contains "maxToolCalls: limit.exceeded" '"limit":"maxToolCalls"' "$(engine events lc --json | grep limit.exceeded)"
+LTO="$(input_with '{"limits":{"timeoutSeconds":3}}')"
+"$ENGINE" start "$WF" --input @"$LTO" --id lto --detach >/dev/null 2>&1 || true
+wait_status lto completed 120
+assert_contains "timeoutSeconds: the approval wait ends with the session's time" '"limit":"timeoutSeconds"' \
+  "$(engine events lto --json | grep limit.exceeded)"
+assert_eq "its sandbox is gone" 0 "$(containers lto)"
+
+# --- history stays linear: 200 turns over a large context
+big="$(head -c 200000 /dev/zero | tr '\0' 'c')"
+mk_long() { input_with "{\"model\":{\"name\":\"replay:$T/rec/long.jsonl\"},\"permissions\":{\"tools\":[\"read_file\"]},\"skills\":[],\"context\":{\"text\":\"$big\",\"files\":[]},\"limits\":{\"maxModelTurns\":$1,\"maxToolCalls\":1000,\"timeoutSeconds\":3600}}"; }
+"$ENGINE" start "$WF" --input @"$(mk_long 50)" --id long50 --detach >/dev/null 2>&1 || true
+"$ENGINE" start "$WF" --input @"$(mk_long 300)" --id long200 --detach >/dev/null 2>&1 || true
+wait_status long50 completed 300
+wait_status long200 completed 600
+b50="$(engine history long50 --json | wc -c)"; b200="$(engine history long200 --json | wc -c)"
+echo "# history bytes: 50 turns $b50, 200 turns $b200 (the 200 KB context is stored once)"
+[ "$b200" -lt $((b50 * 6)) ] && pass "history grows linearly with turns ($b50 -> $b200)" ||
+  fail "history grows faster than linearly: $b50 -> $b200"
+[ "$b200" -lt 4000000 ] && pass "the context is not copied into every turn" || fail "history of 200 turns is $b200 bytes"
+kill "$S"; wait "$S" 2>/dev/null || true
+finish
