@@ -881,6 +881,27 @@ static int cmd_approve(args *a, common *c) {
   return EXIT_OK;
 }
 
+/* --------------------------------------------------------------- policy --- */
+
+static const char *POLICY_HELP =
+    "usage: engine policy check [DIR]\n"
+    "\n"
+    "Loads the policy set (DIR, else $ENGINE_POLICIES_DIR, else policies/) the way\n"
+    "sessions do and reports its hash and files, or the file and line of the first\n"
+    "error (exit 2). A broken set is never used: sessions keep the last good one.\n";
+
+static int cmd_policy(args *a, common *c) {
+  const char *pos[2] = {NULL, NULL};
+  int rc = parse_simple(a, c, POLICY_HELP, pos, 2, 1);
+  if (rc || c->help) return rc;
+  if (strcmp(pos[0], "check") != 0) return die(EXIT_USAGE, "policy: unknown subcommand '%s' (see --help)", pos[0]);
+  char report[8192];
+  rc = engine_policy_check(pos[1], report, sizeof report);
+  if (rc || strstr(report, "\"ok\":false")) return die(EXIT_USAGE, "policy check: %s", report);
+  printf("%s\n", report);
+  return EXIT_OK;
+}
+
 /* ------------------------------------------------------------------- gc --- */
 
 static const char *GC_HELP =
@@ -922,6 +943,7 @@ static const char *MAIN_HELP =
     "  history ID                         its event log\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
+    "  policy check [DIR]                 validate a policy set\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
     "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
@@ -945,5 +967,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "replay") == 0) return cmd_replay(&a, &c);
   if (strcmp(cmd, "gc") == 0) return cmd_gc(&a, &c);
   if (strcmp(cmd, "approve") == 0) return cmd_approve(&a, &c);
+  if (strcmp(cmd, "policy") == 0) return cmd_policy(&a, &c);
   return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
 }

@@ -856,6 +856,7 @@ static void sweep_report(sweep_ctx *s, int ok, const char *json) {
   s->ok = ok;
   free(s->json);
   s->json = util_strdup(json);
+  if (s->quiet_unavailable == 2) return; /* a maintenance command prints its own report */
   if (ok && strcmp(json, "{}") != 0 && strcmp(json, "[]") != 0)
     fprintf(stderr, "engine: removed orphaned sandboxes: %s\n", json);
   else if (!ok && !(s->quiet_unavailable && strstr(json, "DockerUnavailable")))
@@ -883,8 +884,9 @@ static void start_sweep(actvm *act, store *st, sweep_ctx *s) {
   free(payload);
 }
 
-int engine_gc(store *st, char *report, size_t reportlen) {
-  export_instance(st);
+/* Runs one activity function outside any workflow, on a loop of its own, and
+ * waits for it: for maintenance commands (gc, policy check). */
+static int run_standalone(const char *name, const char *payload, char *report, size_t reportlen) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   char err[512];
@@ -895,7 +897,16 @@ int engine_gc(store *st, char *report, size_t reportlen) {
     return -1;
   }
   sweep_ctx s = {0};
-  start_sweep(act, st, &s);
+  s.quiet_unavailable = 2; /* report, do not print */
+  act_info info = {"engine", 0, 1, name, NULL, 120000, 0};
+  int ok = 0;
+  char *json = NULL;
+  act_call *call = NULL;
+  if (actvm_call(act, &info, payload, sweep_done, &s, &ok, &json, &call)) {
+    s.done = 1;
+    s.ok = ok;
+    s.json = json;
+  }
   while (!s.done && uv_run(&loop, UV_RUN_ONCE)) {
   }
   actvm_free(act);
@@ -906,6 +917,23 @@ int engine_gc(store *st, char *report, size_t reportlen) {
   util_seterr(report, reportlen, "%s", s.json ? s.json : "no result");
   free(s.json);
   return s.ok ? 0 : -1;
+}
+
+int engine_gc(store *st, char *report, size_t reportlen) {
+  export_instance(st);
+  char *payload = sweep_payload(st);
+  int rc = run_standalone("sandbox.sweep", payload, report, reportlen);
+  free(payload);
+  return rc;
+}
+
+int engine_policy_check(const char *dir, char *report, size_t reportlen) {
+  char *q = json_quote(dir ? dir : "");
+  char *payload = util_fmt("{\"args\":{\"dir\":%s}}", dir ? q : "null");
+  int rc = run_standalone("session.policy_check", payload, report, reportlen);
+  free(payload);
+  free(q);
+  return rc;
 }
 
 /* ------------------------------------------------------------- commit --- */

@@ -66,6 +66,10 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
  * start do the same at start-up (ENGINE_NO_SWEEP=1 turns that off). */
 int engine_gc(store *st, char *report, size_t reportlen);
 
+/* Loads the policy set in dir (NULL: the default policies/) as the engine
+ * would; report gets {ok, hash, files} or the error naming the file. */
+int engine_policy_check(const char *dir, char *report, size_t reportlen);
+
 /* ---- the worker lock: one worker per database ---- */
 /* Returns an fd holding the lock, or -1 with *holder describing the holder. */
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen);

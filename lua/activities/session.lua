@@ -207,6 +207,17 @@ function M.decide(args)
     writes = args.writes, permissions = args.permissions, session_id = args.session_id })
 end
 
+-- `engine policy check`: loads a policy set as decisions would.
+function M.policy_check(args)
+  local policy = require "policy"
+  local dir = args.dir or M.policies_dir()
+  local set, err = policy.load_dir(dir)
+  if not set then return { ok = false, dir = dir, error = tostring(err) } end
+  local files = {}
+  for i, f in ipairs(set.files or {}) do files[i] = type(f) == "table" and (f.name or f.file) or f end
+  return { ok = true, dir = dir, hash = set.hash, files = files }
+end
+
 local function sha256(data)
   local tmp = os.tmpname()
   local f = assert(io.open(tmp, "wb"))
