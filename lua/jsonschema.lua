@@ -59,11 +59,10 @@ local function type_name(v)
   if t == "boolean" or t == "string" then return t end
   if t == "number" then
     if v ~= v or v == math.huge or v == -math.huge then return "non-finite number" end
-    if math.type(v) == "integer" or v == math.floor(v) then return "integer" end
     return "number"
   end
   if t == "table" then
-    local k = table_kind(t)
+    local k = table_kind(v)
     if k == "empty" then return "object" end
     if k == "table" then return "table with mixed keys" end
     return k

@@ -100,22 +100,31 @@ local function make_env()
   }
 end
 
--- Runs f(...) under the instruction budget. Returns pcall's results.
+-- Runs f(...) under the instruction budget, in a coroutine of its own: hooks
+-- are per coroutine, so the caller's hook (the activity VM's deadline hook,
+-- a C hook Lua could not restore) is never touched. Returns pcall-style results.
 local function run_limited(f, ...)
-  if not (dbg and dbg.sethook) then return pcall(f, ...) end
-  local old_hook, old_mask, old_count = dbg.gethook()
+  local co = coroutine.create(f)
   local spent = false
-  dbg.sethook(function()
-    spent = true
-    -- from now on at every instruction, so even a pcall loop cannot hold on to it
-    dbg.sethook(function() error(BUDGET_EXCEEDED, 0) end, "", 1)
-    error(BUDGET_EXCEEDED, 0)
-  end, "", BUDGET)
-  local r = table.pack(pcall(f, ...))
-  if old_hook then dbg.sethook(old_hook, old_mask, old_count) else dbg.sethook() end
-  if not r[1] and (r[2] == BUDGET_EXCEEDED or spent) then
-    return false, "instruction budget exceeded (" .. BUDGET .. " instructions)"
+  if dbg and dbg.sethook then
+    local function hook()
+      if not spent then
+        spent = true
+        -- from now on at every instruction, so even a pcall loop cannot hold on to it
+        dbg.sethook(co, hook, "", 1)
+      end
+      error(BUDGET_EXCEEDED, 0)
+    end
+    dbg.sethook(co, hook, "", BUDGET)
   end
+  local r = table.pack(coroutine.resume(co, ...))
+  if not r[1] then
+    if r[2] == BUDGET_EXCEEDED or spent then
+      return false, "instruction budget exceeded (" .. BUDGET .. " instructions)"
+    end
+    return false, r[2]
+  end
+  if coroutine.status(co) ~= "dead" then return false, "the policy yielded" end
   return table.unpack(r, 1, r.n)
 end
 

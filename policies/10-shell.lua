@@ -62,6 +62,7 @@ local function tokenize(s)
   local tokens = {}
   local i, n = 1, #s
   local word, quoted, expand = nil, false, false
+  local assign -- NAME when the word began with an unquoted NAME= (a variable assignment)
   local pending -- a redirection waiting for its target word
 
   local function emit(tok)
@@ -79,8 +80,8 @@ local function tokenize(s)
   end
   local function finish()
     if word then
-      local ok = emit({ text = word, expand = expand, quoted = quoted })
-      word, quoted, expand = nil, false, false
+      local ok = emit({ text = word, expand = expand, quoted = quoted, assign = assign })
+      word, quoted, expand, assign = nil, false, false, nil
       return ok
     end
     return true
@@ -201,6 +202,9 @@ local function tokenize(s)
         -- brace expansion {a,b} / {1..3}; a lone "{" is the grouping keyword
         expand = true
       end
+      if c == "=" and not quoted and not assign and word and word:match("^[%a_][%w_]*%+?$") then
+        assign = word:gsub("%+$", "")
+      end
       add(c)
       i = i + 1
     end
@@ -235,12 +239,22 @@ for _, c in ipairs({ "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep"
   "true", "false", "test", "[", "[[", "]]", "stat", "file", "du", "df", "which", "type", "date", "whoami", "id",
   "uname", "diff", "cmp", "tr", "cut", "paste", "nl", "od", "hexdump", "basename", "dirname", "realpath",
   "readlink", "seq", "jq", "column", "comm", "fold", "fmt", "rev", "tac", "expand", "unexpand", "md5sum",
-  "sha1sum", "sha256sum", "sha512sum", "cksum", "b2sum", "base64", "strings", "less", "more", "ps", "hostname",
+  "sha1sum", "sha256sum", "sha512sum", "cksum", "b2sum", "base64", "strings", "less", "more", "ps",
   "nproc", "free", "uptime", "printenv", "locale", "getconf", "expr", "sleep", "yes", ":", "exit", "set", "unset",
-  "export", "read", "wait", "shift", "local", "return", "break", "continue", "tree", "sort", "uniq", "xxd",
-  "find", "awk", "gawk", "mawk", "sed", "env", "pytest", "py.test", "diff3", "sdiff", "look", "iconv", "numfmt",
-  "tsort", "join", "ldd", "cal", "lscpu", "lsblk", "pgrep" }) do
+  "export", "declare", "typeset", "readonly", "read", "wait", "shift", "local", "return", "break", "continue",
+  "tree", "sort", "uniq", "xxd", "find", "awk", "gawk", "mawk", "sed", "env", "pytest", "py.test", "diff3", "look",
+  "numfmt", "tsort", "join", "cal", "lscpu", "lsblk", "pgrep" }) do
   READ_ONLY[c] = true
+end
+
+-- Variables that change which programs run or where "cd" goes.
+local function dangerous_var(name)
+  return name == "PATH" or name:match("^LD_") ~= nil or name == "BASH_ENV" or name == "ENV" or name == "IFS"
+    or name:match("^GIT_") ~= nil or name:match("PAGER$") ~= nil or name == "PROMPT_COMMAND" or name == "SHELLOPTS"
+    or name == "BASHOPTS" or name == "PS4" or name == "CDPATH" or name == "EDITOR" or name == "VISUAL"
+end
+local function assignment(word)
+  return word.assign
 end
 
 -- Wrappers that run the rest of the line as a command. The value is the set of
@@ -414,7 +428,8 @@ local function check_command(cmd, state, depth)
     local w = words[k]
     if not w.quoted and KEYWORDS[w.text] then
       k = k + 1
-    elseif not w.quoted and w.text:match("^[%a_][%w_]*%+?=") then
+    elseif assignment(w) then
+      if dangerous_var(assignment(w)) then return "setting " .. assignment(w) .. " changes what runs" end
       k = k + 1
     else
       break
@@ -458,6 +473,11 @@ local function check_command(cmd, state, depth)
     local inner = { words = rest, redirs = {} }
     if name == "xargs" then
       -- its arguments come from the input: only read-only commands are known safe
+      local inner_name = rest[1].text:match("([^/]+)$") or ""
+      if not READ_ONLY[inner_name] or inner_name == "uniq" or inner_name == "xxd" or inner_name == "env"
+          or SHELLS[inner_name] then
+        return "'xargs " .. rest[1].text .. "' runs with arguments from its input"
+      end
       state = { cwd = nil }
     end
     return check_command(inner, state, depth)
@@ -465,8 +485,13 @@ local function check_command(cmd, state, depth)
   if name == "sudo" or name == "su" or name == "doas" then return "'" .. name .. "' changes the user" end
 
   if name == "cd" or name == "pushd" or name == "popd" then
-    local target = args[1]
-    if name == "popd" or not target or target.text == "-" then
+    local j = 1
+    while args[j] and (args[j].text == "-P" or args[j].text == "-L" or args[j].text == "-e" or args[j].text == "-@") do
+      j = j + 1
+    end
+    if args[j] and args[j].text == "--" then j = j + 1 end
+    local target = args[j]
+    if name == "popd" or not target or target.text:match("^[-+]") then
       state.cwd = nil
     else
       local abs = resolve(target, state.cwd)
@@ -563,6 +588,14 @@ local function check_command(cmd, state, depth)
         local target = o.value or (o.text:match("^%-o(.+)$") and { text = o.text:sub(3) })
         if not target or not confined(target, state.cwd) then return "'" .. name .. " -o' writes outside working/output" end
       end
+      if name == "sort" and has_option(options, "-T", "--temporary-directory") then
+        return "'sort -T' writes temporary files elsewhere"
+      end
+    elseif name == "export" or name == "declare" or name == "typeset" or name == "readonly" or name == "local" then
+      for _, w in ipairs(operands) do
+        local var = assignment(w) or (not w.quoted and w.text:match("^([%a_][%w_]*)$"))
+        if var and assignment(w) and dangerous_var(var) then return "setting " .. var .. " changes what runs" end
+      end
     elseif name == "uniq" or name == "xxd" then
       if #operands >= 2 and not confined(operands[2], state.cwd) then
         return "'" .. name .. "' writes its second operand '" .. operands[2].text .. "'"
@@ -577,6 +610,8 @@ local function check_command(cmd, state, depth)
       -- env NAME=value ... cmd: check the command it runs
       local j = 1
       while j <= #args and (args[j].text:sub(1, 1) == "-" or args[j].text:match("^[%a_][%w_]*=")) do
+        local var = args[j].text:match("^([%a_][%w_]*)=")
+        if var and dangerous_var(var) then return "setting " .. var .. " changes what runs" end
         if args[j].text == "-u" or args[j].text == "-C" or args[j].text == "-S" then
           if args[j].text ~= "-u" then return "'env " .. args[j].text .. "' is not analysed" end
           j = j + 1

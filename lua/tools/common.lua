@@ -111,6 +111,52 @@ local function escape_pattern(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%
 M.SECRET_ENV = { "ENGINE_PUBLISH_TOKEN", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GITHUB_TOKEN", "GH_TOKEN",
   "ENGINE_API_TOKEN", "ENGINE_WEBHOOK_SECRET", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN" }
 
+-- The shortest value redacted for a key, or nil when the key names no secret.
+local function secret_key_min(key)
+  local k = key:lower()
+  if k:find("passw") or k:find("passphrase") then return 4 end
+  if k:find("token") or k:find("secret") or k:find("api[_-]?key") or k:find("access[_-]?key")
+      or k:find("private[_-]?key") or k:find("credential") or k:find("authorization")
+      or k:find("auth[_-]?key") or k:find("session[_-]?key") or k:find("cookie") then
+    return 8
+  end
+  return nil
+end
+
+local function secret_key(key, value)
+  if value:find("redacted", 1, true) then return false end
+  local min = secret_key_min(key)
+  return min ~= nil and #value >= min
+end
+
+-- key=value / "key": "value" pairs whose key names a secret.
+local function redact_pairs(text)
+  local out, last = {}, 1
+  local pos = 1
+  while true do
+    local s = text:find("[:=]", pos)
+    if not s then break end
+    -- the key: up to 64 word characters before the separator (and an optional quote and spaces)
+    local before = text:sub(math.max(last, s - 80), s - 1)
+    local key = before:match("([%w_%-]+)[\"']?%s*$")
+    local next_pos = s + 1
+    if key and #key <= 64 and secret_key_min(key) then
+      local ws, quote, value = text:match("^(%s*)([\"']?)([^%s\"'&,;<>]+)", s + 1)
+      if value and secret_key(key, value) then
+        local vstart = s + 1 + #ws + #quote
+        out[#out + 1] = text:sub(last, vstart - 1)
+        out[#out + 1] = "[redacted]"
+        last = vstart + #value
+        next_pos = last
+      end
+    end
+    pos = next_pos
+  end
+  if last == 1 then return text end
+  out[#out + 1] = text:sub(last)
+  return table.concat(out)
+end
+
 -- Redacts anything shaped like a credential: provider API keys, GitHub,
 -- Slack, AWS and Google keys, JWTs, private key blocks, bearer/basic
 -- authorization values, key=value pairs whose key names a secret, URL
@@ -150,22 +196,14 @@ function M.redact(text, extra)
     function(p, v) if credential_like(v) then return p .. "[redacted]" end end)
   text = text:gsub("([Bb][Aa][Ss][Ii][Cc]%s+)([%w%+/=]+)",
     function(p, v) if #v >= 8 and v:find("[%d=+/]") then return p .. "[redacted]" end end)
-  -- password=..., "api_key": "...", token: ...
-  local function kv(key, sep, quote, value)
-    local k = key:lower()
-    if value:find("redacted", 1, true) then return nil end
-    if (k:find("passw") or k:find("passphrase")) and #value >= 4 then
-      return key .. sep .. quote .. "[redacted]"
-    end
-    if (k:find("token") or k:find("secret") or k:find("api[_-]?key") or k:find("access[_-]?key")
-        or k:find("private[_-]?key") or k:find("credential") or k:find("authorization")
-        or k:find("auth[_-]?key") or k:find("session[_-]?key") or k:find("cookie")) and #value >= 8 then
-      return key .. sep .. quote .. "[redacted]"
-    end
-  end
-  text = text:gsub("([%w_%-]+)([\"']?%s*[:=]%s*)([\"']?)([^%s\"'&,;<>]+)", kv)
+  -- password=..., "api_key": "...", token: ...  (scanned from each ':' or '='
+  -- with a bounded look-back: a pattern starting at every letter would be
+  -- quadratic on long runs of text)
+  text = redact_pairs(text)
   -- URL userinfo: scheme://user:pass@host
-  text = text:gsub("(%a[%w+.-]*://)[^/%s@]+@", "%1[redacted]@")
+  text = text:gsub("://([^/%s@]*)@", function(info)
+    if #info > 0 then return "://[redacted]@" end
+  end)
   return text
 end
 
