@@ -554,6 +554,27 @@ local function check_command(cmd, state, depth)
     end
     local sub = args[j]
     if not sub then return nil end
+    if not sub.expand and sub.text == "clone" then
+      -- a clone into working/ or output/ writes only there (the sandbox has no
+      -- network, and hooks do not travel with a clone)
+      local operands, x = {}, j + 1
+      while x <= #args do
+        local t = args[x].text
+        if t == "-b" or t == "--branch" or t == "--depth" or t == "-o" or t == "--origin" then
+          x = x + 2
+        elseif t == "-q" or t == "--quiet" or t == "-n" or t == "--no-checkout" or t == "--single-branch"
+            or t:match("^%-%-depth=") or t:match("^%-%-branch=") then
+          x = x + 1
+        elseif t:sub(1, 1) == "-" then
+          return "'git clone " .. t .. "' is not analysed"
+        else
+          operands[#operands + 1] = args[x]
+          x = x + 1
+        end
+      end
+      if #operands == 2 and not operands[1].expand and confined(operands[2], state.cwd) then return nil end
+      return "'git clone' writes outside working/output"
+    end
     if sub.expand or not GIT_READ[sub.text] then
       return "'git " .. sub.text .. "' changes the repository or its remotes"
     end

@@ -182,7 +182,8 @@ function M.tool(args)
   local tools = require "tools"
   local ctx = { sandbox = args.sandbox, permissions = args.permissions or {}, limits = args.limits or {},
     session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
-      ((os.getenv("ENGINE_WORKSPACES") or "/tmp") .. "/../reviews"), publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
+      (((os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces"):match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
+      publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
   local r = tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
@@ -203,8 +204,13 @@ function M.decide(args)
     end
   end
   last_good = set
-  return policy.decide(set, { tool = args.tool, args = args.args, side = args.side, publishes = args.publishes,
-    writes = args.writes, permissions = args.permissions, session_id = args.session_id })
+  -- what the tool is (sandbox or trusted side, publishes, writes) comes from its
+  -- definition, never from the model
+  local req = require("tools").policy_request(args.tool, args.args, { permissions = args.permissions,
+    session_id = args.session_id })
+  local d = policy.decide(set, req)
+  d.votes = nil -- the decision and its reason are what the history needs
+  return d
 end
 
 -- `engine policy check`: loads a policy set as decisions would.
@@ -233,7 +239,8 @@ end
 -- Stores the session's output files by content hash (ENGINE_ARTIFACTS, default
 -- beside the workspaces) and returns their metadata.
 function M.persist(args)
-  local root = os.getenv("ENGINE_ARTIFACTS") or ((os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces") .. "/../artifacts")
+  local ws = os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces"
+  local root = os.getenv("ENGINE_ARTIFACTS") or ((ws:match("^(.*)/[^/]+/?$") or ".") .. "/artifacts")
   os.execute("mkdir -p " .. shell_quote(root))
   local saved = {}
   for _, f in ipairs(args.files or {}) do

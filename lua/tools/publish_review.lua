@@ -22,10 +22,14 @@ local M = {
           type = "object",
           properties = {
             title = { type = "string", minLength = 1, maxLength = 300 },
-            severity = { type = "string", enum = { "info", "low", "medium", "high", "critical" } },
+            -- the code-review skill's scale, and a generic one
+            severity = { type = "string", enum = { "blocker", "major", "minor", "nit",
+              "info", "low", "medium", "high", "critical" } },
             file = { type = "string", maxLength = 1000 },
             line = { type = "integer", minimum = 1 },
+            body = { type = "string", maxLength = 10000 },
             detail = { type = "string", maxLength = 10000 },
+            suggestion = { type = "string", maxLength = 10000 },
           },
           required = { "title" },
           additionalProperties = false,
@@ -64,8 +68,10 @@ function M.markdown(session_id, args)
     local where = ""
     if f.file then where = " (`" .. one_line(f.file) .. (f.line and (":" .. f.line) or "") .. "`)" end
     add(string.format("%d. **[%s]** %s%s", i, f.severity or "info", one_line(f.title), where))
-    if f.detail and f.detail ~= "" then
-      for line in (f.detail .. "\n"):gmatch("(.-)\n") do add("   " .. line) end
+    for _, text in ipairs({ f.body or "", f.detail or "", f.suggestion and f.suggestion ~= "" and ("Suggestion: " .. f.suggestion) or "" }) do
+      if text ~= "" then
+        for line in (text .. "\n"):gmatch("(.-)\n") do add("   " .. line) end
+      end
     end
   end
   add("")
