@@ -163,7 +163,12 @@ static void start_on_status(void *ud, const char *id, const char *status, const 
     return;
   }
   if (s->quiet || strcmp(status, "waiting") != 0 || !detail) return;
-  if (strncmp(detail, "signal ", 7) == 0)
+  if (strncmp(detail, "signal approval:", 16) == 0)
+    fprintf(stderr,
+            "engine: %s is waiting for approval %s; from another terminal: engine approve %s (or --deny --reason "
+            "TEXT)\n",
+            id, detail + 16, id);
+  else if (strncmp(detail, "signal ", 7) == 0)
     fprintf(stderr, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'\n", id,
             detail + 7, id, detail + 7);
   else

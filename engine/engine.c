@@ -1158,12 +1158,20 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
                 NULL, NULL, 0, now, now};
   char seed[17];
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
-  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", input_json, seed);
+  /* the log holds the input in canonical form: one line, stable bytes */
+  char *canon = json_canonical(input_json, err, errlen);
+  if (!canon) {
+    free(src);
+    return -1;
+  }
+  row.input = canon;
+  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", canon, seed);
   hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
   int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
             store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
             (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
   free(payload);
+  free(canon);
   free(src);
   if (bad) {
     util_seterr(err, errlen, "%s", store_errmsg(st));
@@ -1278,9 +1286,16 @@ static int begin_live(store *st, const char *id, const char *what, char *err, si
 }
 
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
-  if (begin_live(st, id, "signal", err, errlen) != 0) return -1;
+  char *canon = json_canonical(payload, err, errlen);
+  if (!canon) return -1;
+  if (begin_live(st, id, "signal", err, errlen) != 0) {
+    free(canon);
+    return -1;
+  }
   int64_t now = util_now_ms();
-  if (store_signal_put(st, id, name, payload, now) != STORE_OK ||
+  int rc = store_signal_put(st, id, name, canon, now);
+  free(canon);
+  if (rc != STORE_OK ||
       store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK)
     return abort_with(st, err, errlen);
   return commit_or_fail(st, err, errlen);

@@ -480,3 +480,28 @@ char *json_quote(const char *s) {
   out[k] = 0;
   return out;
 }
+
+static int canonical_protected(lua_State *L) {
+  size_t n;
+  const char *text = lua_tolstring(L, 1, &n);
+  json_decode(L, text, n);
+  json_encode(L, -1, NULL);
+  return 1;
+}
+
+char *json_canonical(const char *text, char *err, size_t errlen) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    util_seterr(err, errlen, "out of memory");
+    return NULL;
+  }
+  lua_pushcfunction(L, canonical_protected);
+  lua_pushstring(L, text);
+  char *out = NULL;
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK)
+    out = util_strdup(lua_tostring(L, -1));
+  else
+    util_seterr(err, errlen, "%s", lua_tostring(L, -1));
+  lua_close(L);
+  return out;
+}

@@ -22,6 +22,10 @@ int luaopen_engine_json(lua_State *L);
 /* Checks that text is valid JSON (uses a throwaway Lua state). */
 int json_validate(const char *text, char *err, size_t errlen);
 
+/* Returns text re-encoded canonically (compact, sorted keys), malloc'd, or
+ * NULL with err when it is not JSON. */
+char *json_canonical(const char *text, char *err, size_t errlen);
+
 /* Returns s as a malloc'd JSON string literal (quoted and escaped). */
 char *json_quote(const char *s);
 

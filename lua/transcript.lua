@@ -1,8 +1,9 @@
 -- The session transcript, rebuilt from the workflow's history so that every
 -- message is stored once: a model turn is the result of its model.turn
--- activity; every other message (the task, tool results, denials) is a
--- checkpoint named "message"; the system prompt and the tool definitions come
--- from the session.prepare result. A model-turn step reads the history
+-- activity, a tool result the result of its session.tool activity, and every
+-- other message (the task, calls that did not run) a checkpoint named
+-- "message"; the system prompt and the tool definitions come from the
+-- session.prepare result. A model-turn step reads the history
 -- up to itself (activity.history) instead of carrying the whole prompt in its
 -- arguments, so a long session's history grows linearly.
 local M = {}
@@ -21,6 +22,9 @@ function M.from_history(events)
       end
     elseif e.type == "ActivityCompleted" and e.name == "session.prepare" and type(e.payload) == "table" then
       system, tools = e.payload.system, e.payload.tool_definitions
+    elseif e.type == "ActivityCompleted" and e.name == "session.tool" and type(e.payload) == "table" then
+      local r = e.payload
+      messages[#messages + 1] = { role = "tool", tool_call_id = r.tool_call_id, name = r.tool, content = r.content or "" }
     elseif e.type == "ActivityCompleted" and e.name == "model.turn" and type(e.payload) == "table" then
       local t = e.payload
       local calls = {}

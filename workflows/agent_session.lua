@@ -74,7 +74,9 @@ return function(input)
       if turns >= limits.maxModelTurns then over("maxModelTurns", limits.maxModelTurns, turns) break end
       if tokens >= limits.maxTokens then over("maxTokens", limits.maxTokens, tokens) break end
       turns = turns + 1
-      local turn = wf.activity("model.turn", { model = prep.model, from_history = true, options = input.modelOptions },
+      local mopts = { lenient_tools = true } -- an unknown tool or bad arguments go back to the model
+      for k, v in pairs(input.modelOptions or {}) do mopts[k] = v end
+      local turn = wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
         { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
       local u = turn.usage or {}
       tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
@@ -84,8 +86,12 @@ return function(input)
         break
       end
       for _, call in ipairs(turn.tool_calls) do
-        local content
-        if calls >= limits.maxToolCalls then
+        local content, executed
+        if call.error then
+          -- not a tool it was offered, or arguments that are not JSON: the model hears why
+          content = "error: " .. tostring(call.error.message)
+          wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = content })
+        elseif calls >= limits.maxToolCalls then
           over("maxToolCalls", limits.maxToolCalls, calls)
           content = "denied: the session's tool call limit is reached"
         elseif remaining() <= 0 then
@@ -113,19 +119,24 @@ return function(input)
             decision = approved and "allow" or "deny"
           end
           if decision == "allow" then
-            local r = wf.activity("session.tool", { tool = call.name, args = call.arguments, sandbox = sb,
-              permissions = perms, limits = limits, session_id = id },
+            local r = wf.activity("session.tool", { tool = call.name, tool_call_id = call.id, args = call.arguments,
+              sandbox = sb, permissions = perms, limits = limits, session_id = id },
               { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
-            content = r.content
-            wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = content:sub(1, 2000) })
+            content, executed = r.content, true
+            wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = content:sub(1, 2000),
+              truncated = (#content > 2000 or content:find("[output truncated", 1, true)) and true or nil })
           else
             content = "denied: " .. tostring(reason)
             wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = content })
           end
         end
-        wf.checkpoint("message", function()
-          return { role = "tool", tool_call_id = call.id, name = call.name, content = content }
-        end)
+        if not executed then
+          -- a tool that ran is in the transcript through its own result; a call
+          -- that did not run is recorded here, once
+          wf.checkpoint("message", function()
+            return { role = "tool", tool_call_id = call.id, name = call.name, content = content }
+          end)
+        end
       end
       if exceeded then break end
     end

@@ -187,7 +187,8 @@ function M.tool(args)
   local r = tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
-  return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error }
+  return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error, tool = args.tool,
+    tool_call_id = args.tool_call_id }
 end
 
 -- The policy decision for a tool call, with the policy set's hash. The set is

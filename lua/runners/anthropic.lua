@@ -146,7 +146,7 @@ function M.turn(model, req, opts)
   end
   local turn = from_message(result)
   turn.provider = "anthropic"
-  return C.check_tool_calls(turn, req.tools)
+  return C.check_tool_calls(turn, req.tools, opts.lenient_tools)
 end
 
 return M

@@ -220,25 +220,35 @@ function M.decode_event(ev)
 end
 
 -- Checks the model's tool calls against the tools offered: unknown names and
--- arguments that are not a JSON object become typed errors.
-function M.check_tool_calls(turn, tools)
+-- arguments that are not a JSON object become typed errors. With lenient (the
+-- agent loop), the call carries the error (call.error = {type, message})
+-- instead, so it can go back to the model as a failed tool result.
+function M.check_tool_calls(turn, tools, lenient)
   local known = {}
   for _, t in ipairs(tools or {}) do known[t.name] = true end
+  local function bad(c, type_, message, extra)
+    if lenient then
+      c.error = { type = type_, message = message }
+      return
+    end
+    local e = { tool_call_id = c.id, tool = c.name, turn = turn, non_retryable = true }
+    for k, v in pairs(extra or {}) do e[k] = v end
+    M.raise(type_, message, e)
+  end
   for _, c in ipairs(turn.tool_calls) do
     if type(c.arguments) ~= "table" then
       local raw = c.arguments_json or ""
       local ok, v = pcall(json.decode, raw ~= "" and raw or "{}")
       if not ok or type(v) ~= "table" then
-        M.raise("InvalidToolArguments", "the model called " .. tostring(c.name) ..
-          " with arguments that are not a JSON object: " .. raw:sub(1, 200),
-          { tool_call_id = c.id, tool = c.name, turn = turn, non_retryable = true })
+        bad(c, "InvalidToolArguments", "the model called " .. tostring(c.name) ..
+          " with arguments that are not a JSON object: " .. raw:sub(1, 200))
+        v = nil
       end
       c.arguments = v
     end
-    c.arguments_json = c.arguments_json or json.encode(c.arguments)
-    if tools and not known[c.name] then
-      M.raise("UnknownTool", "the model called a tool that was not offered: " .. tostring(c.name),
-        { tool_call_id = c.id, tool = c.name, turn = turn, non_retryable = true })
+    if c.arguments then c.arguments_json = c.arguments_json or json.encode(c.arguments) end
+    if tools and not known[c.name] and not c.error then
+      bad(c, "UnknownTool", "the model called a tool that was not offered: " .. tostring(c.name))
     end
   end
   return turn

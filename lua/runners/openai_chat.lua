@@ -123,7 +123,7 @@ function M.turn(model, req, opts)
   end
   if #turn.tool_calls > 0 and turn.finish_reason == "stop" then turn.finish_reason = "tool_calls" end
   turn.provider = "openai_chat"
-  return C.check_tool_calls(turn, req.tools)
+  return C.check_tool_calls(turn, req.tools, opts.lenient_tools)
 end
 
 return M

@@ -105,7 +105,7 @@ function M.turn(model, req, opts)
   end
   local turn = from_response(result)
   turn.provider = "openai_responses"
-  return C.check_tool_calls(turn, req.tools)
+  return C.check_tool_calls(turn, req.tools, opts.lenient_tools)
 end
 
 return M

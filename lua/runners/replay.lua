@@ -66,7 +66,7 @@ function M.turn(model, req, opts)
   end
   turn.finish_reason = turn.finish_reason or (#turn.tool_calls > 0 and "tool_calls" or "stop")
   if opts.on_delta and turn.text ~= "" then opts.on_delta({ type = "text", text = turn.text }) end
-  local ok, err = pcall(C.check_tool_calls, turn, req.tools)
+  local ok, err = pcall(C.check_tool_calls, turn, req.tools, opts.lenient_tools)
   if not ok then
     if type(err) == "table" and err.type == "UnknownTool" then
       err.type = "ReplayDiverged"

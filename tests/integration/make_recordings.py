@@ -49,8 +49,8 @@ write("hostile.jsonl", [
 ])
 
 # a long session: 200 turns, each reading a file; the history must grow linearly
-long = [turn("Turn 1.", [("r1", "read_file", {"path": "/workspace/task.md"})])]
+long = [turn("Turn 1.", [("r1", "read_file", {"path": "/workspace/simple.md"})])]
 for i in range(2, 201):
-    long.append(turn("Turn %d." % i, [("r%d" % i, "read_file", {"path": "/workspace/task.md"})], after="read_file"))
+    long.append(turn("Turn %d." % i, [("r%d" % i, "read_file", {"path": "/workspace/simple.md"})], after="read_file"))
 long.append(final("read it 200 times", after="read_file"))
 write("long.jsonl", long)

@@ -23,16 +23,10 @@ wait_approval() {
   fail "$1 never asked for approval $2 (status $(status "$1"))"; return 1
 }
 # a session input: the example with overrides (jq-like merge in Lua)
-input_with() { # OVERRIDES_JSON -> file
-  local f="$T/input-$RANDOM.json"
-  lua5.4 -e '
-    local cjson = require "cjson"
-    local base = cjson.decode(io.open(arg[1]):read("a"))
-    local over = cjson.decode(arg[2])
-    local function merge(a, b) for k, v in pairs(b) do
-      if type(v) == "table" and type(a[k]) == "table" and #v == 0 and next(v) then merge(a[k], v) else a[k] = v end end end
-    merge(base, over)
-    io.write((cjson.encode(base):gsub("\\/", "/")))' "$SRC/examples/pr-review.json" "$1" >"$f"
+input_with() { # OVERRIDES_JSON -> a file: the example with these overrides
+  local f="$T/input-$RANDOM$RANDOM.json"
+  printf '%s' "$1" >"$f.over"
+  lua5.4 "$SRC/tests/integration/merge_json.lua" "$SRC/examples/pr-review.json" "@$f.over" >"$f"
   echo "$f"
 }
 
@@ -63,7 +57,7 @@ ev="$(events pr1)"
 assert_contains "the stream starts with the session" "session.created,session.status,sandbox.ready" "$ev"
 assert_contains "the approval in the stream" "approval.requested,session.status,approval.decided" "$ev"
 assert_contains "the stream ends with completion" "artifact.saved,session.status,session.completed" "$ev"
-assert_contains "the review was published" "request_changes" "$(cat "$T"/reviews/* 2>/dev/null)"
+assert_contains "the review was published" "request changes" "$(cat "$T"/reviews/* 2>/dev/null)"
 assert_contains "review.md was saved as an artifact" "review.md" "$(engine events pr1 --json | grep artifact.saved)"
 assert_eq "the sandbox is gone" 0 "$(containers pr1)"
 assert_eq "history dense, each step once" "ok" \
@@ -109,7 +103,7 @@ results="$(engine events pe --json | grep '"type":"tool.result"')"
 assert_eq "three tool results" 3 "$(grep -c . <<<"$results")"
 assert_contains "the first shell call stayed allowed" '"ok":true' "$(sed -n 1p <<<"$results")"
 assert_contains "the one after the edit was denied by the new policy" "shell is off for now" "$(sed -n 3p <<<"$results")"
-hashes="$(engine history pe --json | grep '"name":"session.decide"' | grep ActivityCompleted | grep -o '"hash":"[^"]*"' | sort -u | wc -l)"
+hashes="$(engine history pe --json | grep '"name":"session.decide"' | grep ActivityCompleted | grep -o '"hash":"[0-9a-f][^"]*"' | sort -u | wc -l)"
 assert_eq "decisions recorded with two different policy-set hashes" 2 "$hashes"
 rm "$T/policies/05-no-shell.lua"
 
@@ -120,7 +114,7 @@ wait_status ho completed 120
 hr="$(engine events ho --json | grep '"type":"tool.result"')"
 assert_contains "a tool outside the allowlist is denied" "denied" "$(grep http_fetch <<<"$hr")"
 assert_contains "a path traversal is refused" "write_file" "$(grep -i -e invalid -e traversal -e outside <<<"$hr")"
-assert_contains "a huge output is truncated" "truncated" "$(grep '"tool":"shell"' <<<"$hr")"
+assert_contains "a huge output is truncated" '"truncated":true' "$(grep '"tool":"shell"' <<<"$hr")"
 [ -e /etc/evil ] && fail "the traversal wrote /etc/evil" || pass "nothing written outside the workspace"
 
 # --- limits end the session with a partial result, never a crash
