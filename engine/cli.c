@@ -12,6 +12,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <lauxlib.h>
+#include <lualib.h>
+
 #include "engine.h"
 #include "json.h"
 #include "store.h"
@@ -109,10 +112,81 @@ static int exit_for_status(const char *status) {
 
 /* --------------------------------------------------------------- events --- */
 
+/* A field of the event payload as text (strings as they are, the rest as
+ * JSON), cut to max bytes on one line; "" when absent. */
+static const char *field(lua_State *L, int t, const char *k, char *out, size_t max) {
+  out[0] = 0;
+  lua_getfield(L, t, k);
+  const char *s = NULL;
+  if (lua_type(L, -1) == LUA_TSTRING) s = lua_tostring(L, -1);
+  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA) s = json_encode(L, -1, NULL);
+  if (s) {
+    size_t k2 = 0;
+    for (; *s && k2 + 4 < max; s++) out[k2++] = (*s == '\n' || *s == '\t') ? ' ' : *s;
+    if (*s) memcpy(out + k2, "...", 4), k2 += 3;
+    out[k2] = 0;
+  }
+  lua_settop(L, t);
+  return out;
+}
+
+static int decode_payload(lua_State *L) {
+  json_decode(L, lua_tostring(L, 1), lua_rawlen(L, 1));
+  return 1;
+}
+
+/* The human format reads like a transcript: known session events get a line
+ * of their own; anything else is its type and payload. */
+static lua_State *fmt_L;
+static void close_fmt(void) { lua_close(fmt_L); }
+
 static void print_event_human(FILE *f, const domain_event *e) {
-  char t[40];
+  if (!fmt_L) {
+    fmt_L = luaL_newstate();
+    atexit(close_fmt);
+  }
+  lua_State *L = fmt_L;
+  char t[40], a[400], b[400], c2[400];
   fmt_time(e->time, t, sizeof t);
-  fprintf(f, "#%-4lld %s  %-22s %s\n", (long long)e->seq, t + 11, e->type, e->payload ? e->payload : "");
+  fprintf(f, "#%-4lld %s  ", (long long)e->seq, t + 11);
+  lua_settop(L, 0);
+  lua_pushcfunction(L, decode_payload);
+  lua_pushstring(L, e->payload ? e->payload : "null");
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, 1)) {
+    fprintf(f, "%-22s %s\n", e->type, e->payload ? e->payload : "");
+    lua_settop(L, 0);
+    return;
+  }
+  const char *ty = e->type;
+  if (strcmp(ty, "agent.message") == 0)
+    fprintf(f, "assistant: %s\n", *field(L, 1, "text", a, sizeof a) ? a : "(tool calls only)");
+  else if (strcmp(ty, "tool.requested") == 0)
+    fprintf(f, "  -> %s %s\n", field(L, 1, "tool", a, sizeof a), field(L, 1, "args", b, sizeof b));
+  else if (strcmp(ty, "tool.result") == 0)
+    fprintf(f, "  <- %s: %s\n", field(L, 1, "tool", a, sizeof a), field(L, 1, "content", b, sizeof b));
+  else if (strcmp(ty, "approval.requested") == 0)
+    fprintf(f, "  ?? approval %s needed: %s %s\n", field(L, 1, "request_id", a, sizeof a),
+            field(L, 1, "tool", b, sizeof b), field(L, 1, "reason", c2, sizeof c2));
+  else if (strcmp(ty, "approval.decided") == 0)
+    fprintf(f, "  ok approval %s: %s %s\n", field(L, 1, "request_id", a, sizeof a),
+            strcmp(field(L, 1, "approved", b, sizeof b), "true") == 0 ? "approved" : "denied",
+            field(L, 1, "reason", c2, sizeof c2));
+  else if (strcmp(ty, "session.status") == 0)
+    fprintf(f, "[%s]\n", field(L, 1, "status", a, sizeof a));
+  else if (strcmp(ty, "limit.exceeded") == 0)
+    fprintf(f, "!! limit %s reached (%s of %s)\n", field(L, 1, "limit", a, sizeof a), field(L, 1, "value", b, sizeof b),
+            field(L, 1, "max", c2, sizeof c2));
+  else if (strcmp(ty, "artifact.saved") == 0)
+    fprintf(f, "  saved %s (%s bytes)\n", field(L, 1, "path", a, sizeof a), field(L, 1, "size", b, sizeof b));
+  else if (strcmp(ty, "session.created") == 0)
+    fprintf(f, "session: %s\n", field(L, 1, "objective", a, sizeof a));
+  else if (strcmp(ty, "session.completed") == 0)
+    fprintf(f, "completed (%s): %s\n", field(L, 1, "outcome", a, sizeof a), field(L, 1, "summary", b, sizeof b));
+  else if (strcmp(ty, "session.failed") == 0)
+    fprintf(f, "failed: %s%s\n", field(L, 1, "error", a, sizeof a), field(L, 1, "problems", b, sizeof b));
+  else
+    fprintf(f, "%-22s %s\n", ty, e->payload ? e->payload : "");
+  lua_settop(L, 0);
 }
 
 static void print_event_json(FILE *f, const domain_event *e) {
@@ -549,15 +623,22 @@ static int cmd_list(args *a, common *c) {
   return EXIT_OK;
 }
 
-/* The sandbox a session runs in, from its latest sandbox.* domain event. */
+/* What a session's event stream says about it: its sandbox (latest sandbox.*
+ * event) and the artifacts it saved (artifact.saved events, as a JSON list). */
 typedef struct sandbox_line {
   char text[512];
+  ubuf artifacts;
+  int nartifacts;
 } sandbox_line;
 
 static int find_sandbox(void *ud, const domain_event *e) {
   sandbox_line *s = ud;
   if (strncmp(e->type, "sandbox.", 8) == 0 && e->payload && strstr(e->payload, "\"driver\""))
     snprintf(s->text, sizeof s->text, "%s", e->payload);
+  if (strcmp(e->type, "artifact.saved") == 0 && e->payload) {
+    ubuf_add(&s->artifacts, s->nartifacts++ ? "," : "[", 1);
+    ubuf_add(&s->artifacts, e->payload, strlen(e->payload));
+  }
   return 0;
 }
 
@@ -622,9 +703,14 @@ static int cmd_show(args *a, common *c) {
     if (w.result) printf("result:    %s\n", w.result);
     if (w.error) printf("error:     %s\n", w.error);
     printf("history:   %zu events, %d pending tasks, %d buffered signals\n", h.n, ntasks, nsig);
-    sandbox_line s = {""};
+    sandbox_line s = {.text = ""};
     store_domain_list(st, w.id, 0, find_sandbox, &s);
     if (*s.text) printf("sandbox:   %s\n", s.text);
+    if (s.nartifacts) {
+      ubuf_add(&s.artifacts, "]", 2);
+      printf("artifacts: %s\n", s.artifacts.p);
+    }
+    ubuf_free(&s.artifacts);
   }
   hist_list_free(&h);
   wf_row_free(&w);

@@ -59,6 +59,7 @@ return function(input)
   wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id })
 
   local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
+  local repairs, MAX_REPAIRS = 0, 2
   local function remaining() return deadline - wf.now() end
   local function over(what, limit, value)
     exceeded = { limit = what, max = limit, value = value }
@@ -82,9 +83,27 @@ return function(input)
       tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
       wf.emit("agent.message", { text = turn.text, turn = turns, usage = u, tool_calls = #(turn.tool_calls or {}) })
       if not turn.tool_calls or #turn.tool_calls == 0 then
-        final = turn.text
-        break
-      end
+        -- validateResult: the answer must be a JSON object (matching the
+        -- input's resultSchema); a bad one gets a bounded number of repair turns
+        local result, problem = decode_result(turn.text), nil
+        if not result then
+          problem = "the answer is not a JSON object"
+        elseif prep.result_schema then
+          local v = wf.activity("session.validate_result", { schema = prep.result_schema,
+            result = result.result or result })
+          if not v.ok then problem = "the result does not match the schema: " .. table.concat(v.errors or {}, "; ") end
+        end
+        if not problem or repairs >= MAX_REPAIRS then
+          final = turn.text
+          break
+        end
+        repairs = repairs + 1
+        wf.emit("session.status", { status = "REPAIRING", problem = problem })
+        wf.checkpoint("message", function()
+          return { role = "user", content = "Your final answer could not be used: " .. problem ..
+            ". Reply with the JSON object only: {\"summary\": \"...\", \"result\": {...}}." }
+        end)
+      else
       for _, call in ipairs(turn.tool_calls) do
         local content, executed
         if call.error then
@@ -138,17 +157,19 @@ return function(input)
           end)
         end
       end
+      end
       if exceeded then break end
     end
 
-    -- validateResult: the final answer must be a JSON object (and match the
-    -- input's resultSchema); a bad one gets a bounded number of repair turns
     local result = final and decode_result(final)
     if final and prep.result_schema and result then
       local v = wf.activity("session.validate_result", { schema = prep.result_schema, result = result.result or result })
       if not v.ok then result = nil end
     end
-    if final and not result then wf.emit("session.status", { status = "RESULT_INVALID" }) end
+    if final and not result then
+      wf.emit("session.status", { status = "RESULT_INVALID", repairs = repairs })
+      outcome = "invalid_result"
+    end
 
     -- persistArtifacts
     local files = wf.activity("sandbox.collect", { sandbox = sb })
