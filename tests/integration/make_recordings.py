@@ -48,6 +48,17 @@ write("hostile.jsonl", [
     final("survived", after="shell"),
 ])
 
+# a tool call that takes a while, to kill the engine in the middle of it
+write("slow_tool.jsonl", [
+    turn("Running a slow command.", [("s1", "shell", {"command": "sleep 3; echo slept"})]),
+    final("finished after the slow command", after="shell"),
+])
+
+# an answer that proposes a memory update (needs an approval before it is applied)
+write("memory.jsonl", [
+    turn(json.dumps({"summary": "noted", "result": {}, "memory_updates": ["the bucket must stay capped"]})),
+])
+
 # a long session: 200 turns, each reading a file; the history must grow linearly
 long = [turn("Turn 1.", [("r1", "read_file", {"path": "/workspace/simple.md"})])]
 for i in range(2, 201):

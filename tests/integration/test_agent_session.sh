@@ -135,6 +135,54 @@ assert_contains "timeoutSeconds: the approval wait ends with the session's time"
   "$(engine events lto --json | grep limit.exceeded)"
 assert_eq "its sandbox is gone" 0 "$(containers lto)"
 
+LTK="$(input_with '{"limits":{"maxTokens":3000}}')"
+"$ENGINE" start "$WF" --input @"$LTK" --id ltk --detach >/dev/null 2>&1 || true
+wait_status ltk completed 120
+assert_contains "maxTokens: limit.exceeded" '"limit":"maxTokens"' "$(engine events ltk --json | grep limit.exceeded)"
+
+# --- kill -9 during a tool execution: the tool runs again, the session completes once
+ST="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/slow_tool.jsonl\"}}")"
+"$ENGINE" start "$WF" --input @"$ST" --id st --detach >/dev/null 2>&1 || true
+for _ in $(seq 300); do engine events st --json 2>/dev/null | grep -q '"type":"tool.requested"' && break; sleep 0.1; done
+sleep 1 # the shell command is running in the sandbox now
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+bg S engine serve
+wait_status st completed 120
+assert_contains "resumed after the crash mid-tool" "slept" "$(engine events st --json | grep tool.result)"
+assert_eq "one tool.requested, one tool.result in the stream" "1 1" \
+  "$(engine events st --json | grep -c tool.requested) $(engine events st --json | grep -c tool.result)"
+assert_eq "dense event stream" ok "$(engine events st --json | lua5.4 "$SRC/tests/integration/verify.lua" events >/dev/null && echo ok)"
+
+# --- kill -9 during a model call (a slow local model server): the call is made again
+python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario <(echo \
+  '{"default":{"reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}},"delay":3}}') \
+  >/dev/null 2>"$T/mserver.log" &
+PIDS+=($!)
+for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
+MC="$(input_with "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"http://127.0.0.1:$(cat "$T/mport")/v1\"}}")"
+"$ENGINE" start "$WF" --input @"$MC" --id mc --detach >/dev/null 2>&1 || true
+for _ in $(seq 300); do engine events mc --json 2>/dev/null | grep -q '"RUNNING"' && break; sleep 0.1; done
+sleep 1 # the model call is in flight (the server answers after 3 s)
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+bg S engine serve
+wait_status mc completed 120
+assert_eq "the session completed with the model's answer" "answered by the slow model" "$(engine show mc --json | jget result.summary)"
+nreq="$(curl -sf "http://127.0.0.1:$(cat "$T/mport")/_requests" | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))')"
+assert_eq "the interrupted call was made again" 2 "$nreq"
+assert_eq "one agent.message in the stream" 1 "$(engine events mc --json | grep -c agent.message)"
+
+# --- a memory update is applied only after its approval, with provenance
+printf '# Memory\n' >"$T/simple.md"
+ME="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/memory.jsonl\"},\"memoryFile\":\"$T/simple.md\"}")"
+"$ENGINE" start "$WF" --input @"$ME" --id me --detach >/dev/null 2>&1 || true
+wait_approval me 1
+assert_eq "not applied before the approval" "# Memory" "$(cat "$T/simple.md")"
+USER=reviewer engine approve me >/dev/null 2>&1
+wait_status me completed 60
+assert_contains "applied after it" "the bucket must stay capped" "$(cat "$T/simple.md")"
+assert_contains "with its provenance in the file" "approved by reviewer" "$(cat "$T/simple.md")"
+assert_contains "and in the store" '"approver":"reviewer"' "$(engine events me --json | grep memory.updated)"
+
 # --- history stays linear: 200 turns over a large context
 big="$(head -c 200000 /dev/zero | tr '\0' 'c')"
 mk_long() { input_with "{\"model\":{\"name\":\"replay:$T/rec/long.jsonl\"},\"permissions\":{\"tools\":[\"read_file\"]},\"skills\":[],\"context\":{\"text\":\"$big\",\"files\":[]},\"limits\":{\"maxModelTurns\":$1,\"maxToolCalls\":1000,\"timeoutSeconds\":3600}}"; }
