@@ -94,6 +94,10 @@ struct engine {
   int failed_commit;
   size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
   sweep_ctx sweep;
+  uv_fs_event_t *policy_watch; /* policies/: reloaded on change */
+  uv_timer_t *policy_debounce;
+  char *policy_dir;
+  int policy_reloading;
 };
 
 struct dbwatch {
@@ -936,6 +940,66 @@ int engine_policy_check(const char *dir, char *report, size_t reportlen) {
   return rc;
 }
 
+/* ------------------------------------------------------------ policies --- */
+
+static void policy_reloaded(void *ud, act_call *call, int ok, const char *json) {
+  (void)call;
+  engine *e = ud;
+  e->policy_reloading = 0;
+  if (!ok || strstr(json, "\"ok\":false"))
+    fprintf(stderr, "engine: policies rejected, the previous set stays in force: %s\n", json);
+  else if (strstr(json, "\"replaced\":true"))
+    fprintf(stderr, "engine: policies reloaded: %s\n", json);
+}
+
+/* Loads the policy set into the activity VM (session.policy_reload). */
+static void reload_policies(engine *e) {
+  if (e->policy_reloading) return;
+  char *q = json_quote(e->policy_dir);
+  char *payload = util_fmt("{\"args\":{\"dir\":%s}}", q);
+  free(q);
+  act_info info = {"engine", 0, 1, "session.policy_reload", NULL, 30000, 0};
+  int ok = 0;
+  char *json = NULL;
+  act_call *call = NULL;
+  e->policy_reloading = 1;
+  if (actvm_call(e->act, &info, payload, policy_reloaded, e, &ok, &json, &call)) {
+    policy_reloaded(e, NULL, ok, json);
+    free(json);
+  }
+  free(payload);
+}
+
+static void on_policy_debounce(uv_timer_t *t) { reload_policies(t->data); }
+
+static void on_policy_change(uv_fs_event_t *h, const char *filename, int events, int status) {
+  (void)filename, (void)events, (void)status;
+  engine *e = h->data;
+  /* an editor writes a file in several steps: reload once they settle */
+  uv_timer_start(e->policy_debounce, on_policy_debounce, 150, 0);
+}
+
+static void free_handle_cb(uv_handle_t *h) { free(h); }
+
+/* Watches the policies directory (ENGINE_POLICIES_DIR, else policies/ beside
+ * the Lua library) when there is one, and loads the set once now. */
+static void watch_policies(engine *e) {
+  const char *env = getenv("ENGINE_POLICIES_DIR");
+  char *dir = env && *env ? util_strdup(env) : util_fmt("%s/../policies", e->lua_dir);
+  if (access(dir, F_OK) != 0) {
+    free(dir);
+    return;
+  }
+  e->policy_dir = dir;
+  e->policy_watch = calloc(1, sizeof(uv_fs_event_t));
+  e->policy_debounce = calloc(1, sizeof(uv_timer_t));
+  uv_fs_event_init(&e->loop, e->policy_watch);
+  uv_timer_init(&e->loop, e->policy_debounce);
+  e->policy_watch->data = e->policy_debounce->data = e;
+  uv_fs_event_start(e->policy_watch, on_policy_change, dir, 0);
+  reload_policies(e);
+}
+
 /* ------------------------------------------------------------- commit --- */
 
 int engine_commit(engine *e) {
@@ -1032,6 +1096,7 @@ int engine_run(engine *e) {
   e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
   dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
   engine_commit(e);
+  if (!getenv("ENGINE_NO_POLICY_WATCH")) watch_policies(e);
   /* containers orphaned by a crash (their session finished or unknown) go */
   if (docker_socket_present() && !getenv("ENGINE_NO_SWEEP")) {
     e->sweep.quiet_unavailable = 1;
@@ -1072,6 +1137,11 @@ void engine_free(engine *e) {
   strmap_free(&e->scripts);
   if (e->watch) dbwatch_stop(e->watch);
   if (e->sweep.call) actvm_cancel(e->sweep.call);
+  if (e->policy_watch) {
+    uv_close((uv_handle_t *)e->policy_watch, free_handle_cb);
+    uv_close((uv_handle_t *)e->policy_debounce, free_handle_cb);
+  }
+  free(e->policy_dir);
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
   /* handles owned by the engine are embedded: close them, then drain the loop;
    * a pending uv_stop makes the first uv_run return at once, hence the loop */

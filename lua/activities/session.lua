@@ -191,25 +191,39 @@ function M.tool(args)
     tool_call_id = args.tool_call_id }
 end
 
--- The policy decision for a tool call, with the policy set's hash. The set is
--- read from disk each time; a broken set keeps the last good one in force.
-local last_good
+-- The policy set in force. `engine serve` (and a foreground `start`) watch the
+-- policies directory and call policy_reload on every change: a set that loads
+-- replaces it; a broken one is refused with its error and the previous set
+-- stays in force. Without a watcher the set is loaded at first use.
+local current
+
+function M.policy_reload(args)
+  local policy = require "policy"
+  local dir = args.dir or M.policies_dir()
+  local set, err = policy.load_dir(dir)
+  if not set then
+    return { ok = false, dir = dir, error = tostring(err), kept = current and current.hash or nil }
+  end
+  local replaced = current ~= nil and current.hash ~= set.hash
+  current = set
+  return { ok = true, dir = dir, hash = set.hash, replaced = replaced }
+end
+
+-- The policy decision for a tool call, with the policy set's hash (recorded in
+-- the history, so a replay after an edit gives the same answer).
 function M.decide(args)
   local policy = require "policy"
-  local set, err = policy.load_dir(M.policies_dir())
-  if not set then
-    io.stderr:write("engine: policies rejected, keeping the previous set: ", tostring(err), "\n")
-    set = last_good
-    if not set then
-      return { decision = "deny", reason = "no valid policy set: " .. tostring(err), hash = "none" }
+  if not current then
+    local r = M.policy_reload({})
+    if not r.ok then
+      return { decision = "deny", reason = "no valid policy set: " .. tostring(r.error), hash = "none" }
     end
   end
-  last_good = set
   -- what the tool is (sandbox or trusted side, publishes, writes) comes from its
   -- definition, never from the model
   local req = require("tools").policy_request(args.tool, args.args, { permissions = args.permissions,
     session_id = args.session_id })
-  local d = policy.decide(set, req)
+  local d = policy.decide(current, req)
   d.votes = nil -- the decision and its reason are what the history needs
   return d
 end

@@ -107,6 +107,27 @@ hashes="$(engine history pe --json | grep '"name":"session.decide"' | grep Activ
 assert_eq "decisions recorded with two different policy-set hashes" 2 "$hashes"
 rm "$T/policies/05-no-shell.lua"
 
+# --- serve watches the policies: a broken edit is refused, the set in force stays
+kill "$S"; wait "$S" 2>/dev/null || true
+"$ENGINE" serve 2>"$T/serve.log" &
+S=$!; PIDS+=("$S")
+sleep 0.5
+printf '%s\n' 'return function(req) this is not lua end' >"$T/policies/06-broken.lua"
+for _ in $(seq 50); do grep -q "policies rejected" "$T/serve.log" && break; sleep 0.1; done
+assert_contains "a broken policy file is refused with its error" "06-broken.lua" "$(cat "$T/serve.log")"
+"$ENGINE" start "$WF" --input @"$PE" --id pe2 --detach >/dev/null 2>&1 || true
+wait_approval pe2 1
+assert_contains "sessions still decide with the previous set" '"ok":true' \
+  "$(engine events pe2 --json | grep '"type":"tool.result"' | head -1)"
+rm "$T/policies/06-broken.lua"
+printf '%s\n' '-- test: publishing is allowed outright' 'return function(req)' \
+  '  if req.tool == "publish_review" then return "allow", "test" end' 'end' >"$T/policies/07-publish-ok.lua"
+for _ in $(seq 50); do grep -q "policies reloaded" "$T/serve.log" && break; sleep 0.1; done
+assert_contains "a good edit is loaded" "policies reloaded" "$(cat "$T/serve.log")"
+engine approve pe2 >/dev/null 2>&1
+wait_status pe2 completed 60
+rm "$T/policies/07-publish-ok.lua"
+
 # --- forbidden and hostile tool calls come back to the model as results
 HO="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/hostile.jsonl\"}}")"
 "$ENGINE" start "$WF" --input @"$HO" --id ho --detach >/dev/null 2>&1 || true
