@@ -158,7 +158,21 @@ static void print_event_human(FILE *f, const domain_event *e) {
     return;
   }
   const char *ty = e->type;
-  if (strcmp(ty, "agent.message") == 0)
+  /* the event's main field: without it the generic line says more */
+  static const char *const main_field[][2] = {
+      {"agent.message", "text"},       {"tool.requested", "tool"},     {"tool.result", "tool"},
+      {"approval.requested", "request_id"}, {"approval.decided", "request_id"}, {"session.status", "status"},
+      {"limit.exceeded", "limit"},     {"artifact.saved", "path"},     {"session.created", "objective"},
+      {"session.completed", "outcome"}, {"session.failed", "error"}};
+  for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
+    if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, 1, main_field[i][1], a, sizeof a) &&
+        !(strcmp(ty, "agent.message") == 0) && !(strcmp(ty, "session.failed") == 0)) {
+      ty = "";
+      break;
+    }
+  if (!*ty)
+    fprintf(f, "%-22s %s\n", e->type, e->payload ? e->payload : "");
+  else if (strcmp(ty, "agent.message") == 0)
     fprintf(f, "assistant: %s\n", *field(L, 1, "text", a, sizeof a) ? a : "(tool calls only)");
   else if (strcmp(ty, "tool.requested") == 0)
     fprintf(f, "  -> %s %s\n", field(L, 1, "tool", a, sizeof a), field(L, 1, "args", b, sizeof b));

@@ -11,11 +11,7 @@ local M = {}
 local MAX_API = { 1, 45 } -- the newest API this client was written against
 local pinned -- "/v1.41"
 
-local function raise(type_, message, extra)
-  local e = { type = type_, message = message }
-  for k, v in pairs(extra or {}) do e[k] = v end
-  error(e, 0)
-end
+local raise = require("util").raise
 
 local function socket()
   local path, err = native.socket_path()

@@ -23,13 +23,8 @@ M.DEFAULT_IMAGE = os.getenv("ENGINE_SANDBOX_IMAGE") or "engine-sandbox:latest"
 local WRITABLE = { "working", "output" }
 local TOP = { input = true, working = true, output = true, ["task.md"] = true, ["simple.md"] = true, skills = true }
 
-local function raise(type_, message, extra)
-  local e = { type = type_, message = message }
-  for k, v in pairs(extra or {}) do e[k] = v end
-  error(e, 0)
-end
-
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local util = require "util"
+local raise, shell_quote = util.raise, util.shell_quote
 
 local function run(cmd)
   local ok = os.execute(cmd)

@@ -7,13 +7,8 @@ local safefs = require "safefs"
 
 local M = {}
 
-local function raise(type_, message, extra)
-  local e = { type = type_, message = message }
-  for k, v in pairs(extra or {}) do e[k] = v end
-  error(e, 0)
-end
-
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local util = require "util"
+local raise, shell_quote = util.raise, util.shell_quote
 
 -- realpath(1) of a path (nil when it does not exist).
 local function realpath(p)

@@ -16,7 +16,7 @@ function M.error(type_, message, extra)
   return e
 end
 
-function M.raise(type_, message, extra) error(M.error(type_, message, extra), 0) end
+M.raise = require("util").raise
 
 -- ---------------------------------------------------------------- secrets --
 

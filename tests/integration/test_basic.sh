@@ -61,6 +61,7 @@ sleep 0.2
 engine signal h3 approval '{"approved":true}'
 wait "$F"
 assert_contains "follow printed events up to completion" "session.completed" "$(cat "$T/follow.out")"
+assert_contains "the human format reads like a transcript" "assistant: Hello, Ada" "$(engine events h1)"
 assert_eq "TimerFired recorded once" 1 "$(engine history h3 | grep -c TimerFired)"
 assert_eq "history of h3 is dense" "events=17 activities_completed=2 open_commands=0 last=WorkflowCompleted" "$(verify_history h3)"
 kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true

@@ -1,0 +1,15 @@
+-- Small helpers shared by the engine's Lua library (activities side).
+local M = {}
+
+-- Raises a typed error {type=, message=, ...extra} that activities and
+-- workflows can branch on (err.type).
+function M.raise(type_, message, extra)
+  local e = { type = type_, message = message }
+  for k, v in pairs(extra or {}) do e[k] = v end
+  error(e, 0)
+end
+
+-- s quoted for /bin/sh as one word.
+function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+return M
