@@ -37,6 +37,12 @@ end
 
 local function safe_name(s) return (tostring(s):gsub("[^%w_.-]", "_")):sub(1, 100) end
 
+-- Container names are per engine database (its instance id) and session, so
+-- two databases on one Docker engine never touch each other's containers.
+local function container_name(session_id)
+  return "engine-" .. safe_name(os.getenv("ENGINE_INSTANCE") or "default") .. "-" .. safe_name(session_id)
+end
+
 -- A path the sandbox or the model named -> a path relative to the workspace.
 -- Accepts "/workspace/x/y" or "x/y"; refuses anything outside the workspace.
 function M.relative(path)
@@ -133,7 +139,7 @@ function M.provision(opts)
       raise("InvalidInput", "writable paths must be under working/ or output/: " .. p, { non_retryable = true })
     end
   end
-  local name = "engine-" .. safe_name(opts.session_id)
+  local name = container_name(opts.session_id)
   -- an earlier attempt of this same step may have left its container: start clean
   if driver == "docker" then pcall(docker.remove, name) end
   remove_workspace(sb.workspace)
@@ -324,7 +330,7 @@ function M.destroy(sb)
   local removed = false
   if sb.driver ~= "bwrap" then
     if sb.container_id then removed = docker.remove(sb.container_id) end
-    pcall(docker.remove, "engine-" .. safe_name(sb.session_id))
+    pcall(docker.remove, container_name(sb.session_id))
   end
   remove_workspace(sb.workspace)
   return { removed = removed }

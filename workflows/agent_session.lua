@@ -59,6 +59,7 @@ return function(input)
   wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id })
 
   local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
+  local cost, prices = 0, prep.model.prices -- {input=, output=} in USD per million tokens
   local repairs, MAX_REPAIRS = 0, 2
   local function remaining() return deadline - wf.now() end
   local function over(what, limit, value)
@@ -74,6 +75,9 @@ return function(input)
       if remaining() <= 0 then over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started) break end
       if turns >= limits.maxModelTurns then over("maxModelTurns", limits.maxModelTurns, turns) break end
       if tokens >= limits.maxTokens then over("maxTokens", limits.maxTokens, tokens) break end
+      if prices and limits.maxCostUsd > 0 and cost >= limits.maxCostUsd then
+        over("maxCostUsd", limits.maxCostUsd, cost) break
+      end
       turns = turns + 1
       local mopts = { lenient_tools = true } -- an unknown tool or bad arguments go back to the model
       for k, v in pairs(input.modelOptions or {}) do mopts[k] = v end
@@ -81,6 +85,9 @@ return function(input)
         { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
       local u = turn.usage or {}
       tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
+      if prices then
+        cost = cost + ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6
+      end
       wf.emit("agent.message", { text = turn.text, turn = turns, usage = u, tool_calls = #(turn.tool_calls or {}) })
       if not turn.tool_calls or #turn.tool_calls == 0 then
         -- validateResult: the answer must be a JSON object (matching the
@@ -193,7 +200,8 @@ return function(input)
       end
     end
     return { summary = result and result.summary or final, result = result and result.result, raw = final,
-      turns = turns, tool_calls = calls, tokens = tokens, artifacts = saved, outcome = outcome, limit = exceeded }
+      turns = turns, tool_calls = calls, tokens = tokens, cost_usd = prices and cost or nil, artifacts = saved,
+      outcome = outcome, limit = exceeded }
   end)
 
   status("DESTROYING")

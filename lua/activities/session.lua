@@ -67,6 +67,9 @@ function M.prepare(args)
     problem("model.name is missing")
   elseif model.apiKey or model.api_key then
     problem("model must not carry an API key (the engine reads keys from its environment)")
+  elseif model.prices ~= nil and (type(model.prices) ~= "table" or type(model.prices.input or 0) ~= "number"
+      or type(model.prices.output or 0) ~= "number" or (model.prices.input or 0) < 0 or (model.prices.output or 0) < 0) then
+    problem("model.prices must be {input=, output=}: USD per million tokens, >= 0")
   end
   -- limits
   local limits = {}

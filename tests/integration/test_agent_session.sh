@@ -13,7 +13,12 @@ WF="$SRC/workflows/agent_session.lua"
 jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 export ENGINE_CONTEXT_ROOTS="$SRC:$T" ENGINE_REVIEWS_DIR="$T/reviews" ENGINE_ARTIFACTS="$T/artifacts"
 python3 "$SRC/tests/integration/make_recordings.py" "$T/rec"
-containers() { docker ps -aq --filter label=engine.managed=true --filter "label=engine.session=$1" | wc -l; }
+# containers of this test's database (its instance id) for session $1
+containers() {
+  local inst; inst="$(sqlite3 "$ENGINE_DB" "SELECT value FROM meta WHERE key='instance_id'" 2>/dev/null)"
+  docker ps -aq --filter label=engine.managed=true --filter "label=engine.instance=$inst" \
+    --filter "label=engine.session=$1" | wc -l
+}
 events() { engine events "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" events; }
 pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' || true; }
 decided() { engine events "$1" --json | grep -c '"type":"approval.decided"' || true; }
@@ -160,6 +165,12 @@ LTK="$(input_with '{"limits":{"maxTokens":3000}}')"
 "$ENGINE" start "$WF" --input @"$LTK" --id ltk --detach >/dev/null 2>&1 || true
 wait_status ltk completed 120
 assert_contains "maxTokens: limit.exceeded" '"limit":"maxTokens"' "$(engine events ltk --json | grep limit.exceeded)"
+
+LCO="$(input_with '{"limits":{"maxCostUsd":0.01},"model":{"prices":{"input":3,"output":15}}}')"
+"$ENGINE" start "$WF" --input @"$LCO" --id lco --detach >/dev/null 2>&1 || true
+wait_status lco completed 120
+assert_contains "maxCostUsd with prices: limit.exceeded" '"limit":"maxCostUsd"' "$(engine events lco --json | grep limit.exceeded)"
+assert_contains "the cost is reported" '"cost_usd"' "$(engine show lco --json)"
 
 # --- kill -9 during a tool execution: the tool runs again, the session completes once
 ST="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/slow_tool.jsonl\"}}")"

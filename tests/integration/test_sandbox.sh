@@ -13,7 +13,12 @@ WF="$SRC/tests/integration/wf/sandbox_session.lua"
 chmod 0711 "$T" # as root, the bwrap driver runs sandboxes as uid 10001, which must reach the workspace
 jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 export OPENAI_API_KEY="sk-test-NEVERINSANDBOX-42"
-containers() { docker ps -aq --filter label=engine.managed=true --filter "label=engine.session=$1" | wc -l; }
+# containers of this test's database (its instance id) for session $1
+containers() {
+  local inst; inst="$(sqlite3 "$ENGINE_DB" "SELECT value FROM meta WHERE key='instance_id'" 2>/dev/null)"
+  docker ps -aq --filter label=engine.managed=true --filter "label=engine.instance=$inst" \
+    --filter "label=engine.session=$1" | wc -l
+}
 
 # a host-only secret and a server on the host: neither may be reachable
 echo "host secret" >"$T/hostsecret"
@@ -155,7 +160,8 @@ assert_eq "the live session re-attached and finished" "done" "$(engine show sb6 
 assert_eq "its container removed at the end" 0 "$(containers sb6)"
 for _ in $(seq 50); do [ "$(containers ghost)" == 0 ] && break; sleep 0.1; done
 assert_eq "the orphan of an unknown session was swept at start-up" 0 "$(containers ghost)"
-assert_eq "another database's container was left alone" 1 "$(containers ghost2)"
+assert_eq "another database's container was left alone" 1 \
+  "$(docker ps -aq --filter label=engine.instance=someone-else --filter label=engine.session=ghost2 | wc -l)"
 docker rm -f $(docker ps -aq --filter label=engine.session=ghost2) >/dev/null
 assert_exit "engine gc" 0 engine gc
 kill "$S"; wait "$S" 2>/dev/null || true
