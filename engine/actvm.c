@@ -354,6 +354,8 @@ static int setup(lua_State *L) {
 }
 
 actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
+  /* Lua code finds the engine's library (and skills/, policies/ beside it) here */
+  setenv("ENGINE_LUA_DIR", lua_dir, 0);
   actvm *a = calloc(1, sizeof *a);
   a->loop = loop;
   a->lua_dir = util_strdup(lua_dir);
