@@ -378,7 +378,6 @@ void actvm_free(actvm *a) {
   free(a);
 }
 
-int actvm_pending(actvm *a) { return a->pending; }
 
 /* ------------------------------------------------------------- modules --- */
 

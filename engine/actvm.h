@@ -49,7 +49,6 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
                char **json, act_call **call);
 /* Abandons a pending attempt: its callback will not fire. */
 void actvm_cancel(act_call *call);
-int actvm_pending(actvm *a);
 
 /* Parses options (defaults filled in); returns -1 with err on invalid options. */
 int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, size_t errlen);

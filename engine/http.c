@@ -16,7 +16,6 @@ struct http_ctx {
   uv_check_t deliver; /* hands events out after curl callbacks have returned */
   uv_idle_t nudge;    /* keeps the loop from blocking while events wait */
   http_call *pending; /* calls with undelivered events (singly linked) */
-  size_t inflight;
   int freeing;
 };
 
@@ -101,7 +100,6 @@ static void finish(http_call *c, int err, const char *msg) {
   if (c->in_multi) {
     curl_multi_remove_handle(c->h->multi, c->easy);
     c->in_multi = 0;
-    c->h->inflight--;
   }
   queue_event(c);
 }
@@ -367,7 +365,6 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
     return NULL;
   }
   c->in_multi = 1;
-  h->inflight++;
   return c;
 }
 
@@ -378,7 +375,6 @@ void http_release(http_call *c) {
   unqueue(c);
   if (c->in_multi) {
     curl_multi_remove_handle(c->h->multi, c->easy);
-    c->h->inflight--;
   }
   if (c->idle) {
     c->idle->data = NULL;
@@ -399,12 +395,6 @@ void http_release(http_call *c) {
 
 int http_headers_done(const http_call *c) { return c->headers_done; }
 long http_status(const http_call *c) { return c->status; }
-
-const char *http_header(const http_call *c, const char *name) {
-  for (size_t i = c->nh; i-- > 0;)
-    if (strcasecmp(c->hnames[i], name) == 0) return c->hvalues[i];
-  return NULL;
-}
 
 size_t http_header_count(const http_call *c) { return c->nh; }
 
@@ -427,4 +417,3 @@ int http_error(const http_call *c, const char **message) {
   return c->err;
 }
 
-size_t http_inflight(const http_ctx *h) { return h->inflight; }

@@ -53,8 +53,6 @@ void http_release(http_call *c);
 
 int http_headers_done(const http_call *c);
 long http_status(const http_call *c);
-/* Value of response header name (case-insensitive), or NULL. */
-const char *http_header(const http_call *c, const char *name);
 size_t http_header_count(const http_call *c);
 void http_header_at(const http_call *c, size_t i, const char **name, const char **value);
 /* Body bytes buffered since the last take; the caller must copy them before
@@ -64,6 +62,5 @@ size_t http_buffered(const http_call *c);
 /* 1 when the transfer ended; then http_error() tells how. */
 int http_done(const http_call *c);
 int http_error(const http_call *c, const char **message);
-size_t http_inflight(const http_ctx *h);
 
 #endif

@@ -212,13 +212,7 @@ local function deep_copy(v, depth)
   return out
 end
 
-local function in_list(list, name)
-  if type(list) ~= "table" then return false end
-  for _, n in ipairs(list) do
-    if n == name then return true end
-  end
-  return false
-end
+local in_list = require("util").contains
 
 -- Asks every policy; the strongest decision wins (the first policy, in file
 -- order, among equals). set may be nil (no policies).

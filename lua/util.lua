@@ -12,4 +12,13 @@ end
 -- s quoted for /bin/sh as one word.
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+-- Whether list (a sequence; anything else counts as empty) holds value.
+function M.contains(list, value)
+  if type(list) ~= "table" then return false end
+  for _, v in ipairs(list) do
+    if v == value then return true end
+  end
+  return false
+end
+
 return M

@@ -78,13 +78,7 @@ function M.names()
   return out
 end
 
-local function in_list(list, name)
-  if type(list) ~= "table" then return false end
-  for _, n in ipairs(list) do
-    if n == name then return true end
-  end
-  return false
-end
+local in_list = require("util").contains
 
 -- The definitions the model is offered, in allowlist order. Names that are not
 -- tools are skipped and returned as the second value; nil offers nothing.
