@@ -9,9 +9,11 @@
 #include "docker.h"
 #include "http.h"
 #include "safefs.h"
+#include "sandbox_native.h"
 #include "json.h"
 #include "lua_http.h"
 #include "lua_proc.h"
+#include "child.h"
 #include "util.h"
 
 int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
@@ -329,6 +331,7 @@ static int open_activity(lua_State *L) {
 static int setup(lua_State *L) {
   actvm *a = lua_touserdata(L, 1);
   luaL_openlibs(L);
+  child_harden_lua(L); /* os.execute, io.popen: children get only fds 0-2 */
   lua_pushlightuserdata(L, a);
   lua_setfield(L, LUA_REGISTRYINDEX, REG_ACTVM);
   lua_newtable(L);
@@ -342,7 +345,8 @@ static int setup(lua_State *L) {
   luaL_requiref(L, "safefs", luaopen_engine_safefs, 0);
   luaL_requiref(L, "docker.native", luaopen_engine_docker, 0);
   luaL_requiref(L, "proc", luaopen_engine_proc, 0);
-  lua_pop(L, 7);
+  luaL_requiref(L, "sandbox.native", luaopen_engine_sandbox_native, 0);
+  lua_pop(L, 8);
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "util.h"
 
@@ -197,6 +198,14 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
   return 0;
 }
 
+/* Every socket curl opens is close-on-exec: a child the engine starts (a
+ * sandbox, git) must never inherit a connection (the Docker socket above all). */
+static curl_socket_t open_socket_cb(void *ud, curlsocktype purpose, struct curl_sockaddr *a) {
+  (void)ud;
+  (void)purpose;
+  return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 static void idle_fired(uv_timer_t *t) {
   http_call *c = t->data;
   char msg[96];
@@ -325,6 +334,7 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
   curl_easy_setopt(e, CURLOPT_PRIVATE, c);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket_cb);
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);

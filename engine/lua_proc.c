@@ -1,27 +1,39 @@
 /* lua_proc: `local proc = require "proc"` in activities -- runs a program on
- * the loop (uv_spawn), without blocking the engine.
+ * the loop (child_spawn + a pidfd), without blocking the engine.
  *
  *   local r = proc.run{argv = {...}, env = {"K=V", ...} (default: empty),
  *                      cwd = , stdin = "data", timeout = seconds (default 60),
- *                      max_output = bytes kept of stdout+stderr (default 1 MiB)}
+ *                      max_output = bytes kept of stdout+stderr (default 1 MiB),
+ *                      fd3 = "data" (readable on the program's fd 3, e.g.
+ *                      bwrap's --seccomp 3)}
  *   -- r.exit_code, r.signal, r.stdout, r.stderr, r.truncated, r.output_bytes,
  *   -- r.timed_out
  *
  * The program runs in a session and process group of its own; at the time
  * limit, or when the activity is abandoned, the whole group gets SIGKILL.
- * Output past max_output is counted and dropped, so a flood costs max_output. */
+ * Output past max_output is counted and dropped, so a flood costs max_output.
+ * The program gets only fds 0-2 (and 3 when fd3 is given): child.c. Its exit
+ * is watched through a pidfd on the loop, so no SIGCHLD handler is needed. */
 #include "lua_proc.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "actvm.h"
+#include "child.h"
 #include "util.h"
 
 typedef struct proc {
-  uv_process_t process;
+  uv_poll_t exit_watch; /* on the pidfd: readable once the program has exited */
+  int pidfd;
+  pid_t pid;
   uv_pipe_t out, err, in;
   uv_timer_t timer;
   uv_write_t write_req;
@@ -39,6 +51,7 @@ static void maybe_free(proc *p) {
   if (p->open_handles == 0) {
     capped_free(&p->o);
     free(p->stdin_data);
+    if (p->pidfd >= 0) close(p->pidfd);
     free(p);
   }
 }
@@ -53,8 +66,9 @@ static void close_handle(uv_handle_t *h) {
   if (!uv_is_closing(h)) uv_close(h, on_close);
 }
 
+/* Only before the program is reaped: after that its pid could be reused. */
 static void kill_group(proc *p) {
-  if (!p->exited && p->process.pid > 0) kill(-p->process.pid, SIGKILL);
+  if (!p->exited && p->pid > 0) kill(-p->pid, SIGKILL);
 }
 
 /* When the program has exited and both pipes are drained, hand the result
@@ -86,14 +100,22 @@ static void maybe_finish(proc *p) {
   actvm_resume(ac, 1);
 }
 
-static void on_exit_cb(uv_process_t *h, int64_t status, int sig) {
+static void on_exit_cb(uv_poll_t *h, int status, int events) {
+  (void)status;
+  (void)events;
   proc *p = h->data;
-  p->exited = 1;
-  p->exit_code = status;
-  p->term_signal = sig;
-  if (sig) p->exit_code = 128 + sig;
   /* leftovers of the group (background jobs) do not outlive the program */
-  kill(-h->pid, SIGKILL);
+  kill(-p->pid, SIGKILL);
+  int st = 0;
+  pid_t r;
+  while ((r = waitpid(p->pid, &st, WNOHANG)) < 0 && errno == EINTR) {
+  }
+  if (r == 0) return; /* not yet (a spurious wake-up) */
+  p->exited = 1;
+  p->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 0;
+  p->term_signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+  if (p->term_signal) p->exit_code = 128 + p->term_signal;
+  uv_poll_stop(h);
   close_handle((uv_handle_t *)h);
   maybe_finish(p);
 }
@@ -137,12 +159,21 @@ static void cancel_op(void *op) {
   kill_group(p);
 }
 
+static int spawn_error(lua_State *L, const char *prog, const char *why) {
+  lua_newtable(L);
+  lua_pushliteral(L, "SpawnError");
+  lua_setfield(L, -2, "type");
+  lua_pushfstring(L, "cannot run %s: %s", prog, why);
+  lua_setfield(L, -2, "message");
+  return lua_error(L);
+}
+
 static int l_run(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   act_call *ac = actvm_current(L);
   if (!ac) return luaL_error(L, "proc.run must be called inside an activity");
   if (!lua_isyieldable(L)) return luaL_error(L, "proc.run cannot wait here (not yieldable)");
-  /* argv and env live on the Lua stack until uv_spawn has copied them */
+  /* argv and env live on the Lua stack until the program has started */
   char *argv[256], *env[128];
   int argc = 0, envc = 0;
   if (lua_getfield(L, 1, "argv") != LUA_TTABLE) return luaL_error(L, "proc.run: argv (a list) is required");
@@ -173,46 +204,55 @@ static int l_run(lua_State *L) {
   size_t inlen = 0;
   const char *indata = luaL_optlstring(L, -1, NULL, &inlen);
 
+  lua_getfield(L, 1, "fd3");
+  size_t fd3len = 0;
+  const char *fd3 = luaL_optlstring(L, -1, NULL, &fd3len);
+
+  /* pipes: the engine's ends close-on-exec; the child's become its 0-2 */
+  int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
+  if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0 || (indata && pipe2(pi, O_CLOEXEC) != 0)) {
+    int e = errno;
+    int all[] = {po[0], po[1], pe[0], pe[1], pi[0], pi[1]};
+    for (int i = 0; i < 6; i++)
+      if (all[i] >= 0) close(all[i]);
+    return spawn_error(L, argv[0], strerror(e));
+  }
+  child_opts so = {.argv = argv, .envp = env, .cwd = cwd, .fd = {pi[0], po[1], pe[1]}, .fd3 = fd3,
+                   .fd3_len = fd3len, .new_session = 1}; /* a process group of its own, killed as one */
+  pid_t pid = 0;
+  int rc = child_spawn(&so, &pid);
+  int pidfd = rc == 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+  int pidfd_errno = errno;
+  close(po[1]);
+  close(pe[1]);
+  if (pi[0] >= 0) close(pi[0]);
+  if (rc != 0 || pidfd < 0) {
+    if (rc == 0) { /* started, but we cannot watch it: do not leave it running */
+      kill(-pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+    }
+    close(po[0]);
+    close(pe[0]);
+    if (pi[1] >= 0) close(pi[1]);
+    return spawn_error(L, argv[0], rc ? strerror(rc) : strerror(pidfd_errno));
+  }
+
   uv_loop_t *loop = actvm_loop_of(L);
   proc *p = calloc(1, sizeof *p);
   p->o.max = max > 0 ? (size_t)max : 0;
-  p->process.data = p->out.data = p->err.data = p->in.data = p->timer.data = p->write_req.data = p;
+  p->pid = pid;
+  p->pidfd = pidfd;
+  p->exit_watch.data = p->out.data = p->err.data = p->in.data = p->timer.data = p->write_req.data = p;
   uv_pipe_init(loop, &p->out, 0);
   uv_pipe_init(loop, &p->err, 0);
   uv_pipe_init(loop, &p->in, 0);
   uv_timer_init(loop, &p->timer);
-  p->open_handles = 5; /* out, err, in, timer, process: each closes with on_close */
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = indata ? (UV_CREATE_PIPE | UV_READABLE_PIPE) : UV_IGNORE;
-  stdio[0].data.stream = (uv_stream_t *)&p->in;
-  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[1].data.stream = (uv_stream_t *)&p->out;
-  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
-  stdio[2].data.stream = (uv_stream_t *)&p->err;
-  uv_process_options_t o;
-  memset(&o, 0, sizeof o);
-  o.file = argv[0];
-  o.args = argv;
-  o.env = env;
-  o.cwd = cwd;
-  o.flags = UV_PROCESS_DETACHED; /* setsid: a process group of its own, killed as one */
-  o.exit_cb = on_exit_cb;
-  o.stdio_count = 3;
-  o.stdio = stdio;
-  int rc = uv_spawn(loop, &p->process, &o);
-  if (rc != 0) {
-    uv_close((uv_handle_t *)&p->out, on_close);
-    uv_close((uv_handle_t *)&p->err, on_close);
-    uv_close((uv_handle_t *)&p->in, on_close);
-    uv_close((uv_handle_t *)&p->timer, on_close);
-    uv_close((uv_handle_t *)&p->process, on_close); /* libuv: closed even when spawn fails */
-    lua_newtable(L);
-    lua_pushliteral(L, "SpawnError");
-    lua_setfield(L, -2, "type");
-    lua_pushfstring(L, "cannot run %s: %s", argv[0], uv_strerror(rc));
-    lua_setfield(L, -2, "message");
-    return lua_error(L);
-  }
+  uv_poll_init(loop, &p->exit_watch, pidfd);
+  p->open_handles = 5; /* out, err, in, timer, exit_watch: each closes with on_close */
+  uv_pipe_open(&p->out, po[0]);
+  uv_pipe_open(&p->err, pe[0]);
+  if (indata) uv_pipe_open(&p->in, pi[1]);
+  uv_poll_start(&p->exit_watch, UV_READABLE, on_exit_cb);
   p->out_open = p->err_open = 1;
   uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_read);
   uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_read);

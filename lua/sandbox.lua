@@ -26,9 +26,19 @@ local TOP = { input = true, working = true, output = true, ["task.md"] = true, [
 local util = require "util"
 local raise, shell_quote = util.raise, util.shell_quote
 
+local native = require "sandbox.native"
+local is_root -- whether the engine runs as root (below, with the bubblewrap driver)
+
 local function run(cmd)
   local ok = os.execute(cmd)
   return ok == true or ok == 0
+end
+
+-- A host program on the loop (mkfs, mount): ok, its output on failure.
+local function host(argv, timeout)
+  local r = require("proc").run({ argv = argv, env = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C" },
+    timeout = timeout or 60, max_output = 8192 })
+  return r.exit_code == 0, (r.stderr ~= "" and r.stderr or r.stdout):gsub("%s+$", "")
 end
 
 function M.workspace_root()
@@ -37,10 +47,24 @@ end
 
 local function safe_name(s) return (tostring(s):gsub("[^%w_.-]", "_")):sub(1, 100) end
 
--- Container names are per engine database (its instance id) and session, so
--- two databases on one Docker engine never touch each other's containers.
+local function instance() return os.getenv("ENGINE_INSTANCE") or "default" end
+
+-- One name per (database, workflow id): a readable prefix of the id for
+-- people, then a hash of both, so ids that read alike ("pr:1", "pr_1", two
+-- long ids with one prefix) never share a container or a workspace, and two
+-- databases on one Docker engine never touch each other's sandboxes.
+function M.sandbox_name(session_id)
+  local id = tostring(session_id)
+  return safe_name(id):sub(1, 24) .. "-" .. native.sha256(instance() .. "\0" .. id):sub(1, 24)
+end
+
+-- A host uid for a bubblewrap session: 20000-59999, from its name's hash.
+local function host_uid(name)
+  return 20000 + tonumber(name:sub(-8), 16) % 40000
+end
+
 local function container_name(session_id)
-  return "engine-" .. safe_name(os.getenv("ENGINE_INSTANCE") or "default") .. "-" .. safe_name(session_id)
+  return "engine-" .. safe_name(instance()):sub(1, 40) .. "-" .. M.sandbox_name(session_id)
 end
 
 -- A path the sandbox or the model named -> a path relative to the workspace.
@@ -90,14 +114,15 @@ function M.container_spec(sb, opts)
     Env = { "HOME=/tmp", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8" },
     NetworkDisabled = true,
     Labels = { ["engine.managed"] = "true", ["engine.session"] = sb.session_id,
-      ["engine.workspace"] = sb.workspace, ["engine.instance"] = os.getenv("ENGINE_INSTANCE") or "default" },
+      ["engine.workspace"] = sb.workspace, ["engine.instance"] = instance() },
     HostConfig = {
       Binds = binds,
       NetworkMode = "none",
       ReadonlyRootfs = true,
       CapDrop = { "ALL" },
       SecurityOpt = { "no-new-privileges" },
-      Tmpfs = { ["/tmp"] = "rw,nosuid,nodev,size=67108864" },
+      Tmpfs = { ["/tmp"] = "rw,nosuid,nodev,size=" .. M.TMP_BYTES },
+      ShmSize = M.SHM_BYTES,
       Init = true,
       Memory = memory,
       MemorySwap = memory,
@@ -108,15 +133,69 @@ function M.container_spec(sb, opts)
   }
 end
 
-local function remove_workspace(path)
-  if path and path:find(M.workspace_root(), 1, true) == 1 and #path > #M.workspace_root() + 1 then
-    run("rm -rf -- " .. shell_quote(path))
+-- Scratch space inside the sandbox, both drivers: /tmp and /dev/shm are
+-- tmpfs of these sizes (RAM; in Docker charged to the memory limit).
+M.TMP_BYTES = 64 * 1024 * 1024
+M.SHM_BYTES = 16 * 1024 * 1024
+M.DEFAULT_DISK_MB = 1024
+
+-- ---------------------------------------------------------- workspace --
+-- Each workspace is a file system of its own, limits.diskMb in size, so a
+-- sandbox that fills it gets "No space left on device" and never fills the
+-- host's disk (where the database lives). As root: a sparse ext4 image
+-- (<name>.img beside the directory) loop-mounted on the directory, or when no
+-- loop device can be had, a tmpfs of that size. Without root there is no way
+-- to mount one: the workspace is a plain directory and sb.disk says "none".
+
+local function mounted(path)
+  local f = io.open("/proc/self/mountinfo", "r")
+  if not f then return false end
+  for line in f:lines() do
+    local mp = line:match("^%S+ %S+ %S+ %S+ (%S+)")
+    if mp and mp:gsub("\\040", " ") == path then f:close() return true end
   end
+  f:close()
+  return false
+end
+
+local function sparse_file(path, bytes)
+  local f, err = io.open(path, "wb")
+  if not f then return nil, err end
+  local ok = f:seek("set", bytes - 1) and f:write("\0")
+  f:close()
+  return ok
+end
+
+local function mount_workspace(ws, disk_mb)
+  if not is_root() then return "none" end
+  local img = ws .. ".img"
+  local ok, why = sparse_file(img, disk_mb * 1024 * 1024)
+  if ok then
+    -- no journal and no reserved blocks: an ephemeral scratch file system
+    ok, why = host({ "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", "nodiscard", img }, 120)
+    if ok then ok, why = host({ "mount", "-o", "loop,nosuid,nodev", img, ws }) end
+    if ok then
+      os.remove(ws .. "/lost+found") -- not part of the workspace
+      return "ext4-loop"
+    end
+  end
+  os.remove(img)
+  ok, why = host({ "mount", "-t", "tmpfs", "-o", "size=" .. disk_mb .. "m,nosuid,nodev,mode=0755", "tmpfs", ws })
+  if ok then return "tmpfs" end
+  raise("WorkspaceError", "cannot give the workspace a file system of " .. disk_mb .. " MB: " .. tostring(why))
+end
+
+local function remove_workspace(path)
+  local root = M.workspace_root()
+  if not (path and path:find(root, 1, true) == 1 and #path > #root + 1) then return end
+  if mounted(path) and not host({ "umount", path }) then host({ "umount", "-l", path }) end
+  run("rm -rf -- " .. shell_quote(path))
+  os.remove(path .. ".img")
 end
 
 -- Builds the workspace on the host and starts the container. opts: {session_id,
--- image, limits={cpu, memoryMb, pids}, writable={"working","output"}, task,
--- simple, files={{src=host path, dest=relative path under input/}},
+-- image, limits={cpu, memoryMb, pids, diskMb}, writable={"working","output"},
+-- task, simple, files={{src=host path, dest=relative path under input/}},
 -- skills={{name=, dir=host path}}}. Returns the sandbox handle (a plain table,
 -- stored in the workflow's history). Nothing is left behind on failure.
 function M.provision(opts)
@@ -127,29 +206,42 @@ function M.provision(opts)
     raise("InvalidInput", "unknown sandbox driver '" .. tostring(driver) .. "' (docker, bwrap)", { non_retryable = true })
   end
   local sb = { session_id = opts.session_id, image = opts.image or M.DEFAULT_IMAGE, driver = driver,
-    workspace = M.workspace_root() .. "/" .. safe_name(opts.session_id), writable = opts.writable or WRITABLE,
-    memory_mb = limits.memoryMb or 512, cpu = limits.cpu or 1, pids = limits.pids or 256 }
-  for k, v in pairs({ memoryMb = limits.memoryMb, cpu = limits.cpu, pids = limits.pids }) do
+    workspace = M.workspace_root() .. "/" .. M.sandbox_name(opts.session_id), writable = opts.writable or WRITABLE,
+    memory_mb = limits.memoryMb or 512, cpu = limits.cpu or 1, pids = limits.pids or 256,
+    disk_mb = limits.diskMb or M.DEFAULT_DISK_MB }
+  for k, v in pairs({ memoryMb = limits.memoryMb, cpu = limits.cpu, pids = limits.pids, diskMb = limits.diskMb }) do
     if type(v) ~= "number" or v <= 0 then
       raise("InvalidInput", "limits." .. k .. " must be a positive number", { non_retryable = true })
     end
   end
+  sb.disk_mb = math.ceil(sb.disk_mb)
   for _, p in ipairs(writable_roots(sb)) do
     if not (p:match("^working") or p:match("^output")) then
       raise("InvalidInput", "writable paths must be under working/ or output/: " .. p, { non_retryable = true })
     end
   end
   local name = container_name(opts.session_id)
-  -- an earlier attempt of this same step may have left its container: start clean
+  -- an earlier attempt of this same step (the name is this session's alone) may have left its container
   if driver == "docker" then pcall(docker.remove, name) end
   remove_workspace(sb.workspace)
   if driver == "bwrap" then
     sb.image = nil
+    sb.host_uid = host_uid(M.sandbox_name(opts.session_id))
     sb.rootfs = opts.rootfs or os.getenv("ENGINE_SANDBOX_ROOTFS") or "/var/cache/engine/sandbox-rootfs"
     sb.skills = {}
     for _, sk in ipairs(opts.skills or {}) do sb.skills[#sb.skills + 1] = { name = safe_name(sk.name), dir = sk.dir } end
   end
   local ok, err = pcall(function()
+    if not run("mkdir -p -m 0711 -- " .. shell_quote(sb.workspace)) then
+      raise("WorkspaceError", "cannot create the workspace " .. sb.workspace)
+    end
+    -- the image is sparse: refuse a size the host cannot hold now, rather than fail later
+    local size, free = native.disk_usage(M.workspace_root())
+    if size and is_root() and free < sb.disk_mb * 1024 * 1024 then
+      raise("WorkspaceError", string.format("limits.diskMb is %d MB but the workspaces' file system (%s) has %d MB free",
+        sb.disk_mb, M.workspace_root(), free // (1024 * 1024)))
+    end
+    sb.disk = mount_workspace(sb.workspace, sb.disk_mb)
     if not run("mkdir -p -- " .. shell_quote(sb.workspace .. "/input") .. " " .. shell_quote(sb.workspace .. "/skills")
         .. " && mkdir -p -m 0777 -- " .. shell_quote(sb.workspace .. "/working") .. " "
         .. shell_quote(sb.workspace .. "/output")
@@ -189,6 +281,16 @@ function M.provision(opts)
   return sb
 end
 
+-- Whether the workspace's file system is full (or nearly: less than 1% or
+-- 1 MB left), after a command said "No space left on device".
+local function workspace_full(sb, r)
+  local said = ((r.stderr or "") .. (r.stdout or "")):find("No space left on device", 1, true)
+  if not said then return false end
+  local size, free = native.disk_usage(sb.workspace)
+  if not size then return false end
+  return sb.disk ~= "none" and free <= math.max(1024 * 1024, size // 100)
+end
+
 -- Runs a command (argv list, or a string run by sh -c) in the sandbox as its
 -- non-root user. opts: {timeout=, max_output=, workdir=}.
 function M.exec(sb, cmd, opts)
@@ -206,6 +308,9 @@ function M.exec(sb, cmd, opts)
     r.error = "the command was killed: the sandbox ran out of memory (limit " .. tostring(sb.memory_mb or "?") .. " MB)"
   elseif r.timed_out then
     r.error = "the command was killed after " .. tostring(opts.timeout or 60) .. " s (time limit)"
+  elseif workspace_full(sb, r) then
+    r.disk_full = true
+    r.error = "the workspace is full (limits.diskMb = " .. tostring(sb.disk_mb) .. " MB): No space left on device"
   end
   if r.truncated then
     r.stdout = r.stdout .. string.format("\n[output truncated: %d bytes in all, %d kept]", r.output_bytes,
@@ -216,31 +321,46 @@ end
 
 -- The bubblewrap driver: each command runs in a fresh sandbox over the same
 -- workspace (read-only rootfs and input, writable working/output, no network,
--- new pid/ipc/uts/user namespaces, a new session, no capabilities, an empty
--- environment), as an unprivileged host user, under rlimits for address space
--- (memory), processes and CPU time. Nothing outlives a command.
-local is_root
-local function sandbox_user_prefix()
-  if is_root == nil then
+-- new pid/ipc/uts/user namespaces and no further user namespaces, a seccomp
+-- filter, a new session, no capabilities, an empty environment), as an
+-- unprivileged host user, under rlimits for address space (memory), processes
+-- and CPU time. /tmp and /dev/shm are sized tmpfs; /dev and the /workspace
+-- mount points are read-only. Nothing outlives a command.
+local root_user
+is_root = function()
+  if root_user == nil then
     local f = io.popen("id -u")
-    is_root = f and f:read("l") == "0"
+    root_user = f and f:read("l") == "0"
     if f then f:close() end
   end
-  -- as root, rlimits on processes would not bind: run as an unprivileged user
-  if is_root then return { "setpriv", "--reuid", "10001", "--regid", "10001", "--clear-groups" } end
-  return {}
+  return root_user
 end
+
+-- As root, rlimits on processes would not bind: run as an unprivileged host
+-- user of the session's own (sb.host_uid), so that the process limit counts
+-- this sandbox's processes only, not every sandbox's (nor a Docker
+-- container's, whose user 10001 is the host's 10001 too). Inside, it is 10001.
+local function sandbox_user_prefix(sb)
+  if not is_root() then return {} end
+  local uid = tostring(sb.host_uid or 10001)
+  return { "/usr/bin/setpriv", "--reuid", uid, "--regid", uid, "--clear-groups" }
+end
+
 
 function M.bwrap_exec(sb, argv, opts)
   local proc = require "proc"
   local ws = sb.workspace
   local mem = math.floor((sb.memory_mb or 512) * 1024 * 1024)
   local timeout = opts.timeout or 60
-  local a = sandbox_user_prefix()
+  local seccomp, serr = native.seccomp_program()
+  if not seccomp then raise("SandboxUnavailable", "no seccomp filter for bubblewrap: " .. tostring(serr)) end
+  local a = sandbox_user_prefix(sb)
   for _, x in ipairs({ "/usr/bin/prlimit", "--as=" .. mem, "--nproc=" .. (sb.pids or 256),
     "--cpu=" .. math.ceil(timeout + 1), "--fsize=" .. (1024 * 1024 * 1024), "--",
-    "bwrap", "--ro-bind", sb.rootfs, "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-    "--tmpfs", "/workspace", -- mount points for the binds below, over the read-only rootfs
+    "bwrap", "--ro-bind", sb.rootfs, "/", "--proc", "/proc", "--dev", "/dev",
+    "--size", tostring(M.SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+    "--size", tostring(M.TMP_BYTES), "--tmpfs", "/tmp",
+    "--size", "65536", "--tmpfs", "/workspace", -- mount points for the binds below, over the read-only rootfs
     "--ro-bind", ws .. "/input", "/workspace/input", "--bind", ws .. "/working", "/workspace/working",
     "--bind", ws .. "/output", "/workspace/output", "--ro-bind", ws .. "/task.md", "/workspace/task.md",
     "--ro-bind", ws .. "/simple.md", "/workspace/simple.md", "--ro-bind", ws .. "/skills", "/workspace/skills" }) do
@@ -249,12 +369,12 @@ function M.bwrap_exec(sb, argv, opts)
   for _, sk in ipairs(sb.skills or {}) do
     for _, x in ipairs({ "--ro-bind", sk.dir, "/workspace/skills/" .. sk.name }) do a[#a + 1] = x end
   end
-  for _, x in ipairs({ "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+  for _, x in ipairs({ "--remount-ro", "/workspace", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "10001", "--gid", "10001",
+    "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--seccomp", "3", "--clearenv",
     "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
     "--chdir", opts.workdir or "/workspace/working", "--" }) do a[#a + 1] = x end
   for _, x in ipairs(argv) do a[#a + 1] = tostring(x) end
-  if a[1] == "setpriv" then a[1] = "/usr/bin/setpriv" end
-  local r = proc.run({ argv = a, env = { "PATH=/usr/bin:/bin" }, timeout = timeout,
+  local r = proc.run({ argv = a, env = { "PATH=/usr/bin:/bin" }, timeout = timeout, fd3 = seccomp,
     max_output = opts.max_output or 256 * 1024 })
   -- prlimit's address-space cap shows as MemoryError / ENOMEM / SIGKILL by the kernel
   if (r.stderr or ""):find("MemoryError") or (r.stderr or ""):find("Cannot allocate memory") then
@@ -341,7 +461,7 @@ end
 function M.sweep(live)
   local removed = {}
   -- only this database's sandboxes: another engine's sessions are not ours to judge
-  local mine = { ["engine.managed"] = "true", ["engine.instance"] = os.getenv("ENGINE_INSTANCE") or "default" }
+  local mine = { ["engine.managed"] = "true", ["engine.instance"] = instance() }
   for _, c in ipairs(docker.list(mine)) do
     local labels = c.Labels or {}
     local session = labels["engine.session"]
