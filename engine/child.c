@@ -105,6 +105,14 @@ int child_spawn(const child_opts *o, pid_t *pid) {
   return rc;
 }
 
+void child_cloexec_all(void) {
+  if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0) return;
+  for (int fd = 3; fd < 65536; fd++) { /* kernels before 5.11 */
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0 && !(fl & FD_CLOEXEC)) fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+  }
+}
+
 /* ------------------------------------------------ the activity VM's Lua --- */
 
 static int wait_child(pid_t pid) {

@@ -26,6 +26,12 @@ typedef struct child_opts {
 /* Starts the child; 0 and *pid, or an errno value. */
 int child_spawn(const child_opts *o, pid_t *pid);
 
+/* Marks every descriptor above 2 close-on-exec: those the engine inherited
+ * from its parent, and those a library opened without O_CLOEXEC (libcurl's
+ * wake-up socketpair). Always safe: child_spawn passes what a child needs by
+ * dup2, which makes a new descriptor without the flag. */
+void child_cloexec_all(void);
+
 /* Replaces os.execute and io.popen of a Lua state with versions built on
  * child_spawn, and makes io.open/io.lines/io.tmpfile files close-on-exec. */
 void child_harden_lua(lua_State *L);

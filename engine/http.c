@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "child.h"
 #include "util.h"
 
 #define DEFAULT_MAX_BYTES ((size_t)64 << 20)
@@ -286,6 +287,7 @@ http_ctx *http_new(uv_loop_t *loop) {
   http_ctx *h = calloc(1, sizeof *h);
   h->loop = loop;
   h->multi = curl_multi_init();
+  child_cloexec_all(); /* curl's own wake-up socketpair is not close-on-exec */
   curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
   curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
   curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
