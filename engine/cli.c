@@ -17,6 +17,7 @@
 
 #include "engine.h"
 #include "json.h"
+#include "render.h"
 #include "store.h"
 #include "util.h"
 #include "wfvm.h"
@@ -25,15 +26,29 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_WAITING = 3 };
 
 /* ------------------------------------------------------------- helpers --- */
 
+/* Every line for people goes out through render_line (render.h): what a
+ * sandbox, a model or the log wrote never reaches the terminal raw. JSON goes
+ * out through put_json. An error line is cut at DIE_MAX bytes. */
+enum { DIE_MAX = 4096 };
+
 static int die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int die(int code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  fprintf(stderr, "engine: ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
+  char *msg = NULL;
+  if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
   va_end(ap);
+  render_line(stderr, DIE_MAX, "engine: %s", msg ? msg : "out of memory");
+  free(msg);
   return code;
+}
+
+/* Prints one line of JSON (freeing it) as strict JSON (json_for_output). */
+static void put_json(FILE *f, char *json) {
+  char *out = json_for_output(json ? json : "null", json ? strlen(json) : 4);
+  fprintf(f, "%s\n", out);
+  free(out);
+  free(json);
 }
 
 typedef struct args {
@@ -113,19 +128,15 @@ static int exit_for_status(const char *status) {
 /* --------------------------------------------------------------- events --- */
 
 /* A field of the event payload as text (strings as they are, the rest as
- * JSON), cut to max bytes on one line; "" when absent. */
+ * JSON), rendered on one line in at most max - 1 bytes; "" when absent. */
 static const char *field(lua_State *L, int t, const char *k, char *out, size_t max) {
   out[0] = 0;
   lua_getfield(L, t, k);
   const char *s = NULL;
-  if (lua_type(L, -1) == LUA_TSTRING) s = lua_tostring(L, -1);
-  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA) s = json_encode(L, -1, NULL);
-  if (s) {
-    size_t k2 = 0;
-    for (; *s && k2 + 4 < max; s++) out[k2++] = (*s == '\n' || *s == '\t') ? ' ' : *s;
-    if (*s) memcpy(out + k2, "...", 4), k2 += 3;
-    out[k2] = 0;
-  }
+  size_t n = 0;
+  if (lua_type(L, -1) == LUA_TSTRING) s = lua_tolstring(L, -1, &n);
+  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA) s = json_encode(L, -1, &n);
+  if (s) render_buf(out, max, s, n, 0);
   lua_settop(L, t);
   return out;
 }
@@ -140,6 +151,10 @@ static int decode_payload(lua_State *L) {
 static lua_State *fmt_L;
 static void close_fmt(void) { lua_close(fmt_L); }
 
+/* The generic line of an event is cut here: a transcript line, not a dump
+ * (--json has every byte). */
+enum { EVENT_LINE_MAX = 1000 };
+
 static void print_event_human(FILE *f, const domain_event *e) {
   if (!fmt_L) {
     fmt_L = luaL_newstate();
@@ -149,11 +164,12 @@ static void print_event_human(FILE *f, const domain_event *e) {
   char t[40], a[400], b[400], c2[400];
   fmt_time(e->time, t, sizeof t);
   fprintf(f, "#%-4lld %s  ", (long long)e->seq, t + 11);
+  const char *payload = e->payload ? e->payload : "";
   lua_settop(L, 0);
   lua_pushcfunction(L, decode_payload);
   lua_pushstring(L, e->payload ? e->payload : "null");
   if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, 1)) {
-    fprintf(f, "%-22s %s\n", e->type, e->payload ? e->payload : "");
+    render_line(f, EVENT_LINE_MAX, "%-22s %s", e->type, payload);
     lua_settop(L, 0);
     return;
   }
@@ -171,42 +187,42 @@ static void print_event_human(FILE *f, const domain_event *e) {
       break;
     }
   if (!*ty)
-    fprintf(f, "%-22s %s\n", e->type, e->payload ? e->payload : "");
+    render_line(f, EVENT_LINE_MAX, "%-22s %s", e->type, payload);
   else if (strcmp(ty, "agent.message") == 0)
-    fprintf(f, "assistant: %s\n", *field(L, 1, "text", a, sizeof a) ? a : "(tool calls only)");
+    render_line(f, 0, "assistant: %s", *field(L, 1, "text", a, sizeof a) ? a : "(tool calls only)");
   else if (strcmp(ty, "tool.requested") == 0)
-    fprintf(f, "  -> %s %s\n", field(L, 1, "tool", a, sizeof a), field(L, 1, "args", b, sizeof b));
+    render_line(f, 0, "  -> %s %s", field(L, 1, "tool", a, sizeof a), field(L, 1, "args", b, sizeof b));
   else if (strcmp(ty, "tool.result") == 0)
-    fprintf(f, "  <- %s: %s\n", field(L, 1, "tool", a, sizeof a), field(L, 1, "content", b, sizeof b));
+    render_line(f, 0, "  <- %s: %s", field(L, 1, "tool", a, sizeof a), field(L, 1, "content", b, sizeof b));
   else if (strcmp(ty, "approval.requested") == 0)
-    fprintf(f, "  ?? approval %s needed: %s %s\n", field(L, 1, "request_id", a, sizeof a),
-            field(L, 1, "tool", b, sizeof b), field(L, 1, "reason", c2, sizeof c2));
+    render_line(f, 0, "  ?? approval %s needed: %s %s", field(L, 1, "request_id", a, sizeof a),
+                field(L, 1, "tool", b, sizeof b), field(L, 1, "reason", c2, sizeof c2));
   else if (strcmp(ty, "approval.decided") == 0)
-    fprintf(f, "  ok approval %s: %s %s\n", field(L, 1, "request_id", a, sizeof a),
-            strcmp(field(L, 1, "approved", b, sizeof b), "true") == 0 ? "approved" : "denied",
-            field(L, 1, "reason", c2, sizeof c2));
+    render_line(f, 0, "  ok approval %s: %s %s", field(L, 1, "request_id", a, sizeof a),
+                strcmp(field(L, 1, "approved", b, sizeof b), "true") == 0 ? "approved" : "denied",
+                field(L, 1, "reason", c2, sizeof c2));
   else if (strcmp(ty, "session.status") == 0)
-    fprintf(f, "[%s]\n", field(L, 1, "status", a, sizeof a));
+    render_line(f, 0, "[%s]", field(L, 1, "status", a, sizeof a));
   else if (strcmp(ty, "limit.exceeded") == 0)
-    fprintf(f, "!! limit %s reached (%s of %s)\n", field(L, 1, "limit", a, sizeof a), field(L, 1, "value", b, sizeof b),
-            field(L, 1, "max", c2, sizeof c2));
+    render_line(f, 0, "!! limit %s reached (%s of %s)", field(L, 1, "limit", a, sizeof a),
+                field(L, 1, "value", b, sizeof b), field(L, 1, "max", c2, sizeof c2));
   else if (strcmp(ty, "artifact.saved") == 0)
-    fprintf(f, "  saved %s (%s bytes)\n", field(L, 1, "path", a, sizeof a), field(L, 1, "size", b, sizeof b));
+    render_line(f, 0, "  saved %s (%s bytes)", field(L, 1, "path", a, sizeof a), field(L, 1, "size", b, sizeof b));
   else if (strcmp(ty, "session.created") == 0)
-    fprintf(f, "session: %s\n", field(L, 1, "objective", a, sizeof a));
+    render_line(f, 0, "session: %s", field(L, 1, "objective", a, sizeof a));
   else if (strcmp(ty, "session.completed") == 0)
-    fprintf(f, "completed (%s): %s\n", field(L, 1, "outcome", a, sizeof a), field(L, 1, "summary", b, sizeof b));
+    render_line(f, 0, "completed (%s): %s", field(L, 1, "outcome", a, sizeof a), field(L, 1, "summary", b, sizeof b));
   else if (strcmp(ty, "session.failed") == 0)
-    fprintf(f, "failed: %s%s\n", field(L, 1, "error", a, sizeof a), field(L, 1, "problems", b, sizeof b));
+    render_line(f, 0, "failed: %s%s", field(L, 1, "error", a, sizeof a), field(L, 1, "problems", b, sizeof b));
   else
-    fprintf(f, "%-22s %s\n", ty, e->payload ? e->payload : "");
+    render_line(f, EVENT_LINE_MAX, "%-22s %s", ty, payload);
   lua_settop(L, 0);
 }
 
 static void print_event_json(FILE *f, const domain_event *e) {
   char *sid = json_quote(e->session_id), *type = json_quote(e->type);
-  fprintf(f, "{\"session_id\":%s,\"seq\":%lld,\"type\":%s,\"time\":%lld,\"payload\":%s}\n", sid, (long long)e->seq,
-          type, (long long)e->time, e->payload && *e->payload ? e->payload : "null");
+  put_json(f, util_fmt("{\"session_id\":%s,\"seq\":%lld,\"type\":%s,\"time\":%lld,\"payload\":%s}", sid,
+                       (long long)e->seq, type, (long long)e->time, e->payload && *e->payload ? e->payload : "null"));
   free(sid);
   free(type);
 }
@@ -252,15 +268,15 @@ static void start_on_status(void *ud, const char *id, const char *status, const 
   }
   if (s->quiet || strcmp(status, "waiting") != 0 || !detail) return;
   if (strncmp(detail, "signal approval:", 16) == 0)
-    fprintf(stderr,
-            "engine: %s is waiting for approval %s; from another terminal: engine approve %s (or --deny --reason "
-            "TEXT)\n",
-            id, detail + 16, id);
+    render_line(stderr, DIE_MAX,
+                "engine: %s is waiting for approval %s; from another terminal: engine approve %s (or --deny --reason "
+                "TEXT)",
+                id, detail + 16, id);
   else if (strncmp(detail, "signal ", 7) == 0)
-    fprintf(stderr, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'\n", id,
-            detail + 7, id, detail + 7);
+    render_line(stderr, DIE_MAX, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'",
+                id, detail + 7, id, detail + 7);
   else
-    fprintf(stderr, "engine: %s is waiting (%s)\n", id, detail);
+    render_line(stderr, DIE_MAX, "engine: %s is waiting (%s)", id, detail);
 }
 
 static void start_on_commit(void *ud) {
@@ -274,10 +290,10 @@ static int report_outcome(store *st, const char *id) {
   if (store_wf_get(st, id, &w) != 1) return die(EXIT_USAGE, "workflow '%s' vanished", id);
   int code = exit_for_status(w.status);
   if (strcmp(w.status, "completed") == 0) {
-    printf("%s\n", w.result ? w.result : "null");
+    put_json(stdout, util_strdup(w.result ? w.result : "null"));
   } else if (strcmp(w.status, "stuck") == 0) {
-    fprintf(stderr, "engine: %s is stuck: %s\n", id, w.error ? w.error : "");
-    fprintf(stderr, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply\n", id);
+    render_line(stderr, 0, "engine: %s is stuck: %s", id, w.error ? w.error : "");
+    render_line(stderr, 0, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply", id);
   } else if (strcmp(w.status, "failed") == 0 && w.error && strstr(w.error, "\"type\":\"InvalidInput\"")) {
     /* the workflow refused its input before doing anything: a usage error */
     char msg[4096] = "";
@@ -288,12 +304,12 @@ static int report_outcome(store *st, const char *id) {
       while (*m && *m != '"' && k + 1 < sizeof msg) msg[k++] = *m++;
       msg[k] = 0;
     }
-    fprintf(stderr, "engine: %s: %s\n", id, *msg ? msg : "invalid input");
+    render_line(stderr, 0, "engine: %s: %s", id, *msg ? msg : "invalid input");
     code = EXIT_USAGE;
   } else if (engine_status_terminal(w.status)) {
-    fprintf(stderr, "engine: %s %s: %s\n", id, w.status, w.error ? w.error : "");
+    render_line(stderr, 0, "engine: %s %s: %s", id, w.status, w.error ? w.error : "");
   } else {
-    fprintf(stderr, "engine: %s is %s\n", id, w.status);
+    render_line(stderr, 0, "engine: %s is %s", id, w.status);
   }
   wf_row_free(&w);
   return code;
@@ -349,6 +365,39 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   return code;
 }
 
+/* An id for a start without --id: the script's name made to follow the id
+ * rules (a run of other bytes becomes one '-', at most 100 bytes, "wf" when
+ * nothing is left), then '-' and 8 random hex digits. */
+static void generated_id(const char *script, char *out, size_t n) {
+  char *tmp = util_strdup(script), name[101];
+  char *base = basename(tmp), *dot = strrchr(base, '.');
+  if (dot && dot != base) *dot = 0;
+  size_t k = 0;
+  for (const unsigned char *p = (const unsigned char *)base; *p && k < sizeof name - 1; p++) {
+    int alnum = (*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z');
+    char ch = alnum || *p == '_' ? (char)*p : '-';
+    if (k == 0 ? !alnum : ch == '-' && name[k - 1] == '-') continue;
+    name[k++] = ch;
+  }
+  name[k] = 0;
+  snprintf(out, n, "%s%s%08llx", k ? name : "wf", k && name[k - 1] == '-' ? "" : "-",
+           (unsigned long long)(util_random64() & 0xffffffffull));
+  free(tmp);
+}
+
+/* Whether the database at db, if there is one, holds workflow id: start
+ * carries on a workflow whose id an older engine accepted. */
+static int workflow_exists(const char *db, const char *id) {
+  store *st;
+  char err[256];
+  wf_row w;
+  if (access(db, F_OK) != 0 || store_open(db, 1, &st, err, sizeof err) != STORE_OK) return 0;
+  int found = store_wf_get(st, id, &w) == 1;
+  if (found) wf_row_free(&w);
+  store_close(st);
+  return found;
+}
+
 static const char *START_HELP =
     "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--db PATH]\n"
     "\n"
@@ -356,6 +405,8 @@ static const char *START_HELP =
     "fails (exit 1) or is stuck (exit 3). While it waits for a signal or a timer it\n"
     "keeps running; `engine signal` from another terminal wakes it at once.\n"
     "With --id of an existing workflow, carries that workflow on from its log.\n"
+    "An ID is 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit,\n"
+    "without \"..\"; without --id one is made from the script's name and 8 hex digits.\n"
     "With --detach it only records the start (exit 3) for `engine serve` to run.\n"
     "Domain events are printed to stderr as they happen; the result goes to stdout.\n";
 
@@ -398,20 +449,14 @@ static int cmd_start(args *a, common *c) {
       return die(EXIT_USAGE, "%s", serr);
     }
   }
-  char genid[128];
+  char genid[ENGINE_ID_MAX + 1], err[1024], holder[256];
   if (!id) {
-    char *tmp = util_strdup(script);
-    char *base = basename(tmp);
-    char *dot = strrchr(base, '.');
-    if (dot) *dot = 0;
-    snprintf(genid, sizeof genid, "%s-%08llx", base, (unsigned long long)(util_random64() & 0xffffffffull));
-    free(tmp);
+    generated_id(script, genid, sizeof genid);
     id = genid;
-  } else if (!*id || strlen(id) > 200) {
-    free(input);
-    return die(EXIT_USAGE, "--id must be 1 to 200 characters");
+  } else if (engine_check_id(id, err, sizeof err) != 0 && !workflow_exists(c->db, id)) {
+    free(input); /* refused before the database is touched (or created) */
+    return die(EXIT_USAGE, "%s", err);
   }
-  char err[1024], holder[256];
   int lockfd = detach ? -1 : engine_lock(c->db, "start", holder, sizeof holder);
   if (lockfd < 0) {
     /* Not the worker: record the start and follow it (or return when detached). */
@@ -425,15 +470,15 @@ static int cmd_start(args *a, common *c) {
     store_close(st);
     free(input);
     if (rc) return die(EXIT_USAGE, "%s", err);
-    if (existed) fprintf(stderr, "engine: %s already exists; following it\n", id);
+    if (existed) render_line(stderr, DIE_MAX, "engine: %s already exists; following it", id);
     if (detach) {
-      printf("%s\n", id);
+      render_line(stdout, 0, "%s", id);
       return EXIT_WAITING;
     }
-    if (!quiet) fprintf(stderr, "engine: %s started; %s runs it\n", id, holder);
+    if (!quiet) render_line(stderr, DIE_MAX, "engine: %s started; %s runs it", id, holder);
     rc = follow_as_client(c->db, id, quiet, &lockfd);
     if (rc >= 0) return rc;
-    if (!quiet) fprintf(stderr, "engine: the worker went away; carrying %s on here\n", id);
+    if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", id);
     input = util_strdup("{}");
   }
   start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr}, quiet};
@@ -458,10 +503,10 @@ static int cmd_start(args *a, common *c) {
   store_wf_get(engine_store(e), id, &w);
   int done = engine_status_terminal(w.status);
   if (existed && !quiet)
-    fprintf(stderr, "engine: %s exists (%s); %s\n", id, w.status,
-            done ? "it has finished" : "carrying it on from its log (its own script and input)");
+    render_line(stderr, DIE_MAX, "engine: %s exists (%s); %s", id, w.status,
+                done ? "it has finished" : "carrying it on from its log (its own script and input)");
   else if (!quiet)
-    fprintf(stderr, "engine: started %s\n", id);
+    render_line(stderr, DIE_MAX, "engine: started %s", id);
   wf_row_free(&w);
   if (!done) {
     if (existed && !quiet) {
@@ -474,7 +519,8 @@ static int cmd_start(args *a, common *c) {
   rc = report_outcome(engine_store(e), id);
   store_wf_get(engine_store(e), id, &w);
   if (rc == EXIT_WAITING && strcmp(w.status, "stuck") != 0)
-    fprintf(stderr, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on\n", script, id);
+    render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
+                script, id);
   wf_row_free(&w);
   engine_free(e);
   engine_unlock(lockfd);
@@ -512,7 +558,7 @@ static int cmd_serve(args *a, common *c) {
     engine_unlock(lockfd);
     return die(EXIT_USAGE, "%s", err);
   }
-  fprintf(stderr, "engine: serving %s (pid %d)\n", c->db, (int)getpid());
+  render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", c->db, (int)getpid());
   int rc = engine_run(e);
   engine_free(e);
   engine_unlock(lockfd);
@@ -562,7 +608,7 @@ static int cmd_signal(args *a, common *c) {
   rc = engine_send_signal(st, pos[0], pos[1], pos[2], err, sizeof err);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "%s", err);
-  fprintf(stderr, "engine: signal '%s' sent to %s\n", pos[1], pos[0]);
+  render_line(stderr, DIE_MAX, "engine: signal '%s' sent to %s", pos[1], pos[0]);
   return EXIT_OK;
 }
 
@@ -583,7 +629,7 @@ static int cmd_cancel(args *a, common *c) {
   rc = engine_request_cancel(st, pos[0], err, sizeof err);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "%s", err);
-  fprintf(stderr, "engine: cancellation of %s requested\n", pos[0]);
+  render_line(stderr, DIE_MAX, "engine: cancellation of %s requested", pos[0]);
   return EXIT_OK;
 }
 
@@ -595,12 +641,14 @@ static int list_row(void *ud, const wf_row *w) {
   fmt_time(w->updated_at, t, sizeof t);
   if (c->json) {
     char *id = json_quote(w->id), *sc = json_quote(w->script_name);
-    printf("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,\"updated_at\":%lld}\n", id,
-           w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at);
+    put_json(stdout, util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
+                              "\"updated_at\":%lld}",
+                              id, w->status, (long long)w->run, sc, (long long)w->created_at,
+                              (long long)w->updated_at));
     free(id);
     free(sc);
   } else {
-    printf("%-36s %-10s %4lld  %s  %s\n", w->id, w->status, (long long)w->run, t, w->script_name);
+    render_line(stdout, 0, "%-36s %-10s %4lld  %s  %s", w->id, w->status, (long long)w->run, t, w->script_name);
   }
   return 0;
 }
@@ -648,7 +696,7 @@ typedef struct sandbox_line {
 static int find_sandbox(void *ud, const domain_event *e) {
   sandbox_line *s = ud;
   if (strncmp(e->type, "sandbox.", 8) == 0 && e->payload && strstr(e->payload, "\"driver\""))
-    snprintf(s->text, sizeof s->text, "%s", e->payload);
+    render_buf(s->text, sizeof s->text, e->payload, strlen(e->payload), 0);
   if (strcmp(e->type, "artifact.saved") == 0 && e->payload) {
     ubuf_add(&s->artifacts, s->nartifacts++ ? "," : "[", 1);
     ubuf_add(&s->artifacts, e->payload, strlen(e->payload));
@@ -670,8 +718,10 @@ static int cmd_show(args *a, common *c) {
   wf_row w;
   int found = store_wf_get(st, pos[0], &w);
   if (found != 1) {
+    char err[512];
+    engine_unknown_id(pos[0], err, sizeof err);
     store_close(st);
-    return die(EXIT_USAGE, "unknown workflow '%s'", pos[0]);
+    return die(EXIT_USAGE, "%s", err);
   }
   hist_list h = {0};
   store_hist_load(st, w.id, w.run, &h);
@@ -691,38 +741,35 @@ static int cmd_show(args *a, common *c) {
   fmt_time(w.updated_at, ut, sizeof ut);
   if (c->json) {
     char *id = json_quote(w.id), *sc = json_quote(w.script_name), *wt = json_quote(waiting);
-    printf("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\",\"created_at\":%lld,"
-           "\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":",
-           id, w.status, (long long)w.run, sc, w.code_hash, (long long)w.created_at, (long long)w.updated_at,
-           w.input ? w.input : "null", w.result ? w.result : "null");
-    if (w.error && w.error[0] == '{') printf("%s", w.error);
-    else if (w.error) {
-      char *q = json_quote(w.error);
-      printf("%s", q);
-      free(q);
-    } else printf("null");
-    printf(",\"waiting_on\":%s,\"history_events\":%zu,\"tasks\":%d,\"buffered_signals\":%d}\n", wt, h.n, ntasks,
-           nsig);
+    char *er = !w.error ? util_strdup("null") : w.error[0] == '{' ? util_strdup(w.error) : json_quote(w.error);
+    put_json(stdout, util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
+                              "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
+                              "\"waiting_on\":%s,\"history_events\":%zu,\"tasks\":%d,\"buffered_signals\":%d}",
+                              id, w.status, (long long)w.run, sc, w.code_hash, (long long)w.created_at,
+                              (long long)w.updated_at, w.input ? w.input : "null", w.result ? w.result : "null", er,
+                              wt, h.n, ntasks, nsig));
     free(id);
     free(sc);
     free(wt);
+    free(er);
   } else {
-    printf("id:        %s\n", w.id);
-    printf("status:    %s%s\n", w.status, w.cancel == 1 ? " (cancel requested)" : "");
-    if (*waiting) printf("waits on:  %s\n", waiting);
-    printf("script:    %s (code %.12s)\n", w.script_name, w.code_hash);
-    printf("run:       %lld\n", (long long)w.run);
-    printf("created:   %s\nupdated:   %s\n", ct, ut);
-    printf("input:     %s\n", w.input ? w.input : "null");
-    if (w.result) printf("result:    %s\n", w.result);
-    if (w.error) printf("error:     %s\n", w.error);
-    printf("history:   %zu events, %d pending tasks, %d buffered signals\n", h.n, ntasks, nsig);
+    render_line(stdout, 0, "id:        %s", w.id);
+    render_line(stdout, 0, "status:    %s%s", w.status, w.cancel == 1 ? " (cancel requested)" : "");
+    if (*waiting) render_line(stdout, 0, "waits on:  %s", waiting);
+    render_line(stdout, 0, "script:    %s (code %.12s)", w.script_name, w.code_hash);
+    render_line(stdout, 0, "run:       %lld", (long long)w.run);
+    render_line(stdout, 0, "created:   %s", ct);
+    render_line(stdout, 0, "updated:   %s", ut);
+    render_line(stdout, 0, "input:     %s", w.input ? w.input : "null");
+    if (w.result) render_line(stdout, 0, "result:    %s", w.result);
+    if (w.error) render_line(stdout, 0, "error:     %s", w.error);
+    render_line(stdout, 0, "history:   %zu events, %d pending tasks, %d buffered signals", h.n, ntasks, nsig);
     sandbox_line s = {.text = ""};
     store_domain_list(st, w.id, 0, find_sandbox, &s);
-    if (*s.text) printf("sandbox:   %s\n", s.text);
+    if (*s.text) render_line(stdout, 0, "sandbox:   %s", s.text);
     if (s.nartifacts) {
       ubuf_add(&s.artifacts, "]", 2);
-      printf("artifacts: %s\n", s.artifacts.p);
+      render_line(stdout, 0, "artifacts: %s", s.artifacts.p);
     }
     ubuf_free(&s.artifacts);
   }
@@ -760,8 +807,10 @@ static int cmd_history(args *a, common *c) {
   if (rc) return rc;
   wf_row w;
   if (store_wf_get(st, id, &w) != 1) {
+    char err[512];
+    engine_unknown_id(id, err, sizeof err);
     store_close(st);
-    return die(EXIT_USAGE, "unknown workflow '%s'", id);
+    return die(EXIT_USAGE, "%s", err);
   }
   hist_list h = {0};
   store_hist_load(st, id, run > 0 ? run : w.run, &h);
@@ -769,17 +818,20 @@ static int cmd_history(args *a, common *c) {
     const hist_event *e = &h.v[i];
     if (c->json) {
       char *ty = json_quote(e->type), *nm = json_quote(e->name ? e->name : "");
-      printf("{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,\"payload\":%s}\n",
-             (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "", (long long)e->time,
-             e->payload && *e->payload ? e->payload : "null");
+      put_json(stdout, util_fmt("{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,"
+                                "\"payload\":%s}",
+                                (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "",
+                                (long long)e->time, e->payload && *e->payload ? e->payload : "null"));
       free(ty);
       free(nm);
     } else {
-      char t[40], ref[32] = "";
+      char t[40], ref[32] = "", name[201], payload[201];
       fmt_time(e->time, t, sizeof t);
       if (e->ref) snprintf(ref, sizeof ref, "->#%lld", (long long)e->ref);
-      printf("#%-4lld %s  %-20s %-7s %-24s %.200s\n", (long long)e->seq, t + 11, e->type, ref,
-             e->name ? e->name : "", e->payload ? e->payload : "");
+      render_buf(name, sizeof name, e->name ? e->name : "", e->name ? strlen(e->name) : 0, 0);
+      render_buf(payload, sizeof payload, e->payload ? e->payload : "", e->payload ? strlen(e->payload) : 0, 0);
+      render_line(stdout, 0, "#%-4lld %s  %-20s %-7s %-24s %s", (long long)e->seq, t + 11, e->type, ref, name,
+                  payload);
     }
   }
   hist_list_free(&h);
@@ -830,8 +882,10 @@ static int cmd_events(args *a, common *c) {
   if (rc) return rc;
   wf_row w;
   if (store_wf_get(st, id, &w) != 1) {
+    char err[512];
+    engine_unknown_id(id, err, sizeof err);
     store_close(st);
-    return die(EXIT_USAGE, "unknown workflow '%s'", id);
+    return die(EXIT_USAGE, "%s", err);
   }
   int done = engine_status_terminal(w.status);
   wf_row_free(&w);
@@ -882,7 +936,9 @@ static int cmd_replay(args *a, common *c) {
   rc = engine_replay_check(st, id, script, apply, report, sizeof report);
   store_close(st);
   if (rc < 0) return die(EXIT_USAGE, "%s", report);
-  printf("%s\n", report);
+  char *shown = render_str(report, RENDER_MULTILINE, 0); /* a divergence quotes the script's error */
+  printf("%s\n", shown);
+  free(shown);
   return rc == 0 ? EXIT_OK : EXIT_FAILED;
 }
 
@@ -950,6 +1006,14 @@ static int cmd_approve(args *a, common *c) {
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
+  wf_row w;
+  if (store_wf_get(st, id, &w) != 1) {
+    char err[512];
+    engine_unknown_id(id, err, sizeof err);
+    store_close(st);
+    return die(EXIT_USAGE, "%s", err);
+  }
+  wf_row_free(&w);
   pending p = {.n = 0};
   store_domain_list(st, id, 0, collect_pending, &p);
   char rid[160];
@@ -982,7 +1046,7 @@ static int cmd_approve(args *a, common *c) {
   free(payload);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "%s", err);
-  fprintf(stderr, "engine: %s request %s of %s\n", deny ? "denied" : "approved", rid, id);
+  render_line(stderr, DIE_MAX, "engine: %s request %s of %s", deny ? "denied" : "approved", rid, id);
   return EXIT_OK;
 }
 
@@ -1003,7 +1067,7 @@ static int cmd_policy(args *a, common *c) {
   char report[8192];
   rc = engine_policy_check(pos[1], report, sizeof report);
   if (rc || strstr(report, "\"ok\":false")) return die(EXIT_USAGE, "policy check: %s", report);
-  printf("%s\n", report);
+  put_json(stdout, util_strdup(report));
   return EXIT_OK;
 }
 
@@ -1026,7 +1090,7 @@ static int cmd_gc(args *a, common *c) {
   rc = engine_gc(st, report, sizeof report);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "gc: %s", report);
-  printf("%s\n", report);
+  put_json(stdout, util_strdup(report));
   return EXIT_OK;
 }
 

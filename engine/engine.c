@@ -16,6 +16,7 @@
 #include "actvm.h"
 #include "crash.h"
 #include "json.h"
+#include "render.h"
 #include "util.h"
 #include "wfvm.h"
 
@@ -127,7 +128,7 @@ int engine_status_terminal(const char *s) {
 }
 
 static void log_err(engine *e, const char *what) {
-  fprintf(stderr, "engine: %s: %s\n", what, store_errmsg(e->st));
+  render_line(stderr, 0, "engine: %s: %s", what, store_errmsg(e->st));
 }
 
 /* Queues a status notification, delivered after the commit that makes it true. */
@@ -182,7 +183,7 @@ static int64_t host_emit(void *ud, const char *type, const char *payload) {
 
 static void host_print(void *ud, const char *msg) {
   wfrun *r = ud;
-  fprintf(stderr, "[%s] %s\n", r->id, msg);
+  render_line(stderr, 0, "[%s] %s", r->id, msg); /* a script's print may carry model text */
 }
 
 /* Finds a module's source on disk: beside the script, then in the Lua library. */
@@ -559,7 +560,7 @@ static void handle_state(wfrun *r, wfvm_state st) {
       }
       case WFVM_KILLED: finish(r, "failed", "WorkflowFailed", NULL, wfvm_output(r->vm)); return;
       case WFVM_STUCK:
-        fprintf(stderr, "engine: workflow %s is stuck: %s\n", r->id, wfvm_output(r->vm));
+        render_line(stderr, 0, "engine: workflow %s is stuck: %s", r->id, wfvm_output(r->vm));
         set_status(r, "stuck", NULL, wfvm_output(r->vm), NULL);
         run_evict(r);
         return;
@@ -862,9 +863,9 @@ static void sweep_report(sweep_ctx *s, int ok, const char *json) {
   s->json = util_strdup(json);
   if (s->quiet_unavailable == 2) return; /* a maintenance command prints its own report */
   if (ok && strcmp(json, "{}") != 0 && strcmp(json, "[]") != 0)
-    fprintf(stderr, "engine: removed orphaned sandboxes: %s\n", json);
+    render_line(stderr, 0, "engine: removed orphaned sandboxes: %s", json);
   else if (!ok && !(s->quiet_unavailable && strstr(json, "DockerUnavailable")))
-    fprintf(stderr, "engine: sandbox sweep failed: %s\n", json);
+    render_line(stderr, 0, "engine: sandbox sweep failed: %s", json);
 }
 
 static void sweep_done(void *ud, act_call *call, int ok, const char *json) {
@@ -947,9 +948,9 @@ static void policy_reloaded(void *ud, act_call *call, int ok, const char *json) 
   engine *e = ud;
   e->policy_reloading = 0;
   if (!ok || strstr(json, "\"ok\":false"))
-    fprintf(stderr, "engine: policies rejected, the previous set stays in force: %s\n", json);
+    render_line(stderr, 0, "engine: policies rejected, the previous set stays in force: %s", json);
   else if (strstr(json, "\"replaced\":true"))
-    fprintf(stderr, "engine: policies reloaded: %s\n", json);
+    render_line(stderr, 0, "engine: policies reloaded: %s", json);
 }
 
 /* Loads the policy set into the activity VM (session.policy_reload). */
@@ -1164,6 +1165,41 @@ void engine_free(engine *e) {
 
 /* ------------------------------------------------------------- clients --- */
 
+/* Workflow ids are checked here and only here, for every client (CLI, API):
+ * when a workflow is created, and when an id names no workflow (so ids an
+ * older engine stored stay addressable). */
+int engine_check_id(const char *id, char *err, size_t errlen) {
+  static const char *rule =
+      "ids are 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit, without \"..\"";
+  size_t n = strlen(id);
+  char shown[48], what[64] = "";
+  render_buf(shown, sizeof shown, id, n, 0);
+  if (n == 0) snprintf(what, sizeof what, "it is empty");
+  else if (n > ENGINE_ID_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, ENGINE_ID_MAX);
+  for (size_t i = 0; i < n && !*what; i++) {
+    unsigned char c = (unsigned char)id[i];
+    int alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (!alnum && !strchr("._:@-", c)) {
+      char ch[16];
+      uint32_t cp;
+      size_t bad, len = util_utf8_decode(id + i, n - i, &cp, &bad);
+      render_buf(ch, sizeof ch, id + i, len ? len : 1, 0); /* the whole character */
+      if (c == ' ') snprintf(what, sizeof what, "a space at byte %zu", i + 1);
+      else snprintf(what, sizeof what, "'%s' at byte %zu is not allowed", ch, i + 1);
+    } else if (i == 0 && !alnum) {
+      snprintf(what, sizeof what, "it must start with a letter or a digit");
+    }
+  }
+  if (!*what && strstr(id, "..")) snprintf(what, sizeof what, "it contains \"..\"");
+  if (!*what) return 0;
+  util_seterr(err, errlen, "invalid workflow id \"%s\": %s (%s)", shown, what, rule);
+  return -1;
+}
+
+void engine_unknown_id(const char *id, char *err, size_t errlen) {
+  if (engine_check_id(id, err, errlen) == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
+}
+
 static int commit_or_fail(store *st, char *err, size_t errlen) {
   if (store_commit(st) != STORE_OK) {
     util_seterr(err, errlen, "%s", store_errmsg(st));
@@ -1222,6 +1258,10 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
     free(src);
     *existed = 1;
     return 0;
+  }
+  if (engine_check_id(id, err, errlen) != 0) {
+    free(src);
+    return -1;
   }
   int64_t now = util_now_ms();
   wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
@@ -1317,7 +1357,7 @@ int engine_signal_local(engine *e, const char *id, const char *name, const char 
   wf_row w;
   int found = store_wf_get(e->st, id, &w);
   if (found != 1) {
-    util_seterr(err, errlen, "unknown workflow '%s'", id);
+    engine_unknown_id(id, err, errlen);
     return -1;
   }
   int live = !engine_status_terminal(w.status);
@@ -1340,7 +1380,7 @@ static int begin_live(store *st, const char *id, const char *what, char *err, si
   wf_row w;
   int found = store_wf_get(st, id, &w);
   if (found != 1) {
-    if (found == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
+    if (found == 0) engine_unknown_id(id, err, errlen);
     else util_seterr(err, errlen, "%s", store_errmsg(st));
     store_rollback(st);
     return -1;
@@ -1488,7 +1528,8 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
   wf_row w;
   int found = store_wf_get(st, id, &w);
   if (found != 1) {
-    util_seterr(report, reportlen, found == 0 ? "unknown workflow '%s'" : "cannot read workflow '%s'", id);
+    if (found == 0) engine_unknown_id(id, report, reportlen);
+    else util_seterr(report, reportlen, "cannot read workflow '%s'", id);
     return -1;
   }
   int rc = -1;

@@ -38,6 +38,17 @@ const char *engine_lua_dir(void);
 
 /* ---- client operations: each is one transaction, committed on return ---- */
 
+/* Workflow ids: 1 to ENGINE_ID_MAX bytes of A-Z a-z 0-9 . _ : @ -, the first a
+ * letter or a digit, without "..". Returns 0, or -1 with err naming the
+ * problem (the id escaped and cut short). Creating a workflow requires it;
+ * every operation that finds no workflow for an id explains the id with it,
+ * so ids stored before the rule stay addressable. */
+#define ENGINE_ID_MAX 128
+int engine_check_id(const char *id, char *err, size_t errlen);
+/* The error for an id that names no workflow: what is wrong with the id, or
+ * "unknown workflow 'ID'". */
+void engine_unknown_id(const char *id, char *err, size_t errlen);
+
 /* Creates workflow id from script (stored by content hash) with input JSON and
  * queues it. *existed is set (and nothing written) when id already exists. */
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,

@@ -4,6 +4,7 @@
 #include <lualib.h>
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -479,6 +480,37 @@ char *json_quote(const char *s) {
   out[k++] = '"';
   out[k] = 0;
   return out;
+}
+
+char *json_for_output(const char *text, size_t n) {
+  ubuf b = {0};
+  int in_string = 0;
+  char esc[8];
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)text[i];
+    uint32_t cp;
+    size_t bad, len = util_utf8_decode(text + i, n - i, &cp, &bad);
+    if (!len) { /* not UTF-8: one replacement character for the invalid part */
+      ubuf_add(&b, "\\ufffd", 6);
+      i += bad;
+      continue;
+    }
+    if (in_string && c == '\\' && i + 1 < n && text[i + 1] > 0x20 && text[i + 1] < 0x7f) {
+      ubuf_add(&b, text + i, 2); /* an escape: its second byte never ends the string */
+      i += 2;
+      continue;
+    }
+    if (c == '"') in_string = !in_string;
+    if (!util_unsafe_codepoint(cp))
+      ubuf_add(&b, text + i, len);
+    else if (in_string)
+      ubuf_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp));
+    else /* between tokens only whitespace is JSON: one line, nothing a terminal acts on */
+      ubuf_add(&b, " ", 1);
+    i += len;
+  }
+  ubuf_add(&b, "", 1);
+  return b.p;
 }
 
 static int canonical_protected(lua_State *L) {

@@ -29,4 +29,12 @@ char *json_canonical(const char *text, char *err, size_t errlen);
 /* Returns s as a malloc'd JSON string literal (quoted and escaped). */
 char *json_quote(const char *s);
 
+/* JSON text as it is printed (--json, the API): strict JSON in valid UTF-8,
+ * each invalid sequence in a string as \ufffd, and every control character,
+ * DEL, C1 control and bidi control as a \u escape, so it parses anywhere and
+ * is inert on a terminal. The log keeps the bytes as they were recorded (the
+ * workflow reads them back, replay hashes them); only output is changed.
+ * Returns malloc'd NUL-terminated text. */
+char *json_for_output(const char *text, size_t n);
+
 #endif

@@ -96,6 +96,46 @@ uint64_t util_random64(void) {
   return v;
 }
 
+/* ---- UTF-8 ---- */
+
+size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad) {
+  const unsigned char *u = (const unsigned char *)s;
+  unsigned char c = u[0];
+  *bad = 1;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  size_t len;
+  uint32_t v;
+  unsigned char lo = 0x80, hi = 0xBF; /* the range of the second byte (RFC 3629 table) */
+  if (c >= 0xC2 && c <= 0xDF) len = 2, v = c & 0x1F;
+  else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3, v = c & 0x0F;
+    if (c == 0xE0) lo = 0xA0;      /* overlong */
+    else if (c == 0xED) hi = 0x9F; /* surrogates */
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4, v = c & 0x07;
+    if (c == 0xF0) lo = 0x90;      /* overlong */
+    else if (c == 0xF4) hi = 0x8F; /* past U+10FFFF */
+  } else
+    return 0; /* a continuation byte, C0/C1 (overlong) or F5-FF */
+  for (size_t i = 1; i < len; i++) {
+    if (i >= n || u[i] < (i == 1 ? lo : 0x80) || u[i] > (i == 1 ? hi : 0xBF)) {
+      *bad = i;
+      return 0;
+    }
+    v = (v << 6) | (u[i] & 0x3F);
+  }
+  *cp = v;
+  return len;
+}
+
+int util_unsafe_codepoint(uint32_t cp) {
+  return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+         (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 /* ---- ubuf ---- */
 
 int ubuf_add(ubuf *b, const void *data, size_t n) {

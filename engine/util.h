@@ -28,6 +28,18 @@ void util_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((
 /* 64 random bits from the OS. */
 uint64_t util_random64(void);
 
+/* ---- UTF-8 ---- */
+/* The UTF-8 sequence at s[0..n), n > 0: returns its length (1-4) and its code
+ * point in *cp; or 0 when s does not start a valid sequence (overlong forms,
+ * surrogates, code points past U+10FFFF, stray or missing continuation bytes),
+ * with *bad set to the length of the invalid part (its maximal subpart, as
+ * Unicode counts them: one U+FFFD stands for those bytes). */
+size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad);
+/* Code points a terminal acts on or that reorder what is read: C0 controls,
+ * DEL, C1 controls (U+0080-U+009F) and the Unicode bidi controls (U+061C,
+ * U+200E, U+200F, U+202A-U+202E, U+2066-U+2069). */
+int util_unsafe_codepoint(uint32_t cp);
+
 /* ---- ubuf: a growable byte buffer ---- */
 typedef struct ubuf {
   char *p;
