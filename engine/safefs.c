@@ -7,21 +7,96 @@
  *   local safefs = require "safefs"
  *   safefs.write(root, "working/out.txt", data [, {mkdirs=true, mode=0644}])
  *   safefs.read(root, "input/a.txt", max_bytes) -> data | nil, err, truncated
- *   safefs.list(root, "output") -> {{path=, size=, type="file"|"dir"}, ...} (recursive)
- *   safefs.check(rel) -> normalized relative path | nil, err */
+ *   safefs.list(root, "output" [, {max_entries=10000, max_depth=32}])
+ *     -> {{path=, size=, type=, skipped=}, ...} (recursive; see l_list)
+ *   safefs.check(rel) -> normalized relative path | nil, err
+ *   safefs.render(value [, max=200]) -> value fit for a log line (see safefs_render)
+ *
+ * Error strings never quote the path they are about: a sandbox can make paths
+ * of any length, and the caller decides how much of one to show. */
 #include "safefs.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util.h"
+
 #define MAX_PATH_LEN 4096
-#define MAX_DEPTH 32
+#define DEFAULT_MAX_DEPTH 32
+#define HARD_MAX_DEPTH 64 /* one open directory per level while walking */
+#define DEFAULT_MAX_ENTRIES 10000
+/* entries past max_entries are only counted, and only this many: a directory
+ * the sandbox keeps filling cannot keep the walk going forever */
+#define MAX_COUNTED 1000000
+#define SHOWN_BYTES 200 /* of a path too long to list, this much is shown */
+
+/* ------------------------------------------------------------ render --- */
+
+/* Length of the well-formed UTF-8 sequence at s[0..n) (1 to 4), or 0 when the
+ * bytes there are not one (a stray continuation byte, an overlong form, a
+ * surrogate, past U+10FFFF, or cut short); *cp receives the code point. */
+static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp) {
+  size_t k;
+  unsigned c, min;
+  if (s[0] < 0x80) return *cp = s[0], 1;
+  if ((s[0] & 0xE0) == 0xC0) k = 2, c = s[0] & 0x1Fu, min = 0x80;
+  else if ((s[0] & 0xF0) == 0xE0) k = 3, c = s[0] & 0x0Fu, min = 0x800;
+  else if ((s[0] & 0xF8) == 0xF0) k = 4, c = s[0] & 0x07u, min = 0x10000;
+  else return 0;
+  if (n < k) return 0;
+  for (size_t i = 1; i < k; i++) {
+    if ((s[i] & 0xC0) != 0x80) return 0;
+    c = c << 6 | (s[i] & 0x3Fu);
+  }
+  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+  return *cp = c, k;
+}
+
+/* Code points that change how a terminal shows what follows: C1 controls
+ * (U+0080-U+009F, CSI among them) and the bidirectional overrides. */
+static int invisible_control(unsigned cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+char *safefs_render(const char *s, size_t len, size_t max) {
+  ubuf b = {0};
+  int bad = 0;
+  size_t i = 0;
+  while (i < len && !bad) {
+    const unsigned char *p = (const unsigned char *)s + i;
+    unsigned cp = 0;
+    size_t k = utf8_seq(p, len - i, &cp);
+    if (i + (k ? k : 1) > max) break;
+    char esc[16];
+    if (k == 1 && cp == '\\') {
+      bad = ubuf_add(&b, "\\\\", 2);
+    } else if (k == 1 && cp >= 0x20 && cp < 0x7F) {
+      bad = ubuf_add(&b, p, 1);
+    } else if (k > 1 && !invisible_control(cp)) {
+      bad = ubuf_add(&b, p, k);
+    } else if (k > 1) {
+      bad = ubuf_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", cp));
+    } else {
+      bad = ubuf_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\x%02x", p[0]));
+    }
+    i += k ? k : 1;
+  }
+  char tail[48];
+  if (!bad && i < len) bad = ubuf_add(&b, tail, (size_t)snprintf(tail, sizeof tail, "... (%zu bytes)", len));
+  if (!bad) bad = ubuf_add(&b, "", 1);
+  if (bad) {
+    ubuf_free(&b);
+    return NULL;
+  }
+  return b.p;
+}
 
 /* Splits rel into components, refusing absolute paths, "..", empty paths and
  * NUL bytes. Writes "a/b/c" (normalized) into out. */
@@ -189,70 +264,231 @@ static int l_read(lua_State *L) {
   return 3;
 }
 
-/* Appends the entries under fd (recursively) to the table at -1. */
-static void list_dir(lua_State *L, int fd, const char *prefix, int depth, lua_Integer *n) {
-  if (depth > MAX_DEPTH) {
-    close(fd);
-    return;
+/* A recursive listing in progress. Every entry of the tree is either listed or
+ * accounted for: a directory whose contents were not listed carries the reason
+ * (skipped = "too_deep" | "path_too_long" | "unreadable"), and entries past
+ * max_entries are counted into one last {type = "more", count = N, skipped =
+ * "too_many"} entry. Each directory's own entries are listed before anything
+ * below them, so a flood in one subdirectory cannot hide its siblings (nor
+ * output/report.md); once the table is full the walk only counts what it
+ * still reads and descends no further, so N is a lower bound. */
+typedef struct walk {
+  lua_State *L;
+  lua_Integer n;    /* entries in the table */
+  lua_Integer max;  /* entries listed at most */
+  lua_Integer more; /* entries counted past max */
+  int max_depth;
+} walk;
+
+static const char *type_name(mode_t m) {
+  return S_ISREG(m)    ? "file"
+         : S_ISDIR(m)  ? "dir"
+         : S_ISLNK(m)  ? "symlink"
+         : S_ISFIFO(m) ? "fifo"
+         : S_ISSOCK(m) ? "socket"
+         : S_ISCHR(m)  ? "chardev"
+         : S_ISBLK(m)  ? "blockdev"
+                       : "other";
+}
+
+/* Appends {path, size, type [, skipped] [, path_bytes]} to the table at -1 and
+ * returns its index, or only counts it (returns 0) once the table is full. */
+static lua_Integer add_entry(walk *w, const char *path, const struct stat *st, const char *skipped,
+                             size_t path_bytes) {
+  if (w->n >= w->max) {
+    w->more++;
+    return 0;
   }
+  lua_State *L = w->L;
+  lua_createtable(L, 0, 5);
+  lua_pushstring(L, path);
+  lua_setfield(L, -2, "path");
+  lua_pushinteger(L, st ? (lua_Integer)st->st_size : 0);
+  lua_setfield(L, -2, "size");
+  lua_pushstring(L, st ? type_name(st->st_mode) : "unknown");
+  lua_setfield(L, -2, "type");
+  if (skipped) {
+    lua_pushstring(L, skipped);
+    lua_setfield(L, -2, "skipped");
+  }
+  if (path_bytes) {
+    lua_pushinteger(L, (lua_Integer)path_bytes);
+    lua_setfield(L, -2, "path_bytes");
+  }
+  lua_rawseti(L, -2, ++w->n);
+  return w->n;
+}
+
+/* Marks entry idx of the table at -1 (0: an entry only counted) as skipped. */
+static void mark_skipped(walk *w, lua_Integer idx, const char *why) {
+  if (!idx) return;
+  lua_rawgeti(w->L, -1, idx);
+  lua_pushstring(w->L, why);
+  lua_setfield(w->L, -2, "skipped");
+  lua_pop(w->L, 1);
+}
+
+/* Whether the directory fd has no entries; closes fd. */
+static int dir_empty(int fd) {
+  DIR *d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return 0;
+  }
+  struct dirent *e;
+  int empty = 1;
+  while (empty && (e = readdir(d)))
+    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) empty = 0;
+  closedir(d);
+  return empty;
+}
+
+typedef struct subdir {
+  char *name;
+  lua_Integer idx;
+} subdir;
+
+/* Lists the entries of the directory fd (they are at depth `depth`, the listed
+ * directory's own entries at 1), then what is below each of its
+ * subdirectories; closes fd. */
+static void list_dir(walk *w, int fd, const char *prefix, size_t plen, int depth) {
   DIR *d = fdopendir(fd);
   if (!d) {
     close(fd);
     return;
   }
+  subdir *subs = NULL;
+  size_t nsubs = 0, cap = 0;
   struct dirent *e;
-  while ((e = readdir(d))) {
+  char path[MAX_PATH_LEN];
+  while ((e = readdir(d)) && w->more < MAX_COUNTED) {
     if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[MAX_PATH_LEN];
-    snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "/" : "", e->d_name);
+    size_t nlen = strlen(e->d_name), full = plen + (plen ? 1 : 0) + nlen;
     struct stat st;
-    if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    const char *type = S_ISREG(st.st_mode)   ? "file"
-                       : S_ISDIR(st.st_mode) ? "dir"
-                       : S_ISLNK(st.st_mode) ? "symlink"
-                                             : "other";
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, path);
-    lua_setfield(L, -2, "path");
-    lua_pushinteger(L, (lua_Integer)st.st_size);
-    lua_setfield(L, -2, "size");
-    lua_pushstring(L, type);
-    lua_setfield(L, -2, "type");
-    lua_rawseti(L, -2, ++*n);
-    if (S_ISDIR(st.st_mode)) {
-      int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-      if (sub >= 0) list_dir(L, sub, path, depth + 1, n);
+    int have = fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (full >= MAX_PATH_LEN) {
+      /* never a cut path that could name another file: a bounded prefix to
+       * show, the full length, and (for a directory) nothing below it */
+      char *whole = util_fmt("%s%s%s", prefix, plen ? "/" : "", e->d_name);
+      char *shown = whole ? safefs_render(whole, full, SHOWN_BYTES) : NULL;
+      add_entry(w, shown ? shown : "(path too long)", have ? &st : NULL, "path_too_long", full);
+      free(shown);
+      free(whole);
+      continue;
     }
+    memcpy(path, prefix, plen);
+    if (plen) path[plen] = '/';
+    memcpy(path + full - nlen, e->d_name, nlen + 1);
+    lua_Integer idx = add_entry(w, path, have ? &st : NULL, have ? NULL : "unreadable", 0);
+    /* below a full table nothing more is listed: no need to descend */
+    if (!have || !S_ISDIR(st.st_mode) || !idx) continue;
+    if (nsubs == cap) {
+      cap = cap ? cap * 2 : 16;
+      subdir *ns = realloc(subs, cap * sizeof *ns);
+      if (!ns) {
+        mark_skipped(w, idx, "unreadable");
+        continue;
+      }
+      subs = ns;
+    }
+    char *name = util_strdup(e->d_name);
+    if (!name) {
+      mark_skipped(w, idx, "unreadable");
+      continue;
+    }
+    subs[nsubs++] = (subdir){name, idx};
   }
+  for (size_t i = 0; i < nsubs; i++) {
+    size_t nlen = strlen(subs[i].name), full = plen + (plen ? 1 : 0) + nlen;
+    memcpy(path, prefix, plen);
+    if (plen) path[plen] = '/';
+    memcpy(path + full - nlen, subs[i].name, nlen + 1);
+    /* the sandbox may have swapped the directory for a symlink meanwhile:
+     * O_NOFOLLOW | O_DIRECTORY refuse it */
+    int sub = openat(dirfd(d), subs[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0)
+      mark_skipped(w, subs[i].idx, "unreadable");
+    else if (depth >= w->max_depth) {
+      /* what is below would be deeper than max_depth: say so if anything is */
+      if (!dir_empty(sub)) mark_skipped(w, subs[i].idx, "too_deep");
+    } else
+      list_dir(w, sub, path, full, depth + 1);
+    free(subs[i].name);
+  }
+  free(subs);
   closedir(d);
 }
 
+static lua_Integer opt_field(lua_State *L, int idx, const char *name, lua_Integer def, lua_Integer max) {
+  if (!lua_istable(L, idx)) return def;
+  lua_getfield(L, idx, name);
+  lua_Integer v = def;
+  if (!lua_isnil(L, -1)) {
+    int isnum;
+    v = lua_tointegerx(L, -1, &isnum);
+    if (!isnum || v < 1 || v > max) luaL_error(L, "safefs.list: %s must be an integer from 1 to %d", name, (int)max);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* safefs.list(root, rel [, {max_entries=, max_depth=}]): every entry under rel,
+ * recursively, in directory order; paths are relative to root. Symlinks are
+ * listed as such, never followed. See struct walk for what is not listed. */
 static int l_list(lua_State *L) {
   const char *root = luaL_checkstring(L, 1);
   size_t len = 0;
   const char *rel = luaL_optlstring(L, 2, ".", &len);
-  int fd;
+  walk w = {.L = L,
+            .max = opt_field(L, 3, "max_entries", DEFAULT_MAX_ENTRIES, (lua_Integer)1 << 30),
+            .max_depth = (int)opt_field(L, 3, "max_depth", DEFAULT_MAX_DEPTH, HARD_MAX_DEPTH)};
+  int fd, open_errno = 0;
   char norm[MAX_PATH_LEN] = "";
   if (strcmp(rel, ".") == 0 || len == 0) {
     fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    open_errno = errno;
   } else {
     const char *err, *leaf;
     if (normalize(rel, len, norm, sizeof norm, &err) != 0) return fail(L, err);
     int dir = open_parent(root, norm, 0, &leaf, &err);
     if (dir < 0) return fail(L, err);
     fd = openat(dir, leaf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    open_errno = errno;
     close(dir);
   }
-  if (fd < 0) return fail(L, "no such directory");
+  if (fd < 0)
+    return fail(L, open_errno == ELOOP || open_errno == ENOTDIR ? "not a directory (or a symlink)" : "no such directory");
   lua_newtable(L);
-  lua_Integer n = 0;
-  list_dir(L, fd, norm, 0, &n);
+  list_dir(&w, fd, norm, strlen(norm), 1);
+  if (w.more) {
+    lua_createtable(L, 0, 4);
+    lua_pushstring(L, *norm ? norm : ".");
+    lua_setfield(L, -2, "path");
+    lua_pushstring(L, "more");
+    lua_setfield(L, -2, "type");
+    lua_pushinteger(L, w.more);
+    lua_setfield(L, -2, "count");
+    lua_pushstring(L, "too_many");
+    lua_setfield(L, -2, "skipped");
+    lua_rawseti(L, -2, ++w.n);
+  }
+  return 1;
+}
+
+static int l_render(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  lua_Integer max = luaL_optinteger(L, 2, SHOWN_BYTES);
+  char *out = safefs_render(s, len, max < 0 ? 0 : (size_t)max);
+  if (!out) return luaL_error(L, "safefs.render: out of memory");
+  lua_pushstring(L, out);
+  free(out);
   return 1;
 }
 
 int luaopen_engine_safefs(lua_State *L) {
-  static const luaL_Reg lib[] = {
-      {"check", l_check}, {"write", l_write}, {"read", l_read}, {"list", l_list}, {NULL, NULL}};
+  static const luaL_Reg lib[] = {{"check", l_check}, {"write", l_write}, {"read", l_read},
+                                 {"list", l_list},   {"render", l_render}, {NULL, NULL}};
   luaL_newlib(L, lib);
   return 1;
 }

@@ -414,16 +414,77 @@ function M.list_files(sb, path)
   return entries
 end
 
--- The files the session produced in output/ (contents up to max_bytes each).
-function M.collect(sb, max_bytes)
-  local out = {}
-  for _, e in ipairs(safefs.list(sb.workspace, "output") or {}) do
-    if e.type == "file" then
-      local data, _, truncated = safefs.read(sb.workspace, e.path, max_bytes or 8 * 1024 * 1024)
-      out[#out + 1] = { path = e.path, size = e.size, content = data, truncated = truncated }
+-- The files the session produced in output/, and every entry that was not
+-- collected: {path, size, content} per file, {path, reason, ...} per skipped
+-- entry, shallowest first and then by path (a flood in a subdirectory cannot
+-- crowd out output/report.md). Reasons: too_deep (a directory at the depth
+-- limit, its contents unread), path_too_long (4 KiB or more), symlink,
+-- special_file (fifo, socket, device; with its type), too_large (over
+-- max_bytes, 8 MiB, or over the total; a file is never collected cut short),
+-- unreadable, too_many. Caps: opts.max_files (1000) files, opts.max_name_bytes
+-- (256 KiB) of their paths, opts.max_total_bytes (256 MiB) of contents. At
+-- most opts.max_skipped (100) skipped entries are named one by one; the rest,
+-- and every too_many, are counted in one last entry {path = "output", reason =
+-- "too_many", count = N, reasons = {reason = n}}. Skipped paths are rendered by
+-- safefs.render (at most 200 bytes, control characters escaped). With
+-- opts.on_file, each file goes to on_file(file) instead of the list, so
+-- output/ is never held in memory at once.
+function M.collect(sb, max_bytes, opts)
+  opts = opts or {}
+  max_bytes = max_bytes or 8 * 1024 * 1024
+  local max_files, max_names = opts.max_files or 1000, opts.max_name_bytes or 256 * 1024
+  local max_total, max_skipped = opts.max_total_bytes or 256 * 1024 * 1024, opts.max_skipped or 100
+  local out, files, names, total = {}, 0, 0, 0
+  local named, folded, reasons = 0, 0, {}
+  local function skip(e, reason, extra)
+    if reason ~= "too_many" and named < max_skipped then
+      named = named + 1
+      -- a path_too_long entry comes from safefs already rendered
+      local s = { path = e.skipped == "path_too_long" and e.path or safefs.render(e.path), reason = reason }
+      for k, v in pairs(extra or {}) do s[k] = v end
+      out[#out + 1] = s
+    else
+      folded = folded + (e.count or 1)
+      reasons[reason] = (reasons[reason] or 0) + (e.count or 1)
     end
   end
-  table.sort(out, function(a, b) return a.path < b.path end)
+  -- the listing's own cap leaves room for the files, the named skips, the
+  -- directories and what is past the caps (counted, not read)
+  local entries, err = safefs.list(sb.workspace, "output", { max_entries = 10 * (max_files + max_skipped) })
+  if not entries then return { { path = "output", reason = "unreadable", error = err } } end
+  local depth = {}
+  for _, e in ipairs(entries) do depth[e] = select(2, e.path:gsub("/", "")) end
+  table.sort(entries, function(a, b)
+    if depth[a] ~= depth[b] then return depth[a] < depth[b] end
+    return a.path < b.path
+  end)
+  for _, e in ipairs(entries) do
+    if e.skipped then
+      skip(e, e.skipped, { path_bytes = e.path_bytes })
+    elseif e.type == "symlink" then
+      skip(e, "symlink")
+    elseif e.type == "file" then
+      if e.size > max_bytes or total + e.size > max_total then
+        skip(e, "too_large", { size = e.size })
+      elseif files >= max_files or names + #e.path > max_names then
+        skip(e, "too_many")
+      else
+        local data, rerr, truncated = safefs.read(sb.workspace, e.path, max_bytes)
+        if not data then
+          skip(e, "unreadable", { error = rerr })
+        elseif truncated or total + #data > max_total then -- it grew since it was listed
+          skip(e, "too_large", { size = #data })
+        else
+          files, names, total = files + 1, names + #e.path, total + #data
+          local f = { path = e.path, size = #data, content = data }
+          if opts.on_file then opts.on_file(f) else out[#out + 1] = f end
+        end
+      end
+    elseif e.type ~= "dir" then
+      skip(e, "special_file", { type = e.type })
+    end
+  end
+  if folded > 0 then out[#out + 1] = { path = "output", reason = "too_many", count = folded, reasons = reasons } end
   return out
 end
 

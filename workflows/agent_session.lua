@@ -178,10 +178,12 @@ return function(input)
       outcome = "invalid_result"
     end
 
-    -- persistArtifacts
-    local files = wf.activity("sandbox.collect", { sandbox = sb })
-    local saved = wf.activity("session.persist", { files = files })
+    -- persistArtifacts: collected and stored in one step, so no file's content
+    -- enters the history; every entry of output/ not saved is reported
+    local art = wf.activity("session.persist", { sandbox = sb }, { start_to_close = 900 })
+    local saved = art.saved
     for _, a in ipairs(saved) do wf.emit("artifact.saved", a) end
+    for _, s in ipairs(art.skipped) do wf.emit("artifact.skipped", s) end
 
     -- memory: each proposed update needs an approval before it is applied
     if result and type(result.memory_updates) == "table" and prep.memory_file then

@@ -249,22 +249,47 @@ local function sha256(data)
   return out:match("^(%x+)")
 end
 
--- Stores the session's output files by content hash (ENGINE_ARTIFACTS, default
--- beside the workspaces) and returns their metadata.
-function M.persist(args)
+local function artifacts_root()
   local ws = os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces"
-  local root = os.getenv("ENGINE_ARTIFACTS") or ((ws:match("^(.*)/[^/]+/?$") or ".") .. "/artifacts")
+  return os.getenv("ENGINE_ARTIFACTS") or ((ws:match("^(.*)/[^/]+/?$") or ".") .. "/artifacts")
+end
+
+-- persistArtifacts: collects output/ (sandbox.collect: its caps and the
+-- reasons an entry is skipped) and stores each file byte-exact by content hash
+-- (ENGINE_ARTIFACTS, default beside the workspaces), one file at a time.
+-- Contents never enter the history, only their metadata. Returns {saved =
+-- {{path, sha256, size, stored}}, skipped = {{path, reason, ...}}}. A run
+-- that started before collection moved here passes {files = sandbox.collect's
+-- list} and gets the saved list back, as it did then.
+function M.persist(args)
+  local root = artifacts_root()
   os.execute("mkdir -p " .. shell_quote(root))
   local saved = {}
-  for _, f in ipairs(args.files or {}) do
-    local hash = sha256(f.content or "")
-    local ok, err = safefs.write(root, hash, f.content or "")
-    if not ok then raise("ArtifactError", "cannot store " .. tostring(f.path) .. ": " .. tostring(err)) end
-    saved[#saved + 1] = { path = f.path, sha256 = hash, size = #(f.content or ""), truncated = f.truncated or nil,
-      stored = root .. "/" .. hash }
+  local function store(f)
+    local hash = sha256(f.content)
+    local have = io.open(root .. "/" .. hash, "rb")
+    if have then
+      have:close()
+    else
+      local ok, err = safefs.write(root, hash, f.content)
+      if not ok then raise("ArtifactError", "cannot store " .. safefs.render(f.path) .. ": " .. tostring(err)) end
+    end
+    saved[#saved + 1] = { path = f.path, sha256 = hash, size = #f.content, stored = root .. "/" .. hash,
+      truncated = f.truncated or nil }
     activity.heartbeat()
   end
-  return saved
+  if args.files then
+    -- never an empty artifact for a file that could not be read
+    for _, f in ipairs(args.files) do
+      if type(f.content) == "string" and not f.reason then store(f) end
+    end
+    return saved
+  end
+  local skipped = {}
+  for _, e in ipairs(require("sandbox").collect(args.sandbox, args.max_bytes, { on_file = store })) do
+    if e.reason then skipped[#skipped + 1] = e end
+  end
+  return { saved = saved, skipped = skipped }
 end
 
 -- Appends an approved memory update to the memory file, with its provenance.

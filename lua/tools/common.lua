@@ -1,6 +1,8 @@
 -- Shared by the tool modules: typed errors, workspace path handling, output
--- caps, and sanitize(text), which every trusted-side result goes through
--- before the model sees it (control characters stripped, secrets redacted).
+-- caps, sanitize(text), which every trusted-side result goes through before
+-- the model sees it (control characters stripped, secrets redacted), and
+-- redact(text), which every sandbox-side result goes through before it is
+-- recorded.
 local M = {}
 
 M.WORKSPACE = "/workspace"
@@ -125,6 +127,9 @@ end
 
 local function secret_key(key, value)
   if value:find("redacted", 1, true) then return false end
+  -- `token = tokenize(s)`, `password=os.environ["PW"]`: code that computes
+  -- a value, not a credential (no token has brackets)
+  if value:find("[%(%[]") then return false end
   local min = secret_key_min(key)
   return min ~= nil and #value >= min
 end
@@ -161,7 +166,8 @@ end
 -- Slack, AWS and Google keys, JWTs, private key blocks, bearer/basic
 -- authorization values, key=value pairs whose key names a secret, URL
 -- userinfo, and the literal values of the secret environment variables above
--- (and of `extra`, a list of strings).
+-- (and of `extra`, a list of strings). A pure function of its input and the
+-- engine's environment: the same text is redacted the same way every time.
 function M.redact(text, extra)
   if type(text) ~= "string" then return text end
   local literals = {}
@@ -182,12 +188,15 @@ function M.redact(text, extra)
       if #body >= min then return prefix .. "[redacted]" end
     end
   end
-  text = text:gsub("sk%-([%w%-_]+)", long("sk-", 8))
+  -- an API key starts a word and has digits: "risk-assessment-notes" is no key
+  text = text:gsub("%f[%w]sk%-([%w%-_]+)", function(body)
+    if #body >= 20 and body:find("%d") then return "sk-[redacted]" end
+  end)
   text = text:gsub("(gh[pousr]_)([%w]+)", function(p, body) if #body >= 20 then return p .. "[redacted]" end end)
   text = text:gsub("github_pat_([%w_]+)", long("github_pat_", 20))
   text = text:gsub("glpat%-([%w%-_]+)", long("glpat-", 16))
   text = text:gsub("(xox[abposr]%-)([%w%-]+)", function(p, body) if #body >= 10 then return p .. "[redacted]" end end)
-  text = text:gsub("AKIA[%u%d]+", function(k) if #k == 20 then return "AKIA[redacted]" end end)
+  text = text:gsub("(A[KS]IA)([%u%d]+)", function(p, k) if #k == 16 then return p .. "[redacted]" end end)
   text = text:gsub("AIza([%w%-_]+)", long("AIza", 30))
   text = text:gsub("eyJ[%w%-_]+%.eyJ[%w%-_]+%.[%w%-_]*", "[redacted jwt]")
   -- Authorization: Bearer xxx / Basic xxx / token xxx
@@ -211,6 +220,16 @@ end
 function M.sanitize(text, extra)
   if type(text) ~= "string" then return text end
   return M.redact(M.strip_control(text), extra)
+end
+
+-- Redacts every string in a value (tables copied, not modified).
+function M.redact_value(v, depth)
+  depth = depth or 0
+  if type(v) == "string" then return M.redact(v) end
+  if type(v) ~= "table" or depth > 20 then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = M.redact_value(x, depth + 1) end
+  return out
 end
 
 -- Sanitizes every string in a value (tables copied, not modified).

@@ -1,7 +1,8 @@
 -- The tool registry: an explicit list of the tools that exist. A session
 -- offers the model only the tools named in permissions.tools (the
 -- allowlist); every call is validated against the tool's JSON schema before
--- anything runs, and trusted-side results are sanitized.
+-- anything runs, trusted-side results are sanitized and sandbox-side results
+-- redacted (common.redact).
 --
 --   local tools = require "tools"
 --   tools.load_all()                     -> {name = tool}  (raises on a broken tool module)
@@ -119,7 +120,12 @@ function M.validate(name, args, allowlist)
   return t, args
 end
 
+local MAX_ERROR = 4096 -- bytes of a tool's error message kept
+
+-- A failure's message is kept to MAX_ERROR bytes, whatever the model sent (a
+-- tool name or a path of any length): it is recorded and shown.
 local function failure(type_, message)
+  message = (common.cap(message, MAX_ERROR, "error"))
   return { ok = false, error = { type = type_, message = message }, content = type_ .. ": " .. message }
 end
 
@@ -139,7 +145,8 @@ function M.run(name, ctx, args)
     local e = res
     local etype = type(e) == "table" and tostring(e.type or "ToolError") or "ToolError"
     local emsg = type(e) == "table" and tostring(e.message or "") or tostring(e)
-    if t.side == "trusted" then emsg = common.sanitize(emsg) end
+    -- redacted before it is cut, so no cut can leave half a secret behind
+    emsg = t.side == "trusted" and common.sanitize(emsg) or common.redact(emsg)
     return failure(etype, emsg)
   end
   if type(res) ~= "table" or type(res.content) ~= "string" then
@@ -149,6 +156,12 @@ function M.run(name, ctx, args)
   if t.side == "trusted" then
     out.content = common.sanitize(out.content)
     out.data = common.sanitize_value(out.data)
+  else
+    -- sandbox-side results are recorded (history, tool.result) and shown
+    -- (engine events): credential-shaped strings a repository holds are
+    -- redacted here, once, and the model reads the same redacted text
+    out.content = common.redact(out.content)
+    out.data = common.redact_value(out.data)
   end
   return out
 end
