@@ -34,7 +34,7 @@ session_input() { # RECORDING -> an AgentSessionInput file
   local f="$T/input-$(basename "$1" .jsonl).json"
   printf '%s\n' '{"objective": "Produce the output.",' \
     ' "context": {"files": ["tests/integration/wf/hostile_output.py"]},' \
-    ' "permissions": {"tools": ["shell", "read_file"]},' \
+    ' "permissions": {"tools": ["shell", "read_file", "list_files"]},' \
     ' "limits": {"timeoutSeconds": 900, "maxModelTurns": 5, "maxToolCalls": 5, "memoryMb": 512, "cpu": 1},' \
     ' "model": {"name": "replay:'"$1"'"}}' >"$f"
   echo "$f"
@@ -121,6 +121,14 @@ check_driver() {
   assert_contains "$driver: the 10 MB name was refused by the kernel" "10 MB name refused" "$(grep tool.result "$T/$id.events")"
   done_attempt
 
+  attempt "list_files tool on the hostile output" "$driver"
+  local listing; listing="$(engine history "$id" --json | grep ActivityCompleted | grep '"tool_call_id":"a2"' || true)"
+  assert_contains "$driver: list_files ran" '"ok":true' "$listing"
+  assert_contains "$driver: it says where it stopped descending" "(contents not listed: too deep)" "$listing"
+  assert_contains "$driver: a path too long is shown cut, with its length" "path too long to list: " "$listing"
+  assert_contains "$driver: the fifo is a fifo" "/workspace/output/fifo  (fifo)" "$listing"
+  done_attempt
+
   attempt "log growth and bounded quoting" "$driver"
   local grown=$((after - before))
   echo "# $driver: the database grew by $grown bytes for the hostile session"
@@ -129,8 +137,9 @@ check_driver() {
   local widest_skip; widest_skip="$(skipped "$id" | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')"
   [ "$widest_skip" -lt 1024 ] && pass "$driver: every artifact.skipped event is under 1 KiB ($widest_skip)" ||
     fail "$driver: an artifact.skipped event has $widest_skip bytes"
-  local quoted; quoted="$(sqlite3 "$ENGINE_DB" .dump | grep -c "$L250" || true)"
-  assert_eq "$driver: no 250-byte name of the long chains is quoted anywhere in the database" 0 "$quoted"
+  # (the list_files result shows the paths under 4 KiB in full, as it should)
+  local quoted; quoted="$(sqlite3 "$ENGINE_DB" .dump | grep -v '"tool_call_id":"a2"' | grep -c "$L250" || true)"
+  assert_eq "$driver: no 250-byte name of the long chains is quoted in any event, error or other row" 0 "$quoted"
   done_attempt
 
   # --------------------------------------------------------- redaction ---
