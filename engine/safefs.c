@@ -191,18 +191,20 @@ static int l_write(lua_State *L) {
   snprintf(tmp, sizeof tmp, ".%.200s.tmp%d", leaf, (int)getpid());
   int fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
+    int e = errno;
     close(dir);
-    return fail(L, "cannot create the file");
+    return fail(L, e == ENOSPC || e == EDQUOT ? "cannot create the file: No space left on device" : "cannot create the file");
   }
   size_t off = 0;
   while (off < dlen) {
     ssize_t w = write(fd, data + off, dlen - off);
     if (w < 0) {
       if (errno == EINTR) continue;
+      int e = errno;
       close(fd);
       unlinkat(dir, tmp, 0);
       close(dir);
-      return fail(L, "write failed");
+      return fail(L, e == ENOSPC || e == EDQUOT ? "write failed: No space left on device" : "write failed");
     }
     off += (size_t)w;
   }

@@ -67,6 +67,9 @@ local function container_name(session_id)
   return "engine-" .. safe_name(instance()):sub(1, 40) .. "-" .. M.sandbox_name(session_id)
 end
 
+-- A path as errors quote it: bounded and safe to print (the sandbox made it).
+local function q(path) return safefs.render(tostring(path)) end
+
 -- A path the sandbox or the model named -> a path relative to the workspace.
 -- Accepts "/workspace/x/y" or "x/y"; refuses anything outside the workspace.
 function M.relative(path)
@@ -74,11 +77,11 @@ function M.relative(path)
   local rel = path
   if rel:sub(1, 11) == "/workspace/" then rel = rel:sub(12)
   elseif rel == "/workspace" then raise("InvalidPath", "the path names the workspace itself")
-  elseif rel:sub(1, 1) == "/" then raise("InvalidPath", "absolute path outside /workspace: " .. path) end
+  elseif rel:sub(1, 1) == "/" then raise("InvalidPath", "absolute path outside /workspace: " .. q(path)) end
   local norm, err = safefs.check(rel)
-  if not norm then raise("InvalidPath", path .. ": " .. err) end
+  if not norm then raise("InvalidPath", q(path) .. ": " .. err) end
   local top = norm:match("^[^/]+")
-  if not TOP[top] then raise("InvalidPath", path .. ": not in the workspace (input, working, output, ...)") end
+  if not TOP[top] then raise("InvalidPath", q(path) .. ": not in the workspace (input, working, output, ...)") end
   return norm
 end
 
@@ -109,7 +112,9 @@ function M.container_spec(sb, opts)
   return {
     Image = sb.image,
     Cmd = { "sleep", "infinity" },
-    User = M.UID,
+    -- init and keep-alive run as another user than the commands (M.UID), so
+    -- an exec's clean-up (kill -9 -1 as M.UID, lua/docker.lua) spares them
+    User = "10002:10002",
     WorkingDir = "/workspace/working",
     Env = { "HOME=/tmp", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8" },
     NetworkDisabled = true,
@@ -191,6 +196,16 @@ local function remove_workspace(path)
   if mounted(path) and not host({ "umount", path }) then host({ "umount", "-l", path }) end
   run("rm -rf -- " .. shell_quote(path))
   os.remove(path .. ".img")
+  os.remove(path .. ".session")
+end
+
+-- Beside each workspace, <name>.session names its database and session, so a
+-- sweep finds the workspaces of bubblewrap sessions too (they have no container).
+local function mark_owner(sb)
+  local f = io.open(sb.workspace .. ".session", "w")
+  if not f then raise("WorkspaceError", "cannot write " .. sb.workspace .. ".session") end
+  f:write(instance(), "\n", sb.session_id)
+  f:close()
 end
 
 -- Builds the workspace on the host and starts the container. opts: {session_id,
@@ -217,7 +232,7 @@ function M.provision(opts)
   sb.disk_mb = math.ceil(sb.disk_mb)
   for _, p in ipairs(writable_roots(sb)) do
     if not (p:match("^working") or p:match("^output")) then
-      raise("InvalidInput", "writable paths must be under working/ or output/: " .. p, { non_retryable = true })
+      raise("InvalidInput", "writable paths must be under working/ or output/: " .. q(p), { non_retryable = true })
     end
   end
   local name = container_name(opts.session_id)
@@ -235,6 +250,7 @@ function M.provision(opts)
     if not run("mkdir -p -m 0711 -- " .. shell_quote(sb.workspace)) then
       raise("WorkspaceError", "cannot create the workspace " .. sb.workspace)
     end
+    mark_owner(sb)
     -- the image is sparse: refuse a size the host cannot hold now, rather than fail later
     local size, free = native.disk_usage(M.workspace_root())
     if size and is_root() and free < sb.disk_mb * 1024 * 1024 then
@@ -387,7 +403,7 @@ end
 function M.read_file(sb, path, max_bytes)
   local rel = M.relative(path)
   local data, err, truncated = safefs.read(sb.workspace, rel, max_bytes or 1024 * 1024)
-  if not data then raise("FileError", path .. ": " .. err) end
+  if not data then raise("FileError", q(path) .. ": " .. err) end
   return { content = data, truncated = truncated }
 end
 
@@ -398,10 +414,13 @@ function M.write_file(sb, path, content)
   for _, root in ipairs(writable_roots(sb)) do
     if rel == root or rel:sub(1, #root + 1) == root .. "/" then allowed = true end
   end
-  if not allowed then raise("PermissionDenied", path .. " is not under a writable path (" ..
+  if not allowed then raise("PermissionDenied", q(path) .. " is not under a writable path (" ..
     table.concat(sb.writable or WRITABLE, ", ") .. ")") end
   local ok, err = safefs.write(sb.workspace, rel, content or "")
-  if not ok then raise("FileError", path .. ": " .. err) end
+  if not ok and tostring(err):find("No space left", 1, true) then
+    raise("DiskFull", q(path) .. ": the workspace is full (limits.diskMb = " .. tostring(sb.disk_mb) .. " MB)")
+  end
+  if not ok then raise("FileError", q(path) .. ": " .. err) end
   return { bytes = ok }
 end
 
@@ -409,7 +428,7 @@ end
 function M.list_files(sb, path)
   local rel = path and path ~= "/workspace" and M.relative(path) or "."
   local entries, err = safefs.list(sb.workspace, rel)
-  if not entries then raise("FileError", tostring(path) .. ": " .. err) end
+  if not entries then raise("FileError", q(path) .. ": " .. err) end
   table.sort(entries, function(a, b) return a.path < b.path end)
   return entries
 end
@@ -518,12 +537,34 @@ function M.destroy(sb)
 end
 
 -- Removes every labelled container (running or not) whose session is not in
--- live (a set of workflow ids), with its workspace. Returns what it removed.
+-- live (a set of workflow ids), with its workspace, and every workspace of
+-- this database whose session is not live. Returns what it removed. Without
+-- a Docker engine only workspaces are swept.
 function M.sweep(live)
   local removed = {}
-  -- only this database's sandboxes: another engine's sessions are not ours to judge
+  local root = M.workspace_root()
+  local ls = io.popen("ls -1A -- " .. shell_quote(root) .. " 2>/dev/null")
+  for name in ls and ls:lines() or function() end do
+    local ws = name:match("^(.+)%.session$")
+    local f = ws and io.open(root .. "/" .. name, "r")
+    if f then
+      local inst, session = f:read("l"), f:read("a")
+      f:close()
+      -- only this database's sandboxes: another engine's sessions are not ours to judge
+      if inst == instance() and not live[session] then
+        remove_workspace(root .. "/" .. ws)
+        removed[#removed + 1] = { workspace = ws, session = session }
+      end
+    end
+  end
+  if ls then ls:close() end
   local mine = { ["engine.managed"] = "true", ["engine.instance"] = instance() }
-  for _, c in ipairs(docker.list(mine)) do
+  local okl, list = pcall(docker.list, mine)
+  if not okl then
+    if type(list) == "table" and list.type == "DockerUnavailable" then return removed end
+    error(list, 0)
+  end
+  for _, c in ipairs(list) do
     local labels = c.Labels or {}
     local session = labels["engine.session"]
     if not session or not live[session] then

@@ -149,6 +149,7 @@ return function(input)
               sandbox = sb, permissions = perms, limits = limits, session_id = id },
               { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
             content, executed = r.content, true
+            if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end
             wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = content:sub(1, 2000),
               truncated = (#content > 2000 or content:find("[output truncated", 1, true)) and true or nil })
           else

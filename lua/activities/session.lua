@@ -46,7 +46,7 @@ end
 local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
   model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1 }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
-  cpu = 1, memoryMb = 1024 }
+  cpu = 1, memoryMb = 1024, diskMb = 1024 }
 
 local function is_list(v) return type(v) == "table" and (next(v) == nil or v[1] ~= nil) end
 
@@ -185,8 +185,10 @@ function M.tool(args)
   local r = tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
+  -- a full workspace ends the session with limit.exceeded (diskMb), like the other limits
+  local disk_full = (type(r.data) == "table" and r.data.disk_full) or (type(r.error) == "table" and r.error.type == "DiskFull")
   return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error, tool = args.tool,
-    tool_call_id = args.tool_call_id }
+    tool_call_id = args.tool_call_id, disk_full = disk_full or nil }
 end
 
 -- The policy set in force. `engine serve` (and a foreground `start`) watch the

@@ -112,7 +112,7 @@ function M.run(ctx, args)
   local verdict = r.exit_code == 0 and "PASSED" or "FAILED"
   return { content = "$ " .. table.concat(argv, " ") .. "\n" .. verdict .. "\n" .. shell.format(view),
     data = { runner = runner, command = table.concat(argv, " "), exit_code = r.exit_code, passed = r.exit_code == 0,
-      timed_out = r.timed_out or false } }
+      timed_out = r.timed_out or false, disk_full = r.disk_full or nil } }
 end
 
 return M

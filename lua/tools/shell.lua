@@ -51,7 +51,8 @@ function M.run(ctx, args)
   local r = sandbox.exec(ctx.sandbox, { "sh", "-c", args.command },
     { timeout = timeout, max_output = 512 * 1024, workdir = common.WORKDIR })
   return { content = M.format(r),
-    data = { exit_code = r.exit_code, timed_out = r.timed_out or false, oom_killed = r.oom_killed or false } }
+    data = { exit_code = r.exit_code, timed_out = r.timed_out or false, oom_killed = r.oom_killed or false,
+      disk_full = r.disk_full or nil } }
 end
 
 return M

@@ -92,6 +92,18 @@ for driver in docker bwrap; do
   wait_status "quota-$driver" completed 60 || true
 done
 kill "$S" 2>/dev/null; wait "$S" 2>/dev/null || true
+
+# --- an agent session whose tool fills its workspace ends with limit.exceeded (diskMb)
+printf '%s\n' '{"objective": "Make a scratch file.", "permissions": {"tools": ["shell"]},' \
+  ' "limits": {"timeoutSeconds": 600, "maxModelTurns": 4, "maxToolCalls": 4, "memoryMb": 256, "cpu": 1, "diskMb": 16},' \
+  ' "model": {"name": "replay:'"$SRC"'/tests/fixtures/replay/disk_fill.jsonl"}}' >"$T/disk_session.json"
+for driver in docker bwrap; do
+  ENGINE_SANDBOX_DRIVER="$driver" ENGINE_POLICIES_DIR="$SRC/policies" engine start "$SRC/workflows/agent_session.lua" \
+    --id "disk-$driver" --quiet --input @"$T/disk_session.json" >/dev/null 2>&1 || true
+  ev="$(engine events "disk-$driver" --json 2>/dev/null | grep '"limit.exceeded"' || true)"
+  [[ "$ev" == *'"limit":"diskMb"'* ]] && row agent_session_disk_limit "$driver" held ||
+    row agent_session_disk_limit "$driver" "ESCAPED: no limit.exceeded diskMb (status $(status "disk-$driver"))"
+done
 assert_eq "no sandbox left" 0 "$(ls -A "$T/workspaces" 2>/dev/null | wc -l)"
 assert_eq "no workspace mount left" 0 "$(grep -c " $T/workspaces/" /proc/self/mountinfo || true)"
 
