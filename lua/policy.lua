@@ -16,16 +16,32 @@
 --
 -- Files run in a sandboxed environment with only pairs, ipairs, type,
 -- tostring, tonumber, string (no dump), table, math (no random), next,
--- select, error, pcall and assert: no io, os, require, load or debug, and a
--- budget of instructions per call. A file that fails to load is an error
+-- select, error, pcall, assert and policylib: no io, os, require, load or
+-- debug, and a budget of instructions per call.
+--
+-- policylib is the policies' own read-only standard library (lua/policy_lib/,
+-- loaded here with the real require), so a policy file reads as policy and
+-- the parsers it relies on live in one tested place:
+--   policylib.shell     split(line), commands(line), words(line): shell word splitting
+--   policylib.commands  analyze(line, {cwd=, writable={roots}, test_runners=}) -> nil or the
+--                       reason the line is not proven read-only or confined; READ_ONLY (the
+--                       audited program table: name -> "any" | "checked"); exported_ok(name),
+--                       shell_var_ok(name)
+--   policylib.paths     normalize(p), resolve(p, cwd), under(p, root), confined(p, roots, cwd)
+--   policylib.hosts     parse_url(url), normalize(host), match(host, pattern, port),
+--                       allowed(host, list, port)
+--   policylib.options   parse(words, spec): a command's options the way getopt_long reads them
+-- Every table in it is a proxy: assigning to it raises an error and nothing a
+-- policy does changes what the next policy sees (pairs works on it, next does not). A file that fails to load is an error
 -- naming the file and line (and the whole set is refused); a policy that
 -- raises, runs out of budget or returns anything else denies (fails closed)
 -- naming the file and the error. When no policy decides, the request is
 -- allowed only if req.tool is in req.permissions.tools.
 --
--- set.hash is FNV-1a 64 (hex) over the sorted (filename, content) pairs: it is
--- recorded with every decision, so a replay after a policy edit can tell which
--- set decided (and returns the recorded decision, not a new one).
+-- set.hash is FNV-1a 64 (hex) over the sorted (filename, content) pairs of the
+-- policy files and of policylib's own sources ("policy_lib/shell.lua", ...): it
+-- is recorded with every decision, so a replay after an edit of either can
+-- tell which set decided (and returns the recorded decision, not a new one).
 local M = {}
 
 local RANK = { allow = 1, approve = 2, deny = 3 }
@@ -90,6 +106,63 @@ local function policy_pcall(f, ...)
   return table.unpack(r, 1, r.n)
 end
 
+-- ------------------------------------------------------------ policylib --
+
+local LIB_MODULES = { "paths", "hosts", "options", "shell", "programs", "commands" }
+local EXPOSED = { "paths", "hosts", "options", "shell", "commands" }
+
+-- A read-only view of t: reads go through, writes raise, and every table
+-- reachable from it is a view too (the tables behind them never reach a policy).
+local function freeze(t, seen)
+  if type(t) ~= "table" then return t end
+  seen = seen or {}
+  if seen[t] then return seen[t] end
+  local view, inner = {}, {}
+  seen[t] = view
+  for k, v in pairs(t) do inner[k] = freeze(v, seen) end
+  return setmetatable(view, {
+    __index = inner,
+    __newindex = function(_, k) error("policylib is read-only (cannot set '" .. tostring(k) .. "')", 2) end,
+    __len = function() return #inner end,
+    __pairs = function()
+      local k
+      return function()
+        local v
+        k, v = next(inner, k)
+        return k, v
+      end
+    end,
+    __metatable = "policylib is read-only",
+  })
+end
+
+-- The library and its sources (for the set hash), read once: the hash names
+-- the code that is loaded.
+local lib_sources, policylib = {}, {}
+do
+  local modules = {}
+  for _, m in ipairs(LIB_MODULES) do
+    local modname = "policy_lib." .. m
+    local path = package.searchpath(modname, package.path)
+    if not path then error("policy: the policy library module " .. modname .. " is not on package.path", 0) end
+    local f = assert(io.open(path, "rb"))
+    local content = f:read("a")
+    f:close()
+    lib_sources[#lib_sources + 1] = { name = "policy_lib/" .. m .. ".lua", content = content }
+    modules[m] = require(modname)
+  end
+  local exposed = {}
+  for _, m in ipairs(EXPOSED) do exposed[m] = modules[m] end
+  policylib = freeze(exposed)
+end
+
+-- The library's sources, {{name = "policy_lib/shell.lua", content = ...}, ...}.
+function M.library_sources()
+  local out = {}
+  for i, s in ipairs(lib_sources) do out[i] = { name = s.name, content = s.content } end
+  return out
+end
+
 local function make_env()
   local s = copy(string, { dump = true })
   s.rep = safe_rep
@@ -97,6 +170,7 @@ local function make_env()
     pairs = pairs, ipairs = ipairs, type = type, tostring = tostring, tonumber = tonumber,
     next = next, select = select, error = error, pcall = policy_pcall, assert = assert,
     string = s, table = copy(table), math = copy(math, { random = true, randomseed = true }),
+    policylib = policylib,
   }
 end
 
@@ -157,7 +231,10 @@ function M.load_sources(sources, label)
   local sorted = {}
   for i, s in ipairs(sources) do sorted[i] = s end
   table.sort(sorted, function(a, b) return a.name < b.name end)
-  local set = { hash = M.hash_sources(sorted), files = {}, policies = {}, dir = label }
+  local hashed = {}
+  for i, src in ipairs(sorted) do hashed[i] = src end
+  for _, src in ipairs(lib_sources) do hashed[#hashed + 1] = src end
+  local set = { hash = M.hash_sources(hashed), files = {}, policies = {}, dir = label }
   for _, src in ipairs(sorted) do
     local where = label and (label:gsub("/+$", "") .. "/" .. src.name) or src.name
     local env = make_env()

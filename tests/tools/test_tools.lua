@@ -777,17 +777,19 @@ test("policies: shell tricks that write outside working/output need approval", f
     "rm /workspace/task.md", "sed 'r /etc/shadow' a", "echo hi >> /workspace/skills/x/SKILL.md",
     "cp a /workspace/outputs/x", "tee /workspace/working2/x", "PATH=\"/tmp\" ls", "'PATH=/tmp' ls",
     "pip install x", "python3 script.py", "npm install", "make",
+    -- startup files, and variables a program may read: not known to be harmless
+    "bash -lc 'ls'", "export FOO=bar", "X=\"a b\" ls",
   }
   local allow = {
     "cat /etc/passwd > /workspace/output/p", "cat a >&2", "cat a 2>&-", "ls &>/dev/null", "xargs -0 grep x",
-    "cd /workspace/output; sh -c 'rm x'", "bash -lc 'ls'", "cat a # ; rm /x", "echo a\\\nrm /x",
+    "cd /workspace/output; sh -c 'rm x'", "bash -c 'ls'", "cat a # ; rm /x", "echo a\\\nrm /x",
     "sed '1!G;h;$!d' a.txt", "find . -newer x -print", "git diff > /workspace/output/d.patch",
     "git show HEAD:file > out", "echo ${x:-default}", "cd sub && rm -f *.o", "cd /workspace/output; tee a b < c",
     "dd if=/workspace/input/a of=/workspace/output/b", "chmod u+x,g-w run.sh", "command -v python3",
-    "export FOO=bar", "mkdir -p build/tmp && cd build && touch x", "head -n 5 a.txt; tail -n 5 a.txt",
+    "export LC_ALL=C", "mkdir -p build/tmp && cd build && touch x", "head -n 5 a.txt; tail -n 5 a.txt",
     "grep -rn 'rm -rf' .", "wc -l a", "truncate -s 0 log.txt",
     "sort -o sorted.txt a.txt", "git --no-pager log -p -- src/", "test -f a && echo yes",
-    "X=\"a b\" ls", "LC_ALL=C sort a.txt", "npm test", "make test",
+    "x=\"a b\"; ls \"$x\"", "LC_ALL=C sort a.txt", "npm test", "make test",
   }
   local bad = {}
   for _, c in ipairs(approve) do
