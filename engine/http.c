@@ -41,6 +41,8 @@ struct http_call {
   size_t nh, caph;
   ubuf body; /* received since the last http_take */
   size_t total, max_bytes;
+  size_t window; /* stream mode: at most this much unread before the transfer pauses; 0: no bound */
+  int paused;    /* by write_cb, for a full window; http_resume() lets it go on */
   /* end */
   int done, err;
   char errmsg[CURL_ERROR_SIZE + 64];
@@ -265,6 +267,15 @@ static size_t header_cb(char *data, size_t size, size_t n, void *ud) {
 static size_t write_cb(char *data, size_t size, size_t n, void *ud) {
   http_call *c = ud;
   size_t len = size * n;
+  if (c->window && c->body.n > 0 && c->body.n + len > c->window) {
+    /* The reader lags: hold the transfer instead of buffering (curl keeps this
+     * chunk and offers it again on resume). The engine is the slow side, so
+     * the idle timer waits too. */
+    c->paused = 1;
+    if (c->idle) uv_timer_stop(c->idle);
+    queue_event(c);
+    return CURL_WRITEFUNC_PAUSE;
+  }
   touch_idle(c);
   c->total += len;
   if (c->total > c->max_bytes) return 0; /* aborts with CURLE_WRITE_ERROR */
@@ -330,6 +341,7 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
   c->on_event = on_event;
   c->ud = ud;
   c->max_bytes = r->max_bytes ? r->max_bytes : DEFAULT_MAX_BYTES;
+  c->window = r->window;
   c->easy = curl_easy_init();
   CURL *e = c->easy;
   curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -419,6 +431,14 @@ const char *http_take(http_call *c, size_t *len) {
   *len = c->body.n;
   c->body.n = 0;
   return c->body.p;
+}
+
+void http_resume(http_call *c) {
+  if (!c->paused || c->done || c->body.n > c->window / 2) return;
+  c->paused = 0;
+  touch_idle(c);
+  /* may call write_cb before it returns: what the caller took is already copied */
+  curl_easy_pause(c->easy, CURLPAUSE_CONT);
 }
 
 size_t http_buffered(const http_call *c) { return c->body.n; }

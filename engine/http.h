@@ -27,6 +27,8 @@ typedef struct http_req {
   long timeout_ms;         /* 0: none */
   long idle_timeout_ms;    /* no byte received for this long: abort; 0: none */
   size_t max_bytes;        /* response body cap; 0: 64 MiB */
+  size_t window;           /* unread body bytes held at most (more pauses the transfer until
+                              http_resume); 0: no bound, for calls read only at the end */
 } http_req;
 
 enum http_err {
@@ -56,8 +58,12 @@ long http_status(const http_call *c);
 size_t http_header_count(const http_call *c);
 void http_header_at(const http_call *c, size_t i, const char **name, const char **value);
 /* Body bytes buffered since the last take; the caller must copy them before
- * the next event. */
+ * the next event or http_resume(). */
 const char *http_take(http_call *c, size_t *len);
+/* After a take: a transfer paused for a full window goes on. Call it outside
+ * curl callbacks (on_event is); it may buffer more bytes before it returns.
+ * Holding the window bounds what a stream costs when its reader is slow. */
+void http_resume(http_call *c);
 size_t http_buffered(const http_call *c);
 /* 1 when the transfer ended; then http_error() tells how. */
 int http_done(const http_call *c);

@@ -6,6 +6,13 @@
  *   -- res.status, res.headers (lower-case names), res.body
  *   -- with stream=true, returns once the headers are in; res:read() then
  *   -- yields until the next bytes (a string) or the end (nil); res:close().
+ *   -- res:read_into(sink) hands the bytes to a C sink (a userdata whose
+ *   -- metatable names an http_sink, e.g. a Docker demuxer) instead: no Lua
+ *   -- string; it returns the byte count, or nil at the end.
+ *
+ * A stream holds at most STREAM_WINDOW unread bytes: past that the transfer
+ * pauses until the reader takes them, so a slow reader (or a flood) costs a
+ * window, not the flood.
  *
  * HTTP error statuses are responses, not errors. Transport failures raise
  * {type=, message=}: ConnectionError, Timeout, IdleTimeout, ResponseTooLarge,
@@ -22,8 +29,9 @@
 #include "util.h"
 
 #define RESPONSE_MT "engine.http_response"
+#define STREAM_WINDOW ((size_t)256 << 10)
 
-enum { W_NONE, W_HEADERS, W_DONE, W_READ };
+enum { W_NONE, W_HEADERS, W_DONE, W_READ, W_READ_INTO };
 
 typedef struct hreq {
   http_call *call;
@@ -31,6 +39,8 @@ typedef struct hreq {
   int wait;
   int stream;
   int closed;
+  const http_sink *sink; /* W_READ_INTO: where the bytes go (the userdata stays on the waiting stack) */
+  void *sink_self;
 } hreq;
 
 static const char *error_type(int err) {
@@ -60,6 +70,23 @@ static void push_headers(lua_State *L, http_call *c) {
     lua_pushstring(L, v);
     lua_setfield(L, -2, n);
   }
+}
+
+/* Takes what is buffered into the coroutine (a string), then lets the transfer go on. */
+static void push_taken(lua_State *L, http_call *c) {
+  size_t len;
+  const char *data = http_take(c, &len);
+  lua_pushlstring(L, data, len);
+  http_resume(c);
+}
+
+/* The same into a sink, with no Lua string: pushes the byte count. */
+static void feed_taken(lua_State *L, http_call *c, const http_sink *sink, void *self) {
+  size_t len;
+  const char *data = http_take(c, &len);
+  sink->feed(self, data, len);
+  lua_pushinteger(L, (lua_Integer)len);
+  http_resume(c);
 }
 
 /* The attempt was abandoned (timeout, cancel): stop the transfer, resume nobody. */
@@ -113,11 +140,13 @@ static void on_event(void *ud) {
       }
       break;
     case W_READ:
+    case W_READ_INTO:
       if (http_buffered(c) > 0) {
-        size_t len;
-        const char *data = http_take(c, &len);
         lua_pushboolean(co, 1);
-        lua_pushlstring(co, data, len);
+        if (r->wait == W_READ_INTO)
+          feed_taken(co, c, r->sink, r->sink_self);
+        else
+          push_taken(co, c);
       } else if (http_done(c)) {
         if (err) {
           lua_pushboolean(co, 0);
@@ -175,17 +204,28 @@ static int read_k(lua_State *L, int status, lua_KContext ctx) {
   return 1;
 }
 
-/* res:read() -> next bytes, or nil at the end; raises on a broken transfer. */
-static int l_read(lua_State *L) {
+/* The sink at index i: a userdata whose metatable holds an http_sink. */
+static const http_sink *check_sink(lua_State *L, int i) {
+  luaL_checktype(L, i, LUA_TUSERDATA);
+  if (luaL_getmetafield(L, i, HTTP_SINK_FIELD) != LUA_TLIGHTUSERDATA) luaL_argerror(L, i, "not a byte sink");
+  const http_sink *s = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  return s;
+}
+
+/* res:read() -> next bytes, or nil at the end; raises on a broken transfer.
+ * res:read_into(sink) -> the count of bytes fed to sink, or nil at the end. */
+static int read_common(lua_State *L, const http_sink *sink) {
   hreq *r = check_response(L);
   if (!r->call || r->closed) {
     lua_pushnil(L);
     return 1;
   }
   if (http_buffered(r->call) > 0) {
-    size_t len;
-    const char *data = http_take(r->call, &len);
-    lua_pushlstring(L, data, len);
+    if (sink)
+      feed_taken(L, r->call, sink, lua_touserdata(L, 2));
+    else
+      push_taken(L, r->call);
     return 1;
   }
   if (http_done(r->call)) {
@@ -202,9 +242,22 @@ static int l_read(lua_State *L) {
   if (!ac) return luaL_error(L, "http: must be called inside an activity");
   if (!lua_isyieldable(L)) return luaL_error(L, "http: cannot wait here (not yieldable)");
   r->ac = ac;
-  r->wait = W_READ;
+  r->wait = sink ? W_READ_INTO : W_READ;
+  r->sink = sink;
+  r->sink_self = sink ? lua_touserdata(L, 2) : NULL;
   actvm_set_pending(ac, cancel_op, r);
   return lua_yieldk(L, 0, 0, read_k);
+}
+
+static int l_read(lua_State *L) {
+  lua_settop(L, 1);
+  return read_common(L, NULL);
+}
+
+static int l_read_into(lua_State *L) {
+  const http_sink *sink = check_sink(L, 2);
+  lua_settop(L, 2);
+  return read_common(L, sink);
 }
 
 static int l_close(lua_State *L) {
@@ -230,6 +283,10 @@ static int l_index(lua_State *L) {
   const char *k = luaL_checkstring(L, 2);
   if (strcmp(k, "read") == 0) {
     lua_pushcfunction(L, l_read);
+    return 1;
+  }
+  if (strcmp(k, "read_into") == 0) {
+    lua_pushcfunction(L, l_read_into);
     return 1;
   }
   if (strcmp(k, "close") == 0) {
@@ -274,6 +331,7 @@ static int l_request(lua_State *L) {
   q.idle_timeout_ms = seconds_ms(L, 1, "idle_timeout");
   lua_getfield(L, 1, "max_bytes");
   q.max_bytes = (size_t)luaL_optinteger(L, -1, 0);
+  if (stream) q.window = STREAM_WINDOW;
   /* headers: {name = value}; "Name: value" lines live on the Lua stack */
   const char *lines[64];
   size_t n = 0;

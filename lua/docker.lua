@@ -131,20 +131,75 @@ function M.list(labels)
   return decode(expect(request("GET", "/containers/json?all=true" .. filters), { 200 }, "list"))
 end
 
--- Runs cmd in a running container. opts: {user=, workdir=, env={"K=V"},
--- timeout= seconds (the process is killed), max_output= bytes kept (the rest is
--- counted and dropped)}. Returns {exit_code, stdout, stderr, truncated,
--- output_bytes, timed_out, oom_killed}.
-function M.exec(id, cmd, opts)
-  opts = opts or {}
+-- Every exec runs in this wrapper (sh -c WRAPPER <time limit> <command...>).
+-- The time limit is enforced inside the container, where the process lives
+-- (timeout(1): SIGTERM at the limit, SIGKILL 2 s later). Around the command,
+-- reap() ends every process the command's user may signal: the container's
+-- init and keep-alive run as another user (sandbox.container_spec), so
+-- `kill -9 -1` as the command's user takes setsid'd, nohup'd, double-forked
+-- and disowned processes and a fork bomb's children, and spares the
+-- container; kill(-1) signals them all in one call, so none forks away. It
+-- runs before the command too, for whatever an exec whose wrapper was killed
+-- left. Only shell builtins run around it, so a full pids limit cannot stop
+-- it. The last stderr line reports to the host (and is stripped): whether
+-- the clean-up ran (0) or was skipped (1: a container whose init runs as the
+-- command's user, from before this rule), the pids cgroup's "max" event count
+-- before and after the command, and the limit.
+local WRAPPER = [[
+e=/sys/fs/cgroup/pids.events; [ -r $e ] || e=/sys/fs/cgroup/pids/pids.events
+reap() {
+  [ -O /proc/1 ] && return 1
+  kill -9 -1 2>/dev/null
+  i=0
+  while [ $i -lt 2000 ]; do
+    i=$((i + 1)); left=
+    for d in /proc/[0-9]*; do [ "$d" != /proc/$$ ] && [ -O "$d" ] && left=1 && break; done
+    [ -z "$left" ] && return 0
+  done
+  return 0
+}
+reap
+b=-; { read -r _ b <$e; } 2>/dev/null
+timeout -k 2 "$0" "$@" & p=$!; wait $p; rc=$?; kill -9 -$p 2>/dev/null
+reap; c=$?
+a=-; { read -r _ a <$e; } 2>/dev/null
+l=-; { read -r l <${e%events}max; } 2>/dev/null
+printf '\036engine-exec-end %s %s %s %s\n' $c "$b" "$a" "$l" >&2
+exit $rc
+]]
+local REPORT = "\30engine%-exec%-end (%d) (%S+) (%S+) (%S+)\n$"
+local REPORT_ROOM = 128 -- kept beyond max_output for the report line
+
+-- out, err, truncated, total and the wrapper's report (nil when it did not
+-- finish), from a demuxer that kept max + REPORT_ROOM bytes.
+local function exec_output(demux, max)
+  local out, err, _, total = demux:result()
+  local tail, err_total = demux:stderr_tail()
+  local at, _, status, before, after, limit = tail:find(REPORT)
+  local report
+  if at then
+    local len = #tail - at + 1
+    local from = err_total - len -- where the report starts in the stderr stream
+    if #err > from then err = err:sub(1, from) end
+    total = total - len
+    report = { cleaned = status == "0", before = tonumber(before), after = tonumber(after),
+      limit = tonumber(limit) or limit }
+  end
+  local over = #out + #err - max -- the room kept for the report, used by output
+  if over > 0 then
+    local cut = math.min(over, #err)
+    err = err:sub(1, #err - cut)
+    out = out:sub(1, #out - (over - cut))
+  end
+  return out, err, #out + #err < total, total, report
+end
+
+-- One wrapped exec: create, start, read the stream into the demuxer (no Lua
+-- string per chunk: the http stream feeds it directly, a window at a time).
+local function exec_once(id, cmd, opts)
   local timeout = opts.timeout or 60
-  -- The time limit is enforced inside the container, where the process lives:
-  -- timeout(1) puts the command in a process group of its own (SIGTERM at the
-  -- limit, SIGKILL 2 s later); whatever the command left running in that group
-  -- (background jobs, a fork bomb's children) is killed when it ends, so it
-  -- cannot hold the pids limit. The host side only guards the stream.
-  local argv = { "sh", "-c", 'timeout -k 2 "$0" "$@" & p=$!; wait $p; rc=$?; kill -KILL -$p 2>/dev/null; exit $rc',
-    tostring(timeout) }
+  local max = opts.max_output or 1024 * 1024
+  local argv = { "sh", "-c", WRAPPER, tostring(timeout) }
   for _, a in ipairs(cmd) do argv[#argv + 1] = tostring(a) end
   local body = { AttachStdout = true, AttachStderr = true, AttachStdin = false, Tty = false, Cmd = argv,
     User = opts.user, WorkingDir = opts.workdir }
@@ -152,29 +207,116 @@ function M.exec(id, cmd, opts)
   local res = request("POST", "/containers/" .. id .. "/exec", body)
   if res.status == 409 then raise("DockerError", "the container is not running", { status = 409 }) end
   local exec_id = decode(expect(res, { 201 }, "exec create")).Id
-  local demux = native.demuxer(opts.max_output or 1024 * 1024)
+  local demux = native.demuxer(max + REPORT_ROOM)
   local timed_out = false
   -- no cap on the stream itself: the demuxer keeps max_output and counts the rest
   local stream = request("POST", "/exec/" .. exec_id .. "/start", { Detach = false, Tty = false },
     { stream = true, timeout = timeout + 30, max_bytes = math.maxinteger })
   if stream.status ~= 200 then expect({ status = stream.status, body = "" }, { 200 }, "exec start") end
   while true do
-    local ok, chunk = pcall(stream.read, stream)
+    local ok, n = pcall(stream.read_into, stream, demux)
     if not ok then
-      if type(chunk) == "table" and (chunk.type == "Timeout" or chunk.type == "IdleTimeout") then timed_out = true end
+      if type(n) == "table" and (n.type == "Timeout" or n.type == "IdleTimeout") then timed_out = true end
       break
     end
-    if not chunk then break end
-    demux:feed(chunk)
+    if not n then break end
   end
   stream:close()
   local info = decode(expect(request("GET", "/exec/" .. exec_id .. "/json"), { 200 }, "exec inspect"))
-  local out, err, truncated, total = demux:result()
+  local out, err, truncated, total, report = exec_output(demux, max)
   local code = info.ExitCode
   if code == 124 then timed_out = true end
-  local r = { exit_code = code, stdout = out, stderr = err, truncated = truncated, output_bytes = total,
-    timed_out = timed_out }
-  if code == 137 and not timed_out then r.oom_killed = M.oom_killed(id) end
+  return { exit_code = code, stdout = out, stderr = err, truncated = truncated, output_bytes = total,
+    timed_out = timed_out }, report
+end
+
+local FORK_FAILED = { "Cannot fork", "Resource temporarily unavailable", "fork: retry" }
+
+-- The container's processes, as the Engine lists them from the host
+-- (GET top: no exec, so it works whatever the sandbox did to its pids).
+function M.top(id, ps_args)
+  local q = ps_args and ("?ps_args=" .. urlencode(ps_args)) or ""
+  return decode(expect(request("GET", "/containers/" .. id .. "/top" .. q), { 200 }, "top " .. id))
+end
+
+-- The container's processes as {pid, effective uid} read on this host from
+-- its pids cgroup, or nil where that is not visible (another host or pid
+-- namespace than the Docker engine's): no request, no process started.
+local CGROUPS = { "/sys/fs/cgroup/pids/docker/%s/cgroup.procs", "/sys/fs/cgroup/docker/%s/cgroup.procs",
+  "/sys/fs/cgroup/system.slice/docker-%s.scope/cgroup.procs" }
+local function local_procs(id)
+  if not tostring(id):match("^%x+$") or #id ~= 64 then return nil end
+  for _, pattern in ipairs(CGROUPS) do
+    local f = io.open(pattern:format(id), "r")
+    if f then
+      local procs = {}
+      for pid in f:lines() do
+        local st = io.open("/proc/" .. pid .. "/status", "r")
+        local uid = st and st:read("a"):match("\nUid:%s+%d+%s+(%d+)")
+        if st then st:close() end
+        if uid then procs[#procs + 1] = { pid, uid } end
+      end
+      f:close()
+      -- the container's init is always there: none seen means other pid numbers than ours
+      return #procs > 0 and procs or nil
+    end
+  end
+  return nil
+end
+
+-- Whether a process of the numeric user ("10001:10001") still runs in the container.
+local function user_left(id, user)
+  local uid = tostring(user or ""):match("^(%d+)")
+  if not uid then return false end
+  local procs = local_procs(id)
+  if procs then
+    for _, p in ipairs(procs) do if p[2] == uid then return true end end
+    return false
+  end
+  local ok, t = pcall(M.top, id, "-o pid,uid")
+  if not ok or type(t) ~= "table" then return false end
+  local col
+  for i, title in ipairs(t.Titles or {}) do if title == "UID" then col = i end end
+  for _, p in ipairs(t.Processes or {}) do
+    if col and tostring(p[col]) == uid then return true end
+  end
+  return false
+end
+
+-- Runs cmd in a running container. opts: {user=, workdir=, env={"K=V"},
+-- timeout= seconds (the process is killed), max_output= bytes kept (the rest is
+-- counted and dropped)}. Returns {exit_code, stdout, stderr, truncated,
+-- output_bytes, timed_out, oom_killed, pids_limit_hit, pids_limit, error}.
+-- Nothing the command started outlives it (see WRAPPER); the Engine's
+-- process list confirms it after each exec. This assumes one exec at a time
+-- per container and user: an exec's clean-up also ends another exec of the
+-- same user still running there (an abandoned attempt).
+function M.exec(id, cmd, opts)
+  opts = opts or {}
+  local r, report = exec_once(id, cmd, opts)
+  local hit
+  if report then
+    hit = report.before and report.after and report.after > report.before
+  end
+  -- the wrapper did not finish (killed, the stream cut) or something of the
+  -- user is still there (the command forged the report): a fresh wrapper reaps it
+  if not report or (report.cleaned and user_left(id, opts.user)) then
+    local ok, _, again = pcall(exec_once, id, { "true" }, { user = opts.user, timeout = 10, max_output = 0 })
+    if ok and again and not report then
+      report = again
+      local said = false
+      for _, s in ipairs(FORK_FAILED) do
+        if r.stderr:find(s, 1, true) or r.stdout:find(s, 1, true) then said = true end
+      end
+      hit = said and (again.after or 0) > 0
+    end
+  end
+  if hit then
+    r.pids_limit_hit, r.pids_limit = true, report.limit
+    r.error = string.format("a process could not be created: the sandbox's pids limit (%s) was reached",
+      tostring(report.limit))
+  end
+  if r.exit_code == 137 and not r.timed_out then r.oom_killed = M.oom_killed(id) end
   return r
 end
 
@@ -192,9 +334,8 @@ function M.oom_killed(id)
   local demux = native.demuxer(4096)
   local s = request("POST", "/exec/" .. exec_id .. "/start", { Detach = false, Tty = false }, { stream = true, timeout = 10 })
   while true do
-    local okr, chunk = pcall(s.read, s)
-    if not okr or not chunk then break end
-    demux:feed(chunk)
+    local okr, n = pcall(s.read_into, s, demux)
+    if not okr or not n then break end
   end
   s:close()
   local out = demux:result()
