@@ -396,6 +396,12 @@ function M.bwrap_exec(sb, argv, opts)
   if (r.stderr or ""):find("MemoryError") or (r.stderr or ""):find("Cannot allocate memory") then
     r.oom_killed = true
   end
+  -- the process rlimit shows as fork failing with EAGAIN
+  local err = r.stderr or ""
+  if r.exit_code ~= 0 and (err:find("Cannot fork", 1, true) or err:find("Resource temporarily unavailable", 1, true)) then
+    r.pids_limit_hit, r.pids_limit = true, sb.pids or 256
+    r.error = "a process could not be created: the sandbox's pids limit (" .. r.pids_limit .. ") was reached"
+  end
   return r
 end
 
