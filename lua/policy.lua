@@ -32,8 +32,9 @@
 --                       allowed(host, list, port)
 --   policylib.options   parse(words, spec): a command's options the way getopt_long reads them
 -- Every table in it is a proxy: assigning to it raises an error and nothing a
--- policy does changes what the next policy sees (pairs works on it, next does not). A file that fails to load is an error
--- naming the file and line (and the whole set is refused); a policy that
+-- policy does changes what the next policy sees (pairs works on it, next does not).
+--
+-- A file that fails to load is an error naming the file and line (and the whole set is refused); a policy that
 -- raises, runs out of budget or returns anything else denies (fails closed)
 -- naming the file and the error. When no policy decides, the request is
 -- allowed only if req.tool is in req.permissions.tools.

@@ -78,7 +78,9 @@ function M.parse(words, spec)
       elseif arity == true then
         local v = words[i + 1]
         if not v then return nil, "option '--" .. name .. "' needs a value" end
-        if v.split and not spec.dynamic_ok then return nil, "the value '" .. v.text .. "' may expand into several words" end
+        if v.split and not spec.dynamic_ok then
+          return nil, "the value '" .. v.text .. "' may expand into several words"
+        end
         push(name, v, w)
         i = i + 1
       else

@@ -12,7 +12,8 @@
 -- ctx (built by policy_lib.commands) gives the checkers:
 --   ctx:writes(word, who)  nil, or why word is not a path under the writable roots
 --   ctx:sink(word, who)    the same, but /dev/null, /dev/stdout, /dev/stderr, /dev/fd/N are fine
---   ctx:dirs(word)         the absolute directories word may name (one per possible cwd), or nil
+--   ctx:dirs(word, base)   the absolute directories word names from base (or from each
+--                          directory the shell may be in), or nil when unknown
 --   ctx:cwd_confined()     whether every directory the shell may be in is writable
 --   ctx:run(words, who)    checks a command another program runs (env, nice, timeout, ...)
 --   ctx:script(text, who)  checks a shell script given on the command line (sh -c)
@@ -134,13 +135,9 @@ P.export = function(ctx, args)
     if w.split or w.lead then return "'export " .. w.text .. "' may expand into other names" end
     if w.text == "-p" or w.text == "-n" then
       -- printing, or removing the export mark
-    elseif w.text:sub(1, 1) == "-" or not literal(w) and not w.text:match("^[%a_][%w_]*=") then
-      return "'export " .. w.text .. "' is not analysed"
     else
-      local name = w.text:match("^([%a_][%w_]*)=?")
-      if not name or (not w.text:find("=", 1, true) and name ~= w.text) then
-        return "'export " .. w.text .. "' is not analysed"
-      end
+      local name = w.text:match("^([%a_][%w_]*)=") or (literal(w) and w.text:match("^([%a_][%w_]*)$"))
+      if not name then return "'export " .. w.text .. "' is not analysed" end
       local why = ctx:exported(name)
       if why then return why end
     end
@@ -236,8 +233,8 @@ P.uniq = function(ctx, args)
   end
 end
 
-local FIND_ACTIONS = longs({ "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf", "-fls" },
-  true)
+local FIND_ACTIONS = longs({ "-delete", "-exec", "-execdir", "-ok", "-okdir", "-fprint", "-fprint0", "-fprintf",
+  "-fls" }, true)
 P.find = function(ctx, args)
   for _, w in ipairs(args) do
     if FIND_ACTIONS[w.text] then return "'find " .. w.text .. "' deletes, writes files or runs commands" end
@@ -437,15 +434,27 @@ P.awk, P.gawk, P.mawk, P.nawk = check_awk, check_awk, check_awk, check_awk
 -- tar: only listing an archive (t), from a local file.
 local TAR = {
   short = "tvzjJ", short_arg = { f = "file" },
-  long = merge(longs({ "list", "verbose", "gzip", "gunzip", "bzip2", "xz", "numeric-owner", "full-time", "utc" }, false),
-    { file = true }),
+  long = merge(longs({ "list", "verbose", "gzip", "gunzip", "bzip2", "xz", "numeric-owner", "full-time", "utc" },
+    false), { file = true }),
   abbrev = true,
 }
 P.tar = function(ctx, args)
   local words = args
-  if args[1] and args[1].text:sub(1, 1) ~= "-" then -- old style: tar tzf a.tgz
-    words = { { text = "-" .. args[1].text, expand = args[1].expand, lead = args[1].lead, split = args[1].split } }
-    for k = 2, #args do words[k] = args[k] end
+  if args[1] and args[1].text:sub(1, 1) ~= "-" then
+    -- old style, tar tzf a.tgz: one option per letter, each letter that takes
+    -- a value taking the next word in turn
+    if not literal(args[1]) then return "the tar options '" .. args[1].text .. "' are not literal" end
+    words = {}
+    local next_value = 2
+    for c in args[1].text:gmatch(".") do
+      words[#words + 1] = { text = "-" .. c }
+      if TAR.short_arg[c] then
+        if not args[next_value] then return "'tar " .. args[1].text .. "' without a value for " .. c end
+        words[#words + 1] = args[next_value]
+        next_value = next_value + 1
+      end
+    end
+    for k = next_value, #args do words[#words + 1] = args[k] end
   end
   local r, why = parse("tar", words, TAR)
   if not r then return "only listing an archive is read-only (" .. why .. ")" end
@@ -494,7 +503,8 @@ local GIT_DANGER = {
   grep = { "open-files-in-pager", "textconv", "ext-grep", "help" }, ["cat-file"] = { "textconv", "filters", "help" },
 }
 -- Exact options that share a prefix with a dangerous one but are safe.
-local GIT_SAFE_EXACT = longs({ "text", "output-indicator-new", "output-indicator-old", "output-indicator-context" }, true)
+local GIT_SAFE_EXACT = longs({ "text", "output-indicator-new", "output-indicator-old", "output-indicator-context" },
+  true)
 
 local function git_option_danger(sub, text)
   local given = text:match("^%-%-([^=]*)")
@@ -539,8 +549,9 @@ local function git_clone(ctx, args)
   return ctx:writes(dest, "git clone")
 end
 
-local GIT_GLOBAL_FLAGS = longs({ "--no-pager", "-P", "--no-optional-locks", "--no-replace-objects", "--literal-pathspecs",
-  "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-lazy-fetch", "--no-advice" }, true)
+local GIT_GLOBAL_FLAGS = longs({ "--no-pager", "-P", "--no-optional-locks", "--no-replace-objects",
+  "--literal-pathspecs", "--glob-pathspecs", "--noglob-pathspecs", "--icase-pathspecs", "--no-lazy-fetch",
+  "--no-advice" }, true)
 local GIT_PRINTS = longs({ "--version", "--exec-path", "--html-path", "--man-path", "--info-path" }, true)
 
 P.git = function(ctx, args)
@@ -595,6 +606,9 @@ P.git = function(ctx, args)
       value_next = true
     else
       if options.may_be_option(w) then return "the git argument '" .. w.text .. "' may expand into an option" end
+      if w.text:find("%G", 1, true) then
+        return "'git " .. sub.text .. " " .. w.text .. "': signature placeholders (%G) run gpg"
+      end
       local d = git_option_danger(sub.text, w.text)
       if d then return "'git " .. sub.text .. " " .. w.text .. "' (--" .. d .. ") writes a file or runs a program" end
       if sub.text == "grep" and git_grep_cluster_danger(w.text) then
@@ -635,7 +649,8 @@ local CP = {
   long = merge(longs({ "archive", "attributes-only", "copy-contents", "force", "interactive", "dereference",
     "no-dereference", "no-clobber", "recursive", "remove-destination", "strip-trailing-slashes", "verbose",
     "one-file-system", "help", "version", "debug" }, false),
-    { preserve = "optional", ["no-preserve"] = true, reflink = "optional", sparse = true, update = "optional" }, BACKUP),
+    { preserve = "optional", ["no-preserve"] = true, reflink = "optional", sparse = true, update = "optional" },
+    BACKUP),
   abbrev = true,
 }
 P.cp = function(ctx, args)
@@ -821,7 +836,8 @@ local function run_rest(ctx, r, from, who)
 end
 
 local ENV = { short = "i0v", short_arg = { u = "unset" },
-  long = merge(longs({ "ignore-environment", "null", "debug" }, false), { unset = true }, HV), abbrev = true, stop = true }
+  long = merge(longs({ "ignore-environment", "null", "debug" }, false), { unset = true }, HV),
+  abbrev = true, stop = true }
 -- env [-i] [-u NAME] [NAME=VALUE]... [COMMAND]: -C, -S and signal options are not analysed.
 P.env = function(ctx, args)
   local r, why = parse("env", args, ENV)
@@ -847,7 +863,8 @@ P.nice = function(ctx, args)
 end
 
 local TIMEOUT = { short = "v", short_arg = { s = "signal", k = "kill-after" },
-  long = merge(longs({ "preserve-status", "foreground", "verbose" }, false), { signal = true, ["kill-after"] = true }, HV),
+  long = merge(longs({ "preserve-status", "foreground", "verbose" }, false),
+    { signal = true, ["kill-after"] = true }, HV),
   abbrev = true, stop = true }
 P.timeout = function(ctx, args)
   local r, why = parse("timeout", args, TIMEOUT)
@@ -973,7 +990,9 @@ local PYTEST = {
       "ignore-glob", "capture", "junit-xml", "junitxml", "basetemp" }, true)),
 }
 local function check_pytest(ctx, args, who)
-  if not ctx.test_runners then return "'" .. who .. "' runs the project's code (the policy does not allow test runs)" end
+  if not ctx.test_runners then
+    return "'" .. who .. "' runs the project's code (the policy does not allow test runs)"
+  end
   if not ctx:cwd_confined() then return "'" .. who .. "' outside working/output writes caches there" end
   local r, why = parse(who, args, PYTEST)
   if not r then return why end

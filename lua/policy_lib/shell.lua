@@ -65,6 +65,11 @@ local function heredoc_bodies(s, i, queue)
       i = eol + 1
       if h.redir == "<<-" then line = line:gsub("^\t+", "") end
       if line == delim then break end
+      -- bash joins an unquoted body's lines at a trailing backslash, so the
+      -- delimiter could hide across two lines
+      if not h.literal and line:sub(-1) == "\\" then
+        return nil, "a backslash at the end of a line in a here-document with an unquoted delimiter"
+      end
       body[#body + 1] = line
     end
     h.body = table.concat(body, "\n")

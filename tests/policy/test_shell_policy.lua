@@ -58,16 +58,18 @@ local APPROVE = {
   "git grep -Oless foo", "git grep -O foo", "git grep --open-files-in-pager=sh foo",
   "git grep --open-files-in-pager foo", "git grep --open=sh foo", "git grep -nOsh foo", "git grep -in -O./x.sh foo",
   "git -c core.pager=sh log", "git -c alias.x='!sh -c id' x", "git -c core.fsmonitor=./x status",
-  "git -c core.hooksPath=/workspace/working/h status", "git -c diff.external=./x diff", "git -c core.sshCommand=./x log",
-  "git --config-env=core.pager=P log", "git --exec-path=/workspace/working log", "git --git-dir=/workspace/working/evil log",
-  "git --work-tree=/ status", "git -C / status", "git -C /workspace/input/repo diff", "git -p log", "git --paginate log",
-  "git --bare log", "git diff --ext-diff", "git log -p --ext-diff", "git show --textconv HEAD", "git diff --output=/etc/x",
-  "git diff --output /etc/x", "git log --output=/workspace/working/x", "git log --outp=x", "git format-patch -1",
-  "git help log", "git log --help", "git st", "git cat-file --textconv HEAD:a", "git cat-file --filters HEAD:a",
-  "git log --show-signature", "git blame --textconv a", "git log $opt", "git diff *", "git $sub",
-  "git clone 'ext::sh -c id' /workspace/working/x", "git clone -u ./x /workspace/input/r.bundle /workspace/working/r",
-  "git clone --template=/workspace/working/t a /workspace/working/r", "git clone -c core.fsmonitor=x a /workspace/working/r",
-  "git clone a /tmp/r", "git clone host:repo /workspace/working/r", "git clone --recurse-submodules a /workspace/working/r",
+  "git -c core.hooksPath=/workspace/working/h status", "git -c diff.external=./x diff",
+  "git -c core.sshCommand=./x log", "git --config-env=core.pager=P log", "git --exec-path=/workspace/working log",
+  "git --git-dir=/workspace/working/evil log", "git --work-tree=/ status", "git -C / status",
+  "git -C /workspace/input/repo diff", "git -p log", "git --paginate log", "git --bare log", "git diff --ext-diff",
+  "git log -p --ext-diff", "git show --textconv HEAD", "git diff --output=/etc/x", "git diff --output /etc/x",
+  "git log --output=/workspace/working/x", "git log --outp=x", "git format-patch -1", "git help log", "git log --help",
+  "git st", "git cat-file --textconv HEAD:a", "git cat-file --filters HEAD:a", "git log --show-signature",
+  "git blame --textconv a", "git log $opt", "git diff *", "git $sub", "git clone 'ext::sh -c id' /workspace/working/x",
+  "git clone -u ./x /workspace/input/r.bundle /workspace/working/r",
+  "git clone --template=/workspace/working/t a /workspace/working/r",
+  "git clone -c core.fsmonitor=x a /workspace/working/r", "git clone a /tmp/r",
+  "git clone host:repo /workspace/working/r", "git clone --recurse-submodules a /workspace/working/r",
   "/usr/bin/git -c core.pager=sh log", "git commit -am wip", "git push", "git config core.pager sh",
   -- environment variables that name programs or change behaviour
   "GIT_PAGER=sh git log", "GIT_EXTERNAL_DIFF=./x git diff", "GIT_SSH_COMMAND=./x git log",
@@ -77,26 +79,27 @@ local APPROVE = {
   "EDITOR=./x git log", "VISUAL=./x ls", "LESSOPEN='|id %s' cat a", "PYTHONPATH=. pytest -q",
   "PYTEST_ADDOPTS=-pevil pytest", "MAKEFLAGS=-f/x make test", "FOO=1 ls", "PATH=/tmp", "IFS=x", "export PATH=/tmp; ls",
   "set -a; x=1", "set -o allexport", "printf -v PATH /tmp", "read PATH < a", "for PATH in /tmp; do ls; done",
-  "declare -n r=PATH; r=/tmp; ls", "declare -x FOO=1", "local -i x", "typeset -n x", "unset 'a[$(id)]'",
-  "unset 'a[x]'", "env -i LD_PRELOAD=/x ls", "env PATH=/workspace/working ls",
+  "declare -n r=PATH; r=/tmp; ls", "declare -x FOO=1", "local -i x", "typeset -n x", "unset 'a[$(id)]'", "unset 'a[x]'",
+  "env -i LD_PRELOAD=/x ls", "env PATH=/workspace/working ls",
   -- find, rg, grep, sort, sed, awk, tar, date
   "find . -exec sh \\;", "find . -execdir rm {} +", "find . -ok rm {} \\;", "find . -okdir rm {} \\;", "find . -delete",
-  "find . -fprint /etc/x", "find . -fprintf /etc/x %p", "find . -fls /etc/x", "find . -fprint0 x", "find . -name x $act",
-  "find . \"-exe\"\"c\" id \\;", "find . -name *", "rg --pre ./x foo", "rg --pre=sh foo", "rg --pre-glob '*' --pre sh foo",
-  "rg foo *", "rg $opts foo", "sort --compress-program=sh a", "sort --compress=sh a", "sort -o /etc/x a",
-  "sort -uo/etc/x a", "sort -T /tmp a", "sort --temporary-directory=/tmp a", "sort $opt a", "sort --random-thing a",
-  "sed '1e id' a.txt", "sed e a.txt", "sed 's/x/id/e' a.txt", "sed 'w /etc/x' a", "sed 's/a/b/w /etc/x' a",
-  "sed 'W /tmp/x' a", "sed 'r /etc/shadow' a", "sed 'R x' a", "sed -i 's/a/b/' /etc/hosts", "sed -i'/tmp/*' 's/a/b/' a.txt",
-  "sed -f script.sed a", "sed --expression='1e id' a", "sed -n -e p -e '1e id' a", "sed -e \"$s\" a", "sed -ne '$!{h;d};x;e' a",
-  "sed -i 's/a/b/'", "sed --in-place=/x 's/a/b/' a",
-  "awk 'BEGIN{system(\"id\")}'", "awk '{print | \"sh\"}'", "awk '{print > \"/etc/x\"}'", "awk 'BEGIN{\"id\" | getline x}'",
-  "awk -f prog.awk", "gawk -l filefuncs 'BEGIN{}'", "gawk '@load \"x\"; BEGIN{}'", "mawk -W exec prog.awk",
-  "awk \"$prog\" a.txt", "awk '{printf \"%s\", $0 > \"/tmp/x\"}'", "awk '{print \"}\" > \"/tmp/x\"}'",
-  "awk -v x=1 -f p.awk a", "gawk -o/etc/x '{}' a", "gawk --dump-variables=/etc/x '{}' a",
-  "tar --to-command=sh -xf a.tar", "tar -I sh -tf a.tar", "tar --use-compress-program=sh -tf a.tar",
-  "tar -tf a.tar --checkpoint=1 --checkpoint-action=exec=id", "tar -tf a.tar --info-script=x.sh", "tar -F x.sh -tf a.tar",
-  "tar -tf host:/a.tar", "tar -xf a.tar", "tar tf a.tar --to-command=sh", "tar -cf /workspace/output/a.tar .",
-  "tar -tf \"$a\"", "date -s 2020-01-01", "date 0101", "date --set=now",
+  "find . -fprint /etc/x", "find . -fprintf /etc/x %p", "find . -fls /etc/x", "find . -fprint0 x",
+  "find . -name x $act", "find . \"-exe\"\"c\" id \\;", "find . -name *", "rg --pre ./x foo", "rg --pre=sh foo",
+  "rg --pre-glob '*' --pre sh foo", "rg foo *", "rg $opts foo", "sort --compress-program=sh a", "sort --compress=sh a",
+  "sort -o /etc/x a", "sort -uo/etc/x a", "sort -T /tmp a", "sort --temporary-directory=/tmp a", "sort $opt a",
+  "sort --random-thing a", "sed '1e id' a.txt", "sed e a.txt", "sed 's/x/id/e' a.txt", "sed 'w /etc/x' a",
+  "sed 's/a/b/w /etc/x' a", "sed 'W /tmp/x' a", "sed 'r /etc/shadow' a", "sed 'R x' a", "sed -i 's/a/b/' /etc/hosts",
+  "sed -i'/tmp/*' 's/a/b/' a.txt", "sed -f script.sed a", "sed --expression='1e id' a", "sed -n -e p -e '1e id' a",
+  "sed -e \"$s\" a", "sed -ne '$!{h;d};x;e' a", "sed -i 's/a/b/'", "sed --in-place=/x 's/a/b/' a",
+  "awk 'BEGIN{system(\"id\")}'", "awk '{print | \"sh\"}'", "awk '{print > \"/etc/x\"}'",
+  "awk 'BEGIN{\"id\" | getline x}'", "awk -f prog.awk", "gawk -l filefuncs 'BEGIN{}'", "gawk '@load \"x\"; BEGIN{}'",
+  "mawk -W exec prog.awk", "awk \"$prog\" a.txt", "awk '{printf \"%s\", $0 > \"/tmp/x\"}'",
+  "awk '{print \"}\" > \"/tmp/x\"}'", "awk -v x=1 -f p.awk a", "gawk -o/etc/x '{}' a",
+  "gawk --dump-variables=/etc/x '{}' a", "tar --to-command=sh -xf a.tar", "tar -I sh -tf a.tar",
+  "tar --use-compress-program=sh -tf a.tar", "tar -tf a.tar --checkpoint=1 --checkpoint-action=exec=id",
+  "tar -tf a.tar --info-script=x.sh", "tar -F x.sh -tf a.tar", "tar -tf host:/a.tar", "tar -xf a.tar",
+  "tar tf a.tar --to-command=sh", "tar -cf /workspace/output/a.tar .", "tar -tf \"$a\"", "date -s 2020-01-01",
+  "date 0101", "date --set=now",
   -- xargs, env and the other wrappers run what they are given
   "xargs rm", "xargs sh -c 'id'", "xargs -I{} sh -c '{}'", "find . | xargs git grep -O foo",
   "xargs --process-slot-var=LD_PRELOAD grep x", "xargs -a list env", "xargs python3", "ls | xargs -0 perl",
@@ -114,10 +117,10 @@ local APPROVE = {
   -- shell constructs that run or hide commands
   "echo $(id)", "echo `id`", "cat <(id)", "diff <(ls) <(ls)", "f(){ id; }; f", "ls(){ rm -rf /; }; ls",
   "alias ls=id; ls", ". ./x.sh", "source x.sh", "trap id EXIT", "cat <<EOF\n$(id)\nEOF", "cat <<EOF\nhi\n",
-  "x='a[$(id)]'; [[ $x -eq 1 ]]", "[[ x -eq 1 ]]", "test -v 'a[$(id)]'", "[ -v x ]", "echo ${x:=y}", "echo ${!x}",
-  "echo ${x@P}", "echo ${x:1}", "echo ${a[1]}", "echo $[1+1]", "echo $((1+1))", "(( i++ ))", "$x", "\"$CMD\" a",
-  "l? /", "/usr/bin/l*", "./x.sh", "/tmp/ls", "/usr/bin/../../tmp/x", "~/bin/ls", "case x in *) id;; esac",
-  "coproc id", "function f { id; }", "a=(x y)",
+  "cat <<EOF\nEO\\\nF\nrm -rf /x\nEOF", "export 'a[1]=x'", "x='a[$(id)]'; [[ $x -eq 1 ]]", "[[ x -eq 1 ]]",
+  "test -v 'a[$(id)]'", "[ -v x ]", "echo ${x:=y}", "echo ${!x}", "echo ${x@P}", "echo ${x:1}", "echo ${a[1]}",
+  "echo $[1+1]", "echo $((1+1))", "(( i++ ))", "$x", "\"$CMD\" a", "l? /", "/usr/bin/l*", "./x.sh", "/tmp/ls",
+  "/usr/bin/../../tmp/x", "~/bin/ls", "case x in *) id;; esac", "coproc id", "function f { id; }", "a=(x y)",
   -- writes outside working/ and output/, including through cd, globs and symlinks
   "cd /; cd /workspace/working/nope; rm x", "while true; do rm x; cd /; done", "cd /; (cd /workspace/working); rm x",
   "cd / | true; rm x", "cd $D; rm x", "cd; rm x", "cd -; rm x", "cp * /workspace/output/",
@@ -128,21 +131,25 @@ local APPROVE = {
   "head -c 1 /dev/zero > /dev/sda", "echo x > /proc/self/attr/current", "> /etc/x", "cat a >& /etc/x",
   "yes | head > /workspace/input/x", "tee /workspace/input/x < a", "echo x > /tmp/x", "echo x > /workspace/outputs/x",
   "echo x > /workspace/working/../input/x", "touch /workspace/output/../../etc/x", "gzip -S /../../x a",
-  "rmdir -p /workspace/working/a/b", "chmod 777 /workspace/input/a", "dd of=/etc/x", "dd $args",
-  "cat a | tee /etc/x", "echo a > {b,/etc/x}", "touch ~/x",
+  "rmdir -p /workspace/working/a/b", "chmod 777 /workspace/input/a", "dd of=/etc/x", "dd $args", "cat a | tee /etc/x",
+  "echo a > {b,/etc/x}", "touch ~/x",
+  "git log --format=%G?", "tar tfz host:/x", "cd /workspace/input/repo && git status", "git -C \"$d\" diff",
   -- test runners: only the plain test run, from working/ or output/
-  "pytest -p evil", "pytest --basetemp=/", "pytest -c /tmp/x.ini", "pytest -o cache_dir=/tmp", "pytest /workspace/input/tests",
-  "cd /tmp && pytest", "pytest --junitxml=/etc/x", "python3 -m pytest -p x", "pytest --rootdir=/", "pytest $args",
-  "pytest -W error::x.Warning", "pytest --confcutdir=/", "python3 -m pytest --pyargs os",
+  "pytest -p evil", "pytest --basetemp=/", "pytest -c /tmp/x.ini", "pytest -o cache_dir=/tmp",
+  "pytest /workspace/input/tests", "cd /tmp && pytest", "pytest --junitxml=/etc/x", "python3 -m pytest -p x",
+  "pytest --rootdir=/", "pytest $args", "pytest -W error::x.Warning", "pytest --confcutdir=/",
+  "python3 -m pytest --pyargs os",
 }
 
 local ALLOW = {
-  "git log -p", "git log --oneline -5", "git diff HEAD~1", "git diff --stat origin/main...feature", "git show HEAD:README.md",
-  "git grep -n foo", "git grep -e foo -- '*.py'", "git grep -nie foo", "git grep -e -O foo", "git status",
-  "git --no-pager log -p -- src/", "git -C /workspace/working/repo log", "git -C repo status", "git blame a.py",
-  "git ls-files", "git rev-parse HEAD", "git log --output-indicator-new=+ -p", "git diff --text", "git log --format='%H %s'",
-  "git clone -q -b feature /workspace/input/repo.bundle /workspace/working/repo", "git --version", "git --exec-path",
-  "git --no-optional-locks -C /workspace/input/repo status", "git diff --no-ext-diff --no-textconv", "git log -- '$x'",
+  "cd /workspace/input/repo && git --no-optional-locks status", "git -C \"$d\" log", "tar tzf a.tgz",
+  "git log -p", "git log --oneline -5", "git diff HEAD~1", "git diff --stat origin/main...feature",
+  "git show HEAD:README.md", "git grep -n foo", "git grep -e foo -- '*.py'", "git grep -nie foo", "git grep -e -O foo",
+  "git status", "git --no-pager log -p -- src/", "git -C /workspace/working/repo log", "git -C repo status",
+  "git blame a.py", "git ls-files", "git rev-parse HEAD", "git log --output-indicator-new=+ -p", "git diff --text",
+  "git log --format='%H %s'", "git clone -q -b feature /workspace/input/repo.bundle /workspace/working/repo",
+  "git --version", "git --exec-path", "git --no-optional-locks -C /workspace/input/repo status",
+  "git diff --no-ext-diff --no-textconv", "git log -- '$x'",
   "cd /workspace/working/repo && git log --oneline origin/main..feature && git diff --stat origin/main...feature",
   "cd /workspace/working/repo && git diff origin/main...feature && python3 -m pytest -q 2>&1 | tail -5 || true",
   "rg -n foo src", "rg -n foo src/*.py", "rg -z foo", "grep -rn x .", "grep -f patterns.txt -r src", "egrep x a",
@@ -150,30 +157,31 @@ local ALLOW = {
   "find . -type f -newer x -print", "find /workspace/input -maxdepth 2", "sed -n 1,5p f", "sed -n '1,5p' a.txt",
   "sed 's/a/b/g' a.txt", "sed -e 's/a/b/' -e '/x/d' a", "sed '1i header' a", "sed -i 's/a/b/' /workspace/working/a.txt",
   "sed -i.bak 's/a/b/' a.txt", "sed -E 's/(a|b)/x/g' a", "sed '/start/,/end/p' a", "sed = a", "sed '$!N;P;D' a",
-  "sed '1!G;h;$!d' a.txt", "sed 's/e/E/2g' a",
-  "echo x > /workspace/working/a", "echo x >> /workspace/output/log 2>&1", "pytest -q", "pytest -q tests/test_x.py::test_a",
-  "pytest -x -k 'not slow' --tb=short", "python3 -m pytest -q", "make test", "npm test", "npm run test",
-  "awk '{print $1}' a.txt", "awk -F: '$3 > 100 {print $1}' /etc/passwd", "awk 'NR>1' a", "mawk '{s+=$1} END {print s}' a",
-  "awk -v n=3 'NR==n' a", "sort -k2 -t, a.csv", "sort -o /workspace/output/s.txt a", "sort -n a | uniq",
-  "uniq a /workspace/output/u", "wc -l *.py", "head -n 20 a; tail -n 20 a", "for f in *.py; do wc -l \"$f\"; done",
-  "while read -r l; do echo \"$l\"; done < a.txt", "while IFS= read -r line; do echo \"$line\"; done < a",
-  "if [ -f a ]; then cat a; fi", "test -d /workspace/input && ls /workspace/input", "[[ -f a ]] && echo yes",
-  "[[ 3 -gt 2 ]]", "cd sub && rm -f *.o", "mkdir -p /workspace/output/r && cp /workspace/input/a /workspace/output/r/",
-  "rm -rf /workspace/working/build", "rm -rf /workspace/working/*", "tar -tzf /workspace/input/a.tgz", "tar tvf a.tar",
+  "sed '1!G;h;$!d' a.txt", "sed 's/e/E/2g' a", "echo x > /workspace/working/a", "echo x >> /workspace/output/log 2>&1",
+  "pytest -q", "pytest -q tests/test_x.py::test_a", "pytest -x -k 'not slow' --tb=short", "python3 -m pytest -q",
+  "make test", "npm test", "npm run test", "awk '{print $1}' a.txt", "awk -F: '$3 > 100 {print $1}' /etc/passwd",
+  "awk 'NR>1' a", "mawk '{s+=$1} END {print s}' a", "awk -v n=3 'NR==n' a", "sort -k2 -t, a.csv",
+  "sort -o /workspace/output/s.txt a", "sort -n a | uniq", "uniq a /workspace/output/u", "wc -l *.py",
+  "head -n 20 a; tail -n 20 a", "for f in *.py; do wc -l \"$f\"; done", "while read -r l; do echo \"$l\"; done < a.txt",
+  "while IFS= read -r line; do echo \"$line\"; done < a", "if [ -f a ]; then cat a; fi",
+  "test -d /workspace/input && ls /workspace/input", "[[ -f a ]] && echo yes", "[[ 3 -gt 2 ]]", "cd sub && rm -f *.o",
+  "mkdir -p /workspace/output/r && cp /workspace/input/a /workspace/output/r/", "rm -rf /workspace/working/build",
+  "rm -rf /workspace/working/*", "tar -tzf /workspace/input/a.tgz", "tar tvf a.tar",
   "cat > /workspace/working/a.py <<'EOF'\nimport os\nprint($x, `y`, $(z))\nEOF",
-  "cat <<EOF > /workspace/output/r.md\nhello $USER\nEOF", "cat <<-EOF\n\thi\n\tEOF",
-  "env", "env LC_ALL=C sort a", "env -i ls", "LC_ALL=C grep -c x a", "timeout 10 grep -r x .", "nice -n 10 rg foo",
-  "nohup ls", "time ls", "command -v git", "command ls", "exec ls", "xargs grep -n import",
-  "find . -name '*.py' | xargs grep -n import", "find . -print0 | xargs -0 wc -l", "ls | xargs echo",
-  "bash -c 'ls -la'", "sh -c 'cat a | head'", "sh -ec 'ls'", "/usr/bin/git log", "/bin/ls", "echo 'git grep -Oless x'",
-  "echo \"rm -rf /\"", "printf '%s\\n' a b", "date +%Y-%m-%d", "date -u", "du -sh .", "stat a", "diff a b",
-  "diff -u a b > /workspace/output/d.patch", "cmp a b", "column -t a", "jq .name a.json", "x=1; echo $x",
-  "DIR=/workspace/input; ls $DIR", "set -euo pipefail; ls", "export LC_ALL=C; sort a", "readlink -f a", "realpath a",
-  "git diff | head", "gzip -c a > /workspace/output/a.gz", "gzip /workspace/working/a", "ln -s /workspace/working/a /workspace/working/b",
-  "ln -s a b", "touch /workspace/output/x", "chmod +x /workspace/working/run.sh", "dd if=/workspace/input/a of=/workspace/output/b",
+  "cat <<EOF > /workspace/output/r.md\nhello $USER\nEOF", "cat <<-EOF\n\thi\n\tEOF", "env", "env LC_ALL=C sort a",
+  "env -i ls", "LC_ALL=C grep -c x a", "timeout 10 grep -r x .", "nice -n 10 rg foo", "nohup ls", "time ls",
+  "command -v git", "command ls", "exec ls", "xargs grep -n import", "find . -name '*.py' | xargs grep -n import",
+  "find . -print0 | xargs -0 wc -l", "ls | xargs echo", "bash -c 'ls -la'", "sh -c 'cat a | head'", "sh -ec 'ls'",
+  "/usr/bin/git log", "/bin/ls", "echo 'git grep -Oless x'", "echo \"rm -rf /\"", "printf '%s\\n' a b",
+  "date +%Y-%m-%d", "date -u", "du -sh .", "stat a", "diff a b", "diff -u a b > /workspace/output/d.patch", "cmp a b",
+  "column -t a", "jq .name a.json", "x=1; echo $x", "DIR=/workspace/input; ls $DIR", "set -euo pipefail; ls",
+  "export LC_ALL=C; sort a", "readlink -f a", "realpath a", "git diff | head", "gzip -c a > /workspace/output/a.gz",
+  "gzip /workspace/working/a", "ln -s /workspace/working/a /workspace/working/b", "ln -s a b",
+  "touch /workspace/output/x", "chmod +x /workspace/working/run.sh", "dd if=/workspace/input/a of=/workspace/output/b",
   "tee /workspace/output/a < b", "cat a >/dev/null 2>&1", "ls 2>/dev/null", "echo x >&2", "cat a 1>&2", "sleep 1",
-  "cat a <<< 'x'", "ls # ; rm /x", "echo a \\\n b", "{ ls; pwd; } > /workspace/output/o", "(cd /workspace/output && ls)",
-  "cd /workspace/output; for f in *; do wc -c \"$f\"; done", "echo ${x:-default} ${#x} ${x%.py}",
+  "cat a <<< 'x'", "ls # ; rm /x", "echo a \\\n b", "{ ls; pwd; } > /workspace/output/o",
+  "(cd /workspace/output && ls)", "cd /workspace/output; for f in *; do wc -c \"$f\"; done",
+  "echo ${x:-default} ${#x} ${x%.py}",
 }
 
 local function load_set(dir)
@@ -225,8 +233,8 @@ local function words_of(line)
   local toks = assert(shell.split(line))
   local out = {}
   for _, t in ipairs(toks) do
-    out[#out + 1] = t.op and ("<" .. t.op .. ">") or t.redir and ("[" .. (t.fd or "") .. t.redir .. t.target.text .. "]")
-      or t.text
+    out[#out + 1] = t.op and ("<" .. t.op .. ">")
+      or t.redir and ("[" .. (t.fd or "") .. t.redir .. t.target.text .. "]") or t.text
   end
   return table.concat(out, "|")
 end
@@ -368,7 +376,8 @@ test("commands.analyze: reasons, and no writable roots means nothing is written"
   eq(commands.analyze("touch a", opts), nil)
   ok(commands.analyze("touch a", { cwd = "/workspace/working" }), "no writable roots")
   ok(commands.analyze("pytest -q", opts), "test runs only when the policy says so")
-  eq(commands.analyze("pytest -q", { cwd = "/workspace/working", writable = { "/workspace/working" }, test_runners = true }), nil)
+  local tests_ok = { cwd = "/workspace/working", writable = { "/workspace/working" }, test_runners = true }
+  eq(commands.analyze("pytest -q", tests_ok), nil)
   has(commands.analyze(42, opts), "no command line")
   eq(commands.READ_ONLY.cat, "any"); eq(commands.READ_ONLY.git, "checked"); eq(commands.READ_ONLY.perl, nil)
   ok(commands.exported_ok("LC_ALL") and commands.exported_ok("LC_NUMERIC") and not commands.exported_ok("GIT_PAGER"))
@@ -419,7 +428,7 @@ end
 return function(req)
   if policylib.commands.READ_ONLY.perl ~= nil then return "deny", "perl became read-only" end
   if policylib.paths.normalize("/a/../b") ~= "/b" then return "deny", "normalize changed" end
-  if policylib.commands.analyze("perl -e 1", {cwd = "/w", writable = {"/w"}}) == nil then return "deny", "perl allowed" end
+  if not policylib.commands.analyze("perl -e 1", {cwd = "/w", writable = {"/w"}}) then return "deny", "perl ok" end
   if policylib.extra ~= nil then return "deny", "extra field" end
   return "allow", "library intact"
 end
