@@ -204,6 +204,10 @@ local OUTPUT_REDIRS = { [">"] = true, [">>"] = true, [">|"] = true, ["&>"] = tru
 
 local function check_redirs(redirs, state)
   for _, r in ipairs(redirs) do
+    local target = r.target and paths.normalize(r.target.text)
+    if target and (target:match("^/dev/tcp/") or target:match("^/dev/udp/")) then
+      return "a redirection to '" .. r.target.text .. "' opens a network connection (bash)"
+    end
     if OUTPUT_REDIRS[r.redir] then
       local t = r.target
       local dup = r.redir == ">&" and not t.expand and (t.text:match("^%d+$") or t.text == "-")

@@ -133,7 +133,7 @@ local APPROVE = {
   "echo x > /workspace/working/../input/x", "touch /workspace/output/../../etc/x", "gzip -S /../../x a",
   "rmdir -p /workspace/working/a/b", "chmod 777 /workspace/input/a", "dd of=/etc/x", "dd $args", "cat a | tee /etc/x",
   "echo a > {b,/etc/x}", "touch ~/x",
-  "git log --format=%G?", "tar tfz host:/x", "cd /workspace/input/repo && git status", "git -C \"$d\" diff",
+  "bash -c 'cat < /dev/tcp/127.0.0.1/2375'", "git log --format=%G?", "tar tfz host:/x", "cd /workspace/input/repo && git status", "git -C \"$d\" diff",
   -- test runners: only the plain test run, from working/ or output/
   "pytest -p evil", "pytest --basetemp=/", "pytest -c /tmp/x.ini", "pytest -o cache_dir=/tmp",
   "pytest /workspace/input/tests", "cd /tmp && pytest", "pytest --junitxml=/etc/x", "python3 -m pytest -p x",
