@@ -39,47 +39,20 @@
 
 /* ------------------------------------------------------------ render --- */
 
-/* Length of the well-formed UTF-8 sequence at s[0..n) (1 to 4), or 0 when the
- * bytes there are not one (a stray continuation byte, an overlong form, a
- * surrogate, past U+10FFFF, or cut short); *cp receives the code point. */
-static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp) {
-  size_t k;
-  unsigned c, min;
-  if (s[0] < 0x80) return *cp = s[0], 1;
-  if ((s[0] & 0xE0) == 0xC0) k = 2, c = s[0] & 0x1Fu, min = 0x80;
-  else if ((s[0] & 0xF0) == 0xE0) k = 3, c = s[0] & 0x0Fu, min = 0x800;
-  else if ((s[0] & 0xF8) == 0xF0) k = 4, c = s[0] & 0x07u, min = 0x10000;
-  else return 0;
-  if (n < k) return 0;
-  for (size_t i = 1; i < k; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    c = c << 6 | (s[i] & 0x3Fu);
-  }
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
-  return *cp = c, k;
-}
-
-/* Code points that change how a terminal shows what follows: C1 controls
- * (U+0080-U+009F, CSI among them) and the bidirectional overrides. */
-static int invisible_control(unsigned cp) {
-  return (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
-}
-
 char *safefs_render(const char *s, size_t len, size_t max) {
   ubuf b = {0};
   int bad = 0;
   size_t i = 0;
   while (i < len && !bad) {
     const unsigned char *p = (const unsigned char *)s + i;
-    unsigned cp = 0;
-    size_t k = utf8_seq(p, len - i, &cp);
+    uint32_t cp = 0;
+    size_t badlen;
+    size_t k = util_utf8_decode((const char *)p, len - i, &cp, &badlen);
     if (i + (k ? k : 1) > max) break;
     char esc[16];
     if (k == 1 && cp == '\\') {
       bad = ubuf_add(&b, "\\\\", 2);
-    } else if (k == 1 && cp >= 0x20 && cp < 0x7F) {
-      bad = ubuf_add(&b, p, 1);
-    } else if (k > 1 && !invisible_control(cp)) {
+    } else if (k && !util_unsafe_codepoint(cp)) {
       bad = ubuf_add(&b, p, k);
     } else if (k > 1) {
       bad = ubuf_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", cp));

@@ -18,19 +18,9 @@ function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" en
 -- ------------------------------------------------------------- paths --
 
 -- Normalizes an absolute path: collapses "//" and ".", resolves "..".
--- Returns nil when ".." would climb above "/".
-function M.normalize(path)
-  local parts = {}
-  for seg in path:gmatch("[^/]+") do
-    if seg == ".." then
-      if #parts == 0 then return nil end
-      parts[#parts] = nil
-    elseif seg ~= "." then
-      parts[#parts + 1] = seg
-    end
-  end
-  return "/" .. table.concat(parts, "/")
-end
+-- Returns nil when ".." would climb above "/". (The policies' own, so a tool
+-- and the policy that judged its call read a path alike.)
+M.normalize = require("policy_lib.paths").normalize
 
 -- A path named by the model -> an absolute, normalized path. Relative paths
 -- are taken from /workspace/working (the shell's working directory), so
@@ -244,60 +234,27 @@ end
 
 -- ------------------------------------------------------------ network --
 
--- Parses an http(s) URL for the fetch tool. Returns {scheme, host, port,
--- path} or nil, reason. Refuses other schemes, userinfo, spaces and control
--- characters, and hosts with characters a hostname cannot have.
+-- URLs and allowlists are read by the policies' own parser (policy_lib.hosts),
+-- so the network policy and the fetch tool can never disagree on a host.
+local hosts = require "policy_lib.hosts"
+
+-- Parses an http(s) URL for the fetch tool: {scheme, host, port, path}, or
+-- nil, reason (other schemes, userinfo, spaces, control characters, hosts
+-- that are not plain host names).
 function M.parse_url(url)
-  if type(url) ~= "string" or url == "" then return nil, "a URL is required" end
-  if url:find("[%z\1-\32\127\\]") then return nil, "the URL contains spaces, control characters or backslashes" end
-  local scheme, rest = url:match("^(%a[%w+.-]*)://(.*)$")
-  if not scheme then return nil, "not an absolute http(s) URL" end
-  scheme = scheme:lower()
-  if scheme ~= "http" and scheme ~= "https" then return nil, "scheme '" .. scheme .. "' is not allowed (http, https only)" end
-  local authority, path = rest:match("^([^/?#]*)(.*)$")
-  if authority:find("@", 1, true) then return nil, "credentials in the URL (user@host) are not allowed" end
-  local host, port
-  if authority:sub(1, 1) == "[" then
-    host, port = authority:match("^(%[[%x:.]+%])(.*)$")
-    if not host then return nil, "malformed IPv6 host" end
-  else
-    host, port = authority:match("^([^:]*)(.*)$")
+  local u, why = hosts.parse_url(url)
+  if not u then return nil, why end
+  if u.scheme ~= "http" and u.scheme ~= "https" then
+    return nil, "scheme '" .. u.scheme .. "' is not allowed (http, https only)"
   end
-  if port ~= "" then
-    port = port:match("^:(%d+)$")
-    if not port or tonumber(port) < 1 or tonumber(port) > 65535 then return nil, "malformed port" end
-    port = tonumber(port)
-  else
-    port = nil
-  end
-  host = host:lower()
-  if host == "" then return nil, "the URL has no host" end
-  if host:sub(1, 1) ~= "[" and not host:match("^[a-z0-9][a-z0-9.-]*$") then
-    return nil, "the host '" .. host .. "' is not a plain hostname"
-  end
-  host = host:gsub("%.$", "") -- "example.com." is example.com
-  path = path:gsub("#.*$", "")
-  if path == "" then path = "/" end
-  return { scheme = scheme, host = host, port = port, path = path }
+  return u
 end
 
--- Does host match the allowlist? An entry matches exactly ("api.github.com")
--- or as "*.suffix" (any host ending in ".suffix"; not the bare suffix).
-function M.host_allowed(host, allowlist)
-  if type(host) ~= "string" or type(allowlist) ~= "table" then return false end
-  host = host:lower()
-  for _, entry in ipairs(allowlist) do
-    if type(entry) == "string" then
-      local e = entry:lower()
-      if e:sub(1, 2) == "*." then
-        local suffix = e:sub(2) -- ".example.com"
-        if #host > #suffix and host:sub(-#suffix) == suffix then return true end
-      elseif e == host then
-        return true
-      end
-    end
-  end
-  return false
+-- Does host (on port, default the scheme's) match the allowlist? An entry
+-- matches exactly ("api.github.com") or as "*.suffix" (not the bare suffix),
+-- and an entry with ":port" only that port.
+function M.host_allowed(host, allowlist, port)
+  return (hosts.allowed(host, allowlist, port))
 end
 
 return M

@@ -49,7 +49,7 @@ end
 function M.check_url(url, allowlist)
   local u, why = common.parse_url(url)
   if not u then common.raise("InvalidURL", why) end
-  if not common.host_allowed(u.host, allowlist) then
+  if not common.host_allowed(u.host, allowlist, u.port or (u.scheme == "https" and 443 or 80)) then
     common.raise("HostNotAllowed", "the host '" .. u.host .. "' is not on the network allowlist")
   end
   return u
