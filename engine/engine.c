@@ -172,7 +172,7 @@ static int64_t host_append(void *ud, const char *type, int64_t ref, const char *
                            const char *payload, int64_t *time) {
   hist_event ev;
   int64_t seq = run_append(ud, type, ref, name, hash, payload, &ev);
-  if (time) *time = ev.time;
+  if (time) *time = seq >= 0 ? ev.time : 0; /* ev is unset when the append failed */
   return seq;
 }
 
