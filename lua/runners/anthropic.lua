@@ -48,9 +48,6 @@ end
 
 local STOP = { end_turn = "stop", stop_sequence = "stop", tool_use = "tool_calls", max_tokens = "length",
   refusal = "content_filter", pause_turn = "pause" }
-local ERROR_TYPE = { rate_limit_error = "RateLimited", overloaded_error = "Overloaded", api_error = "ServerError",
-  authentication_error = "Unauthorized", permission_error = "Forbidden", not_found_error = "NotFound",
-  invalid_request_error = "BadRequest", request_too_large = "BadRequest" }
 
 
 local function from_message(msg)
@@ -119,9 +116,13 @@ function M.turn(model, req, opts)
       elseif t == "error" then
         err = e.error or {}
       end
-    end, function() return stopped or err ~= nil end)
+    end, function()
+      -- message_stop ends the stream; a server that closes it cleanly after
+      -- the stop_reason (message_delta) has still sent the whole answer
+      return stopped or err ~= nil or (msg ~= nil and type(msg.stop_reason) == "string")
+    end)
     if err then
-      C.raise(ERROR_TYPE[err.type] or "ServerError", "the model reported an error: " .. tostring(err.message))
+      C.raise(C.error_type(err), "the model reported an error: " .. tostring(err.message))
     end
     if not msg then C.raise("InvalidResponse", "the stream had no message_start") end
     for i, b in ipairs(blocks) do

@@ -56,35 +56,94 @@ end
 
 -- ----------------------------------------------------------------- SSE --
 
--- Incremental Server-Sent Events parser: feed(bytes) returns the complete
--- events in them, each {event=, data=}; partial lines wait for the next feed.
+-- Incremental Server-Sent Events parser (the WHATWG "event stream" format):
+-- feed(bytes) returns the events the bytes complete, each {event=, data=};
+-- finish() returns the last one at the end of the body. Lines end in CRLF, LF
+-- or a lone CR, split anywhere between feeds (a CR at the end of a feed waits
+-- for the next byte: it may be half of a CRLF). Bytes are never decoded, so a
+-- UTF-8 character split between feeds is joined before anyone reads it.
 function M.sse_parser()
-  local buf, data, event = "", {}, nil
-  local p = {}
-  function p.feed(chunk)
-    buf = buf .. chunk
+  local buf, pos, data, event, started = "", 1, nil, nil, false
+  local p = { ignored = nil } -- the first line that is no SSE field we use (for error messages)
+
+  local function line_of(final)
+    local s = buf:find("[\r\n]", pos)
+    if not s then
+      if final and pos <= #buf then
+        local line = buf:sub(pos)
+        pos = #buf + 1
+        return line
+      end
+      return nil
+    end
+    local e = s
+    if buf:byte(s) == 13 then
+      if s == #buf and not final then return nil end
+      if buf:byte(s + 1) == 10 then e = s + 1 end
+    end
+    local line = buf:sub(pos, s - 1)
+    pos = e + 1
+    return line
+  end
+
+  local function take(out, line)
+    if line == "" then -- the blank line: dispatch the event, if it has data
+      if data then
+        out[#out + 1] = { event = (event and event ~= "") and event or "message", data = table.concat(data, "\n") }
+      end
+      data, event = nil, nil
+      return
+    end
+    if line:byte(1) == 58 then return end -- ":" comment (keep-alive)
+    local field, value = line:match("^([^:]*):(.*)$")
+    if field then
+      if value:byte(1) == 32 then value = value:sub(2) end
+    else
+      field, value = line, ""
+    end
+    if field == "data" then
+      data = data or {}
+      data[#data + 1] = value
+    elseif field == "event" then
+      event = value
+    elseif field ~= "id" and field ~= "retry" then
+      p.ignored = p.ignored or line:sub(1, 65536)
+    end
+  end
+
+  local function run(chunk, final)
+    buf = buf:sub(pos) .. chunk
+    pos = 1
+    if not started then -- one leading UTF-8 BOM is not part of the stream
+      if #buf < 3 and not final and ("\239\187\191"):sub(1, #buf) == buf then return {} end
+      if buf:sub(1, 3) == "\239\187\191" then buf = buf:sub(4) end
+      started = true
+    end
     local out = {}
     while true do
-      local s, e = buf:find("\r?\n")
-      if not s then
-        -- a lone \r line ending
-        s, e = buf:find("\r")
-        if not s or s == #buf then break end
-      end
-      local line = buf:sub(1, s - 1)
-      buf = buf:sub(e + 1)
-      if line == "" then
-        if #data > 0 then out[#out + 1] = { event = event or "message", data = table.concat(data, "\n") } end
-        data, event = {}, nil
-      elseif line:sub(1, 1) ~= ":" then
-        local field, value = line:match("^([^:]*):? ?(.*)$")
-        if field == "data" then data[#data + 1] = value
-        elseif field == "event" then event = value end
-      end
+      local line = line_of(final)
+      if not line then break end
+      take(out, line)
     end
     return out
   end
-  function p.pending() return #buf > 0 or #data > 0 end
+
+  function p.feed(chunk) return run(chunk, false) end
+
+  -- At the end of a body that ended cleanly (the HTTP framing says nothing is
+  -- missing), the last event counts even without its blank line, and so does
+  -- an unterminated last line. The WHATWG algorithm discards that event, but
+  -- the blank line only delimits events, and providers' own SDK fixtures end
+  -- without it (Anthropic's end in "data: {"type":"message_stop"}" and no
+  -- newline): dropping it would retry a complete answer as truncated. If that
+  -- last line was really cut short, its JSON does not parse and the stream is
+  -- retried as an InvalidResponse.
+  function p.finish()
+    local out = run("", true)
+    take(out, "")
+    return out
+  end
+
   return p
 end
 
@@ -127,6 +186,64 @@ local function status_error(status, message, retryable)
   return M.error(t, message, { status = status, non_retryable = not retryable or nil })
 end
 
+-- The providers' error vocabularies (OpenAI's error.type/error.code,
+-- Anthropic's error.type) mapped to our types; a type not listed is a
+-- ServerError, retried like a 5xx.
+local ERROR_TYPES = {
+  rate_limit_error = "RateLimited", rate_limit_exceeded = "RateLimited", requests = "RateLimited", tokens = "RateLimited",
+  overloaded_error = "Overloaded", api_error = "ServerError", server_error = "ServerError",
+  authentication_error = "Unauthorized", invalid_api_key = "Unauthorized", permission_error = "Forbidden",
+  not_found_error = "NotFound", model_not_found = "NotFound",
+  invalid_request_error = "BadRequest", request_too_large = "BadRequest",
+}
+-- Types a retry cannot fix.
+local NOT_RETRIED = { BadRequest = true, Unauthorized = true, Forbidden = true, NotFound = true }
+
+-- Our type for a provider's error object {type=, code=, message=}: by its
+-- code, then its type, then a numeric code or status (llama.cpp sends
+-- {"code": 500, "type": "server_error"}).
+function M.error_type(e)
+  for _, k in ipairs({ "code", "type" }) do
+    local t = type(e[k]) == "string" and ERROR_TYPES[e[k]]
+    if t then return t end
+  end
+  local status = tonumber(e.code) or tonumber(e.status)
+  if status and status >= 400 and status <= 599 then
+    status = math.floor(status)
+    return STATUS_TYPE[status] or (status >= 500 and "ServerError" or "BadRequest")
+  end
+  return "ServerError"
+end
+
+-- A typed error {type, message, non_retryable} from a provider's JSON error
+-- body ({"error": {...}} from OpenAI, vLLM and Ollama; {"type": "error",
+-- "error": {...}} from Anthropic; {"message", "type"} or "error: {...}" from
+-- llama.cpp), or nil when text is not one.
+function M.provider_error(text)
+  if type(text) ~= "string" then return nil end
+  local ok, v = pcall(json.decode, text:match("^%s*error:%s*(.-)%s*$") or text)
+  if not ok or type(v) ~= "table" then return nil end
+  local e = v.error
+  if type(e) == "string" then e = { message = e } end
+  if type(e) ~= "table" then e = type(v.message) == "string" and v or nil end
+  if not e or e.message == nil then return nil end
+  local t = M.error_type(e)
+  local detail = type(e.code) == "string" and e.code or type(e.type) == "string" and e.type or nil
+  return { type = t, message = tostring(e.message) .. (detail and (" (" .. detail .. ")") or ""),
+    non_retryable = NOT_RETRIED[t] or nil }
+end
+
+-- The first bytes of a body for an error message: control characters as
+-- spaces, no UTF-8 sequence cut in half.
+function M.excerpt(body, n)
+  n = n or 200
+  local s = body:sub(1, n):gsub("%c", " ")
+  local len, bad = utf8.len(s)
+  if not len and bad > #s - 3 then s = s:sub(1, bad - 1) end
+  if #body > n then s = s .. " ..." end
+  return s
+end
+
 -- Sends one model request with retries. spec: {url, headers, body, stream,
 -- timeout, idle_timeout, connect_timeout, max_retries, secret, error_message =
 -- function(status, body) -> string, on_stream = function(res) -> result}.
@@ -155,8 +272,9 @@ function M.request(spec)
         if okk then return result end
         err = type(result) == "table" and result or M.error("InvalidResponse", tostring(result))
         err.message = M.redact(err.message, spec.secret)
-        retryable = err.type == "TruncatedStream" or err.type == "Timeout" or err.type == "TransferError"
-          or err.type == "Overloaded" or err.type == "ServerError" or err.type == "RateLimited"
+        -- a cut or garbled stream is retried like a garbage body; a provider's
+        -- error is retried unless it is one a retry cannot fix
+        retryable = not err.non_retryable and not NOT_RETRIED[err.type]
         if err.type == "TransferError" then err.type = "TruncatedStream" end
       else
         local okd, body = pcall(json.decode, res.body)
@@ -198,17 +316,100 @@ function M.request(spec)
   end
 end
 
--- Reads a streamed response as SSE, calling on_event(ev) for each event.
--- Raises TruncatedStream when the body ends before done() says it is complete.
+local HEAD_MAX = 64 * 1024 -- what is kept of a body to explain why it is not a stream
+local SSE_FIELDS = { data = true, event = true, id = true, retry = true }
+
+-- Whether a body starting with these bytes is an event stream: true, false,
+-- or nil when too few bytes have come to tell (and more may come).
+local function looks_like_sse(bytes, final)
+  local s = bytes:gsub("^\239\187\191", "", 1):gsub("^[\r\n]+", "", 1)
+  if s == "" then return not final and nil or false end
+  if s:byte(1) == 58 then return true end -- a ":" comment
+  local first = s:match("^[^\r\n]*")
+  local whole = #first < #s or final
+  local name = first:match("^(%w+):") or (whole and first:match("^(%w+)$"))
+  if name then return SSE_FIELDS[name] == true end
+  if whole then return false end
+  for f in pairs(SSE_FIELDS) do
+    if (f .. ":"):sub(1, #first) == first then return nil end
+  end
+  return false
+end
+
+-- A 200 whose body is not an event stream (a JSON error, an HTML page from a
+-- proxy): says so, with the provider's own message and type when the body is
+-- its JSON error object.
+local function non_sse(res, ctype, head)
+  local parts, n = head.parts, head.n
+  while n < HEAD_MAX do -- the rest of a JSON error body, within bounds
+    local ok, chunk = pcall(res.read, res)
+    if not ok or not chunk then break end
+    parts[#parts + 1] = chunk
+    n = n + #chunk
+  end
+  pcall(res.close, res)
+  local body = table.concat(parts):sub(1, HEAD_MAX)
+  local what = "the server answered a streaming request with a non-SSE body (content-type " ..
+    (type(ctype) == "string" and ctype or "none") .. "): "
+  local e = M.provider_error(body)
+  if e then M.raise(e.type, what .. e.message, { non_retryable = e.non_retryable }) end
+  M.raise("InvalidResponse", what .. (body == "" and "an empty body" or M.excerpt(body)))
+end
+
+-- Reads a streamed response as SSE, calling on_event(ev) for each event, and
+-- done() once the body has ended cleanly (a broken transfer raises from
+-- res:read()). Raises TruncatedStream when done() says the answer is not
+-- complete. A body labelled otherwise is still read as SSE when it starts like
+-- one (some servers send text/plain).
 function M.read_sse(res, on_event, done)
+  local ctype = res.headers and res.headers["content-type"]
+  local labelled = type(ctype) == "string" and ctype:lower():find("^%s*text/event%-stream") ~= nil
   local parser = M.sse_parser()
+  local head = { parts = {}, n = 0 } -- the body's first bytes, kept until its first event
+  local events, sniffing = 0, not labelled
+  local function dispatch(list)
+    for _, ev in ipairs(list) do
+      events = events + 1
+      head = nil
+      on_event(ev)
+    end
+  end
   while true do
     local chunk = res:read()
     if not chunk then break end
     activity.heartbeat()
-    for _, ev in ipairs(parser.feed(chunk)) do on_event(ev) end
+    if head and head.n < HEAD_MAX then
+      head.parts[#head.parts + 1] = chunk
+      head.n = head.n + #chunk
+    end
+    if sniffing then
+      local bytes = table.concat(head.parts)
+      local verdict = looks_like_sse(bytes, false)
+      if verdict == nil and head.n >= HEAD_MAX then verdict = false end
+      if verdict == false then non_sse(res, ctype, head) end
+      if verdict then
+        sniffing = false
+        dispatch(parser.feed(bytes))
+      end
+    else
+      dispatch(parser.feed(chunk))
+    end
   end
-  if not done() then M.raise("TruncatedStream", "the model's stream ended before its final event") end
+  if sniffing then -- the body ended before it showed what it is
+    local bytes = table.concat(head.parts)
+    if not looks_like_sse(bytes, true) then non_sse(res, ctype, head) end
+    dispatch(parser.feed(bytes))
+  end
+  dispatch(parser.finish())
+  if done() then return end
+  if events == 0 and head and head.n > 0 and not looks_like_sse(table.concat(head.parts), true) then
+    non_sse(res, ctype, head) -- labelled an event stream, but it is not one
+  end
+  local e = parser.ignored and M.provider_error(parser.ignored)
+  if e then -- llama.cpp ends a failed stream with "error: {...}"
+    M.raise(e.type, "the model's stream ended with an error: " .. e.message, { non_retryable = e.non_retryable })
+  end
+  M.raise("TruncatedStream", "the model's stream ended before its final event")
 end
 
 function M.decode_event(ev)

@@ -47,6 +47,24 @@ local function usage_of(u)
   return { input_tokens = u.prompt_tokens or 0, output_tokens = u.completion_tokens or 0 }
 end
 
+-- The call a streamed tool_calls delta belongs to: the one being built at its
+-- index, unless the delta brings another id. Ollama sends index 0 for every
+-- call of a turn, each with its own id, so a new id starts a new call; a delta
+-- with no index continues the last call, or starts one when its id is new.
+function M.tool_call_for(calls, at_index, tc)
+  local id = type(tc.id) == "string" and tc.id ~= "" and tc.id or nil
+  local index = type(tc.index) == "number" and math.tointeger(tc.index) or nil
+  local c
+  if index then c = at_index[index] else c = calls[#calls] end
+  if not c or (id and c.id and id ~= c.id) then
+    c = { id = id, name = "", args = {} }
+    calls[#calls + 1] = c
+    if index then at_index[index] = c end
+  end
+  c.id = c.id or id
+  return c
+end
+
 -- turn(model, req, opts) -> normalized turn; see runners/README in model.lua.
 function M.turn(model, req, opts)
   opts = opts or {}
@@ -64,39 +82,44 @@ function M.turn(model, req, opts)
 
   local function from_stream(res)
     local text, calls, finish, usage, model_name, done = {}, {}, nil, nil, nil, false
+    local at_index = {} -- the call each tool_calls index is building now
     C.read_sse(res, function(ev)
       if ev.data == "[DONE]" then done = true return end
       local chunk = C.decode_event(ev)
-      if chunk.error then
-        C.raise(chunk.error.type == "server_error" and "ServerError" or "InvalidResponse",
-          "the stream reported an error: " .. tostring(chunk.error.message))
+      if chunk.error ~= nil and chunk.error ~= json.null then
+        local e = C.provider_error(ev.data) or { type = "ServerError", message = tostring(chunk.error) }
+        C.raise(e.type, "the stream reported an error: " .. e.message, { non_retryable = e.non_retryable })
       end
       model_name = chunk.model or model_name
-      if chunk.usage then usage = usage_of(chunk.usage) end
-      for _, choice in ipairs(chunk.choices or {}) do
-        local d = choice.delta or {}
-        if type(d.content) == "string" and d.content ~= "" then
-          text[#text + 1] = d.content
-          on_delta({ type = "text", text = d.content })
-        end
-        for _, tc in ipairs(type(d.tool_calls) == "table" and d.tool_calls or {}) do
-          local idx = (tc.index or #calls) + 1
-          local c = calls[idx]
-          if not c then
-            c = { id = tc.id, name = "", args = {} }
-            calls[idx] = c
+      if type(chunk.usage) == "table" then usage = usage_of(chunk.usage) end
+      for _, choice in ipairs(type(chunk.choices) == "table" and chunk.choices or {}) do
+        if type(choice) == "table" and (type(choice.index) ~= "number" or choice.index == 0) then -- the first answer
+          local d = type(choice.delta) == "table" and choice.delta or {}
+          if type(d.content) == "string" and d.content ~= "" then
+            text[#text + 1] = d.content
+            on_delta({ type = "text", text = d.content })
           end
-          if tc.id and tc.id ~= json.null then c.id = tc.id end
-          local fn = tc["function"] or {}
-          if type(fn.name) == "string" then c.name = c.name .. fn.name end
-          if type(fn.arguments) == "string" and fn.arguments ~= "" then
-            c.args[#c.args + 1] = fn.arguments
-            on_delta({ type = "tool_call", id = c.id, name = c.name, arguments = fn.arguments })
+          for _, tc in ipairs(type(d.tool_calls) == "table" and d.tool_calls or {}) do
+            local c = M.tool_call_for(calls, at_index, tc)
+            local fn = type(tc["function"]) == "table" and tc["function"] or {}
+            -- every delta that names the call names it whole (llama.cpp repeats
+            -- the name, and sends the longer one when its parse of it grows)
+            if type(fn.name) == "string" and fn.name ~= "" then c.name = fn.name end
+            if type(fn.arguments) == "string" and fn.arguments ~= "" then
+              c.args[#c.args + 1] = fn.arguments
+              on_delta({ type = "tool_call", id = c.id, name = c.name, arguments = fn.arguments })
+            end
           end
+          -- some servers send "" for "not yet"
+          if type(choice.finish_reason) == "string" and choice.finish_reason ~= "" then finish = choice.finish_reason end
         end
-        if choice.finish_reason and choice.finish_reason ~= json.null then finish = choice.finish_reason end
       end
-    end, function() return done end)
+    end, function()
+      -- [DONE] ends the stream; a server that closes it cleanly after the
+      -- finish reason without one (the usage chunk then may be missing too)
+      -- has still sent the whole answer
+      return done or finish ~= nil
+    end)
     local turn = { text = table.concat(text), tool_calls = {}, finish_reason = FINISH[finish] or finish or "stop",
       usage = usage or { input_tokens = 0, output_tokens = 0 }, model = model_name }
     for i, c in ipairs(calls) do

@@ -92,9 +92,8 @@ function M.turn(model, req, opts)
       end
     end, function() return final ~= nil or failed ~= nil end)
     if failed then
-      local code = tostring(failed.code or failed.type or "")
-      C.raise(code:find("rate") and "RateLimited" or "ServerError",
-        "the model reported an error: " .. tostring(failed.message or code))
+      C.raise(C.error_type(failed), "the model reported an error: " ..
+        tostring(failed.message or failed.code or failed.type))
     end
     return final
   end

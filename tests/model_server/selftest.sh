@@ -331,6 +331,44 @@ req reqs2 GET /_requests
 check "DELETE /_requests clears the log" eq "$(jget reqs2 'len(d)')" "0"
 stop_server
 
+echo "== raw byte streams: chunk_bytes, line_endings, end_after_events, recorded/"
+cat >"$TMP/bytes.json" <<'EOF'
+{"steps":[
+ {"fixture":"recorded/anthropic_basic.sse","chunk_bytes":7},
+ {"fixture":"recorded/anthropic_basic.sse","chunk_bytes":[1,13]},
+ {"fixture":"anthropic_stream.sse","line_endings":"crlf"},
+ {"fixture":"anthropic_stream.sse","line_endings":"cr","chunk_bytes":3},
+ {"fixture":"recorded/openai_chat_text.sse","end_after_events":16},
+ {"reply":{"text":"a b c"},"end_after_events":2,"chunk_bytes":2}
+]}
+EOF
+start_server "$TMP/bytes.json"
+post raw7 $ANTH '{"stream":true}' --raw
+check "chunk_bytes 7: every HTTP chunk but the last is 7 bytes" eq "$(py '
+import sys
+b, sizes, i = open(sys.argv[1], "rb").read(), [], 0
+while True:
+    j = b.index(b"\r\n", i); n = int(b[i:j], 16); sizes.append(n); i = j + 2 + n + 2
+    if n == 0: break
+print(set(sizes[:-2]), sizes[-1])' "$TMP/raw7.body")" "{7} 0"
+post raw113 $ANTH '{"stream":true}'
+check "chunk_bytes [1,13]: the body is the fixture, byte for byte" eq "$(cmp -s "$FIX/recorded/anthropic_basic.sse" "$TMP/raw113.body" && echo same)" "same"
+post crlf $ANTH '{"stream":true}'
+check "line_endings crlf: every LF is CRLF" eq "$(cmp -s <(sed 's/$/\r/' "$FIX/anthropic_stream.sse") "$TMP/crlf.body" && echo same)" "same"
+post cr $ANTH '{"stream":true}'
+check "line_endings cr: every LF is CR" eq "$(cmp -s <(tr '\n' '\r' <"$FIX/anthropic_stream.sse") "$TMP/cr.body" && echo same)" "same"
+post endev $CHAT '{"stream":true}'
+check "end_after_events 16: 16 events, then a clean end (curl exit 0)" eq "$(rc endev) $(grep -c '^data: ' "$TMP/endev.body") $(grep -c DONE "$TMP/endev.body")" "0 16 0"
+post endrep $CHAT '{"stream":true}'
+check "end_after_events on a reply" eq "$(rc endrep) $(grep -c '^data: ' "$TMP/endrep.body")" "0 2"
+req badcb POST /_scenario --data-binary '{"steps":[{"reply":{},"chunk_bytes":0}]}'
+check "chunk_bytes 0 is refused" eq "$(code badcb) $(jget badcb '"chunk_bytes must be" in d["error"]')" "400 true"
+req badle POST /_scenario --data-binary '{"steps":[{"reply":{},"line_endings":"lfcr"}]}'
+check "an unknown line_endings is refused" eq "$(code badle) $(jget badle '"line_endings must be" in d["error"]')" "400 true"
+req badfx POST /_scenario --data-binary '{"steps":[{"fixture":"../model/anthropic.json"}]}'
+check "a fixture path out of the fixtures directory is refused" eq "$(code badfx) $(jget badfx '"fixture must be" in d["error"]')" "400 true"
+stop_server
+
 if [ "${SKIP_LOAD:-}" != 1 ]; then
     echo "== load: 1,000 concurrent slow streams"
     cat >"$TMP/load.json" <<'EOF'

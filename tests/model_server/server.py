@@ -45,7 +45,10 @@ STEP_KEYS = {
     "reply", "status", "headers", "body", "content_type", "delay", "chunk_delay",
     "cut_after_events", "cut_after_bytes", "raw", "fixture", "bad_arguments",
     "expect", "stream_error", "fragment_size", "comment",
+    "chunk_bytes", "line_endings", "end_after_events",
 }
+LINE_ENDINGS = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
+FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
 EXPECT_KEYS = {"path", "method", "has_header", "header", "stream", "model", "body_contains"}
 REPLY_KEYS = {"text", "tool_calls", "finish_reason", "usage"}
 FINISH_REASONS = ("stop", "tool_calls", "length")
@@ -107,8 +110,9 @@ def validate_step(step, where, fixtures_dir):
         raise ScenarioError(f"{where}: raw must be a string")
     if "fixture" in step:
         name = step["fixture"]
-        if not isinstance(name, str) or "/" in name or name.startswith("."):
-            raise ScenarioError(f"{where}: fixture must be a plain file name")
+        if not isinstance(name, str) or not FIXTURE_NAME.match(name):
+            raise ScenarioError(f"{where}: fixture must be a file name or a relative path "
+                                f"(like recorded/x.sse) with no '.'-led parts")
         path = os.path.join(fixtures_dir, name)
         if not os.path.isfile(path):
             raise ScenarioError(f"{where}: fixture {path} does not exist")
@@ -119,11 +123,20 @@ def validate_step(step, where, fixtures_dir):
     for k in ("delay", "chunk_delay"):
         if k in step and (not isinstance(step[k], (int, float)) or step[k] < 0):
             raise ScenarioError(f"{where}: {k} must be a number >= 0")
-    for k in ("cut_after_events", "cut_after_bytes", "fragment_size"):
+    for k in ("cut_after_events", "cut_after_bytes", "fragment_size", "end_after_events"):
         if k in step and (not isinstance(step[k], int) or step[k] < 0):
             raise ScenarioError(f"{where}: {k} must be an integer >= 0")
     if step.get("fragment_size") == 0:
         raise ScenarioError(f"{where}: fragment_size must be >= 1")
+    if "cut_after_events" in step and "end_after_events" in step:
+        raise ScenarioError(f"{where}: cut_after_events and end_after_events exclude each other")
+    if "chunk_bytes" in step:
+        cb = step["chunk_bytes"]
+        sizes = cb if isinstance(cb, list) else [cb]
+        if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+            raise ScenarioError(f"{where}: chunk_bytes must be an integer >= 1 or a non-empty array of them")
+    if "line_endings" in step and step["line_endings"] not in LINE_ENDINGS:
+        raise ScenarioError(f"{where}: line_endings must be one of {sorted(LINE_ENDINGS)}")
     if "expect" in step:
         e = step["expect"]
         if not isinstance(e, dict):
@@ -935,6 +948,7 @@ class ModelServer:
 
     async def send_sse(self, writer, step, ctx, status, extra, events, keep, ctype=SSE_CT):
         cut = step.get("cut_after_events")
+        end = step.get("end_after_events")
         se = step.get("stream_error")
         hdrs = [("date", http_date()), ("content-type", ctype), ("transfer-encoding", "chunked"),
                 ("cache-control", "no-cache"), ("connection", "keep-alive" if keep else "close")]
@@ -945,19 +959,40 @@ class ModelServer:
         if se is not None:
             n = se.get("after_events", 0)
             events = events[:n] + [stream_error_event(ctx, se, n)]
-        for i, ev in enumerate(events):
-            if cut is not None and i >= cut:
-                raise Cut()
+        if end is not None:
+            events = events[:end]
+        # cut_after_events N: N events, then the connection drops (a stream of
+        # fewer events is sent whole and ends normally)
+        if cut is not None and cut > len(events):
+            cut = None
+        send = events if cut is None else events[:cut]
+        if "line_endings" in step:
+            eol = LINE_ENDINGS[step["line_endings"]]
+            send = [ev.replace(b"\r\n", b"\n").replace(b"\n", eol) for ev in send]
+        if "chunk_bytes" in step:
+            send = split_bytes(b"".join(send), step["chunk_bytes"])
+        for i, piece in enumerate(send):
             if i and delay:
                 await asyncio.sleep(delay)
-            writer.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
             await writer.drain()
-        if cut is not None and cut <= len(events):
-            # exactly as many events as the stream has: still cut before the end
+        if cut is not None:
             raise Cut()
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return keep
+
+
+def split_bytes(data, sizes):
+    """data in pieces of sizes[0], sizes[1], ... bytes, the sizes repeating."""
+    sizes = sizes if isinstance(sizes, list) else [sizes]
+    out, i, k = [], 0, 0
+    while i < len(data):
+        n = sizes[k % len(sizes)]
+        out.append(data[i:i + n])
+        i += n
+        k += 1
+    return out
 
 
 def subset_mismatch(want, got, where):
