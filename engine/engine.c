@@ -497,8 +497,9 @@ static int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *scr
     if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
       a->call = call;
       strmap_put(&e->attempts, a->key, a);
-      /* leased by this engine until it ends; a crash voids the lease */
-      store_task_put(e->st, wf_id, "activity", seq, util_now_ms(), n, first_at, e->owner,
+      /* leased by this engine until it ends; a crash voids the lease, and the
+       * attempt it cut short counts: the next one is n + 1 (activity.info) */
+      store_task_put(e->st, wf_id, "activity", seq, util_now_ms(), n + 1, first_at, e->owner,
                      util_now_ms() + stc + 60000);
       *keep = a;
       return 0;

@@ -151,7 +151,8 @@ return function(input)
             content, executed = r.content, true
             if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end
             wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = content:sub(1, 2000),
-              truncated = (#content > 2000 or content:find("[output truncated", 1, true)) and true or nil })
+              truncated = (#content > 2000 or content:find("[output truncated", 1, true)) and true or nil,
+              attempt = r.attempt, retried_after_interruption = r.retried_after_interruption })
           else
             content = "denied: " .. tostring(reason)
             wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = content })

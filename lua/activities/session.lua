@@ -185,10 +185,22 @@ function M.tool(args)
   local r = tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
+  -- An earlier attempt of this call was cut short (the engine died, or it
+  -- timed out) and the sandbox kept what it did: without this note the model
+  -- reads "already exists" as its own mistake.
+  local attempt = activity.info().attempt
+  if attempt > 1 then content = M.retry_note(attempt) .. "\n" .. content end
   -- a full workspace ends the session with limit.exceeded (diskMb), like the other limits
   local disk_full = (type(r.data) == "table" and r.data.disk_full) or (type(r.error) == "table" and r.error.type == "DiskFull")
   return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error, tool = args.tool,
-    tool_call_id = args.tool_call_id, disk_full = disk_full or nil }
+    tool_call_id = args.tool_call_id, disk_full = disk_full or nil,
+    attempt = attempt > 1 and attempt or nil, retried_after_interruption = attempt > 1 or nil }
+end
+
+-- The first line of a tool result that ran again after an interrupted attempt.
+function M.retry_note(attempt)
+  return string.format("[note: this tool call ran again (attempt %d) after an earlier attempt was interrupted; "
+    .. "the workspace may already hold that attempt's effects]", attempt)
 end
 
 -- The policy set in force. `engine serve` (and a foreground `start`) watch the
