@@ -307,11 +307,20 @@ function M.persist(args)
 end
 
 -- Appends an approved memory update to the memory file, with its provenance.
+-- Activities run at least once (a crash after the write runs it again), so the
+-- entry carries the attempt's idempotency key and is written only if no entry
+-- with that key is in the file yet.
 function M.apply_memory(args)
-  local f = io.open(args.memory_file, "a")
+  local key = activity.info().idempotency_key
+  local marker = " key " .. key .. " -->"
+  local f = io.open(args.memory_file, "r")
+  local text = f and f:read("a") or ""
+  if f then f:close() end
+  if text:find(marker, 1, true) then return { applied = true } end
+  f = io.open(args.memory_file, "a")
   if not f then raise("MemoryError", "cannot open the memory file " .. tostring(args.memory_file)) end
-  f:write(string.format("\n- %s <!-- session %s, approved by %s -->\n", tostring(args.update):gsub("\n", " "),
-    tostring(args.session_id), tostring(args.approver)))
+  f:write(string.format("\n- %s <!-- session %s, approved by %s,%s\n", tostring(args.update):gsub("\n", " "),
+    tostring(args.session_id), tostring(args.approver), marker))
   f:close()
   return { applied = true }
 end
