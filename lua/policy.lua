@@ -100,6 +100,32 @@ local function safe_rep(s, n, sep)
   return string.rep(s, n, sep)
 end
 
+-- The string functions a policy reaches, by name or as methods: no dump, rep
+-- capped. Never handed out itself (each environment gets a copy), so no
+-- policy can change what another sees.
+local SANDBOX_STRING = copy(string, { dump = true })
+SANDBOX_STRING.rep = safe_rep
+
+-- Policies share the activity VM's lua_State, and with it the one metatable
+-- of every string, whose __index is the real string table: ("x"):rep(1e9)
+-- and ("").dump would get around the environment. While a policy runs, that
+-- __index is SANDBOX_STRING, and it is put back however the run ends. This is
+-- sound because a policy runs to completion inside one call (it cannot yield
+-- to the loop), so no other code of this lua_State runs meanwhile, except
+-- finalizers, which then find string methods without dump and with rep
+-- capped. (A lua_State of their own would need a C binding per call; a hook
+-- on string.rep would cover rep but not dump.)
+local string_meta = getmetatable("")
+
+local function with_sandbox_strings(f, ...)
+  local saved = string_meta.__index
+  string_meta.__index = SANDBOX_STRING
+  local r = table.pack(pcall(f, ...))
+  string_meta.__index = saved
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 -- pcall inside a policy cannot swallow the budget error.
 local function policy_pcall(f, ...)
   local r = table.pack(pcall(f, ...))
@@ -165,8 +191,7 @@ function M.library_sources()
 end
 
 local function make_env()
-  local s = copy(string, { dump = true })
-  s.rep = safe_rep
+  local s = copy(SANDBOX_STRING)
   return {
     pairs = pairs, ipairs = ipairs, type = type, tostring = tostring, tonumber = tonumber,
     next = next, select = select, error = error, pcall = policy_pcall, assert = assert,
@@ -192,7 +217,7 @@ local function run_limited(f, ...)
     end
     dbg.sethook(co, hook, "", BUDGET)
   end
-  local r = table.pack(coroutine.resume(co, ...))
+  local r = table.pack(with_sandbox_strings(coroutine.resume, co, ...))
   if not r[1] then
     if r[2] == BUDGET_EXCEEDED or spent then
       return false, "instruction budget exceeded (" .. BUDGET .. " instructions)"
