@@ -45,6 +45,7 @@ typedef struct attempt {
   char *script_dir;
   act_opts opts;
   act_call *call;
+  int64_t lease_ms; /* how long its lease lasts: renewed when a lost batch took it */
   char key[160];
 } attempt;
 
@@ -92,7 +93,12 @@ struct engine {
   note *notes;
   size_t nnotes, capnotes;
   int stopping;
-  int failed_commit;
+  int failed_commit; /* the store could not be written and has not recovered yet */
+  /* a store incident (a lost batch, a failed query): retried with backoff */
+  uv_timer_t retry_timer;
+  int64_t backoff_ms, incident_since;
+  int incident_failures;
+  int recovering; /* dispatch waits until our leases are set right again */
   size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
   sweep_ctx sweep;
   uv_fs_event_t *policy_watch; /* policies/: reloaded on change */
@@ -114,6 +120,8 @@ struct dbwatch {
 };
 
 static void dispatch_due(engine *e);
+static void store_incident(engine *e);
+static void on_store_retry(uv_timer_t *t);
 static void walk_close(uv_handle_t *h, void *arg);
 static void export_instance(store *st);
 static void handle_state(wfrun *r, wfvm_state st);
@@ -128,6 +136,8 @@ int engine_status_terminal(const char *s) {
 }
 
 static void log_err(engine *e, const char *what) {
+  /* a lost batch is one incident, reported once when it is handled (batch_lost) */
+  if (store_batch_failed(e->st)) return;
   render_line(stderr, 0, "engine: %s: %s", what, store_errmsg(e->st));
 }
 
@@ -383,6 +393,20 @@ static void attempt_free(attempt *a) {
   free(a);
 }
 
+/* Whether the command at seq of the workflow's current run has its outcome in
+ * the log already (cancelled meanwhile, or a stale task): then it gets no
+ * second one. Also 1 when the log cannot be read: nothing may be recorded. */
+static int command_answered(engine *e, const char *id, wfrun *r, int64_t seq) {
+  int64_t run = r ? r->run : -1;
+  wf_row w;
+  if (!r) {
+    if (store_wf_get(e->st, id, &w) != 1) return 1;
+    run = w.run;
+    wf_row_free(&w);
+  }
+  return store_hist_outcome(e->st, id, run, seq) != 0;
+}
+
 static int should_retry(const attempt *a, const char *err_json, int64_t *run_at) {
   if (strstr(err_json, "\"non_retryable\":true")) return 0;
   for (int i = 0; i < a->opts.n_non_retryable; i++) {
@@ -403,6 +427,10 @@ static int should_retry(const attempt *a, const char *err_json, int64_t *run_at)
  * an outcome (completed, or failed for good); 0 when a retry is scheduled. */
 static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_event *ev) {
   engine *e = a->e;
+  if (command_answered(e, a->wf_id, r, a->seq)) {
+    store_task_del(e->st, a->wf_id, "activity", a->seq);
+    return 0;
+  }
   int64_t retry_at = 0;
   if (!ok && should_retry(a, json, &retry_at)) {
     if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
@@ -496,6 +524,7 @@ static int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *scr
     crash_point("activity.start");
     if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
       a->call = call;
+      a->lease_ms = stc + 60000;
       strmap_put(&e->attempts, a->key, a);
       /* leased by this engine until it ends; a crash voids the lease, and the
        * attempt it cut short counts: the next one is n + 1 (activity.info) */
@@ -653,35 +682,29 @@ static void handle_state(wfrun *r, wfvm_state st) {
 
 /* ------------------------------------------------------------ dispatch --- */
 
-/* A run's timer or signal timeout fired: its outcome is appended, then delivered. */
+/* A run's timer or signal timeout fired: its outcome is appended, then
+ * delivered; only if the log shows the command still waiting (a signal may
+ * have answered it, in memory or not, earlier in this very batch). */
 static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq) {
   wf_row w;
   if (store_wf_get(e->st, id, &w) != 1) return;
   wfrun *r = strmap_get(&e->runs, id);
   wfrun tmp = {0};
-  hist_list h = {0};
   if (!r) {
     tmp.e = e;
     tmp.id = (char *)id;
     tmp.run = w.run;
-    store_hist_load(e->st, id, w.run, &h);
-    tmp.next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
+    tmp.next_seq = store_hist_max_seq(e->st, id, w.run) + 1;
     r = &tmp;
   }
-  /* only if the command is still waiting (no outcome yet) */
-  int waiting = 1;
-  for (size_t i = 0; i < h.n; i++)
-    if (h.v[i].ref == seq) waiting = 0;
   hist_event ev;
   crash_point("timer.fire");
-  if (waiting && run_append(r, strcmp(kind, "timer") == 0 ? "TimerFired" : "SignalTimedOut", seq, NULL, NULL, NULL,
-                            &ev) >= 0) {
-    hist_list_free(&h);
+  if (r->next_seq > 0 && !command_answered(e, id, r, seq) &&
+      run_append(r, strcmp(kind, "timer") == 0 ? "TimerFired" : "SignalTimedOut", seq, NULL, NULL, NULL, &ev) >= 0) {
     wf_row_free(&w);
     deliver(e, id, &ev);
     return;
   }
-  hist_list_free(&h);
   wf_row_free(&w);
 }
 
@@ -690,13 +713,22 @@ typedef struct due_ctx {
   int n;
 } due_ctx;
 
+/* Tasks are collected before they run, so one may be stale by its turn
+ * (taken by a step earlier in this dispatch): each acts only if deleting its
+ * row here deleted something. An activity's task is put back as its lease. */
 static int on_due(void *ud, const task_row *t) {
   due_ctx *d = ud;
   engine *e = d->e;
   d->n++;
-  if (e->stopping) return 1;
+  if (e->stopping || store_batch_failed(e->st)) return 1;
+  if (strcmp(t->kind, "activity") == 0) {
+    char key[160];
+    snprintf(key, sizeof key, "%s/%lld", t->wf_id, (long long)t->seq);
+    if (strmap_get(&e->attempts, key)) return 0; /* running here */
+  }
+  int took = store_task_take(e->st, t->wf_id, t->kind, t->seq);
+  if (took != 1) return took < 0;
   if (strcmp(t->kind, "workflow") == 0) {
-    store_task_del(e->st, t->wf_id, "workflow", 0);
     wf_row w;
     if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
     wfrun *r = strmap_get(&e->runs, t->wf_id);
@@ -711,14 +743,13 @@ static int on_due(void *ud, const task_row *t) {
     }
     wf_row_free(&w);
   } else if (strcmp(t->kind, "activity") == 0) {
-    char key[160];
-    snprintf(key, sizeof key, "%s/%lld", t->wf_id, (long long)t->seq);
-    if (strmap_get(&e->attempts, key)) return 0;
     wf_row w;
     if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
     hist_list h = {0};
-    if (store_hist_get(e->st, t->wf_id, w.run, t->seq, &h) == 1) {
-      wfrun *r = strmap_get(&e->runs, t->wf_id);
+    wfrun *r = strmap_get(&e->runs, t->wf_id);
+    /* still scheduled and without an outcome (else the task was an orphan) */
+    if (store_hist_get(e->st, t->wf_id, w.run, t->seq, &h) == 1 && strcmp(h.v[0].type, "ActivityScheduled") == 0 &&
+        store_hist_outcome(e->st, t->wf_id, w.run, t->seq) == 0) {
       hist_event ev;
       attempt *a = NULL;
       if (attempt_start(e, r, t->wf_id, w.script_dir, t->seq, t->attempt > 0 ? t->attempt : 1,
@@ -726,13 +757,10 @@ static int on_due(void *ud, const task_row *t) {
         deliver(e, t->wf_id, &ev);
         attempt_free(a);
       }
-    } else {
-      store_task_del(e->st, t->wf_id, "activity", t->seq); /* orphan */
     }
     hist_list_free(&h);
     wf_row_free(&w);
   } else {
-    store_task_del(e->st, t->wf_id, t->kind, t->seq);
     fire_timer(e, t->wf_id, t->kind, t->seq);
   }
   return 0;
@@ -744,20 +772,28 @@ static void on_task_timer(uv_timer_t *t) {
   dispatch_due(e);
 }
 
-/* Runs every due task (bounded per call), then arms the timer for the next. */
+/* Runs every due task (bounded per call), then arms the timer for the next.
+ * While the store is failing the retry timer calls it instead (backoff). */
 static void dispatch_due(engine *e) {
-  if (e->stopping) return;
+  if (e->stopping || e->recovering) return;
   due_ctx d = {e, 0};
-  if (store_task_due(e->st, util_now_ms(), e->only_wf, e->owner, DISPATCH_BATCH, on_due, &d) != STORE_OK)
-    log_err(e, "dispatch");
-  int64_t next = d.n >= DISPATCH_BATCH ? util_now_ms() : store_task_next_at(e->st, e->only_wf, e->owner);
+  int64_t next = -2;
+  if (store_task_due(e->st, util_now_ms(), e->only_wf, e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK &&
+      !store_batch_failed(e->st))
+    next = d.n >= DISPATCH_BATCH ? util_now_ms() : store_task_next_at(e->st, e->only_wf, e->owner);
+  if (next == -2) { /* the batch is lost (the commit handles it) or a query failed */
+    if (!store_batch_failed(e->st)) store_incident(e);
+    return;
+  }
   if (next < 0) {
     uv_timer_stop(&e->task_timer);
     e->task_timer_at = 0;
     return;
   }
+  /* at least 1 ms: libuv (1.44) runs a 0 ms timer started from its own
+   * callback again at once, without polling for I/O or signals */
   int64_t delay = next - util_now_ms();
-  if (delay < 0) delay = 0;
+  if (delay < 1) delay = 1;
   if (e->task_timer_at && e->task_timer_at <= next && uv_is_active((uv_handle_t *)&e->task_timer)) return;
   e->task_timer_at = next;
   uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
@@ -1004,17 +1040,107 @@ static void watch_policies(engine *e) {
 
 /* ------------------------------------------------------------- commit --- */
 
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 5000
+
+static void drop_notes(engine *e) {
+  for (size_t i = 0; i < e->nnotes; i++) {
+    free(e->notes[i].id);
+    free(e->notes[i].status);
+    free(e->notes[i].detail);
+  }
+  e->nnotes = 0;
+}
+
+/* The store failed (a lost batch, a failed query): said once per incident,
+ * then retried after a growing pause (50 ms doubling up to 5 s) while the
+ * loop goes on serving I/O and signals. Dispatch waits for the retry. */
+static void store_incident(engine *e) {
+  if (!e->incident_since) {
+    e->incident_since = util_mono_ms();
+    render_line(stderr, 0, "engine: cannot write to the store: %s; retrying with backoff (nothing is lost)",
+                store_errmsg(e->st));
+  }
+  e->incident_failures++;
+  e->failed_commit = 1;
+  e->recovering = 1;
+  e->backoff_ms = e->backoff_ms ? e->backoff_ms * 2 : BACKOFF_MIN_MS;
+  if (e->backoff_ms > BACKOFF_MAX_MS) e->backoff_ms = BACKOFF_MAX_MS;
+  uv_timer_stop(&e->task_timer);
+  e->task_timer_at = 0;
+  uv_timer_start(&e->retry_timer, on_store_retry, (uint64_t)e->backoff_ms, 0);
+}
+
+/* The batch was rolled back: memory may be ahead of the log, and the log is
+ * the truth. Cached runs go (a task, a signal or an attempt's outcome brings
+ * each back, replayed from the log); an attempt in flight stays only if the
+ * log still shows its command waiting, else it is abandoned (its command, or
+ * the start of this attempt, was in the lost batch and comes again). */
+static void batch_lost(engine *e) {
+  store_rollback(e->st);
+  drop_notes(e);
+  for (size_t i = 0; i < e->runs.cap; i++)
+    if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
+  strmap_free(&e->runs);
+  strmap_init(&e->runs);
+  for (size_t i = 0; i < e->attempts.cap; i++) {
+    if (!STRMAP_LIVE(&e->attempts, i)) continue;
+    attempt *a = e->attempts.vals[i];
+    wf_row w;
+    hist_list h = {0};
+    int open = store_wf_get(e->st, a->wf_id, &w) == 1;
+    if (open) {
+      open = store_hist_get(e->st, a->wf_id, w.run, a->seq, &h) == 1 && strcmp(h.v[0].type, "ActivityScheduled") == 0 &&
+             store_hist_outcome(e->st, a->wf_id, w.run, a->seq) == 0;
+      wf_row_free(&w);
+    }
+    hist_list_free(&h);
+    if (open) continue;
+    strmap_del(&e->attempts, a->key);
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+  store_incident(e);
+}
+
+/* After a lost batch the leases in the log may not match the attempts in
+ * memory: void every lease of this engine and lease the running attempts
+ * again, committed at once; then dispatch as usual. */
+static void on_store_retry(uv_timer_t *t) {
+  engine *e = t->data;
+  if (e->stopping) return;
+  int bad = store_task_release(e->st, e->owner) != STORE_OK;
+  for (size_t i = 0; i < e->attempts.cap && !bad; i++) {
+    if (!STRMAP_LIVE(&e->attempts, i)) continue;
+    attempt *a = e->attempts.vals[i];
+    int64_t now = util_now_ms();
+    bad = store_task_put(e->st, a->wf_id, "activity", a->seq, now, a->n + 1, a->first_at, e->owner,
+                         now + a->lease_ms) != STORE_OK;
+  }
+  e->recovering = 0;
+  if (engine_commit(e) == 0) dispatch_due(e); /* a failure has re-armed the retry */
+}
+
 int engine_commit(engine *e) {
-  if (!store_in_txn(e->st)) return 0;
+  if (!store_in_txn(e->st) && !store_batch_failed(e->st)) return 0;
   crash_point("commit.before");
   if (store_commit(e->st) != STORE_OK) {
-    /* the batch is gone; memory may be ahead of the log: drop all cached runs
-     * and attempts and start over from the log */
-    log_err(e, "commit");
-    e->failed_commit++;
+    batch_lost(e);
     return -1;
   }
   crash_point("commit.after");
+  if (e->incident_since && !e->recovering) {
+    render_line(stderr, 0, "engine: the store is writable again after %d failed attempt%s over %.1f s",
+                e->incident_failures, e->incident_failures == 1 ? "" : "s",
+                (double)(util_mono_ms() - e->incident_since) / 1000.0);
+    e->incident_since = 0;
+    e->incident_failures = 0;
+    e->backoff_ms = 0;
+    e->failed_commit = 0;
+  } else if (e->recovering) {
+    /* writable again: set the leases right now rather than after the backoff */
+    uv_timer_start(&e->retry_timer, on_store_retry, 1, 0);
+  }
   /* callbacks may start work that queues new notes: deliver from a detached array */
   note *notes = e->notes;
   size_t nnotes = e->nnotes;
@@ -1032,14 +1158,9 @@ int engine_commit(engine *e) {
 }
 
 /* Group commit: everything written during this loop iteration lands in one
- * transaction, just before the loop blocks for I/O. */
-static void on_prepare(uv_prepare_t *p) {
-  engine *e = p->data;
-  if (engine_commit(e) != 0) {
-    fprintf(stderr, "engine: a commit failed; stopping so the log stays the source of truth\n");
-    engine_stop(e);
-  }
-}
+ * transaction, just before the loop blocks for I/O. A failed commit is
+ * retried with backoff (store_incident), never half applied. */
+static void on_prepare(uv_prepare_t *p) { engine_commit(p->data); }
 
 static void on_external(void *ud) { dispatch_due(ud); }
 
@@ -1083,6 +1204,8 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   e->prep.data = e;
   uv_timer_init(&e->loop, &e->task_timer);
   e->task_timer.data = e;
+  uv_timer_init(&e->loop, &e->retry_timer);
+  e->retry_timer.data = e;
   uv_signal_init(&e->loop, &e->sigint);
   e->sigint.data = e;
   uv_signal_init(&e->loop, &e->sigterm);

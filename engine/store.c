@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crash.h"
 #include "util.h"
 
 #define SCHEMA_VERSION 1
@@ -50,6 +51,7 @@ enum {
   Q_HIST_LOAD,
   Q_HIST_GET,
   Q_HIST_MAX,
+  Q_HIST_OUTCOME,
   Q_CODE_PUT,
   Q_CODE_GET,
   Q_MOD_PIN,
@@ -59,6 +61,7 @@ enum {
   Q_TASK_PUT,
   Q_TASK_DEL,
   Q_TASK_DEL_WF,
+  Q_TASK_RELEASE,
   Q_TASK_GET,
   Q_TASK_DUE,
   Q_TASK_DUE_WF,
@@ -96,6 +99,8 @@ static const char *SQL[Q__N] = {
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=? AND run=?",
+    /* an outcome comes after its command: the key range starts there */
+    [Q_HIST_OUTCOME] = "SELECT EXISTS(SELECT 1 FROM history WHERE wf_id=? AND run=? AND seq>? AND ref=?)",
     [Q_CODE_PUT] = "INSERT OR IGNORE INTO code(hash,name,source) VALUES(?,?,?)",
     [Q_CODE_GET] = "SELECT source FROM code WHERE hash=?",
     [Q_MOD_PIN] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) VALUES(?,?,?,?)",
@@ -107,6 +112,7 @@ static const char *SQL[Q__N] = {
                    "VALUES(?,?,?,?,?,?,?,?)",
     [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=?",
+    [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=?",
     [Q_TASK_GET] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
     [Q_TASK_DUE] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE run_at<=? "
                    "AND (lease_owner IS NULL OR lease_owner<>?) ORDER BY run_at LIMIT ?",
@@ -131,17 +137,68 @@ static const char *SQL[Q__N] = {
 struct store {
   sqlite3 *db;
   sqlite3_stmt *q[Q__N];
-  int in_txn;
+  int in_txn; /* a batch was begun and not yet committed or rolled back */
+  int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   char *path;
   char err[512];
 };
 
 /* ---- plumbing ---- */
 
+/* Records the error. Inside a batch any failure loses the batch: SQLite may
+ * have rolled it back on its own (disk full, I/O error), and a batch with a
+ * hole must never commit, so every later write fails at once (no piece of it
+ * autocommits, none waits for the lock again) until store_rollback. The first
+ * error is the one kept: it says why the batch was lost. */
 static int fail(store *s, const char *what) {
+  if (s->failed) return STORE_ERR;
   util_seterr(s->err, sizeof s->err, "%s: %s", what, sqlite3_errmsg(s->db));
+  if (s->in_txn) s->failed = 1;
   return STORE_ERR;
 }
+
+/* The fault knob's name for a write (ENGINE_STORE_FAIL, see crash.h). */
+static const char *fault_kind(const char *what) {
+  static const char *const kinds[][2] = {
+      {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
+      {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
+      {"commit", "commit"},
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    if (strstr(what, kinds[i][0])) return kinds[i][1];
+  return "workflow";
+}
+
+/* ENGINE_STORE_FAIL: this write fails as a disk I/O error does, and SQLite's
+ * rollback of the whole transaction is what happens with it. */
+static int injected(store *s, const char *what) {
+  int hit = fault_point(fault_kind(what));
+  if (fault_point("write")) hit = 1;
+  if (!hit) return 0;
+  if (s->failed) return 1;
+  util_seterr(s->err, sizeof s->err, "%s: disk I/O error (injected by ENGINE_STORE_FAIL)", what);
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  if (s->in_txn) s->failed = 1;
+  return 1;
+}
+
+/* A failed bind (a value too big, out of memory) leaves the parameter NULL;
+ * the statement must not run with it. Set by the bind helpers, cleared by
+ * stmt(), checked by step(). */
+static _Thread_local int bind_rc;
+
+static void bind_check(int rc) {
+  if (rc != SQLITE_OK && bind_rc == SQLITE_OK) bind_rc = rc;
+}
+
+static void bind_int(sqlite3_stmt *st, int i, int64_t v) { bind_check(sqlite3_bind_int64(st, i, v)); }
+
+static void bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) {
+  bind_check(n > INT32_MAX ? SQLITE_TOOBIG : sqlite3_bind_blob(st, i, v, (int)n, SQLITE_TRANSIENT));
+}
+
+/* sqlite3_step, unless a bind of this statement failed (then that error). */
+static int step(sqlite3_stmt *st) { return bind_rc != SQLITE_OK ? bind_rc : sqlite3_step(st); }
 
 static sqlite3_stmt *stmt(store *s, int q) {
   if (!s->q[q] && sqlite3_prepare_v3(s->db, SQL[q], -1, SQLITE_PREPARE_PERSISTENT, &s->q[q], NULL) != SQLITE_OK) {
@@ -150,14 +207,12 @@ static sqlite3_stmt *stmt(store *s, int q) {
   }
   sqlite3_reset(s->q[q]);
   sqlite3_clear_bindings(s->q[q]);
+  bind_rc = SQLITE_OK;
   return s->q[q];
 }
 
 static void bind_text(sqlite3_stmt *st, int i, const char *v) {
-  if (v)
-    sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT);
-  else
-    sqlite3_bind_null(st, i);
+  bind_check(v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i));
 }
 
 static char *col_dup(sqlite3_stmt *st, int i) {
@@ -169,19 +224,23 @@ static const char *col_text(sqlite3_stmt *st, int i) { return (const char *)sqli
 
 /* Runs a write statement to completion. */
 static int exec_write(store *s, sqlite3_stmt *st, const char *what) {
-  int rc = sqlite3_step(st);
+  if (injected(s, what)) {
+    sqlite3_reset(st);
+    return STORE_ERR;
+  }
+  int rc = step(st);
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) return fail(s, what);
   return STORE_OK;
 }
 
-static int64_t query_int(store *s, sqlite3_stmt *st, int64_t dflt) {
-  int64_t v = dflt;
-  int rc = sqlite3_step(st);
-  if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) v = sqlite3_column_int64(st, 0);
-  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail(s, "query");
+/* *out = the first column of the first row (dflt when NULL or no row). */
+static int query_int(store *s, sqlite3_stmt *st, int64_t dflt, int64_t *out) {
+  *out = dflt;
+  int rc = step(st);
+  if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) *out = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
-  return v;
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "query");
 }
 
 static int classify(int rc) {
@@ -290,7 +349,7 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
 
 void store_close(store *s) {
   if (!s) return;
-  if (s->in_txn) store_rollback(s);
+  store_rollback(s);
   for (int i = 0; i < Q__N; i++) sqlite3_finalize(s->q[i]);
   sqlite3_close(s->db);
   free(s->path);
@@ -312,11 +371,27 @@ int store_instance_id(store *s, char *out, size_t n) {
 }
 const char *store_path(store *s) { return s->path; }
 
+/* SQLite says whether a transaction is open (sqlite3_get_autocommit); in_txn
+ * only remembers that this store began one, so a batch SQLite rolled back on
+ * its own is noticed instead of being continued in autocommit mode. */
 int store_begin(store *s) {
-  if (s->in_txn) return STORE_OK;
+  if (store_batch_failed(s)) {
+    if (!s->failed) {
+      util_seterr(s->err, sizeof s->err, "the transaction was rolled back by SQLite (%s)", sqlite3_errmsg(s->db));
+      s->failed = 1;
+    }
+    return STORE_ERR;
+  }
+  if (!sqlite3_get_autocommit(s->db)) return STORE_OK;
+  if (injected(s, "begin")) {
+    s->failed = 1;
+    return STORE_ERR;
+  }
   int rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
-    fail(s, "begin");
+    /* the writes that follow in this batch must not autocommit one by one */
+    util_seterr(s->err, sizeof s->err, "begin: %s", sqlite3_errmsg(s->db));
+    s->failed = 1;
     return classify(sqlite3_extended_errcode(s->db));
   }
   s->in_txn = 1;
@@ -324,7 +399,16 @@ int store_begin(store *s) {
 }
 
 int store_commit(store *s) {
+  if (store_batch_failed(s)) {
+    if (!s->failed) util_seterr(s->err, sizeof s->err, "commit: the transaction was rolled back by SQLite");
+    store_rollback(s);
+    return STORE_ERR;
+  }
   if (!s->in_txn) return STORE_OK;
+  if (injected(s, "commit")) {
+    store_rollback(s);
+    return STORE_ERR;
+  }
   int rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
     fail(s, "commit");
@@ -335,17 +419,21 @@ int store_commit(store *s) {
   return STORE_OK;
 }
 
+/* Ends the batch, whatever state SQLite left it in; keeps store_errmsg. */
 void store_rollback(store *s) {
-  if (!s->in_txn) return;
-  sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->in_txn = 0;
+  s->failed = 0;
 }
 
-int store_in_txn(store *s) { return s->in_txn; }
+int store_in_txn(store *s) { return !sqlite3_get_autocommit(s->db); }
+
+int store_batch_failed(store *s) { return s->failed || (s->in_txn && sqlite3_get_autocommit(s->db)); }
 
 int64_t store_data_version(store *s) {
   sqlite3_stmt *st = stmt(s, Q_DATA_VERSION);
-  return st ? query_int(s, st, -1) : -1;
+  int64_t v;
+  return st && query_int(s, st, -1, &v) == STORE_OK ? v : -1;
 }
 
 /* Every write helper makes sure a transaction is open first. */
@@ -373,7 +461,7 @@ int store_wf_insert(store *s, const wf_row *w) {
   sqlite3_stmt *st = stmt(s, Q_WF_INSERT);
   if (!st) return STORE_ERR;
   bind_text(st, 1, w->id);
-  sqlite3_bind_int64(st, 2, w->run);
+  bind_int(st, 2, w->run);
   bind_text(st, 3, w->status);
   bind_text(st, 4, w->script_name);
   bind_text(st, 5, w->script_dir);
@@ -381,9 +469,9 @@ int store_wf_insert(store *s, const wf_row *w) {
   bind_text(st, 7, w->input);
   bind_text(st, 8, w->result);
   bind_text(st, 9, w->error);
-  sqlite3_bind_int(st, 10, w->cancel);
-  sqlite3_bind_int64(st, 11, w->created_at);
-  sqlite3_bind_int64(st, 12, w->updated_at);
+  bind_int(st, 10, w->cancel);
+  bind_int(st, 11, w->created_at);
+  bind_int(st, 12, w->updated_at);
   return exec_write(s, st, "insert workflow");
 }
 
@@ -407,7 +495,7 @@ int store_wf_get(store *s, const char *id, wf_row *out) {
   sqlite3_stmt *st = stmt(s, Q_WF_GET);
   if (!st) return STORE_ERR;
   bind_text(st, 1, id);
-  int rc = sqlite3_step(st);
+  int rc = step(st);
   if (rc == SQLITE_ROW) {
     read_wf(st, out);
     sqlite3_reset(st);
@@ -425,7 +513,7 @@ int store_wf_set_status(store *s, const char *id, const char *status, const char
   bind_text(st, 1, status);
   bind_text(st, 2, result);
   bind_text(st, 3, error);
-  sqlite3_bind_int64(st, 4, util_now_ms());
+  bind_int(st, 4, util_now_ms());
   bind_text(st, 5, id);
   return exec_write(s, st, "set workflow status");
 }
@@ -434,8 +522,8 @@ int store_wf_set_cancel(store *s, const char *id, int cancel) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_CANCEL);
   if (!st) return STORE_ERR;
-  sqlite3_bind_int(st, 1, cancel);
-  sqlite3_bind_int64(st, 2, util_now_ms());
+  bind_int(st, 1, cancel);
+  bind_int(st, 2, util_now_ms());
   bind_text(st, 3, id);
   return exec_write(s, st, "set cancel");
 }
@@ -448,7 +536,7 @@ int store_wf_set_code(store *s, const char *id, const char *code_hash, const cha
   bind_text(st, 1, code_hash);
   bind_text(st, 2, script_name);
   bind_text(st, 3, script_dir);
-  sqlite3_bind_int64(st, 4, util_now_ms());
+  bind_int(st, 4, util_now_ms());
   bind_text(st, 5, id);
   return exec_write(s, st, "set code");
 }
@@ -457,9 +545,9 @@ int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_NEWRUN);
   if (!st) return STORE_ERR;
-  sqlite3_bind_int64(st, 1, run);
+  bind_int(st, 1, run);
   bind_text(st, 2, input);
-  sqlite3_bind_int64(st, 3, util_now_ms());
+  bind_int(st, 3, util_now_ms());
   bind_text(st, 4, id);
   return exec_write(s, st, "new run");
 }
@@ -469,7 +557,7 @@ int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
   if (!st) return STORE_ERR;
   if (status) bind_text(st, 1, status);
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = step(st)) == SQLITE_ROW) {
     wf_row w;
     read_wf(st, &w);
     int stop = cb(ud, &w);
@@ -498,20 +586,20 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
   sqlite3_stmt *st = stmt(s, Q_HIST_APPEND);
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
-  sqlite3_bind_int64(st, 3, e->seq);
+  bind_int(st, 2, run);
+  bind_int(st, 3, e->seq);
   bind_text(st, 4, e->type);
-  sqlite3_bind_int64(st, 5, e->ref);
+  bind_int(st, 5, e->ref);
   bind_text(st, 6, e->name);
   bind_text(st, 7, e->hash);
   bind_text(st, 8, e->payload);
-  sqlite3_bind_int64(st, 9, e->time);
+  bind_int(st, 9, e->time);
   return exec_write(s, st, "append history");
 }
 
 static int read_events(store *s, sqlite3_stmt *st, hist_list *out) {
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = step(st)) == SQLITE_ROW) {
     if (out->n == out->cap) {
       out->cap = out->cap ? out->cap * 2 : 16;
       out->v = realloc(out->v, out->cap * sizeof(hist_event));
@@ -533,7 +621,7 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
   sqlite3_stmt *st = stmt(s, Q_HIST_LOAD);
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
+  bind_int(st, 2, run);
   return read_events(s, st, out);
 }
 
@@ -541,8 +629,8 @@ int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_l
   sqlite3_stmt *st = stmt(s, Q_HIST_GET);
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
-  sqlite3_bind_int64(st, 3, seq);
+  bind_int(st, 2, run);
+  bind_int(st, 3, seq);
   size_t before = out->n;
   if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
   return out->n > before;
@@ -552,8 +640,21 @@ int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) {
   sqlite3_stmt *st = stmt(s, Q_HIST_MAX);
   if (!st) return -1;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
-  return query_int(s, st, 0);
+  bind_int(st, 2, run);
+  int64_t v;
+  return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
+}
+
+int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq) {
+  sqlite3_stmt *st = stmt(s, Q_HIST_OUTCOME);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, wf_id);
+  bind_int(st, 2, run);
+  bind_int(st, 3, seq);
+  bind_int(st, 4, seq);
+  int64_t v;
+  if (query_int(s, st, 0, &v) != STORE_OK) return STORE_ERR;
+  return v != 0;
 }
 
 /* ---- code ---- */
@@ -564,7 +665,7 @@ int store_code_put(store *s, const char *hash, const char *name, const char *src
   if (!st) return STORE_ERR;
   bind_text(st, 1, hash);
   bind_text(st, 2, name);
-  sqlite3_bind_blob(st, 3, src, (int)len, SQLITE_TRANSIENT);
+  bind_blob(st, 3, src, len);
   return exec_write(s, st, "store code");
 }
 
@@ -573,7 +674,8 @@ char *store_code_get(store *s, const char *hash, size_t *len) {
   if (!st) return NULL;
   bind_text(st, 1, hash);
   char *out = NULL;
-  if (sqlite3_step(st) == SQLITE_ROW) {
+  int rc = step(st);
+  if (rc == SQLITE_ROW) {
     int n = sqlite3_column_bytes(st, 0);
     out = malloc((size_t)n + 1);
     if (n > 0) memcpy(out, sqlite3_column_blob(st, 0), (size_t)n);
@@ -581,6 +683,7 @@ char *store_code_get(store *s, const char *hash, size_t *len) {
     if (len) *len = (size_t)n;
   }
   sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail(s, "get code");
   return out;
 }
 
@@ -589,7 +692,7 @@ int store_module_pin(store *s, const char *wf_id, int64_t run, const char *modul
   sqlite3_stmt *st = stmt(s, Q_MOD_PIN);
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
+  bind_int(st, 2, run);
   bind_text(st, 3, module);
   bind_text(st, 4, hash);
   return exec_write(s, st, "pin module");
@@ -599,11 +702,13 @@ char *store_module_get(store *s, const char *wf_id, int64_t run, const char *mod
   sqlite3_stmt *st = stmt(s, Q_MOD_GET);
   if (!st) return NULL;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
+  bind_int(st, 2, run);
   bind_text(st, 3, module);
   char *out = NULL;
-  if (sqlite3_step(st) == SQLITE_ROW) out = col_dup(st, 0);
+  int rc = step(st);
+  if (rc == SQLITE_ROW) out = col_dup(st, 0);
   sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail(s, "get module");
   return out;
 }
 
@@ -612,7 +717,7 @@ int store_modules_clear(store *s, const char *wf_id, int64_t run) {
   sqlite3_stmt *st = stmt(s, Q_MOD_CLEAR);
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
-  sqlite3_bind_int64(st, 2, run);
+  bind_int(st, 2, run);
   return exec_write(s, st, "clear modules");
 }
 
@@ -620,9 +725,9 @@ int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_MOD_COPY);
   if (!st) return STORE_ERR;
-  sqlite3_bind_int64(st, 1, to_run);
+  bind_int(st, 1, to_run);
   bind_text(st, 2, wf_id);
-  sqlite3_bind_int64(st, 3, from_run);
+  bind_int(st, 3, from_run);
   return exec_write(s, st, "copy modules");
 }
 
@@ -635,12 +740,12 @@ int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, i
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
   bind_text(st, 2, kind);
-  sqlite3_bind_int64(st, 3, seq);
-  sqlite3_bind_int64(st, 4, run_at);
-  sqlite3_bind_int(st, 5, attempt);
-  sqlite3_bind_int64(st, 6, first_at);
+  bind_int(st, 3, seq);
+  bind_int(st, 4, run_at);
+  bind_int(st, 5, attempt);
+  bind_int(st, 6, first_at);
   bind_text(st, 7, owner);
-  sqlite3_bind_int64(st, 8, lease_until);
+  bind_int(st, 8, lease_until);
   return exec_write(s, st, "put task");
 }
 
@@ -650,8 +755,21 @@ int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) {
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
   bind_text(st, 2, kind);
-  sqlite3_bind_int64(st, 3, seq);
+  bind_int(st, 3, seq);
   return exec_write(s, st, "delete task");
+}
+
+int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq) {
+  if (store_task_del(s, wf_id, kind, seq) != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+int store_task_release(store *s, const char *owner) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_TASK_RELEASE);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, owner);
+  return exec_write(s, st, "release tasks");
 }
 
 int store_task_del_wf(store *s, const char *wf_id) {
@@ -677,8 +795,8 @@ int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, t
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
   bind_text(st, 2, kind);
-  sqlite3_bind_int64(st, 3, seq);
-  int rc = sqlite3_step(st);
+  bind_int(st, 3, seq);
+  int rc = step(st);
   if (rc == SQLITE_ROW) {
     read_task(st, out);
     out->wf_id = out->kind = NULL; /* the row's text dies with the reset that ends the read */
@@ -695,13 +813,13 @@ int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner
   if (!st) return STORE_ERR;
   int i = 1;
   if (only_wf) bind_text(st, i++, only_wf);
-  sqlite3_bind_int64(st, i++, now);
+  bind_int(st, i++, now);
   bind_text(st, i++, owner);
-  sqlite3_bind_int(st, i, limit);
+  bind_int(st, i, limit);
   size_t n = 0, cap = 0;
   task_row *v = NULL;
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = step(st)) == SQLITE_ROW) {
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
       v = realloc(v, cap * sizeof *v);
@@ -728,14 +846,16 @@ int64_t store_task_next_at(store *s, const char *only_wf, const char *owner) {
   int i = 1;
   if (only_wf) bind_text(st, i++, only_wf);
   bind_text(st, i, owner);
-  return query_int(s, st, -1);
+  int64_t v;
+  return query_int(s, st, -1, &v) == STORE_OK ? v : -2;
 }
 
 int store_task_count(store *s, const char *wf_id) {
   sqlite3_stmt *st = stmt(s, Q_TASK_COUNT);
   if (!st) return -1;
   bind_text(st, 1, wf_id);
-  return (int)query_int(s, st, 0);
+  int64_t v;
+  return query_int(s, st, 0, &v) == STORE_OK ? (int)v : -1;
 }
 
 /* ---- signals ---- */
@@ -747,7 +867,7 @@ int store_signal_put(store *s, const char *wf_id, const char *name, const char *
   bind_text(st, 1, wf_id);
   bind_text(st, 2, name);
   bind_text(st, 3, payload);
-  sqlite3_bind_int64(st, 4, time);
+  bind_int(st, 4, time);
   return exec_write(s, st, "put signal");
 }
 
@@ -758,7 +878,7 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
   bind_text(st, 2, name);
-  int rc = sqlite3_step(st);
+  int rc = step(st);
   if (rc != SQLITE_ROW) {
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : fail(s, "find signal");
@@ -768,7 +888,7 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
   sqlite3_reset(st);
   st = stmt(s, Q_SIG_DEL);
   if (!st) return STORE_ERR;
-  sqlite3_bind_int64(st, 1, id);
+  bind_int(st, 1, id);
   if (exec_write(s, st, "take signal") != STORE_OK) {
     free(*payload);
     *payload = NULL;
@@ -781,7 +901,8 @@ int store_signal_count(store *s, const char *wf_id) {
   sqlite3_stmt *st = stmt(s, Q_SIG_COUNT);
   if (!st) return -1;
   bind_text(st, 1, wf_id);
-  return (int)query_int(s, st, 0);
+  int64_t v;
+  return query_int(s, st, 0, &v) == STORE_OK ? (int)v : -1;
 }
 
 int store_signal_del_wf(store *s, const char *wf_id) {
@@ -799,13 +920,15 @@ int64_t store_domain_append(store *s, const char *session_id, const char *type, 
   sqlite3_stmt *st = stmt(s, Q_DOM_MAX);
   if (!st) return STORE_ERR;
   bind_text(st, 1, session_id);
-  int64_t seq = query_int(s, st, 0) + 1;
+  int64_t seq;
+  if (query_int(s, st, 0, &seq) != STORE_OK) return STORE_ERR;
+  seq++;
   st = stmt(s, Q_DOM_APPEND);
   if (!st) return STORE_ERR;
   bind_text(st, 1, session_id);
-  sqlite3_bind_int64(st, 2, seq);
+  bind_int(st, 2, seq);
   bind_text(st, 3, type);
-  sqlite3_bind_int64(st, 4, time);
+  bind_int(st, 4, time);
   bind_text(st, 5, payload);
   if (exec_write(s, st, "append domain event") != STORE_OK) return STORE_ERR;
   return seq;
@@ -815,9 +938,9 @@ int store_domain_list(store *s, const char *session_id, int64_t after_seq, store
   sqlite3_stmt *st = stmt(s, Q_DOM_LIST);
   if (!st) return STORE_ERR;
   bind_text(st, 1, session_id);
-  sqlite3_bind_int64(st, 2, after_seq);
+  bind_int(st, 2, after_seq);
   int rc;
-  while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+  while ((rc = step(st)) == SQLITE_ROW) {
     domain_event e = {col_text(st, 0), sqlite3_column_int64(st, 1), col_text(st, 2), sqlite3_column_int64(st, 3),
                       col_text(st, 4)};
     if (cb(ud, &e)) break;
@@ -831,7 +954,8 @@ int64_t store_count(store *s, const char *what, const char *wf_id) {
     sqlite3_stmt *st = stmt(s, Q_COUNT_HIST);
     if (!st) return -1;
     bind_text(st, 1, wf_id);
-    return query_int(s, st, 0);
+    int64_t v;
+    return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
   }
   if (strcmp(what, "signals") == 0) return store_signal_count(s, wf_id);
   if (strcmp(what, "tasks") == 0) return store_task_count(s, wf_id);

@@ -3,7 +3,12 @@
  * Writes go into one open transaction (store_begin is lazy and idempotent); the
  * engine commits once per loop iteration, so every state transition made in that
  * iteration lands atomically together (group commit). Functions return 0 on
- * success and -1 on error, with the message available from store_errmsg(). */
+ * success and -1 on error, with the message available from store_errmsg().
+ *
+ * Any failed statement inside a batch loses the whole batch (SQLite may have
+ * rolled it back on its own): from then on every write fails at once, and
+ * store_commit rolls back and fails, until store_rollback ends the batch. A
+ * batch is committed whole or not at all, never in pieces. */
 #ifndef ENGINE_STORE_H
 #define ENGINE_STORE_H
 
@@ -75,9 +80,12 @@ const char *store_path(store *s);
 int store_instance_id(store *s, char *out, size_t n);
 
 int store_begin(store *s); /* lazy: opens a write transaction if none is open */
-int store_commit(store *s);
+int store_commit(store *s);  /* a failed batch is rolled back and reported as an error */
 void store_rollback(store *s);
-int store_in_txn(store *s);
+int store_in_txn(store *s);  /* SQLite has a transaction open */
+/* A statement of the current batch failed (or SQLite rolled it back): the
+ * batch is lost and writes fail until store_rollback. */
+int store_batch_failed(store *s);
 /* Changes whenever another connection commits (PRAGMA data_version). */
 int64_t store_data_version(store *s);
 
@@ -97,6 +105,9 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out);
 /* Highest seq of a run (0 when empty), -1 on error. */
 int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run);
+/* 1 when an event of the run refers to the command at seq (its outcome is
+ * logged), 0 when none does, -1 on error. */
+int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq);
 /* Returns 1 and copies the event into out (owned by out) when found. */
 int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
 
@@ -114,6 +125,11 @@ int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to
 int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
                    int64_t first_at, const char *owner, int64_t lease_until);
 int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq);
+/* Deletes the task: 1 when this call deleted it (the caller owns what it asks
+ * for), 0 when it was gone already, -1 on error. */
+int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq);
+/* Voids every lease owner holds. */
+int store_task_release(store *s, const char *owner);
 int store_task_del_wf(store *s, const char *wf_id);
 /* Returns 1 and fills the numbers of *out (wf_id and kind are NULL) when found. */
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
@@ -123,7 +139,7 @@ typedef int (*store_task_cb)(void *ud, const task_row *t);
  * void: one worker holds the database at a time (engine_lock). */
 int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner, int limit, store_task_cb cb,
                    void *ud);
-/* Earliest run_at of tasks owner does not hold, or -1 when there is none. */
+/* Earliest run_at of tasks owner does not hold, -1 when there is none, -2 on error. */
 int64_t store_task_next_at(store *s, const char *only_wf, const char *owner);
 int store_task_count(store *s, const char *wf_id);
 

@@ -13,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "store.h"
 #include "testutil.h"
 #include "util.h"
@@ -326,10 +329,12 @@ static void test_history_duplicate_seq_fails(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
   append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "first", 1000);
+  assert_int_equal(store_commit(s), STORE_OK);
   hist_event dup = {1, "WorkflowStarted", 0, NULL, NULL, "second", 2000};
   assert_int_equal(store_hist_append(s, "wf", 1, &dup), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "append history"));
   assert_non_null(strstr(store_errmsg(s), "UNIQUE"));
+  store_rollback(s); /* a failed statement loses its batch (test_failed_statement_loses_batch) */
   /* the same seq in another run or workflow is fine */
   dup.payload = "run2";
   assert_int_equal(store_hist_append(s, "wf", 2, &dup), STORE_OK);
@@ -340,9 +345,127 @@ static void test_history_duplicate_seq_fails(void **state) {
   assert_int_equal(l.n, 1);
   assert_string_equal(l.v[0].payload, "first"); /* the original is kept */
   hist_list_free(&l);
-  /* also refused across transactions */
+  assert_int_equal(hist_count(s, "wf", 2), 1);
+  store_close(s);
+}
+
+/* Any failed statement loses the whole batch: later writes of it fail at once
+ * (none autocommits on its own), the commit fails and rolls back, and the next
+ * batch starts clean. */
+static void test_failed_statement_loses_batch(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  append_ev(s, "wf", 1, 2, "ActivityScheduled", 0, "a", "h", NULL, 2);
+  assert_false(store_batch_failed(s));
+  hist_event dup = {2, "ActivityScheduled", 0, "a", "h", NULL, 3};
   assert_int_equal(store_hist_append(s, "wf", 1, &dup), STORE_ERR);
-  store_rollback(s);
+  assert_true(store_batch_failed(s));
+  char why[512];
+  snprintf(why, sizeof why, "%s", store_errmsg(s));
+  hist_event next = {3, "ActivityCompleted", 2, "a", NULL, "1", 4};
+  assert_int_equal(store_hist_append(s, "wf", 1, &next), STORE_ERR);
+  assert_int_equal(store_task_put(s, "wf", "timer", 9, 1, 0, 0, NULL, 0), STORE_ERR);
+  assert_true(store_domain_append(s, "wf", "x", 4, "{}") < 0);
+  assert_string_equal(store_errmsg(s), why); /* the first error says why the batch was lost */
+  assert_int_equal(store_commit(s), STORE_ERR);
+  assert_false(store_batch_failed(s));
+  assert_false(store_in_txn(s));
+  assert_int_equal(hist_count(s, "wf", 1), 1); /* nothing of the lost batch, seq 2 included */
+  assert_int_equal(store_task_count(s, "wf"), 0);
+
+  append_ev(s, "wf", 1, 2, "ActivityScheduled", 0, "a", "h", NULL, 5);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(hist_count(s, "wf", 1), 2);
+  store_close(s);
+}
+
+/* Fills the file-size limit mid-batch in a child: SQLite rolls the batch back
+ * on its own (sqlite3_get_autocommit turns 1). The store must notice instead of
+ * running the rest of the batch in autocommit mode, piece by piece, once the
+ * disk has room again. */
+static void test_sqlite_rolls_back_on_its_own(void **state) {
+  fixture *f = *state;
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    store *s = NULL;
+    char err[256];
+    if (store_open(f->db, 0, &s, err, sizeof err) != STORE_OK) _exit(10);
+    append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+    if (store_commit(s) != STORE_OK) _exit(11);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim, small = {1 << 20, 0};
+    getrlimit(RLIMIT_FSIZE, &lim);
+    small.rlim_max = lim.rlim_max;
+    setrlimit(RLIMIT_FSIZE, &small);
+    size_t big = 64 * 1024;
+    char *payload = malloc(big + 1);
+    memset(payload, 'x', big);
+    payload[big] = 0;
+    int64_t seq = 2, failed_at = 0;
+    for (; seq < 400 && !failed_at; seq++) { /* ~25 MB: past the page cache, it spills to the WAL */
+      hist_event e = {seq, "CheckpointRecorded", 0, "c", "h", payload, seq};
+      if (store_hist_append(s, "wf", 1, &e) != STORE_OK) failed_at = seq;
+    }
+    free(payload);
+    if (!failed_at) _exit(12);
+    if (!store_batch_failed(s)) _exit(13);
+    if (store_in_txn(s)) _exit(19); /* SQLite did roll the transaction back */
+    setrlimit(RLIMIT_FSIZE, &lim); /* room again */
+    hist_event after = {failed_at + 1, "TimerStarted", 0, "t", "h", "{}", 9};
+    if (store_hist_append(s, "wf", 1, &after) != STORE_ERR) _exit(14); /* would autocommit on its own */
+    if (store_commit(s) != STORE_ERR) _exit(15);
+    if (hist_count(s, "wf", 1) != 1) _exit(16);
+    append_ev(s, "wf", 1, 2, "TimerStarted", 0, "t", "h", "{}", 10);
+    if (store_commit(s) != STORE_OK) _exit(17);
+    if (hist_count(s, "wf", 1) != 2) _exit(18);
+    store_close(s);
+    _exit(0);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) != 0) fail_msg("child step %d failed", WEXITSTATUS(status));
+  char *n = raw_query(f->db, "SELECT count(*) FROM history");
+  assert_string_equal(n, "2");
+  free(n);
+  char *ok = raw_query(f->db, "PRAGMA integrity_check");
+  assert_string_equal(ok, "ok");
+  free(ok);
+}
+
+/* ENGINE_STORE_FAIL=kind:n fails the n-th write of a kind as an I/O error
+ * does, SQLite's rollback of the transaction included. */
+static void test_fault_knob(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  setenv("ENGINE_STORE_FAIL", "append:2", 1);
+  fault_reset();
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_true(store_in_txn(s));
+  hist_event e = {2, "TimerStarted", 0, "t", "h", "{}", 2};
+  assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
+  assert_non_null(strstr(store_errmsg(s), "injected"));
+  assert_false(store_in_txn(s)); /* rolled back, as SQLite does */
+  assert_true(store_batch_failed(s));
+  assert_int_equal(store_task_put(s, "wf", "timer", 2, 1, 0, 0, NULL, 0), STORE_ERR);
+  assert_int_equal(store_commit(s), STORE_ERR);
+  assert_int_equal(hist_count(s, "wf", 1), 0);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1); /* the third append: passes */
+  assert_int_equal(store_commit(s), STORE_OK);
+  setenv("ENGINE_STORE_FAIL", "commit:1", 1);
+  fault_reset();
+  append_ev(s, "wf", 1, 2, "TimerStarted", 0, "t", "h", "{}", 2);
+  assert_int_equal(store_commit(s), STORE_ERR);
+  assert_false(store_in_txn(s));
+  assert_int_equal(hist_count(s, "wf", 1), 1);
+  unsetenv("ENGINE_STORE_FAIL");
+  fault_reset();
   store_close(s);
 }
 
@@ -400,7 +523,9 @@ static void test_workflow_rows(void **state) {
   b.created_at = 500; /* listed first */
   assert_int_equal(store_wf_insert(s, &a), STORE_OK);
   assert_int_equal(store_wf_insert(s, &b), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
   assert_int_equal(store_wf_insert(s, &a), STORE_ERR); /* id is unique */
+  store_rollback(s);
   assert_int_equal(store_wf_set_status(s, "a", "completed", "{\"ok\":true}", NULL), STORE_OK);
   assert_int_equal(store_wf_set_cancel(s, "b", 1), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
@@ -523,6 +648,41 @@ static void test_tasks_due_and_leases(void **state) {
   assert_int_equal(store_task_del_wf(s, "wf1"), STORE_OK);
   assert_int_equal(store_task_count(s, "wf1"), 0);
   assert_int_equal(store_task_next_at(s, NULL, "A"), 5000);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
+/* store_task_take claims a task once; store_task_release voids an owner's leases. */
+static void test_task_take_and_release(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  assert_int_equal(store_task_put(s, "wf", "timer", 3, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "wf", "activity", 2, 10, 1, 5, "A", 999999), STORE_OK);
+  assert_int_equal(store_task_put(s, "wf", "activity", 4, 10, 1, 5, "B", 999999), STORE_OK);
+  assert_int_equal(store_task_take(s, "wf", "timer", 3), 1);
+  assert_int_equal(store_task_take(s, "wf", "timer", 3), 0); /* gone: a stale copy acts on nothing */
+  assert_int_equal(due(s, 100, NULL, "A", 10).n, 1);        /* B's lease is void for A */
+  assert_int_equal(store_task_release(s, "A"), STORE_OK);
+  tasklist l = due(s, 100, NULL, "A", 10);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(due(s, 100, NULL, "B", 10).n, 1); /* B keeps its own */
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
+/* store_hist_outcome: whether an event refers to a command. */
+static void test_hist_outcome(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  append_ev(s, "wf", 1, 2, "SignalWaitStarted", 0, "go", "h", NULL, 2);
+  append_ev(s, "wf", 1, 3, "TimerStarted", 0, "t", "h", NULL, 3);
+  append_ev(s, "wf", 1, 4, "TimerFired", 3, NULL, NULL, NULL, 4);
+  append_ev(s, "wf", 2, 5, "SignalReceived", 2, "go", NULL, "1", 5); /* another run */
+  assert_int_equal(store_hist_outcome(s, "wf", 1, 3), 1);
+  assert_int_equal(store_hist_outcome(s, "wf", 1, 2), 0);
+  assert_int_equal(store_hist_outcome(s, "wf", 2, 2), 1);
+  assert_int_equal(store_hist_outcome(s, "other", 1, 3), 0);
   assert_int_equal(store_commit(s), STORE_OK);
   store_close(s);
 }
@@ -758,7 +918,13 @@ static void test_begin_busy_when_other_writer(void **state) {
   assert_int_equal(store_begin(s1), STORE_OK); /* idempotent */
   assert_int_equal(store_begin(s2), STORE_EBUSY);
   assert_false(store_in_txn(s2));
+  /* the batch that could not begin is lost: its later writes fail at once
+   * instead of waiting for the lock again, or committing without the first */
+  assert_true(store_batch_failed(s2));
   assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(store_signal_put(s2, "wf", "go", "1", 1), STORE_ERR);
+  assert_int_equal(store_commit(s2), STORE_ERR);
+  assert_int_equal(store_signal_count(s2, "wf"), 0);
   assert_int_equal(store_begin(s2), STORE_OK);
   assert_int_equal(store_commit(s2), STORE_OK);
   store_close(s1);
@@ -875,10 +1041,15 @@ int main(int argc, char **argv) {
       T(test_open_refuses_newer_schema),
       T(test_history_append_load_order),
       T(test_history_duplicate_seq_fails),
+      T(test_failed_statement_loses_batch),
+      T(test_sqlite_rolls_back_on_its_own),
+      T(test_fault_knob),
       T(test_rollback_discards),
       T(test_workflow_rows),
       T(test_tasks_due_and_leases),
       T(test_tasks_due_callback_writes),
+      T(test_task_take_and_release),
+      T(test_hist_outcome),
       T(test_signals_fifo_per_name),
       T(test_domain_events_dense_seq),
       T(test_code_by_hash),

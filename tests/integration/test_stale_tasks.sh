@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A task that is due in the same dispatch as another task that made it stale
+# acts only if this dispatch claimed it (deleted its row), and nothing gives a
+# command a second outcome:
+#   1. a signal sent while no worker runs, then its wait's timeout passes: on
+#      restart the signal wakes the wait; the stale timeout must not land too.
+#   2. a cancel while no worker runs, then the activity's retry falls due: on
+#      restart the cancellation wins; the cancelled activity must not run again.
+source "$(dirname "$0")/lib.sh"
+export TEST_SIDE_EFFECTS="$T/effects"
+WF="$SRC/tests/integration/wf"
+
+now_ms() { date +%s%3N; }
+# wait_past MS: until the clock is past MS (a deadline the log recorded)
+wait_past() { while [ "$(now_ms)" -le "$1" ]; do sleep 0.05; done; }
+# serve_until ID STATUS: one serve run until ID has STATUS (or a timeout)
+serve_until() {
+  bg S engine serve
+  wait_status "$1" "$2" 20 || true
+  kill "$S"; wait "$S" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- 1 ---
+engine start "$WF/stale_signal.lua" --id sig --detach --input '{"timeout":1}' >/dev/null || true
+bg S engine serve
+for _ in $(seq 500); do engine history sig 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+assert_exit "signal while no worker runs" 0 engine signal sig approval '{"approved":true}'
+deadline="$(engine history sig --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)
+  if e.type=="SignalWaitStarted" then io.write(e.payload.deadline) end end')"
+wait_past "$((deadline + 100))"
+serve_until sig completed
+assert_eq "the signal won, the stale timeout did not land" completed "$(status sig)"
+assert_contains "the workflow got the signal" '"approved":true' "$(engine show sig --json)"
+assert_eq "one outcome per command" "events=6 activities_completed=1 open_commands=0 last=WorkflowCompleted" \
+  "$(verify_history sig 2>&1)"
+assert_eq "no SignalTimedOut in the log" 0 "$(engine history sig | grep -c SignalTimedOut || true)"
+assert_exit "the log replays" 0 engine replay sig
+
+# ---------------------------------------------------------------- 2 ---
+engine start "$WF/stale_retry.lua" --id ret --detach --input '{"interval":1}' >/dev/null || true
+bg S engine serve
+for _ in $(seq 500); do
+  [ -n "$(sqlite3 "$ENGINE_DB" "SELECT 1 FROM tasks WHERE wf_id='ret' AND kind='activity' AND attempt=2" 2>/dev/null)" ] && break
+  sleep 0.02
+done
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+assert_eq "the first attempt failed" 1 "$(grep -c "^ret/.* flaky 1$" "$T/effects")"
+assert_exit "cancel while no worker runs" 0 engine cancel ret
+retry_at="$(sqlite3 "$ENGINE_DB" "SELECT run_at FROM tasks WHERE wf_id='ret' AND kind='activity'")"
+wait_past "$((retry_at + 100))"
+serve_until ret cancelled
+assert_eq "cancelled" cancelled "$(status ret)"
+assert_eq "the cancelled activity did not run again" 1 "$(grep -c "^ret/.* flaky " "$T/effects")"
+assert_eq "the cleanup ran once" 1 "$(grep -c "^ret/.* echo 1$" "$T/effects")"
+assert_eq "one outcome per command" "events=6 activities_completed=1 open_commands=0 last=WorkflowCancelled" \
+  "$(verify_history ret 2>&1)"
+finish
