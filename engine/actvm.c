@@ -31,6 +31,7 @@ struct actvm {
   http_ctx *http;
   actvm_history_fn history; /* reads the calling workflow's own history */
   void *history_ud;
+  act_call *running; /* the call being resumed: its coroutines' deadline */
 };
 
 struct act_call {
@@ -157,8 +158,18 @@ static char *error_from_value(act_call *c) {
  * *json set), 0 when it yielded on an async binding. */
 static int step(act_call *c, int nargs, int *ok, char **json) {
   int nres = 0;
+  act_call *outer = c->a->running;
+  c->a->running = c;
   int st = lua_resume(c->co, c->a->L, nargs, &nres);
-  if (st == LUA_YIELD) return 0;
+  c->a->running = outer;
+  if (st == LUA_YIELD) return 0; /* timed out and yielding anyway: on_deadline ends it */
+  if (st == LUA_OK && c->timed_out) {
+    /* the activity caught its timeout and returned: the timeout stands */
+    lua_settop(c->co, 0);
+    *ok = 0;
+    *json = error_json(c->a->L, "Timeout", "activity exceeded its start_to_close timeout", 0);
+    return 1;
+  }
   if (st == LUA_OK) {
     lua_State *L = c->a->L;
     lua_pushcfunction(L, encode_protected);
@@ -240,12 +251,17 @@ static void on_heartbeat_timeout(uv_timer_t *t) {
 }
 
 /* CPU-bound activities never return to the loop, so the deadline is also
- * checked from a count hook. */
+ * checked from a count hook; coroutines the activity makes inherit it and
+ * belong to the call being resumed. Past the deadline the hook raises at
+ * every instruction, so a pcall can catch the error but not go on running;
+ * and step() records the timeout whatever the coroutine returns. */
 static void act_hook(lua_State *L, lua_Debug *ar) {
   (void)ar;
   act_call *c = current_call(L);
+  if (!c) c = vm_of(L)->running;
   if (!c || !c->deadline_mono || util_mono_ms() < c->deadline_mono) return;
   c->timed_out = 1;
+  lua_sethook(L, act_hook, LUA_MASKCOUNT, 1);
   luaL_error(L, "activity exceeded its start_to_close timeout");
 }
 
