@@ -208,6 +208,16 @@ local function mark_owner(sb)
   f:close()
 end
 
+-- Who owns working/ and output/ on the host, and their mode: the sandbox's
+-- user and no one else. In Docker that is 10001; under bubblewrap as root, the
+-- session's own host uid (sandbox_user_prefix). Without root nothing can be
+-- given away: bubblewrap then runs as the engine's user, who owns them
+-- already, but Docker's 10001 gets in only by mode 0777.
+local function workspace_owner(sb)
+  if is_root() then return sb.driver == "bwrap" and (sb.host_uid .. ":" .. sb.host_uid) or M.UID, "0700" end
+  return nil, sb.driver == "bwrap" and "0700" or "0777"
+end
+
 -- Builds the workspace on the host and starts the container. opts: {session_id,
 -- image, limits={cpu, memoryMb, pids, diskMb}, writable={"working","output"},
 -- task, simple, files={{src=host path, dest=relative path under input/}},
@@ -258,11 +268,15 @@ function M.provision(opts)
         sb.disk_mb, M.workspace_root(), free // (1024 * 1024)))
     end
     sb.disk = mount_workspace(sb.workspace, sb.disk_mb)
+    local owner, mode = workspace_owner(sb)
+    local working, output = sb.workspace .. "/working", sb.workspace .. "/output"
     if not run("mkdir -p -- " .. shell_quote(sb.workspace .. "/input") .. " " .. shell_quote(sb.workspace .. "/skills")
-        .. " && mkdir -p -m 0777 -- " .. shell_quote(sb.workspace .. "/working") .. " "
-        .. shell_quote(sb.workspace .. "/output")
-        .. " && chmod 0777 -- " .. shell_quote(sb.workspace .. "/working") .. " " .. shell_quote(sb.workspace .. "/output")) then
+        .. " && mkdir -p -m " .. mode .. " -- " .. shell_quote(working) .. " " .. shell_quote(output)) then
       raise("WorkspaceError", "cannot create the workspace " .. sb.workspace)
+    end
+    if owner then
+      local okc, why = host({ "chown", "--", owner, working, output })
+      if not okc then raise("WorkspaceError", "cannot give the workspace to the sandbox's user " .. owner .. ": " .. why) end
     end
     assert(safefs.write(sb.workspace, "task.md", opts.task or ""))
     assert(safefs.write(sb.workspace, "simple.md", opts.simple or ""))
