@@ -295,15 +295,14 @@ static int report_outcome(store *st, const char *id) {
     render_line(stderr, 0, "engine: %s is stuck: %s", id, w.error ? w.error : "");
     render_line(stderr, 0, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply", id);
   } else if (strcmp(w.status, "failed") == 0 && w.error && strstr(w.error, "\"type\":\"InvalidInput\"")) {
-    /* the workflow refused its input before doing anything: a usage error */
+    /* the workflow refused its input before doing anything: a usage error.
+     * The message is decoded, not scanned: a problem may quote a value. */
     char msg[4096] = "";
-    const char *m = strstr(w.error, "\"message\":\"");
-    if (m) {
-      m += 11;
-      size_t k = 0;
-      while (*m && *m != '"' && k + 1 < sizeof msg) msg[k++] = *m++;
-      msg[k] = 0;
-    }
+    lua_State *L = luaL_newstate();
+    lua_pushcfunction(L, decode_payload);
+    lua_pushstring(L, w.error);
+    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) field(L, lua_gettop(L), "message", msg, sizeof msg);
+    lua_close(L);
     render_line(stderr, 0, "engine: %s: %s", id, *msg ? msg : "invalid input");
     code = EXIT_USAGE;
   } else if (engine_status_terminal(w.status)) {

@@ -11,11 +11,21 @@
 -- (false or a schema), enum, const, items (one schema for every element),
 -- minItems, maxItems, minLength, maxLength (in UTF-8 characters), minimum,
 -- maximum, pattern. Annotation keywords (description, default, title,
--- examples, $schema) are accepted and ignored; any other keyword is refused by
--- check_schema, so a typo never silently validates nothing.
+-- examples, $schema, $comment) are accepted and ignored; any other keyword is
+-- refused by check_schema, so a typo never silently validates nothing.
 --
--- `pattern` is a *Lua pattern* (string.find), not an ECMA regex: it is meant
--- only for the schemas this project writes, never for schemas from outside.
+-- `pattern` is an ECMA-262 regular expression, as JSON Schema says, of this
+-- subset; check_schema refuses anything else, so no pattern is ever read with
+-- another meaning:
+--   literal characters, "." (any character but a line break), classes
+--   [abc] [^a-z] (with ranges), escapes \d \D \w \W \s \S \t \n \r \f \v
+--   \xHH \uXXXX and "\" before any of ^ $ \ . * + ? ( ) [ ] { } | / -,
+--   quantifiers * + ? {n} {n,} {n,m} (n, m at most 1000; a lazy "?" after
+--   one is accepted: it does not change whether a string matches), "^" only
+--   first and "$" only last. No groups, alternation (|), backreferences,
+--   lookaround or \b. Unanchored, as in JSON Schema: "a+" matches "xay".
+-- It matches characters (code points), and runs as an automaton: time grows
+-- with the string's length times the pattern's, and nothing backtracks.
 --
 -- Lua tables stand for both JSON objects and arrays: a table whose keys are
 -- exactly 1..n is an array, a table with string keys is an object, and an
@@ -121,6 +131,236 @@ local function str_len(s)
   return utf8.len(s) or #s
 end
 
+-- ------------------------------------------------------------ pattern --
+
+local function is_digit(c) return c >= 48 and c <= 57 end
+local function is_word(c) return is_digit(c) or (c >= 65 and c <= 90) or (c >= 97 and c <= 122) or c == 95 end
+local function is_space(c) -- ECMA's WhiteSpace and LineTerminator
+  return (c >= 9 and c <= 13) or c == 32 or c == 0xA0 or c == 0x1680 or (c >= 0x2000 and c <= 0x200A)
+    or c == 0x2028 or c == 0x2029 or c == 0x202F or c == 0x205F or c == 0x3000 or c == 0xFEFF
+end
+local function is_dot(c) return c ~= 10 and c ~= 13 and c ~= 0x2028 and c ~= 0x2029 end
+local CLASS_ESCAPES = { d = is_digit, w = is_word, s = is_space }
+local CONTROL_ESCAPES = { t = 9, n = 10, r = 13, f = 12, v = 11 }
+local SYNTAX = {}
+for c in ("^$\\.*+?()[]{}|/-"):gmatch(".") do SYNTAX[c] = true end
+local MAX_REPEAT, MAX_NODES = 1000, 10000
+
+-- Parses an ECMA pattern of the subset above into {start, finish, nodes},
+-- each node {test = function(code point), kind = "one" | "opt" | "star"};
+-- or nil and the reason it is refused.
+local function compile_pattern(src)
+  if not utf8.len(src) then return nil, "the pattern is not valid UTF-8" end
+  local cps = {}
+  for _, c in utf8.codes(src) do cps[#cps + 1] = c end
+  local i, n = 1, #cps
+  local function ch(k) return cps[k] and utf8.char(cps[k]) end
+  local function refuse(why) error({ refused = why .. " (at character " .. i .. ")" }, 0) end
+
+  local function hex(count)
+    local v = 0
+    for _ = 1, count do
+      local d = ch(i) and tonumber(ch(i), 16)
+      if not d then refuse("expected " .. count .. " hex digits") end
+      v, i = v * 16 + d, i + 1
+    end
+    return v
+  end
+  -- at a backslash: a code point, or a predicate (\d \w \s and their negations)
+  local function escape()
+    i = i + 1
+    local c = ch(i)
+    if not c then refuse("the pattern ends with a lone \\") end
+    i = i + 1
+    if CLASS_ESCAPES[c:lower()] then
+      local f = CLASS_ESCAPES[c:lower()]
+      if c == c:lower() then return nil, f end
+      return nil, function(x) return not f(x) end
+    end
+    if CONTROL_ESCAPES[c] then return CONTROL_ESCAPES[c] end
+    if c == "x" then return hex(2) end
+    if c == "u" then return hex(4) end
+    if SYNTAX[c] then return cps[i - 1] end
+    if c:match("%d") then refuse("backreferences (\\" .. c .. ") are not supported") end
+    if c == "b" or c == "B" then refuse("word boundaries (\\" .. c .. ") are not supported") end
+    refuse("the escape \\" .. c .. " is not supported")
+  end
+  local function class()
+    i = i + 1
+    local neg = ch(i) == "^"
+    if neg then i = i + 1 end
+    if ch(i) == "]" then refuse("an empty class") end
+    local ranges, preds = {}, {}
+    while ch(i) ~= "]" do
+      if i > n then refuse("a [ without its ]") end
+      local lo, pred
+      if ch(i) == "\\" then lo, pred = escape() else lo, i = cps[i], i + 1 end
+      if ch(i) == "-" and ch(i + 1) and ch(i + 1) ~= "]" then
+        i = i + 1
+        local hi, hpred
+        if ch(i) == "\\" then hi, hpred = escape() else hi, i = cps[i], i + 1 end
+        if pred or hpred then refuse("a range cannot start or end with a class escape") end
+        if lo > hi then refuse("a range out of order") end
+        ranges[#ranges + 1] = { lo, hi }
+      elseif pred then
+        preds[#preds + 1] = pred
+      else
+        ranges[#ranges + 1] = { lo, lo }
+      end
+    end
+    i = i + 1
+    return function(c)
+      local hit = false
+      for _, r in ipairs(ranges) do
+        if c >= r[1] and c <= r[2] then hit = true break end
+      end
+      if not hit then
+        for _, f in ipairs(preds) do
+          if f(c) then hit = true break end
+        end
+      end
+      return hit ~= neg
+    end
+  end
+  local function number()
+    local start = i
+    while ch(i) and ch(i):match("%d") do i = i + 1 end
+    if i == start then return nil end
+    local digits = {}
+    for k = start, i - 1 do digits[#digits + 1] = utf8.char(cps[k]) end
+    local v = tonumber(table.concat(digits))
+    if v > MAX_REPEAT then refuse("a repeat count above " .. MAX_REPEAT) end
+    return v
+  end
+  -- after an atom: min, max (nil: unbounded)
+  local function quantifier()
+    local c = ch(i)
+    local min, max
+    if c == "*" then min, max, i = 0, nil, i + 1
+    elseif c == "+" then min, max, i = 1, nil, i + 1
+    elseif c == "?" then min, max, i = 0, 1, i + 1
+    elseif c == "{" then
+      i = i + 1
+      min = number()
+      if not min then refuse("a { must be a repeat count: {n}, {n,} or {n,m}") end
+      max = min
+      if ch(i) == "," then
+        i = i + 1
+        max = number()
+        if max and max < min then refuse("a repeat count {n,m} with m < n") end
+      end
+      if ch(i) ~= "}" then refuse("a { must be a repeat count: {n}, {n,} or {n,m}") end
+      i = i + 1
+    else
+      return 1, 1
+    end
+    if ch(i) == "?" then i = i + 1 end -- lazy: the same strings match
+    return min, max
+  end
+
+  local ok, res = pcall(function()
+    local re = { nodes = {} }
+    if ch(1) == "^" then re.start, i = true, 2 end
+    while i <= n do
+      local c = ch(i)
+      if c == "$" then
+        if i ~= n then refuse("$ is supported only at the end") end
+        re.finish, i = true, i + 1
+        break
+      end
+      if c == "^" then refuse("^ is supported only at the start") end
+      if c == "(" or c == ")" then refuse("groups are not supported") end
+      if c == "|" then refuse("alternation (|) is not supported") end
+      if c == "*" or c == "+" or c == "?" or c == "{" then refuse("nothing to repeat before " .. c) end
+      if c == "}" or c == "]" then refuse("a lone " .. c .. " (write \\" .. c .. ")") end
+      local test
+      if c == "." then
+        test, i = is_dot, i + 1
+      elseif c == "[" then
+        test = class()
+      elseif c == "\\" then
+        local cp, pred = escape()
+        test = pred or function(x) return x == cp end
+      else
+        local cp = cps[i]
+        test, i = function(x) return x == cp end, i + 1
+      end
+      local min, max = quantifier()
+      if #re.nodes + math.max(min, max or min + 1) > MAX_NODES then refuse("the pattern is too large") end
+      for _ = 1, min do re.nodes[#re.nodes + 1] = { test = test, kind = "one" } end
+      if max == nil then
+        re.nodes[#re.nodes + 1] = { test = test, kind = "star" }
+      else
+        for _ = min + 1, max do re.nodes[#re.nodes + 1] = { test = test, kind = "opt" } end
+      end
+    end
+    return re
+  end)
+  if ok then return res end
+  if type(res) == "table" and res.refused then return nil, res.refused end
+  error(res, 0)
+end
+
+-- Adds node j to the set, and every node after it that may be skipped.
+local function closure(nodes, set, j)
+  while not set[j] do
+    set[j] = true
+    local nd = nodes[j]
+    if not nd or nd.kind == "one" then return end
+    j = j + 1
+  end
+end
+
+-- Whether the compiled pattern matches somewhere in s: the set of automaton
+-- states is advanced one character at a time (a string that is not UTF-8 is
+-- read byte by byte).
+local function pattern_find(re, s)
+  local nodes = re.nodes
+  local accept = #nodes + 1
+  local cur = {}
+  closure(nodes, cur, 1)
+  if cur[accept] and not re.finish then return true end
+  local function step(c)
+    local nxt = {}
+    for j in pairs(cur) do
+      local nd = nodes[j]
+      if nd and nd.test(c) then closure(nodes, nxt, nd.kind == "star" and j or j + 1) end
+    end
+    if not re.start then closure(nodes, nxt, 1) end
+    cur = nxt
+    return cur[accept] and not re.finish
+  end
+  if utf8.len(s) then
+    for _, c in utf8.codes(s) do
+      if step(c) then return true end
+    end
+  else
+    for k = 1, #s do
+      if step(s:byte(k)) then return true end
+    end
+  end
+  return cur[accept] == true
+end
+
+local compiled = {} -- pattern source -> compiled pattern (or false, why)
+local ncompiled = 0
+local function pattern(src)
+  local c = compiled[src]
+  if c == nil then
+    local re, why = compile_pattern(src)
+    if ncompiled >= 256 then compiled, ncompiled = {}, 0 end
+    c = re or { refused = why }
+    compiled[src], ncompiled = c, ncompiled + 1
+  end
+  if c.refused then return nil, c.refused end
+  return c
+end
+M.pattern_find = function(src, s)
+  local re, why = pattern(src)
+  if not re then return nil, why end
+  return pattern_find(re, s)
+end
+
 local function sorted_keys(t)
   local keys = {}
   for k in pairs(t) do keys[#keys + 1] = k end
@@ -173,10 +413,10 @@ function validate_node(schema, value, path, errors)
       errors[#errors + 1] = string.format("%s: must be at most %d characters long", path, schema.maxLength)
     end
     if schema.pattern then
-      local ok, found = pcall(string.find, value, schema.pattern)
-      if not ok then
-        errors[#errors + 1] = string.format("%s: the schema's pattern is invalid (%s)", path, tostring(found))
-      elseif not found then
+      local re, why = pattern(schema.pattern)
+      if not re then
+        errors[#errors + 1] = string.format("%s: the schema's pattern is not supported (%s)", path, why)
+      elseif not pattern_find(re, value) then
         errors[#errors + 1] = string.format("%s: does not match the pattern %s", path, schema.pattern)
       end
     end
@@ -238,7 +478,8 @@ end
 local TYPES = { null = true, boolean = true, integer = true, number = true, string = true, array = true, object = true }
 local ANNOTATIONS = { description = true, default = true, title = true, examples = true, ["$schema"] = true, ["$comment"] = true }
 
-local function is_nonneg_int(v) return type(v) == "number" and math.type(v) == "integer" and v >= 0 end
+-- JSON has one kind of number: 3 may arrive as the float 3.0
+local function is_nonneg_int(v) return type(v) == "number" and v >= 0 and v == math.floor(v) and v < math.huge end
 
 local function check_node(s, path, errors)
   if s == true or s == false then return end
@@ -274,6 +515,8 @@ local function check_node(s, path, errors)
           if type(name) ~= "string" then errors[#errors + 1] = p .. ": property names must be strings" end
         end
       end
+    elseif (k == "additionalProperties" or k == "items") and type(v) == "table" and table_kind(v) == "array" then
+      errors[#errors + 1] = p .. ": must be one schema (a list of schemas is not supported)"
     elseif k == "additionalProperties" or k == "items" then
       check_node(v, p, errors)
     elseif k == "enum" then
@@ -283,13 +526,13 @@ local function check_node(s, path, errors)
     elseif k == "minItems" or k == "maxItems" or k == "minLength" or k == "maxLength" then
       if not is_nonneg_int(v) then errors[#errors + 1] = p .. ": must be a non-negative integer" end
     elseif k == "minimum" or k == "maximum" then
-      if type(v) ~= "number" then errors[#errors + 1] = p .. ": must be a number" end
+      if type_name(v) ~= "number" then errors[#errors + 1] = p .. ": must be a number" end
     elseif k == "pattern" then
       if type(v) ~= "string" then
-        errors[#errors + 1] = p .. ": must be a string (a Lua pattern)"
+        errors[#errors + 1] = p .. ": must be a string (a regular expression)"
       else
-        local ok, err = pcall(string.find, "", v)
-        if not ok then errors[#errors + 1] = p .. ": invalid Lua pattern: " .. tostring(err) end
+        local re, why = pattern(v)
+        if not re then errors[#errors + 1] = p .. ": unsupported pattern " .. show(v) .. ": " .. why end
       end
     else
       errors[#errors + 1] = p .. ": unsupported keyword"

@@ -138,6 +138,13 @@ function M.prepare(args)
       if f then memory = f:read("a"); f:close() end
     end
   end
+  -- the result schema is checked now, not when the answer comes back
+  if input.resultSchema ~= nil then
+    local ok, errs = require("jsonschema").check_schema(input.resultSchema, "resultSchema")
+    if not ok then
+      for _, e in ipairs(errs) do problem("%s", e) end
+    end
+  end
   if #problems > 0 then return { ok = false, problems = problems } end
 
   local skill_list = {}

@@ -175,7 +175,7 @@ local S = {
     opt = { type = { "string", "null" } },
     mode = { enum = { "a", "b" } },
     fixed = { const = "yes" },
-    list = { type = "array", items = { type = "string", pattern = "^%l+$" }, minItems = 1, maxItems = 3 },
+    list = { type = "array", items = { type = "string", pattern = "^[a-z]+$" }, minItems = 1, maxItems = 3 },
     nested = { type = "object", properties = { title = { type = "string" } }, required = { "title" },
       additionalProperties = false },
   },
