@@ -96,7 +96,7 @@ struct engine {
   int failed_commit; /* the store could not be written and has not recovered yet */
   /* a store incident (a lost batch, a failed query): retried with backoff */
   uv_timer_t retry_timer;
-  int64_t backoff_ms, incident_since;
+  int64_t backoff_ms, incident_since, recovered_at;
   int incident_failures;
   int recovering; /* dispatch waits until our leases are set right again */
   size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
@@ -1054,8 +1054,12 @@ static void drop_notes(engine *e) {
 
 /* The store failed (a lost batch, a failed query): said once per incident,
  * then retried after a growing pause (50 ms doubling up to 5 s) while the
- * loop goes on serving I/O and signals. Dispatch waits for the retry. */
+ * loop goes on serving I/O and signals. Dispatch waits for the retry. The
+ * incident is over once commits have succeeded for a calm period (1 s, or
+ * twice the pause reached): a nearly full disk takes small batches and fails
+ * big ones, and that is one incident, not one per batch. */
 static void store_incident(engine *e) {
+  e->recovered_at = 0;
   if (!e->incident_since) {
     e->incident_since = util_mono_ms();
     render_line(stderr, 0, "engine: cannot write to the store: %s; retrying with backoff (nothing is lost)",
@@ -1121,6 +1125,15 @@ static void on_store_retry(uv_timer_t *t) {
   if (engine_commit(e) == 0) dispatch_due(e); /* a failure has re-armed the retry */
 }
 
+static void on_store_calm(uv_timer_t *t) {
+  engine *e = t->data;
+  render_line(stderr, 0, "engine: the store is writable again (%d failed attempt%s over %.1f s)",
+              e->incident_failures, e->incident_failures == 1 ? "" : "s",
+              (double)(e->recovered_at - e->incident_since) / 1000.0);
+  e->incident_since = e->recovered_at = e->backoff_ms = 0;
+  e->incident_failures = 0;
+}
+
 int engine_commit(engine *e) {
   if (!store_in_txn(e->st) && !store_batch_failed(e->st)) return 0;
   crash_point("commit.before");
@@ -1129,17 +1142,14 @@ int engine_commit(engine *e) {
     return -1;
   }
   crash_point("commit.after");
-  if (e->incident_since && !e->recovering) {
-    render_line(stderr, 0, "engine: the store is writable again after %d failed attempt%s over %.1f s",
-                e->incident_failures, e->incident_failures == 1 ? "" : "s",
-                (double)(util_mono_ms() - e->incident_since) / 1000.0);
-    e->incident_since = 0;
-    e->incident_failures = 0;
-    e->backoff_ms = 0;
-    e->failed_commit = 0;
-  } else if (e->recovering) {
+  if (e->recovering) {
     /* writable again: set the leases right now rather than after the backoff */
     uv_timer_start(&e->retry_timer, on_store_retry, 1, 0);
+  } else if (e->incident_since && !e->recovered_at) {
+    e->recovered_at = util_mono_ms();
+    e->failed_commit = 0;
+    int64_t calm = 2 * e->backoff_ms < 1000 ? 1000 : 2 * e->backoff_ms;
+    uv_timer_start(&e->retry_timer, on_store_calm, (uint64_t)calm, 0);
   }
   /* callbacks may start work that queues new notes: deliver from a detached array */
   note *notes = e->notes;
