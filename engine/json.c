@@ -304,6 +304,16 @@ static void dec_string(jdec *d) {
   luaL_pushresult(&b);
 }
 
+/* 1e999 is JSON but no double: refused, as the encoder refuses infinity, so
+ * no inf ever reaches a workflow or comes back out of one into the log. */
+static void push_finite(jdec *d, const char *start, double v) {
+  if (!isfinite(v)) {
+    d->p = start;
+    dec_error(d, "number out of range (beyond the largest double)");
+  }
+  lua_pushnumber(d->L, v);
+}
+
 static void dec_number(jdec *d) {
   const char *s = d->p;
   int is_float = 0;
@@ -330,8 +340,9 @@ static void dec_number(jdec *d) {
     char *big = malloc(n + 1);
     memcpy(big, s, n);
     big[n] = 0;
-    lua_pushnumber(d->L, strtod(big, NULL));
+    double v = strtod(big, NULL);
     free(big);
+    push_finite(d, s, v);
     return;
   }
   memcpy(tmp, s, n);
@@ -344,7 +355,7 @@ static void dec_number(jdec *d) {
       return;
     }
   }
-  lua_pushnumber(d->L, strtod(tmp, NULL));
+  push_finite(d, s, strtod(tmp, NULL));
 }
 
 static void dec_value(jdec *d, int depth);
@@ -534,6 +545,101 @@ char *json_canonical(const char *text, char *err, size_t errlen) {
     out = util_strdup(lua_tostring(L, -1));
   else
     util_seterr(err, errlen, "%s", lua_tostring(L, -1));
+  lua_close(L);
+  return out;
+}
+
+/* ------------------------------------------- JSON from outside the engine --- */
+
+enum { PAYLOAD_MIN = 1024, PAYLOAD_MAX = 1 << 30 };
+
+/* ENGINE_MAX_PAYLOAD_BYTES as a number, or 0 when unset; -1 when it is not a
+ * whole number of bytes in range. */
+static long long payload_env(void) {
+  const char *v = getenv("ENGINE_MAX_PAYLOAD_BYTES");
+  if (!v || !*v) return 0;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (errno || *end || n < PAYLOAD_MIN || n > PAYLOAD_MAX) return -1;
+  return n;
+}
+
+size_t json_max_payload(void) {
+  long long n = payload_env();
+  return n > 0 ? (size_t)n : JSON_MAX_PAYLOAD_DEFAULT;
+}
+
+int json_max_payload_check(char *err, size_t errlen) {
+  if (payload_env() >= 0) return 0;
+  char shown[64];
+  snprintf(shown, sizeof shown, "%.40s", getenv("ENGINE_MAX_PAYLOAD_BYTES"));
+  for (char *p = shown; *p; p++)
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+  util_seterr(err, errlen, "ENGINE_MAX_PAYLOAD_BYTES must be a number of bytes from %d to %d, not \"%s\"", PAYLOAD_MIN,
+              PAYLOAD_MAX, shown);
+  return -1;
+}
+
+int json_check_size(size_t len, const char *what, char *err, size_t errlen) {
+  size_t max = json_max_payload();
+  if (len <= max) return 0;
+  util_seterr(err, errlen, "%s is %zu bytes, more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", what, len,
+              max);
+  return -1;
+}
+
+int json_check_text(const char *s, size_t n, const char *what, char *err, size_t errlen) {
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == 0) {
+      util_seterr(err, errlen, "%s contains a NUL byte at byte %zu", what, i + 1);
+      return -1;
+    }
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    uint32_t cp;
+    size_t bad, len = util_utf8_decode(s + i, n - i, &cp, &bad);
+    if (!len) {
+      util_seterr(err, errlen, "%s is not UTF-8: byte %zu (0x%02x) starts no valid sequence", what, i + 1, c);
+      return -1;
+    }
+    i += len;
+  }
+  return 0;
+}
+
+/* Decodes and re-encodes text in a throwaway state: whatever it holds, the
+ * caller's VMs never see it half-decoded. */
+static int accept_protected(lua_State *L) {
+  const char *text = lua_touserdata(L, 1);
+  size_t len = (size_t)lua_tointeger(L, 2);
+  json_decode(L, text, len);
+  json_encode(L, -1, NULL);
+  return 1;
+}
+
+char *json_accept(const char *text, size_t len, const char *what, char *err, size_t errlen) {
+  if (json_check_size(len, what, err, errlen) || json_check_text(text, len, what, err, errlen)) return NULL;
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    util_seterr(err, errlen, "%s: out of memory", what);
+    return NULL;
+  }
+  lua_pushcfunction(L, accept_protected);
+  lua_pushlightuserdata(L, (void *)text);
+  lua_pushinteger(L, (lua_Integer)len);
+  char *out = NULL;
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    util_seterr(err, errlen, "%s is not valid JSON: %s", what, lua_tostring(L, -1));
+  } else {
+    size_t n;
+    const char *canon = lua_tolstring(L, -1, &n);
+    /* the canonical form can be longer (a float's digits): the log holds it */
+    if (json_check_size(n, what, err, errlen) == 0) out = util_strdup(canon);
+  }
   lua_close(L);
   return out;
 }

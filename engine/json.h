@@ -26,7 +26,8 @@ int json_validate(const char *text, char *err, size_t errlen);
  * NULL with err when it is not JSON. */
 char *json_canonical(const char *text, char *err, size_t errlen);
 
-/* Returns s as a malloc'd JSON string literal (quoted and escaped). */
+/* Returns s as a malloc'd JSON string literal (quoted and escaped). s is a C
+ * string: text that may hold NUL bytes goes through json_encode (lengths). */
 char *json_quote(const char *s);
 
 /* JSON text as it is printed (--json, the API): strict JSON in valid UTF-8,
@@ -36,5 +37,27 @@ char *json_quote(const char *s);
  * workflow reads them back, replay hashes them); only output is changed.
  * Returns malloc'd NUL-terminated text. */
 char *json_for_output(const char *text, size_t n);
+
+/* ---- JSON from outside the engine: inputs, signal payloads, results ----
+ * One payload (a workflow input, a signal payload, an activity or workflow
+ * result, a checkpoint value) is at most ENGINE_MAX_PAYLOAD_BYTES (default
+ * 4 MiB, 1 KiB to 1 GiB), checked before anything is written: an oversized one
+ * costs neither a workflow VM's memory nor space in the log. */
+#define JSON_MAX_PAYLOAD_DEFAULT ((size_t)4 << 20)
+/* The limit in bytes (the default when the variable is unset or invalid). */
+size_t json_max_payload(void);
+/* Returns 0, or -1 with err saying ENGINE_MAX_PAYLOAD_BYTES is invalid. */
+int json_max_payload_check(char *err, size_t errlen);
+/* Returns 0 when len is within the limit, else -1 with err naming what, its
+ * size and the limit. */
+int json_check_size(size_t len, const char *what, char *err, size_t errlen);
+/* Returns 0 when s[0..n) is UTF-8 (RFC 8259 requires it of JSON text) without
+ * NUL bytes, else -1 with err naming what and the byte. A NUL inside a string
+ * is written \u0000 and is fine: JSON text itself never holds one. */
+int json_check_text(const char *s, size_t n, const char *what, char *err, size_t errlen);
+/* All of the above plus well-formed JSON with finite numbers; returns the
+ * canonical form the log keeps (malloc'd), or NULL with err ("--input is not
+ * valid JSON: ..."). what names the text in the message. */
+char *json_accept(const char *text, size_t len, const char *what, char *err, size_t errlen);
 
 #endif

@@ -538,6 +538,117 @@ static void test_quote(void **state) {
   free(q);
 }
 
+/* ------------------------------------------------ numbers out of range --- */
+
+static void test_decode_out_of_range_numbers(void **state) {
+  (void)state;
+  lua_State *L = new_state();
+  /* JSON allows 1e999; a double cannot hold it, and inf must never reach the log */
+  expect_decode_error(L, "1e999", "out of range");
+  expect_decode_error(L, "{\"sleep\":-1e999}", "out of range");
+  char big[420] = "[1";
+  memset(big + 2, '0', 400); /* the long-number path: 10^400 */
+  strcpy(big + 402, ".5]");
+  expect_decode_error(L, big, "out of range");
+  /* tiny numbers underflow to (nearly) zero: fine */
+  check_true(L, "return json.decode('1e-400') == 0");
+  check_true(L, "return json.decode('1.7976931348623157e308') > 1e308");
+  check_true(L, "local ok, e = pcall(json.decode, '[1e400]'); return not ok and e:find('out of range') ~= nil");
+  lua_close(L);
+}
+
+/* ------------------------------------------------ NUL inside a string --- */
+
+static void test_nul_in_strings_carried_by_length(void **state) {
+  (void)state;
+  lua_State *L = new_state();
+  /* \u0000 is legal JSON: the Lua string keeps it, the encoder writes it back */
+  check_true(L, "local s = json.decode('\"a\\\\u0000b\"'); return #s == 3 and s:byte(2) == 0");
+  check_true(L, "return json.encode('a\\0b') == '\"a\\\\u0000b\"'");
+  check_true(L, "return json.encode({['k\\0x'] = 'v\\0'}) == '{\"k\\\\u0000x\":\"v\\\\u0000\"}'");
+  check_true(L, "local t = json.decode(json.encode({x = 'p\\0q'})); return t.x == 'p\\0q'");
+  lua_close(L);
+}
+
+/* ------------------------------------------ JSON from outside the engine --- */
+
+static char *accept(const char *text, size_t len, char *err, size_t errlen) {
+  err[0] = 0;
+  return json_accept(text, len, "--input", err, errlen);
+}
+
+static void expect_refused(const char *text, size_t len, const char *needle) {
+  char err[256];
+  char *out = accept(text, len, err, sizeof err);
+  if (out) fail_msg("accepted %zu bytes as %s", len, out);
+  if (!strstr(err, needle)) fail_msg("error is \"%s\", expected \"%s\"", err, needle);
+}
+
+static void test_accept(void **state) {
+  (void)state;
+  unsetenv("ENGINE_MAX_PAYLOAD_BYTES");
+  char err[256];
+  const char *spaced = "{ \"b\" : 1, \"a\" : [true, null] }";
+  char *out = accept(spaced, strlen(spaced), err, sizeof err);
+  assert_non_null(out);
+  assert_string_equal(out, "{\"a\":[true,null],\"b\":1}");
+  free(out);
+  /* an escaped NUL, escaped and raw UTF-8 are fine */
+  const char *ok = "\"x\\u0000y \\u00e9 \xc3\xa9 \xf0\x9f\x98\x80\"";
+  out = accept(ok, strlen(ok), err, sizeof err);
+  assert_non_null(out);
+  assert_string_equal(out, "\"x\\u0000y \xc3\xa9 \xc3\xa9 \xf0\x9f\x98\x80\"");
+  free(out);
+  /* a raw NUL byte: a C string would end there, so the length tells */
+  expect_refused("{\"a\":\"x\"}\0garbage", 17, "contains a NUL byte at byte 10");
+  expect_refused("\"ab\0cd\"", 7, "NUL byte at byte 4");
+  /* invalid UTF-8: a stray continuation byte, an overlong '/', a surrogate, a cut sequence */
+  expect_refused("\"\x80\"", 3, "not UTF-8: byte 2 (0x80)");
+  expect_refused("\"\xc0\xaf\"", 4, "not UTF-8: byte 2 (0xc0)");
+  expect_refused("\"\xed\xa0\x80\"", 5, "not UTF-8");
+  expect_refused("\"ok \xe2\x82\"", 7, "not UTF-8: byte 5");
+  expect_refused("\"\xff\"", 3, "not UTF-8");
+  /* not JSON, numbers out of range */
+  expect_refused("{\"n\":", 5, "--input is not valid JSON");
+  expect_refused("[1e999]", 7, "out of range");
+  expect_refused("", 0, "not valid JSON");
+}
+
+static void test_payload_limit(void **state) {
+  (void)state;
+  char err[256];
+  unsetenv("ENGINE_MAX_PAYLOAD_BYTES");
+  assert_int_equal(json_max_payload(), 4 << 20);
+  assert_int_equal(json_max_payload_check(err, sizeof err), 0);
+  setenv("ENGINE_MAX_PAYLOAD_BYTES", "2048", 1);
+  assert_int_equal(json_max_payload(), 2048);
+  char *text = malloc(3001);
+  text[0] = '"';
+  memset(text + 1, 'x', 2998);
+  text[2999] = '"';
+  text[3000] = 0;
+  expect_refused(text, 3000, "--input is 3000 bytes, more than the limit of 2048 bytes (ENGINE_MAX_PAYLOAD_BYTES)");
+  char *out = accept(text, 2048, err, sizeof err); /* a prefix that fits: its own error (unterminated) */
+  assert_null(out);
+  assert_non_null(strstr(err, "not valid JSON"));
+  text[2047] = '"';
+  out = accept(text, 2048, err, sizeof err);
+  assert_non_null(out);
+  free(out);
+  free(text);
+  assert_int_equal(json_check_size(2049, "the result", err, sizeof err), -1);
+  assert_string_equal(err, "the result is 2049 bytes, more than the limit of 2048 bytes (ENGINE_MAX_PAYLOAD_BYTES)");
+  /* a bad setting is named, and the default stands meanwhile */
+  const char *bad[] = {"lots", "-5", "10", "4M", "99999999999", "2048 ", NULL};
+  for (int i = 0; bad[i]; i++) {
+    setenv("ENGINE_MAX_PAYLOAD_BYTES", bad[i], 1);
+    if (json_max_payload_check(err, sizeof err) != -1) fail_msg("accepted ENGINE_MAX_PAYLOAD_BYTES=%s", bad[i]);
+    assert_non_null(strstr(err, "ENGINE_MAX_PAYLOAD_BYTES must be a number of bytes"));
+    assert_int_equal(json_max_payload(), 4 << 20);
+  }
+  unsetenv("ENGINE_MAX_PAYLOAD_BYTES");
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scalars),
@@ -555,6 +666,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_decode_safe_errors),
       cmocka_unit_test(test_validate),
       cmocka_unit_test(test_quote),
+      cmocka_unit_test(test_decode_out_of_range_numbers),
+      cmocka_unit_test(test_nul_in_strings_carried_by_length),
+      cmocka_unit_test(test_accept),
+      cmocka_unit_test(test_payload_limit),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {
