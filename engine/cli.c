@@ -15,6 +15,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "approval.h"
 #include "engine.h"
 #include "json.h"
 #include "render.h"
@@ -269,9 +270,9 @@ static void start_on_status(void *ud, const char *id, const char *status, const 
   if (s->quiet || strcmp(status, "waiting") != 0 || !detail) return;
   if (strncmp(detail, "signal approval:", 16) == 0)
     render_line(stderr, DIE_MAX,
-                "engine: %s is waiting for approval %s; from another terminal: engine approve %s (or --deny --reason "
-                "TEXT)",
-                id, detail + 16, id);
+                "engine: %s is waiting for approval %s; from another terminal: engine approve %s --request %s (or "
+                "--deny --reason TEXT)",
+                id, detail + 16, id, detail + 16);
   else if (strncmp(detail, "signal ", 7) == 0)
     render_line(stderr, DIE_MAX, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'",
                 id, detail + 7, id, detail + 7);
@@ -481,7 +482,9 @@ static int cmd_start(args *a, common *c) {
     input = util_strdup("{}");
   }
   start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr}, quiet};
-  engine_config cfg = {c->db, NULL, id, start_on_status, start_on_commit, &s};
+  /* the worker runs every workflow of the database, not only this one: a
+   * start that follows it must not wait for a worker that never runs it */
+  engine_config cfg = {c->db, NULL, NULL, start_on_status, start_on_commit, &s};
   engine *e;
   if (engine_open(&e, &cfg, err, sizeof err) != 0) {
     engine_unlock(lockfd);
@@ -943,48 +946,14 @@ static int cmd_replay(args *a, common *c) {
 
 /* -------------------------------------------------------------- approve --- */
 
-/* Approval requests a session has emitted (approval.requested {request_id})
- * without a decision (approval.decided {request_id}) yet. */
-typedef struct pending {
-  char ids[32][160];
-  int n;
-} pending;
-
-static int json_str_field(const char *json, const char *key, char *out, size_t n) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":\"", key);
-  const char *p = json ? strstr(json, pat) : NULL;
-  if (!p) return -1;
-  p += strlen(pat);
-  size_t k = 0;
-  while (*p && *p != '"' && k + 1 < n) out[k++] = *p++;
-  out[k] = 0;
-  return 0;
-}
-
-static int collect_pending(void *ud, const domain_event *e) {
-  pending *p = ud;
-  char rid[160];
-  if (json_str_field(e->payload, "request_id", rid, sizeof rid) != 0) return 0;
-  if (strcmp(e->type, "approval.requested") == 0 && p->n < 32) {
-    snprintf(p->ids[p->n++], sizeof p->ids[0], "%s", rid);
-  } else if (strcmp(e->type, "approval.decided") == 0) {
-    for (int i = 0; i < p->n; i++)
-      if (strcmp(p->ids[i], rid) == 0) {
-        memmove(p->ids[i], p->ids[i + 1], (size_t)(p->n - i - 1) * sizeof p->ids[0]);
-        p->n--;
-        break;
-      }
-  }
-  return 0;
-}
-
 static const char *APPROVE_HELP =
     "usage: engine approve ID [--request RID] [--deny] [--reason TEXT] [--db PATH]\n"
     "\n"
-    "Answers an approval request of session ID (delivered as the signal\n"
-    "approval:RID). Without --request, the one pending request is answered; with\n"
-    "none or several pending it refuses (ambiguous requests fail closed).\n";
+    "Answers the approval request session ID waits on (delivered as the signal\n"
+    "approval:RID) and says which one it answered. With --request RID it answers\n"
+    "only that request: when another one is pending instead (RID timed out or was\n"
+    "answered meanwhile) nothing is sent and it exits 2, as it does when nothing\n"
+    "is pending, the request's deadline passed or it is answered already.\n";
 
 static int cmd_approve(args *a, common *c) {
   const char *id = NULL, *request = NULL, *reason = "";
@@ -1005,47 +974,17 @@ static int cmd_approve(args *a, common *c) {
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
-  wf_row w;
-  if (store_wf_get(st, id, &w) != 1) {
-    char err[512];
-    engine_unknown_id(id, err, sizeof err);
-    store_close(st);
-    return die(EXIT_USAGE, "%s", err);
-  }
-  wf_row_free(&w);
-  pending p = {.n = 0};
-  store_domain_list(st, id, 0, collect_pending, &p);
-  char rid[160];
-  if (request) {
-    int found = 0;
-    for (int i = 0; i < p.n; i++) found |= strcmp(p.ids[i], request) == 0;
-    if (!found) {
-      store_close(st);
-      return die(EXIT_USAGE, "approve: %s has no pending approval request '%s'", id, request);
-    }
-    snprintf(rid, sizeof rid, "%s", request);
-  } else if (p.n == 1) {
-    snprintf(rid, sizeof rid, "%s", p.ids[0]);
-  } else {
-    store_close(st);
-    if (p.n == 0) return die(EXIT_USAGE, "approve: no approval is pending for %s", id);
-    return die(EXIT_USAGE, "approve: %d approvals are pending for %s (first: %s); pass --request RID", p.n, id,
-               p.ids[0]);
-  }
   const char *user = getenv("USER");
-  char *qr = json_quote(reason), *qu = json_quote(user && *user ? user : "cli"), *qi = json_quote(rid);
-  char *payload = util_fmt("{\"approved\":%s,\"approver\":%s,\"reason\":%s,\"request_id\":%s}",
-                           deny ? "false" : "true", qu, qr, qi);
-  char name[200], err[512];
-  snprintf(name, sizeof name, "approval:%s", rid);
-  rc = engine_send_signal(st, id, name, payload, err, sizeof err);
-  free(qr);
-  free(qu);
-  free(qi);
-  free(payload);
+  approval_decision ans = {request, !deny, user && *user ? user : "cli", reason};
+  approval_request done;
+  char err[1024];
+  rc = approval_answer(st, id, &ans, &done, err, sizeof err);
   store_close(st);
-  if (rc) return die(EXIT_USAGE, "%s", err);
-  render_line(stderr, DIE_MAX, "engine: %s request %s of %s", deny ? "denied" : "approved", rid, id);
+  if (rc) return die(EXIT_USAGE, "approve: %s", err);
+  char about[200] = "";
+  if (*done.tool) snprintf(about, sizeof about, " (tool %s)", done.tool);
+  else if (*done.kind) snprintf(about, sizeof about, " (%s)", done.kind);
+  render_line(stderr, DIE_MAX, "engine: %s request %s%s of %s", deny ? "denied" : "approved", done.request_id, about, id);
   return EXIT_OK;
 }
 

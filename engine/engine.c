@@ -1559,9 +1559,51 @@ int engine_request_cancel(store *st, const char *id, char *err, size_t errlen) {
 
 /* ---------------------------------------------------------------- lock --- */
 
+/* The database file's own path in out (PATH_MAX bytes): symlinks followed (a
+ * dangling one too: the database may not exist yet), "." and ".." resolved,
+ * so every name of one file gives one lock. Returns 0, or -1 with errno. */
+static int canonical_db_path(const char *db_path, char *out) {
+  char cur[PATH_MAX];
+  if (snprintf(cur, sizeof cur, "%s", db_path) >= (int)sizeof cur) return errno = ENAMETOOLONG, -1;
+  for (int hops = 0; hops < 40; hops++) {
+    if (realpath(cur, out)) return 0;
+    if (errno != ENOENT) return -1;
+    char link[PATH_MAX], *d = util_strdup(cur), *b = util_strdup(cur);
+    const char *dir = dirname(d), *base = basename(b);
+    ssize_t n = readlink(cur, link, sizeof link - 1);
+    int rc = 1; /* 1: follow the link */
+    if (n < 0) {
+      /* no such file yet: its directory resolved, its name kept */
+      char rdir[PATH_MAX];
+      rc = !realpath(dir, rdir) ? -1
+           : snprintf(out, PATH_MAX, "%s/%s", strcmp(rdir, "/") ? rdir : "", base) >= PATH_MAX
+               ? (errno = ENAMETOOLONG, -1)
+               : 0;
+    } else {
+      link[n] = 0;
+      char next[PATH_MAX];
+      if (snprintf(next, sizeof next, "%s%s%s", link[0] == '/' ? "" : dir, link[0] == '/' ? "" : "/", link) >=
+          (int)sizeof next)
+        rc = (errno = ENAMETOOLONG, -1);
+      else
+        memcpy(cur, next, sizeof cur);
+    }
+    free(d);
+    free(b);
+    if (rc <= 0) return rc;
+  }
+  return errno = ELOOP, -1;
+}
+
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen) {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s.lock", db_path);
+  /* beside the file itself: a symlink or "x/../engine.db" to the same
+   * database must find the same lock, or two workers run one workflow */
+  char real[PATH_MAX], path[PATH_MAX + 8];
+  if (canonical_db_path(db_path, real) != 0) {
+    util_seterr(holder, holderlen, "cannot resolve %s: %s", db_path, strerror(errno));
+    return -1;
+  }
+  snprintf(path, sizeof path, "%s.lock", real);
   int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     util_seterr(holder, holderlen, "cannot open %s: %s", path, strerror(errno));
@@ -1612,7 +1654,10 @@ dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *u
   w->cb = cb;
   w->ud = ud;
   w->version = store_data_version(st);
-  char *p1 = util_strdup(store_path(st)), *p2 = util_strdup(store_path(st));
+  /* the directory the WAL is written in, whatever name the database was opened by */
+  char real[PATH_MAX];
+  const char *path = canonical_db_path(store_path(st), real) == 0 ? real : store_path(st);
+  char *p1 = util_strdup(path), *p2 = util_strdup(path);
   snprintf(w->base, sizeof w->base, "%s", basename(p1));
   uv_fs_event_init(loop, &w->fs);
   w->fs.data = w;

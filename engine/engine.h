@@ -14,7 +14,7 @@ typedef struct engine engine;
 typedef struct engine_config {
   const char *db_path;
   const char *lua_dir;
-  const char *only_wf; /* NULL: every workflow (serve); else just this one (start) */
+  const char *only_wf; /* NULL: every workflow (serve and start do so); else just this one */
   /* Called after the commit that made a workflow reach status (any change). */
   void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
   /* Called after each commit (start uses it to print new domain events). */
@@ -82,7 +82,9 @@ int engine_gc(store *st, char *report, size_t reportlen);
 int engine_policy_check(const char *dir, char *report, size_t reportlen);
 
 /* ---- the worker lock: one worker per database ---- */
-/* Returns an fd holding the lock, or -1 with *holder describing the holder. */
+/* Returns an fd holding the lock, or -1 with *holder describing the holder.
+ * The lock is <the database's resolved path>.lock, so every name of one
+ * database file (a symlink, "x/../engine.db") shares it. */
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen);
 void engine_unlock(int fd);
 

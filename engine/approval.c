@@ -1,0 +1,199 @@
+/* approval: which approval request a session waits on, and answering it (see
+ * approval.h). The workflow side of the protocol is workflows/agent_session.lua. */
+#include "approval.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "json.h"
+#include "util.h"
+
+#define SIGNAL_PREFIX "approval:"
+
+static int store_failed(store *st, char *err, size_t errlen) {
+  util_seterr(err, errlen, "%s", store_errmsg(st));
+  return -1;
+}
+
+/* A number field of JSON the engine itself wrote ({"deadline":N,...}). */
+static int64_t int_field(const char *json, const char *key, int64_t dflt) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = json ? strstr(json, pat) : NULL;
+  return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
+}
+
+/* ------------------------------------------- what the request is about --- */
+
+typedef struct describe_ctx {
+  lua_State *L;
+  approval_request *r;
+} describe_ctx;
+
+static int decode(lua_State *L) {
+  json_decode(L, lua_tostring(L, 1), lua_rawlen(L, 1));
+  return 1;
+}
+
+static void copy_string_field(lua_State *L, const char *k, char *out, size_t n) {
+  if (lua_getfield(L, -1, k) == LUA_TSTRING) snprintf(out, n, "%s", lua_tostring(L, -1));
+  lua_pop(L, 1);
+}
+
+/* The session's approval.requested event for r's id (payloads decoded, never
+ * scanned: a tool's arguments may hold any key). */
+static int on_event(void *ud, const domain_event *e) {
+  describe_ctx *d = ud;
+  if (strcmp(e->type, "approval.requested") != 0 || !e->payload) return 0;
+  lua_State *L = d->L;
+  lua_settop(L, 0);
+  lua_pushcfunction(L, decode);
+  lua_pushstring(L, e->payload);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) return 0;
+  int same = lua_getfield(L, -1, "request_id") == LUA_TSTRING && strcmp(lua_tostring(L, -1), d->r->request_id) == 0;
+  lua_pop(L, 1);
+  if (same) {
+    copy_string_field(L, "tool", d->r->tool, sizeof d->r->tool);
+    copy_string_field(L, "kind", d->r->kind, sizeof d->r->kind);
+  }
+  return 0;
+}
+
+static int describe(store *st, const char *id, approval_request *r) {
+  describe_ctx d = {luaL_newstate(), r};
+  int rc = store_domain_list(st, id, 0, on_event, &d);
+  lua_close(d.L);
+  return rc;
+}
+
+/* ---------------------------------------------------------- pending --- */
+
+/* The request the workflow's current run waits on: its last event is the
+ * wait for approval:RID (a run appends nothing while it waits). */
+static int find_pending(store *st, const wf_row *w, approval_request *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  out->deadline = -1;
+  int64_t last = store_hist_max_seq(st, w->id, w->run);
+  if (last < 0) return store_failed(st, err, errlen);
+  if (last == 0) return 0;
+  hist_list h = {0};
+  int got = store_hist_get(st, w->id, w->run, last, &h);
+  if (got < 0) return store_failed(st, err, errlen);
+  int pending = 0;
+  const hist_event *ev = got ? &h.v[0] : NULL;
+  if (ev && strcmp(ev->type, "SignalWaitStarted") == 0 && ev->name &&
+      strncmp(ev->name, SIGNAL_PREFIX, strlen(SIGNAL_PREFIX)) == 0) {
+    const char *rid = ev->name + strlen(SIGNAL_PREFIX);
+    if (strlen(rid) >= sizeof out->request_id) {
+      util_seterr(err, errlen, "workflow '%s' waits on an approval request whose id is longer than %zu bytes", w->id,
+                  sizeof out->request_id - 1);
+      pending = -1;
+    } else {
+      snprintf(out->request_id, sizeof out->request_id, "%s", rid);
+      out->deadline = int_field(ev->payload, "deadline", -1);
+      pending = 1;
+    }
+  }
+  hist_list_free(&h);
+  if (pending == 1 && describe(st, w->id, out) != STORE_OK) return store_failed(st, err, errlen);
+  return pending;
+}
+
+int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen) {
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found < 0) return store_failed(st, err, errlen);
+  if (found == 0) {
+    engine_unknown_id(id, err, errlen);
+    return -1;
+  }
+  int rc = engine_status_terminal(w.status) ? 0 : find_pending(st, &w, out, err, errlen);
+  wf_row_free(&w);
+  return rc;
+}
+
+/* ----------------------------------------------------------- answer --- */
+
+/* Writes the answer as the signal approval:RID, unless one is buffered already. */
+static int deliver(store *st, const char *id, const approval_request *p, const approval_decision *a, char *err,
+                   size_t errlen) {
+  char *name = util_fmt(SIGNAL_PREFIX "%s", p->request_id), *buffered = NULL;
+  int taken = store_signal_take(st, id, name, &buffered); /* undone by the caller's rollback */
+  free(buffered);
+  int rc = -1;
+  if (taken < 0) {
+    store_failed(st, err, errlen);
+  } else if (taken == 1) {
+    util_seterr(err, errlen, "request '%s' of %s is already answered (the worker has not taken the answer yet)",
+                p->request_id, id);
+  } else {
+    /* keys in canonical order: the log holds canonical JSON */
+    char *qa = json_quote(a->approver ? a->approver : ""), *qr = json_quote(a->reason ? a->reason : ""),
+         *qi = json_quote(p->request_id);
+    char *payload = util_fmt("{\"approved\":%s,\"approver\":%s,\"reason\":%s,\"request_id\":%s}",
+                             a->approved ? "true" : "false", qa, qr, qi);
+    int64_t now = util_now_ms();
+    if (store_signal_put(st, id, name, payload, now) != STORE_OK ||
+        store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK)
+      store_failed(st, err, errlen);
+    else
+      rc = 0;
+    free(qa);
+    free(qr);
+    free(qi);
+    free(payload);
+  }
+  free(name);
+  return rc;
+}
+
+int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,
+                    size_t errlen) {
+  /* one write transaction from the check to the signal: no worker commits in between */
+  if (store_begin(st) != STORE_OK) return store_failed(st, err, errlen);
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) {
+    if (found == 0) engine_unknown_id(id, err, errlen);
+    else store_failed(st, err, errlen);
+    store_rollback(st);
+    return -1;
+  }
+  approval_request p;
+  int rc = -1, n = engine_status_terminal(w.status) ? 0 : find_pending(st, &w, &p, err, errlen);
+  const char *named = a->request_id;
+  if (n < 0) {
+    /* err is set */
+  } else if (n == 0 && engine_status_terminal(w.status)) {
+    util_seterr(err, errlen, "workflow '%s' is %s: no approval is pending", id, w.status);
+  } else if (n == 0 && named) {
+    util_seterr(err, errlen, "%s has no pending approval request '%s' (answered, timed out or never asked)", id, named);
+  } else if (n == 0) {
+    util_seterr(err, errlen, "no approval is pending for %s", id);
+  } else if (named && strcmp(named, p.request_id) != 0) {
+    util_seterr(err, errlen,
+                "request '%s' of %s is not pending (answered, timed out or never asked); it waits on request '%s'%s%s",
+                named, id, p.request_id, *p.tool ? " for tool " : "", p.tool);
+  } else if (p.deadline >= 0 && util_now_ms() >= p.deadline) {
+    util_seterr(err, errlen, "request '%s' of %s timed out (its deadline passed): the session counts it as denied",
+                p.request_id, id);
+  } else {
+    rc = deliver(st, id, &p, a, err, errlen);
+  }
+  wf_row_free(&w);
+  if (rc != 0) {
+    store_rollback(st);
+    return -1;
+  }
+  if (store_commit(st) != STORE_OK) {
+    store_failed(st, err, errlen);
+    store_rollback(st);
+    return -1;
+  }
+  *answered = p;
+  return 0;
+}

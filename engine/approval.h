@@ -1,0 +1,42 @@
+/* approval: a session's approval requests and answering one, for the CLI and
+ * the HTTP API alike.
+ *
+ * A session asks by emitting approval.requested {request_id, tool | kind, ...}
+ * and waiting on the signal "approval:RID"; the answer is that signal with
+ * {approved, approver, reason, request_id}. A request is pending while the
+ * workflow waits on its signal, before its deadline, with no answer buffered
+ * yet. Answering checks all of that and writes the signal in one write
+ * transaction, so an answer never lands on a request that timed out or was
+ * answered meanwhile, and never on one the caller did not name. */
+#ifndef ENGINE_APPROVAL_H
+#define ENGINE_APPROVAL_H
+
+#include <stdint.h>
+
+#include "store.h"
+
+typedef struct approval_request {
+  char request_id[256];
+  char tool[128];   /* the tool it is about, or "" */
+  char kind[32];    /* "memory" for a memory update, or "" */
+  int64_t deadline; /* epoch ms, or -1 when it has none */
+} approval_request;
+
+/* The request workflow id waits on: 1 with *out filled, 0 when none is
+ * pending, -1 with err (an unknown workflow, a read error). */
+int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen);
+
+typedef struct approval_decision {
+  const char *request_id; /* the request meant; NULL: the pending one, whichever it is */
+  int approved;
+  const char *approver, *reason;
+} approval_decision;
+
+/* Answers a pending request of workflow id: 0 with *answered naming it, or -1
+ * with err saying why nothing was written (no such workflow, nothing pending,
+ * another request pending than the one named, its deadline passed, already
+ * answered, a store error). */
+int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,
+                    size_t errlen);
+
+#endif
