@@ -4,11 +4,13 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,29 +97,118 @@ static void fmt_time(int64_t ms, char *out, size_t n) {
   snprintf(out + k, n - k, ".%03dZ", (int)(ms % 1000));
 }
 
-static int open_existing(const char *db, store **st) {
+/* Why the database at db cannot be written, or NULL. SQLite says only "unable
+ * to open database file" there, and the worker lock only that its file cannot
+ * be opened: say which file or directory is read-only instead. */
+static const char *unwritable(const char *db, char *why, size_t n) {
+  char *tmp = util_strdup(db);
+  const char *dir = dirname(tmp);
+  const char *out = why;
+  if (access(db, F_OK) == 0 && access(db, W_OK) != 0)
+    snprintf(why, n, "the database %s is read-only (%s)", db, strerror(errno));
+  else if (access(dir, W_OK) != 0)
+    snprintf(why, n, "the directory %s is not writable (%s): SQLite writes the database's -wal and -shm files and "
+             "the engine its lock file there", dir, strerror(errno));
+  else
+    out = NULL;
+  free(tmp);
+  return out;
+}
+
+/* A read that failed is an error, never a shorter answer: a damaged page must
+ * not print part of a history with exit 0. Closes st. */
+static int read_failed(store *st, const char *what, const char *id) {
+  char msg[600];
+  snprintf(msg, sizeof msg, "%s", store_errmsg(st));
+  store_close(st);
+  return die(EXIT_USAGE, "cannot read %s of %s: %s", what, id, msg);
+}
+
+/* The workflow id names, found (1), or an exit code after saying why not. */
+static int find_workflow(store *st, const char *id, wf_row *w) {
+  int found = store_wf_get(st, id, w);
+  if (found == 1) return 1;
+  if (found < 0) return read_failed(st, "the workflow row", id);
   char err[512];
+  engine_unknown_id(id, err, sizeof err);
+  store_close(st);
+  return die(EXIT_USAGE, "%s", err);
+}
+
+static int open_existing(const char *db, store **st) {
+  char err[512], why[768];
   if (access(db, F_OK) != 0) return die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", db);
-  if (store_open(db, 1, st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
+  if (store_open(db, 1, st, err, sizeof err) != STORE_OK) {
+    if (unwritable(db, why, sizeof why)) return die(EXIT_USAGE, "cannot open database %s: %s", db, why);
+    return die(EXIT_USAGE, "%s", err);
+  }
   return 0;
 }
 
-/* Reads --input JSON or @file and validates it. */
+/* Reads --input @file into *text: a regular file, or a pipe or terminal
+ * (`@/dev/stdin`, `@<(cmd)`), never more than the payload limit (a regular
+ * file's size is known before a byte is read). Opened without blocking, so a
+ * FIFO nobody writes to does not hang the open. */
+static int read_input_file(const char *path, char **text, size_t *len) {
+  size_t max = json_max_payload();
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    return die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
+  }
+  int piped = S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode);
+  const char *what = S_ISDIR(sb.st_mode) ? "a directory" : S_ISSOCK(sb.st_mode) ? "a socket" : "a block device";
+  if (!S_ISREG(sb.st_mode) && !piped) {
+    close(fd);
+    return die(EXIT_USAGE, "--input: %s is %s, not a file", path, what);
+  }
+  if (S_ISREG(sb.st_mode) && (size_t)sb.st_size > max) {
+    close(fd);
+    return die(EXIT_USAGE, "--input %s is %lld bytes, more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", path,
+               (long long)sb.st_size, max);
+  }
+  if (piped) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* a pipe is read as it comes */
+  ubuf b = {0};
+  char chunk[65536];
+  ssize_t n;
+  while ((n = read(fd, chunk, sizeof chunk)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || ubuf_add(&b, chunk, (size_t)n) != 0) {
+      int e = n < 0 ? errno : ENOMEM;
+      close(fd);
+      ubuf_free(&b);
+      return die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
+    }
+    if (b.n > max) { /* a pipe: stop reading at the limit */
+      close(fd);
+      ubuf_free(&b);
+      return die(EXIT_USAGE, "--input %s is more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", path, max);
+    }
+  }
+  close(fd);
+  *len = b.n;
+  *text = b.p ? b.p : util_strdup("");
+  return 0;
+}
+
+/* Reads --input JSON or @file and checks it (size, UTF-8, no NUL byte, JSON):
+ * *out is its canonical form. */
 static int read_input(const char *spec, char **out) {
   char err[512];
   char *text;
+  size_t len;
   if (spec[0] == '@') {
-    text = util_read_file(spec + 1, NULL);
-    if (!text) return die(EXIT_USAGE, "--input: cannot read %s: %s", spec + 1, strerror(errno));
+    int rc = read_input_file(spec + 1, &text, &len);
+    if (rc) return rc;
   } else {
     text = util_strdup(spec);
+    len = strlen(text);
   }
-  if (json_validate(text, err, sizeof err) != 0) {
-    free(text);
-    return die(EXIT_USAGE, "--input is not valid JSON: %s", err);
-  }
-  *out = text;
-  return 0;
+  *out = json_accept(text, len, "--input", err, sizeof err);
+  free(text);
+  return *out ? 0 : die(EXIT_USAGE, "%s", err);
 }
 
 static int exit_for_status(const char *status) {
@@ -234,6 +325,7 @@ typedef struct follow {
   int64_t last;
   int json;
   FILE *out;
+  int failed; /* a read failed: --follow stops and says so */
 } follow;
 
 static int on_domain(void *ud, const domain_event *e) {
@@ -246,9 +338,11 @@ static int on_domain(void *ud, const domain_event *e) {
   return 0;
 }
 
-static void follow_flush(follow *f) {
-  store_domain_list(f->st, f->id, f->last, on_domain, f);
+/* Prints the events after the last one printed; STORE_OK or the read error. */
+static int follow_flush(follow *f) {
+  int rc = store_domain_list(f->st, f->id, f->last, on_domain, f);
   fflush(f->out);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- start --- */
@@ -344,7 +438,7 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   store *st;
   char err[512];
   if (store_open(db, 1, &st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
-  start_ctx s = {NULL, id, {st, id, 0, 0, stderr}, quiet};
+  start_ctx s = {NULL, id, {st, id, 0, 0, stderr, 0}, quiet};
   uv_loop_t *loop = uv_default_loop();
   dbwatch *w = dbwatch_start(loop, st, client_changed, &s);
   lockpoll lp = {db, -1};
@@ -435,14 +529,8 @@ static int cmd_start(args *a, common *c) {
     /* check the script before the database is touched (or created) */
     char serr[1024];
     size_t len;
-    char *src = util_read_file(script, &len);
-    if (!src) {
-      free(input);
-      return die(EXIT_USAGE, "cannot read workflow script %s: %s", script, strerror(errno));
-    }
-    char chunk[1100];
-    snprintf(chunk, sizeof chunk, "@%s", script);
-    int bad = wfvm_check_syntax(src, len, chunk, serr, sizeof serr);
+    char *src = engine_read_script(script, &len, serr, sizeof serr);
+    int bad = !src || engine_check_script(script, src, len, serr, sizeof serr) != 0;
     free(src);
     if (bad) {
       free(input);
@@ -450,6 +538,10 @@ static int cmd_start(args *a, common *c) {
     }
   }
   char genid[ENGINE_ID_MAX + 1], err[1024], holder[256];
+  if (unwritable(c->db, err, sizeof err)) {
+    free(input);
+    return die(EXIT_USAGE, "start: cannot write %s: %s", c->db, err);
+  }
   if (!id) {
     generated_id(script, genid, sizeof genid);
     id = genid;
@@ -481,7 +573,7 @@ static int cmd_start(args *a, common *c) {
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", id);
     input = util_strdup("{}");
   }
-  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr}, quiet};
+  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr, 0}, quiet};
   /* the worker runs every workflow of the database, not only this one: a
    * start that follows it must not wait for a worker that never runs it */
   engine_config cfg = {c->db, NULL, NULL, start_on_status, start_on_commit, &s};
@@ -551,7 +643,8 @@ static int cmd_serve(args *a, common *c) {
     else if (bad) return EXIT_USAGE;
     else return die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
   }
-  char err[512], holder[256];
+  char err[512], holder[256], why[768];
+  if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", c->db, why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
   if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", c->db, holder);
   engine_config cfg = {c->db, NULL, NULL, NULL, NULL, NULL};
@@ -604,7 +697,11 @@ static int cmd_signal(args *a, common *c) {
   int rc = parse_simple(a, c, SIGNAL_HELP, pos, 3, 2);
   if (rc || c->help) return rc;
   char err[512];
-  if (json_validate(pos[2], err, sizeof err) != 0) return die(EXIT_USAGE, "signal payload is not valid JSON: %s", err);
+  /* both checked before the database is opened */
+  if (engine_check_signal_name(pos[1], err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
+  char *canon = json_accept(pos[2], strlen(pos[2]), "the signal payload", err, sizeof err);
+  if (!canon) return die(EXIT_USAGE, "%s", err);
+  free(canon);
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
   rc = engine_send_signal(st, pos[0], pos[1], pos[2], err, sizeof err);
@@ -682,7 +779,7 @@ static int cmd_list(args *a, common *c) {
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
   if (!c->json) printf("%-36s %-10s %4s  %-24s  %s\n", "ID", "STATUS", "RUN", "UPDATED", "SCRIPT");
-  store_wf_list(st, status, list_row, c);
+  if (store_wf_list(st, status, list_row, c) != STORE_OK) return read_failed(st, "the workflows", c->db);
   store_close(st);
   return EXIT_OK;
 }
@@ -718,15 +815,17 @@ static int cmd_show(args *a, common *c) {
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
   wf_row w;
-  int found = store_wf_get(st, pos[0], &w);
-  if (found != 1) {
-    char err[512];
-    engine_unknown_id(pos[0], err, sizeof err);
-    store_close(st);
-    return die(EXIT_USAGE, "%s", err);
-  }
+  if ((rc = find_workflow(st, pos[0], &w)) != 1) return rc;
   hist_list h = {0};
-  store_hist_load(st, w.id, w.run, &h);
+  sandbox_line s = {.text = ""};
+  int ntasks = 0, nsig = 0;
+  if (store_hist_load(st, w.id, w.run, &h) != STORE_OK || (ntasks = store_task_count(st, w.id)) < 0 ||
+      (nsig = store_signal_count(st, w.id)) < 0 || store_domain_list(st, w.id, 0, find_sandbox, &s) != STORE_OK) {
+    hist_list_free(&h);
+    ubuf_free(&s.artifacts);
+    wf_row_free(&w);
+    return read_failed(st, "the history", pos[0]);
+  }
   char waiting[512] = "";
   if (!engine_status_terminal(w.status) && h.n) {
     const hist_event *last = &h.v[h.n - 1];
@@ -737,7 +836,6 @@ static int cmd_show(args *a, common *c) {
     else if (strcmp(last->type, "ActivityScheduled") == 0)
       snprintf(waiting, sizeof waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
   }
-  int ntasks = store_task_count(st, w.id), nsig = store_signal_count(st, w.id);
   char ct[40], ut[40];
   fmt_time(w.created_at, ct, sizeof ct);
   fmt_time(w.updated_at, ut, sizeof ut);
@@ -766,15 +864,13 @@ static int cmd_show(args *a, common *c) {
     if (w.result) render_line(stdout, 0, "result:    %s", w.result);
     if (w.error) render_line(stdout, 0, "error:     %s", w.error);
     render_line(stdout, 0, "history:   %zu events, %d pending tasks, %d buffered signals", h.n, ntasks, nsig);
-    sandbox_line s = {.text = ""};
-    store_domain_list(st, w.id, 0, find_sandbox, &s);
     if (*s.text) render_line(stdout, 0, "sandbox:   %s", s.text);
     if (s.nartifacts) {
       ubuf_add(&s.artifacts, "]", 2);
       render_line(stdout, 0, "artifacts: %s", s.artifacts.p);
     }
-    ubuf_free(&s.artifacts);
   }
+  ubuf_free(&s.artifacts);
   hist_list_free(&h);
   wf_row_free(&w);
   store_close(st);
@@ -808,14 +904,13 @@ static int cmd_history(args *a, common *c) {
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
   wf_row w;
-  if (store_wf_get(st, id, &w) != 1) {
-    char err[512];
-    engine_unknown_id(id, err, sizeof err);
-    store_close(st);
-    return die(EXIT_USAGE, "%s", err);
-  }
+  if ((rc = find_workflow(st, id, &w)) != 1) return rc;
   hist_list h = {0};
-  store_hist_load(st, id, run > 0 ? run : w.run, &h);
+  if (store_hist_load(st, id, run > 0 ? run : w.run, &h) != STORE_OK) { /* nothing printed: all or an error */
+    hist_list_free(&h);
+    wf_row_free(&w);
+    return read_failed(st, "the history", id);
+  }
   for (size_t i = 0; i < h.n; i++) {
     const hist_event *e = &h.v[i];
     if (c->json) {
@@ -853,14 +948,17 @@ static const char *EVENTS_HELP =
 
 static void events_changed(void *ud) {
   follow *f = ud;
-  follow_flush(f);
   wf_row w;
-  if (store_wf_get(f->st, f->id, &w) == 1) {
+  int found = follow_flush(f) == STORE_OK ? store_wf_get(f->st, f->id, &w) : -1;
+  if (found == 1) {
     if (engine_status_terminal(w.status)) {
-      follow_flush(f);
+      if (follow_flush(f) != STORE_OK) f->failed = 1;
       uv_stop(uv_default_loop());
     }
     wf_row_free(&w);
+  } else if (found < 0) {
+    f->failed = 1;
+    uv_stop(uv_default_loop());
   }
 }
 
@@ -883,16 +981,11 @@ static int cmd_events(args *a, common *c) {
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
   wf_row w;
-  if (store_wf_get(st, id, &w) != 1) {
-    char err[512];
-    engine_unknown_id(id, err, sizeof err);
-    store_close(st);
-    return die(EXIT_USAGE, "%s", err);
-  }
+  if ((rc = find_workflow(st, id, &w)) != 1) return rc;
   int done = engine_status_terminal(w.status);
   wf_row_free(&w);
-  follow f = {st, id, 0, c->json, stdout};
-  follow_flush(&f);
+  follow f = {st, id, 0, c->json, stdout, 0};
+  if (follow_flush(&f) != STORE_OK) return read_failed(st, "the events", id);
   if (follow_mode && !done) {
     uv_loop_t *loop = uv_default_loop();
     dbwatch *dw = dbwatch_start(loop, st, events_changed, &f);
@@ -901,6 +994,7 @@ static int cmd_events(args *a, common *c) {
     dbwatch_stop(dw);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
+    if (f.failed) return read_failed(st, "the events", id);
   }
   store_close(st);
   return EXIT_OK;
@@ -1063,6 +1157,8 @@ int cli_main(int argc, char **argv) {
   }
   args a = {argc, argv, 2};
   const char *cmd = argv[1];
+  char err[256];
+  if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
   if (strcmp(cmd, "start") == 0) return cmd_start(&a, &c);
   if (strcmp(cmd, "serve") == 0) return cmd_serve(&a, &c);
   if (strcmp(cmd, "signal") == 0) return cmd_signal(&a, &c);

@@ -1334,6 +1334,86 @@ void engine_unknown_id(const char *id, char *err, size_t errlen) {
   if (engine_check_id(id, err, errlen) == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
 }
 
+int engine_check_signal_name(const char *name, char *err, size_t errlen) {
+  size_t n = strlen(name);
+  char shown[48], what[64] = "";
+  render_buf(shown, sizeof shown, name, n, 0);
+  if (n == 0) snprintf(what, sizeof what, "it is empty");
+  else if (n > ENGINE_SIGNAL_NAME_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, ENGINE_SIGNAL_NAME_MAX);
+  for (size_t i = 0; i < n && !*what;) {
+    uint32_t cp;
+    size_t bad, len = util_utf8_decode(name + i, n - i, &cp, &bad);
+    if (!len) snprintf(what, sizeof what, "byte %zu is not UTF-8", i + 1);
+    else if (util_unsafe_codepoint(cp)) snprintf(what, sizeof what, "a control character at byte %zu", i + 1);
+    i += len;
+  }
+  if (!*what) return 0;
+  util_seterr(err, errlen, "invalid signal name \"%s\": %s (signal names are 1-%d bytes of UTF-8 without control "
+              "characters)", shown, what, ENGINE_SIGNAL_NAME_MAX);
+  return -1;
+}
+
+/* Scripts are regular files: opened without blocking, so a FIFO in their place
+ * is refused instead of hanging the read, and a directory is named as one. */
+char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    const char *what = S_ISDIR(sb.st_mode)    ? "a directory"
+                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISSOCK(sb.st_mode) ? "a socket"
+                                              : "a device";
+    util_seterr(err, errlen, "workflow script %s is %s, not a file", path, what);
+    close(fd);
+    return NULL;
+  }
+  ubuf b = {0};
+  char chunk[65536];
+  ssize_t n;
+  while ((n = read(fd, chunk, sizeof chunk)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || ubuf_add(&b, chunk, (size_t)n) != 0) {
+      util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(n < 0 ? errno : ENOMEM));
+      ubuf_free(&b);
+      close(fd);
+      return NULL;
+    }
+  }
+  close(fd);
+  if (ubuf_add(&b, "", 1) != 0) { /* NUL-terminated for the callers that print it */
+    ubuf_free(&b);
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(ENOMEM));
+    return NULL;
+  }
+  *len = b.n - 1;
+  return b.p;
+}
+
+static char *script_check_load(void *ud, const char *name, size_t *len, char **chunkname, char *err,
+                               size_t errlen) {
+  return load_module_common(ud, name, len, chunkname, err, errlen);
+}
+
+int engine_check_script(const char *path, const char *src, size_t len, char *err, size_t errlen) {
+  char chunk[PATH_MAX + 2], absdir[PATH_MAX], why[768];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) return -1;
+  /* before anything is written: a script that cannot start leaves no failed row */
+  char *tmp = util_strdup(path);
+  if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+  free(tmp);
+  modhost m = {NULL, NULL, 0, absdir, engine_lua_dir(), 0};
+  wfvm_host host = {&m, NULL, NULL, script_check_load, NULL};
+  if (wfvm_check_main(&host, src, len, chunk, why, sizeof why) == 0) return 0;
+  util_seterr(err, errlen, "workflow script %s %s", path, why);
+  return -1;
+}
+
 static int commit_or_fail(store *st, char *err, size_t errlen) {
   if (store_commit(st) != STORE_OK) {
     util_seterr(err, errlen, "%s", store_errmsg(st));
@@ -1363,18 +1443,20 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
     len = pre->len;
     memcpy(hash, pre->hash, sizeof hash);
   } else {
-    src = util_read_file(script_path, &len);
-    if (!src) {
-      util_seterr(err, errlen, "cannot read workflow script %s: %s", script_path, strerror(errno));
-      return -1;
-    }
-    char chunk[PATH_MAX + 2];
-    snprintf(chunk, sizeof chunk, "@%s", script_path);
-    if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) {
+    src = engine_read_script(script_path, &len, err, errlen);
+    if (!src) return -1;
+    if (engine_check_script(script_path, src, len, err, errlen) != 0) {
       free(src);
       return -1;
     }
     util_sha256_hex(src, len, hash);
+  }
+  /* the log holds the input in canonical form: one line, stable bytes; a bad
+   * one is refused before the transaction begins */
+  char *canon = json_accept(input_json, strlen(input_json), "the workflow input", err, errlen);
+  if (!canon) {
+    free(src);
+    return -1;
   }
   char absdir[PATH_MAX];
   char *tmp = util_strdup(script_path);
@@ -1382,6 +1464,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   free(tmp);
   if (store_begin(st) != STORE_OK) {
     free(src);
+    free(canon);
     util_seterr(err, errlen, "%s", store_errmsg(st));
     return -1;
   }
@@ -1390,11 +1473,13 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   if (found == 1) {
     wf_row_free(&w);
     free(src);
+    free(canon);
     *existed = 1;
     return 0;
   }
   if (engine_check_id(id, err, errlen) != 0) {
     free(src);
+    free(canon);
     return -1;
   }
   int64_t now = util_now_ms();
@@ -1402,12 +1487,6 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
                 NULL, NULL, 0, now, now};
   char seed[17];
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
-  /* the log holds the input in canonical form: one line, stable bytes */
-  char *canon = json_canonical(input_json, err, errlen);
-  if (!canon) {
-    free(src);
-    return -1;
-  }
   row.input = canon;
   char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", canon, seed);
   hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
@@ -1448,14 +1527,9 @@ static const scriptbuf *cached_script(engine *e, const char *path, char *err, si
   scriptbuf *s = strmap_get(&e->scripts, path);
   if (s && s->mtime_ns == mt && s->size == (int64_t)sb.st_size) return s;
   size_t len;
-  char *src = util_read_file(path, &len);
-  if (!src) {
-    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
-    return NULL;
-  }
-  char chunk[PATH_MAX + 2];
-  snprintf(chunk, sizeof chunk, "@%s", path);
-  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) {
+  char *src = engine_read_script(path, &len, err, errlen);
+  if (!src) return NULL;
+  if (engine_check_script(path, src, len, err, errlen) != 0) {
     free(src);
     return NULL;
   }
@@ -1488,19 +1562,26 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
 
 int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
                         size_t errlen) {
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
+  if (!canon) return -1;
   wf_row w;
   int found = store_wf_get(e->st, id, &w);
   if (found != 1) {
+    free(canon);
     engine_unknown_id(id, err, errlen);
     return -1;
   }
   int live = !engine_status_terminal(w.status);
   wf_row_free(&w);
   if (!live) {
+    free(canon);
     util_seterr(err, errlen, "workflow '%s' has finished; signal not delivered", id);
     return -1;
   }
-  if (store_signal_put(e->st, id, name, payload, util_now_ms()) != STORE_OK) {
+  int rc = store_signal_put(e->st, id, name, canon, util_now_ms());
+  free(canon);
+  if (rc != STORE_OK) {
     util_seterr(err, errlen, "%s", store_errmsg(e->st));
     return -1;
   }
@@ -1530,7 +1611,8 @@ static int begin_live(store *st, const char *id, const char *what, char *err, si
 }
 
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
-  char *canon = json_canonical(payload, err, errlen);
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
   if (!canon) return -1;
   if (begin_live(st, id, "signal", err, errlen) != 0) {
     free(canon);

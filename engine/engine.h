@@ -49,6 +49,21 @@ int engine_check_id(const char *id, char *err, size_t errlen);
  * "unknown workflow 'ID'". */
 void engine_unknown_id(const char *id, char *err, size_t errlen);
 
+/* Signal names (what `engine signal` and the API send): 1 to
+ * ENGINE_SIGNAL_NAME_MAX bytes of UTF-8 without control characters (C0, DEL,
+ * C1) or bidi controls. Returns 0, or -1 with err naming the problem. */
+#define ENGINE_SIGNAL_NAME_MAX 256
+int engine_check_signal_name(const char *name, char *err, size_t errlen);
+
+/* Reads a workflow script: a regular file only (a FIFO, a device or a
+ * directory is refused by name, never read). Returns the malloc'd source
+ * (NUL-terminated, *len without it), or NULL with err. */
+char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen);
+/* Checks a script read from path as a start would run it: it compiles, and its
+ * main chunk, run alone in a throwaway sandbox (modules from beside it),
+ * returns function(input). Returns 0, or -1 with err. */
+int engine_check_script(const char *path, const char *src, size_t len, char *err, size_t errlen);
+
 /* Creates workflow id from script (stored by content hash) with input JSON and
  * queues it. *existed is set (and nothing written) when id already exists. */
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,

@@ -282,8 +282,11 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
   sqlite3_busy_timeout(s->db, btm ? atoi(btm) : 5000);
   const char *sync = getenv("ENGINE_SYNCHRONOUS");
   char pragmas[256];
+  /* cell_size_check: a damaged page is an error when it is read, not a scan
+   * that quietly ends early (a history cut short with no error at all) */
   snprintf(pragmas, sizeof pragmas,
-           "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY;",
+           "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY; "
+           "PRAGMA cell_size_check=ON;",
            sync && *sync ? sync : "FULL");
   char *emsg = NULL;
   /* The first statement reads the header: a file that is not SQLite fails here.
@@ -622,7 +625,16 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
   if (!st) return STORE_ERR;
   bind_text(st, 1, wf_id);
   bind_int(st, 2, run);
-  return read_events(s, st, out);
+  size_t from = out->n;
+  if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
+  /* a run's history is dense from 1: a hole is damage, never a shorter history */
+  for (size_t i = from; i < out->n; i++)
+    if (out->v[i].seq != (int64_t)(i - from) + 1) {
+      util_seterr(s->err, sizeof s->err, "load history: event #%lld of %s is missing (the database is damaged)",
+                  (long long)(i - from) + 1, wf_id);
+      return STORE_ERR;
+    }
+  return STORE_OK;
 }
 
 int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {

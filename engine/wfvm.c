@@ -707,6 +707,15 @@ static const char *BOOT_LUA =
     "end\n"
     "return main(input)\n";
 
+/* wfvm_check_main's body: the chunk alone, raising when it returns no function. */
+static const char *LOAD_BOOT_LUA =
+    "local chunk = ...\n"
+    "local main = chunk()\n"
+    "if type(main) ~= 'function' then\n"
+    "  error({type = 'NotAFunction', message = 'must return a function(input), but it returns ' ..\n"
+    "    (main == nil and 'nil' or 'a ' .. type(main))})\n"
+    "end\n";
+
 static const char *SAFE_GLOBALS[] = {"assert", "error",    "ipairs",  "next",     "pcall",    "rawequal",
                                      "rawget", "rawlen",   "rawset",  "select",   "setmetatable",
                                      "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION",
@@ -952,7 +961,8 @@ wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *ch
   vm->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   lua_sethook(vm->co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
 
-  if (luaL_loadbufferx(vm->co, BOOT_LUA, strlen(BOOT_LUA), "=engine.boot", "t") != LUA_OK ||
+  const char *boot = vm->cfg.load_only ? LOAD_BOOT_LUA : BOOT_LUA;
+  if (luaL_loadbufferx(vm->co, boot, strlen(boot), "=engine.boot", "t") != LUA_OK ||
       luaL_loadbufferx(vm->co, src, len, chunkname, mode) != LUA_OK) {
     set_output(vm, message_json(L, "ScriptError", lua_tostring(vm->co, -1)));
     return WFVM_FAILED;
@@ -992,6 +1002,44 @@ int wfvm_check_syntax(const char *src, size_t len, const char *chunkname, char *
   if (rc != LUA_OK) util_seterr(err, errlen, "%s", lua_tostring(L, -1));
   lua_close(L);
   return rc == LUA_OK ? 0 : -1;
+}
+
+/* What wfvm_check_main says of a failed load, from the error JSON (decoded in
+ * a fresh state: the VM that made it may be out of memory). */
+static void load_error(const char *json, char *err, size_t errlen) {
+  lua_State *L = luaL_newstate();
+  char derr[64];
+  if (L && json_decode_safe(L, json, strlen(json), derr, sizeof derr) == 0 && lua_istable(L, -1) &&
+      lua_getfield(L, -1, "message") == LUA_TSTRING && lua_getfield(L, -2, "type") == LUA_TSTRING)
+    util_seterr(err, errlen, "%s%s", strcmp(lua_tostring(L, -1), "NotAFunction") == 0 ? "" : "fails while loading: ",
+                lua_tostring(L, -2));
+  else
+    util_seterr(err, errlen, "fails while loading: %s", json);
+  if (L) lua_close(L);
+}
+
+int wfvm_check_main(const wfvm_host *host, const char *src, size_t len, const char *chunkname, char *err,
+                    size_t errlen) {
+  wfvm_config cfg;
+  wfvm_config_default(&cfg);
+  cfg.check_only = 1; /* a primitive at load time ends the check: nothing is appended */
+  cfg.load_only = 1;
+  hist_list h = {calloc(1, sizeof(hist_event)), 1, 1};
+  h.v[0] = (hist_event){1, util_strdup("WorkflowStarted"), 0,
+                        NULL, NULL, util_strdup("{\"input\":null,\"seed\":\"0\"}"), 0};
+  wfvm *vm = wfvm_new(&cfg, host, "(script check)", 1, &h);
+  if (!vm) {
+    hist_list_free(&h);
+    util_seterr(err, errlen, "out of memory");
+    return -1;
+  }
+  wfvm_state st = wfvm_start(vm, src, len, chunkname);
+  /* END, DONE: it returned a function; BLOCKED: it called a primitive while
+   * loading, which only a run can judge */
+  int rc = st == WFVM_FAILED || st == WFVM_KILLED ? -1 : 0;
+  if (rc) load_error(wfvm_output(vm), err, errlen);
+  wfvm_free(vm);
+  return rc;
 }
 
 static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {

@@ -34,6 +34,7 @@ typedef struct wfvm_config {
   size_t mem_limit;      /* bytes; ENGINE_WF_MEMORY_MB */
   int64_t instr_limit;   /* per resume; ENGINE_WF_INSTRUCTIONS */
   int check_only;        /* replay check: stop at the end of history instead of appending */
+  int load_only;         /* wfvm_check_main: run the main chunk only, not the function it returns */
 } wfvm_config;
 
 typedef enum wfvm_state {
@@ -83,5 +84,12 @@ size_t wfvm_mem_used(const wfvm *vm);
 
 /* Checks a script for syntax errors without running it. */
 int wfvm_check_syntax(const char *src, size_t len, const char *chunkname, char *err, size_t errlen);
+/* Runs a script's main chunk alone in a throwaway VM (modules through
+ * host->load_module; nothing else of the host is used) and checks that it
+ * returns function(input). Returns 0, or -1 with err ("must return a
+ * function(input), but it returns a number", "fails while loading: ...").
+ * A chunk that calls a primitive while loading passes: only a run can tell. */
+int wfvm_check_main(const wfvm_host *host, const char *src, size_t len, const char *chunkname, char *err,
+                    size_t errlen);
 
 #endif

@@ -69,6 +69,123 @@ assert_exit "foreign SQLite database" 2 engine start "$HELLO" --db "$T/foreign.d
 assert_contains "says not an engine database" "not an engine database" "$ERR"
 assert_eq "foreign file unchanged" "$sum" "$(sha256sum "$T/foreign.db")"
 
+# --- payload limits: checked before anything is written (ENGINE_MAX_PAYLOAD_BYTES, default 4 MiB)
+fresh="$T/fresh.db"
+head -c $((50 * 1024 * 1024)) /dev/zero | tr '\0' 'x' | sed 's/^/"/; s/$/"/' >"$T/big.json"
+assert_exit "a 50 MB --input @file" 2 engine start "$HELLO" --db "$fresh" --detach --input @"$T/big.json"
+assert_contains "names size and limit" "is 52428802 bytes, more than the limit of 4194304 bytes (ENGINE_MAX_PAYLOAD_BYTES)" "$ERR"
+one_line "50 MB input"
+assert_eq "no database was created for it" no "$([ -e "$fresh" ] && echo yes || echo no)"
+assert_exit "a 50 MB --input from a pipe" 2 engine start "$HELLO" --db "$fresh" --detach --input @<(cat "$T/big.json")
+assert_contains "a pipe is cut at the limit" "more than the limit of 4194304 bytes" "$ERR"
+assert_exit "a small --input from a pipe is fine" 0 engine start "$HELLO" --db "$fresh" --id piped \
+  --input @<(echo '{"n":1,"sleep":0,"approval_timeout":0}')
+rm -f "$fresh"*
+before="$(db_sum)"
+big="\"$(head -c 3000 /dev/zero | tr '\0' 'y')\""
+ENGINE_MAX_PAYLOAD_BYTES=2048 assert_exit "--input over ENGINE_MAX_PAYLOAD_BYTES" 2 \
+  env ENGINE_MAX_PAYLOAD_BYTES=2048 "$ENGINE" start "$HELLO" --detach --input "$big"
+assert_contains "names the configured limit" "--input is 3002 bytes, more than the limit of 2048 bytes" "$ERR"
+bg W engine start "$HELLO" --id sig-target --input '{"n":1,"sleep":0,"approval_timeout":600}'
+wait_status sig-target waiting 30 || fail "sig-target never waited"
+kill "$W"; wait "$W" 2>/dev/null || true
+sync
+before="$(db_sum)"
+assert_exit "signal payload over the limit" 2 env ENGINE_MAX_PAYLOAD_BYTES=2048 "$ENGINE" signal sig-target approval "$big"
+assert_contains "names the signal payload" "the signal payload is 3002 bytes, more than the limit of 2048 bytes" "$ERR"
+one_line "big signal"
+assert_exit "a bad ENGINE_MAX_PAYLOAD_BYTES" 2 env ENGINE_MAX_PAYLOAD_BYTES=lots "$ENGINE" signal sig-target approval '{}'
+assert_contains "names the variable" "ENGINE_MAX_PAYLOAD_BYTES must be a number of bytes" "$ERR"
+
+# --- invalid UTF-8 and NUL bytes in inputs, payloads and signal names (RFC 8259: JSON text is UTF-8)
+assert_exit "--input with invalid UTF-8" 2 engine start "$HELLO" --detach --input $'{"name":"\xff"}'
+assert_contains "says not UTF-8" "--input is not UTF-8: byte 10 (0xff)" "$ERR"; one_line "invalid UTF-8"
+printf '{"name":"a\xc0\xafb"}' >"$T/overlong.json"
+assert_exit "--input @file with an overlong sequence" 2 engine start "$HELLO" --detach --input @"$T/overlong.json"
+assert_contains "overlong is not UTF-8" "not UTF-8: byte 11 (0xc0)" "$ERR"
+printf '{"n":1}\0{"garbage":' >"$T/nul.json"
+assert_exit "--input @file with a NUL byte" 2 engine start "$HELLO" --detach --input @"$T/nul.json"
+assert_contains "names the NUL byte" "--input contains a NUL byte at byte 8" "$ERR"; one_line "NUL input"
+assert_exit "--input with a number JSON allows but no double holds" 2 engine start "$HELLO" --detach --input '{"n":1e999}'
+assert_contains "says out of range" "out of range" "$ERR"
+assert_exit "signal payload with invalid UTF-8" 2 engine signal sig-target approval $'"\xed\xa0\x80"'
+assert_contains "payload not UTF-8" "the signal payload is not UTF-8" "$ERR"
+assert_exit "signal name with invalid UTF-8" 2 engine signal sig-target $'appr\xffoval' '{}'
+assert_contains "names the rule" "invalid signal name" "$ERR"; one_line "bad signal name"
+assert_exit "signal name with an escape" 2 engine signal sig-target $'approval\e[2J' '{}'
+assert_contains "a control character" "a control character at byte 9" "$ERR"
+assert_exit "signal name with a newline" 2 engine signal sig-target $'approval\nx' '{}'
+assert_exit "empty signal name" 2 engine signal sig-target '' '{}'
+assert_exit "signal name over 256 bytes" 2 engine signal sig-target "$(printf 'n%.0s' $(seq 300))" '{}'
+assert_contains "says how long" "300 bytes, more than 256" "$ERR"
+assert_eq "database unchanged by the refused payloads and names" "$before" "$(db_sum)"
+# an escaped NUL is legal JSON: carried by length, never cut at it
+printf 'return function(input) return input end\n' >"$T/echo.lua"
+assert_exit "an escaped NUL in --input" 0 engine start "$T/echo.lua" --id echo-nul --input '{"s":"a\u0000b","e":"\u00e9"}'
+assert_eq "the workflow gets it whole" '{"e":"é","s":"a\u0000b"}' "$OUT"
+
+# --- the workflow file: a regular file returning a function, checked before anything is written
+rm -f "$T/nodb.db"*
+mkfifo "$T/fifo.lua"
+assert_exit "a FIFO as the workflow file (no hang)" 2 timeout 20 "$ENGINE" start "$T/fifo.lua" --db "$T/nodb.db"
+assert_contains "says FIFO" "workflow script $T/fifo.lua is a FIFO, not a file" "$ERR"; one_line "FIFO script"
+mkdir "$T/dir.lua"
+assert_exit "a directory as the workflow file" 2 engine start "$T/dir.lua" --db "$T/nodb.db"
+assert_contains "says directory" "is a directory, not a file" "$ERR"
+assert_exit "a directory as --input" 2 engine start "$HELLO" --detach --db "$T/nodb.db" --input @"$T/dir.lua"
+assert_contains "says directory (input)" "--input: $T/dir.lua is a directory" "$ERR"
+printf 'local wf = require "workflow"\nreturn 42\n' >"$T/number.lua"
+assert_exit "a script returning a number" 2 engine start "$T/number.lua" --db "$T/nodb.db"
+assert_contains "says what it returns" "must return a function(input), but it returns a number" "$ERR"
+one_line "non-function"
+printf 'local helper = require "no_such_helper"\nreturn function() end\n' >"$T/missing_mod.lua"
+assert_exit "a script whose require fails while loading" 2 engine start "$T/missing_mod.lua" --db "$T/nodb.db"
+assert_contains "says it fails while loading" "fails while loading" "$ERR"
+assert_eq "no database for any of them" no "$([ -e "$T/nodb.db" ] && echo yes || echo no)"
+before="$(db_sum)"
+assert_exit "a non-function script with a database" 2 engine start "$T/number.lua" --id numbered
+assert_eq "no failed row left" "" "$(engine list | grep -w numbered || true)"
+assert_eq "database unchanged by the bad scripts" "$before" "$(db_sum)"
+
+# --- a damaged page: every read is all or an error, never a shorter answer with exit 0
+printf 'local wf = require "workflow"\nreturn function(input)\n  for i = 1, input.n do\n    wf.checkpoint("c" .. i, function() return string.rep("h", 300) end)\n    wf.emit("agent.message", {text = string.rep("e", 300)})\n  end\n  return "done"\nend\n' >"$T/long.lua"
+engine start "$T/long.lua" --db "$T/damaged.db" --id long --input '{"n":200}' >/dev/null 2>&1
+sqlite3 "$T/damaged.db" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
+page() { sqlite3 "$T/damaged.db" "SELECT pageno FROM dbstat WHERE name='$1' AND pagetype='leaf' ORDER BY pageno LIMIT 1 OFFSET 5"; }
+psize="$(sqlite3 "$T/damaged.db" 'PRAGMA page_size')"
+hp="$(page history)"; dp="$(page domain_events)"
+[ -n "$hp" ] && [ -n "$dp" ] && pass "history and events span pages ($hp, $dp)" || fail "no leaf pages to damage"
+for p in $hp $dp; do
+  python3 -c "import sys; f=open(sys.argv[1],'r+b'); f.seek(($p-1)*$psize+8); f.write(b'\xde\xad\xbe\xef'*64)" "$T/damaged.db"
+done
+assert_exit "history of a damaged database" 2 engine history long --db "$T/damaged.db"
+assert_eq "prints no partial history" "" "$OUT"
+assert_contains "says the read failed" "cannot read the history of long: load history: database disk image is malformed" "$ERR"
+one_line "damaged history"
+assert_exit "history --json of a damaged database" 2 engine history long --json --db "$T/damaged.db"
+assert_exit "show of a damaged database" 2 engine show long --db "$T/damaged.db"
+assert_eq "show prints no short count" "" "$OUT"
+assert_contains "show says the read failed" "malformed" "$ERR"
+assert_exit "events of a damaged database" 2 engine events long --db "$T/damaged.db"
+assert_contains "events says the read failed" "cannot read the events of long" "$ERR"
+
+# --- a database on a read-only file system: say so, not "already served by cannot open ..."
+mkdir -p "$T/ro"
+if mount -t tmpfs -o size=8m tmpfs "$T/ro" 2>/dev/null; then
+  cp "$ENGINE_DB" "$T/ro/engine.db"
+  mount -o remount,ro "$T/ro"
+  assert_exit "serve on a read-only file system" 2 engine serve --db "$T/ro/engine.db"
+  assert_contains "says read-only" "serve: cannot serve $T/ro/engine.db: the database $T/ro/engine.db is read-only (Read-only file system)" "$ERR"
+  one_line "read-only serve"
+  assert_exit "start into a read-only directory" 2 engine start "$HELLO" --detach --db "$T/ro/new.db"
+  assert_contains "names the directory" "the directory $T/ro is not writable (Read-only file system)" "$ERR"
+  assert_exit "show on a read-only file system" 2 engine show done --db "$T/ro/engine.db"
+  assert_contains "show says read-only" "read-only" "$ERR"
+  umount "$T/ro"
+else
+  echo "skip - read-only file system checks (mounting a tmpfs needs root)"
+fi
+
 # --- every command answers --help with exit 0
 for cmd in start serve signal cancel list show events history replay; do
   assert_exit "$cmd --help" 0 engine $cmd --help
