@@ -68,8 +68,8 @@ for pt in $POINTS; do
   case "$res" in *'"summary":"3 greetings, approved=true"'*) ;; *) fail "$pt: wrong result: $res" ;; esac
   h="$(verify_history "$id" 2>&1)"; [ "$h" == "$WANT_HISTORY" ] || fail "$pt: history: $h"
   ev="$(verify_events "$id" 2>&1)"; [ "$ev" == "$WANT_EVENTS" ] || fail "$pt: events: $ev"
-  for key in "$id/4 greet" "$id/7 greet" "$id/10 greet" "$id/20 summarize"; do
-    grep -q "^$key " "$T/effects.$id" || fail "$pt: side effect of $key never happened"
+  for key in "4 greet" "7 greet" "10 greet" "20 summarize"; do # idempotency keys: id/seq or id/run/seq
+    grep -Eq "^$id/([0-9]+/)?$key " "$T/effects.$id" || fail "$pt: side effect of $id/$key never happened"
   done
   runs=$(wc -l <"$T/effects.$id")
   extra=$((extra + runs - 4))
