@@ -188,8 +188,17 @@ static int step(act_call *c, int nargs, int *ok, char **json) {
       *json = error_json(L, "ResultError", msg, 1);
       return 1;
     }
+    size_t len;
+    const char *text = lua_tolstring(L, -1, &len);
+    char msg[200];
+    if (json_check_size(len, "the activity's result", msg, sizeof msg) != 0) { /* before the log holds it */
+      lua_pop(L, 1);
+      *ok = 0;
+      *json = error_json(L, "PayloadTooLarge", msg, 1);
+      return 1;
+    }
     *ok = 1;
-    *json = util_strdup(lua_tostring(L, -1));
+    *json = util_strdup(text);
     lua_pop(L, 1);
     return 1;
   }
@@ -284,13 +293,15 @@ static void on_sleep(uv_timer_t *t) {
 /* activity.sleep(seconds): yields the activity without blocking the engine. */
 static int l_sleep(lua_State *L) {
   double s = luaL_checknumber(L, 1);
+  char err[160];
+  if (util_check_seconds(s, "activity.sleep: seconds", err, sizeof err) != 0) return luaL_error(L, "%s", err);
   act_call *c = current_call(L);
   if (!c) return luaL_error(L, "activity.sleep called outside an activity");
   if (!lua_isyieldable(L)) return luaL_error(L, "activity.sleep cannot be called here (not yieldable)");
   c->sleep_timer = malloc(sizeof(uv_timer_t));
   uv_timer_init(c->a->loop, c->sleep_timer);
   c->sleep_timer->data = c;
-  uv_timer_start(c->sleep_timer, on_sleep, (uint64_t)(s > 0 ? s * 1000.0 : 0), 0);
+  uv_timer_start(c->sleep_timer, on_sleep, (uint64_t)(s * 1000.0), 0);
   return lua_yield(L, 0);
 }
 
@@ -556,21 +567,89 @@ void actvm_cancel(act_call *c) {
   call_free(c);
 }
 
+/* ------------------------------------------------------------ failures --- */
+
+typedef struct failure_args {
+  const char *json;
+  int attempts;
+  act_failure *why;
+} failure_args;
+
+/* Raw access only: the object is decoded JSON (no metatable), and its nested
+ * values are details, not the error's own fields. */
+static int failure_protected(lua_State *L) {
+  failure_args *f = lua_touserdata(L, 1);
+  json_decode(L, f->json, strlen(f->json));
+  if (!lua_istable(L, -1)) luaL_error(L, "not an error object");
+  int t = lua_gettop(L);
+  size_t len = 0;
+  lua_pushliteral(L, "type");
+  const char *type = lua_rawget(L, t) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : "Error";
+  if (len >= sizeof f->why->type) f->why->type_too_long = 1;
+  else snprintf(f->why->type, sizeof f->why->type, "%s", type);
+  lua_pushliteral(L, "non_retryable");
+  f->why->non_retryable = lua_rawget(L, t) == LUA_TBOOLEAN && lua_toboolean(L, -1);
+  lua_settop(L, t);
+  lua_pushliteral(L, "attempts");
+  lua_pushinteger(L, f->attempts);
+  lua_rawset(L, t);
+  json_encode(L, t, NULL);
+  return 1;
+}
+
+char *actvm_failure(actvm *a, const char *err_json, int attempts, act_failure *why) {
+  memset(why, 0, sizeof *why);
+  lua_State *L = a->L;
+  int top = lua_gettop(L);
+  failure_args f = {err_json, attempts, why};
+  lua_pushcfunction(L, failure_protected);
+  lua_pushlightuserdata(L, &f);
+  char *out = NULL;
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
+    out = util_strdup(lua_tostring(L, -1));
+  } else { /* never expected: actvm made the JSON; the workflow still gets an error object */
+    snprintf(why->type, sizeof why->type, "EngineError");
+    why->non_retryable = 1;
+    char *m = json_quote(lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "unreadable activity error");
+    out = util_fmt("{\"attempts\":%d,\"message\":%s,\"non_retryable\":true,\"type\":\"EngineError\"}", attempts, m);
+    free(m);
+  }
+  lua_settop(L, top);
+  return out;
+}
+
 /* ------------------------------------------------------------- options --- */
 
-static int num_field(lua_State *L, int t, const char *k, double *out, char *err, size_t errlen) {
+/* Option kinds: a duration in seconds (util_check_seconds), the backoff
+ * factor, a count of attempts. Every number is checked before it is used:
+ * none may become inf or an integer it does not fit. */
+enum { OPT_SECONDS, OPT_FACTOR, OPT_COUNT };
+#define MAX_ATTEMPTS_LIMIT 1000000
+#define BACKOFF_LIMIT 1e6
+
+static int num_field(lua_State *L, int t, const char *where, const char *k, int kind, double *out, char *err,
+                     size_t errlen) {
   int ty = lua_getfield(L, t, k);
-  if (ty == LUA_TNIL) {
-    lua_pop(L, 1);
-    return 0;
-  }
-  if (ty != LUA_TNUMBER || lua_tonumber(L, -1) < 0) {
-    util_seterr(err, errlen, "activity option '%s' must be a number >= 0", k);
-    lua_pop(L, 1);
+  double v = ty == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+  lua_pop(L, 1);
+  if (ty == LUA_TNIL) return 0;
+  char name[64];
+  snprintf(name, sizeof name, "activity option '%s%s'", where, k);
+  if (ty != LUA_TNUMBER) {
+    util_seterr(err, errlen, "%s must be a number, not a %s", name, lua_typename(L, ty));
     return -1;
   }
-  *out = lua_tonumber(L, -1);
-  lua_pop(L, 1);
+  if (kind == OPT_SECONDS && util_check_seconds(v, name, err, errlen) != 0) return -1;
+  if (kind == OPT_FACTOR && !(v >= 1 && v <= BACKOFF_LIMIT)) {
+    util_seterr(err, errlen, "%s must be a number from 1 to %.0f, not %.15g", name, BACKOFF_LIMIT, v);
+    return -1;
+  }
+  if (kind == OPT_COUNT && !(v >= 0 && v <= MAX_ATTEMPTS_LIMIT && v == (double)(int)v)) {
+    util_seterr(err, errlen, "%s must be a whole number from 0 (unlimited) to %d, not %.15g", name,
+                MAX_ATTEMPTS_LIMIT, v);
+    return -1;
+  }
+  *out = v;
   return 0;
 }
 
@@ -601,31 +680,42 @@ static int parse_options(lua_State *L) {
   static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", NULL};
   static const char *const retry[] = {"initial_interval", "backoff", "max_interval", "max_attempts",
                                       "non_retryable", NULL};
-  if (check_keys(L, t, top, "activity", err, errlen) || num_field(L, t, "start_to_close", &o->start_to_close, err, errlen) ||
-      num_field(L, t, "schedule_to_close", &o->schedule_to_close, err, errlen) ||
-      num_field(L, t, "heartbeat", &o->heartbeat, err, errlen)) {
+  if (check_keys(L, t, top, "activity", err, errlen) ||
+      num_field(L, t, "", "start_to_close", OPT_SECONDS, &o->start_to_close, err, errlen) ||
+      num_field(L, t, "", "schedule_to_close", OPT_SECONDS, &o->schedule_to_close, err, errlen) ||
+      num_field(L, t, "", "heartbeat", OPT_SECONDS, &o->heartbeat, err, errlen)) {
     lua_pushboolean(L, 0);
     return 1;
   }
   if (lua_getfield(L, t, "retry") == LUA_TTABLE) {
     int r = lua_gettop(L);
     double max_attempts = o->max_attempts;
-    if (check_keys(L, r, retry, "retry", err, errlen) || num_field(L, r, "initial_interval", &o->initial_interval, err, errlen) ||
-        num_field(L, r, "backoff", &o->backoff, err, errlen) ||
-        num_field(L, r, "max_interval", &o->max_interval, err, errlen) ||
-        num_field(L, r, "max_attempts", &max_attempts, err, errlen)) {
+    if (check_keys(L, r, retry, "retry", err, errlen) ||
+        num_field(L, r, "retry.", "initial_interval", OPT_SECONDS, &o->initial_interval, err, errlen) ||
+        num_field(L, r, "retry.", "backoff", OPT_FACTOR, &o->backoff, err, errlen) ||
+        num_field(L, r, "retry.", "max_interval", OPT_SECONDS, &o->max_interval, err, errlen) ||
+        num_field(L, r, "retry.", "max_attempts", OPT_COUNT, &max_attempts, err, errlen)) {
       lua_pushboolean(L, 0);
       return 1;
     }
     o->max_attempts = (int)max_attempts;
-    if (lua_getfield(L, r, "non_retryable") == LUA_TTABLE) {
-      lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
-      for (lua_Integer i = 1; i <= n && o->n_non_retryable < 8; i++) {
-        lua_rawgeti(L, -1, i);
-        if (lua_isstring(L, -1))
-          snprintf(o->non_retryable[o->n_non_retryable++], 64, "%s", lua_tostring(L, -1));
-        lua_pop(L, 1);
-      }
+    /* types are compared whole with the error's type: none may be cut short */
+    int nt = lua_getfield(L, r, "non_retryable");
+    lua_Integer n = nt == LUA_TTABLE ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    int bad = nt != LUA_TTABLE && nt != LUA_TNIL;
+    bad |= n > ACT_MAX_NON_RETRYABLE;
+    for (lua_Integer i = 1; i <= n && !bad; i++) {
+      size_t len = 0;
+      const char *type = lua_rawgeti(L, -1, i) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+      if (!type || len == 0 || len >= ACT_TYPE_MAX) bad = 1;
+      else memcpy(o->non_retryable[o->n_non_retryable++], type, len + 1);
+      lua_pop(L, 1);
+    }
+    if (bad) {
+      util_seterr(err, errlen, "activity option 'retry.non_retryable' must be a list of at most %d error types, each "
+                  "a string of 1 to %d bytes", ACT_MAX_NON_RETRYABLE, ACT_TYPE_MAX - 1);
+      lua_pushboolean(L, 0);
+      return 1;
     }
   }
   return 0;
@@ -651,6 +741,5 @@ int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, s
   int bad = rc != LUA_OK || (lua_isboolean(L, -1) && !lua_toboolean(L, -1));
   if (rc != LUA_OK) util_seterr(err, errlen, "invalid activity payload: %s", lua_tostring(L, -1));
   lua_settop(L, top);
-  if (o->backoff < 1) o->backoff = 1;
   return bad ? -1 : 0;
 }

@@ -27,11 +27,13 @@ typedef struct act_info {
 typedef void (*actvm_done_cb)(void *ud, act_call *call, int ok, const char *json);
 
 /* Retry policy and timeouts parsed from an ActivityScheduled payload. */
+#define ACT_MAX_NON_RETRYABLE 8
+#define ACT_TYPE_MAX 64 /* bytes of an error type, with its NUL */
 typedef struct act_opts {
   double start_to_close, schedule_to_close, heartbeat; /* seconds; 0 = none */
   double initial_interval, backoff, max_interval;
   int max_attempts; /* 0 = unlimited */
-  char non_retryable[8][64];
+  char non_retryable[ACT_MAX_NON_RETRYABLE][ACT_TYPE_MAX];
   int n_non_retryable;
 } act_opts;
 
@@ -52,6 +54,19 @@ void actvm_cancel(act_call *call);
 
 /* Parses options (defaults filled in); returns -1 with err on invalid options. */
 int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, size_t errlen);
+
+/* What the retry policy reads of a failed attempt: the error object's own
+ * top-level type and non_retryable (true only as a boolean), never a match
+ * somewhere in its text (a nested {type=...} in a detail is not the error's). */
+typedef struct act_failure {
+  char type[ACT_TYPE_MAX];
+  int type_too_long; /* longer than any non_retryable entry can be: matches none */
+  int non_retryable;
+} act_failure;
+/* Reads the error JSON of a failed attempt into *why and returns (malloc'd)
+ * the error as the workflow sees it: the same object with attempts set to the
+ * engine's count, whatever the activity put there. */
+char *actvm_failure(actvm *a, const char *err_json, int attempts, act_failure *why);
 
 /* ---- for async bindings (lua_http.c, ...) ---- */
 typedef struct http_ctx http_ctx;

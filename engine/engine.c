@@ -407,17 +407,24 @@ static int command_answered(engine *e, const char *id, wfrun *r, int64_t seq) {
   return store_hist_outcome(e->st, id, run, seq) != 0;
 }
 
-static int should_retry(const attempt *a, const char *err_json, int64_t *run_at) {
-  if (strstr(err_json, "\"non_retryable\":true")) return 0;
-  for (int i = 0; i < a->opts.n_non_retryable; i++) {
-    char pat[96];
-    snprintf(pat, sizeof pat, "\"type\":\"%s\"", a->opts.non_retryable[i]);
-    if (strstr(err_json, pat)) return 0;
-  }
+/* The wait after attempt n: initial_interval * backoff^(n-1), at most
+ * max_interval, and never more than UTIL_MAX_SECONDS whatever the options:
+ * pow overflows to inf (backoff 2 by attempt 1,025) and 0 * inf is NaN,
+ * neither of which may reach an integer. */
+static int64_t retry_delay_ms(const act_opts *o, int n) {
+  double cap = o->max_interval > 0 && o->max_interval < UTIL_MAX_SECONDS ? o->max_interval : UTIL_MAX_SECONDS;
+  double d = o->initial_interval > 0 ? o->initial_interval * pow(o->backoff, n - 1) : 0;
+  if (!(d <= cap)) d = cap; /* inf or NaN too */
+  return (int64_t)(d * 1000.0);
+}
+
+/* Whether a failed attempt is tried again, from its error's own fields. */
+static int should_retry(const attempt *a, const act_failure *why, int64_t *run_at) {
+  if (why->non_retryable) return 0;
+  for (int i = 0; i < a->opts.n_non_retryable && !why->type_too_long; i++)
+    if (strcmp(why->type, a->opts.non_retryable[i]) == 0) return 0;
   if (a->opts.max_attempts > 0 && a->n >= a->opts.max_attempts) return 0;
-  double delay = a->opts.initial_interval * pow(a->opts.backoff, a->n - 1);
-  if (a->opts.max_interval > 0 && delay > a->opts.max_interval) delay = a->opts.max_interval;
-  *run_at = util_now_ms() + (int64_t)(delay * 1000.0);
+  *run_at = util_now_ms() + retry_delay_ms(&a->opts, a->n);
   if (a->opts.schedule_to_close > 0 && *run_at >= a->first_at + (int64_t)(a->opts.schedule_to_close * 1000.0))
     return 0;
   return 1;
@@ -432,19 +439,17 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
     return 0;
   }
   int64_t retry_at = 0;
-  if (!ok && should_retry(a, json, &retry_at)) {
+  act_failure why;
+  /* the error as the workflow sees it: one attempts, the engine's count */
+  char *payload = ok ? NULL : actvm_failure(e->act, json, a->n, &why);
+  if (!ok && should_retry(a, &why, &retry_at)) {
+    free(payload);
     if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
       log_err(e, "retry");
     return 0;
   }
   crash_point("activity.record");
   store_task_del(e->st, a->wf_id, "activity", a->seq);
-  char *payload = NULL;
-  if (!ok) {
-    /* the error as the workflow sees it, with the attempt count */
-    size_t n = strlen(json);
-    payload = util_fmt("%.*s,\"attempts\":%d}", (int)(n - 1), json, a->n);
-  }
   wfrun tmp = {0};
   if (!r) {
     /* the run is not in memory: append with the next seq from the store */
@@ -581,7 +586,19 @@ static void handle_state(wfrun *r, wfvm_state st) {
   engine *e = r->e;
   for (;;) {
     switch (st) {
-      case WFVM_DONE: finish(r, "completed", "WorkflowCompleted", wfvm_output(r->vm), NULL); return;
+      case WFVM_DONE: {
+        char msg[200];
+        if (json_check_size(strlen(wfvm_output(r->vm)), "the workflow's result", msg, sizeof msg) != 0) {
+          /* the log never holds a result past the payload limit: the run fails instead */
+          char *q = json_quote(msg), *error = util_fmt("{\"message\":%s,\"type\":\"PayloadTooLarge\"}", q);
+          finish(r, "failed", "WorkflowFailed", NULL, error);
+          free(q);
+          free(error);
+          return;
+        }
+        finish(r, "completed", "WorkflowCompleted", wfvm_output(r->vm), NULL);
+        return;
+      }
       case WFVM_FAILED: {
         const char *out = wfvm_output(r->vm);
         int cancelled = r->cancel == 2 && strstr(out, "\"type\":\"Cancelled\"");

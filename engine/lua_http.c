@@ -302,7 +302,9 @@ static long seconds_ms(lua_State *L, int t, const char *k) {
   lua_getfield(L, t, k);
   double v = luaL_optnumber(L, -1, 0);
   lua_pop(L, 1);
-  if (v < 0) luaL_error(L, "http.request: %s must be >= 0", k);
+  char what[64], err[200];
+  snprintf(what, sizeof what, "http.request: %s", k);
+  if (util_check_seconds(v, what, err, sizeof err) != 0) luaL_error(L, "%s", err);
   return (long)(v * 1000.0);
 }
 

@@ -254,3 +254,13 @@ void *strmap_del(strmap *m, const char *key) {
   m->len--;
   return v;
 }
+
+int util_check_seconds(double v, const char *what, char *err, size_t errlen) {
+  if (v >= 0 && v <= UTIL_MAX_SECONDS) return 0; /* false for NaN too */
+  char shown[32];
+  if (v != v) snprintf(shown, sizeof shown, "nan"); /* without a sign: -nan says nothing more */
+  else snprintf(shown, sizeof shown, "%.15g", v);    /* "inf", "-1", "1e+300" */
+  util_seterr(err, errlen, "%s must be a finite number of seconds from 0 to %.0f (100 years), not %s", what,
+              UTIL_MAX_SECONDS, shown);
+  return -1;
+}

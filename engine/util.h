@@ -28,6 +28,12 @@ void util_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((
 /* 64 random bits from the OS. */
 uint64_t util_random64(void);
 
+/* Durations, in seconds: finite, >= 0 and at most UTIL_MAX_SECONDS (100 years
+ * of 365.25 days), so seconds * 1000 always fits int64 milliseconds and a
+ * timer. Returns 0, or -1 with err naming what and the value. */
+#define UTIL_MAX_SECONDS 3155760000.0
+int util_check_seconds(double v, const char *what, char *err, size_t errlen);
+
 /* ---- UTF-8 ---- */
 /* The UTF-8 sequence at s[0..n), n > 0: returns its length (1-4) and its code
  * point in *cp; or 0 when s does not start a valid sequence (overlong forms,

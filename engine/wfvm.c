@@ -286,11 +286,79 @@ static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, 
 
 /* ----------------------------------------------------------- primitives --- */
 
+/* Arguments are checked before anything is recorded. A name is a C string in
+ * the log, so one with a NUL byte would be cut there: it is refused. */
+static const char *check_name(lua_State *L, int arg, const char *what) {
+  size_t n;
+  const char *s = luaL_checklstring(L, arg, &n);
+  if (strlen(s) != n) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "wf.%s: the name contains a NUL byte at byte %zu", what, strlen(s) + 1);
+    raise_error(L, "InvalidArgument", msg);
+  }
+  return s;
+}
+
+/* Durations: inf, NaN, negative or past 100 years would be an undefined
+ * conversion to milliseconds and "inf" in the log; they are refused. */
+static void check_seconds(lua_State *L, lua_Number v, const char *type, const char *what) {
+  char msg[200];
+  if (util_check_seconds(v, what, msg, sizeof msg) != 0) raise_error(L, type, msg);
+}
+
+/* A value the log would hold: at most the payload limit (json.h), checked on
+ * the live path only, so a changed limit never changes a replay. */
+static void check_size(lua_State *L, size_t len, const char *what) {
+  char msg[200];
+  if (json_check_size(len, what, msg, sizeof msg) != 0) raise_error(L, "PayloadTooLarge", msg);
+}
+
+/* The activity options JSON cannot hold (inf, NaN), and durations out of
+ * range, as the InvalidOptions the activity VM gives for the rest; checked
+ * in a fixed order, so the message is the same in a run and its replay. */
+static void check_activity_options(lua_State *L, int t) {
+  static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", NULL};
+  static const char *const retry[] = {"initial_interval", "max_interval", NULL};
+  char what[64];
+  for (const char *const *k = top; *k; k++) {
+    lua_pushstring(L, *k);
+    if (lua_rawget(L, t) == LUA_TNUMBER) {
+      snprintf(what, sizeof what, "activity option '%s'", *k);
+      check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", what);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pushliteral(L, "retry");
+  if (lua_rawget(L, t) == LUA_TTABLE) {
+    int r = lua_gettop(L);
+    for (const char *const *k = retry; *k; k++) {
+      lua_pushstring(L, *k);
+      if (lua_rawget(L, r) == LUA_TNUMBER) {
+        snprintf(what, sizeof what, "activity option 'retry.%s'", *k);
+        check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", what);
+      }
+      lua_pop(L, 1);
+    }
+    static const char *const counts[] = {"backoff", "max_attempts", NULL};
+    for (const char *const *k = counts; *k; k++) {
+      lua_pushstring(L, *k);
+      lua_Number v = lua_rawget(L, r) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+      lua_pop(L, 1);
+      if (v - v != 0) { /* inf or NaN: only they are not 0 when subtracted from themselves */
+        snprintf(what, sizeof what, "activity option 'retry.%s' must be a finite number", *k);
+        raise_error(L, "InvalidOptions", what);
+      }
+    }
+  }
+  lua_pop(L, 1);
+}
+
 /* wf.activity(name, args, options) -> result | error{type,message} */
 static int l_activity(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = check_name(L, 1, "activity");
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
+  if (!lua_isnoneornil(L, 3)) check_activity_options(L, 3);
   check_blocking(L, vm, "activity");
   lua_settop(L, 3);
   if (lua_isnoneornil(L, 2)) {
@@ -311,6 +379,7 @@ static int l_activity(lua_State *L) {
   }
   luaL_addchar(&b, '}');
   luaL_pushresult(&b);
+  if (live(vm)) check_size(L, alen, "the JSON of the activity's arguments"); /* a replay reads what was recorded */
   const char *payload = lua_tostring(L, -1);
   return block_on(L, vm, "activity", "ActivityScheduled", name, args, payload);
 }
@@ -325,7 +394,7 @@ static void fmt_num(char *out, size_t n, lua_Number v) {
 static int l_sleep(lua_State *L) {
   wfvm *vm = get_vm(L);
   lua_Number secs = luaL_checknumber(L, 1);
-  luaL_argcheck(L, secs >= 0, 1, "seconds must be >= 0");
+  check_seconds(L, secs, "InvalidArgument", "wf.sleep: seconds");
   check_blocking(L, vm, "sleep");
   char args[64], payload[128];
   fmt_num(args, sizeof args, secs);
@@ -337,13 +406,13 @@ static int l_sleep(lua_State *L) {
 /* wf.wait_signal(name, {timeout=seconds}) -> payload | nil, "timeout" */
 static int l_wait_signal(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = check_name(L, 1, "wait_signal");
   lua_Number timeout = -1;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
     if (lua_getfield(L, 2, "timeout") != LUA_TNIL) {
       timeout = luaL_checknumber(L, -1);
-      luaL_argcheck(L, timeout >= 0, 2, "timeout must be >= 0");
+      check_seconds(L, timeout, "InvalidArgument", "wf.wait_signal: timeout");
     }
     lua_pop(L, 1);
   }
@@ -376,7 +445,7 @@ static int checkpoint_k(lua_State *L, int status, lua_KContext ctx) {
 /* wf.checkpoint(name, fn): runs fn once and records its value. */
 static int l_checkpoint(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *name = luaL_checkstring(L, 1);
+  const char *name = check_name(L, 1, "checkpoint");
   luaL_checktype(L, 2, LUA_TFUNCTION);
   check_primitive(L, vm, "checkpoint");
   lua_settop(L, 2);
@@ -396,14 +465,16 @@ static int l_checkpoint(lua_State *L) {
 /* wf.emit(type, payload): one domain event, exactly once per run. */
 static int l_emit(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *type = luaL_checkstring(L, 1);
+  const char *type = check_name(L, 1, "emit");
   check_primitive(L, vm, "emit");
   if (lua_isnoneornil(L, 2)) {
     lua_newtable(L);
     lua_replace(L, 2);
   }
   lua_settop(L, 2);
-  const char *payload = json_encode(L, 2, NULL);
+  size_t plen;
+  const char *payload = json_encode(L, 2, &plen);
+  if (live(vm)) check_size(L, plen, "the event's payload");
   char hash[17];
   command_hash("emit", type, payload, hash);
   if (expect(L, vm, "EventEmitted", type, hash)) return 0;
@@ -419,7 +490,7 @@ static int l_emit(lua_State *L) {
 /* wf.patched(id): true for runs that reach this point with the new code. */
 static int l_patched(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *id = luaL_checkstring(L, 1);
+  const char *id = check_name(L, 1, "patched");
   check_primitive(L, vm, "patched");
   if (vm->cursor < vm->hist.n) {
     const hist_event *e = &vm->hist.v[vm->cursor];
@@ -445,7 +516,9 @@ static int l_continue_as_new(lua_State *L) {
     lua_newtable(L);
     lua_replace(L, 1);
   }
-  const char *input = json_encode(L, 1, NULL);
+  size_t ilen;
+  const char *input = json_encode(L, 1, &ilen);
+  if (live(vm)) check_size(L, ilen, "the next run's input");
   if (!live(vm)) {
     char where[256], msg[512];
     script_where(L, where, sizeof where);

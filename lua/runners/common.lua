@@ -304,7 +304,7 @@ function M.request(spec)
     end
     if not retryable or attempt > max_retries then
       if not retryable then err.non_retryable = true end
-      err.attempts = attempt
+      err.requests = attempt -- HTTP requests made; the error's attempts is the engine's count of activity attempts
       error(err, 0)
     end
     if not delay or delay < 0 or delay > 60 then

@@ -12,7 +12,7 @@
 --              arguments_json=}}, finish_reason= "stop"|"tool_calls"|"length"|...,
 --              usage={input_tokens=, output_tokens=}, model=, provider=}
 --
--- Errors are tables {type=, message=, status=, attempts=, non_retryable=}:
+-- Errors are tables {type=, message=, status=, requests=, non_retryable=}:
 -- RateLimited, Overloaded, ServerError, Timeout, Conflict, ConnectionError,
 -- TruncatedStream, InvalidResponse (retried, then raised); BadRequest,
 -- Unauthorized, Forbidden, NotFound, InvalidToolArguments, UnknownTool,

@@ -186,6 +186,33 @@ else
   echo "skip - read-only file system checks (mounting a tmpfs needs root)"
 fi
 
+# --- results, events and arguments past the limit: an error, never a row that big
+cat >"$T/sizes.lua" <<'LUA'
+local wf = require "workflow"
+return function(input)
+  local function try(f, ...) local ok, e = pcall(f, ...); return ok and "ok" or (e.type .. ": " .. e.message) end
+  local out = {
+    result = try(wf.activity, "sizes_acts.big", {bytes = input.bytes}, {retry = {max_attempts = 3}}),
+    args = try(wf.activity, "sizes_acts.big", {pad = string.rep("a", input.bytes)}),
+    emit = try(wf.emit, "agent.message", {text = string.rep("e", input.bytes)}),
+  }
+  if input.big_result then return string.rep("r", input.bytes) end
+  return out
+end
+LUA
+printf 'local M = {}\nfunction M.big(a) return string.rep("x", a.bytes or 1) end\nreturn M\n' >"$T/sizes_acts.lua"
+out="$(env ENGINE_MAX_PAYLOAD_BYTES=65536 "$ENGINE" start "$T/sizes.lua" --id sizes --quiet --input '{"bytes":100000}' 2>/dev/null)"
+assert_contains "an activity result past the limit is PayloadTooLarge, not retried" \
+  "\"result\":\"PayloadTooLarge: the activity's result is 100002 bytes, more than the limit of 65536 bytes (ENGINE_MAX_PAYLOAD_BYTES)\"" "$out"
+assert_eq "tried once" 1 "$(engine history sizes --json | grep -c '"type":"ActivityFailed"')"
+assert_contains "arguments past the limit" "\"args\":\"PayloadTooLarge: the JSON of the activity's arguments is" "$out"
+assert_contains "an event payload past the limit" "\"emit\":\"PayloadTooLarge: the event's payload is" "$out"
+big_rows="$(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM history WHERE length(payload) > 65536")"
+assert_eq "no history row past the limit" 0 "$big_rows"
+assert_exit "a workflow result past the limit" 1 env ENGINE_MAX_PAYLOAD_BYTES=65536 "$ENGINE" start "$T/sizes.lua" --id sizes-result --quiet --input '{"bytes":100000,"big_result":true}'
+assert_contains "fails with PayloadTooLarge" "the workflow's result is 100002 bytes" "$(engine show sizes-result)"
+assert_eq "no row past the limit" 0 "$(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM workflows WHERE length(result) > 65536")"
+
 # --- every command answers --help with exit 0
 for cmd in start serve signal cancel list show events history replay; do
   assert_exit "$cmd --help" 0 engine $cmd --help
