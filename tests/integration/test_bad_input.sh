@@ -118,6 +118,8 @@ assert_exit "signal name with a newline" 2 engine signal sig-target $'approval\n
 assert_exit "empty signal name" 2 engine signal sig-target '' '{}'
 assert_exit "signal name over 256 bytes" 2 engine signal sig-target "$(printf 'n%.0s' $(seq 300))" '{}'
 assert_contains "says how long" "300 bytes, more than 256" "$ERR"
+assert_exit "approve --reason with invalid UTF-8" 2 engine approve sig-target --reason $'ok \xfe'
+assert_contains "names --reason" "approve: --reason is not UTF-8: byte 4 (0xfe)" "$ERR"
 assert_eq "database unchanged by the refused payloads and names" "$before" "$(db_sum)"
 # an escaped NUL is legal JSON: carried by length, never cut at it
 printf 'return function(input) return input end\n' >"$T/echo.lua"
