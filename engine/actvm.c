@@ -14,6 +14,7 @@
 #include "lua_http.h"
 #include "lua_proc.h"
 #include "child.h"
+#include "fatal.h"
 #include "util.h"
 
 int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
@@ -43,6 +44,7 @@ struct act_call {
   char *wf_id;
   char *name;
   int64_t seq;
+  int64_t run;
   int attempt;
   int64_t deadline_mono; /* 0: none */
   int64_t start_to_close_ms, heartbeat_ms;
@@ -97,18 +99,14 @@ static void call_free(act_call *c) {
   free(c);
 }
 
+/* {"message":...,"non_retryable":true?,"type":...} built in C: it needs
+ * nothing of the Lua state, which may be what just failed. */
 static char *error_json(lua_State *L, const char *type, const char *msg, int non_retryable) {
-  lua_newtable(L);
-  lua_pushstring(L, type);
-  lua_setfield(L, -2, "type");
-  lua_pushstring(L, msg);
-  lua_setfield(L, -2, "message");
-  if (non_retryable) {
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "non_retryable");
-  }
-  char *out = util_strdup(json_encode(L, -1, NULL));
-  lua_pop(L, 2);
+  (void)L;
+  char *t = json_quote(type), *m = json_quote(msg ? msg : "");
+  char *out = util_fmt("{\"message\":%s,%s\"type\":%s}", m, non_retryable ? "\"non_retryable\":true," : "", t);
+  free(t);
+  free(m);
   return out;
 }
 
@@ -117,40 +115,51 @@ static int encode_protected(lua_State *L) {
   return 1;
 }
 
-/* Turns the error value on top of co into error JSON (and pops it). */
+/* Normalizes type and message of the error table at 1 and encodes it. Raw
+ * access only: the table's metatable is the activity's code (a "strict class"
+ * that raises on unknown fields, a __newindex that refuses), and nothing of it
+ * may run here, on the engine's main thread. */
+static int encode_error_table(lua_State *L) {
+  static const char *const fields[2][2] = {{"type", "Error"},
+                                           {"message", "error table without a 'message' string (its metatable is "
+                                                       "not consulted)"}};
+  for (int i = 0; i < 2; i++) {
+    lua_pushstring(L, fields[i][0]);
+    int t = lua_rawget(L, 1);
+    lua_pop(L, 1);
+    if (t != LUA_TSTRING && t != LUA_TNUMBER) {
+      lua_pushstring(L, fields[i][0]);
+      lua_pushstring(L, fields[i][1]);
+      lua_rawset(L, 1);
+    }
+  }
+  json_encode(L, 1, NULL);
+  return 1;
+}
+
+/* The message of a non-table error value, without running any of its code. */
+static int error_message(lua_State *L) {
+  int t = lua_type(L, 1);
+  lua_pushstring(L, t == LUA_TSTRING || t == LUA_TNUMBER ? lua_tostring(L, 1) : luaL_typename(L, 1));
+  return 1;
+}
+
+/* Turns the error value on top of co (a dead coroutine: nothing may run on it)
+ * into error JSON, and pops it. The work happens on the main thread under a
+ * protected call, so no error value can reach Lua's panic. */
 static char *error_from_value(act_call *c) {
   lua_State *L = c->a->L, *co = c->co;
-  if (c->timed_out)
-    return error_json(L, "Timeout", "activity exceeded its start_to_close timeout", 0);
-  if (lua_istable(co, -1)) {
-    /* the whole error table travels (tool=, status=, ...), with type and message normalized */
-    lua_getfield(co, -1, "type");
-    if (!lua_isstring(co, -1)) {
-      lua_pushliteral(co, "Error");
-      lua_setfield(co, -3, "type");
-    }
-    lua_getfield(co, -2, "message");
-    if (!lua_isstring(co, -1)) {
-      lua_pushliteral(co, "(no message)");
-      lua_setfield(co, -4, "message");
-    }
-    lua_pop(co, 2);
-    lua_pushcfunction(L, encode_protected);
-    lua_pushvalue(co, -1);
-    lua_xmove(co, L, 1);
+  if (c->timed_out) {
     lua_pop(co, 1);
-    if (lua_pcall(L, 1, 1, 0) == LUA_OK) {
-      char *out = util_strdup(lua_tostring(L, -1));
-      lua_pop(L, 1);
-      return out;
-    }
-    char *out = error_json(L, "Error", lua_tostring(L, -1), 0); /* fields JSON cannot hold */
-    lua_pop(L, 1);
-    return out;
+    return error_json(L, "Timeout", "activity exceeded its start_to_close timeout", 0);
   }
-  const char *m = lua_isstring(co, -1) ? lua_tostring(co, -1) : luaL_typename(co, -1);
-  char *out = error_json(L, "Error", m, 0);
-  lua_pop(co, 1);
+  int table = lua_type(co, -1) == LUA_TTABLE; /* the whole table travels (tool=, status=, ...) */
+  lua_pushcfunction(L, table ? encode_error_table : error_message);
+  lua_xmove(co, L, 1);
+  int rc = lua_pcall(L, 1, 1, 0);
+  const char *text = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)";
+  char *out = rc == LUA_OK && table ? util_strdup(text) : error_json(L, "Error", text, 0); /* or fields JSON cannot hold */
+  lua_pop(L, 1);
   return out;
 }
 
@@ -158,10 +167,14 @@ static char *error_from_value(act_call *c) {
  * *json set), 0 when it yielded on an async binding. */
 static int step(act_call *c, int nargs, int *ok, char **json) {
   int nres = 0;
+  /* the engine's own calls (policy reload, sweeps) have no seq: no workflow to blame */
+  const char *was = fatal_enter(c->seq > 0 ? c->wf_id : NULL);
+  fatal_detail(c->name);
   act_call *outer = c->a->running;
   c->a->running = c;
   int st = lua_resume(c->co, c->a->L, nargs, &nres);
   c->a->running = outer;
+  fatal_enter(was);
   if (st == LUA_YIELD) return 0; /* timed out and yielding anyway: on_deadline ends it */
   if (st == LUA_OK && c->timed_out) {
     /* the activity caught its timeout and returned: the timeout stands */
@@ -317,7 +330,8 @@ static int l_info(lua_State *L) {
   lua_setfield(L, -2, "attempt");
   lua_pushstring(L, c->name);
   lua_setfield(L, -2, "name");
-  lua_pushfstring(L, "%s/%d", c->wf_id, (int)c->seq);
+  /* the run too: each run of a workflow (continue_as_new) numbers its commands from 1 */
+  lua_pushfstring(L, "%s/%I/%I", c->wf_id, (lua_Integer)c->run, (lua_Integer)c->seq);
   lua_setfield(L, -2, "idempotency_key");
   return 1;
 }
@@ -391,6 +405,9 @@ actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen)
   a->loop = loop;
   a->lua_dir = util_strdup(lua_dir);
   a->L = luaL_newstate();
+  /* unreachable while every use of an activity's values is protected; if it
+   * ever runs, it names the workflow before Lua aborts the process */
+  if (a->L) lua_atpanic(a->L, fatal_lua_panic);
   lua_pushcfunction(a->L, setup);
   lua_pushlightuserdata(a->L, a);
   if (!a->L || lua_pcall(a->L, 1, 0, 0) != LUA_OK) {
@@ -482,6 +499,11 @@ static int load_module(actvm *a, const char *script_dir, const char *mod, char *
 
 /* --------------------------------------------------------------- calls --- */
 
+static int get_protected(lua_State *L) {
+  lua_gettable(L, 1);
+  return 1;
+}
+
 int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_cb cb, void *ud, int *ok,
                char **json, act_call **out) {
   lua_State *L = a->L;
@@ -501,7 +523,11 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
     *json = error_json(L, "ActivityNotFound", err, 1);
     return 1;
   }
-  if (lua_getfield(L, -1, dot + 1) != LUA_TFUNCTION) {
+  /* module[function], protected: a module table's __index is the module's code */
+  lua_pushcfunction(L, get_protected);
+  lua_pushvalue(L, -2);
+  lua_pushstring(L, dot + 1);
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK || lua_type(L, -1) != LUA_TFUNCTION) {
     lua_pop(L, 2);
     *ok = 0;
     snprintf(err, sizeof err, "activity module '%s' has no function '%s'", mod, dot + 1);
@@ -516,6 +542,7 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
   c->wf_id = util_strdup(info->workflow_id);
   c->name = util_strdup(info->name);
   c->seq = info->seq;
+  c->run = info->run;
   c->attempt = info->attempt;
   c->start_to_close_ms = info->start_to_close_ms;
   c->heartbeat_ms = info->heartbeat_ms;

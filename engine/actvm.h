@@ -20,6 +20,7 @@ typedef struct act_info {
   const char *script_dir;   /* where the workflow's own activity modules live */
   int64_t start_to_close_ms; /* 0: none */
   int64_t heartbeat_ms;      /* 0: none */
+  int64_t run;               /* the workflow's run: part of the idempotency key */
 } act_info;
 
 /* Called once when a pending attempt ends: ok=1 with the result JSON, or ok=0

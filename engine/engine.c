@@ -15,6 +15,7 @@
 
 #include "actvm.h"
 #include "crash.h"
+#include "fatal.h"
 #include "json.h"
 #include "render.h"
 #include "util.h"
@@ -196,6 +197,13 @@ static void host_print(void *ud, const char *msg) {
   render_line(stderr, 0, "[%s] %s", r->id, msg); /* a script's print may carry model text */
 }
 
+/* A module file's source, or NULL when there is no regular file at path (a
+ * FIFO named like a module must not hang the loop). */
+static char *read_module_file(const char *path, size_t *len) {
+  char err[8]; /* not found is the usual case: the next place is tried */
+  return engine_read_script(path, len, err, sizeof err);
+}
+
 /* Finds a module's source on disk: beside the script, then in the Lua library. */
 static char *find_module(const char *script_dir, const char *lua_dir, const char *name, size_t *len, char **path) {
   char rel[512];
@@ -208,7 +216,7 @@ static char *find_module(const char *script_dir, const char *lua_dir, const char
     if (!dirs[i]) continue;
     char buf[PATH_MAX];
     snprintf(buf, sizeof buf, fmts[i], dirs[i], rel);
-    char *src = util_read_file(buf, len);
+    char *src = read_module_file(buf, len);
     if (src) {
       *path = util_strdup(buf);
       return src;
@@ -524,7 +532,13 @@ static int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *scr
       if (left < 1) left = 1;
       if (stc == 0 || left < stc) stc = left;
     }
-    act_info info = {wf_id, seq, n, name, script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0)};
+    int64_t run = r ? r->run : 0; /* for the idempotency key */
+    wf_row w;
+    if (!r && store_wf_get(e->st, wf_id, &w) == 1) {
+      run = w.run;
+      wf_row_free(&w);
+    }
+    act_info info = {wf_id, seq, n, name, script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), run};
     act_call *call = NULL;
     crash_point("activity.start");
     if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
@@ -930,7 +944,7 @@ static void sweep_done(void *ud, act_call *call, int ok, const char *json) {
 /* Starts the sweep of labelled containers whose session is finished or unknown. */
 static void start_sweep(actvm *act, store *st, sweep_ctx *s) {
   char *payload = sweep_payload(st);
-  act_info info = {"engine", 0, 1, "sandbox.sweep", NULL, 120000, 0};
+  act_info info = {"engine", 0, 1, "sandbox.sweep", NULL, 120000, 0, 0};
   int ok = 0;
   char *json = NULL;
   act_call *call = NULL;
@@ -957,7 +971,7 @@ static int run_standalone(const char *name, const char *payload, char *report, s
   }
   sweep_ctx s = {0};
   s.quiet_unavailable = 2; /* report, do not print */
-  act_info info = {"engine", 0, 1, name, NULL, 120000, 0};
+  act_info info = {"engine", 0, 1, name, NULL, 120000, 0, 0};
   int ok = 0;
   char *json = NULL;
   act_call *call = NULL;
@@ -1013,7 +1027,7 @@ static void reload_policies(engine *e) {
   char *q = json_quote(e->policy_dir);
   char *payload = util_fmt("{\"args\":{\"dir\":%s}}", q);
   free(q);
-  act_info info = {"engine", 0, 1, "session.policy_reload", NULL, 30000, 0};
+  act_info info = {"engine", 0, 1, "session.policy_reload", NULL, 30000, 0, 0};
   int ok = 0;
   char *json = NULL;
   act_call *call = NULL;
@@ -1241,7 +1255,67 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   return 0;
 }
 
+/* ------------------------------------------------------ crash loops --- */
+
+/* Crashes of the engine in a row, while running one workflow's code with no
+ * progress of that workflow in between, after which it fails instead. */
+#define ENGINE_CRASH_LIMIT 3
+
+/* The previous worker died of a crash while running a workflow's code (its
+ * VM or one of its activities; see fatal.h): count it against that workflow.
+ * The count (meta "crashes:ID" = "owner run last_seq n") starts again when the
+ * run has moved on since the last crash; at ENGINE_CRASH_LIMIT the workflow
+ * fails with EngineCrash, so recovery does not crash the engine forever. */
+static void recover_crashed(engine *e, const char *note) {
+  char owner[64], id[256], what[700];
+  if (!fatal_read_note(note, owner, sizeof owner, id, sizeof id, what, sizeof what)) return;
+  wf_row w;
+  int found = store_wf_get(e->st, id, &w);
+  if (found == 1 && !engine_status_terminal(w.status)) {
+    char key[300], *prev = NULL, pown[64] = "";
+    long long prun = -1, pat = -1;
+    int n = 0;
+    snprintf(key, sizeof key, "crashes:%s", id);
+    if (store_meta_get(e->st, key, &prev) == 1) sscanf(prev, "%63s %lld %lld %d", pown, &prun, &pat, &n);
+    free(prev);
+    int64_t at = store_hist_max_seq(e->st, id, w.run);
+    if (strcmp(pown, owner) != 0) { /* not counted yet (a crash right after counting leaves the note) */
+      n = prun == w.run && pat == at ? n + 1 : 1;
+      render_line(stderr, 0, "engine: the engine crashed (%s) while running workflow %s (%d of %d in a row)", what, id,
+                  n, ENGINE_CRASH_LIMIT);
+      char val[160];
+      snprintf(val, sizeof val, "%s %lld %lld %d", owner, (long long)w.run, (long long)at, n);
+      if (store_meta_put(e->st, key, n >= ENGINE_CRASH_LIMIT ? NULL : val) != STORE_OK) log_err(e, "crash count");
+      if (n >= ENGINE_CRASH_LIMIT) {
+        char *msg = util_fmt("the engine crashed %d times in a row while running this workflow's code, with no "
+                             "progress in between (last: %s); failed so that it does not crash the engine again",
+                             n, what);
+        char *q = json_quote(msg);
+        char *err = util_fmt("{\"message\":%s,\"type\":\"EngineCrash\"}", q);
+        wfrun *r = calloc(1, sizeof *r);
+        r->e = e;
+        r->id = util_strdup(id);
+        r->run = w.run;
+        r->script_dir = util_strdup(w.script_dir);
+        r->next_seq = at + 1;
+        snprintf(r->status, sizeof r->status, "%s", w.status);
+        finish(r, "failed", "WorkflowFailed", NULL, err);
+        free(err);
+        free(q);
+        free(msg);
+      }
+    }
+  }
+  if (found == 1) wf_row_free(&w);
+  if (engine_commit(e) == 0) fatal_clear_note(note);
+}
+
 int engine_run(engine *e) {
+  /* a crash while a workflow's code runs leaves a note naming it (fatal.h) */
+  char *note = util_fmt("%s.crash", store_path(e->st));
+  recover_crashed(e, note);
+  fatal_arm(note, e->owner);
+  free(note);
   uv_prepare_start(&e->prep, on_prepare);
   uv_signal_start(&e->sigint, on_signal, SIGINT);
   uv_signal_start(&e->sigterm, on_signal, SIGTERM);
@@ -1256,6 +1330,7 @@ int engine_run(engine *e) {
   }
   if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
   engine_commit(e);
+  fatal_disarm();
   return e->failed_commit ? -1 : 0;
 }
 
@@ -1812,15 +1887,13 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
   }
   int rc = -1;
   char *src = NULL, *tmp = NULL;
+  char *terminal = NULL, *terminal_payload = NULL; /* the run's end, compared with the script's */
   size_t len = 0;
   char absdir[PATH_MAX], hash[65];
   hist_list h = {0};
   if (script_path) {
-    src = util_read_file(script_path, &len);
-    if (!src) {
-      util_seterr(report, reportlen, "cannot read %s: %s", script_path, strerror(errno));
-      goto done;
-    }
+    src = engine_read_script(script_path, &len, report, reportlen); /* a FIFO would hang the read */
+    if (!src) goto done;
     tmp = util_strdup(script_path);
     if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
     util_sha256_hex(src, len, hash);
@@ -1837,10 +1910,12 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
     util_seterr(report, reportlen, "%s", store_errmsg(st));
     goto done;
   }
-  const char *terminal = NULL;
   while (h.n && is_terminal_event(h.v[h.n - 1].type)) {
-    terminal = h.v[h.n - 1].type;
-    h.n--; /* still freed by hist_list_free via cap? no: keep strings, free below */
+    free(terminal);
+    free(terminal_payload);
+    terminal = util_strdup(h.v[h.n - 1].type);
+    terminal_payload = util_strdup(h.v[h.n - 1].payload ? h.v[h.n - 1].payload : "null");
+    h.n--;
     free((char *)h.v[h.n].type);
     free((char *)h.v[h.n].name);
     free((char *)h.v[h.n].hash);
@@ -1864,10 +1939,26 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
                   (long long)w.run);
       rc = 0;
       break;
+    case WFVM_DONE: /* the script returned: the same result as the run's, if it has one */
+      if (terminal && strcmp(terminal, "WorkflowCompleted") != 0) {
+        util_seterr(report, reportlen, "diverges: the script returns after all %zu events, but the run ended with %s",
+                    total, terminal);
+        rc = 1;
+      } else if (terminal && strcmp(wfvm_output(vm), terminal_payload) != 0) {
+        util_seterr(report, reportlen, "diverges: the script returns %.300s but the run returned %.300s",
+                    wfvm_output(vm), terminal_payload);
+        rc = 1;
+      } else {
+        util_seterr(report, reportlen, "ok: %s replays all %zu events of %s (run %lld)%s", label, total, id,
+                    (long long)w.run, terminal ? " and returns the same result" : "");
+        rc = 0;
+      }
+      break;
     case WFVM_FAILED:
-      if (terminal && strcmp(terminal, "WorkflowFailed") == 0 && wfvm_cursor(vm) >= total) {
-        util_seterr(report, reportlen, "ok: %s replays all %zu events of %s and fails as the run did", label, total,
-                    id);
+      if (terminal && (strcmp(terminal, "WorkflowFailed") == 0 || strcmp(terminal, "WorkflowCancelled") == 0) &&
+          wfvm_cursor(vm) >= total) {
+        util_seterr(report, reportlen, "ok: %s replays all %zu events of %s and %s as the run did", label, total, id,
+                    strcmp(terminal, "WorkflowFailed") == 0 ? "fails" : "ends cancelled");
         rc = 0;
       } else {
         util_seterr(report, reportlen, "diverges: the script raises after %zu of %zu events: %s", wfvm_cursor(vm),
@@ -1900,6 +1991,8 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
   }
 done:
   hist_list_free(&h);
+  free(terminal);
+  free(terminal_payload);
   free(src);
   free(tmp);
   wf_row_free(&w);

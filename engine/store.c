@@ -78,6 +78,9 @@ enum {
   Q_DOM_LIST,
   Q_DATA_VERSION,
   Q_COUNT_HIST,
+  Q_META_GET,
+  Q_META_PUT,
+  Q_META_DEL,
   Q__N
 };
 
@@ -132,6 +135,9 @@ static const char *SQL[Q__N] = {
                    "ORDER BY seq",
     [Q_DATA_VERSION] = "PRAGMA data_version",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=?",
+    [Q_META_GET] = "SELECT value FROM meta WHERE key=?",
+    [Q_META_PUT] = "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)",
+    [Q_META_DEL] = "DELETE FROM meta WHERE key=?",
 };
 
 struct store {
@@ -972,4 +978,27 @@ int64_t store_count(store *s, const char *what, const char *wf_id) {
   if (strcmp(what, "signals") == 0) return store_signal_count(s, wf_id);
   if (strcmp(what, "tasks") == 0) return store_task_count(s, wf_id);
   return -1;
+}
+
+/* ---- meta: the engine's own small named values ---- */
+
+int store_meta_get(store *s, const char *key, char **value) {
+  *value = NULL;
+  sqlite3_stmt *st = stmt(s, Q_META_GET);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, key);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) *value = col_dup(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(s, "meta");
+  return *value ? 1 : 0;
+}
+
+int store_meta_put(store *s, const char *key, const char *value) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, value ? Q_META_PUT : Q_META_DEL);
+  if (!st) return STORE_ERR;
+  bind_text(st, 1, key);
+  if (value) bind_text(st, 2, value);
+  return exec_write(s, st, "meta");
 }

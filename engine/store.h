@@ -155,6 +155,12 @@ int64_t store_domain_append(store *s, const char *session_id, const char *type, 
 typedef int (*store_domain_cb)(void *ud, const domain_event *e);
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
 
+/* ---- meta: the engine's own small named values ---- */
+/* Returns 1 with *value malloc'd when key is set, 0 when not, -1 on error. */
+int store_meta_get(store *s, const char *key, char **value);
+/* Sets key to value; a NULL value removes it. */
+int store_meta_put(store *s, const char *key, const char *value);
+
 /* Counts rows of a table for diagnostics (show). */
 int64_t store_count(store *s, const char *what, const char *wf_id);
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fatal.h"
 #include "json.h"
 #include "util.h"
 
@@ -24,8 +25,10 @@ struct wfvm {
 
   hist_list hist;
   size_t cursor; /* next history event to consume */
+  int64_t last_seq; /* the last event the script has seen (consumed or appended) */
   int64_t now_ms;
-  uint64_t rng;
+  uint64_t rng;    /* the run's stream: seeded from the log, never advanced inside a checkpoint fn */
+  uint64_t ck_rng; /* draws inside a checkpoint function (run live only) */
 
   size_t mem_used;
   int64_t instr;
@@ -38,7 +41,9 @@ struct wfvm {
   char *kill_reason;
   char *stuck_msg;
   int check_end;
-  int cas; /* continue_as_new requested */
+  int cas;          /* continue_as_new requested */
+  int engine_yield; /* the last yield was the engine's own (a primitive, a stop), not the script's */
+  int broken;       /* an error in the engine's own work in this VM: never entered again */
 };
 
 /* ---------------------------------------------------------------- memory --- */
@@ -85,10 +90,21 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
                                (long long)vm->cfg.instr_limit);
   if (!vm->kill_reason) return;
   if (L == vm->co && lua_isyieldable(L)) {
+    vm->engine_yield = 1;
     lua_yield(L, 0); /* in a hook this returns; the coroutine yields when we return */
     return;
   }
   luaL_error(L, "%s", vm->kill_reason);
+}
+
+/* The budget is per wake-up: it starts again wherever the live run was woken,
+ * at each resume and at each outcome a replay consumes (a replay is one resume
+ * over many wake-ups). Re-setting the hook also restarts its countdown, so a
+ * wake-up counts the same instructions live and on replay. A replay stays
+ * bounded: at most one budget per recorded outcome, plus one. */
+static void budget_restart(wfvm *vm) {
+  vm->instr = 0;
+  if (!vm->kill_reason) lua_sethook(vm->co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
 }
 
 /* ------------------------------------------------------------ determinism --- */
@@ -130,7 +146,10 @@ static void command_hash(const char *kind, const char *name, const char *args, c
 /* Stops the run as stuck: yields (so pcall cannot catch it) and never resumes. */
 static int go_stuck(lua_State *L, wfvm *vm, const char *msg) {
   if (!vm->stuck_msg) vm->stuck_msg = util_strdup(msg);
-  if (L == vm->co && lua_isyieldable(L)) return lua_yield(L, 0);
+  if (L == vm->co && lua_isyieldable(L)) {
+    vm->engine_yield = 1;
+    return lua_yield(L, 0);
+  }
   return luaL_error(L, "%s", msg);
 }
 
@@ -161,6 +180,7 @@ static const hist_event *expect(lua_State *L, wfvm *vm, const char *type, const 
   }
   vm->cursor++;
   vm->now_ms = e->time;
+  vm->last_seq = e->seq;
   return e;
 }
 
@@ -171,6 +191,7 @@ static int64_t append(lua_State *L, wfvm *vm, const char *type, int64_t ref, con
                       const char *payload) {
   if (vm->cfg.check_only) {
     vm->check_end = 1;
+    vm->engine_yield = 1;
     lua_yield(L, 0);
     return -1; /* not reached */
   }
@@ -178,6 +199,7 @@ static int64_t append(lua_State *L, wfvm *vm, const char *type, int64_t ref, con
   int64_t seq = vm->host.append(vm->host.ud, type, ref, name, hash, payload, &time);
   if (seq < 0) luaL_error(L, "engine: cannot append %s to the history", type);
   vm->now_ms = time; /* the time replay will see: the one in the log */
+  vm->last_seq = seq;
   return seq;
 }
 
@@ -226,6 +248,7 @@ static void decode_or_nil(lua_State *L, const char *payload) {
 /* Turns the outcome event of a blocking command into return values or an error. */
 static int push_outcome(lua_State *L, wfvm *vm, const hist_event *e) {
   vm->now_ms = e->time;
+  vm->last_seq = e->seq;
   const char *t = e->type;
   if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0) {
     decode_or_nil(L, e->payload);
@@ -269,8 +292,10 @@ static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, 
   const hist_event *e = expect(L, vm, type, name, hash);
   clear_blocked(vm);
   if (e) {
-    if (vm->cursor < vm->hist.n && vm->hist.v[vm->cursor].ref == e->seq)
+    if (vm->cursor < vm->hist.n && vm->hist.v[vm->cursor].ref == e->seq) {
+      budget_restart(vm); /* the live run was woken here */
       return push_outcome(L, vm, &vm->hist.v[vm->cursor++]);
+    }
     vm->blocked.seq = e->seq;
     vm->blocked.payload = util_strdup(e->payload);
     vm->blocked.is_new = 0;
@@ -281,6 +306,7 @@ static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, 
   }
   snprintf(vm->blocked.kind, sizeof vm->blocked.kind, "%s", kind);
   vm->blocked.name = util_strdup(name);
+  vm->engine_yield = 1;
   return lua_yieldk(L, 0, 0, blocked_k);
 }
 
@@ -427,16 +453,20 @@ static int l_wait_signal(lua_State *L) {
   return block_on(L, vm, "signal", "SignalWaitStarted", name, args, payload);
 }
 
-static int checkpoint_k(lua_State *L, int status, lua_KContext ctx) {
+static int checkpoint_k(lua_State *L, int status, lua_KContext replaying) {
   wfvm *vm = get_vm(L);
   vm->in_checkpoint--;
   if (status != LUA_OK && status != LUA_YIELD) return lua_error(L);
-  (void)ctx;
   /* stack: name fn result */
-  size_t len;
-  const char *value = json_encode(L, 3, &len);
   char hash[17];
   command_hash("checkpoint", lua_tostring(L, 1), "", hash);
+  if (replaying) {
+    /* it raised live (nothing was recorded) but returns a value now */
+    expect(L, vm, "CheckpointRecorded", lua_tostring(L, 1), hash);
+    return luaL_error(L, "engine: checkpoint replay diverged"); /* expect went stuck */
+  }
+  size_t len;
+  const char *value = json_encode(L, 3, &len);
   append(L, vm, "CheckpointRecorded", 0, lua_tostring(L, 1), hash, value);
   json_decode(L, value, len); /* return what replay would return */
   return 1;
@@ -451,15 +481,25 @@ static int l_checkpoint(lua_State *L) {
   lua_settop(L, 2);
   char hash[17];
   command_hash("checkpoint", name, "", hash);
-  const hist_event *e = expect(L, vm, "CheckpointRecorded", name, hash);
-  if (e) {
+  const hist_event *next = peek(vm);
+  if (next && strcmp(next->type, "CheckpointRecorded") == 0 && strcmp(next->name ? next->name : "", name) == 0 &&
+      strcmp(next->hash ? next->hash : "", hash) == 0) {
+    const hist_event *e = expect(L, vm, "CheckpointRecorded", name, hash);
     decode_or_nil(L, e->payload);
     return 1;
   }
+  /* Live, the function runs and its value is recorded. Replaying with another
+   * event next, it runs again: a function that raised live recorded nothing,
+   * and raises the same way now; if it returns instead, the run diverged. */
+  lua_KContext replaying = next != NULL;
   vm->in_checkpoint++;
+  /* its draws come from a stream of its own: the run's stream must not move
+   * live where replay does not run the function */
+  uint64_t mix = vm->rng ^ ((uint64_t)vm->last_seq << 32) ^ 0x5DEECE66Dull;
+  vm->ck_rng = splitmix(&mix);
   lua_pushvalue(L, 2);
-  int st = lua_pcallk(L, 0, 1, 0, 0, checkpoint_k);
-  return checkpoint_k(L, st, 0);
+  int st = lua_pcallk(L, 0, 1, 0, replaying, checkpoint_k);
+  return checkpoint_k(L, st, replaying);
 }
 
 /* wf.emit(type, payload): one domain event, exactly once per run. */
@@ -497,6 +537,7 @@ static int l_patched(lua_State *L) {
     if (is_marker(e) && strcmp(e->name, id) == 0) {
       vm->cursor++;
       vm->now_ms = e->time;
+      vm->last_seq = e->seq;
       lua_pushboolean(L, 1);
     } else {
       lua_pushboolean(L, 0); /* an old run that took the old branch here */
@@ -526,6 +567,7 @@ static int l_continue_as_new(lua_State *L) {
              "continue_as_new at %s", (long long)peek(vm)->seq, peek(vm)->type, where);
     return go_stuck(L, vm, msg);
   }
+  vm->engine_yield = 1;
   if (vm->cfg.check_only) {
     vm->check_end = 1;
     return lua_yield(L, 0);
@@ -542,10 +584,14 @@ static int l_now(lua_State *L) {
   return 1;
 }
 
+/* The stream a draw comes from: the run's own, except inside a checkpoint
+ * function (which replay does not run). */
+static uint64_t *draw_stream(wfvm *vm) { return vm->in_checkpoint ? &vm->ck_rng : &vm->rng; }
+
 /* wf.random([m [, n]]): like math.random, from a seed recorded in the log. */
 static int l_random(lua_State *L) {
   wfvm *vm = get_vm(L);
-  uint64_t r = splitmix(&vm->rng);
+  uint64_t r = splitmix(draw_stream(vm));
   int n = lua_gettop(L);
   if (n == 0) {
     lua_pushnumber(L, (lua_Number)(r >> 11) * (1.0 / 9007199254740992.0));
@@ -566,7 +612,8 @@ static int l_random(lua_State *L) {
 
 static int l_uuid(lua_State *L) {
   wfvm *vm = get_vm(L);
-  uint64_t a = splitmix(&vm->rng), b = splitmix(&vm->rng);
+  uint64_t *g = draw_stream(vm);
+  uint64_t a = splitmix(g), b = splitmix(g);
   a = (a & 0xFFFFFFFFFFFF0FFFull) | 0x4000ull;
   b = (b & 0x3FFFFFFFFFFFFFFFull) | 0x8000000000000000ull;
   char buf[40];
@@ -586,7 +633,7 @@ static int l_info(lua_State *L) {
   lua_setfield(L, -2, "run");
   lua_pushboolean(L, !live(vm));
   lua_setfield(L, -2, "replaying");
-  lua_pushinteger(L, (lua_Integer)vm->hist.n);
+  lua_pushinteger(L, (lua_Integer)vm->last_seq); /* events up to here: the same live and on replay */
   lua_setfield(L, -2, "history_length");
   return 1;
 }
@@ -612,6 +659,68 @@ static int open_workflow(lua_State *L) {
 
 /* -------------------------------------------------------------- sandbox --- */
 
+/* The text of the value at idx, pushed, without addresses: a table, function
+ * or coroutine shows as its __name or its type ("table"), because addresses
+ * differ between a run and its replay. __tostring is honoured. */
+static const char *safe_tolstring(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  if (luaL_callmeta(L, idx, "__tostring")) {
+    if (!lua_isstring(L, -1)) luaL_error(L, "'__tostring' must return a string");
+    return lua_tostring(L, -1);
+  }
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL:
+    case LUA_TBOOLEAN:
+    case LUA_TNUMBER:
+    case LUA_TSTRING: return luaL_tolstring(L, idx, NULL);
+    default: {
+      int t = luaL_getmetafield(L, idx, "__name"); /* pushed unless nil */
+      if (t == LUA_TSTRING) return lua_tostring(L, -1);
+      if (t != LUA_TNIL) lua_pop(L, 1);
+      lua_pushstring(L, luaL_typename(L, idx));
+      return lua_tostring(L, -1);
+    }
+  }
+}
+
+static int l_tostring(lua_State *L) {
+  luaL_checkany(L, 1);
+  safe_tolstring(L, 1);
+  return 1;
+}
+
+/* string.format without addresses: '%p' is refused, and '%s' of a table,
+ * function or coroutine gives what tostring gives. The real format (upvalue 1)
+ * does the rest, with its own checks of the format. */
+static int l_format(lua_State *L) {
+  size_t flen;
+  const char *p = luaL_checklstring(L, 1, &flen), *end = p + flen;
+  int top = lua_gettop(L), arg = 1;
+  for (; p < end; p++) {
+    if (*p != '%') continue;
+    if (++p >= end || *p == '%') continue;
+    arg++;
+    while (p < end && *p && strchr("-+ #0", *p)) p++;
+    while (p < end && *p >= '0' && *p <= '9') p++;
+    if (p < end && *p == '.')
+      for (p++; p < end && *p >= '0' && *p <= '9';) p++;
+    if (p >= end) break;
+    if (*p == 'p')
+      return luaL_error(L, "string.format: '%%p' is not available to workflows (addresses differ between a run and "
+                        "its replay)");
+    int t = arg <= top ? lua_type(L, arg) : LUA_TNONE;
+    if (*p == 's' && (t == LUA_TTABLE || t == LUA_TFUNCTION || t == LUA_TTHREAD || t == LUA_TUSERDATA ||
+                      t == LUA_TLIGHTUSERDATA)) {
+      safe_tolstring(L, arg);
+      lua_replace(L, arg);
+    }
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, top, 1);
+  return 1;
+}
+
 /* print() in workflows: shown once, not again on replay. */
 static int l_print(lua_State *L) {
   wfvm *vm = get_vm(L);
@@ -621,7 +730,7 @@ static int l_print(lua_State *L) {
   luaL_buffinit(L, &b);
   for (int i = 1; i <= n; i++) {
     if (i > 1) luaL_addchar(&b, '\t');
-    luaL_tolstring(L, i, NULL);
+    safe_tolstring(L, i);
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
@@ -670,18 +779,122 @@ static int l_require(lua_State *L) {
   return 1;
 }
 
+/* The collector runs when allocation decides, which differs between a run and
+ * its replay: nothing of it is visible to workflows, memory use included. */
 static int l_collectgarbage(lua_State *L) {
   const char *opt = luaL_optstring(L, 1, "collect");
-  if (strcmp(opt, "count") == 0) {
-    lua_pushnumber(L, (lua_Number)lua_gc(L, LUA_GCCOUNT, 0) + (lua_Number)lua_gc(L, LUA_GCCOUNTB, 0) / 1024.0);
-    return 1;
+  return luaL_error(L, "collectgarbage('%s') is not available to workflows (the collector runs at other moments "
+                    "on replay)", opt);
+}
+
+/* setmetatable that refuses what acts when the collector runs: __gc (a
+ * finalizer, which would also run on the engine's thread with no budget) and
+ * __mode (a weak table loses entries at each collection). Lua marks an object
+ * for finalization only when its metatable has __gc at setmetatable, so a
+ * __gc added later is inert. */
+static int l_setmetatable(lua_State *L) {
+  int t = lua_type(L, 2);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+  if (t == LUA_TTABLE) {
+    lua_pushliteral(L, "__gc"); /* raw: a metatable's own fields are what Lua reads */
+    if (lua_rawget(L, 2) != LUA_TNIL)
+      return luaL_error(L, "setmetatable: __gc (a finalizer) is not available to workflows: it runs when the "
+                        "collector decides, which differs between a run and its replay");
+    lua_pushliteral(L, "__mode");
+    if (lua_rawget(L, 2) != LUA_TNIL)
+      return luaL_error(L, "setmetatable: __mode (a weak table) is not available to workflows: its entries go "
+                        "when the collector decides, which differs between a run and its replay");
+    lua_pop(L, 2);
   }
-  return luaL_error(L, "collectgarbage('%s') is not available to workflows", opt);
+  if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL) return luaL_error(L, "cannot change a protected metatable");
+  lua_settop(L, 2);
+  lua_setmetatable(L, 1);
+  return 1;
+}
+
+/* a < b for table.sort: the comparator at index 2, else Lua's < */
+static int sort_less(lua_State *L, int a, int b) {
+  a = lua_absindex(L, a);
+  b = lua_absindex(L, b);
+  if (lua_isnil(L, 2)) return lua_compare(L, a, b, LUA_OPLT);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, a);
+  lua_pushvalue(L, b);
+  lua_call(L, 2, 1);
+  int r = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return r;
+}
+
+/* table.sort as a stable merge sort: equal elements keep their order, so the
+ * result is the same in every run. (Lua's own quicksort picks its pivot from
+ * clock() and time() when a partition is unbalanced: elements that compare
+ * equal could come out in another order on replay.) */
+static int l_sort(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  if (n < 2) return 0;
+  luaL_argcheck(L, n < INT32_MAX, 1, "array too big");
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  lua_settop(L, 2);
+  lua_createtable(L, (int)n, 0); /* 3 and 4: the runs, merged back and forth */
+  lua_createtable(L, (int)n, 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 1, i);
+    lua_rawseti(L, 3, i);
+  }
+  int src = 3, dst = 4;
+  for (lua_Integer width = 1; width < n; width *= 2) {
+    for (lua_Integer lo = 1; lo <= n; lo += 2 * width) {
+      lua_Integer mid = lo + width < n + 1 ? lo + width : n + 1, hi = lo + 2 * width < n + 1 ? lo + 2 * width : n + 1;
+      lua_Integer i = lo, j = mid;
+      for (lua_Integer k = lo; k < hi; k++) {
+        int take_right = 0;
+        if (i < mid && j < hi) {
+          lua_rawgeti(L, src, i);
+          lua_rawgeti(L, src, j);
+          take_right = sort_less(L, -1, -2); /* only a strictly smaller right element goes first */
+          lua_pop(L, 2);
+        } else {
+          take_right = i >= mid;
+        }
+        lua_rawgeti(L, src, take_right ? j++ : i++);
+        lua_rawseti(L, dst, k);
+      }
+    }
+    int t = src;
+    src = dst;
+    dst = t;
+  }
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, src, i);
+    lua_seti(L, 1, i);
+  }
+  return 0;
+}
+
+/* coroutine.yield in the workflow body itself is not a way to wait (the
+ * engine's primitives are); in the script's own coroutines it is Lua's. */
+static int l_co_yield(lua_State *L) {
+  if (L == get_vm(L)->co)
+    return luaL_error(L, "coroutine.yield outside a coroutine the workflow created: the workflow waits through "
+                      "wf.activity, wf.sleep and wf.wait_signal");
+  return lua_yield(L, lua_gettop(L));
+}
+
+static int l_co_isyieldable(lua_State *L) {
+  lua_State *co = lua_isnone(L, 1) ? L : lua_tothread(L, 1);
+  luaL_argexpected(L, co, 1, "thread");
+  lua_pushboolean(L, co != get_vm(L)->co && lua_isyieldable(co));
+  return 1;
 }
 
 /* Deterministic pairs(): keys in a fixed order (numbers, then strings, then
- * booleans), since Lua's hash order varies between VMs (string hashes are
- * seeded per state) and replay must take the same path. */
+ * booleans, then one key of another type), since Lua's hash order varies
+ * between VMs (string hashes are seeded per state) and replay must take the
+ * same path. Keys that are tables, functions or coroutines can only be
+ * ordered by address: a table with two of them is refused. */
 typedef struct pkey {
   int rank;
   int isint;
@@ -737,6 +950,7 @@ static int l_pairs(lua_State *L) {
     lua_rawseti(L, 2, ++n);
   }
   pkey *v = lua_newuserdatauv(L, n > 0 ? (size_t)n * sizeof(pkey) : 1, 0); /* 3 */
+  int others = 0;
   for (lua_Integer j = 1; j <= n; j++) {
     pkey *k = &v[j - 1];
     memset(k, 0, sizeof *k);
@@ -754,10 +968,14 @@ static int l_pairs(lua_State *L) {
       k->rank = 3;
       k->b = lua_toboolean(L, -1);
     } else {
-      k->rank = 4;
+      k->rank = 4; /* ordered by address: one such key has a fixed place (last), two do not */
+      others++;
     }
     lua_pop(L, 1);
   }
+  if (others > 1)
+    return luaL_error(L, "pairs: the table has %d keys that are tables, functions or coroutines; their order "
+                      "differs between a run and its replay (use string or number keys)", others);
   qsort(v, (size_t)n, sizeof(pkey), cmp_pkey);
   lua_createtable(L, (int)n, 0); /* 4: sorted keys */
   for (lua_Integer j = 0; j < n; j++) {
@@ -789,10 +1007,9 @@ static const char *LOAD_BOOT_LUA =
     "    (main == nil and 'nil' or 'a ' .. type(main))})\n"
     "end\n";
 
-static const char *SAFE_GLOBALS[] = {"assert", "error",    "ipairs",  "next",     "pcall",    "rawequal",
-                                     "rawget", "rawlen",   "rawset",  "select",   "setmetatable",
-                                     "getmetatable", "tonumber", "tostring", "type", "xpcall", "_VERSION",
-                                     NULL};
+static const char *SAFE_GLOBALS[] = {"assert", "error",    "ipairs", "next",     "pcall",  "rawequal",
+                                     "rawget", "rawlen",   "rawset", "select",   "getmetatable",
+                                     "tonumber", "type", "xpcall", "_VERSION", NULL};
 static const char *SAFE_LIBS[] = {"table", "string", "utf8", "coroutine", NULL};
 
 static int build_sandbox(lua_State *L) {
@@ -812,6 +1029,21 @@ static int build_sandbox(lua_State *L) {
   lua_getglobal(L, "string");
   lua_pushnil(L);
   lua_setfield(L, -2, "dump");
+  /* the same goes for the functions replaced here, in the real tables: what
+   * shows addresses, sorts by the clock, or yields past the engine */
+  lua_getfield(L, -1, "format");
+  lua_pushcclosure(L, l_format, 1);
+  lua_setfield(L, -2, "format");
+  lua_pop(L, 1);
+  lua_getglobal(L, "table");
+  lua_pushcfunction(L, l_sort);
+  lua_setfield(L, -2, "sort");
+  lua_pop(L, 1);
+  lua_getglobal(L, "coroutine");
+  lua_pushcfunction(L, l_co_yield);
+  lua_setfield(L, -2, "yield");
+  lua_pushcfunction(L, l_co_isyieldable);
+  lua_setfield(L, -2, "isyieldable");
   lua_pop(L, 1);
   luaL_newmetatable(L, ERROR_MT);
   lua_pushcfunction(L, error_tostring);
@@ -844,6 +1076,10 @@ static int build_sandbox(lua_State *L) {
   lua_setfield(L, -2, "collectgarbage");
   lua_pushcfunction(L, l_pairs);
   lua_setfield(L, -2, "pairs");
+  lua_pushcfunction(L, l_tostring);
+  lua_setfield(L, -2, "tostring");
+  lua_pushcfunction(L, l_setmetatable);
+  lua_setfield(L, -2, "setmetatable");
   lua_pushvalue(L, -1);
   lua_setfield(L, -2, "_G");
   vm->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -885,6 +1121,9 @@ wfvm *wfvm_new(const wfvm_config *cfg, const wfvm_host *host, const char *wf_id,
     wfvm_free(vm);
     return NULL;
   }
+  /* unreachable while every entry is protected (enter); if it ever runs, it
+   * names the workflow before Lua aborts the process */
+  lua_atpanic(vm->L, fatal_lua_panic);
   lua_pushcfunction(vm->L, build_sandbox);
   lua_pushlightuserdata(vm->L, vm);
   if (lua_pcall(vm->L, 1, 0, 0) != LUA_OK) {
@@ -912,53 +1151,66 @@ static void set_output(wfvm *vm, char *s) {
   vm->output = s;
 }
 
-/* Builds the error JSON for a failed run from the error value on top of co. */
+/* Pushes field key of the table at t as a string, read raw (the value's
+ * metatable is the script's code, and nothing of the script runs outside its
+ * coroutine, where no budget applies), or dflt. */
+static void push_raw_string(lua_State *L, int t, const char *key, const char *dflt) {
+  lua_pushstring(L, key);
+  if (lua_rawget(L, t) == LUA_TSTRING || lua_type(L, -1) == LUA_TNUMBER) {
+    lua_pushstring(L, lua_tostring(L, -1));
+    lua_remove(L, -2);
+    return;
+  }
+  lua_pop(L, 1);
+  lua_pushstring(L, dflt);
+}
+
+/* Builds the error JSON {type, message, stack} of a failed run from the error
+ * value on top of co (a dead coroutine: nothing may run on it). */
 static char *error_json(wfvm *vm, lua_State *co) {
   lua_State *L = vm->L;
+  lua_xmove(co, L, 1);
+  int v = lua_gettop(L);
   lua_newtable(L);
-  int t = lua_gettop(L);
-  if (lua_istable(co, -1)) {
-    lua_getfield(co, -1, "type");
-    lua_getfield(co, -2, "message");
-    lua_pushstring(L, lua_isstring(co, -2) ? lua_tostring(co, -2) : "Error");
+  int t = v + 1;
+  if (lua_type(L, v) == LUA_TTABLE) {
+    push_raw_string(L, v, "type", "Error");
     lua_setfield(L, t, "type");
-    lua_pushstring(L, lua_isstring(co, -1) ? lua_tostring(co, -1) : "(no message)");
+    push_raw_string(L, v, "message", "error table without a 'message' string (its metatable is not consulted)");
     lua_setfield(L, t, "message");
-    lua_pop(co, 2);
   } else {
-    lua_pushstring(L, "Error");
+    lua_pushliteral(L, "Error");
     lua_setfield(L, t, "type");
-    const char *m = lua_isstring(co, -1) ? lua_tostring(co, -1) : luaL_typename(co, -1);
-    lua_pushstring(L, m);
+    int ty = lua_type(L, v);
+    lua_pushstring(L, ty == LUA_TSTRING || ty == LUA_TNUMBER ? lua_tostring(L, v) : luaL_typename(L, v));
     lua_setfield(L, t, "message");
   }
   luaL_traceback(L, co, NULL, 0);
   lua_setfield(L, t, "stack");
   char *out = util_strdup(json_encode(L, t, NULL));
-  lua_settop(L, t - 1);
+  lua_settop(L, v - 1);
   return out;
 }
 
-static char *message_json(lua_State *L, const char *type, const char *msg) {
-  lua_newtable(L);
-  lua_pushstring(L, type);
-  lua_setfield(L, -2, "type");
-  lua_pushstring(L, msg);
-  lua_setfield(L, -2, "message");
-  char *out = util_strdup(json_encode(L, -1, NULL));
-  lua_pop(L, 2);
+/* {"message":...,"type":...} built in C: it works in a VM whose memory is full. */
+static char *message_json(const char *type, const char *msg) {
+  char *t = json_quote(type), *m = json_quote(msg ? msg : "");
+  char *out = util_fmt("{\"message\":%s,\"type\":%s}", m, t);
+  free(t);
+  free(m);
   return out;
 }
 
 static wfvm_state resume(wfvm *vm, int nargs) {
   lua_State *co = vm->co;
   int nres = 0;
-  vm->instr = 0;
+  budget_restart(vm);
+  vm->engine_yield = 0;
   vm->limit_on = 1;
   int st = lua_resume(co, vm->L, nargs, &nres);
   vm->limit_on = 0;
   if (vm->kill_reason) {
-    set_output(vm, message_json(vm->L, "RunawayScript", vm->kill_reason));
+    set_output(vm, message_json("RunawayScript", vm->kill_reason));
     return WFVM_KILLED;
   }
   if (vm->stuck_msg) {
@@ -966,6 +1218,11 @@ static wfvm_state resume(wfvm *vm, int nargs) {
     return WFVM_STUCK;
   }
   if (st == LUA_YIELD) {
+    if (!vm->engine_yield) { /* not a primitive: a yield the sandbox's coroutine.yield should have refused */
+      lua_pop(co, nres);
+      set_output(vm, message_json("ScriptError", "the workflow yielded outside the engine's primitives"));
+      return WFVM_FAILED;
+    }
     if (vm->check_end) return WFVM_END;
     if (vm->cas) return WFVM_CONTINUE;
     return WFVM_BLOCKED;
@@ -986,58 +1243,52 @@ static wfvm_state resume(wfvm *vm, int nargs) {
       set_output(vm, util_strdup(msg));
       return WFVM_STUCK;
     }
-    if (vm->cfg.check_only) {
-      vm->check_end = 1;
-      return WFVM_END;
-    }
     lua_State *L = vm->L;
     if (nres == 0) lua_pushnil(co);
     lua_xmove(co, L, 1);
     lua_pop(co, nres > 0 ? nres - 1 : 0);
-    /* encode in protected mode: a result JSON cannot hold is a workflow failure */
+    /* encode in protected mode: a result JSON cannot hold is a workflow failure.
+     * A replay check encodes it too, for comparing with the run's result. */
     int top = lua_gettop(L);
     lua_pushcfunction(L, luaopen_engine_json);
     lua_call(L, 0, 1);
     lua_getfield(L, -1, "encode");
     lua_pushvalue(L, top);
     if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-      set_output(vm, message_json(L, "ResultError", lua_tostring(L, -1)));
+      set_output(vm, message_json("ResultError", lua_tostring(L, -1)));
       lua_settop(L, top - 1);
       return WFVM_FAILED;
     }
     set_output(vm, util_strdup(lua_tostring(L, -1)));
     lua_settop(L, top - 1);
+    if (vm->cfg.check_only) vm->check_end = 1;
     return WFVM_DONE;
   }
   if (st == LUA_ERRMEM && !vm->kill_reason) {
-    set_output(vm, message_json(vm->L, "RunawayScript", "memory limit exceeded"));
+    set_output(vm, message_json("RunawayScript", "memory limit exceeded"));
     return WFVM_KILLED;
   }
   set_output(vm, error_json(vm, co));
   return WFVM_FAILED;
 }
 
-wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkname) {
-  return wfvm_start_mode(vm, src, len, chunkname, "t");
-}
-
-wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode) {
+static wfvm_state start_unprotected(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode) {
   lua_State *L = vm->L;
   if (vm->hist.n == 0 || strcmp(vm->hist.v[0].type, "WorkflowStarted") != 0) {
-    set_output(vm, message_json(L, "EngineError", "history does not begin with WorkflowStarted"));
+    set_output(vm, message_json("EngineError", "history does not begin with WorkflowStarted"));
     return WFVM_FAILED;
   }
   const hist_event *start = &vm->hist.v[0];
   vm->cursor = 1;
   vm->now_ms = start->time;
+  vm->last_seq = start->seq;
   vm->co = lua_newthread(L);
   vm->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-  lua_sethook(vm->co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
 
   const char *boot = vm->cfg.load_only ? LOAD_BOOT_LUA : BOOT_LUA;
   if (luaL_loadbufferx(vm->co, boot, strlen(boot), "=engine.boot", "t") != LUA_OK ||
       luaL_loadbufferx(vm->co, src, len, chunkname, mode) != LUA_OK) {
-    set_output(vm, message_json(L, "ScriptError", lua_tostring(vm->co, -1)));
+    set_output(vm, message_json("ScriptError", lua_tostring(vm->co, -1)));
     return WFVM_FAILED;
   }
   lua_rawgeti(vm->co, LUA_REGISTRYINDEX, vm->env_ref);
@@ -1045,20 +1296,80 @@ wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *ch
   /* WorkflowStarted payload: {"input":..., "seed":"hex"} */
   char err[256];
   if (json_decode_safe(vm->co, start->payload, strlen(start->payload), err, sizeof err) != 0) {
-    set_output(vm, message_json(L, "EngineError", err));
+    set_output(vm, message_json("EngineError", err));
     return WFVM_FAILED;
   }
-  lua_getfield(vm->co, -1, "seed");
+  lua_pushliteral(vm->co, "seed");
+  lua_rawget(vm->co, -2);
   vm->rng = strtoull(lua_tostring(vm->co, -1) ? lua_tostring(vm->co, -1) : "0", NULL, 16);
   lua_pop(vm->co, 1);
-  lua_getfield(vm->co, -1, "input");
+  lua_pushliteral(vm->co, "input");
+  lua_rawget(vm->co, -2);
   lua_remove(vm->co, -2);
   return resume(vm, 2);
 }
 
+/* Every entry into the VM runs under one protected call on the main thread:
+ * an error in the engine's own work there (out of memory while reporting, a
+ * value that cannot be encoded) fails this one workflow instead of reaching
+ * Lua's panic, which would abort the engine. A VM that failed so is not used
+ * again. */
+typedef struct vm_entry {
+  wfvm *vm;
+  const char *src, *chunkname, *mode;
+  size_t len;
+  wfvm_state st;
+} vm_entry;
+
+static int start_entry(lua_State *L) {
+  vm_entry *c = lua_touserdata(L, 1);
+  c->st = start_unprotected(c->vm, c->src, c->len, c->chunkname, c->mode);
+  return 0;
+}
+
+static int deliver_entry(lua_State *L) {
+  vm_entry *c = lua_touserdata(L, 1);
+  c->st = resume(c->vm, 0);
+  return 0;
+}
+
+static wfvm_state enter(wfvm *vm, lua_CFunction fn, vm_entry *c) {
+  if (vm->broken) {
+    set_output(vm, message_json("EngineError", "the workflow VM failed earlier and cannot be resumed"));
+    return WFVM_FAILED;
+  }
+  const char *was = fatal_enter(vm->wf_id);
+  lua_State *L = vm->L;
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, fn);
+  lua_pushlightuserdata(L, c);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    vm->limit_on = 0;
+    vm->broken = 1;
+    char *msg = util_fmt("the workflow VM failed in the engine's own code: %s",
+                         lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "(no message)");
+    set_output(vm, message_json("EngineError", msg));
+    free(msg);
+    c->st = WFVM_FAILED;
+  }
+  lua_settop(L, top);
+  fatal_enter(was);
+  return c->st;
+}
+
+wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkname) {
+  return wfvm_start_mode(vm, src, len, chunkname, "t");
+}
+
+wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode) {
+  vm_entry c = {vm, src, chunkname, mode, len, WFVM_FAILED};
+  return enter(vm, start_entry, &c);
+}
+
 wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome) {
   vm->delivered = *outcome;
-  wfvm_state st = resume(vm, 0);
+  vm_entry c = {vm, NULL, NULL, NULL, 0, WFVM_FAILED};
+  wfvm_state st = enter(vm, deliver_entry, &c);
   memset(&vm->delivered, 0, sizeof vm->delivered);
   return st;
 }

@@ -190,7 +190,7 @@ return function(input)
     -- memory: each proposed update needs an approval before it is applied
     if result and type(result.memory_updates) == "table" and prep.memory_file then
       for i, update in ipairs(result.memory_updates) do
-        local rid = "memory-" .. i .. "-" .. digest(tostring(update))
+        local rid = "memory-" .. i .. "-" .. digest(type(update) == "table" and require("json").encode(update) or tostring(update))
         wf.emit("approval.requested", { request_id = rid, kind = "memory", update = update })
         status("WAITING_FOR_APPROVAL", { request_id = rid })
         local answer = wf.wait_signal("approval:" .. rid, { timeout = math.max(0, math.min(prep.approval_timeout, remaining())) })

@@ -6,7 +6,7 @@
 ---@field seq integer the ActivityScheduled event
 ---@field attempt integer 1 for the first attempt
 ---@field name string
----@field idempotency_key string "workflow_id/seq", stable across attempts
+---@field idempotency_key string "workflow_id/run/seq", stable across attempts, distinct between runs
 
 local activity = {}
 

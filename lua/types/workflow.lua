@@ -25,7 +25,7 @@
 ---@field id string
 ---@field run integer
 ---@field replaying boolean
----@field history_length integer
+---@field history_length integer events of this run up to this point of the script (the same live and on replay)
 
 local workflow = {}
 
@@ -51,7 +51,9 @@ function workflow.wait_signal(name, options) end
 function workflow.sleep(seconds) end
 
 --- Runs fn once and records its (JSON-encodable) value; replays return it.
---- fn must not call workflow primitives.
+--- fn must not call workflow primitives. Its wf.random/wf.uuid draws come from
+--- a stream of their own and do not change the draws outside it. If fn raises,
+--- nothing is recorded and a replay runs it again.
 ---@generic T
 ---@param name string
 ---@param fn fun(): T
@@ -77,7 +79,8 @@ function workflow.continue_as_new(input) end
 ---@return number
 function workflow.now() end
 
---- Deterministic random, like math.random, seeded from the log.
+--- Deterministic random, like math.random, seeded from the log (the run's
+--- seed); draws inside a checkpoint function do not move the run's sequence.
 ---@param m? integer
 ---@param n? integer
 ---@return number

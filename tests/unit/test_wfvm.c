@@ -642,7 +642,7 @@ static void test_sandbox(void **state) {
       "  return {leaks = table.concat(leaks, ','), present = present, gc = gc_ok,\n"
       "          req_os = req_os, req_io = req_io, bad_name = bad_name, json = json.encode({b = 1, a = 2}),\n"
       "          helper = helper.double(21), same = helper == helper2, loaded_as = helper.loaded_as,\n"
-      "          count = type(collectgarbage('count'))}\n"
+      "          count = pcall(collectgarbage, 'count')}\n"
       "end\n";
   fake f;
   fake_init(&f, "{}", SEED);
@@ -651,7 +651,7 @@ static void test_sandbox(void **state) {
   wfvm *vm = run_live(&f, &cfg, src, &st);
   assert_state(vm, st, WFVM_DONE);
   assert_string_equal(wfvm_output(vm),
-                      "{\"bad_name\":false,\"count\":\"number\",\"gc\":false,\"helper\":42,"
+                      "{\"bad_name\":false,\"count\":false,\"gc\":false,\"helper\":42,"
                       "\"json\":\"{\\\"a\\\":2,\\\"b\\\":1}\",\"leaks\":\"\",\"loaded_as\":\"helper\","
                       "\"present\":true,\"req_io\":false,\"req_os\":false,\"same\":true}");
   /* helper was loaded once (cached); os and io were asked of the host and refused;
@@ -1084,13 +1084,16 @@ static void test_check_only_ends_at_history_end(void **state) {
       "  wf.activity('next')\n"
       "  return r\n"
       "end\n";
+  /* a script that returns at the end of the history: DONE, with the result it
+   * returns (the replay check compares it with the run's) */
   const char *scripts[] = {CALLS_A, more};
   for (int i = 0; i < 2; i++) {
     fake g;
     memset(&g, 0, sizeof g);
     wfvm *vm = vm_new(&g, &cfg, &f.rec);
     wfvm_state st = start(vm, scripts[i]);
-    assert_state(vm, st, WFVM_END);
+    assert_state(vm, st, i == 0 ? WFVM_DONE : WFVM_END);
+    if (i == 0) assert_string_equal(wfvm_output(vm), "\"done-a\"");
     assert_int_equal(g.appends, 0);
     assert_int_equal(g.emits, 0);
     assert_int_equal(wfvm_cursor(vm), 3);
@@ -1330,6 +1333,457 @@ static void BUG_print_adds_buffer_placeholder(void **state) {
   assert_string_equal(prints, "hello\t42||nil\ttrue|");
 }
 
+/* What the run's own generator gave for SEED before issue 9 (golden). */
+#define GOLDEN_RNG "[855068,\"de586a31-41a1-4922-821f-bc2f8e1cfc1d\",0.45469370192939129,5]"
+
+/* ------------------------------------------------- hardening (issue 9) --- */
+
+/* Runs src live to its end in a child; the child's exit code is the state. */
+static void expect_child_state(const char *src, wfvm_state want, const char *needle) {
+  wfvm_config cfg = base_cfg();
+  char out[2048];
+  int status = run_in_child(&cfg, src, out, sizeof out);
+  if (WIFSIGNALED(status))
+    fail_msg("the VM process died with signal %d (%s)\n%s", WTERMSIG(status), strsignal(WTERMSIG(status)), src);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != (int)want)
+    fail_msg("state %s, expected %s; output %s\n%s", state_name((wfvm_state)WEXITSTATUS(status)), state_name(want),
+             out, src);
+  assert_contains(out, needle);
+}
+
+/* An error value whose metatable raises (the "strict class" idiom), loops, or
+ * lies must fail the one workflow with a clear error.
+ *
+ * BUG (engine/wfvm.c, error_json): the error was read with lua_getfield on the
+ * dead coroutine, outside any protected call: __index ran there, its error had
+ * no handler, Lua's panic function ran and abort()ed the engine (every
+ * workflow with it, and again at each restart). Fix: read the error raw, under
+ * a protected call at the VM boundary. */
+static void BUG_error_object_with_raising_metatable_aborts(void **state) {
+  (void)state;
+  expect_child_state("return function()\n"
+                     "  error(setmetatable({}, {__index = function(_, k) error('no field ' .. k) end}))\n"
+                     "end\n",
+                     WFVM_FAILED, "\"type\":\"Error\"");
+  expect_child_state("return function()\n"
+                     "  error(setmetatable({}, {__index = function(_, k) error('no field ' .. k) end}))\n"
+                     "end\n",
+                     WFVM_FAILED, "without a 'message' string");
+  /* raw fields are used; metamethods never run outside the script's budget */
+  expect_child_state("return function()\n"
+                     "  error(setmetatable({type = 'Strict', message = 'raw fields'},\n"
+                     "    {__index = function() while true do end end, __tostring = function() error('no') end,\n"
+                     "     __eq = function() error('no') end, __name = 'Strict'}))\n"
+                     "end\n",
+                     WFVM_FAILED, "\"message\":\"raw fields\"");
+  expect_child_state("return function()\n"
+                     "  error(setmetatable({}, {__index = function() while true do end end}))\n"
+                     "end\n",
+                     WFVM_FAILED, "\"type\":\"Error\"");
+  /* caught and re-raised by the script, after an activity failure: the same */
+  expect_child_state("local wf = require 'workflow'\n"
+                     "return function()\n"
+                     "  local e = setmetatable({}, {__index = function(_, k) error('strict: ' .. k) end})\n"
+                     "  local ok = pcall(error, e)\n"
+                     "  error(e)\n"
+                     "end\n",
+                     WFVM_FAILED, "\"stack\":");
+}
+
+/* The instruction budget is per wake-up; replaying a run that never exceeded
+ * it must not exceed it either.
+ *
+ * BUG (engine/wfvm.c, resume): the count was reset once per lua_resume, and a
+ * replay is one resume over every wake-up in the history: a run whose wake-ups
+ * each stayed under the budget was killed on its first replay, durably. Fix:
+ * restart the count wherever the live run was woken (each outcome a replay
+ * consumes). Replay stays bounded: at most one budget per recorded outcome. */
+static void BUG_budget_counts_the_replayed_prefix(void **state) {
+  (void)state;
+  wfvm_config cfg = base_cfg();
+  cfg.instr_limit = 300000;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local x = 0\n"
+      "  for round = 1, 4 do\n"
+      "    for i = 1, 60000 do x = x + i end\n"
+      "    for i = 1, 60000 do x = x + i end\n"
+      "    wf.activity('a', {round = round})\n"
+      "  end\n"
+      "  for i = 1, 60000 do x = x + i end\n"
+      "  return x\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  for (int i = 0; i < 4; i++) {
+    assert_state(vm, st, WFVM_BLOCKED);
+    st = deliver(&f, vm, "ActivityCompleted", "null");
+  }
+  assert_state(vm, st, WFVM_DONE);
+  char live[64];
+  snprintf(live, sizeof live, "%s", wfvm_output(vm));
+  wfvm_free(vm);
+  /* the whole history, replayed in one resume */
+  fake g;
+  memset(&g, 0, sizeof g);
+  vm = vm_new(&g, &cfg, &f.rec);
+  st = start(vm, src);
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), live);
+  wfvm_free(vm);
+  /* a script that loops only while replaying is still stopped */
+  const char *replay_loop =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  for round = 1, 4 do\n"
+      "    if wf.is_replaying() then while true do end end\n"
+      "    wf.activity('a', {round = round})\n"
+      "  end\n"
+      "  return 1\n"
+      "end\n";
+  memset(&g, 0, sizeof g);
+  vm = vm_new(&g, &cfg, &f.rec);
+  st = start(vm, replay_loop);
+  assert_state(vm, st, WFVM_KILLED);
+  assert_contains(wfvm_output(vm), "instruction budget");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
+/* Runs src live in-process and copies its output (which must be DONE). */
+static void run_done(const char *src, char *out, size_t n) {
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_DONE);
+  snprintf(out, n, "%s", wfvm_output(vm));
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
+/* BUG (engine/wfvm.c, build_sandbox): tostring, print and string.format('%s')
+ * showed tables, functions and coroutines by address, and '%p' printed the
+ * address itself; addresses differ between the live run and its replay (the
+ * agent session built an approval id from tostring(update) and waited on
+ * another signal after a restart). Fix: no addresses in the sandbox. */
+static void BUG_tostring_shows_addresses(void **state) {
+  (void)state;
+  char out[1024];
+  run_done("return function()\n"
+           "  local p_ok, p_err = pcall(string.format, '%p', {})\n"
+           "  print({}, print)\n"
+           "  return {t = tostring({}), f = tostring(print), g = tostring(function() end),\n"
+           "    co = tostring(coroutine.create(function() end)), fmt = string.format('%s|%5s|%-3s.', {}, print, 1),\n"
+           "    m = ('%s'):format({}), p_ok = p_ok, p_err = tostring(p_err):match(\"'%%p'.*\"),\n"
+           "    named = tostring(setmetatable({}, {__name = 'Thing'})),\n"
+           "    custom = tostring(setmetatable({}, {__tostring = function() return 'custom' end})),\n"
+           "    n = tostring(1.5) .. tostring(nil) .. tostring(true) .. tostring(-0.0), pct = string.format('%d%%', 5)}\n"
+           "end\n",
+           out, sizeof out);
+  if (strstr(out, "0x")) fail_msg("an address leaked: %s", out);
+  assert_contains(out, "\"t\":\"table\"");
+  assert_contains(out, "\"f\":\"function\"");
+  assert_contains(out, "\"g\":\"function\"");
+  assert_contains(out, "\"co\":\"thread\"");
+  assert_contains(out, "\"fmt\":\"table|function|1  .\"");
+  assert_contains(out, "\"m\":\"table\"");
+  assert_contains(out, "\"p_ok\":false");
+  assert_contains(out, "\"p_err\":\"'%p' is not available to workflows");
+  assert_contains(out, "\"named\":\"Thing\"");
+  assert_contains(out, "\"custom\":\"custom\"");
+  assert_contains(out, "\"n\":\"1.5niltrue-0.0\"");
+  assert_contains(out, "\"pct\":\"5%\"");
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, "return function() print({}, print, 'x') end\n", &st);
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(f.prints, "table\tfunction\tx|");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
+/* BUG (engine/wfvm.c, l_pairs): keys that are tables, functions or coroutines
+ * were visited in raw next() order, which follows addresses. Fix: one such key
+ * has a fixed place (last); two or more are refused, naming the problem. */
+static void BUG_pairs_orders_table_keys_by_address(void **state) {
+  (void)state;
+  char out[512];
+  run_done("return function()\n"
+           "  local two = {[{}] = 1, [function() end] = 2, a = 3}\n"
+           "  local ok, e = pcall(function() for k in pairs(two) do end end)\n"
+           "  local one, seen = {[{}] = 1, b = 2, [1] = 3}, {}\n"
+           "  for k in pairs(one) do seen[#seen + 1] = type(k) end\n"
+           "  return {ok = ok, e = tostring(e):match('pairs: .*'), seen = table.concat(seen, ',')}\n"
+           "end\n",
+           out, sizeof out);
+  assert_contains(out, "\"ok\":false");
+  assert_contains(out, "\"e\":\"pairs: the table has 2 keys that are tables, functions or coroutines");
+  assert_contains(out, "\"seen\":\"number,string,table\"");
+}
+
+/* BUG (engine/wfvm.c, build_sandbox): collectgarbage('count') gave the VM's
+ * memory use, which differs between a live run and its replay. Fix: refused
+ * like every other collectgarbage option. */
+static void BUG_collectgarbage_count_allowed(void **state) {
+  (void)state;
+  char out[512];
+  run_done("return function()\n"
+           "  local ok, e = pcall(collectgarbage, 'count')\n"
+           "  return {ok = ok, e = tostring(e):match('collectgarbage.*')}\n"
+           "end\n",
+           out, sizeof out);
+  assert_contains(out, "\"ok\":false");
+  assert_contains(out, "\"e\":\"collectgarbage('count') is not available to workflows");
+}
+
+/* BUG (engine/wfvm.c, build_sandbox): __gc finalizers and weak tables (__mode)
+ * act when the garbage collector runs, which differs between a live run and
+ * its replay, and a finalizer ran on the engine's main thread with no
+ * instruction budget (a looping one hung the engine). Fix: setmetatable in
+ * the sandbox refuses both, naming the field. */
+static void BUG_setmetatable_allows_gc_and_mode(void **state) {
+  (void)state;
+  char out[1024];
+  run_done("return function()\n"
+           "  local g_ok, g_e = pcall(setmetatable, {}, {__gc = function() end})\n"
+           "  local m_ok, m_e = pcall(setmetatable, {}, {__mode = 'k'})\n"
+           "  local t = setmetatable({}, {__index = function(_, k) return k .. '!' end})\n"
+           "  local locked = setmetatable({}, {__metatable = 'locked'})\n"
+           "  local l_ok, l_e = pcall(setmetatable, locked, {})\n"
+           "  local n_ok = pcall(setmetatable, 1, {})\n"
+           "  return {g_ok = g_ok, g_e = tostring(g_e):match('__gc.*'), m_ok = m_ok, m_e = tostring(m_e):match('__mode.*'),\n"
+           "    idx = t.x, l_ok = l_ok, l_e = tostring(l_e):match('protected'), mt = getmetatable(locked), n_ok = n_ok,\n"
+           "    cleared = getmetatable(setmetatable(t, nil)) == nil}\n"
+           "end\n",
+           out, sizeof out);
+  assert_contains(out, "\"g_ok\":false");
+  assert_contains(out, "\"g_e\":\"__gc (a finalizer) is not available to workflows");
+  assert_contains(out, "\"m_ok\":false");
+  assert_contains(out, "\"m_e\":\"__mode (a weak table) is not available to workflows");
+  assert_contains(out, "\"idx\":\"x!\"");
+  assert_contains(out, "\"l_ok\":false");
+  assert_contains(out, "\"l_e\":\"protected\"");
+  assert_contains(out, "\"mt\":\"locked\"");
+  assert_contains(out, "\"n_ok\":false");
+  assert_contains(out, "\"cleared\":true");
+}
+
+/* BUG (engine/wfvm.c, resume): coroutine.yield() in the workflow body (not in
+ * a coroutine the script made) looked like a primitive's yield: the engine
+ * re-ran the previous command or waited on a signal named "(null)". Fix: a
+ * bare yield is an error at the call; the script's own coroutines work as in
+ * Lua. */
+static void BUG_bare_yield_blocks_on_nothing(void **state) {
+  (void)state;
+  expect_child_state("return function() coroutine.yield('x') return 1 end\n", WFVM_FAILED,
+                     "coroutine.yield outside a coroutine the workflow created");
+  char out[1024];
+  run_done("local wf = require 'workflow'\n"
+           "return function()\n"
+           "  local ok, e = pcall(coroutine.yield, 1)\n"
+           "  local gen = coroutine.wrap(function(a) local b = coroutine.yield(a + 1); return b * 2 end)\n"
+           "  local first, second = gen(1), gen(10)\n"
+           "  local co = coroutine.create(function() for i = 1, 3 do coroutine.yield(i) end return 'end' end)\n"
+           "  local got = {}\n"
+           "  while coroutine.status(co) ~= 'dead' do local _, v = coroutine.resume(co); got[#got + 1] = v end\n"
+           "  local inner = coroutine.wrap(function() return coroutine.isyieldable() end)()\n"
+           "  local prim_ok = pcall(coroutine.wrap(function() return wf.activity('x') end))\n"
+           "  return {ok = ok, e = tostring(e):match('coroutine.yield outside') or tostring(e), first = first,\n"
+           "    second = second, got = table.concat(got, ','), main = coroutine.isyieldable(), inner = inner,\n"
+           "    prim_ok = prim_ok}\n"
+           "end\n",
+           out, sizeof out);
+  assert_string_equal(out, "{\"e\":\"coroutine.yield outside\",\"first\":2,\"got\":\"1,2,3,end\",\"inner\":true,"
+                           "\"main\":false,\"ok\":false,\"prim_ok\":false,\"second\":20}");
+}
+
+/* Replays src over f's history in a fresh VM and copies the output. */
+static void replay_done(const fake *f, const char *src, char *out, size_t n) {
+  fake g;
+  memset(&g, 0, sizeof g);
+  wfvm_config cfg = base_cfg();
+  wfvm *vm = vm_new(&g, &cfg, &f->rec);
+  wfvm_state st = start(vm, src);
+  assert_state(vm, st, WFVM_DONE);
+  assert_int_equal(g.appends, 0);
+  snprintf(out, n, "%s", wfvm_output(vm));
+  wfvm_free(vm);
+}
+
+/* BUG (engine/wfvm.c, l_info): wf.info().history_length was the length of
+ * the history loaded into the VM: 1 for a run that went live at once, the
+ * whole history on a replay. Fix: the number of events up to the current
+ * point of the script (the seq of the last one it has seen), the same live
+ * and on replay. */
+static void BUG_history_length_differs_on_replay(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local n = {wf.info().history_length}\n"
+      "  wf.activity('x')\n"
+      "  n[#n + 1] = wf.info().history_length\n"
+      "  wf.emit('e', {})\n"
+      "  n[#n + 1] = wf.info().history_length\n"
+      "  wf.sleep(1)\n"
+      "  n[#n + 1] = wf.info().history_length\n"
+      "  return table.concat(n, ',')\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver(&f, vm, "ActivityCompleted", "null");
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver(&f, vm, "TimerFired", NULL);
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "\"1,3,4,6\"");
+  wfvm_free(vm);
+  char out[128];
+  replay_done(&f, src, out, sizeof out);
+  assert_string_equal(out, "\"1,3,4,6\"");
+  fake_free(&f);
+}
+
+/* BUG (engine/wfvm.c, build_sandbox): Lua's table.sort is a quicksort that
+ * picks a "random" pivot from clock() and time() when a partition is
+ * unbalanced, so elements that compare equal come out in an order that can
+ * differ between the live run and its replay. Fix: the sandbox's table.sort is
+ * a stable merge sort (equal elements keep their order), the same every run. */
+static void BUG_table_sort_unstable(void **state) {
+  (void)state;
+  char out[512];
+  run_done("return function()\n"
+           "  local t = {}\n"
+           "  for i = 1, 400 do t[i] = {k = (i * 7) % 3, id = i} end\n"
+           "  table.sort(t, function(a, b) return a.k < b.k end)\n"
+           "  local stable = true\n"
+           "  for i = 2, #t do\n"
+           "    if t[i - 1].k > t[i].k or (t[i - 1].k == t[i].k and t[i - 1].id > t[i].id) then stable = false end\n"
+           "  end\n"
+           "  local n = {5, 3, 9, 1, 3}\n"
+           "  table.sort(n)\n"
+           "  local d = {'b', 'c', 'a'}\n"
+           "  table.sort(d, function(a, b) return a > b end)\n"
+           "  local bad = {3, 1, 2}\n"
+           "  table.sort(bad, function() return true end)\n"
+           "  local mixed_ok = pcall(table.sort, {1, 'a', 2})\n"
+           "  local e = {}\n"
+           "  table.sort(e)\n"
+           "  return {stable = stable, n = table.concat(n, ','), d = table.concat(d), bad = #bad, mixed_ok = mixed_ok,\n"
+           "    e = #e}\n"
+           "end\n",
+           out, sizeof out);
+  assert_string_equal(out, "{\"bad\":3,\"d\":\"cba\",\"e\":0,\"mixed_ok\":false,\"n\":\"1,3,3,5,9\",\"stable\":true}");
+}
+
+/* wf.random / wf.uuid drawn inside a checkpoint function must not change the
+ * values drawn outside it.
+ *
+ * BUG (engine/wfvm.c, l_random/l_uuid): draws inside the function advanced the
+ * run's generator live, but on replay the function does not run: every later
+ * draw differed after a restart (here the activity's arguments, so the run
+ * went stuck). Fix: a checkpoint function draws from a stream of its own; the
+ * run's stream is the one it always was, so old histories replay unchanged. */
+static void BUG_random_in_checkpoint_breaks_replay(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local a = wf.random(1000000000)\n"
+      "  local c = wf.checkpoint('c', function() return {wf.random(1000000000), wf.uuid()} end)\n"
+      "  local c2 = wf.checkpoint('c2', function() return wf.uuid() end)\n"
+      "  local b = wf.uuid()\n"
+      "  wf.activity('x', {b = b})\n"
+      "  return {a = a, b = b, c = c, c2 = c2, d = wf.random(1000000000)}\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver(&f, vm, "ActivityCompleted", "null");
+  assert_state(vm, st, WFVM_DONE);
+  char live[512];
+  snprintf(live, sizeof live, "%s", wfvm_output(vm));
+  wfvm_free(vm);
+  char out[512];
+  replay_done(&f, src, out, sizeof out);
+  assert_string_equal(out, live);
+  /* the two checkpoints drew different uuids */
+  const char *c2 = strstr(live, "\"c2\":\"");
+  assert_non_null(c2);
+  char u[37];
+  memcpy(u, c2 + 6, 36);
+  u[36] = 0;
+  const char *first = strstr(live, u);
+  if (first != c2 + 6 || strstr(first + 1, u)) fail_msg("uuid %s drawn twice: %s", u, live);
+  fake_free(&f);
+  /* the run's own stream is unchanged: a run recorded before this fix (these
+   * values came from the engine as it was) replays to the same values */
+  char golden[512];
+  run_done("local wf = require 'workflow'\n"
+           "return function() return {wf.random(1000000), wf.uuid(), wf.random(), wf.random(3, 9)} end\n",
+           golden, sizeof golden);
+  assert_string_equal(golden, GOLDEN_RNG);
+}
+
+/* A checkpoint whose function raised records nothing; its replay must not
+ * take the next event for a mismatch.
+ *
+ * BUG (engine/wfvm.c, l_checkpoint): on replay the checkpoint expected its
+ * CheckpointRecorded at the next event, found the command that came after the
+ * failure instead, and the run went stuck. Fix: when the history does not hold
+ * this checkpoint next, the function runs again (as it did live); only if it
+ * then returns a value is the run non-deterministic. */
+static void BUG_failed_checkpoint_replays_stuck(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local ok, e = pcall(wf.checkpoint, 'c', function() error('boom') end)\n"
+      "  local v = wf.activity('a')\n"
+      "  return {ok = ok, e = tostring(e):match('boom'), v = v}\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver(&f, vm, "ActivityCompleted", "7");
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "{\"e\":\"boom\",\"ok\":false,\"v\":7}");
+  wfvm_free(vm);
+  char out[256];
+  replay_done(&f, src, out, sizeof out);
+  assert_string_equal(out, "{\"e\":\"boom\",\"ok\":false,\"v\":7}");
+  /* a function that raised live but returns on replay is a divergence */
+  const char *returns =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local ok, e = pcall(wf.checkpoint, 'c', function() return 1 end)\n"
+      "  return wf.activity('a')\n"
+      "end\n";
+  fake g;
+  memset(&g, 0, sizeof g);
+  vm = vm_new(&g, &cfg, &f.rec);
+  assert_state(vm, start(vm, returns), WFVM_STUCK);
+  assert_contains(wfvm_output(vm), "CheckpointRecorded 'c'");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_activity_blocks_then_completes),
@@ -1359,6 +1813,17 @@ int main(int argc, char **argv) {
       cmocka_unit_test(BUG_print_adds_buffer_placeholder),
       cmocka_unit_test(BUG_now_after_checkpoint_differs_on_replay),
       cmocka_unit_test(BUG_unyieldable_primitive_appends_orphan_command),
+      cmocka_unit_test(BUG_error_object_with_raising_metatable_aborts),
+      cmocka_unit_test(BUG_budget_counts_the_replayed_prefix),
+      cmocka_unit_test(BUG_tostring_shows_addresses),
+      cmocka_unit_test(BUG_pairs_orders_table_keys_by_address),
+      cmocka_unit_test(BUG_collectgarbage_count_allowed),
+      cmocka_unit_test(BUG_setmetatable_allows_gc_and_mode),
+      cmocka_unit_test(BUG_bare_yield_blocks_on_nothing),
+      cmocka_unit_test(BUG_history_length_differs_on_replay),
+      cmocka_unit_test(BUG_table_sort_unstable),
+      cmocka_unit_test(BUG_random_in_checkpoint_breaks_replay),
+      cmocka_unit_test(BUG_failed_checkpoint_replays_stuck),
   };
   if (argc > 1 && strcmp(argv[1], "bugs") == 0) return cmocka_run_group_tests_name("unit_wfvm_bugs", bugs, NULL, NULL);
   return cmocka_run_group_tests_name("unit_wfvm", tests, NULL, NULL);
