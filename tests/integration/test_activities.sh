@@ -9,7 +9,7 @@ export TEST_SIDE_EFFECTS="$T/effects"
 run() { # run ID INPUT -> prints the result JSON (the workflow itself always completes)
   "$ENGINE" start "$WF" --id "$1" --quiet --input "$2" 2>"$T/$1.err"
 }
-attempts() { grep -c "^$1/2 " "$T/effects" || true; }
+attempts() { grep -cE "^$1/([0-9]+/)?2 " "$T/effects" || true; } # idempotency key id/run/seq
 
 out="$(run flaky '{"activity":"acts.flaky","args":{"succeed_on":3},"options":{"retry":{"initial_interval":0.05,"max_attempts":5}}}')"
 assert_eq "flaky activity succeeds on attempt 3" '{"ok":true,"value":"ok after 3"}' "$out"

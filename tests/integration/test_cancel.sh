@@ -19,7 +19,7 @@ assert_exit "cancel again" 2 engine cancel c1
 # cancelling while an activity runs abandons the attempt at once
 bg S engine serve
 assert_exit "start a long activity" 3 engine start "$SRC/tests/integration/wf/cancel_activity.lua" --id c2 --detach
-for _ in $(seq 200); do grep -q "c2/2 slow" "$T/effects" 2>/dev/null && break; sleep 0.02; done
+for _ in $(seq 200); do grep -Eq "^c2/([0-9]+/)?2 slow" "$T/effects" 2>/dev/null && break; sleep 0.02; done
 engine cancel c2
 wait_status c2 cancelled 5
 assert_contains "cleanup saw the Cancelled error" '"cleanup":"Cancelled"' "$(engine history c2 --json)"

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Property: a run replays to what it did. Every test workflow in
+# tests/integration/wf/ that ends without outside services (and
+# workflows/hello.lua) runs live under `engine serve`; then `engine replay ID`,
+# a fresh process, replays its whole history against its pinned code: it must
+# issue every command the log holds (kind, name and argument hash, in order)
+# and return the result the run returned (or fail as the run failed). A new
+# workflow file must be listed here, with an input or a reason to skip it.
+# Two negative controls show the check can fail: nondet.lua issues another
+# command on replay, replay_result.lua returns another result.
+source "$(dirname "$0")/lib.sh"
+WF="$SRC/tests/integration/wf"
+export TEST_SIDE_EFFECTS="$T/effects" HELLO_SIDE_EFFECTS="$T/hello-effects"
+
+declare -A INPUT=(
+  [tiny]='{"x":[1,2,{"y":"z"}],"s":"t"}'
+  [counter]='{"n":0,"to":2}'
+  [retry]='{"activity":"acts.flaky","args":{"succeed_on":2},"options":{"retry":{"initial_interval":0.01}}}'
+  [hostile_text]='{}'
+  [nondet_fixed]='{}'
+  [cancel_activity]='{}'
+  [model_call]="{\"model\":{\"name\":\"replay:$SRC/tests/fixtures/replay/two_turns.jsonl\"}}"
+  [strict_error]='{}'
+  [budget]='{"rounds":4,"loop":1000}'
+  [random_draws]='{}'
+  [idem]='{}'
+  [det_probe]='{}'
+  [stale_retry]='{"interval":0.05}'
+  [stale_signal]='{"timeout":0.05,"seconds":0.05}'
+  [approvals]='{"requests":[{"id":"a","tool":"shell","timeout":0.05},{"id":"b","tool":"shell","timeout":0.05}]}'
+  [store_faults]='{"retry":0.01,"sleep":0,"slow":0.01}'
+  [numbers]='{"case":"activity","activity":"numbers_acts.ok"}'
+  [nondet]='{}'
+  [replay_result]='{}'
+)
+declare -A SKIP=(
+  [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
+  [http_window_acts]="activity module" [timeout_acts]="activity module" [numbers_acts]="activity module"
+  [http_window]="needs an HTTP server (test_http_window.sh)"
+  [sandbox_session]="needs a sandbox driver (test_sandbox.sh)"
+  [runaway]="never ends by itself: the budget stops it (test_runaway.sh)"
+  [crash_engine]="crashes the engine on purpose (test_wf_errors.sh)"
+)
+NEGATIVE=" nondet replay_result "
+
+ids=()
+for f in "$WF"/*.lua; do
+  name="$(basename "$f" .lua)"
+  if [ -n "${SKIP[$name]:-}" ]; then echo "# skip $name: ${SKIP[$name]}"; continue; fi
+  if [ -z "${INPUT[$name]:-}" ]; then fail "$name.lua is not in the property test: give it an input or a reason"; continue; fi
+  assert_exit "start $name" 3 engine start "$f" --id "p-$name" --detach --input "${INPUT[$name]}"
+  ids+=("$name")
+done
+assert_exit "start hello" 3 engine start "$SRC/workflows/hello.lua" --id p-hello --detach \
+  --input '{"name":"Ada","n":2,"sleep":0}'
+ids+=(hello)
+
+bg S engine serve
+# drive each run to its end: signals when it waits for one, a cancel while it runs its slow activity
+for name in "${ids[@]}"; do
+  id="p-$name"
+  for _ in $(seq 1500); do
+    st="$(status "$id")"
+    case "$st" in completed | failed | cancelled | stuck) break ;; esac
+    last="$(engine history "$id" 2>/dev/null | tail -1)"
+    case "$name:$last" in
+      hello:*SignalWaitStarted*) engine signal "$id" approval '{"approved":true}' 2>/dev/null || true ;;
+      nondet*:*SignalWaitStarted*) engine signal "$id" go '"now"' 2>/dev/null || true ;;
+      cancel_activity:*ActivityScheduled*) engine cancel "$id" >/dev/null 2>&1 || true ;;
+    esac
+    sleep 0.02
+  done
+  case "$(status "$id"):$NEGATIVE" in
+    completed:* | failed:* | cancelled:* | stuck:*" $name "*) ;;
+    *) fail "$id did not end: $(status "$id")" ;;
+  esac
+done
+kill "$S"; wait "$S" 2>/dev/null || true
+
+checked=0
+for name in "${ids[@]}"; do
+  id="p-$name"
+  st="$(status "$id")"
+  set +e
+  out="$(engine replay "$id" 2>&1)"
+  rc=$?
+  set -e
+  if [[ "$NEGATIVE" == *" $name "* ]]; then
+    [ "$rc" == 1 ] && [[ "$out" == *diverges* ]] && pass "negative control $name is caught: ${out:0:140}" ||
+      fail "negative control $name not caught (exit $rc): $out"
+    continue
+  fi
+  case "$st" in
+    completed) want="returns the same result" ;;
+    failed) want="fails as the run did" ;;
+    cancelled) want="ends cancelled as the run did" ;;
+  esac
+  if [ "$rc" == 0 ] && [[ "$out" == *"$want"* ]]; then
+    checked=$((checked + 1))
+    pass "$name ($st) replays: every command and the outcome"
+  else
+    fail "$name ($st) does not replay (exit $rc): $out"
+  fi
+done
+[ "$checked" -ge 15 ] && pass "$checked workflows checked" || fail "only $checked workflows checked"
+finish
