@@ -332,8 +332,9 @@ static void check_seconds(lua_State *L, lua_Number v, const char *type, const ch
   if (util_check_seconds(v, what, msg, sizeof msg) != 0) raise_error(L, type, msg);
 }
 
-/* A value the log would hold: at most the payload limit (json.h), checked on
- * the live path only, so a changed limit never changes a replay. */
+/* A value the log would hold: at most the payload limit (json.h). Checked on
+ * the live path where a replay reads the recorded value instead, so a changed
+ * limit does not change those replays. */
 static void check_size(lua_State *L, size_t len, const char *what) {
   char msg[200];
   if (json_check_size(len, what, msg, sizeof msg) != 0) raise_error(L, "PayloadTooLarge", msg);
@@ -460,13 +461,15 @@ static int checkpoint_k(lua_State *L, int status, lua_KContext replaying) {
   /* stack: name fn result */
   char hash[17];
   command_hash("checkpoint", lua_tostring(L, 1), "", hash);
+  size_t len;
+  const char *value = json_encode(L, 3, &len);
+  /* past the payload limit it raises, live and on replay alike: nothing was recorded */
+  check_size(L, len, "the checkpoint's value");
   if (replaying) {
     /* it raised live (nothing was recorded) but returns a value now */
     expect(L, vm, "CheckpointRecorded", lua_tostring(L, 1), hash);
     return luaL_error(L, "engine: checkpoint replay diverged"); /* expect went stuck */
   }
-  size_t len;
-  const char *value = json_encode(L, 3, &len);
   append(L, vm, "CheckpointRecorded", 0, lua_tostring(L, 1), hash, value);
   json_decode(L, value, len); /* return what replay would return */
   return 1;

@@ -203,6 +203,7 @@ return function(input)
     result = try(wf.activity, "sizes_acts.big", {bytes = input.bytes}, {retry = {max_attempts = 3}}),
     args = try(wf.activity, "sizes_acts.big", {pad = string.rep("a", input.bytes)}),
     emit = try(wf.emit, "agent.message", {text = string.rep("e", input.bytes)}),
+    checkpoint = try(wf.checkpoint, "big", function() return string.rep("c", input.bytes) end),
   }
   if input.big_result then return string.rep("r", input.bytes) end
   return out
@@ -215,6 +216,8 @@ assert_contains "an activity result past the limit is PayloadTooLarge, not retri
 assert_eq "tried once" 1 "$(engine history sizes --json | grep -c '"type":"ActivityFailed"')"
 assert_contains "arguments past the limit" "\"args\":\"PayloadTooLarge: the JSON of the activity's arguments is" "$out"
 assert_contains "an event payload past the limit" "\"emit\":\"PayloadTooLarge: the event's payload is" "$out"
+assert_contains "a checkpoint value past the limit" "\"checkpoint\":\"PayloadTooLarge: the checkpoint's value is" "$out"
+assert_exit "the run replays the same (a fresh process)" 0 engine replay sizes
 big_rows="$(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM history WHERE length(payload) > 65536")"
 assert_eq "no history row past the limit" 0 "$big_rows"
 assert_exit "a workflow result past the limit" 1 env ENGINE_MAX_PAYLOAD_BYTES=65536 "$ENGINE" start "$T/sizes.lua" --id sizes-result --quiet --input '{"bytes":100000,"big_result":true}'
