@@ -159,10 +159,9 @@ static int read_input_file(const char *path, char **text, size_t *len) {
     return die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
   }
   int piped = S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode);
-  const char *what = S_ISDIR(sb.st_mode) ? "a directory" : S_ISSOCK(sb.st_mode) ? "a socket" : "a block device";
   if (!S_ISREG(sb.st_mode) && !piped) {
     close(fd);
-    return die(EXIT_USAGE, "--input: %s is %s, not a file", path, what);
+    return die(EXIT_USAGE, "--input: %s is %s, not a file", path, util_file_kind(sb.st_mode));
   }
   if (S_ISREG(sb.st_mode) && (size_t)sb.st_size > max) {
     close(fd);
@@ -171,23 +170,14 @@ static int read_input_file(const char *path, char **text, size_t *len) {
   }
   if (piped) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* a pipe is read as it comes */
   ubuf b = {0};
-  char chunk[65536];
-  ssize_t n;
-  while ((n = read(fd, chunk, sizeof chunk)) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || ubuf_add(&b, chunk, (size_t)n) != 0) {
-      int e = n < 0 ? errno : ENOMEM;
-      close(fd);
-      ubuf_free(&b);
-      return die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
-    }
-    if (b.n > max) { /* a pipe: stop reading at the limit */
-      close(fd);
-      ubuf_free(&b);
-      return die(EXIT_USAGE, "--input %s is more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", path, max);
-    }
-  }
+  int e = util_read_fd(fd, max, &b);
   close(fd);
+  if (e) {
+    ubuf_free(&b);
+    if (e == EFBIG)
+      return die(EXIT_USAGE, "--input %s is more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", path, max);
+    return die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
+  }
   *len = b.n;
   *text = b.p ? b.p : util_strdup("");
   return 0;
@@ -197,8 +187,8 @@ static int read_input_file(const char *path, char **text, size_t *len) {
  * *out is its canonical form. */
 static int read_input(const char *spec, char **out) {
   char err[512];
-  char *text;
-  size_t len;
+  char *text = NULL;
+  size_t len = 0;
   if (spec[0] == '@') {
     int rc = read_input_file(spec + 1, &text, &len);
     if (rc) return rc;

@@ -1456,27 +1456,18 @@ char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen
     return NULL;
   }
   if (!S_ISREG(sb.st_mode)) {
-    const char *what = S_ISDIR(sb.st_mode)    ? "a directory"
-                       : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                       : S_ISSOCK(sb.st_mode) ? "a socket"
-                                              : "a device";
-    util_seterr(err, errlen, "workflow script %s is %s, not a file", path, what);
+    util_seterr(err, errlen, "workflow script %s is %s, not a file", path, util_file_kind(sb.st_mode));
     close(fd);
     return NULL;
   }
   ubuf b = {0};
-  char chunk[65536];
-  ssize_t n;
-  while ((n = read(fd, chunk, sizeof chunk)) != 0) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || ubuf_add(&b, chunk, (size_t)n) != 0) {
-      util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(n < 0 ? errno : ENOMEM));
-      ubuf_free(&b);
-      close(fd);
-      return NULL;
-    }
-  }
+  int e = util_read_fd(fd, 0, &b);
   close(fd);
+  if (e) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(e));
+    ubuf_free(&b);
+    return NULL;
+  }
   if (ubuf_add(&b, "", 1) != 0) { /* NUL-terminated for the callers that print it */
     ubuf_free(&b);
     util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(ENOMEM));

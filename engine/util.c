@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 int64_t util_now_ms(void) {
@@ -263,4 +265,25 @@ int util_check_seconds(double v, const char *what, char *err, size_t errlen) {
   util_seterr(err, errlen, "%s must be a finite number of seconds from 0 to %.0f (100 years), not %s", what,
               UTIL_MAX_SECONDS, shown);
   return -1;
+}
+
+int util_read_fd(int fd, size_t max, ubuf *b) {
+  char chunk[65536];
+  ssize_t n;
+  while ((n = read(fd, chunk, sizeof chunk)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (ubuf_add(b, chunk, (size_t)n) != 0) return ENOMEM;
+    if (max && b->n > max) return EFBIG; /* a pipe: stop reading at the limit */
+  }
+  return 0;
+}
+
+const char *util_file_kind(unsigned mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISCHR(mode)  ? "a device"
+                          : "not a regular file";
 }

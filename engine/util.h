@@ -47,6 +47,7 @@ size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad);
 int util_unsafe_codepoint(uint32_t cp);
 
 /* ---- ubuf: a growable byte buffer ---- */
+
 typedef struct ubuf {
   char *p;
   size_t n, cap;
@@ -54,6 +55,11 @@ typedef struct ubuf {
 /* Appends n bytes; returns 0, or -1 (buffer unchanged) when out of memory. */
 int ubuf_add(ubuf *b, const void *data, size_t n);
 void ubuf_free(ubuf *b);
+/* Reads fd to its end, appending to *b, never more than max bytes (0: no
+ * limit); returns 0, or an errno value (EFBIG past max, ENOMEM). */
+int util_read_fd(int fd, size_t max, ubuf *b);
+/* What a file that is not a regular one is, for errors: "a directory", ... */
+const char *util_file_kind(unsigned mode);
 
 /* Output of a command (stdout, stderr) kept up to a shared cap; what is past
  * the cap is counted and dropped, so a flood costs at most max bytes. */
