@@ -669,18 +669,22 @@ local MV = {
     "debug", "no-copy" }, false), { update = "optional" }, BACKUP),
   abbrev = true,
 }
--- mv writes its destination and removes its sources.
-P.mv = function(ctx, args)
-  local r, why = parse("mv", args, MV)
-  if not r then return why end
-  local bad = suffix_bad(r)
-  if bad then return "'mv': " .. bad end
-  if r.has["target-directory"] then
-    bad = ctx:writes(r.has["target-directory"].value, "mv")
-    if bad then return bad end
+-- A program that writes every operand (and --target-directory): mv writes its
+-- destination and removes its sources; install writes its destination.
+local function writes_operands(name, spec)
+  return function(ctx, args)
+    local r, why = parse(name, args, spec)
+    if not r then return why end
+    local bad = suffix_bad(r)
+    if bad then return "'" .. name .. "': " .. bad end
+    if r.has["target-directory"] then
+      bad = ctx:writes(r.has["target-directory"].value, name)
+      if bad then return bad end
+    end
+    return check_all(ctx, r.operands, name)
   end
-  return check_all(ctx, r.operands, "mv")
 end
+P.mv = writes_operands("mv", MV)
 
 local LN = {
   short = "bdFfinLPrsTv", short_arg = { S = "suffix", t = "target-directory" },
@@ -773,17 +777,7 @@ local INSTALL = {
     { group = true, mode = true, owner = true }, BACKUP),
   abbrev = true,
 }
-P.install = function(ctx, args)
-  local r, why = parse("install", args, INSTALL)
-  if not r then return why end
-  local bad = suffix_bad(r)
-  if bad then return "'install': " .. bad end
-  if r.has["target-directory"] then
-    bad = ctx:writes(r.has["target-directory"].value, "install")
-    if bad then return bad end
-  end
-  return check_all(ctx, r.operands, "install")
-end
+P.install = writes_operands("install", INSTALL)
 
 -- dd of=FILE.
 P.dd = function(ctx, args)
