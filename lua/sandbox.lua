@@ -29,11 +29,6 @@ local raise, shell_quote = util.raise, util.shell_quote
 local native = require "sandbox.native"
 local is_root -- whether the engine runs as root (below, with the bubblewrap driver)
 
-local function run(cmd)
-  local ok = os.execute(cmd)
-  return ok == true or ok == 0
-end
-
 -- A host program on the loop (mkfs, mount): ok, its output on failure.
 local function host(argv, timeout)
   local r = require("proc").run({ argv = argv, env = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C" },
@@ -194,7 +189,7 @@ local function remove_workspace(path)
   local root = M.workspace_root()
   if not (path and path:find(root, 1, true) == 1 and #path > #root + 1) then return end
   if mounted(path) and not host({ "umount", path }) then host({ "umount", "-l", path }) end
-  run("rm -rf -- " .. shell_quote(path))
+  host({ "rm", "-rf", "--", path })
   os.remove(path .. ".img")
   os.remove(path .. ".session")
 end
@@ -257,7 +252,7 @@ function M.provision(opts)
     for _, sk in ipairs(opts.skills or {}) do sb.skills[#sb.skills + 1] = { name = safe_name(sk.name), dir = sk.dir } end
   end
   local ok, err = pcall(function()
-    if not run("mkdir -p -m 0711 -- " .. shell_quote(sb.workspace)) then
+    if not host({ "mkdir", "-p", "-m", "0711", "--", sb.workspace }) then
       raise("WorkspaceError", "cannot create the workspace " .. sb.workspace)
     end
     mark_owner(sb)
@@ -270,8 +265,9 @@ function M.provision(opts)
     sb.disk = mount_workspace(sb.workspace, sb.disk_mb)
     local owner, mode = workspace_owner(sb)
     local working, output = sb.workspace .. "/working", sb.workspace .. "/output"
-    if not run("mkdir -p -- " .. shell_quote(sb.workspace .. "/input") .. " " .. shell_quote(sb.workspace .. "/skills")
-        .. " && mkdir -p -m " .. mode .. " -- " .. shell_quote(working) .. " " .. shell_quote(output)) then
+    local dirs = { "mkdir", "-p", "--", sb.workspace .. "/input", sb.workspace .. "/skills" }
+    for _, s in ipairs(opts.skills or {}) do dirs[#dirs + 1] = sb.workspace .. "/skills/" .. safe_name(s.name) end
+    if not (host(dirs) and host({ "mkdir", "-p", "-m", mode, "--", working, output })) then
       raise("WorkspaceError", "cannot create the workspace " .. sb.workspace)
     end
     if owner then
@@ -288,9 +284,6 @@ function M.provision(opts)
       local rel = M.relative("/workspace/input/" .. (f.dest or f.src:match("[^/]+$")))
       local okw, werr = safefs.write(sb.workspace, rel, data)
       if not okw then raise("InvalidInput", "cannot place " .. f.src .. ": " .. werr, { non_retryable = true }) end
-    end
-    for _, s in ipairs(opts.skills or {}) do
-      run("mkdir -p -- " .. shell_quote(sb.workspace .. "/skills/" .. safe_name(s.name)))
     end
     if driver == "docker" then
       sb.container_id = docker.create(M.container_spec(sb, opts), name)

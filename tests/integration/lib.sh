@@ -41,6 +41,15 @@ assert_exit() {
   if [ "$rc" -eq "$want" ]; then pass "$what (exit $rc)"; else fail "$what: exit $rc, wanted $want; stderr: $ERR"; fi
 }
 
+# jget PATH < JSON: prints the value at a dotted path
+jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
+
+# The local model server on $PORT (tests/model_server): scenario JSON loads a
+# scenario and clears the request log; requests prints the log, nreq its length.
+scenario() { curl -sf -X POST "http://127.0.0.1:$PORT/_scenario" -d "$1" >/dev/null || fail "bad scenario: $1"; curl -sf -X DELETE "http://127.0.0.1:$PORT/_requests" >/dev/null; }
+requests() { curl -sf "http://127.0.0.1:$PORT/_requests"; }
+nreq() { requests | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
+
 # status ID -> prints the workflow's status
 status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
 

@@ -10,7 +10,6 @@ if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/de
 fi
 cd "$SRC" # the example's paths are relative to the repository
 WF="$SRC/workflows/agent_session.lua"
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 export ENGINE_CONTEXT_ROOTS="$SRC:$T" ENGINE_REVIEWS_DIR="$T/reviews" ENGINE_ARTIFACTS="$T/artifacts"
 python3 "$SRC/tests/integration/make_recordings.py" "$T/rec"
 # containers of this test's database (its instance id) for session $1

@@ -5,7 +5,6 @@
 # was answered already, one of many operators approving at once.
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf/approvals.lua"
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 signals() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM signals WHERE wf_id='$1'"; }
 requested() { engine events "$1" --json 2>/dev/null | grep -c "\"type\":\"approval.requested\"" || true; }
 wait_requests() { # ID N: until the workflow has asked N times and waits

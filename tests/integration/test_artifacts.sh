@@ -17,7 +17,6 @@ if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/de
 fi
 cd "$SRC" # the recordings and the context file are named relative to the repository
 WF="$SRC/workflows/agent_session.lua"
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 chmod 0711 "$T" # as root, the bwrap driver runs sandboxes as uid 10001, which must reach the workspace
 export ENGINE_CONTEXT_ROOTS="$SRC:$T" ENGINE_ARTIFACTS="$T/artifacts" ENGINE_POLICIES_DIR="$T/policies"
 mkdir -p "$T/policies"

@@ -14,10 +14,6 @@ BASE="http://127.0.0.1:$PORT/v1"
 export OPENAI_API_KEY="sk-test-OPENAIKEY-0123456789" ANTHROPIC_API_KEY="ant-test-ANTHROPICKEY-0123456789"
 TOOLS='[{"name":"read_file","description":"read a file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"list_files","description":"list","parameters":{"type":"object","properties":{}}},{"name":"list_dir","description":"list a directory","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}]'
 
-scenario() { curl -sf -X POST "http://127.0.0.1:$PORT/_scenario" -d "$1" >/dev/null || fail "bad scenario: $1"; curl -sf -X DELETE "http://127.0.0.1:$PORT/_requests" >/dev/null; }
-requests() { curl -sf "http://127.0.0.1:$PORT/_requests"; }
-nreq() { requests | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 call() { # (runs in a subshell: the id comes from the clock, not a counter)
   local provider="$1" name="$2" stream="$3" extra="${4:-}"
   "$ENGINE" start "$WF" --id "m$(date +%s%N)" --quiet --input \

@@ -25,9 +25,6 @@ PORT="$(cat "$T/port")"
 BASE="http://127.0.0.1:$PORT/v1"
 TOOLS='[{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"list_dir","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}]'
 
-scenario() { curl -sf -X POST "http://127.0.0.1:$PORT/_scenario" -d "$1" >/dev/null || fail "bad scenario: $1"; curl -sf -X DELETE "http://127.0.0.1:$PORT/_requests" >/dev/null; }
-nreq() { curl -sf "http://127.0.0.1:$PORT/_requests" | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 call() { # PROVIDER [TOOLS]: one streamed turn, up to 2 retries
   local tools="${2:+,\"tools\":$2}"
   "$ENGINE" start "$WF" --id "s$(date +%s%N)" --quiet --input \

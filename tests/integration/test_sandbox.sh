@@ -11,7 +11,6 @@ IMAGE="${ENGINE_SANDBOX_IMAGE:-engine-sandbox:latest}"
 if ! docker image inspect "$IMAGE" >/dev/null 2>&1; then fail "image $IMAGE missing (scripts/build-sandbox-image)"; finish; fi
 WF="$SRC/tests/integration/wf/sandbox_session.lua"
 chmod 0711 "$T" # as root, the bwrap driver runs sandboxes as uid 10001, which must reach the workspace
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 export OPENAI_API_KEY="sk-test-NEVERINSANDBOX-42"
 # containers of this test's database (its instance id) for session $1
 containers() {

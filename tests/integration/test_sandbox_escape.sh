@@ -11,7 +11,6 @@ fi
 WF="$SRC/tests/integration/wf/sandbox_session.lua"
 ATT="$SRC/tests/integration/escape_attempts.py"
 chmod 0711 "$T"
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 HOSTDIR="$T/hostdir"; mkdir -p "$HOSTDIR"; chmod 0777 "$HOSTDIR"
 ROWS="$T/rows"; : >"$ROWS"
 row() { # ATTEMPT DRIVER RESULT: one row of the table; RESULT other than "held" fails

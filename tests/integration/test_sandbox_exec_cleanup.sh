@@ -19,7 +19,6 @@ fi
 WF="$SRC/tests/integration/wf/sandbox_session.lua"
 chmod 0711 "$T" # as root, the bwrap driver runs sandboxes as uid 10001, which must reach the workspace
 export ENGINE_WORKSPACES="$T/workspaces"
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 ROWS=()
 row() { ROWS+=("| $1 | $2 | $3 |"); } # attempt driver result
 # check ATTEMPT DRIVER OK-CONDITION-EXIT DETAIL: a table row and a pass/fail line

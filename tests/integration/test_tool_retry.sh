@@ -9,7 +9,6 @@ if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/de
   fail "no Docker engine (scripts/start-dockerd)"; finish
 fi
 WF="$SRC/workflows/agent_session.lua"
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_POLICIES_DIR="$T/policies"
 mkdir -p "$T/policies"
 printf '%s\n' 'return { name = "all", decide = function() return "allow", "test" end }' >"$T/policies/00-all.lua"

@@ -6,7 +6,6 @@
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf/sandbox_session.lua"
 chmod 0711 "$T" # the sandbox's user must reach the workspace below it
-jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 printf '%s\n' '{"steps": [' \
   '{"op": "exec", "name": "write", "cmd": "echo w > /workspace/working/w.txt && echo o > /workspace/output/o.txt && id -u"},' \
   '{"op": "wait", "name": "hold", "signal": "go"},' \
