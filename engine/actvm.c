@@ -33,6 +33,7 @@ struct actvm {
   actvm_history_fn history; /* reads the calling workflow's own history */
   void *history_ud;
   act_call *running; /* the call being resumed: its coroutines' deadline */
+  char *instance, *db_dir; /* activity.worker(): which database this worker serves */
 };
 
 struct act_call {
@@ -356,8 +357,27 @@ static int l_history(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg activity_lib[] = {
-    {"heartbeat", l_heartbeat}, {"sleep", l_sleep}, {"info", l_info}, {"history", l_history}, {NULL, NULL}};
+/* activity.worker(): {lua_dir, instance, db_dir} of the worker this VM runs
+ * in (instance and db_dir are nil in a VM of its own, e.g. `policy check`). */
+static int l_worker(lua_State *L) {
+  actvm *a = vm_of(L);
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, a->lua_dir);
+  lua_setfield(L, -2, "lua_dir");
+  if (a->instance) lua_pushstring(L, a->instance), lua_setfield(L, -2, "instance");
+  if (a->db_dir) lua_pushstring(L, a->db_dir), lua_setfield(L, -2, "db_dir");
+  return 1;
+}
+
+void actvm_set_worker(actvm *a, const char *instance, const char *db_dir) {
+  free(a->instance);
+  free(a->db_dir);
+  a->instance = instance ? util_strdup(instance) : NULL;
+  a->db_dir = db_dir ? util_strdup(db_dir) : NULL;
+}
+
+static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
+                                        {"history", l_history},     {"worker", l_worker}, {NULL, NULL}};
 
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
   a->history = fn;
@@ -399,8 +419,6 @@ static int setup(lua_State *L) {
 }
 
 actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
-  /* Lua code finds the engine's library (and skills/, policies/ beside it) here */
-  setenv("ENGINE_LUA_DIR", lua_dir, 0);
   actvm *a = calloc(1, sizeof *a);
   a->loop = loop;
   a->lua_dir = util_strdup(lua_dir);
@@ -423,6 +441,8 @@ void actvm_free(actvm *a) {
   if (a->L) lua_close(a->L); /* finalizers release their requests first */
   if (a->http) http_free(a->http);
   free(a->lua_dir);
+  free(a->instance);
+  free(a->db_dir);
   free(a);
 }
 

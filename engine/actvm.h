@@ -43,6 +43,9 @@ actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen)
 /* Returns a malloc'd JSON array of the workflow's history events from..to. */
 typedef char *(*actvm_history_fn)(void *ud, const char *wf_id, int64_t from, int64_t to);
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud);
+/* What activity.worker() tells activities: the database's instance id (it
+ * labels sandboxes) and the directory the database lives in. */
+void actvm_set_worker(actvm *a, const char *instance, const char *db_dir);
 void actvm_free(actvm *a);
 
 /* Starts one attempt of the activity in payload {"args":...,"options":...}.

@@ -566,7 +566,7 @@ static int cmd_start(args *a, common *c) {
   start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr, 0}, quiet};
   /* the worker runs every workflow of the database, not only this one: a
    * start that follows it must not wait for a worker that never runs it */
-  engine_config cfg = {c->db, NULL, NULL, start_on_status, start_on_commit, &s};
+  engine_config cfg = {.db_path = c->db, .on_status = start_on_status, .on_commit = start_on_commit, .ud = &s};
   engine *e;
   if (engine_open(&e, &cfg, err, sizeof err) != 0) {
     engine_unlock(lockfd);
@@ -637,7 +637,7 @@ static int cmd_serve(args *a, common *c) {
   if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", c->db, why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
   if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", c->db, holder);
-  engine_config cfg = {c->db, NULL, NULL, NULL, NULL, NULL};
+  engine_config cfg = {.db_path = c->db};
   engine *e;
   if (engine_open(&e, &cfg, err, sizeof err) != 0) {
     engine_unlock(lockfd);
@@ -1091,7 +1091,10 @@ static int cmd_policy(args *a, common *c) {
   if (rc || c->help) return rc;
   if (strcmp(pos[0], "check") != 0) return die(EXIT_USAGE, "policy: unknown subcommand '%s' (see --help)", pos[0]);
   char report[8192];
-  rc = engine_policy_check(pos[1], report, sizeof report);
+  char *q = json_quote(pos[1] ? pos[1] : ""), *args = util_fmt("{\"dir\":%s}", pos[1] ? q : "null");
+  rc = engine_maintenance(NULL, "policy_check", args, report, sizeof report);
+  free(q);
+  free(args);
   if (rc || strstr(report, "\"ok\":false")) return die(EXIT_USAGE, "policy check: %s", report);
   put_json(stdout, util_strdup(report));
   return EXIT_OK;
@@ -1113,7 +1116,7 @@ static int cmd_gc(args *a, common *c) {
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
   char report[8192];
-  rc = engine_gc(st, report, sizeof report);
+  rc = engine_maintenance(st, "gc", NULL, report, sizeof report);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "gc: %s", report);
   put_json(stdout, util_strdup(report));

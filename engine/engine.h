@@ -1,6 +1,8 @@
-/* engine: the worker. One libuv loop drives workflow VMs, activity attempts,
- * durable timers and the group commit of the store. It also offers the client
- * operations (create, signal, cancel) that the CLI uses from any process. */
+/* engine: the worker and its clients. A worker (engine_open/run) drives
+ * workflow VMs, activity attempts, durable timers and the group commit of the
+ * store on one libuv loop; the client operations (create, signal, cancel,
+ * checks, replay) work on a database from any process. worker.h lists the
+ * files that implement it, each with what it owns. */
 #ifndef ENGINE_ENGINE_H
 #define ENGINE_ENGINE_H
 
@@ -14,7 +16,6 @@ typedef struct engine engine;
 typedef struct engine_config {
   const char *db_path;
   const char *lua_dir;
-  const char *only_wf; /* NULL: every workflow (serve and start do so); else just this one */
   /* Called after the commit that made a workflow reach status (any change). */
   void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
   /* Called after each commit (start uses it to print new domain events). */
@@ -86,15 +87,12 @@ int engine_status_terminal(const char *status);
 int engine_replay_check(store *st, const char *id, const char *script_path, int apply, char *report,
                         size_t reportlen);
 
-/* Removes every sandbox container (labelled engine.managed) of this database
- * whose session has finished or is unknown, with its workspace; report gets
- * what was removed (JSON) or why it could not be done. `engine gc`; serve and
- * start do the same at start-up (ENGINE_NO_SWEEP=1 turns that off). */
-int engine_gc(store *st, char *report, size_t reportlen);
-
-/* Loads the policy set in dir (NULL: the default policies/) as the engine
- * would; report gets {ok, hash, files} or the error naming the file. */
-int engine_policy_check(const char *dir, char *report, size_t reportlen);
+/* Runs the maintenance hook worker.NAME of the Lua library (see hooks.c) on a
+ * loop of its own and waits for it: `engine gc` ("gc": sandboxes of finished
+ * or unknown sessions), `engine policy check` ("policy_check"). args_json is
+ * the hook's args; NULL means {live = [ids of st's unfinished workflows]}.
+ * report gets the hook's result JSON, or its error. Returns 0 or -1. */
+int engine_maintenance(store *st, const char *name, const char *args_json, char *report, size_t reportlen);
 
 /* ---- the worker lock: one worker per database ---- */
 /* Returns an fd holding the lock, or -1 with *holder describing the holder.

@@ -67,6 +67,26 @@ char *util_read_file(const char *path, size_t *len) {
   return buf;
 }
 
+static void out_of_memory(size_t n) {
+  fprintf(stderr, "engine: out of memory (%zu bytes)\n", n);
+  abort();
+}
+void *util_xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) out_of_memory(n);
+  return p;
+}
+void *util_xcalloc(size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) out_of_memory(count * size);
+  return p;
+}
+void *util_xrealloc(void *p, size_t n) {
+  void *np = realloc(p, n ? n : 1);
+  if (!np) out_of_memory(n);
+  return np;
+}
+
 char *util_strdup(const char *s) {
   if (!s) return NULL;
   size_t n = strlen(s) + 1;

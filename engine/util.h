@@ -18,6 +18,10 @@ void util_sha256_hex(const void *buf, size_t len, char out[65]);
  * (errno set). *len receives the size without the NUL. */
 char *util_read_file(const char *path, size_t *len);
 
+/* Allocators that abort with a message instead of returning NULL. */
+void *util_xmalloc(size_t n);
+void *util_xcalloc(size_t count, size_t size);
+void *util_xrealloc(void *p, size_t n);
 char *util_strdup(const char *s);
 /* printf into a malloc'd string. */
 char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

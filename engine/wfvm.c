@@ -14,6 +14,7 @@
 #define ERROR_MT "engine.wf_error"
 
 struct wfvm {
+  char error_type[64]; /* the type of the error the script raised (WFVM_FAILED) */
   lua_State *L;  /* the VM */
   lua_State *co; /* the workflow coroutine */
   int co_ref;
@@ -1178,10 +1179,12 @@ static char *error_json(wfvm *vm, lua_State *co) {
   int t = v + 1;
   if (lua_type(L, v) == LUA_TTABLE) {
     push_raw_string(L, v, "type", "Error");
+    snprintf(vm->error_type, sizeof vm->error_type, "%s", lua_tostring(L, -1));
     lua_setfield(L, t, "type");
     push_raw_string(L, v, "message", "error table without a 'message' string (its metatable is not consulted)");
     lua_setfield(L, t, "message");
   } else {
+    snprintf(vm->error_type, sizeof vm->error_type, "Error");
     lua_pushliteral(L, "Error");
     lua_setfield(L, t, "type");
     int ty = lua_type(L, v);
@@ -1379,6 +1382,7 @@ wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome) {
 
 const wfvm_cmd *wfvm_blocked(const wfvm *vm) { return &vm->blocked; }
 const char *wfvm_output(const wfvm *vm) { return vm->output ? vm->output : "null"; }
+const char *wfvm_error_type(const wfvm *vm) { return vm->error_type; }
 size_t wfvm_cursor(const wfvm *vm) { return vm->cursor; }
 size_t wfvm_history_len(const wfvm *vm) { return vm->hist.n; }
 size_t wfvm_mem_used(const wfvm *vm) { return vm->mem_used; }

@@ -77,6 +77,9 @@ wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome);
 
 const wfvm_cmd *wfvm_blocked(const wfvm *vm);
 const char *wfvm_output(const wfvm *vm);
+/* The top-level type of the error the script raised (WFVM_FAILED), read
+ * without metamethods; "" otherwise. */
+const char *wfvm_error_type(const wfvm *vm);
 /* Number of history events consumed, and whether the VM ran past the history. */
 size_t wfvm_cursor(const wfvm *vm);
 size_t wfvm_history_len(const wfvm *vm);

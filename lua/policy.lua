@@ -403,4 +403,31 @@ function M.check_dir(dir)
   return ok, table.concat(lines, "\n"), set
 end
 
+
+-- The set in force in this process. A worker reloads it when the policies
+-- directory changes (lua/activities/worker.lua): a set that loads replaces
+-- it; a broken one is refused with its error and the previous set stays in
+-- force. Kept here, in the one instance require() gives, so every activity
+-- module that asks sees the same set.
+local in_force
+
+function M.reload(dir)
+  local set, err = M.load_dir(dir)
+  if not set then
+    return { ok = false, dir = dir, error = tostring(err), kept = in_force and in_force.hash or nil }
+  end
+  local replaced = in_force ~= nil and in_force.hash ~= set.hash
+  in_force = set
+  return { ok = true, dir = dir, hash = set.hash, replaced = replaced }
+end
+
+-- The set in force, loaded from dir at first use; nil, err when none loads.
+function M.in_force(dir)
+  if not in_force then
+    local r = M.reload(dir)
+    if not r.ok then return nil, r.error end
+  end
+  return in_force
+end
+
 return M

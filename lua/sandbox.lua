@@ -36,13 +36,24 @@ local function host(argv, timeout)
   return r.exit_code == 0, (r.stderr ~= "" and r.stderr or r.stdout):gsub("%s+$", "")
 end
 
+-- Which worker this is (activity.worker()): its database's instance id and
+-- directory; empty outside the engine.
+local function worker()
+  local ok, activity = pcall(require, "activity")
+  return ok and activity.worker and activity.worker() or {}
+end
+
+-- Workspaces live beside the database unless ENGINE_WORKSPACES says otherwise.
 function M.workspace_root()
-  return os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces"
+  local db_dir = worker().db_dir
+  return os.getenv("ENGINE_WORKSPACES") or (db_dir and db_dir .. "/workspaces") or "/tmp/engine-workspaces"
 end
 
 local function safe_name(s) return (tostring(s):gsub("[^%w_.-]", "_")):sub(1, 100) end
 
-local function instance() return os.getenv("ENGINE_INSTANCE") or "default" end
+-- Sandboxes are labelled with it: two databases on one Docker engine never
+-- touch each other's.
+local function instance() return worker().instance or "default" end
 
 -- One name per (database, workflow id): a readable prefix of the id for
 -- people, then a hash of both, so ids that read alike ("pr:1", "pr_1", two

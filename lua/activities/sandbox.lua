@@ -15,11 +15,4 @@ function M.copy_in(args) return sandbox.copy_in(args.sandbox, args.path, args.fi
 function M.copy_out(args) return sandbox.copy_out(args.sandbox, args.path, args.max_bytes) end
 function M.destroy(args) return sandbox.destroy(args.sandbox) end
 
--- live: a list of workflow ids whose sandboxes must stay.
-function M.sweep(args)
-  local live = {}
-  for _, id in ipairs(args.live or {}) do live[id] = true end
-  return sandbox.sweep(live)
-end
-
 return M

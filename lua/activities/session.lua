@@ -18,7 +18,7 @@ local function realpath(p)
   return out ~= "" and out or nil
 end
 
-local function lua_dir() return os.getenv("ENGINE_LUA_DIR") or "lua" end
+local function lua_dir() return os.getenv("ENGINE_LUA_DIR") or activity.worker().lua_dir end
 local function repo_dir() return lua_dir():gsub("/lua/?$", "") end
 
 function M.skills_root() return os.getenv("ENGINE_SKILLS_DIR") or (repo_dir() .. "/skills") end
@@ -187,7 +187,7 @@ function M.tool(args)
   local tools = require "tools"
   local ctx = { sandbox = args.sandbox, permissions = args.permissions or {}, limits = args.limits or {},
     session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
-      (((os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces"):match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
+      ((require("sandbox").workspace_root():match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
       publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
   local r = tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
@@ -210,33 +210,18 @@ function M.retry_note(attempt)
     .. "the workspace may already hold that attempt's effects]", attempt)
 end
 
--- The policy set in force. `engine serve` (and a foreground `start`) watch the
--- policies directory and call policy_reload on every change: a set that loads
--- replaces it; a broken one is refused with its error and the previous set
--- stays in force. Without a watcher the set is loaded at first use.
-local current
-
+-- Reloads the policy set in force (lua/policy.lua keeps it) from args.dir.
 function M.policy_reload(args)
-  local policy = require "policy"
-  local dir = args.dir or M.policies_dir()
-  local set, err = policy.load_dir(dir)
-  if not set then
-    return { ok = false, dir = dir, error = tostring(err), kept = current and current.hash or nil }
-  end
-  local replaced = current ~= nil and current.hash ~= set.hash
-  current = set
-  return { ok = true, dir = dir, hash = set.hash, replaced = replaced }
+  return require("policy").reload(args.dir or M.policies_dir())
 end
 
 -- The policy decision for a tool call, with the policy set's hash (recorded in
 -- the history, so a replay after an edit gives the same answer).
 function M.decide(args)
   local policy = require "policy"
+  local current, err = policy.in_force(M.policies_dir())
   if not current then
-    local r = M.policy_reload({})
-    if not r.ok then
-      return { decision = "deny", reason = "no valid policy set: " .. tostring(r.error), hash = "none" }
-    end
+    return { decision = "deny", reason = "no valid policy set: " .. tostring(err), hash = "none" }
   end
   -- what the tool is (sandbox or trusted side, publishes, writes) comes from its
   -- definition, never from the model
@@ -271,7 +256,7 @@ local function sha256(data)
 end
 
 local function artifacts_root()
-  local ws = os.getenv("ENGINE_WORKSPACES") or "/tmp/engine-workspaces"
+  local ws = require("sandbox").workspace_root()
   return os.getenv("ENGINE_ARTIFACTS") or ((ws:match("^(.*)/[^/]+/?$") or ".") .. "/artifacts")
 end
 

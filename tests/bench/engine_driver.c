@@ -1,6 +1,6 @@
 /* engine_driver: the engine as a peer of the durable-execution benchmark in
  * ../shared/peers. Like the DBOS peer (a library inside its driver process) it
- * embeds the engine: engine_open() with only_wf=NULL, in-process clients
+ * embeds the engine: engine_open(), in-process clients
  * engine_submit() / engine_signal_local() whose writes join the engine's
  * current group-commit batch, and the on_status / on_commit callbacks to learn
  * what became durable. The workloads and their record fields are those of
@@ -749,7 +749,7 @@ int main(int argc, char **argv) {
   char err[512], holder[256];
   int lockfd = engine_lock(G.db, "bench", holder, sizeof holder);
   if (lockfd < 0) die("%s is in use: %s", G.db, holder);
-  engine_config cfg = {G.db, NULL, NULL, on_status, on_commit, NULL};
+  engine_config cfg = {.db_path = G.db, .on_status = on_status, .on_commit = on_commit};
   if (engine_open(&G.e, &cfg, err, sizeof err) != 0) die("%s", err);
   G.st = engine_store(G.e);
   G.loop = engine_loop(G.e);

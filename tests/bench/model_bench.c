@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
   snprintf(script, sizeof script, "%s/../tests/integration/wf/model_call.lua", engine_lua_dir());
   bench b = {0};
   b.n = n;
-  engine_config cfg = {db, NULL, NULL, on_status, NULL, &b};
+  engine_config cfg = {.db_path = db, .on_status = on_status, .ud = &b};
   char err[512];
   if (engine_open(&b.e, &cfg, err, sizeof err) != 0) {
     fprintf(stderr, "model_bench: %s\n", err);

@@ -1,0 +1,228 @@
+/* attempts: activity attempts. An attempt runs one call of an activity in
+ * the activity VM (actvm.h); while it runs, its task row is this worker's
+ * lease on it, so a crash leaves a task that the next worker runs as attempt
+ * n + 1. When it ends, its outcome is recorded once (ActivityCompleted or
+ * ActivityFailed), unless the retry policy schedules another attempt, and is
+ * delivered to the run (runs.c). Also activity.history() for steps. */
+#include "worker.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crash.h"
+#include "json.h"
+
+/* ---------------------------------------------------------- activities --- */
+
+void attempt_free(attempt *a) {
+  free(a->wf_id);
+  free(a->name);
+  free(a->payload);
+  free(a->script_dir);
+  free(a);
+}
+
+/* Whether the command at seq of the workflow's current run has its outcome in
+ * the log already (cancelled meanwhile, or a stale task): then it gets no
+ * second one. Also 1 when the log cannot be read: nothing may be recorded. */
+int attempt_answered(engine *e, const char *id, wfrun *r, int64_t seq) {
+  int64_t run = r ? r->run : -1;
+  wf_row w;
+  if (!r) {
+    if (store_wf_get(e->st, id, &w) != 1) return 1;
+    run = w.run;
+    wf_row_free(&w);
+  }
+  return store_hist_outcome(e->st, id, run, seq) != 0;
+}
+
+int attempt_open(engine *e, const char *id, int64_t run, int64_t seq, hist_list *h) {
+  return store_hist_get(e->st, id, run, seq, h) == 1 && strcmp(h->v[0].type, "ActivityScheduled") == 0 &&
+         store_hist_outcome(e->st, id, run, seq) == 0;
+}
+
+/* The wait after attempt n: initial_interval * backoff^(n-1), at most
+ * max_interval, and never more than UTIL_MAX_SECONDS whatever the options:
+ * pow overflows to inf (backoff 2 by attempt 1,025) and 0 * inf is NaN,
+ * neither of which may reach an integer. */
+static int64_t retry_delay_ms(const act_opts *o, int n) {
+  double cap = o->max_interval > 0 && o->max_interval < UTIL_MAX_SECONDS ? o->max_interval : UTIL_MAX_SECONDS;
+  double d = o->initial_interval > 0 ? o->initial_interval * pow(o->backoff, n - 1) : 0;
+  if (!(d <= cap)) d = cap; /* inf or NaN too */
+  return (int64_t)(d * 1000.0);
+}
+
+/* Whether a failed attempt is tried again, from its error's own fields. */
+static int should_retry(const attempt *a, const act_failure *why, int64_t *run_at) {
+  if (why->non_retryable) return 0;
+  for (int i = 0; i < a->opts.n_non_retryable && !why->type_too_long; i++)
+    if (strcmp(why->type, a->opts.non_retryable[i]) == 0) return 0;
+  if (a->opts.max_attempts > 0 && a->n >= a->opts.max_attempts) return 0;
+  *run_at = util_now_ms() + retry_delay_ms(&a->opts, a->n);
+  if (a->opts.schedule_to_close > 0 && *run_at >= a->first_at + (int64_t)(a->opts.schedule_to_close * 1000.0))
+    return 0;
+  return 1;
+}
+
+/* Records the end of an attempt. Returns 1 with *ev set when the activity has
+ * an outcome (completed, or failed for good); 0 when a retry is scheduled. */
+static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_event *ev) {
+  engine *e = a->e;
+  if (attempt_answered(e, a->wf_id, r, a->seq)) {
+    store_task_del(e->st, a->wf_id, "activity", a->seq);
+    return 0;
+  }
+  int64_t retry_at = 0;
+  act_failure why;
+  /* the error as the workflow sees it: one attempts, the engine's count */
+  char *payload = ok ? NULL : actvm_failure(e->act, json, a->n, &why);
+  if (!ok && should_retry(a, &why, &retry_at)) {
+    free(payload);
+    if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
+      engine_log_err(e, "retry");
+    return 0;
+  }
+  crash_point("activity.record");
+  store_task_del(e->st, a->wf_id, "activity", a->seq);
+  wfrun *detached = NULL;
+  if (!r && !(r = detached = run_detached(e, a->wf_id))) { /* not in memory: append after its last event */
+    free(payload);
+    return 0;
+  }
+  static char type_ok[] = "ActivityCompleted", type_fail[] = "ActivityFailed";
+  int64_t seq = run_append(r, ok ? type_ok : type_fail, a->seq, a->name, NULL, ok ? json : payload, ev);
+  if (seq >= 0) {
+    /* the event's strings must outlive this call: keep copies on the attempt */
+    free(a->payload);
+    a->payload = util_strdup(ok ? json : payload);
+    ev->payload = a->payload;
+    ev->name = a->name;
+  }
+  free(payload);
+  if (detached) run_free(detached);
+  return seq >= 0;
+}
+
+static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
+  (void)call;
+  attempt *a = ud;
+  engine *e = a->e;
+  strmap_del(&e->attempts, a->key);
+  crash_point("activity.done");
+  wfrun *r = strmap_get(&e->runs, a->wf_id);
+  hist_event ev;
+  if (attempt_record(a, r, ok, json, &ev)) {
+    run_deliver(e, a->wf_id, &ev);
+  } else if (r && wfvm_blocked(r->vm)->seq == a->seq) {
+    run_evict(r); /* waits for its retry; replayed when that ends */
+  }
+  attempt_free(a);
+  dispatch_due(e);
+}
+
+/* Starts attempt n of the activity scheduled at seq. Returns 1 with *ev when it
+ * ended synchronously with an outcome; 0 when pending or a retry is scheduled. */
+int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir, int64_t seq, int n,
+                  int64_t first_at, const char *name, const char *payload, hist_event *ev, attempt **keep) {
+  attempt *a = util_xcalloc(1, sizeof *a);
+  a->e = e;
+  a->wf_id = util_strdup(wf_id);
+  a->seq = seq;
+  a->n = n;
+  a->first_at = first_at;
+  a->name = util_strdup(name);
+  a->payload = util_strdup(payload);
+  a->script_dir = util_strdup(script_dir);
+  snprintf(a->key, sizeof a->key, "%s/%lld", wf_id, (long long)seq);
+  *keep = NULL;
+  char err[512];
+  int ok = 0;
+  char *json = NULL;
+  if (actvm_parse_options(e->act, payload, &a->opts, err, sizeof err) != 0) {
+    char *q = json_quote(err);
+    json = util_fmt("{\"message\":%s,\"non_retryable\":true,\"type\":\"InvalidOptions\"}", q);
+    free(q);
+  } else if (a->opts.max_attempts > 0 && n > a->opts.max_attempts) {
+    /* a crash cut the last allowed attempt short: the policy allows no other */
+    a->n = n - 1;
+    json = util_fmt("{\"message\":\"attempt %d of %d was cut short (the engine stopped while it ran); "
+                    "max_attempts allows no other\",\"non_retryable\":true,\"type\":\"AttemptsExhausted\"}",
+                    n - 1, a->opts.max_attempts);
+  } else {
+    int64_t stc = (int64_t)(a->opts.start_to_close * 1000.0);
+    if (a->opts.schedule_to_close > 0) {
+      int64_t left = first_at + (int64_t)(a->opts.schedule_to_close * 1000.0) - util_now_ms();
+      if (left < 1) left = 1;
+      if (stc == 0 || left < stc) stc = left;
+    }
+    int64_t run = r ? r->run : 0; /* for the idempotency key */
+    wf_row w;
+    if (!r && store_wf_get(e->st, wf_id, &w) == 1) {
+      run = w.run;
+      wf_row_free(&w);
+    }
+    act_info info = {wf_id, seq, n, name, script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), run};
+    act_call *call = NULL;
+    crash_point("activity.start");
+    if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
+      a->call = call;
+      a->lease_ms = stc + 60000;
+      strmap_put(&e->attempts, a->key, a);
+      /* leased by this engine until it ends; a crash voids the lease, and the
+       * attempt it cut short counts: the next one is n + 1 (activity.info) */
+      store_task_put(e->st, wf_id, "activity", seq, util_now_ms(), n + 1, first_at, e->owner,
+                     util_now_ms() + stc + 60000);
+      *keep = a;
+      return 0;
+    }
+  }
+  crash_point("activity.end");
+  int outcome = attempt_record(a, r, ok, json, ev);
+  free(json);
+  if (outcome) {
+    /* ev points into a: hand a to the caller to free after delivery */
+    *keep = a;
+    return 1;
+  }
+  attempt_free(a);
+  return 0;
+}
+
+/* ---------------------------------------------------- history for steps --- */
+
+/* activity.history(): events of the workflow's current run as a JSON array
+ * (payloads are JSON already and go in as they are). */
+char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to) {
+  engine *e = ud;
+  wf_row w;
+  if (store_wf_get(e->st, wf_id, &w) != 1) return NULL;
+  hist_list h = {0};
+  int rc = store_hist_load(e->st, wf_id, w.run, &h);
+  wf_row_free(&w);
+  if (rc != STORE_OK) {
+    hist_list_free(&h);
+    return NULL;
+  }
+  ubuf b = {0};
+  ubuf_add(&b, "[", 1);
+  int first = 1;
+  for (size_t i = 0; i < h.n; i++) {
+    const hist_event *ev = &h.v[i];
+    if (ev->seq < from || ev->seq > to) continue;
+    char *type = json_quote(ev->type), *name = json_quote(ev->name ? ev->name : "");
+    char *item = util_fmt("%s{\"name\":%s,\"payload\":%s,\"ref\":%lld,\"seq\":%lld,\"type\":%s}", first ? "" : ",",
+                          name, ev->payload && *ev->payload ? ev->payload : "null", (long long)ev->ref,
+                          (long long)ev->seq, type);
+    ubuf_add(&b, item, strlen(item));
+    free(item);
+    free(type);
+    free(name);
+    first = 0;
+  }
+  ubuf_add(&b, "]", 2); /* with the NUL */
+  hist_list_free(&h);
+  return b.p;
+}
+

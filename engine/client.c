@@ -1,0 +1,348 @@
+/* client: operations on a database that need no running loop, for the CLI
+ * (and the HTTP API) in any process: the checks of ids, signal names and
+ * scripts; creating a workflow, sending a signal, requesting cancellation,
+ * each one transaction. engine_submit and engine_signal_local are the same
+ * operations for a client inside a running engine: their writes join its
+ * current batch. */
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "modules.h"
+#include "render.h"
+
+/* Workflow ids are checked here and only here, for every client (CLI, API):
+ * when a workflow is created, and when an id names no workflow (so ids an
+ * older engine stored stay addressable). */
+int engine_check_id(const char *id, char *err, size_t errlen) {
+  static const char *rule =
+      "ids are 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit, without \"..\"";
+  size_t n = strlen(id);
+  char shown[48], what[64] = "";
+  render_buf(shown, sizeof shown, id, n, 0);
+  if (n == 0) snprintf(what, sizeof what, "it is empty");
+  else if (n > ENGINE_ID_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, ENGINE_ID_MAX);
+  for (size_t i = 0; i < n && !*what; i++) {
+    unsigned char c = (unsigned char)id[i];
+    int alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (!alnum && !strchr("._:@-", c)) {
+      char ch[16];
+      uint32_t cp;
+      size_t bad, len = util_utf8_decode(id + i, n - i, &cp, &bad);
+      render_buf(ch, sizeof ch, id + i, len ? len : 1, 0); /* the whole character */
+      if (c == ' ') snprintf(what, sizeof what, "a space at byte %zu", i + 1);
+      else snprintf(what, sizeof what, "'%s' at byte %zu is not allowed", ch, i + 1);
+    } else if (i == 0 && !alnum) {
+      snprintf(what, sizeof what, "it must start with a letter or a digit");
+    }
+  }
+  if (!*what && strstr(id, "..")) snprintf(what, sizeof what, "it contains \"..\"");
+  if (!*what) return 0;
+  util_seterr(err, errlen, "invalid workflow id \"%s\": %s (%s)", shown, what, rule);
+  return -1;
+}
+
+void engine_unknown_id(const char *id, char *err, size_t errlen) {
+  if (engine_check_id(id, err, errlen) == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
+}
+
+int engine_check_signal_name(const char *name, char *err, size_t errlen) {
+  size_t n = strlen(name);
+  char shown[48], what[64] = "";
+  render_buf(shown, sizeof shown, name, n, 0);
+  if (n == 0) snprintf(what, sizeof what, "it is empty");
+  else if (n > ENGINE_SIGNAL_NAME_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, ENGINE_SIGNAL_NAME_MAX);
+  for (size_t i = 0; i < n && !*what;) {
+    uint32_t cp;
+    size_t bad, len = util_utf8_decode(name + i, n - i, &cp, &bad);
+    if (!len) snprintf(what, sizeof what, "byte %zu is not UTF-8", i + 1);
+    else if (util_unsafe_codepoint(cp)) snprintf(what, sizeof what, "a control character at byte %zu", i + 1);
+    i += len;
+  }
+  if (!*what) return 0;
+  util_seterr(err, errlen, "invalid signal name \"%s\": %s (signal names are 1-%d bytes of UTF-8 without control "
+              "characters)", shown, what, ENGINE_SIGNAL_NAME_MAX);
+  return -1;
+}
+
+/* Scripts are regular files: opened without blocking, so a FIFO in their place
+ * is refused instead of hanging the read, and a directory is named as one. */
+char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    util_seterr(err, errlen, "workflow script %s is %s, not a file", path, util_file_kind(sb.st_mode));
+    close(fd);
+    return NULL;
+  }
+  ubuf b = {0};
+  int e = util_read_fd(fd, 0, &b);
+  close(fd);
+  if (e) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(e));
+    ubuf_free(&b);
+    return NULL;
+  }
+  if (ubuf_add(&b, "", 1) != 0) { /* NUL-terminated for the callers that print it */
+    ubuf_free(&b);
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(ENOMEM));
+    return NULL;
+  }
+  *len = b.n - 1;
+  return b.p;
+}
+
+int engine_check_script(const char *path, const char *src, size_t len, char *err, size_t errlen) {
+  char chunk[PATH_MAX + 2], absdir[PATH_MAX], why[768];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) return -1;
+  /* before anything is written: a script that cannot start leaves no failed row */
+  char *tmp = util_strdup(path);
+  if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+  free(tmp);
+  modhost m = {NULL, NULL, 0, absdir, engine_lua_dir(), 0};
+  wfvm_host host = {&m, NULL, NULL, modules_load, NULL};
+  if (wfvm_check_main(&host, src, len, chunk, why, sizeof why) == 0) return 0;
+  util_seterr(err, errlen, "workflow script %s %s", path, why);
+  return -1;
+}
+
+static int commit_or_fail(store *st, char *err, size_t errlen) {
+  if (store_commit(st) != STORE_OK) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+static int abort_with(store *st, char *err, size_t errlen) {
+  util_seterr(err, errlen, "%s", store_errmsg(st));
+  store_rollback(st);
+  return -1;
+}
+
+/* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
+ * set) into the open transaction. Nothing is written when the script cannot be
+ * read or parsed, or when id exists (*existed). */
+static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
+                          const scriptbuf *pre, int *existed, char *err, size_t errlen) {
+  *existed = 0;
+  size_t len = 0;
+  char *src;
+  char hash[65];
+  if (pre) { /* read, hashed and checked before, unchanged since */
+    src = util_xmalloc(pre->len + 1);
+    memcpy(src, pre->src, pre->len + 1);
+    len = pre->len;
+    memcpy(hash, pre->hash, sizeof hash);
+  } else {
+    src = engine_read_script(script_path, &len, err, errlen);
+    if (!src) return -1;
+    if (engine_check_script(script_path, src, len, err, errlen) != 0) {
+      free(src);
+      return -1;
+    }
+    util_sha256_hex(src, len, hash);
+  }
+  /* the log holds the input in canonical form: one line, stable bytes; a bad
+   * one is refused before the transaction begins */
+  char *canon = json_accept(input_json, strlen(input_json), "the workflow input", err, errlen);
+  if (!canon) {
+    free(src);
+    return -1;
+  }
+  char absdir[PATH_MAX];
+  char *tmp = util_strdup(script_path);
+  if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+  free(tmp);
+  if (store_begin(st) != STORE_OK) {
+    free(src);
+    free(canon);
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found == 1) {
+    wf_row_free(&w);
+    free(src);
+    free(canon);
+    *existed = 1;
+    return 0;
+  }
+  if (engine_check_id(id, err, errlen) != 0) {
+    free(src);
+    free(canon);
+    return -1;
+  }
+  int64_t now = util_now_ms();
+  wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
+                NULL, NULL, 0, now, now};
+  char seed[17];
+  snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
+  row.input = canon;
+  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", canon, seed);
+  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
+  int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
+            store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
+            (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
+  free(payload);
+  free(canon);
+  free(src);
+  if (bad) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                           int *existed, char *err, size_t errlen) {
+  if (write_workflow(st, id, script_path, input_json, 1, NULL, existed, err, errlen) != 0) {
+    store_rollback(st);
+    return -1;
+  }
+  if (*existed) {
+    store_rollback(st);
+    return 0;
+  }
+  return commit_or_fail(st, err, errlen);
+}
+
+/* The script at path, read once and re-read only when the file changes. */
+static const scriptbuf *cached_script(engine *e, const char *path, char *err, size_t errlen) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  scriptbuf *s = strmap_get(&e->scripts, path);
+  if (s && s->mtime_ns == mt && s->size == (int64_t)sb.st_size) return s;
+  size_t len;
+  char *src = engine_read_script(path, &len, err, errlen);
+  if (!src) return NULL;
+  if (engine_check_script(path, src, len, err, errlen) != 0) {
+    free(src);
+    return NULL;
+  }
+  if (!s) {
+    s = util_xcalloc(1, sizeof *s);
+    strmap_put(&e->scripts, path, s);
+  }
+  free(s->src);
+  s->src = src;
+  s->len = len;
+  s->mtime_ns = mt;
+  s->size = (int64_t)sb.st_size;
+  util_sha256_hex(src, len, s->hash);
+  return s;
+}
+
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, char *err,
+                  size_t errlen) {
+  int existed = 0;
+  const scriptbuf *pre = cached_script(e, script_path, err, errlen);
+  if (!pre) return -1;
+  if (write_workflow(e->st, id, script_path, input_json, 0, pre, &existed, err, errlen) != 0) return -1;
+  if (existed) {
+    util_seterr(err, errlen, "workflow '%s' already exists", id);
+    return -1;
+  }
+  run_load_id(e, id);
+  return 0;
+}
+
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
+                        size_t errlen) {
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
+  if (!canon) return -1;
+  wf_row w;
+  int found = store_wf_get(e->st, id, &w);
+  if (found != 1) {
+    free(canon);
+    engine_unknown_id(id, err, errlen);
+    return -1;
+  }
+  int live = !engine_status_terminal(w.status);
+  wf_row_free(&w);
+  if (!live) {
+    free(canon);
+    util_seterr(err, errlen, "workflow '%s' has finished; signal not delivered", id);
+    return -1;
+  }
+  int rc = store_signal_put(e->st, id, name, canon, util_now_ms());
+  free(canon);
+  if (rc != STORE_OK) {
+    util_seterr(err, errlen, "%s", store_errmsg(e->st));
+    return -1;
+  }
+  if (!strmap_get(&e->runs, id)) run_load_id(e, id); /* a waiting run is not in memory */
+  return 0;
+}
+
+/* Loads a workflow that must exist and not be finished, inside a transaction. */
+static int begin_live(store *st, const char *id, const char *what, char *err, size_t errlen) {
+  if (store_begin(st) != STORE_OK) return abort_with(st, err, errlen);
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) {
+    if (found == 0) engine_unknown_id(id, err, errlen);
+    else util_seterr(err, errlen, "%s", store_errmsg(st));
+    store_rollback(st);
+    return -1;
+  }
+  if (engine_status_terminal(w.status)) {
+    util_seterr(err, errlen, "workflow '%s' is %s; %s not delivered", id, w.status, what);
+    wf_row_free(&w);
+    store_rollback(st);
+    return -1;
+  }
+  wf_row_free(&w);
+  return 0;
+}
+
+int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
+  if (!canon) return -1;
+  if (begin_live(st, id, "signal", err, errlen) != 0) {
+    free(canon);
+    return -1;
+  }
+  int64_t now = util_now_ms();
+  int rc = store_signal_put(st, id, name, canon, now);
+  free(canon);
+  if (rc != STORE_OK ||
+      store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK)
+    return abort_with(st, err, errlen);
+  return commit_or_fail(st, err, errlen);
+}
+
+int engine_request_cancel(store *st, const char *id, char *err, size_t errlen) {
+  if (begin_live(st, id, "cancellation", err, errlen) != 0) return -1;
+  wf_row w;
+  store_wf_get(st, id, &w);
+  int already = w.cancel != 0;
+  wf_row_free(&w);
+  if (!already && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
+                   store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK))
+    return abort_with(st, err, errlen);
+  return commit_or_fail(st, err, errlen);
+}
+

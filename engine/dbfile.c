@@ -1,0 +1,161 @@
+/* dbfile: the database file itself. The worker lock lets one worker run a
+ * database's workflows at a time; the watch tells a process (a worker, a
+ * client following a session) soon after another process commits to it. */
+#include "engine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "render.h"
+#include "util.h"
+
+struct dbwatch {
+  uv_loop_t *loop;
+  store *st;
+  uv_fs_event_t fs;
+  uv_timer_t poll;
+  int64_t version;
+  char base[256];
+  void (*cb)(void *ud);
+  void *ud;
+  int closing;
+};
+
+/* The database file's own path in out (PATH_MAX bytes): symlinks followed (a
+ * dangling one too: the database may not exist yet), "." and ".." resolved,
+ * so every name of one file gives one lock. Returns 0, or -1 with errno. */
+static int canonical_db_path(const char *db_path, char *out) {
+  char cur[PATH_MAX];
+  if (snprintf(cur, sizeof cur, "%s", db_path) >= (int)sizeof cur) return errno = ENAMETOOLONG, -1;
+  for (int hops = 0; hops < 40; hops++) {
+    if (realpath(cur, out)) return 0;
+    if (errno != ENOENT) return -1;
+    char link[PATH_MAX], *d = util_strdup(cur), *b = util_strdup(cur);
+    const char *dir = dirname(d), *base = basename(b);
+    ssize_t n = readlink(cur, link, sizeof link - 1);
+    int rc = 1; /* 1: follow the link */
+    if (n < 0) {
+      /* no such file yet: its directory resolved, its name kept */
+      char rdir[PATH_MAX];
+      rc = !realpath(dir, rdir) ? -1
+           : snprintf(out, PATH_MAX, "%s/%s", strcmp(rdir, "/") ? rdir : "", base) >= PATH_MAX
+               ? (errno = ENAMETOOLONG, -1)
+               : 0;
+    } else {
+      link[n] = 0;
+      char next[PATH_MAX];
+      if (snprintf(next, sizeof next, "%s%s%s", link[0] == '/' ? "" : dir, link[0] == '/' ? "" : "/", link) >=
+          (int)sizeof next)
+        rc = (errno = ENAMETOOLONG, -1);
+      else
+        memcpy(cur, next, sizeof cur);
+    }
+    free(d);
+    free(b);
+    if (rc <= 0) return rc;
+  }
+  return errno = ELOOP, -1;
+}
+
+int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen) {
+  /* beside the file itself: a symlink or "x/../engine.db" to the same
+   * database must find the same lock, or two workers run one workflow */
+  char real[PATH_MAX], path[PATH_MAX + 8];
+  if (canonical_db_path(db_path, real) != 0) {
+    util_seterr(holder, holderlen, "cannot resolve %s: %s", db_path, strerror(errno));
+    return -1;
+  }
+  snprintf(path, sizeof path, "%s.lock", real);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    util_seterr(holder, holderlen, "cannot open %s: %s", path, strerror(errno));
+    return -1;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[128] = "";
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    buf[n > 0 ? n : 0] = 0;
+    buf[strcspn(buf, "\n")] = 0;
+    util_seterr(holder, holderlen, "%s", *buf ? buf : "another engine process");
+    close(fd);
+    return -1;
+  }
+  char buf[128];
+  int n = snprintf(buf, sizeof buf, "engine %s (pid %d)\n", mode, (int)getpid());
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, (size_t)n, 0) != n) { /* informational only */
+  }
+  return fd;
+}
+
+void engine_unlock(int fd) {
+  if (fd >= 0) close(fd);
+}
+
+/* ---------------------------------------------------------------- watch --- */
+
+static void watch_check(dbwatch *w) {
+  int64_t v = store_data_version(w->st);
+  if (v != w->version) {
+    w->version = v;
+    w->cb(w->ud);
+  }
+}
+
+static void on_fs(uv_fs_event_t *h, const char *filename, int events, int status) {
+  (void)events;
+  dbwatch *w = h->data;
+  if (status < 0 || !filename || strncmp(filename, w->base, strlen(w->base)) == 0) watch_check(w);
+}
+
+static void on_poll(uv_timer_t *t) { watch_check(t->data); }
+
+dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *ud) {
+  dbwatch *w = util_xcalloc(1, sizeof *w);
+  w->loop = loop;
+  w->st = st;
+  w->cb = cb;
+  w->ud = ud;
+  w->version = store_data_version(st);
+  /* the directory the WAL is written in, whatever name the database was opened by */
+  char real[PATH_MAX];
+  const char *path = canonical_db_path(store_path(st), real) == 0 ? real : store_path(st);
+  char *p1 = util_strdup(path), *p2 = util_strdup(path);
+  snprintf(w->base, sizeof w->base, "%s", basename(p1));
+  uv_fs_event_init(loop, &w->fs);
+  uv_timer_init(loop, &w->poll);
+  w->fs.data = w->poll.data = w;
+  /* inotify on the directory sees every write to the WAL of any process; the
+   * timer is the safety net, and the only way when inotify is unavailable
+   * (its instance or watch limit reached): then it polls often, and says so */
+  const char *dir = dirname(p2);
+  int rc = uv_fs_event_start(&w->fs, on_fs, dir, 0);
+  uint64_t every = 1000;
+  if (rc != 0) {
+    every = 100;
+    render_line(stderr, 0, "engine: cannot watch %s for commits (%s); polling every %d ms instead", dir,
+                uv_strerror(rc), (int)every);
+  }
+  free(p1);
+  free(p2);
+  uv_timer_start(&w->poll, on_poll, every, every);
+  return w;
+}
+
+static void watch_closed(uv_handle_t *h) {
+  dbwatch *w = h->data;
+  if (++w->closing == 3) free(w);
+}
+
+void dbwatch_stop(dbwatch *w) {
+  w->closing = 1;
+  uv_close((uv_handle_t *)&w->fs, watch_closed);
+  uv_close((uv_handle_t *)&w->poll, watch_closed);
+}
+

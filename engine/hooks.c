@@ -1,0 +1,386 @@
+/* hooks: the worker's hooks in the Lua library. What a worker does besides
+ * running workflows (load the policy set, sweep orphaned sandboxes, reload
+ * policies on a change) is agent-session knowledge, so it lives in
+ * lua/activities/worker.lua; the core knows only this contract:
+ *
+ *   worker.watches()      at start-up: {dirs = {...}} to watch; a change in
+ *                         one calls worker.changed{dir = D}, debounced
+ *   worker.start{live=}   at start-up, after recovery
+ *   worker.changed{dir=}
+ *   worker.NAME{...}      a maintenance command (engine_maintenance), run on
+ *                         a loop of its own: `engine gc`, `engine policy check`
+ *
+ * live lists the workflows that have not finished. The engine prints each line
+ * of a result's `log` list (terminal-safe); the rest is the hook's own. */
+#include "worker.h"
+
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "json.h"
+#include "render.h"
+
+#define HOOK_TIMEOUT_MS 120000
+#define HOOK_MAX_WATCHES 8
+#define WATCH_DEBOUNCE_MS 150
+#define WATCH_POLL_MS 2000
+
+typedef struct watch {
+  struct hooks *h;
+  int slot; /* its worker.changed call's place in hooks.calls */
+  int closed; /* handles closed so far */
+  char *dir;
+  uv_fs_event_t fs;
+  uv_timer_t debounce, poll; /* poll: only when inotify cannot watch dir */
+  int64_t stamp;             /* the polled directory's last look (mtimes of its entries) */
+  int changing;              /* a worker.changed call is running: another change waits for it */
+  int again;
+} watch;
+
+typedef struct hook_call hook_call;
+
+struct hooks {
+  engine *e;
+  hook_call *calls[1 + HOOK_MAX_WATCHES]; /* pending hook calls, cancelled on free */
+  watch *watches[HOOK_MAX_WATCHES];
+  int nwatches;
+};
+
+/* ---------------------------------------------------------- live list --- */
+
+typedef struct live_ctx {
+  ubuf b;
+  int count;
+} live_ctx;
+
+static int add_live(void *ud, const wf_row *w) {
+  live_ctx *l = ud;
+  if (engine_status_terminal(w->status)) return 0;
+  char *q = json_quote(w->id);
+  if (l->count++) ubuf_add(&l->b, ",", 1);
+  ubuf_add(&l->b, q, strlen(q));
+  free(q);
+  return 0;
+}
+
+/* {"args":{"live":[ids of workflows that have not finished]}}, or NULL when
+ * the list cannot be read (a sweep must never take a live one for finished). */
+static char *live_payload(store *st) {
+  live_ctx l = {0};
+  static const char open[] = "{\"args\":{\"live\":[";
+  ubuf_add(&l.b, open, sizeof open - 1);
+  int rc = store_wf_list(st, NULL, add_live, &l);
+  ubuf_add(&l.b, "]}}", 4); /* with the NUL */
+  if (rc != STORE_OK) {
+    ubuf_free(&l.b);
+    return NULL;
+  }
+  return l.b.p;
+}
+
+/* The instance id and the database's directory, for activity.worker(). */
+static void tell_worker(actvm *act, store *st) {
+  char id[64], dir[PATH_MAX];
+  if (store_instance_id(st, id, sizeof id) != 0) *id = 0;
+  char *tmp = util_strdup(store_path(st));
+  if (!realpath(dirname(tmp), dir)) *dir = 0;
+  free(tmp);
+  actvm_set_worker(act, *id ? id : NULL, *dir ? dir : NULL);
+}
+
+/* ------------------------------------------------------------ results --- */
+
+/* Prints the lines of the result's "log" list; a failed hook is one line. */
+static void print_log(const char *name, int ok, const char *json) {
+  if (!ok) {
+    render_line(stderr, 0, "engine: %s failed: %s", name, json);
+    return;
+  }
+  lua_State *L = luaL_newstate();
+  if (!L) return;
+  char err[128];
+  if (json_decode_safe(L, json, strlen(json), err, sizeof err) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "log");
+    if (lua_istable(L, -1))
+      for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++, lua_pop(L, 1))
+        render_line(stderr, 0, "engine: %s", lua_tostring(L, -1));
+  }
+  lua_close(L);
+}
+
+struct hook_call {
+  hooks *h;
+  int slot;
+  char name[64];
+  watch *w;      /* worker.changed: its watch */
+  act_call *call; /* while pending */
+};
+
+static void changed_done(watch *w);
+
+static void hook_done(void *ud, act_call *call, int ok, const char *json) {
+  (void)call;
+  hook_call *c = ud;
+  if (c->h->calls[c->slot] == c) c->h->calls[c->slot] = NULL;
+  print_log(c->name, ok, json);
+  if (c->w) changed_done(c->w);
+  free(c);
+}
+
+/* Calls worker.NAME with payload; slot keeps the pending call for free. */
+static void call_hook(hooks *h, int slot, const char *name, const char *payload, watch *w) {
+  hook_call *c = util_xcalloc(1, sizeof *c);
+  c->h = h;
+  c->slot = slot;
+  c->w = w;
+  snprintf(c->name, sizeof c->name, "worker.%s", name);
+  act_info info = {"engine", 0, 1, c->name, NULL, HOOK_TIMEOUT_MS, 0, 0};
+  int ok = 0;
+  char *json = NULL;
+  act_call *pending = NULL;
+  if (actvm_call(h->e->act, &info, payload, hook_done, c, &ok, &json, &pending)) {
+    hook_done(c, NULL, ok, json);
+    free(json);
+  } else {
+    c->call = pending;
+    h->calls[slot] = c;
+  }
+}
+
+/* ------------------------------------------------------------ watches --- */
+
+static void on_debounce(uv_timer_t *t) {
+  watch *w = t->data;
+  if (w->changing) {
+    w->again = 1; /* a reload is running: one more once it ends */
+    return;
+  }
+  w->changing = 1;
+  char *q = json_quote(w->dir), *payload = util_fmt("{\"args\":{\"dir\":%s}}", q);
+  call_hook(w->h, w->slot, "changed", payload, w);
+  free(q);
+  free(payload);
+}
+
+static void changed_done(watch *w) {
+  w->changing = 0;
+  if (w->again) {
+    w->again = 0;
+    uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+  }
+}
+
+/* an editor writes a file in several steps: react once they settle */
+static void on_change(uv_fs_event_t *fs, const char *filename, int events, int status) {
+  (void)filename, (void)events, (void)status;
+  watch *w = fs->data;
+  uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+}
+
+/* Without inotify: the directory's entries (names, sizes, mtimes) are looked
+ * at every WATCH_POLL_MS, and a difference is a change. */
+static int64_t dir_stamp(const char *dir) {
+  uv_fs_t req;
+  uv_dirent_t ent;
+  int64_t h = 1469598103934665603LL;
+  if (uv_fs_scandir(NULL, &req, dir, 0, NULL) < 0) {
+    uv_fs_req_cleanup(&req);
+    return 0;
+  }
+  while (uv_fs_scandir_next(&req, &ent) != UV_EOF) {
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, ent.name);
+    uv_fs_t st;
+    int64_t m = 0, n = 0;
+    if (uv_fs_stat(NULL, &st, path, NULL) == 0) {
+      m = (int64_t)st.statbuf.st_mtim.tv_sec * 1000000000 + st.statbuf.st_mtim.tv_nsec;
+      n = (int64_t)st.statbuf.st_size;
+    }
+    uv_fs_req_cleanup(&st);
+    for (const char *p = ent.name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211LL;
+    h = (h ^ m) * 1099511628211LL;
+    h = (h ^ n) * 1099511628211LL;
+  }
+  uv_fs_req_cleanup(&req);
+  return h;
+}
+
+static void on_poll(uv_timer_t *t) {
+  watch *w = t->data;
+  int64_t s = dir_stamp(w->dir);
+  if (s != w->stamp) {
+    w->stamp = s;
+    uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
+  }
+}
+
+static void watch_closed(uv_handle_t *handle) {
+  watch *w = handle->data;
+  if (++w->closed == 3) {
+    free(w->dir);
+    free(w);
+  }
+}
+
+static void watch_dir(hooks *h, const char *dir) {
+  if (h->nwatches == HOOK_MAX_WATCHES) {
+    render_line(stderr, 0, "engine: more than %d directories to watch; %s is not watched", HOOK_MAX_WATCHES, dir);
+    return;
+  }
+  uv_loop_t *loop = &h->e->loop;
+  watch *w = util_xcalloc(1, sizeof *w);
+  w->h = h;
+  w->dir = util_strdup(dir);
+  int rc = uv_fs_event_init(loop, &w->fs);
+  if (rc == 0) rc = uv_timer_init(loop, &w->debounce);
+  if (rc == 0) rc = uv_timer_init(loop, &w->poll);
+  if (rc != 0) { /* nothing to close: the loop refused a timer */
+    render_line(stderr, 0, "engine: cannot watch %s: %s", dir, uv_strerror(rc));
+    free(w->dir);
+    free(w);
+    return;
+  }
+  w->fs.data = w->debounce.data = w->poll.data = w;
+  w->slot = 1 + h->nwatches;
+  h->watches[h->nwatches++] = w;
+  rc = uv_fs_event_start(&w->fs, on_change, dir, 0);
+  if (rc != 0) {
+    /* inotify exhausted (its instance or watch limit) or unsupported here */
+    render_line(stderr, 0, "engine: cannot watch %s with inotify (%s); polling it every %d ms instead", dir,
+                uv_strerror(rc), WATCH_POLL_MS);
+    w->stamp = dir_stamp(dir);
+    uv_timer_start(&w->poll, on_poll, WATCH_POLL_MS, WATCH_POLL_MS);
+  }
+}
+
+/* The directories worker.watches() names: called synchronously at start-up
+ * (the hook must not wait on anything). */
+static void start_watches(hooks *h) {
+  act_info info = {"engine", 0, 1, "worker.watches", NULL, HOOK_TIMEOUT_MS, 0, 0};
+  int ok = 0;
+  char *json = NULL;
+  act_call *pending = NULL;
+  if (!actvm_call(h->e->act, &info, "{\"args\":{}}", NULL, NULL, &ok, &json, &pending)) {
+    actvm_cancel(pending);
+    render_line(stderr, 0, "engine: worker.watches did not return at once; nothing is watched");
+    return;
+  }
+  lua_State *L = luaL_newstate();
+  char err[128];
+  if (!ok) render_line(stderr, 0, "engine: worker.watches failed: %s", json);
+  else if (L && json_decode_safe(L, json, strlen(json), err, sizeof err) == 0 && lua_istable(L, -1)) {
+    lua_getfield(L, -1, "dirs");
+    if (lua_istable(L, -1))
+      for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++, lua_pop(L, 1)) watch_dir(h, lua_tostring(L, -1));
+  }
+  if (L) lua_close(L);
+  free(json);
+}
+
+/* -------------------------------------------------------------- worker --- */
+
+int hooks_open(engine *e, char *err, size_t errlen) {
+  (void)err, (void)errlen;
+  e->hooks = util_xcalloc(1, sizeof *e->hooks);
+  e->hooks->e = e;
+  tell_worker(e->act, e->st);
+  return 0;
+}
+
+void hooks_start(engine *e) {
+  hooks *h = e->hooks;
+  start_watches(h);
+  char *payload = live_payload(e->st);
+  if (!payload) {
+    engine_log_err(e, "cannot list live workflows for worker.start");
+    return;
+  }
+  call_hook(h, 0, "start", payload, NULL);
+  free(payload);
+}
+
+void hooks_free(engine *e) {
+  hooks *h = e->hooks;
+  if (!h) return;
+  for (size_t i = 0; i < sizeof h->calls / sizeof h->calls[0]; i++)
+    if (h->calls[i]) { /* a cancelled call's callback never runs: its context goes here */
+      actvm_cancel(h->calls[i]->call);
+      free(h->calls[i]);
+    }
+  for (int i = 0; i < h->nwatches; i++) {
+    watch *w = h->watches[i];
+    uv_close((uv_handle_t *)&w->fs, watch_closed);
+    uv_close((uv_handle_t *)&w->debounce, watch_closed);
+    uv_close((uv_handle_t *)&w->poll, watch_closed);
+  }
+  free(h);
+  e->hooks = NULL;
+}
+
+/* -------------------------------------------------------- maintenance --- */
+
+typedef struct standalone {
+  int done, ok;
+  char *json;
+} standalone;
+
+static void standalone_done(void *ud, act_call *call, int ok, const char *json) {
+  (void)call;
+  standalone *s = ud;
+  s->done = 1;
+  s->ok = ok;
+  s->json = util_strdup(json);
+}
+
+int engine_maintenance(store *st, const char *name, const char *args_json, char *report, size_t reportlen) {
+  char *payload = NULL;
+  if (!args_json) {
+    payload = live_payload(st);
+    if (!payload) {
+      util_seterr(report, reportlen, "cannot list the workflows: %s", store_errmsg(st));
+      return -1;
+    }
+  } else {
+    payload = util_fmt("{\"args\":%s}", args_json);
+  }
+  uv_loop_t loop;
+  int rc = uv_loop_init(&loop);
+  if (rc != 0) {
+    util_seterr(report, reportlen, "cannot start an event loop: %s", uv_strerror(rc));
+    free(payload);
+    return -1;
+  }
+  char err[512], fn[80];
+  actvm *act = actvm_new(&loop, engine_lua_dir(), err, sizeof err);
+  if (!act) {
+    util_seterr(report, reportlen, "%s", err);
+    uv_loop_close(&loop);
+    free(payload);
+    return -1;
+  }
+  if (st) tell_worker(act, st);
+  snprintf(fn, sizeof fn, "worker.%s", name);
+  standalone s = {0};
+  act_info info = {"engine", 0, 1, fn, NULL, HOOK_TIMEOUT_MS, 0, 0};
+  int ok = 0;
+  char *json = NULL;
+  act_call *call = NULL;
+  if (actvm_call(act, &info, payload, standalone_done, &s, &ok, &json, &call)) {
+    s.done = 1;
+    s.ok = ok;
+    s.json = json;
+  }
+  while (!s.done && uv_run(&loop, UV_RUN_ONCE)) {
+  }
+  actvm_free(act);
+  engine_drain_loop(&loop);
+  util_seterr(report, reportlen, "%s", s.json ? s.json : "no result");
+  free(s.json);
+  free(payload);
+  return s.ok ? 0 : -1;
+}

@@ -1,0 +1,344 @@
+/* runs: the run cache. A workflow run in memory is its VM replayed from the
+ * log (run_load), kept while it runs and evicted when it waits; an outcome
+ * reaches it directly when cached, else by a replay (run_deliver). This file
+ * owns a run's history appends and status, and what a run does when its VM
+ * blocks on a command (run_handle_state): start an activity attempt, take a
+ * buffered signal, put a timer task, or finish. */
+#include "worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "crash.h"
+#include "json.h"
+#include "modules.h"
+#include "render.h"
+
+/* ------------------------------------------------------------ history --- */
+
+int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash,
+                          const char *payload, hist_event *out) {
+  hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms()};
+  if (store_hist_append(r->e->st, r->id, r->run, &ev) != STORE_OK) {
+    engine_log_err(r->e, "append");
+    return -1;
+  }
+  crash_point("append");
+  r->next_seq++;
+  if (out) *out = ev;
+  return ev.seq;
+}
+
+void run_set_status(wfrun *r, const char *status, const char *result, const char *error, const char *detail) {
+  if (strcmp(r->status, status) == 0 && !result && !error) {
+    if (detail) engine_notify(r->e, r->id, status, detail); /* waiting on something else now */
+    return;
+  }
+  if (store_wf_set_status(r->e->st, r->id, status, result, error) != STORE_OK) engine_log_err(r->e, "status");
+  snprintf(r->status, sizeof r->status, "%s", status);
+  engine_notify(r->e, r->id, status, detail);
+}
+
+/* -------------------------------------------------------------- host --- */
+
+static int64_t host_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
+                           const char *payload, int64_t *time) {
+  hist_event ev;
+  int64_t seq = run_append(ud, type, ref, name, hash, payload, &ev);
+  if (time) *time = seq >= 0 ? ev.time : 0; /* ev is unset when the append failed */
+  return seq;
+}
+
+static int64_t host_emit(void *ud, const char *type, const char *payload) {
+  wfrun *r = ud;
+  return store_domain_append(r->e->st, r->id, type, util_now_ms(), payload);
+}
+
+static void host_print(void *ud, const char *msg) {
+  wfrun *r = ud;
+  render_line(stderr, 0, "[%s] %s", r->id, msg); /* a script's print may carry model text */
+}
+
+static char *host_load_module(void *ud, const char *name, size_t *len, char **chunkname, char *err, size_t errlen) {
+  wfrun *r = ud;
+  modhost m = {r->e->st, r->id, r->run, r->script_dir, r->e->lua_dir, 1};
+  return modules_load(&m, name, len, chunkname, err, errlen);
+}
+
+/* -------------------------------------------------------------- runs --- */
+
+void run_free(wfrun *r) {
+  wfvm_free(r->vm);
+  free(r->id);
+  free(r->script_dir);
+  free(r);
+}
+
+wfrun *run_detached(engine *e, const char *id) {
+  wf_row w;
+  if (store_wf_get(e->st, id, &w) != 1) return NULL;
+  wfrun *r = util_xcalloc(1, sizeof *r);
+  r->e = e;
+  r->id = util_strdup(id);
+  r->run = w.run;
+  r->script_dir = util_strdup(w.script_dir);
+  r->cancel = w.cancel;
+  snprintf(r->status, sizeof r->status, "%s", w.status);
+  r->next_seq = store_hist_max_seq(e->st, id, w.run) + 1;
+  wf_row_free(&w);
+  return r;
+}
+
+void run_evict(wfrun *r) {
+  if (strmap_get(&r->e->runs, r->id) == r) strmap_del(&r->e->runs, r->id);
+  run_free(r);
+}
+
+void run_clear_codecache(engine *e) {
+  for (size_t i = 0; i < e->bytecode.cap; i++)
+    if (STRMAP_LIVE(&e->bytecode, i)) {
+      codebuf *cb = e->bytecode.vals[i];
+      free(cb->buf);
+      free(cb);
+    }
+  strmap_free(&e->bytecode);
+  strmap_init(&e->bytecode);
+  for (size_t i = 0; i < e->scripts.cap; i++)
+    if (STRMAP_LIVE(&e->scripts, i)) {
+      scriptbuf *sb = e->scripts.vals[i];
+      free(sb->src);
+      free(sb);
+    }
+  strmap_free(&e->scripts);
+  strmap_init(&e->scripts);
+}
+
+/* Builds a VM for the workflow's current run and replays it; the run then
+ * continues live (handle_state) and may finish or be evicted before return. */
+void run_load(engine *e, const wf_row *w) {
+  if (strmap_get(&e->runs, w->id)) return;
+  wfrun *r = util_xcalloc(1, sizeof *r);
+  r->e = e;
+  r->id = util_strdup(w->id);
+  r->run = w->run;
+  r->script_dir = util_strdup(w->script_dir);
+  r->cancel = w->cancel;
+  snprintf(r->status, sizeof r->status, "%s", w->status);
+  hist_list h = {0};
+  if (store_hist_load(e->st, w->id, w->run, &h) != STORE_OK) {
+    engine_log_err(e, "load history");
+    hist_list_free(&h);
+    run_free(r);
+    return;
+  }
+  r->next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
+  char *chunk = util_fmt("@%s", w->script_name);
+  codebuf *cb = strmap_get(&e->bytecode, w->code_hash);
+  if (!cb) {
+    size_t srclen = 0;
+    char *src = store_code_get(e->st, w->code_hash, &srclen);
+    if (src) {
+      cb = util_xcalloc(1, sizeof *cb);
+      cb->buf = wfvm_compile(src, srclen, chunk, &cb->len);
+      if (!cb->buf) { /* does not compile: keep the source, the VM reports the error */
+        cb->buf = src;
+        cb->len = srclen;
+        src = NULL;
+      }
+      if (e->bytecode.len >= 1024) { /* bound the cache: start over */
+        run_clear_codecache(e);
+      }
+      strmap_put(&e->bytecode, w->code_hash, cb);
+      free(src);
+    }
+  }
+  wfvm_host host = {r, host_append, host_emit, host_load_module, host_print};
+  r->vm = wfvm_new(&e->vmcfg, &host, w->id, w->run, &h);
+  hist_list_free(&h);
+  strmap_put(&e->runs, r->id, r);
+  if (!cb || !r->vm) {
+    run_set_status(r, "stuck", NULL, !cb ? "the workflow's code is missing from the store" : "cannot create a VM",
+               NULL);
+    free(chunk);
+    run_evict(r);
+    return;
+  }
+  int binary = cb->len > 0 && cb->buf[0] == '\x1b'; /* LUA_SIGNATURE */
+  wfvm_state st = wfvm_start_mode(r->vm, cb->buf, cb->len, chunk, binary ? "b" : "t");
+  free(chunk);
+  run_handle_state(r, st);
+}
+
+void run_load_id(engine *e, const char *id) {
+  wf_row w;
+  int found = store_wf_get(e->st, id, &w);
+  if (found == 1 && !engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) run_load(e, &w);
+  if (found == 1) wf_row_free(&w);
+}
+
+/* Hands the outcome event of the command a run waits on to the run: directly
+ * when it is in memory, else by replaying it (the outcome is already logged). */
+void run_deliver(engine *e, const char *id, const hist_event *ev) {
+  wfrun *r = strmap_get(&e->runs, id);
+  if (r && wfvm_blocked(r->vm)->seq == ev->ref) {
+    run_handle_state(r, wfvm_deliver(r->vm, ev));
+    return;
+  }
+  if (r) run_evict(r);
+  run_load_id(e, id);
+}
+
+static int64_t json_int_field(const char *json, const char *key, int64_t dflt) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = json ? strstr(json, pat) : NULL;
+  return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
+}
+/* ------------------------------------------------------------ commands --- */
+
+/* Cancellation is delivered as the outcome of the command the run waits on. */
+int run_cancel_blocked(wfrun *r, hist_event *ev) {
+  engine *e = r->e;
+  const wfvm_cmd *c = wfvm_blocked(r->vm);
+  char key[160];
+  snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+  attempt *a = strmap_del(&e->attempts, key);
+  if (a) {
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+  store_task_del(e->st, r->id, "activity", c->seq);
+  store_task_del(e->st, r->id, "timer", c->seq);
+  store_task_del(e->st, r->id, "signal_timeout", c->seq);
+  store_wf_set_cancel(e->st, r->id, 2);
+  r->cancel = 2;
+  return run_append(r, "CommandCancelled", c->seq, c->name, NULL, NULL, ev) >= 0;
+}
+
+void run_finish(wfrun *r, const char *status, const char *event, const char *result, const char *error) {
+  engine *e = r->e;
+  if (event) run_append(r, event, 0, NULL, NULL, result ? result : error, NULL);
+  store_task_del_wf(e->st, r->id);
+  store_signal_del_wf(e->st, r->id);
+  run_set_status(r, status, result, error, NULL);
+  run_evict(r);
+}
+
+/* Drives a run from a VM state until it waits on something external. */
+void run_handle_state(wfrun *r, wfvm_state st) {
+  engine *e = r->e;
+  for (;;) {
+    switch (st) {
+      case WFVM_DONE: {
+        char msg[200];
+        if (json_check_size(strlen(wfvm_output(r->vm)), "the workflow's result", msg, sizeof msg) != 0) {
+          /* the log never holds a result past the payload limit: the run fails instead */
+          char *q = json_quote(msg), *error = util_fmt("{\"message\":%s,\"type\":\"PayloadTooLarge\"}", q);
+          run_finish(r, "failed", "WorkflowFailed", NULL, error);
+          free(q);
+          free(error);
+          return;
+        }
+        run_finish(r, "completed", "WorkflowCompleted", wfvm_output(r->vm), NULL);
+        return;
+      }
+      case WFVM_FAILED: {
+        const char *out = wfvm_output(r->vm);
+        /* cancelled only when the script let the Cancelled error through */
+        int cancelled = r->cancel == 2 && strcmp(wfvm_error_type(r->vm), "Cancelled") == 0;
+        run_finish(r, cancelled ? "cancelled" : "failed", cancelled ? "WorkflowCancelled" : "WorkflowFailed", NULL, out);
+        return;
+      }
+      case WFVM_KILLED: run_finish(r, "failed", "WorkflowFailed", NULL, wfvm_output(r->vm)); return;
+      case WFVM_STUCK:
+        render_line(stderr, 0, "engine: workflow %s is stuck: %s", r->id, wfvm_output(r->vm));
+        run_set_status(r, "stuck", NULL, wfvm_output(r->vm), NULL);
+        run_evict(r);
+        return;
+      case WFVM_END: run_evict(r); return;
+      case WFVM_CONTINUE: {
+        char *input = util_strdup(wfvm_output(r->vm));
+        run_append(r, "ContinuedAsNew", 0, NULL, NULL, input, NULL);
+        int64_t next = r->run + 1;
+        char seed[17];
+        snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
+        char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", input, seed);
+        hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, util_now_ms()};
+        store_modules_copy(e->st, r->id, r->run, next);
+        store_wf_new_run(e->st, r->id, next, input);
+        store_hist_append(e->st, r->id, next, &ev);
+        store_task_del_wf(e->st, r->id);
+        store_task_put(e->st, r->id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0);
+        free(payload);
+        free(input);
+        engine_notify(e, r->id, "running", "continued as new");
+        run_evict(r);
+        return;
+      }
+      case WFVM_BLOCKED: break;
+    }
+    const wfvm_cmd *c = wfvm_blocked(r->vm);
+    hist_event ev;
+    if (r->cancel == 1) {
+      if (!run_cancel_blocked(r, &ev)) return;
+      st = wfvm_deliver(r->vm, &ev);
+      continue;
+    }
+    if (strcmp(c->kind, "activity") == 0) {
+      char key[160];
+      snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+      if (!c->is_new) {
+        /* scheduled before a restart: its task runs it; stay loaded only while it runs */
+        run_set_status(r, "running", NULL, NULL, NULL);
+        if (!strmap_get(&e->attempts, key) || e->runs.len > e->max_cached) run_evict(r);
+        return;
+      }
+      attempt *a = NULL;
+      run_set_status(r, "running", NULL, NULL, NULL);
+      if (attempt_start(e, r, r->id, r->script_dir, c->seq, 1, util_now_ms(), c->name, c->payload, &ev, &a)) {
+        st = wfvm_deliver(r->vm, &ev);
+        attempt_free(a);
+        continue;
+      }
+      /* failed once and waits for a retry, or too many runs in memory: the
+       * outcome will replay it (bounded memory, whatever the number waiting) */
+      if (!a || e->runs.len > e->max_cached) run_evict(r);
+      return;
+    }
+    if (strcmp(c->kind, "timer") == 0) {
+      if (c->is_new)
+        store_task_put(e->st, r->id, "timer", c->seq, json_int_field(c->payload, "fire_at", util_now_ms()), 0, 0, NULL,
+                       0);
+      run_set_status(r, "waiting", NULL, NULL, "timer");
+      run_evict(r);
+      return;
+    }
+    /* signal */
+    char *payload = NULL;
+    int got = store_signal_take(e->st, r->id, c->name, &payload);
+    if (got == 1) {
+      crash_point("signal.take");
+      store_task_del(e->st, r->id, "signal_timeout", c->seq);
+      run_set_status(r, "running", NULL, NULL, NULL);
+      int64_t seq = run_append(r, "SignalReceived", c->seq, c->name, NULL, payload, &ev);
+      if (seq < 0) {
+        free(payload);
+        return;
+      }
+      st = wfvm_deliver(r->vm, &ev);
+      free(payload);
+      continue;
+    }
+    if (c->is_new) {
+      int64_t deadline = json_int_field(c->payload, "deadline", -1);
+      if (deadline >= 0) store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
+    }
+    char detail[300];
+    snprintf(detail, sizeof detail, "signal %s", c->name);
+    run_set_status(r, "waiting", NULL, NULL, detail);
+    run_evict(r);
+    return;
+  }
+}
+

@@ -1,0 +1,146 @@
+/* worker: the state a running engine shares among its own files, and only
+ * them (engine.h is the interface for everyone else).
+ *
+ *   engine.c    the loop, the group commit, store incidents, crash loops
+ *   runs.c      the run cache: a workflow's VM, its history appends and
+ *               status, and what it does when it blocks on a command
+ *   attempts.c  activity attempts, their leases and retries
+ *   dispatch.c  due tasks: workflow wake-ups, activity (re)tries, timers
+ *   hooks.c     the worker's hooks in the Lua library (lua/activities/worker.lua)
+ *   client.c    operations that need no loop: create, signal, cancel, checks
+ *   modules.c   a workflow's modules: found on disk, pinned by content hash
+ *   replay.c    the replay check of a run against a script
+ *   dbfile.c    the database file: the worker lock and the commit watch */
+#ifndef ENGINE_WORKER_H
+#define ENGINE_WORKER_H
+
+#include "actvm.h"
+#include "engine.h"
+#include "util.h"
+#include "wfvm.h"
+
+/* Tasks dispatched per call: bounded so that I/O is served in between. */
+#define DISPATCH_BATCH 512
+
+/* A workflow run kept in memory (engine.runs), with its VM. */
+typedef struct wfrun {
+  struct engine *e;
+  char *id;
+  int64_t run;
+  char *script_dir;
+  char status[16];
+  int cancel; /* 1 requested, 2 delivered */
+  int64_t next_seq;
+  wfvm *vm;
+} wfrun;
+
+/* One running activity attempt, keyed "wf_id/seq" in engine.attempts. */
+typedef struct attempt {
+  struct engine *e;
+  char *wf_id;
+  int64_t seq;
+  int n;
+  int64_t first_at;
+  char *name;
+  char *payload;
+  char *script_dir;
+  act_opts opts;
+  act_call *call;
+  int64_t lease_ms; /* how long its lease lasts: renewed when a lost batch took it */
+  char key[160];
+} attempt;
+
+typedef struct codebuf {
+  char *buf;
+  size_t len;
+} codebuf;
+
+typedef struct scriptbuf {
+  int64_t mtime_ns, size;
+  char *src;
+  size_t len;
+  char hash[65];
+} scriptbuf;
+
+/* A status change, delivered to engine_config.on_status after its commit. */
+typedef struct note {
+  char *id, *status, *detail;
+} note;
+
+typedef struct hooks hooks;
+
+struct engine {
+  uv_loop_t loop;
+  store *st;
+  actvm *act;
+  wfvm_config vmcfg;
+  engine_config cfg;
+  char *lua_dir;
+  char owner[40];
+  strmap runs;     /* id -> wfrun*, live runs kept in memory */
+  strmap bytecode; /* code hash -> compiled chunk (codebuf*): replays skip the parser */
+  strmap scripts;  /* path -> scriptbuf*: engine_submit skips re-reading unchanged files */
+  strmap attempts; /* "id/seq" -> attempt* */
+  uv_prepare_t prep;
+  uv_timer_t task_timer;
+  int64_t task_timer_at;
+  dbwatch *watch;
+  uv_signal_t sigint, sigterm;
+  note *notes;
+  size_t nnotes, capnotes;
+  int stopping;
+  int failed_commit; /* the store could not be written and has not recovered yet */
+  /* a store incident (a lost batch, a failed query): retried with backoff */
+  uv_timer_t retry_timer;
+  int64_t backoff_ms, incident_since, recovered_at;
+  int incident_failures;
+  int recovering; /* dispatch waits until our leases are set right again */
+  size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
+  hooks *hooks;
+};
+
+/* engine.c */
+void engine_log_err(engine *e, const char *what);
+void engine_notify(engine *e, const char *id, const char *status, const char *detail);
+void engine_store_incident(engine *e);
+/* Closes every handle of loop and runs it until it can be closed. */
+void engine_drain_loop(uv_loop_t *loop);
+
+/* runs.c */
+int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash, const char *payload,
+                   hist_event *out);
+void run_set_status(wfrun *r, const char *status, const char *result, const char *error, const char *detail);
+void run_free(wfrun *r);
+void run_evict(wfrun *r);
+void run_clear_codecache(engine *e);
+void run_load(engine *e, const wf_row *w);
+void run_load_id(engine *e, const char *id);
+void run_deliver(engine *e, const char *id, const hist_event *ev);
+int run_cancel_blocked(wfrun *r, hist_event *ev);
+void run_finish(wfrun *r, const char *status, const char *event, const char *result, const char *error);
+void run_handle_state(wfrun *r, wfvm_state st);
+/* A stand-in for the current run of workflow id when it is not in memory,
+ * without a VM: appends go after its last event. NULL when the workflow is
+ * not found. run_free (or run_finish) releases it; it is never cached. */
+wfrun *run_detached(engine *e, const char *id);
+
+/* attempts.c */
+void attempt_free(attempt *a);
+int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir, int64_t seq, int n,
+                  int64_t first_at, const char *name, const char *payload, hist_event *ev, attempt **keep);
+/* Whether the command at seq of the workflow's current run has its outcome in the log. */
+int attempt_answered(engine *e, const char *id, wfrun *r, int64_t seq);
+/* Whether the activity at seq is still scheduled without an outcome: its
+ * ActivityScheduled event into *h (the caller frees it). */
+int attempt_open(engine *e, const char *id, int64_t run, int64_t seq, hist_list *h);
+char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to);
+
+/* dispatch.c */
+void dispatch_due(engine *e);
+
+/* hooks.c */
+int hooks_open(engine *e, char *err, size_t errlen);
+void hooks_start(engine *e);
+void hooks_free(engine *e);
+
+#endif
