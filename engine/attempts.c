@@ -144,12 +144,6 @@ int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir
     char *q = json_quote(err);
     json = util_fmt("{\"message\":%s,\"non_retryable\":true,\"type\":\"InvalidOptions\"}", q);
     free(q);
-  } else if (a->opts.max_attempts > 0 && n > a->opts.max_attempts) {
-    /* a crash cut the last allowed attempt short: the policy allows no other */
-    a->n = n - 1;
-    json = util_fmt("{\"message\":\"attempt %d of %d was cut short (the engine stopped while it ran); "
-                    "max_attempts allows no other\",\"non_retryable\":true,\"type\":\"AttemptsExhausted\"}",
-                    n - 1, a->opts.max_attempts);
   } else {
     int64_t stc = (int64_t)(a->opts.start_to_close * 1000.0);
     if (a->opts.schedule_to_close > 0) {
