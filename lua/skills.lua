@@ -15,17 +15,17 @@
 -- Selected skills are mounted read-only at /workspace/skills/<name>/ and only
 -- their names and descriptions go into the system prompt (progressive
 -- disclosure): the agent reads SKILL.md and the files it points to when a task
--- matches. Plain Lua 5.4, standard library only.
---
--- The frontmatter parser is a strict subset of YAML: anything it accepts means
--- the same thing to a full YAML parser (except that plain scalars such as 1.0
--- or true stay strings), and anything else is refused with the line number.
+-- matches. Lua 5.4; the frontmatter is read by libYAML through Debian's
+-- lua-yaml (lyaml), and every error names the line.
+local yaml = require "yaml" -- lyaml's libYAML binding: yaml.parser(text) yields events
+
 local M = {}
 
 M.MAX_NAME = 64
 M.MAX_DESCRIPTION = 1024
 M.MAX_COMPATIBILITY = 500
 M.MAX_BYTES = 5 * 1024 * 1024
+M.MAX_FRONTMATTER = 64 * 1024 -- bytes between the '---' lines, checked before libYAML parses them
 M.MAX_FILES = 1000
 M.MOUNT = "/workspace/skills"
 
@@ -39,320 +39,150 @@ local FIELD_ORDER = { "name", "description", "license", "compatibility", "metada
 -- Frontmatter parsing
 -- ---------------------------------------------------------------------------
 
-local function perr(lineno, msg) error({ skills_parse = true, msg = "line " .. lineno .. ": " .. msg }, 0) end
-
 local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
 
-local function indent_of(line) return #line:match("^ *") end
-
-local function is_blank(line) return line:match("^%s*$") ~= nil end
-
-local function is_comment(line) return line:match("^%s*#") ~= nil end
-
--- Removes a trailing " # comment" from the text after a closing quote or a
--- flow collection; anything else there is an error.
-local function only_comment_after(rest, lineno, what)
-  if rest:match("^%s*$") or rest:match("^%s+#") then return end
-  perr(lineno, "unexpected text after " .. what .. ": '" .. trim(rest) .. "'")
+local function quote_name(s)
+  if type(s) ~= "string" then return tostring(s) end
+  return "'" .. (s:gsub("[%c']", function(c) return string.format("\\x%02x", c:byte()) end)) .. "'"
 end
 
-local function utf8_char(cp, lineno)
-  if cp >= 0xD800 and cp <= 0xDFFF then perr(lineno, "invalid escape: surrogate code point") end
-  if cp > 0x10FFFF then perr(lineno, "invalid escape: code point out of range") end
-  return utf8.char(cp)
+-- A parse error: error() with this table, turned into nil, msg by M.parse.
+local function perr(msg) error({ skills_parse = true, msg = msg }, 0) end
+
+-- The frontmatter text starts on line 2 of SKILL.md (after the opening '---').
+local FIRST_LINE = 2
+
+local function line_at(src, pos)
+  local n = FIRST_LINE
+  for _ in src:sub(1, pos - 1):gmatch("\n") do n = n + 1 end
+  return n
 end
 
-local DQ_ESCAPES = { ["\\"] = "\\", ['"'] = '"', ["/"] = "/", n = "\n", t = "\t", r = "\r", ["0"] = "\0",
-  a = "\a", b = "\b", f = "\f", v = "\v", e = "\27", [" "] = " ", ["\t"] = "\t" }
+-- libYAML reports "<problem> at document: D, line: L, column: C", maybe
+-- followed by "\nwhile <context> at line: L, column: C", counting lines of the
+-- frontmatter text from 1; errors from its reader carry no position.
+local function yaml_error(msg)
+  msg = tostring(msg)
+  local problem, l, c, rest = msg:match("^(.-) at document: %d+, line: (%d+), column: (%d+)(.*)$")
+  if not problem then return "invalid YAML: " .. (msg:gsub(" at document: %d+.*$", "")) end
+  -- The stream libYAML reads is the frontmatter, so its end is the closing '---'.
+  problem = problem:gsub("end of stream", "end of the frontmatter")
+  local out = "line " .. (FIRST_LINE - 1 + tonumber(l)) .. ", column " .. c .. ": invalid YAML: " .. problem
+  local context, cl = rest:match("^%s*while (.-) at line: (%d+)")
+  if context then out = out .. " (while " .. context .. " from line " .. (FIRST_LINE - 1 + tonumber(cl)) .. ")" end
+  if problem == "mapping values are not allowed in this context" then
+    out = out .. "; if the value contains ': ' or ends with ':', quote it"
+  end
+  return out
+end
 
--- s starts with a quote. Returns the string value and the text after the closing quote.
-local function quoted(s, lineno)
-  local q = s:sub(1, 1)
-  local out, i = {}, 2
+local KIND_NAME = { MAPPING_START = "a map", SEQUENCE_START = "a list", SCALAR = "a string" }
+
+-- YAML's spellings of "no value" for a plain scalar.
+local NULLS = { [""] = true, ["~"] = true, null = true, Null = true, NULL = true }
+
+local function show_tag(tag)
+  local short = tag:match("^tag:yaml%.org,2002:(.*)$")
+  return short and "!!" .. short or tag
+end
+
+-- Builds the frontmatter from libYAML's events (lyaml's "yaml" binding), in
+-- one pass that stops at the first problem. No YAML 1.1 implicit typing: a
+-- scalar is the text as written, so `name: no`, `version: 1.10`, `license:
+-- true` or a date stay the strings the author wrote; a null (an empty value,
+-- ~ or null) is "" (the validator then says which field is empty), or an empty
+-- map or list for metadata and allowed-tools. Only the shapes the format
+-- allows are built (fields of strings, metadata a flat map, allowed-tools a
+-- string or a list), so nothing nests deeper than that. Anchors, aliases and
+-- tags are refused (no alias expansion, no constructors), and so are
+-- duplicate keys and a second document.
+local function build(src)
+  local next_event = yaml.parser(src)
+  local function line(ev) return "line " .. (FIRST_LINE + ev.start_mark.line) .. ": " end
+  local function fail(ev, msg) perr(line(ev) .. msg) end
+  local function pull()
+    local ok, ev = pcall(next_event)
+    if not ok then perr(yaml_error(ev)) end
+    if ev.type == "ALIAS" then
+      fail(ev, "aliases ('*" .. ev.anchor .. "') are not allowed in SKILL.md frontmatter")
+    end
+    if ev.anchor then fail(ev, "anchors ('&" .. ev.anchor .. "') are not allowed in SKILL.md frontmatter") end
+    if ev.tag then fail(ev, "tags ('" .. show_tag(ev.tag) .. "') are not allowed in SKILL.md frontmatter") end
+    if (ev.type == "DOCUMENT_START" or ev.type == "DOCUMENT_END") and not ev.implicit then
+      fail(ev, "document markers ('---', '...') and directives are not allowed inside the frontmatter")
+    end
+    return ev
+  end
+  local function is_null(ev) return ev.type == "SCALAR" and ev.style == "PLAIN" and NULLS[ev.value] end
+
+  local function string_value(ev) return is_null(ev) and "" or ev.value end
+
+  local function string_field(ev, key)
+    if ev.type ~= "SCALAR" then fail(ev, "'" .. key .. "' must be a string, not " .. KIND_NAME[ev.type]) end
+    return string_value(ev)
+  end
+
+  local function metadata_field(ev)
+    if is_null(ev) then return {} end
+    if ev.type == "SEQUENCE_START" then fail(ev, "'metadata' must be a map, not a list") end
+    if ev.type ~= "MAPPING_START" then fail(ev, "'metadata' must be a map of 'key: value' lines") end
+    local map = {}
+    while true do
+      local k = pull()
+      if k.type == "MAPPING_END" then return map end
+      if k.type ~= "SCALAR" then fail(k, "metadata keys must be strings, not " .. KIND_NAME[k.type]) end
+      if map[k.value] ~= nil then fail(k, "duplicate key " .. quote_name(k.value) .. " in 'metadata'") end
+      local v = pull()
+      if v.type ~= "SCALAR" then -- named at the key's line: a nested block map starts below it
+        fail(k, "'metadata." .. k.value .. "' must be a string, not " .. KIND_NAME[v.type]
+          .. " (metadata is a flat map of strings)")
+      end
+      map[k.value] = string_value(v)
+    end
+  end
+
+  local function tools_field(ev)
+    if ev.type == "SCALAR" then
+      local list = {}
+      for w in string_value(ev):gmatch("%S+") do list[#list + 1] = w end
+      return list
+    end
+    if ev.type ~= "SEQUENCE_START" then fail(ev, "'allowed-tools' must be a space-separated string or a list") end
+    local list = {}
+    while true do
+      local item = pull()
+      if item.type == "SEQUENCE_END" then return list end
+      if item.type ~= "SCALAR" then
+        fail(item, "allowed-tools[" .. (#list + 1) .. "] must be a string, not " .. KIND_NAME[item.type])
+      end
+      list[#list + 1] = string_value(item)
+    end
+  end
+
+  local READ = { scalar = string_field, map = metadata_field, tools = tools_field }
+  local meta = {}
+  pull() -- STREAM_START
+  local ev = pull()
+  if ev.type == "STREAM_END" then return meta end -- only blank lines and comments
+  local root = pull() -- after DOCUMENT_START
+  if root.type == "SEQUENCE_START" then fail(root, "expected 'key: value', not a list item") end
+  if root.type ~= "MAPPING_START" then fail(root, "expected 'key: value'") end
   while true do
-    local c = s:sub(i, i)
-    if c == "" then
-      perr(lineno, "unterminated " .. (q == "'" and "single" or "double") .. "-quoted string"
-        .. " (quoted strings must end on the same line; use a '>' block for long text)")
+    local k = pull()
+    if k.type == "MAPPING_END" then break end
+    if k.type ~= "SCALAR" then fail(k, "field names must be strings, not " .. KIND_NAME[k.type]) end
+    local key = k.value
+    local kind = FIELDS[key]
+    if not kind then
+      fail(k, "unknown field " .. quote_name(key) .. " (allowed: " .. table.concat(FIELD_ORDER, ", ") .. ")")
     end
-    if q == "'" then
-      if c == "'" then
-        if s:sub(i + 1, i + 1) == "'" then out[#out + 1] = "'"; i = i + 2
-        else return table.concat(out), s:sub(i + 1) end
-      else out[#out + 1] = c; i = i + 1 end
-    else
-      if c == '"' then return table.concat(out), s:sub(i + 1)
-      elseif c == "\\" then
-        local e = s:sub(i + 1, i + 1)
-        if DQ_ESCAPES[e] then out[#out + 1] = DQ_ESCAPES[e]; i = i + 2
-        elseif e == "x" or e == "u" or e == "U" then
-          local n = (e == "x" and 2) or (e == "u" and 4) or 8
-          local hex = s:sub(i + 2, i + 1 + n)
-          if #hex ~= n or not hex:match("^%x+$") then perr(lineno, "invalid \\" .. e .. " escape in double-quoted string") end
-          out[#out + 1] = utf8_char(tonumber(hex, 16), lineno)
-          i = i + 2 + n
-        else
-          perr(lineno, "unknown escape '\\" .. e .. "' in double-quoted string")
-        end
-      else out[#out + 1] = c; i = i + 1 end
-    end
+    if meta[key] ~= nil then fail(k, "duplicate field '" .. key .. "'") end
+    meta[key] = READ[kind](pull(), key)
   end
-end
-
--- Checks a plain (unquoted) scalar in block context and strips a trailing comment.
-local function plain(s, lineno, flow)
-  s = s:gsub("%s+#.*$", "")
-  s = trim(s)
-  if s == "" then return "" end
-  local c = s:sub(1, 1)
-  if c == "#" then return "" end
-  if c:match("[&*!%%@`|>]") or c == "]" or c == "}" or (not flow and (c == "[" or c == "{"))
-    or s:match("^[-?:]%s") or s == "-" or s == "?" or s == ":" then
-    perr(lineno, "a value may not start with '" .. c .. "' unless quoted")
-  end
-  if s:find(": ", 1, true) or s:sub(-1) == ":" or s:find(":\t", 1, true) then
-    perr(lineno, "a plain value may not contain ': ' or end with ':'; quote it")
-  end
-  if flow and s:find("[%[%]{},]") then perr(lineno, "'" .. s .. "': quote items that contain , [ ] { }") end
-  if s:find("\t", 1, true) then perr(lineno, "tab characters are not allowed in unquoted values; quote the value") end
-  return s
-end
-
--- One scalar on a single line (plain or quoted).
-local function inline_scalar(s, lineno, flow)
-  s = s:gsub("^%s+", "")
-  local c = s:sub(1, 1)
-  if c == "'" or c == '"' then
-    local v, rest = quoted(s, lineno)
-    only_comment_after(rest, lineno, "a quoted string")
-    return v
-  end
-  return plain(s, lineno, flow)
-end
-
--- Lines of a block (more indented than the key's column 0): returns the
--- index of the first line after the block.
-local function block_end(lines, i, min_indent)
-  while i <= #lines do
-    local l = lines[i]
-    if not is_blank(l) and indent_of(l) < min_indent then break end
-    i = i + 1
-  end
-  return i
-end
-
--- A '|' or '>' block scalar whose header is on line i-1; returns value, next index.
-local function block_scalar(lines, i, header, header_lineno, base)
-  local style = header:sub(1, 1)
-  local h = header:sub(2)
-  local chomp, explicit = h:match("^([-+]?)([1-9]?)$")
-  if not chomp then explicit, chomp = h:match("^([1-9])([-+])$") end
-  if not chomp then perr(header_lineno, "invalid block scalar header '" .. header .. "'") end
-  if explicit == "" then explicit = nil end
-  local indent
-  if explicit then indent = tonumber(explicit)
-  else
-    for j = i, #lines do
-      local l = lines[j]
-      if not is_blank(l) then indent = indent_of(l); break end
-    end
-    if not indent or indent <= 0 then indent = 1 end
-  end
-  local stop = i
-  while stop <= #lines do
-    local l = lines[stop]
-    if l:match("^ *$") then stop = stop + 1
-    elseif indent_of(l) >= indent then stop = stop + 1
-    elseif l:match("^ *\t") and indent_of(l) < indent then perr(base + stop, "tabs are not allowed for indentation")
-    else break end
-  end
-  -- Content lines with the block indentation removed (blank lines become "").
-  local content = {}
-  for j = i, stop - 1 do
-    local l = lines[j]
-    if l:match("^ *$") then content[#content + 1] = "" else content[#content + 1] = l:sub(indent + 1) end
-  end
-  -- Trailing blank lines belong to chomping, not to the content.
-  local last = #content
-  while last > 0 and content[last] == "" do last = last - 1 end
-  local trailing = #content - last
-  local body
-  if style == "|" then
-    body = table.concat(content, "\n", 1, last)
-  else
-    local out, prev_kind, empties = {}, nil, 0
-    for j = 1, last do
-      local l = content[j]
-      if l == "" then empties = empties + 1
-      else
-        local kind = l:match("^[ \t]") and "more" or "text"
-        if prev_kind == nil then out[#out + 1] = string.rep("\n", empties)
-        elseif prev_kind == "text" and kind == "text" then
-          out[#out + 1] = empties == 0 and " " or string.rep("\n", empties)
-        else
-          out[#out + 1] = string.rep("\n", empties + 1)
-        end
-        out[#out + 1] = l
-        prev_kind, empties = kind, 0
-      end
-    end
-    body = table.concat(out)
-  end
-  if last == 0 then
-    body = (chomp == "+") and string.rep("\n", trailing) or ""
-  elseif chomp == "-" then -- strip
-  elseif chomp == "+" then body = body .. "\n" .. string.rep("\n", trailing)
-  else body = body .. "\n" end
-  return body, stop
-end
-
--- A scalar value for a top-level key: inline (maybe continued on indented
--- lines, which fold with spaces), or a block scalar. Returns value, next index.
-local function scalar_value(lines, i, rest, lineno, base, key)
-  local r = trim(rest)
-  if r:match("^[|>]") then
-    local header = trim((r:gsub("%s+#.*$", "")))
-    return block_scalar(lines, i, header, lineno, base)
-  end
-  if r:match("^%[") or r:match("^{") then
-    perr(lineno, "'" .. key .. "' must be a string, not a flow collection")
-  end
-  local v = inline_scalar(rest, lineno, false)
-  local stop = block_end(lines, i, 1)
-  if stop > i then
-    -- Continuation lines of a multi-line plain scalar.
-    local has_text = false
-    for j = i, stop - 1 do if not is_blank(lines[j]) then has_text = true end end
-    if has_text then
-      -- A plain value may continue on more indented lines (folded with
-      -- spaces; a blank line is a newline), or start on the next line after
-      -- an empty "key:". A comment ends it.
-      local c = r:sub(1, 1)
-      local ended = false
-      if c == "'" or c == '"' then ended = true
-      elseif v ~= "" and rest:match("%s#") then ended = true end
-      local parts, empties, started = {}, 0, v ~= ""
-      if started then parts[1] = v end
-      for j = i, stop - 1 do
-        local l = lines[j]
-        if is_blank(l) then empties = empties + 1
-        elseif is_comment(l) then ended = true
-        else
-          if ended then perr(base + j, "unexpected indented line (a value ended before it)") end
-          if l:match("^ *\t") then perr(base + j, "tabs are not allowed for indentation") end
-          local t = plain(l, base + j, false)
-          if l:find("%s#") then ended = true end
-          if started then parts[#parts + 1] = empties == 0 and " " or string.rep("\n", empties) end
-          parts[#parts + 1] = t
-          started, empties = true, 0
-        end
-      end
-      v = table.concat(parts)
-    end
-  end
-  return v, stop
-end
-
-local function flow_sequence(s, lineno)
-  s = trim(s)
-  if s:sub(1, 1) ~= "[" then perr(lineno, "expected a list") end
-  local items, i = {}, 2
-  local expect_item = true
-  while true do
-    while s:sub(i, i):match("^%s$") do i = i + 1 end
-    local c = s:sub(i, i)
-    if c == "" then perr(lineno, "unterminated '[' list (flow lists must end on the same line)") end
-    if c == "]" then
-      only_comment_after(s:sub(i + 1), lineno, "']'")
-      return items
-    end
-    if not expect_item then
-      if c ~= "," then perr(lineno, "expected ',' or ']' in list") end
-      i = i + 1
-      expect_item = true
-    else
-      if c == "," then perr(lineno, "empty item in list") end
-      if c == "'" or c == '"' then
-        local v, rest = quoted(s:sub(i), lineno)
-        items[#items + 1] = v
-        i = #s - #rest + 1
-      else
-        local j = i
-        while j <= #s and not s:sub(j, j):match("[,%]]") do j = j + 1 end
-        local raw = s:sub(i, j - 1)
-        if raw:find("%s#") then perr(lineno, "comments are not allowed inside a '[...]' list") end
-        local v = plain(raw, lineno, true)
-        if v == "" then perr(lineno, "empty item in list") end
-        items[#items + 1] = v
-        i = j
-      end
-      expect_item = false
-    end
-  end
-end
-
--- `- item` lines starting at index i (indent >= 0). Returns list, next index.
-local function block_sequence(lines, i, base)
-  local items, indent = {}, nil
-  while i <= #lines do
-    local l = lines[i]
-    if is_blank(l) or is_comment(l) then i = i + 1
-    else
-      local ind = indent_of(l)
-      if l:match("^ *\t") then perr(base + i, "tabs are not allowed for indentation") end
-      if not l:match("^ *%-%s") and not l:match("^ *%-$") then
-        if ind == 0 then break end
-        perr(base + i, "expected a '- item' line")
-      end
-      indent = indent or ind
-      if ind ~= indent then perr(base + i, "list items must all have the same indentation") end
-      local rest = l:sub(ind + 2)
-      local r = trim(rest)
-      if r == "" or r:match("^#") then perr(base + i, "empty list item") end
-      if r:match("^[|>]") or r:match("^%[") or r:match("^{") then perr(base + i, "list items must be plain or quoted strings") end
-      items[#items + 1] = inline_scalar(rest, base + i, false)
-      i = i + 1
-      -- An item continued on a more indented line is not supported.
-      if i <= #lines and not is_blank(lines[i]) and not is_comment(lines[i]) and indent_of(lines[i]) > indent then
-        perr(base + i, "unexpected indentation (list items must fit on one line)")
-      end
-    end
-  end
-  return items, i
-end
-
-local function block_map(lines, i, base, key)
-  local map, seen, indent = {}, {}, nil
-  local stop = block_end(lines, i, 1)
-  for j = i, stop - 1 do
-    local l = lines[j]
-    if not (is_blank(l) or is_comment(l)) then
-      if l:match("^ *\t") then perr(base + j, "tabs are not allowed for indentation") end
-      local ind = indent_of(l)
-      indent = indent or ind
-      if ind ~= indent then
-        perr(base + j, "'" .. key .. "' must be a flat map of strings (unexpected indentation)")
-      end
-      local k, rest = l:match("^ *([%w_.%-/]+):(.*)$")
-      if k and rest ~= "" and not rest:match("^%s") then k = nil end
-      if k and rest:match("^ *\t") then perr(base + j, "use a space after ':', not a tab") end
-      if not k then
-        if l:match("^ *%-") then perr(base + j, "'" .. key .. "' must be a map, not a list") end
-        perr(base + j, "expected 'key: value' under '" .. key .. "' (keys use letters, digits, '_', '.', '-', '/')")
-      end
-      if seen[k] then perr(base + j, "duplicate key '" .. k .. "' in '" .. key .. "'") end
-      seen[k] = true
-      local r = trim(rest)
-      if r == "" or r:match("^#") then
-        perr(base + j, "'" .. key .. "." .. k .. "' has no value (nested maps are not supported; use a string)")
-      end
-      if r:match("^[|>]") or r:match("^%[") or r:match("^{") then
-        perr(base + j, "'" .. key .. "." .. k .. "' must be a one-line string")
-      end
-      map[k] = inline_scalar(rest, base + j, false)
-    end
-  end
-  return map, stop
+  pull() -- DOCUMENT_END
+  ev = pull()
+  if ev.type ~= "STREAM_END" then fail(ev, "only one YAML document is allowed in the frontmatter") end
+  return meta
 end
 
 -- Parses SKILL.md text. Returns meta (YAML field names; "allowed-tools" is
@@ -360,6 +190,7 @@ end
 -- an error naming the line.
 function M.parse(text)
   if type(text) ~= "string" then return nil, "SKILL.md content must be a string" end
+  if #text > M.MAX_BYTES then return nil, "SKILL.md is " .. #text .. " bytes (at most " .. M.MAX_BYTES .. ")" end
   if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end
   text = text:gsub("\r\n", "\n")
   local first_nl = text:find("\n", 1, true)
@@ -368,78 +199,38 @@ function M.parse(text)
     return nil, "line 1: SKILL.md must start with YAML frontmatter (a '---' line)"
   end
   if not first_nl then return nil, "frontmatter is not terminated (no closing '---' line)" end
-  -- Collect the frontmatter lines up to the closing '---'.
-  local lines, pos, close_end = {}, first_nl + 1, nil
-  while pos <= #text + 1 do
+  -- The frontmatter runs up to the first line that is '---' (trailing spaces
+  -- allowed); it is bounded before libYAML sees it.
+  local start, pos, close, close_end = first_nl + 1, first_nl + 1, nil, nil
+  while pos <= #text do
+    if pos - start > M.MAX_FRONTMATTER then
+      return nil, "frontmatter is longer than " .. M.MAX_FRONTMATTER .. " bytes"
+    end
     local nl = text:find("\n", pos, true)
     local line = text:sub(pos, (nl or #text + 1) - 1)
-    if line:match("^%-%-%-%s*$") then close_end = nl and nl + 1 or #text + 1; break end
-    lines[#lines + 1] = line
+    if line:match("^%-%-%-%s*$") then close, close_end = pos, (nl or #text) + 1; break end
     if not nl then break end
     pos = nl + 1
   end
-  if not close_end then return nil, "frontmatter is not terminated (no closing '---' line)" end
-  local body = text:sub(close_end)
-  local base = 1 -- line number of lines[i] is base + i
-
-  local ok, res = pcall(function()
-    local meta, seen, i = {}, {}, 1
-    while i <= #lines do
-      local l = lines[i]
-      local lineno = base + i
-      if is_blank(l) or is_comment(l) then i = i + 1
-      elseif l:match("^ *\t") then perr(lineno, "tabs are not allowed for indentation")
-      elseif indent_of(l) > 0 then perr(lineno, "unexpected indentation")
-      elseif l:match("^%-%s") or l:match("^%-$") then perr(lineno, "expected 'key: value', not a list item")
-      else
-        local key, rest = l:match("^([^%s:#][^:]*):(.*)$")
-        if key and rest ~= "" and not rest:match("^%s") then key = nil end
-        if not key then
-          if l:match("^%-") then perr(lineno, "expected 'key: value', not a list item") end
-          perr(lineno, "expected 'key: value'")
-        end
-        if key:match("%s$") then perr(lineno, "no space allowed before ':' in '" .. key .. "'") end
-        local kind = FIELDS[key]
-        if not kind then
-          perr(lineno, "unknown field '" .. key .. "' (allowed: " .. table.concat(FIELD_ORDER, ", ") .. ")")
-        end
-        if seen[key] then perr(lineno, "duplicate field '" .. key .. "'") end
-        seen[key] = true
-        i = i + 1
-        if rest:match("^ *\t") then perr(lineno, "use a space after ':', not a tab") end
-        local r = trim((rest:gsub("^%s+#.*$", "")))
-        if kind == "scalar" then
-          meta[key], i = scalar_value(lines, i, rest, lineno, base, key)
-        elseif kind == "map" then
-          if r == "{}" then meta[key] = {}
-          elseif r ~= "" then perr(lineno, "'metadata' must be an indented map of 'key: value' lines")
-          else meta[key], i = block_map(lines, i, base, key) end
-        else -- allowed-tools
-          if r == "" then
-            meta[key], i = block_sequence(lines, i, base)
-          elseif r:match("^%[") then
-            meta[key] = flow_sequence(rest, lineno)
-          elseif r:match("^[|>]") or r:match("^{") then
-            perr(lineno, "'allowed-tools' must be a space-separated string or a list")
-          else
-            local s
-            s, i = scalar_value(lines, i, rest, lineno, base, key)
-            local list = {}
-            for w in s:gmatch("%S+") do list[#list + 1] = w end
-            meta[key] = list
-          end
-        end
-      end
-    end
-    meta.metadata = meta.metadata or {}
-    meta["allowed-tools"] = meta["allowed-tools"] or {}
-    return meta
-  end)
+  if not close then return nil, "frontmatter is not terminated (no closing '---' line)" end
+  local src = text:sub(start, close - 1)
+  -- libYAML would guess UTF-16 from a leading BOM and reports bad bytes
+  -- without a position, so encoding problems are named here with their line.
+  local _, bad = utf8.len(src)
+  if bad then return nil, "line " .. line_at(src, bad) .. ": frontmatter is not valid UTF-8" end
+  local ctl = src:find("[%z\1-\8\11\12\14-\31\127]")
+  if ctl then
+    return nil, string.format("line %d: control character 0x%02x is not allowed in the frontmatter",
+      line_at(src, ctl), src:byte(ctl))
+  end
+  local ok, res = pcall(build, src)
   if not ok then
     if type(res) == "table" and res.skills_parse then return nil, res.msg end
     error(res, 0)
   end
-  return res, body
+  res.metadata = res.metadata or {}
+  res["allowed-tools"] = res["allowed-tools"] or {}
+  return res, text:sub(close_end)
 end
 
 -- ---------------------------------------------------------------------------
@@ -461,11 +252,6 @@ function M.name_problem(s)
   if s:sub(-1) == "-" then return "ends with a hyphen (" .. NAME_RULE .. ")" end
   if s:find("--", 1, true) then return "has consecutive hyphens (" .. NAME_RULE .. ")" end
   return nil
-end
-
-local function quote_name(s)
-  if type(s) ~= "string" then return tostring(s) end
-  return "'" .. (s:gsub("[%c']", function(c) return string.format("\\x%02x", c:byte()) end)) .. "'"
 end
 
 local function char_len(s)

@@ -589,7 +589,7 @@ test("yaml: folded and literal block scalars", function()
   m = parse_ok(fm("name: x\ndescription: |\nlicense: L\n"))
   eq(m.description, "")
   eq(m.license, "L")
-  parse_err(fm("name: x\ndescription: |x\n  a\n"), "line 3", "invalid block scalar header")
+  parse_err(fm("name: x\ndescription: |x\n  a\n"), "line 3, column 15: invalid YAML", "while scanning a block scalar")
 end)
 
 test("yaml: multi-line plain scalars", function()
@@ -599,7 +599,7 @@ test("yaml: multi-line plain scalars", function()
   eq(m.description, "starts on the next line and folds")
   m = parse_ok(fm("name: x\ndescription: ends here # comment\n  # more comment\nlicense: L\n"))
   eq(m.description, "ends here")
-  parse_err(fm("name: x\ndescription: 'quoted'\n  more\n"), "line 4", "unexpected indented line")
+  parse_err(fm("name: x\ndescription: 'quoted'\n  more\n"), "line 4", "did not find expected key")
   parse_err(fm("name: x\ndescription: a # c\n  more\n"), "line 4")
   parse_err(fm("name: x\ndescription: a\n  key: value\n"), "line 4", "': '")
 end)
@@ -615,14 +615,21 @@ test("yaml: metadata map", function()
   eq(next(m.metadata), nil)
   m = parse_ok(fm("name: x\ndescription: d\nmetadata:\n"))
   eq(next(m.metadata), nil)
-  parse_err(fm("name: x\ndescription: d\nmetadata:\n  nested:\n    deep: v\n"), "line 5", "metadata.nested")
+  parse_err(fm("name: x\ndescription: d\nmetadata:\n  nested:\n    deep: v\n"), "line 5",
+    "'metadata.nested' must be a string, not a map")
   parse_err(fm("name: x\ndescription: d\nmetadata:\n  - a\n"), "line 5", "must be a map")
-  parse_err(fm("name: x\ndescription: d\nmetadata:\n  a: b\n   c: d\n"), "line 6", "flat map")
+  parse_err(fm("name: x\ndescription: d\nmetadata:\n  a: b\n   c: d\n"), "line 6", "mapping values are not allowed")
   parse_err(fm("name: x\ndescription: d\nmetadata:\n  a: b\n  a: c\n"), "line 6", "duplicate key 'a'")
-  parse_err(fm("name: x\ndescription: d\nmetadata: {a: b}\n"), "line 4", "indented map")
-  parse_err(fm("name: x\ndescription: d\nmetadata:\n  a: |\n    x\n"), "line 5", "one-line string")
-  parse_err(fm("name: x\ndescription: d\nmetadata:\n  a: [1, 2]\n"), "line 5", "one-line string")
-  parse_err(fm("name: x\ndescription: d\nmetadata:\n  'quoted': key\n"), "line 5", "expected 'key: value' under 'metadata'")
+  -- Any YAML spelling of a flat map of strings is accepted.
+  m = parse_ok(fm("name: x\ndescription: d\nmetadata: {a: b, 'q k': \"v\"}\n"))
+  eq(m.metadata.a, "b")
+  eq(m.metadata["q k"], "v")
+  m = parse_ok(fm("name: x\ndescription: d\nmetadata:\n  a: |\n    x\n    y\n  b: ~\n"))
+  eq(m.metadata.a, "x\ny\n")
+  eq(m.metadata.b, "", "null is the empty string")
+  parse_err(fm("name: x\ndescription: d\nmetadata:\n  a: [1, 2]\n"), "line 5", "'metadata.a' must be a string, not a list")
+  parse_err(fm("name: x\ndescription: d\nmetadata: text\n"), "line 4", "'metadata' must be a map")
+  parse_err(fm("name: x\ndescription: d\nmetadata:\n  ? [k]\n  : v\n"), "line 5", "metadata keys must be strings")
 end)
 
 test("yaml: allowed-tools forms", function()
@@ -642,42 +649,55 @@ test("yaml: allowed-tools forms", function()
   eq(m.license, "L")
   m = parse_ok(fm("name: x\ndescription: d\nallowed-tools:\n"))
   same_list(m["allowed-tools"], {})
-  parse_err(fm("name: x\ndescription: d\nallowed-tools: [Read, Write\n"), "line 4", "unterminated '['")
-  parse_err(fm("name: x\ndescription: d\nallowed-tools: [Read,, Write]\n"), "line 4", "empty item")
-  parse_err(fm("name: x\ndescription: d\nallowed-tools: [[Read]]\n"), "line 4")
-  parse_err(fm("name: x\ndescription: d\nallowed-tools:\n   - Read\n  - Write\n"), "line 6", "same indentation")
-  parse_err(fm("name: x\ndescription: d\nallowed-tools:\n  - Read\n   - Write\n"), "line 6", "unexpected indentation")
-  parse_err(fm("name: x\ndescription: d\nallowed-tools:\n  - Read\n  Write\n"), "line 6", "'- item'")
-  parse_err(fm("name: x\ndescription: d\nallowed-tools:\n  -\n"), "line 5", "empty list item")
+  m = parse_ok(fm("name: x\ndescription: d\nallowed-tools: ~\n"))
+  same_list(m["allowed-tools"], {}, "null is no tools")
+  -- The error is where libYAML noticed it (the closing line); it names where the list began.
+  parse_err(fm("name: x\ndescription: d\nallowed-tools: [Read, Write\n"), "line 5", "expected ',' or ']'",
+    "flow sequence from line 4")
+  parse_err(fm("name: x\ndescription: d\nallowed-tools: [Read,, Write]\n"), "line 4", "did not find expected node content")
+  parse_err(fm("name: x\ndescription: d\nallowed-tools: [[Read]]\n"), "line 4", "allowed-tools[1] must be a string, not a list")
+  parse_err(fm("name: x\ndescription: d\nallowed-tools:\n   - Read\n  - Write\n"), "line 6", "did not find expected key")
+  -- A more indented '- Write' continues the plain scalar, as YAML says.
+  m = parse_ok(fm("name: x\ndescription: d\nallowed-tools:\n  - Read\n   - Write\n"))
+  same_list(m["allowed-tools"], { "Read - Write" })
+  parse_err(fm("name: x\ndescription: d\nallowed-tools:\n  - Read\n  Write\n"), "line 7", "could not find expected ':'",
+    "from line 6")
+  m = parse_ok(fm("name: x\ndescription: d\nallowed-tools:\n  -\n"))
+  local okv, err = skills.validate(m, "x")
+  ok(not okv, "an empty list item is refused")
+  has(err, "allowed-tools[1] must be a non-empty string")
   parse_err(fm("name: x\ndescription: d\nallowed-tools: {a: b}\n"), "line 4", "space-separated string or a list")
 end)
 
 test("yaml: errors name the line", function()
   parse_err(fm("name: x\ndescription: d\nfoo: bar\n"), "line 4", "unknown field 'foo'")
   parse_err(fm("name: x\nname: y\n"), "line 3", "duplicate field 'name'")
-  parse_err(fm("name: x\n\tdescription: d\n"), "line 3", "tabs")
-  parse_err(fm("name:\tx\n"), "line 2", "not a tab")
-  parse_err(fm("name: x\ndescription: a\tb\n"), "line 3", "tab characters")
-  parse_err(fm("name: x\nmetadata:\n  k:\tv\n"), "line 4", "not a tab")
+  parse_err(fm("name: x\n\tdescription: d\n"), "line 3", "tab character that violates indentation")
+  -- Tabs as separation and inside values are YAML.
+  eq(parse_ok(fm("name:\tx\n")).name, "x")
+  eq(parse_ok(fm("name: x\ndescription: a\tb\n")).description, "a\tb")
+  eq(parse_ok(fm("name: x\nmetadata:\n  k:\tv\n")).metadata.k, "v")
   eq(parse_ok(fm("name: x\ndescription: 'a\tb'\n")).description, "a\tb", "quoted tab is fine")
-  parse_err(fm("  name: x\n"), "line 2", "unexpected indentation")
-  parse_err(fm("name: x\n# c\n  description: d\n"), "line 4", "unexpected indentation")
+  eq(parse_ok(fm("  name: x\n  description: d\n")).description, "d", "an indented map is one map")
+  parse_err(fm("name: x\n# c\n  description: d\n"), "line 4", "did not find expected key")
   parse_err(fm("name: x\n  description: d\n"), "line 3") -- read as a continuation of the name
   parse_err(fm("name: x\ndescription: Use when: reviewing\n"), "line 3", "quote it")
   parse_err(fm("name: x\ndescription: trailing colon:\n"), "line 3", "quote it")
-  parse_err(fm("name: x\ndescription: 'open\n"), "line 3", "unterminated single-quoted")
-  parse_err(fm("name: x\ndescription: \"open\n"), "line 3", "unterminated double-quoted")
+  parse_err(fm("name: x\ndescription: 'open\n"), "end of the frontmatter", "quoted scalar from line 3")
+  parse_err(fm("name: x\ndescription: \"open\n"), "end of the frontmatter", "quoted scalar from line 3")
   parse_err(fm("name: x\ndescription: \"bad \\q escape\"\n"), "line 3", "unknown escape")
-  parse_err(fm("name: x\ndescription: 'a' trailing\n"), "line 3", "unexpected text after")
-  parse_err(fm("name: x\ndescription: &anchor d\n"), "line 3", "may not start with '&'")
-  parse_err(fm("name: x\ndescription: *alias\n"), "line 3", "may not start with '*'")
-  parse_err(fm("name: x\ndescription: !!str d\n"), "line 3", "may not start with '!'")
-  parse_err(fm("name: x\ndescription: [a, b]\n"), "line 3", "must be a string")
-  parse_err(fm("name: x\ndescription: - item\n"), "line 3", "may not start with '-'")
+  parse_err(fm("name: x\ndescription: 'a' trailing\n"), "line 3", "did not find expected key")
+  parse_err(fm("name: x\ndescription: &anchor d\n"), "line 3", "anchors ('&anchor') are not allowed")
+  parse_err(fm("name: x\ndescription: *alias\n"), "line 3", "aliases ('*alias') are not allowed")
+  parse_err(fm("name: x\ndescription: !!str d\n"), "line 3", "tags ('!!str') are not allowed")
+  parse_err(fm("name: x\ndescription: [a, b]\n"), "line 3", "'description' must be a string, not a list")
+  parse_err(fm("name: x\ndescription: {a: b}\n"), "line 3", "'description' must be a string, not a map")
+  parse_err(fm("name: x\ndescription: - item\n"), "line 3", "block sequence entries are not allowed")
   parse_err(fm("name:x\n"), "line 2", "expected 'key: value'")
   parse_err(fm("just text\n"), "line 2", "expected 'key: value'")
   parse_err(fm("- name: x\n"), "line 2", "not a list item")
-  parse_err(fm("name : x\n"), "line 2", "no space allowed before ':'")
+  eq(parse_ok(fm("name : x\n")).name, "x", "space before ':' is YAML")
+  parse_err(fm("? [a]\n: b\n"), "line 2", "field names must be strings")
   parse_err("name: x\n---\n", "line 1", "must start with YAML frontmatter")
   parse_err("", "must start with YAML frontmatter")
   parse_err("---", "not terminated")
@@ -696,6 +716,136 @@ test("yaml: values that stay strings and dashes in plain values", function()
   local okv, err = skills.validate(m, "x")
   ok(not okv)
   has(err, "description is empty")
+end)
+
+test("yaml: no implicit typing: booleans, numbers and dates stay text, null is empty", function()
+  local m = parse_ok(fm(table.concat({
+    "name: no",
+    "description: yes",
+    "license: off",
+    "compatibility: 2001-12-14",
+    "metadata:",
+    "  version: 1.10",
+    "  octal: 010",
+    "  hex: 0x1F",
+    "  exp: 1e3",
+    "  inf: .inf",
+    "  bool: TRUE",
+    "  when: 2001-12-14t21:59:43.10-05:00",
+    "  null: ~",
+    "  quoted: '~'",
+    "allowed-tools: [on, 1.5, 'null']",
+  }, "\n") .. "\n"))
+  eq(m.name, "no")
+  eq(m.description, "yes")
+  eq(m.license, "off")
+  eq(m.compatibility, "2001-12-14")
+  eq(m.metadata.version, "1.10", "not the float 1.1")
+  eq(m.metadata.octal, "010")
+  eq(m.metadata.hex, "0x1F")
+  eq(m.metadata.exp, "1e3")
+  eq(m.metadata.inf, ".inf")
+  eq(m.metadata.bool, "TRUE")
+  eq(m.metadata.when, "2001-12-14t21:59:43.10-05:00")
+  eq(m.metadata["null"], "", "a null value is the empty string")
+  eq(m.metadata.quoted, "~", "a quoted ~ is text")
+  same_list(m["allowed-tools"], { "on", "1.5", "null" })
+  ok(skills.validate(m, "no"), "a skill may be named no")
+  -- A null field is empty, and the validator says so.
+  m = parse_ok(fm("name: x\ndescription: ~\nlicense: null\ncompatibility: NULL\nmetadata: ~\n"))
+  local okv, err = skills.validate(m, "x")
+  ok(not okv)
+  has(err, "description is empty")
+  has(err, "license is empty")
+  has(err, "compatibility is empty")
+  eq(next(m.metadata), nil, "null metadata is an empty map")
+end)
+
+-- Hostile SKILL.md text: each row is refused with a clear message (or, for
+-- encodings and line endings that are fine, parsed to the right value), fast
+-- and without building anything large.
+local function bomb()
+  local lines = { "name: x", "description: d", "metadata:", "  l0: &l0 lol" }
+  for i = 1, 9 do
+    local refs = {}
+    for j = 1, 9 do refs[j] = "*l" .. (i - 1) end
+    lines[#lines + 1] = "  l" .. i .. ": &l" .. i .. " [" .. table.concat(refs, ", ") .. "]"
+  end
+  return fm(table.concat(lines, "\n") .. "\n")
+end
+
+local HOSTILE = {
+  { "alias bomb (billion laughs)", bomb(), err = { "line 5", "anchors ('&l0') are not allowed" } },
+  { "alias bomb with the anchor on a list", fm("name: x\ndescription: d\nallowed-tools: &a [a, *a]\n"),
+    err = { "line 4", "anchors ('&a')" } },
+  { "alias alone", fm("name: x\ndescription: *x\n"), err = { "line 3", "aliases ('*x')" } },
+  { "merge key is not a merge", fm("name: x\ndescription: d\n<<: {license: L}\n"), err = { "line 4", "unknown field '<<'" } },
+  { "python object tag", fm("name: x\ndescription: !!python/object:os.system d\n"),
+    err = { "line 3", "tags ('!!python/object:os.system') are not allowed" } },
+  { "python apply tag on a list", fm("name: x\ndescription: d\nmetadata:\n  cmd: !!python/object/apply:os.system [id]\n"),
+    err = { "line 5", "tags ('!!python/object/apply:os.system')" } },
+  { "local tag", fm("name: x\ndescription: !custom d\n"), err = { "tags ('!custom')" } },
+  { "verbatim tag", fm("name: x\ndescription: !<tag:yaml.org,2002:str> d\n"), err = { "tags ('!!str')" } },
+  { "tag on a map", fm("name: x\ndescription: d\nmetadata: !!map {a: b}\n"), err = { "line 4", "tags ('!!map')" } },
+  { "duplicate field", fm("name: x\ndescription: d\ndescription: e\n"), err = { "line 4", "duplicate field 'description'" } },
+  { "duplicate field spelled differently", fm("name: x\n\"name\": y\n"), err = { "line 3", "duplicate field 'name'" } },
+  { "duplicate metadata key in a flow map", fm("name: x\nmetadata: {a: 1, a: 2}\n"), err = { "line 3", "duplicate key 'a' in 'metadata'" } },
+  { "second document after ---", fm("name: x\ndescription: d\n--- !!python/object x\n"),
+    err = { "line 4", "document markers ('---', '...') and directives are not allowed" } },
+  { "second document after ...", fm("name: x\ndescription: d\n...\nlicense: L\n"), err = { "line 4", "document markers" } },
+  { "directive", fm("%YAML 1.1\nname: x\n"), err = { "invalid YAML", "expected <document start>" } },
+  { "non-UTF-8 byte", fm("name: x\ndescription: caf\233\n"), err = { "line 3: frontmatter is not valid UTF-8" } },
+  { "UTF-16 byte order mark", "---\n\255\254n\0a\0m\0e\0\n---\n", err = { "line 2: frontmatter is not valid UTF-8" } },
+  { "overlong UTF-8", fm("name: x\ndescription: \192\175\n"), err = { "line 3", "not valid UTF-8" } },
+  { "UTF-8 surrogate", fm("name: x\ndescription: \237\160\128\n"), err = { "line 3", "not valid UTF-8" } },
+  { "NUL byte", fm("name: x\ndescription: a\0b\n"), err = { "line 3: control character 0x00" } },
+  { "escape byte", fm("name: x\n\ndescription: \27[31mred\n"), err = { "line 4: control character 0x1b" } },
+  { "non-UTF-8 in the body is the body's business", "---\nname: x\ndescription: d\n---\n\255\n",
+    value = function(m, body) eq(m.name, "x"); eq(body, "\255\n") end },
+  { "huge scalar under the bound", fm("name: x\ndescription: " .. string.rep("x", 60000) .. "\n"),
+    value = function(m) eq(#m.description, 60000) end },
+  { "huge scalar over the bound", fm("name: x\ndescription: " .. string.rep("x", 70000) .. "\n"),
+    err = { "frontmatter is longer than 65536 bytes" } },
+  { "huge frontmatter, never closed", "---\n" .. string.rep("a: b\n", 1000000),
+    err = { "frontmatter is longer than 65536 bytes" } },
+  { "huge body", fm("name: x\ndescription: d\n") .. string.rep("# body\n", 500000),
+    value = function(m, body) eq(m.name, "x"); eq(#body, 5 + 7 * 500000) end },
+  { "text over the size limit", fm("name: x\n") .. string.rep("x", 5 * 1024 * 1024),
+    err = { "SKILL.md is 5242901 bytes (at most 5242880)" } },
+  { "deeply nested flow lists", fm("description: " .. string.rep("[", 30000) .. string.rep("]", 30000) .. "\n"),
+    err = { "line 2", "'description' must be a string, not a list" } },
+  { "deeply nested unclosed lists", fm(string.rep("[", 60000) .. "\n"), err = { "line 2", "not a list item" } },
+  { "deeply nested allowed-tools", fm("allowed-tools: " .. string.rep("[", 30000) .. "\n"),
+    err = { "line 2", "allowed-tools[1] must be a string, not a list" } },
+  { "deeply nested metadata", fm("metadata: " .. string.rep("{a: ", 15000) .. "\n"),
+    err = { "line 2", "'metadata.a' must be a string, not a map" } },
+  { "CRLF line endings", "---\r\nname: x\r\ndescription: |\r\n  one\r\n  two\r\nmetadata:\r\n  v: \"1.0\"\r\n---\r\nbody\r\n",
+    value = function(m, body) eq(m.description, "one\ntwo\n"); eq(m.metadata.v, "1.0"); eq(body, "body\n") end },
+  { "byte order mark", "\239\187\191---\nname: x\ndescription: d\n---\nbody\n",
+    value = function(m, body) eq(m.name, "x"); eq(body, "body\n") end },
+  { "byte order mark and CRLF without a closing line", "\239\187\191---\r\nname: x\r\n",
+    err = { "not terminated" } },
+}
+
+test("yaml: hostile input", function()
+  for _, row in ipairs(HOSTILE) do
+    local label, text = row[1], row[2]
+    collectgarbage()
+    local mem0, t0 = collectgarbage("count"), os.clock()
+    local meta, res = skills.parse(text)
+    local kib, secs = collectgarbage("count") - mem0, os.clock() - t0
+    if row.err then
+      if meta then fail(label .. ": should have been refused", 1) end
+      for _, sub in ipairs(row.err) do has(res, sub, label) end
+    else
+      if not meta then fail(label .. ": " .. tostring(res), 1) end
+      row.value(meta, res)
+    end
+    -- Nothing grows with the input beyond the text itself (the 5 MiB rows
+    -- copy it once for CRLF normalisation and once for the body).
+    ok(kib < 3 * #text / 1024 + 512, label .. ": used " .. math.floor(kib) .. " KiB")
+    ok(secs < 2, label .. ": took " .. secs .. " s")
+  end
 end)
 
 -- ---------------------------------------------------------------------------
