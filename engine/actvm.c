@@ -11,6 +11,7 @@
 #include "safefs.h"
 #include "sandbox_native.h"
 #include "json.h"
+#include "lua_fs.h"
 #include "lua_http.h"
 #include "lua_proc.h"
 #include "child.h"
@@ -407,7 +408,8 @@ static int setup(lua_State *L) {
   luaL_requiref(L, "docker.native", luaopen_engine_docker, 0);
   luaL_requiref(L, "proc", luaopen_engine_proc, 0);
   luaL_requiref(L, "sandbox.native", luaopen_engine_sandbox_native, 0);
-  lua_pop(L, 8);
+  luaL_requiref(L, "fs", luaopen_engine_fs, 0); /* no shell on the loop thread: realpath, ls, mkdir -p, ... */
+  lua_pop(L, 9);
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);

@@ -235,18 +235,16 @@ end
 
 -- ------------------------------------------------------------- loading --
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local fs = require "fs"
 
 -- The policy file names in dir, sorted (hidden files and non-.lua skipped).
 function M.list_dir(dir)
-  local p = io.popen("ls -1A -- " .. shell_quote(dir) .. " 2>/dev/null")
-  if not p then return nil, "cannot list " .. dir end
+  local entries = type(dir) == "string" and fs.list(dir)
+  if not entries then return nil, tostring(dir) .. ": not a readable directory" end
   local names = {}
-  for line in p:lines() do
-    if line:match("%.lua$") and line:sub(1, 1) ~= "." then names[#names + 1] = line end
+  for _, e in ipairs(entries) do
+    if e.name:match("%.lua$") and e.name:sub(1, 1) ~= "." then names[#names + 1] = e.name end
   end
-  local ok = p:close()
-  if not ok then return nil, dir .. ": not a readable directory" end
   table.sort(names)
   return names
 end

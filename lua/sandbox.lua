@@ -13,6 +13,7 @@
 -- files are read and written by the trusted side through safefs (no "..", no
 -- absolute paths, no symlinks, only under the writable paths).
 local docker = require "docker"
+local fs = require "fs"
 local json = require "json"
 local safefs = require "safefs"
 
@@ -24,7 +25,7 @@ local WRITABLE = { "working", "output" }
 local TOP = { input = true, working = true, output = true, ["task.md"] = true, ["simple.md"] = true, skills = true }
 
 local util = require "util"
-local raise, shell_quote = util.raise, util.shell_quote
+local raise = util.raise
 
 local native = require "sandbox.native"
 local is_root -- whether the engine runs as root (below, with the bubblewrap driver)
@@ -362,11 +363,7 @@ end
 -- mount points are read-only. Nothing outlives a command.
 local root_user
 is_root = function()
-  if root_user == nil then
-    local f = io.popen("id -u")
-    root_user = f and f:read("l") == "0"
-    if f then f:close() end
-  end
+  if root_user == nil then root_user = fs.getuid() == 0 end
   return root_user
 end
 
@@ -567,8 +564,8 @@ end
 function M.sweep(live)
   local removed = {}
   local root = M.workspace_root()
-  local ls = io.popen("ls -1A -- " .. shell_quote(root) .. " 2>/dev/null")
-  for name in ls and ls:lines() or function() end do
+  for _, e in ipairs(fs.list(root) or {}) do -- no directory yet: nothing to sweep
+    local name = e.name
     local ws = name:match("^(.+)%.session$")
     local f = ws and io.open(root .. "/" .. name, "r")
     if f then
@@ -581,7 +578,6 @@ function M.sweep(live)
       end
     end
   end
-  if ls then ls:close() end
   local mine = { ["engine.managed"] = "true", ["engine.instance"] = instance() }
   local okl, list = pcall(docker.list, mine)
   if not okl then

@@ -335,19 +335,7 @@ end
 -- Loading from disk
 -- ---------------------------------------------------------------------------
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
--- Runs a shell command and returns its stdout split on NUL bytes, and whether
--- it exited 0.
-local function popen_nul(cmd)
-  local f = io.popen(cmd, "r")
-  if not f then return nil, false end
-  local out = f:read("a") or ""
-  local ok, _, code = f:close()
-  local parts = {}
-  for p in out:gmatch("([^%z]*)%z") do parts[#parts + 1] = p end
-  return parts, ok == true and (code == nil or code == 0)
-end
+local fs = require "fs"
 
 local function clean_root(root)
   local r = root:gsub("/+$", "")
@@ -363,6 +351,27 @@ local function file_size(path)
   return n
 end
 
+-- Every entry below dir, never following a symlink, as paths relative to
+-- dir: the symlinks, the other files that are neither regular files nor
+-- directories, and the regular files. nil when a directory cannot be listed.
+local function walk(dir)
+  local links, others, regular = {}, {}, {}
+  local pending = { "" }
+  while #pending > 0 do
+    local rel = table.remove(pending)
+    local entries = fs.list(rel == "" and dir or dir .. "/" .. rel)
+    if not entries then return nil end
+    for _, e in ipairs(entries) do
+      local r = rel == "" and e.name or rel .. "/" .. e.name
+      if e.type == "dir" then pending[#pending + 1] = r
+      elseif e.type == "link" then links[#links + 1] = r
+      elseif e.type == "file" then regular[#regular + 1] = r
+      else others[#others + 1] = r end
+    end
+  end
+  return links, others, regular
+end
+
 -- Loads and checks one skill. Returns {name, description, dir, license,
 -- compatibility, metadata, allowed_tools, files, bytes} or nil, err.
 function M.load(root, name)
@@ -373,55 +382,31 @@ function M.load(root, name)
   if root:find("%z") then return fail("the skills root contains a NUL byte") end
   local r = clean_root(root)
   local dir = (r == "/" and "" or r) .. "/" .. name
-  local q = shell_quote(dir)
-  -- One shell: what the directory is, then symlinks, other non-regular files
-  -- and regular files, each list NUL-terminated and closed by an END marker
-  -- (every path contains a '/', so it cannot be mistaken for a marker).
-  -- The directory's canonical absolute path comes first.
-  local cmd = "d=" .. q .. "; if [ -L \"$d\" ]; then printf 'LINK\\0'; "
-    .. "elif [ ! -e \"$d\" ]; then printf 'MISSING\\0'; "
-    .. "elif [ ! -d \"$d\" ]; then printf 'NOTDIR\\0'; "
-    .. "else c=$(cd -- \"$d\" && pwd -P) && printf 'OK\\0%s\\0' \"$c\" && "
-    .. "find -P \"$d\" -type l -print0 && printf 'END\\0' && "
-    .. "find -P \"$d\" ! -type f ! -type d ! -type l -print0 && printf 'END\\0' && "
-    .. "find -P \"$d\" -type f -print0 && printf 'END\\0'; fi 2>/dev/null"
-  local parts, ok = popen_nul(cmd)
-  if not parts or not ok or #parts == 0 then return fail("cannot list " .. dir) end
-  local state = parts[1]
-  if state == "LINK" then return fail(dir .. " is a symlink (skills must be real directories)") end
-  if state == "MISSING" then return fail("not found (no directory " .. dir .. ")") end
-  if state == "NOTDIR" then return fail(dir .. " is not a directory") end
-  local canonical = parts[2]
-  if state ~= "OK" or not canonical or canonical:sub(1, 1) ~= "/" then return fail("cannot list " .. dir) end
-  local groups, cur = {}, {}
-  for i = 3, #parts do
-    if parts[i] == "END" then groups[#groups + 1] = cur; cur = {} else cur[#cur + 1] = parts[i] end
-  end
-  if #groups ~= 3 then return fail("cannot list " .. dir) end
-  local prefix = dir .. "/"
-  local function rel(pth) return pth:sub(1, #prefix) == prefix and pth:sub(#prefix + 1) or pth end
-  local links, others, regular = groups[1], groups[2], groups[3]
+  -- what the directory is (lstat: a symlink is not followed), its canonical
+  -- absolute path, then every entry below it
+  local st = fs.lstat(dir)
+  if not st then return fail("not found (no directory " .. dir .. ")") end
+  if st.type == "link" then return fail(dir .. " is a symlink (skills must be real directories)") end
+  if st.type ~= "dir" then return fail(dir .. " is not a directory") end
+  local canonical = fs.realpath(dir)
+  local links, others, regular = walk(dir)
+  if not canonical or not links then return fail("cannot list " .. dir) end
   if #links > 0 then
-    local names = {}
-    for i, l in ipairs(links) do names[i] = rel(l) end
-    table.sort(names)
-    return fail("symlinks are not allowed in a skill: " .. table.concat(names, ", "))
+    table.sort(links)
+    return fail("symlinks are not allowed in a skill: " .. table.concat(links, ", "))
   end
   if #others > 0 then
-    local names = {}
-    for i, l in ipairs(others) do names[i] = rel(l) end
-    table.sort(names)
-    return fail("only regular files and directories are allowed in a skill: " .. table.concat(names, ", "))
+    table.sort(others)
+    return fail("only regular files and directories are allowed in a skill: " .. table.concat(others, ", "))
   end
   if #regular > M.MAX_FILES then
     return fail("has " .. #regular .. " files (at most " .. M.MAX_FILES .. ")")
   end
   local files, bytes, has_skill_md, near_miss = {}, 0, false, nil
-  for _, pth in ipairs(regular) do
-    local r = rel(pth)
+  for _, r in ipairs(regular) do
     if r == "SKILL.md" then has_skill_md = true
     elseif r:upper() == "SKILL.MD" then near_miss = r end
-    local n = file_size(pth)
+    local n = file_size(dir .. "/" .. r)
     if not n then return fail("cannot read " .. r) end
     bytes = bytes + n
     files[#files + 1] = r
@@ -480,14 +465,14 @@ end
 function M.list(root)
   if type(root) ~= "string" or root == "" then return {}, { { name = "", error = "the skills root must be a path" } } end
   local r = clean_root(root)
-  local cmd = "d=" .. shell_quote(r) .. "; if [ -d \"$d\" ]; then find -P \"$d\"/ -mindepth 1 -maxdepth 1 "
-    .. "\\( -type d -o -type l \\) ! -name '.*' -print0; else exit 3; fi 2>/dev/null"
-  local parts, ok = popen_nul(cmd)
-  if not parts or not ok then
+  local entries = fs.list(r) -- a symlinked root is followed
+  if not entries then
     return {}, { { name = "", error = "skills root " .. root .. " is not a readable directory" } }
   end
   local names = {}
-  for _, pth in ipairs(parts) do names[#names + 1] = pth:match("([^/]*)$") end
+  for _, e in ipairs(entries) do
+    if (e.type == "dir" or e.type == "link") and e.name:sub(1, 1) ~= "." then names[#names + 1] = e.name end
+  end
   table.sort(names)
   local skills, errors = {}, {}
   for _, name in ipairs(names) do

@@ -2,21 +2,17 @@
 -- session from its input, run a tool, persist artifacts, apply an approved
 -- memory update. They run on the trusted side, with the engine's bindings.
 local activity = require "activity"
+local fs = require "fs"
 local json = require "json"
 local safefs = require "safefs"
 
 local M = {}
 
 local util = require "util"
-local raise, shell_quote = util.raise, util.shell_quote
+local raise = util.raise
 
--- realpath(1) of a path (nil when it does not exist).
-local function realpath(p)
-  local f = io.popen("realpath -e -- " .. shell_quote(p) .. " 2>/dev/null")
-  local out = f and f:read("l")
-  if f then f:close() end
-  return out ~= "" and out or nil
-end
+-- The canonical absolute path of p (nil when it does not exist).
+local function realpath(p) return (fs.realpath(p)) end
 
 local function lua_dir() return os.getenv("ENGINE_LUA_DIR") or activity.worker().lua_dir end
 local function repo_dir() return lua_dir():gsub("/lua/?$", "") end
@@ -243,17 +239,7 @@ function M.policy_check(args)
   return { ok = true, dir = dir, hash = set.hash, files = files }
 end
 
-local function sha256(data)
-  local tmp = os.tmpname()
-  local f = assert(io.open(tmp, "wb"))
-  f:write(data)
-  f:close()
-  local p = io.popen("sha256sum " .. shell_quote(tmp))
-  local out = p:read("l") or ""
-  p:close()
-  os.remove(tmp)
-  return out:match("^(%x+)")
-end
+local sha256 = require("sandbox.native").sha256
 
 local function artifacts_root()
   local ws = require("sandbox").workspace_root()
@@ -269,7 +255,8 @@ end
 -- list} and gets the saved list back, as it did then.
 function M.persist(args)
   local root = artifacts_root()
-  os.execute("mkdir -p " .. shell_quote(root))
+  local made, merr = fs.mkdir_p(root)
+  if not made then raise("ArtifactError", "cannot create the artifacts directory: " .. merr) end
   local saved = {}
   local function store(f)
     local hash = sha256(f.content)

@@ -7,6 +7,7 @@
 -- result or an error. Publishing again for the same session replaces the file
 -- (or sends the same Idempotency-Key), so a retried activity is harmless.
 local common = require "tools.common"
+local fs = require "fs"
 
 local M = {
   name = "publish_review",
@@ -125,9 +126,8 @@ end
 local function write_file(ctx, id, markdown)
   local dir = ctx.config and ctx.config.reviews_dir or os.getenv("ENGINE_REVIEWS_DIR") or "reviews"
   if type(dir) ~= "string" or dir == "" or dir:find("%z") then common.raise("NotConfigured", "no reviews directory") end
-  if not os.execute("mkdir -p -- " .. common.shell_quote(dir)) then
-    common.raise("PublishFailed", "cannot create the reviews directory " .. dir)
-  end
+  local made, merr = fs.mkdir_p(dir)
+  if not made then common.raise("PublishFailed", "cannot create the reviews directory " .. dir .. " (" .. merr .. ")") end
   local path = dir:gsub("/+$", "") .. "/" .. id .. ".md"
   local tmp = path .. ".tmp"
   local f, err = io.open(tmp, "wb")

@@ -12,6 +12,8 @@ local script = arg and arg[0] or "tests/policy/test_shell_policy.lua"
 local repo = script:match("^(.*)/tests/policy/[^/]+$") or "."
 if repo == "" then repo = "." end
 package.path = repo .. "/lua/?.lua;" .. repo .. "/lua/?/init.lua;" .. package.path
+-- the native fs module: build/fs.so (ctest sets LUA_CPATH_5_4 to its build directory)
+package.cpath = package.cpath .. ";" .. repo .. "/build/?.so"
 
 local policy = require "policy"
 local shell = require "policy_lib.shell"
@@ -460,7 +462,8 @@ test("the set hash covers the library's own sources", function()
   os.execute("cp -r " .. shell_quote(repo .. "/lua") .. " " .. shell_quote(copy .. "/lua"))
   local probe = copy .. "/probe.lua"
   local f = assert(io.open(probe, "wb"))
-  f:write("package.path = arg[1] .. '/?.lua;' .. package.path\nprint(assert(require('policy').load_dir(arg[2])).hash)\n")
+  f:write("package.path = arg[1] .. '/?.lua;' .. package.path\npackage.cpath = " .. string.format("%q", package.cpath)
+    .. "\nprint(assert(require('policy').load_dir(arg[2])).hash)\n")
   f:close()
   local function hash_with(lua_dir)
     return capture("lua5.4 " .. shell_quote(probe) .. " " .. shell_quote(lua_dir) .. " " .. shell_quote(dir))

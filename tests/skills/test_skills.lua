@@ -26,6 +26,8 @@ end
 
 local ROOT = repo_root()
 package.path = ROOT .. "/lua/?.lua;" .. package.path
+-- the native fs module: build/fs.so (ctest sets LUA_CPATH_5_4 to its build directory)
+package.cpath = package.cpath .. ";" .. ROOT .. "/build/?.so"
 local skills = require "skills"
 local SHIPPED = ROOT .. "/skills"
 

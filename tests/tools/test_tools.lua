@@ -8,6 +8,8 @@ local script = arg and arg[0] or "tests/tools/test_tools.lua"
 local repo = script:match("^(.*)/tests/tools/[^/]+$") or "."
 if repo == "" then repo = "." end
 package.path = repo .. "/lua/?.lua;" .. repo .. "/lua/?/init.lua;" .. package.path
+-- the native fs module: build/fs.so (ctest sets LUA_CPATH_5_4 to its build directory)
+package.cpath = package.cpath .. ";" .. repo .. "/build/?.so"
 
 package.preload["json"] = function()
   local cjson = require "cjson"
