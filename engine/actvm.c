@@ -67,6 +67,22 @@ static void close_timer(uv_timer_t **t) {
   *t = NULL;
 }
 
+/* Starts a one-shot timer of the call's in *t; returns 0, or a libuv error
+ * with *t left NULL (nothing to close). */
+static int start_timer(act_call *c, uv_timer_t **t, uv_timer_cb cb, uint64_t ms) {
+  uv_timer_t *h = util_xmalloc(sizeof *h);
+  int rc = uv_timer_init(c->a->loop, h);
+  if (rc != 0) {
+    free(h);
+    return rc;
+  }
+  h->data = c;
+  *t = h;
+  rc = uv_timer_start(h, cb, ms, 0);
+  if (rc != 0) close_timer(t);
+  return rc;
+}
+
 static act_call *current_call(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, REG_CALLS);
   lua_pushthread(L);
@@ -256,9 +272,9 @@ static actvm *vm_of(lua_State *L) {
 uv_loop_t *actvm_loop_of(lua_State *L) { return vm_of(L)->loop; }
 /* Created on first use: libcurl and its TLS library cost memory only when an
  * activity actually makes a request. */
-http_ctx *actvm_http_of(lua_State *L) {
+http_ctx *actvm_http_of(lua_State *L, char *err, size_t errlen) {
   actvm *a = vm_of(L);
-  if (!a->http) a->http = http_new(a->loop);
+  if (!a->http) a->http = http_new(a->loop, err, errlen);
   return a->http;
 }
 
@@ -294,7 +310,8 @@ static void act_hook(lua_State *L, lua_Debug *ar) {
 static int l_heartbeat(lua_State *L) {
   act_call *c = current_call(L);
   if (!c) return luaL_error(L, "activity.heartbeat called outside an activity");
-  if (c->hb_timer) uv_timer_start(c->hb_timer, on_heartbeat_timeout, (uint64_t)c->heartbeat_ms, 0);
+  int rc = c->hb_timer ? uv_timer_start(c->hb_timer, on_heartbeat_timeout, (uint64_t)c->heartbeat_ms, 0) : 0;
+  if (rc != 0) return luaL_error(L, "activity.heartbeat: cannot restart the heartbeat timer: %s", uv_strerror(rc));
   return 0;
 }
 
@@ -313,10 +330,8 @@ static int l_sleep(lua_State *L) {
   act_call *c = current_call(L);
   if (!c) return luaL_error(L, "activity.sleep called outside an activity");
   if (!lua_isyieldable(L)) return luaL_error(L, "activity.sleep cannot be called here (not yieldable)");
-  c->sleep_timer = malloc(sizeof(uv_timer_t));
-  uv_timer_init(c->a->loop, c->sleep_timer);
-  c->sleep_timer->data = c;
-  uv_timer_start(c->sleep_timer, on_sleep, (uint64_t)(s * 1000.0), 0);
+  int rc = start_timer(c, &c->sleep_timer, on_sleep, (uint64_t)(s * 1000.0));
+  if (rc != 0) return luaL_error(L, "activity.sleep: cannot start a timer: %s", uv_strerror(rc));
   return lua_yield(L, 0);
 }
 
@@ -421,17 +436,22 @@ static int setup(lua_State *L) {
 }
 
 actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
-  actvm *a = calloc(1, sizeof *a);
+  actvm *a = util_xcalloc(1, sizeof *a);
   a->loop = loop;
   a->lua_dir = util_strdup(lua_dir);
   a->L = luaL_newstate();
+  if (!a->L) {
+    util_seterr(err, errlen, "activity VM: out of memory");
+    actvm_free(a);
+    return NULL;
+  }
   /* unreachable while every use of an activity's values is protected; if it
    * ever runs, it names the workflow before Lua aborts the process */
-  if (a->L) lua_atpanic(a->L, fatal_lua_panic);
+  lua_atpanic(a->L, fatal_lua_panic);
   lua_pushcfunction(a->L, setup);
   lua_pushlightuserdata(a->L, a);
-  if (!a->L || lua_pcall(a->L, 1, 0, 0) != LUA_OK) {
-    util_seterr(err, errlen, "activity VM: %s", a->L ? lua_tostring(a->L, -1) : "out of memory");
+  if (lua_pcall(a->L, 1, 0, 0) != LUA_OK) {
+    util_seterr(err, errlen, "activity VM: %s", lua_tostring(a->L, -1));
     actvm_free(a);
     return NULL;
   }
@@ -557,7 +577,7 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
     return 1;
   }
   lua_remove(L, -2); /* module */
-  act_call *c = calloc(1, sizeof *c);
+  act_call *c = util_xcalloc(1, sizeof *c);
   c->a = a;
   c->cb = cb;
   c->ud = ud;
@@ -589,23 +609,25 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
   }
   lua_getfield(c->co, -1, "args");
   lua_remove(c->co, -2);
+  /* the timers start before any of the activity's code runs: a call that
+   * cannot be timed is not started (they fire from the loop, never inside step) */
+  int rc = c->start_to_close_ms > 0
+               ? start_timer(c, &c->deadline_timer, on_deadline, (uint64_t)c->start_to_close_ms)
+               : 0;
+  if (rc == 0 && c->heartbeat_ms > 0)
+    rc = start_timer(c, &c->hb_timer, on_heartbeat_timeout, (uint64_t)c->heartbeat_ms);
+  if (rc != 0) {
+    *ok = 0;
+    snprintf(err, sizeof err, "cannot start the activity's timers: %s", uv_strerror(rc));
+    *json = error_json(L, "EngineError", err, 0);
+    call_free(c);
+    return 1;
+  }
   if (step(c, 1, ok, json)) {
     call_free(c);
     return 1;
   }
   a->pending++;
-  if (c->start_to_close_ms > 0) {
-    c->deadline_timer = malloc(sizeof(uv_timer_t));
-    uv_timer_init(a->loop, c->deadline_timer);
-    c->deadline_timer->data = c;
-    uv_timer_start(c->deadline_timer, on_deadline, (uint64_t)c->start_to_close_ms, 0);
-  }
-  if (c->heartbeat_ms > 0) {
-    c->hb_timer = malloc(sizeof(uv_timer_t));
-    uv_timer_init(a->loop, c->hb_timer);
-    c->hb_timer->data = c;
-    uv_timer_start(c->hb_timer, on_heartbeat_timeout, (uint64_t)c->heartbeat_ms, 0);
-  }
   *out = c;
   return 0;
 }

@@ -84,6 +84,8 @@ void actvm_set_pending(act_call *c, void (*cancel)(void *op), void *op);
 /* Resumes a suspended call with nargs values already pushed on its thread. */
 void actvm_resume(act_call *c, int nargs);
 uv_loop_t *actvm_loop_of(lua_State *L);
-http_ctx *actvm_http_of(lua_State *L);
+/* The activity VM's HTTP client, started on first use; NULL with err set
+ * when it cannot be started. */
+http_ctx *actvm_http_of(lua_State *L, char *err, size_t errlen);
 
 #endif

@@ -63,11 +63,16 @@ static int on_event(void *ud, const domain_event *e) {
   return 0;
 }
 
-static int describe(store *st, const char *id, approval_request *r) {
+/* Returns 0, or -1 with err set. */
+static int describe(store *st, const char *id, approval_request *r, char *err, size_t errlen) {
   describe_ctx d = {luaL_newstate(), r};
+  if (!d.L) {
+    util_seterr(err, errlen, "reading approval request %s: out of memory", r->request_id);
+    return -1;
+  }
   int rc = store_domain_list(st, id, 0, on_event, &d);
   lua_close(d.L);
-  return rc;
+  return rc == STORE_OK ? 0 : store_failed(st, err, errlen);
 }
 
 /* ---------------------------------------------------------- pending --- */
@@ -99,7 +104,7 @@ static int find_pending(store *st, const wf_row *w, approval_request *out, char 
     }
   }
   hist_list_free(&h);
-  if (pending == 1 && describe(st, w->id, out) != STORE_OK) return store_failed(st, err, errlen);
+  if (pending == 1 && describe(st, w->id, out, err, errlen) != 0) return -1;
   return pending;
 }
 

@@ -433,7 +433,13 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   dbwatch *w = dbwatch_start(loop, st, client_changed, &s);
   lockpoll lp = {db, -1};
   uv_timer_t lt;
-  uv_timer_init(loop, &lt);
+  int uv = uv_timer_init(loop, &lt);
+  if (uv != 0) {
+    dbwatch_stop(w);
+    uv_run(loop, UV_RUN_DEFAULT);
+    store_close(st);
+    return die(EXIT_USAGE, "cannot start the event loop: %s", uv_strerror(uv));
+  }
   lt.data = &lp;
   uv_timer_start(&lt, try_lock, 250, 250);
   client_changed(&s);

@@ -285,9 +285,13 @@ int engine_run(engine *e) {
   recover_crashed(e, note);
   fatal_arm(note, e->owner);
   free(note);
-  uv_prepare_start(&e->prep, on_prepare);
-  uv_signal_start(&e->sigint, on_signal, SIGINT);
-  uv_signal_start(&e->sigterm, on_signal, SIGTERM);
+  int uv;
+  if ((uv = uv_prepare_start(&e->prep, on_prepare)) != 0 || (uv = uv_signal_start(&e->sigint, on_signal, SIGINT)) != 0 ||
+      (uv = uv_signal_start(&e->sigterm, on_signal, SIGTERM)) != 0) {
+    render_line(stderr, 0, "engine: cannot start the event loop: %s", uv_strerror(uv));
+    fatal_disarm();
+    return -1;
+  }
   e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
   dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
   engine_commit(e);

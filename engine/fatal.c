@@ -15,7 +15,7 @@ static char owner[64];
 static volatile sig_atomic_t armed;
 static const char *volatile current; /* workflow id whose code runs */
 static const char *volatile detail;
-static char panic_msg[512]; /* set by a Lua panic just before it aborts */
+static char reason[512]; /* set by a Lua panic or util.c's out of memory, just before they abort */
 static struct sigaction previous[NSIGNALS];
 static char altstack[64 * 1024]; /* a stack overflow leaves none to run the handler on */
 
@@ -51,7 +51,7 @@ static void on_fatal(int sig, siginfo_t *info, void *uctx) {
       put(fd, "\n");
       put(fd, id);
       put(fd, "\n");
-      put(fd, panic_msg[0] ? panic_msg : signal_name(sig));
+      put(fd, reason[0] ? reason : signal_name(sig));
       const char *d = detail;
       if (d) {
         put(fd, " in ");
@@ -100,10 +100,12 @@ void fatal_detail(const char *d) { detail = d; }
 
 int fatal_lua_panic(lua_State *L) {
   const char *m = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "an error without a message";
-  snprintf(panic_msg, sizeof panic_msg, "Lua panic: %s", m);
-  fprintf(stderr, "engine: %s%s%s\n", panic_msg, current ? " while running workflow " : "", current ? current : "");
+  snprintf(reason, sizeof reason, "Lua panic: %s", m);
+  fprintf(stderr, "engine: %s%s%s\n", reason, current ? " while running workflow " : "", current ? current : "");
   return 0; /* Lua aborts */
 }
+
+void fatal_reason(const char *what) { snprintf(reason, sizeof reason, "%s", what); }
 
 static void read_line(FILE *f, char *out, size_t n) {
   if (!fgets(out, (int)n, f)) out[0] = 0;

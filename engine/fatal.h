@@ -26,6 +26,10 @@ void fatal_detail(const char *detail);
 /* A lua_atpanic handler: records Lua's message for the note and returns, so
  * Lua aborts the process. */
 int fatal_lua_panic(lua_State *L);
+/* What the note names instead of the signal, for an abort() that follows
+ * (util.c's "out of memory (N bytes)"). Only plain copying: it may run when
+ * nothing can be allocated. */
+void fatal_reason(const char *what);
 
 /* Reads a note a crash left: 1 with its fields, 0 when there is none. */
 int fatal_read_note(const char *note_path, char *owner, size_t ownerlen, char *wf_id, size_t idlen, char *what,

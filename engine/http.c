@@ -18,7 +18,7 @@ struct http_ctx {
   uv_check_t deliver; /* hands events out after curl callbacks have returned */
   uv_idle_t nudge;    /* keeps the loop from blocking while events wait */
   http_call *pending; /* calls with undelivered events (singly linked) */
-  int freeing;
+  int open_handles;   /* of timer, deliver, nudge (initialised in that order); freed after the last closes */
 };
 
 typedef struct sockctx {
@@ -47,6 +47,7 @@ struct http_call {
   int done, err;
   char errmsg[CURL_ERROR_SIZE + 64];
   char curl_err[CURL_ERROR_SIZE];
+  char abort_why[128]; /* set by our own callback when it aborted the transfer (curl only says "write error") */
   /* idle timeout */
   uv_timer_t *idle;
   long idle_ms;
@@ -67,7 +68,10 @@ static void queue_event(http_call *c) {
   c->queued = 1;
   c->next_pending = c->h->pending;
   c->h->pending = c;
-  uv_idle_start(&c->h->nudge, on_nudge);
+  /* fails only without a callback (EINVAL); even then the check handle
+   * delivers the event, at the loop's next wake-up instead of this turn */
+  int rc = uv_idle_start(&c->h->nudge, on_nudge);
+  (void)rc;
 }
 
 static void unqueue(http_call *c) {
@@ -124,7 +128,7 @@ static void read_done(http_ctx *h) {
       continue;
     }
     char msg[CURL_ERROR_SIZE + 64];
-    const char *detail = c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc);
+    const char *detail = c->abort_why[0] ? c->abort_why : c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc);
     int kind = HTTP_ETRANSFER;
     if (rc == CURLE_OPERATION_TIMEDOUT) kind = HTTP_ETIMEOUT;
     else if (rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST || rc == CURLE_COULDNT_RESOLVE_PROXY ||
@@ -159,14 +163,14 @@ static void on_timer(uv_timer_t *t) {
   read_done(h);
 }
 
+/* A failure (-1) makes curl fail every transfer of the multi handle: none
+ * waits for a timeout that would never come. */
 static int timer_cb(CURLM *multi, long timeout_ms, void *userp) {
   (void)multi;
   http_ctx *h = userp;
-  if (timeout_ms < 0)
-    uv_timer_stop(&h->timer);
-  else
-    uv_timer_start(&h->timer, on_timer, (uint64_t)timeout_ms, 0); /* 0: on the next loop turn */
-  return 0;
+  int rc = timeout_ms < 0 ? uv_timer_stop(&h->timer)
+                          : uv_timer_start(&h->timer, on_timer, (uint64_t)timeout_ms, 0); /* 0: on the next loop turn */
+  return rc == 0 ? 0 : -1;
 }
 
 static void sock_closed(uv_handle_t *hd) { free(hd->data); }
@@ -184,7 +188,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     return 0;
   }
   if (!s) {
-    s = calloc(1, sizeof *s);
+    s = util_xcalloc(1, sizeof *s);
     s->fd = fd;
     s->h = h;
     if (uv_poll_init_socket(h->loop, &s->poll, fd) != 0) {
@@ -197,8 +201,8 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
   int ev = 0;
   if (what & CURL_POLL_IN) ev |= UV_READABLE;
   if (what & CURL_POLL_OUT) ev |= UV_WRITABLE;
-  uv_poll_start(&s->poll, ev, on_poll);
-  return 0;
+  /* -1: curl fails the transfers instead of waiting on a socket nobody watches */
+  return uv_poll_start(&s->poll, ev, on_poll) == 0 ? 0 : -1;
 }
 
 /* Every socket curl opens is close-on-exec: a child the engine starts (a
@@ -216,14 +220,23 @@ static void idle_fired(uv_timer_t *t) {
   finish(c, HTTP_EIDLE, msg);
 }
 
-static void touch_idle(http_call *c) {
-  if (c->idle) uv_timer_start(c->idle, idle_fired, (uint64_t)c->idle_ms, 0);
+/* Restarts the idle timeout; returns 0 or a libuv error. */
+static int touch_idle(http_call *c) {
+  return c->idle ? uv_timer_start(c->idle, idle_fired, (uint64_t)c->idle_ms, 0) : 0;
+}
+
+/* For a curl callback that must stop the transfer: says why, for read_done,
+ * and returns what makes curl abort it (CURLE_WRITE_ERROR). */
+static size_t abort_transfer(http_call *c, const char *why, const char *detail) {
+  snprintf(c->abort_why, sizeof c->abort_why, "%s: %s", why, detail);
+  return 0;
 }
 
 static size_t header_cb(char *data, size_t size, size_t n, void *ud) {
   http_call *c = ud;
   size_t len = size * n;
-  touch_idle(c);
+  int rc = touch_idle(c);
+  if (rc != 0) return abort_transfer(c, "cannot restart the idle timer", uv_strerror(rc));
   if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) { /* a new header block (e.g. after 100 Continue) */
     for (size_t i = 0; i < c->nh; i++) {
       free(c->hnames[i]);
@@ -245,17 +258,17 @@ static size_t header_cb(char *data, size_t size, size_t n, void *ud) {
   if (!colon) return len;
   if (c->nh == c->caph) {
     c->caph = c->caph ? c->caph * 2 : 16;
-    c->hnames = realloc(c->hnames, c->caph * sizeof(char *));
-    c->hvalues = realloc(c->hvalues, c->caph * sizeof(char *));
+    c->hnames = util_xrealloc(c->hnames, c->caph * sizeof(char *));
+    c->hvalues = util_xrealloc(c->hvalues, c->caph * sizeof(char *));
   }
   size_t nl = (size_t)(colon - data);
-  char *name = malloc(nl + 1);
+  char *name = util_xmalloc(nl + 1);
   for (size_t i = 0; i < nl; i++) name[i] = (char)((data[i] >= 'A' && data[i] <= 'Z') ? data[i] + 32 : data[i]);
   name[nl] = 0;
   const char *v = colon + 1, *end = data + len;
   while (v < end && (*v == ' ' || *v == '\t')) v++;
   while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
-  char *value = malloc((size_t)(end - v) + 1);
+  char *value = util_xmalloc((size_t)(end - v) + 1);
   memcpy(value, v, (size_t)(end - v));
   value[end - v] = 0;
   c->hnames[c->nh] = name;
@@ -276,10 +289,12 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud) {
     queue_event(c);
     return CURL_WRITEFUNC_PAUSE;
   }
-  touch_idle(c);
+  int rc = touch_idle(c);
+  if (rc != 0) return abort_transfer(c, "cannot restart the idle timer", uv_strerror(rc));
   c->total += len;
   if (c->total > c->max_bytes) return 0; /* aborts with CURLE_WRITE_ERROR */
-  if (ubuf_add(&c->body, data, len) != 0) return 0; /* out of memory: abort the transfer */
+  /* a body memory cannot hold fails this transfer, not the engine */
+  if (ubuf_try_add(&c->body, data, len) != 0) return abort_transfer(c, "response body", "out of memory");
   if (!c->headers_done) {
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->status);
     c->headers_done = 1;
@@ -290,44 +305,65 @@ static size_t write_cb(char *data, size_t size, size_t n, void *ud) {
 
 /* --------------------------------------------------------------- api --- */
 
-http_ctx *http_new(uv_loop_t *loop) {
+http_ctx *http_new(uv_loop_t *loop, char *err, size_t errlen) {
   if (!curl_inited) {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    CURLcode cc = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (cc != CURLE_OK) {
+      util_seterr(err, errlen, "cannot start the HTTP client: libcurl: %s", curl_easy_strerror(cc));
+      return NULL;
+    }
     curl_inited = 1;
   }
-  http_ctx *h = calloc(1, sizeof *h);
+  http_ctx *h = util_xcalloc(1, sizeof *h);
   h->loop = loop;
   h->multi = curl_multi_init();
+  if (!h->multi) {
+    util_seterr(err, errlen, "cannot start the HTTP client: libcurl has no multi handle (out of memory)");
+    free(h);
+    return NULL;
+  }
   child_cloexec_all(); /* curl's own wake-up socketpair is not close-on-exec */
   curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, socket_cb);
   curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
   curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
   curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
   curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
-  uv_timer_init(loop, &h->timer);
-  h->timer.data = h;
-  uv_check_init(loop, &h->deliver);
-  h->deliver.data = h;
-  uv_check_start(&h->deliver, on_check);
+  h->timer.data = h->deliver.data = h->nudge.data = h;
+  int rc = uv_timer_init(loop, &h->timer);
+  if (rc == 0) {
+    h->open_handles = 1;
+    rc = uv_check_init(loop, &h->deliver);
+  }
+  if (rc == 0) {
+    h->open_handles = 2;
+    rc = uv_idle_init(loop, &h->nudge);
+  }
+  if (rc == 0) {
+    h->open_handles = 3;
+    rc = uv_check_start(&h->deliver, on_check);
+  }
+  if (rc != 0) {
+    util_seterr(err, errlen, "cannot start the HTTP client: %s", uv_strerror(rc));
+    http_free(h);
+    return NULL;
+  }
   uv_unref((uv_handle_t *)&h->deliver); /* does not keep the loop alive by itself */
-  uv_idle_init(loop, &h->nudge);
-  h->nudge.data = h;
   return h;
 }
 
 static void ctx_closed(uv_handle_t *hd) {
   http_ctx *h = hd->data;
-  if (++h->freeing == 4) free(h);
+  if (--h->open_handles == 0) free(h);
 }
 
 void http_free(http_ctx *h) {
   if (!h) return;
   /* calls still in flight are the owner's to release; curl's sockets close with the multi */
   curl_multi_cleanup(h->multi);
-  h->freeing = 1;
-  uv_close((uv_handle_t *)&h->timer, ctx_closed);
-  uv_close((uv_handle_t *)&h->deliver, ctx_closed);
-  uv_close((uv_handle_t *)&h->nudge, ctx_closed);
+  uv_handle_t *handles[] = {(uv_handle_t *)&h->timer, (uv_handle_t *)&h->deliver, (uv_handle_t *)&h->nudge};
+  int n = h->open_handles;
+  if (n == 0) free(h);
+  for (int i = 0; i < n; i++) uv_close(handles[i], ctx_closed);
 }
 
 http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud), void *ud, char *err,
@@ -336,14 +372,18 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
     util_seterr(err, errlen, "only http:// and https:// URLs are supported (got %s)", r->url ? r->url : "none");
     return NULL;
   }
-  http_call *c = calloc(1, sizeof *c);
+  CURL *e = curl_easy_init();
+  if (!e) {
+    util_seterr(err, errlen, "cannot start the request: libcurl has no handle (out of memory)");
+    return NULL;
+  }
+  http_call *c = util_xcalloc(1, sizeof *c);
   c->h = h;
   c->on_event = on_event;
   c->ud = ud;
   c->max_bytes = r->max_bytes ? r->max_bytes : DEFAULT_MAX_BYTES;
   c->window = r->window;
-  c->easy = curl_easy_init();
-  CURL *e = c->easy;
+  c->easy = e;
   curl_easy_setopt(e, CURLOPT_URL, r->url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, c);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->curl_err);
@@ -360,7 +400,7 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
   if (r->unix_socket) curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, r->unix_socket);
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, ""); /* whatever curl can decode */
   if (r->body) {
-    c->body_copy = malloc(r->body_len + 1);
+    c->body_copy = util_xmalloc(r->body_len + 1);
     memcpy(c->body_copy, r->body, r->body_len);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body_copy);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
@@ -372,18 +412,28 @@ http_call *http_start(http_ctx *h, const http_req *r, void (*on_event)(void *ud)
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   else if (!(strcmp(method, "POST") == 0 && r->body))
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-  for (size_t i = 0; i < r->nheaders; i++) c->req_headers = curl_slist_append(c->req_headers, r->headers[i]);
-  c->req_headers = curl_slist_append(c->req_headers, "Expect:"); /* no 100-continue round trip */
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->req_headers);
-  if (r->idle_timeout_ms > 0) {
-    c->idle_ms = r->idle_timeout_ms;
-    c->idle = malloc(sizeof(uv_timer_t));
-    uv_timer_init(h->loop, c->idle);
-    c->idle->data = c;
-    touch_idle(c);
+  const char *why = NULL;
+  for (size_t i = 0; i <= r->nheaders && !why; i++) {
+    /* the last one: no 100-continue round trip */
+    struct curl_slist *l = curl_slist_append(c->req_headers, i < r->nheaders ? r->headers[i] : "Expect:");
+    if (l) c->req_headers = l;
+    else why = "out of memory for the request headers";
   }
-  if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
-    util_seterr(err, errlen, "cannot start the request");
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->req_headers);
+  int rc = 0;
+  if (!why && r->idle_timeout_ms > 0) {
+    c->idle_ms = r->idle_timeout_ms;
+    uv_timer_t *t = util_xmalloc(sizeof *t);
+    t->data = c;
+    rc = uv_timer_init(h->loop, t);
+    if (rc == 0) c->idle = t; /* closed by http_release from here on */
+    else free(t);
+    if (rc == 0) rc = touch_idle(c);
+    if (rc != 0) why = uv_strerror(rc);
+  }
+  if (!why && curl_multi_add_handle(h->multi, e) != CURLM_OK) why = "libcurl refused it";
+  if (why) {
+    util_seterr(err, errlen, "cannot start the request: %s", why);
     c->on_event = NULL;
     http_release(c);
     return NULL;
@@ -436,7 +486,13 @@ const char *http_take(http_call *c, size_t *len) {
 void http_resume(http_call *c) {
   if (!c->paused || c->done || c->body.n > c->window / 2) return;
   c->paused = 0;
-  touch_idle(c);
+  int rc = touch_idle(c);
+  if (rc != 0) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "cannot restart the idle timer: %s", uv_strerror(rc));
+    finish(c, HTTP_ETRANSFER, msg);
+    return;
+  }
   /* may call write_cb before it returns: what the caller took is already copied */
   curl_easy_pause(c->easy, CURLPAUSE_CONT);
 }

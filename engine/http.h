@@ -41,7 +41,8 @@ enum http_err {
   HTTP_ECANCEL
 };
 
-http_ctx *http_new(uv_loop_t *loop);
+/* NULL with err set when libcurl or a libuv handle cannot be started. */
+http_ctx *http_new(uv_loop_t *loop, char *err, size_t errlen);
 /* Cancels every transfer still running (without events) and frees the context
  * once its handles are closed (run the loop afterwards). */
 void http_free(http_ctx *h);

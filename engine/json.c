@@ -25,7 +25,8 @@ static int jbuf_gc(lua_State *L) {
 }
 
 static void put(lua_State *L, jbuf *b, const char *s, size_t n) {
-  if (ubuf_add(b, s, n) != 0) luaL_error(L, "json: out of memory");
+  /* a value too big for memory is the script's error, not the engine's end */
+  if (ubuf_try_add(b, s, n) != 0) luaL_error(L, "json: out of memory");
 }
 
 static void put_string(lua_State *L, jbuf *b, const char *s, size_t n) {
@@ -337,7 +338,7 @@ static void dec_number(jdec *d) {
   char tmp[64];
   size_t n = (size_t)(d->p - s);
   if (n >= sizeof tmp) { /* very long: only a float can hold it */
-    char *big = malloc(n + 1);
+    char *big = util_xmalloc(n + 1);
     memcpy(big, s, n);
     big[n] = 0;
     double v = strtod(big, NULL);
@@ -474,7 +475,7 @@ int json_validate(const char *text, char *err, size_t errlen) {
 
 char *json_quote(const char *s) {
   size_t n = strlen(s), k = 0;
-  char *out = malloc(n * 6 + 3);
+  char *out = util_xmalloc(n * 6 + 3);
   out[k++] = '"';
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {

@@ -361,7 +361,8 @@ static int l_request(lua_State *L) {
   int self = lua_gettop(L);
   r->stream = stream;
   char err[256];
-  r->call = http_start(actvm_http_of(L), &q, on_event, r, err, sizeof err);
+  http_ctx *h = actvm_http_of(L, err, sizeof err);
+  r->call = h ? http_start(h, &q, on_event, r, err, sizeof err) : NULL;
   if (!r->call) {
     push_error(L, HTTP_ECONNECT, err);
     return lua_error(L);

@@ -120,6 +120,8 @@ static void on_exit_cb(uv_poll_t *h, int status, int events) {
   maybe_finish(p);
 }
 
+/* Out of memory, an empty buffer: libuv then reports UV_ENOBUFS to on_read,
+ * which ends this pipe (the output is marked truncated), not the engine. */
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)h;
   buf->base = malloc(suggested);
@@ -130,6 +132,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   proc *p = s->data;
   int is_out = s == (uv_stream_t *)&p->out;
   if (nread > 0) capped_add(&p->o, is_out ? 1 : 2, buf->base, (size_t)nread);
+  if (nread == UV_ENOBUFS) p->o.truncated = 1;
   free(buf->base);
   if (nread < 0) {
     if (is_out) p->out_open = 0;
@@ -157,6 +160,45 @@ static void cancel_op(void *op) {
   p->abandoned = 1;
   p->ac = NULL;
   kill_group(p);
+}
+
+/* Puts the program on the loop: its pipes (fds: the engine's ends of stdout,
+ * stderr and stdin, -1 for none), its exit watch and its time limit. Returns
+ * 0 or a libuv error. Each handle initialised counts in open_handles (they
+ * are initialised in the order out, err, in, timer, exit_watch, and each
+ * closes with on_close); each fd the loop took over becomes -1. */
+static int watch(proc *p, uv_loop_t *loop, int fds[3], uint64_t timeout_ms) {
+  uv_pipe_t *pipes[3] = {&p->out, &p->err, &p->in};
+  int rc = 0;
+  for (int i = 0; i < 3 && rc == 0; i++)
+    if ((rc = uv_pipe_init(loop, pipes[i], 0)) == 0) p->open_handles++;
+  if (rc == 0 && (rc = uv_timer_init(loop, &p->timer)) == 0) p->open_handles++;
+  if (rc == 0 && (rc = uv_poll_init(loop, &p->exit_watch, p->pidfd)) == 0) p->open_handles++;
+  for (int i = 0; i < 3 && rc == 0; i++)
+    if (fds[i] >= 0 && (rc = uv_pipe_open(pipes[i], fds[i])) == 0) fds[i] = -1; /* closed with its handle now */
+  if (rc == 0) rc = uv_timer_start(&p->timer, on_timeout, timeout_ms, 0);
+  if (rc == 0) rc = uv_poll_start(&p->exit_watch, UV_READABLE, on_exit_cb);
+  p->out_open = p->err_open = 1;
+  if (rc == 0) rc = uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_read);
+  if (rc == 0) rc = uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_read);
+  return rc;
+}
+
+/* After watch() failed: nothing watches the program, so it must not run
+ * on. Kills and reaps it, closes what was opened; the proc is freed once
+ * its handles have closed (no callback of them runs before). */
+static void unwatch(proc *p, int fds[3]) {
+  uv_handle_t *handles[5] = {(uv_handle_t *)&p->out, (uv_handle_t *)&p->err, (uv_handle_t *)&p->in,
+                             (uv_handle_t *)&p->timer, (uv_handle_t *)&p->exit_watch};
+  kill(-p->pid, SIGKILL);
+  while (waitpid(p->pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  p->exited = 1;
+  for (int i = 0; i < 3; i++)
+    if (fds[i] >= 0) close(fds[i]);
+  int n = p->open_handles;
+  if (n == 0) maybe_free(p);
+  for (int i = 0; i < n; i++) close_handle(handles[i]);
 }
 
 static int spawn_error(lua_State *L, const char *prog, const char *why) {
@@ -238,33 +280,25 @@ static int l_run(lua_State *L) {
   }
 
   uv_loop_t *loop = actvm_loop_of(L);
-  proc *p = calloc(1, sizeof *p);
+  proc *p = util_xcalloc(1, sizeof *p);
   p->o.max = max > 0 ? (size_t)max : 0;
   p->pid = pid;
   p->pidfd = pidfd;
   p->exit_watch.data = p->out.data = p->err.data = p->in.data = p->timer.data = p->write_req.data = p;
-  uv_pipe_init(loop, &p->out, 0);
-  uv_pipe_init(loop, &p->err, 0);
-  uv_pipe_init(loop, &p->in, 0);
-  uv_timer_init(loop, &p->timer);
-  uv_poll_init(loop, &p->exit_watch, pidfd);
-  p->open_handles = 5; /* out, err, in, timer, exit_watch: each closes with on_close */
-  uv_pipe_open(&p->out, po[0]);
-  uv_pipe_open(&p->err, pe[0]);
-  if (indata) uv_pipe_open(&p->in, pi[1]);
-  uv_poll_start(&p->exit_watch, UV_READABLE, on_exit_cb);
-  p->out_open = p->err_open = 1;
-  uv_read_start((uv_stream_t *)&p->out, alloc_cb, on_read);
-  uv_read_start((uv_stream_t *)&p->err, alloc_cb, on_read);
+  int fds[3] = {po[0], pe[0], pi[1]};
+  int rc_watch = watch(p, loop, fds, (uint64_t)(timeout > 0 ? timeout * 1000.0 : 0));
+  if (rc_watch != 0) {
+    unwatch(p, fds);
+    return spawn_error(L, argv[0], uv_strerror(rc_watch));
+  }
   if (indata) {
-    p->stdin_data = malloc(inlen + 1);
+    p->stdin_data = util_xmalloc(inlen + 1);
     memcpy(p->stdin_data, indata, inlen);
     uv_buf_t b = uv_buf_init(p->stdin_data, (unsigned)inlen);
     if (uv_write(&p->write_req, (uv_stream_t *)&p->in, &b, 1, on_written) != 0) close_handle((uv_handle_t *)&p->in);
   } else {
     close_handle((uv_handle_t *)&p->in);
   }
-  uv_timer_start(&p->timer, on_timeout, (uint64_t)(timeout > 0 ? timeout * 1000.0 : 0), 0);
   p->ac = ac;
   actvm_set_pending(ac, cancel_op, p);
   return lua_yield(L, 0);

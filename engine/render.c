@@ -75,11 +75,9 @@ char *render_str(const char *s, int flags, size_t max) {
 }
 
 void render_vline(FILE *f, size_t max, const char *fmt, va_list ap) {
-  char *text = NULL;
-  int n = vasprintf(&text, fmt, ap);
-  if (n < 0) return;
+  char *text = util_vfmt(fmt, ap);
   ubuf b = {0};
-  render_add(&b, text, (size_t)n, 0, max);
+  render_add(&b, text, strlen(text), 0, max);
   ubuf_add(&b, "\n", 1);
   if (b.p) fwrite(b.p, 1, b.n, f);
   ubuf_free(&b);

@@ -39,6 +39,7 @@
 
 /* ------------------------------------------------------------ render --- */
 
+/* Out of memory gives NULL: a listing shows a placeholder, the binding raises. */
 char *safefs_render(const char *s, size_t len, size_t max) {
   ubuf b = {0};
   int bad = 0;
@@ -51,19 +52,19 @@ char *safefs_render(const char *s, size_t len, size_t max) {
     if (i + (k ? k : 1) > max) break;
     char esc[16];
     if (k == 1 && cp == '\\') {
-      bad = ubuf_add(&b, "\\\\", 2);
+      bad = ubuf_try_add(&b, "\\\\", 2);
     } else if (k && !util_unsafe_codepoint(cp)) {
-      bad = ubuf_add(&b, p, k);
+      bad = ubuf_try_add(&b, p, k);
     } else if (k > 1) {
-      bad = ubuf_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", cp));
+      bad = ubuf_try_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", cp));
     } else {
-      bad = ubuf_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\x%02x", p[0]));
+      bad = ubuf_try_add(&b, esc, (size_t)snprintf(esc, sizeof esc, "\\x%02x", p[0]));
     }
     i += k ? k : 1;
   }
   char tail[48];
-  if (!bad && i < len) bad = ubuf_add(&b, tail, (size_t)snprintf(tail, sizeof tail, "... (%zu bytes)", len));
-  if (!bad) bad = ubuf_add(&b, "", 1);
+  if (!bad && i < len) bad = ubuf_try_add(&b, tail, (size_t)snprintf(tail, sizeof tail, "... (%zu bytes)", len));
+  if (!bad) bad = ubuf_try_add(&b, "", 1);
   if (bad) {
     ubuf_free(&b);
     return NULL;
@@ -345,7 +346,7 @@ static void list_dir(walk *w, int fd, const char *prefix, size_t plen, int depth
       /* never a cut path that could name another file: a bounded prefix to
        * show, the full length, and (for a directory) nothing below it */
       char *whole = util_fmt("%s%s%s", prefix, plen ? "/" : "", e->d_name);
-      char *shown = whole ? safefs_render(whole, full, SHOWN_BYTES) : NULL;
+      char *shown = safefs_render(whole, full, SHOWN_BYTES);
       add_entry(w, shown ? shown : "(path too long)", have ? &st : NULL, "path_too_long", full);
       free(shown);
       free(whole);
@@ -360,18 +361,13 @@ static void list_dir(walk *w, int fd, const char *prefix, size_t plen, int depth
     if (nsubs == cap) {
       cap = cap ? cap * 2 : 16;
       subdir *ns = realloc(subs, cap * sizeof *ns);
-      if (!ns) {
+      if (!ns) { /* out of memory: the listing goes on, this directory not walked */
         mark_skipped(w, idx, "unreadable");
         continue;
       }
       subs = ns;
     }
-    char *name = util_strdup(e->d_name);
-    if (!name) {
-      mark_skipped(w, idx, "unreadable");
-      continue;
-    }
-    subs[nsubs++] = (subdir){name, idx};
+    subs[nsubs++] = (subdir){util_strdup(e->d_name), idx};
   }
   for (size_t i = 0; i < nsubs; i++) {
     size_t nlen = strlen(subs[i].name), full = plen + (plen ? 1 : 0) + nlen;

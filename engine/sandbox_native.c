@@ -62,7 +62,7 @@ static const char *build_program(size_t *len, const char **err) {
   int fd = rc == 0 ? memfd_create("engine-seccomp", MFD_CLOEXEC) : -1;
   if (fd >= 0 && seccomp_export_bpf(ctx, fd) == 0) {
     off_t n = lseek(fd, 0, SEEK_END);
-    char *buf = n > 0 ? malloc((size_t)n) : NULL;
+    char *buf = n > 0 ? malloc((size_t)n) : NULL; /* NULL: the sandbox is refused, named below */
     if (buf && pread(fd, buf, (size_t)n, 0) == n) {
       program = buf;
       program_len = (size_t)n;

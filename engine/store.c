@@ -147,6 +147,12 @@ struct store {
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   char *path;
   char err[512];
+  /* A failed bind (a value too big, out of memory) leaves its parameter NULL,
+   * and the statement must not run with it: the bind helpers keep the first
+   * failure of the statement being bound, step() returns it instead of
+   * running, fail() names it. stmt() starts each statement clean. */
+  int bind_rc;
+  char bind_err[192];
 };
 
 /* ---- plumbing ---- */
@@ -157,8 +163,10 @@ struct store {
  * autocommits, none waits for the lock again) until store_rollback. The first
  * error is the one kept: it says why the batch was lost. */
 static int fail(store *s, const char *what) {
+  int bind_failed = s->bind_rc != SQLITE_OK; /* the statement never ran: SQLite's own message is not about it */
+  s->bind_rc = SQLITE_OK;
   if (s->failed) return STORE_ERR;
-  util_seterr(s->err, sizeof s->err, "%s: %s", what, sqlite3_errmsg(s->db));
+  util_seterr(s->err, sizeof s->err, "%s: %s", what, bind_failed ? s->bind_err : sqlite3_errmsg(s->db));
   if (s->in_txn) s->failed = 1;
   return STORE_ERR;
 }
@@ -188,37 +196,46 @@ static int injected(store *s, const char *what) {
   return 1;
 }
 
-/* A failed bind (a value too big, out of memory) leaves the parameter NULL;
- * the statement must not run with it. Set by the bind helpers, cleared by
- * stmt(), checked by step(). */
-static _Thread_local int bind_rc;
-
-static void bind_check(int rc) {
-  if (rc != SQLITE_OK && bind_rc == SQLITE_OK) bind_rc = rc;
+/* Keeps the first failed bind of the statement (see struct store): which
+ * parameter, how big its value was (len: SIZE_MAX for a number), and why. */
+static void bind_check(store *s, int rc, int i, size_t len) {
+  if (rc == SQLITE_OK || s->bind_rc != SQLITE_OK) return;
+  s->bind_rc = rc;
+  char size[96] = "";
+  if (len != SIZE_MAX && (rc & 0xff) == SQLITE_TOOBIG)
+    snprintf(size, sizeof size, " (%zu bytes; the store takes at most %d)", len,
+             sqlite3_limit(s->db, SQLITE_LIMIT_LENGTH, -1));
+  else if (len != SIZE_MAX)
+    snprintf(size, sizeof size, " (%zu bytes)", len);
+  snprintf(s->bind_err, sizeof s->bind_err, "cannot bind parameter %d%s: %s", i, size, sqlite3_errstr(rc));
 }
 
-static void bind_int(sqlite3_stmt *st, int i, int64_t v) { bind_check(sqlite3_bind_int64(st, i, v)); }
+static void bind_int(store *s, sqlite3_stmt *st, int i, int64_t v) {
+  bind_check(s, sqlite3_bind_int64(st, i, v), i, SIZE_MAX);
+}
 
-static void bind_blob(sqlite3_stmt *st, int i, const void *v, size_t n) {
-  bind_check(n > INT32_MAX ? SQLITE_TOOBIG : sqlite3_bind_blob(st, i, v, (int)n, SQLITE_TRANSIENT));
+static void bind_blob(store *s, sqlite3_stmt *st, int i, const void *v, size_t n) {
+  bind_check(s, n > INT32_MAX ? SQLITE_TOOBIG : sqlite3_bind_blob(st, i, v, (int)n, SQLITE_TRANSIENT), i, n);
+}
+
+/* NULL binds SQL NULL (a column left empty on purpose). */
+static void bind_text(store *s, sqlite3_stmt *st, int i, const char *v) {
+  int rc = v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+  bind_check(s, rc, i, v ? strlen(v) : 0);
 }
 
 /* sqlite3_step, unless a bind of this statement failed (then that error). */
-static int step(sqlite3_stmt *st) { return bind_rc != SQLITE_OK ? bind_rc : sqlite3_step(st); }
+static int step(store *s, sqlite3_stmt *st) { return s->bind_rc != SQLITE_OK ? s->bind_rc : sqlite3_step(st); }
 
 static sqlite3_stmt *stmt(store *s, int q) {
+  s->bind_rc = SQLITE_OK;
   if (!s->q[q] && sqlite3_prepare_v3(s->db, SQL[q], -1, SQLITE_PREPARE_PERSISTENT, &s->q[q], NULL) != SQLITE_OK) {
     fail(s, "prepare");
     return NULL;
   }
   sqlite3_reset(s->q[q]);
   sqlite3_clear_bindings(s->q[q]);
-  bind_rc = SQLITE_OK;
   return s->q[q];
-}
-
-static void bind_text(sqlite3_stmt *st, int i, const char *v) {
-  bind_check(v ? sqlite3_bind_text(st, i, v, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i));
 }
 
 static char *col_dup(sqlite3_stmt *st, int i) {
@@ -232,9 +249,10 @@ static const char *col_text(sqlite3_stmt *st, int i) { return (const char *)sqli
 static int exec_write(store *s, sqlite3_stmt *st, const char *what) {
   if (injected(s, what)) {
     sqlite3_reset(st);
+    s->bind_rc = SQLITE_OK;
     return STORE_ERR;
   }
-  int rc = step(st);
+  int rc = step(s, st);
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) return fail(s, what);
   return STORE_OK;
@@ -243,7 +261,7 @@ static int exec_write(store *s, sqlite3_stmt *st, const char *what) {
 /* *out = the first column of the first row (dflt when NULL or no row). */
 static int query_int(store *s, sqlite3_stmt *st, int64_t dflt, int64_t *out) {
   *out = dflt;
-  int rc = step(st);
+  int rc = step(s, st);
   if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) *out = sqlite3_column_int64(st, 0);
   sqlite3_reset(st);
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "query");
@@ -274,7 +292,7 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
 
 static int open_once(const char *path, int must_exist, store **out, char *err, size_t errlen) {
   *out = NULL;
-  store *s = calloc(1, sizeof *s);
+  store *s = util_xcalloc(1, sizeof *s);
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (must_exist ? 0 : SQLITE_OPEN_CREATE);
   int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
   if (rc != SQLITE_OK) {
@@ -284,6 +302,10 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     return rc == SQLITE_CANTOPEN ? STORE_ERR : classify(rc);
   }
   s->path = util_strdup(path);
+  /* ENGINE_STORE_MAX_LENGTH (bytes), for tests: SQLite's limit on a string or
+   * blob, lowered so a bind fails for real without a gigabyte value */
+  const char *maxlen = getenv("ENGINE_STORE_MAX_LENGTH");
+  if (maxlen && atoi(maxlen) > 0) sqlite3_limit(s->db, SQLITE_LIMIT_LENGTH, atoi(maxlen));
   const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
   sqlite3_busy_timeout(s->db, btm ? atoi(btm) : 5000);
   const char *sync = getenv("ENGINE_SYNCHRONOUS");
@@ -469,18 +491,18 @@ int store_wf_insert(store *s, const wf_row *w) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_INSERT);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, w->id);
-  bind_int(st, 2, w->run);
-  bind_text(st, 3, w->status);
-  bind_text(st, 4, w->script_name);
-  bind_text(st, 5, w->script_dir);
-  bind_text(st, 6, w->code_hash);
-  bind_text(st, 7, w->input);
-  bind_text(st, 8, w->result);
-  bind_text(st, 9, w->error);
-  bind_int(st, 10, w->cancel);
-  bind_int(st, 11, w->created_at);
-  bind_int(st, 12, w->updated_at);
+  bind_text(s, st, 1, w->id);
+  bind_int(s, st, 2, w->run);
+  bind_text(s, st, 3, w->status);
+  bind_text(s, st, 4, w->script_name);
+  bind_text(s, st, 5, w->script_dir);
+  bind_text(s, st, 6, w->code_hash);
+  bind_text(s, st, 7, w->input);
+  bind_text(s, st, 8, w->result);
+  bind_text(s, st, 9, w->error);
+  bind_int(s, st, 10, w->cancel);
+  bind_int(s, st, 11, w->created_at);
+  bind_int(s, st, 12, w->updated_at);
   return exec_write(s, st, "insert workflow");
 }
 
@@ -503,8 +525,8 @@ int store_wf_get(store *s, const char *id, wf_row *out) {
   memset(out, 0, sizeof *out);
   sqlite3_stmt *st = stmt(s, Q_WF_GET);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, id);
-  int rc = step(st);
+  bind_text(s, st, 1, id);
+  int rc = step(s, st);
   if (rc == SQLITE_ROW) {
     read_wf(st, out);
     sqlite3_reset(st);
@@ -519,11 +541,11 @@ int store_wf_set_status(store *s, const char *id, const char *status, const char
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_STATUS);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, status);
-  bind_text(st, 2, result);
-  bind_text(st, 3, error);
-  bind_int(st, 4, util_now_ms());
-  bind_text(st, 5, id);
+  bind_text(s, st, 1, status);
+  bind_text(s, st, 2, result);
+  bind_text(s, st, 3, error);
+  bind_int(s, st, 4, util_now_ms());
+  bind_text(s, st, 5, id);
   return exec_write(s, st, "set workflow status");
 }
 
@@ -531,9 +553,9 @@ int store_wf_set_cancel(store *s, const char *id, int cancel) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_CANCEL);
   if (!st) return STORE_ERR;
-  bind_int(st, 1, cancel);
-  bind_int(st, 2, util_now_ms());
-  bind_text(st, 3, id);
+  bind_int(s, st, 1, cancel);
+  bind_int(s, st, 2, util_now_ms());
+  bind_text(s, st, 3, id);
   return exec_write(s, st, "set cancel");
 }
 
@@ -542,11 +564,11 @@ int store_wf_set_code(store *s, const char *id, const char *code_hash, const cha
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_CODE);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, code_hash);
-  bind_text(st, 2, script_name);
-  bind_text(st, 3, script_dir);
-  bind_int(st, 4, util_now_ms());
-  bind_text(st, 5, id);
+  bind_text(s, st, 1, code_hash);
+  bind_text(s, st, 2, script_name);
+  bind_text(s, st, 3, script_dir);
+  bind_int(s, st, 4, util_now_ms());
+  bind_text(s, st, 5, id);
   return exec_write(s, st, "set code");
 }
 
@@ -554,19 +576,19 @@ int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_WF_NEWRUN);
   if (!st) return STORE_ERR;
-  bind_int(st, 1, run);
-  bind_text(st, 2, input);
-  bind_int(st, 3, util_now_ms());
-  bind_text(st, 4, id);
+  bind_int(s, st, 1, run);
+  bind_text(s, st, 2, input);
+  bind_int(s, st, 3, util_now_ms());
+  bind_text(s, st, 4, id);
   return exec_write(s, st, "new run");
 }
 
 int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
   sqlite3_stmt *st = stmt(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST);
   if (!st) return STORE_ERR;
-  if (status) bind_text(st, 1, status);
+  if (status) bind_text(s, st, 1, status);
   int rc;
-  while ((rc = step(st)) == SQLITE_ROW) {
+  while ((rc = step(s, st)) == SQLITE_ROW) {
     wf_row w;
     read_wf(st, &w);
     int stop = cb(ud, &w);
@@ -594,24 +616,24 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_HIST_APPEND);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
-  bind_int(st, 3, e->seq);
-  bind_text(st, 4, e->type);
-  bind_int(st, 5, e->ref);
-  bind_text(st, 6, e->name);
-  bind_text(st, 7, e->hash);
-  bind_text(st, 8, e->payload);
-  bind_int(st, 9, e->time);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
+  bind_int(s, st, 3, e->seq);
+  bind_text(s, st, 4, e->type);
+  bind_int(s, st, 5, e->ref);
+  bind_text(s, st, 6, e->name);
+  bind_text(s, st, 7, e->hash);
+  bind_text(s, st, 8, e->payload);
+  bind_int(s, st, 9, e->time);
   return exec_write(s, st, "append history");
 }
 
 static int read_events(store *s, sqlite3_stmt *st, hist_list *out) {
   int rc;
-  while ((rc = step(st)) == SQLITE_ROW) {
+  while ((rc = step(s, st)) == SQLITE_ROW) {
     if (out->n == out->cap) {
       out->cap = out->cap ? out->cap * 2 : 16;
-      out->v = realloc(out->v, out->cap * sizeof(hist_event));
+      out->v = util_xrealloc(out->v, out->cap * sizeof(hist_event));
     }
     hist_event *e = &out->v[out->n++];
     e->seq = sqlite3_column_int64(st, 0);
@@ -629,8 +651,8 @@ static int read_events(store *s, sqlite3_stmt *st, hist_list *out) {
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
   sqlite3_stmt *st = stmt(s, Q_HIST_LOAD);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
   size_t from = out->n;
   if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
   /* a run's history is dense from 1: a hole is damage, never a shorter history */
@@ -646,9 +668,9 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
 int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
   sqlite3_stmt *st = stmt(s, Q_HIST_GET);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
-  bind_int(st, 3, seq);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
+  bind_int(s, st, 3, seq);
   size_t before = out->n;
   if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
   return out->n > before;
@@ -657,8 +679,8 @@ int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_l
 int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) {
   sqlite3_stmt *st = stmt(s, Q_HIST_MAX);
   if (!st) return -1;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
   int64_t v;
   return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
 }
@@ -666,10 +688,10 @@ int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) {
 int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq) {
   sqlite3_stmt *st = stmt(s, Q_HIST_OUTCOME);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
-  bind_int(st, 3, seq);
-  bind_int(st, 4, seq);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
+  bind_int(s, st, 3, seq);
+  bind_int(s, st, 4, seq);
   int64_t v;
   if (query_int(s, st, 0, &v) != STORE_OK) return STORE_ERR;
   return v != 0;
@@ -681,21 +703,21 @@ int store_code_put(store *s, const char *hash, const char *name, const char *src
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_CODE_PUT);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, hash);
-  bind_text(st, 2, name);
-  bind_blob(st, 3, src, len);
+  bind_text(s, st, 1, hash);
+  bind_text(s, st, 2, name);
+  bind_blob(s, st, 3, src, len);
   return exec_write(s, st, "store code");
 }
 
 char *store_code_get(store *s, const char *hash, size_t *len) {
   sqlite3_stmt *st = stmt(s, Q_CODE_GET);
   if (!st) return NULL;
-  bind_text(st, 1, hash);
+  bind_text(s, st, 1, hash);
   char *out = NULL;
-  int rc = step(st);
+  int rc = step(s, st);
   if (rc == SQLITE_ROW) {
     int n = sqlite3_column_bytes(st, 0);
-    out = malloc((size_t)n + 1);
+    out = util_xmalloc((size_t)n + 1);
     if (n > 0) memcpy(out, sqlite3_column_blob(st, 0), (size_t)n);
     out[n] = 0;
     if (len) *len = (size_t)n;
@@ -709,21 +731,21 @@ int store_module_pin(store *s, const char *wf_id, int64_t run, const char *modul
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_MOD_PIN);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
-  bind_text(st, 3, module);
-  bind_text(st, 4, hash);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
+  bind_text(s, st, 3, module);
+  bind_text(s, st, 4, hash);
   return exec_write(s, st, "pin module");
 }
 
 char *store_module_get(store *s, const char *wf_id, int64_t run, const char *module) {
   sqlite3_stmt *st = stmt(s, Q_MOD_GET);
   if (!st) return NULL;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
-  bind_text(st, 3, module);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
+  bind_text(s, st, 3, module);
   char *out = NULL;
-  int rc = step(st);
+  int rc = step(s, st);
   if (rc == SQLITE_ROW) out = col_dup(st, 0);
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) fail(s, "get module");
@@ -734,8 +756,8 @@ int store_modules_clear(store *s, const char *wf_id, int64_t run) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_MOD_CLEAR);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_int(st, 2, run);
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
   return exec_write(s, st, "clear modules");
 }
 
@@ -743,9 +765,9 @@ int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_MOD_COPY);
   if (!st) return STORE_ERR;
-  bind_int(st, 1, to_run);
-  bind_text(st, 2, wf_id);
-  bind_int(st, 3, from_run);
+  bind_int(s, st, 1, to_run);
+  bind_text(s, st, 2, wf_id);
+  bind_int(s, st, 3, from_run);
   return exec_write(s, st, "copy modules");
 }
 
@@ -756,14 +778,14 @@ int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, i
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_TASK_PUT);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_text(st, 2, kind);
-  bind_int(st, 3, seq);
-  bind_int(st, 4, run_at);
-  bind_int(st, 5, attempt);
-  bind_int(st, 6, first_at);
-  bind_text(st, 7, owner);
-  bind_int(st, 8, lease_until);
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, kind);
+  bind_int(s, st, 3, seq);
+  bind_int(s, st, 4, run_at);
+  bind_int(s, st, 5, attempt);
+  bind_int(s, st, 6, first_at);
+  bind_text(s, st, 7, owner);
+  bind_int(s, st, 8, lease_until);
   return exec_write(s, st, "put task");
 }
 
@@ -771,9 +793,9 @@ int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_TASK_DEL);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_text(st, 2, kind);
-  bind_int(st, 3, seq);
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, kind);
+  bind_int(s, st, 3, seq);
   return exec_write(s, st, "delete task");
 }
 
@@ -786,7 +808,7 @@ int store_task_release(store *s, const char *owner) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_TASK_RELEASE);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, owner);
+  bind_text(s, st, 1, owner);
   return exec_write(s, st, "release tasks");
 }
 
@@ -794,7 +816,7 @@ int store_task_del_wf(store *s, const char *wf_id) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_TASK_DEL_WF);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
+  bind_text(s, st, 1, wf_id);
   return exec_write(s, st, "delete tasks");
 }
 
@@ -811,10 +833,10 @@ static void read_task(sqlite3_stmt *st, task_row *t) {
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out) {
   sqlite3_stmt *st = stmt(s, Q_TASK_GET);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_text(st, 2, kind);
-  bind_int(st, 3, seq);
-  int rc = step(st);
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, kind);
+  bind_int(s, st, 3, seq);
+  int rc = step(s, st);
   if (rc == SQLITE_ROW) {
     read_task(st, out);
     out->wf_id = out->kind = NULL; /* the row's text dies with the reset that ends the read */
@@ -830,17 +852,17 @@ int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner
   sqlite3_stmt *st = stmt(s, only_wf ? Q_TASK_DUE_WF : Q_TASK_DUE);
   if (!st) return STORE_ERR;
   int i = 1;
-  if (only_wf) bind_text(st, i++, only_wf);
-  bind_int(st, i++, now);
-  bind_text(st, i++, owner);
-  bind_int(st, i, limit);
+  if (only_wf) bind_text(s, st, i++, only_wf);
+  bind_int(s, st, i++, now);
+  bind_text(s, st, i++, owner);
+  bind_int(s, st, i, limit);
   size_t n = 0, cap = 0;
   task_row *v = NULL;
   int rc;
-  while ((rc = step(st)) == SQLITE_ROW) {
+  while ((rc = step(s, st)) == SQLITE_ROW) {
     if (n == cap) {
       cap = cap ? cap * 2 : 64;
-      v = realloc(v, cap * sizeof *v);
+      v = util_xrealloc(v, cap * sizeof *v);
     }
     read_task(st, &v[n]);
     v[n].wf_id = util_strdup(v[n].wf_id);
@@ -862,8 +884,8 @@ int64_t store_task_next_at(store *s, const char *only_wf, const char *owner) {
   sqlite3_stmt *st = stmt(s, only_wf ? Q_TASK_NEXT_WF : Q_TASK_NEXT);
   if (!st) return -1;
   int i = 1;
-  if (only_wf) bind_text(st, i++, only_wf);
-  bind_text(st, i, owner);
+  if (only_wf) bind_text(s, st, i++, only_wf);
+  bind_text(s, st, i, owner);
   int64_t v;
   return query_int(s, st, -1, &v) == STORE_OK ? v : -2;
 }
@@ -871,7 +893,7 @@ int64_t store_task_next_at(store *s, const char *only_wf, const char *owner) {
 int store_task_count(store *s, const char *wf_id) {
   sqlite3_stmt *st = stmt(s, Q_TASK_COUNT);
   if (!st) return -1;
-  bind_text(st, 1, wf_id);
+  bind_text(s, st, 1, wf_id);
   int64_t v;
   return query_int(s, st, 0, &v) == STORE_OK ? (int)v : -1;
 }
@@ -882,10 +904,10 @@ int store_signal_put(store *s, const char *wf_id, const char *name, const char *
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_SIG_PUT);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_text(st, 2, name);
-  bind_text(st, 3, payload);
-  bind_int(st, 4, time);
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, name);
+  bind_text(s, st, 3, payload);
+  bind_int(s, st, 4, time);
   return exec_write(s, st, "put signal");
 }
 
@@ -894,9 +916,9 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_SIG_FIND);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
-  bind_text(st, 2, name);
-  int rc = step(st);
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, name);
+  int rc = step(s, st);
   if (rc != SQLITE_ROW) {
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : fail(s, "find signal");
@@ -906,7 +928,7 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
   sqlite3_reset(st);
   st = stmt(s, Q_SIG_DEL);
   if (!st) return STORE_ERR;
-  bind_int(st, 1, id);
+  bind_int(s, st, 1, id);
   if (exec_write(s, st, "take signal") != STORE_OK) {
     free(*payload);
     *payload = NULL;
@@ -918,7 +940,7 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
 int store_signal_count(store *s, const char *wf_id) {
   sqlite3_stmt *st = stmt(s, Q_SIG_COUNT);
   if (!st) return -1;
-  bind_text(st, 1, wf_id);
+  bind_text(s, st, 1, wf_id);
   int64_t v;
   return query_int(s, st, 0, &v) == STORE_OK ? (int)v : -1;
 }
@@ -927,7 +949,7 @@ int store_signal_del_wf(store *s, const char *wf_id) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_SIG_DEL_WF);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, wf_id);
+  bind_text(s, st, 1, wf_id);
   return exec_write(s, st, "delete signals");
 }
 
@@ -937,17 +959,17 @@ int64_t store_domain_append(store *s, const char *session_id, const char *type, 
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, Q_DOM_MAX);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, session_id);
+  bind_text(s, st, 1, session_id);
   int64_t seq;
   if (query_int(s, st, 0, &seq) != STORE_OK) return STORE_ERR;
   seq++;
   st = stmt(s, Q_DOM_APPEND);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, session_id);
-  bind_int(st, 2, seq);
-  bind_text(st, 3, type);
-  bind_int(st, 4, time);
-  bind_text(st, 5, payload);
+  bind_text(s, st, 1, session_id);
+  bind_int(s, st, 2, seq);
+  bind_text(s, st, 3, type);
+  bind_int(s, st, 4, time);
+  bind_text(s, st, 5, payload);
   if (exec_write(s, st, "append domain event") != STORE_OK) return STORE_ERR;
   return seq;
 }
@@ -955,10 +977,10 @@ int64_t store_domain_append(store *s, const char *session_id, const char *type, 
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
   sqlite3_stmt *st = stmt(s, Q_DOM_LIST);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, session_id);
-  bind_int(st, 2, after_seq);
+  bind_text(s, st, 1, session_id);
+  bind_int(s, st, 2, after_seq);
   int rc;
-  while ((rc = step(st)) == SQLITE_ROW) {
+  while ((rc = step(s, st)) == SQLITE_ROW) {
     domain_event e = {col_text(st, 0), sqlite3_column_int64(st, 1), col_text(st, 2), sqlite3_column_int64(st, 3),
                       col_text(st, 4)};
     if (cb(ud, &e)) break;
@@ -971,7 +993,7 @@ int64_t store_count(store *s, const char *what, const char *wf_id) {
   if (strcmp(what, "history") == 0) {
     sqlite3_stmt *st = stmt(s, Q_COUNT_HIST);
     if (!st) return -1;
-    bind_text(st, 1, wf_id);
+    bind_text(s, st, 1, wf_id);
     int64_t v;
     return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
   }
@@ -986,8 +1008,8 @@ int store_meta_get(store *s, const char *key, char **value) {
   *value = NULL;
   sqlite3_stmt *st = stmt(s, Q_META_GET);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, key);
-  int rc = sqlite3_step(st);
+  bind_text(s, st, 1, key);
+  int rc = step(s, st);
   if (rc == SQLITE_ROW) *value = col_dup(st, 0);
   sqlite3_reset(st);
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(s, "meta");
@@ -998,7 +1020,7 @@ int store_meta_put(store *s, const char *key, const char *value) {
   WRITE_BEGIN(s);
   sqlite3_stmt *st = stmt(s, value ? Q_META_PUT : Q_META_DEL);
   if (!st) return STORE_ERR;
-  bind_text(st, 1, key);
-  if (value) bind_text(st, 2, value);
+  bind_text(s, st, 1, key);
+  if (value) bind_text(s, st, 2, value);
   return exec_write(s, st, "meta");
 }

@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -9,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <time.h>
+
+#include "fatal.h"
 
 int64_t util_now_ms(void) {
   struct timespec ts;
@@ -34,11 +37,54 @@ void util_sha256_hex(const void *buf, size_t len, char out[65]) {
   out[64] = 0;
 }
 
+/* ---- memory ---- */
+
+/* Says what failed on stderr and in the crash note, then aborts. Formats on
+ * the stack and writes with write(2): nothing here may need the heap. */
+__attribute__((noreturn)) static void out_of_memory(size_t count, size_t size) {
+  char what[96];
+  if (count == 1) snprintf(what, sizeof what, "out of memory (%zu bytes)", size);
+  else snprintf(what, sizeof what, "out of memory (%zu x %zu bytes)", count, size);
+  char line[128];
+  int n = snprintf(line, sizeof line, "engine: %s\n", what);
+  if (n > 0) {
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w; /* a stderr that cannot be written to leaves the note and the abort */
+  }
+  fatal_reason(what);
+  abort();
+}
+
+void *util_xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) out_of_memory(1, n);
+  return p;
+}
+
+void *util_xcalloc(size_t count, size_t size) {
+  void *p = count && size ? calloc(count, size) : calloc(1, 1);
+  if (!p) out_of_memory(count, size);
+  return p;
+}
+
+void *util_xrealloc(void *p, size_t n) {
+  void *np = realloc(p, n ? n : 1);
+  if (!np) out_of_memory(1, n);
+  return np;
+}
+
+/* Failure is reported (ENOMEM), not fatal: callers already answer a file
+ * that cannot be read. */
 char *util_read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   size_t cap = 4096, n = 0;
   char *buf = malloc(cap);
+  if (!buf) {
+    fclose(f);
+    errno = ENOMEM;
+    return NULL;
+  }
   for (;;) {
     if (n + 1 >= cap) {
       cap *= 2;
@@ -67,39 +113,33 @@ char *util_read_file(const char *path, size_t *len) {
   return buf;
 }
 
-static void out_of_memory(size_t n) {
-  fprintf(stderr, "engine: out of memory (%zu bytes)\n", n);
-  abort();
-}
-void *util_xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) out_of_memory(n);
-  return p;
-}
-void *util_xcalloc(size_t count, size_t size) {
-  void *p = calloc(count ? count : 1, size ? size : 1);
-  if (!p) out_of_memory(count * size);
-  return p;
-}
-void *util_xrealloc(void *p, size_t n) {
-  void *np = realloc(p, n ? n : 1);
-  if (!np) out_of_memory(n);
-  return np;
-}
-
 char *util_strdup(const char *s) {
   if (!s) return NULL;
   size_t n = strlen(s) + 1;
-  char *d = malloc(n);
+  char *d = util_xmalloc(n);
   memcpy(d, s, n);
   return d;
+}
+
+char *util_vfmt(const char *fmt, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  /* vsnprintf fails only for a result past INT_MAX bytes: no caller makes one */
+  if (n < 0) {
+    va_end(again);
+    out_of_memory(1, (size_t)INT_MAX + 1);
+  }
+  char *out = util_xmalloc((size_t)n + 1);
+  vsnprintf(out, (size_t)n + 1, fmt, again);
+  va_end(again);
+  return out;
 }
 
 char *util_fmt(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  char *out = NULL;
-  if (vasprintf(&out, fmt, ap) < 0) out = NULL;
+  char *out = util_vfmt(fmt, ap);
   va_end(ap);
   return out;
 }
@@ -160,17 +200,33 @@ int util_unsafe_codepoint(uint32_t cp) {
 
 /* ---- ubuf ---- */
 
-int ubuf_add(ubuf *b, const void *data, size_t n) {
-  if (b->n + n > b->cap) {
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->n + n) cap *= 2;
-    char *np = realloc(b->p, cap);
+/* The capacity for n more bytes (doubling from 4096), or 0 when that
+ * overflows size_t. */
+static size_t grown_cap(const ubuf *b, size_t n) {
+  if (n > SIZE_MAX - b->n) return 0;
+  size_t cap = b->cap ? b->cap : 4096;
+  while (cap < b->n + n) {
+    if (cap > SIZE_MAX / 2) return b->n + n;
+    cap *= 2;
+  }
+  return cap;
+}
+
+int ubuf_try_add(ubuf *b, const void *data, size_t n) {
+  if (b->n + n > b->cap || n > SIZE_MAX - b->n) {
+    size_t cap = grown_cap(b, n);
+    char *np = cap ? realloc(b->p, cap) : NULL;
     if (!np) return -1;
     b->p = np;
     b->cap = cap;
   }
   if (n) memcpy(b->p + b->n, data, n);
   b->n += n;
+  return 0;
+}
+
+int ubuf_add(ubuf *b, const void *data, size_t n) {
+  if (ubuf_try_add(b, data, n) != 0) out_of_memory(1, b->n > SIZE_MAX - n ? SIZE_MAX : b->n + n);
   return 0;
 }
 
@@ -187,7 +243,10 @@ void capped_add(capped_output *c, int which, const char *data, size_t n) {
     c->truncated = 1;
     n = room;
   }
-  if (n && ubuf_add(which == 1 ? &c->out : &c->err, data, n) == 0) c->stored += n;
+  /* output that does not fit in memory is dropped like output past the cap */
+  if (!n) return;
+  if (ubuf_try_add(which == 1 ? &c->out : &c->err, data, n) == 0) c->stored += n;
+  else c->truncated = 1;
 }
 
 void capped_free(capped_output *c) {
@@ -232,8 +291,8 @@ void *strmap_get(const strmap *m, const char *key) {
 static void grow(strmap *m) {
   strmap old = *m;
   m->cap = !old.cap ? 16 : (old.len * 2 >= old.cap ? old.cap * 2 : old.cap);
-  m->keys = calloc(m->cap, sizeof(char *));
-  m->vals = calloc(m->cap, sizeof(void *));
+  m->keys = util_xcalloc(m->cap, sizeof(char *));
+  m->vals = util_xcalloc(m->cap, sizeof(void *));
   m->len = 0;
   for (size_t i = 0; i < old.cap; i++) {
     if (!STRMAP_LIVE(&old, i)) continue;
@@ -293,7 +352,7 @@ int util_read_fd(int fd, size_t max, ubuf *b) {
   while ((n = read(fd, chunk, sizeof chunk)) != 0) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno;
-    if (ubuf_add(b, chunk, (size_t)n) != 0) return ENOMEM;
+    if (ubuf_try_add(b, chunk, (size_t)n) != 0) return ENOMEM; /* reported: the caller names the file */
     if (max && b->n > max) return EFBIG; /* a pipe: stop reading at the limit */
   }
   return 0;

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdarg.h>
 #include <stdio.h>
 
 /* Wall-clock milliseconds since the epoch (recorded in the log). */
@@ -15,16 +16,27 @@ int64_t util_mono_ms(void);
 void util_sha256_hex(const void *buf, size_t len, char out[65]);
 
 /* Reads a whole file; returns a malloc'd NUL-terminated buffer or NULL
- * (errno set). *len receives the size without the NUL. */
+ * (errno set: ENOMEM too, for a file bigger than memory). *len receives the
+ * size without the NUL. */
 char *util_read_file(const char *path, size_t *len);
 
-/* Allocators that abort with a message instead of returning NULL. */
+/* ---- memory ----
+ * The engine's allocations do not fail: when the C library has no memory,
+ * these print "engine: out of memory (N bytes)" to stderr, name it as the
+ * reason in the crash note (fatal.c) and abort(), a clean named crash instead
+ * of a NULL dereference somewhere later. Code that can do something better
+ * with a failure (a Lua allocator, a bounded read that reports ENOMEM, a
+ * transfer that can be aborted) calls malloc itself and says so. A size of 0
+ * is served as 1, so a result is never NULL. */
 void *util_xmalloc(size_t n);
 void *util_xcalloc(size_t count, size_t size);
 void *util_xrealloc(void *p, size_t n);
+
+/* A malloc'd copy of s (NULL only for NULL). */
 char *util_strdup(const char *s);
-/* printf into a malloc'd string. */
+/* printf into a malloc'd string (never NULL). */
 char *util_fmt(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *util_vfmt(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* Writes one formatted error message into err[errlen] (never overflows). */
 void util_seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -56,8 +68,12 @@ typedef struct ubuf {
   char *p;
   size_t n, cap;
 } ubuf;
-/* Appends n bytes; returns 0, or -1 (buffer unchanged) when out of memory. */
+/* Appends n bytes; aborts when out of memory (util_xrealloc), so it always
+ * returns 0 (an int, for callers written when it could fail). */
 int ubuf_add(ubuf *b, const void *data, size_t n);
+/* The same for a caller with a better answer to a full memory (a transfer to
+ * abort, an error to report): returns 0, or -1 with the buffer unchanged. */
+int ubuf_try_add(ubuf *b, const void *data, size_t n);
 void ubuf_free(ubuf *b);
 /* Reads fd to its end, appending to *b, never more than max bytes (0: no
  * limit); returns 0, or an errno value (EFBIG past max, ENOMEM). */
@@ -66,7 +82,8 @@ int util_read_fd(int fd, size_t max, ubuf *b);
 const char *util_file_kind(unsigned mode);
 
 /* Output of a command (stdout, stderr) kept up to a shared cap; what is past
- * the cap is counted and dropped, so a flood costs at most max bytes. */
+ * the cap is counted and dropped, so a flood costs at most max bytes (what
+ * does not fit in memory is dropped too, and marked truncated). */
 typedef struct capped_output {
   ubuf out, err;
   size_t max, stored, total;

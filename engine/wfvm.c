@@ -68,6 +68,8 @@ static void *vm_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (vm->co) lua_sethook(vm->co, lua_gethook(vm->co), LUA_MASKCOUNT, 1);
     return NULL;
   }
+  /* Lua's allocator: NULL is how Lua learns it is out of memory (a script's
+   * LUA_ERRMEM), so plain realloc, never the aborting util_xrealloc */
   void *np = realloc(ptr, nsize);
   if (np) vm->mem_used = vm->mem_used - old + nsize;
   return np;
@@ -1111,7 +1113,7 @@ void wfvm_config_default(wfvm_config *c) {
 }
 
 wfvm *wfvm_new(const wfvm_config *cfg, const wfvm_host *host, const char *wf_id, int64_t run, hist_list *history) {
-  wfvm *vm = calloc(1, sizeof *vm);
+  wfvm *vm = util_xcalloc(1, sizeof *vm);
   vm->cfg = *cfg;
   vm->host = *host;
   vm->wf_id = util_strdup(wf_id);
@@ -1389,6 +1391,10 @@ size_t wfvm_mem_used(const wfvm *vm) { return vm->mem_used; }
 
 int wfvm_check_syntax(const char *src, size_t len, const char *chunkname, char *err, size_t errlen) {
   lua_State *L = luaL_newstate();
+  if (!L) {
+    util_seterr(err, errlen, "out of memory");
+    return -1;
+  }
   int rc = luaL_loadbufferx(L, src, len, chunkname, "t");
   if (rc != LUA_OK) util_seterr(err, errlen, "%s", lua_tostring(L, -1));
   lua_close(L);
@@ -1415,7 +1421,7 @@ int wfvm_check_main(const wfvm_host *host, const char *src, size_t len, const ch
   wfvm_config_default(&cfg);
   cfg.check_only = 1; /* a primitive at load time ends the check: nothing is appended */
   cfg.load_only = 1;
-  hist_list h = {calloc(1, sizeof(hist_event)), 1, 1};
+  hist_list h = {util_xcalloc(1, sizeof(hist_event)), 1, 1};
   h.v[0] = (hist_event){1, util_strdup("WorkflowStarted"), 0,
                         NULL, NULL, util_strdup("{\"input\":null,\"seed\":\"0\"}"), 0};
   wfvm *vm = wfvm_new(&cfg, host, "(script check)", 1, &h);
@@ -1438,7 +1444,7 @@ static int dump_writer(lua_State *L, const void *p, size_t sz, void *ud) {
   char **buf = ((char ***)ud)[0];
   size_t *len = ((size_t **)ud)[1];
   char *nb = realloc(*buf, *len + sz);
-  if (!nb) return 1;
+  if (!nb) return 1; /* no bytecode: the caller keeps the source, which compiles again */
   memcpy(nb + *len, p, sz);
   *buf = nb;
   *len += sz;

@@ -38,10 +38,8 @@ end
 function M.watches()
   if off("ENGINE_NO_POLICY_WATCH") then return { dirs = {} } end
   local dir = session.policies_dir()
-  local okfs, fs = pcall(require, "fs") -- TODO(merge): fs always
-  local isdir
-  if okfs then local st = fs.lstat(dir); isdir = st and st.type == "dir"
-  else local f = io.open(dir .. "/."); isdir = f ~= nil; if f then f:close() end end
+  local st = require("fs").lstat(dir)
+  local isdir = st and st.type == "dir"
   return { dirs = isdir and { dir } or {} }
 end
 
