@@ -18,7 +18,6 @@
 #include "fatal.h"
 #include "util.h"
 
-int luaopen_cjson(lua_State *L); /* from Debian's lua-cjson */
 
 #define REG_ACTVM "engine.actvm"
 #define REG_CALLS "engine.act_calls"
@@ -417,7 +416,13 @@ static int setup(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, REG_MODULES);
   luaL_requiref(L, "activity", open_activity, 0);
   luaL_requiref(L, "json", luaopen_engine_json, 0);
-  luaL_requiref(L, "cjson", luaopen_cjson, 0); /* Debian's lua-cjson, for code that expects it */
+  /* "cjson" is the same module as "json" (as in the workflow VM): one number
+   * meaning everywhere, integers kept exact, one canonical encoding */
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+  lua_pushvalue(L, -2);
+  lua_setfield(L, -2, "cjson");
+  lua_pop(L, 1);
+  lua_pushvalue(L, -1); /* in place of the module requiref would have left */
   luaL_requiref(L, "http", luaopen_engine_http, 0);
   luaL_requiref(L, "safefs", luaopen_engine_safefs, 0);
   luaL_requiref(L, "docker.native", luaopen_engine_docker, 0);

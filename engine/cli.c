@@ -14,13 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <lauxlib.h>
-#include <lualib.h>
 
 #include "approval.h"
 #include "engine.h"
 #include "json.h"
 #include "render.h"
+#include "session_view.h"
 #include "store.h"
 #include "util.h"
 #include "wfvm.h"
@@ -89,13 +88,6 @@ static const char *flag_value(args *a, const char *name, int *err) {
   return a->argv[++a->i];
 }
 
-static void fmt_time(int64_t ms, char *out, size_t n) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  size_t k = strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
-  snprintf(out + k, n - k, ".%03dZ", (int)(ms % 1000));
-}
 
 /* Why the database at db cannot be written, or NULL. SQLite says only "unable
  * to open database file" there, and the worker lock only that its file cannot
@@ -209,105 +201,13 @@ static int exit_for_status(const char *status) {
 
 /* --------------------------------------------------------------- events --- */
 
-/* A field of the event payload as text (strings as they are, the rest as
- * JSON), rendered on one line in at most max - 1 bytes; "" when absent. */
-static const char *field(lua_State *L, int t, const char *k, char *out, size_t max) {
-  out[0] = 0;
-  lua_getfield(L, t, k);
-  const char *s = NULL;
-  size_t n = 0;
-  if (lua_type(L, -1) == LUA_TSTRING) s = lua_tolstring(L, -1, &n);
-  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA) s = json_encode(L, -1, &n);
-  if (s) render_buf(out, max, s, n, 0);
-  lua_settop(L, t);
-  return out;
-}
-
-static int decode_payload(lua_State *L) {
-  json_decode(L, lua_tostring(L, 1), lua_rawlen(L, 1));
-  return 1;
-}
-
-/* The human format reads like a transcript: known session events get a line
- * of their own; anything else is its type and payload. */
-static lua_State *fmt_L;
-static void close_fmt(void) { lua_close(fmt_L); }
-
-/* The generic line of an event is cut here: a transcript line, not a dump
- * (--json has every byte). */
-enum { EVENT_LINE_MAX = 1000 };
-
 static void print_event_human(FILE *f, const domain_event *e) {
-  if (!fmt_L) {
-    fmt_L = luaL_newstate();
-    atexit(close_fmt);
-  }
-  lua_State *L = fmt_L;
-  char t[40], a[400], b[400], c2[400];
-  fmt_time(e->time, t, sizeof t);
-  fprintf(f, "#%-4lld %s  ", (long long)e->seq, t + 11);
-  const char *payload = e->payload ? e->payload : "";
-  lua_settop(L, 0);
-  lua_pushcfunction(L, decode_payload);
-  lua_pushstring(L, e->payload ? e->payload : "null");
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, 1)) {
-    render_line(f, EVENT_LINE_MAX, "%-22s %s", e->type, payload);
-    lua_settop(L, 0);
-    return;
-  }
-  const char *ty = e->type;
-  /* the event's main field: without it the generic line says more */
-  static const char *const main_field[][2] = {
-      {"agent.message", "text"},       {"tool.requested", "tool"},     {"tool.result", "tool"},
-      {"approval.requested", "request_id"}, {"approval.decided", "request_id"}, {"session.status", "status"},
-      {"limit.exceeded", "limit"},     {"artifact.saved", "path"},     {"session.created", "objective"},
-      {"session.completed", "outcome"}, {"session.failed", "error"}};
-  for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
-    if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, 1, main_field[i][1], a, sizeof a) &&
-        !(strcmp(ty, "agent.message") == 0) && !(strcmp(ty, "session.failed") == 0)) {
-      ty = "";
-      break;
-    }
-  if (!*ty)
-    render_line(f, EVENT_LINE_MAX, "%-22s %s", e->type, payload);
-  else if (strcmp(ty, "agent.message") == 0)
-    render_line(f, 0, "assistant: %s", *field(L, 1, "text", a, sizeof a) ? a : "(tool calls only)");
-  else if (strcmp(ty, "tool.requested") == 0)
-    render_line(f, 0, "  -> %s %s", field(L, 1, "tool", a, sizeof a), field(L, 1, "args", b, sizeof b));
-  else if (strcmp(ty, "tool.result") == 0)
-    render_line(f, 0, "  <- %s: %s", field(L, 1, "tool", a, sizeof a), field(L, 1, "content", b, sizeof b));
-  else if (strcmp(ty, "approval.requested") == 0)
-    render_line(f, 0, "  ?? approval %s needed: %s %s", field(L, 1, "request_id", a, sizeof a),
-                field(L, 1, "tool", b, sizeof b), field(L, 1, "reason", c2, sizeof c2));
-  else if (strcmp(ty, "approval.decided") == 0)
-    render_line(f, 0, "  ok approval %s: %s %s", field(L, 1, "request_id", a, sizeof a),
-                strcmp(field(L, 1, "approved", b, sizeof b), "true") == 0 ? "approved" : "denied",
-                field(L, 1, "reason", c2, sizeof c2));
-  else if (strcmp(ty, "session.status") == 0)
-    render_line(f, 0, "[%s]", field(L, 1, "status", a, sizeof a));
-  else if (strcmp(ty, "limit.exceeded") == 0)
-    render_line(f, 0, "!! limit %s reached (%s of %s)", field(L, 1, "limit", a, sizeof a),
-                field(L, 1, "value", b, sizeof b), field(L, 1, "max", c2, sizeof c2));
-  else if (strcmp(ty, "artifact.saved") == 0)
-    render_line(f, 0, "  saved %s (%s bytes)", field(L, 1, "path", a, sizeof a), field(L, 1, "size", b, sizeof b));
-  else if (strcmp(ty, "session.created") == 0)
-    render_line(f, 0, "session: %s", field(L, 1, "objective", a, sizeof a));
-  else if (strcmp(ty, "session.completed") == 0)
-    render_line(f, 0, "completed (%s): %s", field(L, 1, "outcome", a, sizeof a), field(L, 1, "summary", b, sizeof b));
-  else if (strcmp(ty, "session.failed") == 0)
-    render_line(f, 0, "failed: %s%s", field(L, 1, "error", a, sizeof a), field(L, 1, "problems", b, sizeof b));
-  else
-    render_line(f, EVENT_LINE_MAX, "%-22s %s", ty, payload);
-  lua_settop(L, 0);
+  char *line = view_event_line(e); /* rendered: terminal-safe */
+  fprintf(f, "%s\n", line);
+  free(line);
 }
 
-static void print_event_json(FILE *f, const domain_event *e) {
-  char *sid = json_quote(e->session_id), *type = json_quote(e->type);
-  put_json(f, util_fmt("{\"session_id\":%s,\"seq\":%lld,\"type\":%s,\"time\":%lld,\"payload\":%s}", sid,
-                       (long long)e->seq, type, (long long)e->time, e->payload && *e->payload ? e->payload : "null"));
-  free(sid);
-  free(type);
-}
+static void print_event_json(FILE *f, const domain_event *e) { put_json(f, view_event_json(e)); }
 
 typedef struct follow {
   store *st;
@@ -370,6 +270,11 @@ static void start_on_commit(void *ud) {
 }
 
 /* Prints the outcome of a finished (or stuck) workflow; returns the exit code. */
+static int is_invalid_input(const char *error) {
+  char type[64];
+  return strcmp(view_json_field(error, "type", type, sizeof type), "InvalidInput") == 0;
+}
+
 static int report_outcome(store *st, const char *id) {
   wf_row w;
   if (store_wf_get(st, id, &w) != 1) return die(EXIT_USAGE, "workflow '%s' vanished", id);
@@ -379,15 +284,11 @@ static int report_outcome(store *st, const char *id) {
   } else if (strcmp(w.status, "stuck") == 0) {
     render_line(stderr, 0, "engine: %s is stuck: %s", id, w.error ? w.error : "");
     render_line(stderr, 0, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply", id);
-  } else if (strcmp(w.status, "failed") == 0 && w.error && strstr(w.error, "\"type\":\"InvalidInput\"")) {
+  } else if (strcmp(w.status, "failed") == 0 && w.error && is_invalid_input(w.error)) {
     /* the workflow refused its input before doing anything: a usage error.
      * The message is decoded, not scanned: a problem may quote a value. */
-    char msg[4096] = "";
-    lua_State *L = luaL_newstate();
-    lua_pushcfunction(L, decode_payload);
-    lua_pushstring(L, w.error);
-    if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) field(L, lua_gettop(L), "message", msg, sizeof msg);
-    lua_close(L);
+    char msg[4096];
+    view_json_field(w.error, "message", msg, sizeof msg);
     render_line(stderr, 0, "engine: %s: %s", id, *msg ? msg : "invalid input");
     code = EXIT_USAGE;
   } else if (engine_status_terminal(w.status)) {
@@ -733,7 +634,7 @@ static int cmd_cancel(args *a, common *c) {
 static int list_row(void *ud, const wf_row *w) {
   common *c = ud;
   char t[40];
-  fmt_time(w->updated_at, t, sizeof t);
+  view_time(w->updated_at, t, sizeof t);
   if (c->json) {
     char *id = json_quote(w->id), *sc = json_quote(w->script_name);
     put_json(stdout, util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
@@ -782,23 +683,6 @@ static int cmd_list(args *a, common *c) {
 
 /* What a session's event stream says about it: its sandbox (latest sandbox.*
  * event) and the artifacts it saved (artifact.saved events, as a JSON list). */
-typedef struct sandbox_line {
-  char text[512];
-  ubuf artifacts;
-  int nartifacts;
-} sandbox_line;
-
-static int find_sandbox(void *ud, const domain_event *e) {
-  sandbox_line *s = ud;
-  if (strncmp(e->type, "sandbox.", 8) == 0 && e->payload && strstr(e->payload, "\"driver\""))
-    render_buf(s->text, sizeof s->text, e->payload, strlen(e->payload), 0);
-  if (strcmp(e->type, "artifact.saved") == 0 && e->payload) {
-    ubuf_add(&s->artifacts, s->nartifacts++ ? "," : "[", 1);
-    ubuf_add(&s->artifacts, e->payload, strlen(e->payload));
-  }
-  return 0;
-}
-
 static const char *SHOW_HELP =
     "usage: engine show ID [--json] [--db PATH]\n"
     "\n"
@@ -810,65 +694,37 @@ static int cmd_show(args *a, common *c) {
   if (rc || c->help) return rc;
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
-  wf_row w;
-  if ((rc = find_workflow(st, pos[0], &w)) != 1) return rc;
-  hist_list h = {0};
-  sandbox_line s = {.text = ""};
-  int ntasks = 0, nsig = 0;
-  if (store_hist_load(st, w.id, w.run, &h) != STORE_OK || (ntasks = store_task_count(st, w.id)) < 0 ||
-      (nsig = store_signal_count(st, w.id)) < 0 || store_domain_list(st, w.id, 0, find_sandbox, &s) != STORE_OK) {
-    hist_list_free(&h);
-    ubuf_free(&s.artifacts);
-    wf_row_free(&w);
-    return read_failed(st, "the history", pos[0]);
+  view_summary s;
+  char err[700];
+  int found = view_summary_load(st, pos[0], &s, err, sizeof err);
+  if (found != 1) {
+    if (found == 0) engine_unknown_id(pos[0], err, sizeof err);
+    store_close(st);
+    return die(EXIT_USAGE, "%s", err);
   }
-  char waiting[512] = "";
-  if (!engine_status_terminal(w.status) && h.n) {
-    const hist_event *last = &h.v[h.n - 1];
-    if (strcmp(last->type, "SignalWaitStarted") == 0)
-      snprintf(waiting, sizeof waiting, "signal '%s' (event #%lld)", last->name, (long long)last->seq);
-    else if (strcmp(last->type, "TimerStarted") == 0)
-      snprintf(waiting, sizeof waiting, "timer (event #%lld) %s", (long long)last->seq, last->payload);
-    else if (strcmp(last->type, "ActivityScheduled") == 0)
-      snprintf(waiting, sizeof waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
-  }
-  char ct[40], ut[40];
-  fmt_time(w.created_at, ct, sizeof ct);
-  fmt_time(w.updated_at, ut, sizeof ut);
+  const wf_row *w = &s.w;
   if (c->json) {
-    char *id = json_quote(w.id), *sc = json_quote(w.script_name), *wt = json_quote(waiting);
-    char *er = !w.error ? util_strdup("null") : w.error[0] == '{' ? util_strdup(w.error) : json_quote(w.error);
-    put_json(stdout, util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
-                              "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
-                              "\"waiting_on\":%s,\"history_events\":%zu,\"tasks\":%d,\"buffered_signals\":%d}",
-                              id, w.status, (long long)w.run, sc, w.code_hash, (long long)w.created_at,
-                              (long long)w.updated_at, w.input ? w.input : "null", w.result ? w.result : "null", er,
-                              wt, h.n, ntasks, nsig));
-    free(id);
-    free(sc);
-    free(wt);
-    free(er);
+    put_json(stdout, view_summary_json(&s));
   } else {
-    render_line(stdout, 0, "id:        %s", w.id);
-    render_line(stdout, 0, "status:    %s%s", w.status, w.cancel == 1 ? " (cancel requested)" : "");
-    if (*waiting) render_line(stdout, 0, "waits on:  %s", waiting);
-    render_line(stdout, 0, "script:    %s (code %.12s)", w.script_name, w.code_hash);
-    render_line(stdout, 0, "run:       %lld", (long long)w.run);
+    char ct[40], ut[40];
+    view_time(w->created_at, ct, sizeof ct);
+    view_time(w->updated_at, ut, sizeof ut);
+    render_line(stdout, 0, "id:        %s", w->id);
+    render_line(stdout, 0, "status:    %s%s", w->status, w->cancel == 1 ? " (cancel requested)" : "");
+    if (*s.waiting) render_line(stdout, 0, "waits on:  %s", s.waiting);
+    render_line(stdout, 0, "script:    %s (code %.12s)", w->script_name, w->code_hash);
+    render_line(stdout, 0, "run:       %lld", (long long)w->run);
     render_line(stdout, 0, "created:   %s", ct);
     render_line(stdout, 0, "updated:   %s", ut);
-    render_line(stdout, 0, "input:     %s", w.input ? w.input : "null");
-    if (w.result) render_line(stdout, 0, "result:    %s", w.result);
-    if (w.error) render_line(stdout, 0, "error:     %s", w.error);
-    render_line(stdout, 0, "history:   %zu events, %d pending tasks, %d buffered signals", h.n, ntasks, nsig);
-    if (*s.text) render_line(stdout, 0, "sandbox:   %s", s.text);
-    if (s.nartifacts) {
-      ubuf_add(&s.artifacts, "]", 2);
-      render_line(stdout, 0, "artifacts: %s", s.artifacts.p);
-    }
+    render_line(stdout, 0, "input:     %s", w->input ? w->input : "null");
+    if (w->result) render_line(stdout, 0, "result:    %s", w->result);
+    if (w->error) render_line(stdout, 0, "error:     %s", w->error);
+    render_line(stdout, 0, "history:   %zu events, %d pending tasks, %d buffered signals", s.history_events, s.tasks,
+                s.signals);
+    if (*s.sandbox) render_line(stdout, 0, "sandbox:   %s", s.sandbox);
+    if (s.artifacts) render_line(stdout, 0, "artifacts: %s", s.artifacts);
   }
-  ubuf_free(&s.artifacts);
-  hist_list_free(&h);
-  wf_row_free(&w);
+  view_summary_free(&s);
   store_close(st);
   return EXIT_OK;
 }
@@ -919,7 +775,7 @@ static int cmd_history(args *a, common *c) {
       free(nm);
     } else {
       char t[40], ref[32] = "", name[201], payload[201];
-      fmt_time(e->time, t, sizeof t);
+      view_time(e->time, t, sizeof t);
       if (e->ref) snprintf(ref, sizeof ref, "->#%lld", (long long)e->ref);
       render_buf(name, sizeof name, e->name ? e->name : "", e->name ? strlen(e->name) : 0, 0);
       render_buf(payload, sizeof payload, e->payload ? e->payload : "", e->payload ? strlen(e->payload) : 0, 0);

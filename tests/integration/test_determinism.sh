@@ -30,12 +30,14 @@ declare -A INPUT=(
   [approvals]='{"requests":[{"id":"a","tool":"shell","timeout":0.05},{"id":"b","tool":"shell","timeout":0.05}]}'
   [store_faults]='{"retry":0.01,"sleep":0,"slow":0.01}'
   [numbers]='{"case":"activity","activity":"numbers_acts.ok"}'
+  [json_meaning]='{"text":"{\"int\":3,\"big\":9007199254740993}"}'
   [nondet]='{}'
   [replay_result]='{}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
   [http_window_acts]="activity module" [timeout_acts]="activity module" [numbers_acts]="activity module"
+  [json_meaning_acts]="activity module"
   [http_window]="needs an HTTP server (test_http_window.sh)"
   [sandbox_session]="needs a sandbox driver (test_sandbox.sh)"
   [runaway]="never ends by itself: the budget stops it (test_runaway.sh)"

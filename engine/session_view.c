@@ -1,0 +1,223 @@
+/* session_view: a session as clients show it (session_view.h). */
+#include "session_view.h"
+
+#include <lauxlib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "json.h"
+#include "render.h"
+#include "util.h"
+
+void view_time(int64_t ms, char *out, size_t n) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  size_t k = strftime(out, n, "%Y-%m-%d %H:%M:%S", &tm);
+  snprintf(out + k, n - k, ".%03dZ", (int)(ms % 1000));
+}
+
+/* ------------------------------------------------------------- events --- */
+
+/* The generic line of an event is cut here (the JSON form has every byte). */
+enum { EVENT_LINE_MAX = 1000 };
+
+/* A field of the event payload as text (strings as they are, the rest as
+ * JSON), rendered on one line in at most max - 1 bytes; "" when absent. */
+static const char *field(lua_State *L, int t, const char *k, char *out, size_t max) {
+  out[0] = 0;
+  lua_getfield(L, t, k);
+  const char *s = NULL;
+  size_t n = 0;
+  if (lua_type(L, -1) == LUA_TSTRING) s = lua_tolstring(L, -1, &n);
+  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA) s = json_encode(L, -1, &n);
+  if (s) render_buf(out, max, s, n, 0);
+  lua_settop(L, t);
+  return out;
+}
+
+static int decode_payload(lua_State *L) {
+  json_decode(L, lua_tostring(L, 1), lua_rawlen(L, 1));
+  return 1;
+}
+
+const char *view_json_field(const char *text, const char *key, char *out, size_t max) {
+  *out = 0;
+  lua_State *L = luaL_newstate();
+  if (!L) return out;
+  lua_pushcfunction(L, decode_payload);
+  lua_pushstring(L, text ? text : "null");
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) field(L, lua_gettop(L), key, out, max);
+  lua_close(L);
+  return out;
+}
+
+/* One state for decoding payloads, kept for the process: a follower renders
+ * many events. */
+static lua_State *fmt_L;
+static void close_fmt(void) { lua_close(fmt_L); }
+
+static void add_line(ubuf *b, size_t max, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_line(ubuf *b, size_t max, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *s = util_vfmt(fmt, ap);
+  va_end(ap);
+  render_add(b, s, strlen(s), 0, max);
+  free(s);
+}
+
+char *view_event_line(const domain_event *e) {
+  if (!fmt_L) {
+    fmt_L = luaL_newstate();
+    if (!fmt_L) return util_fmt("#%-4lld (out of memory)", (long long)e->seq);
+    atexit(close_fmt);
+  }
+  lua_State *L = fmt_L;
+  char t[40], a[400], b[400], c[400];
+  view_time(e->time, t, sizeof t);
+  ubuf out = {0};
+  char *head = util_fmt("#%-4lld %s  ", (long long)e->seq, t + 11);
+  ubuf_add(&out, head, strlen(head));
+  free(head);
+  const char *payload = e->payload ? e->payload : "";
+  lua_settop(L, 0);
+  lua_pushcfunction(L, decode_payload);
+  lua_pushstring(L, e->payload ? e->payload : "null");
+  const char *ty = e->type;
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, 1)) {
+    ty = "";
+  } else {
+    /* the event's main field: without it the generic line says more */
+    static const char *const main_field[][2] = {
+        {"tool.requested", "tool"},       {"tool.result", "tool"},        {"approval.requested", "request_id"},
+        {"approval.decided", "request_id"}, {"session.status", "status"}, {"limit.exceeded", "limit"},
+        {"artifact.saved", "path"},       {"session.created", "objective"}, {"session.completed", "outcome"}};
+    for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
+      if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, 1, main_field[i][1], a, sizeof a)) {
+        ty = "";
+        break;
+      }
+  }
+  if (strcmp(ty, "agent.message") == 0)
+    add_line(&out, 0, "assistant: %s", *field(L, 1, "text", a, sizeof a) ? a : "(tool calls only)");
+  else if (strcmp(ty, "tool.requested") == 0)
+    add_line(&out, 0, "  -> %s %s", field(L, 1, "tool", a, sizeof a), field(L, 1, "args", b, sizeof b));
+  else if (strcmp(ty, "tool.result") == 0)
+    add_line(&out, 0, "  <- %s: %s", field(L, 1, "tool", a, sizeof a), field(L, 1, "content", b, sizeof b));
+  else if (strcmp(ty, "approval.requested") == 0)
+    add_line(&out, 0, "  ?? approval %s needed: %s %s", field(L, 1, "request_id", a, sizeof a),
+             field(L, 1, "tool", b, sizeof b), field(L, 1, "reason", c, sizeof c));
+  else if (strcmp(ty, "approval.decided") == 0)
+    add_line(&out, 0, "  ok approval %s: %s %s", field(L, 1, "request_id", a, sizeof a),
+             strcmp(field(L, 1, "approved", b, sizeof b), "true") == 0 ? "approved" : "denied",
+             field(L, 1, "reason", c, sizeof c));
+  else if (strcmp(ty, "session.status") == 0)
+    add_line(&out, 0, "[%s]", field(L, 1, "status", a, sizeof a));
+  else if (strcmp(ty, "limit.exceeded") == 0)
+    add_line(&out, 0, "!! limit %s reached (%s of %s)", field(L, 1, "limit", a, sizeof a),
+             field(L, 1, "value", b, sizeof b), field(L, 1, "max", c, sizeof c));
+  else if (strcmp(ty, "artifact.saved") == 0)
+    add_line(&out, 0, "  saved %s (%s bytes)", field(L, 1, "path", a, sizeof a), field(L, 1, "size", b, sizeof b));
+  else if (strcmp(ty, "session.created") == 0)
+    add_line(&out, 0, "session: %s", field(L, 1, "objective", a, sizeof a));
+  else if (strcmp(ty, "session.completed") == 0)
+    add_line(&out, 0, "completed (%s): %s", field(L, 1, "outcome", a, sizeof a), field(L, 1, "summary", b, sizeof b));
+  else if (strcmp(ty, "session.failed") == 0)
+    add_line(&out, 0, "failed: %s%s", field(L, 1, "error", a, sizeof a), field(L, 1, "problems", b, sizeof b));
+  else
+    add_line(&out, EVENT_LINE_MAX, "%-22s %s", e->type, payload);
+  lua_settop(L, 0);
+  ubuf_add(&out, "", 1);
+  return out.p;
+}
+
+char *view_event_json(const domain_event *e) {
+  char *sid = json_quote(e->session_id), *type = json_quote(e->type);
+  char *out = util_fmt("{\"session_id\":%s,\"seq\":%lld,\"type\":%s,\"time\":%lld,\"payload\":%s}", sid,
+                       (long long)e->seq, type, (long long)e->time, e->payload && *e->payload ? e->payload : "null");
+  free(sid);
+  free(type);
+  return out;
+}
+
+/* ------------------------------------------------------------ summary --- */
+
+typedef struct scan {
+  view_summary *s;
+  ubuf artifacts;
+} scan;
+
+static int find_sandbox(void *ud, const domain_event *e) {
+  scan *c = ud;
+  if (strncmp(e->type, "sandbox.", 8) == 0 && e->payload && strstr(e->payload, "\"driver\""))
+    render_buf(c->s->sandbox, sizeof c->s->sandbox, e->payload, strlen(e->payload), 0);
+  if (strcmp(e->type, "artifact.saved") == 0 && e->payload) {
+    ubuf_add(&c->artifacts, c->s->nartifacts++ ? "," : "[", 1);
+    ubuf_add(&c->artifacts, e->payload, strlen(e->payload));
+  }
+  return 0;
+}
+
+int view_summary_load(store *st, const char *id, view_summary *s, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  int found = store_wf_get(st, id, &s->w);
+  if (found != 1) {
+    if (found < 0) util_seterr(err, errlen, "cannot read the workflow row of %s: %s", id, store_errmsg(st));
+    return found;
+  }
+  hist_list h = {0};
+  scan c = {s, {0}};
+  if (store_hist_load(st, s->w.id, s->w.run, &h) != STORE_OK || (s->tasks = store_task_count(st, s->w.id)) < 0 ||
+      (s->signals = store_signal_count(st, s->w.id)) < 0 ||
+      store_domain_list(st, s->w.id, 0, find_sandbox, &c) != STORE_OK) {
+    util_seterr(err, errlen, "cannot read the history of %s: %s", id, store_errmsg(st));
+    hist_list_free(&h);
+    ubuf_free(&c.artifacts);
+    view_summary_free(s);
+    return -1;
+  }
+  if (s->nartifacts) {
+    ubuf_add(&c.artifacts, "]", 2); /* with the NUL */
+    s->artifacts = c.artifacts.p;
+  }
+  s->history_events = h.n;
+  if (!engine_status_terminal(s->w.status) && h.n) {
+    const hist_event *last = &h.v[h.n - 1];
+    if (strcmp(last->type, "SignalWaitStarted") == 0)
+      snprintf(s->waiting, sizeof s->waiting, "signal '%s' (event #%lld)", last->name, (long long)last->seq);
+    else if (strcmp(last->type, "TimerStarted") == 0)
+      snprintf(s->waiting, sizeof s->waiting, "timer (event #%lld) %s", (long long)last->seq, last->payload);
+    else if (strcmp(last->type, "ActivityScheduled") == 0)
+      snprintf(s->waiting, sizeof s->waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
+  }
+  hist_list_free(&h);
+  return 1;
+}
+
+char *view_summary_json(const view_summary *s) {
+  const wf_row *w = &s->w;
+  char *id = json_quote(w->id), *sc = json_quote(w->script_name), *wt = json_quote(s->waiting);
+  char *er = !w->error ? util_strdup("null") : w->error[0] == '{' ? util_strdup(w->error) : json_quote(w->error);
+  char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
+                       "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
+                       "\"waiting_on\":%s,\"history_events\":%zu,\"tasks\":%d,\"buffered_signals\":%d}",
+                       id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
+                       (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
+                       s->history_events, s->tasks, s->signals);
+  free(id);
+  free(sc);
+  free(wt);
+  free(er);
+  return out;
+}
+
+void view_summary_free(view_summary *s) {
+  wf_row_free(&s->w);
+  free(s->artifacts);
+  s->artifacts = NULL;
+}
