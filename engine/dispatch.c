@@ -95,9 +95,9 @@ void dispatch_due(engine *e) {
   if (e->stopping || e->recovering) return;
   due_ctx d = {e, 0};
   int64_t next = -2;
-  if (store_task_due(e->st, util_now_ms(), NULL, e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK &&
+  if (store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK &&
       !store_batch_failed(e->st))
-    next = d.n >= DISPATCH_BATCH ? util_now_ms() : store_task_next_at(e->st, NULL, e->owner);
+    next = d.n >= DISPATCH_BATCH ? util_now_ms() : store_task_next_at(e->st, e->owner);
   if (next == -2) { /* the batch is lost (the commit handles it) or a query failed */
     if (!store_batch_failed(e->st)) engine_store_incident(e);
     return;

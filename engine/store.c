@@ -64,9 +64,7 @@ enum {
   Q_TASK_RELEASE,
   Q_TASK_GET,
   Q_TASK_DUE,
-  Q_TASK_DUE_WF,
   Q_TASK_NEXT,
-  Q_TASK_NEXT_WF,
   Q_TASK_COUNT,
   Q_SIG_PUT,
   Q_SIG_FIND,
@@ -119,10 +117,7 @@ static const char *SQL[Q__N] = {
     [Q_TASK_GET] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
     [Q_TASK_DUE] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE run_at<=? "
                    "AND (lease_owner IS NULL OR lease_owner<>?) ORDER BY run_at LIMIT ?",
-    [Q_TASK_DUE_WF] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=? AND run_at<=? "
-                      "AND (lease_owner IS NULL OR lease_owner<>?) ORDER BY run_at LIMIT ?",
     [Q_TASK_NEXT] = "SELECT min(run_at) FROM tasks WHERE lease_owner IS NULL OR lease_owner<>?",
-    [Q_TASK_NEXT_WF] = "SELECT min(run_at) FROM tasks WHERE wf_id=? AND (lease_owner IS NULL OR lease_owner<>?)",
     [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=?",
     [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES(?,?,?,?)",
     [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=? AND name=? ORDER BY id LIMIT 1",
@@ -846,16 +841,13 @@ int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, t
   return rc == SQLITE_DONE ? 0 : fail(s, "get task");
 }
 
-int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner, int limit, store_task_cb cb,
-                   void *ud) {
+int store_task_due(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud) {
   /* Collect first: callbacks write to the store, which must not happen mid-scan. */
-  sqlite3_stmt *st = stmt(s, only_wf ? Q_TASK_DUE_WF : Q_TASK_DUE);
+  sqlite3_stmt *st = stmt(s, Q_TASK_DUE);
   if (!st) return STORE_ERR;
-  int i = 1;
-  if (only_wf) bind_text(s, st, i++, only_wf);
-  bind_int(s, st, i++, now);
-  bind_text(s, st, i++, owner);
-  bind_int(s, st, i, limit);
+  bind_int(s, st, 1, now);
+  bind_text(s, st, 2, owner);
+  bind_int(s, st, 3, limit);
   size_t n = 0, cap = 0;
   task_row *v = NULL;
   int rc;
@@ -880,12 +872,10 @@ int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner
   return ret < 0 ? ret : STORE_OK;
 }
 
-int64_t store_task_next_at(store *s, const char *only_wf, const char *owner) {
-  sqlite3_stmt *st = stmt(s, only_wf ? Q_TASK_NEXT_WF : Q_TASK_NEXT);
+int64_t store_task_next_at(store *s, const char *owner) {
+  sqlite3_stmt *st = stmt(s, Q_TASK_NEXT);
   if (!st) return -1;
-  int i = 1;
-  if (only_wf) bind_text(s, st, i++, only_wf);
-  bind_text(s, st, i, owner);
+  bind_text(s, st, 1, owner);
   int64_t v;
   return query_int(s, st, -1, &v) == STORE_OK ? v : -2;
 }

@@ -134,13 +134,12 @@ int store_task_del_wf(store *s, const char *wf_id);
 /* Returns 1 and fills the numbers of *out (wf_id and kind are NULL) when found. */
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
 typedef int (*store_task_cb)(void *ud, const task_row *t);
-/* Up to limit tasks with run_at <= now that owner does not hold a lease on
- * (only_wf limits to one workflow when not NULL). Leases of any other owner are
- * void: one worker holds the database at a time (engine_lock). */
-int store_task_due(store *s, int64_t now, const char *only_wf, const char *owner, int limit, store_task_cb cb,
-                   void *ud);
+/* Up to limit tasks with run_at <= now that owner does not hold a lease on.
+ * Leases of any other owner are void: one worker holds the database at a time
+ * (engine_lock). */
+int store_task_due(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
 /* Earliest run_at of tasks owner does not hold, -1 when there is none, -2 on error. */
-int64_t store_task_next_at(store *s, const char *only_wf, const char *owner);
+int64_t store_task_next_at(store *s, const char *owner);
 int store_task_count(store *s, const char *wf_id);
 
 /* ---- signals buffered until a workflow waits for them ---- */

@@ -582,17 +582,17 @@ static int collect_task(void *ud, const task_row *t) {
   return 0;
 }
 
-static tasklist due(store *s, int64_t now, const char *only_wf, const char *owner, int limit) {
+static tasklist due(store *s, int64_t now, const char *owner, int limit) {
   tasklist l;
   memset(&l, 0, sizeof l);
-  assert_int_equal(store_task_due(s, now, only_wf, owner, limit, collect_task, &l), STORE_OK);
+  assert_int_equal(store_task_due(s, now, owner, limit, collect_task, &l), STORE_OK);
   return l;
 }
 
 static void test_tasks_due_and_leases(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
-  assert_int_equal(store_task_next_at(s, NULL, "A"), -1); /* nothing queued */
+  assert_int_equal(store_task_next_at(s, "A"), -1); /* nothing queued */
   /* leased by A */
   assert_int_equal(store_task_put(s, "wf1", "activity", 2, 100, 1, 90, "A", 999999), STORE_OK);
   /* free */
@@ -602,30 +602,27 @@ static void test_tasks_due_and_leases(void **state) {
   assert_int_equal(store_commit(s), STORE_OK);
 
   /* a task leased by A is not due for A ... */
-  tasklist l = due(s, 1000, NULL, "A", 10);
+  tasklist l = due(s, 1000, "A", 10);
   assert_int_equal(l.n, 1);
   assert_string_equal(l.v[0].kind, "timer");
   assert_int_equal(l.v[0].seq, 3);
   /* ... but is due for B, in run_at order */
-  l = due(s, 1000, NULL, "B", 10);
+  l = due(s, 1000, "B", 10);
   assert_int_equal(l.n, 2);
   assert_string_equal(l.v[0].kind, "activity");
   assert_int_equal(l.v[0].attempt, 1);
   assert_int_equal(l.v[1].seq, 3);
-  assert_int_equal(store_task_next_at(s, NULL, "A"), 200);
-  assert_int_equal(store_task_next_at(s, NULL, "B"), 100);
-  /* limit and only_wf */
-  l = due(s, 1000, NULL, "B", 1);
+  assert_int_equal(store_task_next_at(s, "A"), 200);
+  assert_int_equal(store_task_next_at(s, "B"), 100);
+  /* limit */
+  l = due(s, 1000, "B", 1);
   assert_int_equal(l.n, 1);
   assert_int_equal(l.v[0].run_at, 100);
-  assert_int_equal(due(s, 1000, "wf2", "B", 10).n, 0);
-  l = due(s, 5000, "wf2", "B", 10);
-  assert_int_equal(l.n, 1);
-  assert_string_equal(l.v[0].wf, "wf2");
-  assert_int_equal(store_task_next_at(s, "wf2", "A"), 5000);
-  assert_int_equal(store_task_next_at(s, "wf1", "A"), 200);
+  l = due(s, 5000, "B", 10);
+  assert_int_equal(l.n, 3);
+  assert_string_equal(l.v[2].wf, "wf2");
   /* not yet due */
-  assert_int_equal(due(s, 99, NULL, "B", 10).n, 0);
+  assert_int_equal(due(s, 99, "B", 10).n, 0);
 
   task_row t;
   assert_int_equal(store_task_get(s, "wf1", "activity", 2, &t), 1);
@@ -637,7 +634,7 @@ static void test_tasks_due_and_leases(void **state) {
 
   /* put replaces (same wf, kind, seq): releasing the lease makes it due for A */
   assert_int_equal(store_task_put(s, "wf1", "activity", 2, 150, 2, 90, NULL, 0), STORE_OK);
-  l = due(s, 1000, NULL, "A", 10);
+  l = due(s, 1000, "A", 10);
   assert_int_equal(l.n, 2);
   assert_int_equal(l.v[0].run_at, 150);
   assert_int_equal(l.v[0].attempt, 2);
@@ -647,7 +644,7 @@ static void test_tasks_due_and_leases(void **state) {
   assert_int_equal(store_task_count(s, "wf1"), 1);
   assert_int_equal(store_task_del_wf(s, "wf1"), STORE_OK);
   assert_int_equal(store_task_count(s, "wf1"), 0);
-  assert_int_equal(store_task_next_at(s, NULL, "A"), 5000);
+  assert_int_equal(store_task_next_at(s, "A"), 5000);
   assert_int_equal(store_commit(s), STORE_OK);
   store_close(s);
 }
@@ -661,11 +658,11 @@ static void test_task_take_and_release(void **state) {
   assert_int_equal(store_task_put(s, "wf", "activity", 4, 10, 1, 5, "B", 999999), STORE_OK);
   assert_int_equal(store_task_take(s, "wf", "timer", 3), 1);
   assert_int_equal(store_task_take(s, "wf", "timer", 3), 0); /* gone: a stale copy acts on nothing */
-  assert_int_equal(due(s, 100, NULL, "A", 10).n, 1);        /* B's lease is void for A */
+  assert_int_equal(due(s, 100, "A", 10).n, 1);        /* B's lease is void for A */
   assert_int_equal(store_task_release(s, "A"), STORE_OK);
-  tasklist l = due(s, 100, NULL, "A", 10);
+  tasklist l = due(s, 100, "A", 10);
   assert_int_equal(l.n, 2);
-  assert_int_equal(due(s, 100, NULL, "B", 10).n, 1); /* B keeps its own */
+  assert_int_equal(due(s, 100, "B", 10).n, 1); /* B keeps its own */
   assert_int_equal(store_commit(s), STORE_OK);
   store_close(s);
 }
@@ -698,7 +695,7 @@ static void test_tasks_due_callback_writes(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
   for (int i = 1; i <= 5; i++) assert_int_equal(store_task_put(s, "wf", "timer", i, i, 0, 0, NULL, 0), STORE_OK);
-  assert_int_equal(store_task_due(s, 100, NULL, "A", 100, due_deletes, s), STORE_OK);
+  assert_int_equal(store_task_due(s, 100, "A", 100, due_deletes, s), STORE_OK);
   assert_int_equal(store_task_count(s, "wf"), 0);
   assert_int_equal(store_commit(s), STORE_OK);
   store_close(s);
