@@ -156,8 +156,35 @@ static int deliver(store *st, const char *id, const approval_request *p, const a
   return rc;
 }
 
+/* Who answered and why go into the log as they are (who did what): the
+ * approver a name, the reason text of a bounded size, both UTF-8 without
+ * control characters (a reason may have lines). */
+static int check_decision(const approval_decision *a, char *err, size_t errlen) {
+  char why[128];
+  const char *approver = a->approver ? a->approver : "", *reason = a->reason ? a->reason : "";
+  size_t na = strlen(approver), nr = strlen(reason);
+  if (na == 0 || na > APPROVAL_APPROVER_MAX) {
+    util_seterr(err, errlen, "invalid approver: it is %zu bytes (1 to %d)", na, APPROVAL_APPROVER_MAX);
+    return -1;
+  }
+  if (util_text_problem(approver, na, 0, why, sizeof why) != 0) {
+    util_seterr(err, errlen, "invalid approver: %s", why);
+    return -1;
+  }
+  if (nr > APPROVAL_REASON_MAX) {
+    util_seterr(err, errlen, "the reason is %zu bytes, more than %d", nr, APPROVAL_REASON_MAX);
+    return -1;
+  }
+  if (util_text_problem(reason, nr, 1, why, sizeof why) != 0) {
+    util_seterr(err, errlen, "invalid reason: %s", why);
+    return -1;
+  }
+  return 0;
+}
+
 int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,
                     size_t errlen) {
+  if (check_decision(a, err, errlen) != 0) return -1;
   /* one write transaction from the check to the signal: no worker commits in between */
   if (store_begin(st) != STORE_OK) return store_failed(st, err, errlen);
   wf_row w;

@@ -26,6 +26,9 @@ typedef struct approval_request {
  * pending, -1 with err (an unknown workflow, a read error). */
 int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen);
 
+#define APPROVAL_APPROVER_MAX 256
+#define APPROVAL_REASON_MAX 4096
+
 typedef struct approval_decision {
   const char *request_id; /* the request meant; NULL: the pending one, whichever it is */
   int approved;
@@ -33,7 +36,10 @@ typedef struct approval_decision {
 } approval_decision;
 
 /* Answers a pending request of workflow id: 0 with *answered naming it, or -1
- * with err saying why nothing was written (no such workflow, nothing pending,
+ * with err saying why nothing was written (an approver that is not 1 to
+ * APPROVAL_APPROVER_MAX bytes of UTF-8 without control characters, a reason
+ * over APPROVAL_REASON_MAX bytes or with control characters other than \n and
+ * \t, no such workflow, nothing pending,
  * another request pending than the one named, its deadline passed, already
  * answered, a store error). */
 int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,

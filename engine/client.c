@@ -61,13 +61,7 @@ int engine_check_signal_name(const char *name, char *err, size_t errlen) {
   render_buf(shown, sizeof shown, name, n, 0);
   if (n == 0) snprintf(what, sizeof what, "it is empty");
   else if (n > ENGINE_SIGNAL_NAME_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, ENGINE_SIGNAL_NAME_MAX);
-  for (size_t i = 0; i < n && !*what;) {
-    uint32_t cp;
-    size_t bad, len = util_utf8_decode(name + i, n - i, &cp, &bad);
-    if (!len) snprintf(what, sizeof what, "byte %zu is not UTF-8", i + 1);
-    else if (util_unsafe_codepoint(cp)) snprintf(what, sizeof what, "a control character at byte %zu", i + 1);
-    i += len;
-  }
+  if (!*what) util_text_problem(name, n, 0, what, sizeof what);
   if (!*what) return 0;
   util_seterr(err, errlen, "invalid signal name \"%s\": %s (signal names are 1-%d bytes of UTF-8 without control "
               "characters)", shown, what, ENGINE_SIGNAL_NAME_MAX);

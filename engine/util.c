@@ -198,6 +198,23 @@ int util_unsafe_codepoint(uint32_t cp) {
          (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
 }
 
+int util_text_problem(const char *s, size_t n, int lines, char *why, size_t whylen) {
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    size_t bad, len = util_utf8_decode(s + i, n - i, &cp, &bad);
+    if (!len) {
+      util_seterr(why, whylen, "byte %zu is not UTF-8", i + 1);
+      return -1;
+    }
+    if (util_unsafe_codepoint(cp) && !(lines && (cp == '\n' || cp == '\t'))) {
+      util_seterr(why, whylen, "a control character at byte %zu", i + 1);
+      return -1;
+    }
+    i += len;
+  }
+  return 0;
+}
+
 /* ---- ubuf ---- */
 
 /* The capacity for n more bytes (doubling from 4096), or 0 when that

@@ -61,6 +61,10 @@ size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad);
  * DEL, C1 controls (U+0080-U+009F) and the Unicode bidi controls (U+061C,
  * U+200E, U+200F, U+202A-U+202E, U+2066-U+2069). */
 int util_unsafe_codepoint(uint32_t cp);
+/* Whether s[0..n) is text fit for a name or a record (UTF-8 without unsafe
+ * code points; lines: \n and \t allowed too): 0, or -1 with why naming the
+ * first problem ("byte 3 is not UTF-8", "a control character at byte 7"). */
+int util_text_problem(const char *s, size_t n, int lines, char *why, size_t whylen);
 
 /* ---- ubuf: a growable byte buffer ---- */
 

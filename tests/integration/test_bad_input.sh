@@ -119,7 +119,13 @@ assert_exit "empty signal name" 2 engine signal sig-target '' '{}'
 assert_exit "signal name over 256 bytes" 2 engine signal sig-target "$(printf 'n%.0s' $(seq 300))" '{}'
 assert_contains "says how long" "300 bytes, more than 256" "$ERR"
 assert_exit "approve --reason with invalid UTF-8" 2 engine approve sig-target --reason $'ok \xfe'
-assert_contains "names --reason" "approve: --reason is not UTF-8: byte 4 (0xfe)" "$ERR"
+assert_contains "names the reason" "approve: invalid reason: byte 4 is not UTF-8" "$ERR"
+assert_exit "approve --reason with an escape sequence" 2 engine approve sig-target --reason $'ok \e[2J'
+assert_contains "names the control character" "approve: invalid reason: a control character at byte 4" "$ERR"
+assert_exit "approve --reason of 5,000 bytes" 2 engine approve sig-target --reason "$(head -c 5000 /dev/zero | tr '\0' x)"
+assert_contains "names the size" "the reason is 5000 bytes, more than 4096" "$ERR"
+assert_exit "an approver name with a control character" 2 env USER=$'eve\rmallory' "$ENGINE" approve sig-target --db "$ENGINE_DB" --reason ok
+assert_contains "names the approver" "approve: invalid approver: a control character at byte 4" "$ERR"
 assert_eq "database unchanged by the refused payloads and names" "$before" "$(db_sum)"
 # an escaped NUL is legal JSON: carried by length, never cut at it
 printf 'return function(input) return input end\n' >"$T/echo.lua"
