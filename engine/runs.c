@@ -95,23 +95,28 @@ void run_evict(wfrun *r) {
   run_free(r);
 }
 
+static void codebuf_free(void *p) {
+  codebuf *cb = p;
+  free(cb->buf);
+  free(cb);
+}
+
+static void scriptbuf_free(void *p) {
+  scriptbuf *sb = p;
+  free(sb->src);
+  free(sb);
+}
+
+static void clear_map(strmap *m, void (*free_val)(void *)) {
+  for (size_t i = 0; i < m->cap; i++)
+    if (STRMAP_LIVE(m, i)) free_val(m->vals[i]);
+  strmap_free(m);
+  strmap_init(m);
+}
+
 void run_clear_codecache(engine *e) {
-  for (size_t i = 0; i < e->bytecode.cap; i++)
-    if (STRMAP_LIVE(&e->bytecode, i)) {
-      codebuf *cb = e->bytecode.vals[i];
-      free(cb->buf);
-      free(cb);
-    }
-  strmap_free(&e->bytecode);
-  strmap_init(&e->bytecode);
-  for (size_t i = 0; i < e->scripts.cap; i++)
-    if (STRMAP_LIVE(&e->scripts, i)) {
-      scriptbuf *sb = e->scripts.vals[i];
-      free(sb->src);
-      free(sb);
-    }
-  strmap_free(&e->scripts);
-  strmap_init(&e->scripts);
+  clear_map(&e->bytecode, codebuf_free);
+  clear_map(&e->scripts, scriptbuf_free);
 }
 
 /* Builds a VM for the workflow's current run and replays it; the run then

@@ -44,6 +44,18 @@ assert_exit() {
 # jget PATH < JSON: prints the value at a dotted path
 jget() { lua5.4 "$SRC/tests/integration/jget.lua" "$1"; }
 
+# start_model_server SCENARIO_FILE: the local model server on a free port,
+# in the background; sets PORT and MURL (its base URL).
+start_model_server() {
+  rm -f "$T/mport"
+  python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario "$1" \
+    >/dev/null 2>"$T/mserver.log" &
+  PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
+  PORT="$(cat "$T/mport")"
+  MURL="http://127.0.0.1:$PORT"
+}
+
 # The local model server on $PORT (tests/model_server): scenario JSON loads a
 # scenario and clears the request log; requests prints the log, nreq its length.
 scenario() { curl -sf -X POST "http://127.0.0.1:$PORT/_scenario" -d "$1" >/dev/null || fail "bad scenario: $1"; curl -sf -X DELETE "http://127.0.0.1:$PORT/_requests" >/dev/null; }

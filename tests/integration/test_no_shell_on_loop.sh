@@ -42,11 +42,7 @@ printf '%s\n' '{"steps": [' \
   '{"reply": {"tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "ls /workspace/skills/code-review /workspace/input && printf \"# Review\\nadd subtracts\\n\" >/workspace/output/review.md"}}]}},' \
   '{"reply": {"tool_calls": [{"id": "c2", "name": "publish_review", "arguments": {"summary": "add subtracts", "findings": [{"title": "add returns a - b", "severity": "major"}], "verdict": "request_changes"}}]}}],' \
   '"default": {"reply": {"text": "{\"summary\": \"add subtracts\", \"verdict\": \"request_changes\"}"}}}' >"$T/scenario.json"
-python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario "$T/scenario.json" \
-  >/dev/null 2>"$T/mserver.log" &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
-PORT="$(cat "$T/mport")" MURL="http://127.0.0.1:$(cat "$T/mport")"
+start_model_server "$T/scenario.json"
 printf '{"objective": "review calc.py", "context": {"files": ["%s"]}, "memoryFile": "%s", "skills": ["code-review"],
   "permissions": {"tools": ["shell", "publish_review"]}, "limits": {"maxModelTurns": 5, "memoryMb": 512},
   "model": {"name": "m", "provider": "openai", "baseUrl": "%s/v1"}}' "$T/ctx/calc.py" "$T/ctx/simple.md" "$MURL" \

@@ -19,11 +19,7 @@ printf '%s\n' '{"steps": [' \
   '{"reply": {"tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "mkdir /workspace/working/repo && touch /workspace/working/started && sleep 60 && echo made"}}]}},' \
   '{"reply": {"tool_calls": [{"id": "c2", "name": "shell", "arguments": {"command": "echo second"}}]}}],' \
   '"default": {"reply": {"text": "{\"summary\": \"done\", \"result\": {}}"}}}' >"$T/scenario.json"
-python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario "$T/scenario.json" \
-  >/dev/null 2>"$T/mserver.log" &
-PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
-MURL="http://127.0.0.1:$(cat "$T/mport")"
+start_model_server "$T/scenario.json"
 printf '{"objective": "make the repo", "permissions": {"tools": ["shell"]}, "limits": {"maxModelTurns": 5},
   "model": {"name": "m", "provider": "openai", "baseUrl": "%s/v1"}}' "$MURL" >"$T/input.json"
 

@@ -8,14 +8,11 @@ local function script_path()
   return arg and arg[0] or "tests/skills/test_skills.lua"
 end
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function capture(cmd)
-  local f = assert(io.popen(cmd, "r"))
-  local out = f:read("a")
-  f:close()
-  return (out:gsub("\n$", ""))
-end
+local function dir_of(p) return p:match("^(.*)/[^/]*$") or "." end
+-- the harness, beside this file's parent directory
+local t = dofile(dir_of(dir_of(script_path())) .. "/lua_test.lua")
+local shell_quote, capture, sh = t.shell_quote, t.capture, t.sh
+local fail, ok, show, eq, has, hasnt, same_list, test = t.fail, t.ok, t.show, t.eq, t.has, t.hasnt, t.same_list, t.test
 
 local function repo_root()
   local p = script_path()
@@ -32,66 +29,9 @@ local skills = require "skills"
 local SHIPPED = ROOT .. "/skills"
 
 -- ---------------------------------------------------------------------------
--- Harness
-
-local passed, failed, current = 0, 0, nil
-local failures = {}
-
--- level: 1 = the caller of fail, 2 = the caller of the helper that called fail.
-local function fail(msg, level)
-  local info = debug.getinfo((level or 1) + 1, "l")
-  error({ msg = msg .. " (line " .. tostring(info and info.currentline or "?") .. ")" }, 0)
-end
-
-local function ok(cond, msg) if not cond then fail(msg or "expected a true value", 2) end end
-
-local function show(v) return type(v) == "string" and string.format("%q", v) or tostring(v) end
-
-local function eq(a, b, msg)
-  if a ~= b then fail((msg and msg .. ": " or "") .. "expected " .. show(b) .. ", got " .. show(a), 2) end
-end
-
-local function has(s, sub, msg)
-  if type(s) ~= "string" or not s:find(sub, 1, true) then
-    fail((msg and msg .. ": " or "") .. "expected " .. show(s) .. " to contain " .. show(sub), 2)
-  end
-end
-
-local function hasnt(s, sub, msg)
-  if type(s) == "string" and s:find(sub, 1, true) then
-    fail((msg and msg .. ": " or "") .. "expected " .. show(s) .. " not to contain " .. show(sub), 2)
-  end
-end
-
-local function same_list(a, b, msg)
-  local sa, sb = table.concat(a or {}, "|"), table.concat(b, "|")
-  if type(a) ~= "table" or #a ~= #b or sa ~= sb then fail((msg and msg .. ": " or "") .. "expected {" .. sb .. "}, got {" .. sa .. "}", 2) end
-end
-
-local function test(name, fn)
-  current = name
-  local okr, err = pcall(fn)
-  if okr then
-    passed = passed + 1
-    print("ok   " .. name)
-  else
-    failed = failed + 1
-    local m = type(err) == "table" and err.msg or tostring(err)
-    failures[#failures + 1] = name .. ": " .. m
-    print("FAIL " .. name .. ": " .. m)
-  end
-end
-
--- ---------------------------------------------------------------------------
 -- Fixtures
 
-local TMP = capture("mktemp -d \"${TMPDIR:-/tmp}/skills-test.XXXXXX\"")
-assert(TMP:match("^/.+/skills%-test%.[%w]+$"), "mktemp -d failed: " .. TMP)
-
-local function sh(cmd)
-  local r = os.execute(cmd)
-  assert(r == true or r == 0, "command failed: " .. cmd)
-end
+local TMP = t.tmpdir("skills-test")
 
 local function mkdir(p) sh("mkdir -p -- " .. shell_quote(p)) end
 
@@ -852,10 +792,4 @@ end)
 
 -- ---------------------------------------------------------------------------
 
-os.execute("rm -rf -- " .. shell_quote(TMP))
-print(string.format("\n%d passed, %d failed", passed, failed))
-if failed > 0 then
-  for _, f in ipairs(failures) do io.stderr:write("FAIL " .. f .. "\n") end
-  os.exit(1)
-end
-os.exit(0)
+t.finish()

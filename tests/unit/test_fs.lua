@@ -9,48 +9,11 @@ if repo == "" then repo = "." end
 package.cpath = package.cpath .. ";" .. repo .. "/build/?.so"
 local fs = require "fs"
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local t = dofile(repo .. "/tests/lua_test.lua")
+local shell_quote, capture, sh = t.shell_quote, t.capture, t.sh
+local fail, show, ok, eq, test = t.fail, t.show, t.ok, t.eq, t.test
 
-local function capture(cmd)
-  local f = assert(io.popen(cmd, "r"))
-  local out = f:read("a")
-  f:close()
-  return (out:gsub("\n$", ""))
-end
-
-local function sh(cmd)
-  local r = os.execute(cmd)
-  assert(r == true or r == 0, "command failed: " .. cmd)
-end
-
-local passed, failed, failures = 0, 0, {}
-
-local function fail(msg, level)
-  local info = debug.getinfo((level or 1) + 1, "l")
-  error({ msg = msg .. " (line " .. tostring(info and info.currentline or "?") .. ")" }, 0)
-end
-local function show(v) return type(v) == "string" and string.format("%q", v) or tostring(v) end
-local function ok(cond, msg) if not cond then fail(msg or "expected a true value", 2) end end
-local function eq(a, b, msg)
-  if a ~= b then fail((msg and msg .. ": " or "") .. "expected " .. show(b) .. ", got " .. show(a), 2) end
-end
-
-local function test(name, fn)
-  local okr, err = pcall(fn)
-  if okr then
-    passed = passed + 1
-    print("ok   " .. name)
-  else
-    failed = failed + 1
-    local m = type(err) == "table" and err.msg or tostring(err)
-    failures[#failures + 1] = name .. ": " .. m
-    print("FAIL " .. name .. ": " .. m)
-  end
-end
-
-local TMP = capture("mktemp -d \"${TMPDIR:-/tmp}/fs-test.XXXXXX\"")
-assert(TMP:match("^/.+/fs%-test%.[%w]+$"), "mktemp -d failed: " .. TMP)
-TMP = capture("realpath -- " .. shell_quote(TMP)) -- TMPDIR may itself be a symlink
+local TMP = t.tmpdir("fs-test")
 
 local function write(path, content)
   local f = assert(io.open(path, "wb"))
@@ -289,10 +252,4 @@ end)
 
 -- ---------------------------------------------------------------------------
 
-os.execute("rm -rf -- " .. shell_quote(TMP))
-print(string.format("\n%d passed, %d failed", passed, failed))
-if failed > 0 then
-  for _, f in ipairs(failures) do io.stderr:write("FAIL " .. f .. "\n") end
-  os.exit(1)
-end
-os.exit(0)
+t.finish()
