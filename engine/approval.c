@@ -19,25 +19,12 @@ static int store_failed(store *st, char *err, size_t errlen) {
   return -1;
 }
 
-/* A number field of JSON the engine itself wrote ({"deadline":N,...}). */
-static int64_t int_field(const char *json, const char *key, int64_t dflt) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = json ? strstr(json, pat) : NULL;
-  return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
-}
-
 /* ------------------------------------------- what the request is about --- */
 
 typedef struct describe_ctx {
   lua_State *L;
   approval_request *r;
 } describe_ctx;
-
-static int decode(lua_State *L) {
-  json_decode(L, lua_tostring(L, 1), lua_rawlen(L, 1));
-  return 1;
-}
 
 static void copy_string_field(lua_State *L, const char *k, char *out, size_t n) {
   if (lua_getfield(L, -1, k) == LUA_TSTRING) snprintf(out, n, "%s", lua_tostring(L, -1));
@@ -51,9 +38,8 @@ static int on_event(void *ud, const domain_event *e) {
   if (strcmp(e->type, "approval.requested") != 0 || !e->payload) return 0;
   lua_State *L = d->L;
   lua_settop(L, 0);
-  lua_pushcfunction(L, decode);
-  lua_pushstring(L, e->payload);
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, -1)) return 0;
+  char err[8];
+  if (json_decode_safe(L, e->payload, strlen(e->payload), err, sizeof err) != 0 || !lua_istable(L, -1)) return 0;
   int same = lua_getfield(L, -1, "request_id") == LUA_TSTRING && strcmp(lua_tostring(L, -1), d->r->request_id) == 0;
   lua_pop(L, 1);
   if (same) {
@@ -99,7 +85,7 @@ static int find_pending(store *st, const wf_row *w, approval_request *out, char 
       pending = -1;
     } else {
       snprintf(out->request_id, sizeof out->request_id, "%s", rid);
-      out->deadline = int_field(ev->payload, "deadline", -1);
+      out->deadline = json_int_field(ev->payload, "deadline", -1);
       pending = 1;
     }
   }

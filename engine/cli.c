@@ -953,7 +953,9 @@ static int cmd_policy(args *a, common *c) {
   rc = engine_maintenance(NULL, "policy_check", args, report, sizeof report);
   free(q);
   free(args);
-  if (rc || strstr(report, "\"ok\":false")) return die(EXIT_USAGE, "policy check: %s", report);
+  char ok[8];
+  if (rc || strcmp(view_json_field(report, "ok", ok, sizeof ok), "true") != 0)
+    return die(EXIT_USAGE, "policy check: %s", report);
   put_json(stdout, util_strdup(report));
   return EXIT_OK;
 }

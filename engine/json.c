@@ -644,3 +644,10 @@ char *json_accept(const char *text, size_t len, const char *what, char *err, siz
   lua_close(L);
   return out;
 }
+
+int64_t json_int_field(const char *json, const char *key, int64_t dflt) {
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = json ? strstr(json, pat) : NULL;
+  return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
+}

@@ -5,6 +5,7 @@
 
 #include <lua.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Encodes the value at idx and pushes the JSON text as a Lua string.
  * Raises a Lua error for values JSON cannot hold (functions, cycles, NaN). */
@@ -25,6 +26,11 @@ int json_validate(const char *text, char *err, size_t errlen);
 /* Returns text re-encoded canonically (compact, sorted keys), malloc'd, or
  * NULL with err when it is not JSON. */
 char *json_canonical(const char *text, char *err, size_t errlen);
+
+/* A top-level integer field of an object the engine wrote itself with known
+ * keys ({"fire_at":N}, {"deadline":N,...}), found by its text; dflt when
+ * absent. Never for JSON from outside: a nested key of that name would match. */
+int64_t json_int_field(const char *json, const char *key, int64_t dflt);
 
 /* Returns s as a malloc'd JSON string literal (quoted and escaped). s is a C
  * string: text that may hold NUL bytes goes through json_encode (lengths). */

@@ -194,12 +194,6 @@ void run_deliver(engine *e, const char *id, const hist_event *ev) {
   run_load_id(e, id);
 }
 
-static int64_t json_int_field(const char *json, const char *key, int64_t dflt) {
-  char pat[64];
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  const char *p = json ? strstr(json, pat) : NULL;
-  return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
-}
 /* ------------------------------------------------------------ commands --- */
 
 /* Cancellation is delivered as the outcome of the command the run waits on. */

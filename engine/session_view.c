@@ -40,18 +40,18 @@ static const char *field(lua_State *L, int t, const char *k, char *out, size_t m
   return out;
 }
 
-static int decode_payload(lua_State *L) {
-  json_decode(L, lua_tostring(L, 1), lua_rawlen(L, 1));
-  return 1;
+/* Pushes the decoded text; 0, or -1 (nothing pushed) when it is not JSON. */
+static int decode_payload(lua_State *L, const char *text) {
+  char err[8];
+  if (!text) text = "null";
+  return json_decode_safe(L, text, strlen(text), err, sizeof err);
 }
 
 const char *view_json_field(const char *text, const char *key, char *out, size_t max) {
   *out = 0;
   lua_State *L = luaL_newstate();
   if (!L) return out;
-  lua_pushcfunction(L, decode_payload);
-  lua_pushstring(L, text ? text : "null");
-  if (lua_pcall(L, 1, 1, 0) == LUA_OK && lua_istable(L, -1)) field(L, lua_gettop(L), key, out, max);
+  if (decode_payload(L, text) == 0 && lua_istable(L, -1)) field(L, lua_gettop(L), key, out, max);
   lua_close(L);
   return out;
 }
@@ -86,10 +86,8 @@ char *view_event_line(const domain_event *e) {
   free(head);
   const char *payload = e->payload ? e->payload : "";
   lua_settop(L, 0);
-  lua_pushcfunction(L, decode_payload);
-  lua_pushstring(L, e->payload ? e->payload : "null");
   const char *ty = e->type;
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK || !lua_istable(L, 1)) {
+  if (decode_payload(L, e->payload) != 0 || !lua_istable(L, 1)) {
     ty = "";
   } else {
     /* the event's main field: without it the generic line says more */
@@ -154,7 +152,8 @@ typedef struct scan {
 
 static int find_sandbox(void *ud, const domain_event *e) {
   scan *c = ud;
-  if (strncmp(e->type, "sandbox.", 8) == 0 && e->payload && strstr(e->payload, "\"driver\""))
+  char driver[64];
+  if (strncmp(e->type, "sandbox.", 8) == 0 && *view_json_field(e->payload, "driver", driver, sizeof driver))
     render_buf(c->s->sandbox, sizeof c->s->sandbox, e->payload, strlen(e->payload), 0);
   if (strcmp(e->type, "artifact.saved") == 0 && e->payload) {
     ubuf_add(&c->artifacts, c->s->nartifacts++ ? "," : "[", 1);
