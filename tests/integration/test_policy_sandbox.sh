@@ -17,6 +17,10 @@ printf '%s\n' \
   'end' >"$T/p/10-probe.lua"
 assert_exit "engine policy check: the probe policy loads" 0 engine policy check "$T/p"
 assert_contains "and says ok" '"ok":true' "$OUT"
+mkdir -p "$T/broken" && printf '%s\n' 'return function(req) this is not lua end' >"$T/broken/10-bad.lua"
+assert_exit "engine policy check: a broken set is refused" 2 engine policy check "$T/broken"
+assert_contains "naming the file and line" "10-bad.lua:1:" "$ERR"
+assert_exit "engine policy check: a missing directory is refused" 2 engine policy check "$T/nowhere"
 
 # the loader as a library: the real metatable is restored after each decision
 out="$(cd "$SRC" && P="$T/p" lua5.4 -e '
