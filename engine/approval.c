@@ -14,6 +14,11 @@
 
 #define SIGNAL_PREFIX "approval:"
 
+const char *approval_request_of(const char *signal_name) {
+  size_t n = strlen(SIGNAL_PREFIX);
+  return signal_name && strncmp(signal_name, SIGNAL_PREFIX, n) == 0 ? signal_name + n : NULL;
+}
+
 static int store_failed(store *st, char *err, size_t errlen) {
   util_seterr(err, errlen, "%s", store_errmsg(st));
   return -1;
@@ -77,8 +82,8 @@ static int find_pending(store *st, const wf_row *w, approval_request *out, char 
   int pending = 0;
   const hist_event *ev = got ? &h.v[0] : NULL;
   if (ev && strcmp(ev->type, "SignalWaitStarted") == 0 && ev->name &&
-      strncmp(ev->name, SIGNAL_PREFIX, strlen(SIGNAL_PREFIX)) == 0) {
-    const char *rid = ev->name + strlen(SIGNAL_PREFIX);
+      approval_request_of(ev->name)) {
+    const char *rid = approval_request_of(ev->name);
     if (strlen(rid) >= sizeof out->request_id) {
       util_seterr(err, errlen, "workflow '%s' waits on an approval request whose id is longer than %zu bytes", w->id,
                   sizeof out->request_id - 1);

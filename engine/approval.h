@@ -15,6 +15,10 @@
 
 #include "store.h"
 
+/* The request id an approval signal's name carries ("approval:RID" -> "RID"),
+ * or NULL when name is not an approval signal. */
+const char *approval_request_of(const char *signal_name);
+
 typedef struct approval_request {
   char request_id[256];
   char tool[128];   /* the tool it is about, or "" */

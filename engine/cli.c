@@ -252,12 +252,13 @@ static void start_on_status(void *ud, const char *id, const char *status, const 
     return;
   }
   if (s->quiet || strcmp(status, "waiting") != 0 || !detail) return;
-  if (strncmp(detail, "signal approval:", 16) == 0)
+  const char *signal = strncmp(detail, "signal ", 7) == 0 ? detail + 7 : NULL, *rid = approval_request_of(signal);
+  if (rid)
     render_line(stderr, DIE_MAX,
                 "engine: %s is waiting for approval %s; from another terminal: engine approve %s --request %s (or "
                 "--deny --reason TEXT)",
-                id, detail + 16, id, detail + 16);
-  else if (strncmp(detail, "signal ", 7) == 0)
+                id, rid, id, rid);
+  else if (signal)
     render_line(stderr, DIE_MAX, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'",
                 id, detail + 7, id, detail + 7);
   else
