@@ -37,7 +37,7 @@ typedef struct watch {
   char *dir;
   uv_fs_event_t fs;
   uv_timer_t debounce, poll; /* poll: only when inotify cannot watch dir */
-  int64_t stamp;             /* the polled directory's last look (mtimes of its entries) */
+  uint64_t stamp;            /* the polled directory's last look (names, sizes, mtimes) */
   int changing;              /* a worker.changed call is running: another change waits for it */
   int again;
 } watch;
@@ -184,10 +184,10 @@ static void on_change(uv_fs_event_t *fs, const char *filename, int events, int s
 
 /* Without inotify: the directory's entries (names, sizes, mtimes) are looked
  * at every WATCH_POLL_MS, and a difference is a change. */
-static int64_t dir_stamp(const char *dir) {
+static uint64_t dir_stamp(const char *dir) {
   uv_fs_t req;
   uv_dirent_t ent;
-  int64_t h = 1469598103934665603LL;
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a over names, sizes and mtimes */
   if (uv_fs_scandir(NULL, &req, dir, 0, NULL) < 0) {
     uv_fs_req_cleanup(&req);
     return 0;
@@ -202,9 +202,9 @@ static int64_t dir_stamp(const char *dir) {
       n = (int64_t)st.statbuf.st_size;
     }
     uv_fs_req_cleanup(&st);
-    for (const char *p = ent.name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211LL;
-    h = (h ^ m) * 1099511628211LL;
-    h = (h ^ n) * 1099511628211LL;
+    for (const char *p = ent.name; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    h = (h ^ (uint64_t)m) * 1099511628211ULL;
+    h = (h ^ (uint64_t)n) * 1099511628211ULL;
   }
   uv_fs_req_cleanup(&req);
   return h;
@@ -212,7 +212,7 @@ static int64_t dir_stamp(const char *dir) {
 
 static void on_poll(uv_timer_t *t) {
   watch *w = t->data;
-  int64_t s = dir_stamp(w->dir);
+  uint64_t s = dir_stamp(w->dir);
   if (s != w->stamp) {
     w->stamp = s;
     uv_timer_start(&w->debounce, on_debounce, WATCH_DEBOUNCE_MS, 0);
