@@ -38,7 +38,9 @@ end
 function M.watches()
   if off("ENGINE_NO_POLICY_WATCH") then return { dirs = {} } end
   local dir = session.policies_dir()
-  local st = require("fs").lstat(dir)
+  local fs = require "fs"
+  local real = fs.realpath(dir) -- the directory may be reached through a symlink
+  local st = real and fs.lstat(real)
   local isdir = st and st.type == "dir"
   return { dirs = isdir and { dir } or {} }
 end

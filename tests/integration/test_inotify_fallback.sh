@@ -13,7 +13,8 @@ chmod 755 "$T"
 mkdir -p "$T/db" "$T/policies"
 cp "$SRC"/policies/*.lua "$T/policies/"
 chown -R $U:$U "$T/db" "$T/policies"
-export ENGINE_DB="$T/db/engine.db" ENGINE_POLICIES_DIR="$T/policies" ENGINE_NO_SWEEP=1
+ln -s "$T/policies" "$T/policies-link" # reached through a symlink, as a deployment may do
+export ENGINE_DB="$T/db/engine.db" ENGINE_POLICIES_DIR="$T/policies-link" ENGINE_NO_SWEEP=1
 printf '%s\n' 'local wf = require "workflow"' \
   'return function() return { got = wf.wait_signal("go", { timeout = 120 }) } end' >"$T/wait.lua"
 
@@ -28,7 +29,7 @@ as_u "$ENGINE" start "$T/wait.lua" --id w1 --detach >/dev/null 2>&1 || true
 S=$!; PIDS+=("$S")
 for _ in $(seq 100); do grep -q "polling it every" "$T/serve.log" && break; sleep 0.05; done
 log="$(cat "$T/serve.log")"
-assert_contains "the policy watch says it polls" "cannot watch $T/policies with inotify" "$log"
+assert_contains "the policy watch says it polls" "cannot watch $T/policies-link with inotify" "$log"
 assert_contains "the commit watch says it polls" "cannot watch $T/db for commits" "$log"
 
 sleep 0.5
