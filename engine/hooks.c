@@ -236,16 +236,22 @@ static void watch_dir(hooks *h, const char *dir) {
   watch *w = util_xcalloc(1, sizeof *w);
   w->h = h;
   w->dir = util_strdup(dir);
-  int rc = uv_fs_event_init(loop, &w->fs);
-  if (rc == 0) rc = uv_timer_init(loop, &w->debounce);
-  if (rc == 0) rc = uv_timer_init(loop, &w->poll);
-  if (rc != 0) { /* nothing to close: the loop refused a timer */
+  w->fs.data = w->debounce.data = w->poll.data = w;
+  uv_handle_t *handles[3] = {(uv_handle_t *)&w->fs, (uv_handle_t *)&w->debounce, (uv_handle_t *)&w->poll};
+  int inited = 0, rc = uv_fs_event_init(loop, &w->fs);
+  if (rc == 0 && ++inited && (rc = uv_timer_init(loop, &w->debounce)) == 0 && ++inited &&
+      (rc = uv_timer_init(loop, &w->poll)) == 0)
+    ++inited;
+  if (rc != 0) { /* the handles that were put on the loop come off it; the last one frees w */
     render_line(stderr, 0, "engine: cannot watch %s: %s", dir, uv_strerror(rc));
-    free(w->dir);
-    free(w);
+    w->closed = 3 - inited;
+    for (int i = 0; i < inited; i++) uv_close(handles[i], watch_closed);
+    if (!inited) {
+      free(w->dir);
+      free(w);
+    }
     return;
   }
-  w->fs.data = w->debounce.data = w->poll.data = w;
   w->slot = 1 + h->nwatches;
   h->watches[h->nwatches++] = w;
   rc = uv_fs_event_start(&w->fs, on_change, dir, 0);
