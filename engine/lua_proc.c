@@ -240,6 +240,8 @@ static int l_run(lua_State *L) {
   const char *cwd = luaL_optstring(L, -1, NULL);
   lua_getfield(L, 1, "timeout");
   double timeout = luaL_optnumber(L, -1, 60);
+  char why[160]; /* inf or NaN must not reach the integer of a timer */
+  if (util_check_seconds(timeout, "proc.run: timeout", why, sizeof why) != 0) return luaL_error(L, "%s", why);
   lua_getfield(L, 1, "max_output");
   lua_Integer max = luaL_optinteger(L, -1, 1 << 20);
   lua_getfield(L, 1, "stdin");

@@ -33,6 +33,13 @@ out="$(run strerr '{"activity":"acts.fail_string","options":{"retry":{"max_attem
 assert_contains "a plain error string becomes type Error" '"type":"Error"' "$out"
 assert_contains "with its message" 'plain string error' "$out"
 
+for t in inf -inf nan -1 1e300; do
+  out="$(run "proc_$t" "{\"activity\":\"acts.proc_run\",\"args\":{\"timeout\":\"$t\"},\"options\":{\"retry\":{\"max_attempts\":1}}}")"
+  assert_contains "proc.run timeout $t is refused by name" "proc.run: timeout must be a finite number of seconds" "$out"
+done
+out="$(run proc_ok '{"activity":"acts.proc_run","args":{"timeout":5}}')"
+assert_contains "proc.run with a finite timeout runs" '"stdout":"ran\n"' "$out"
+
 out="$(run missing '{"activity":"acts.nope"}')"
 assert_contains "unknown activity function" '"type":"ActivityNotFound"' "$out"
 out="$(run missingmod '{"activity":"nomodule.f"}')"

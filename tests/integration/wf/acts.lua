@@ -13,6 +13,13 @@ end
 
 function M.echo(args) mark("echo"); return args end
 
+-- proc.run with a timeout given as a number or as "inf" / "-inf" / "nan".
+function M.proc_run(args)
+  local t = ({ inf = math.huge, ["-inf"] = -math.huge, nan = 0 / 0 })[args.timeout] or args.timeout
+  local r = require("proc").run({ argv = { "/bin/echo", "ran" }, timeout = t })
+  return { exit_code = r.exit_code, stdout = r.stdout }
+end
+
 function M.fail(args)
   mark("fail")
   error({ type = args.type or "Boom", message = "failed on purpose", non_retryable = args.non_retryable })
