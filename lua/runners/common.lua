@@ -436,9 +436,17 @@ function M.check_tool_calls(turn, tools, lenient)
     for k, v in pairs(extra or {}) do e[k] = v end
     M.raise(type_, message, e)
   end
-  for _, c in ipairs(turn.tool_calls) do
+  for i, c in ipairs(turn.tool_calls) do
+    -- a call the server sent without an id gets one: the agent loop names the
+    -- call's result and approval by it
+    if type(c.id) ~= "string" or c.id == "" then c.id = "call_" .. i end
     if type(c.arguments) ~= "table" then
       local raw = c.arguments_json or ""
+      -- arguments sent as JSON itself, not as a string of it (a number, an object)
+      if type(raw) ~= "string" then
+        raw = json.encode(raw)
+        c.arguments_json = raw
+      end
       local ok, v = pcall(json.decode, raw ~= "" and raw or "{}")
       if not ok or type(v) ~= "table" then
         bad(c, "InvalidToolArguments", "the model called " .. tostring(c.name) ..
@@ -456,6 +464,10 @@ function M.check_tool_calls(turn, tools, lenient)
 end
 
 function M.trim_base(url) return (url:gsub("/+$", "")) end
+
+-- A token count from the server's answer: a number, or 0 for anything else
+-- (null, a string): the agent loop adds them up.
+function M.count(v) return type(v) == "number" and v or 0 end
 
 -- The provider's own message from an error body {"error": {"message", "type"}}
 -- (OpenAI and Anthropic both use this shape), or nil.
