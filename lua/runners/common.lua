@@ -64,6 +64,7 @@ end
 -- UTF-8 character split between feeds is joined before anyone reads it.
 function M.sse_parser()
   local buf, pos, data, event, started = "", 1, nil, nil, false
+  local pending = {} -- chunks with no line end, joined once their line ends
   local p = { ignored = nil } -- the first line that is no SSE field we use (for error messages)
 
   local function line_of(final)
@@ -112,7 +113,15 @@ function M.sse_parser()
   end
 
   local function run(chunk, final)
-    buf = buf:sub(pos) .. chunk
+    -- a chunk that ends no line is only kept: copying the line so far on
+    -- every chunk made a long line (a server may send 32 MiB without a
+    -- newline) cost time quadratic in its length, with the event loop stalled
+    if started and not final and not chunk:find("[\r\n]") and buf:byte(-1) ~= 13 then
+      pending[#pending + 1] = chunk
+      return {}
+    end
+    buf = buf:sub(pos) .. table.concat(pending) .. chunk
+    pending = {}
     pos = 1
     if not started then -- one leading UTF-8 BOM is not part of the stream
       if #buf < 3 and not final and ("\239\187\191"):sub(1, #buf) == buf then return {} end
