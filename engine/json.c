@@ -69,6 +69,9 @@ static void put_number(lua_State *L, jbuf *b, int idx) {
   } else {
     double d = lua_tonumber(L, idx);
     if (!isfinite(d)) luaL_error(L, "json: cannot encode %s", isnan(d) ? "NaN" : "infinity");
+    /* -0.0 == 0 like 3.0 == 3: equal values, equal bytes ("-0" would decode
+     * as the integer 0 and encode as "0" the next time) */
+    if (d == 0) d = 0;
     snprintf(tmp, sizeof tmp, "%.15g", d);
     if (strtod(tmp, NULL) != d) snprintf(tmp, sizeof tmp, "%.17g", d);
   }
@@ -289,10 +292,15 @@ static void dec_string(jdec *d) {
       case 'u': {
         unsigned cp = read_hex4(d);
         if (cp >= 0xD800 && cp <= 0xDBFF && d->end - d->p >= 6 && d->p[0] == '\\' && d->p[1] == 'u') {
+          const char *next = d->p;
           d->p += 2;
           unsigned lo = read_hex4(d);
           if (lo >= 0xDC00 && lo <= 0xDFFF) cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          else { put_utf8(&b, 0xFFFD); cp = lo; }
+          else { /* a lone high surrogate: the next escape (maybe another
+                  * high one, never to be written as UTF-8) is read on its own */
+            d->p = next;
+            cp = 0xFFFD;
+          }
         } else if (cp >= 0xD800 && cp <= 0xDFFF) {
           cp = 0xFFFD; /* lone surrogate */
         }

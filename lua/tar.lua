@@ -53,7 +53,10 @@ function M.unpack(bytes, max_bytes)
     local name = h:sub(1, 100):gsub("%z.*", "")
     local prefix = h:sub(346, 500):gsub("%z.*", "")
     if prefix ~= "" then name = prefix .. "/" .. name end
-    local size = tonumber(h:sub(125, 136):gsub("[%z ]", ""), 8) or 0
+    -- octal digits only: tonumber(s, 8) also takes a sign, and a negative
+    -- size would move pos back (an endless loop)
+    local digits = h:sub(125, 136):gsub("[%z ]", "")
+    local size = digits:match("^[0-7]+$") and tonumber(digits, 8) or 0
     local flag = h:sub(157, 157)
     pos = pos + 512
     local entry = { name = name, size = size, type = (flag == "0" or flag == "\0") and "file" or flag == "5" and "dir" or "other" }

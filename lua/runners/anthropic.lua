@@ -54,8 +54,9 @@ local function from_message(msg)
   local turn = { text = "", tool_calls = {}, model = msg.model }
   local text = {}
   for _, b in ipairs(type(msg.content) == "table" and msg.content or {}) do
-    if b.type == "text" then text[#text + 1] = b.text or ""
-    elseif b.type == "tool_use" then
+    local kind = type(b) == "table" and b.type -- anything but a block is skipped
+    if kind == "text" then text[#text + 1] = type(b.text) == "string" and b.text or ""
+    elseif kind == "tool_use" then
       turn.tool_calls[#turn.tool_calls + 1] = { id = b.id, name = b.name,
         arguments = type(b.input) == "table" and b.input or nil,
         arguments_json = type(b.input) ~= "table" and tostring(b.input) or nil }
@@ -64,8 +65,8 @@ local function from_message(msg)
   turn.text = table.concat(text)
   turn.finish_reason = STOP[msg.stop_reason] or msg.stop_reason or "stop"
   local u = type(msg.usage) == "table" and msg.usage or {}
-  turn.usage = { input_tokens = (u.input_tokens or 0) + (u.cache_read_input_tokens or 0)
-    + (u.cache_creation_input_tokens or 0), output_tokens = u.output_tokens or 0 }
+  turn.usage = { input_tokens = C.count(u.input_tokens) + C.count(u.cache_read_input_tokens)
+    + C.count(u.cache_creation_input_tokens), output_tokens = C.count(u.output_tokens) }
   return turn
 end
 

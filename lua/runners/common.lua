@@ -64,6 +64,7 @@ end
 -- UTF-8 character split between feeds is joined before anyone reads it.
 function M.sse_parser()
   local buf, pos, data, event, started = "", 1, nil, nil, false
+  local pending = {} -- chunks with no line end, joined once their line ends
   local p = { ignored = nil } -- the first line that is no SSE field we use (for error messages)
 
   local function line_of(final)
@@ -112,7 +113,15 @@ function M.sse_parser()
   end
 
   local function run(chunk, final)
-    buf = buf:sub(pos) .. chunk
+    -- a chunk that ends no line is only kept: copying the line so far on
+    -- every chunk made a long line (a server may send 32 MiB without a
+    -- newline) cost time quadratic in its length, with the event loop stalled
+    if started and not final and not chunk:find("[\r\n]") and buf:byte(-1) ~= 13 then
+      pending[#pending + 1] = chunk
+      return {}
+    end
+    buf = buf:sub(pos) .. table.concat(pending) .. chunk
+    pending = {}
     pos = 1
     if not started then -- one leading UTF-8 BOM is not part of the stream
       if #buf < 3 and not final and ("\239\187\191"):sub(1, #buf) == buf then return {} end
@@ -436,9 +445,17 @@ function M.check_tool_calls(turn, tools, lenient)
     for k, v in pairs(extra or {}) do e[k] = v end
     M.raise(type_, message, e)
   end
-  for _, c in ipairs(turn.tool_calls) do
+  for i, c in ipairs(turn.tool_calls) do
+    -- a call the server sent without an id gets one: the agent loop names the
+    -- call's result and approval by it
+    if type(c.id) ~= "string" or c.id == "" then c.id = "call_" .. i end
     if type(c.arguments) ~= "table" then
       local raw = c.arguments_json or ""
+      -- arguments sent as JSON itself, not as a string of it (a number, an object)
+      if type(raw) ~= "string" then
+        raw = json.encode(raw)
+        c.arguments_json = raw
+      end
       local ok, v = pcall(json.decode, raw ~= "" and raw or "{}")
       if not ok or type(v) ~= "table" then
         bad(c, "InvalidToolArguments", "the model called " .. tostring(c.name) ..
@@ -456,6 +473,10 @@ function M.check_tool_calls(turn, tools, lenient)
 end
 
 function M.trim_base(url) return (url:gsub("/+$", "")) end
+
+-- A token count from the server's answer: a number, or 0 for anything else
+-- (null, a string): the agent loop adds them up.
+function M.count(v) return type(v) == "number" and v or 0 end
 
 -- The provider's own message from an error body {"error": {"message", "type"}}
 -- (OpenAI and Anthropic both use this shape), or nil.

@@ -44,7 +44,7 @@ local FINISH = { stop = "stop", tool_calls = "tool_calls", length = "length", co
 
 local function usage_of(u)
   if type(u) ~= "table" then return { input_tokens = 0, output_tokens = 0 } end
-  return { input_tokens = u.prompt_tokens or 0, output_tokens = u.completion_tokens or 0 }
+  return { input_tokens = C.count(u.prompt_tokens), output_tokens = C.count(u.completion_tokens) }
 end
 
 -- The call a streamed tool_calls delta belongs to: the one being built at its
@@ -87,7 +87,8 @@ function M.turn(model, req, opts)
       if ev.data == "[DONE]" then done = true return end
       local chunk = C.decode_event(ev)
       if chunk.error ~= nil and chunk.error ~= json.null then
-        local e = C.provider_error(ev.data) or { type = "ServerError", message = tostring(chunk.error) }
+        -- an error without a message: the event itself (tostring of a table would name an address)
+        local e = C.provider_error(ev.data) or { type = "ServerError", message = C.excerpt(ev.data) }
         C.raise(e.type, "the stream reported an error: " .. e.message, { non_retryable = e.non_retryable })
       end
       model_name = chunk.model or model_name
@@ -139,9 +140,11 @@ function M.turn(model, req, opts)
     turn = { text = type(msg.content) == "string" and msg.content or "", tool_calls = {},
       finish_reason = FINISH[choice.finish_reason] or choice.finish_reason or "stop",
       usage = usage_of(result.usage), model = result.model }
-    for i, tc in ipairs(type(msg.tool_calls) == "table" and msg.tool_calls or {}) do
-      local fn = tc["function"] or {}
-      turn.tool_calls[i] = { id = tc.id, name = fn.name, arguments_json = fn.arguments }
+    for _, tc in ipairs(type(msg.tool_calls) == "table" and msg.tool_calls or {}) do
+      if type(tc) == "table" then -- anything else is no call
+        local fn = type(tc["function"]) == "table" and tc["function"] or {}
+        turn.tool_calls[#turn.tool_calls + 1] = { id = tc.id, name = fn.name, arguments_json = fn.arguments }
+      end
     end
   end
   if #turn.tool_calls > 0 and turn.finish_reason == "stop" then turn.finish_reason = "tool_calls" end

@@ -39,18 +39,21 @@ local function from_response(r)
   local turn = { text = "", tool_calls = {}, usage = { input_tokens = 0, output_tokens = 0 }, model = r.model }
   local text = {}
   for _, item in ipairs(type(r.output) == "table" and r.output or {}) do
-    if item.type == "message" then
+    local kind = type(item) == "table" and item.type -- anything but an item is skipped
+    if kind == "message" then
       for _, part in ipairs(type(item.content) == "table" and item.content or {}) do
-        if part.type == "output_text" and type(part.text) == "string" then text[#text + 1] = part.text end
+        if type(part) == "table" and part.type == "output_text" and type(part.text) == "string" then
+          text[#text + 1] = part.text
+        end
       end
-    elseif item.type == "function_call" then
+    elseif kind == "function_call" then
       turn.tool_calls[#turn.tool_calls + 1] = { id = item.call_id or item.id, name = item.name,
         arguments_json = item.arguments }
     end
   end
   turn.text = table.concat(text)
   if type(r.usage) == "table" then
-    turn.usage = { input_tokens = r.usage.input_tokens or 0, output_tokens = r.usage.output_tokens or 0 }
+    turn.usage = { input_tokens = C.count(r.usage.input_tokens), output_tokens = C.count(r.usage.output_tokens) }
   end
   if r.status == "incomplete" then
     local reason = type(r.incomplete_details) == "table" and r.incomplete_details.reason

@@ -110,6 +110,22 @@ do
   check("a 2-byte UTF-8 character cut in two arrives whole", got[1] == '{"t":"18\194\176C"}', got[1])
 end
 
+-- a long line in many chunks: each chunk used to copy the line so far, so a
+-- 32 MiB data line (what a model server may send before a newline) took
+-- minutes of CPU with the event loop stalled; now each byte is copied a few
+-- times. (8 MiB in 16 KiB chunks took 13 s before, 0.2 s after: the bound
+-- is 10x the latter, far from both, in CPU time.)
+do
+  local p, chunk = C.sse_parser(), string.rep("x", 16384)
+  local t0 = os.clock()
+  p.feed("data: ")
+  for _ = 1, 512 do p.feed(chunk) end
+  local evs = p.feed("\n\n")
+  local spent = os.clock() - t0
+  check("an 8 MiB line in 16 KiB chunks: one event, whole", #evs == 1 and #evs[1].data == 8 * 1024 * 1024)
+  check("an 8 MiB line in 16 KiB chunks is parsed in linear time", spent < 2, string.format("%.2f s of CPU", spent))
+end
+
 local recorded = {}
 for name in io.popen('ls "' .. FIX .. 'recorded"'):lines() do
   if name:match("%.sse$") then recorded[#recorded + 1] = "recorded/" .. name end
@@ -210,6 +226,56 @@ got = turn("openai", 'data: {"choices":[{"index":0,"delta":{"content":"x"},"fini
 check('finish_reason "" is no finish reason', got:match("^error TruncatedStream") ~= nil, got)
 got = turn("openai", 'data: {"choices":[{"index":1,"delta":{"content":"other"}},{"index":0,"delta":{"content":"first"},"finish_reason":"stop"}]}\n\n', nil)
 check("only the first choice is the answer", got == "first|stop||0/0", got)
+
+-- found by tests/fuzz/fuzz_sse_runners: a tool call the server sent without an
+-- id gets one ("call_<n>"), as openai_chat always gave it: the agent loop
+-- builds the call's approval id from it, and a nil there ended the session
+-- with "attempt to concatenate a nil value"
+local function first_call_id(provider, body, opts)
+  responses = { { body = body, sizes = { 5 } } }
+  local okt, t = pcall(runners.turn, { name = "m", provider = provider, baseUrl = "http://model.invalid/v1" },
+    { messages = { { role = "user", content = "hi" } } }, opts or { max_retries = 0 })
+  if not okt then return "error " .. tostring(type(t) == "table" and t.message or t) end
+  return t.tool_calls[1] and t.tool_calls[1].id
+end
+got = first_call_id("anthropic", '{"type":"message","role":"assistant","model":"m","content":[{"type":"tool_use",' ..
+  '"name":"read_file","input":{"path":"a"}}],"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}',
+  { stream = false, max_retries = 0 })
+check("an Anthropic tool_use without an id gets one", got == "call_1", tostring(got))
+got = first_call_id("openai-responses", 'data: {"type":"response.completed","response":{"status":"completed",' ..
+  '"output":[{"type":"function_call","name":"read_file","arguments":"{}"}]}}\n\n')
+check("a Responses function_call without a call_id gets one", got == "call_1", tostring(got))
+-- ... and an error event whose error has no message is named by the event, not
+-- by a table's address (which differed on every run)
+got = turn("openai", 'data: {"error":{"code":17}}\n\n', nil)
+check("a stream error without a message", got == 'error ServerError: the stream reported an error: {"error":{"code":17}}', got)
+
+-- found by tests/fuzz/fuzz_sse_runners: answers whose parts have another shape
+-- than the API's (a JSON body here) give a turn or a typed error, never a Lua
+-- error; a null token count (JSON null is a truthy value in Lua, so `n or 0`
+-- kept it) counts 0, where the agent loop's sum of tokens raised
+local function json_turn(provider, body)
+  responses = { { body = body } }
+  local okt, t = pcall(runners.turn, { name = "m", provider = provider, baseUrl = "http://model.invalid/v1" },
+    { messages = { { role = "user", content = "hi" } } }, { stream = false, max_retries = 0, lenient_tools = true })
+  if not okt then return "error " .. (type(t) == "table" and tostring(t.type) .. ": " .. tostring(t.message) or "(untyped) " .. tostring(t)) end
+  local calls = {}
+  for _, c in ipairs(t.tool_calls) do
+    calls[#calls + 1] = tostring(c.name) .. " " .. (c.error and c.error.type or canon(c.arguments))
+  end
+  return string.format("%s|%s|%g/%g", t.text, table.concat(calls, "; "), t.usage.input_tokens, t.usage.output_tokens)
+end
+got = json_turn("openai", '{"choices":[{"message":{"content":"x","tool_calls":[5,{"id":"c","function":' ..
+  '{"name":"shell","arguments":"{}"}}]}}],"usage":{"prompt_tokens":null,"completion_tokens":"7"}}')
+check("Chat Completions: a tool call that is no object is skipped, null and string counts are 0", got == "x|shell {}|0/0", got)
+got = json_turn("anthropic", '{"content":[5,"s",{"type":"text","text":7},{"type":"text","text":"hi"}],' ..
+  '"usage":{"input_tokens":null,"cache_read_input_tokens":2,"output_tokens":3}}')
+check("Anthropic: content that is no block is skipped, a text that is no string is empty", got == "hi||2/3", got)
+got = json_turn("openai-responses", '{"output":[5,{"type":"message","content":[5,{"type":"output_text","text":"t"}]},' ..
+  '{"type":"function_call","call_id":"c","name":"shell","arguments":{"command":"ls"}},' ..
+  '{"type":"function_call","call_id":"d","name":"shell","arguments":5}],"usage":{"input_tokens":null,"output_tokens":1}}')
+check("Responses: items that are no object are skipped, arguments sent as JSON are read as JSON",
+  got == 't|shell {command:"ls"}; shell InvalidToolArguments|0/1', got)
 
 -- retries: bad JSON in a data: line is retried like a garbage body
 responses = { { body = "data: {not json\n\n", sizes = { 4 } },

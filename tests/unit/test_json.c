@@ -649,6 +649,45 @@ static void test_payload_limit(void **state) {
   unsetenv("ENGINE_MAX_PAYLOAD_BYTES");
 }
 
+/* BUG (engine/json.c, put_number; found by tests/fuzz/fuzz_json): -0.0 was
+ * written "-0", which decodes as the integer 0 and is written "0" the next
+ * time, so the canonical form of "-0.0" was not a fixed point (a payload
+ * checked once and hashed again changed its bytes). -0.0 == 0 in Lua, as 3.0
+ * == 3: fix: equal values, equal bytes, "0". */
+static void BUG_negative_zero_canonical(void **state) {
+  (void)state;
+  lua_State *L = new_state();
+  int ok = encodes_as(L, "return -0.0", "0");
+  ok &= encodes_as(L, "return {x = -0.0}", "{\"x\":0}");
+  ok &= is_true(L, "return json.encode(json.decode(json.encode(json.decode('-0.0')))) == '0'");
+  lua_close(L);
+  assert_true(ok);
+}
+
+/* BUG (engine/json.c, dec_string; found by tests/fuzz/fuzz_json): a \u high
+ * surrogate followed by a \u escape that is not a low surrogate gave U+FFFD
+ * for the first and then wrote the second as it was, so "\ud83d\ud83d" put
+ * the surrogate U+D83D into the string as the bytes ED A0 BD: not UTF-8, in a
+ * workflow's value and in the canonical text json_accept hands to the log.
+ * Fix: only a low surrogate completes a pair; otherwise the high one is U+FFFD
+ * and the next escape is read on its own (and may start a pair itself). */
+static void BUG_high_surrogate_then_high_surrogate(void **state) {
+  (void)state;
+  lua_State *L = new_state();
+  int ok = is_true(L, "return json.decode('\"\\\\ud83d\\\\ud83d\"') == '\\u{FFFD}\\u{FFFD}'");
+  ok &= is_true(L, "return json.decode('\"\\\\ud83d\\\\ud83d\\\\ude00\"') == '\\u{FFFD}\\u{1F600}'");
+  ok &= is_true(L, "return json.decode('\"\\\\ud83d\\\\u0041\"') == '\\u{FFFD}A'");
+  lua_close(L);
+  char err[256] = "";
+  const char *text = "\"\\ud83d\\ud83d\"";
+  char *out = json_accept(text, strlen(text), "--input", err, sizeof err);
+  if (!out) print_error("json_accept refused %s: %s\n", text, err);
+  ok &= out && json_check_text(out, strlen(out), "canonical", err, sizeof err) == 0;
+  if (out && !ok) print_error("json_accept gave text that is not UTF-8: %s\n", err);
+  free(out);
+  assert_true(ok);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_scalars),
@@ -676,6 +715,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(BUG_sparse_integer_keys),
       cmocka_unit_test(BUG_int_and_string_key_collide),
       cmocka_unit_test(BUG_integer_round_trip),
+      cmocka_unit_test(BUG_negative_zero_canonical),
+      cmocka_unit_test(BUG_high_surrogate_then_high_surrogate),
   };
   if (argc > 1 && strcmp(argv[1], "bugs") == 0) return cmocka_run_group_tests_name("unit_json_bugs", bugs, NULL, NULL);
   return cmocka_run_group_tests_name("unit_json", tests, NULL, NULL);
