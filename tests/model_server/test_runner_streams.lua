@@ -110,20 +110,14 @@ do
   check("a 2-byte UTF-8 character cut in two arrives whole", got[1] == '{"t":"18\194\176C"}', got[1])
 end
 
--- a long line in many chunks: each chunk used to copy the line so far, so a
--- 32 MiB data line (what a model server may send before a newline) took
--- minutes of CPU with the event loop stalled; now each byte is copied a few
--- times. (8 MiB in 16 KiB chunks took 13 s before, 0.2 s after: the bound
--- is 10x the latter, far from both, in CPU time.)
+-- a long line in many chunks arrives whole (how its cost grows with its
+-- length is measured by tests/bench/sse_bench.lua, not asserted here)
 do
   local p, chunk = C.sse_parser(), string.rep("x", 16384)
-  local t0 = os.clock()
   p.feed("data: ")
   for _ = 1, 512 do p.feed(chunk) end
   local evs = p.feed("\n\n")
-  local spent = os.clock() - t0
   check("an 8 MiB line in 16 KiB chunks: one event, whole", #evs == 1 and #evs[1].data == 8 * 1024 * 1024)
-  check("an 8 MiB line in 16 KiB chunks is parsed in linear time", spent < 2, string.format("%.2f s of CPU", spent))
 end
 
 local recorded = {}
