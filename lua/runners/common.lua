@@ -445,10 +445,18 @@ function M.check_tool_calls(turn, tools, lenient)
     for k, v in pairs(extra or {}) do e[k] = v end
     M.raise(type_, message, e)
   end
+  local ids = {}
+  for _, c in ipairs(turn.tool_calls) do
+    if type(c.id) == "string" and c.id ~= "" then ids[c.id] = true end
+  end
   for i, c in ipairs(turn.tool_calls) do
-    -- a call the server sent without an id gets one: the agent loop names the
-    -- call's result and approval by it
-    if type(c.id) ~= "string" or c.id == "" then c.id = "call_" .. i end
+    -- a call the server sent without an id gets one (never one another call
+    -- has): the agent loop names the call's result and approval by it
+    if type(c.id) ~= "string" or c.id == "" then
+      local id = "call_" .. i
+      while ids[id] do id = id .. "_" end
+      ids[id], c.id = true, id
+    end
     if type(c.arguments) ~= "table" then
       local raw = c.arguments_json or ""
       -- arguments sent as JSON itself, not as a string of it (a number, an object)

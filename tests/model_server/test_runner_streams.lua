@@ -239,6 +239,16 @@ check("an Anthropic tool_use without an id gets one", got == "call_1", tostring(
 got = first_call_id("openai-responses", 'data: {"type":"response.completed","response":{"status":"completed",' ..
   '"output":[{"type":"function_call","name":"read_file","arguments":"{}"}]}}\n\n')
 check("a Responses function_call without a call_id gets one", got == "call_1", tostring(got))
+-- one that would take the id another call of the turn has gets another
+responses = { { body = '{"type":"message","role":"assistant","model":"m","content":[' ..
+  '{"type":"tool_use","name":"read_file","input":{"path":"a"}},' ..
+  '{"type":"tool_use","id":"call_1","name":"read_file","input":{"path":"b"}}],' ..
+  '"stop_reason":"tool_use","usage":{"input_tokens":1,"output_tokens":1}}', sizes = { 5 } } }
+local okt, t2 = pcall(runners.turn, { name = "m", provider = "anthropic", baseUrl = "http://model.invalid/v1" },
+  { messages = { { role = "user", content = "hi" } } }, { stream = false, max_retries = 0 })
+check("a generated id never repeats one the server sent",
+  okt and t2.tool_calls[1].id ~= t2.tool_calls[2].id and t2.tool_calls[2].id == "call_1",
+  okt and (tostring(t2.tool_calls[1].id) .. " " .. tostring(t2.tool_calls[2].id)) or tostring(t2))
 -- ... and an error event whose error has no message is named by the event, not
 -- by a table's address (which differed on every run)
 got = turn("openai", 'data: {"error":{"code":17}}\n\n', nil)
