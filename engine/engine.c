@@ -219,12 +219,13 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   actvm_set_history(e->act, attempt_history_json, e);
   if ((uv = uv_prepare_init(&e->loop, &e->prep)) != 0 || (uv = uv_timer_init(&e->loop, &e->task_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
-      (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0 || hooks_open(e, err, errlen) != 0) {
-    if (uv != 0) util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
+      (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0) {
+    util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
     engine_free(e);
     return -1;
   }
   e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e;
+  hooks_open(e);
   *out = e;
   return 0;
 }

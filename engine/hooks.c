@@ -290,12 +290,10 @@ static void start_watches(hooks *h) {
 
 /* -------------------------------------------------------------- worker --- */
 
-int hooks_open(engine *e, char *err, size_t errlen) {
-  (void)err, (void)errlen;
+void hooks_open(engine *e) {
   e->hooks = util_xcalloc(1, sizeof *e->hooks);
   e->hooks->e = e;
   tell_worker(e->act, e->st);
-  return 0;
 }
 
 void hooks_start(engine *e) {

@@ -47,19 +47,25 @@ static int decode_payload(lua_State *L, const char *text) {
   return json_decode_safe(L, text, strlen(text), err, sizeof err);
 }
 
-const char *view_json_field(const char *text, const char *key, char *out, size_t max) {
-  *out = 0;
-  lua_State *L = luaL_newstate();
-  if (!L) return out;
-  if (decode_payload(L, text) == 0 && lua_istable(L, -1)) field(L, lua_gettop(L), key, out, max);
-  lua_close(L);
-  return out;
-}
-
 /* One state for decoding payloads, kept for the process: a follower renders
- * many events. */
+ * many events, and show reads a field of each sandbox event. NULL when there
+ * is no memory for it. */
 static lua_State *fmt_L;
 static void close_fmt(void) { lua_close(fmt_L); }
+
+static lua_State *fmt_state(void) {
+  if (!fmt_L && (fmt_L = luaL_newstate())) atexit(close_fmt);
+  if (fmt_L) lua_settop(fmt_L, 0);
+  return fmt_L;
+}
+
+const char *view_json_field(const char *text, const char *key, char *out, size_t max) {
+  *out = 0;
+  lua_State *L = fmt_state();
+  if (L && decode_payload(L, text) == 0 && lua_istable(L, -1)) field(L, lua_gettop(L), key, out, max);
+  if (L) lua_settop(L, 0);
+  return out;
+}
 
 static void add_line(ubuf *b, size_t max, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void add_line(ubuf *b, size_t max, const char *fmt, ...) {
@@ -72,12 +78,8 @@ static void add_line(ubuf *b, size_t max, const char *fmt, ...) {
 }
 
 char *view_event_line(const domain_event *e) {
-  if (!fmt_L) {
-    fmt_L = luaL_newstate();
-    if (!fmt_L) return util_fmt("#%-4lld (out of memory)", (long long)e->seq);
-    atexit(close_fmt);
-  }
-  lua_State *L = fmt_L;
+  lua_State *L = fmt_state();
+  if (!L) return util_fmt("#%-4lld (out of memory)", (long long)e->seq);
   char t[40], a[400], b[400], c[400];
   view_time(e->time, t, sizeof t);
   ubuf out = {0};

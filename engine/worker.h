@@ -139,7 +139,7 @@ char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to
 void dispatch_due(engine *e);
 
 /* hooks.c */
-int hooks_open(engine *e, char *err, size_t errlen);
+void hooks_open(engine *e);
 void hooks_start(engine *e);
 void hooks_free(engine *e);
 

@@ -14,7 +14,7 @@ local raise = util.raise
 -- The canonical absolute path of p (nil when it does not exist).
 local function realpath(p) return (fs.realpath(p)) end
 
-local function lua_dir() return os.getenv("ENGINE_LUA_DIR") or activity.worker().lua_dir end
+local function lua_dir() return activity.worker().lua_dir end -- ENGINE_LUA_DIR or the build default
 local function repo_dir() return lua_dir():gsub("/lua/?$", "") end
 
 function M.skills_root() return os.getenv("ENGINE_SKILLS_DIR") or (repo_dir() .. "/skills") end
