@@ -1,0 +1,66 @@
+/* tokens: API tokens with an identity and scopes, for `engine serve --listen`.
+ *
+ * A token is printed once when created ("eng_" and 43 base64url characters,
+ * 256 random bits); the database keeps only its SHA-256. A request presents it
+ * as "Authorization: Bearer TOKEN"; its identity is "token:NAME". Scopes: read
+ * (every GET), start, signal, approve, cancel, admin (all of them). */
+#ifndef ENGINE_TOKENS_H
+#define ENGINE_TOKENS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+enum {
+  SCOPE_READ = 1,
+  SCOPE_START = 2,
+  SCOPE_SIGNAL = 4,
+  SCOPE_APPROVE = 8,
+  SCOPE_CANCEL = 16,
+  SCOPE_ADMIN = 32 /* implies every other scope */
+};
+
+#define TOKEN_NAME_MAX 64
+#define TOKEN_SECRET_MAX 64 /* bytes of a printed token, with its NUL */
+
+/* Token names: 1 to TOKEN_NAME_MAX bytes of A-Z a-z 0-9 . _ @ -, the first a
+ * letter or digit. Returns 0, or -1 with err naming the problem. */
+int token_check_name(const char *name, char *err, size_t errlen);
+
+/* "read,start,..." (comma-separated, spaces around names ignored) into a
+ * mask. Returns 0, or -1 with err naming the unknown or missing scope. */
+int token_scopes_parse(const char *csv, unsigned *mask, char *err, size_t errlen);
+/* The mask as "read,start,..." in the order of the enum ("admin" alone when
+ * set). */
+void token_scopes_format(unsigned mask, char *out, size_t n);
+/* Whether mask grants scope (admin grants all). */
+int token_allows(unsigned mask, unsigned scope);
+
+/* Creates token name with scopes (one transaction, committed): 0 with the
+ * secret in secret (TOKEN_SECRET_MAX bytes), or -1 with err (a bad name, a
+ * live token of that name, a store error). A revoked name may be reused: the
+ * new token replaces the revoked row. */
+int token_create(store *st, const char *name, unsigned scopes, char *secret, char *err, size_t errlen);
+/* Revokes token name: 1 revoked now, 0 no live token of that name, -1 error. */
+int token_revoke(store *st, const char *name, char *err, size_t errlen);
+
+typedef struct token_info {
+  const char *name;
+  unsigned scopes;
+  int64_t created_at, revoked_at; /* epoch ms; revoked_at 0 when live */
+} token_info;
+/* Every token, live and revoked, by name. Returns 0 or -1 (store_errmsg). */
+int token_list(store *st, int (*cb)(void *ud, const token_info *t), void *ud);
+
+/* How many live tokens exist (the server requires one from every request
+ * once there is any): >= 0, or -1 on a store error. */
+int64_t token_live_count(store *st);
+
+/* Checks a presented secret against every live token, comparing hashes in
+ * constant time (CRYPTO_memcmp, no early exit over the tokens): 1 with the
+ * token's name (TOKEN_NAME_MAX + 1 bytes) and scopes, 0 when none matches, -1
+ * on a store error. */
+int token_verify(store *st, const char *secret, size_t len, char *name, unsigned *scopes);
+
+#endif
