@@ -34,6 +34,7 @@ struct actvm {
   void *history_ud;
   act_call *running; /* the call being resumed: its coroutines' deadline */
   char *instance, *db_dir; /* activity.worker(): which database this worker serves */
+  actvm_observer obs;      /* activity.live, activity.usage */
 };
 
 struct act_call {
@@ -391,8 +392,37 @@ void actvm_set_worker(actvm *a, const char *instance, const char *db_dir) {
   a->db_dir = db_dir ? util_strdup(db_dir) : NULL;
 }
 
+void actvm_set_observer(actvm *a, const actvm_observer *o) { a->obs = *o; }
+
+/* activity.live(type, value): an ephemeral event of the calling workflow for
+ * whoever watches it live (a model's text as it streams); never logged, so a
+ * retried attempt may repeat what an earlier one showed. */
+static int l_live(lua_State *L) {
+  act_call *c = current_call(L);
+  if (!c) return luaL_error(L, "activity.live called outside an activity");
+  const char *type = luaL_checkstring(L, 1);
+  luaL_checkany(L, 2);
+  actvm *a = vm_of(L);
+  if (!a->obs.live) return 0;
+  size_t len;
+  const char *json = json_encode(L, 2, &len);
+  a->obs.live(a->obs.ud, c->wf_id, type, json);
+  return 0;
+}
+
+/* activity.usage(provider, input_tokens, output_tokens): counted in /metrics. */
+static int l_usage(lua_State *L) {
+  if (!current_call(L)) return luaL_error(L, "activity.usage called outside an activity");
+  const char *provider = luaL_checkstring(L, 1);
+  double in = luaL_optnumber(L, 2, 0), out = luaL_optnumber(L, 3, 0);
+  actvm *a = vm_of(L);
+  if (a->obs.usage) a->obs.usage(a->obs.ud, provider, in, out);
+  return 0;
+}
+
 static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
-                                        {"history", l_history},     {"worker", l_worker}, {NULL, NULL}};
+                                        {"history", l_history},     {"worker", l_worker}, {"live", l_live},
+                                        {"usage", l_usage},         {NULL, NULL}};
 
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
   a->history = fn;

@@ -46,6 +46,13 @@ void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud);
 /* What activity.worker() tells activities: the database's instance id (it
  * labels sandboxes) and the directory the database lives in. */
 void actvm_set_worker(actvm *a, const char *instance, const char *db_dir);
+/* Who hears activity.live(type, value) and activity.usage(provider, in, out). */
+typedef struct actvm_observer {
+  void (*live)(void *ud, const char *wf_id, const char *type, const char *json);
+  void (*usage)(void *ud, const char *provider, double input_tokens, double output_tokens);
+  void *ud;
+} actvm_observer;
+void actvm_set_observer(actvm *a, const actvm_observer *o);
 void actvm_free(actvm *a);
 
 /* Starts one attempt of the activity in payload {"args":...,"options":...}.

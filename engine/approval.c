@@ -50,6 +50,8 @@ static int on_event(void *ud, const domain_event *e) {
   if (same) {
     copy_string_field(L, "tool", d->r->tool, sizeof d->r->tool);
     copy_string_field(L, "kind", d->r->kind, sizeof d->r->kind);
+    d->r->since = e->time;
+    d->r->event_seq = e->seq;
   }
   return 0;
 }
@@ -117,9 +119,8 @@ int approval_pending(store *st, const char *id, approval_request *out, char *err
 /* Writes the answer as the signal approval:RID, unless one is buffered already. */
 static int deliver(store *st, const char *id, const approval_request *p, const approval_decision *a, char *err,
                    size_t errlen) {
-  char *name = util_fmt(SIGNAL_PREFIX "%s", p->request_id), *buffered = NULL;
-  int taken = store_signal_take(st, id, name, &buffered); /* undone by the caller's rollback */
-  free(buffered);
+  char *name = util_fmt(SIGNAL_PREFIX "%s", p->request_id);
+  int taken = store_signal_has(st, id, name);
   int rc = -1;
   if (taken < 0) {
     store_failed(st, err, errlen);
@@ -173,17 +174,15 @@ static int check_decision(const approval_decision *a, char *err, size_t errlen) 
   return 0;
 }
 
-int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,
-                    size_t errlen) {
+int approval_answer_in_batch(store *st, const char *id, const approval_decision *a, approval_request *answered,
+                             char *err, size_t errlen) {
   if (check_decision(a, err, errlen) != 0) return -1;
-  /* one write transaction from the check to the signal: no worker commits in between */
   if (store_begin(st) != STORE_OK) return store_failed(st, err, errlen);
   wf_row w;
   int found = store_wf_get(st, id, &w);
   if (found != 1) {
     if (found == 0) engine_unknown_id(id, err, errlen);
     else store_failed(st, err, errlen);
-    store_rollback(st);
     return -1;
   }
   approval_request p;
@@ -208,7 +207,15 @@ int approval_answer(store *st, const char *id, const approval_decision *a, appro
     rc = deliver(st, id, &p, a, err, errlen);
   }
   wf_row_free(&w);
-  if (rc != 0) {
+  if (rc != 0) return -1;
+  *answered = p;
+  return 0;
+}
+
+int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,
+                    size_t errlen) {
+  /* one write transaction from the check to the signal: no worker commits in between */
+  if (approval_answer_in_batch(st, id, a, answered, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }
@@ -217,6 +224,5 @@ int approval_answer(store *st, const char *id, const approval_decision *a, appro
     store_rollback(st);
     return -1;
   }
-  *answered = p;
   return 0;
 }

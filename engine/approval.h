@@ -24,6 +24,8 @@ typedef struct approval_request {
   char tool[128];   /* the tool it is about, or "" */
   char kind[32];    /* "memory" for a memory update, or "" */
   int64_t deadline; /* epoch ms, or -1 when it has none */
+  int64_t since;     /* when it was asked (its approval.requested event), epoch ms */
+  int64_t event_seq; /* that event's seq in the session's stream (0: not found) */
 } approval_request;
 
 /* The request workflow id waits on: 1 with *out filled, 0 when none is
@@ -48,5 +50,9 @@ typedef struct approval_decision {
  * answered, a store error). */
 int approval_answer(store *st, const char *id, const approval_decision *a, approval_request *answered, char *err,
                     size_t errlen);
+/* The same inside the caller's open batch (the worker's, for the HTTP API):
+ * nothing is committed, and a refusal writes nothing. */
+int approval_answer_in_batch(store *st, const char *id, const approval_decision *a, approval_request *answered,
+                             char *err, size_t errlen);
 
 #endif

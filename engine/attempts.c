@@ -105,10 +105,16 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   return seq >= 0;
 }
 
+static void tell_latency(attempt *a, int ok) {
+  engine *e = a->e;
+  if (e->cfg.on_activity) e->cfg.on_activity(e->cfg.ud, a->name, (double)(util_mono_ms() - a->started_mono) / 1000.0, ok);
+}
+
 static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
   (void)call;
   attempt *a = ud;
   engine *e = a->e;
+  tell_latency(a, ok);
   strmap_del(&e->attempts, a->key);
   crash_point("activity.done");
   wfrun *r = strmap_get(&e->runs, a->wf_id);
@@ -135,6 +141,7 @@ int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir
   a->name = util_strdup(name);
   a->payload = util_strdup(payload);
   a->script_dir = util_strdup(script_dir);
+  a->started_mono = util_mono_ms();
   snprintf(a->key, sizeof a->key, "%s/%lld", wf_id, (long long)seq);
   *keep = NULL;
   char err[512];
@@ -173,6 +180,7 @@ int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir
     }
   }
   crash_point("activity.end");
+  tell_latency(a, ok);
   int outcome = attempt_record(a, r, ok, json, ev);
   free(json);
   if (outcome) {

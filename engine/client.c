@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <lauxlib.h>
+#include <lualib.h>
+
 #include "json.h"
 #include "modules.h"
 #include "render.h"
@@ -243,13 +246,15 @@ static const scriptbuf *cached_script(engine *e, const char *path, char *err, si
   return s;
 }
 
-int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, char *err,
-                  size_t errlen) {
-  int existed = 0;
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
+                  char *err, size_t errlen) {
+  int found = 0;
   const scriptbuf *pre = cached_script(e, script_path, err, errlen);
   if (!pre) return -1;
-  if (write_workflow(e->st, id, script_path, input_json, 0, pre, &existed, err, errlen) != 0) return -1;
-  if (existed) {
+  if (write_workflow(e->st, id, script_path, input_json, 0, pre, &found, err, errlen) != 0) return -1;
+  if (existed) *existed = found;
+  if (found) {
+    if (existed) return 0;
     util_seterr(err, errlen, "workflow '%s' already exists", id);
     return -1;
   }
@@ -257,23 +262,68 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
   return 0;
 }
 
+/* Checks, inside the open transaction, that workflow id exists and has not
+ * finished; *cancel gets its cancel state. Nothing is written. */
+static int check_live(store *st, const char *id, const char *what, int *cancel, char *err, size_t errlen) {
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) {
+    if (found == 0) engine_unknown_id(id, err, errlen);
+    else util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  int rc = 0;
+  if (engine_status_terminal(w.status)) {
+    util_seterr(err, errlen, "workflow '%s' is %s; %s not delivered", id, w.status, what);
+    rc = -1;
+  }
+  if (cancel) *cancel = w.cancel;
+  wf_row_free(&w);
+  return rc;
+}
+
+/* The writes of a signal (buffered, and a wake-up task) into the open
+ * transaction, for every client. */
+static int write_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
+  if (!canon) return -1;
+  if (store_begin(st) != STORE_OK || check_live(st, id, "signal", NULL, err, errlen) != 0) {
+    if (store_batch_failed(st)) util_seterr(err, errlen, "%s", store_errmsg(st));
+    free(canon);
+    return -1;
+  }
+  int64_t now = util_now_ms();
+  int rc = store_signal_put(st, id, name, canon, now) != STORE_OK ||
+           store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK;
+  free(canon);
+  if (rc) util_seterr(err, errlen, "%s", store_errmsg(st));
+  return rc ? -1 : 0;
+}
+
+static int write_cancel(store *st, const char *id, char *err, size_t errlen) {
+  int cancel = 0;
+  if (store_begin(st) != STORE_OK || check_live(st, id, "cancellation", &cancel, err, errlen) != 0) {
+    if (store_batch_failed(st)) util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  if (cancel == 0 && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
+                      store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK)) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+/* No wake-up task: the run takes the signal in this same batch (a waiting run
+ * is not in memory, and loading it takes what is buffered). */
 int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
                         size_t errlen) {
   if (engine_check_signal_name(name, err, errlen) != 0) return -1;
   char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
   if (!canon) return -1;
-  wf_row w;
-  int found = store_wf_get(e->st, id, &w);
-  if (found != 1) {
+  if (check_live(e->st, id, "signal", NULL, err, errlen) != 0) {
     free(canon);
-    engine_unknown_id(id, err, errlen);
-    return -1;
-  }
-  int live = !engine_status_terminal(w.status);
-  wf_row_free(&w);
-  if (!live) {
-    free(canon);
-    util_seterr(err, errlen, "workflow '%s' has finished; signal not delivered", id);
     return -1;
   }
   int rc = store_signal_put(e->st, id, name, canon, util_now_ms());
@@ -282,57 +332,58 @@ int engine_signal_local(engine *e, const char *id, const char *name, const char 
     util_seterr(err, errlen, "%s", store_errmsg(e->st));
     return -1;
   }
-  if (!strmap_get(&e->runs, id)) run_load_id(e, id); /* a waiting run is not in memory */
+  if (!strmap_get(&e->runs, id)) run_load_id(e, id);
   return 0;
 }
 
-/* Loads a workflow that must exist and not be finished, inside a transaction. */
-static int begin_live(store *st, const char *id, const char *what, char *err, size_t errlen) {
-  if (store_begin(st) != STORE_OK) return abort_with(st, err, errlen);
-  wf_row w;
-  int found = store_wf_get(st, id, &w);
-  if (found != 1) {
-    if (found == 0) engine_unknown_id(id, err, errlen);
-    else util_seterr(err, errlen, "%s", store_errmsg(st));
-    store_rollback(st);
-    return -1;
-  }
-  if (engine_status_terminal(w.status)) {
-    util_seterr(err, errlen, "workflow '%s' is %s; %s not delivered", id, w.status, what);
-    wf_row_free(&w);
-    store_rollback(st);
-    return -1;
-  }
-  wf_row_free(&w);
+int engine_cancel_local(engine *e, const char *id, char *err, size_t errlen) {
+  if (write_cancel(e->st, id, err, errlen) != 0) return -1;
+  dispatch_due(e);
   return 0;
 }
 
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
-  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
-  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
-  if (!canon) return -1;
-  if (begin_live(st, id, "signal", err, errlen) != 0) {
-    free(canon);
+  if (write_signal(st, id, name, payload, err, errlen) != 0) {
+    store_rollback(st);
     return -1;
   }
-  int64_t now = util_now_ms();
-  int rc = store_signal_put(st, id, name, canon, now);
-  free(canon);
-  if (rc != STORE_OK ||
-      store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK)
-    return abort_with(st, err, errlen);
   return commit_or_fail(st, err, errlen);
 }
 
 int engine_request_cancel(store *st, const char *id, char *err, size_t errlen) {
-  if (begin_live(st, id, "cancellation", err, errlen) != 0) return -1;
-  wf_row w;
-  store_wf_get(st, id, &w);
-  int already = w.cancel != 0;
-  wf_row_free(&w);
-  if (!already && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
-                   store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK))
-    return abort_with(st, err, errlen);
+  if (write_cancel(st, id, err, errlen) != 0) {
+    store_rollback(st);
+    return -1;
+  }
   return commit_or_fail(st, err, errlen);
+}
+
+char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
+                                 size_t errlen) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    util_seterr(err, errlen, "out of memory");
+    return NULL;
+  }
+  char *out = NULL;
+  const char *first = input_json + strspn(input_json, " \t\r\n");
+  if (json_decode_safe(L, input_json, strlen(input_json), err, errlen) == 0) {
+    int obj = *first == '{'; /* decoded, an empty array and an empty object look alike */
+    if (obj) {
+      lua_pushstring(L, identity);
+      lua_setfield(L, -2, "identity");
+    }
+    if (obj || !required) {
+      size_t len;
+      const char *text = json_encode(L, -1, &len);
+      out = util_xmalloc(len + 1);
+      memcpy(out, text, len + 1);
+    } else {
+      util_seterr(err, errlen, "the workflow input must be a JSON object (the engine records who started it in "
+                  "its \"identity\" field)");
+    }
+  }
+  lua_close(L);
+  return out;
 }
 

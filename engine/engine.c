@@ -88,6 +88,7 @@ void engine_store_incident(engine *e) {
 static void batch_lost(engine *e) {
   store_rollback(e->st);
   drop_notes(e);
+  if (e->nwaiters) tell_waiters(e, 0);
   for (size_t i = 0; i < e->runs.cap; i++)
     if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
   strmap_free(&e->runs);
@@ -138,8 +139,37 @@ static void on_store_calm(uv_timer_t *t) {
   e->incident_failures = 0;
 }
 
+/* Waiters of engine_when_committed, told after the batch they wrote into. */
+typedef struct waiter {
+  void (*cb)(void *ud, int ok);
+  void *ud;
+} waiter;
+
+void engine_when_committed(engine *e, void (*cb)(void *ud, int ok), void *ud) {
+  if (e->nwaiters == e->capwaiters) {
+    e->capwaiters = e->capwaiters ? e->capwaiters * 2 : 16;
+    e->waiters = util_xrealloc(e->waiters, e->capwaiters * sizeof(waiter));
+  }
+  e->waiters[e->nwaiters++] = (waiter){cb, ud};
+}
+
+/* From a detached array: a callback may write again and wait for the next batch. */
+static void tell_waiters(engine *e, int ok) {
+  waiter *w = e->waiters;
+  size_t n = e->nwaiters;
+  e->waiters = NULL;
+  e->nwaiters = e->capwaiters = 0;
+  for (size_t i = 0; i < n; i++) w[i].cb(w[i].ud, ok);
+  free(w);
+}
+
+void engine_dispatch_now(engine *e) { dispatch_due(e); }
+
 int engine_commit(engine *e) {
-  if (!store_in_txn(e->st) && !store_batch_failed(e->st)) return 0;
+  if (!store_in_txn(e->st) && !store_batch_failed(e->st)) {
+    if (e->nwaiters) tell_waiters(e, 1); /* they wrote nothing, or it is committed */
+    return 0;
+  }
   crash_point("commit.before");
   if (store_commit(e->st) != STORE_OK) {
     batch_lost(e);
@@ -168,6 +198,7 @@ int engine_commit(engine *e) {
   }
   free(notes);
   if (e->cfg.on_commit) e->cfg.on_commit(e->cfg.ud);
+  if (e->nwaiters) tell_waiters(e, 1);
   return 0;
 }
 
@@ -217,6 +248,8 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
     return -1;
   }
   actvm_set_history(e->act, attempt_history_json, e);
+  actvm_observer obs = {cfg->on_live, cfg->on_usage, cfg->ud};
+  actvm_set_observer(e->act, &obs);
   if ((uv = uv_prepare_init(&e->loop, &e->prep)) != 0 || (uv = uv_timer_init(&e->loop, &e->task_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
       (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0) {
@@ -347,6 +380,7 @@ void engine_free(engine *e) {
   engine_drain_loop(&e->loop);
   drop_notes(e);
   free(e->notes);
+  free(e->waiters); /* a client still waiting is gone with the loop */
   store_close(e->st);
   free(e->lua_dir);
   free(e);

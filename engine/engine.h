@@ -20,6 +20,13 @@ typedef struct engine_config {
   void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
   /* Called after each commit (start uses it to print new domain events). */
   void (*on_commit)(void *ud);
+  /* An ephemeral event of a running activity (activity.live: a model's text
+   * as it streams, "agent.delta"): never in the log, for live watchers only. */
+  void (*on_live)(void *ud, const char *wf_id, const char *type, const char *json);
+  /* An activity attempt ended after seconds (ok: it returned a result). */
+  void (*on_activity)(void *ud, const char *name, double seconds, int ok);
+  /* A model turn's token counts (activity.usage), by provider. */
+  void (*on_usage)(void *ud, const char *provider, double input_tokens, double output_tokens);
   void *ud;
 } engine_config;
 
@@ -33,6 +40,13 @@ store *engine_store(engine *e);
 uv_loop_t *engine_loop(engine *e);
 /* Commits pending writes now (the loop does so every iteration). */
 int engine_commit(engine *e);
+/* cb(ud, 1) runs after the commit that makes what was written so far durable
+ * (the next one, or at once from within it), cb(ud, 0) when that batch is
+ * lost instead (nothing of it was written): how a client inside the worker
+ * (the HTTP API) acknowledges a write only once it is on disk. */
+void engine_when_committed(engine *e, void (*cb)(void *ud, int ok), void *ud);
+/* Dispatches due tasks now (after a client wrote one into the batch). */
+void engine_dispatch_now(engine *e);
 
 /* Where the engine's Lua library lives: ENGINE_LUA_DIR or the build default. */
 const char *engine_lua_dir(void);
@@ -69,12 +83,22 @@ int engine_check_script(const char *path, const char *src, size_t len, char *err
  * queues it. *existed is set (and nothing written) when id already exists. */
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
                            int *existed, char *err, size_t errlen);
-/* In-process clients of a running engine (benchmarks, embedding): the writes
- * join the engine's current batch and the workflow runs at once. */
-int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, char *err,
-                  size_t errlen);
+/* In-process clients of a running engine (benchmarks, embedding, the HTTP
+ * API): the writes join the engine's current batch and the workflow runs at
+ * once; engine_when_committed tells when they are durable. With existed
+ * NULL, an existing id is an error; else *existed is set and nothing written. */
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
+                  char *err, size_t errlen);
 int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
                         size_t errlen);
+int engine_cancel_local(engine *e, const char *id, char *err, size_t errlen);
+
+/* input_json (an object) with its top-level "identity" set to identity (who
+ * or what starts the workflow: "token:NAME", "local:USER"), canonical,
+ * malloc'd; whatever identity the input claimed is replaced. Input that is
+ * not an object: NULL with err when required, else a canonical copy. */
+char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
+                                 size_t errlen);
 
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen);
 int engine_request_cancel(store *st, const char *id, char *err, size_t errlen);

@@ -8,7 +8,10 @@
 #include "crash.h"
 #include "util.h"
 
-#define SCHEMA_VERSION 1
+/* 2: event_feed (one order over every session's events, for GET /v1/events) */
+#define SCHEMA_VERSION 2
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -36,7 +39,15 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS signals_wf ON signals(wf_id, name, id);"
     "CREATE TABLE IF NOT EXISTS domain_events(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
     "  type TEXT NOT NULL, time INTEGER NOT NULL, payload TEXT,"
-    "  PRIMARY KEY(session_id, seq)) WITHOUT ROWID;";
+    "  PRIMARY KEY(session_id, seq)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS event_feed(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL);";
+
+/* A database of an older version gets what it lacks, in one transaction:
+ * SCHEMA again (it only creates what is missing), and the feed of the events
+ * it has, in the order they were written. */
+static const char *MIGRATE =
+    "INSERT INTO event_feed(session_id,seq) SELECT session_id,seq FROM domain_events "
+    "WHERE NOT EXISTS(SELECT 1 FROM event_feed) ORDER BY time, session_id, seq;";
 
 enum {
   Q_WF_INSERT,
@@ -74,6 +85,10 @@ enum {
   Q_DOM_MAX,
   Q_DOM_APPEND,
   Q_DOM_LIST,
+  Q_FEED_PUT,
+  Q_FEED_AFTER,
+  Q_FEED_LAST,
+  Q_WF_PAGE,
   Q_DATA_VERSION,
   Q_COUNT_HIST,
   Q_META_GET,
@@ -128,6 +143,14 @@ static const char *SQL[Q__N] = {
     [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES(?,?,?,?,?)",
     [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=? AND seq>? "
                    "ORDER BY seq",
+    [Q_FEED_PUT] = "INSERT INTO event_feed(session_id,seq) VALUES(?,?)",
+    [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
+                     "ON d.session_id=f.session_id AND d.seq=f.seq WHERE f.id>? ORDER BY f.id LIMIT ?",
+    [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
+    /* keyset pagination: (created_at, id) after the cursor, filters optional */
+    [Q_WF_PAGE] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
+                  "updated_at FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
+                  "AND (created_at>?3 OR (created_at=?3 AND id>?4)) ORDER BY created_at, id LIMIT ?5",
     [Q_DATA_VERSION] = "PRAGMA data_version",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=?",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=?",
@@ -340,13 +363,15 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     }
     rc = sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg);
   }
-  if (rc == SQLITE_OK && have == 0) {
+  if (rc == SQLITE_OK && have < SCHEMA_VERSION) {
     sqlite3_free(emsg);
     emsg = NULL;
     rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &emsg);
     if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
     if (rc == SQLITE_OK)
-      rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','1')", NULL, NULL, &emsg);
+      rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "')",
+                        NULL, NULL, &emsg);
     if (rc == SQLITE_OK) {
       /* names this database's sandboxes, so a sweep never touches another's */
       char ins[128];
@@ -576,6 +601,27 @@ int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
   bind_int(s, st, 3, util_now_ms());
   bind_text(s, st, 4, id);
   return exec_write(s, st, "new run");
+}
+
+int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
+                  int limit, store_wf_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_WF_PAGE);
+  if (!st) return STORE_ERR;
+  if (status) bind_text(s, st, 1, status);
+  if (script) bind_text(s, st, 2, script);
+  bind_int(s, st, 3, after_created);
+  bind_text(s, st, 4, after_id ? after_id : "");
+  bind_int(s, st, 5, limit);
+  int rc;
+  while ((rc = step(s, st)) == SQLITE_ROW) {
+    wf_row w;
+    read_wf(st, &w);
+    int stop = cb(ud, &w);
+    wf_row_free(&w);
+    if (stop) break;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list workflows");
 }
 
 int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
@@ -927,6 +973,17 @@ int store_signal_take(store *s, const char *wf_id, const char *name, char **payl
   return 1;
 }
 
+int store_signal_has(store *s, const char *wf_id, const char *name) {
+  sqlite3_stmt *st = stmt(s, Q_SIG_FIND);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, name);
+  int rc = step(s, st);
+  sqlite3_reset(st);
+  if (rc == SQLITE_ROW) return 1;
+  return rc == SQLITE_DONE ? 0 : fail(s, "find signal");
+}
+
 int store_signal_count(store *s, const char *wf_id) {
   sqlite3_stmt *st = stmt(s, Q_SIG_COUNT);
   if (!st) return -1;
@@ -961,7 +1018,35 @@ int64_t store_domain_append(store *s, const char *session_id, const char *type, 
   bind_int(s, st, 4, time);
   bind_text(s, st, 5, payload);
   if (exec_write(s, st, "append domain event") != STORE_OK) return STORE_ERR;
+  st = stmt(s, Q_FEED_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, session_id);
+  bind_int(s, st, 2, seq);
+  if (exec_write(s, st, "append domain event") != STORE_OK) return STORE_ERR;
   return seq;
+}
+
+int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_FEED_AFTER);
+  if (!st) return STORE_ERR;
+  bind_int(s, st, 1, after_id);
+  bind_int(s, st, 2, limit);
+  int rc;
+  while ((rc = step(s, st)) == SQLITE_ROW) {
+    domain_event e = {(const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2),
+                      (const char *)sqlite3_column_text(st, 3), sqlite3_column_int64(st, 4),
+                      (const char *)sqlite3_column_text(st, 5)};
+    if (cb(ud, sqlite3_column_int64(st, 0), &e)) break;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "read the event feed");
+}
+
+int64_t store_feed_last(store *s) {
+  sqlite3_stmt *st = stmt(s, Q_FEED_LAST);
+  if (!st) return STORE_ERR;
+  int64_t v = 0;
+  return query_int(s, st, 0, &v) == STORE_OK ? v : STORE_ERR;
 }
 
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {

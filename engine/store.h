@@ -99,6 +99,11 @@ int store_wf_set_code(store *s, const char *id, const char *code_hash, const cha
 int store_wf_new_run(store *s, const char *id, int64_t run, const char *input);
 typedef int (*store_wf_cb)(void *ud, const wf_row *w);
 int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud);
+/* Up to limit workflows after (after_created, after_id) in (created_at, id)
+ * order, of status and script_name when those are not NULL: stable pages
+ * however many are created meanwhile. */
+int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
+                  int limit, store_wf_cb cb, void *ud);
 
 /* ---- history ---- */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);
@@ -147,12 +152,20 @@ int store_signal_put(store *s, const char *wf_id, const char *name, const char *
 /* Takes the oldest buffered signal named name: returns 1 with *payload malloc'd. */
 int store_signal_take(store *s, const char *wf_id, const char *name, char **payload);
 int store_signal_count(store *s, const char *wf_id);
+/* 1 when a signal named name is buffered for wf_id, 0 when not, -1 on error. */
+int store_signal_has(store *s, const char *wf_id, const char *name);
 int store_signal_del_wf(store *s, const char *wf_id);
 
 /* ---- the per-session domain event stream (dense seq from 1) ---- */
 int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
 typedef int (*store_domain_cb)(void *ud, const domain_event *e);
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+/* Every session's events in the order they were written: up to limit after
+ * feed position after_id (cb gets each one's position; nonzero stops). */
+typedef int (*store_feed_cb)(void *ud, int64_t id, const domain_event *e);
+int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
+/* The last feed position (0 when empty), or -1 on error. */
+int64_t store_feed_last(store *s);
 
 /* ---- meta: the engine's own small named values ---- */
 /* Returns 1 with *value malloc'd when key is set, 0 when not, -1 on error. */

@@ -47,6 +47,7 @@ typedef struct attempt {
   act_opts opts;
   act_call *call;
   int64_t lease_ms; /* how long its lease lasts: renewed when a lost batch took it */
+  int64_t started_mono; /* for engine_config.on_activity */
   char key[160];
 } attempt;
 
@@ -88,6 +89,8 @@ struct engine {
   uv_signal_t sigint, sigterm;
   note *notes;
   size_t nnotes, capnotes;
+  struct waiter *waiters; /* engine_when_committed */
+  size_t nwaiters, capwaiters;
   int stopping;
   int failed_commit; /* the store could not be written and has not recovered yet */
   /* a store incident (a lost batch, a failed query): retried with backoff */

@@ -294,7 +294,7 @@ static void wf_id(char *out, size_t n, int i) { snprintf(out, n, "%s%d", G.prefi
 static int submit(int i, const char *script, const char *input) {
   char id[64], err[512];
   wf_id(id, sizeof id, i);
-  if (engine_submit(G.e, id, script, input, err, sizeof err) != 0) {
+  if (engine_submit(G.e, id, script, input, NULL, err, sizeof err) != 0) {
     fprintf(stderr, "engine_driver: submit %s: %s\n", id, err);
     return -1;
   }

@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
            provider, base);
   for (int i = 0; i < n; i++) {
     snprintf(id, sizeof id, "mb-%d-%lld", i, (long long)t0);
-    if (engine_submit(b.e, id, script, input, err, sizeof err) != 0) {
+    if (engine_submit(b.e, id, script, input, NULL, err, sizeof err) != 0) {
       fprintf(stderr, "model_bench: %s\n", err);
       return 2;
     }

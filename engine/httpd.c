@@ -1,0 +1,598 @@
+/* httpd: the HTTP server (see httpd.h).
+ *
+ * Why libmicrohttpd: the HTTP parser is the part of a server most exposed to
+ * hostile bytes, so it comes from a library with a security team behind it
+ * (Debian's libmicrohttpd 0.9.75 is security-supported; libh2o's Debian
+ * package, the other library that fits a libuv loop, is a stale 2.2.5).
+ * MHD runs in external-epoll mode: its epoll fd sits in one uv_poll_t and
+ * MHD_get_timeout() sets one uv_timer_t, so requests are served by the same
+ * loop as workflows, activities and timers, with no thread. A response that
+ * waits (for the group commit, for the next event of a stream) suspends its
+ * connection; the answer resumes it.
+ *
+ * Limits, each with its status: a body over max_body is 413 (from
+ * Content-Length before a byte of it is read, or as it arrives), a request
+ * line and headers over max_header 431 (414 for a request line alone; MHD
+ * answers both), a connection past max_connections 503. A client silent for
+ * idle_timeout_s is dropped by MHD; a client that trickles (slowloris: a byte
+ * now and then, which resets MHD's idle timer) is cut off when its request
+ * has not arrived whole after request_timeout_s. Neither costs the loop
+ * more than a read. */
+#include "httpd.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "util.h"
+
+/* Connections over max_connections get a 503 from us; MHD itself turns away
+ * only those past this margin (it closes them without a word). */
+#define CONN_MARGIN 64
+#define SWEEP_MS 1000
+
+typedef struct conn_rec {
+  struct conn_rec *prev, *next;
+  struct MHD_Connection *c;
+  int fd;
+  int64_t receiving_since; /* the connection opened, or its last request ended */
+  int handled;             /* its request is with the handler (or streaming): no deadline */
+  int cut;                 /* shut down for trickling */
+} conn_rec;
+
+struct httpd_stream {
+  struct httpd_stream *prev, *next;
+  httpd_req *r;
+  ubuf q;
+  size_t off;
+  int ended, waiting; /* waiting: suspended in the reader until there is data */
+  void (*on_close)(void *ud);
+  void *ud;
+};
+
+struct httpd_req {
+  httpd *h;
+  struct MHD_Connection *c;
+  conn_rec *conn;
+  char *method, *path;
+  ubuf body;
+  int started;      /* the access handler has seen it */
+  int too_large;    /* body over the limit: answered 413 when it ends */
+  int handled;      /* given to the handler */
+  int suspended;    /* waiting for httpd_respond */
+  int answered;     /* a response is queued (or pending in resp) */
+  struct MHD_Response *resp;
+  int status;
+  httpd_stream *stream;
+};
+
+struct httpd {
+  uv_loop_t *loop;
+  struct MHD_Daemon *d;
+  uv_poll_t poll;
+  uv_timer_t timer, sweep;
+  int closing, handles;
+  httpd_limits lim;
+  httpd_handler handler;
+  void *ud;
+  char addr[80];
+  conn_rec *conns;
+  unsigned nconns, nstreams;
+  httpd_stream *streams;
+};
+
+/* ------------------------------------------------------------- limits --- */
+
+static int env_limit(const char *name, uint64_t lo, uint64_t hi, uint64_t *v, char *err, size_t errlen) {
+  const char *s = getenv(name);
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(s, &end, 10);
+  if (errno || *end || s[0] == '-' || x < lo || x > hi) {
+    char shown[48];
+    snprintf(shown, sizeof shown, "%.40s", s);
+    util_seterr(err, errlen, "%s must be a whole number from %llu to %llu, not '%s'", name, (unsigned long long)lo,
+                (unsigned long long)hi, shown);
+    return -1;
+  }
+  *v = x;
+  return 0;
+}
+
+int httpd_limits_default(httpd_limits *l, char *err, size_t errlen) {
+  uint64_t body = 1 << 20, header = 16 << 10, conns = 1024, idle = 30, req = 30;
+  if (env_limit("ENGINE_HTTP_MAX_BODY_BYTES", 1024, (uint64_t)1 << 30, &body, err, errlen) ||
+      env_limit("ENGINE_HTTP_MAX_HEADER_BYTES", 1024, 1 << 20, &header, err, errlen) ||
+      env_limit("ENGINE_HTTP_MAX_CONNECTIONS", 1, 65536, &conns, err, errlen) ||
+      env_limit("ENGINE_HTTP_IDLE_TIMEOUT_S", 1, 86400, &idle, err, errlen) ||
+      env_limit("ENGINE_HTTP_REQUEST_TIMEOUT_S", 1, 86400, &req, err, errlen))
+    return -1;
+  *l = (httpd_limits){(size_t)body, (size_t)header, (unsigned)conns, (unsigned)idle, (unsigned)req};
+  return 0;
+}
+
+/* ---------------------------------------------------------- the loop --- */
+
+static void run_mhd(httpd *h);
+
+static void on_timer(uv_timer_t *t) { run_mhd(t->data); }
+
+static void run_mhd(httpd *h) {
+  if (h->closing) return;
+  MHD_run(h->d);
+  MHD_UNSIGNED_LONG_LONG ms;
+  if (MHD_get_timeout(h->d, &ms) == MHD_YES)
+    uv_timer_start(&h->timer, on_timer, ms > 3600000 ? 3600000 : (uint64_t)ms, 0);
+  else
+    uv_timer_stop(&h->timer);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  run_mhd(p->data);
+}
+
+/* A request that trickles in is cut off at its deadline: shutting the socket
+ * down makes MHD see the end of it and close the connection as usual. */
+static void on_sweep(uv_timer_t *t) {
+  httpd *h = t->data;
+  int64_t now = util_mono_ms(), limit = (int64_t)h->lim.request_timeout_s * 1000;
+  for (conn_rec *c = h->conns; c; c = c->next) {
+    if (c->handled || c->cut || now - c->receiving_since < limit) continue;
+    c->cut = 1;
+    shutdown(c->fd, SHUT_RDWR);
+  }
+  run_mhd(h);
+}
+
+/* ----------------------------------------------------- MHD callbacks --- */
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  httpd *h = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    conn_rec *r = util_xcalloc(1, sizeof *r);
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    r->c = c;
+    r->fd = fd ? fd->connect_fd : -1;
+    r->receiving_since = util_mono_ms();
+    r->next = h->conns;
+    if (h->conns) h->conns->prev = r;
+    h->conns = r;
+    h->nconns++;
+    *socket_context = r;
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+    conn_rec *r = *socket_context;
+    if (r->prev) r->prev->next = r->next;
+    else h->conns = r->next;
+    if (r->next) r->next->prev = r->prev;
+    h->nconns--;
+    free(r);
+    *socket_context = NULL;
+  }
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+  (void)uri;
+  httpd_req *r = util_xcalloc(1, sizeof *r);
+  r->h = cls;
+  r->c = c;
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  r->conn = ci ? ci->socket_context : NULL;
+  return r;
+}
+
+static void stream_unlink(httpd_stream *s) {
+  httpd *h = s->r->h;
+  if (s->prev) s->prev->next = s->next;
+  else h->streams = s->next;
+  if (s->next) s->next->prev = s->prev;
+  h->nstreams--;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+  (void)cls;
+  (void)c;
+  (void)toe;
+  httpd_req *r = *con_cls;
+  if (!r) return;
+  *con_cls = NULL;
+  if (r->conn) {
+    r->conn->handled = 0;
+    r->conn->receiving_since = util_mono_ms();
+  }
+  if (r->stream) {
+    httpd_stream *s = r->stream;
+    stream_unlink(s);
+    if (s->on_close) s->on_close(s->ud);
+    ubuf_free(&s->q);
+    free(s);
+  }
+  if (r->resp) MHD_destroy_response(r->resp);
+  free(r->method);
+  free(r->path);
+  ubuf_free(&r->body);
+  free(r);
+}
+
+/* MHD would percent-decode the path, so that "a%2Fb" became two segments:
+ * the router decodes each segment itself. Query values stay encoded too. */
+static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s) {
+  (void)cls;
+  (void)c;
+  return strlen(s);
+}
+
+static struct MHD_Response *error_response(int status, const char *msg) {
+  char *q = json_quote(msg), *body = util_fmt("{\"error\":{\"status\":%d,\"message\":%s}}\n", status, q);
+  free(q);
+  struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+  MHD_add_response_header(resp, "Content-Type", "application/json");
+  return resp;
+}
+
+static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
+  struct MHD_Response *resp = error_response(status, msg);
+  MHD_add_response_header(resp, "Connection", "close");
+  enum MHD_Result rc = MHD_queue_response(r->c, (unsigned)status, resp);
+  MHD_destroy_response(resp);
+  r->answered = 1;
+  return rc;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+  (void)version;
+  httpd *h = cls;
+  httpd_req *r = *con_cls;
+  if (!r) return MHD_NO; /* no request object: cannot happen with the URI callback */
+  if (!r->started) {
+    r->started = 1;
+    r->method = util_strdup(method);
+    r->path = util_strdup(url);
+    if (h->nconns > h->lim.max_connections) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "too many connections (the limit is %u); retry later", h->lim.max_connections);
+      return queue_error(r, 503, msg);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > h->lim.max_body) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "the body is %.20s bytes, more than the limit of %zu bytes", cl, h->lim.max_body);
+      return queue_error(r, 413, msg);
+    }
+    return MHD_YES;
+  }
+  if (*upload_size) {
+    if (!r->too_large && r->body.n + *upload_size > h->lim.max_body) {
+      r->too_large = 1;
+      ubuf_free(&r->body);
+    }
+    if (!r->too_large) ubuf_add(&r->body, upload, *upload_size);
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  if (r->too_large) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "the body is more than the limit of %zu bytes", h->lim.max_body);
+    return queue_error(r, 413, msg);
+  }
+  if (r->resp) { /* answered while suspended */
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)r->status, r->resp);
+    MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    return rc;
+  }
+  if (r->handled) return MHD_YES; /* resumed without an answer (cannot happen) */
+  r->handled = 1;
+  if (r->conn) r->conn->handled = 1;
+  ubuf_add(&r->body, "", 1); /* NUL-terminated for the handler */
+  r->body.n--;
+  h->handler(h->ud, r);
+  if (r->resp) {
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)r->status, r->resp);
+    MHD_destroy_response(r->resp);
+    r->resp = NULL;
+    return rc;
+  }
+  if (!r->answered) { /* answered later: park the connection */
+    r->suspended = 1;
+    MHD_suspend_connection(c);
+  }
+  return MHD_YES;
+}
+
+/* ------------------------------------------------------------- start --- */
+
+/* "host:port" or "[v6]:port" into host and port. */
+static int split_addr(const char *addr, char *host, size_t hn, char *port, size_t pn) {
+  const char *colon;
+  if (addr[0] == '[') {
+    const char *close = strchr(addr, ']');
+    if (!close || close[1] != ':') return -1;
+    snprintf(host, hn, "%.*s", (int)(close - addr - 1), addr + 1);
+    colon = close + 1;
+  } else {
+    colon = strrchr(addr, ':');
+    if (!colon) return -1;
+    snprintf(host, hn, "%.*s", (int)(colon - addr), addr);
+  }
+  snprintf(port, pn, "%s", colon + 1);
+  if (!*port || strspn(port, "0123456789") != strlen(port) || atoi(port) > 65535) return -1;
+  return 0;
+}
+
+static int is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a)) return 1;
+    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+  }
+  return 0;
+}
+
+static void format_addr(const struct sockaddr *sa, char *out, size_t n) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, host, sizeof host);
+    port = ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    snprintf(out, n, "%s:%d", host, port);
+  } else {
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, host, sizeof host);
+    port = ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    snprintf(out, n, "[%s]:%d", host, port);
+  }
+}
+
+/* A listening socket on addr (its family picks IPv4 or IPv6), or -1. */
+static int listen_on(const char *addr, struct sockaddr_storage *bound, char *err, size_t errlen) {
+  char host[256], port[16];
+  if (strlen(addr) > 200 || split_addr(addr, host, sizeof host, port, sizeof port) != 0) {
+    util_seterr(err, errlen, "--listen %.200s: expected HOST:PORT (127.0.0.1:7420, [::1]:7420; port 0 picks one)",
+                addr);
+    return -1;
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
+  if (!*host) hints.ai_flags |= AI_PASSIVE;
+  int gai = getaddrinfo(*host ? host : NULL, port, &hints, &ai);
+  if (gai != 0) {
+    util_seterr(err, errlen, "--listen %s: cannot resolve '%s': %s", addr, host, gai_strerror(gai));
+    return -1;
+  }
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 511) != 0) {
+    util_seterr(err, errlen, "--listen %s: %s", addr, strerror(errno));
+    if (fd >= 0) close(fd);
+    freeaddrinfo(ai);
+    return -1;
+  }
+  freeaddrinfo(ai);
+  socklen_t len = sizeof *bound;
+  getsockname(fd, (struct sockaddr *)bound, &len);
+  return fd;
+}
+
+httpd *httpd_start(uv_loop_t *loop, const char *addr, const httpd_limits *lim, httpd_handler handler, void *ud,
+                   int *loopback, char *err, size_t errlen) {
+  struct sockaddr_storage bound;
+  int fd = listen_on(addr, &bound, err, errlen);
+  if (fd < 0) return NULL;
+  httpd *h = util_xcalloc(1, sizeof *h);
+  h->loop = loop;
+  h->lim = *lim;
+  h->handler = handler;
+  h->ud = ud;
+  format_addr((struct sockaddr *)&bound, h->addr, sizeof h->addr);
+  *loopback = is_loopback((struct sockaddr *)&bound);
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (bound.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+  /* the connection's memory pool holds the request line and headers (and
+   * what MHD reads ahead); over it MHD answers 431 */
+  size_t pool = lim->max_header + 4096;
+  h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
+                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)(lim->max_connections + CONN_MARGIN),
+                          MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                          pool, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION,
+                          on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h, MHD_OPTION_UNESCAPE_CALLBACK,
+                          unescape_none, NULL, MHD_OPTION_END);
+  const union MHD_DaemonInfo *ep = h->d ? MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
+  if (!ep) {
+    util_seterr(err, errlen, "--listen %s: libmicrohttpd would not start", addr);
+    if (h->d) MHD_stop_daemon(h->d);
+    close(fd);
+    free(h);
+    return NULL;
+  }
+  int rc = uv_poll_init(loop, &h->poll, ep->epoll_fd);
+  if (rc == 0) {
+    h->handles++;
+    rc = uv_timer_init(loop, &h->timer);
+  }
+  if (rc == 0) {
+    h->handles++;
+    rc = uv_timer_init(loop, &h->sweep);
+  }
+  if (rc == 0) h->handles++;
+  h->poll.data = h->timer.data = h->sweep.data = h;
+  if (rc == 0) rc = uv_poll_start(&h->poll, UV_READABLE, on_poll);
+  if (rc == 0) rc = uv_timer_start(&h->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+  if (rc != 0) {
+    util_seterr(err, errlen, "--listen %s: %s", addr, uv_strerror(rc));
+    httpd_stop(h);
+    return NULL;
+  }
+  run_mhd(h);
+  return h;
+}
+
+const char *httpd_address(const httpd *h) { return h->addr; }
+
+void httpd_get_stats(const httpd *h, httpd_stats *out) {
+  out->connections = h->nconns;
+  out->streams = h->nstreams;
+}
+
+static void on_handle_closed(uv_handle_t *hd) {
+  httpd *h = hd->data;
+  if (--h->handles == 0) free(h);
+}
+
+void httpd_stop(httpd *h) {
+  if (!h || h->closing) return;
+  /* MHD stops only with no connection suspended: end streams, answer the rest */
+  while (h->streams) {
+    httpd_stream *s = h->streams;
+    stream_unlink(s);
+    s->r->stream = NULL;
+    if (s->on_close) s->on_close(s->ud);
+    if (s->waiting) MHD_resume_connection(s->r->c);
+    ubuf_free(&s->q);
+    free(s);
+  }
+  h->closing = 1;
+  MHD_stop_daemon(h->d); /* closes the listening socket too */
+  int n = h->handles;
+  if (n == 0) {
+    free(h);
+    return;
+  }
+  if (n >= 1) uv_close((uv_handle_t *)&h->poll, on_handle_closed);
+  if (n >= 2) uv_close((uv_handle_t *)&h->timer, on_handle_closed);
+  if (n >= 3) uv_close((uv_handle_t *)&h->sweep, on_handle_closed);
+}
+
+/* ----------------------------------------------------------- requests --- */
+
+const char *httpd_method(const httpd_req *r) { return r->method; }
+const char *httpd_path(const httpd_req *r) { return r->path; }
+const char *httpd_header(const httpd_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, name);
+}
+const char *httpd_query(const httpd_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->c, MHD_GET_ARGUMENT_KIND, name);
+}
+const char *httpd_body(const httpd_req *r, size_t *len) {
+  *len = r->body.n;
+  return r->body.p ? r->body.p : "";
+}
+int httpd_peer_loopback(const httpd_req *r) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  return ci && ci->client_addr && is_loopback(ci->client_addr);
+}
+
+static void add_headers(struct MHD_Response *resp, const char *const *headers) {
+  MHD_add_response_header(resp, "Cache-Control", "no-store");
+  MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+  for (size_t i = 0; headers && headers[i]; i++) {
+    const char *colon = strchr(headers[i], ':');
+    if (!colon) continue;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(colon - headers[i]), headers[i]);
+    const char *v = colon + 1;
+    while (*v == ' ') v++;
+    MHD_add_response_header(resp, name, v);
+  }
+}
+
+void httpd_respond(httpd_req *r, int status, const char *content_type, char *body, size_t len,
+                   const char *const *headers) {
+  if (r->answered) {
+    free(body);
+    return;
+  }
+  r->answered = 1;
+  struct MHD_Response *resp = MHD_create_response_from_buffer(len, body ? body : (char *)"",
+                                                              body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+  if (content_type) MHD_add_response_header(resp, "Content-Type", content_type);
+  add_headers(resp, headers);
+  r->resp = resp;
+  r->status = status;
+  if (r->suspended) {
+    r->suspended = 0;
+    MHD_resume_connection(r->c);
+  }
+}
+
+/* ------------------------------------------------------------ streams --- */
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+  (void)pos;
+  httpd_stream *s = cls;
+  size_t avail = s->q.n - s->off;
+  if (avail) {
+    size_t n = avail < max ? avail : max;
+    memcpy(buf, s->q.p + s->off, n);
+    s->off += n;
+    if (s->off == s->q.n) s->off = s->q.n = 0;
+    else if (s->off > (64 << 10) && s->off * 2 > s->q.n) { /* keep the queue from creeping */
+      memmove(s->q.p, s->q.p + s->off, s->q.n - s->off);
+      s->q.n -= s->off;
+      s->off = 0;
+    }
+    return (ssize_t)n;
+  }
+  if (s->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+  /* nothing to send: park the connection until a write (no busy loop) */
+  s->waiting = 1;
+  MHD_suspend_connection(s->r->c);
+  return 0;
+}
+
+httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const char *const *headers,
+                                void (*on_close)(void *ud), void *ud) {
+  httpd *h = r->h;
+  httpd_stream *s = util_xcalloc(1, sizeof *s);
+  s->r = r;
+  s->on_close = on_close;
+  s->ud = ud;
+  struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, stream_read, s, NULL);
+  MHD_add_response_header(resp, "Content-Type", content_type);
+  add_headers(resp, headers);
+  r->stream = s;
+  r->answered = 1;
+  r->resp = resp;
+  r->status = 200;
+  s->next = h->streams;
+  if (h->streams) h->streams->prev = s;
+  h->streams = s;
+  h->nstreams++;
+  if (r->suspended) {
+    r->suspended = 0;
+    MHD_resume_connection(r->c);
+  }
+  /* a stream lives as long as its client: no idle timeout (heartbeats keep
+   * it honest), and never the request deadline */
+  MHD_set_connection_option(r->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+  return s;
+}
+
+size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
+  if (s->ended) return s->q.n - s->off;
+  ubuf_add(&s->q, buf, len);
+  if (s->waiting) {
+    s->waiting = 0;
+    MHD_resume_connection(s->r->c);
+  }
+  return s->q.n - s->off;
+}
+
+void httpd_stream_end(httpd_stream *s) {
+  s->ended = 1;
+  if (s->waiting) {
+    s->waiting = 0;
+    MHD_resume_connection(s->r->c);
+  }
+}
