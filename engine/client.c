@@ -122,12 +122,6 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
   return 0;
 }
 
-static int abort_with(store *st, char *err, size_t errlen) {
-  util_seterr(err, errlen, "%s", store_errmsg(st));
-  store_rollback(st);
-  return -1;
-}
-
 /* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
  * set) into the open transaction. Nothing is written when the script cannot be
  * read or parsed, or when id exists (*existed). */

@@ -44,6 +44,7 @@ void engine_notify(engine *e, const char *id, const char *status, const char *de
 /* ------------------------------------------------------------- commit --- */
 
 static void on_store_retry(uv_timer_t *t);
+static void tell_waiters(engine *e, int ok);
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 5000

@@ -164,6 +164,42 @@ static int find_sandbox(void *ud, const domain_event *e) {
   return 0;
 }
 
+/* What the run waits on now, from its last event, as JSON: an approval
+ * request (its id, tool, since, deadline), a signal (name, deadline), a timer
+ * (due_at) or an activity in flight (name, since, attempt). NULL for none. */
+static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
+  char *name = json_quote(last->name ? last->name : ""), *out = NULL;
+  if (strcmp(last->type, "SignalWaitStarted") == 0) {
+    approval_request p;
+    char err[256];
+    int64_t deadline = json_int_field(last->payload, "deadline", -1);
+    char dl[32] = "null";
+    if (deadline >= 0) snprintf(dl, sizeof dl, "%lld", (long long)deadline);
+    if (approval_request_of(last->name) && approval_pending(st, w->id, &p, err, sizeof err) == 1) {
+      char *rid = json_quote(p.request_id), *tool = json_quote(p.tool), *kind = json_quote(p.kind);
+      out = util_fmt("{\"kind\":\"approval\",\"request_id\":%s,\"tool\":%s,\"about\":%s,\"signal\":%s,"
+                     "\"since\":%lld,\"deadline\":%s}",
+                     rid, tool, kind, name, (long long)(p.since ? p.since : last->time), dl);
+      free(rid);
+      free(tool);
+      free(kind);
+    } else {
+      out = util_fmt("{\"kind\":\"signal\",\"signal\":%s,\"since\":%lld,\"deadline\":%s}", name,
+                     (long long)last->time, dl);
+    }
+  } else if (strcmp(last->type, "TimerStarted") == 0) {
+    out = util_fmt("{\"kind\":\"timer\",\"since\":%lld,\"due_at\":%lld}", (long long)last->time,
+                   (long long)json_int_field(last->payload, "fire_at", -1));
+  } else if (strcmp(last->type, "ActivityScheduled") == 0) {
+    task_row t;
+    int attempt = store_task_get(st, w->id, "activity", last->seq, &t) == 1 && t.attempt > 0 ? t.attempt : 1;
+    out = util_fmt("{\"kind\":\"activity\",\"activity\":%s,\"seq\":%lld,\"since\":%lld,\"attempt\":%d}",
+                   name, (long long)last->seq, (long long)last->time, attempt);
+  }
+  free(name);
+  return out;
+}
+
 int view_summary_load(store *st, const char *id, view_summary *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   int found = store_wf_get(st, id, &s->w);
@@ -195,6 +231,7 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
       snprintf(s->waiting, sizeof s->waiting, "timer (event #%lld) %s", (long long)last->seq, last->payload);
     else if (strcmp(last->type, "ActivityScheduled") == 0)
       snprintf(s->waiting, sizeof s->waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
+    s->waits = waits_json(st, &s->w, last);
   }
   hist_list_free(&h);
   return 1;
@@ -206,10 +243,11 @@ char *view_summary_json(const view_summary *s) {
   char *er = !w->error ? util_strdup("null") : w->error[0] == '{' ? util_strdup(w->error) : json_quote(w->error);
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
                        "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
-                       "\"waiting_on\":%s,\"history_events\":%zu,\"tasks\":%d,\"buffered_signals\":%d}",
+                       "\"waiting_on\":%s,\"waits\":%s,\"history_events\":%zu,\"tasks\":%d,"
+                       "\"buffered_signals\":%d}",
                        id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
                        (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
-                       s->history_events, s->tasks, s->signals);
+                       s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals);
   free(id);
   free(sc);
   free(wt);
@@ -220,5 +258,6 @@ char *view_summary_json(const view_summary *s) {
 void view_summary_free(view_summary *s) {
   wf_row_free(&s->w);
   free(s->artifacts);
-  s->artifacts = NULL;
+  free(s->waits);
+  s->artifacts = s->waits = NULL;
 }

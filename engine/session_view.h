@@ -34,6 +34,7 @@ typedef struct view_summary {
   int tasks, signals;
   char sandbox[512]; /* the last sandbox.* event with a driver, or "" */
   char *artifacts;   /* JSON array of artifact.saved payloads, or NULL */
+  char *waits;       /* what it waits on as JSON ({"kind":"approval"|"signal"|"timer"|"activity",...}), or NULL */
   int nartifacts;
 } view_summary;
 
