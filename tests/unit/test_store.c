@@ -122,7 +122,8 @@ static void test_open_creates_schema(void **state) {
   assert_false(store_in_txn(s));
   store_close(s);
 
-  const char *tables[] = {"meta", "workflows", "history", "code", "run_modules", "tasks", "signals", "domain_events"};
+  const char *tables[] = {"meta",  "workflows", "history",       "code",  "run_modules",
+                          "tasks", "signals",   "domain_events", "tokens"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
