@@ -21,6 +21,7 @@
 #include "render.h"
 #include "session_view.h"
 #include "store.h"
+#include "tokens.h"
 #include "util.h"
 #include "wfvm.h"
 
@@ -984,6 +985,125 @@ static int cmd_gc(args *a, common *c) {
   return EXIT_OK;
 }
 
+/* ---------------------------------------------------------------- token --- */
+
+static const char *TOKEN_HELP =
+    "usage: engine token create NAME --scopes SCOPE[,SCOPE...] [--db PATH]\n"
+    "       engine token list [--json] [--db PATH]\n"
+    "       engine token revoke NAME [--db PATH]\n"
+    "\n"
+    "API tokens for the HTTP API of `engine serve --listen`. create prints the new\n"
+    "token on stdout, once: the database keeps only its SHA-256, so it cannot be\n"
+    "shown again. A request presents it as \"Authorization: Bearer TOKEN\" and acts\n"
+    "as token:NAME. Scopes: read (every GET), start, signal, approve, cancel, admin\n"
+    "(all of them). A NAME is 1-64 bytes of A-Z a-z 0-9 . _ @ -, starting with a\n"
+    "letter or digit; the name of a revoked token can be given to a new one.\n"
+    "list shows every token (name, scopes, created, live or revoked), never a secret.\n"
+    "create creates the database if there is none; list and revoke need one.\n";
+
+static int token_list_row(void *ud, const token_info *t) {
+  common *c = ud;
+  char scopes[128], ct[40], rt[40] = "";
+  token_scopes_format(t->scopes, scopes, sizeof scopes);
+  view_time(t->created_at, ct, sizeof ct);
+  if (t->revoked_at) view_time(t->revoked_at, rt, sizeof rt);
+  if (c->json) {
+    ubuf list = {0};
+    for (char *p = scopes, *next; p && *p; p = next) {
+      next = strchr(p, ',');
+      if (next) *next++ = 0;
+      ubuf_add(&list, list.n ? ",\"" : "\"", list.n ? 2 : 1);
+      ubuf_add(&list, p, strlen(p)); /* scope names are plain ASCII words */
+      ubuf_add(&list, "\"", 1);
+    }
+    ubuf_add(&list, "", 1);
+    char *name = json_quote(t->name), *revoked = t->revoked_at ? util_fmt("%lld", (long long)t->revoked_at) : NULL;
+    put_json(stdout, util_fmt("{\"name\":%s,\"scopes\":[%s],\"created_at\":%lld,\"revoked_at\":%s,\"status\":\"%s\"}",
+                              name, list.p, (long long)t->created_at, revoked ? revoked : "null",
+                              t->revoked_at ? "revoked" : "live"));
+    free(name);
+    free(revoked);
+    ubuf_free(&list);
+  } else if (t->revoked_at) {
+    render_line(stdout, 0, "%-24s %-40s %-24s revoked %s", t->name, scopes, ct, rt);
+  } else {
+    render_line(stdout, 0, "%-24s %-40s %-24s live", t->name, scopes, ct);
+  }
+  return 0;
+}
+
+/* list and revoke need a database (open_existing, with a hint for tokens). */
+static int open_tokens_db(const char *db, store **st) {
+  if (access(db, F_OK) != 0)
+    return die(EXIT_USAGE, "no database at %s (engine token create makes one, or pass --db)", db);
+  return open_existing(db, st);
+}
+
+static int cmd_token(args *a, common *c) {
+  const char *sub = a->i < a->argc ? a->argv[a->i++] : NULL, *name = NULL, *scopes_csv = NULL;
+  if (!sub) return fputs(TOKEN_HELP, stderr), EXIT_USAGE;
+  if (is_flag(sub, "--help") || is_flag(sub, "-h")) return fputs(TOKEN_HELP, stdout), EXIT_OK;
+  int create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0, revoke = strcmp(sub, "revoke") == 0;
+  if (!create && !list && !revoke)
+    return die(EXIT_USAGE, "token: unknown subcommand '%s' (create, list or revoke; see engine token --help)", sub);
+  int bad = 0;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if (create && (v = flag_value(a, "--scopes", &bad))) scopes_csv = v;
+    else if (list && is_flag(cur, "--json")) c->json = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(TOKEN_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-' && cur[1])
+      return die(EXIT_USAGE, "token %s: unknown option %s (see engine token --help)", sub, cur);
+    else if (!list && !name) name = cur;
+    else return die(EXIT_USAGE, "token %s: unexpected argument %s", sub, cur);
+  }
+  if (bad) return EXIT_USAGE;
+  char err[1024];
+  store *st;
+  int rc;
+  if (list) {
+    if ((rc = open_tokens_db(c->db, &st))) return rc;
+    if (!c->json) printf("%-24s %-40s %-24s %s\n", "NAME", "SCOPES", "CREATED", "STATUS");
+    if (token_list(st, token_list_row, c) != 0) return read_failed(st, "the tokens", c->db);
+    store_close(st);
+    return EXIT_OK;
+  }
+  if (!name) return die(EXIT_USAGE, "token %s: missing NAME (see engine token --help)", sub);
+  /* everything is checked before the database is touched (or created) */
+  if (token_check_name(name, err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
+  if (revoke) {
+    if ((rc = open_tokens_db(c->db, &st))) return rc;
+    rc = token_revoke(st, name, err, sizeof err);
+    store_close(st);
+    if (rc < 0) return die(EXIT_USAGE, "token revoke: %s", err);
+    if (rc == 0) return die(EXIT_USAGE, "token revoke: no live token named %s (see engine token list)", name);
+    render_line(stderr, DIE_MAX, "engine: token %s revoked; requests with it are refused from now on", name);
+    return EXIT_OK;
+  }
+  unsigned scopes;
+  if (!scopes_csv)
+    return die(EXIT_USAGE, "token create: --scopes is required (a comma-separated list of read, start, signal, "
+                           "approve, cancel, admin)");
+  if (token_scopes_parse(scopes_csv, &scopes, err, sizeof err) != 0) return die(EXIT_USAGE, "token create: %s", err);
+  if (unwritable(c->db, err, sizeof err)) return die(EXIT_USAGE, "token create: cannot write %s: %s", c->db, err);
+  if (store_open(c->db, 0, &st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
+  char secret[TOKEN_SECRET_MAX], shown[128];
+  rc = token_create(st, name, scopes, secret, err, sizeof err);
+  store_close(st);
+  if (rc) return die(EXIT_USAGE, "token create: %s", err);
+  printf("%s\n", secret); /* the token's alphabet is plain ASCII: nothing to render */
+  fflush(stdout);
+  memset(secret, 0, sizeof secret);
+  token_scopes_format(scopes, shown, sizeof shown);
+  render_line(stderr, DIE_MAX,
+              "engine: created token %s (scopes %s); it is not shown again: keep it now. Requests with it act as "
+              "token:%s",
+              name, shown, name);
+  return EXIT_OK;
+}
+
 /* ----------------------------------------------------------------- main --- */
 
 static const char *MAIN_HELP =
@@ -1003,6 +1123,7 @@ static const char *MAIN_HELP =
     "  replay ID [--script FILE]          check that code replays a run's history\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
+    "  token create|list|revoke           API tokens for the HTTP API\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
     "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
@@ -1029,5 +1150,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "gc") == 0) return cmd_gc(&a, &c);
   if (strcmp(cmd, "approve") == 0) return cmd_approve(&a, &c);
   if (strcmp(cmd, "policy") == 0) return cmd_policy(&a, &c);
+  if (strcmp(cmd, "token") == 0) return cmd_token(&a, &c);
   return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
 }

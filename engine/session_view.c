@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "approval.h"
 #include "engine.h"
 #include "json.h"
 #include "render.h"

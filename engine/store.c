@@ -8,7 +8,7 @@
 #include "crash.h"
 #include "util.h"
 
-/* 2: event_feed (one order over every session's events, for GET /v1/events) */
+/* 2: event_feed (one order over every session's events, for GET /v1/events), tokens */
 #define SCHEMA_VERSION 2
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -40,7 +40,10 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS domain_events(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
     "  type TEXT NOT NULL, time INTEGER NOT NULL, payload TEXT,"
     "  PRIMARY KEY(session_id, seq)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS event_feed(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL);";
+    "CREATE TABLE IF NOT EXISTS event_feed(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL);"
+    /* API tokens keep only the SHA-256 of their secret (tokens.c) */
+    "CREATE TABLE IF NOT EXISTS tokens(name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE,"
+    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -94,6 +97,11 @@ enum {
   Q_META_GET,
   Q_META_PUT,
   Q_META_DEL,
+  Q_TOKEN_PUT,
+  Q_TOKEN_REVOKE,
+  Q_TOKEN_LIST,
+  Q_TOKEN_LIVE,
+  Q_TOKEN_LIVE_COUNT,
   Q__N
 };
 
@@ -156,6 +164,14 @@ static const char *SQL[Q__N] = {
     [Q_META_GET] = "SELECT value FROM meta WHERE key=?",
     [Q_META_PUT] = "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)",
     [Q_META_DEL] = "DELETE FROM meta WHERE key=?",
+    /* a live token of that name is left alone: no row changes */
+    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES(?,?,?,?,NULL) "
+                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
+                    "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
+    [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=? WHERE name=? AND revoked_at IS NULL",
+    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
+    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
+    [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
 };
 
 struct store {
@@ -194,7 +210,7 @@ static const char *fault_kind(const char *what) {
   static const char *const kinds[][2] = {
       {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
       {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
-      {"commit", "commit"},
+      {"commit", "commit"},         {"token", "token"},
   };
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
     if (strstr(what, kinds[i][0])) return kinds[i][1];
@@ -380,7 +396,16 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
       rc = sqlite3_exec(s->db, ins, NULL, NULL, &emsg);
     }
     if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, &emsg);
-    if (rc != SQLITE_OK) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    /* the failure's code is kept for classify below: a ROLLBACK with no
+     * transaction open (BEGIN was busy) would replace it */
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc != SQLITE_OK && have > 0 && (rc & 0xff) == SQLITE_READONLY) {
+      /* an older database that is read-only reads as before; only what needs
+       * the new tables (tokens, the event feed) fails, naming the table */
+      sqlite3_free(emsg);
+      emsg = NULL;
+      rc = SQLITE_OK;
+    }
   }
   if (rc != SQLITE_OK) {
     int kind = classify(sqlite3_extended_errcode(s->db));
@@ -1098,4 +1123,57 @@ int store_meta_put(store *s, const char *key, const char *value) {
   bind_text(s, st, 1, key);
   if (value) bind_text(s, st, 2, value);
   return exec_write(s, st, "meta");
+}
+
+/* ---- API tokens ---- */
+
+int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_TOKEN_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, name);
+  bind_text(s, st, 2, hash);
+  bind_int(s, st, 3, scopes);
+  bind_int(s, st, 4, created_at);
+  if (exec_write(s, st, "put token") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+int store_token_revoke(store *s, const char *name, int64_t revoked_at) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_TOKEN_REVOKE);
+  if (!st) return STORE_ERR;
+  bind_int(s, st, 1, revoked_at);
+  bind_text(s, st, 2, name);
+  if (exec_write(s, st, "revoke token") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+/* Runs q over its rows; a callback that returns nonzero ends the scan. */
+static int token_scan(store *s, int q, store_token_cb cb, void *ud, const char *what) {
+  sqlite3_stmt *st = stmt(s, q);
+  if (!st) return STORE_ERR;
+  int rc;
+  while ((rc = step(s, st)) == SQLITE_ROW) {
+    token_row t = {col_text(st, 0), col_text(st, 1), (unsigned)sqlite3_column_int64(st, 2),
+                   sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4)};
+    if (cb(ud, &t)) break;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, what);
+}
+
+int store_token_list(store *s, store_token_cb cb, void *ud) {
+  return token_scan(s, Q_TOKEN_LIST, cb, ud, "list tokens");
+}
+
+int store_token_live(store *s, store_token_cb cb, void *ud) {
+  return token_scan(s, Q_TOKEN_LIVE, cb, ud, "read live tokens");
+}
+
+int64_t store_token_live_count(store *s) {
+  sqlite3_stmt *st = stmt(s, Q_TOKEN_LIVE_COUNT);
+  if (!st) return -1;
+  int64_t v;
+  return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
 }

@@ -173,6 +173,27 @@ int store_meta_get(store *s, const char *key, char **value);
 /* Sets key to value; a NULL value removes it. */
 int store_meta_put(store *s, const char *key, const char *value);
 
+/* ---- API tokens: name, SHA-256 of the secret, scopes (tokens.c) ---- */
+typedef struct token_row {
+  const char *name;
+  const char *hash; /* 64 hex chars; NULL from store_token_list */
+  unsigned scopes;
+  int64_t created_at, revoked_at; /* epoch ms; revoked_at 0 when live */
+} token_row;
+typedef int (*store_token_cb)(void *ud, const token_row *t);
+/* Inserts token name, or replaces a revoked row of that name: 1 written, 0 a
+ * live token has that name (nothing written), -1 on error. */
+int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+/* Marks the live token name revoked: 1 revoked, 0 no live token of that name,
+ * -1 on error. */
+int store_token_revoke(store *s, const char *name, int64_t revoked_at);
+/* Every token by name, live and revoked, without its hash. */
+int store_token_list(store *s, store_token_cb cb, void *ud);
+/* Every live token by name, with its hash. */
+int store_token_live(store *s, store_token_cb cb, void *ud);
+/* Live tokens: >= 0, or -1 on error. */
+int64_t store_token_live_count(store *s);
+
 /* Counts rows of a table for diagnostics (show). */
 int64_t store_count(store *s, const char *what, const char *wf_id);
 
