@@ -10,11 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 
+#include "api.h"
 #include "approval.h"
 #include "engine.h"
 #include "json.h"
@@ -358,26 +360,6 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   return code;
 }
 
-/* An id for a start without --id: the script's name made to follow the id
- * rules (a run of other bytes becomes one '-', at most 100 bytes, "wf" when
- * nothing is left), then '-' and 8 random hex digits. */
-static void generated_id(const char *script, char *out, size_t n) {
-  char *tmp = util_strdup(script), name[101];
-  char *base = basename(tmp), *dot = strrchr(base, '.');
-  if (dot && dot != base) *dot = 0;
-  size_t k = 0;
-  for (const unsigned char *p = (const unsigned char *)base; *p && k < sizeof name - 1; p++) {
-    int alnum = (*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z');
-    char ch = alnum || *p == '_' ? (char)*p : '-';
-    if (k == 0 ? !alnum : ch == '-' && name[k - 1] == '-') continue;
-    name[k++] = ch;
-  }
-  name[k] = 0;
-  snprintf(out, n, "%s%s%08llx", k ? name : "wf", k && name[k - 1] == '-' ? "" : "-",
-           (unsigned long long)(util_random64() & 0xffffffffull));
-  free(tmp);
-}
-
 /* Whether the database at db, if there is one, holds workflow id: start
  * carries on a workflow whose id an older engine accepted. */
 static int workflow_exists(const char *db, const char *id) {
@@ -442,7 +424,7 @@ static int cmd_start(args *a, common *c) {
     return die(EXIT_USAGE, "start: cannot write %s: %s", c->db, err);
   }
   if (!id) {
-    generated_id(script, genid, sizeof genid);
+    engine_generate_id(script, genid, sizeof genid);
     id = genid;
   } else if (engine_check_id(id, err, sizeof err) != 0 && !workflow_exists(c->db, id)) {
     free(input); /* refused before the database is touched (or created) */
@@ -523,38 +505,71 @@ static int cmd_start(args *a, common *c) {
 /* ---------------------------------------------------------------- serve --- */
 
 static const char *SERVE_HELP =
-    "usage: engine serve [--db PATH] [--listen ADDR]\n"
+    "usage: engine serve [--db PATH] [--listen ADDR] [--workflows DIR]\n"
     "\n"
     "Runs the worker for every workflow in the database: recovers whatever a crash\n"
     "interrupted, runs activities and timers, and wakes workflows when `engine\n"
     "signal` or `engine cancel` write to the database. One worker per database.\n"
     "Stop it with Ctrl-C or SIGTERM; nothing is lost.\n"
-    "--listen (the HTTP API and webhooks) is not built yet.\n";
+    "\n"
+    "--listen ADDR also answers the HTTP API on ADDR (127.0.0.1:7420, [::1]:7420;\n"
+    "port 0 picks a free one, printed at start). An address that is not loopback\n"
+    "needs an API token first (engine token create). POST /v1/workflows starts\n"
+    "scripts of --workflows DIR (default ./workflows). No TLS: put a reverse proxy\n"
+    "in front for that.\n";
+
+/* Raises the open-file limit to its hard limit: each HTTP connection is one. */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
 
 static int cmd_serve(args *a, common *c) {
   int bad = 0;
+  const char *listen = NULL, *workflows = "workflows";
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = flag_value(a, "--db", &bad))) c->db = v;
-    else if ((v = flag_value(a, "--listen", &bad)))
-      return die(EXIT_USAGE, "serve: --listen: the HTTP API is not built yet (see README)");
+    else if ((v = flag_value(a, "--listen", &bad))) listen = v;
+    else if ((v = flag_value(a, "--workflows", &bad))) workflows = v;
     else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(SERVE_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else return die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
   }
-  char err[512], holder[256], why[768];
+  char err[1024], holder[256], why[768];
   if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", c->db, why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
   if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", c->db, holder);
+  api *http = listen ? api_new() : NULL;
   engine_config cfg = {.db_path = c->db};
+  if (http) api_engine_config(http, &cfg);
   engine *e;
   if (engine_open(&e, &cfg, err, sizeof err) != 0) {
+    api_free(http);
     engine_unlock(lockfd);
     return die(EXIT_USAGE, "%s", err);
   }
-  render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", c->db, (int)getpid());
+  if (http) {
+    raise_nofile();
+    api_options o = {listen, workflows};
+    if (api_listen(http, e, &o, err, sizeof err) != 0) {
+      api_stop(http);
+      engine_free(e);
+      api_free(http);
+      engine_unlock(lockfd);
+      return die(EXIT_USAGE, "serve: %s", err);
+    }
+    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d), API on %s", c->db, (int)getpid(), api_url(http));
+  } else {
+    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", c->db, (int)getpid());
+  }
   int rc = engine_run(e);
+  api_stop(http);
   engine_free(e);
+  api_free(http);
   engine_unlock(lockfd);
   fprintf(stderr, "engine: stopped\n");
   return rc == 0 ? EXIT_OK : EXIT_FAILED;

@@ -54,6 +54,26 @@ int engine_check_id(const char *id, char *err, size_t errlen) {
   return -1;
 }
 
+/* An id for a start without --id: the script's name made to follow the id
+ * rules (a run of other bytes becomes one '-', at most 100 bytes, "wf" when
+ * nothing is left), then '-' and 8 random hex digits. */
+void engine_generate_id(const char *script, char *out, size_t n) {
+  char *tmp = util_strdup(script), name[101];
+  char *base = basename(tmp), *dot = strrchr(base, '.');
+  if (dot && dot != base) *dot = 0;
+  size_t k = 0;
+  for (const unsigned char *p = (const unsigned char *)base; *p && k < sizeof name - 1; p++) {
+    int alnum = (*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z');
+    char ch = alnum || *p == '_' ? (char)*p : '-';
+    if (k == 0 ? !alnum : ch == '-' && name[k - 1] == '-') continue;
+    name[k++] = ch;
+  }
+  name[k] = 0;
+  snprintf(out, n, "%s%s%08llx", k ? name : "wf", k && name[k - 1] == '-' ? "" : "-",
+           (unsigned long long)(util_random64() & 0xffffffffull));
+  free(tmp);
+}
+
 void engine_unknown_id(const char *id, char *err, size_t errlen) {
   if (engine_check_id(id, err, errlen) == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
 }

@@ -107,12 +107,17 @@ void dispatch_due(engine *e) {
     e->task_timer_at = 0;
     return;
   }
+  dispatch_arm(e, next);
+}
+
+void dispatch_arm(engine *e, int64_t at) {
+  if (e->stopping || e->recovering) return;
+  if (e->task_timer_at && e->task_timer_at <= at && uv_is_active((uv_handle_t *)&e->task_timer)) return;
   /* at least 1 ms: libuv (1.44) runs a 0 ms timer started from its own
    * callback again at once, without polling for I/O or signals */
-  int64_t delay = next - util_now_ms();
+  int64_t delay = at - util_now_ms();
   if (delay < 1) delay = 1;
-  if (e->task_timer_at && e->task_timer_at <= next && uv_is_active((uv_handle_t *)&e->task_timer)) return;
-  e->task_timer_at = next;
+  e->task_timer_at = at;
   uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
 }
 

@@ -60,6 +60,9 @@ const char *engine_lua_dir(void);
  * so ids stored before the rule stay addressable. */
 #define ENGINE_ID_MAX 128
 int engine_check_id(const char *id, char *err, size_t errlen);
+/* An id for a start that names none (ENGINE_ID_MAX + 1 bytes): the script's
+ * base name made to follow the rules, '-' and 8 random hex digits. */
+void engine_generate_id(const char *script, char *out, size_t n);
 /* The error for an id that names no workflow: what is wrong with the id, or
  * "unknown workflow 'ID'". */
 void engine_unknown_id(const char *id, char *err, size_t errlen);

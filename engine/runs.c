@@ -269,6 +269,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         store_hist_append(e->st, r->id, next, &ev);
         store_task_del_wf(e->st, r->id);
         store_task_put(e->st, r->id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0);
+        dispatch_arm(e, util_now_ms());
         free(payload);
         free(input);
         engine_notify(e, r->id, "running", "continued as new");
@@ -306,9 +307,11 @@ void run_handle_state(wfrun *r, wfvm_state st) {
       return;
     }
     if (strcmp(c->kind, "timer") == 0) {
-      if (c->is_new)
-        store_task_put(e->st, r->id, "timer", c->seq, json_int_field(c->payload, "fire_at", util_now_ms()), 0, 0, NULL,
-                       0);
+      if (c->is_new) {
+        int64_t at = json_int_field(c->payload, "fire_at", util_now_ms());
+        store_task_put(e->st, r->id, "timer", c->seq, at, 0, 0, NULL, 0);
+        dispatch_arm(e, at);
+      }
       run_set_status(r, "waiting", NULL, NULL, "timer");
       run_evict(r);
       return;
@@ -331,7 +334,10 @@ void run_handle_state(wfrun *r, wfvm_state st) {
     }
     if (c->is_new) {
       int64_t deadline = json_int_field(c->payload, "deadline", -1);
-      if (deadline >= 0) store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
+      if (deadline >= 0) {
+        store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
+        dispatch_arm(e, deadline);
+      }
     }
     char detail[300];
     snprintf(detail, sizeof detail, "signal %s", c->name);

@@ -92,6 +92,9 @@ enum {
   Q_FEED_AFTER,
   Q_FEED_LAST,
   Q_WF_PAGE,
+  Q_GROUP_STATUS,
+  Q_GROUP_TASKS,
+  Q_GROUP_SANDBOXES,
   Q_DATA_VERSION,
   Q_COUNT_HIST,
   Q_META_GET,
@@ -159,6 +162,12 @@ static const char *SQL[Q__N] = {
     [Q_WF_PAGE] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
                   "updated_at FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
                   "AND (created_at>?3 OR (created_at=?3 AND id>?4)) ORDER BY created_at, id LIMIT ?5",
+    [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
+    [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",
+    /* unfinished sessions that reported a sandbox ready (it is destroyed before they finish) */
+    [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
+                          "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
+                          "d.type='sandbox.ready')",
     [Q_DATA_VERSION] = "PRAGMA data_version",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=?",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=?",
@@ -178,6 +187,7 @@ struct store {
   sqlite3 *db;
   sqlite3_stmt *q[Q__N];
   int in_txn; /* a batch was begun and not yet committed or rolled back */
+  int64_t writes, last_writes; /* rows written by the open batch, by the last committed one */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   char *path;
   char err[512];
@@ -289,6 +299,7 @@ static int exec_write(store *s, sqlite3_stmt *st, const char *what) {
   int rc = step(s, st);
   sqlite3_reset(st);
   if (rc != SQLITE_DONE) return fail(s, what);
+  s->writes++;
   return STORE_OK;
 }
 
@@ -492,14 +503,19 @@ int store_commit(store *s) {
     return classify(rc);
   }
   s->in_txn = 0;
+  s->last_writes = s->writes;
+  s->writes = 0;
   return STORE_OK;
 }
+
+int64_t store_batch_writes(store *s) { return s->last_writes; }
 
 /* Ends the batch, whatever state SQLite left it in; keeps store_errmsg. */
 void store_rollback(store *s) {
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   s->in_txn = 0;
   s->failed = 0;
+  s->writes = 0;
 }
 
 int store_in_txn(store *s) { return !sqlite3_get_autocommit(s->db); }
@@ -647,6 +663,17 @@ int store_wf_page(store *s, const char *status, const char *script, int64_t afte
   }
   sqlite3_reset(st);
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list workflows");
+}
+
+int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
+  int q = what == STORE_GROUP_STATUS ? Q_GROUP_STATUS : what == STORE_GROUP_TASKS ? Q_GROUP_TASKS : Q_GROUP_SANDBOXES;
+  sqlite3_stmt *st = stmt(s, q);
+  if (!st) return STORE_ERR;
+  int rc;
+  while ((rc = step(s, st)) == SQLITE_ROW)
+    if (cb(ud, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1))) break;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "count");
 }
 
 int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {

@@ -86,6 +86,8 @@ int store_in_txn(store *s);  /* SQLite has a transaction open */
 /* A statement of the current batch failed (or SQLite rolled it back): the
  * batch is lost and writes fail until store_rollback. */
 int store_batch_failed(store *s);
+/* Statements that wrote in the last committed batch (events per commit, for /metrics). */
+int64_t store_batch_writes(store *s);
 /* Changes whenever another connection commits (PRAGMA data_version). */
 int64_t store_data_version(store *s);
 
@@ -193,6 +195,11 @@ int store_token_list(store *s, store_token_cb cb, void *ud);
 int store_token_live(store *s, store_token_cb cb, void *ud);
 /* Live tokens: >= 0, or -1 on error. */
 int64_t store_token_live_count(store *s);
+
+/* Counts for /metrics: workflows by status, tasks by kind, or the sandboxes
+ * of unfinished sessions (one row, key "live"). */
+typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES } store_group;
+int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 
 /* Counts rows of a table for diagnostics (show). */
 int64_t store_count(store *s, const char *what, const char *wf_id);

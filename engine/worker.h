@@ -140,6 +140,9 @@ char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to
 
 /* dispatch.c */
 void dispatch_due(engine *e);
+/* A task due at `at` was written: the task timer fires by then (a run woken
+ * by an in-process client, not by dispatch, writes its timers too). */
+void dispatch_arm(engine *e, int64_t at);
 
 /* hooks.c */
 void hooks_open(engine *e);

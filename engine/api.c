@@ -1,0 +1,1317 @@
+/* api: the routes of the HTTP API (see api.h), their authentication, the
+ * acknowledgement of writes after the group commit, the live event streams
+ * and /metrics.
+ *
+ * Every answer is JSON (errors {"error":{"status":N,"message":...}}), every
+ * JSON text goes out through json_for_output. What a route does is the same
+ * operation the CLI performs (client.c, approval.c, session_view.c); only
+ * where the identity comes from differs: the token, never the body. */
+#include "api.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <lua.h>
+#include <lualib.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "approval.h"
+#include "httpd.h"
+#include "json.h"
+#include "metrics.h"
+#include "session_view.h"
+#include "store.h"
+#include "tokens.h"
+#include "util.h"
+
+extern const unsigned char api_openapi_json[];
+extern const unsigned long api_openapi_json_len;
+
+/* A stream whose client reads slower than events come is dropped past this
+ * (it reconnects with Last-Event-ID and misses nothing). */
+#define SSE_MAX_QUEUED ((size_t)8 << 20)
+#define FEED_PAGE 1000
+
+typedef struct sub sub;
+struct sub {
+  sub *prev, *next; /* in the list of its session, or of every session */
+  struct api *a;
+  httpd_stream *s;
+  char *session; /* NULL: every session's events (GET /v1/events) */
+  int64_t last;  /* seq (or feed position) sent last */
+  int ended;
+};
+
+struct api {
+  engine *e;
+  store *rd; /* read-only: sees only what is committed */
+  httpd *http;
+  lua_State *L; /* decodes request bodies */
+  metrics *m;
+  char *workflows_dir;
+  char url[100];
+  int loopback;
+  uv_timer_t heartbeat;
+  int heartbeat_on;
+  strmap subs; /* session id -> first sub of its list */
+  sub *all;
+  size_t nsubs;
+  int64_t feed_cursor; /* valid while nsubs > 0 */
+  strmap finished;     /* sessions that ended in this commit -> their status */
+};
+
+/* ------------------------------------------------------------ answers --- */
+
+static void reply(httpd_req *r, int status, char *json, const char *const *headers) {
+  char *out = json_for_output(json, strlen(json));
+  free(json);
+  size_t n = strlen(out);
+  out = util_xrealloc(out, n + 2);
+  out[n] = '\n';
+  httpd_respond(r, status, "application/json", out, n + 1, headers);
+}
+
+static void reply_verror(httpd_req *r, int status, const char *const *headers, const char *fmt, va_list ap) {
+  char *msg = NULL;
+  if (vasprintf(&msg, fmt, ap) < 0) msg = NULL;
+  char *q = json_quote(msg ? msg : "out of memory");
+  free(msg);
+  static const char *retry[] = {"Retry-After: 1", NULL};
+  reply(r, status, util_fmt("{\"error\":{\"status\":%d,\"message\":%s}}", status, q),
+        headers ? headers : status == 503 ? retry : NULL);
+  free(q);
+}
+
+static void reply_error(httpd_req *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void reply_error(httpd_req *r, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  reply_verror(r, status, NULL, fmt, ap);
+  va_end(ap);
+}
+
+static void reply_error_h(httpd_req *r, int status, const char *const *headers, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void reply_error_h(httpd_req *r, int status, const char *const *headers, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  reply_verror(r, status, headers, fmt, ap);
+  va_end(ap);
+}
+
+static void reply_store_error(api *a, httpd_req *r, store *st) {
+  (void)a;
+  reply_error(r, 503, "the store cannot be read or written now (%s); nothing was changed, retry", store_errmsg(st));
+}
+
+/* ------------------------------------------------------------ request --- */
+
+typedef struct ctx {
+  char identity[TOKEN_NAME_MAX + 16];
+  unsigned scopes;
+  char p1[512], p2[512]; /* the path's parameters, percent-decoded */
+} ctx;
+
+/* Percent-decodes a path segment or query value into out: -1 for a bad
+ * escape, a NUL byte or more than n - 1 bytes. */
+static int pct_decode(const char *s, size_t len, char *out, size_t n) {
+  size_t k = 0;
+  for (size_t i = 0; i < len; i++) {
+    int c = (unsigned char)s[i];
+    if (c == '%') {
+      if (i + 2 >= len || !isxdigit((unsigned char)s[i + 1]) || !isxdigit((unsigned char)s[i + 2])) return -1;
+      char hex[3] = {s[i + 1], s[i + 2], 0};
+      c = (int)strtol(hex, NULL, 16);
+      i += 2;
+    }
+    if (c == 0 || k + 1 >= n) return -1;
+    out[k++] = (char)c;
+  }
+  out[k] = 0;
+  return 0;
+}
+
+/* A query parameter decoded into out: 1 found, 0 absent, -1 malformed (answered 400). */
+static int query(httpd_req *r, const char *name, char *out, size_t n) {
+  const char *v = httpd_query(r, name);
+  if (!v) return 0;
+  if (pct_decode(v, strlen(v), out, n) != 0) {
+    reply_error(r, 400, "query parameter '%s' is not valid (a bad %%-escape, a NUL byte or too long)", name);
+    return -1;
+  }
+  return 1;
+}
+
+/* A non-negative integer query parameter: 0 ok (dflt when absent), -1 answered 400. */
+static int query_int(httpd_req *r, const char *name, int64_t dflt, int64_t max, int64_t *out) {
+  char buf[32];
+  int got = query(r, name, buf, sizeof buf);
+  if (got < 0) return -1;
+  *out = dflt;
+  if (got == 0) return 0;
+  char *end;
+  long long v = strtoll(buf, &end, 10);
+  if (!*buf || *end || v < 0 || v > max) {
+    reply_error(r, 400, "query parameter '%s' must be a whole number from 0 to %lld", name, (long long)max);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+/* The body decoded as a JSON object of only the allowed keys, left on top of
+ * a->L. An empty body is {}. Returns 0, or -1 answered 400. */
+static int body_object(api *a, httpd_req *r, const char *const *allowed) {
+  size_t len;
+  const char *body = httpd_body(r, &len);
+  char err[512];
+  lua_settop(a->L, 0);
+  if (len == 0) {
+    lua_newtable(a->L);
+    return 0;
+  }
+  if (json_check_text(body, len, "the request body", err, sizeof err) != 0 ||
+      json_decode_safe(a->L, body, len, err, sizeof err) != 0) {
+    reply_error(r, 400, "the request body is not valid JSON: %s", err);
+    return -1;
+  }
+  const char *first = body + strspn(body, " \t\r\n");
+  if (!lua_istable(a->L, -1) || *first != '{') {
+    reply_error(r, 400, "the request body must be a JSON object");
+    return -1;
+  }
+  lua_pushnil(a->L);
+  while (lua_next(a->L, -2)) {
+    lua_pop(a->L, 1);
+    const char *k = lua_type(a->L, -1) == LUA_TSTRING ? lua_tostring(a->L, -1) : "?";
+    int ok = 0;
+    for (size_t i = 0; allowed[i]; i++) ok |= strcmp(allowed[i], k) == 0;
+    if (!ok) {
+      char shown[80];
+      snprintf(shown, sizeof shown, "%.60s", k);
+      char list[200] = "";
+      for (size_t i = 0; allowed[i]; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", allowed[i]);
+      reply_error(r, 400, "unknown field '%s' in the request body (known: %s)", shown, list);
+      lua_settop(a->L, 0);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static int encode_top(lua_State *L) {
+  size_t len;
+  json_encode(L, 1, &len);
+  return 1;
+}
+
+/* Field key of the object on top of a->L as JSON text (malloc'd), NULL when
+ * absent. */
+static char *field_json(api *a, const char *key) {
+  lua_State *L = a->L;
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, encode_top);
+  lua_getfield(L, top, key);
+  if (lua_isnil(L, -1)) {
+    lua_settop(L, top);
+    return NULL;
+  }
+  char *out = NULL;
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) out = util_strdup(lua_tostring(L, -1));
+  lua_settop(L, top);
+  return out;
+}
+
+/* -1: absent, 0/1 a boolean, -2 another type. */
+static int field_bool(api *a, const char *key) {
+  int t = lua_getfield(a->L, -1, key), v = t == LUA_TNIL ? -1 : t == LUA_TBOOLEAN ? lua_toboolean(a->L, -1) : -2;
+  lua_pop(a->L, 1);
+  return v;
+}
+
+/* A string field copied into out: 1, 0 absent, -1 not a string (or too long). */
+static int field_string(api *a, const char *key, char *out, size_t n) {
+  int t = lua_getfield(a->L, -1, key), rc = 0;
+  if (t == LUA_TSTRING) {
+    size_t len;
+    const char *s = lua_tolstring(a->L, -1, &len);
+    rc = len < n && strlen(s) == len ? 1 : -1;
+    if (rc == 1) memcpy(out, s, len + 1);
+  } else if (t != LUA_TNIL) {
+    rc = -1;
+  }
+  lua_pop(a->L, 1);
+  return rc;
+}
+
+/* ------------------------------------------------------ writes, durably --- */
+
+typedef struct pending {
+  api *a;
+  httpd_req *r;
+  int status;
+  char *body;   /* the answer once committed; NULL: the workflow's summary */
+  char *id;     /* for the summary */
+  char *headers[2];
+} pending;
+
+static char *summary_json(api *a, const char *id) {
+  view_summary s;
+  char err[600];
+  if (view_summary_load(a->rd, id, &s, err, sizeof err) != 1) return NULL;
+  char *json = view_summary_json(&s);
+  view_summary_free(&s);
+  return json;
+}
+
+static void on_committed(void *ud, int ok) {
+  pending *p = ud;
+  if (!ok) {
+    reply_error(p->r, 503, "the store could not be written (%s); nothing was recorded, retry",
+                store_errmsg(engine_store(p->a->e)));
+  } else {
+    char *body = p->body ? p->body : summary_json(p->a, p->id);
+    p->body = NULL;
+    if (body) reply(p->r, p->status, body, (const char *const *)p->headers);
+    else reply_error(p->r, 503, "the workflow was written but cannot be read back now; GET it to see it");
+  }
+  free(p->body);
+  free(p->id);
+  free(p->headers[0]);
+  free(p);
+}
+
+/* Answers r once what was written so far is committed. */
+static void answer_when_committed(api *a, httpd_req *r, int status, char *body, const char *id, const char *location) {
+  pending *p = util_xcalloc(1, sizeof *p);
+  p->a = a;
+  p->r = r;
+  p->status = status;
+  p->body = body;
+  p->id = id ? util_strdup(id) : NULL;
+  if (location) p->headers[0] = util_fmt("Location: %s", location);
+  engine_when_committed(a->e, on_committed, p);
+}
+
+/* A write refused: a store that failed is 503 (nothing was recorded). */
+static int store_down(api *a, httpd_req *r) {
+  store *st = engine_store(a->e);
+  if (!store_batch_failed(st)) return 0;
+  reply_store_error(a, r, st);
+  return 1;
+}
+
+/* The workflow a write is about, from the worker's own view (its batch
+ * included): 1 found (and w filled), else answered 404 or 503. */
+static int find_for_write(api *a, httpd_req *r, const char *id, wf_row *w) {
+  int found = store_wf_get(engine_store(a->e), id, w);
+  if (found == 1) return 1;
+  if (found < 0) {
+    reply_store_error(a, r, engine_store(a->e));
+    return 0;
+  }
+  char err[512];
+  engine_unknown_id(id, err, sizeof err);
+  reply_error(r, 404, "%s", err);
+  return 0;
+}
+
+/* ---------------------------------------------------------- scripts --- */
+
+/* The script a start names, inside the workflows directory: a relative path
+ * of plain names ending in .lua, whose real path (symlinks followed) stays
+ * inside. Returns 0 with path, or -1 answered 400. */
+static int resolve_script(api *a, httpd_req *r, const char *script, char *path, size_t n) {
+  size_t len = strlen(script);
+  const char *why = NULL;
+  if (len == 0) why = "it is empty";
+  else if (len > 200) why = "it is longer than 200 bytes";
+  else if (script[0] == '/') why = "it is an absolute path";
+  else if (len < 5 || strcmp(script + len - 4, ".lua") != 0) why = "it does not end in .lua";
+  for (size_t i = 0; i < len && !why; i++) {
+    unsigned char c = (unsigned char)script[i];
+    if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9') && !strchr("._-/", c))
+      why = "only A-Z a-z 0-9 . _ - and / are allowed";
+  }
+  if (!why) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "/%s/", script);
+    if (strstr(tmp, "/../") || strstr(tmp, "/./") || strstr(tmp, "//")) why = "it has a '.', '..' or empty segment";
+  }
+  if (why) {
+    char shown[80];
+    snprintf(shown, sizeof shown, "%.60s", script);
+    reply_error(r, 400, "invalid script '%s': %s (name a file in the workflows directory, like agent_session.lua)",
+                shown, why);
+    return -1;
+  }
+  char joined[PATH_MAX], real[PATH_MAX];
+  snprintf(joined, sizeof joined, "%s/%s", a->workflows_dir, script);
+  if (!realpath(joined, real)) {
+    reply_error(r, 400, "unknown workflow script '%s': no such file in the workflows directory %s", script,
+                a->workflows_dir);
+    return -1;
+  }
+  size_t dl = strlen(a->workflows_dir);
+  if (strncmp(real, a->workflows_dir, dl) != 0 || real[dl] != '/') {
+    reply_error(r, 400, "invalid script '%s': it resolves outside the workflows directory", script);
+    return -1;
+  }
+  snprintf(path, n, "%s", joined);
+  return 0;
+}
+
+/* ------------------------------------------------------------ routes --- */
+
+static void h_health(api *a, httpd_req *r, ctx *c) {
+  (void)c;
+  int64_t v = store_data_version(a->rd);
+  if (v < 0) return reply_store_error(a, r, a->rd);
+  reply(r, 200, util_fmt("{\"ok\":true,\"pid\":%d}", (int)getpid()), NULL);
+}
+
+static void h_openapi(api *a, httpd_req *r, ctx *c) {
+  (void)a;
+  (void)c;
+  char *body = util_xmalloc(api_openapi_json_len + 1);
+  memcpy(body, api_openapi_json, api_openapi_json_len + 1);
+  httpd_respond(r, 200, "application/json", body, api_openapi_json_len, NULL);
+}
+
+static const char *START_KEYS[] = {"script", "id", "input", NULL};
+
+static void h_start(api *a, httpd_req *r, ctx *c) {
+  if (body_object(a, r, START_KEYS) != 0) return;
+  char script[256], id[ENGINE_ID_MAX + 1], err[1024], path[PATH_MAX];
+  int got = field_string(a, "script", script, sizeof script);
+  if (got != 1) return reply_error(r, 400, "\"script\" is required: a string naming a file in the workflows directory");
+  got = field_string(a, "id", id, sizeof id);
+  if (got < 0) return reply_error(r, 400, "\"id\" must be a string of at most %d bytes", ENGINE_ID_MAX);
+  char *input = field_json(a, "input");
+  if (resolve_script(a, r, script, path, sizeof path) != 0) return free(input);
+  if (got == 0) engine_generate_id(script, id, sizeof id);
+  else if (engine_check_id(id, err, sizeof err) != 0) {
+    free(input);
+    return reply_error(r, 400, "%s", err);
+  }
+  char *with = engine_input_with_identity(input ? input : "{}", c->identity, 1, err, sizeof err);
+  free(input);
+  if (!with) return reply_error(r, 400, "%s", err);
+  char location[ENGINE_ID_MAX + 32];
+  snprintf(location, sizeof location, "/v1/workflows/%s", id);
+  wf_row w;
+  int found = store_wf_get(engine_store(a->e), id, &w);
+  if (found < 0) {
+    free(with);
+    return reply_store_error(a, r, engine_store(a->e));
+  }
+  if (found == 1) {
+    /* idempotent: the same script and input (whoever asks) is the run that exists */
+    char *mine = engine_input_with_identity(with, "", 0, err, sizeof err),
+         *theirs = engine_input_with_identity(w.input ? w.input : "null", "", 0, err, sizeof err);
+    int same_input = mine && theirs && strcmp(mine, theirs) == 0, same_script = strcmp(w.script_name, path) == 0;
+    free(mine);
+    free(theirs);
+    free(with);
+    if (!same_script) {
+      reply_error(r, 409, "workflow '%s' exists with another script (%s)", id, w.script_name);
+    } else if (!same_input) {
+      reply_error(r, 409, "workflow '%s' exists with a different input; choose another id, or send the same input",
+                  id);
+    } else {
+      answer_when_committed(a, r, 200, NULL, id, location);
+    }
+    wf_row_free(&w);
+    return;
+  }
+  int existed = 0;
+  int rc = engine_submit(a->e, id, path, with, &existed, err, sizeof err);
+  free(with);
+  if (rc != 0) {
+    if (store_down(a, r)) return;
+    return reply_error(r, 400, "%s", err);
+  }
+  answer_when_committed(a, r, 201, NULL, id, location);
+}
+
+static const char *STATUSES[] = {"running", "waiting", "completed", "failed", "cancelled", "stuck", NULL};
+
+typedef struct page {
+  ubuf b;
+  int n, limit;
+  int64_t last_created;
+  char last_id[ENGINE_ID_MAX * 2 + 1];
+} page;
+
+static int page_row(void *ud, const wf_row *w) {
+  page *p = ud;
+  if (p->n == p->limit) {
+    p->n++; /* there is more */
+    return 1;
+  }
+  char *id = json_quote(w->id), *sc = json_quote(w->script_name);
+  char *item = util_fmt("%s{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
+                        "\"updated_at\":%lld}",
+                        p->n ? "," : "", id, w->status, (long long)w->run, sc, (long long)w->created_at,
+                        (long long)w->updated_at);
+  ubuf_add(&p->b, item, strlen(item));
+  free(item);
+  free(id);
+  free(sc);
+  p->n++;
+  p->last_created = w->created_at;
+  snprintf(p->last_id, sizeof p->last_id, "%s", w->id);
+  return 0;
+}
+
+static void h_list(api *a, httpd_req *r, ctx *c) {
+  (void)c;
+  char status[32], script[256], cursor[ENGINE_ID_MAX + 40], path[PATH_MAX];
+  int64_t limit;
+  int hs = query(r, "status", status, sizeof status), hc = hs < 0 ? -1 : query(r, "script", script, sizeof script);
+  int hk = hc < 0 ? -1 : query(r, "cursor", cursor, sizeof cursor);
+  if (hk < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  if (hs == 1) {
+    int ok = 0;
+    for (const char **k = STATUSES; *k; k++) ok |= strcmp(*k, status) == 0;
+    if (!ok) return reply_error(r, 400, "unknown status '%.32s' (running, waiting, completed, failed, cancelled, stuck)",
+                                status);
+  }
+  if (hc == 1) snprintf(path, sizeof path, "%s/%s", a->workflows_dir, script);
+  int64_t after_created = -1;
+  const char *after_id = "";
+  if (hk == 1) {
+    /* the cursor is "CREATED_AT.ID" of the last row of the previous page */
+    char *dot = strchr(cursor, '.'), *end;
+    long long v = dot ? strtoll(cursor, &end, 10) : -1;
+    if (!dot || end != dot || v < 0) return reply_error(r, 400, "invalid cursor (use next_cursor of a previous page)");
+    after_created = v;
+    after_id = dot + 1;
+  }
+  if (limit == 0) limit = 1;
+  page p = {{0}, 0, (int)limit, 0, ""};
+  ubuf_add(&p.b, "{\"workflows\":[", 14);
+  if (store_wf_page(a->rd, hs == 1 ? status : NULL, hc == 1 ? path : NULL, after_created, after_id, (int)limit + 1,
+                    page_row, &p) != STORE_OK) {
+    ubuf_free(&p.b);
+    return reply_store_error(a, r, a->rd);
+  }
+  char next[ENGINE_ID_MAX * 2 + 64] = "null";
+  if (p.n > p.limit) {
+    char raw[ENGINE_ID_MAX * 2 + 40];
+    snprintf(raw, sizeof raw, "%lld.%s", (long long)p.last_created, p.last_id);
+    char *q = json_quote(raw);
+    snprintf(next, sizeof next, "%s", q);
+    free(q);
+  }
+  char *tail = util_fmt("],\"next_cursor\":%s}", next);
+  ubuf_add(&p.b, tail, strlen(tail) + 1);
+  free(tail);
+  reply(r, 200, p.b.p, NULL);
+}
+
+/* The workflow a read is about (committed state): 1, or answered 404/503. */
+static int find_for_read(api *a, httpd_req *r, const char *id, wf_row *w) {
+  int found = store_wf_get(a->rd, id, w);
+  if (found == 1) return 1;
+  if (found < 0) {
+    reply_store_error(a, r, a->rd);
+    return 0;
+  }
+  char err[512];
+  engine_unknown_id(id, err, sizeof err);
+  reply_error(r, 404, "%s", err);
+  return 0;
+}
+
+static void h_show(api *a, httpd_req *r, ctx *c) {
+  view_summary s;
+  char err[700];
+  int found = view_summary_load(a->rd, c->p1, &s, err, sizeof err);
+  if (found < 0) return reply_error(r, 503, "%s", err);
+  if (found == 0) {
+    engine_unknown_id(c->p1, err, sizeof err);
+    return reply_error(r, 404, "%s", err);
+  }
+  reply(r, 200, view_summary_json(&s), NULL);
+  view_summary_free(&s);
+}
+
+static void h_history(api *a, httpd_req *r, ctx *c) {
+  wf_row w;
+  int64_t run;
+  if (query_int(r, "run", 0, INT64_MAX / 2, &run) != 0 || !find_for_read(a, r, c->p1, &w)) return;
+  if (run == 0) run = w.run;
+  hist_list h = {0};
+  if (store_hist_load(a->rd, c->p1, run, &h) != STORE_OK) {
+    hist_list_free(&h);
+    wf_row_free(&w);
+    return reply_store_error(a, r, a->rd);
+  }
+  ubuf b = {0};
+  char *qid = json_quote(c->p1);
+  char *head = util_fmt("{\"id\":%s,\"run\":%lld,\"events\":[", qid, (long long)run);
+  free(qid);
+  ubuf_add(&b, head, strlen(head));
+  free(head);
+  for (size_t i = 0; i < h.n; i++) {
+    const hist_event *e = &h.v[i];
+    char *ty = json_quote(e->type), *nm = json_quote(e->name ? e->name : "");
+    char *item = util_fmt("%s{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,"
+                          "\"payload\":%s}",
+                          i ? "," : "", (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "",
+                          (long long)e->time, e->payload && *e->payload ? e->payload : "null");
+    ubuf_add(&b, item, strlen(item));
+    free(item);
+    free(ty);
+    free(nm);
+  }
+  ubuf_add(&b, "]}", 3);
+  hist_list_free(&h);
+  wf_row_free(&w);
+  reply(r, 200, b.p, NULL);
+}
+
+/* -------------------------------------------------------------- SSE --- */
+
+static void sub_write(sub *s, const char *text, size_t len) {
+  if (s->ended) return;
+  if (httpd_stream_write(s->s, text, len) > SSE_MAX_QUEUED) {
+    s->ended = 1; /* too slow: it reconnects with Last-Event-ID */
+    httpd_stream_end(s->s);
+  }
+}
+
+static void sub_event(sub *s, int64_t id, const domain_event *e) {
+  char *json = view_event_json(e), *out = json_for_output(json, strlen(json));
+  char *frame = util_fmt("id: %lld\ndata: %s\n\n", (long long)id, out);
+  sub_write(s, frame, strlen(frame));
+  free(frame);
+  free(out);
+  free(json);
+  s->last = id;
+}
+
+static void sub_end(sub *s, const char *status) {
+  if (s->ended) return;
+  char *q = json_quote(status);
+  char *frame = util_fmt("event: end\ndata: {\"status\":%s}\n\n", q);
+  sub_write(s, frame, strlen(frame));
+  free(frame);
+  free(q);
+  s->ended = 1;
+  httpd_stream_end(s->s);
+}
+
+static void sub_unlink(sub *s) {
+  api *a = s->a;
+  if (s->prev) {
+    s->prev->next = s->next;
+  } else if (s->session) {
+    if (s->next) strmap_put(&a->subs, s->session, s->next);
+    else strmap_del(&a->subs, s->session);
+  } else {
+    a->all = s->next;
+  }
+  if (s->next) s->next->prev = s->prev;
+  a->nsubs--;
+}
+
+static void sub_closed(void *ud) {
+  sub *s = ud;
+  sub_unlink(s);
+  free(s->session);
+  free(s);
+}
+
+static int backlog_session(void *ud, const domain_event *e) {
+  sub_event(ud, e->seq, e);
+  return 0;
+}
+
+typedef struct feed_ctx {
+  api *a;
+  sub *only; /* a new subscriber catching up, or NULL: dispatch to all */
+  int n;
+} feed_ctx;
+
+static int on_feed(void *ud, int64_t id, const domain_event *e) {
+  feed_ctx *f = ud;
+  f->n++;
+  if (f->only) {
+    sub_event(f->only, id, e);
+    return 0;
+  }
+  api *a = f->a;
+  a->feed_cursor = id;
+  for (sub *s = strmap_get(&a->subs, e->session_id); s; s = s->next)
+    if (e->seq > s->last) sub_event(s, e->seq, e);
+  for (sub *s = a->all; s; s = s->next)
+    if (id > s->last) sub_event(s, id, e);
+  return 0;
+}
+
+/* After each commit: the new events to their subscribers, then the end of
+ * the streams of sessions that finished. One read of the feed, whatever the
+ * number of subscribers. */
+static void dispatch_feed(api *a) {
+  if (a->nsubs > 0) {
+    feed_ctx f = {a, NULL, 0};
+    do {
+      f.n = 0;
+      if (store_feed_after(a->rd, a->feed_cursor, FEED_PAGE, on_feed, &f) != STORE_OK) break;
+    } while (f.n == FEED_PAGE);
+  }
+  for (size_t i = 0; i < a->finished.cap; i++) {
+    if (!STRMAP_LIVE(&a->finished, i)) continue;
+    for (sub *s = strmap_get(&a->subs, a->finished.keys[i]); s; s = s->next) sub_end(s, a->finished.vals[i]);
+    free(a->finished.vals[i]);
+  }
+  strmap_free(&a->finished);
+  strmap_init(&a->finished);
+}
+
+static void on_heartbeat(uv_timer_t *t) {
+  api *a = t->data;
+  for (size_t i = 0; i < a->subs.cap; i++)
+    if (STRMAP_LIVE(&a->subs, i))
+      for (sub *s = a->subs.vals[i]; s; s = s->next) sub_write(s, ":\n\n", 3);
+  for (sub *s = a->all; s; s = s->next) sub_write(s, ":\n\n", 3);
+}
+
+/* Last-Event-ID (a reconnecting EventSource), else ?after=, else 0. */
+static int resume_point(httpd_req *r, int64_t *after) {
+  const char *last = httpd_header(r, "Last-Event-ID");
+  if (last && *last) {
+    char *end;
+    long long v = strtoll(last, &end, 10);
+    if (*end || v < 0) {
+      reply_error(r, 400, "Last-Event-ID must be the id of an event this stream sent (a whole number)");
+      return -1;
+    }
+    *after = v;
+    return 0;
+  }
+  return query_int(r, "after", 0, INT64_MAX / 2, after);
+}
+
+static int wants_stream(httpd_req *r) {
+  const char *acc = httpd_header(r, "Accept");
+  return acc && strstr(acc, "text/event-stream") != NULL;
+}
+
+static const char *SSE_HEADERS[] = {"X-Accel-Buffering: no", NULL};
+
+static sub *subscribe(api *a, httpd_req *r, const char *session, int64_t after) {
+  sub *s = util_xcalloc(1, sizeof *s);
+  s->a = a;
+  s->session = session ? util_strdup(session) : NULL;
+  s->last = after;
+  s->s = httpd_stream_open(r, "text/event-stream", SSE_HEADERS, sub_closed, s);
+  if (a->nsubs == 0) a->feed_cursor = store_feed_last(a->rd);
+  if (a->feed_cursor < 0) a->feed_cursor = 0;
+  a->nsubs++;
+  if (session) {
+    sub *head = strmap_get(&a->subs, session);
+    s->next = head;
+    if (head) head->prev = s;
+    strmap_put(&a->subs, session, s);
+  } else {
+    s->next = a->all;
+    if (a->all) a->all->prev = s;
+    a->all = s;
+  }
+  sub_write(s, "retry: 2000\n\n", 13);
+  return s;
+}
+
+typedef struct json_page {
+  ubuf b;
+  int n, limit;
+  int64_t last;
+} json_page;
+
+static int page_event(void *ud, const domain_event *e) {
+  json_page *p = ud;
+  if (p->n == p->limit) return 1;
+  char *json = view_event_json(e);
+  if (p->n) ubuf_add(&p->b, ",", 1);
+  ubuf_add(&p->b, json, strlen(json));
+  free(json);
+  p->n++;
+  p->last = e->seq;
+  return 0;
+}
+
+static int page_feed(void *ud, int64_t id, const domain_event *e) {
+  json_page *p = ud;
+  char *json = view_event_json(e);
+  /* the feed position rides along: it is what ?after= takes */
+  char *item = util_fmt("%s{\"id\":%lld,\"event\":%s}", p->n ? "," : "", (long long)id, json);
+  ubuf_add(&p->b, item, strlen(item));
+  free(item);
+  free(json);
+  p->n++;
+  p->last = id;
+  return 0;
+}
+
+static void h_events(api *a, httpd_req *r, ctx *c) {
+  wf_row w;
+  int64_t after, limit;
+  if (resume_point(r, &after) != 0 || query_int(r, "limit", 1000, 10000, &limit) != 0) return;
+  if (!find_for_read(a, r, c->p1, &w)) return;
+  if (!wants_stream(r)) {
+    json_page p = {{0}, 0, limit ? (int)limit : 1, after};
+    ubuf_add(&p.b, "{\"events\":[", 11);
+    if (store_domain_list(a->rd, c->p1, after, page_event, &p) != STORE_OK) {
+      ubuf_free(&p.b);
+      wf_row_free(&w);
+      return reply_store_error(a, r, a->rd);
+    }
+    char *tail = util_fmt("],\"last_seq\":%lld,\"status\":\"%s\"}", (long long)p.last, w.status);
+    ubuf_add(&p.b, tail, strlen(tail) + 1);
+    free(tail);
+    wf_row_free(&w);
+    return reply(r, 200, p.b.p, NULL);
+  }
+  sub *s = subscribe(a, r, c->p1, after);
+  if (store_domain_list(a->rd, c->p1, after, backlog_session, s) != STORE_OK) {
+    s->ended = 1;
+    httpd_stream_end(s->s);
+  } else if (engine_status_terminal(w.status)) {
+    sub_end(s, w.status);
+  }
+  wf_row_free(&w);
+}
+
+static void h_all_events(api *a, httpd_req *r, ctx *c) {
+  (void)c;
+  int64_t after, limit;
+  if (resume_point(r, &after) != 0 || query_int(r, "limit", 1000, 10000, &limit) != 0) return;
+  if (!wants_stream(r)) {
+    json_page p = {{0}, 0, 0, after};
+    ubuf_add(&p.b, "{\"events\":[", 11);
+    if (store_feed_after(a->rd, after, limit ? (int)limit : 1, page_feed, &p) != STORE_OK) {
+      ubuf_free(&p.b);
+      return reply_store_error(a, r, a->rd);
+    }
+    char *tail = util_fmt("],\"last_id\":%lld}", (long long)p.last);
+    ubuf_add(&p.b, tail, strlen(tail) + 1);
+    free(tail);
+    return reply(r, 200, p.b.p, NULL);
+  }
+  sub *s = subscribe(a, r, NULL, after);
+  feed_ctx f = {a, s, 0};
+  int64_t upto = a->feed_cursor;
+  do { /* catch up to where live dispatch stands; live events follow */
+    f.n = 0;
+    if (store_feed_after(a->rd, s->last, FEED_PAGE, on_feed, &f) != STORE_OK) break;
+  } while (f.n == FEED_PAGE && s->last < upto);
+}
+
+/* ------------------------------------------------------------ writes --- */
+
+static void h_signal(api *a, httpd_req *r, ctx *c) {
+  char err[512];
+  if (approval_request_of(c->p2))
+    return reply_error(r, 403,
+                       "approval signals cannot be sent here: answer the request with POST "
+                       "/v1/workflows/{id}/approvals/{request_id} (scope approve)");
+  if (engine_check_signal_name(c->p2, err, sizeof err) != 0) return reply_error(r, 400, "%s", err);
+  size_t len;
+  const char *body = httpd_body(r, &len);
+  char *payload = json_accept(len ? body : "null", len ? len : 4, "the signal payload", err, sizeof err);
+  if (!payload) return reply_error(r, 400, "%s", err);
+  wf_row w;
+  if (!find_for_write(a, r, c->p1, &w)) return free(payload);
+  int done = engine_status_terminal(w.status);
+  if (done) reply_error(r, 409, "workflow '%s' is %s; signal not delivered", c->p1, w.status);
+  wf_row_free(&w);
+  if (done) return free(payload);
+  int rc = engine_signal_local(a->e, c->p1, c->p2, payload, err, sizeof err);
+  free(payload);
+  if (rc != 0) {
+    if (store_down(a, r)) return;
+    return reply_error(r, 409, "%s", err);
+  }
+  char *qi = json_quote(c->p1), *qn = json_quote(c->p2), *qs = json_quote(c->identity);
+  answer_when_committed(a, r, 200, util_fmt("{\"id\":%s,\"signal\":%s,\"sent_by\":%s}", qi, qn, qs), NULL, NULL);
+  free(qi);
+  free(qn);
+  free(qs);
+}
+
+static void h_cancel(api *a, httpd_req *r, ctx *c) {
+  char err[512];
+  wf_row w;
+  if (!find_for_write(a, r, c->p1, &w)) return;
+  int done = engine_status_terminal(w.status);
+  if (done) reply_error(r, 409, "workflow '%s' is %s; cancellation not delivered", c->p1, w.status);
+  wf_row_free(&w);
+  if (done) return;
+  if (engine_cancel_local(a->e, c->p1, err, sizeof err) != 0) {
+    if (store_down(a, r)) return;
+    return reply_error(r, 409, "%s", err);
+  }
+  char *qi = json_quote(c->p1);
+  answer_when_committed(a, r, 202, util_fmt("{\"id\":%s,\"cancel\":\"requested\"}", qi), NULL, NULL);
+  free(qi);
+}
+
+typedef struct approvals_ctx {
+  api *a;
+  ubuf b;
+  int n, failed;
+} approvals_ctx;
+
+static int first_event(void *ud, const domain_event *e) {
+  char **out = ud;
+  *out = util_strdup(e->payload ? e->payload : "null");
+  return 1;
+}
+
+/* Field key of the JSON object text as JSON (malloc'd), "null" when absent. */
+static char *json_member(api *a, const char *text, const char *key) {
+  char err[64];
+  lua_settop(a->L, 0);
+  if (json_decode_safe(a->L, text, strlen(text), err, sizeof err) != 0 || !lua_istable(a->L, -1))
+    return util_strdup("null");
+  char *v = field_json(a, key);
+  lua_settop(a->L, 0);
+  return v ? v : util_strdup("null");
+}
+
+static int pending_row(void *ud, const wf_row *w) {
+  approvals_ctx *x = ud;
+  approval_request p;
+  char err[512];
+  int n = approval_pending(x->a->rd, w->id, &p, err, sizeof err);
+  if (n < 0) {
+    x->failed = 1;
+    return 1;
+  }
+  if (n == 0) return 0;
+  char *event = NULL;
+  if (p.event_seq > 0) store_domain_list(x->a->rd, w->id, p.event_seq - 1, first_event, &event);
+  if (!event) event = util_strdup("null");
+  char *args = json_member(x->a, event, "args"), *reason = json_member(x->a, event, "reason");
+  char *qi = json_quote(w->id), *qr = json_quote(p.request_id), *qt = json_quote(p.tool), *qk = json_quote(p.kind);
+  char dl[32] = "null";
+  if (p.deadline >= 0) snprintf(dl, sizeof dl, "%lld", (long long)p.deadline);
+  char *item = util_fmt("%s{\"session_id\":%s,\"request_id\":%s,\"tool\":%s,\"kind\":%s,\"arguments\":%s,"
+                        "\"reason\":%s,\"since\":%lld,\"deadline\":%s,\"request\":%s}",
+                        x->n ? "," : "", qi, qr, qt, qk, args, reason, (long long)p.since, dl, event);
+  ubuf_add(&x->b, item, strlen(item));
+  x->n++;
+  free(item);
+  free(qi);
+  free(qr);
+  free(qt);
+  free(qk);
+  free(args);
+  free(reason);
+  free(event);
+  return 0;
+}
+
+static void h_approvals(api *a, httpd_req *r, ctx *c) {
+  (void)c;
+  approvals_ctx x = {a, {0}, 0, 0};
+  ubuf_add(&x.b, "{\"approvals\":[", 14);
+  if (store_wf_list(a->rd, "waiting", pending_row, &x) != STORE_OK || x.failed) {
+    ubuf_free(&x.b);
+    return reply_store_error(a, r, a->rd);
+  }
+  ubuf_add(&x.b, "]}", 3);
+  reply(r, 200, x.b.p, NULL);
+}
+
+static const char *APPROVE_KEYS[] = {"approved", "reason", NULL};
+
+static void h_approve(api *a, httpd_req *r, ctx *c) {
+  if (body_object(a, r, APPROVE_KEYS) != 0) return;
+  int approved = field_bool(a, "approved");
+  if (approved < 0) return reply_error(r, 400, "\"approved\" is required: true or false");
+  char reason[APPROVAL_REASON_MAX + 1] = "";
+  if (field_string(a, "reason", reason, sizeof reason) < 0)
+    return reply_error(r, 400, "\"reason\" must be a string of at most %d bytes", APPROVAL_REASON_MAX);
+  wf_row w;
+  if (!find_for_write(a, r, c->p1, &w)) return;
+  wf_row_free(&w);
+  /* the approver is the token's identity, never anything the body says */
+  approval_decision d = {c->p2, approved, c->identity, reason};
+  approval_request done;
+  char err[1024];
+  if (approval_answer_in_batch(engine_store(a->e), c->p1, &d, &done, err, sizeof err) != 0) {
+    if (store_down(a, r)) return;
+    int bad = strncmp(err, "invalid", 7) == 0 || strncmp(err, "the reason", 10) == 0;
+    return reply_error(r, bad ? 400 : 409, "%s", err);
+  }
+  engine_dispatch_now(a->e);
+  char *qi = json_quote(c->p1), *qr = json_quote(done.request_id), *qa = json_quote(c->identity),
+       *qt = json_quote(done.tool);
+  answer_when_committed(a, r, 200,
+                        util_fmt("{\"session_id\":%s,\"request_id\":%s,\"approved\":%s,\"approver\":%s,\"tool\":%s}",
+                                 qi, qr, approved ? "true" : "false", qa, qt),
+                        NULL, NULL);
+  free(qi);
+  free(qr);
+  free(qa);
+  free(qt);
+}
+
+/* ----------------------------------------------------------- metrics --- */
+
+static const double COMMIT_BUCKETS[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
+
+static void declare_metrics(metrics *m) {
+  metrics_declare(m, "engine_workflows", METRIC_GAUGE, "Workflows by status.", NULL, 0);
+  metrics_declare(m, "engine_activity_duration_seconds", METRIC_HISTOGRAM,
+                  "Activity attempts by name and outcome, from start to end.", NULL, 0);
+  metrics_declare(m, "engine_tasks", METRIC_GAUGE, "Durable tasks queued, by kind (workflow, activity, timer, ...).",
+                  NULL, 0);
+  metrics_declare(m, "engine_timers_pending", METRIC_GAUGE, "Durable timers not yet fired.", NULL, 0);
+  metrics_declare(m, "engine_commits_total", METRIC_COUNTER, "Group commits of the store.", NULL, 0);
+  metrics_declare(m, "engine_commit_writes", METRIC_HISTOGRAM, "Rows written per group commit.", COMMIT_BUCKETS,
+                  sizeof COMMIT_BUCKETS / sizeof *COMMIT_BUCKETS);
+  metrics_declare(m, "engine_http_connections", METRIC_GAUGE, "Open HTTP connections.", NULL, 0);
+  metrics_declare(m, "engine_sse_streams", METRIC_GAUGE, "Open Server-Sent Events streams.", NULL, 0);
+  metrics_declare(m, "engine_sandboxes_live", METRIC_GAUGE, "Sandboxes of unfinished sessions.", NULL, 0);
+  metrics_declare(m, "engine_model_tokens_total", METRIC_COUNTER, "Model tokens by provider and kind.", NULL, 0);
+  metrics_declare(m, "engine_approvals_pending", METRIC_GAUGE, "Approval requests waiting for an answer.", NULL, 0);
+}
+
+typedef struct group_ctx {
+  metrics *m;
+  const char *family, *label;
+  int64_t timers;
+} group_ctx;
+
+static int set_group(void *ud, const char *key, int64_t n) {
+  group_ctx *g = ud;
+  if (g->label) {
+    const char *labels[] = {g->label, key ? key : "", NULL};
+    metrics_set(g->m, g->family, labels, (double)n);
+  } else {
+    metrics_set(g->m, g->family, NULL, (double)n);
+  }
+  if (key && strcmp(key, "timer") == 0) g->timers = n;
+  return 0;
+}
+
+static int count_pending(void *ud, const wf_row *w) {
+  approvals_ctx *x = ud;
+  approval_request p;
+  char err[256];
+  if (approval_pending(x->a->rd, w->id, &p, err, sizeof err) == 1) x->n++;
+  return 0;
+}
+
+static void h_metrics(api *a, httpd_req *r, ctx *c) {
+  (void)c;
+  metrics *m = a->m;
+  metrics_clear(m, "engine_workflows");
+  metrics_clear(m, "engine_tasks");
+  group_ctx g = {m, "engine_workflows", "status", 0};
+  int bad = store_group_count(a->rd, STORE_GROUP_STATUS, set_group, &g) != STORE_OK;
+  g = (group_ctx){m, "engine_tasks", "kind", 0};
+  bad |= store_group_count(a->rd, STORE_GROUP_TASKS, set_group, &g) != STORE_OK;
+  metrics_set(m, "engine_timers_pending", NULL, (double)g.timers);
+  group_ctx sb = {m, "engine_sandboxes_live", NULL, 0};
+  bad |= store_group_count(a->rd, STORE_GROUP_SANDBOXES, set_group, &sb) != STORE_OK;
+  approvals_ctx x = {a, {0}, 0, 0};
+  bad |= store_wf_list(a->rd, "waiting", count_pending, &x) != STORE_OK;
+  if (bad) return reply_store_error(a, r, a->rd);
+  metrics_set(m, "engine_approvals_pending", NULL, x.n);
+  httpd_stats hs;
+  httpd_get_stats(a->http, &hs);
+  metrics_set(m, "engine_http_connections", NULL, hs.connections);
+  metrics_set(m, "engine_sse_streams", NULL, hs.streams);
+  char *text = metrics_render(m);
+  httpd_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text), NULL);
+}
+
+/* ------------------------------------------------------------ router --- */
+
+typedef struct route {
+  const char *method, *pattern;
+  unsigned scope; /* 0: no token needed */
+  void (*fn)(api *, httpd_req *, ctx *);
+} route;
+
+static const route ROUTES[] = {
+    {"GET", "/healthz", 0, h_health},
+    {"GET", "/metrics", SCOPE_READ, h_metrics},
+    {"GET", "/v1/openapi.json", 0, h_openapi},
+    {"POST", "/v1/workflows", SCOPE_START, h_start},
+    {"GET", "/v1/workflows", SCOPE_READ, h_list},
+    {"GET", "/v1/workflows/{id}", SCOPE_READ, h_show},
+    {"GET", "/v1/workflows/{id}/events", SCOPE_READ, h_events},
+    {"GET", "/v1/workflows/{id}/history", SCOPE_READ, h_history},
+    {"POST", "/v1/workflows/{id}/signals/{name}", SCOPE_SIGNAL, h_signal},
+    {"POST", "/v1/workflows/{id}/cancel", SCOPE_CANCEL, h_cancel},
+    {"GET", "/v1/approvals", SCOPE_READ, h_approvals},
+    {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, h_approve},
+    {"GET", "/v1/events", SCOPE_READ, h_all_events},
+};
+#define NROUTES (sizeof ROUTES / sizeof *ROUTES)
+
+int api_route(size_t i, const char **method, const char **pattern) {
+  if (i >= NROUTES) return 0;
+  *method = ROUTES[i].method;
+  *pattern = ROUTES[i].pattern;
+  return 1;
+}
+
+/* Matches path against pattern segment by segment; {x} takes one segment,
+ * decoded into the next parameter. 1 match, 0 no match, -1 a parameter that
+ * does not decode. */
+static int match(const char *pattern, const char *path, ctx *c) {
+  int np = 0;
+  while (*pattern && *path) {
+    if (*pattern != '/' || *path != '/') return 0;
+    pattern++;
+    path++;
+    const char *pe = strchr(pattern, '/'), *se = strchr(path, '/');
+    size_t pl = pe ? (size_t)(pe - pattern) : strlen(pattern), sl = se ? (size_t)(se - path) : strlen(path);
+    if (pattern[0] == '{') {
+      if (sl == 0) return 0;
+      char *dst = np == 0 ? c->p1 : c->p2;
+      if (np > 1 || pct_decode(path, sl, dst, sizeof c->p1) != 0) return -1;
+      np++;
+    } else if (pl != sl || strncmp(pattern, path, pl) != 0) {
+      return 0;
+    }
+    pattern += pl;
+    path += sl;
+  }
+  return *pattern == 0 && *path == 0;
+}
+
+/* Who is asking: the token's identity and scopes, or (with no token in the
+ * database, on loopback only) "anonymous" with every scope. 0, or -1 answered. */
+static int authenticate(api *a, httpd_req *r, ctx *c) {
+  int64_t live = token_live_count(a->rd);
+  if (live < 0) {
+    reply_store_error(a, r, a->rd);
+    return -1;
+  }
+  const char *auth = httpd_header(r, "Authorization");
+  static const char *challenge[] = {"WWW-Authenticate: Bearer realm=\"engine\"", NULL};
+  if (live == 0 && !auth) {
+    if (!a->loopback) {
+      reply_error(r, 401, "no API token exists: create one with engine token create NAME --scopes ...");
+      return -1;
+    }
+    snprintf(c->identity, sizeof c->identity, "anonymous");
+    c->scopes = SCOPE_ADMIN;
+    return 0;
+  }
+  if (!auth || strncasecmp(auth, "Bearer ", 7) != 0) {
+    reply_error_h(r, 401, challenge, "a token is required: Authorization: Bearer TOKEN");
+    return -1;
+  }
+  const char *tok = auth + 7;
+  while (*tok == ' ') tok++;
+  char name[TOKEN_NAME_MAX + 1];
+  int ok = token_verify(a->rd, tok, strlen(tok), name, &c->scopes);
+  if (ok < 0) {
+    reply_store_error(a, r, a->rd);
+    return -1;
+  }
+  if (ok == 0) {
+    reply_error_h(r, 401, challenge, "the token is not valid (or revoked)");
+    return -1;
+  }
+  snprintf(c->identity, sizeof c->identity, "token:%s", name);
+  return 0;
+}
+
+static const char *scope_name(unsigned scope) {
+  switch (scope) {
+  case SCOPE_READ: return "read";
+  case SCOPE_START: return "start";
+  case SCOPE_SIGNAL: return "signal";
+  case SCOPE_APPROVE: return "approve";
+  case SCOPE_CANCEL: return "cancel";
+  default: return "admin";
+  }
+}
+
+static void on_request(void *ud, httpd_req *r) {
+  api *a = ud;
+  ctx c;
+  memset(&c, 0, sizeof c);
+  const char *method = httpd_method(r), *path = httpd_path(r);
+  const route *found = NULL;
+  char allow[64] = "";
+  int bad_param = 0;
+  for (size_t i = 0; i < NROUTES; i++) {
+    int m = match(ROUTES[i].pattern, path, &c);
+    if (m < 0) bad_param = 1;
+    if (m != 1) continue;
+    if (strcmp(ROUTES[i].method, method) == 0) {
+      found = &ROUTES[i];
+      break;
+    }
+    snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s", *allow ? ", " : "", ROUTES[i].method);
+  }
+  if (!found) {
+    if (*allow) {
+      char hdr[80];
+      snprintf(hdr, sizeof hdr, "Allow: %s", allow);
+      const char *headers[] = {hdr, NULL};
+      return reply_error_h(r, 405, headers, "method %.16s is not allowed on %.200s (allowed: %s)", method, path, allow);
+    }
+    if (bad_param) return reply_error(r, 400, "a path segment is not valid (a bad %%-escape, a NUL byte or too long)");
+    return reply_error(r, 404, "no such route: %s %.200s (see GET /v1/openapi.json)", method, path);
+  }
+  if (found->scope) {
+    if (authenticate(a, r, &c) != 0) return;
+    if (!token_allows(c.scopes, found->scope))
+      return reply_error(r, 403, "this token lacks the '%s' scope", scope_name(found->scope));
+  } else {
+    snprintf(c.identity, sizeof c.identity, "anonymous");
+  }
+  found->fn(a, r, &c);
+}
+
+/* ------------------------------------------------- worker callbacks --- */
+
+static void on_status(void *ud, const char *id, const char *status, const char *detail) {
+  (void)detail;
+  api *a = ud;
+  if (engine_status_terminal(status) && strmap_get(&a->subs, id) && !strmap_get(&a->finished, id))
+    strmap_put(&a->finished, id, util_strdup(status));
+}
+
+static void on_commit(void *ud) {
+  api *a = ud;
+  metrics_add(a->m, "engine_commits_total", NULL, 1);
+  metrics_observe(a->m, "engine_commit_writes", NULL, (double)store_batch_writes(engine_store(a->e)));
+  dispatch_feed(a);
+}
+
+static void on_live(void *ud, const char *wf_id, const char *type, const char *json) {
+  api *a = ud;
+  sub *s = strmap_get(&a->subs, wf_id);
+  if (!s) return;
+  char *qi = json_quote(wf_id), *qt = json_quote(type);
+  char *ev = util_fmt("{\"session_id\":%s,\"type\":%s,\"time\":%lld,\"payload\":%s}", qi, qt,
+                      (long long)util_now_ms(), json);
+  char *out = json_for_output(ev, strlen(ev));
+  /* no id: ephemeral, never part of what Last-Event-ID resumes */
+  char *frame = util_fmt("event: %s\ndata: %s\n\n", type, out);
+  for (; s; s = s->next) sub_write(s, frame, strlen(frame));
+  free(frame);
+  free(out);
+  free(ev);
+  free(qi);
+  free(qt);
+}
+
+static void on_activity(void *ud, const char *name, double seconds, int ok) {
+  api *a = ud;
+  const char *labels[] = {"name", name, "outcome", ok ? "completed" : "failed", NULL};
+  metrics_observe(a->m, "engine_activity_duration_seconds", labels, seconds);
+}
+
+static void on_usage(void *ud, const char *provider, double in, double out) {
+  api *a = ud;
+  const char *li[] = {"provider", provider, "kind", "input", NULL}, *lo[] = {"provider", provider, "kind", "output",
+                                                                             NULL};
+  if (in > 0) metrics_add(a->m, "engine_model_tokens_total", li, in);
+  if (out > 0) metrics_add(a->m, "engine_model_tokens_total", lo, out);
+}
+
+/* ------------------------------------------------------------- life --- */
+
+api *api_new(void) {
+  api *a = util_xcalloc(1, sizeof *a);
+  a->m = metrics_new();
+  declare_metrics(a->m);
+  strmap_init(&a->subs);
+  strmap_init(&a->finished);
+  return a;
+}
+
+void api_engine_config(api *a, engine_config *cfg) {
+  cfg->on_status = on_status;
+  cfg->on_commit = on_commit;
+  cfg->on_live = on_live;
+  cfg->on_activity = on_activity;
+  cfg->on_usage = on_usage;
+  cfg->ud = a;
+}
+
+int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen) {
+  a->e = e;
+  char real[PATH_MAX];
+  if (!realpath(o->workflows_dir, real)) {
+    util_seterr(err, errlen, "--workflows %s: %s", o->workflows_dir, strerror(errno));
+    return -1;
+  }
+  a->workflows_dir = util_strdup(real);
+  httpd_limits lim;
+  if (httpd_limits_default(&lim, err, errlen) != 0) return -1;
+  if (store_open(store_path(engine_store(e)), 1, &a->rd, err, errlen) != STORE_OK) return -1;
+  a->L = luaL_newstate();
+  if (!a->L) {
+    util_seterr(err, errlen, "out of memory");
+    return -1;
+  }
+  a->http = httpd_start(engine_loop(e), o->listen, &lim, on_request, a, &a->loopback, err, errlen);
+  if (!a->http) return -1;
+  if (!a->loopback && token_live_count(a->rd) <= 0) {
+    util_seterr(err, errlen,
+                "--listen %s is not a loopback address, and no API token exists: create one first (engine token "
+                "create NAME --scopes ...), or listen on 127.0.0.1",
+                o->listen);
+    httpd_stop(a->http);
+    a->http = NULL;
+    return -1;
+  }
+  snprintf(a->url, sizeof a->url, "http://%s", httpd_address(a->http));
+  const char *hb = getenv("ENGINE_SSE_HEARTBEAT_MS");
+  int64_t ms = hb && atoll(hb) > 0 ? atoll(hb) : 15000;
+  if (uv_timer_init(engine_loop(e), &a->heartbeat) == 0) {
+    a->heartbeat.data = a;
+    a->heartbeat_on = 1;
+    uv_timer_start(&a->heartbeat, on_heartbeat, (uint64_t)ms, (uint64_t)ms);
+  }
+  return 0;
+}
+
+const char *api_url(const api *a) { return a->url; }
+
+void api_stop(api *a) {
+  if (!a) return;
+  if (a->heartbeat_on) {
+    uv_close((uv_handle_t *)&a->heartbeat, NULL);
+    a->heartbeat_on = 0;
+  }
+  if (a->http) httpd_stop(a->http); /* ends the streams: their subs go */
+  a->http = NULL;
+}
+
+void api_free(api *a) {
+  if (!a) return;
+  api_stop(a);
+  for (size_t i = 0; i < a->finished.cap; i++)
+    if (STRMAP_LIVE(&a->finished, i)) free(a->finished.vals[i]);
+  strmap_free(&a->finished);
+  strmap_free(&a->subs);
+  if (a->rd) store_close(a->rd);
+  if (a->L) lua_close(a->L);
+  metrics_free(a->m);
+  free(a->workflows_dir);
+  free(a);
+}
