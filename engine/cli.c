@@ -196,6 +196,13 @@ static int read_input(const char *spec, char **out) {
   return *out ? 0 : die(EXIT_USAGE, "%s", err);
 }
 
+/* Who acts from this shell: "local:USER" (the identity a start records and
+ * an approval names; the API's are "token:NAME"). */
+static void local_identity(char *out, size_t n) {
+  const char *user = getenv("USER");
+  snprintf(out, n, "local:%s", user && *user ? user : "unknown");
+}
+
 static int exit_for_status(const char *status) {
   if (strcmp(status, "completed") == 0) return EXIT_OK;
   if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0) return EXIT_FAILED;
@@ -406,6 +413,19 @@ static int cmd_start(args *a, common *c) {
   char *input = NULL;
   int rc = read_input(input_spec, &input);
   if (rc) return rc;
+  {
+    /* who started it goes into an object input's "identity" (what the API
+     * does with the token's identity) */
+    char who[300], ierr[512];
+    local_identity(who, sizeof who);
+    char *with = engine_input_with_identity(input, who, 0, ierr, sizeof ierr);
+    if (!with) {
+      free(input);
+      return die(EXIT_USAGE, "--input: %s", ierr);
+    }
+    free(input);
+    input = with;
+  }
   {
     /* check the script before the database is touched (or created) */
     char serr[1024];
@@ -937,8 +957,9 @@ static int cmd_approve(args *a, common *c) {
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
-  const char *user = getenv("USER");
-  approval_decision ans = {request, !deny, user && *user ? user : "cli", reason};
+  char who[APPROVAL_APPROVER_MAX + 1];
+  local_identity(who, sizeof who);
+  approval_decision ans = {request, !deny, who, reason};
   approval_request done;
   char err[1024];
   rc = approval_answer(st, id, &ans, &done, err, sizeof err);

@@ -49,7 +49,7 @@ return function(input)
   local started = wf.now()
   local deadline = started + limits.timeoutSeconds
   wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = perms.tools,
-    skills = input.skills or {}, limits = limits })
+    skills = input.skills or {}, limits = limits, identity = input.identity })
   wf.checkpoint("message", function() return prep.first_message end)
 
   status("PROVISIONING")
@@ -127,7 +127,7 @@ return function(input)
           calls = calls + 1
           wf.emit("tool.requested", { id = call.id, tool = call.name, args = call.arguments })
           local d = wf.activity("session.decide", { tool = call.name, args = call.arguments, permissions = perms,
-            session_id = id }, { retry = { max_attempts = 3 } })
+            session_id = id, identity = input.identity }, { retry = { max_attempts = 3 } })
           local decision, reason = d.decision, d.reason
           if decision == "approve" then
             local rid = call.id .. "-" .. digest(call.arguments_json or "")
@@ -143,6 +143,17 @@ return function(input)
               approver = type(answer) == "table" and answer.approver or nil })
             status("RUNNING")
             decision = approved and "allow" or "deny"
+            if approved then
+              -- the policies see who approved (e.g. not the session's own starter) and may still deny
+              local again = wf.activity("session.decide", { tool = call.name, args = call.arguments,
+                permissions = perms, session_id = id, identity = input.identity,
+                approval = { approver = answer.approver, reason = answer.reason, request_id = rid } },
+                { retry = { max_attempts = 3 } })
+              if again.decision == "deny" then
+                decision, reason = "deny", again.reason
+                wf.emit("approval.overruled", { request_id = rid, reason = again.reason, approver = answer.approver })
+              end
+            end
           end
           if decision == "allow" then
             local r = wf.activity("session.tool", { tool = call.name, tool_call_id = call.id, args = call.arguments,

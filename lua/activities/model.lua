@@ -12,7 +12,13 @@ local M = {}
 function M.turn(args)
   local deltas = 0
   local opts = args.options or {}
-  opts.on_delta = function() deltas = deltas + 1; activity.heartbeat() end
+  local step = activity.info()
+  opts.on_delta = function(d)
+    deltas = deltas + 1
+    activity.heartbeat()
+    -- watchers see the text as it is written (never logged: agent.message is)
+    activity.live("agent.delta", { step = step.seq, attempt = step.attempt, n = deltas, delta = d })
+  end
   local system, tools, messages = args.system, args.tools, args.messages
   if args.from_history then
     local transcript = require "transcript"
@@ -20,6 +26,9 @@ function M.turn(args)
   end
   local turn = runners.turn(args.model or {}, { system = system, messages = messages or {}, tools = tools }, opts)
   turn.deltas = deltas
+  local usage = turn.usage or {}
+  activity.usage(turn.provider or (args.model or {}).provider or "openai", tonumber(usage.input_tokens) or 0,
+    tonumber(usage.output_tokens) or 0)
   return turn
 end
 

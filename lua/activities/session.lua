@@ -40,7 +40,7 @@ local function under(path, roots)
 end
 
 local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
-  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1 }
+  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1 }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
   cpu = 1, memoryMb = 1024, diskMb = 1024 }
 
@@ -58,6 +58,10 @@ function M.prepare(args)
     if not TOP[k] then problem("unknown field '%s'", tostring(k)) end
   end
   if type(input.objective) ~= "string" or not input.objective:match("%S") then problem("objective is missing") end
+  -- who started the session: set by the engine (token:NAME, local:USER), never trusted from a caller
+  if input.identity ~= nil and (type(input.identity) ~= "string" or #input.identity > 300) then
+    problem("identity must be a string of at most 300 bytes")
+  end
   local model = input.model
   if type(model) ~= "table" or type(model.name) ~= "string" or model.name == "" then
     problem("model.name is missing")
@@ -222,7 +226,7 @@ function M.decide(args)
   -- what the tool is (sandbox or trusted side, publishes, writes) comes from its
   -- definition, never from the model
   local req = require("tools").policy_request(args.tool, args.args, { permissions = args.permissions,
-    session_id = args.session_id })
+    session_id = args.session_id, identity = args.identity, approval = args.approval })
   local d = policy.decide(current, req)
   d.votes = nil -- the decision and its reason are what the history needs
   return d

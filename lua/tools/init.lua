@@ -171,7 +171,8 @@ function M.policy_request(name, args, ctx)
   local t = M.load_all()[name] or {}
   ctx = ctx or {}
   return { tool = name, args = args, side = t.side, publishes = t.publishes or false, writes = t.writes or false,
-    permissions = ctx.permissions or {}, session_id = ctx.session_id }
+    permissions = ctx.permissions or {}, session_id = ctx.session_id, identity = ctx.identity,
+    approval = ctx.approval }
 end
 
 return M

@@ -125,7 +125,7 @@ assert_contains "names the control character" "approve: invalid reason: a contro
 assert_exit "approve --reason of 5,000 bytes" 2 engine approve sig-target --reason "$(head -c 5000 /dev/zero | tr '\0' x)"
 assert_contains "names the size" "the reason is 5000 bytes, more than 4096" "$ERR"
 assert_exit "an approver name with a control character" 2 env USER=$'eve\rmallory' "$ENGINE" approve sig-target --db "$ENGINE_DB" --reason ok
-assert_contains "names the approver" "approve: invalid approver: a control character at byte 4" "$ERR"
+assert_contains "names the approver" "approve: invalid approver: a control character at byte 10" "$ERR"
 assert_eq "database unchanged by the refused payloads and names" "$before" "$(db_sum)"
 # an escaped NUL is legal JSON: carried by length, never cut at it
 printf 'return function(input) return input end\n' >"$T/echo.lua"
