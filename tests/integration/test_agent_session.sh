@@ -211,8 +211,8 @@ assert_eq "not applied before the approval" "# Memory" "$(cat "$T/simple.md")"
 USER=reviewer engine approve me >/dev/null 2>&1
 wait_status me completed 60
 assert_contains "applied after it" "the bucket must stay capped" "$(cat "$T/simple.md")"
-assert_contains "with its provenance in the file" "approved by reviewer" "$(cat "$T/simple.md")"
-assert_contains "and in the store" '"approver":"reviewer"' "$(engine events me --json | grep memory.updated)"
+assert_contains "with its provenance in the file" "approved by local:reviewer" "$(cat "$T/simple.md")"
+assert_contains "and in the store" '"approver":"local:reviewer"' "$(engine events me --json | grep memory.updated)"
 
 # --- history stays linear: 200 turns over a large context
 big="$(head -c 200000 /dev/zero | tr '\0' 'c')"

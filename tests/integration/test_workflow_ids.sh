@@ -64,7 +64,7 @@ done
 n="$(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM workflows WHERE id <> 'seed'")"
 assert_eq "${#good[@]} good ids are ${#good[@]} workflows" "${#good[@]}" "$n"
 assert_exit "show pr_1 names that one" 0 engine show pr_1 --json
-assert_contains "its input" '"input":{"id":"pr_1"}' "$OUT"
+assert_contains "its input" '"input":{"id":"pr_1","identity":"local:' "$OUT"
 
 # --- generated ids follow the rules, whatever the script is called
 for name in "my flow" ".hidden" "x..y" "-dash" "café" $'esc\e[2J' "$(printf 'n%.0s' $(seq 240))" "__"; do
