@@ -59,6 +59,7 @@ struct httpd_stream {
 };
 
 struct httpd_req {
+  struct httpd_req *sprev, *snext; /* in httpd.parked while suspended */
   httpd *h;
   struct MHD_Connection *c;
   conn_rec *conn;
@@ -85,6 +86,7 @@ struct httpd {
   void *ud;
   char addr[80];
   conn_rec *conns;
+  httpd_req *parked; /* suspended until httpd_respond */
   unsigned nconns, nstreams;
   httpd_stream *streams;
 };
@@ -134,6 +136,13 @@ static void run_mhd(httpd *h) {
     uv_timer_start(&h->timer, on_timer, ms > 3600000 ? 3600000 : (uint64_t)ms, 0);
   else
     uv_timer_stop(&h->timer);
+}
+
+/* A connection resumed from outside MHD_run (an answer, a stream's bytes):
+ * MHD takes it back on its next run, which nothing in its epoll set would
+ * trigger soon, so run it on the next loop iteration. */
+static void kick(httpd *h) {
+  if (!h->closing) uv_timer_start(&h->timer, on_timer, 0, 0);
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
@@ -307,6 +316,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (!r->answered) { /* answered later: park the connection */
     r->suspended = 1;
+    r->snext = h->parked;
+    if (h->parked) h->parked->sprev = r;
+    h->parked = r;
     MHD_suspend_connection(c);
   }
   return MHD_YES;
@@ -462,6 +474,10 @@ void httpd_stop(httpd *h) {
     ubuf_free(&s->q);
     free(s);
   }
+  while (h->parked) { /* answers that will not come now */
+    static const char msg[] = "{\"error\":{\"status\":503,\"message\":\"the server is stopping\"}}\n";
+    httpd_respond(h->parked, 503, "application/json", util_strdup(msg), sizeof msg - 1, NULL);
+  }
   h->closing = 1;
   MHD_stop_daemon(h->d); /* closes the listening socket too */
   int n = h->handles;
@@ -493,6 +509,17 @@ int httpd_peer_loopback(const httpd_req *r) {
   return ci && ci->client_addr && is_loopback(ci->client_addr);
 }
 
+static void unpark(httpd_req *r) {
+  httpd *h = r->h;
+  r->suspended = 0;
+  if (r->sprev) r->sprev->snext = r->snext;
+  else h->parked = r->snext;
+  if (r->snext) r->snext->sprev = r->sprev;
+  r->sprev = r->snext = NULL;
+  MHD_resume_connection(r->c);
+  kick(h);
+}
+
 static void add_headers(struct MHD_Response *resp, const char *const *headers) {
   MHD_add_response_header(resp, "Cache-Control", "no-store");
   MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
@@ -520,10 +547,7 @@ void httpd_respond(httpd_req *r, int status, const char *content_type, char *bod
   add_headers(resp, headers);
   r->resp = resp;
   r->status = status;
-  if (r->suspended) {
-    r->suspended = 0;
-    MHD_resume_connection(r->c);
-  }
+  if (r->suspended) unpark(r);
 }
 
 /* ------------------------------------------------------------ streams --- */
@@ -558,7 +582,7 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
   s->r = r;
   s->on_close = on_close;
   s->ud = ud;
-  struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, stream_read, s, NULL);
+  struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, NULL);
   MHD_add_response_header(resp, "Content-Type", content_type);
   add_headers(resp, headers);
   r->stream = s;
@@ -569,10 +593,7 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
   if (h->streams) h->streams->prev = s;
   h->streams = s;
   h->nstreams++;
-  if (r->suspended) {
-    r->suspended = 0;
-    MHD_resume_connection(r->c);
-  }
+  if (r->suspended) unpark(r);
   /* a stream lives as long as its client: no idle timeout (heartbeats keep
    * it honest), and never the request deadline */
   MHD_set_connection_option(r->c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
@@ -585,6 +606,7 @@ size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
   if (s->waiting) {
     s->waiting = 0;
     MHD_resume_connection(s->r->c);
+    kick(s->r->h);
   }
   return s->q.n - s->off;
 }
@@ -594,5 +616,6 @@ void httpd_stream_end(httpd_stream *s) {
   if (s->waiting) {
     s->waiting = 0;
     MHD_resume_connection(s->r->c);
+    kick(s->r->h);
   }
 }
