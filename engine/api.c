@@ -836,7 +836,7 @@ static void h_signal(api *a, httpd_req *r, ctx *c) {
   if (done) reply_error(r, 409, "workflow '%s' is %s; signal not delivered", c->p1, w.status);
   wf_row_free(&w);
   if (done) return free(payload);
-  int rc = engine_signal_local(a->e, c->p1, c->p2, payload, err, sizeof err);
+  int rc = engine_signal_local(a->e, c->p1, c->p2, payload, c->identity, err, sizeof err);
   free(payload);
   if (rc != 0) {
     if (store_down(a, r)) return;
@@ -857,7 +857,7 @@ static void h_cancel(api *a, httpd_req *r, ctx *c) {
   if (done) reply_error(r, 409, "workflow '%s' is %s; cancellation not delivered", c->p1, w.status);
   wf_row_free(&w);
   if (done) return;
-  if (engine_cancel_local(a->e, c->p1, err, sizeof err) != 0) {
+  if (engine_cancel_local(a->e, c->p1, c->identity, err, sizeof err) != 0) {
     if (store_down(a, r)) return;
     return reply_error(r, 409, "%s", err);
   }

@@ -638,7 +638,9 @@ static int cmd_signal(args *a, common *c) {
   free(canon);
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
-  rc = engine_send_signal(st, pos[0], pos[1], pos[2], err, sizeof err);
+  char who[300];
+  local_identity(who, sizeof who);
+  rc = engine_send_signal(st, pos[0], pos[1], pos[2], who, err, sizeof err);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "%s", err);
   render_line(stderr, DIE_MAX, "engine: signal '%s' sent to %s", pos[1], pos[0]);
@@ -659,7 +661,9 @@ static int cmd_cancel(args *a, common *c) {
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
   char err[512];
-  rc = engine_request_cancel(st, pos[0], err, sizeof err);
+  char who[300];
+  local_identity(who, sizeof who);
+  rc = engine_request_cancel(st, pos[0], who, err, sizeof err);
   store_close(st);
   if (rc) return die(EXIT_USAGE, "%s", err);
   render_line(stderr, DIE_MAX, "engine: cancellation of %s requested", pos[0]);

@@ -298,7 +298,20 @@ static int check_live(store *st, const char *id, const char *what, int *cancel, 
 
 /* The writes of a signal (buffered, and a wake-up task) into the open
  * transaction, for every client. */
-static int write_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
+/* Who asked, as a domain event of the session (see engine.h). */
+static int record_who(store *st, const char *id, const char *type, const char *name, const char *identity) {
+  if (!identity) return 0;
+  char *qb = json_quote(identity), *qn = name ? json_quote(name) : NULL;
+  char *payload = qn ? util_fmt("{\"by\":%s,\"name\":%s}", qb, qn) : util_fmt("{\"by\":%s}", qb);
+  int rc = store_domain_append(st, id, type, util_now_ms(), payload) < 0 ? -1 : 0;
+  free(payload);
+  free(qb);
+  free(qn);
+  return rc;
+}
+
+static int write_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
+                        char *err, size_t errlen) {
   if (engine_check_signal_name(name, err, errlen) != 0) return -1;
   char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
   if (!canon) return -1;
@@ -309,20 +322,22 @@ static int write_signal(store *st, const char *id, const char *name, const char 
   }
   int64_t now = util_now_ms();
   int rc = store_signal_put(st, id, name, canon, now) != STORE_OK ||
-           store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK;
+           store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK ||
+           record_who(st, id, "signal.sent", name, identity) != 0;
   free(canon);
   if (rc) util_seterr(err, errlen, "%s", store_errmsg(st));
   return rc ? -1 : 0;
 }
 
-static int write_cancel(store *st, const char *id, char *err, size_t errlen) {
+static int write_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen) {
   int cancel = 0;
   if (store_begin(st) != STORE_OK || check_live(st, id, "cancellation", &cancel, err, errlen) != 0) {
     if (store_batch_failed(st)) util_seterr(err, errlen, "%s", store_errmsg(st));
     return -1;
   }
   if (cancel == 0 && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
-                      store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK)) {
+                      store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK ||
+                      record_who(st, id, "cancel.requested", NULL, identity) != 0)) {
     util_seterr(err, errlen, "%s", store_errmsg(st));
     return -1;
   }
@@ -331,8 +346,8 @@ static int write_cancel(store *st, const char *id, char *err, size_t errlen) {
 
 /* No wake-up task: the run takes the signal in this same batch (a waiting run
  * is not in memory, and loading it takes what is buffered). */
-int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
-                        size_t errlen) {
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
+                        char *err, size_t errlen) {
   if (engine_check_signal_name(name, err, errlen) != 0) return -1;
   char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
   if (!canon) return -1;
@@ -340,9 +355,10 @@ int engine_signal_local(engine *e, const char *id, const char *name, const char 
     free(canon);
     return -1;
   }
-  int rc = store_signal_put(e->st, id, name, canon, util_now_ms());
+  int rc = store_signal_put(e->st, id, name, canon, util_now_ms()) != STORE_OK ||
+           record_who(e->st, id, "signal.sent", name, identity) != 0;
   free(canon);
-  if (rc != STORE_OK) {
+  if (rc) {
     util_seterr(err, errlen, "%s", store_errmsg(e->st));
     return -1;
   }
@@ -350,22 +366,23 @@ int engine_signal_local(engine *e, const char *id, const char *name, const char 
   return 0;
 }
 
-int engine_cancel_local(engine *e, const char *id, char *err, size_t errlen) {
-  if (write_cancel(e->st, id, err, errlen) != 0) return -1;
+int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
+  if (write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
   dispatch_due(e);
   return 0;
 }
 
-int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen) {
-  if (write_signal(st, id, name, payload, err, errlen) != 0) {
+int engine_send_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
+                       char *err, size_t errlen) {
+  if (write_signal(st, id, name, payload, identity, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }
   return commit_or_fail(st, err, errlen);
 }
 
-int engine_request_cancel(store *st, const char *id, char *err, size_t errlen) {
-  if (write_cancel(st, id, err, errlen) != 0) {
+int engine_request_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen) {
+  if (write_cancel(st, id, identity, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }

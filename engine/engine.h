@@ -92,9 +92,9 @@ int engine_create_workflow(store *st, const char *id, const char *script_path, c
  * NULL, an existing id is an error; else *existed is set and nothing written. */
 int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
                   char *err, size_t errlen);
-int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, char *err,
-                        size_t errlen);
-int engine_cancel_local(engine *e, const char *id, char *err, size_t errlen);
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
+                        char *err, size_t errlen);
+int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen);
 
 /* input_json (an object) with its top-level "identity" set to identity (who
  * or what starts the workflow: "token:NAME", "local:USER"), canonical,
@@ -103,8 +103,12 @@ int engine_cancel_local(engine *e, const char *id, char *err, size_t errlen);
 char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
                                  size_t errlen);
 
-int engine_send_signal(store *st, const char *id, const char *name, const char *payload, char *err, size_t errlen);
-int engine_request_cancel(store *st, const char *id, char *err, size_t errlen);
+/* A signal and a cancellation record who asked (identity, e.g. "local:ada",
+ * "token:ci") as the session's domain event signal.sent {name, by} or
+ * cancel.requested {by}, in the same transaction; NULL records nothing. */
+int engine_send_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
+                       char *err, size_t errlen);
+int engine_request_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen);
 int engine_status_terminal(const char *status);
 
 /* Replays workflow id's current run against script_path (NULL: its pinned

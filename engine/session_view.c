@@ -81,7 +81,7 @@ static void add_line(ubuf *b, size_t max, const char *fmt, ...) {
 char *view_event_line(const domain_event *e) {
   lua_State *L = fmt_state();
   if (!L) return util_fmt("#%-4lld (out of memory)", (long long)e->seq);
-  char t[40], a[400], b[400], c[400];
+  char t[40], a[400], b[400], c[400], d[400];
   view_time(e->time, t, sizeof t);
   ubuf out = {0};
   char *head = util_fmt("#%-4lld %s  ", (long long)e->seq, t + 11);
@@ -97,7 +97,8 @@ char *view_event_line(const domain_event *e) {
     static const char *const main_field[][2] = {
         {"tool.requested", "tool"},       {"tool.result", "tool"},        {"approval.requested", "request_id"},
         {"approval.decided", "request_id"}, {"session.status", "status"}, {"limit.exceeded", "limit"},
-        {"artifact.saved", "path"},       {"session.created", "objective"}, {"session.completed", "outcome"}};
+        {"artifact.saved", "path"},       {"session.created", "objective"}, {"session.completed", "outcome"},
+        {"signal.sent", "by"},            {"cancel.requested", "by"}};
     for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
       if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, 1, main_field[i][1], a, sizeof a)) {
         ty = "";
@@ -114,9 +115,13 @@ char *view_event_line(const domain_event *e) {
     add_line(&out, 0, "  ?? approval %s needed: %s %s", field(L, 1, "request_id", a, sizeof a),
              field(L, 1, "tool", b, sizeof b), field(L, 1, "reason", c, sizeof c));
   else if (strcmp(ty, "approval.decided") == 0)
-    add_line(&out, 0, "  ok approval %s: %s %s", field(L, 1, "request_id", a, sizeof a),
+    add_line(&out, 0, "  ok approval %s: %s%s%s %s", field(L, 1, "request_id", a, sizeof a),
              strcmp(field(L, 1, "approved", b, sizeof b), "true") == 0 ? "approved" : "denied",
-             field(L, 1, "reason", c, sizeof c));
+             *field(L, 1, "approver", c, sizeof c) ? " by " : "", c, field(L, 1, "reason", d, sizeof d));
+  else if (strcmp(ty, "signal.sent") == 0)
+    add_line(&out, 0, "signal '%s' sent by %s", field(L, 1, "name", a, sizeof a), field(L, 1, "by", b, sizeof b));
+  else if (strcmp(ty, "cancel.requested") == 0)
+    add_line(&out, 0, "cancellation requested by %s", field(L, 1, "by", a, sizeof a));
   else if (strcmp(ty, "session.status") == 0)
     add_line(&out, 0, "[%s]", field(L, 1, "status", a, sizeof a));
   else if (strcmp(ty, "limit.exceeded") == 0)

@@ -311,7 +311,7 @@ static int submit_chain(int i) {
 static int signal_go(int i) {
   char id[64], err[512];
   wf_id(id, sizeof id, i);
-  if (engine_signal_local(G.e, id, "go", "\"go\"", err, sizeof err) != 0) {
+  if (engine_signal_local(G.e, id, "go", "\"go\"", NULL, err, sizeof err) != 0) {
     fprintf(stderr, "engine_driver: signal %s: %s\n", id, err);
     return -1;
   }

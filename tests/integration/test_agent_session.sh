@@ -132,6 +132,31 @@ engine approve pe2 >/dev/null 2>&1
 wait_status pe2 completed 60
 rm "$T/policies/07-publish-ok.lua"
 
+# --- the policies see who started a session and who approved: no self-approval
+reloads="$(grep -c "policies reloaded" "$T/serve.log" || true)"
+printf '%s\n' '-- test: four eyes' 'return function(req)' \
+  '  if req.approval and req.approval.approver == req.identity then' \
+  '    return "deny", "self-approval: " .. req.identity end' 'end' >"$T/policies/08-four-eyes.lua"
+for _ in $(seq 50); do [ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$reloads" ] && break; sleep 0.1; done
+USER=alice "$ENGINE" start "$WF" --input @examples/pr-review.json --id fe1 --detach >/dev/null 2>&1 || true
+USER=alice "$ENGINE" start "$WF" --input @examples/pr-review.json --id fe2 --detach >/dev/null 2>&1 || true
+wait_approval fe1 1
+wait_approval fe2 1
+assert_contains "the session records who started it" '"identity":"local:alice"' \
+  "$(engine events fe1 --json | grep '"type":"session.created"')"
+USER=alice engine approve fe1 >/dev/null 2>&1
+USER=bob engine approve fe2 >/dev/null 2>&1
+wait_status fe1 completed 120
+wait_status fe2 completed 120
+assert_contains "approving one's own session is overruled by the policy" "self-approval: local:alice" \
+  "$(engine events fe1 --json | grep '"type":"approval.overruled"')"
+assert_contains "and the tool does not run" '"denied":true' \
+  "$(engine events fe1 --json | grep '"type":"tool.result"' | grep publish_review)"
+assert_eq "another approver's approval stands" 0 "$(engine events fe2 --json | grep -c approval.overruled || true)"
+assert_contains "the approval names the approver" '"approver":"local:bob"' \
+  "$(engine events fe2 --json | grep '"type":"approval.decided"')"
+rm "$T/policies/08-four-eyes.lua"
+
 # --- forbidden and hostile tool calls come back to the model as results
 HO="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/hostile.jsonl\"}}")"
 "$ENGINE" start "$WF" --input @"$HO" --id ho --detach >/dev/null 2>&1 || true

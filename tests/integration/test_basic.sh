@@ -21,6 +21,7 @@ assert_eq "history is dense and complete" \
 assert_eq "domain events in order, once each" \
   "session.created,agent.message,agent.message,agent.message,approval.requested,approval.decided,session.completed" \
   "$(verify_events h1)"
+assert_contains "the signal records who sent it" '"type":"signal.sent"' "$(engine events h1 --json | grep '"by":"local:')"
 assert_eq "each activity ran once" 4 "$(wc -l <"$T/effects")"
 
 # --- inspection commands

@@ -1,7 +1,11 @@
 -- Checks the event log or the domain event stream read as JSON lines on stdin.
 --   verify.lua history : seq dense from 1; every outcome refers to an earlier
 --                        command; no command has two outcomes; no gaps.
---   verify.lua events  : seq dense from 1; prints the types in order.
+--   verify.lua events  : seq dense from 1; prints the types the workflow
+--                        emitted, in order (the audit events a client writes
+--                        when it sends a signal or asks to cancel, signal.sent
+--                        and cancel.requested, land whenever it sends: they are
+--                        left out, after the density check).
 local cjson = require "cjson"
 local mode = arg[1]
 local rows = {}
@@ -29,7 +33,9 @@ if mode == "history" then
     rows[#rows] and rows[#rows].type or "none"))
 elseif mode == "events" then
   local types = {}
-  for _, r in ipairs(rows) do types[#types + 1] = r.type end
+  for _, r in ipairs(rows) do
+    if r.type ~= "signal.sent" and r.type ~= "cancel.requested" then types[#types + 1] = r.type end
+  end
   print(table.concat(types, ","))
 else
   die("usage: verify.lua history|events")
