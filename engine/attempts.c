@@ -54,6 +54,9 @@ static int64_t retry_delay_ms(const act_opts *o, int n) {
   return (int64_t)(d * 1000.0);
 }
 
+/* An error bigger than this is not kept as an activity's last error. */
+#define LAST_ERROR_MAX 4096
+
 /* Whether a failed attempt is tried again, from its error's own fields. */
 static int should_retry(const attempt *a, const act_failure *why, int64_t *run_at) {
   if (why->non_retryable) return 0;
@@ -78,7 +81,11 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   act_failure why;
   /* the error as the workflow sees it: one attempts, the engine's count */
   char *payload = ok ? NULL : actvm_failure(e->act, json, a->n, &why);
+  char key[200];
+  snprintf(key, sizeof key, "last_error:%s/%lld", a->wf_id, (long long)a->seq);
   if (!ok && should_retry(a, &why, &retry_at)) {
+    /* what `show` and the API tell of an activity between its attempts */
+    if (strlen(payload) <= LAST_ERROR_MAX) store_meta_put(e->st, key, payload);
     free(payload);
     if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
       engine_log_err(e, "retry");
@@ -86,6 +93,7 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   }
   crash_point("activity.record");
   store_task_del(e->st, a->wf_id, "activity", a->seq);
+  if (a->n > 1) store_meta_put(e->st, key, NULL);
   wfrun *detached = NULL;
   if (!r && !(r = detached = run_detached(e, a->wf_id))) { /* not in memory: append after its last event */
     free(payload);

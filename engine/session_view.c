@@ -199,8 +199,16 @@ static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
   } else if (strcmp(last->type, "ActivityScheduled") == 0) {
     task_row t;
     int attempt = store_task_get(st, w->id, "activity", last->seq, &t) == 1 && t.attempt > 0 ? t.attempt : 1;
-    out = util_fmt("{\"kind\":\"activity\",\"activity\":%s,\"seq\":%lld,\"since\":%lld,\"attempt\":%d}",
-                   name, (long long)last->seq, (long long)last->time, attempt);
+    char key[200], *lasterr = NULL;
+    snprintf(key, sizeof key, "last_error:%s/%lld", w->id, (long long)last->seq);
+    if (store_meta_get(st, key, &lasterr) != 1 || !lasterr || *lasterr != '{') {
+      free(lasterr);
+      lasterr = NULL;
+    }
+    out = util_fmt("{\"kind\":\"activity\",\"activity\":%s,\"seq\":%lld,\"since\":%lld,\"attempt\":%d,"
+                   "\"last_error\":%s}",
+                   name, (long long)last->seq, (long long)last->time, attempt, lasterr ? lasterr : "null");
+    free(lasterr);
   }
   free(name);
   return out;
