@@ -259,6 +259,19 @@ static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
   return rc;
 }
 
+static enum MHD_Result add_size(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+  return MHD_YES;
+}
+
+/* The request line and headers as sent, near enough (names, values, separators). */
+static size_t headers_size(struct MHD_Connection *c, const char *method, const char *url) {
+  size_t n = strlen(method) + strlen(url) + 12;
+  MHD_get_connection_values(c, MHD_HEADER_KIND, add_size, &n);
+  return n;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -269,6 +282,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->started = 1;
     r->method = util_strdup(method);
     r->path = util_strdup(url);
+    size_t hs = headers_size(c, method, url);
+    if (hs > h->lim.max_header) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "the request line and headers are about %zu bytes, more than the limit of %zu bytes", hs,
+               h->lim.max_header);
+      return queue_error(r, 431, msg);
+    }
     if (h->nconns > h->lim.max_connections) {
       char msg[96];
       snprintf(msg, sizeof msg, "too many connections (the limit is %u); retry later", h->lim.max_connections);
@@ -412,8 +432,10 @@ httpd *httpd_start(uv_loop_t *loop, const char *addr, const httpd_limits *lim, h
   *loopback = is_loopback((struct sockaddr *)&bound);
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | (bound.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
   /* the connection's memory pool holds the request line and headers (and
-   * what MHD reads ahead); over it MHD answers 431 */
-  size_t pool = lim->max_header + 4096;
+   * what MHD reads ahead): twice the limit, so that headers over the limit
+   * still fit and get our 431 (headers_size); only far past it does MHD
+   * refuse them itself (431, or a closed connection) */
+  size_t pool = 2 * lim->max_header + 4096;
   h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, fd,
                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)(lim->max_connections + CONN_MARGIN),
                           MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,

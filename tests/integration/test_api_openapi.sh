@@ -165,14 +165,14 @@ if wait "$S"; then pass "the stream's frames are as documented"; else fail "the 
 frames="$(cat "$T/sse.h1")"
 assert_eq "retry first" "retry 2000" "$(head -1 <<<"$frames")"
 assert_eq "the events after 5, live, then the end" \
-  "message 6 approval.decided|message 7 session.completed|end completed|closed" \
+  "message 6 signal.sent|message 7 approval.decided|message 8 session.completed|end completed|closed" \
   "$(grep -v -e heartbeat -e retry <<<"$frames" | paste -sd'|')"
 api POST /v1/workflows/h1/signals/approval
 assert_eq "a signal to a finished workflow: 409" 409 "$STATUS"
 api POST /v1/workflows/h1/cancel
 assert_eq "cancel a finished workflow: 409" 409 "$STATUS"
-assert_eq "a finished workflow's stream ends at once" "retry 2000|message 7 session.completed|end completed|closed" \
-  "$(sse "/v1/workflows/h1/events?after=6" --seconds 5 | paste -sd'|')"
+assert_eq "a finished workflow's stream ends at once" "retry 2000|message 8 session.completed|end completed|closed" \
+  "$(sse "/v1/workflows/h1/events?after=7" --seconds 5 | paste -sd'|')"
 
 api POST /v1/workflows -d '{"script":"hello.lua","id":"h2"}'
 wait_field h2 waits.kind signal
