@@ -80,6 +80,7 @@ struct httpd {
   uv_poll_t poll;
   uv_timer_t timer, sweep;
   int closing, handles;
+  int in_run, kicked; /* in MHD_run; a connection was resumed since it began */
   httpd_limits lim;
   httpd_handler handler;
   void *ud;
@@ -128,9 +129,14 @@ static void on_timer(uv_timer_t *t) { run_mhd(t->data); }
 
 static void run_mhd(httpd *h) {
   if (h->closing) return;
+  h->in_run = 1;
+  h->kicked = 0;
   MHD_run(h->d);
+  h->in_run = 0;
   MHD_UNSIGNED_LONG_LONG ms;
-  if (MHD_get_timeout(h->d, &ms) == MHD_YES)
+  if (h->kicked)
+    uv_timer_start(&h->timer, on_timer, 0, 0);
+  else if (MHD_get_timeout(h->d, &ms) == MHD_YES)
     uv_timer_start(&h->timer, on_timer, ms > 3600000 ? 3600000 : (uint64_t)ms, 0);
   else
     uv_timer_stop(&h->timer);
@@ -140,6 +146,16 @@ static void on_poll(uv_poll_t *p, int status, int events) {
   (void)status;
   (void)events;
   run_mhd(p->data);
+}
+
+/* With an external event loop MHD acts on a resume only in its next
+ * MHD_run, and libmicrohttpd 0.9.75 does not wake the loop for it: without
+ * this, an answer after the commit or a stream's new bytes would wait for
+ * the next network event or the sweep, up to a second. */
+static void resume(httpd *h, struct MHD_Connection *c) {
+  MHD_resume_connection(c);
+  h->kicked = 1;
+  if (!h->in_run && !h->closing) uv_timer_start(&h->timer, on_timer, 0, 0);
 }
 
 /* A request that trickles in is cut off at its deadline: shutting the socket
@@ -522,7 +538,7 @@ void httpd_respond(httpd_req *r, int status, const char *content_type, char *bod
   r->status = status;
   if (r->suspended) {
     r->suspended = 0;
-    MHD_resume_connection(r->c);
+    resume(r->h, r->c);
   }
 }
 
@@ -571,7 +587,7 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
   h->nstreams++;
   if (r->suspended) {
     r->suspended = 0;
-    MHD_resume_connection(r->c);
+    resume(r->h, r->c);
   }
   /* a stream lives as long as its client: no idle timeout (heartbeats keep
    * it honest), and never the request deadline */
@@ -584,7 +600,7 @@ size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
   ubuf_add(&s->q, buf, len);
   if (s->waiting) {
     s->waiting = 0;
-    MHD_resume_connection(s->r->c);
+    resume(s->r->h, s->r->c);
   }
   return s->q.n - s->off;
 }
@@ -593,6 +609,6 @@ void httpd_stream_end(httpd_stream *s) {
   s->ended = 1;
   if (s->waiting) {
     s->waiting = 0;
-    MHD_resume_connection(s->r->c);
+    resume(s->r->h, s->r->c);
   }
 }
