@@ -576,6 +576,9 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
   s->ud = ud;
   struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 << 10, stream_read, s, NULL);
   MHD_add_response_header(resp, "Content-Type", content_type);
+  /* the connection ends with the stream: kept alive, it would sit with no
+   * idle timeout (cleared below for the stream) for as long as the client likes */
+  MHD_add_response_header(resp, "Connection", "close");
   add_headers(resp, headers);
   r->stream = s;
   r->answered = 1;
