@@ -584,8 +584,10 @@ static void h_history(api *a, httpd_req *r, ctx *c) {
 static void sub_write(sub *s, const char *text, size_t len) {
   if (s->ended) return;
   if (httpd_stream_write(s->s, text, len) > SSE_MAX_QUEUED) {
-    s->ended = 1; /* too slow: it reconnects with Last-Event-ID */
-    httpd_stream_end(s->s);
+    /* too slow: cut off (a client that reads nothing would hold the queue
+     * for as long as it likes); it reconnects with Last-Event-ID */
+    s->ended = 1;
+    httpd_stream_abort(s->s);
   }
 }
 

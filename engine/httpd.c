@@ -54,6 +54,7 @@ struct httpd_stream {
   ubuf q;
   size_t off;
   int ended, waiting; /* waiting: suspended in the reader until there is data */
+  int aborted;        /* cut off: what is queued is dropped, the connection closed */
   void (*on_close)(void *ud);
   void *ud;
 };
@@ -547,6 +548,7 @@ void httpd_respond(httpd_req *r, int status, const char *content_type, char *bod
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   httpd_stream *s = cls;
+  if (s->aborted) return MHD_CONTENT_READER_END_WITH_ERROR;
   size_t avail = s->q.n - s->off;
   if (avail) {
     size_t n = avail < max ? avail : max;
@@ -606,6 +608,20 @@ size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
     resume(s->r->h, s->r->c);
   }
   return s->q.n - s->off;
+}
+
+void httpd_stream_abort(httpd_stream *s) {
+  if (s->aborted) return;
+  s->aborted = s->ended = 1;
+  ubuf_free(&s->q);
+  s->off = 0;
+  /* a client that reads nothing never makes MHD call the reader again: shut
+   * the socket down so that MHD sees the end of it and closes the connection */
+  if (s->r->conn && s->r->conn->fd >= 0) shutdown(s->r->conn->fd, SHUT_RDWR);
+  if (s->waiting) {
+    s->waiting = 0;
+    resume(s->r->h, s->r->c);
+  }
 }
 
 void httpd_stream_end(httpd_stream *s) {

@@ -72,5 +72,8 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
 size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len);
 /* Sends what is queued, then ends the response (on_close follows). */
 void httpd_stream_end(httpd_stream *s);
+/* Drops what is queued and closes the connection now (on_close follows):
+ * for a client too slow to be waited for. */
+void httpd_stream_abort(httpd_stream *s);
 
 #endif
