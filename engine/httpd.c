@@ -56,6 +56,7 @@ struct httpd_stream {
   int ended, waiting; /* waiting: suspended in the reader until there is data */
   int aborted;        /* cut off: what is queued is dropped, the connection closed */
   void (*on_close)(void *ud);
+  void (*on_drain)(void *ud);
   void *ud;
 };
 
@@ -549,6 +550,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   httpd_stream *s = cls;
   if (s->aborted) return MHD_CONTENT_READER_END_WITH_ERROR;
+  if (s->off == s->q.n && s->on_drain && !s->ended) s->on_drain(s->ud); /* the writer's turn to queue more */
+  if (s->aborted) return MHD_CONTENT_READER_END_WITH_ERROR;
   size_t avail = s->q.n - s->off;
   if (avail) {
     size_t n = avail < max ? avail : max;
@@ -609,6 +612,10 @@ size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
   }
   return s->q.n - s->off;
 }
+
+void httpd_stream_on_drain(httpd_stream *s, void (*on_drain)(void *ud)) { s->on_drain = on_drain; }
+
+size_t httpd_stream_queued(const httpd_stream *s) { return s->q.n - s->off; }
 
 void httpd_stream_abort(httpd_stream *s) {
   if (s->aborted) return;
