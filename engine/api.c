@@ -36,6 +36,9 @@ extern const unsigned long api_openapi_json_len;
 /* A stream whose client reads slower than events come is dropped past this
  * (it reconnects with Last-Event-ID and misses nothing). */
 #define SSE_MAX_QUEUED ((size_t)8 << 20)
+/* A backlog is queued this much at a time, the next part as the client reads
+ * it: a resume from far behind must not hit the cap before its first byte. */
+#define SSE_BACKLOG_BYTES ((size_t)1 << 20)
 #define FEED_PAGE 1000
 
 typedef struct sub sub;
@@ -46,6 +49,8 @@ struct sub {
   char *session; /* NULL: every session's events (GET /v1/events) */
   int64_t last;  /* seq (or feed position) sent last */
   int ended;
+  int catching_up;  /* its backlog is being sent: live events wait in the store */
+  char *end_status; /* the workflow ended while it was catching up */
 };
 
 struct api {
@@ -584,8 +589,10 @@ static void h_history(api *a, httpd_req *r, ctx *c) {
 static void sub_write(sub *s, const char *text, size_t len) {
   if (s->ended) return;
   if (httpd_stream_write(s->s, text, len) > SSE_MAX_QUEUED) {
-    s->ended = 1; /* too slow: it reconnects with Last-Event-ID */
-    httpd_stream_end(s->s);
+    /* too slow: cut off (a client that reads nothing would hold the queue
+     * for as long as it likes); it reconnects with Last-Event-ID */
+    s->ended = 1;
+    httpd_stream_abort(s->s);
   }
 }
 
@@ -628,34 +635,80 @@ static void sub_closed(void *ud) {
   sub *s = ud;
   sub_unlink(s);
   free(s->session);
+  free(s->end_status);
   free(s);
 }
 
-static int backlog_session(void *ud, const domain_event *e) {
-  sub_event(ud, e->seq, e);
-  return 0;
+/* The end of a workflow's stream; after the backlog when it is catching up. */
+static void sub_finished(sub *s, const char *status) {
+  if (!s->catching_up) return sub_end(s, status);
+  if (!s->end_status) s->end_status = util_strdup(status);
 }
 
 typedef struct feed_ctx {
   api *a;
-  sub *only; /* a new subscriber catching up, or NULL: dispatch to all */
-  int n;
+  sub *only; /* a subscriber catching up, or NULL: dispatch to all */
+  int n, full;
 } feed_ctx;
+
+/* Stops a backlog read once a part of it is queued. */
+static int backlog_full(feed_ctx *f) {
+  f->full = f->only->ended || httpd_stream_queued(f->only->s) >= SSE_BACKLOG_BYTES;
+  return f->full;
+}
+
+static int backlog_session(void *ud, const domain_event *e) {
+  feed_ctx *f = ud;
+  sub_event(f->only, e->seq, e);
+  return backlog_full(f);
+}
 
 static int on_feed(void *ud, int64_t id, const domain_event *e) {
   feed_ctx *f = ud;
   f->n++;
   if (f->only) {
     sub_event(f->only, id, e);
-    return 0;
+    return backlog_full(f);
   }
   api *a = f->a;
   a->feed_cursor = id;
   for (sub *s = strmap_get(&a->subs, e->session_id); s; s = s->next)
-    if (e->seq > s->last) sub_event(s, e->seq, e);
+    if (!s->catching_up && e->seq > s->last) sub_event(s, e->seq, e);
   for (sub *s = a->all; s; s = s->next)
-    if (id > s->last) sub_event(s, id, e);
+    if (!s->catching_up && id > s->last) sub_event(s, id, e);
   return 0;
+}
+
+/* The next part of a subscriber's backlog, from the committed store, until
+ * SSE_BACKLOG_BYTES are queued (the rest when the client has read them:
+ * sub_drained) or it has everything; live dispatch takes over from there.
+ * Everything runs on the loop's thread, between commits: nothing committed
+ * can fall between the backlog and the live events. */
+static void catch_up(sub *s) {
+  api *a = s->a;
+  feed_ctx f = {a, s, 0, 0};
+  int rc;
+  if (s->session) {
+    rc = store_domain_list(a->rd, s->session, s->last, backlog_session, &f);
+  } else {
+    do {
+      f.n = 0;
+      rc = store_feed_after(a->rd, s->last, FEED_PAGE, on_feed, &f);
+    } while (rc == STORE_OK && !f.full && f.n == FEED_PAGE);
+  }
+  if (s->ended) return;
+  if (rc != STORE_OK) { /* the client reconnects and resumes */
+    s->ended = 1;
+    httpd_stream_end(s->s);
+    return;
+  }
+  s->catching_up = f.full;
+  if (!s->catching_up && s->end_status) sub_end(s, s->end_status);
+}
+
+static void sub_drained(void *ud) {
+  sub *s = ud;
+  if (s->catching_up && !s->ended) catch_up(s);
 }
 
 /* After each commit: the new events to their subscribers, then the end of
@@ -663,7 +716,7 @@ static int on_feed(void *ud, int64_t id, const domain_event *e) {
  * number of subscribers. */
 static void dispatch_feed(api *a) {
   if (a->nsubs > 0) {
-    feed_ctx f = {a, NULL, 0};
+    feed_ctx f = {a, NULL, 0, 0};
     do {
       f.n = 0;
       if (store_feed_after(a->rd, a->feed_cursor, FEED_PAGE, on_feed, &f) != STORE_OK) break;
@@ -671,7 +724,7 @@ static void dispatch_feed(api *a) {
   }
   for (size_t i = 0; i < a->finished.cap; i++) {
     if (!STRMAP_LIVE(&a->finished, i)) continue;
-    for (sub *s = strmap_get(&a->subs, a->finished.keys[i]); s; s = s->next) sub_end(s, a->finished.vals[i]);
+    for (sub *s = strmap_get(&a->subs, a->finished.keys[i]); s; s = s->next) sub_finished(s, a->finished.vals[i]);
     free(a->finished.vals[i]);
   }
   strmap_free(&a->finished);
@@ -715,6 +768,7 @@ static sub *subscribe(api *a, httpd_req *r, const char *session, int64_t after) 
   s->session = session ? util_strdup(session) : NULL;
   s->last = after;
   s->s = httpd_stream_open(r, "text/event-stream", SSE_HEADERS, sub_closed, s);
+  httpd_stream_on_drain(s->s, sub_drained);
   if (a->nsubs == 0) a->feed_cursor = store_feed_last(a->rd);
   if (a->feed_cursor < 0) a->feed_cursor = 0;
   a->nsubs++;
@@ -783,12 +837,8 @@ static void h_events(api *a, httpd_req *r, ctx *c) {
     return reply(r, 200, p.b.p, NULL);
   }
   sub *s = subscribe(a, r, c->p1, after);
-  if (store_domain_list(a->rd, c->p1, after, backlog_session, s) != STORE_OK) {
-    s->ended = 1;
-    httpd_stream_end(s->s);
-  } else if (engine_status_terminal(w.status)) {
-    sub_end(s, w.status);
-  }
+  catch_up(s);
+  if (engine_status_terminal(w.status)) sub_finished(s, w.status);
   wf_row_free(&w);
 }
 
@@ -808,13 +858,7 @@ static void h_all_events(api *a, httpd_req *r, ctx *c) {
     free(tail);
     return reply(r, 200, p.b.p, NULL);
   }
-  sub *s = subscribe(a, r, NULL, after);
-  feed_ctx f = {a, s, 0};
-  int64_t upto = a->feed_cursor;
-  do { /* catch up to where live dispatch stands; live events follow */
-    f.n = 0;
-    if (store_feed_after(a->rd, s->last, FEED_PAGE, on_feed, &f) != STORE_OK) break;
-  } while (f.n == FEED_PAGE && s->last < upto);
+  catch_up(subscribe(a, r, NULL, after));
 }
 
 /* ------------------------------------------------------------ writes --- */
@@ -1208,9 +1252,11 @@ static void on_live(void *ud, const char *wf_id, const char *type, const char *j
   char *ev = util_fmt("{\"session_id\":%s,\"type\":%s,\"time\":%lld,\"payload\":%s}", qi, qt,
                       (long long)util_now_ms(), json);
   char *out = json_for_output(ev, strlen(ev));
-  /* no id: ephemeral, never part of what Last-Event-ID resumes */
+  /* no id: ephemeral, never part of what Last-Event-ID resumes; not to a
+   * subscriber still sending its backlog (it would come before older events) */
   char *frame = util_fmt("event: %s\ndata: %s\n\n", type, out);
-  for (; s; s = s->next) sub_write(s, frame, strlen(frame));
+  for (; s; s = s->next)
+    if (!s->catching_up) sub_write(s, frame, strlen(frame));
   free(frame);
   free(out);
   free(ev);

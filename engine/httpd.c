@@ -54,7 +54,9 @@ struct httpd_stream {
   ubuf q;
   size_t off;
   int ended, waiting; /* waiting: suspended in the reader until there is data */
+  int aborted;        /* cut off: what is queued is dropped, the connection closed */
   void (*on_close)(void *ud);
+  void (*on_drain)(void *ud);
   void *ud;
 };
 
@@ -81,6 +83,7 @@ struct httpd {
   uv_poll_t poll;
   uv_timer_t timer, sweep;
   int closing, handles;
+  int in_run, kicked; /* in MHD_run; a connection was resumed since it began */
   httpd_limits lim;
   httpd_handler handler;
   void *ud;
@@ -130,25 +133,33 @@ static void on_timer(uv_timer_t *t) { run_mhd(t->data); }
 
 static void run_mhd(httpd *h) {
   if (h->closing) return;
+  h->in_run = 1;
+  h->kicked = 0;
   MHD_run(h->d);
+  h->in_run = 0;
   MHD_UNSIGNED_LONG_LONG ms;
-  if (MHD_get_timeout(h->d, &ms) == MHD_YES)
+  if (h->kicked)
+    uv_timer_start(&h->timer, on_timer, 0, 0);
+  else if (MHD_get_timeout(h->d, &ms) == MHD_YES)
     uv_timer_start(&h->timer, on_timer, ms > 3600000 ? 3600000 : (uint64_t)ms, 0);
   else
     uv_timer_stop(&h->timer);
-}
-
-/* A connection resumed from outside MHD_run (an answer, a stream's bytes):
- * MHD takes it back on its next run, which nothing in its epoll set would
- * trigger soon, so run it on the next loop iteration. */
-static void kick(httpd *h) {
-  if (!h->closing) uv_timer_start(&h->timer, on_timer, 0, 0);
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
   (void)status;
   (void)events;
   run_mhd(p->data);
+}
+
+/* With an external event loop MHD acts on a resume only in its next
+ * MHD_run, and libmicrohttpd 0.9.75 does not wake the loop for it: without
+ * this, an answer after the commit or a stream's new bytes would wait for
+ * the next network event or the sweep, up to a second. */
+static void resume(httpd *h, struct MHD_Connection *c) {
+  MHD_resume_connection(c);
+  h->kicked = 1;
+  if (!h->in_run && !h->closing) uv_timer_start(&h->timer, on_timer, 0, 0);
 }
 
 /* A request that trickles in is cut off at its deadline: shutting the socket
@@ -538,8 +549,7 @@ static void unpark(httpd_req *r) {
   else h->parked = r->snext;
   if (r->snext) r->snext->sprev = r->sprev;
   r->sprev = r->snext = NULL;
-  MHD_resume_connection(r->c);
-  kick(h);
+  resume(h, r->c);
 }
 
 static void add_headers(struct MHD_Response *resp, const char *const *headers) {
@@ -577,6 +587,9 @@ void httpd_respond(httpd_req *r, int status, const char *content_type, char *bod
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
   (void)pos;
   httpd_stream *s = cls;
+  if (s->aborted) return MHD_CONTENT_READER_END_WITH_ERROR;
+  if (s->off == s->q.n && s->on_drain && !s->ended) s->on_drain(s->ud); /* the writer's turn to queue more */
+  if (s->aborted) return MHD_CONTENT_READER_END_WITH_ERROR;
   size_t avail = s->q.n - s->off;
   if (avail) {
     size_t n = avail < max ? avail : max;
@@ -606,6 +619,9 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
   s->ud = ud;
   struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s, NULL);
   MHD_add_response_header(resp, "Content-Type", content_type);
+  /* the connection ends with the stream: kept alive, it would sit with no
+   * idle timeout (cleared below for the stream) for as long as the client likes */
+  MHD_add_response_header(resp, "Connection", "close");
   add_headers(resp, headers);
   r->stream = s;
   r->answered = 1;
@@ -627,17 +643,33 @@ size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
   ubuf_add(&s->q, buf, len);
   if (s->waiting) {
     s->waiting = 0;
-    MHD_resume_connection(s->r->c);
-    kick(s->r->h);
+    resume(s->r->h, s->r->c);
   }
   return s->q.n - s->off;
+}
+
+void httpd_stream_on_drain(httpd_stream *s, void (*on_drain)(void *ud)) { s->on_drain = on_drain; }
+
+size_t httpd_stream_queued(const httpd_stream *s) { return s->q.n - s->off; }
+
+void httpd_stream_abort(httpd_stream *s) {
+  if (s->aborted) return;
+  s->aborted = s->ended = 1;
+  ubuf_free(&s->q);
+  s->off = 0;
+  /* a client that reads nothing never makes MHD call the reader again: shut
+   * the socket down so that MHD sees the end of it and closes the connection */
+  if (s->r->conn && s->r->conn->fd >= 0) shutdown(s->r->conn->fd, SHUT_RDWR);
+  if (s->waiting) {
+    s->waiting = 0;
+    resume(s->r->h, s->r->c);
+  }
 }
 
 void httpd_stream_end(httpd_stream *s) {
   s->ended = 1;
   if (s->waiting) {
     s->waiting = 0;
-    MHD_resume_connection(s->r->c);
-    kick(s->r->h);
+    resume(s->r->h, s->r->c);
   }
 }

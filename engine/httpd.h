@@ -70,7 +70,15 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
                                 void (*on_close)(void *ud), void *ud);
 /* Queues bytes; returns the bytes queued and not yet sent. */
 size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len);
+/* The bytes queued and not yet sent. */
+size_t httpd_stream_queued(const httpd_stream *s);
+/* on_drain(ud) runs (on the loop's thread) whenever the client has taken
+ * everything queued: a writer can queue a large backlog a part at a time. */
+void httpd_stream_on_drain(httpd_stream *s, void (*on_drain)(void *ud));
 /* Sends what is queued, then ends the response (on_close follows). */
 void httpd_stream_end(httpd_stream *s);
+/* Drops what is queued and closes the connection now (on_close follows):
+ * for a client too slow to be waited for. */
+void httpd_stream_abort(httpd_stream *s);
 
 #endif
