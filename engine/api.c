@@ -596,14 +596,24 @@ static void sub_write(sub *s, const char *text, size_t len) {
   }
 }
 
-static void sub_event(sub *s, int64_t id, const domain_event *e) {
+/* The SSE frame of an event: "id: ID" and its JSON (malloc'd). */
+static char *event_frame(int64_t id, const domain_event *e) {
   char *json = view_event_json(e), *out = json_for_output(json, strlen(json));
   char *frame = util_fmt("id: %lld\ndata: %s\n\n", (long long)id, out);
-  sub_write(s, frame, strlen(frame));
-  free(frame);
   free(out);
   free(json);
+  return frame;
+}
+
+static void sub_frame(sub *s, int64_t id, const char *frame) {
+  sub_write(s, frame, strlen(frame));
   s->last = id;
+}
+
+static void sub_event(sub *s, int64_t id, const domain_event *e) {
+  char *frame = event_frame(id, e);
+  sub_frame(s, id, frame);
+  free(frame);
 }
 
 static void sub_end(sub *s, const char *status) {
@@ -672,10 +682,21 @@ static int on_feed(void *ud, int64_t id, const domain_event *e) {
   }
   api *a = f->a;
   a->feed_cursor = id;
-  for (sub *s = strmap_get(&a->subs, e->session_id); s; s = s->next)
-    if (!s->catching_up && e->seq > s->last) sub_event(s, e->seq, e);
-  for (sub *s = a->all; s; s = s->next)
-    if (!s->catching_up && id > s->last) sub_event(s, id, e);
+  /* rendered once for all the session's subscribers, once for the feed's */
+  char *frame = NULL;
+  for (sub *s = strmap_get(&a->subs, e->session_id); s; s = s->next) {
+    if (s->catching_up || e->seq <= s->last) continue;
+    if (!frame) frame = event_frame(e->seq, e);
+    sub_frame(s, e->seq, frame);
+  }
+  free(frame);
+  frame = NULL;
+  for (sub *s = a->all; s; s = s->next) {
+    if (s->catching_up || id <= s->last) continue;
+    if (!frame) frame = event_frame(id, e);
+    sub_frame(s, id, frame);
+  }
+  free(frame);
   return 0;
 }
 
