@@ -86,6 +86,7 @@ struct httpd {
   char addr[80];
   conn_rec *conns;
   unsigned nconns, nstreams;
+  int in_run, resumed; /* inside MHD_run; a connection was resumed meanwhile */
   httpd_stream *streams;
 };
 
@@ -128,12 +129,27 @@ static void on_timer(uv_timer_t *t) { run_mhd(t->data); }
 
 static void run_mhd(httpd *h) {
   if (h->closing) return;
+  h->in_run = 1;
+  h->resumed = 0;
   MHD_run(h->d);
+  h->in_run = 0;
   MHD_UNSIGNED_LONG_LONG ms;
-  if (MHD_get_timeout(h->d, &ms) == MHD_YES)
+  if (h->resumed) /* it finishes resuming on its next run */
+    uv_timer_start(&h->timer, on_timer, 0, 0);
+  else if (MHD_get_timeout(h->d, &ms) == MHD_YES)
     uv_timer_start(&h->timer, on_timer, ms > 3600000 ? 3600000 : (uint64_t)ms, 0);
   else
     uv_timer_stop(&h->timer);
+}
+
+/* A resumed connection is served only by the next MHD_run, and in external
+ * epoll mode nothing wakes the loop for it (MHD writes no ITC byte): run it
+ * on the next turn of the loop, not at the next timeout or sweep. */
+static void resume(httpd *h, struct MHD_Connection *c) {
+  MHD_resume_connection(c);
+  if (h->closing) return;
+  if (h->in_run) h->resumed = 1;
+  else uv_timer_start(&h->timer, on_timer, 0, 0);
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
@@ -458,7 +474,7 @@ void httpd_stop(httpd *h) {
     stream_unlink(s);
     s->r->stream = NULL;
     if (s->on_close) s->on_close(s->ud);
-    if (s->waiting) MHD_resume_connection(s->r->c);
+    if (s->waiting) resume(h, s->r->c);
     ubuf_free(&s->q);
     free(s);
   }
@@ -522,7 +538,7 @@ void httpd_respond(httpd_req *r, int status, const char *content_type, char *bod
   r->status = status;
   if (r->suspended) {
     r->suspended = 0;
-    MHD_resume_connection(r->c);
+    resume(r->h, r->c);
   }
 }
 
@@ -571,7 +587,7 @@ httpd_stream *httpd_stream_open(httpd_req *r, const char *content_type, const ch
   h->nstreams++;
   if (r->suspended) {
     r->suspended = 0;
-    MHD_resume_connection(r->c);
+    resume(r->h, r->c);
   }
   /* a stream lives as long as its client: no idle timeout (heartbeats keep
    * it honest), and never the request deadline */
@@ -584,7 +600,7 @@ size_t httpd_stream_write(httpd_stream *s, const char *buf, size_t len) {
   ubuf_add(&s->q, buf, len);
   if (s->waiting) {
     s->waiting = 0;
-    MHD_resume_connection(s->r->c);
+    resume(s->r->h, s->r->c);
   }
   return s->q.n - s->off;
 }
@@ -593,6 +609,6 @@ void httpd_stream_end(httpd_stream *s) {
   s->ended = 1;
   if (s->waiting) {
     s->waiting = 0;
-    MHD_resume_connection(s->r->c);
+    resume(s->r->h, s->r->c);
   }
 }
