@@ -12,8 +12,9 @@
  *
  * Limits, each with its status: a body over max_body is 413 (from
  * Content-Length before a byte of it is read, or as it arrives), a request
- * line and headers over max_header 431 (414 for a request line alone; MHD
- * answers both), a connection past max_connections 503. A client silent for
+ * line and headers over max_header 431 (414 for a request line alone; we
+ * measure them, and MHD answers those that overflow its memory pool), a
+ * connection past max_connections 503. A client silent for
  * idle_timeout_s is dropped by MHD; a client that trickles (slowloris: a byte
  * now and then, which resets MHD's idle timer) is cut off when its request
  * has not arrived whole after request_timeout_s. Neither costs the loop
@@ -266,6 +267,22 @@ static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
   return rc;
 }
 
+static enum MHD_Result add_size(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* "k: v\r\n", "k=v&" */
+  return MHD_YES;
+}
+
+/* The size of the request line and of the headers, from what MHD parsed.
+ * MHD itself refuses only what overflows the connection's memory pool,
+ * which is larger than max_header (it holds the read buffer too). */
+static void request_size(struct MHD_Connection *c, const char *method, const char *url, size_t *line,
+                         size_t *head) {
+  *line = strlen(method) + strlen(url) + 12; /* " ", "?", " HTTP/1.1\r\n" */
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_size, line);
+  MHD_get_connection_values(c, MHD_HEADER_KIND, add_size, head);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -276,6 +293,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->started = 1;
     r->method = util_strdup(method);
     r->path = util_strdup(url);
+    size_t line = 0, head = 0;
+    request_size(c, method, url, &line, &head);
+    if (line > h->lim.max_header || line + head > h->lim.max_header) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "the request %s about %zu bytes, more than the limit of %zu bytes",
+               line > h->lim.max_header ? "line is" : "line and headers are",
+               line > h->lim.max_header ? line : line + head,
+               h->lim.max_header);
+      return queue_error(r, line > h->lim.max_header ? 414 : 431, msg);
+    }
     if (h->nconns > h->lim.max_connections) {
       char msg[96];
       snprintf(msg, sizeof msg, "too many connections (the limit is %u); retry later", h->lim.max_connections);
