@@ -1181,6 +1181,10 @@ static void on_request(void *ud, httpd_req *r) {
   } else {
     snprintf(c.identity, sizeof c.identity, "anonymous");
   }
+  /* an id no workflow can have is a bad request, not an unknown workflow */
+  char err[512];
+  if (strstr(found->pattern, "{id}") && engine_check_id(c.p1, err, sizeof err) != 0)
+    return reply_error(r, 400, "%s", err);
   found->fn(a, r, &c);
 }
 
