@@ -452,6 +452,22 @@ def section_routes(srv):
         ("405: GET an approval", "GET", S + "/w-appr/approvals/r1", None, None, 405, "Allow: POST"),
         ("405: PATCH /v1/events", "PATCH", "/v1/events", None, None, 405, "Allow: GET"),
         ("405: OPTIONS /metrics", "OPTIONS", "/metrics", None, None, 405, "Allow: GET"),
+        # --- no token: local programs only, not web pages (CSRF, DNS rebinding)
+        ("anonymous: a cross-site POST from a web page", "POST", S, {"Origin": "http://evil.example",
+         "Content-Type": "text/plain"}, '{"script":"tiny.lua","id":"csrf-1"}', 401, "came from a web page"),
+        ("anonymous: a cross-site approval", "POST", S + "/w-appr/approvals/r1", {"Origin": "null"},
+         '{"approved":true}', 401, "(an Origin header)"),
+        ("anonymous: DNS rebinding (Host of another name)", "GET", S, {"Host": "evil.example:%d" % srv.port}, None,
+         401, "another host name"),
+        ("anonymous: Host 127.0.0.1.evil.example", "GET", S, {"Host": "127.0.0.1.evil.example"}, None, 401,
+         "another host name"),
+        ("anonymous: Host localhost.evil.example", "GET", S, {"Host": "localhost.evil.example"}, None, 401,
+         "another host name"),
+        ("anonymous: Host with a bad port", "GET", S, {"Host": "127.0.0.1:80x"}, None, 401, "another host name"),
+        ("anonymous: Host localhost", "GET", S, {"Host": "localhost:%d" % srv.port}, None, 200, '"workflows"'),
+        ("anonymous: Host [::1]", "GET", S, {"Host": "[::1]:%d" % srv.port}, None, 200, '"workflows"'),
+        ("anonymous: Host 127.0.0.2", "GET", S, {"Host": "127.0.0.2"}, None, 200, '"workflows"'),
+        ("healthz answers a web page", "GET", "/healthz", {"Origin": "http://evil.example"}, None, 200, '"ok"'),
     ]
     run_table(srv, cases)
 
@@ -463,7 +479,7 @@ def section_routes(srv):
     check_eq("its answer names the approver anonymous", [{"id": "r1", "approved": True, "approver": "anonymous"}],
              j and j["result"])
     wait_status(srv, "w-cancel", "cancelled")
-    for wid in ("x-1", "nope-1", "a/b"):
+    for wid in ("x-1", "nope-1", "a/b", "csrf-1"):
         check("no workflow %r was created by a refused request" % wid,
               db_one(srv.db, "SELECT count(*) FROM workflows WHERE id=?", wid) == 0)
     check("no refused start created a workflow",
@@ -505,7 +521,7 @@ class Stream:
 
     def __init__(self, port, path, headers=b""):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n%s\r\n" % (path, headers))
+        self.s.sendall(b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n%s\r\n" % (path, headers))
         self.buf, self.eof = b"", False
 
     def read_until(self, needle, secs=30):
@@ -709,6 +725,8 @@ def section_tokens(srv, tok):
          200, '"id":"tw"'),
         ("no anonymous once a token exists", "POST", "/v1/workflows", None, '{"script":"tiny.lua"}', 401,
          "a token is required"),
+        ("a token sent by a web page is fine (a page cannot get one)", "GET", "/v1/workflows/tw",
+         dict(bearer(tok["read"]), Origin="http://ui.example"), None, 200, '"id":"tw"'),
     ])
     # the identity of a start and a signal is the token's
     st, j = srv.json("POST", "/v1/workflows", bearer(tok["start"]),
@@ -855,6 +873,21 @@ def section_nonloopback():
         ])
     finally:
         srv.stop()
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+        v6 = True
+    except OSError:
+        v6 = False
+    if v6:
+        srv = Server("v6", os.path.join(ARGS.dir, "v6.db"), listen="[::1]:0").start()
+        try:
+            conn = http.client.HTTPConnection("::1", srv.port, timeout=30)
+            conn.request("GET", "/v1/workflows")
+            r = conn.getresponse()
+            check_eq("[::1] is loopback: served without a token", 200, r.status)
+            conn.close()
+        finally:
+            srv.stop()
     p = subprocess.run([ARGS.engine, "serve", "--db", os.path.join(ARGS.dir, "nl6.db"), "--listen", "[::]:0",
                         "--workflows", ARGS.wf], capture_output=True, text=True, timeout=30, cwd=ARGS.dir)
     check("[::] with no token: exit 2 (or no IPv6 here)", p.returncode == 2 and
@@ -914,7 +947,7 @@ def section_body_and_headers():
         "ENGINE_HTTP_IDLE_TIMEOUT_S": "120", "ENGINE_HTTP_REQUEST_TIMEOUT_S": "120"}).start()
     try:
         port = srv.port
-        post = b"POST /v1/workflows HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        post = b"POST /v1/workflows HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
         at = start_body("at-limit", 2048)
         r = raw_exchange(port, post + b"Content-Length: %d\r\n\r\n" % len(at) + at)
         check_eq("a body of exactly 2048 bytes is accepted", 201, status_of(r))
@@ -955,11 +988,11 @@ def section_body_and_headers():
         check("Expect: 100-continue within the limit: 100, then 201", status_of(first) == 100 and
               status_of(rest) == 201, repr((first[:40], rest[:40])))
         big_sig = b"[" + b"1," * 1500 + b"1]"
-        r = raw_exchange(port, b"POST /v1/workflows/at-limit/signals/s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        r = raw_exchange(port, b"POST /v1/workflows/at-limit/signals/s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(big_sig) + big_sig)
         check_eq("a signal payload over the limit: 413", 413, status_of(r))
 
-        get = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+        get = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
         r = raw_exchange(port, get + b"X-Pad: " + b"a" * 1500 + b"\r\n\r\n")
         check_eq("1500 bytes of header: 200", 200, status_of(r))
         r = raw_exchange(port, get + b"X-Pad: " + b"a" * 2100 + b"\r\n\r\n")
@@ -970,11 +1003,11 @@ def section_body_and_headers():
         check_eq("50 headers of 50 bytes: 431", 431, status_of(r))
         r = raw_exchange(port, get + b"X-Pad: " + b"a" * 20000 + b"\r\n\r\n")
         check_eq("a 20 KB header: 431 (from libmicrohttpd)", 431, status_of(r))
-        r = raw_exchange(port, b"GET /healthz?" + b"q" * 2100 + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        r = raw_exchange(port, b"GET /healthz?" + b"q" * 2100 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         check_eq("a 2100-byte request line: 414", 414, status_of(r))
-        r = raw_exchange(port, b"GET /v1/workflows/" + b"a" * 20000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = raw_exchange(port, b"GET /v1/workflows/" + b"a" * 20000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         check_eq("a 20 KB request line: 414 (from libmicrohttpd)", 414, status_of(r))
-        r = raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100000)
+        r = raw_exchange(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100000)
         check("100 KB of header without an end: refused", status_of(r) in (400, 431) or r == b"", r[:100])
         st, _, _ = srv.req("GET", "/healthz")
         check_eq("the server still answers", 200, st)
@@ -1023,7 +1056,7 @@ def section_idle():
     try:
         silent = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
         used = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-        used.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        used.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         t0 = time.monotonic()
         first = used.recv(65536)
         check_eq("a keep-alive request is answered", 200, status_of(first))
@@ -1056,11 +1089,11 @@ def section_slowloris():
     try:
         for _ in range(200):
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
             s.setblocking(False)
             slow.append(s)
         body = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-        body.sendall(b"POST /v1/workflows HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+        body.sendall(b"POST /v1/workflows HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n{")
         body.setblocking(False)
         t0 = time.monotonic()
         # while they trickle, a normal client is served
