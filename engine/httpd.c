@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -283,6 +284,41 @@ static void request_size(struct MHD_Connection *c, const char *method, const cha
   MHD_get_connection_values(c, MHD_HEADER_KIND, add_size, head);
 }
 
+/* What tells where a request's body ends, and whom it is for. */
+typedef struct framing {
+  int lengths, differ, chunked, hosts;
+  const char *length;
+} framing;
+
+static enum MHD_Result add_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  framing *f = cls;
+  if (!value) value = "";
+  if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    if (f->lengths++ == 0) f->length = value;
+    else if (strcmp(f->length, value) != 0) f->differ = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->chunked = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+    f->hosts++;
+  }
+  return MHD_YES;
+}
+
+/* A request whose body length two readers could see differently (two
+ * Content-Length values, Content-Length with Transfer-Encoding) is how
+ * requests are smuggled past a proxy in front; MHD would pick one and go on
+ * reading the connection. RFC 9112 6.3: refuse it, and close. Two Host
+ * headers likewise (RFC 9112 3.2). NULL, or why it is refused. */
+static const char *ambiguous(struct MHD_Connection *c) {
+  framing f = {0, 0, 0, 0, NULL};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, add_framing, &f);
+  if (f.differ) return "two different Content-Length headers";
+  if (f.lengths && f.chunked) return "both Content-Length and Transfer-Encoding";
+  if (f.hosts > 1) return "more than one Host header";
+  return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
   (void)version;
@@ -293,6 +329,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->started = 1;
     r->method = util_strdup(method);
     r->path = util_strdup(url);
+    const char *why = ambiguous(c);
+    if (why) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "the request is ambiguous: %s", why);
+      return queue_error(r, 400, msg);
+    }
     size_t line = 0, head = 0;
     request_size(c, method, url, &line, &head);
     if (line > h->lim.max_header || line + head > h->lim.max_header) {
