@@ -1165,7 +1165,7 @@ def section_slowloris():
 
 
 def section_pipelining():
-    print("# pipelined requests on one connection", flush=True)
+    print("# pipelined requests on one connection; smuggling", flush=True)
     srv = Server("pipe", os.path.join(ARGS.dir, "pipe.db")).start()
     try:
         body = b'{"script":"tiny.lua","id":"pipe-%d"}'
@@ -1178,6 +1178,24 @@ def section_pipelining():
         r = raw_exchange(srv.port, b"".join(reqs), wait=30)
         got = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", r)]
         check_eq("writes and reads pipelined: each answered, in order", [201, 200, 201, 200, 201, 200, 200], got)
+        # requests a proxy in front could split differently: refused, and nothing after them is read
+        H = b"Host: 127.0.0.1\r\n"
+        smuggled = b"GET /v1/workflows/smuggled HTTP/1.1\r\n" + H + b"\r\n"
+        post = b"POST /v1/workflows HTTP/1.1\r\n" + H
+        ok_body = b'{"script":"tiny.lua","id":"cl-twice"}'
+        for name, data, want, frag in (
+                ("Content-Length with Transfer-Encoding", post + b"Content-Length: 6\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, [400],
+                 b"ambiguous: both Content-Length and Transfer-Encoding"),
+                ("two different Content-Lengths", post + b"Content-Length: 2\r\nContent-Length: 40\r\n\r\n{}"
+                 + smuggled, [400], b"ambiguous: two different Content-Length headers"),
+                ("two Host headers", b"GET /v1/workflows HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\n\r\n"
+                 + smuggled, [400], b"more than one Host header"),
+                ("the same Content-Length twice is fine", post + b"Content-Length: %d\r\nContent-Length: %d\r\n"
+                 b"Connection: close\r\n\r\n" % (len(ok_body), len(ok_body)) + ok_body, [201], b'"id":"cl-twice"')):
+            r = raw_exchange(srv.port, data, wait=10)
+            got = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", r)]
+            check("%s: %s, one answer" % (name, want), got == want and frag in r, repr(r[-200:]))
     finally:
         srv.stop()
 
