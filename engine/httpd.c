@@ -262,6 +262,7 @@ static struct MHD_Response *error_response(int status, const char *msg) {
 static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
   struct MHD_Response *resp = error_response(status, msg);
   MHD_add_response_header(resp, "Connection", "close");
+  if (status == 503) MHD_add_response_header(resp, "Retry-After", "1"); /* as the API's own 503s */
   enum MHD_Result rc = MHD_queue_response(r->c, (unsigned)status, resp);
   MHD_destroy_response(resp);
   r->answered = 1;

@@ -1036,8 +1036,9 @@ def section_connections():
             conns.append(c)
         for i in range(2):
             st, hd, data = srv.req("GET", "/healthz")
-            check("connection %d over the limit of 4: 503" % (5 + i),
-                  st == 503 and b"too many connections (the limit is 4)" in data, "%d %r" % (st, data))
+            check("connection %d over the limit of 4: 503 with Retry-After" % (5 + i),
+                  st == 503 and b"too many connections (the limit is 4)" in data and hd.get("retry-after") == "1",
+                  "%d %r %r" % (st, hd, data))
         for i, c in enumerate(conns):
             c.request("GET", "/v1/workflows")
             r = c.getresponse()
