@@ -1238,8 +1238,30 @@ def section_commit_faults():
         srv.stop()
 
 
+def gauge(srv, name):
+    st, _, data = srv.req("GET", "/metrics")
+    m = re.search(rb"(?m)^%s (\d+)" % name.encode(), data)
+    return int(m.group(1)) if m else None
+
+
+def section_sse_clients():
+    print("# SSE clients that go away", flush=True)
+    srv = Server("sse", os.path.join(ARGS.dir, "sse.db"), env={"ENGINE_SSE_HEARTBEAT_MS": "300"}).start()
+    try:
+        streams = [Stream(srv.port, b"/v1/events") for _ in range(10)]
+        check("10 streams open, each with its retry line", all(s.read_until(b"retry: 2000") for s in streams))
+        check("a live stream gets heartbeats", streams[0].read_until(b"\n:\n\n"), repr(streams[0].buf[-80:]))
+        check_eq("engine_sse_streams counts them", 10, gauge(srv, "engine_sse_streams"))
+        for s in streams:
+            s.close()
+        check("clients gone: the heartbeat drops their streams",
+              wait_for("engine_sse_streams back to 0", lambda: gauge(srv, "engine_sse_streams") == 0, 20))
+    finally:
+        srv.stop()
+
+
 def section_bad_limits():
-    print("# limit variables that are not numbers", flush=True)
+    print("# limit variables that are not numbers; bad --listen", flush=True)
     for var, val in (("ENGINE_HTTP_MAX_BODY_BYTES", "lots"), ("ENGINE_HTTP_MAX_CONNECTIONS", "0"),
                      ("ENGINE_HTTP_IDLE_TIMEOUT_S", "-1"), ("ENGINE_HTTP_MAX_HEADER_BYTES", "10")):
         env = dict(os.environ)
@@ -1249,6 +1271,17 @@ def section_bad_limits():
                            env=env, cwd=ARGS.dir)
         check("%s=%s: exit 2 naming it" % (var, val), p.returncode == 2 and var in p.stderr and
               "must be a whole number" in p.stderr, "%d %s" % (p.returncode, p.stderr))
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    addr = "127.0.0.1:%d" % taken.getsockname()[1]
+    for listen, why in ((addr, "Address already in use"), ("127.0.0.1", "expected HOST:PORT"),
+                        ("127.0.0.1:http", "expected HOST:PORT"), ("127.0.0.1:65536", "expected HOST:PORT")):
+        p = subprocess.run([ARGS.engine, "serve", "--db", os.path.join(ARGS.dir, "badlim.db"), "--listen", listen,
+                            "--workflows", ARGS.wf], capture_output=True, text=True, timeout=60, cwd=ARGS.dir)
+        check("--listen %s: exit 2, %s" % (listen, why), p.returncode == 2 and why in p.stderr,
+              "%d %s" % (p.returncode, p.stderr))
+    taken.close()
 
 
 # ---------------------------------------------------------------- main ---
@@ -1298,6 +1331,8 @@ def main():
         section_pipelining()
     if wanted("faults"):
         section_commit_faults()
+    if wanted("sse"):
+        section_sse_clients()
     if wanted("connections"):
         section_connections()
     if wanted("idle"):
