@@ -92,14 +92,22 @@ class Server:
             return f.read()
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
+        """SIGTERM: the server must stop cleanly, and (built with sanitizers)
+        without a report."""
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(15)
+                self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        self.proc = None
+        rc, self.proc = self.proc.returncode, None
+        log = self.log_text()
+        check("server %s stopped cleanly on SIGTERM" % self.name, rc == 0, "exit %d; %s" % (rc, log[-500:]))
+        for word in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            check("server %s: no %s report" % (self.name, word), word not in log, log[-2000:])
 
     def req(self, method, path, headers=None, body=None, timeout=30):
         return request(self.port, method, path, headers, body, timeout)
