@@ -8,6 +8,7 @@
  * where the identity comes from differs: the token, never the body. */
 #include "api.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <lauxlib.h>
@@ -1161,6 +1162,40 @@ static int match(const char *pattern, const char *path, ctx *c) {
   return *pattern == 0 && *path == 0;
 }
 
+/* Anonymous access is for programs on this machine (curl, scripts), not for
+ * web pages its user visits: a browser sends Origin with every cross-site
+ * POST (one of text/plain needs no preflight, so the page never has to read
+ * the answer to start or approve something), and a page that reaches us by
+ * DNS rebinding names its own host in Host. A page of this server's own
+ * origin (the web page it serves) is local like its Host. */
+static int local_client(httpd_req *r) {
+  const char *host = httpd_header(r, "Host"), *origin = httpd_header(r, "Origin");
+  /* a page this server itself served (same origin, a loopback Host) may ask */
+  if (origin && (!host || strncmp(origin, "http://", 7) != 0 || strcmp(origin + 7, host) != 0)) return 0;
+  if (!host) return 1; /* HTTP/1.0 */
+  const char *from = host, *to, *port;
+  if (host[0] == '[') { /* "[::1]:7420" */
+    from = host + 1;
+    to = strchr(from, ']');
+    if (!to) return 0;
+    port = to + 1;
+  } else {
+    to = strchr(host, ':');
+    if (!to) to = host + strlen(host);
+    port = to;
+  }
+  if (*port && (*port != ':' || strspn(port + 1, "0123456789") != strlen(port + 1))) return 0;
+  char name[64];
+  if ((size_t)(to - from) >= sizeof name) return 0;
+  memcpy(name, from, (size_t)(to - from));
+  name[to - from] = 0;
+  struct in_addr v4;
+  struct in6_addr v6;
+  if (strcasecmp(name, "localhost") == 0) return 1;
+  if (inet_pton(AF_INET, name, &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, name, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
 /* Who is asking: the token's identity and scopes, or (with no token in the
  * database, on loopback only) "anonymous" with every scope. 0, or -1 answered. */
 static int authenticate(api *a, httpd_req *r, ctx *c) {
@@ -1174,6 +1209,13 @@ static int authenticate(api *a, httpd_req *r, ctx *c) {
   if (live == 0 && !auth) {
     if (!a->loopback) {
       reply_error(r, 401, "no API token exists: create one with engine token create NAME --scopes ...");
+      return -1;
+    }
+    if (!local_client(r)) {
+      reply_error(r, 401,
+                  "without a token only local programs are served, and this request came from a web page "
+                  "(an Origin header) or for another host name (Host): create a token with engine token create "
+                  "NAME --scopes ...");
       return -1;
     }
     snprintf(c->identity, sizeof c->identity, "anonymous");
@@ -1246,6 +1288,10 @@ static void on_request(void *ud, httpd_req *r) {
   } else {
     snprintf(c.identity, sizeof c.identity, "anonymous");
   }
+  /* an id no workflow can have is a bad request, not an unknown workflow */
+  char err[512];
+  if (strstr(found->pattern, "{id}") && engine_check_id(c.p1, err, sizeof err) != 0)
+    return reply_error(r, 400, "%s", err);
   found->fn(a, r, &c);
 }
 

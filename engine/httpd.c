@@ -12,8 +12,9 @@
  *
  * Limits, each with its status: a body over max_body is 413 (from
  * Content-Length before a byte of it is read, or as it arrives), a request
- * line and headers over max_header 431 (414 for a request line alone; MHD
- * answers both), a connection past max_connections 503. A client silent for
+ * line and headers over max_header 431 (414 for a request line alone; we
+ * measure them, and MHD answers those that overflow its memory pool), a
+ * connection past max_connections 503. A client silent for
  * idle_timeout_s is dropped by MHD; a client that trickles (slowloris: a byte
  * now and then, which resets MHD's idle timer) is cut off when its request
  * has not arrived whole after request_timeout_s. Neither costs the loop
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -264,6 +266,7 @@ static struct MHD_Response *error_response(int status, const char *msg) {
 static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
   struct MHD_Response *resp = error_response(status, msg);
   MHD_add_response_header(resp, "Connection", "close");
+  if (status == 503) MHD_add_response_header(resp, "Retry-After", "1"); /* as the API's own 503s */
   enum MHD_Result rc = MHD_queue_response(r->c, (unsigned)status, resp);
   MHD_destroy_response(resp);
   r->answered = 1;
@@ -272,15 +275,53 @@ static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
 
 static enum MHD_Result add_size(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
   (void)kind;
-  *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* ": " and CRLF */
+  *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4; /* "k: v\r\n", "k=v&" */
   return MHD_YES;
 }
 
-/* The request line and headers as sent, near enough (names, values, separators). */
-static size_t headers_size(struct MHD_Connection *c, const char *method, const char *url) {
-  size_t n = strlen(method) + strlen(url) + 12;
-  MHD_get_connection_values(c, MHD_HEADER_KIND, add_size, &n);
-  return n;
+/* The size of the request line and of the headers, from what MHD parsed.
+ * MHD itself refuses only what overflows the connection's memory pool,
+ * which is larger than max_header (it holds the read buffer too). */
+static void request_size(struct MHD_Connection *c, const char *method, const char *url, size_t *line,
+                         size_t *head) {
+  *line = strlen(method) + strlen(url) + 12; /* " ", "?", " HTTP/1.1\r\n" */
+  MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_size, line);
+  MHD_get_connection_values(c, MHD_HEADER_KIND, add_size, head);
+}
+
+/* What tells where a request's body ends, and whom it is for. */
+typedef struct framing {
+  int lengths, differ, chunked, hosts;
+  const char *length;
+} framing;
+
+static enum MHD_Result add_framing(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  framing *f = cls;
+  if (!value) value = "";
+  if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+    if (f->lengths++ == 0) f->length = value;
+    else if (strcmp(f->length, value) != 0) f->differ = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+    f->chunked = 1;
+  } else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+    f->hosts++;
+  }
+  return MHD_YES;
+}
+
+/* A request whose body length two readers could see differently (two
+ * Content-Length values, Content-Length with Transfer-Encoding) is how
+ * requests are smuggled past a proxy in front; MHD would pick one and go on
+ * reading the connection. RFC 9112 6.3: refuse it, and close. Two Host
+ * headers likewise (RFC 9112 3.2). NULL, or why it is refused. */
+static const char *ambiguous(struct MHD_Connection *c) {
+  framing f = {0, 0, 0, 0, NULL};
+  MHD_get_connection_values(c, MHD_HEADER_KIND, add_framing, &f);
+  if (f.differ) return "two different Content-Length headers";
+  if (f.lengths && f.chunked) return "both Content-Length and Transfer-Encoding";
+  if (f.hosts > 1) return "more than one Host header";
+  return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -293,12 +334,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r->started = 1;
     r->method = util_strdup(method);
     r->path = util_strdup(url);
-    size_t hs = headers_size(c, method, url);
-    if (hs > h->lim.max_header) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "the request line and headers are about %zu bytes, more than the limit of %zu bytes", hs,
+    const char *why = ambiguous(c);
+    if (why) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "the request is ambiguous: %s", why);
+      return queue_error(r, 400, msg);
+    }
+    size_t line = 0, head = 0;
+    request_size(c, method, url, &line, &head);
+    if (line > h->lim.max_header || line + head > h->lim.max_header) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "the request %s about %zu bytes, more than the limit of %zu bytes",
+               line > h->lim.max_header ? "line is" : "line and headers are",
+               line > h->lim.max_header ? line : line + head,
                h->lim.max_header);
-      return queue_error(r, 431, msg);
+      return queue_error(r, line > h->lim.max_header ? 414 : 431, msg);
     }
     if (h->nconns > h->lim.max_connections) {
       char msg[96];
@@ -503,7 +553,7 @@ void httpd_stop(httpd *h) {
     stream_unlink(s);
     s->r->stream = NULL;
     if (s->on_close) s->on_close(s->ud);
-    if (s->waiting) MHD_resume_connection(s->r->c);
+    if (s->waiting) resume(h, s->r->c);
     ubuf_free(&s->q);
     free(s);
   }
