@@ -462,15 +462,10 @@ static int page_row(void *ud, const wf_row *w) {
     p->n++; /* there is more */
     return 1;
   }
-  char *id = json_quote(w->id), *sc = json_quote(w->script_name);
-  char *item = util_fmt("%s{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
-                        "\"updated_at\":%lld}",
-                        p->n ? "," : "", id, w->status, (long long)w->run, sc, (long long)w->created_at,
-                        (long long)w->updated_at);
+  char *item = view_list_item_json(w); /* what `engine list --json` prints */
+  if (p->n) ubuf_add(&p->b, ",", 1);
   ubuf_add(&p->b, item, strlen(item));
   free(item);
-  free(id);
-  free(sc);
   p->n++;
   p->last_created = w->created_at;
   snprintf(p->last_id, sizeof p->last_id, "%s", w->id);
@@ -568,16 +563,10 @@ static void h_history(api *a, httpd_req *r, ctx *c) {
   ubuf_add(&b, head, strlen(head));
   free(head);
   for (size_t i = 0; i < h.n; i++) {
-    const hist_event *e = &h.v[i];
-    char *ty = json_quote(e->type), *nm = json_quote(e->name ? e->name : "");
-    char *item = util_fmt("%s{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,"
-                          "\"payload\":%s}",
-                          i ? "," : "", (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "",
-                          (long long)e->time, e->payload && *e->payload ? e->payload : "null");
+    char *item = view_hist_item_json(&h.v[i]); /* what `engine history --json` prints */
+    if (i) ubuf_add(&b, ",", 1);
     ubuf_add(&b, item, strlen(item));
     free(item);
-    free(ty);
-    free(nm);
   }
   ubuf_add(&b, "]}", 3);
   hist_list_free(&h);
@@ -1023,15 +1012,17 @@ static void h_approve(api *a, httpd_req *r, ctx *c) {
   }
   engine_dispatch_now(a->e);
   char *qi = json_quote(c->p1), *qr = json_quote(done.request_id), *qa = json_quote(c->identity),
-       *qt = json_quote(done.tool);
+       *qt = json_quote(done.tool), *qk = json_quote(done.kind);
   answer_when_committed(a, r, 200,
-                        util_fmt("{\"session_id\":%s,\"request_id\":%s,\"approved\":%s,\"approver\":%s,\"tool\":%s}",
-                                 qi, qr, approved ? "true" : "false", qa, qt),
+                        util_fmt("{\"session_id\":%s,\"request_id\":%s,\"approved\":%s,\"approver\":%s,\"tool\":%s,"
+                                 "\"kind\":%s}",
+                                 qi, qr, approved ? "true" : "false", qa, qt, qk),
                         NULL, NULL);
   free(qi);
   free(qr);
   free(qa);
   free(qt);
+  free(qk);
 }
 
 /* ----------------------------------------------------------- metrics --- */

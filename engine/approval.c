@@ -148,21 +148,9 @@ static int deliver(store *st, const char *id, const approval_request *p, const a
   return rc;
 }
 
-/* Who answered and why go into the log as they are (who did what): the
- * approver a name, the reason text of a bounded size, both UTF-8 without
- * control characters (a reason may have lines). */
-static int check_decision(const approval_decision *a, char *err, size_t errlen) {
+int approval_check_reason(const char *reason, char *err, size_t errlen) {
   char why[128];
-  const char *approver = a->approver ? a->approver : "", *reason = a->reason ? a->reason : "";
-  size_t na = strlen(approver), nr = strlen(reason);
-  if (na == 0 || na > APPROVAL_APPROVER_MAX) {
-    util_seterr(err, errlen, "invalid approver: it is %zu bytes (1 to %d)", na, APPROVAL_APPROVER_MAX);
-    return -1;
-  }
-  if (util_text_problem(approver, na, 0, why, sizeof why) != 0) {
-    util_seterr(err, errlen, "invalid approver: %s", why);
-    return -1;
-  }
+  size_t nr = strlen(reason);
   if (nr > APPROVAL_REASON_MAX) {
     util_seterr(err, errlen, "the reason is %zu bytes, more than %d", nr, APPROVAL_REASON_MAX);
     return -1;
@@ -172,6 +160,24 @@ static int check_decision(const approval_decision *a, char *err, size_t errlen) 
     return -1;
   }
   return 0;
+}
+
+/* Who answered and why go into the log as they are (who did what): the
+ * approver a name, the reason text of a bounded size, both UTF-8 without
+ * control characters (a reason may have lines). */
+static int check_decision(const approval_decision *a, char *err, size_t errlen) {
+  char why[128];
+  const char *approver = a->approver ? a->approver : "", *reason = a->reason ? a->reason : "";
+  size_t na = strlen(approver);
+  if (na == 0 || na > APPROVAL_APPROVER_MAX) {
+    util_seterr(err, errlen, "invalid approver: it is %zu bytes (1 to %d)", na, APPROVAL_APPROVER_MAX);
+    return -1;
+  }
+  if (util_text_problem(approver, na, 0, why, sizeof why) != 0) {
+    util_seterr(err, errlen, "invalid approver: %s", why);
+    return -1;
+  }
+  return approval_check_reason(reason, err, errlen);
 }
 
 int approval_answer_in_batch(store *st, const char *id, const approval_decision *a, approval_request *answered,

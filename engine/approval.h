@@ -35,6 +35,11 @@ int approval_pending(store *st, const char *id, approval_request *out, char *err
 #define APPROVAL_APPROVER_MAX 256
 #define APPROVAL_REASON_MAX 4096
 
+/* 0 when reason can go into the log (at most APPROVAL_REASON_MAX bytes of
+ * UTF-8 without control characters other than \n and \t), else -1 with err:
+ * what approval_answer checks, for a client that checks before it sends. */
+int approval_check_reason(const char *reason, char *err, size_t errlen);
+
 typedef struct approval_decision {
   const char *request_id; /* the request meant; NULL: the pending one, whichever it is */
   int approved;

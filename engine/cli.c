@@ -1,6 +1,9 @@
 /* cli: the `engine` command line. Parses arguments, talks to the store and the
- * worker, prints results. Exit codes: 0 success, 1 workflow failed, 2 usage or
- * input error, 3 waiting (detached or stuck). */
+ * worker, or with --server URL to a running `engine serve --listen` through its
+ * HTTP API (api_client.c), prints results. Both modes print from the same JSON
+ * (session_view.c renders it), so they print the same lines. Exit codes: 0
+ * success, 1 workflow failed, 2 usage or input error, 3 waiting (detached or
+ * stuck). */
 #include "cli.h"
 
 #include <errno.h>
@@ -17,6 +20,7 @@
 
 
 #include "api.h"
+#include "api_client.h"
 #include "approval.h"
 #include "engine.h"
 #include "json.h"
@@ -67,6 +71,10 @@ typedef struct common {
   const char *db;
   int json;
   int help;
+  const char *db_default; /* db before any --db: a --db with --server is refused */
+  const char *server;     /* --server URL or $ENGINE_SERVER: the command asks that API, NULL: the database */
+  const char *token;      /* --token or $ENGINE_TOKEN, sent only as the bearer token */
+  int server_from_env;
 } common;
 
 static const char *default_db(void) {
@@ -138,6 +146,49 @@ static int open_existing(const char *db, store **st) {
     return die(EXIT_USAGE, "%s", err);
   }
   return 0;
+}
+
+/* ------------------------------------------------------------ --server --- */
+
+/* The client of the API --server names, or NULL after saying why (exit 2). */
+static api_client *server_client(common *c) {
+  if (c->db != c->db_default) {
+    die(EXIT_USAGE, "--db and --server cannot be used together: with --server the server's database is used");
+    return NULL;
+  }
+  char err[600];
+  api_client *api = api_client_new(c->server, c->token, err, sizeof err);
+  if (!api) die(EXIT_USAGE, "%s", err);
+  return api;
+}
+
+/* The JSON an answer holds, without the newline the server ends it with
+ * (malloc'd, for put_json). */
+static char *reply_json(const api_reply *r) {
+  size_t n = r->len;
+  while (n > 0 && (r->body[n - 1] == '\n' || r->body[n - 1] == '\r' || r->body[n - 1] == ' ')) n--;
+  return util_fmt("%.*s", (int)n, r->body);
+}
+
+/* path with each %s an escaped segment: util_fmt for URLs. */
+static char *api_path(const char *fmt, const char *a, const char *b) {
+  char *ea = api_client_escape(a), *eb = b ? api_client_escape(b) : NULL;
+  char *out = b ? util_fmt(fmt, ea, eb) : util_fmt(fmt, ea);
+  free(ea);
+  free(eb);
+  return out;
+}
+
+/* One request; 0 with *r, or the exit code after printing the failure (the
+ * server's message as it is; prefix before it when the server refused the
+ * operation itself, as the local command words it). */
+static int call_api(api_client *api, const char *method, const char *path, const char *body, api_reply *r,
+                    const char *prefix) {
+  if (api_client_call(api, method, path, body, r) == 0) return 0;
+  int refused = r->status == 400 || r->status == 404 || r->status == 409;
+  int rc = die(EXIT_USAGE, "%s%s", refused && prefix ? prefix : "", r->message);
+  api_reply_free(r);
+  return rc;
 }
 
 /* Reads --input @file into *text: a regular file, or a pipe or terminal
@@ -219,6 +270,67 @@ static void print_event_human(FILE *f, const domain_event *e) {
 
 static void print_event_json(FILE *f, const domain_event *e) { put_json(f, view_event_json(e)); }
 
+/* An event stream of the API (events --follow, a foreground start with
+ * --server): each recorded event once, in order, as the local commands print
+ * them; for people, also the text a model streams (agent.delta: never
+ * recorded, so never in --json), on one line per model step. */
+typedef struct remote_follow {
+  FILE *out;
+  int json, quiet;
+  int64_t last; /* seq printed last */
+  int live_open; /* a live line is being written */
+  int64_t live_step;
+  int bad; /* a frame that is not an event: the stream stops, the command fails */
+} remote_follow;
+
+static void live_close(remote_follow *f) {
+  if (!f->live_open) return;
+  fputc('\n', f->out);
+  f->live_open = 0;
+}
+
+static int on_remote_frame(void *ud, const sse_event *ev) {
+  remote_follow *f = ud;
+  if (strcmp(ev->type, "end") == 0) {
+    live_close(f);
+    fflush(f->out);
+    return 1;
+  }
+  if (f->quiet) return 0;
+  if (strcmp(ev->type, "agent.delta") == 0) {
+    int64_t step = 0;
+    char *text = f->json ? NULL : view_live_text(ev->data, ev->len, &step);
+    if (!text) return 0;
+    if (f->live_open && step != f->live_step) live_close(f);
+    if (!f->live_open) {
+      char *head = view_live_head(step);
+      fputs(head, f->out);
+      free(head);
+      f->live_open = 1;
+      f->live_step = step;
+    }
+    fputs(text, f->out);
+    fflush(f->out);
+    free(text);
+    return 0;
+  }
+  if (strcmp(ev->type, "message") != 0) return 0; /* a kind of frame this client does not know */
+  view_event e;
+  if (view_event_parse(ev->data, ev->len, &e) != 0) {
+    f->bad = 1; /* never skip one silently: what is printed would have a hole */
+    return 1;
+  }
+  if (e.e.seq > f->last) { /* a resumed stream never repeats one, but say it once anyway */
+    live_close(f);
+    if (f->json) print_event_json(f->out, &e.e);
+    else print_event_human(f->out, &e.e);
+    fflush(f->out);
+    f->last = e.e.seq;
+  }
+  view_event_free(&e);
+  return 0;
+}
+
 typedef struct follow {
   store *st;
   const char *id;
@@ -286,34 +398,53 @@ static int is_invalid_input(const char *error) {
   return strcmp(view_json_field(error, "type", type, sizeof type), "InvalidInput") == 0;
 }
 
-static int report_outcome(store *st, const char *id) {
-  wf_row w;
-  if (store_wf_get(st, id, &w) != 1) return die(EXIT_USAGE, "workflow '%s' vanished", id);
-  int code = exit_for_status(w.status);
-  if (strcmp(w.status, "completed") == 0) {
-    put_json(stdout, util_strdup(w.result ? w.result : "null"));
-  } else if (strcmp(w.status, "stuck") == 0) {
-    render_line(stderr, 0, "engine: %s is stuck: %s", id, w.error ? w.error : "");
+/* From the workflow's summary (view_summary_json, what GET /v1/workflows/ID
+ * answers), so a start with --server ends with the same lines. */
+static int report_summary_outcome(const char *id, const char *json, size_t n) {
+  char *status = json_get_string(json, n, "status");
+  if (!status) return die(EXIT_USAGE, "the summary of %s has no status", id);
+  const char *v;
+  size_t vn;
+  char *error = view_json_member(json, n, "error"); /* as the row holds it */
+  int code = exit_for_status(status);
+  if (strcmp(status, "completed") == 0) {
+    put_json(stdout, json_get(json, n, "result", &v, &vn) == 1 ? util_fmt("%.*s", (int)vn, v) : NULL);
+  } else if (strcmp(status, "stuck") == 0) {
+    render_line(stderr, 0, "engine: %s is stuck: %s", id, error ? error : "");
     render_line(stderr, 0, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply", id);
-  } else if (strcmp(w.status, "failed") == 0 && w.error && is_invalid_input(w.error)) {
+  } else if (strcmp(status, "failed") == 0 && error && is_invalid_input(error)) {
     /* the workflow refused its input before doing anything: a usage error.
      * The message is decoded, not scanned: a problem may quote a value. */
     char msg[4096];
-    view_json_field(w.error, "message", msg, sizeof msg);
+    view_json_field(error, "message", msg, sizeof msg);
     render_line(stderr, 0, "engine: %s: %s", id, *msg ? msg : "invalid input");
     code = EXIT_USAGE;
-  } else if (engine_status_terminal(w.status)) {
-    render_line(stderr, 0, "engine: %s %s: %s", id, w.status, w.error ? w.error : "");
+  } else if (engine_status_terminal(status)) {
+    render_line(stderr, 0, "engine: %s %s: %s", id, status, error ? error : "");
   } else {
-    render_line(stderr, 0, "engine: %s is %s", id, w.status);
+    render_line(stderr, 0, "engine: %s is %s", id, status);
   }
-  wf_row_free(&w);
+  free(status);
+  free(error);
+  return code;
+}
+
+static int report_outcome(store *st, const char *id) {
+  view_summary s;
+  char err[700];
+  int found = view_summary_load(st, id, &s, err, sizeof err);
+  if (found == 0) return die(EXIT_USAGE, "workflow '%s' vanished", id);
+  if (found < 0) return die(EXIT_USAGE, "%s", err);
+  char *json = view_summary_json(&s);
+  int code = report_summary_outcome(id, json, strlen(json));
+  free(json);
+  view_summary_free(&s);
   return code;
 }
 
 static void client_changed(void *ud) {
   start_ctx *s = ud;
-  follow_flush(&s->f);
+  if (!s->quiet) follow_flush(&s->f); /* --quiet: the outcome only, as when this process is the worker */
   wf_row w;
   if (store_wf_get(s->f.st, s->id, &w) == 1) {
     if (engine_status_terminal(w.status) || strcmp(w.status, "stuck") == 0) uv_stop(uv_default_loop());
@@ -380,6 +511,98 @@ static int workflow_exists(const char *db, const char *id) {
   return found;
 }
 
+/* A foreground start with --server checks now and then whether the run got
+ * stuck: the stream ends only when the workflow does. */
+typedef struct remote_start_watch {
+  api_client *api;
+  const char *path;
+  int ticks;
+} remote_start_watch;
+
+typedef struct remote_start_ctx {
+  remote_follow f;
+  remote_start_watch w;
+} remote_start_ctx;
+
+static int remote_start_idle(void *ud) {
+  remote_start_ctx *s = ud;
+  if (++s->w.ticks % 3) return 0; /* every 3 s */
+  api_reply r;
+  int stuck = 0;
+  if (api_client_call(s->w.api, "GET", s->w.path, NULL, &r) == 0) {
+    char *status = json_get_string(r.body, r.len, "status");
+    stuck = status && strcmp(status, "stuck") == 0;
+    free(status);
+  }
+  api_reply_free(&r);
+  return stuck;
+}
+
+/* The name of the process that runs workflows for the server: "engine serve
+ * (pid N)", as its lock file says it to a local start. */
+static void server_holder(api_client *api, char *out, size_t n) {
+  api_reply r;
+  int64_t pid = api_client_call(api, "GET", "/healthz", NULL, &r) == 0 ? json_get_int(r.body, r.len, "pid", 0) : 0;
+  api_reply_free(&r);
+  if (pid > 0) snprintf(out, n, "engine serve (pid %lld)", (long long)pid);
+  else snprintf(out, n, "the server at %s", api_client_url(api));
+}
+
+/* start with --server: POST /v1/workflows, then follow its stream until the
+ * workflow ends (or is stuck) and print the outcome from its summary, as a
+ * local start that finds another worker does. Takes input. */
+static int remote_start(common *c, const char *script, const char *id, char *input, int detach, int quiet) {
+  api_client *api = server_client(c);
+  if (!api) return free(input), EXIT_USAGE;
+  char *qs = json_quote(script), *qi = id ? json_quote(id) : NULL;
+  char *body = qi ? util_fmt("{\"script\":%s,\"id\":%s,\"input\":%s}", qs, qi, input)
+                  : util_fmt("{\"script\":%s,\"input\":%s}", qs, input);
+  free(qs);
+  free(qi);
+  free(input);
+  api_reply r;
+  int rc = call_api(api, "POST", "/v1/workflows", body, &r, NULL);
+  free(body);
+  if (rc) return api_client_free(api), rc;
+  char *wid = json_get_string(r.body, r.len, "id");
+  int existed = r.status == 200;
+  api_reply_free(&r);
+  if (!wid) {
+    rc = die(EXIT_USAGE, "the server at %s answered the start without the workflow's id", api_client_url(api));
+    api_client_free(api);
+    return rc;
+  }
+  if (existed) render_line(stderr, DIE_MAX, "engine: %s already exists; following it", wid);
+  if (detach) {
+    render_line(stdout, 0, "%s", wid);
+    free(wid);
+    api_client_free(api);
+    return EXIT_WAITING;
+  }
+  if (!quiet) {
+    char holder[300];
+    server_holder(api, holder, sizeof holder);
+    render_line(stderr, DIE_MAX, "engine: %s started; %s runs it", wid, holder);
+  }
+  char *summary = api_path("/v1/workflows/%s", wid, NULL), *events = util_fmt("%s/events", summary);
+  remote_start_ctx s = {{stderr, 0, quiet, 0, 0, 0, 0}, {api, summary, 0}};
+  api_stream o = {on_remote_frame, remote_start_idle, &s, NULL, 0};
+  int streamed = api_client_stream(api, events, &o, &r);
+  live_close(&s.f);
+  if (streamed < 0) rc = die(EXIT_USAGE, "%s", r.message);
+  else if (s.f.bad) rc = die(EXIT_USAGE, "the server at %s sent an event this client cannot read", api_client_url(api));
+  api_reply_free(&r);
+  if (streamed > 0 && !s.f.bad && (rc = call_api(api, "GET", summary, NULL, &r, NULL)) == 0) {
+    rc = report_summary_outcome(wid, r.body, r.len);
+    api_reply_free(&r);
+  }
+  free(summary);
+  free(events);
+  free(wid);
+  api_client_free(api);
+  return rc;
+}
+
 static const char *START_HELP =
     "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--db PATH]\n"
     "\n"
@@ -390,7 +613,12 @@ static const char *START_HELP =
     "An ID is 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit,\n"
     "without \"..\"; without --id one is made from the script's name and 8 hex digits.\n"
     "With --detach it only records the start (exit 3) for `engine serve` to run.\n"
-    "Domain events are printed to stderr as they happen; the result goes to stdout.\n";
+    "Domain events are printed to stderr as they happen; the result goes to stdout.\n"
+    "\n"
+    "With engine --server URL start ..., the server starts it: FILE.lua names a script\n"
+    "in its workflows directory (serve --workflows), like hello.lua, and its token's\n"
+    "identity is recorded as who started it. The events and the outcome print as\n"
+    "here, and the text a model streams too, on lines that start with \"~ live\".\n";
 
 static int cmd_start(args *a, common *c) {
   const char *script = NULL, *input_spec = "{}", *id = NULL;
@@ -413,6 +641,8 @@ static int cmd_start(args *a, common *c) {
   char *input = NULL;
   int rc = read_input(input_spec, &input);
   if (rc) return rc;
+  /* the server records its token's identity, and checks the script in its own directory */
+  if (c->server) return remote_start(c, script, id, input, detach, quiet);
   {
     /* who started it goes into an object input's "identity" (what the API
      * does with the token's identity) */
@@ -635,6 +865,19 @@ static int cmd_signal(args *a, common *c) {
   if (engine_check_signal_name(pos[1], err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
   char *canon = json_accept(pos[2], strlen(pos[2]), "the signal payload", err, sizeof err);
   if (!canon) return die(EXIT_USAGE, "%s", err);
+  if (c->server) {
+    api_client *api = server_client(c);
+    char *path = api ? api_path("/v1/workflows/%s/signals/%s", pos[0], pos[1]) : NULL;
+    api_reply r;
+    rc = api ? call_api(api, "POST", path, canon, &r, NULL) : EXIT_USAGE;
+    free(canon);
+    free(path);
+    api_client_free(api);
+    if (rc) return rc;
+    api_reply_free(&r);
+    render_line(stderr, DIE_MAX, "engine: signal '%s' sent to %s", pos[1], pos[0]);
+    return EXIT_OK;
+  }
   free(canon);
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
@@ -658,6 +901,18 @@ static int cmd_cancel(args *a, common *c) {
   const char *pos[1] = {NULL};
   int rc = parse_simple(a, c, CANCEL_HELP, pos, 1, 1);
   if (rc || c->help) return rc;
+  if (c->server) {
+    api_client *api = server_client(c);
+    char *path = api ? api_path("/v1/workflows/%s/cancel", pos[0], NULL) : NULL;
+    api_reply r;
+    rc = api ? call_api(api, "POST", path, "", &r, NULL) : EXIT_USAGE;
+    free(path);
+    api_client_free(api);
+    if (rc) return rc;
+    api_reply_free(&r);
+    render_line(stderr, DIE_MAX, "engine: cancellation of %s requested", pos[0]);
+    return EXIT_OK;
+  }
   store *st;
   if ((rc = open_existing(c->db, &st))) return rc;
   char err[512];
@@ -672,22 +927,60 @@ static int cmd_cancel(args *a, common *c) {
 
 /* ----------------------------------------------------------- list / show --- */
 
-static int list_row(void *ud, const wf_row *w) {
+/* One workflow of a list, from its JSON (view_list_item_json, an item of
+ * GET /v1/workflows): both modes print the same. */
+static int print_list_item(void *ud, const char *item, size_t n) {
   common *c = ud;
-  char t[40];
-  view_time(w->updated_at, t, sizeof t);
   if (c->json) {
-    char *id = json_quote(w->id), *sc = json_quote(w->script_name);
-    put_json(stdout, util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
-                              "\"updated_at\":%lld}",
-                              id, w->status, (long long)w->run, sc, (long long)w->created_at,
-                              (long long)w->updated_at));
-    free(id);
-    free(sc);
+    put_json(stdout, util_fmt("%.*s", (int)n, item));
   } else {
-    render_line(stdout, 0, "%-36s %-10s %4lld  %s  %s", w->id, w->status, (long long)w->run, t, w->script_name);
+    char *line = view_list_line(item, n);
+    printf("%s\n", line);
+    free(line);
   }
   return 0;
+}
+
+static int list_row(void *ud, const wf_row *w) {
+  char *item = view_list_item_json(w);
+  print_list_item(ud, item, strlen(item));
+  free(item);
+  return 0;
+}
+
+/* list with --server: every page of GET /v1/workflows. */
+static int remote_list(common *c, const char *status) {
+  api_client *api = server_client(c);
+  if (!api) return EXIT_USAGE;
+  char *cursor = NULL;
+  int rc = EXIT_OK, first = 1;
+  do {
+    char *es = status ? api_client_escape(status) : NULL, *ec = cursor ? api_client_escape(cursor) : NULL;
+    char *path = util_fmt("/v1/workflows?limit=1000%s%s%s%s", es ? "&status=" : "", es ? es : "",
+                          ec ? "&cursor=" : "", ec ? ec : "");
+    free(es);
+    free(ec);
+    free(cursor);
+    cursor = NULL;
+    api_reply r;
+    rc = call_api(api, "GET", path, NULL, &r, NULL);
+    free(path);
+    if (rc) break;
+    if (first && !c->json) printf("%-36s %-10s %4s  %-24s  %s\n", "ID", "STATUS", "RUN", "UPDATED", "SCRIPT");
+    first = 0;
+    const char *items;
+    size_t n;
+    if (json_get(r.body, r.len, "workflows", &items, &n) != 1 || json_each(items, n, print_list_item, c) != 0)
+      rc = die(EXIT_USAGE, "the server at %s answered the list with something else than a list of workflows",
+               api_client_url(api));
+    else
+      cursor = json_get_string(r.body, r.len, "next_cursor");
+    api_reply_free(&r);
+  } while (cursor && rc == EXIT_OK);
+  free(cursor);
+  fflush(stdout);
+  api_client_free(api);
+  return rc;
 }
 
 static const char *LIST_HELP =
@@ -713,6 +1006,7 @@ static int cmd_list(args *a, common *c) {
     for (const char **k = known; *k; k++) ok |= strcmp(*k, status) == 0;
     if (!ok) return die(EXIT_USAGE, "list: unknown status '%s'", status);
   }
+  if (c->server) return remote_list(c, status);
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
@@ -733,40 +1027,40 @@ static int cmd_show(args *a, common *c) {
   const char *pos[1] = {NULL};
   int rc = parse_simple(a, c, SHOW_HELP, pos, 1, 1);
   if (rc || c->help) return rc;
-  store *st;
-  if ((rc = open_existing(c->db, &st))) return rc;
-  view_summary s;
-  char err[700];
-  int found = view_summary_load(st, pos[0], &s, err, sizeof err);
-  if (found != 1) {
-    if (found == 0) engine_unknown_id(pos[0], err, sizeof err);
-    store_close(st);
-    return die(EXIT_USAGE, "%s", err);
-  }
-  const wf_row *w = &s.w;
-  if (c->json) {
-    put_json(stdout, view_summary_json(&s));
+  char *json = NULL;
+  if (c->server) {
+    api_client *api = server_client(c);
+    char *path = api ? api_path("/v1/workflows/%s", pos[0], NULL) : NULL;
+    api_reply r;
+    rc = api ? call_api(api, "GET", path, NULL, &r, NULL) : EXIT_USAGE;
+    free(path);
+    api_client_free(api);
+    if (rc) return rc;
+    json = reply_json(&r);
+    api_reply_free(&r);
   } else {
-    char ct[40], ut[40];
-    view_time(w->created_at, ct, sizeof ct);
-    view_time(w->updated_at, ut, sizeof ut);
-    render_line(stdout, 0, "id:        %s", w->id);
-    render_line(stdout, 0, "status:    %s%s", w->status, w->cancel == 1 ? " (cancel requested)" : "");
-    if (*s.waiting) render_line(stdout, 0, "waits on:  %s", s.waiting);
-    render_line(stdout, 0, "script:    %s (code %.12s)", w->script_name, w->code_hash);
-    render_line(stdout, 0, "run:       %lld", (long long)w->run);
-    render_line(stdout, 0, "created:   %s", ct);
-    render_line(stdout, 0, "updated:   %s", ut);
-    render_line(stdout, 0, "input:     %s", w->input ? w->input : "null");
-    if (w->result) render_line(stdout, 0, "result:    %s", w->result);
-    if (w->error) render_line(stdout, 0, "error:     %s", w->error);
-    render_line(stdout, 0, "history:   %zu events, %d pending tasks, %d buffered signals", s.history_events, s.tasks,
-                s.signals);
-    if (*s.sandbox) render_line(stdout, 0, "sandbox:   %s", s.sandbox);
-    if (s.artifacts) render_line(stdout, 0, "artifacts: %s", s.artifacts);
+    store *st;
+    if ((rc = open_existing(c->db, &st))) return rc;
+    view_summary s;
+    char err[700];
+    int found = view_summary_load(st, pos[0], &s, err, sizeof err);
+    store_close(st);
+    if (found != 1) {
+      if (found == 0) engine_unknown_id(pos[0], err, sizeof err);
+      return die(EXIT_USAGE, "%s", err);
+    }
+    json = view_summary_json(&s); /* what the API answers: one printer for both */
+    view_summary_free(&s);
   }
-  view_summary_free(&s);
-  store_close(st);
+  if (c->json) {
+    put_json(stdout, json);
+    return EXIT_OK;
+  }
+  char *text = view_summary_text(json, strlen(json));
+  free(json);
+  if (!text) return die(EXIT_USAGE, "the summary of %s is not a workflow's summary", pos[0]);
+  fputs(text, stdout);
+  free(text);
   return EXIT_OK;
 }
 
@@ -776,6 +1070,20 @@ static const char *HISTORY_HELP =
     "usage: engine history ID [--run N] [--json] [--db PATH]\n"
     "\n"
     "Prints the engine's event log of a workflow run (default: the current run).\n";
+
+/* One event of a history, from its JSON (view_hist_item_json, an item of
+ * GET /v1/workflows/ID/history). */
+static int print_hist_item(void *ud, const char *item, size_t n) {
+  common *c = ud;
+  if (c->json) {
+    put_json(stdout, util_fmt("%.*s", (int)n, item));
+  } else {
+    char *line = view_hist_line(item, n);
+    printf("%s\n", line);
+    free(line);
+  }
+  return 0;
+}
 
 static int cmd_history(args *a, common *c) {
   const char *id = NULL;
@@ -793,6 +1101,25 @@ static int cmd_history(args *a, common *c) {
     else return die(EXIT_USAGE, "history: unexpected argument %s", cur);
   }
   if (!id) return die(EXIT_USAGE, "history: missing ID (see engine history --help)");
+  if (c->server) {
+    api_client *api = server_client(c);
+    if (!api) return EXIT_USAGE;
+    char *base = api_path("/v1/workflows/%s/history", id, NULL), *path = util_fmt("%s?run=%lld", base,
+                                                                                   (long long)(run > 0 ? run : 0));
+    api_reply r;
+    int rc = call_api(api, "GET", path, NULL, &r, NULL);
+    free(base);
+    free(path);
+    const char *items;
+    size_t n;
+    if (rc == EXIT_OK) {
+      if (json_get(r.body, r.len, "events", &items, &n) != 1 || json_each(items, n, print_hist_item, c) != 0)
+        rc = die(EXIT_USAGE, "the server at %s answered with something else than a history", api_client_url(api));
+      api_reply_free(&r);
+    }
+    api_client_free(api);
+    return rc;
+  }
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
@@ -805,24 +1132,9 @@ static int cmd_history(args *a, common *c) {
     return read_failed(st, "the history", id);
   }
   for (size_t i = 0; i < h.n; i++) {
-    const hist_event *e = &h.v[i];
-    if (c->json) {
-      char *ty = json_quote(e->type), *nm = json_quote(e->name ? e->name : "");
-      put_json(stdout, util_fmt("{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,"
-                                "\"payload\":%s}",
-                                (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "",
-                                (long long)e->time, e->payload && *e->payload ? e->payload : "null"));
-      free(ty);
-      free(nm);
-    } else {
-      char t[40], ref[32] = "", name[201], payload[201];
-      view_time(e->time, t, sizeof t);
-      if (e->ref) snprintf(ref, sizeof ref, "->#%lld", (long long)e->ref);
-      render_buf(name, sizeof name, e->name ? e->name : "", e->name ? strlen(e->name) : 0, 0);
-      render_buf(payload, sizeof payload, e->payload ? e->payload : "", e->payload ? strlen(e->payload) : 0, 0);
-      render_line(stdout, 0, "#%-4lld %s  %-20s %-7s %-24s %s", (long long)e->seq, t + 11, e->type, ref, name,
-                  payload);
-    }
+    char *item = view_hist_item_json(&h.v[i]); /* what the API answers: one printer for both */
+    print_hist_item(c, item, strlen(item));
+    free(item);
   }
   hist_list_free(&h);
   wf_row_free(&w);
@@ -837,7 +1149,12 @@ static const char *EVENTS_HELP =
     "\n"
     "Prints the workflow's domain events (what wf.emit recorded), one per line.\n"
     "--follow keeps printing new events until the workflow ends.\n"
-    "--json prints one JSON object per line: session_id, seq, type, time, payload.\n";
+    "--json prints one JSON object per line: session_id, seq, type, time, payload.\n"
+    "With engine --server URL events ID --follow, the text a model writes as it\n"
+    "streams (agent.delta, never recorded) shows too, on one line per model step\n"
+    "starting with \"~ live (step N): \"; --json leaves it out, so its lines are the\n"
+    "recorded events, the same as without --server. A dropped stream resumes where\n"
+    "it stopped (Last-Event-ID); after 6 failed attempts (about 16 s) it exits 2.\n";
 
 static void events_changed(void *ud) {
   follow *f = ud;
@@ -855,6 +1172,63 @@ static void events_changed(void *ud) {
   }
 }
 
+typedef struct events_page {
+  common *c;
+  int n, bad;
+  int64_t last;
+} events_page;
+
+static int print_page_event(void *ud, const char *json, size_t n) {
+  events_page *p = ud;
+  view_event e;
+  if (view_event_parse(json, n, &e) != 0) return p->bad = 1;
+  if (p->c->json) print_event_json(stdout, &e.e);
+  else print_event_human(stdout, &e.e);
+  p->last = e.e.seq;
+  p->n++;
+  view_event_free(&e);
+  return 0;
+}
+
+/* events with --server: the pages of GET /v1/workflows/ID/events, or with
+ * --follow its event stream, which begins with every event so far and ends
+ * when the workflow does. */
+static int remote_events(common *c, const char *id, int follow_mode) {
+  enum { PAGE = 1000 };
+  api_client *api = server_client(c);
+  if (!api) return EXIT_USAGE;
+  char *base = api_path("/v1/workflows/%s/events", id, NULL);
+  api_reply r;
+  int rc = EXIT_OK;
+  if (follow_mode) {
+    remote_follow f = {stdout, c->json, 0, 0, 0, 0, 0};
+    api_stream o = {on_remote_frame, NULL, &f, NULL, 0};
+    int streamed = api_client_stream(api, base, &o, &r);
+    live_close(&f);
+    if (streamed < 0) rc = die(EXIT_USAGE, "%s", r.message);
+    else if (f.bad) rc = die(EXIT_USAGE, "the server at %s sent an event this client cannot read", api_client_url(api));
+    api_reply_free(&r);
+  } else {
+    events_page p = {c, PAGE, 0, 0};
+    while (rc == EXIT_OK && p.n == PAGE) {
+      char *path = util_fmt("%s?after=%lld&limit=%d", base, (long long)p.last, PAGE);
+      rc = call_api(api, "GET", path, NULL, &r, NULL);
+      free(path);
+      if (rc) break;
+      const char *items;
+      size_t n;
+      p.n = 0;
+      if (json_get(r.body, r.len, "events", &items, &n) != 1 || json_each(items, n, print_page_event, &p) != 0)
+        rc = die(EXIT_USAGE, "the server at %s answered with something else than events", api_client_url(api));
+      api_reply_free(&r);
+    }
+  }
+  fflush(stdout);
+  free(base);
+  api_client_free(api);
+  return rc;
+}
+
 static int cmd_events(args *a, common *c) {
   const char *id = NULL;
   int follow_mode = 0, bad = 0;
@@ -870,6 +1244,7 @@ static int cmd_events(args *a, common *c) {
     else return die(EXIT_USAGE, "events: unexpected argument %s", cur);
   }
   if (!id) return die(EXIT_USAGE, "events: missing ID (see engine events --help)");
+  if (c->server) return remote_events(c, id, follow_mode);
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
@@ -940,7 +1315,65 @@ static const char *APPROVE_HELP =
     "approval:RID) and says which one it answered. With --request RID it answers\n"
     "only that request: when another one is pending instead (RID timed out or was\n"
     "answered meanwhile) nothing is sent and it exits 2, as it does when nothing\n"
-    "is pending, the request's deadline passed or it is answered already.\n";
+    "is pending, the request's deadline passed or it is answered already.\n"
+    "With --server the approver recorded is the token's identity (token:NAME).\n";
+
+/* approve with --server: the request the session waits on (from its
+ * summary's waits, unless --request names it), answered with POST
+ * /v1/workflows/ID/approvals/RID; the server names the approver (its token's
+ * identity). Refusals read as the local command's. */
+static int remote_approve(common *c, const char *id, const char *request, int approved, const char *reason) {
+  char err[1024];
+  if (approval_check_reason(reason, err, sizeof err) != 0) return die(EXIT_USAGE, "approve: %s", err);
+  api_client *api = server_client(c);
+  if (!api) return EXIT_USAGE;
+  char *rid = request ? util_strdup(request) : NULL, *path = NULL;
+  api_reply r;
+  int rc = EXIT_OK;
+  if (!rid) {
+    char *summary = api_path("/v1/workflows/%s", id, NULL);
+    rc = call_api(api, "GET", summary, NULL, &r, "approve: ");
+    free(summary);
+    if (rc == EXIT_OK) {
+      const char *w;
+      size_t wn;
+      char *status = json_get_string(r.body, r.len, "status"), *kind = NULL;
+      if (json_get(r.body, r.len, "waits", &w, &wn) == 1 && (kind = json_get_string(w, wn, "kind")) &&
+          strcmp(kind, "approval") == 0)
+        rid = json_get_string(w, wn, "request_id");
+      if (status && engine_status_terminal(status))
+        rc = die(EXIT_USAGE, "approve: workflow '%s' is %s: no approval is pending", id, status);
+      else if (!rid)
+        rc = die(EXIT_USAGE, "approve: no approval is pending for %s", id);
+      free(status);
+      free(kind);
+      api_reply_free(&r);
+    }
+  }
+  if (rc == EXIT_OK) {
+    char *qr = json_quote(reason), *body = util_fmt("{\"approved\":%s,\"reason\":%s}", approved ? "true" : "false", qr);
+    path = api_path("/v1/workflows/%s/approvals/%s", id, rid);
+    rc = call_api(api, "POST", path, body, &r, "approve: ");
+    free(qr);
+    free(body);
+  }
+  if (rc == EXIT_OK) {
+    char *tool = json_get_string(r.body, r.len, "tool"), *kind = json_get_string(r.body, r.len, "kind"),
+         *done = json_get_string(r.body, r.len, "request_id"), about[300] = "";
+    if (tool && *tool) snprintf(about, sizeof about, " (tool %.200s)", tool);
+    else if (kind && *kind) snprintf(about, sizeof about, " (%.200s)", kind);
+    render_line(stderr, DIE_MAX, "engine: %s request %s%s of %s", approved ? "approved" : "denied", done ? done : rid,
+                about, id);
+    free(tool);
+    free(kind);
+    free(done);
+    api_reply_free(&r);
+  }
+  free(rid);
+  free(path);
+  api_client_free(api);
+  return rc;
+}
 
 static int cmd_approve(args *a, common *c) {
   const char *id = NULL, *request = NULL, *reason = "";
@@ -958,6 +1391,7 @@ static int cmd_approve(args *a, common *c) {
     else return die(EXIT_USAGE, "approve: unexpected argument %s", cur);
   }
   if (!id) return die(EXIT_USAGE, "approve: missing ID (see engine approve --help)");
+  if (c->server) return remote_approve(c, id, request, !deny, reason);
   store *st;
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
@@ -1149,7 +1583,7 @@ static int cmd_token(args *a, common *c) {
 static const char *MAIN_HELP =
     "engine: durable workflows for long-running agent sessions\n"
     "\n"
-    "usage: engine COMMAND [options]      (engine COMMAND --help for details)\n"
+    "usage: engine [--server URL] [--token TOKEN] COMMAND [options]   (engine COMMAND --help for details)\n"
     "\n"
     "  start FILE.lua [--input JSON|@file] [--id ID] [--detach]   run until done or waiting\n"
     "  serve [--db PATH]                  worker for every workflow in the database\n"
@@ -1166,18 +1600,53 @@ static const char *MAIN_HELP =
     "  token create|list|revoke           API tokens for the HTTP API\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
+    "Server: --server URL (else $ENGINE_SERVER; http:// or https://) before the command sends start,\n"
+    "  list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
+    "  instead of opening a database, with the same output and exit codes; the token is\n"
+    "  --token TOKEN, else $ENGINE_TOKEN (sent as Authorization: Bearer, never printed)\n"
     "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
 
+/* Whether the arguments after the command ask for its help. */
+static int asks_help(const args *a) {
+  for (int i = a->i; i < a->argc; i++)
+    if (is_flag(a->argv[i], "--help") || is_flag(a->argv[i], "-h")) return 1;
+  return 0;
+}
+
 int cli_main(int argc, char **argv) {
-  common c = {default_db(), 0, 0};
-  if (argc < 2 || is_flag(argv[1], "--help") || is_flag(argv[1], "-h") || is_flag(argv[1], "help")) {
-    fputs(MAIN_HELP, argc < 2 ? stderr : stdout);
-    return argc < 2 ? EXIT_USAGE : EXIT_OK;
+  const char *server = getenv("ENGINE_SERVER"), *token = getenv("ENGINE_TOKEN");
+  common c = {default_db(), 0, 0, NULL, server && *server ? server : NULL, token, server && *server};
+  c.db_default = c.db;
+  /* the options before the command: where the command goes */
+  args a = {argc, argv, 1};
+  for (; a.i < argc; a.i++) {
+    int bad = 0;
+    const char *v;
+    if ((v = flag_value(&a, "--server", &bad))) {
+      c.server = v;
+      c.server_from_env = 0;
+    } else if ((v = flag_value(&a, "--token", &bad))) {
+      c.token = v;
+    } else if (bad) {
+      return EXIT_USAGE;
+    } else {
+      break;
+    }
   }
-  args a = {argc, argv, 2};
-  const char *cmd = argv[1];
+  if (a.i >= argc || is_flag(argv[a.i], "--help") || is_flag(argv[a.i], "-h") || is_flag(argv[a.i], "help")) {
+    fputs(MAIN_HELP, a.i >= argc ? stderr : stdout);
+    return a.i >= argc ? EXIT_USAGE : EXIT_OK;
+  }
+  const char *cmd = argv[a.i++];
   char err[256];
   if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
+  if (c.server && !asks_help(&a)) {
+    static const char *local_only[] = {"serve", "replay", "gc", "policy", "token", NULL};
+    for (const char **k = local_only; *k; k++)
+      if (strcmp(cmd, *k) == 0)
+        return die(EXIT_USAGE, "%s does not work with --server (yet)%s", cmd,
+                   c.server_from_env ? "; ENGINE_SERVER is set: unset it to run it on this machine" : "");
+  }
   if (strcmp(cmd, "start") == 0) return cmd_start(&a, &c);
   if (strcmp(cmd, "serve") == 0) return cmd_serve(&a, &c);
   if (strcmp(cmd, "signal") == 0) return cmd_signal(&a, &c);

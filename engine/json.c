@@ -2,6 +2,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -658,4 +659,190 @@ int64_t json_int_field(const char *json, const char *key, int64_t dflt) {
   snprintf(pat, sizeof pat, "\"%s\":", key);
   const char *p = json ? strstr(json, pat) : NULL;
   return p ? strtoll(p + strlen(pat), NULL, 10) : dflt;
+}
+
+/* ---- reading the API's answers (json.h) ---- */
+
+enum { JSON_SKIP_DEPTH = 256 };
+
+static const char *span_ws(const char *s, const char *end) {
+  while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) s++;
+  return s;
+}
+
+static const char *skip_string(const char *s, const char *end) {
+  for (s++; s < end; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"') return s + 1;
+    if (c < 0x20) return NULL;
+    if (c == '\\' && ++s >= end) return NULL;
+  }
+  return NULL;
+}
+
+static const char *skip_value(const char *s, const char *end, int depth) {
+  s = span_ws(s, end);
+  if (s >= end || depth > JSON_SKIP_DEPTH) return NULL;
+  char open = *s;
+  if (open == '"') return skip_string(s, end);
+  if (open == '{' || open == '[') {
+    char close = open == '{' ? '}' : ']';
+    s = span_ws(s + 1, end);
+    if (s < end && *s == close) return s + 1;
+    for (;;) {
+      if (open == '{') {
+        s = span_ws(s, end);
+        if (s >= end || *s != '"' || !(s = skip_string(s, end))) return NULL;
+        s = span_ws(s, end);
+        if (s >= end || *s++ != ':') return NULL;
+      }
+      if (!(s = skip_value(s, end, depth + 1))) return NULL;
+      s = span_ws(s, end);
+      if (s >= end) return NULL;
+      if (*s == close) return s + 1;
+      if (*s++ != ',') return NULL;
+    }
+  }
+  const char *start = s;
+  while (s < end && (isalnum((unsigned char)*s) || *s == '-' || *s == '+' || *s == '.')) s++;
+  return s > start ? s : NULL;
+}
+
+const char *json_skip(const char *s, const char *end) { return skip_value(s, end, 0); }
+
+int json_get(const char *text, size_t n, const char *key, const char **v, size_t *vn) {
+  const char *s = span_ws(text, text + n), *end = text + n;
+  size_t kl = strlen(key);
+  int found = 0;
+  if (s >= end || *s != '{') return -1;
+  s = span_ws(s + 1, end);
+  if (s < end && *s == '}') return span_ws(s + 1, end) == end ? 0 : -1;
+  for (;;) { /* to the end: a cut document is refused, never half read */
+    s = span_ws(s, end);
+    const char *k = s;
+    if (s >= end || *s != '"' || !(s = skip_string(s, end))) return -1;
+    int match = !found && (size_t)(s - k) == kl + 2 && memcmp(k + 1, key, kl) == 0;
+    s = span_ws(s, end);
+    if (s >= end || *s++ != ':') return -1;
+    const char *val = span_ws(s, end);
+    if (!(s = json_skip(val, end))) return -1;
+    if (match) {
+      *v = val;
+      *vn = (size_t)(s - val);
+      found = 1;
+    }
+    s = span_ws(s, end);
+    if (s >= end) return -1;
+    if (*s == '}') return span_ws(s + 1, end) == end ? found : -1;
+    if (*s++ != ',') return -1;
+  }
+}
+
+int json_each(const char *text, size_t n, int (*cb)(void *ud, const char *v, size_t vn), void *ud) {
+  const char *s = span_ws(text, text + n), *end = text + n;
+  if (s >= end || *s != '[') return -1;
+  s = span_ws(s + 1, end);
+  if (s < end && *s == ']') return span_ws(s + 1, end) == end ? 0 : -1;
+  for (;;) {
+    const char *val = span_ws(s, end);
+    if (!(s = json_skip(val, end))) return -1;
+    int rc = cb(ud, val, (size_t)(s - val));
+    if (rc) return rc;
+    s = span_ws(s, end);
+    if (s >= end) return -1;
+    if (*s == ']') return span_ws(s + 1, end) == end ? 0 : -1;
+    if (*s++ != ',') return -1;
+  }
+}
+
+static void add_utf8(ubuf *b, uint32_t cp) {
+  char u[4];
+  size_t n;
+  if (cp < 0x80) u[0] = (char)cp, n = 1;
+  else if (cp < 0x800) u[0] = (char)(0xc0 | cp >> 6), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+  else if (cp < 0x10000)
+    u[0] = (char)(0xe0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+  else
+    u[0] = (char)(0xf0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)), u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)),
+    u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+  ubuf_add(b, u, n);
+}
+
+static int hex4(const char *s, const char *end, uint32_t *out) {
+  if (end - s < 4) return -1;
+  uint32_t v = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = (unsigned char)s[i], d = isdigit(c) ? c - '0' : isxdigit(c) ? (tolower(c) - 'a' + 10) : -1;
+    if (d < 0) return -1;
+    v = v << 4 | (uint32_t)d;
+  }
+  *out = v;
+  return 0;
+}
+
+char *json_string(const char *v, size_t vn) {
+  const char *s = v, *end = v + vn;
+  if (vn < 2 || *s != '"' || skip_string(s, end) != end) return NULL;
+  ubuf b = {0};
+  for (s++; s < end - 1; s++) {
+    if (*s != '\\') {
+      ubuf_add(&b, s, 1);
+      continue;
+    }
+    char c = *++s, one = 0;
+    switch (c) {
+    case '"': case '\\': case '/': one = c; break;
+    case 'b': one = '\b'; break;
+    case 'f': one = '\f'; break;
+    case 'n': one = '\n'; break;
+    case 'r': one = '\r'; break;
+    case 't': one = '\t'; break;
+    }
+    if (one) {
+      ubuf_add(&b, &one, 1);
+      continue;
+    }
+    uint32_t cp, lo;
+    if (c != 'u' || hex4(s + 1, end, &cp) != 0) {
+      ubuf_free(&b);
+      return NULL;
+    }
+    s += 4;
+    if (cp >= 0xd800 && cp < 0xdc00 && s + 2 < end && s[1] == '\\' && s[2] == 'u' && hex4(s + 3, end, &lo) == 0 &&
+        lo >= 0xdc00 && lo < 0xe000) {
+      cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+      s += 6;
+    } else if (cp >= 0xd800 && cp < 0xe000) {
+      cp = 0xfffd; /* a lone surrogate is no character */
+    }
+    add_utf8(&b, cp);
+  }
+  ubuf_add(&b, "", 1);
+  return b.p;
+}
+
+int json_int(const char *v, size_t vn, int64_t *out) {
+  char buf[32];
+  if (vn == 0 || vn >= sizeof buf) return -1;
+  memcpy(buf, v, vn);
+  buf[vn] = 0;
+  char *e;
+  errno = 0;
+  long long x = strtoll(buf, &e, 10);
+  if (*e || errno) return -1;
+  *out = x;
+  return 0;
+}
+
+char *json_get_string(const char *text, size_t n, const char *key) {
+  const char *v;
+  size_t vn;
+  return json_get(text, n, key, &v, &vn) == 1 ? json_string(v, vn) : NULL;
+}
+
+int64_t json_get_int(const char *text, size_t n, const char *key, int64_t dflt) {
+  const char *v;
+  size_t vn;
+  int64_t x;
+  return json_get(text, n, key, &v, &vn) == 1 && json_int(v, vn, &x) == 0 ? x : dflt;
 }

@@ -66,4 +66,28 @@ int json_check_text(const char *s, size_t n, const char *what, char *err, size_t
  * valid JSON: ..."). what names the text in the message. */
 char *json_accept(const char *text, size_t len, const char *what, char *err, size_t errlen);
 
+/* ---- reading JSON the engine wrote (the CLI reads the API's answers) ----
+ * Raw spans, not decoded values: a payload reaches the printer as the server
+ * sent it, byte for byte, so a client prints what the local CLI prints. */
+/* The end of the JSON value starting at s (leading whitespace skipped), or
+ * NULL when s..end does not start one well-formed value. */
+const char *json_skip(const char *s, const char *end);
+/* Member key of the object text[0..n): 1 with its value's text in *v[0..*vn),
+ * 0 when absent, -1 when text is not a well-formed object. Keys are compared
+ * as written (the engine's keys have no escapes). */
+int json_get(const char *text, size_t n, const char *key, const char **v, size_t *vn);
+/* Calls cb with the text of each element of the array text[0..n); returns 0,
+ * -1 when text is not a well-formed array, or the first nonzero cb result. */
+int json_each(const char *text, size_t n, int (*cb)(void *ud, const char *v, size_t vn), void *ud);
+/* The JSON string literal v[0..vn) decoded (escapes, surrogate pairs; a lone
+ * surrogate as U+FFFD), malloc'd; NULL when it is not a string. A \u0000
+ * ends the C string. */
+char *json_string(const char *v, size_t vn);
+/* The JSON integer v[0..vn) in *out: 0, or -1 when it is not one. */
+int json_int(const char *v, size_t vn, int64_t *out);
+/* Member key as a decoded string (malloc'd, NULL when absent or not a
+ * string) or as an integer (dflt when absent or not an integer). */
+char *json_get_string(const char *text, size_t n, const char *key);
+int64_t json_get_int(const char *text, size_t n, const char *key, int64_t dflt);
+
 #endif

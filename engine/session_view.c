@@ -161,8 +161,10 @@ typedef struct scan {
 static int find_sandbox(void *ud, const domain_event *e) {
   scan *c = ud;
   char driver[64];
-  if (strncmp(e->type, "sandbox.", 8) == 0 && *view_json_field(e->payload, "driver", driver, sizeof driver))
-    render_buf(c->s->sandbox, sizeof c->s->sandbox, e->payload, strlen(e->payload), 0);
+  if (strncmp(e->type, "sandbox.", 8) == 0 && *view_json_field(e->payload, "driver", driver, sizeof driver)) {
+    free(c->s->sandbox);
+    c->s->sandbox = util_strdup(e->payload);
+  }
   if (strcmp(e->type, "artifact.saved") == 0 && e->payload) {
     ubuf_add(&c->artifacts, c->s->nartifacts++ ? "," : "[", 1);
     ubuf_add(&c->artifacts, e->payload, strlen(e->payload));
@@ -258,10 +260,12 @@ char *view_summary_json(const view_summary *s) {
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
                        "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
                        "\"waiting_on\":%s,\"waits\":%s,\"history_events\":%zu,\"tasks\":%d,"
-                       "\"buffered_signals\":%d}",
+                       "\"buffered_signals\":%d,\"cancel_requested\":%s,\"sandbox\":%s,\"artifacts\":%s}",
                        id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
                        (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
-                       s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals);
+                       s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals,
+                       w->cancel == 1 ? "true" : "false", s->sandbox ? s->sandbox : "null",
+                       s->artifacts ? s->artifacts : "null");
   free(id);
   free(sc);
   free(wt);
@@ -273,5 +277,196 @@ void view_summary_free(view_summary *s) {
   wf_row_free(&s->w);
   free(s->artifacts);
   free(s->waits);
-  s->artifacts = s->waits = NULL;
+  free(s->sandbox);
+  s->artifacts = s->waits = s->sandbox = NULL;
+}
+
+/* ------------------------------------------------ from the API's JSON --- */
+
+/* A member's JSON text as it was sent (malloc'd), NULL when absent or null. */
+static char *member_raw(const char *json, size_t n, const char *key) {
+  const char *v;
+  size_t vn;
+  if (json_get(json, n, key, &v, &vn) != 1 || (vn == 4 && memcmp(v, "null", 4) == 0)) return NULL;
+  return util_fmt("%.*s", (int)vn, v);
+}
+
+char *view_json_member(const char *json, size_t n, const char *key) {
+  char *raw = member_raw(json, n, key);
+  if (raw && *raw == '"') {
+    char *s = json_string(raw, strlen(raw));
+    free(raw);
+    return s;
+  }
+  return raw;
+}
+
+/* A member that is a JSON string, decoded ("" when absent or another type). */
+static char *member_str(const char *json, size_t n, const char *key) {
+  char *s = json_get_string(json, n, key);
+  return s ? s : util_strdup("");
+}
+
+int view_event_parse(const char *json, size_t n, view_event *out) {
+  memset(out, 0, sizeof *out);
+  const char *v;
+  size_t vn;
+  out->session_id = json_get_string(json, n, "session_id");
+  out->type = json_get_string(json, n, "type");
+  if (!out->session_id || !out->type || json_get(json, n, "payload", &v, &vn) != 1) {
+    view_event_free(out);
+    return -1;
+  }
+  out->payload = util_fmt("%.*s", (int)vn, v);
+  out->e = (domain_event){out->session_id, json_get_int(json, n, "seq", 0), out->type, json_get_int(json, n, "time", 0),
+                          out->payload};
+  return 0;
+}
+
+void view_event_free(view_event *ev) {
+  free(ev->session_id);
+  free(ev->type);
+  free(ev->payload);
+  memset(ev, 0, sizeof *ev);
+}
+
+char *view_live_head(int64_t step) { return util_fmt("~ live (step %lld): ", (long long)step); }
+
+char *view_live_text(const char *json, size_t n, int64_t *step) {
+  const char *p, *d;
+  size_t pn, dn;
+  if (json_get(json, n, "payload", &p, &pn) != 1 || json_get(p, pn, "delta", &d, &dn) != 1) return NULL;
+  char *type = json_get_string(d, dn, "type"), *text = json_get_string(d, dn, "text"), *out = NULL;
+  if (type && text && strcmp(type, "text") == 0) {
+    *step = json_get_int(p, pn, "step", 0);
+    out = render_str(text, 0, 0);
+  }
+  free(type);
+  free(text);
+  return out;
+}
+
+char *view_list_item_json(const wf_row *w) {
+  char *id = json_quote(w->id), *sc = json_quote(w->script_name);
+  char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
+                       "\"updated_at\":%lld}",
+                       id, w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at);
+  free(id);
+  free(sc);
+  return out;
+}
+
+char *view_list_line(const char *item, size_t n) {
+  char t[40];
+  view_time(json_get_int(item, n, "updated_at", 0), t, sizeof t);
+  char *id = member_str(item, n, "id"), *st = member_str(item, n, "status"), *sc = member_str(item, n, "script");
+  ubuf out = {0};
+  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", id, st, (long long)json_get_int(item, n, "run", 0), t, sc);
+  ubuf_add(&out, "", 1);
+  free(id);
+  free(st);
+  free(sc);
+  return out.p;
+}
+
+char *view_hist_item_json(const hist_event *e) {
+  char *ty = json_quote(e->type), *nm = json_quote(e->name ? e->name : "");
+  char *out = util_fmt("{\"seq\":%lld,\"type\":%s,\"ref\":%lld,\"name\":%s,\"hash\":\"%s\",\"time\":%lld,"
+                       "\"payload\":%s}",
+                       (long long)e->seq, ty, (long long)e->ref, nm, e->hash ? e->hash : "", (long long)e->time,
+                       e->payload && *e->payload ? e->payload : "null");
+  free(ty);
+  free(nm);
+  return out;
+}
+
+char *view_hist_line(const char *item, size_t n) {
+  char t[40], ref[32] = "", name[201], payload[201];
+  view_time(json_get_int(item, n, "time", 0), t, sizeof t);
+  int64_t r = json_get_int(item, n, "ref", 0);
+  if (r) snprintf(ref, sizeof ref, "->#%lld", (long long)r);
+  /* an event without a payload shows nothing there (the JSON says null) */
+  char *ty = member_str(item, n, "type"), *nm = member_str(item, n, "name"), *pl = member_raw(item, n, "payload");
+  render_buf(name, sizeof name, nm, strlen(nm), 0);
+  render_buf(payload, sizeof payload, pl ? pl : "", pl ? strlen(pl) : 0, 0);
+  ubuf out = {0};
+  add_line(&out, 0, "#%-4lld %s  %-20s %-7s %-24s %s", (long long)json_get_int(item, n, "seq", 0), t + 11, ty, ref,
+           name, payload);
+  ubuf_add(&out, "", 1);
+  free(ty);
+  free(nm);
+  free(pl);
+  return out.p;
+}
+
+char *view_summary_text(const char *json, size_t n) {
+  char *id = json_get_string(json, n, "id"), *status = json_get_string(json, n, "status");
+  if (!id || !status) {
+    free(id);
+    free(status);
+    return NULL;
+  }
+  char ct[40], ut[40], sandbox[512];
+  view_time(json_get_int(json, n, "created_at", 0), ct, sizeof ct);
+  view_time(json_get_int(json, n, "updated_at", 0), ut, sizeof ut);
+  const char *v;
+  size_t vn;
+  int cancel = json_get(json, n, "cancel_requested", &v, &vn) == 1 && vn == 4 && memcmp(v, "true", 4) == 0;
+  char *waiting = member_str(json, n, "waiting_on"), *script = member_str(json, n, "script"),
+       *hash = member_str(json, n, "code_hash"), *input = member_raw(json, n, "input"),
+       *result = member_raw(json, n, "result"), *error = view_json_member(json, n, "error"),
+       *sb = member_raw(json, n, "sandbox"), *artifacts = member_raw(json, n, "artifacts");
+  ubuf out = {0};
+  add_line(&out, 0, "id:        %s", id);
+  ubuf_add(&out, "\n", 1);
+  add_line(&out, 0, "status:    %s%s", status, cancel ? " (cancel requested)" : "");
+  ubuf_add(&out, "\n", 1);
+  if (*waiting) {
+    add_line(&out, 0, "waits on:  %s", waiting);
+    ubuf_add(&out, "\n", 1);
+  }
+  add_line(&out, 0, "script:    %s (code %.12s)", script, hash);
+  ubuf_add(&out, "\n", 1);
+  add_line(&out, 0, "run:       %lld", (long long)json_get_int(json, n, "run", 0));
+  ubuf_add(&out, "\n", 1);
+  add_line(&out, 0, "created:   %s", ct);
+  ubuf_add(&out, "\n", 1);
+  add_line(&out, 0, "updated:   %s", ut);
+  ubuf_add(&out, "\n", 1);
+  add_line(&out, 0, "input:     %s", input ? input : "null");
+  ubuf_add(&out, "\n", 1);
+  /* a completed workflow has a result even when it is null (it returned nil) */
+  if (result || strcmp(status, "completed") == 0) {
+    add_line(&out, 0, "result:    %s", result ? result : "null");
+    ubuf_add(&out, "\n", 1);
+  }
+  if (error) {
+    add_line(&out, 0, "error:     %s", error);
+    ubuf_add(&out, "\n", 1);
+  }
+  add_line(&out, 0, "history:   %lld events, %lld pending tasks, %lld buffered signals",
+           (long long)json_get_int(json, n, "history_events", 0), (long long)json_get_int(json, n, "tasks", 0),
+           (long long)json_get_int(json, n, "buffered_signals", 0));
+  ubuf_add(&out, "\n", 1);
+  if (sb) {
+    render_buf(sandbox, sizeof sandbox, sb, strlen(sb), 0); /* a line, not a dump */
+    add_line(&out, 0, "sandbox:   %s", sandbox);
+    ubuf_add(&out, "\n", 1);
+  }
+  if (artifacts) {
+    add_line(&out, 0, "artifacts: %s", artifacts);
+    ubuf_add(&out, "\n", 1);
+  }
+  ubuf_add(&out, "", 1);
+  free(id);
+  free(status);
+  free(waiting);
+  free(script);
+  free(hash);
+  free(input);
+  free(result);
+  free(error);
+  free(sb);
+  free(artifacts);
+  return out.p;
 }

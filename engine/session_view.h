@@ -32,7 +32,7 @@ typedef struct view_summary {
   char waiting[512]; /* what it waits on ("signal 'x' (event #4)"), or "" */
   size_t history_events;
   int tasks, signals;
-  char sandbox[512]; /* the last sandbox.* event with a driver, or "" */
+  char *sandbox;     /* the payload of the last sandbox.* event with a driver, or NULL */
   char *artifacts;   /* JSON array of artifact.saved payloads, or NULL */
   char *waits;       /* what it waits on as JSON ({"kind":"approval"|"signal"|"timer"|"activity",...}), or NULL */
   int nartifacts;
@@ -44,5 +44,46 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
 /* The summary as one JSON object (what `show --json` prints). Malloc'd. */
 char *view_summary_json(const view_summary *s);
 void view_summary_free(view_summary *s);
+
+/* ---- rendering what the HTTP API answers ----
+ * The CLI prints from the same JSON in both modes (local, and `--server`): a
+ * local command builds the JSON the API would send and prints it through
+ * these, so both show the same lines. Each returns malloc'd rendered text,
+ * NULL when the JSON is not what it expects. */
+
+/* Member key of the JSON object json[0..n) as text (malloc'd): a string
+ * decoded, any other value as its JSON text (an error is an object or a
+ * text); NULL when absent or null. */
+char *view_json_member(const char *json, size_t n, const char *key);
+
+/* A workflow's summary (view_summary_json, GET /v1/workflows/ID) as the
+ * lines `show` prints, each ending in a newline. */
+char *view_summary_text(const char *json, size_t n);
+
+/* One workflow of a list (`list --json`, an item of GET /v1/workflows) and
+ * its line (ID, status, run, updated, script). */
+char *view_list_item_json(const wf_row *w);
+char *view_list_line(const char *item, size_t n);
+
+/* One history event (`history --json`, an item of GET .../history) and its
+ * line, without a newline. */
+char *view_hist_item_json(const hist_event *e);
+char *view_hist_line(const char *item, size_t n);
+
+/* A domain event decoded from its JSON (view_event_json, an SSE frame's
+ * data): e points into the strings, the payload kept as the JSON text sent. */
+typedef struct view_event {
+  domain_event e;
+  char *session_id, *type, *payload;
+} view_event;
+int view_event_parse(const char *json, size_t n, view_event *out); /* 0, or -1 */
+void view_event_free(view_event *ev);
+
+/* The text of an agent.delta frame (a model's text as it streams; never
+ * logged) rendered for a line, with its step (the model turn's seq) in
+ * *step; NULL for other deltas (tool calls). */
+char *view_live_text(const char *json, size_t n, int64_t *step);
+/* What opens the line of a step's live text ("~ live (step 12): "). */
+char *view_live_head(int64_t step);
 
 #endif
