@@ -813,7 +813,8 @@ def section_approvals(srv, tok):
              db_one(srv.db, "SELECT count(*) FROM signals WHERE wf_id='ap1'"))
     st, j = srv.json("POST", P + "r1", bearer(tok["approve"]), '{"approved":true,"reason":"fine"}')
     check("approve r1: 200, approver token:t-approve", st == 200 and j == {
-        "session_id": "ap1", "request_id": "r1", "approved": True, "approver": "token:t-approve", "tool": "shell"},
+        "session_id": "ap1", "request_id": "r1", "approved": True, "approver": "token:t-approve", "tool": "shell",
+        "kind": ""},
         "%d %r" % (st, j))
     wait_for("ap1 asks r2", lambda: waits_on(srv, "ap1", A) == "r2")
     st, j = srv.json("POST", P + "r1", bearer(tok["approve"]), '{"approved":true}')
