@@ -289,6 +289,24 @@ static void live_close(remote_follow *f) {
   f->live_open = 0;
 }
 
+/* The text of an agent.delta frame's data on the step's live line. */
+static void live_show(remote_follow *f, const char *data, size_t len) {
+  int64_t step = 0;
+  char *text = f->json ? NULL : view_live_text(data, len, &step);
+  if (!text) return;
+  if (f->live_open && step != f->live_step) live_close(f);
+  if (!f->live_open) {
+    char *head = view_live_head(step);
+    fputs(head, f->out);
+    free(head);
+    f->live_open = 1;
+    f->live_step = step;
+  }
+  fputs(text, f->out);
+  fflush(f->out);
+  free(text);
+}
+
 static int on_remote_frame(void *ud, const sse_event *ev) {
   remote_follow *f = ud;
   if (strcmp(ev->type, "end") == 0) {
@@ -298,20 +316,7 @@ static int on_remote_frame(void *ud, const sse_event *ev) {
   }
   if (f->quiet) return 0;
   if (strcmp(ev->type, "agent.delta") == 0) {
-    int64_t step = 0;
-    char *text = f->json ? NULL : view_live_text(ev->data, ev->len, &step);
-    if (!text) return 0;
-    if (f->live_open && step != f->live_step) live_close(f);
-    if (!f->live_open) {
-      char *head = view_live_head(step);
-      fputs(head, f->out);
-      free(head);
-      f->live_open = 1;
-      f->live_step = step;
-    }
-    fputs(text, f->out);
-    fflush(f->out);
-    free(text);
+    live_show(f, ev->data, ev->len);
     return 0;
   }
   if (strcmp(ev->type, "message") != 0) return 0; /* a kind of frame this client does not know */
@@ -338,10 +343,12 @@ typedef struct follow {
   int json;
   FILE *out;
   int failed; /* a read failed: --follow stops and says so */
+  remote_follow *live; /* the live line a model's text streams on (foreground start), or NULL */
 } follow;
 
 static int on_domain(void *ud, const domain_event *e) {
   follow *f = ud;
+  if (f->live) live_close(f->live);
   if (f->json)
     print_event_json(f->out, e);
   else
@@ -364,7 +371,18 @@ typedef struct start_ctx {
   const char *id;
   follow f;
   int quiet;
+  remote_follow live; /* only its live line: the text a model streams */
 } start_ctx;
+
+/* A foreground start is the worker: it hears its model's text as the API's
+ * watchers do (activity.live) and shows it the same way. */
+static void start_on_live(void *ud, const char *id, const char *type, const char *json) {
+  start_ctx *s = ud;
+  if (s->quiet || strcmp(id, s->id) != 0 || strcmp(type, "agent.delta") != 0) return;
+  char *frame = util_fmt("{\"payload\":%s}", json);
+  live_show(&s->live, frame, strlen(frame));
+  free(frame);
+}
 
 static void start_on_status(void *ud, const char *id, const char *status, const char *detail) {
   start_ctx *s = ud;
@@ -471,7 +489,7 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   store *st;
   char err[512];
   if (store_open(db, 1, &st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
-  start_ctx s = {NULL, id, {st, id, 0, 0, stderr, 0}, quiet};
+  start_ctx s = {NULL, id, {st, id, 0, 0, stderr, 0, NULL}, quiet, {stderr, 0, quiet, 0, 0, 0, 0}};
   uv_loop_t *loop = uv_default_loop();
   dbwatch *w = dbwatch_start(loop, st, client_changed, &s);
   lockpoll lp = {db, -1};
@@ -704,10 +722,12 @@ static int cmd_start(args *a, common *c) {
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", id);
     input = util_strdup("{}");
   }
-  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr, 0}, quiet};
+  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr, 0, NULL}, quiet, {stderr, 0, quiet, 0, 0, 0, 0}};
+  s.f.live = &s.live;
   /* the worker runs every workflow of the database, not only this one: a
    * start that follows it must not wait for a worker that never runs it */
-  engine_config cfg = {.db_path = c->db, .on_status = start_on_status, .on_commit = start_on_commit, .ud = &s};
+  engine_config cfg = {.db_path = c->db, .on_status = start_on_status, .on_commit = start_on_commit,
+                       .on_live = start_on_live, .ud = &s};
   engine *e;
   if (engine_open(&e, &cfg, err, sizeof err) != 0) {
     engine_unlock(lockfd);
@@ -741,6 +761,7 @@ static int cmd_start(args *a, common *c) {
     if (engine_run(e) != 0) fprintf(stderr, "engine: the worker stopped after a store error\n");
   }
   if (!quiet) follow_flush(&s.f);
+  live_close(&s.live);
   rc = report_outcome(engine_store(e), id);
   store_wf_get(engine_store(e), id, &w);
   if (rc == EXIT_WAITING && strcmp(w.status, "stuck") != 0)
@@ -1252,7 +1273,7 @@ static int cmd_events(args *a, common *c) {
   if ((rc = find_workflow(st, id, &w)) != 1) return rc;
   int done = engine_status_terminal(w.status);
   wf_row_free(&w);
-  follow f = {st, id, 0, c->json, stdout, 0};
+  follow f = {st, id, 0, c->json, stdout, 0, NULL};
   if (follow_flush(&f) != STORE_OK) return read_failed(st, "the events", id);
   if (follow_mode && !done) {
     uv_loop_t *loop = uv_default_loop();

@@ -31,13 +31,16 @@ declare -A INPUT=(
   [store_faults]='{"retry":0.01,"sleep":0,"slow":0.01}'
   [numbers]='{"case":"activity","activity":"numbers_acts.ok"}'
   [json_meaning]='{"text":"{\"int\":3,\"big\":9007199254740993}"}'
+  [many_events]='{"n":30}'
   [nondet]='{}'
   [replay_result]='{}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
   [http_window_acts]="activity module" [timeout_acts]="activity module" [numbers_acts]="activity module"
-  [json_meaning_acts]="activity module"
+  [json_meaning_acts]="activity module" [live_text_acts]="activity module"
+  [live_text]="waits for a signal, then streams live text (test_cli_server.sh)"
+  [sse_emitter]="waits for signals (sse_suite.py)"
   [http_window]="needs an HTTP server (test_http_window.sh)"
   [sandbox_session]="needs a sandbox driver (test_sandbox.sh)"
   [runaway]="never ends by itself: the budget stops it (test_runaway.sh)"
