@@ -26,28 +26,34 @@
 /* Workflow ids are checked here and only here, for every client (CLI, API):
  * when a workflow is created, and when an id names no workflow (so ids an
  * older engine stored stay addressable). */
+int engine_name_problem(const char *name, size_t max, const char *punct, char *what, size_t n) {
+  size_t len = strlen(name);
+  *what = 0;
+  if (len == 0) snprintf(what, n, "it is empty");
+  else if (len > max) snprintf(what, n, "it is %zu bytes, more than %zu", len, max);
+  for (size_t i = 0; i < len && !*what; i++) {
+    unsigned char c = (unsigned char)name[i];
+    int alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+    if (!alnum && !strchr(punct, c)) {
+      char ch[16];
+      uint32_t cp;
+      size_t bad, cl = util_utf8_decode(name + i, len - i, &cp, &bad);
+      render_buf(ch, sizeof ch, name + i, cl ? cl : 1, 0); /* the whole character */
+      if (c == ' ') snprintf(what, n, "a space at byte %zu", i + 1);
+      else snprintf(what, n, "'%s' at byte %zu is not allowed", ch, i + 1);
+    } else if (i == 0 && !alnum) {
+      snprintf(what, n, "it must start with a letter or a digit");
+    }
+  }
+  return *what ? -1 : 0;
+}
+
 int engine_check_id(const char *id, char *err, size_t errlen) {
   static const char *rule =
       "ids are 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit, without \"..\"";
-  size_t n = strlen(id);
-  char shown[48], what[64] = "";
-  render_buf(shown, sizeof shown, id, n, 0);
-  if (n == 0) snprintf(what, sizeof what, "it is empty");
-  else if (n > ENGINE_ID_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, ENGINE_ID_MAX);
-  for (size_t i = 0; i < n && !*what; i++) {
-    unsigned char c = (unsigned char)id[i];
-    int alnum = (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
-    if (!alnum && !strchr("._:@-", c)) {
-      char ch[16];
-      uint32_t cp;
-      size_t bad, len = util_utf8_decode(id + i, n - i, &cp, &bad);
-      render_buf(ch, sizeof ch, id + i, len ? len : 1, 0); /* the whole character */
-      if (c == ' ') snprintf(what, sizeof what, "a space at byte %zu", i + 1);
-      else snprintf(what, sizeof what, "'%s' at byte %zu is not allowed", ch, i + 1);
-    } else if (i == 0 && !alnum) {
-      snprintf(what, sizeof what, "it must start with a letter or a digit");
-    }
-  }
+  char shown[48], what[64];
+  render_buf(shown, sizeof shown, id, strlen(id), 0);
+  engine_name_problem(id, ENGINE_ID_MAX, "._:@-", what, sizeof what);
   if (!*what && strstr(id, "..")) snprintf(what, sizeof what, "it contains \"..\"");
   if (!*what) return 0;
   util_seterr(err, errlen, "invalid workflow id \"%s\": %s (%s)", shown, what, rule);

@@ -60,6 +60,10 @@ const char *engine_lua_dir(void);
  * so ids stored before the rule stay addressable. */
 #define ENGINE_ID_MAX 128
 int engine_check_id(const char *id, char *err, size_t errlen);
+/* What is wrong with name as a name of 1 to max bytes of A-Z a-z 0-9 and the
+ * bytes of punct, the first a letter or a digit (ids, token names): -1 with
+ * what ("a space at byte 3"), or 0. */
+int engine_name_problem(const char *name, size_t max, const char *punct, char *what, size_t n);
 /* An id for a start that names none (ENGINE_ID_MAX + 1 bytes): the script's
  * base name made to follow the rules, '-' and 8 random hex digits. */
 void engine_generate_id(const char *script, char *out, size_t n);

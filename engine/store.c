@@ -644,15 +644,8 @@ int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
   return exec_write(s, st, "new run");
 }
 
-int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
-                  int limit, store_wf_cb cb, void *ud) {
-  sqlite3_stmt *st = stmt(s, Q_WF_PAGE);
-  if (!st) return STORE_ERR;
-  if (status) bind_text(s, st, 1, status);
-  if (script) bind_text(s, st, 2, script);
-  bind_int(s, st, 3, after_created);
-  bind_text(s, st, 4, after_id ? after_id : "");
-  bind_int(s, st, 5, limit);
+/* Runs the bound workflow query st, each row to cb (nonzero stops). */
+static int each_wf(store *s, sqlite3_stmt *st, store_wf_cb cb, void *ud) {
   int rc;
   while ((rc = step(s, st)) == SQLITE_ROW) {
     wf_row w;
@@ -663,6 +656,18 @@ int store_wf_page(store *s, const char *status, const char *script, int64_t afte
   }
   sqlite3_reset(st);
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list workflows");
+}
+
+int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
+                  int limit, store_wf_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_WF_PAGE);
+  if (!st) return STORE_ERR;
+  if (status) bind_text(s, st, 1, status);
+  if (script) bind_text(s, st, 2, script);
+  bind_int(s, st, 3, after_created);
+  bind_text(s, st, 4, after_id ? after_id : "");
+  bind_int(s, st, 5, limit);
+  return each_wf(s, st, cb, ud);
 }
 
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
@@ -680,16 +685,7 @@ int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
   sqlite3_stmt *st = stmt(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST);
   if (!st) return STORE_ERR;
   if (status) bind_text(s, st, 1, status);
-  int rc;
-  while ((rc = step(s, st)) == SQLITE_ROW) {
-    wf_row w;
-    read_wf(st, &w);
-    int stop = cb(ud, &w);
-    wf_row_free(&w);
-    if (stop) break;
-  }
-  sqlite3_reset(st);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list workflows");
+  return each_wf(s, st, cb, ud);
 }
 
 /* ---- history ---- */

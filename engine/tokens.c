@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine.h"
 #include "render.h"
 #include "util.h"
 
@@ -31,25 +32,9 @@ static int is_alnum(unsigned char c) {
 
 int token_check_name(const char *name, char *err, size_t errlen) {
   static const char *rule = "token names are 1-64 bytes of A-Z a-z 0-9 . _ @ -, starting with a letter or digit";
-  size_t n = strlen(name);
-  char shown[48], what[64] = "";
-  render_buf(shown, sizeof shown, name, n, 0);
-  if (n == 0) snprintf(what, sizeof what, "it is empty");
-  else if (n > TOKEN_NAME_MAX) snprintf(what, sizeof what, "it is %zu bytes, more than %d", n, TOKEN_NAME_MAX);
-  for (size_t i = 0; i < n && !*what; i++) {
-    unsigned char c = (unsigned char)name[i];
-    if (!is_alnum(c) && !strchr("._@-", c)) {
-      char ch[16];
-      uint32_t cp;
-      size_t bad, len = util_utf8_decode(name + i, n - i, &cp, &bad);
-      render_buf(ch, sizeof ch, name + i, len ? len : 1, 0); /* the whole character */
-      if (c == ' ') snprintf(what, sizeof what, "a space at byte %zu", i + 1);
-      else snprintf(what, sizeof what, "'%s' at byte %zu is not allowed", ch, i + 1);
-    } else if (i == 0 && !is_alnum(c)) {
-      snprintf(what, sizeof what, "it must start with a letter or a digit");
-    }
-  }
-  if (!*what) return 0;
+  char shown[48], what[64];
+  if (engine_name_problem(name, TOKEN_NAME_MAX, "._@-", what, sizeof what) == 0) return 0;
+  render_buf(shown, sizeof shown, name, strlen(name), 0);
   util_seterr(err, errlen, "invalid token name \"%s\": %s (%s)", shown, what, rule);
   return -1;
 }
