@@ -426,11 +426,18 @@ static void h_start(api *a, httpd_req *r, ctx *c) {
     free(mine);
     free(theirs);
     free(with);
-    if (!same_script) {
-      reply_error(r, 409, "workflow '%s' exists with another script (%s)", id, w.script_name);
-    } else if (!same_input) {
-      reply_error(r, 409, "workflow '%s' exists with a different input; choose another id, or send the same input",
-                  id);
+    /* the workflow may be in the batch not yet committed: the conflict is
+     * told once it is durable too (a lost batch makes it a 503) */
+    char *msg = NULL;
+    if (!same_script)
+      msg = util_fmt("workflow '%s' exists with another script (%s)", id, w.script_name);
+    else if (!same_input)
+      msg = util_fmt("workflow '%s' exists with a different input; choose another id, or send the same input", id);
+    if (msg) {
+      char *q = json_quote(msg);
+      answer_when_committed(a, r, 409, util_fmt("{\"error\":{\"status\":409,\"message\":%s}}", q), NULL, NULL);
+      free(q);
+      free(msg);
     } else {
       answer_when_committed(a, r, 200, NULL, id, location);
     }
