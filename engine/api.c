@@ -557,6 +557,12 @@ static void h_history(api *a, httpd_req *r, ctx *c) {
   int64_t run;
   if (query_int(r, "run", 0, INT64_MAX / 2, &run) != 0 || !find_for_read(a, r, c->p1, &w)) return;
   if (run == 0) run = w.run;
+  if (run > w.run) {
+    int64_t last = w.run;
+    wf_row_free(&w);
+    return reply_error(r, 404, "workflow '%s' has no run %lld (its runs are 1 to %lld)", c->p1, (long long)run,
+                       (long long)last);
+  }
   hist_list h = {0};
   if (store_hist_load(a->rd, c->p1, run, &h) != STORE_OK) {
     hist_list_free(&h);

@@ -406,6 +406,7 @@ def section_routes(srv):
         ("history", "GET", S + "/w-done/history", None, None, 200, ('"run":1', '"type":"WorkflowStarted"')),
         ("history: run", "GET", S + "/w-done/history?run=1", None, None, 200, "WorkflowCompleted"),
         ("history: bad run", "GET", S + "/w-done/history?run=one", None, None, 400, "'run' must be a whole number"),
+        ("history: a run it never had", "GET", S + "/w-done/history?run=9", None, None, 404, "has no run 9"),
         ("history: unknown", "GET", S + "/nope-1/history", None, None, 404, "unknown workflow 'nope-1'"),
         ("history: bad id", "GET", S + "/-x/history", None, None, 400, rule),
         # --- signals
