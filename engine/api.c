@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "api_stream.h"
 #include "approval.h"
 #include "httpd.h"
 #include "json.h"
@@ -34,25 +35,6 @@
 extern const unsigned char api_openapi_json[];
 extern const unsigned long api_openapi_json_len;
 
-/* A stream whose client reads slower than events come is dropped past this
- * (it reconnects with Last-Event-ID and misses nothing). */
-#define SSE_MAX_QUEUED ((size_t)8 << 20)
-/* A backlog is queued this much at a time, the next part as the client reads
- * it: a resume from far behind must not hit the cap before its first byte. */
-#define SSE_BACKLOG_BYTES ((size_t)1 << 20)
-#define FEED_PAGE 1000
-
-typedef struct sub sub;
-struct sub {
-  sub *prev, *next; /* in the list of its session, or of every session */
-  struct api *a;
-  httpd_stream *s;
-  char *session; /* NULL: every session's events (GET /v1/events) */
-  int64_t last;  /* seq (or feed position) sent last */
-  int ended;
-  int catching_up;  /* its backlog is being sent: live events wait in the store */
-  char *end_status; /* the workflow ended while it was catching up */
-};
 
 struct api {
   engine *e;
@@ -63,13 +45,7 @@ struct api {
   char *workflows_dir;
   char url[100];
   int loopback;
-  uv_timer_t heartbeat;
-  int heartbeat_on;
-  strmap subs; /* session id -> first sub of its list */
-  sub *all;
-  size_t nsubs;
-  int64_t feed_cursor; /* valid while nsubs > 0 */
-  strmap finished;     /* sessions that ended in this commit -> their status */
+  streams *streams; /* the event streams (api_stream.c) */
 };
 
 /* ------------------------------------------------------------ answers --- */
@@ -587,181 +563,7 @@ static void h_history(api *a, httpd_req *r, ctx *c) {
   reply(r, 200, b.p, NULL);
 }
 
-/* -------------------------------------------------------------- SSE --- */
-
-static void sub_write(sub *s, const char *text, size_t len) {
-  if (s->ended) return;
-  if (httpd_stream_write(s->s, text, len) > SSE_MAX_QUEUED) {
-    /* too slow: cut off (a client that reads nothing would hold the queue
-     * for as long as it likes); it reconnects with Last-Event-ID */
-    s->ended = 1;
-    httpd_stream_abort(s->s);
-  }
-}
-
-/* The SSE frame of an event: "id: ID" and its JSON (malloc'd). */
-static char *event_frame(int64_t id, const domain_event *e) {
-  char *json = view_event_json(e), *out = json_for_output(json, strlen(json));
-  char *frame = util_fmt("id: %lld\ndata: %s\n\n", (long long)id, out);
-  free(out);
-  free(json);
-  return frame;
-}
-
-static void sub_frame(sub *s, int64_t id, const char *frame) {
-  sub_write(s, frame, strlen(frame));
-  s->last = id;
-}
-
-static void sub_event(sub *s, int64_t id, const domain_event *e) {
-  char *frame = event_frame(id, e);
-  sub_frame(s, id, frame);
-  free(frame);
-}
-
-static void sub_end(sub *s, const char *status) {
-  if (s->ended) return;
-  char *q = json_quote(status);
-  char *frame = util_fmt("event: end\ndata: {\"status\":%s}\n\n", q);
-  sub_write(s, frame, strlen(frame));
-  free(frame);
-  free(q);
-  s->ended = 1;
-  httpd_stream_end(s->s);
-}
-
-static void sub_unlink(sub *s) {
-  api *a = s->a;
-  if (s->prev) {
-    s->prev->next = s->next;
-  } else if (s->session) {
-    if (s->next) strmap_put(&a->subs, s->session, s->next);
-    else strmap_del(&a->subs, s->session);
-  } else {
-    a->all = s->next;
-  }
-  if (s->next) s->next->prev = s->prev;
-  a->nsubs--;
-}
-
-static void sub_closed(void *ud) {
-  sub *s = ud;
-  sub_unlink(s);
-  free(s->session);
-  free(s->end_status);
-  free(s);
-}
-
-/* The end of a workflow's stream; after the backlog when it is catching up. */
-static void sub_finished(sub *s, const char *status) {
-  if (!s->catching_up) return sub_end(s, status);
-  if (!s->end_status) s->end_status = util_strdup(status);
-}
-
-typedef struct feed_ctx {
-  api *a;
-  sub *only; /* a subscriber catching up, or NULL: dispatch to all */
-  int n, full;
-} feed_ctx;
-
-/* Stops a backlog read once a part of it is queued. */
-static int backlog_full(feed_ctx *f) {
-  f->full = f->only->ended || httpd_stream_queued(f->only->s) >= SSE_BACKLOG_BYTES;
-  return f->full;
-}
-
-static int backlog_session(void *ud, const domain_event *e) {
-  feed_ctx *f = ud;
-  sub_event(f->only, e->seq, e);
-  return backlog_full(f);
-}
-
-static int on_feed(void *ud, int64_t id, const domain_event *e) {
-  feed_ctx *f = ud;
-  f->n++;
-  if (f->only) {
-    sub_event(f->only, id, e);
-    return backlog_full(f);
-  }
-  api *a = f->a;
-  a->feed_cursor = id;
-  /* rendered once for all the session's subscribers, once for the feed's */
-  char *frame = NULL;
-  for (sub *s = strmap_get(&a->subs, e->session_id); s; s = s->next) {
-    if (s->catching_up || e->seq <= s->last) continue;
-    if (!frame) frame = event_frame(e->seq, e);
-    sub_frame(s, e->seq, frame);
-  }
-  free(frame);
-  frame = NULL;
-  for (sub *s = a->all; s; s = s->next) {
-    if (s->catching_up || id <= s->last) continue;
-    if (!frame) frame = event_frame(id, e);
-    sub_frame(s, id, frame);
-  }
-  free(frame);
-  return 0;
-}
-
-/* The next part of a subscriber's backlog, from the committed store, until
- * SSE_BACKLOG_BYTES are queued (the rest when the client has read them:
- * sub_drained) or it has everything; live dispatch takes over from there.
- * Everything runs on the loop's thread, between commits: nothing committed
- * can fall between the backlog and the live events. */
-static void catch_up(sub *s) {
-  api *a = s->a;
-  feed_ctx f = {a, s, 0, 0};
-  int rc;
-  if (s->session) {
-    rc = store_domain_list(a->rd, s->session, s->last, backlog_session, &f);
-  } else {
-    do {
-      f.n = 0;
-      rc = store_feed_after(a->rd, s->last, FEED_PAGE, on_feed, &f);
-    } while (rc == STORE_OK && !f.full && f.n == FEED_PAGE);
-  }
-  if (s->ended) return;
-  if (rc != STORE_OK) { /* the client reconnects and resumes */
-    s->ended = 1;
-    httpd_stream_end(s->s);
-    return;
-  }
-  s->catching_up = f.full;
-  if (!s->catching_up && s->end_status) sub_end(s, s->end_status);
-}
-
-static void sub_drained(void *ud) {
-  sub *s = ud;
-  if (s->catching_up && !s->ended) catch_up(s);
-}
-
-/* After each commit: the new events to their subscribers, then the end of
- * the streams of sessions that finished. One read of the feed, whatever the
- * number of subscribers. */
-static void dispatch_feed(api *a) {
-  if (a->nsubs > 0) {
-    feed_ctx f = {a, NULL, 0, 0};
-    do {
-      f.n = 0;
-      if (store_feed_after(a->rd, a->feed_cursor, FEED_PAGE, on_feed, &f) != STORE_OK) break;
-    } while (f.n == FEED_PAGE);
-  }
-  for (size_t i = 0; i < a->finished.cap; i++) {
-    if (!STRMAP_LIVE(&a->finished, i)) continue;
-    for (sub *s = strmap_get(&a->subs, a->finished.keys[i]); s; s = s->next) sub_finished(s, a->finished.vals[i]);
-    free(a->finished.vals[i]);
-  }
-  strmap_free(&a->finished);
-  strmap_init(&a->finished);
-}
-
-static void on_heartbeat(uv_timer_t *t) {
-  api *a = t->data;
-  for (size_t i = 0; i < a->subs.cap; i++)
-    if (STRMAP_LIVE(&a->subs, i))
-      for (sub *s = a->subs.vals[i]; s; s = s->next) sub_write(s, ":\n\n", 3);
-  for (sub *s = a->all; s; s = s->next) sub_write(s, ":\n\n", 3);
-}
+/* ------------------------------------------------------------ events --- */
 
 /* Last-Event-ID (a reconnecting EventSource), else ?after=, else 0. */
 static int resume_point(httpd_req *r, int64_t *after) {
@@ -782,32 +584,6 @@ static int resume_point(httpd_req *r, int64_t *after) {
 static int wants_stream(httpd_req *r) {
   const char *acc = httpd_header(r, "Accept");
   return acc && strstr(acc, "text/event-stream") != NULL;
-}
-
-static const char *SSE_HEADERS[] = {"X-Accel-Buffering: no", NULL};
-
-static sub *subscribe(api *a, httpd_req *r, const char *session, int64_t after) {
-  sub *s = util_xcalloc(1, sizeof *s);
-  s->a = a;
-  s->session = session ? util_strdup(session) : NULL;
-  s->last = after;
-  s->s = httpd_stream_open(r, "text/event-stream", SSE_HEADERS, sub_closed, s);
-  httpd_stream_on_drain(s->s, sub_drained);
-  if (a->nsubs == 0) a->feed_cursor = store_feed_last(a->rd);
-  if (a->feed_cursor < 0) a->feed_cursor = 0;
-  a->nsubs++;
-  if (session) {
-    sub *head = strmap_get(&a->subs, session);
-    s->next = head;
-    if (head) head->prev = s;
-    strmap_put(&a->subs, session, s);
-  } else {
-    s->next = a->all;
-    if (a->all) a->all->prev = s;
-    a->all = s;
-  }
-  sub_write(s, "retry: 2000\n\n", 13);
-  return s;
 }
 
 typedef struct json_page {
@@ -860,9 +636,7 @@ static void h_events(api *a, httpd_req *r, ctx *c) {
     wf_row_free(&w);
     return reply(r, 200, p.b.p, NULL);
   }
-  sub *s = subscribe(a, r, c->p1, after);
-  catch_up(s);
-  if (engine_status_terminal(w.status)) sub_finished(s, w.status);
+  streams_open(a->streams, r, c->p1, after, engine_status_terminal(w.status) ? w.status : NULL);
   wf_row_free(&w);
 }
 
@@ -882,7 +656,7 @@ static void h_all_events(api *a, httpd_req *r, ctx *c) {
     free(tail);
     return reply(r, 200, p.b.p, NULL);
   }
-  catch_up(subscribe(a, r, NULL, after));
+  streams_open(a->streams, r, NULL, after, NULL);
 }
 
 /* ------------------------------------------------------------ writes --- */
@@ -1304,35 +1078,19 @@ static void on_request(void *ud, httpd_req *r) {
 static void on_status(void *ud, const char *id, const char *status, const char *detail) {
   (void)detail;
   api *a = ud;
-  if (engine_status_terminal(status) && strmap_get(&a->subs, id) && !strmap_get(&a->finished, id))
-    strmap_put(&a->finished, id, util_strdup(status));
+  if (a->streams && engine_status_terminal(status)) streams_finished(a->streams, id, status);
 }
 
 static void on_commit(void *ud) {
   api *a = ud;
   metrics_add(a->m, "engine_commits_total", NULL, 1);
   metrics_observe(a->m, "engine_commit_writes", NULL, (double)store_batch_writes(engine_store(a->e)));
-  dispatch_feed(a);
+  if (a->streams) streams_committed(a->streams);
 }
 
 static void on_live(void *ud, const char *wf_id, const char *type, const char *json) {
   api *a = ud;
-  sub *s = strmap_get(&a->subs, wf_id);
-  if (!s) return;
-  char *qi = json_quote(wf_id), *qt = json_quote(type);
-  char *ev = util_fmt("{\"session_id\":%s,\"type\":%s,\"time\":%lld,\"payload\":%s}", qi, qt,
-                      (long long)util_now_ms(), json);
-  char *out = json_for_output(ev, strlen(ev));
-  /* no id: ephemeral, never part of what Last-Event-ID resumes; not to a
-   * subscriber still sending its backlog (it would come before older events) */
-  char *frame = util_fmt("event: %s\ndata: %s\n\n", type, out);
-  for (; s; s = s->next)
-    if (!s->catching_up) sub_write(s, frame, strlen(frame));
-  free(frame);
-  free(out);
-  free(ev);
-  free(qi);
-  free(qt);
+  if (a->streams) streams_live(a->streams, wf_id, type, json);
 }
 
 static void on_activity(void *ud, const char *name, double seconds, int ok) {
@@ -1355,8 +1113,6 @@ api *api_new(void) {
   api *a = util_xcalloc(1, sizeof *a);
   a->m = metrics_new();
   declare_metrics(a->m);
-  strmap_init(&a->subs);
-  strmap_init(&a->finished);
   return a;
 }
 
@@ -1397,13 +1153,7 @@ int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen
     return -1;
   }
   snprintf(a->url, sizeof a->url, "http://%s", httpd_address(a->http));
-  const char *hb = getenv("ENGINE_SSE_HEARTBEAT_MS");
-  int64_t ms = hb && atoll(hb) > 0 ? atoll(hb) : 15000;
-  if (uv_timer_init(engine_loop(e), &a->heartbeat) == 0) {
-    a->heartbeat.data = a;
-    a->heartbeat_on = 1;
-    uv_timer_start(&a->heartbeat, on_heartbeat, (uint64_t)ms, (uint64_t)ms);
-  }
+  a->streams = streams_new(engine_loop(e), a->rd);
   return 0;
 }
 
@@ -1411,21 +1161,15 @@ const char *api_url(const api *a) { return a->url; }
 
 void api_stop(api *a) {
   if (!a) return;
-  if (a->heartbeat_on) {
-    uv_close((uv_handle_t *)&a->heartbeat, NULL);
-    a->heartbeat_on = 0;
-  }
-  if (a->http) httpd_stop(a->http); /* ends the streams: their subs go */
+  if (a->http) httpd_stop(a->http); /* ends the streams: their subscribers go */
   a->http = NULL;
+  streams_free(a->streams);
+  a->streams = NULL;
 }
 
 void api_free(api *a) {
   if (!a) return;
   api_stop(a);
-  for (size_t i = 0; i < a->finished.cap; i++)
-    if (STRMAP_LIVE(&a->finished, i)) free(a->finished.vals[i]);
-  strmap_free(&a->finished);
-  strmap_free(&a->subs);
   if (a->rd) store_close(a->rd);
   if (a->L) lua_close(a->L);
   metrics_free(a->m);
