@@ -24,6 +24,7 @@
 #include "approval.h"
 #include "engine.h"
 #include "json.h"
+#include "pretty.h"
 #include "render.h"
 #include "session_view.h"
 #include "store.h"
@@ -75,6 +76,7 @@ typedef struct common {
   const char *server;     /* --server URL or $ENGINE_SERVER: the command asks that API, NULL: the database */
   const char *token;      /* --token or $ENGINE_TOKEN, sent only as the bearer token */
   int server_from_env;
+  const char *color; /* --color WHEN (global or after the command), NULL: auto */
 } common;
 
 static const char *default_db(void) {
@@ -99,6 +101,23 @@ static const char *flag_value(args *a, const char *name, int *err) {
   return a->argv[++a->i];
 }
 
+
+/* --color WHEN into c->color: 0, or the exit code after naming the problem. */
+static int check_color(const common *c) {
+  pretty_color mode;
+  if (!c->color || pretty_color_parse(c->color, &mode) == 0) return 0;
+  return die(EXIT_USAGE, "--color must be auto, always or never, not '%s'", c->color);
+}
+
+/* Whether stdout gets the layout for people (pretty.h): a terminal, and no
+ * --json. Anything else gets the bytes scripts read. */
+static int human_stdout(const common *c) { return !c->json && isatty(STDOUT_FILENO); }
+
+static pretty_opts stdout_layout(const common *c) {
+  pretty_color mode = PRETTY_COLOR_AUTO;
+  if (c->color) pretty_color_parse(c->color, &mode);
+  return pretty_defaults(pretty_width(STDOUT_FILENO), pretty_color_on(mode, STDOUT_FILENO));
+}
 
 /* Why the database at db cannot be written, or NULL. SQLite says only "unable
  * to open database file" there, and the worker lock only that its file cannot
@@ -418,7 +437,7 @@ static int is_invalid_input(const char *error) {
 
 /* From the workflow's summary (view_summary_json, what GET /v1/workflows/ID
  * answers), so a start with --server ends with the same lines. */
-static int report_summary_outcome(const char *id, const char *json, size_t n) {
+static int report_summary_outcome(const char *id, const char *json, size_t n, const common *c) {
   char *status = json_get_string(json, n, "status");
   if (!status) return die(EXIT_USAGE, "the summary of %s has no status", id);
   const char *v;
@@ -426,7 +445,11 @@ static int report_summary_outcome(const char *id, const char *json, size_t n) {
   char *error = view_json_member(json, n, "error"); /* as the row holds it */
   int code = exit_for_status(status);
   if (strcmp(status, "completed") == 0) {
-    put_json(stdout, json_get(json, n, "result", &v, &vn) == 1 ? util_fmt("%.*s", (int)vn, v) : NULL);
+    pretty_opts o = stdout_layout(c);
+    char *human = human_stdout(c) ? pretty_outcome(json, n, &o) : NULL;
+    if (human) fputs(human, stdout);
+    else put_json(stdout, json_get(json, n, "result", &v, &vn) == 1 ? util_fmt("%.*s", (int)vn, v) : NULL);
+    free(human);
   } else if (strcmp(status, "stuck") == 0) {
     render_line(stderr, 0, "engine: %s is stuck: %s", id, error ? error : "");
     render_line(stderr, 0, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply", id);
@@ -447,14 +470,14 @@ static int report_summary_outcome(const char *id, const char *json, size_t n) {
   return code;
 }
 
-static int report_outcome(store *st, const char *id) {
+static int report_outcome(store *st, const char *id, const common *c) {
   view_summary s;
   char err[700];
   int found = view_summary_load(st, id, &s, err, sizeof err);
   if (found == 0) return die(EXIT_USAGE, "workflow '%s' vanished", id);
   if (found < 0) return die(EXIT_USAGE, "%s", err);
   char *json = view_summary_json(&s);
-  int code = report_summary_outcome(id, json, strlen(json));
+  int code = report_summary_outcome(id, json, strlen(json), c);
   free(json);
   view_summary_free(&s);
   return code;
@@ -485,7 +508,7 @@ static void try_lock(uv_timer_t *t) {
 /* Another process is the worker: follow the workflow through the database until
  * it ends, or take over as the worker when that process goes away. Returns -1
  * to take over (with *lockfd set), else an exit code. */
-static int follow_as_client(const char *db, const char *id, int quiet, int *lockfd) {
+static int follow_as_client(const char *db, const char *id, int quiet, int *lockfd, const common *c) {
   store *st;
   char err[512];
   if (store_open(db, 1, &st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
@@ -510,7 +533,7 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   uv_run(loop, UV_RUN_DEFAULT);
   uv_loop_close(loop);
   int code = -1;
-  if (lp.fd < 0) code = report_outcome(st, id);
+  if (lp.fd < 0) code = report_outcome(st, id, c);
   store_close(st);
   *lockfd = lp.fd;
   return code;
@@ -611,7 +634,7 @@ static int remote_start(common *c, const char *script, const char *id, char *inp
   else if (s.f.bad) rc = die(EXIT_USAGE, "the server at %s sent an event this client cannot read", api_client_url(api));
   api_reply_free(&r);
   if (streamed > 0 && !s.f.bad && (rc = call_api(api, "GET", summary, NULL, &r, NULL)) == 0) {
-    rc = report_summary_outcome(wid, r.body, r.len);
+    rc = report_summary_outcome(wid, r.body, r.len, c);
     api_reply_free(&r);
   }
   free(summary);
@@ -622,7 +645,8 @@ static int remote_start(common *c, const char *script, const char *id, char *inp
 }
 
 static const char *START_HELP =
-    "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--db PATH]\n"
+    "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--json] [--color WHEN]\n"
+    "                    [--db PATH]\n"
     "\n"
     "Starts a workflow and runs it in the foreground until it completes (exit 0),\n"
     "fails (exit 1) or is stuck (exit 3). While it waits for a signal or a timer it\n"
@@ -631,7 +655,10 @@ static const char *START_HELP =
     "An ID is 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit,\n"
     "without \"..\"; without --id one is made from the script's name and 8 hex digits.\n"
     "With --detach it only records the start (exit 3) for `engine serve` to run.\n"
-    "Domain events are printed to stderr as they happen; the result goes to stdout.\n"
+    "Domain events are printed to stderr as they happen; the result goes to stdout:\n"
+    "on a terminal as the outcome for people (status, summary, verdict, usage, the\n"
+    "findings as a table, artifacts), else (a pipe, a file, or with --json) as the\n"
+    "result's JSON on one line.\n"
     "\n"
     "With engine --server URL start ..., the server starts it: FILE.lua names a script\n"
     "in its workflows directory (serve --workflows), like hello.lua, and its token's\n"
@@ -640,7 +667,7 @@ static const char *START_HELP =
 
 static int cmd_start(args *a, common *c) {
   const char *script = NULL, *input_spec = "{}", *id = NULL;
-  int detach = 0, quiet = 0, bad = 0;
+  int detach = 0, quiet = 0, bad = 0, rc;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = flag_value(a, "--input", &bad))) input_spec = v;
@@ -648,6 +675,8 @@ static int cmd_start(args *a, common *c) {
     else if ((v = flag_value(a, "--db", &bad))) c->db = v;
     else if (is_flag(cur, "--detach")) detach = 1;
     else if (is_flag(cur, "--quiet") || is_flag(cur, "-q")) quiet = 1;
+    else if (is_flag(cur, "--json")) c->json = 1;
+    else if ((v = flag_value(a, "--color", &bad))) c->color = v;
     else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(START_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else if (cur[0] == '-') return die(EXIT_USAGE, "start: unknown option %s (see engine start --help)", cur);
@@ -656,8 +685,9 @@ static int cmd_start(args *a, common *c) {
     if (bad) return EXIT_USAGE;
   }
   if (!script) return die(EXIT_USAGE, "start: missing FILE.lua (see engine start --help)");
+  if ((rc = check_color(c))) return rc;
   char *input = NULL;
-  int rc = read_input(input_spec, &input);
+  rc = read_input(input_spec, &input);
   if (rc) return rc;
   /* the server records its token's identity, and checks the script in its own directory */
   if (c->server) return remote_start(c, script, id, input, detach, quiet);
@@ -717,7 +747,7 @@ static int cmd_start(args *a, common *c) {
       return EXIT_WAITING;
     }
     if (!quiet) render_line(stderr, DIE_MAX, "engine: %s started; %s runs it", id, holder);
-    rc = follow_as_client(c->db, id, quiet, &lockfd);
+    rc = follow_as_client(c->db, id, quiet, &lockfd, c);
     if (rc >= 0) return rc;
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", id);
     input = util_strdup("{}");
@@ -762,7 +792,7 @@ static int cmd_start(args *a, common *c) {
   }
   if (!quiet) follow_flush(&s.f);
   live_close(&s.live);
-  rc = report_outcome(engine_store(e), id);
+  rc = report_outcome(engine_store(e), id, c);
   store_wf_get(engine_store(e), id, &w);
   if (rc == EXIT_WAITING && strcmp(w.status, "stuck") != 0)
     render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
@@ -854,6 +884,7 @@ static int parse_simple(args *a, common *c, const char *help, const char **pos, 
     const char *cur = a->argv[a->i], *v;
     if ((v = flag_value(a, "--db", &bad))) c->db = v;
     else if (is_flag(cur, "--json")) c->json = 1;
+    else if ((v = flag_value(a, "--color", &bad))) c->color = v;
     else if (is_flag(cur, "--help") || is_flag(cur, "-h")) {
       fputs(help, stdout);
       c->help = 1;
@@ -867,7 +898,7 @@ static int parse_simple(args *a, common *c, const char *help, const char **pos, 
     fputs(help, stderr);
     return EXIT_USAGE;
   }
-  return EXIT_OK;
+  return check_color(c);
 }
 
 static const char *SIGNAL_HELP =
@@ -1037,12 +1068,23 @@ static int cmd_list(args *a, common *c) {
   return EXIT_OK;
 }
 
+/* A JSON value of `show` laid out for a terminal (view_fold). */
+static char *fold_json(const char *json, size_t n, size_t col, void *ud) {
+  ubuf b = {0};
+  if (pretty_json(&b, json, n, col, ud) != 0) return ubuf_free(&b), NULL;
+  ubuf_add(&b, "", 1);
+  return b.p;
+}
+
 /* What a session's event stream says about it: its sandbox (latest sandbox.*
  * event) and the artifacts it saved (artifact.saved events, as a JSON list). */
 static const char *SHOW_HELP =
-    "usage: engine show ID [--json] [--db PATH]\n"
+    "usage: engine show ID [--json] [--color WHEN] [--db PATH]\n"
     "\n"
-    "Shows a workflow: status, what it waits on, input, result or error, counts.\n";
+    "Shows a workflow: status, what it waits on, input, result or error, counts.\n"
+    "On a terminal the input, result, sandbox and artifacts are indented JSON folded\n"
+    "to its width (long strings cut, with the number of bytes left out); piped, each\n"
+    "is one line. --json prints the summary as one JSON object.\n";
 
 static int cmd_show(args *a, common *c) {
   const char *pos[1] = {NULL};
@@ -1077,7 +1119,9 @@ static int cmd_show(args *a, common *c) {
     put_json(stdout, json);
     return EXIT_OK;
   }
-  char *text = view_summary_text(json, strlen(json));
+  pretty_opts o = stdout_layout(c);
+  char *text = human_stdout(c) ? view_summary_text_folded(json, strlen(json), fold_json, &o)
+                               : view_summary_text(json, strlen(json));
   free(json);
   if (!text) return die(EXIT_USAGE, "the summary of %s is not a workflow's summary", pos[0]);
   fputs(text, stdout);
@@ -1604,7 +1648,7 @@ static int cmd_token(args *a, common *c) {
 static const char *MAIN_HELP =
     "engine: durable workflows for long-running agent sessions\n"
     "\n"
-    "usage: engine [--server URL] [--token TOKEN] COMMAND [options]   (engine COMMAND --help for details)\n"
+    "usage: engine [--server URL] [--token TOKEN] [--color WHEN] COMMAND [options]   (engine COMMAND --help)\n"
     "\n"
     "  start FILE.lua [--input JSON|@file] [--id ID] [--detach]   run until done or waiting\n"
     "  serve [--db PATH]                  worker for every workflow in the database\n"
@@ -1625,6 +1669,9 @@ static const char *MAIN_HELP =
     "  list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
     "  instead of opening a database, with the same output and exit codes; the token is\n"
     "  --token TOKEN, else $ENGINE_TOKEN (sent as Authorization: Bearer, never printed)\n"
+    "Output: on a terminal, start and show print for people; piped, or with --json, what\n"
+    "  scripts read. --color auto|always|never (before or after the command): auto colours\n"
+    "  a terminal's output unless NO_COLOR is set (not empty) or TERM is dumb\n"
     "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
 
 /* Whether the arguments after the command ask for its help. */
@@ -1636,7 +1683,7 @@ static int asks_help(const args *a) {
 
 int cli_main(int argc, char **argv) {
   const char *server = getenv("ENGINE_SERVER"), *token = getenv("ENGINE_TOKEN");
-  common c = {default_db(), 0, 0, NULL, server && *server ? server : NULL, token, server && *server};
+  common c = {default_db(), 0, 0, NULL, server && *server ? server : NULL, token, server && *server, NULL};
   c.db_default = c.db;
   /* the options before the command: where the command goes */
   args a = {argc, argv, 1};
@@ -1648,6 +1695,8 @@ int cli_main(int argc, char **argv) {
       c.server_from_env = 0;
     } else if ((v = flag_value(&a, "--token", &bad))) {
       c.token = v;
+    } else if ((v = flag_value(&a, "--color", &bad))) {
+      c.color = v;
     } else if (bad) {
       return EXIT_USAGE;
     } else {
@@ -1661,6 +1710,7 @@ int cli_main(int argc, char **argv) {
   const char *cmd = argv[a.i++];
   char err[256];
   if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
+  if (check_color(&c)) return EXIT_USAGE;
   if (c.server && !asks_help(&a)) {
     static const char *local_only[] = {"serve", "replay", "gc", "policy", "token", NULL};
     for (const char **k = local_only; *k; k++)

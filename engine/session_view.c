@@ -399,7 +399,21 @@ char *view_hist_line(const char *item, size_t n) {
   return out.p;
 }
 
-char *view_summary_text(const char *json, size_t n) {
+/* "label" and a JSON value: folded when fold says how, else on the line. */
+static void add_value(ubuf *out, const char *label, const char *value, view_fold fold, void *ud) {
+  char *folded = fold && (*value == '{' || *value == '[') ? fold(value, strlen(value), strlen(label), ud) : NULL;
+  if (folded) {
+    ubuf_add(out, label, strlen(label));
+    ubuf_add(out, folded, strlen(folded));
+  } else {
+    add_line(out, 0, "%s%s", label, value);
+  }
+  free(folded);
+}
+
+char *view_summary_text(const char *json, size_t n) { return view_summary_text_folded(json, n, NULL, NULL); }
+
+char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void *ud) {
   char *id = json_get_string(json, n, "id"), *status = json_get_string(json, n, "status");
   if (!id || !status) {
     free(id);
@@ -433,15 +447,15 @@ char *view_summary_text(const char *json, size_t n) {
   ubuf_add(&out, "\n", 1);
   add_line(&out, 0, "updated:   %s", ut);
   ubuf_add(&out, "\n", 1);
-  add_line(&out, 0, "input:     %s", input ? input : "null");
+  add_value(&out, "input:     ", input ? input : "null", fold, ud);
   ubuf_add(&out, "\n", 1);
   /* a completed workflow has a result even when it is null (it returned nil) */
   if (result || strcmp(status, "completed") == 0) {
-    add_line(&out, 0, "result:    %s", result ? result : "null");
+    add_value(&out, "result:    ", result ? result : "null", fold, ud);
     ubuf_add(&out, "\n", 1);
   }
   if (error) {
-    add_line(&out, 0, "error:     %s", error);
+    add_value(&out, "error:     ", error, fold, ud);
     ubuf_add(&out, "\n", 1);
   }
   add_line(&out, 0, "history:   %lld events, %lld pending tasks, %lld buffered signals",
@@ -449,12 +463,19 @@ char *view_summary_text(const char *json, size_t n) {
            (long long)json_get_int(json, n, "buffered_signals", 0));
   ubuf_add(&out, "\n", 1);
   if (sb) {
-    render_buf(sandbox, sizeof sandbox, sb, strlen(sb), 0); /* a line, not a dump */
-    add_line(&out, 0, "sandbox:   %s", sandbox);
+    char *folded = fold ? fold(sb, strlen(sb), 11, ud) : NULL;
+    if (folded) {
+      ubuf_add(&out, "sandbox:   ", 11);
+      ubuf_add(&out, folded, strlen(folded));
+      free(folded);
+    } else {
+      render_buf(sandbox, sizeof sandbox, sb, strlen(sb), 0); /* a line, not a dump */
+      add_line(&out, 0, "sandbox:   %s", sandbox);
+    }
     ubuf_add(&out, "\n", 1);
   }
   if (artifacts) {
-    add_line(&out, 0, "artifacts: %s", artifacts);
+    add_value(&out, "artifacts: ", artifacts, fold, ud);
     ubuf_add(&out, "\n", 1);
   }
   ubuf_add(&out, "", 1);

@@ -59,6 +59,12 @@ char *view_json_member(const char *json, size_t n, const char *key);
 /* A workflow's summary (view_summary_json, GET /v1/workflows/ID) as the
  * lines `show` prints, each ending in a newline. */
 char *view_summary_text(const char *json, size_t n);
+/* The same, with the JSON values (input, result, an error object, the
+ * sandbox, the artifacts) laid out by fold: it gets the value's JSON and the column it
+ * starts at, and returns its rendered text (malloc'd, no final newline), or
+ * NULL for the one-line form. */
+typedef char *(*view_fold)(const char *json, size_t n, size_t col, void *ud);
+char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void *ud);
 
 /* One workflow of a list (`list --json`, an item of GET /v1/workflows) and
  * its line (ID, status, run, updated, script). */
