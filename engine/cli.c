@@ -22,6 +22,7 @@
 #include "api.h"
 #include "api_client.h"
 #include "approval.h"
+#include "completion.h"
 #include "engine.h"
 #include "json.h"
 #include "pretty.h"
@@ -1663,6 +1664,7 @@ static const char *MAIN_HELP =
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
+    "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
     "Server: --server URL (else $ENGINE_SERVER; http:// or https://) before the command sends start,\n"
@@ -1708,6 +1710,8 @@ int cli_main(int argc, char **argv) {
     return a.i >= argc ? EXIT_USAGE : EXIT_OK;
   }
   const char *cmd = argv[a.i++];
+  if (strcmp(cmd, "completion") == 0) return completion_script(argc - a.i, argv + a.i);
+  if (strcmp(cmd, "__complete") == 0) return completion_query(argc - a.i, argv + a.i); /* for the scripts */
   char err[256];
   if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
   if (check_color(&c)) return EXIT_USAGE;

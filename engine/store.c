@@ -61,6 +61,7 @@ enum {
   Q_WF_NEWRUN,
   Q_WF_LIST,
   Q_WF_LIST_STATUS,
+  Q_WF_IDS,
   Q_HIST_APPEND,
   Q_HIST_LOAD,
   Q_HIST_GET,
@@ -122,6 +123,12 @@ static const char *SQL[Q__N] = {
                   "updated_at FROM workflows ORDER BY created_at, id",
     [Q_WF_LIST_STATUS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
                          "updated_at FROM workflows WHERE status=? ORDER BY created_at, id",
+    /* a range of the primary key's index (?2 is the prefix and a 0xff byte,
+     * above every id that starts with it): a few rows read, however many
+     * workflows there are; ?3 is ",status,...," or NULL */
+    [Q_WF_IDS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,NULL,cancel,created_at,updated_at "
+                 "FROM workflows WHERE id>=?1 AND id<?2 AND (?3 IS NULL OR instr(?3, ','||status||',')>0) "
+                 "ORDER BY id LIMIT ?4",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
@@ -434,6 +441,53 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
   return STORE_OK;
 }
 
+int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen) {
+  *out = NULL;
+  store *s = util_xcalloc(1, sizeof *s);
+  /* READWRITE without CREATE, made read-only by query_only: a read-only
+   * connection that is the last to close leaves -wal and -shm files behind,
+   * this one removes them as every engine connection does */
+  int rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL), have = 0;
+  s->path = util_strdup(path);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(s->db, busy_ms);
+    rc = sqlite3_exec(s->db, "PRAGMA query_only=ON", NULL, NULL, NULL);
+  }
+  if (rc == SQLITE_OK) {
+    /* no meta table (another program's database) reads as no version */
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      have = sqlite3_column_int(st, 0);
+    else if ((sqlite3_extended_errcode(s->db) & 0xff) != SQLITE_ERROR)
+      rc = sqlite3_extended_errcode(s->db); /* busy, not a database, I/O */
+    sqlite3_finalize(st);
+  }
+  int kind = STORE_OK;
+  if (rc != SQLITE_OK) {
+    kind = rc == SQLITE_CANTOPEN ? STORE_ERR : classify(rc);
+    util_seterr(err, errlen, "cannot open database %s: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+  } else if (have <= 0) {
+    kind = STORE_ECORRUPT;
+    util_seterr(err, errlen, "%s is not an engine database", path);
+  } else if (have > SCHEMA_VERSION) {
+    kind = STORE_ERR;
+    util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", path, have,
+                SCHEMA_VERSION);
+  }
+  if (kind == STORE_OK) {
+    *out = s;
+    return STORE_OK;
+  }
+  if (s->db) {
+    store_close(s);
+  } else { /* SQLite had no memory for a handle */
+    free(s->path);
+    free(s);
+  }
+  return kind;
+}
+
 void store_close(store *s) {
   if (!s) return;
   store_rollback(s);
@@ -685,6 +739,19 @@ int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
   sqlite3_stmt *st = stmt(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST);
   if (!st) return STORE_ERR;
   if (status) bind_text(s, st, 1, status);
+  return each_wf(s, st, cb, ud);
+}
+
+int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_WF_IDS);
+  if (!st) return STORE_ERR;
+  char *above = util_fmt("%s\xff", prefix), *among = statuses ? util_fmt(",%s,", statuses) : NULL;
+  bind_text(s, st, 1, prefix);
+  bind_text(s, st, 2, above);
+  bind_text(s, st, 3, among);
+  bind_int(s, st, 4, limit);
+  free(above); /* bound as copies */
+  free(among);
   return each_wf(s, st, cb, ud);
 }
 

@@ -73,6 +73,11 @@ typedef struct domain_event {
  * synchronous=FULL (ENGINE_SYNCHRONOUS overrides). Returns STORE_EBUSY when the
  * database is locked and STORE_ECORRUPT when it is not a valid engine database. */
 int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
+/* Opens the engine database at path for reading only (PRAGMA query_only),
+ * waiting at most busy_ms for a lock, creating and migrating nothing: what
+ * shell completion reads, which must answer at once and leave the database
+ * as it was. STORE_ECORRUPT when the file is not an engine database. */
+int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
 void store_close(store *s);
 const char *store_errmsg(store *s);
 const char *store_path(store *s);
@@ -106,6 +111,11 @@ int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud);
  * however many are created meanwhile. */
 int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
                   int limit, store_wf_cb cb, void *ud);
+/* Up to limit workflows whose id starts with prefix ("" for any), in id
+ * order, whose status is in statuses (comma-separated, NULL for any); only
+ * id, run, status, script and times are read. A range of the id index, so as
+ * quick with 100,000 workflows as with ten (shell completion). */
+int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
 
 /* ---- history ---- */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);

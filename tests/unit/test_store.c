@@ -561,6 +561,82 @@ static void test_workflow_rows(void **state) {
   store_close(s);
 }
 
+/* Ids by prefix (shell completion): the prefix's range of the id index, a
+ * prefix that is a whole id included, statuses and the limit applied. */
+static void test_workflow_ids_by_prefix(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  const char *ids[] = {"pr", "pr-1", "pr:7", "pr:8", "prz", "ps", "p", "q"};
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+    wf_row w = sample_wf(ids[i]);
+    w.status = i % 2 ? "waiting" : "completed";
+    assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  }
+  assert_int_equal(store_commit(s), STORE_OK);
+  idlist l = {0};
+  assert_int_equal(store_wf_ids(s, "pr", NULL, 100, collect_wf, &l), STORE_OK);
+  assert_int_equal(l.n, 5);
+  assert_string_equal(l.ids[0], "pr");
+  assert_string_equal(l.ids[1], "pr-1");
+  assert_string_equal(l.ids[2], "pr:7");
+  assert_string_equal(l.ids[3], "pr:8");
+  assert_string_equal(l.ids[4], "prz");
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_wf_ids(s, "pr:", NULL, 100, collect_wf, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(l.ids[1], "pr:8");
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_wf_ids(s, "pr", "waiting,stuck", 100, collect_wf, &l), STORE_OK);
+  assert_int_equal(l.n, 2); /* pr-1 and pr:8 */
+  assert_string_equal(l.ids[0], "pr-1");
+  assert_string_equal(l.ids[1], "pr:8");
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_wf_ids(s, "", NULL, 3, collect_wf, &l), STORE_OK);
+  assert_int_equal(l.n, 3);
+  assert_string_equal(l.ids[0], "p");
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_wf_ids(s, "wait", "waiting", 100, collect_wf, &l), STORE_OK); /* not the status */
+  assert_int_equal(l.n, 0);
+  store_close(s);
+}
+
+/* The completion's connection reads, refuses to write, creates nothing and
+ * leaves no -wal or -shm file behind. */
+static void test_open_readonly(void **state) {
+  fixture *f = *state;
+  store *s = (store *)1;
+  char err[512] = "";
+  assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_ERR);
+  assert_null(s);
+  assert_int_equal(access(f->db, F_OK), -1); /* not created */
+  s = open_ok(f->db);
+  wf_row w = sample_wf("a");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_OK);
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "a", &got), 1);
+  wf_row_free(&got);
+  w = sample_wf("b");
+  assert_int_equal(store_wf_insert(s, &w), STORE_ERR);
+  store_rollback(s);
+  store_close(s);
+  char *wal = tu_path(f->dir, "engine.db-wal"), *shm = tu_path(f->dir, "engine.db-shm");
+  assert_int_equal(access(wal, F_OK), -1);
+  assert_int_equal(access(shm, F_OK), -1);
+  free(wal);
+  free(shm);
+  char *n = raw_query(f->db, "SELECT count(*) FROM workflows");
+  assert_string_equal(n, "1");
+  free(n);
+  char *other = tu_path(f->dir, "other.db");
+  foreign_db(other);
+  assert_int_equal(store_open_readonly(other, 100, &s, err, sizeof err), STORE_ECORRUPT);
+  assert_non_null(strstr(err, "not an engine database"));
+  free(other);
+}
+
 /* --------------------------------------------------------------- tasks --- */
 
 typedef struct tasklist {
@@ -1147,6 +1223,8 @@ int main(int argc, char **argv) {
       T(test_fault_knob),
       T(test_rollback_discards),
       T(test_workflow_rows),
+      T(test_workflow_ids_by_prefix),
+      T(test_open_readonly),
       T(test_tasks_due_and_leases),
       T(test_tasks_due_callback_writes),
       T(test_task_take_and_release),
