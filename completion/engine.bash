@@ -25,7 +25,7 @@ _engine_options() {
     approve) opts=(--request --deny --reason --db --help -h) ;;
     list) opts=(--status --json --db --help -h) ;;
     show) opts=(--json --color --db --help -h) ;;
-    events) opts=(--follow -f --json --db --help -h) ;;
+    events) opts=(--follow -f --full --json --color --db --help -h) ;;
     history) opts=(--run --json --db --help -h) ;;
     replay) opts=(--script --apply --db --help -h) ;;
     token)

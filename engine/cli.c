@@ -26,6 +26,7 @@
 #include "engine.h"
 #include "json.h"
 #include "pretty.h"
+#include "progress.h"
 #include "render.h"
 #include "session_view.h"
 #include "store.h"
@@ -114,10 +115,15 @@ static int check_color(const common *c) {
  * --json. Anything else gets the bytes scripts read. */
 static int human_stdout(const common *c) { return !c->json && isatty(STDOUT_FILENO); }
 
-static pretty_opts stdout_layout(const common *c) {
+/* Whether what goes to fd is coloured: --color, else auto (pretty.h). */
+static int color_on(const common *c, int fd) {
   pretty_color mode = PRETTY_COLOR_AUTO;
   if (c->color) pretty_color_parse(c->color, &mode);
-  return pretty_defaults(pretty_width(STDOUT_FILENO), pretty_color_on(mode, STDOUT_FILENO));
+  return pretty_color_on(mode, fd);
+}
+
+static pretty_opts stdout_layout(const common *c) {
+  return pretty_defaults(pretty_width(STDOUT_FILENO), color_on(c, STDOUT_FILENO));
 }
 
 /* Why the database at db cannot be written, or NULL. SQLite says only "unable
@@ -282,8 +288,16 @@ static int exit_for_status(const char *status) {
 
 /* --------------------------------------------------------------- events --- */
 
-static void print_event_human(FILE *f, const domain_event *e) {
-  char *line = view_event_line(e); /* rendered: terminal-safe */
+/* An event for people: its line, or with lay (a terminal, or --full) its
+ * transcript rows. Both rendered: terminal-safe. */
+static void print_event_human(FILE *f, const domain_event *e, const view_layout *lay) {
+  if (lay) {
+    char *rows = view_event_transcript(e, lay);
+    fputs(rows, f);
+    free(rows);
+    return;
+  }
+  char *line = view_event_line(e);
   fprintf(f, "%s\n", line);
   free(line);
 }
@@ -301,6 +315,7 @@ typedef struct remote_follow {
   int live_open; /* a live line is being written */
   int64_t live_step;
   int bad; /* a frame that is not an event: the stream stops, the command fails */
+  const view_layout *lay; /* transcript rows (print_event_human), or NULL for lines */
 } remote_follow;
 
 static void live_close(remote_follow *f) {
@@ -348,7 +363,7 @@ static int on_remote_frame(void *ud, const sse_event *ev) {
   if (e.e.seq > f->last) { /* a resumed stream never repeats one, but say it once anyway */
     live_close(f);
     if (f->json) print_event_json(f->out, &e.e);
-    else print_event_human(f->out, &e.e);
+    else print_event_human(f->out, &e.e, f->lay);
     fflush(f->out);
     f->last = e.e.seq;
   }
@@ -363,16 +378,18 @@ typedef struct follow {
   int json;
   FILE *out;
   int failed; /* a read failed: --follow stops and says so */
-  remote_follow *live; /* the live line a model's text streams on (foreground start), or NULL */
+  const view_layout *lay; /* transcript rows (print_event_human), or NULL for lines */
+  progress *prog; /* a foreground start's status (which prints the events), or NULL */
 } follow;
 
 static int on_domain(void *ud, const domain_event *e) {
   follow *f = ud;
-  if (f->live) live_close(f->live);
-  if (f->json)
+  if (f->prog)
+    progress_event(f->prog, e);
+  else if (f->json)
     print_event_json(f->out, e);
   else
-    print_event_human(f->out, e);
+    print_event_human(f->out, e, f->lay);
   f->last = e->seq;
   return 0;
 }
@@ -391,43 +408,33 @@ typedef struct start_ctx {
   const char *id;
   follow f;
   int quiet;
-  remote_follow live; /* only its live line: the text a model streams */
+  progress *prog;     /* what the session does now, on stderr (progress.h); NULL with --quiet */
 } start_ctx;
 
 /* A foreground start is the worker: it hears its model's text as the API's
- * watchers do (activity.live) and shows it the same way. */
+ * watchers do (activity.live): on a terminal above the status line, replaced
+ * by the recorded message; elsewhere on "~ live" lines. */
 static void start_on_live(void *ud, const char *id, const char *type, const char *json) {
   start_ctx *s = ud;
-  if (s->quiet || strcmp(id, s->id) != 0 || strcmp(type, "agent.delta") != 0) return;
-  char *frame = util_fmt("{\"payload\":%s}", json);
-  live_show(&s->live, frame, strlen(frame));
-  free(frame);
+  if (!s->prog || strcmp(id, s->id) != 0 || strcmp(type, "agent.delta") != 0) return;
+  progress_delta(s->prog, json);
 }
 
+/* What it waits on is shown by the status (start_on_commit): an approval or
+ * a signal with the command that answers it. */
 static void start_on_status(void *ud, const char *id, const char *status, const char *detail) {
   start_ctx *s = ud;
+  (void)detail;
   if (strcmp(id, s->id) != 0) return;
-  if (engine_status_terminal(status) || strcmp(status, "stuck") == 0) {
-    engine_stop(s->e);
-    return;
-  }
-  if (s->quiet || strcmp(status, "waiting") != 0 || !detail) return;
-  const char *signal = strncmp(detail, "signal ", 7) == 0 ? detail + 7 : NULL, *rid = approval_request_of(signal);
-  if (rid)
-    render_line(stderr, DIE_MAX,
-                "engine: %s is waiting for approval %s; from another terminal: engine approve %s --request %s (or "
-                "--deny --reason TEXT)",
-                id, rid, id, rid);
-  else if (signal)
-    render_line(stderr, DIE_MAX, "engine: %s is waiting for signal '%s'; send it with: engine signal %s %s '{...}'",
-                id, detail + 7, id, detail + 7);
-  else
-    render_line(stderr, DIE_MAX, "engine: %s is waiting (%s)", id, detail);
+  if (engine_status_terminal(status) || strcmp(status, "stuck") == 0) engine_stop(s->e);
 }
 
+/* After each commit: the new events, then what the run does now. */
 static void start_on_commit(void *ud) {
   start_ctx *s = ud;
-  if (!s->quiet) follow_flush(&s->f);
+  if (s->quiet) return;
+  follow_flush(&s->f);
+  progress_refresh(s->prog);
 }
 
 /* Prints the outcome of a finished (or stuck) workflow; returns the exit code. */
@@ -513,7 +520,7 @@ static int follow_as_client(const char *db, const char *id, int quiet, int *lock
   store *st;
   char err[512];
   if (store_open(db, 1, &st, err, sizeof err) != STORE_OK) return die(EXIT_USAGE, "%s", err);
-  start_ctx s = {NULL, id, {st, id, 0, 0, stderr, 0, NULL}, quiet, {stderr, 0, quiet, 0, 0, 0, 0}};
+  start_ctx s = {NULL, id, {st, id, 0, 0, stderr, 0, NULL, NULL}, quiet, NULL};
   uv_loop_t *loop = uv_default_loop();
   dbwatch *w = dbwatch_start(loop, st, client_changed, &s);
   lockpoll lp = {db, -1};
@@ -627,7 +634,7 @@ static int remote_start(common *c, const char *script, const char *id, char *inp
     render_line(stderr, DIE_MAX, "engine: %s started; %s runs it", wid, holder);
   }
   char *summary = api_path("/v1/workflows/%s", wid, NULL), *events = util_fmt("%s/events", summary);
-  remote_start_ctx s = {{stderr, 0, quiet, 0, 0, 0, 0}, {api, summary, 0}};
+  remote_start_ctx s = {{stderr, 0, quiet, 0, 0, 0, 0, NULL}, {api, summary, 0}};
   api_stream o = {on_remote_frame, remote_start_idle, &s, NULL, 0};
   int streamed = api_client_stream(api, events, &o, &r);
   live_close(&s.f);
@@ -660,11 +667,25 @@ static const char *START_HELP =
     "on a terminal as the outcome for people (status, summary, verdict, usage, the\n"
     "findings as a table, artifacts), else (a pipe, a file, or with --json) as the\n"
     "result's JSON on one line.\n"
+    "When this process runs the workflow (not engine serve) and stderr is a\n"
+    "terminal, the events read as a transcript (as engine events shows them) and\n"
+    "a status line below them says what the session does now: a model turn\n"
+    "streaming and its characters so far, a tool or an activity running and for\n"
+    "how long, an approval or a signal it waits for since when, with the command\n"
+    "that answers it. It is redrawn in place every second and erased before the\n"
+    "result; the text a model streams shows above it until the turn's message is\n"
+    "recorded. Elsewhere (a pipe, a file, TERM=dumb) the same goes out as plain\n"
+    "lines, one each time it changes (\"~ model turn 2\", \"~ tool shell running\",\n"
+    "\"engine: ID is waiting for approval RID; ...\"), the events one per line and\n"
+    "the streamed text on lines that start with \"~ live (step N): \". Colour only\n"
+    "on a terminal, never with NO_COLOR set. --quiet prints the outcome alone.\n"
     "\n"
     "With engine --server URL start ..., the server starts it: FILE.lua names a script\n"
     "in its workflows directory (serve --workflows), like hello.lua, and its token's\n"
     "identity is recorded as who started it. The events and the outcome print as\n"
-    "here, and the text a model streams too, on lines that start with \"~ live\".\n";
+    "when a local start finds engine serve running it (one line per event, no\n"
+    "status line), and the text a model streams too, on lines that start with\n"
+    "\"~ live\".\n";
 
 static int cmd_start(args *a, common *c) {
   const char *script = NULL, *input_spec = "{}", *id = NULL;
@@ -753,8 +774,7 @@ static int cmd_start(args *a, common *c) {
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", id);
     input = util_strdup("{}");
   }
-  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr, 0, NULL}, quiet, {stderr, 0, quiet, 0, 0, 0, 0}};
-  s.f.live = &s.live;
+  start_ctx s = {NULL, id, {NULL, id, 0, 0, stderr, 0, NULL, NULL}, quiet, NULL};
   /* the worker runs every workflow of the database, not only this one: a
    * start that follows it must not wait for a worker that never runs it */
   engine_config cfg = {.db_path = c->db, .on_status = start_on_status, .on_commit = start_on_commit,
@@ -767,6 +787,12 @@ static int cmd_start(args *a, common *c) {
   }
   s.e = e;
   s.f.st = engine_store(e);
+  if (!quiet) {
+    /* in place on a terminal that can move its cursor; plain lines elsewhere */
+    const char *term = getenv("TERM");
+    int tty = isatty(STDERR_FILENO) && !(term && strcmp(term, "dumb") == 0);
+    s.f.prog = s.prog = progress_new(stderr, engine_store(e), id, tty, color_on(c, STDERR_FILENO));
+  }
   int existed = 0;
   rc = engine_create_workflow(engine_store(e), id, script, input, &existed, err, sizeof err);
   free(input);
@@ -789,17 +815,24 @@ static int cmd_start(args *a, common *c) {
       /* show what happened so far, then only what is new */
       follow_flush(&s.f);
     }
-    if (engine_run(e) != 0) fprintf(stderr, "engine: the worker stopped after a store error\n");
+    if (s.prog) {
+      progress_start(s.prog, engine_loop(e)); /* without its timer it still shows every change */
+      progress_refresh(s.prog);
+    }
+    int failed = engine_run(e) != 0;
+    if (s.prog) progress_stop(s.prog);
+    if (failed) fprintf(stderr, "engine: the worker stopped after a store error\n");
   }
   if (!quiet) follow_flush(&s.f);
-  live_close(&s.live);
+  if (s.prog) progress_stop(s.prog);
   rc = report_outcome(engine_store(e), id, c);
   store_wf_get(engine_store(e), id, &w);
   if (rc == EXIT_WAITING && strcmp(w.status, "stuck") != 0)
     render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
                 script, id);
   wf_row_free(&w);
-  engine_free(e);
+  engine_free(e); /* drains the loop: the status timer's close runs */
+  progress_free(s.prog);
   engine_unlock(lockfd);
   return rc;
 }
@@ -1211,9 +1244,17 @@ static int cmd_history(args *a, common *c) {
 /* --------------------------------------------------------------- events --- */
 
 static const char *EVENTS_HELP =
-    "usage: engine events ID [--follow] [--json] [--db PATH]\n"
+    "usage: engine events ID [--follow] [--full] [--json] [--color WHEN] [--db PATH]\n"
     "\n"
     "Prints the workflow's domain events (what wf.emit recorded), one per line.\n"
+    "On a terminal they read as a transcript: each event wrapped to the width,\n"
+    "text with newlines on rows of its own, approvals marked (?? APPROVAL NEEDED,\n"
+    "ok APPROVED by WHO, !! DENIED by WHO; in colour unless NO_COLOR is set), and\n"
+    "an event taller than the screen (a long tool result) folded to its first\n"
+    "rows and \"[... N bytes more: engine events ID --full]\".\n"
+    "--full prints every event whole in that form, folded nowhere and cut nowhere\n"
+    "(piped too, without wrapping; --json has every byte anyway). Piped without\n"
+    "--full, the lines stay one per event, long fields cut, as scripts read them.\n"
     "--follow keeps printing new events until the workflow ends.\n"
     "--json prints one JSON object per line: session_id, seq, type, time, payload.\n"
     "With engine --server URL events ID --follow, the text a model writes as it\n"
@@ -1242,6 +1283,7 @@ typedef struct events_page {
   common *c;
   int n, bad;
   int64_t last;
+  const view_layout *lay;
 } events_page;
 
 static int print_page_event(void *ud, const char *json, size_t n) {
@@ -1249,7 +1291,7 @@ static int print_page_event(void *ud, const char *json, size_t n) {
   view_event e;
   if (view_event_parse(json, n, &e) != 0) return p->bad = 1;
   if (p->c->json) print_event_json(stdout, &e.e);
-  else print_event_human(stdout, &e.e);
+  else print_event_human(stdout, &e.e, p->lay);
   p->last = e.e.seq;
   p->n++;
   view_event_free(&e);
@@ -1259,7 +1301,7 @@ static int print_page_event(void *ud, const char *json, size_t n) {
 /* events with --server: the pages of GET /v1/workflows/ID/events, or with
  * --follow its event stream, which begins with every event so far and ends
  * when the workflow does. */
-static int remote_events(common *c, const char *id, int follow_mode) {
+static int remote_events(common *c, const char *id, int follow_mode, const view_layout *lay) {
   enum { PAGE = 1000 };
   api_client *api = server_client(c);
   if (!api) return EXIT_USAGE;
@@ -1267,7 +1309,7 @@ static int remote_events(common *c, const char *id, int follow_mode) {
   api_reply r;
   int rc = EXIT_OK;
   if (follow_mode) {
-    remote_follow f = {stdout, c->json, 0, 0, 0, 0, 0};
+    remote_follow f = {stdout, c->json, 0, 0, 0, 0, 0, lay};
     api_stream o = {on_remote_frame, NULL, &f, NULL, 0};
     int streamed = api_client_stream(api, base, &o, &r);
     live_close(&f);
@@ -1275,7 +1317,7 @@ static int remote_events(common *c, const char *id, int follow_mode) {
     else if (f.bad) rc = die(EXIT_USAGE, "the server at %s sent an event this client cannot read", api_client_url(api));
     api_reply_free(&r);
   } else {
-    events_page p = {c, PAGE, 0, 0};
+    events_page p = {c, PAGE, 0, 0, lay};
     while (rc == EXIT_OK && p.n == PAGE) {
       char *path = util_fmt("%s?after=%lld&limit=%d", base, (long long)p.last, PAGE);
       rc = call_api(api, "GET", path, NULL, &r, NULL);
@@ -1295,14 +1337,30 @@ static int remote_events(common *c, const char *id, int follow_mode) {
   return rc;
 }
 
+/* How events are laid out for people on stdout: a transcript on a terminal
+ * (its width and height) or with --full (folded nowhere), else NULL: the
+ * lines scripts read, byte for byte as they always were. more gets the
+ * command a folded event names (freed by the caller). */
+static const view_layout *events_layout(const common *c, view_layout *lay, const char *id, int full, char **more) {
+  int cols, rows, tty = view_terminal_size(STDOUT_FILENO, &cols, &rows);
+  *more = NULL;
+  if (c->json || (!tty && !full)) return NULL;
+  *more = util_fmt("engine events %s --full", id);
+  *lay = (view_layout){tty ? cols : 0, tty ? rows : 0, full, color_on(c, STDOUT_FILENO), *more};
+  return lay;
+}
+
 static int cmd_events(args *a, common *c) {
   const char *id = NULL;
-  int follow_mode = 0, bad = 0;
+  int rc0;
+  int follow_mode = 0, full = 0, bad = 0;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = flag_value(a, "--db", &bad))) c->db = v;
     else if (is_flag(cur, "--json")) c->json = 1;
     else if (is_flag(cur, "--follow") || is_flag(cur, "-f")) follow_mode = 1;
+    else if (is_flag(cur, "--full")) full = 1;
+    else if ((v = flag_value(a, "--color", &bad))) c->color = v;
     else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(EVENTS_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else if (cur[0] == '-') return die(EXIT_USAGE, "events: unknown option %s", cur);
@@ -1310,16 +1368,24 @@ static int cmd_events(args *a, common *c) {
     else return die(EXIT_USAGE, "events: unexpected argument %s", cur);
   }
   if (!id) return die(EXIT_USAGE, "events: missing ID (see engine events --help)");
-  if (c->server) return remote_events(c, id, follow_mode);
+  view_layout layout;
+  char *more;
+  if ((rc0 = check_color(c))) return rc0;
+  const view_layout *lay = events_layout(c, &layout, id, full, &more);
+  if (c->server) {
+    int rc = remote_events(c, id, follow_mode, lay);
+    free(more);
+    return rc;
+  }
   store *st;
   int rc = open_existing(c->db, &st);
-  if (rc) return rc;
+  if (rc) return free(more), rc;
   wf_row w;
-  if ((rc = find_workflow(st, id, &w)) != 1) return rc;
+  if ((rc = find_workflow(st, id, &w)) != 1) return free(more), rc;
   int done = engine_status_terminal(w.status);
   wf_row_free(&w);
-  follow f = {st, id, 0, c->json, stdout, 0, NULL};
-  if (follow_flush(&f) != STORE_OK) return read_failed(st, "the events", id);
+  follow f = {st, id, 0, c->json, stdout, 0, lay, NULL};
+  if (follow_flush(&f) != STORE_OK) return free(more), read_failed(st, "the events", id);
   if (follow_mode && !done) {
     uv_loop_t *loop = uv_default_loop();
     dbwatch *dw = dbwatch_start(loop, st, events_changed, &f);
@@ -1328,8 +1394,9 @@ static int cmd_events(args *a, common *c) {
     dbwatch_stop(dw);
     uv_run(loop, UV_RUN_DEFAULT);
     uv_loop_close(loop);
-    if (f.failed) return read_failed(st, "the events", id);
+    if (f.failed) return free(more), read_failed(st, "the events", id);
   }
+  free(more);
   store_close(st);
   return EXIT_OK;
 }

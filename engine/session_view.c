@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "approval.h"
 #include "engine.h"
@@ -490,4 +492,378 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
   free(sb);
   free(artifacts);
   return out.p;
+}
+
+/* ---------------------------------------------------------- terminals --- */
+
+int view_cp_width(uint32_t cp) {
+  static const uint32_t zero[][2] = {{0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x0610, 0x061A},
+                                     {0x064B, 0x065F}, {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF}, {0x200B, 0x200D},
+                                     {0x20D0, 0x20FF}, {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}, {0xE0100, 0xE01EF}};
+  static const uint32_t wide[][2] = {{0x1100, 0x115F},   {0x231A, 0x231B},   {0x2329, 0x232A},
+                                     {0x23E9, 0x23EC},   {0x2614, 0x2615},   {0x2648, 0x2653},
+                                     {0x26A1, 0x26A1},   {0x26AA, 0x26AB},   {0x26BD, 0x26BE},
+                                     {0x2705, 0x2705},   {0x270A, 0x270B},   {0x274C, 0x274C},
+                                     {0x2753, 0x2755},   {0x2795, 0x2797},   {0x2B1B, 0x2B1C},
+                                     {0x2E80, 0x303E},   {0x3041, 0x33FF},   {0x3400, 0x4DBF},
+                                     {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},   {0xAC00, 0xD7A3},
+                                     {0xF900, 0xFAFF},   {0xFE30, 0xFE4F},   {0xFF00, 0xFF60},
+                                     {0xFFE0, 0xFFE6},   {0x1F300, 0x1F64F}, {0x1F680, 0x1F6FF},
+                                     {0x1F900, 0x1F9FF}, {0x20000, 0x2FFFD}, {0x30000, 0x3FFFD}};
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+    if (cp >= zero[i][0] && cp <= zero[i][1]) return 0;
+  for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+    if (cp >= wide[i][0] && cp <= wide[i][1]) return 2;
+  return 1;
+}
+
+/* The rows being laid out by view_wrap. */
+typedef struct wrap {
+  ubuf *out;
+  int width, indent, col, row_start;
+  size_t max_rows, rows, shown;
+  int stopped; /* max_rows appended: the rest is only counted */
+  int soft;    /* the row began by a wrap: spaces at its start are dropped */
+  int owed;    /* spaces (the indentation, a gap between words) written with what comes next on the row */
+} wrap;
+
+static void wrap_put(wrap *w, const char *s, size_t n, int cols) {
+  if (!w->stopped && w->out) {
+    for (int i = 0; i < w->owed; i++) ubuf_add(w->out, " ", 1);
+    ubuf_add(w->out, s, n);
+  }
+  w->owed = 0;
+  w->col += cols;
+}
+
+/* Ends the row; the next begins with the bytes of text from pos. */
+static void wrap_row(wrap *w, size_t pos, int soft) {
+  if (!w->stopped && w->out) ubuf_add(w->out, "\n", 1);
+  if (w->max_rows && w->rows == w->max_rows && !w->stopped) {
+    w->stopped = 1;
+    w->shown = pos;
+  }
+  w->rows++;
+  w->col = w->row_start = w->owed = w->indent;
+  w->soft = soft;
+}
+
+/* The next character of s[i..n) as shown: its bytes (s itself or an escape
+ * in tmp), their length in *len, the input bytes in *adv; returns its columns. */
+static int shown_char(const char *s, size_t n, size_t i, char tmp[16], const char **piece, size_t *len, size_t *adv) {
+  uint32_t cp;
+  size_t bad, k = util_utf8_decode(s + i, n - i, &cp, &bad);
+  if (k && !util_unsafe_codepoint(cp)) {
+    *piece = s + i;
+    *len = *adv = k;
+    return view_cp_width(cp);
+  }
+  *adv = k ? k : 1;
+  render_buf(tmp, 16, s + i, *adv, 0); /* an escape: as many columns as bytes */
+  *piece = tmp;
+  *len = strlen(tmp);
+  return (int)*len;
+}
+
+size_t view_wrap(ubuf *out, const char *s, size_t n, int width, int first_col, int indent, size_t max_rows,
+                 size_t *shown) {
+  size_t total = n;
+  while (n && s[n - 1] == '\n') n--;
+  if (width > 0 && indent > width / 2) indent = 0;
+  wrap w = {out, width, indent, first_col, first_col, max_rows, 1, 0, 0, 0, 0};
+  if (width > 0 && first_col >= width) wrap_row(&w, 0, 1);
+  char tmp[16];
+  const char *piece;
+  size_t len, adv;
+  for (size_t i = 0; i < n;) {
+    char c = s[i];
+    if (c == '\n') {
+      wrap_row(&w, i + 1, 0);
+      i++;
+      continue;
+    }
+    if (c == ' ' || c == '\t') {
+      int cols = c == ' ' ? 1 : 8 - (w.col - w.row_start) % 8;
+      if (w.soft && w.col == w.row_start) {
+        /* a space where a row was wrapped is the break itself */
+      } else if (width > 0 && w.col + cols > width) {
+        wrap_row(&w, i + 1, 1);
+      } else {
+        w.owed += cols; /* none at the end of a row */
+        w.col += cols;
+      }
+      i++;
+      continue;
+    }
+    /* a word: onto the next row when it does not fit here but would there */
+    size_t j = i;
+    int word = 0;
+    while (j < n && s[j] != ' ' && s[j] != '\t' && s[j] != '\n') {
+      word += shown_char(s, n, j, tmp, &piece, &len, &adv);
+      j += adv;
+    }
+    if (width > 0 && w.col + word > width && w.col > w.row_start && w.indent + word <= width) wrap_row(&w, i, 1);
+    while (i < j) {
+      int cols = shown_char(s, n, i, tmp, &piece, &len, &adv);
+      if (width > 0 && w.col + cols > width && w.col > w.row_start) wrap_row(&w, i, 1);
+      wrap_put(&w, piece, len, cols);
+      w.soft = 0;
+      i += adv;
+    }
+  }
+  if (!w.stopped) {
+    if (out) ubuf_add(out, "\n", 1);
+    w.shown = total;
+  }
+  if (shown) *shown = w.shown;
+  return w.rows;
+}
+
+/* Appends field k of the table at t as it was recorded (strings as they are,
+ * the rest as JSON); returns 0 when it is absent (nothing appended). */
+static int add_raw(ubuf *b, lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  const char *s = NULL;
+  size_t n = 0;
+  if (lua_type(L, -1) == LUA_TSTRING) s = lua_tolstring(L, -1, &n);
+  else if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA) s = json_encode(L, -1, &n);
+  if (s) ubuf_add(b, s, n);
+  lua_settop(L, t);
+  return s != NULL;
+}
+
+static void add_str(ubuf *b, const char *s) { ubuf_add(b, s, strlen(s)); }
+
+/* "\nLABEL: value" when the field is there. */
+static void add_row_field(ubuf *b, lua_State *L, int t, const char *label, const char *k) {
+  lua_getfield(L, t, k);
+  int there = !lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA;
+  lua_settop(L, t);
+  if (!there) return;
+  add_str(b, "\n");
+  add_str(b, label);
+  add_str(b, ": ");
+  add_raw(b, L, t, k);
+}
+
+static int field_is_true(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int yes = lua_toboolean(L, -1) && lua_type(L, -1) == LUA_TBOOLEAN;
+  lua_settop(L, t);
+  return yes;
+}
+
+/* Whether field k is there (JSON null is not). */
+static int present(lua_State *L, int t, const char *k) {
+  lua_getfield(L, t, k);
+  int yes = !lua_isnil(L, -1) && lua_type(L, -1) != LUA_TLIGHTUSERDATA;
+  lua_settop(L, t);
+  return yes;
+}
+
+static int field_is(lua_State *L, int t, const char *k, int type) {
+  lua_getfield(L, t, k);
+  int yes = lua_type(L, -1) == type;
+  lua_settop(L, t);
+  return yes;
+}
+
+/* The body of an event in the words of view_event_line, nothing cut; an
+ * approval's mark in *mark (with its colour in *sgr), the columns its later
+ * rows hang under its start in *hang. */
+static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const char **mark, const char **sgr,
+                            int *hang) {
+  static const char YELLOW[] = "\033[1;33m", GREEN[] = "\033[1;32m", RED[] = "\033[1;31m";
+  const char *ty = e->type;
+  int t = 1;
+  char probe[400];
+  if (decode_payload(L, e->payload) != 0 || !lua_istable(L, 1)) {
+    ty = "";
+  } else {
+    static const char *const main_field[][2] = {
+        {"tool.requested", "tool"},        {"tool.result", "tool"},          {"session.status", "status"},
+        {"limit.exceeded", "limit"},       {"artifact.saved", "path"},       {"session.created", "objective"},
+        {"session.completed", "outcome"}, {"signal.sent", "by"},            {"cancel.requested", "by"}};
+    for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
+      if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, t, main_field[i][1], probe, sizeof probe)) {
+        ty = "";
+        break;
+      }
+  }
+  *mark = *sgr = NULL;
+  *hang = 0;
+  if (strcmp(ty, "agent.message") == 0) {
+    add_str(b, "assistant: ");
+    size_t before = b->n;
+    add_raw(b, L, t, "text");
+    if (b->n == before) add_str(b, "(tool calls only)");
+    *hang = 11;
+  } else if (strcmp(ty, "tool.requested") == 0) {
+    add_str(b, "  -> ");
+    add_raw(b, L, t, "tool");
+    add_str(b, " ");
+    add_raw(b, L, t, "args");
+    *hang = 5;
+  } else if (strcmp(ty, "tool.result") == 0) {
+    add_str(b, "  <- ");
+    add_raw(b, L, t, "tool");
+    if (field_is_true(L, t, "denied")) add_str(b, " (denied)");
+    else if (field_is(L, t, "ok", LUA_TBOOLEAN) && !field_is_true(L, t, "ok")) add_str(b, " (failed)");
+    add_str(b, ": ");
+    add_raw(b, L, t, "content");
+    *hang = 5;
+  } else if (strcmp(ty, "approval.requested") == 0) {
+    *mark = "?? APPROVAL NEEDED";
+    *sgr = YELLOW;
+    if (present(L, t, "request_id")) {
+      add_str(b, " ");
+      if (!add_raw(b, L, t, "tool") && !add_raw(b, L, t, "kind")) add_str(b, "(no tool)");
+      add_str(b, " (request ");
+      add_raw(b, L, t, "request_id");
+      add_str(b, ")");
+      add_row_field(b, L, t, "reason", "reason");
+      add_row_field(b, L, t, "args", "args");
+      add_row_field(b, L, t, "update", "update");
+    } else if (*e->payload) {
+      add_str(b, " ");
+      add_str(b, e->payload);
+    }
+    *hang = 3;
+  } else if (strcmp(ty, "approval.decided") == 0 || strcmp(ty, "approval.overruled") == 0) {
+    int overruled = ty[9] == 'o', approved = !overruled && field_is_true(L, t, "approved");
+    *mark = overruled ? "!! OVERRULED" : approved ? "ok APPROVED" : "!! DENIED";
+    *sgr = approved ? GREEN : RED;
+    if (present(L, t, "approver")) {
+      add_str(b, overruled ? " by the policies after an approval by " : " by ");
+      add_raw(b, L, t, "approver");
+    }
+    if (present(L, t, "request_id")) {
+      add_str(b, " (request ");
+      add_raw(b, L, t, "request_id");
+      add_str(b, ")");
+    }
+    add_row_field(b, L, t, "reason", "reason");
+    if (!b->n && *e->payload && strcmp(e->payload, "null") != 0) {
+      add_str(b, " ");
+      add_str(b, e->payload);
+    }
+    *hang = 3;
+  } else if (strcmp(ty, "signal.sent") == 0) {
+    add_str(b, "signal '");
+    add_raw(b, L, t, "name");
+    add_str(b, "' sent by ");
+    add_raw(b, L, t, "by");
+  } else if (strcmp(ty, "cancel.requested") == 0) {
+    add_str(b, "cancellation requested by ");
+    add_raw(b, L, t, "by");
+  } else if (strcmp(ty, "session.status") == 0) {
+    add_str(b, "[");
+    add_raw(b, L, t, "status");
+    add_str(b, "]");
+  } else if (strcmp(ty, "limit.exceeded") == 0) {
+    add_str(b, "!! limit ");
+    add_raw(b, L, t, "limit");
+    add_str(b, " reached (");
+    add_raw(b, L, t, "value");
+    add_str(b, " of ");
+    add_raw(b, L, t, "max");
+    add_str(b, ")");
+  } else if (strcmp(ty, "artifact.saved") == 0) {
+    add_str(b, "  saved ");
+    add_raw(b, L, t, "path");
+    add_str(b, " (");
+    add_raw(b, L, t, "size");
+    add_str(b, " bytes)");
+  } else if (strcmp(ty, "session.created") == 0) {
+    add_str(b, "session: ");
+    add_raw(b, L, t, "objective");
+    *hang = 9;
+  } else if (strcmp(ty, "session.completed") == 0) {
+    add_str(b, "completed (");
+    add_raw(b, L, t, "outcome");
+    add_str(b, "): ");
+    add_raw(b, L, t, "summary");
+  } else if (strcmp(ty, "session.failed") == 0) {
+    add_str(b, "failed: ");
+    add_raw(b, L, t, "error");
+    add_raw(b, L, t, "problems");
+  } else {
+    char *s = util_fmt("%-22s %s", e->type, e->payload ? e->payload : "");
+    add_str(b, s);
+    free(s);
+    *hang = 23;
+  }
+  lua_settop(L, 0);
+}
+
+char *view_event_transcript(const domain_event *e, const view_layout *lay) {
+  lua_State *L = fmt_state();
+  if (!L) return util_fmt("#%-4lld (out of memory)\n", (long long)e->seq);
+  char t[40];
+  view_time(e->time, t, sizeof t);
+  ubuf body = {0}, out = {0};
+  const char *mark, *sgr;
+  int hang;
+  transcript_body(L, e, &body, &mark, &sgr, &hang);
+  char *head = util_fmt("#%-4lld %s  ", (long long)e->seq, t + 11);
+  int headw = (int)strlen(head), markw = mark ? (int)strlen(mark) : 0, width = lay->width;
+  int indent = headw + hang;
+  if (width > 0 && indent > width / 2) indent = headw <= width / 2 ? headw : 2;
+  size_t shown, rows = view_wrap(NULL, body.p, body.n, width, headw + markw, indent, 0, &shown), keep = 0;
+  if (!lay->full && lay->height > 0 && rows > (size_t)lay->height) keep = lay->height / 2 > 3 ? lay->height / 2 : 3;
+  add_str(&out, head);
+  if (mark) {
+    if (lay->color) add_str(&out, sgr);
+    add_str(&out, mark);
+    if (lay->color) add_str(&out, "\033[0m");
+  }
+  view_wrap(&out, body.p, body.n, width, headw + markw, indent, keep, &shown);
+  if (keep && shown < body.n) {
+    char *more = util_fmt("[... %zu bytes more%s%s]", body.n - shown, lay->more ? ": " : "", lay->more ? lay->more : "");
+    for (int i = 0; i < indent; i++) ubuf_add(&out, " ", 1);
+    view_wrap(&out, more, strlen(more), width, indent, indent, 0, NULL);
+    free(more);
+  }
+  ubuf_add(&out, "", 1);
+  free(head);
+  ubuf_free(&body);
+  return out.p;
+}
+
+int view_terminal_size(int fd, int *cols, int *rows) {
+  struct winsize ws;
+  int tty = isatty(fd);
+  *cols = 80;
+  *rows = 24;
+  if (tty && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    *cols = ws.ws_col;
+    if (ws.ws_row > 0) *rows = ws.ws_row;
+    return tty;
+  }
+  const char *c = getenv("COLUMNS"), *l = getenv("LINES");
+  long v;
+  if (c && (v = strtol(c, NULL, 10)) > 0 && v < 10000) *cols = (int)v;
+  if (l && (v = strtol(l, NULL, 10)) > 0 && v < 10000) *rows = (int)v;
+  return tty;
+}
+
+int view_waits_now(store *st, const char *id, char **waits, int64_t *seq) {
+  *waits = NULL;
+  *seq = 0;
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) return found < 0 ? -1 : 0;
+  int rc = 1;
+  int64_t last = store_hist_max_seq(st, w.id, w.run);
+  hist_list h = {0};
+  if (last < 0) rc = -1;
+  else if (last > 0 && !engine_status_terminal(w.status)) {
+    int got = store_hist_get(st, w.id, w.run, last, &h);
+    if (got < 0) rc = -1;
+    else if (got == 1 && h.n) *waits = waits_json(st, &w, &h.v[0]);
+  }
+  *seq = last > 0 ? last : 0;
+  hist_list_free(&h);
+  wf_row_free(&w);
+  return rc;
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "store.h"
+#include "util.h"
 
 /* "2026-12-01 11:05:38.123Z" in out (at least 32 bytes). */
 void view_time(int64_t ms, char *out, size_t n);
@@ -91,5 +92,54 @@ void view_event_free(view_event *ev);
 char *view_live_text(const char *json, size_t n, int64_t *step);
 /* What opens the line of a step's live text ("~ live (step 12): "). */
 char *view_live_head(int64_t step);
+
+/* ---- transcripts for a terminal ----
+ * `engine events` on a terminal, and the events of a foreground start on one:
+ * each event laid out to the terminal's width, a body taller than the screen
+ * folded, approvals marked. Piped output keeps view_event_line. */
+
+/* The columns a code point takes on a terminal: 0 (combining marks, zero
+ * width joiners, variation selectors), 2 (East Asian wide and fullwidth
+ * forms, emoji) or 1. */
+int view_cp_width(uint32_t cp);
+
+/* Lays text[0..n) out in rows of at most width columns (0: no limit): every
+ * byte rendered (render.h; its newlines break rows, tabs go to the next
+ * multiple of 8 columns), words wrapped at spaces, a word wider than a row
+ * cut; trailing newlines dropped. The first row starts at column first_col
+ * (the caller wrote what is before it), the others with indent spaces. Appends
+ * at most max_rows rows (0: all) to out (NULL: only count), each ending in a
+ * newline. Returns the number of rows the whole text takes; *shown (may be
+ * NULL) gets how many bytes of text the appended rows hold. */
+size_t view_wrap(ubuf *out, const char *text, size_t n, int width, int first_col, int indent, size_t max_rows,
+                 size_t *shown);
+
+typedef struct view_layout {
+  int width;        /* columns to wrap to (0: no wrapping) */
+  int height;       /* an event taller than this many rows is folded (0: never) */
+  int full;         /* nothing folded */
+  int color;        /* approvals in colour (SGR sequences of its own, never from data) */
+  const char *more; /* the command that prints a folded event whole ("engine events ID --full") */
+} view_layout;
+
+/* The event as transcript rows, each ending in a newline: "#SEQ TIME  TEXT"
+ * in the words of view_event_line, but nothing cut: multi-line text on rows of
+ * its own (indented under its start), wrapped to lay->width; approvals
+ * requested, decided and overruled marked ("?? APPROVAL NEEDED", "ok
+ * APPROVED by WHO", "!! DENIED by WHO") with their reason and arguments on
+ * rows below; an event taller than lay->height shown as its first rows and
+ * "[... N bytes more: MORE]". Malloc'd. */
+char *view_event_transcript(const domain_event *e, const view_layout *lay);
+
+/* Whether out_fd is a terminal; its size in *cols and *rows (TIOCGWINSZ, else
+ * $COLUMNS and $LINES, else 80x24). */
+int view_terminal_size(int fd, int *cols, int *rows);
+
+/* What workflow id waits on now (the "waits" JSON of its summary), from the
+ * last event of its current run alone: cheap enough to ask after each commit.
+ * Returns 1 with *waits malloc'd (NULL: it waits on nothing, it runs or has
+ * ended) and *seq the run's last event, 0 when there is no such workflow, -1
+ * when the store cannot be read. */
+int view_waits_now(store *st, const char *id, char **waits, int64_t *seq);
 
 #endif

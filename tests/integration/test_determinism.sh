@@ -41,6 +41,7 @@ declare -A SKIP=(
   [http_window_acts]="activity module" [timeout_acts]="activity module" [numbers_acts]="activity module"
   [json_meaning_acts]="activity module" [live_text_acts]="activity module"
   [live_text]="waits for a signal, then streams live text (test_cli_server.sh)"
+  [transcript]="waits for an approval (test_terminal_progress.sh)"
   [sse_emitter]="waits for signals (sse_suite.py)"
   [http_window]="needs an HTTP server (test_http_window.sh)"
   [sandbox_session]="needs a sandbox driver (test_sandbox.sh)"
