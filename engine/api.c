@@ -335,6 +335,11 @@ static int resolve_script(api *a, httpd_req *r, const char *script, char *path, 
     return -1;
   }
   char joined[PATH_MAX], real[PATH_MAX];
+  if (!a->workflows_dir) {
+    reply_error(r, 400, "this server has no workflows directory (./workflows did not exist when it started: "
+                "restart it with --workflows DIR)");
+    return -1;
+  }
   snprintf(joined, sizeof joined, "%s/%s", a->workflows_dir, script);
   if (!realpath(joined, real)) {
     reply_error(r, 400, "unknown workflow script '%s': no such file in the workflows directory %s", script,
@@ -468,7 +473,7 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
     if (!ok) return reply_error(r, 400, "unknown status '%.32s' (running, waiting, completed, failed, cancelled, stuck)",
                                 status);
   }
-  if (hc == 1) snprintf(path, sizeof path, "%s/%s", a->workflows_dir, script);
+  if (hc == 1) snprintf(path, sizeof path, "%s/%s", a->workflows_dir ? a->workflows_dir : ".", script);
   int64_t after_created = -1;
   const char *after_id = "";
   if (hk == 1) {
@@ -1128,11 +1133,12 @@ void api_engine_config(api *a, engine_config *cfg) {
 int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen) {
   a->e = e;
   char real[PATH_MAX];
-  if (!realpath(o->workflows_dir, real)) {
+  if (realpath(o->workflows_dir, real)) {
+    a->workflows_dir = util_strdup(real);
+  } else if (!o->workflows_default) {
     util_seterr(err, errlen, "--workflows %s: %s", o->workflows_dir, strerror(errno));
     return -1;
-  }
-  a->workflows_dir = util_strdup(real);
+  } /* else: no ./workflows here; starts through the API say so */
   httpd_limits lim;
   if (httpd_limits_default(&lim, err, errlen) != 0) return -1;
   if (store_open(store_path(engine_store(e)), 1, &a->rd, err, errlen) != STORE_OK) return -1;

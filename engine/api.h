@@ -15,6 +15,7 @@ typedef struct api api;
 typedef struct api_options {
   const char *listen;        /* "127.0.0.1:7420" */
   const char *workflows_dir; /* where POST /v1/workflows finds scripts */
+  int workflows_default;     /* it was not named: missing, the server runs without it */
 } api_options;
 
 /* The API's half of the worker's configuration (status, commit, live,

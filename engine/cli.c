@@ -865,11 +865,12 @@ static void raise_nofile(void) {
 static int cmd_serve(args *a, common *c) {
   int bad = 0;
   const char *listen = NULL, *workflows = "workflows";
+  int workflows_default = 1;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = flag_value(a, "--db", &bad))) c->db = v;
     else if ((v = flag_value(a, "--listen", &bad))) listen = v;
-    else if ((v = flag_value(a, "--workflows", &bad))) workflows = v;
+    else if ((v = flag_value(a, "--workflows", &bad))) workflows = v, workflows_default = 0;
     else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(SERVE_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else return die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
@@ -889,7 +890,7 @@ static int cmd_serve(args *a, common *c) {
   }
   if (http) {
     raise_nofile();
-    api_options o = {listen, workflows};
+    api_options o = {listen, workflows, workflows_default};
     if (api_listen(http, e, &o, err, sizeof err) != 0) {
       api_stop(http);
       engine_free(e);

@@ -11,4 +11,19 @@ if /usr/bin/python3 "$SRC/tests/integration/api_suite.py" --engine "$ENGINE" --s
 else
   fail "api_suite.py (see the FAIL lines above; servers' logs in $T/serve-*.log)"
 fi
+
+# serve --listen without --workflows where ./workflows does not exist: it
+# serves, and a start says what is missing; a --workflows that is missing is
+# refused at once
+mkdir -p "$T/nowf"
+(cd "$T/nowf" && exec "$ENGINE" serve --db "$T/nowf/n.db" --listen 127.0.0.1:0 2>"$T/nowf/serve.err") &
+NS=$!; PIDS+=("$NS")
+for _ in $(seq 100); do grep -q "API on" "$T/nowf/serve.err" 2>/dev/null && break; sleep 0.05; done
+U="$(grep -o 'http://[0-9.:]*' "$T/nowf/serve.err")"
+assert_contains "no ./workflows: a start names what is missing" "no workflows directory" \
+  "$(curl -s -X POST "$U/v1/workflows" -d '{"script":"hello.lua"}')"
+kill "$NS"; wait "$NS" 2>/dev/null || true
+assert_exit "a --workflows that does not exist is refused" 2 engine serve --db "$T/nowf/m.db" --listen 127.0.0.1:0 \
+  --workflows "$T/nowf/missing"
+assert_contains "naming it" "--workflows $T/nowf/missing: No such file or directory" "$ERR"
 finish
