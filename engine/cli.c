@@ -1877,6 +1877,7 @@ static const char *MAIN_HELP =
     "  events ID [--follow] [--json]      its domain events\n"
     "  history ID                         its event log\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
+    "  replay --all --script FILE         check an edited script against every live run of it\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
