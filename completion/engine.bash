@@ -27,7 +27,7 @@ _engine_options() {
     show) opts=(--json --color --db --help -h) ;;
     events) opts=(--follow -f --full --json --color --db --help -h) ;;
     history) opts=(--run --json --db --help -h) ;;
-    replay) opts=(--script --apply --db --help -h) ;;
+    replay) opts=(--script --apply --all --status --json --db --help -h) ;;
     token)
       case $2 in
         create) opts=(--scopes --db --help -h) ;;
