@@ -35,7 +35,8 @@ assert_exit "cancel a finished workflow" 2 engine cancel done
 assert_exit "signal payload that is not JSON" 2 engine signal done approval '{nope'
 assert_exit "syntax error with a database" 2 engine start "$T/bad.lua" --id bad
 assert_exit "list --status bogus" 2 engine list --status bogus
-assert_exit "serve --listen (not built yet)" 2 engine serve --listen 127.0.0.1:9
+assert_exit "serve --listen with an address that is not HOST:PORT" 2 engine serve --listen nonsense
+assert_contains "naming it" "expected HOST:PORT" "$ERR"
 assert_eq "database unchanged by all of the above" "$before" "$(db_sum)"
 assert_eq "no workflow was half-created" "" "$(engine list | grep -w bad || true)"
 
