@@ -725,15 +725,16 @@ static int first_event(void *ud, const domain_event *e) {
   return 1;
 }
 
-/* Field key of the JSON object text as JSON (malloc'd), "null" when absent. */
-static char *json_member(api *a, const char *text, const char *key) {
-  char err[64];
-  lua_settop(a->L, 0);
-  if (json_decode_safe(a->L, text, strlen(text), err, sizeof err) != 0 || !lua_istable(a->L, -1))
-    return util_strdup("null");
-  char *v = field_json(a, key);
-  lua_settop(a->L, 0);
-  return v ? v : util_strdup("null");
+/* Member key of the JSON object text as it is written there (malloc'd),
+ * "null" when absent: the event's own bytes, not decoded and encoded again. */
+static char *json_member(const char *text, const char *key) {
+  const char *v;
+  size_t vn;
+  if (json_get(text, strlen(text), key, &v, &vn) != 1) return util_strdup("null");
+  char *out = util_xmalloc(vn + 1);
+  memcpy(out, v, vn);
+  out[vn] = 0;
+  return out;
 }
 
 static int pending_row(void *ud, const wf_row *w) {
@@ -749,7 +750,7 @@ static int pending_row(void *ud, const wf_row *w) {
   char *event = NULL;
   if (p.event_seq > 0) store_domain_list(x->a->rd, w->id, p.event_seq - 1, first_event, &event);
   if (!event) event = util_strdup("null");
-  char *args = json_member(x->a, event, "args"), *reason = json_member(x->a, event, "reason");
+  char *args = json_member(event, "args"), *reason = json_member(event, "reason");
   char *qi = json_quote(w->id), *qr = json_quote(p.request_id), *qt = json_quote(p.tool), *qk = json_quote(p.kind);
   char dl[32] = "null";
   if (p.deadline >= 0) snprintf(dl, sizeof dl, "%lld", (long long)p.deadline);
