@@ -190,7 +190,10 @@ S="$(screen PR)"
 assert_contains "the approval prompt: what it waits for" "waiting for approval of publish_review since" "$S"
 assert_contains "... and the command that answers it" "answer from another terminal: engine approve PR --request $RID" "$S"
 kinds="$(sort -u "$seen" | sed -E 's/ (running|since|streaming|:).*//' | sort -u | tr '\n' ',')"
-[ "$(sort -u "$seen" | wc -l)" -ge 3 ] && pass "the status changed as the session ran: $kinds" || fail "too few states seen: $(sort -u "$seen")"
+# the replay model answers at once: on a loaded machine (ASan) its turns can
+# fall between two samples, so the states sure to be seen are the sandbox's
+# provisioning and the approval; two different ones is the status changing
+[ "$(sort -u "$seen" | wc -l)" -ge 2 ] && pass "the status changed as the session ran: $kinds" || fail "too few states seen: $(sort -u "$seen")"
 assert_contains "... through its activities" "activity " "$kinds"
 engine approve PR --request "$RID" --reason "ship it" >/dev/null 2>&1
 for _ in $(seq 600); do screen PR | grep -q '^exit=' && break; sleep 0.1; done
