@@ -2,6 +2,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -420,6 +421,10 @@ static void fmt_num(char *out, size_t n, lua_Number v) {
   if (strtod(out, NULL) != (double)v) snprintf(out, n, "%.17g", (double)v);
 }
 
+/* Rounded up: a timer computed from a deadline (deadline - wf.now()) must
+ * not fire the millisecond before it, where the script would still see time left. */
+static int64_t seconds_to_ms(lua_Number secs) { return (int64_t)ceil(secs * 1000.0); }
+
 /* wf.sleep(seconds): a durable timer. */
 static int l_sleep(lua_State *L) {
   wfvm *vm = get_vm(L);
@@ -428,7 +433,7 @@ static int l_sleep(lua_State *L) {
   check_blocking(L, vm, "sleep");
   char args[64], payload[128];
   fmt_num(args, sizeof args, secs);
-  int64_t fire_at = util_now_ms() + (int64_t)(secs * 1000.0);
+  int64_t fire_at = util_now_ms() + seconds_to_ms(secs);
   snprintf(payload, sizeof payload, "{\"fire_at\":%lld,\"seconds\":%s}", (long long)fire_at, args);
   return block_on(L, vm, "timer", "TimerStarted", "sleep", args, payload);
 }
@@ -451,7 +456,7 @@ static int l_wait_signal(lua_State *L) {
   fmt_num(args, sizeof args, timeout);
   if (timeout >= 0)
     snprintf(payload, sizeof payload, "{\"deadline\":%lld,\"timeout\":%s}",
-             (long long)(util_now_ms() + (int64_t)(timeout * 1000.0)), args);
+             (long long)(util_now_ms() + seconds_to_ms(timeout)), args);
   else
     snprintf(payload, sizeof payload, "{}");
   return block_on(L, vm, "signal", "SignalWaitStarted", name, args, payload);

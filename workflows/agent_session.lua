@@ -46,8 +46,11 @@ return function(input)
       problems = prep.problems }, 0)
   end
   local limits, perms = prep.limits, prep.permissions
+  -- in whole milliseconds, as the log keeps time: float seconds could leave a
+  -- sliver of time (1e-16 s) after the timer that ends it has fired
+  local function now_ms() return math.floor(wf.now() * 1000 + 0.5) end
   local started = wf.now()
-  local deadline = started + limits.timeoutSeconds
+  local deadline_ms = now_ms() + math.floor(limits.timeoutSeconds * 1000)
   wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = perms.tools,
     skills = input.skills or {}, limits = limits, identity = input.identity })
   wf.checkpoint("message", function() return prep.first_message end)
@@ -61,7 +64,7 @@ return function(input)
   local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
   local cost, prices = 0, prep.model.prices -- {input=, output=} in USD per million tokens
   local repairs, MAX_REPAIRS = 0, 2
-  local function remaining() return deadline - wf.now() end
+  local function remaining() return (deadline_ms - now_ms()) / 1000 end
   local function over(what, limit, value)
     exceeded = { limit = what, max = limit, value = value }
     wf.emit("limit.exceeded", exceeded)

@@ -1276,6 +1276,42 @@ static void BUG_now_after_checkpoint_differs_on_replay(void **state) {
   assert_string_equal(replay, live);
 }
 
+/* A wait computed from a deadline (timeout = deadline - wf.now()) must not end
+ * before the deadline, or the script wakes with time still left and carries on.
+ *
+ * BUG (engine/wfvm.c, l_sleep/l_wait_signal): the due time was now +
+ * (int64_t)(seconds * 1000), truncated, so 0.0004 s became 0 ms and a 2.9999 s
+ * remainder fired a millisecond early; the agent session's timeoutSeconds then
+ * saw 1 ms left after its approval wait, asked the model once more and finished
+ * without limit.exceeded (failed once in CI). Fix: round the due time up. */
+static void BUG_timeout_rounds_down_to_early_fire(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  wf.wait_signal('x', {timeout = 0.0004})\n"
+      "end\n";
+  for (int tries = 0; tries < 50; tries++) {
+    fake f;
+    fake_init(&f, "{}", SEED);
+    wfvm_config cfg = base_cfg();
+    wfvm_state st;
+    int64_t before = util_now_ms();
+    wfvm *vm = run_live(&f, &cfg, src, &st);
+    int64_t after = util_now_ms();
+    assert_state(vm, st, WFVM_BLOCKED);
+    const char *d = strstr(wfvm_blocked(vm)->payload, "\"deadline\":");
+    assert_non_null(d);
+    long long deadline = atoll(d + 11);
+    wfvm_free(vm);
+    fake_free(&f);
+    if (before != after) continue; /* the clock ticked during the call: no exact bound */
+    assert_int_equal(deadline, before + 1);
+    return;
+  }
+  fail_msg("the clock ticked during every one of 50 calls");
+}
+
 /* A primitive that cannot block where it is called (inside a table.sort
  * comparator, a string.gsub callback, a __tostring called by tostring, ...) must
  * fail without touching the history.
@@ -1813,6 +1849,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(BUG_print_adds_buffer_placeholder),
       cmocka_unit_test(BUG_now_after_checkpoint_differs_on_replay),
       cmocka_unit_test(BUG_unyieldable_primitive_appends_orphan_command),
+      cmocka_unit_test(BUG_timeout_rounds_down_to_early_fire),
       cmocka_unit_test(BUG_error_object_with_raising_metatable_aborts),
       cmocka_unit_test(BUG_budget_counts_the_replayed_prefix),
       cmocka_unit_test(BUG_tostring_shows_addresses),
