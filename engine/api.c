@@ -435,9 +435,10 @@ static void h_start(api *a, httpd_req *r, ctx *c) {
   answer_when_committed(a, r, 201, NULL, id, location);
 }
 
-static const char *STATUSES[] = {"running", "waiting", "completed", "failed", "cancelled", "stuck", NULL};
+static const char *STATUSES[] = {"running", "waiting", "queued", "completed", "failed", "cancelled", "stuck", NULL};
 
 typedef struct page {
+  store *st;
   ubuf b;
   int n, limit;
   int64_t last_created;
@@ -450,7 +451,7 @@ static int page_row(void *ud, const wf_row *w) {
     p->n++; /* there is more */
     return 1;
   }
-  char *item = view_list_item_json(w); /* what `engine list --json` prints */
+  char *item = view_list_item_json(p->st, w); /* what `engine list --json` prints */
   if (p->n) ubuf_add(&p->b, ",", 1);
   ubuf_add(&p->b, item, strlen(item));
   free(item);
@@ -485,7 +486,7 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
     after_id = dot + 1;
   }
   if (limit == 0) limit = 1;
-  page p = {{0}, 0, (int)limit, 0, ""};
+  page p = {a->rd, {0}, 0, (int)limit, 0, ""};
   ubuf_add(&p.b, "{\"workflows\":[", 14);
   if (store_wf_page(a->rd, hs == 1 ? status : NULL, hc == 1 ? path : NULL, after_created, after_id, (int)limit + 1,
                     page_row, &p) != STORE_OK) {

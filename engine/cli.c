@@ -1029,9 +1029,15 @@ static int print_list_item(void *ud, const char *item, size_t n) {
   return 0;
 }
 
+typedef struct list_ctx {
+  common *c;
+  store *st;
+} list_ctx;
+
 static int list_row(void *ud, const wf_row *w) {
-  char *item = view_list_item_json(w);
-  print_list_item(ud, item, strlen(item));
+  list_ctx *l = ud;
+  char *item = view_list_item_json(l->st, w);
+  print_list_item(l->c, item, strlen(item));
   free(item);
   return 0;
 }
@@ -1074,7 +1080,7 @@ static int remote_list(common *c, const char *status) {
 static const char *LIST_HELP =
     "usage: engine list [--status S] [--json] [--db PATH]\n"
     "\n"
-    "Lists workflows (S: running, waiting, completed, failed, cancelled, stuck).\n";
+    "Lists workflows (S: running, waiting, queued, completed, failed, cancelled, stuck).\n";
 
 static int cmd_list(args *a, common *c) {
   const char *status = NULL;
@@ -1088,7 +1094,7 @@ static int cmd_list(args *a, common *c) {
     else if (bad) return EXIT_USAGE;
     else return die(EXIT_USAGE, "list: unknown argument %s", cur);
   }
-  static const char *known[] = {"running", "waiting", "completed", "failed", "cancelled", "stuck", NULL};
+  static const char *known[] = {"running", "waiting", "queued", "completed", "failed", "cancelled", "stuck", NULL};
   if (status) {
     int ok = 0;
     for (const char **k = known; *k; k++) ok |= strcmp(*k, status) == 0;
@@ -1099,7 +1105,8 @@ static int cmd_list(args *a, common *c) {
   int rc = open_existing(c->db, &st);
   if (rc) return rc;
   if (!c->json) printf("%-36s %-10s %4s  %-24s  %s\n", "ID", "STATUS", "RUN", "UPDATED", "SCRIPT");
-  if (store_wf_list(st, status, list_row, c) != STORE_OK) return read_failed(st, "the workflows", c->db);
+  list_ctx l = {c, st};
+  if (store_wf_list(st, status, list_row, &l) != STORE_OK) return read_failed(st, "the workflows", c->db);
   store_close(st);
   return EXIT_OK;
 }
@@ -1413,7 +1420,7 @@ static const char *REPLAY_HELP =
     "pinned to) with no side effects, and reports whether it replays cleanly\n"
     "(exit 0) or where it diverges (exit 1). Use it to check an edit before rollout.\n"
     "--apply moves the run to FILE when it replays cleanly, and resumes a stuck run.\n"
-    "--all checks FILE against every live run (running, waiting, stuck; --status\n"
+    "--all checks FILE against every live run (running, waiting, queued, stuck; --status\n"
     "narrows it) started from the same script path, one line per run and a summary;\n"
     "exit 0 only when all replay. It never applies and never writes to the database.\n"
     "--json prints one object per run: {id, status, replays, report}.\n";
@@ -1475,7 +1482,7 @@ static char *divergence_line(const char *report) {
 
 /* `engine replay --all --script FILE`: reads only, on a query_only connection. */
 static int replay_all(common *c, const char *script, const char *statuses) {
-  static const char *live[] = {"running", "waiting", "stuck", NULL};
+  static const char *live[] = {"running", "waiting", "queued", "stuck", NULL};
   char *among = NULL;
   if (statuses) {
     among = util_fmt(",%s,", statuses);
@@ -1484,7 +1491,7 @@ static int replay_all(common *c, const char *script, const char *statuses) {
       int ok = 0;
       for (const char **k = live; *k; k++) ok |= strcmp(*k, s) == 0;
       if (!ok) {
-        int rc = die(EXIT_USAGE, "replay: unknown status '%s' for --all (live runs are running, waiting, stuck)", s);
+        int rc = die(EXIT_USAGE, "replay: unknown status '%s' for --all (live runs are running, waiting, queued, stuck)", s);
         free(list);
         free(among);
         return rc;

@@ -378,6 +378,12 @@ int engine_cancel_local(engine *e, const char *id, const char *identity, char *e
   return 0;
 }
 
+int engine_cancel_in_batch(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
+  if (write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
+  dispatch_arm(e, util_now_ms());
+  return 0;
+}
+
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
                        char *err, size_t errlen) {
   if (write_signal(st, id, name, payload, identity, err, errlen) != 0) {

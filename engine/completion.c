@@ -87,7 +87,7 @@ static int print_token(void *ud, const token_row *t) {
 
 /* A comma-separated list of known statuses (what --status takes). */
 static int statuses_ok(const char *list) {
-  static const char *known[] = {"running", "waiting", "completed", "failed", "cancelled", "stuck", NULL};
+  static const char *known[] = {"running", "waiting", "queued", "completed", "failed", "cancelled", "stuck", NULL};
   for (const char *p = list; *p;) {
     size_t n = strcspn(p, ",");
     int ok = 0;

@@ -77,6 +77,12 @@ static int on_due(void *ud, const task_row *t) {
     }
     hist_list_free(&h);
     wf_row_free(&w);
+  } else if (strcmp(t->kind, "wake") == 0) {
+    /* a slot was handed to it, or a rate window opened: it looks again */
+    wfrun *r = strmap_get(&e->runs, t->wf_id);
+    if (r && wfvm_blocked(r->vm)->seq == t->seq) run_evict(r);
+    else if (r) return 0; /* in memory doing something else: not waiting on it */
+    run_load_id(e, t->wf_id);
   } else {
     fire_timer(e, t->wf_id, t->kind, t->seq);
   }

@@ -210,6 +210,7 @@ int run_cancel_blocked(wfrun *r, hist_event *ev) {
   store_task_del(e->st, r->id, "activity", c->seq);
   store_task_del(e->st, r->id, "timer", c->seq);
   store_task_del(e->st, r->id, "signal_timeout", c->seq);
+  store_task_del(e->st, r->id, "wake", c->seq);
   store_wf_set_cancel(e->st, r->id, 2);
   r->cancel = 2;
   return run_append(r, "CommandCancelled", c->seq, c->name, NULL, NULL, ev) >= 0;
@@ -220,6 +221,7 @@ void run_finish(wfrun *r, const char *status, const char *event, const char *res
   if (event) run_append(r, event, 0, NULL, NULL, result ? result : error, NULL);
   store_task_del_wf(e->st, r->id);
   store_signal_del_wf(e->st, r->id);
+  slots_release_all(e, r->id);
   run_set_status(r, status, result, error, NULL);
   run_evict(r);
 }
@@ -268,6 +270,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         store_wf_new_run(e->st, r->id, next, input);
         store_hist_append(e->st, r->id, next, &ev);
         store_task_del_wf(e->st, r->id);
+        slots_release_all(e, r->id); /* a new run asks again */
         store_task_put(e->st, r->id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0);
         dispatch_arm(e, util_now_ms());
         free(payload);
@@ -304,6 +307,15 @@ void run_handle_state(wfrun *r, wfvm_state st) {
       /* failed once and waits for a retry, or too many runs in memory: the
        * outcome will replay it (bounded memory, whatever the number waiting) */
       if (!a || e->runs.len > e->max_cached) run_evict(r);
+      return;
+    }
+    if (strcmp(c->kind, "signal") != 0 && strcmp(c->kind, "timer") != 0) { /* limits: slots.c */
+      int got = slots_command(r, c, &ev);
+      if (got > 0) {
+        st = wfvm_deliver(r->vm, &ev);
+        continue;
+      }
+      if (got == 0) run_evict(r);
       return;
     }
     if (strcmp(c->kind, "timer") == 0) {

@@ -174,6 +174,37 @@ static int find_sandbox(void *ud, const domain_event *e) {
   return 0;
 }
 
+typedef struct slot_look {
+  int found;
+  int64_t position, limit;
+} slot_look;
+
+static int look_slot(void *ud, const slot_row *r) {
+  slot_look *l = ud;
+  l->found = 1;
+  l->position = r->position;
+  l->limit = r->limit;
+  return 0;
+}
+
+/* A run queued for a slot: its pool, key, place in line and how many hold it. */
+static char *slot_waits_json(store *st, const wf_row *w, const hist_event *last) {
+  char *key = json_get_string(last->payload, strlen(last->payload), "key");
+  slot_look l = {0};
+  store_slot_get(st, w->id, last->name, key ? key : "", look_slot, &l);
+  int64_t held = store_slot_count(st, last->name, key ? key : "", 1),
+          queued = store_slot_count(st, last->name, key ? key : "", 0);
+  char *pool = json_quote(last->name), *k = json_quote(key ? key : "");
+  char *out = util_fmt("{\"kind\":\"slot\",\"pool\":%s,\"key\":%s,\"since\":%lld,\"position\":%lld,"
+                       "\"queued\":%lld,\"held\":%lld,\"limit\":%lld}",
+                       pool, k, (long long)last->time, (long long)(l.found ? l.position : 0), (long long)queued,
+                       (long long)held, (long long)json_int_field(last->payload, "limit", 0));
+  free(pool);
+  free(k);
+  free(key);
+  return out;
+}
+
 /* What the run waits on now, from its last event, as JSON: an approval
  * request (its id, tool, since, deadline), a signal (name, deadline), a timer
  * (due_at) or an activity in flight (name, since, attempt). NULL for none. */
@@ -200,6 +231,12 @@ static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
   } else if (strcmp(last->type, "TimerStarted") == 0) {
     out = util_fmt("{\"kind\":\"timer\",\"since\":%lld,\"due_at\":%lld}", (long long)last->time,
                    (long long)json_int_field(last->payload, "fire_at", -1));
+  } else if (strcmp(last->type, "SlotRequested") == 0) {
+    out = slot_waits_json(st, w, last);
+  } else if (strcmp(last->type, "RateRequested") == 0) {
+    task_row t;
+    out = util_fmt("{\"kind\":\"rate\",\"rate\":%s,\"since\":%lld,\"until\":%lld}", name, (long long)last->time,
+                   store_task_get(st, w->id, "wake", last->seq, &t) == 1 ? (long long)t.run_at : -1LL);
   } else if (strcmp(last->type, "ActivityScheduled") == 0) {
     task_row t;
     int attempt = store_task_get(st, w->id, "activity", last->seq, &t) == 1 && t.attempt > 0 ? t.attempt : 1;
@@ -249,7 +286,19 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
       snprintf(s->waiting, sizeof s->waiting, "timer (event #%lld) %s", (long long)last->seq, last->payload);
     else if (strcmp(last->type, "ActivityScheduled") == 0)
       snprintf(s->waiting, sizeof s->waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
+    else if (strcmp(last->type, "RateRequested") == 0)
+      snprintf(s->waiting, sizeof s->waiting, "rate '%s' (event #%lld)", last->name, (long long)last->seq);
     s->waits = waits_json(st, &s->w, last);
+    if (strcmp(last->type, "SlotRequested") == 0 && s->waits) {
+      size_t n = strlen(s->waits);
+      char *key = json_get_string(s->waits, n, "key");
+      snprintf(s->waiting, sizeof s->waiting, "slot '%s'%s%s%s: #%lld in line of %lld, %lld of %lld held (event #%lld)",
+               last->name, key && *key ? " key '" : "", key && *key ? key : "", key && *key ? "'" : "",
+               (long long)json_get_int(s->waits, n, "position", 0), (long long)json_get_int(s->waits, n, "queued", 0),
+               (long long)json_get_int(s->waits, n, "held", 0), (long long)json_get_int(s->waits, n, "limit", 0),
+               (long long)last->seq);
+      free(key);
+    }
   }
   hist_list_free(&h);
   return 1;
@@ -348,13 +397,35 @@ char *view_live_text(const char *json, size_t n, int64_t *step) {
   return out;
 }
 
-char *view_list_item_json(const wf_row *w) {
+typedef struct queue_place {
+  store *st;
+  const char *wf_id;
+  char *json;
+} queue_place;
+
+static int find_queued(void *ud, const slot_row *r) {
+  queue_place *q = ud;
+  if (r->held) return 0;
+  slot_look l = {0};
+  store_slot_get(q->st, q->wf_id, r->pool, r->key, look_slot, &l);
+  char *pool = json_quote(r->pool), *key = json_quote(r->key);
+  q->json = util_fmt("{\"pool\":%s,\"key\":%s,\"position\":%lld}", pool, key, (long long)l.position);
+  free(pool);
+  free(key);
+  return 1;
+}
+
+char *view_list_item_json(store *st, const wf_row *w) {
   char *id = json_quote(w->id), *sc = json_quote(w->script_name);
+  queue_place q = {st, w->id, NULL};
+  if (strcmp(w->status, "queued") == 0) store_slot_list(st, w->id, NULL, NULL, find_queued, &q);
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
-                       "\"updated_at\":%lld}",
-                       id, w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at);
+                       "\"updated_at\":%lld%s%s}",
+                       id, w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at,
+                       q.json ? ",\"queue\":" : "", q.json ? q.json : "");
   free(id);
   free(sc);
+  free(q.json);
   return out;
 }
 
@@ -362,8 +433,14 @@ char *view_list_line(const char *item, size_t n) {
   char t[40];
   view_time(json_get_int(item, n, "updated_at", 0), t, sizeof t);
   char *id = member_str(item, n, "id"), *st = member_str(item, n, "status"), *sc = member_str(item, n, "script");
+  const char *q;
+  size_t qn;
+  char status[40];
+  snprintf(status, sizeof status, "%s", st);
+  if (json_get(item, n, "queue", &q, &qn) == 1 && json_get_int(q, qn, "position", 0) > 0)
+    snprintf(status, sizeof status, "%s #%lld", st, (long long)json_get_int(q, qn, "position", 0)); /* place in line */
   ubuf out = {0};
-  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", id, st, (long long)json_get_int(item, n, "run", 0), t, sc);
+  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", id, status, (long long)json_get_int(item, n, "run", 0), t, sc);
   ubuf_add(&out, "", 1);
   free(id);
   free(st);

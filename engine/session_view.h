@@ -69,7 +69,8 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
 
 /* One workflow of a list (`list --json`, an item of GET /v1/workflows) and
  * its line (ID, status, run, updated, script). */
-char *view_list_item_json(const wf_row *w);
+/* A queued workflow's item has "queue": {pool, key, position} (1 is next). */
+char *view_list_item_json(store *st, const wf_row *w);
 char *view_list_line(const char *item, size_t n);
 
 /* One history event (`history --json`, an item of GET .../history) and its

@@ -8,8 +8,9 @@
 #include "crash.h"
 #include "util.h"
 
-/* 2: event_feed (one order over every session's events, for GET /v1/events), tokens */
-#define SCHEMA_VERSION 2
+/* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
+ * 3: slots (concurrency limits and caps) and counters (quotas, rate windows) */
+#define SCHEMA_VERSION 3
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -43,7 +44,16 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS event_feed(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL);"
     /* API tokens keep only the SHA-256 of their secret (tokens.c) */
     "CREATE TABLE IF NOT EXISTS tokens(name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE,"
-    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);";
+    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);"
+    /* a slot of a pool and key, held or queued (FIFO by id) by the command at seq of a workflow */
+    "CREATE TABLE IF NOT EXISTS slots(id INTEGER PRIMARY KEY, pool TEXT NOT NULL, key TEXT NOT NULL,"
+    "  wf_id TEXT NOT NULL, seq INTEGER NOT NULL, lim INTEGER NOT NULL, held INTEGER NOT NULL DEFAULT 0,"
+    "  since INTEGER NOT NULL, UNIQUE(wf_id, pool, key));"
+    "CREATE INDEX IF NOT EXISTS slots_queue ON slots(pool, key, held, id);"
+    /* a named total, or a rate window (value used since window_start; none granted before paused_until) */
+    "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value REAL NOT NULL DEFAULT 0,"
+    "  window_start INTEGER NOT NULL DEFAULT 0, paused_until INTEGER NOT NULL DEFAULT 0,"
+    "  updated_at INTEGER NOT NULL);";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -106,6 +116,18 @@ enum {
   Q_TOKEN_LIST,
   Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT,
+  Q_SLOT_PUT,
+  Q_SLOT_GET,
+  Q_SLOT_COUNT,
+  Q_SLOT_HEAD,
+  Q_SLOT_HOLD,
+  Q_SLOT_DEL,
+  Q_SLOT_OF_WF,
+  Q_SLOT_OF_KEY,
+  Q_SLOT_ALL,
+  Q_CTR_GET,
+  Q_CTR_PUT,
+  Q_CTR_LIST,
   Q__N
 };
 
@@ -188,6 +210,24 @@ static const char *SQL[Q__N] = {
     [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
     [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
+    [Q_SLOT_PUT] = "INSERT OR IGNORE INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES(?,?,?,?,?,0,?)",
+    /* position: 1 for the head of its queue; 0 when held */
+    [Q_SLOT_GET] = "SELECT s.pool,s.key,s.wf_id,s.seq,s.lim,s.held,s.since,CASE WHEN s.held THEN 0 ELSE "
+                   "(SELECT count(*) FROM slots q WHERE q.pool=s.pool AND q.key=s.key AND q.held=0 AND q.id<=s.id) "
+                   "END FROM slots s WHERE s.wf_id=? AND s.pool=? AND s.key=?",
+    [Q_SLOT_COUNT] = "SELECT count(*) FROM slots WHERE pool=? AND key=? AND held=?",
+    [Q_SLOT_HEAD] = "SELECT pool,key,wf_id,seq,lim,held,since,1 FROM slots WHERE pool=? AND key=? AND held=0 "
+                    "ORDER BY id LIMIT 1",
+    [Q_SLOT_HOLD] = "UPDATE slots SET held=1, since=? WHERE wf_id=? AND pool=? AND key=? AND held=0",
+    [Q_SLOT_DEL] = "DELETE FROM slots WHERE wf_id=? AND pool=? AND key=?",
+    [Q_SLOT_OF_WF] = "SELECT pool,key,wf_id,seq,lim,held,since,0 FROM slots WHERE wf_id=? ORDER BY id",
+    [Q_SLOT_OF_KEY] = "SELECT pool,key,wf_id,seq,lim,held,since,0 FROM slots WHERE pool=? AND key=? ORDER BY id",
+    [Q_SLOT_ALL] = "SELECT pool,key,wf_id,seq,lim,held,since,0 FROM slots ORDER BY pool, key, held DESC, id",
+    [Q_CTR_GET] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name=?",
+    [Q_CTR_PUT] = "INSERT OR REPLACE INTO counters(name,value,window_start,paused_until,updated_at) VALUES(?,?,?,?,?)",
+    /* a range of the primary key: names that start with the prefix */
+    [Q_CTR_LIST] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name>=?1 AND name<?2 "
+                   "ORDER BY name",
 };
 
 struct store {
@@ -227,7 +267,7 @@ static const char *fault_kind(const char *what) {
   static const char *const kinds[][2] = {
       {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
       {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
-      {"commit", "commit"},         {"token", "token"},
+      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},
   };
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
     if (strstr(what, kinds[i][0])) return kinds[i][1];
@@ -1266,4 +1306,167 @@ int64_t store_token_live_count(store *s) {
   if (!st) return -1;
   int64_t v;
   return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
+}
+
+/* ---- slots: concurrency limits and caps (slots.c decides who gets one) ---- */
+
+static void slot_from(sqlite3_stmt *st, slot_row *r) {
+  r->pool = col_text(st, 0);
+  r->key = col_text(st, 1);
+  r->wf_id = col_text(st, 2);
+  r->seq = sqlite3_column_int64(st, 3);
+  r->limit = sqlite3_column_int64(st, 4);
+  r->held = sqlite3_column_int(st, 5);
+  r->since = sqlite3_column_int64(st, 6);
+  r->position = sqlite3_column_int64(st, 7);
+}
+
+int store_slot_put(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
+                   int64_t since) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SLOT_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, pool);
+  bind_text(s, st, 2, key);
+  bind_text(s, st, 3, wf_id);
+  bind_int(s, st, 4, seq);
+  bind_int(s, st, 5, limit);
+  bind_int(s, st, 6, since);
+  return exec_write(s, st, "put slot");
+}
+
+static int slot_one(store *s, sqlite3_stmt *st, store_slot_cb cb, void *ud) {
+  int rc = step(s, st);
+  if (rc == SQLITE_ROW) {
+    slot_row r;
+    slot_from(st, &r);
+    cb(ud, &r);
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(s, "read slot");
+  return rc == SQLITE_ROW;
+}
+
+int store_slot_get(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_SLOT_GET);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, pool);
+  bind_text(s, st, 3, key);
+  return slot_one(s, st, cb, ud);
+}
+
+int store_slot_head(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_SLOT_HEAD);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, pool);
+  bind_text(s, st, 2, key);
+  return slot_one(s, st, cb, ud);
+}
+
+int64_t store_slot_count(store *s, const char *pool, const char *key, int held) {
+  sqlite3_stmt *st = stmt(s, Q_SLOT_COUNT);
+  if (!st) return -1;
+  bind_text(s, st, 1, pool);
+  bind_text(s, st, 2, key);
+  bind_int(s, st, 3, held ? 1 : 0);
+  int64_t v;
+  return query_int(s, st, 0, &v) == STORE_OK ? v : -1;
+}
+
+int store_slot_hold(store *s, const char *wf_id, const char *pool, const char *key, int64_t since) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SLOT_HOLD);
+  if (!st) return STORE_ERR;
+  bind_int(s, st, 1, since);
+  bind_text(s, st, 2, wf_id);
+  bind_text(s, st, 3, pool);
+  bind_text(s, st, 4, key);
+  return exec_write(s, st, "hold slot");
+}
+
+int store_slot_del(store *s, const char *wf_id, const char *pool, const char *key) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SLOT_DEL);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, wf_id);
+  bind_text(s, st, 2, pool);
+  bind_text(s, st, 3, key);
+  if (exec_write(s, st, "delete slot") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+int store_slot_list(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, wf_id ? Q_SLOT_OF_WF : pool ? Q_SLOT_OF_KEY : Q_SLOT_ALL);
+  if (!st) return STORE_ERR;
+  if (wf_id) {
+    bind_text(s, st, 1, wf_id);
+  } else if (pool) {
+    bind_text(s, st, 1, pool);
+    bind_text(s, st, 2, key);
+  }
+  int rc, stop = 0;
+  while (!stop && (rc = step(s, st)) == SQLITE_ROW) {
+    slot_row r;
+    slot_from(st, &r);
+    stop = cb(ud, &r);
+  }
+  sqlite3_reset(st);
+  if (!stop && rc != SQLITE_DONE) return fail(s, "list slots");
+  return STORE_OK;
+}
+
+/* ---- counters: named totals and rate windows ---- */
+
+static void counter_from(sqlite3_stmt *st, counter_row *c) {
+  c->name = col_text(st, 0);
+  c->value = sqlite3_column_double(st, 1);
+  c->window_start = sqlite3_column_int64(st, 2);
+  c->paused_until = sqlite3_column_int64(st, 3);
+  c->updated_at = sqlite3_column_int64(st, 4);
+}
+
+int store_counter_get(store *s, const char *name, counter_row *out) {
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = stmt(s, Q_CTR_GET);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, name);
+  int rc = step(s, st);
+  if (rc == SQLITE_ROW) {
+    counter_from(st, out);
+    out->name = NULL; /* the statement's text goes away with the reset */
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(s, "read counter");
+  return rc == SQLITE_ROW;
+}
+
+int store_counter_put(store *s, const char *name, const counter_row *c) {
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_CTR_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, name);
+  bind_check(s, sqlite3_bind_double(st, 2, c->value), 2, SIZE_MAX);
+  bind_int(s, st, 3, c->window_start);
+  bind_int(s, st, 4, c->paused_until);
+  bind_int(s, st, 5, c->updated_at);
+  return exec_write(s, st, "write counter");
+}
+
+int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud) {
+  sqlite3_stmt *st = stmt(s, Q_CTR_LIST);
+  if (!st) return STORE_ERR;
+  char *hi = util_fmt("%s\xff", prefix);
+  bind_text(s, st, 1, prefix);
+  bind_text(s, st, 2, hi);
+  int rc, stop = 0;
+  while (!stop && (rc = step(s, st)) == SQLITE_ROW) {
+    counter_row c;
+    counter_from(st, &c);
+    stop = cb(ud, &c);
+  }
+  sqlite3_reset(st);
+  free(hi);
+  if (!stop && rc != SQLITE_DONE) return fail(s, "list counters");
+  return STORE_OK;
 }

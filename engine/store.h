@@ -206,6 +206,46 @@ int store_token_live(store *s, store_token_cb cb, void *ud);
 /* Live tokens: >= 0, or -1 on error. */
 int64_t store_token_live_count(store *s);
 
+/* ---- slots: at most a limit of workflows hold a (pool, key) at once; the
+ * others queue, first come first served (slots.c) ---- */
+typedef struct slot_row {
+  const char *pool, *key, *wf_id;
+  int64_t seq;      /* the command that asked */
+  int64_t limit;    /* the limit it asked with */
+  int held;         /* 1 held, 0 queued */
+  int64_t since;    /* queued or held since (epoch ms) */
+  int64_t position; /* store_slot_get: 1 for the head of its queue, 0 when held */
+} slot_row;
+typedef int (*store_slot_cb)(void *ud, const slot_row *r);
+/* Queues wf_id for (pool, key) unless it has a row there already. */
+int store_slot_put(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
+                   int64_t since);
+/* The row of wf_id for (pool, key): 1 with cb called, 0 none, -1 error. */
+int store_slot_get(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+/* The oldest queued row of (pool, key): 1 with cb called, 0 none, -1 error. */
+int store_slot_head(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud);
+/* Rows of (pool, key) held (held 1) or queued (held 0); -1 on error. */
+int64_t store_slot_count(store *s, const char *pool, const char *key, int held);
+int store_slot_hold(store *s, const char *wf_id, const char *pool, const char *key, int64_t since);
+/* 1 when a row was deleted, 0 none, -1 error. */
+int store_slot_del(store *s, const char *wf_id, const char *pool, const char *key);
+/* The rows of wf_id (when not NULL), else of (pool, key) (when pool is not
+ * NULL), else every row; cb returning nonzero stops. */
+int store_slot_list(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+
+/* ---- counters: named totals (quotas) and rate windows (slots.c) ---- */
+typedef struct counter_row {
+  const char *name; /* set by store_counter_list only */
+  double value;
+  int64_t window_start, paused_until, updated_at; /* epoch ms */
+} counter_row;
+typedef int (*store_counter_cb)(void *ud, const counter_row *c);
+/* 1 with *out filled when the counter exists, 0 when not (zeros), -1 error. */
+int store_counter_get(store *s, const char *name, counter_row *out);
+int store_counter_put(store *s, const char *name, const counter_row *c);
+/* Counters whose name starts with prefix, by name. */
+int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud);
+
 /* Counts for /metrics: workflows by status, tasks by kind, or the sandboxes
  * of unfinished sessions (one row, key "live"). */
 typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES } store_group;

@@ -254,7 +254,9 @@ static int push_outcome(lua_State *L, wfvm *vm, const hist_event *e) {
   vm->now_ms = e->time;
   vm->last_seq = e->seq;
   const char *t = e->type;
-  if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0) {
+  if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0 || strcmp(t, "SlotGranted") == 0 ||
+      strcmp(t, "SlotReleased") == 0 || strcmp(t, "CounterUpdated") == 0 || strcmp(t, "RateGranted") == 0 ||
+      strcmp(t, "RateCharged") == 0) {
     decode_or_nil(L, e->payload);
     return 1;
   }
@@ -262,6 +264,11 @@ static int push_outcome(lua_State *L, wfvm *vm, const hist_event *e) {
   if (strcmp(t, "SignalTimedOut") == 0) {
     lua_pushnil(L);
     lua_pushliteral(L, "timeout");
+    return 2;
+  }
+  if (strcmp(t, "SlotDropped") == 0) {
+    lua_pushnil(L);
+    lua_pushliteral(L, "dropped");
     return 2;
   }
   if (strcmp(t, "CommandCancelled") == 0) return raise_error(L, "Cancelled", "the workflow was cancelled");
@@ -303,10 +310,12 @@ static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, 
     vm->blocked.seq = e->seq;
     vm->blocked.payload = util_strdup(e->payload);
     vm->blocked.is_new = 0;
+    vm->blocked.time = e->time;
   } else {
     vm->blocked.seq = append(L, vm, type, 0, name, hash, payload_live);
     vm->blocked.payload = util_strdup(payload_live);
     vm->blocked.is_new = 1;
+    vm->blocked.time = vm->now_ms;
   }
   snprintf(vm->blocked.kind, sizeof vm->blocked.kind, "%s", kind);
   vm->blocked.name = util_strdup(name);
@@ -460,6 +469,149 @@ static int l_wait_signal(lua_State *L) {
   else
     snprintf(payload, sizeof payload, "{}");
   return block_on(L, vm, "signal", "SignalWaitStarted", name, args, payload);
+}
+
+/* ------------------------------------------------- limits: slots, rates --- */
+
+/* Optional string field k of the options table at t (0..max bytes, no NUL);
+ * the table keeps the string alive. */
+static const char *opt_string(lua_State *L, int t, const char *k, const char *dflt, size_t max, const char *what) {
+  if (lua_isnoneornil(L, t)) return dflt;
+  int type = lua_getfield(L, t, k);
+  size_t n = 0;
+  const char *v = type == LUA_TNIL ? dflt : type == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+  lua_pop(L, 1);
+  char msg[160];
+  if (!v) snprintf(msg, sizeof msg, "%s: '%s' must be a string", what, k);
+  else if (type != LUA_TNIL && (n > max || strlen(v) != n))
+    snprintf(msg, sizeof msg, "%s: '%s' must be at most %zu bytes, without NUL", what, k, max);
+  else return v;
+  raise_error(L, "InvalidArgument", msg);
+  return NULL;
+}
+
+/* Optional number field k of the options table at t, within [lo, hi]
+ * (integer when integral is set). */
+static lua_Number opt_number(lua_State *L, int t, const char *k, lua_Number dflt, lua_Number lo, lua_Number hi,
+                             int integral, const char *what) {
+  lua_Number v = dflt;
+  if (!lua_isnoneornil(L, t) && lua_getfield(L, t, k) != LUA_TNIL) {
+    int isnum = lua_type(L, -1) == LUA_TNUMBER;
+    v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    char msg[200];
+    if (!isnum || !(v >= lo && v <= hi) || (integral && v != (lua_Number)(int64_t)v)) {
+      snprintf(msg, sizeof msg, "%s: '%s' must be %s from %.15g to %.15g", what, k,
+               integral ? "a whole number" : "a number", (double)lo, (double)hi);
+      raise_error(L, "InvalidArgument", msg);
+    }
+  }
+  return v;
+}
+
+/* Blocks on a limits command whose arguments are the table on top of the
+ * stack (encoded in canonical key order: the same bytes live and on replay). */
+static int block_on_table(lua_State *L, wfvm *vm, const char *kind, const char *type, const char *name) {
+  size_t len;
+  const char *args = json_encode(L, lua_gettop(L), &len);
+  return block_on(L, vm, kind, type, name, args, args);
+}
+
+#define SLOT_KEY_MAX 256
+#define LIMIT_MAX 1000000
+
+/* wf.acquire(pool, {key=, limit=, strategy=}) -> true | nil, "dropped":
+ * at most limit runs hold (pool, key) at once; the others wait in line
+ * (queue), or the newest cancels the others (cancel_in_progress), or a
+ * start that finds it full is refused (drop). Held until wf.release or the
+ * end of the run. */
+static int l_acquire(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *pool = check_name(L, 1, "acquire");
+  if (!*pool || strlen(pool) > 128) raise_error(L, "InvalidArgument", "wf.acquire: the pool name must be 1-128 bytes");
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  const char *key = opt_string(L, 2, "key", "", SLOT_KEY_MAX, "wf.acquire");
+  lua_Number limit = opt_number(L, 2, "limit", 1, 1, LIMIT_MAX, 1, "wf.acquire");
+  const char *strategy = opt_string(L, 2, "strategy", "queue", 32, "wf.acquire");
+  if (strcmp(strategy, "queue") && strcmp(strategy, "cancel_in_progress") && strcmp(strategy, "drop"))
+    raise_error(L, "InvalidArgument", "wf.acquire: 'strategy' must be queue, cancel_in_progress or drop");
+  check_blocking(L, vm, "acquire");
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, key);
+  lua_setfield(L, -2, "key");
+  lua_pushinteger(L, (lua_Integer)limit);
+  lua_setfield(L, -2, "limit");
+  lua_pushstring(L, pool);
+  lua_setfield(L, -2, "pool");
+  lua_pushstring(L, strategy);
+  lua_setfield(L, -2, "strategy");
+  return block_on_table(L, vm, "slot", "SlotRequested", pool);
+}
+
+/* wf.release(pool, {key=}) -> true when this run held it */
+static int l_release(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *pool = check_name(L, 1, "release");
+  if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
+  const char *key = opt_string(L, 2, "key", "", SLOT_KEY_MAX, "wf.release");
+  check_blocking(L, vm, "release");
+  lua_createtable(L, 0, 2);
+  lua_pushstring(L, key);
+  lua_setfield(L, -2, "key");
+  lua_pushstring(L, pool);
+  lua_setfield(L, -2, "pool");
+  return block_on_table(L, vm, "release", "SlotReleaseRequested", pool);
+}
+
+/* wf.counter(name, delta) -> the total after adding delta (0 reads it): a
+ * total kept by the engine across runs and restarts (quotas). */
+static int l_counter(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *name = check_name(L, 1, "counter");
+  if (!*name || strlen(name) > 256) raise_error(L, "InvalidArgument", "wf.counter: the name must be 1-256 bytes");
+  lua_Number delta = luaL_optnumber(L, 2, 0);
+  if (!(delta >= -1e15 && delta <= 1e15)) raise_error(L, "InvalidArgument", "wf.counter: delta must be a finite number");
+  check_blocking(L, vm, "counter");
+  lua_createtable(L, 0, 1);
+  lua_pushnumber(L, delta);
+  if (delta == (lua_Number)(int64_t)delta) {
+    lua_pop(L, 1);
+    lua_pushinteger(L, (lua_Integer)delta);
+  }
+  lua_setfield(L, -2, "delta");
+  return block_on_table(L, vm, "counter", "CounterRequested", name);
+}
+
+/* wf.rate(name, {limit=, per=, cost=}) -> seconds waited: waits until the
+ * window of per seconds (shared by every run) has room for cost more of its
+ * limit, and takes it. wf.rate(name, {per=, charge=, pause=}) adds charge to
+ * the window without waiting (tokens known after a call) and, with pause,
+ * lets nothing through for that many seconds (a provider's 429). */
+static int l_rate(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  const char *name = check_name(L, 1, "rate");
+  if (!*name || strlen(name) > 256) raise_error(L, "InvalidArgument", "wf.rate: the name must be 1-256 bytes");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Number per = opt_number(L, 2, "per", 60, 0.001, 86400, 0, "wf.rate");
+  lua_getfield(L, 2, "charge");
+  int charging = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  check_blocking(L, vm, "rate");
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, (lua_Integer)ceil(per * 1000));
+  lua_setfield(L, -2, "per_ms");
+  if (charging) {
+    lua_pushnumber(L, opt_number(L, 2, "charge", 0, 0, 1e15, 0, "wf.rate"));
+    lua_setfield(L, -2, "charge");
+    lua_pushinteger(L, (lua_Integer)ceil(opt_number(L, 2, "pause", 0, 0, 86400, 0, "wf.rate") * 1000));
+    lua_setfield(L, -2, "pause_ms");
+    return block_on_table(L, vm, "ratecharge", "RateChargeRequested", name);
+  }
+  lua_pushnumber(L, opt_number(L, 2, "limit", 1, 1, 1e15, 0, "wf.rate"));
+  lua_setfield(L, -2, "limit");
+  lua_pushnumber(L, opt_number(L, 2, "cost", 1, 0, 1e15, 0, "wf.rate"));
+  lua_setfield(L, -2, "cost");
+  return block_on_table(L, vm, "rate", "RateRequested", name);
 }
 
 static int checkpoint_k(lua_State *L, int status, lua_KContext replaying) {
@@ -661,6 +813,8 @@ static const luaL_Reg workflow_lib[] = {
     {"continue_as_new", l_continue_as_new}, {"now", l_now},
     {"random", l_random},       {"uuid", l_uuid},
     {"info", l_info},           {"is_replaying", l_is_replaying},
+    {"acquire", l_acquire},     {"release", l_release},
+    {"counter", l_counter},     {"rate", l_rate},
     {NULL, NULL}};
 
 static int open_workflow(lua_State *L) {

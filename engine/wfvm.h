@@ -48,11 +48,12 @@ typedef enum wfvm_state {
 } wfvm_state;
 
 typedef struct wfvm_cmd {
-  char kind[16]; /* activity | timer | signal */
+  char kind[16]; /* activity | timer | signal | slot | release | counter | rate | ratecharge */
   int64_t seq;
   char *name;
   char *payload;
   int is_new; /* appended by this resume (live), not found in history */
+  int64_t time; /* when the command was recorded (epoch ms) */
 } wfvm_cmd;
 
 /* Reads the config defaults from the environment. */

@@ -6,6 +6,7 @@
  *               status, and what it does when it blocks on a command
  *   attempts.c  activity attempts, their leases and retries
  *   dispatch.c  due tasks: workflow wake-ups, activity (re)tries, timers
+ *   slots.c     durable limits: slots (concurrency, caps), counters, rates
  *   hooks.c     the worker's hooks in the Lua library (lua/activities/worker.lua)
  *   client.c    operations that need no loop: create, signal, cancel, checks
  *   modules.c   a workflow's modules: found on disk, pinned by content hash
@@ -143,6 +144,19 @@ void dispatch_due(engine *e);
 /* A task due at `at` was written: the task timer fires by then (a run woken
  * by an in-process client, not by dispatch, writes its timers too). */
 void dispatch_arm(engine *e, int64_t at);
+
+/* slots.c */
+/* A run blocked on a command of kind slot, release, counter, rate or
+ * ratecharge: 1 with its outcome appended into *ev (deliver it), 0 when it
+ * waits (status queued; the caller evicts it), -1 when the store failed. */
+int slots_command(wfrun *r, const wfvm_cmd *c, hist_event *ev);
+/* A run ended: what it held or queued for goes to the next in line. */
+void slots_release_all(engine *e, const char *wf_id);
+
+/* client.c */
+/* engine cancel from inside the engine, in the current batch, without
+ * dispatching now (a run is being handled): 0, or -1 with err. */
+int engine_cancel_in_batch(engine *e, const char *id, const char *identity, char *err, size_t errlen);
 
 /* hooks.c */
 void hooks_open(engine *e);

@@ -123,7 +123,7 @@ static void test_open_creates_schema(void **state) {
   store_close(s);
 
   const char *tables[] = {"meta",  "workflows", "history",       "code",  "run_modules",
-                          "tasks", "signals",   "domain_events", "tokens", "event_feed"};
+                          "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
     snprintf(sql, sizeof sql, "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
@@ -133,7 +133,7 @@ static void test_open_creates_schema(void **state) {
   }
   char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
   assert_non_null(v);
-  assert_string_equal(v, "2");
+  assert_string_equal(v, "3");
   free(v);
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
   assert_non_null(jm);
@@ -267,12 +267,12 @@ static void test_open_refuses_foreign_sqlite(void **state) {
 static void test_open_refuses_newer_schema(void **state) {
   fixture *f = *state;
   store_close(open_ok(f->db));
-  raw_exec(f->db, "UPDATE meta SET value='3' WHERE key='schema_version'");
+  raw_exec(f->db, "UPDATE meta SET value='4' WHERE key='schema_version'");
   store *s = (store *)1;
   char err[512] = "";
   assert_int_equal(store_open(f->db, 0, &s, err, sizeof err), STORE_ERR);
   assert_null(s);
-  assert_non_null(strstr(err, "schema version 3"));
+  assert_non_null(strstr(err, "schema version 4"));
 }
 
 /* ------------------------------------------------------------- history --- */
