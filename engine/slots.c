@@ -213,6 +213,7 @@ out:
 static int release(wfrun *r, const wfvm_cmd *c, hist_event *ev) {
   char *key = json_get_string(c->payload, strlen(c->payload), "key");
   int held = key ? store_slot_del(r->e->st, r->id, c->name, key) : -1;
+  if (held > 0) crash_point("slot.release");
   int rc = held < 0 || slots_grant(r->e, c->name, key, NULL) < 0 ? -1 : answer(r, c, "SlotReleased", held ? "true" : "false", ev);
   free(key);
   return rc;

@@ -35,6 +35,7 @@ declare -A INPUT=(
   [findings_text]='{}'
   [nondet]='{}'
   [replay_result]='{}'
+  [slots]='{"key":"det","limit":1,"hold":0.05,"rate":{"limit":5,"per":1},"pause":0.01,"release":true}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"

@@ -17,7 +17,8 @@ end
 if mode == "history" then
   local outcome_of, commands, completed = {}, {}, 0
   for _, r in ipairs(rows) do
-    if r.type == "ActivityScheduled" or r.type == "TimerStarted" or r.type == "SignalWaitStarted" then
+    if r.type == "ActivityScheduled" or r.type == "TimerStarted" or r.type == "SignalWaitStarted"
+        or (r.type:match("Requested$") and r.type ~= "CancelRequested") then -- slots, counters, rates
       commands[r.seq] = r
     end
     if r.ref and r.ref > 0 then

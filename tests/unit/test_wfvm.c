@@ -1225,6 +1225,103 @@ static void test_free_releases_everything(void **state) {
   if (grown > 64 * 1024) fail_msg("heap in use grew by %ld bytes over 20 cycles", grown);
 }
 
+/* ------------------------------------------------------------- limits --- */
+
+/* wf.acquire, wf.release, wf.counter and wf.rate are blocking commands with
+ * their arguments in canonical JSON (defaults filled in), and their outcomes
+ * come back as values; a replay returns the same without the engine. */
+static void test_limits_commands(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local a = wf.acquire('sandboxes')\n"
+      "  local d, why = wf.acquire('pr', {key = 'o/r#1', limit = 2, strategy = 'drop'})\n"
+      "  local n = wf.counter('tokens', 12.5)\n"
+      "  local w = wf.rate('requests', {limit = 60, per = 60})\n"
+      "  local c = wf.rate('tokens', {per = 60, charge = 300, pause = 1.5})\n"
+      "  local r = wf.release('sandboxes')\n"
+      "  return {a = a, d = d == nil and 'nil' or d, why = why, n = n, w = w, c = c, r = r}\n"
+      "end\n";
+  static const struct { const char *kind, *name, *payload, *outcome, *value; } steps[] = {
+      {"slot", "sandboxes", "{\"key\":\"\",\"limit\":1,\"pool\":\"sandboxes\",\"strategy\":\"queue\"}", "SlotGranted",
+       "true"},
+      {"slot", "pr", "{\"key\":\"o/r#1\",\"limit\":2,\"pool\":\"pr\",\"strategy\":\"drop\"}", "SlotDropped",
+       "{\"held\":2,\"limit\":2}"},
+      {"counter", "tokens", "{\"delta\":12.5}", "CounterUpdated", "112.5"},
+      {"rate", "requests", "{\"cost\":1,\"limit\":60,\"per_ms\":60000}", "RateGranted", "0.25"},
+      {"ratecharge", "tokens", "{\"charge\":300,\"pause_ms\":1500,\"per_ms\":60000}", "RateCharged", "true"},
+      {"release", "sandboxes", "{\"key\":\"\",\"pool\":\"sandboxes\"}", "SlotReleased", "true"},
+  };
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  for (size_t i = 0; i < sizeof steps / sizeof *steps; i++) {
+    assert_state(vm, st, WFVM_BLOCKED);
+    assert_string_equal(wfvm_blocked(vm)->kind, steps[i].kind);
+    assert_string_equal(wfvm_blocked(vm)->name, steps[i].name);
+    assert_string_equal(wfvm_blocked(vm)->payload, steps[i].payload);
+    assert_true(wfvm_blocked(vm)->is_new);
+    st = deliver(&f, vm, steps[i].outcome, steps[i].value);
+  }
+  assert_state(vm, st, WFVM_DONE);
+  const char *want = "{\"a\":true,\"c\":true,\"d\":\"nil\",\"n\":112.5,\"r\":true,\"w\":0.25,\"why\":\"dropped\"}";
+  assert_string_equal(wfvm_output(vm), want);
+  wfvm_free(vm);
+  fake g;
+  memset(&g, 0, sizeof g);
+  vm = vm_new(&g, &cfg, &f.rec);
+  st = start(vm, src);
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), want);
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
+/* Bad arguments are refused before anything is recorded, naming the field. */
+static void test_limits_bad_arguments(void **state) {
+  (void)state;
+  static const struct { const char *call, *message; } bad[] = {
+      {"wf.acquire('p', {limit = 0})", "'limit' must be a whole number from 1 to 1000000"},
+      {"wf.acquire('p', {limit = 1.5})", "'limit' must be a whole number"},
+      {"wf.acquire('p', {limit = '2'})", "'limit' must be a whole number"},
+      {"wf.acquire('p', {strategy = 'lifo'})", "'strategy' must be queue, cancel_in_progress or drop"},
+      {"wf.acquire('p', {key = 7})", "'key' must be a string"},
+      {"wf.acquire('p', {key = string.rep('k', 257)})", "'key' must be at most 256 bytes"},
+      {"wf.acquire('p', {key = 'a\\0b'})", "without NUL"},
+      {"wf.acquire('')", "the pool name must be 1-128 bytes"},
+      {"wf.counter('c', 0/0)", "delta must be a finite number"},
+      {"wf.counter('c', math.huge)", "delta must be a finite number"},
+      {"wf.rate('r', {limit = 0})", "'limit' must be a number from 1"},
+      {"wf.rate('r', {per = 0})", "'per' must be a number from 0.001"},
+      {"wf.rate('r', {per = 1, charge = -1})", "'charge' must be a number from 0"},
+      {"wf.rate('r', {per = 1, charge = 1, pause = 1/0})", "'pause' must be a number"},
+      {"wf.rate('r')", "bad argument #2"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *src = util_fmt("local wf = require 'workflow'\n"
+                         "return function()\n"
+                         "  local ok, e = pcall(function() return %s end)\n"
+                         "  return {ok = ok, e = tostring(e), n = wf.info().history_length}\n"
+                         "end\n",
+                         bad[i].call);
+    fake f;
+    fake_init(&f, "{}", SEED);
+    wfvm_config cfg = base_cfg();
+    wfvm_state st;
+    wfvm *vm = run_live(&f, &cfg, src, &st);
+    assert_state(vm, st, WFVM_DONE);
+    const char *out = wfvm_output(vm);
+    if (!strstr(out, "\"ok\":false") || !strstr(out, bad[i].message) || !strstr(out, "\"n\":1"))
+      fail_msg("%s: got %s, wanted an error with \"%s\" and nothing recorded", bad[i].call, out, bad[i].message);
+    wfvm_free(vm);
+    fake_free(&f);
+    free(src);
+  }
+}
+
 /* ----------------------------------------------------------- known bugs --- */
 
 /* wf.now() must give the same value live and on replay (design: "deterministic
@@ -1841,6 +1938,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_script_failures),
       cmocka_unit_test(test_continue_as_new),
       cmocka_unit_test(test_free_releases_everything),
+      cmocka_unit_test(test_limits_commands),
+      cmocka_unit_test(test_limits_bad_arguments),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {
