@@ -838,6 +838,8 @@ static void declare_metrics(metrics *m) {
   metrics_declare(m, "engine_sandboxes_live", METRIC_GAUGE, "Sandboxes of unfinished sessions.", NULL, 0);
   metrics_declare(m, "engine_model_tokens_total", METRIC_COUNTER, "Model tokens by provider and kind.", NULL, 0);
   metrics_declare(m, "engine_approvals_pending", METRIC_GAUGE, "Approval requests waiting for an answer.", NULL, 0);
+  metrics_declare(m, "engine_slots", METRIC_GAUGE, "Slots of concurrency limits and caps, held or queued, by pool.",
+                  NULL, 0);
 }
 
 typedef struct group_ctx {
@@ -858,6 +860,18 @@ static int set_group(void *ud, const char *key, int64_t n) {
   return 0;
 }
 
+/* key "POOL\x1fSTATE" (store_group_count) */
+static int set_slots(void *ud, const char *key, int64_t n) {
+  metrics *m = ud;
+  const char *us = key ? strrchr(key, '\x1f') : NULL;
+  if (!us) return 0;
+  char pool[160];
+  snprintf(pool, sizeof pool, "%.*s", (int)(us - key), key);
+  const char *labels[] = {"pool", pool, "state", us + 1, NULL};
+  metrics_set(m, "engine_slots", labels, (double)n);
+  return 0;
+}
+
 static int count_pending(void *ud, const wf_row *w) {
   approvals_ctx *x = ud;
   approval_request p;
@@ -871,6 +885,7 @@ static void h_metrics(api *a, httpd_req *r, ctx *c) {
   metrics *m = a->m;
   metrics_clear(m, "engine_workflows");
   metrics_clear(m, "engine_tasks");
+  metrics_clear(m, "engine_slots");
   group_ctx g = {m, "engine_workflows", "status", 0};
   int bad = store_group_count(a->rd, STORE_GROUP_STATUS, set_group, &g) != STORE_OK;
   g = (group_ctx){m, "engine_tasks", "kind", 0};
@@ -878,6 +893,7 @@ static void h_metrics(api *a, httpd_req *r, ctx *c) {
   metrics_set(m, "engine_timers_pending", NULL, (double)g.timers);
   group_ctx sb = {m, "engine_sandboxes_live", NULL, 0};
   bad |= store_group_count(a->rd, STORE_GROUP_SANDBOXES, set_group, &sb) != STORE_OK;
+  bad |= store_group_count(a->rd, STORE_GROUP_SLOTS, set_slots, m) != STORE_OK;
   approvals_ctx x = {a, {0}, 0, 0};
   bad |= store_wf_list(a->rd, "waiting", count_pending, &x) != STORE_OK;
   if (bad) return reply_store_error(a, r, a->rd);

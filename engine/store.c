@@ -106,6 +106,7 @@ enum {
   Q_GROUP_STATUS,
   Q_GROUP_TASKS,
   Q_GROUP_SANDBOXES,
+  Q_GROUP_SLOTS,
   Q_DATA_VERSION,
   Q_COUNT_HIST,
   Q_META_GET,
@@ -197,6 +198,8 @@ static const char *SQL[Q__N] = {
     [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
                           "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
                           "d.type='sandbox.ready')",
+    [Q_GROUP_SLOTS] = "SELECT pool||char(31)||(CASE WHEN held THEN 'held' ELSE 'queued' END), count(*) FROM slots "
+                      "GROUP BY pool, held",
     [Q_DATA_VERSION] = "PRAGMA data_version",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=?",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=?",
@@ -765,7 +768,10 @@ int store_wf_page(store *s, const char *status, const char *script, int64_t afte
 }
 
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
-  int q = what == STORE_GROUP_STATUS ? Q_GROUP_STATUS : what == STORE_GROUP_TASKS ? Q_GROUP_TASKS : Q_GROUP_SANDBOXES;
+  int q = what == STORE_GROUP_STATUS  ? Q_GROUP_STATUS
+          : what == STORE_GROUP_TASKS ? Q_GROUP_TASKS
+          : what == STORE_GROUP_SLOTS ? Q_GROUP_SLOTS
+                                      : Q_GROUP_SANDBOXES;
   sqlite3_stmt *st = stmt(s, q);
   if (!st) return STORE_ERR;
   int rc;

@@ -246,9 +246,10 @@ int store_counter_put(store *s, const char *name, const counter_row *c);
 /* Counters whose name starts with prefix, by name. */
 int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud);
 
-/* Counts for /metrics: workflows by status, tasks by kind, or the sandboxes
- * of unfinished sessions (one row, key "live"). */
-typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES } store_group;
+/* Counts for /metrics: workflows by status, tasks by kind, the sandboxes of
+ * unfinished sessions (one row, key "live"), or slots by pool and state (key
+ * "POOL\x1fheld" or "POOL\x1fqueued"). */
+typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES, STORE_GROUP_SLOTS } store_group;
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 
 /* Counts rows of a table for diagnostics (show). */

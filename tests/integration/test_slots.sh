@@ -17,7 +17,10 @@ wait_last() { # wait_last ID EVENT-TYPE: until the run's last history event is o
   fail "$1 never reached $2: $(engine history "$1" 2>&1 | tail -2)"
 }
 
-bg S engine serve
+"$ENGINE" serve --listen 127.0.0.1:0 2>"$T/serve.err" &
+S=$!; PIDS+=("$S")
+for _ in $(seq 100); do grep -q "API on" "$T/serve.err" 2>/dev/null && break; sleep 0.05; done
+U="$(grep -o 'http://[0-9.:]*' "$T/serve.err")"
 
 # --- a limit of 2 over 8 runs: never more than 2 hold it, and all finish
 for i in $(seq 8); do start "a$i" '{"key":"two","limit":2,"hold":0.3}'; done
@@ -42,6 +45,10 @@ assert_contains "show names the slot and the place in line" "slot 'p' key 'fifo'
 assert_eq "the API's waits: position" 3 "$(engine show w3 --json | jget waits.position)"
 assert_contains "list --json has the queue" '"queue":{"pool":"p","key":"fifo","position":1}' \
   "$(engine list --json --status queued | grep '"w1"')"
+m="$(curl -s "$U/metrics")"
+assert_contains "/metrics: slots queued" 'engine_slots{pool="p",state="queued"} 3' "$m"
+assert_contains "/metrics: slots held" 'engine_slots{pool="p",state="held"} 1' "$m"
+assert_eq "GET /v1/workflows/ID: waits" slot "$(curl -s "$U/v1/workflows/w2" | jget waits.kind)"
 engine cancel w2 >/dev/null 2>&1
 wait_status w2 cancelled 10 && pass "a queued run is cancelled" || fail "w2 was not cancelled"
 assert_eq "the one behind it moves up" 2 "$(engine show w3 --json | jget waits.position)"
