@@ -11,7 +11,7 @@
 # Nothing is printed on stderr while completing.
 
 _engine_commands=(start serve signal approve cancel list show events history replay gc policy token completion)
-_engine_statuses=(running waiting completed failed cancelled stuck)
+_engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
 _engine_valued=" --server --token --color --db --input --id --listen --workflows --request --reason --status --run --script --scopes "
@@ -145,7 +145,7 @@ _engine_argument() {
   local -a lines
   case $cmd:$1 in
     start:0) _engine_files "" "$cur" lua ;;
-    signal:0 | cancel:0) _engine_ids "" "$cur" running,waiting,stuck ;;
+    signal:0 | cancel:0) _engine_ids "" "$cur" running,waiting,queued,stuck ;;
     approve:0) _engine_ids "" "$cur" waiting ;;
     show:0 | events:0 | history:0 | replay:0) _engine_ids "" "$cur" ;;
     signal:1)

@@ -63,7 +63,7 @@ assert_eq "every command" "approve cancel completion events gc history list poli
   "$(c "engine " | lines)"
 assert_eq "global options before the command" "--color --help --server --token" "$(c "engine --" | lines)"
 assert_eq "a command after --server URL" "serve show signal start" "$(c "engine --server http://127.0.0.1:1 s" | lines)"
-assert_eq "list --status offers the statuses" "cancelled completed failed running stuck waiting" \
+assert_eq "list --status offers the statuses" "cancelled completed failed queued running stuck waiting" \
   "$(c "engine list --status " | lines)"
 assert_eq "list --status w" "waiting" "$(c "engine list --status w" | lines)"
 assert_eq "--status=wa (bash cuts at =)" "waiting" \
