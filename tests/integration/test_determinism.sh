@@ -32,6 +32,7 @@ declare -A INPUT=(
   [numbers]='{"case":"activity","activity":"numbers_acts.ok"}'
   [json_meaning]='{"text":"{\"int\":3,\"big\":9007199254740993}"}'
   [many_events]='{"n":30}'
+  [slots]='{}'
   [findings_text]='{}'
   [nondet]='{}'
   [replay_result]='{}'
