@@ -1868,6 +1868,94 @@ static int cmd_token(args *a, common *c) {
   return EXIT_OK;
 }
 
+/* ---------------------------------------------------------------- quota --- */
+
+static const char *QUOTA_HELP =
+    "usage: engine quota list [--json] [--db PATH]\n"
+    "\n"
+    "Shows the quotas of the engine's limits file ($ENGINE_LIMITS, else limits.lua\n"
+    "beside the database) and what each identity used: identity, quota, period (the\n"
+    "UTC day or month), used and limit, one row per counter the sessions kept\n"
+    "(earlier periods too) and one for each identity the file names that has used\n"
+    "nothing this period. --json prints one object per row: {identity, quota,\n"
+    "period, used, limit} (no limit when the file sets none). A session over a\n"
+    "quota ends with limit.exceeded.\n";
+
+typedef struct counters {
+  ubuf b;
+  int n;
+} counters;
+
+static int add_counter(void *ud, const counter_row *r) {
+  counters *l = ud;
+  char *name = json_quote(r->name), num[40];
+  snprintf(num, sizeof num, "%.17g", r->value);
+  char *item = util_fmt("%s{\"name\":%s,\"value\":%s}", l->n++ ? "," : "", name, num);
+  ubuf_add(&l->b, item, strlen(item));
+  free(item);
+  free(name);
+  return 0;
+}
+
+static int print_quota_json(void *ud, const char *v, size_t n) {
+  (void)ud;
+  put_json(stdout, util_fmt("%.*s", (int)n, v));
+  return 0;
+}
+
+static int print_quota_line(void *ud, const char *v, size_t n) {
+  (void)ud;
+  char *line = json_string(v, n);
+  if (line) render_line(stdout, 0, "%s", line);
+  free(line);
+  return 0;
+}
+
+/* The counters come from the store (prefix total:quota:); the limits and the
+ * table from the worker's quota_list hook (lua/activities/worker.lua), which
+ * reads the limits file as sessions do. */
+static int cmd_quota(args *a, common *c) {
+  const char *pos[1] = {NULL};
+  int rc = parse_simple(a, c, QUOTA_HELP, pos, 1, 1);
+  if (rc || c->help) return rc;
+  if (strcmp(pos[0], "list") != 0) return die(EXIT_USAGE, "quota: unknown subcommand '%s' (list; see --help)", pos[0]);
+  store *st;
+  if ((rc = open_existing(c->db, &st))) return rc;
+  counters l = {{0}, 0};
+  ubuf_add(&l.b, "{\"counters\":[", 13);
+  if (store_counter_list(st, "total:quota:", add_counter, &l) != STORE_OK) {
+    ubuf_free(&l.b);
+    return read_failed(st, "the quota counters", c->db);
+  }
+  ubuf_add(&l.b, "]}", 3); /* with the NUL */
+  enum { REPORT_MAX = 8 << 20 };
+  char *report = util_xmalloc(REPORT_MAX);
+  rc = engine_maintenance(st, "quota_list", l.b.p, report, REPORT_MAX);
+  store_close(st);
+  ubuf_free(&l.b);
+  const char *v;
+  size_t vn, n = strlen(report);
+  if (rc == 0 && n + 1 >= REPORT_MAX) { /* cut short: never print part of the list */
+    util_seterr(report, REPORT_MAX, "the list is longer than %d bytes", REPORT_MAX);
+    rc = -1;
+  }
+  if (rc) {
+    rc = die(EXIT_USAGE, "quota list: %s", report);
+    free(report);
+    return rc;
+  }
+  char *warning = json_get_string(report, n, "warning");
+  if (warning) render_line(stderr, 0, "engine: quota list: %s", warning);
+  free(warning);
+  if (c->json) {
+    if (json_get(report, n, "rows", &v, &vn) == 1 && *v == '[') json_each(v, vn, print_quota_json, NULL);
+  } else if (json_get(report, n, "lines", &v, &vn) == 1 && *v == '[') {
+    json_each(v, vn, print_quota_line, NULL);
+  }
+  free(report);
+  return EXIT_OK;
+}
+
 /* ----------------------------------------------------------------- main --- */
 
 static const char *MAIN_HELP =
@@ -1889,6 +1977,7 @@ static const char *MAIN_HELP =
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
+    "  quota list                         quotas of the limits file: use and limits\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
@@ -1941,7 +2030,7 @@ int cli_main(int argc, char **argv) {
   if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
   if (check_color(&c)) return EXIT_USAGE;
   if (c.server && !asks_help(&a)) {
-    static const char *local_only[] = {"serve", "replay", "gc", "policy", "token", NULL};
+    static const char *local_only[] = {"serve", "replay", "gc", "policy", "token", "quota", NULL};
     for (const char **k = local_only; *k; k++)
       if (strcmp(cmd, *k) == 0)
         return die(EXIT_USAGE, "%s does not work with --server (yet)%s", cmd,
@@ -1960,5 +2049,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "approve") == 0) return cmd_approve(&a, &c);
   if (strcmp(cmd, "policy") == 0) return cmd_policy(&a, &c);
   if (strcmp(cmd, "token") == 0) return cmd_token(&a, &c);
+  if (strcmp(cmd, "quota") == 0) return cmd_quota(&a, &c);
   return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
 }

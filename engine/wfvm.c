@@ -496,17 +496,18 @@ static lua_Number opt_number(lua_State *L, int t, const char *k, lua_Number dflt
                              int integral, const char *what) {
   lua_Number v = dflt;
   if (lua_isnoneornil(L, t)) return v;
-  int type = lua_getfield(L, t, k);
-  if (type != LUA_TNIL) v = lua_tonumber(L, -1);
+  if (lua_getfield(L, t, k) == LUA_TNIL) {
+    lua_pop(L, 1); /* an absent field leaves the stack as it was: callers push right after */
+    return v;
+  }
+  int isnum = lua_type(L, -1) == LUA_TNUMBER;
+  v = lua_tonumber(L, -1);
   lua_pop(L, 1);
-  if (type != LUA_TNIL) {
-    int isnum = type == LUA_TNUMBER;
+  if (!isnum || !(v >= lo && v <= hi) || (integral && v != (lua_Number)(int64_t)v)) {
     char msg[200];
-    if (!isnum || !(v >= lo && v <= hi) || (integral && v != (lua_Number)(int64_t)v)) {
-      snprintf(msg, sizeof msg, "%s: '%s' must be %s from %.15g to %.15g", what, k,
-               integral ? "a whole number" : "a number", (double)lo, (double)hi);
-      raise_error(L, "InvalidArgument", msg);
-    }
+    snprintf(msg, sizeof msg, "%s: '%s' must be %s from %.15g to %.15g", what, k,
+             integral ? "a whole number" : "a number", (double)lo, (double)hi);
+    raise_error(L, "InvalidArgument", msg);
   }
   return v;
 }

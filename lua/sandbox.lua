@@ -557,6 +557,21 @@ function M.destroy(sb)
   return { removed = removed }
 end
 
+-- What a provision cut short (cancelled, or failed part-way) may have left:
+-- the session's container and workspace, found by the names provision gives
+-- them. A create Docker took before the cut may still be under way, so a miss
+-- is looked at again a moment later. Returns {removed = bool}.
+function M.destroy_session(session_id, pause)
+  local removed = false
+  for look = 1, 2 do
+    local ok, gone = pcall(docker.remove, container_name(session_id))
+    if ok and gone then removed = true break end
+    if look == 1 and pause then pause(0.5) end
+  end
+  remove_workspace(M.workspace_root() .. "/" .. M.sandbox_name(session_id))
+  return { removed = removed }
+end
+
 -- Removes every labelled container (running or not) whose session is not in
 -- live (a set of workflow ids), with its workspace, and every workspace of
 -- this database whose session is not live. Returns what it removed. Without

@@ -52,24 +52,137 @@ return function(input)
   local started = wf.now()
   local deadline_ms = now_ms() + math.floor(limits.timeoutSeconds * 1000)
   wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = perms.tools,
-    skills = input.skills or {}, limits = limits, identity = input.identity })
+    skills = input.skills or {}, limits = limits, identity = input.identity, caps = prep.caps,
+    concurrency = prep.concurrency })
   wf.checkpoint("message", function() return prep.first_message end)
 
+  -- The engine's limits (lua/caps.lua; nil without a limits file) and the
+  -- input's concurrency key: slots held until the run ends, waited for in
+  -- line (status queued). The session's own clock starts once it is let in.
+  local caps, conc, provider = prep.caps or {}, prep.concurrency, prep.provider
+  local admitted = false
+  if conc then
+    local got = wf.acquire("session-key", { key = conc.key, limit = conc.limit, strategy = conc.strategy })
+    if not got then
+      local msg = string.format("concurrency key '%s' is at its limit of %d (strategy drop)", conc.key, conc.limit)
+      wf.emit("session.failed", { reason = "concurrency", error = msg, key = conc.key, limit = conc.limit })
+      error({ type = "ConcurrencyDropped", message = msg, key = conc.key, limit = conc.limit }, 0)
+    end
+    admitted = true
+  end
+  if caps.sessions then
+    wf.acquire("sessions", { limit = caps.sessions })
+    admitted = true
+  end
+
   status("PROVISIONING")
-  local sb = wf.activity("sandbox.provision", { session_id = id, task = prep.task, simple = prep.simple,
-    files = prep.files, skills = prep.skills, writable = perms.writablePaths, limits = limits },
-    { start_to_close = 300, retry = { max_attempts = 3 } })
+  if caps.sandboxes then
+    wf.acquire("sandboxes", { limit = caps.sandboxes })
+    admitted = true
+  end
+  if admitted then
+    started = wf.now()
+    deadline_ms = now_ms() + math.floor(limits.timeoutSeconds * 1000)
+  end
+  local provisioned, sb = pcall(function()
+    return wf.activity("sandbox.provision", { session_id = id, task = prep.task, simple = prep.simple,
+      files = prep.files, skills = prep.skills, writable = perms.writablePaths, limits = limits },
+      { start_to_close = 300, retry = { max_attempts = 3 } })
+  end)
+  if not provisioned then
+    -- cut short (cancelled: a newer start with the same concurrency key, engine
+    -- cancel) or failed part-way: what it made is found by the session's id
+    wf.activity("sandbox.destroy_session", { session_id = id }, { retry = { max_attempts = 10, initial_interval = 1 } })
+    if caps.sandboxes then wf.release("sandboxes") end
+    error(sb, 0)
+  end
   wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id })
 
   local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
   local cost, prices = 0, prep.model.prices -- {input=, output=} in USD per million tokens
   local repairs, MAX_REPAIRS = 0, 2
   local function remaining() return (deadline_ms - now_ms()) / 1000 end
-  local function over(what, limit, value)
+  local function over(what, limit, value, extra)
     exceeded = { limit = what, max = limit, value = value }
+    for k, v in pairs(extra or {}) do exceeded[k] = v end
     wf.emit("limit.exceeded", exceeded)
     outcome = "limit"
   end
+
+  -- Quotas: the identity's use this UTC day and month, kept by the engine
+  -- across sessions and restarts (wf.counter), checked before each model call.
+  local quota, lim = caps.quota, caps.quota and require("caps")
+  local function over_quota()
+    local t = wf.now()
+    for _, q in ipairs(lim.QUOTAS) do
+      if quota[q] then
+        local used = wf.counter(lim.counter_name(quota.identity, q, t), 0)
+        if used >= quota[q] then
+          over("quota", quota[q], used, { quota = q, identity = quota.identity })
+          return true
+        end
+      end
+    end
+    return false
+  end
+  local function count_quota(turn_tokens, turn_cost)
+    local t = wf.now()
+    for _, q in ipairs(lim.QUOTAS) do
+      local delta = q:match("^tokens") and turn_tokens or turn_cost
+      if quota[q] and delta > 0 then wf.counter(lim.counter_name(quota.identity, q, t), delta) end
+    end
+  end
+
+  -- A model call under the engine's caps: a slot of the provider's
+  -- concurrent calls, then room in its shared rate windows. With a rate set,
+  -- a 429 with a retry-after comes back at once (defer_rate_limit) and
+  -- pauses the shared window, so every session on this provider waits it out
+  -- (durably, here) rather than meeting 429s of its own.
+  local rate = caps.rate
+  local function pause_rate(seconds)
+    local name = rate.requests and "requests:" or "tokens:"
+    wf.rate(name .. provider, { per = rate.window, charge = 0, pause = math.min(86400, seconds) })
+  end
+  -- A turn's tokens are known once it is done: it reserves what this
+  -- session's last turn took (sessions that start together in a window then
+  -- do not all pass it) and is charged the rest afterwards.
+  local last_tokens = 0
+  local function capped_turn(mopts)
+    if rate then mopts.defer_rate_limit = true end
+    local rate_limited, reserved = 0, 0
+    while true do
+      if caps.model_calls then wf.acquire("model-calls", { key = provider, limit = caps.model_calls }) end
+      if rate and rate.requests then wf.rate("requests:" .. provider, { limit = rate.requests, per = rate.window }) end
+      if rate and rate.tokens then
+        wf.rate("tokens:" .. provider, { limit = rate.tokens, per = rate.window, cost = last_tokens })
+        reserved = reserved + last_tokens
+      end
+      if remaining() <= 0 then
+        if caps.model_calls then wf.release("model-calls", { key = provider }) end
+        return nil
+      end
+      local ok, turn = pcall(function()
+        return wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
+          { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+      end)
+      if caps.model_calls then wf.release("model-calls", { key = provider }) end
+      if ok then
+        local u = turn.usage or {}
+        last_tokens = (u.input_tokens or 0) + (u.output_tokens or 0)
+        if rate and rate.tokens and last_tokens > reserved then
+          wf.rate("tokens:" .. provider, { per = rate.window, charge = last_tokens - reserved })
+        end
+        return turn
+      end
+      if rate and type(turn) == "table" and turn.type == "RateLimited" and turn.retry_after and rate_limited < 5 then
+        rate_limited = rate_limited + 1
+        pause_rate(turn.retry_after)
+      else
+        error(turn, 0)
+      end
+    end
+  end
+  local capped = caps.model_calls or rate
 
   local ok, err = pcall(function()
     status("RUNNING")
@@ -81,16 +194,30 @@ return function(input)
       if prices and limits.maxCostUsd > 0 and cost >= limits.maxCostUsd then
         over("maxCostUsd", limits.maxCostUsd, cost) break
       end
+      if quota and over_quota() then break end
       turns = turns + 1
       local mopts = { lenient_tools = true } -- an unknown tool or bad arguments go back to the model
       for k, v in pairs(input.modelOptions or {}) do mopts[k] = v end
-      local turn = wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
-        { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+      local turn
+      if capped then
+        turn = capped_turn(mopts)
+        if not turn then -- the time ran out waiting for a slot or the rate
+          turns = turns - 1
+          over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
+          break
+        end
+      else
+        turn = wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
+          { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+      end
       local u = turn.usage or {}
+      local turn_tokens, turn_cost = (u.input_tokens or 0) + (u.output_tokens or 0), 0
       tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
       if prices then
-        cost = cost + ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6
+        turn_cost = ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6
+        cost = cost + turn_cost
       end
+      if quota then count_quota(turn_tokens, turn_cost) end
       wf.emit("agent.message", { text = turn.text, turn = turns, usage = u, tool_calls = #(turn.tool_calls or {}) })
       if not turn.tool_calls or #turn.tool_calls == 0 then
         -- validateResult: the answer must be a JSON object (matching the
@@ -224,6 +351,7 @@ return function(input)
 
   status("DESTROYING")
   wf.activity("sandbox.destroy", { sandbox = sb }, { retry = { max_attempts = 10, initial_interval = 1 } })
+  if caps.sandboxes then wf.release("sandboxes") end -- the other slots go with the run's end
   if not ok then
     wf.emit("session.failed", { error = type(err) == "table" and err.message or tostring(err) })
     error(err, 0)

@@ -3,7 +3,9 @@
 -- each turn is its own durable step and its usage lands in the history.
 -- With from_history = true the step takes the system prompt, the tools and the
 -- transcript from the workflow's own history up to itself (lua/transcript.lua)
--- instead of from its arguments.
+-- instead of from its arguments. turn.rate_limited is the largest retry-after
+-- (seconds) of the 429s the turn waited out; options.defer_rate_limit = true
+-- raises such a 429 at once instead (lua/runners/common.lua).
 local activity = require "activity"
 local runners = require "runners"
 
@@ -19,6 +21,12 @@ function M.turn(args)
     -- watchers see the text as it is written (never logged: agent.message is)
     activity.live("agent.delta", { step = step.seq, attempt = step.attempt, n = deltas, delta = d })
   end
+  -- the largest retry-after honoured on the way (429s): the workflow makes
+  -- every session that shares this provider's rate limit wait as well
+  local rate_limited
+  opts.on_rate_limited = function(seconds)
+    if not rate_limited or seconds > rate_limited then rate_limited = seconds end
+  end
   local system, tools, messages = args.system, args.tools, args.messages
   if args.from_history then
     local transcript = require "transcript"
@@ -26,6 +34,7 @@ function M.turn(args)
   end
   local turn = runners.turn(args.model or {}, { system = system, messages = messages or {}, tools = tools }, opts)
   turn.deltas = deltas
+  turn.rate_limited = rate_limited
   local usage = turn.usage or {}
   activity.usage(turn.provider or (args.model or {}).provider or "openai", tonumber(usage.input_tokens) or 0,
     tonumber(usage.output_tokens) or 0)

@@ -14,5 +14,7 @@ function M.collect(args) return sandbox.collect(args.sandbox, args.max_bytes) en
 function M.copy_in(args) return sandbox.copy_in(args.sandbox, args.path, args.files) end
 function M.copy_out(args) return sandbox.copy_out(args.sandbox, args.path, args.max_bytes) end
 function M.destroy(args) return sandbox.destroy(args.sandbox) end
+-- after a provision that did not complete: by the session's id alone
+function M.destroy_session(args) return sandbox.destroy_session(args.session_id, require("activity").sleep) end
 
 return M

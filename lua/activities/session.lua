@@ -40,7 +40,8 @@ local function under(path, roots)
 end
 
 local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
-  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1 }
+  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1, concurrency = 1 }
+local STRATEGIES = { queue = true, cancel_in_progress = true, drop = true }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
   cpu = 1, memoryMb = 1024, diskMb = 1024 }
 
@@ -138,6 +139,46 @@ function M.prepare(args)
       if f then memory = f:read("a"); f:close() end
     end
   end
+  -- concurrency = {key=, limit=, strategy=}: at most limit sessions with this key at once
+  local concurrency
+  if input.concurrency ~= nil then
+    local c = input.concurrency
+    if type(c) ~= "table" or is_list(c) and next(c) ~= nil then
+      problem("concurrency must be an object {key=, limit=, strategy=}")
+    else
+      for k in pairs(c) do
+        if k ~= "key" and k ~= "limit" and k ~= "strategy" then
+          problem("unknown field 'concurrency.%s' (key, limit, strategy)", tostring(k))
+        end
+      end
+      local limit, strategy = c.limit or 1, c.strategy or "queue"
+      if type(c.key) ~= "string" or c.key == "" or #c.key > 256 then
+        problem("concurrency.key must be a string of 1-256 bytes (got %s)", tostring(c.key))
+      end
+      if math.type(limit) ~= "integer" and not (type(limit) == "number" and limit == math.floor(limit)) or
+          limit < 1 or limit > 1000000 then
+        problem("concurrency.limit must be a whole number from 1 to 1000000 (got %s)", tostring(c.limit))
+      end
+      if not STRATEGIES[strategy] then
+        problem("concurrency.strategy must be queue, cancel_in_progress or drop (got %s)", tostring(c.strategy))
+      end
+      concurrency = { key = c.key, limit = math.tointeger(limit) or limit, strategy = strategy }
+    end
+  end
+  -- the provider the model's calls count against, and the engine's limits
+  -- that apply (recorded with this result, so the workflow replays them)
+  local provider
+  if type(model) == "table" and type(model.name) == "string" and model.name ~= "" then
+    local okp, p = pcall(require("runners").provider_of, model)
+    if okp then provider = p else problem("%s", type(p) == "table" and tostring(p.message) or tostring(p)) end
+  end
+  local caps
+  local limits_file = require("caps").path(activity.worker().db_dir)
+  if limits_file then
+    local lim = require "caps"
+    local cfg, lerr = lim.load(limits_file)
+    if not cfg then problem("%s", lerr) else caps = lim.caps(cfg, provider, input.identity or "anonymous") end
+  end
   -- the result schema is checked now, not when the answer comes back
   if input.resultSchema ~= nil then
     local ok, errs = require("jsonschema").check_schema(input.resultSchema, "resultSchema")
@@ -178,6 +219,7 @@ function M.prepare(args)
     tool_definitions = tools.definitions(effective),
     memory_file = input.memoryFile, result_schema = input.resultSchema,
     approval_timeout = input.approvalTimeoutSeconds or 86400,
+    provider = provider, caps = caps, concurrency = concurrency,
   }
 end
 

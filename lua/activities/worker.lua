@@ -7,6 +7,7 @@
 --   changed{dir=}    a watched directory changed (debounced)
 --   gc{live=}        `engine gc`
 --   policy_check{dir=}  `engine policy check`
+--   quota_list{counters=}  `engine quota list`: the quota counters with their limits
 -- live lists the workflows that have not finished: their sandboxes stay.
 -- ENGINE_NO_POLICY_WATCH=1 and ENGINE_NO_SWEEP=1 turn the start-up work off.
 local json = require "json"
@@ -35,6 +36,16 @@ local function sweep(live)
   return removed
 end
 
+-- The engine's limits file, as sessions will read it (lua/caps.lua):
+-- config, path, or nil, path, error.
+local function limits_in_force()
+  local limits = require "caps"
+  local path = limits.path(require("activity").worker().db_dir)
+  if not path then return nil end
+  local cfg, err = limits.load(path)
+  return cfg, path, err
+end
+
 function M.watches()
   if off("ENGINE_NO_POLICY_WATCH") then return { dirs = {} } end
   local dir = session.policies_dir()
@@ -50,6 +61,10 @@ function M.start(args)
   if not off("ENGINE_NO_POLICY_WATCH") then
     log[#log + 1] = policy_line(session.policy_reload({}))
   end
+  -- the limits file is read by each session as it starts; a broken one is
+  -- said here too, so it is seen before a session is refused for it
+  local _, _, lerr = limits_in_force()
+  if lerr then log[#log + 1] = lerr .. " (sessions are refused until it is fixed)" end
   if not off("ENGINE_NO_SWEEP") then
     local removed, err = sweep(args.live)
     if not removed then
@@ -73,5 +88,58 @@ function M.gc(args)
 end
 
 function M.policy_check(args) return session.policy_check(args) end
+
+local function fmt_amount(quota, v)
+  if v == nil then return "-" end
+  if quota:match("^cost") then return string.format("%.4f", v) end
+  return string.format("%.0f", v)
+end
+
+-- `engine quota list`: args.counters = {{name = "total:quota:...", value =}}
+-- (the store's quota counters). Returns {rows = {{identity, quota, period,
+-- used, limit}}, lines = the table for people, warning = a limits file that
+-- cannot be read}. Every counter is a row (earlier days and months too); an
+-- identity named in the limits file with nothing used this period is a row
+-- with used 0. Limits come from the file in force now.
+function M.quota_list(args)
+  local limits = require "caps"
+  local cfg, path, err = limits_in_force()
+  local rows, seen = {}, {}
+  for _, c in ipairs(args.counters or {}) do
+    local name = (c.name or ""):gsub("^total:", "")
+    local id, q, period = limits.parse_counter_name(name)
+    if id then
+      local own = cfg and limits.quota_for(cfg, id)
+      rows[#rows + 1] = { identity = id, quota = q, period = period, used = c.value, limit = own and own[q] or nil }
+      seen[id .. "\0" .. q .. "\0" .. period] = true
+    end
+  end
+  local now = os.time()
+  for id, own in pairs(cfg and cfg.quotas or {}) do
+    if id ~= "default" then
+      for _, q in ipairs(limits.QUOTAS) do
+        local name = limits.counter_name(id, q, now)
+        local _, _, period = limits.parse_counter_name(name)
+        if own[q] and not seen[id .. "\0" .. q .. "\0" .. period] then
+          rows[#rows + 1] = { identity = id, quota = q, period = period, used = 0, limit = own[q] }
+        end
+      end
+    end
+  end
+  table.sort(rows, function(a, b)
+    if a.identity ~= b.identity then return a.identity < b.identity end
+    if a.quota ~= b.quota then return a.quota < b.quota end
+    return a.period > b.period -- the newest first
+  end)
+  local lines = { string.format("%-28s %-20s %-10s %14s %14s", "IDENTITY", "QUOTA", "PERIOD", "USED", "LIMIT") }
+  for _, r in ipairs(rows) do
+    lines[#lines + 1] = string.format("%-28s %-20s %-10s %14s %14s", r.identity, r.quota, r.period,
+      fmt_amount(r.quota, r.used), fmt_amount(r.quota, r.limit))
+  end
+  local warning
+  if err then warning = err .. " (limits not shown)"
+  elseif not path then warning = "no limits file (ENGINE_LIMITS, or limits.lua beside the database): no quotas apply" end
+  return { rows = rows, lines = lines, warning = warning, limits_file = path }
+end
 
 return M

@@ -255,8 +255,13 @@ end
 
 -- Sends one model request with retries. spec: {url, headers, body, stream,
 -- timeout, idle_timeout, connect_timeout, max_retries, secret, error_message =
--- function(status, body) -> string, on_stream = function(res) -> result}.
+-- function(status, body) -> string, on_stream = function(res) -> result,
+-- on_rate_limited = function(seconds), defer_rate_limit = bool}.
 -- Returns on_stream(res) for a 2xx streamed response, or the decoded JSON body.
+-- A 429 with a retry-after is waited out here and reported through
+-- on_rate_limited(seconds); with defer_rate_limit it is raised at once
+-- instead (RateLimited, non_retryable, retry_after = seconds) for the caller
+-- to wait durably. A RateLimited error carries the retry_after it was given.
 function M.request(spec)
   local max_retries = spec.max_retries or 2
   local attempt = 0
@@ -310,6 +315,15 @@ function M.request(spec)
       if should == "true" then retryable = true elseif should == "false" then retryable = false end
       err = status_error(res.status, msg, retryable)
       delay = M.retry_after_seconds(res.headers)
+      if res.status == 429 and delay and delay >= 0 then
+        err.retry_after = delay -- the provider's own word on when to come back
+        -- the caller waits it out durably and makes every session sharing
+        -- the provider's budget wait with it (workflows/agent_session.lua)
+        if spec.defer_rate_limit and retryable and delay <= 86400 then
+          err.non_retryable, err.requests = true, attempt
+          error(err, 0)
+        end
+      end
     end
     if not retryable or attempt > max_retries then
       if not retryable then err.non_retryable = true end
@@ -319,6 +333,8 @@ function M.request(spec)
     if not delay or delay < 0 or delay > 60 then
       local base = math.min(8, 0.5 * 2 ^ (attempt - 1))
       delay = base * (0.75 + math.random() * 0.25) -- jitter
+    elseif err.retry_after and spec.on_rate_limited then
+      spec.on_rate_limited(delay) -- a retry-after honoured here, reported to the caller
     end
     activity.heartbeat()
     activity.sleep(delay)
@@ -503,6 +519,7 @@ function M.post(url, headers, body, stream, opts, key, on_stream)
     url = url, headers = headers, body = json.encode(body), stream = stream,
     timeout = opts.timeout, idle_timeout = opts.idle_timeout, max_retries = opts.max_retries, secret = key,
     error_message = M.provider_message, on_stream = on_stream,
+    on_rate_limited = opts.on_rate_limited, defer_rate_limit = opts.defer_rate_limit,
   })
 end
 

@@ -24,11 +24,12 @@ local RUNNERS = {
   ["openai-responses"] = "runners.openai_responses", anthropic = "runners.anthropic",
 }
 
-function M.runner_for(model)
+-- The runner module's name for a model spec.
+local function module_for(model)
   if type(model) ~= "table" or type(model.name) ~= "string" or model.name == "" then
     error({ type = "InvalidModelSpec", message = "model.name is required", non_retryable = true }, 0)
   end
-  if model.name:sub(1, 7) == "replay:" then return require "runners.replay" end
+  if model.name:sub(1, 7) == "replay:" then return "runners.replay" end
   local p = model.provider
   if p then
     local mod = RUNNERS[p]
@@ -36,11 +37,20 @@ function M.runner_for(model)
       error({ type = "InvalidModelSpec", message = "unknown model provider '" .. tostring(p) ..
         "' (openai, openai-responses, anthropic)", non_retryable = true }, 0)
     end
-    return require(mod)
+    return mod
   end
-  if model.name:match("^claude") or (model.baseUrl or ""):match("anthropic") then return require "runners.anthropic" end
-  return require "runners.openai_chat"
+  if model.name:match("^claude") or (model.baseUrl or ""):match("anthropic") then return "runners.anthropic" end
+  return "runners.openai_chat"
 end
+
+function M.runner_for(model) return require(module_for(model)) end
+
+-- The provider whose limits a model's calls count against (the engine's
+-- limits file, lua/caps.lua): the API it speaks to, openai for both of
+-- OpenAI's wire formats, anthropic, or replay for a recording.
+local PROVIDER = { ["runners.openai_chat"] = "openai", ["runners.openai_responses"] = "openai",
+  ["runners.anthropic"] = "anthropic", ["runners.replay"] = "replay" }
+function M.provider_of(model) return PROVIDER[module_for(M.resolve(model))] end
 
 -- model.live = {name=, provider=, ...}: used instead of model when its
 -- provider's API key is in the engine's environment (a demo that replays a

@@ -54,7 +54,7 @@ assert_eq "says what a URL must be" "engine: --server ftp://127.0.0.1:1: the URL
 assert_exit "--server without a value" 2 "$ENGINE" --server
 assert_exit "--db with --server" 2 remote list --db "$ENGINE_DB"
 assert_contains "says they do not go together" "--db and --server cannot be used together" "$ERR"
-for cmd in "serve" "replay x" "gc" "policy check" "token list"; do
+for cmd in "serve" "replay x" "gc" "policy check" "token list" "quota list"; do
   assert_exit "$cmd with --server" 2 remote $cmd
   assert_eq "says $cmd does not work with --server" "engine: ${cmd%% *} does not work with --server (yet)" "$ERR"
 done

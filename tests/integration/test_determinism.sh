@@ -35,6 +35,7 @@ declare -A INPUT=(
   [findings_text]='{}'
   [nondet]='{}'
   [replay_result]='{}'
+  [limits_defaults]='{}'
   [slots]='{"key":"det","limit":1,"hold":0.05,"rate":{"limit":5,"per":1},"pause":0.01,"release":true}'
 )
 declare -A SKIP=(

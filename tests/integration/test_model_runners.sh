@@ -76,6 +76,15 @@ assert_eq "429 with Retry-After, then success" ok "$(jget turn.text <<<"$out")"
 assert_eq "two requests" 2 "$(nreq)"
 gap="$(requests | lua5.4 -e 'local r=require"cjson".decode(io.read("a")); print(r[2].time - r[1].time >= 0.9 and "waited" or ("only "..(r[2].time-r[1].time)))')"
 assert_eq "honoured Retry-After (1 s)" waited "$gap"
+assert_eq "the turn reports the retry-after it waited out" 1 "$(jget turn.rate_limited <<<"$out")"
+# the engine's rate limits wait out a 429 themselves (durably, and for every
+# session on the provider): with defer_rate_limit the runner raises it at once
+scenario '{"steps":[{"status":429,"headers":{"retry-after":"7"}},{"reply":{"text":"not asked"}}]}'
+out="$("$ENGINE" start "$WF" --id "m-defer" --quiet --input \
+  "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$BASE\"},\"options\":{\"defer_rate_limit\":true}}" 2>>"$T/engine.err")"
+assert_eq "deferred: RateLimited at once" RateLimited "$(jget err.type <<<"$out")"
+assert_eq "with the retry-after" 7 "$(jget err.retry_after <<<"$out")"
+assert_eq "not retried here" "true 1" "$(jget err.non_retryable <<<"$out") $(nreq)"
 scenario '{"steps":[{"status":429,"headers":{"retry-after-ms":"50"}},{"status":500},{"reply":{"text":"third time"}}]}'
 out="$(call anthropic m-3b true)"
 assert_eq "429 (retry-after-ms) then 500 then success" "third time" "$(jget turn.text <<<"$out")"
