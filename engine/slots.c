@@ -145,9 +145,12 @@ static void fmt_number(char *out, size_t n, double v) {
   else snprintf(out, n, "%.17g", v);
 }
 
-/* Appends the command's outcome: 1 (deliver it), or -1 when the append failed. */
+/* Appends the command's outcome: 1 (deliver it), or -1 when the append failed.
+ * The event points at its payload, so the run keeps the bytes (r->answer)
+ * until the caller has delivered it. */
 static int answer(wfrun *r, const wfvm_cmd *c, const char *type, const char *payload, hist_event *ev) {
-  return run_append(r, type, c->seq, c->name, NULL, payload, ev) >= 0 ? 1 : -1;
+  snprintf(r->answer, sizeof r->answer, "%s", payload);
+  return run_append(r, type, c->seq, c->name, NULL, r->answer, ev) >= 0 ? 1 : -1;
 }
 
 /* Waits: a status people read, and the run leaves memory (the caller). */
@@ -214,7 +217,8 @@ static int release(wfrun *r, const wfvm_cmd *c, hist_event *ev) {
   char *key = json_get_string(c->payload, strlen(c->payload), "key");
   int held = key ? store_slot_del(r->e->st, r->id, c->name, key) : -1;
   if (held > 0) crash_point("slot.release");
-  int rc = held < 0 || slots_grant(r->e, c->name, key, NULL) < 0 ? -1 : answer(r, c, "SlotReleased", held ? "true" : "false", ev);
+  int rc = held < 0 || slots_grant(r->e, c->name, key, NULL) < 0 ? -1
+                                                                    : answer(r, c, "SlotReleased", held ? "true" : "false", ev);
   free(key);
   return rc;
 }

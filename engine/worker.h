@@ -33,6 +33,7 @@ typedef struct wfrun {
   int cancel; /* 1 requested, 2 delivered */
   int64_t next_seq;
   wfvm *vm;
+  char answer[128]; /* the payload of an outcome slots.c appended, until it is delivered */
 } wfrun;
 
 /* One running activity attempt, keyed "wf_id/seq" in engine.attempts. */
