@@ -48,6 +48,7 @@ typedef struct conn_rec {
   int64_t receiving_since; /* the connection opened, or its last request ended */
   int handled;             /* its request is with the handler (or streaming): no deadline */
   int cut;                 /* shut down for trickling */
+  httpd_req *req;          /* made by on_uri, until on_completed frees it */
 } conn_rec;
 
 struct httpd_stream {
@@ -86,6 +87,7 @@ struct httpd {
   uv_timer_t timer, sweep;
   int closing, handles;
   int in_run, kicked; /* in MHD_run; a connection was resumed since it began */
+  int fresh;          /* a request line arrived in this MHD_run */
   httpd_limits lim;
   httpd_handler handler;
   void *ud;
@@ -136,11 +138,15 @@ static void on_timer(uv_timer_t *t) { run_mhd(t->data); }
 static void run_mhd(httpd *h) {
   if (h->closing) return;
   h->in_run = 1;
-  h->kicked = 0;
+  h->kicked = h->fresh = 0;
   MHD_run(h->d);
   h->in_run = 0;
   MHD_UNSIGNED_LONG_LONG ms;
-  if (h->kicked)
+  /* a request MHD refuses while it parses the request line (more query
+   * parameters than the connection's memory holds) is closed only in the
+   * next MHD_run, which MHD_get_timeout does not ask for: without a run
+   * right after each new request line the client would wait for the sweep */
+  if (h->kicked || h->fresh)
     uv_timer_start(&h->timer, on_timer, 0, 0);
   else if (MHD_get_timeout(h->d, &ms) == MHD_YES)
     uv_timer_start(&h->timer, on_timer, ms > 3600000 ? 3600000 : (uint64_t)ms, 0);
@@ -179,6 +185,8 @@ static void on_sweep(uv_timer_t *t) {
 
 /* ----------------------------------------------------- MHD callbacks --- */
 
+static void req_free(httpd_req *r);
+
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
   httpd *h = cls;
@@ -195,6 +203,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     *socket_context = r;
   } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
     conn_rec *r = *socket_context;
+    if (r->req) req_free(r->req); /* never completed (see on_uri) */
     if (r->prev) r->prev->next = r->next;
     else h->conns = r->next;
     if (r->next) r->next->prev = r->prev;
@@ -204,6 +213,9 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
   }
 }
 
+/* The request object, made as soon as the request line is read. MHD hands it
+ * to on_completed when the request ends, except for one it refuses while it
+ * parses that line: its connection's close frees that one. */
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
   (void)uri;
   httpd_req *r = util_xcalloc(1, sizeof *r);
@@ -211,6 +223,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
   r->c = c;
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   r->conn = ci ? ci->socket_context : NULL;
+  if (r->conn) r->conn->req = r;
+  r->h->fresh = 1;
   return r;
 }
 
@@ -233,6 +247,12 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     r->conn->handled = 0;
     r->conn->receiving_since = util_mono_ms();
   }
+  req_free(r);
+}
+
+/* Frees a request that has ended (its stream ends with it). */
+static void req_free(httpd_req *r) {
+  if (r->conn && r->conn->req == r) r->conn->req = NULL;
   if (r->stream) {
     httpd_stream *s = r->stream;
     stream_unlink(s);

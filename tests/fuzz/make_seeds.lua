@@ -14,6 +14,9 @@
 --                      or splits, every URL it parses, policy.lua's probe requests
 --   safefs_paths       the escapes tests/unit/test_safefs.c and the sandbox tests try,
 --                      written as the harness's operations
+--   api_requests       the requests tests/integration/api_suite.py sends (its route
+--                      table, tokens and scopes, limits), written as the harness's input,
+--                      to the open server as there and with a token to the other
 -- Existing seed-* files are replaced; corpus entries libFuzzer added (named by
 -- their SHA-1) stay.
 --
@@ -243,6 +246,118 @@ for i, script in ipairs({
   "f x\nw x/y\nl d\t/\nr d/etc/passwd\nL d",
 }) do
   seed("safefs_paths", "escape" .. i, script)
+end
+
+-- ---------------------------------------------------------- api_requests --
+do
+  local S, J = "/v1/workflows", "Content-Type: application/json\n"
+  -- {method, target, headers (lines), body}: api_suite.py's route table
+  local cases = {
+    { "GET", "/healthz" }, { "GET", "/v1/openapi.json" }, { "GET", "/metrics" },
+    { "POST", S, J, '{"script":"tiny.lua","id":"g-1","input":{"a":1}}' },
+    { "POST", S, J, '{"script":"tiny.lua"}' }, { "POST", S, J, '{"script":"sub/nested.lua","id":"g-nested"}' },
+    { "POST", S, J, '{"script":"alias.lua","id":"g-alias"}' }, { "POST", S, J, "" }, { "POST", S, J, '{"script":' },
+    { "POST", S, J, '{"script":"tiny.lua"} x' }, { "POST", S, J, '{"script":"tiny.lua","id":"\255"}' },
+    { "POST", S, J, '{"script":"tiny.lua"}\0' },
+    { "POST", S, J, '{"script":"tiny.lua","input":{"a":' .. ("["):rep(300) .. ("]"):rep(300) .. "}}" },
+    { "POST", S, J, '[{"script":"tiny.lua"}]' }, { "POST", S, J, '"tiny.lua"' }, { "POST", S, J, "null" },
+    { "POST", S, J, '{"script":"tiny.lua","priority":9}' }, { "POST", S, J, '{"script":"tiny.lua","identity":"root"}' },
+    { "POST", S, J, '{"id":"x-1"}' }, { "POST", S, J, '{"script":5}' }, { "POST", S, J, '{"script":"tiny.lua","id":7}' },
+    { "POST", S, J, '{"script":"tiny.lua","id":"bad id"}' }, { "POST", S, J, '{"script":"tiny.lua","id":"a..b"}' },
+    { "POST", S, J, '{"script":"tiny.lua","id":"' .. ("a"):rep(129) .. '"}' },
+    { "POST", S, J, '{"script":"tiny.lua","input":[1,2]}' }, { "POST", S, J, '{"script":"tiny.lua","input":null}' },
+    { "POST", S, J, '{"script":"waiter.lua","id":"w-wait"}' }, { "POST", S, J, '{"script":"tiny.lua","id":"w-wait"}' },
+    { "POST", S, J, '{"script":"../x.lua"}' }, { "POST", S, J, '{"script":"/etc/passwd"}' },
+    { "POST", S, J, '{"script":"@WFDIR/tiny.lua"}' }, { "POST", S, J, '{"script":"sub/../tiny.lua"}' },
+    { "POST", S, J, '{"script":"./tiny.lua"}' }, { "POST", S, J, '{"script":"..\\\\x.lua"}' },
+    { "POST", S, J, '{"script":"tiny.lua\\u0000.lua"}' }, { "POST", S, J, '{"script":"notes.txt"}' },
+    { "POST", S, J, '{"script":"nope.lua"}' }, { "POST", S, J, '{"script":"dangling.lua"}' },
+    { "POST", S, J, '{"script":"escape.lua"}' }, { "POST", S, J, '{"script":"linkdir/evil.lua"}' },
+    { "POST", S, J, '{"script":"dir.lua"}' },
+    { "GET", S }, { "GET", S .. "?status=completed" }, { "GET", S .. "?script=approvals.lua" }, { "GET", S .. "?limit=1" },
+    { "GET", S .. "?status=bogus" }, { "GET", S .. "?limit=ten" }, { "GET", S .. "?limit=99999999999999999999" },
+    { "GET", S .. "?cursor=zzz" }, { "GET", S .. "?cursor=-1.x" }, { "GET", S .. "?limit=2&cursor=1.w-done" },
+    { "GET", S .. "?status=%zz" }, { "GET", S .. "?status=wait%00ing" }, { "GET", S .. "?script=a%2" },
+    { "GET", S .. "?status=%63ompleted" },
+    { "GET", S .. "/w-done" }, { "GET", S .. "/w%2Ddone" }, { "GET", S .. "/w-appr2" }, { "GET", S .. "/w-fail" },
+    { "GET", S .. "/w-cancel" }, { "GET", S .. "/nope-1" }, { "GET", S .. "/a%2Fb" }, { "GET", S .. "/a%00b" },
+    { "GET", S .. "/ab%" }, { "GET", S .. "/" .. ("a"):rep(600) }, { "GET", S .. "/w-done/" }, { "GET", S .. "/.." },
+    { "GET", S .. "/../../healthz" },
+    { "GET", S .. "/w-done/events" }, { "GET", S .. "/w-appr/events?after=1" }, { "GET", S .. "/w-done/events?limit=1" },
+    { "GET", S .. "/w-done/events?after=x" }, { "GET", S .. "/w-done/events?after=-5" },
+    { "GET", S .. "/w-done/events?limit=10001" }, { "GET", S .. "/w-done/events", "Last-Event-ID: xyz\n" },
+    { "GET", S .. "/w-done/events", "Last-Event-ID: 3 or 1=1\n" }, { "GET", S .. "/w-done/events", "Last-Event-ID: 4\n" },
+    { "GET", S .. "/w-done/events", "Accept: text/event-stream\nLast-Event-ID: 2\n" },
+    { "GET", S .. "/w-appr/events", "Accept: text/event-stream\n" },
+    { "GET", S .. "/w-done/events", "Accept: text/event-stream\nLast-Event-ID: abc\n" },
+    { "GET", "/v1/events?limit=1" }, { "GET", "/v1/events?after=3&limit=2" }, { "GET", "/v1/events", "Last-Event-ID: 1x\n" },
+    { "GET", "/v1/events", "Accept: text/event-stream\nLast-Event-ID: 5\n" }, { "GET", "/v1/events?after=%zz" },
+    { "GET", S .. "/w-done/history" }, { "GET", S .. "/w-done/history?run=1" }, { "GET", S .. "/w-done/history?run=9" },
+    { "GET", S .. "/w-done/history?run=one" }, { "GET", S .. "/-x/history" },
+    { "POST", S .. "/w-wait/signals/hello", J, '{"x":1}' }, { "POST", S .. "/w-wait/signals/go", J, '{"p":1}' },
+    { "POST", S .. "/w-wait/signals/a%2Fb", nil, "1" }, { "POST", S .. "/w-wait/signals/hello", J, "{nope" },
+    { "POST", S .. "/w-wait/signals/hello", J, '"\195"' }, { "POST", S .. "/w-wait/signals/a%01b", nil, "1" },
+    { "POST", S .. "/w-appr/signals/approval:r1", J, '{"approved":true,"approver":"mallory"}' },
+    { "POST", S .. "/w-appr/signals/approval%3Ar1", J, '{"approved":true}' },
+    { "POST", S .. "/w-done/signals/go", J, "{}" }, { "POST", S .. "/w-wait/signals/", J, "{}" },
+    { "POST", S .. "/w-wait/cancel" }, { "POST", S .. "/w-done/cancel" }, { "POST", S .. "/a%20b/cancel" },
+    { "GET", "/v1/approvals" },
+    { "POST", S .. "/w-appr/approvals/r1", J, '{"approved":true,"approver":"mallory"}' },
+    { "POST", S .. "/w-appr/approvals/r1", J, '{"reason":"x"}' }, { "POST", S .. "/w-appr/approvals/r1", J, '{"approved":"yes"}' },
+    { "POST", S .. "/w-appr/approvals/r1", J, '{"approved":true,"reason":5}' },
+    { "POST", S .. "/w-appr/approvals/r9", J, '{"approved":true}' }, { "POST", S .. "/w-wait/approvals/r1", J, '{"approved":true}' },
+    { "POST", S .. "/w-appr/approvals/r1", J, '{"approved":true,"reason":"fine"}' },
+    { "POST", S .. "/w-appr2/approvals/r2", J, '{"approved":false,"reason":"no\\nthanks"}' },
+    { "POST", S .. "/w-appr/approvals/r1", J, '{"approved":true,"reason":"\\u0007"}' },
+    { "GET", "/nope" }, { "GET", "/v1" }, { "GET", "/V1/workflows" }, { "GET", "/v1%2Fworkflows" },
+    { "DELETE", S .. "/w-done" }, { "PUT", S, J, "{}" }, { "POST", "/healthz" }, { "GET", S .. "/w-done/cancel" },
+    { "HEAD", "/healthz" }, { "OPTIONS", "/metrics" }, { "PATCH", "/v1/events" },
+  }
+  local function text(c, extra)
+    return c[1] .. " " .. c[2] .. "\n" .. (extra or "") .. (c[3] or "") .. (c[4] and "\n" .. c[4] or "")
+  end
+  for i, c in ipairs(cases) do
+    seed("api_requests", "open" .. i, "open " .. text(c))
+    seed("api_requests", "admin" .. i, text(c, "Authorization: Bearer @ADMIN\n"))
+  end
+  -- api_suite.py's anonymous cases: web pages and other host names
+  for i, h in ipairs({ "Origin: http://evil.example\nContent-Type: text/plain\n", "Origin: null\n",
+    "Host: evil.example:80\n", "Host: 127.0.0.1.evil.example\n", "Host: localhost.evil.example\n", "Host: 127.0.0.1:80x\n",
+    "Host: localhost:7420\n", "Host: [::1]:7420\n", "Host: 127.0.0.2\n", "Host: @HOST\nOrigin: http://@HOST\n",
+    "Host: @HOST\nOrigin: http://127.0.0.1:1\n", "Host: evil.example:1\nOrigin: http://evil.example:1\n",
+    "Authorization: Bearer @ADMIN\n" }) do
+    seed("api_requests", "anonymous" .. i, "open GET /v1/workflows\n" .. h)
+    seed("api_requests", "anonymous-post" .. i, "open POST /v1/workflows\n" .. h .. '\n{"script":"tiny.lua","id":"csrf-1"}')
+  end
+  -- section_tokens: every scope against every route, and bad Authorization headers
+  local routes = { { "GET", S .. "/w-wait" }, { "POST", S, nil, '{"script":"tiny.lua"}' },
+    { "POST", S .. "/w-wait/signals/go", nil, "{}" }, { "POST", S .. "/w-wait/cancel" },
+    { "POST", S .. "/w-appr/approvals/r1", nil, '{"approved":true}' }, { "GET", "/v1/approvals" }, { "GET", "/metrics" } }
+  local auths = { "", "Authorization: Bearer @READ\n", "Authorization: Bearer @WRITE\n", "Authorization: Bearer @APPROVE\n",
+    "Authorization: Bearer @REVOKED\n", "Authorization: Bearer eng_" .. ("A"):rep(43) .. "\n", "Authorization: Basic eDp5\n",
+    "Authorization: Bearer \n", "Authorization: Bearer @ADMINx\n", "Authorization: bearer @READ\n",
+    "Authorization: Bearer @READ\nOrigin: http://ui.example\n", "Authorization: Bearer   @ADMIN\n" }
+  for i, r in ipairs(routes) do
+    for k, a in ipairs(auths) do seed("api_requests", "scope" .. i .. "-" .. k, text(r, a)) end
+  end
+  -- section_body_and_headers: framing and limits (the harness's limits: 16 KiB of body, 4 KiB of head)
+  local post = "POST " .. S .. "\nAuthorization: Bearer @ADMIN\n"
+  for i, s in ipairs({
+    post .. "Content-Length: 1000000000\n\n{{{{",
+    post .. "Content-Length: 99999999999999999999999\n",
+    post .. "Content-Length: 5\n\n" .. '{"script":"tiny.lua"}',
+    post .. "Content-Length: 40\n\n" .. '{"script":"tiny.lua"}',
+    post .. "Content-Length: 5\nContent-Length: 6\n\n{}",
+    post .. "Content-Length: 2\nTransfer-Encoding: chunked\n\n{}",
+    post .. "Content-Length: abc\n\n{}",
+    post .. "\n" .. '{"script":"tiny.lua","input":{"pad":"' .. ("x"):rep(17000) .. '"}}',
+    "GET /healthz\nX-Pad: " .. ("a"):rep(3000) .. "\n",
+    "GET /healthz\nX-Pad: " .. ("a"):rep(9000) .. "\n",
+    "GET /healthz?" .. ("q"):rep(5000) .. "\n",
+    "GET /healthz\nHost: a\nHost: b\n",
+  }) do
+    seed("api_requests", "limits" .. i, s)
+  end
 end
 
 -- ----------------------------------------------------------------- write --
