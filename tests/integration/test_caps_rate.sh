@@ -39,7 +39,10 @@ requests | LIMIT=$LIMIT WINDOW=$WINDOW lua5.4 -e '
 read -r total worst most span <"$T/rate"
 echo "# $total requests over ${span}s; at most $worst in any ${WINDOW}s, $most in one of the engine's windows"
 assert_eq "the server saw every turn" $((N * 2)) "$total"
-[ "$worst" -le $((2 * LIMIT)) ] && pass "no ${WINDOW}s holds more than the limit plus one burst ($worst <= $((2 * LIMIT)))" ||
+# two fixed windows side by side may both be full (the burst), and a request
+# granted at the end of one may reach the server just after it (seen once
+# under ASan on a loaded machine: 21 of 20)
+[ "$worst" -le $((2 * LIMIT + 2)) ] && pass "no ${WINDOW}s holds more than the limit plus one burst ($worst <= $((2 * LIMIT + 2)))" ||
   fail "$worst requests in ${WINDOW}s (limit $LIMIT per window)"
 # a request granted at the end of a window may reach the server just after it
 [ "$most" -le $((LIMIT + 2)) ] && pass "one window of the engine's held at most $most requests" ||
