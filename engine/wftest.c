@@ -40,6 +40,7 @@ typedef struct env {
   int64_t now;   /* the virtual clock, epoch ms */
   lua_State *L;  /* the state calling in, for the activity stubs */
   int stub_ref;  /* registry ref of fn(wf_id, seq, attempt, name, payload) -> ok, json */
+  int in_stub;   /* a stub runs: the engine is inside dispatch and may not be driven */
 } env;
 
 #define ENV_MT "enginetest.env"
@@ -76,7 +77,15 @@ static void env_close(env *v) {
 static env *check_env(lua_State *L) {
   env *v = luaL_checkudata(L, 1, ENV_MT);
   if (!v->e) luaL_error(L, "enginetest: the environment is closed");
-  v->L = L;
+  if (!v->in_stub) v->L = L;
+  return v;
+}
+
+/* The same for the methods that drive the engine: never from inside a stub,
+ * where the engine is in the middle of an attempt. */
+static env *check_driving(lua_State *L) {
+  env *v = check_env(L);
+  if (v->in_stub) luaL_error(L, "an activity stub cannot drive the engine (start, signal, cancel, advance)");
   return v;
 }
 
@@ -95,7 +104,10 @@ static int call_stub(void *ud, const char *wf_id, int64_t seq, int attempt, cons
   lua_pushinteger(L, attempt);
   lua_pushstring(L, name);
   lua_pushstring(L, payload ? payload : "null");
-  if (lua_pcall(L, 5, 2, 0) == LUA_OK && lua_isstring(L, -1)) {
+  v->in_stub = 1;
+  int called = lua_pcall(L, 5, 2, 0);
+  v->in_stub = 0;
+  if (called == LUA_OK && lua_isstring(L, -1)) {
     ok = lua_toboolean(L, -2);
     *json = util_strdup(lua_tostring(L, -1));
   } else {
@@ -156,7 +168,7 @@ static void commit_or_raise(lua_State *L, env *v) {
  * attempts and retries, timers, signal timeouts) until none is, committing
  * each round as the loop would. */
 static int l_settle(lua_State *L) {
-  env *v = check_env(L);
+  env *v = check_driving(L);
   store *st = engine_store(v->e);
   commit_or_raise(L, v);
   for (int i = 0;; i++) {
@@ -181,7 +193,7 @@ static int l_now(lua_State *L) {
 }
 
 static int l_set_now(lua_State *L) {
-  env *v = check_env(L);
+  env *v = check_driving(L);
   lua_Integer ms = luaL_checkinteger(L, 2);
   if (ms < v->now) return luaL_error(L, "enginetest: the clock cannot go back");
   v->now = (int64_t)ms;
@@ -199,7 +211,7 @@ static int l_next_due(lua_State *L) {
 
 /* env:start(id, script, input_json) -> nil | error message. */
 static int l_start(lua_State *L) {
-  env *v = check_env(L);
+  env *v = check_driving(L);
   const char *id = luaL_checkstring(L, 2), *script = luaL_checkstring(L, 3), *input = luaL_checkstring(L, 4);
   char err[1024];
   if (engine_check_id(id, err, sizeof err) != 0 ||
@@ -214,7 +226,7 @@ static int l_start(lua_State *L) {
 
 /* env:signal(id, name, payload_json) -> nil | error message. */
 static int l_signal(lua_State *L) {
-  env *v = check_env(L);
+  env *v = check_driving(L);
   const char *id = luaL_checkstring(L, 2), *name = luaL_checkstring(L, 3), *payload = luaL_checkstring(L, 4);
   char err[1024];
   if (engine_signal_local(v->e, id, name, payload, "local:test", err, sizeof err) != 0) {
@@ -228,7 +240,7 @@ static int l_signal(lua_State *L) {
 
 /* env:cancel(id) -> nil | error message. */
 static int l_cancel(lua_State *L) {
-  env *v = check_env(L);
+  env *v = check_driving(L);
   const char *id = luaL_checkstring(L, 2);
   char err[1024];
   if (engine_cancel_local(v->e, id, "local:test", err, sizeof err) != 0) {
@@ -332,7 +344,9 @@ static int l_replay(lua_State *L) {
 }
 
 static int l_close(lua_State *L) {
-  env_close(luaL_checkudata(L, 1, ENV_MT));
+  env *v = luaL_checkudata(L, 1, ENV_MT);
+  if (v->in_stub) return luaL_error(L, "an activity stub cannot close the environment");
+  env_close(v);
   return 0;
 }
 
@@ -435,9 +449,13 @@ static int run_file(const char *path, int json, const char *filter, int *passed,
   lua_pushcfunction(L, luaopen_engine_json);
   lua_setfield(L, -2, "json");
   lua_pop(L, 1);
-  /* require "enginetest" finds lua/enginetest.lua first */
+  /* require "enginetest" finds lua/enginetest.lua first; then the test
+   * file's own helpers beside it */
+  char *dir = util_strdup(path), *slash = strrchr(dir, '/');
+  if (slash) *slash = 0;
   lua_getglobal(L, "package");
-  lua_pushfstring(L, "%s/?.lua;", engine_lua_dir());
+  lua_pushfstring(L, "%s/?.lua;%s/?.lua;", engine_lua_dir(), slash ? dir : ".");
+  free(dir);
   lua_getfield(L, -2, "path");
   lua_concat(L, 2);
   lua_setfield(L, -2, "path");

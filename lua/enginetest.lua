@@ -50,7 +50,7 @@ local Failure = {}
 Failure.__index = Failure
 Failure.__tostring = function(f) return f.message end
 
-local function fail(msg) error(setmetatable({ message = msg }, Failure), 0) end
+local function fail(msg, location) error(setmetatable({ message = msg, location = location }, Failure), 0) end
 M.fail = function(msg) fail(tostring(msg)) end
 
 -- The line of the test file nearest the top of the stack, "file:line".
@@ -122,18 +122,30 @@ local function check_stubs()
   local err = current and current.stub_error
   if err then
     current.stub_error = nil
-    fail(err)
+    fail(err.message, err.location)
   end
 end
 
+-- What drives the engine may not run inside a stub (the engine is in the
+-- middle of the attempt): it fails the case instead.
+local function driving(what)
+  local e = env()
+  if current.in_stub then
+    local msg = what .. " inside an activity stub: a stub only returns or raises"
+    current.stub_error = current.stub_error or { message = msg, location = test_location(2) }
+    fail(msg)
+  end
+  return e
+end
+
 local function settle()
-  env():settle()
+  driving("driving the engine"):settle()
   check_stubs()
 end
 
 -- Moves the clock to `to` (epoch ms), firing what falls due on the way in order.
 local function advance_to(to)
-  local e = env()
+  local e = driving("t.advance")
   settle()
   while true do
     local due = e:next_due()
@@ -180,12 +192,14 @@ local function call_activity(wf_id, seq, attempt, name, payload)
   end
   if stub == nil then
     local msg = string.format("activity '%s' has no stub (give it one in t.start's activities)", name)
-    if current and not current.stub_error then current.stub_error = msg end
+    if current and not current.stub_error then current.stub_error = { message = msg } end
     return false, json.encode({ type = "NotStubbed", message = msg, non_retryable = true })
   end
   local ok, res
   if type(stub) == "function" then
+    current.in_stub = true
     ok, res = pcall(stub, args, { attempt = attempt, seq = seq, name = name, workflow_id = wf_id })
+    current.in_stub = false
   else
     ok, res = true, stub
   end
@@ -200,7 +214,7 @@ local function call_activity(wf_id, seq, attempt, name, payload)
   local fine, text = pcall(json.encode, res)
   if not fine then
     local msg = string.format("the stub of '%s' returns a value JSON cannot hold: %s", name, tostring(text))
-    if not current.stub_error then current.stub_error = msg end
+    if not current.stub_error then current.stub_error = { message = msg } end
     return false, json.encode({ type = "BadStubResult", message = msg, non_retryable = true })
   end
   return true, text
@@ -227,7 +241,7 @@ function M.start(script, input, opts)
   if opts.activities ~= nil and type(opts.activities) ~= "table" then
     fail("t.start: activities must be a table of name = stub")
   end
-  local e = env()
+  local e = driving("t.start")
   local path = find_script(script)
   local id = opts.id or core.generate_id(path)
   if current.runs[id] then fail("t.start: a run with id '" .. id .. "' already started in this case") end
@@ -286,7 +300,7 @@ function Run:wait_until(want, label)
     label = label or (type(want) == "table" and table.concat(want, " or ") or tostring(want))
   end
   label = label or "the condition"
-  local e = env()
+  local e = driving("run:wait_until")
   settle()
   for _ = 1, SKIPS_MAX do
     if test(self) then return self:status() end
@@ -348,13 +362,13 @@ end
 function Run:signal(name, payload)
   local ok, text = pcall(json.encode, payload == nil and json.null or payload)
   if not ok then fail("run:signal: the payload is not JSON: " .. tostring(text)) end
-  local err = env():signal(self.id, name, text)
+  local err = driving("run:signal"):signal(self.id, name, text)
   if err then fail("run:signal: " .. err) end
   settle()
 end
 
 function Run:cancel()
-  local err = env():cancel(self.id)
+  local err = driving("run:cancel"):cancel(self.id)
   if err then fail("run:cancel: " .. err) end
   settle()
 end
@@ -427,7 +441,7 @@ end
 
 -- The message handler: a failure or an error, with where in the test file.
 local function on_error(err)
-  if getmetatable(err) == Failure then return { message = err.message, location = test_location(2) } end
+  if getmetatable(err) == Failure then return { message = err.message, location = err.location or test_location(2) } end
   local msg = tostring(err)
   local loc, rest = msg:match("^([^:\n]+:%d+): (.*)$")
   if loc and loc:sub(1, #file) == file then return { message = rest, location = loc } end
@@ -453,7 +467,7 @@ local function run_case(c)
   else
     current = { env = e, runs = {}, order = {} }
     local fine, res = xpcall(c.fn, on_error)
-    if fine and current.stub_error then res, fine = { message = current.stub_error }, false end
+    if fine and current.stub_error then res, fine = current.stub_error, false end
     if fine then
       local _, unreplayed = xpcall(check_replays, on_error)
       why = unreplayed

@@ -48,7 +48,9 @@ assert_contains "a Lua error in the test" \
   "FAIL - an error in the test itself: attempt to index a nil value (local 'x') (failing_test.lua:30)" "$OUT"
 assert_contains "a wait that nothing can end" \
   "never reaches completed: it is waiting on signal go, with nothing due (send it a signal?) (failing_test.lua:35)" "$OUT"
-assert_eq "the summary" "7 cases: 1 passed, 6 failed" "$(tail -1 <<<"$OUT" | sed 's/ (.*//')"
+assert_contains "a stub may not drive the engine" \
+  "FAIL - a stub that drives the engine: run:signal inside an activity stub: a stub only returns or raises (failing_test.lua:41)" "$OUT"
+assert_eq "the summary" "8 cases: 1 passed, 7 failed" "$(tail -1 <<<"$OUT" | sed 's/ (.*//')"
 
 # --- --json: one object per case and a summary
 assert_exit "--json" 1 engine test --json failing_test.lua
@@ -56,7 +58,7 @@ python3 - "$OUT" <<'PY' && pass "--json objects" || fail "--json objects: $OUT"
 import json, sys
 lines = [json.loads(l) for l in sys.argv[1].splitlines()]
 cases, summary = lines[:-1], lines[-1]["summary"]
-assert len(cases) == 7 and summary["passed"] == 1 and summary["failed"] == 6, lines
+assert len(cases) == 8 and summary["passed"] == 1 and summary["failed"] == 7, lines
 bad = [c for c in cases if c["case"] == "an assertion fails"][0]
 assert bad["ok"] is False and bad["location"] == "failing_test.lua:9" and bad["file"] == "failing_test.lua", bad
 assert bad["message"] == "arithmetic: expected 3, got 2", bad
@@ -65,6 +67,22 @@ assert good["ok"] is True and "message" not in good and good["seconds"] >= 0, go
 PY
 assert_exit "--run picks cases by name" 1 engine test --run "without a stub" failing_test.lua
 assert_eq "only that case" "1 case: 0 passed, 1 failed" "$(tail -1 <<<"$OUT" | sed 's/ (.*//')"
+
+# --- a test file's helper modules are found beside it, from any directory
+mkdir -p "$T/h"
+printf 'return { finish = function() return "from the helper" end }\n' >"$T/h/helper.lua"
+cat >"$T/h/uses_helper_test.lua" <<LUA
+local t = require "enginetest"
+local helper = require "helper"
+t.case("a helper module", function()
+  local run = t.start("$W/timers.lua", { timeout = 1 }, { activities = { ["acts.finish"] = helper.finish } })
+  t.assert_eq(run:wait_until("completed"), "completed")
+  t.assert_eq(run:result().r, "from the helper")
+end)
+LUA
+cd "$T"
+assert_exit "a helper beside the test file" 0 engine test h/uses_helper_test.lua
+cd "$W"
 
 # --- files that do not load, and usage errors: exit 2
 assert_exit "a syntax error" 2 engine test syntax_test.lua

@@ -34,3 +34,10 @@ t.case("waits for what never comes", function()
   local run = t.start("timers.lua", {}, { activities = { ["acts.finish"] = "ok" } })
   run:wait_until("completed")
 end)
+
+t.case("a stub that drives the engine", function()
+  local run
+  run = t.start("timers.lua", { timeout = 1 }, { activities = {
+    ["acts.finish"] = function() run:signal("go", {}) end } })
+  t.advance(30 * 86400 + 1)
+end)
