@@ -209,17 +209,23 @@ static int l_next_due(lua_State *L) {
   return 1;
 }
 
-/* env:start(id, script, input_json) -> nil | error message. */
+/* env:start(id, script, input_json, identity) -> nil | error message. The
+ * input's identity is set to identity, as `engine start` sets it to
+ * local:USER (a workflow that reads input.identity sees one). */
 static int l_start(lua_State *L) {
   env *v = check_driving(L);
   const char *id = luaL_checkstring(L, 2), *script = luaL_checkstring(L, 3), *input = luaL_checkstring(L, 4);
+  const char *identity = luaL_checkstring(L, 5);
   char err[1024];
-  if (engine_check_id(id, err, sizeof err) != 0 ||
-      engine_submit(v->e, id, script, input, NULL, err, sizeof err) != 0) {
+  char *with = engine_input_with_identity(input, identity, 0, err, sizeof err);
+  if (!with || engine_check_id(id, err, sizeof err) != 0 ||
+      engine_submit(v->e, id, script, with, NULL, err, sizeof err) != 0) {
+    free(with);
     engine_commit(v->e); /* nothing of it is written; an open batch goes */
     lua_pushstring(L, err);
     return 1;
   }
+  free(with);
   commit_or_raise(L, v);
   return 0;
 }

@@ -7,13 +7,15 @@
 -- clock starting at the wall time; the workflows run on the engine's own
 -- workflow VM, store, dispatch and retry code, with their activities stubbed:
 --
---   local run = t.start(script, input, { activities = { [name] = stub }, id = ID })
+--   local run = t.start(script, input, { activities = { [name] = stub }, id = ID,
+--                                        identity = "local:test" })
 --
 -- A stub is function(args, info) -> result (info: attempt, seq, name,
 -- workflow_id), raising to fail the attempt (a string, or a table {type,
 -- message, non_retryable}: the retry policy of the call decides), or a plain
 -- value returned every time. An activity without a stub fails the case. The
--- run object:
+-- input's identity is set as `engine start` sets it (opts.identity, else
+-- "local:test"). The run object:
 --
 --   run:wait_until(status)  runs until the status ("waiting", "completed",
 --                           "failed", {"completed","failed"}... or a function
@@ -251,7 +253,7 @@ function M.start(script, input, opts)
     where = test_location(3) }, Run)
   current.runs[id] = run
   current.order[#current.order + 1] = run
-  local err = e:start(id, path, text)
+  local err = e:start(id, path, text, opts.identity or "local:test")
   if err then
     current.runs[id] = nil
     table.remove(current.order)

@@ -15,6 +15,7 @@
 ---@class EngineTestStartOptions
 ---@field activities? table<string, EngineTestStub|any> stubs by activity name; an activity without one fails the case
 ---@field id? string the workflow id (default: generated as `engine start` does)
+---@field identity? string the input's identity, as `engine start` sets it (default "local:test")
 
 ---@class EngineTestWait
 ---@field kind "activity"|"timer"|"signal"|"slot"|"release"|"counter"|"rate"|"ratecharge"

@@ -35,7 +35,7 @@ local function session_stubs(opts)
   }
 end
 
-local INPUT = { objective = "deploy the site", identity = "local:test" }
+local INPUT = { objective = "deploy the site" }
 
 t.case("an approval nobody answers times out after 30 days: the tool is denied", function()
   local run = t.start("workflows/agent_session.lua", INPUT, { activities = session_stubs({}) })
@@ -51,10 +51,13 @@ t.case("an approval nobody answers times out after 30 days: the tool is denied",
   t.assert_eq(#run:calls("session.tool"), 0, "the tool never ran")
   t.assert_eq(run:result().outcome, "completed")
   t.assert_eq(#run:calls("sandbox.destroy"), 1)
+  t.assert_eq(run:calls("session.prepare")[1].args.input.identity, "local:test", "as engine start sets it")
 end)
 
 t.case("an approval answered on day 3 runs the tool", function()
-  local run = t.start("workflows/agent_session.lua", INPUT, { activities = session_stubs({}) })
+  local run = t.start("workflows/agent_session.lua", INPUT,
+    { activities = session_stubs({}), identity = "token:ci" })
+  t.assert_eq(run:calls("session.prepare")[1].args.input.identity, "token:ci")
   local w = run:wait_for_signal("approval:.*")
   run:advance(3 * DAY)
   run:signal(w.name, { approved = true, approver = "local:ada" })
