@@ -10,7 +10,7 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start serve signal approve cancel list show events history replay gc policy token quota completion)
+_engine_commands=(start serve signal approve cancel list show events history replay test gc policy token quota completion)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
@@ -29,6 +29,7 @@ _engine_options() {
     history) opts=(--run --json --db --help -h) ;;
     replay) opts=(--script --apply --all --status --json --db --help -h) ;;
     quota) opts=(--json --db --help -h) ;;
+    test) opts=(--json --run --help -h) ;;
     token)
       case $2 in
         create) opts=(--scopes --db --help -h) ;;
@@ -145,7 +146,7 @@ _engine_value() {
 _engine_argument() {
   local -a lines
   case $cmd:$1 in
-    start:0) _engine_files "" "$cur" lua ;;
+    start:0 | test:*) _engine_files "" "$cur" lua ;;
     signal:0 | cancel:0) _engine_ids "" "$cur" running,waiting,stuck ;;
     approve:0) _engine_ids "" "$cur" waiting ;;
     show:0 | events:0 | history:0 | replay:0) _engine_ids "" "$cur" ;;

@@ -175,7 +175,9 @@ int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir
     act_info info = {wf_id, seq, n, name, script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), run};
     act_call *call = NULL;
     crash_point("activity.start");
-    if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
+    if (e->cfg.call_activity) {
+      ok = e->cfg.call_activity(e->cfg.ud, wf_id, seq, n, name, payload, &json);
+    } else if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
       a->call = call;
       a->lease_ms = stc + 60000;
       strmap_put(&e->attempts, a->key, a);

@@ -34,6 +34,7 @@
 #include "tokens.h"
 #include "util.h"
 #include "wfvm.h"
+#include "wftest.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2, EXIT_WAITING = 3 };
 
@@ -1974,6 +1975,7 @@ static const char *MAIN_HELP =
     "  history ID                         its event log\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
     "  replay --all --script FILE         check an edited script against every live run of it\n"
+    "  test FILE_test.lua...              workflow tests: stubbed activities, a clock that skips timers\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
@@ -2026,6 +2028,7 @@ int cli_main(int argc, char **argv) {
   const char *cmd = argv[a.i++];
   if (strcmp(cmd, "completion") == 0) return completion_script(argc - a.i, argv + a.i);
   if (strcmp(cmd, "__complete") == 0) return completion_query(argc - a.i, argv + a.i); /* for the scripts */
+  if (strcmp(cmd, "test") == 0) return wftest_main(argc - a.i, argv + a.i); /* no database, no server */
   char err[256];
   if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
   if (check_color(&c)) return EXIT_USAGE;

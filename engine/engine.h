@@ -27,6 +27,11 @@ typedef struct engine_config {
   void (*on_activity)(void *ud, const char *name, double seconds, int ok);
   /* A model turn's token counts (activity.usage), by provider. */
   void (*on_usage)(void *ud, const char *provider, double input_tokens, double output_tokens);
+  /* `engine test`: runs every activity attempt in place of the activity VM,
+   * synchronously: returns 1 with *json (malloc'd) the result, or 0 with *json
+   * the error object {type, message, non_retryable?}. NULL: the activity VM. */
+  int (*call_activity)(void *ud, const char *wf_id, int64_t seq, int attempt, const char *name, const char *payload,
+                       char **json);
   void *ud;
 } engine_config;
 

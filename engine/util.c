@@ -13,7 +13,16 @@
 
 #include "fatal.h"
 
+static int64_t (*virtual_clock)(void *ud);
+static void *virtual_clock_ud;
+
+void util_set_clock(int64_t (*now_ms)(void *ud), void *ud) {
+  virtual_clock = now_ms;
+  virtual_clock_ud = ud;
+}
+
 int64_t util_now_ms(void) {
+  if (virtual_clock) return virtual_clock(virtual_clock_ud);
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;

@@ -9,6 +9,10 @@
 
 /* Wall-clock milliseconds since the epoch (recorded in the log). */
 int64_t util_now_ms(void);
+/* Makes util_now_ms return now_ms(ud) instead of the wall clock, for this
+ * process: `engine test`'s virtual clock, which skips timers. NULL restores
+ * the wall clock. Monotonic time (util_mono_ms) is never virtual. */
+void util_set_clock(int64_t (*now_ms)(void *ud), void *ud);
 /* Monotonic milliseconds, for measuring durations only. */
 int64_t util_mono_ms(void);
 

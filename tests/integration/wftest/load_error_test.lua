@@ -1,0 +1,3 @@
+local t = require "enginetest"
+t.case("fine", function() end)
+error("cannot set up")

@@ -1,0 +1,3 @@
+local t = require "enginetest"
+
+t.case("broken" function() end)
