@@ -28,6 +28,8 @@ M.MAX_TOOLS = 256       -- tools of one server
 M.MAX_PAGES = 64        -- tools/list pages
 M.MAX_NAME = 64         -- bytes of mcp__SERVER__TOOL (what model APIs accept)
 M.DEFAULT_TIMEOUT = 60  -- seconds per request
+M.LIST_TIMEOUT = 15     -- seconds per request while listing (prepare has 60 s for every server)
+M.MAX_SCHEMA = 64 << 10 -- bytes of one tool's input schema
 
 local SERVER_FIELDS = { command = 1, args = 1, env_from_credentials = 1, url = 1, headers_from_credentials = 1,
   timeoutSeconds = 1, tools = 1 }
@@ -67,6 +69,8 @@ local function expand(template)
   local v = template:gsub("%${([%w_%-%.]+)}", function(n) names[#names + 1] = n; return credential(n) or "" end)
   return v, names
 end
+
+local strip_empty_lists
 
 local function is_list(v) return type(v) == "table" and (next(v) == nil or v[1] ~= nil) end
 
@@ -418,7 +422,9 @@ end
 -- Every tool of a server (tools/list, following nextCursor), checked: names,
 -- count, input schemas.
 function M.list_tools(name, cfg)
-  return with_client(name, cfg, function(c)
+  local quick = setmetatable({ timeoutSeconds = math.min(cfg.timeoutSeconds or M.LIST_TIMEOUT, M.LIST_TIMEOUT) },
+    { __index = cfg })
+  return with_client(name, quick, function(c)
     local out, cursor, seen = {}, nil, {}
     for _ = 1, M.MAX_PAGES do
       local r = c:request("tools/list", cursor and { cursor = cursor } or {})
@@ -443,6 +449,19 @@ end
 -- The session-level name of a server's tool (dots, which model APIs refuse, become '_').
 function M.full_name(server, tool) return "mcp__" .. server .. "__" .. tool:gsub("%.", "_") end
 
+-- A decoded empty JSON list is an empty table, which encodes as {}: a schema
+-- with "required": [] would reach the model API as "required": {}, which it
+-- refuses. Empty lists are dropped (they constrain nothing).
+local LIST_KEYS = { required = true, examples = true, enum = false }
+strip_empty_lists = function(v, depth)
+  if type(v) ~= "table" or depth > 32 then return v end
+  local out = {}
+  for k, x in pairs(v) do
+    if not (LIST_KEYS[k] and type(x) == "table" and next(x) == nil) then out[k] = strip_empty_lists(x, depth + 1) end
+  end
+  return out
+end
+
 -- Checks a listed tool; returns the definition the model is offered (and the
 -- call needs), or nil and the problem.
 function M.check_tool(server, t)
@@ -459,13 +478,20 @@ function M.check_tool(server, t)
   if type(s) ~= "table" or s.type ~= "object" then
     return nil, "tool " .. n .. ": inputSchema is not a JSON schema of type object"
   end
-  local ok, errs = require("jsonschema").check_schema(s, "inputSchema")
-  if not ok then return nil, "tool " .. n .. ": " .. table.concat(errs, "; ") end
+  local oke, encoded = pcall(json.encode, s)
+  if not oke or #encoded > M.MAX_SCHEMA or not utf8.len(encoded) then
+    return nil, string.format("tool %s: inputSchema is not valid UTF-8 JSON of at most %d bytes", n, M.MAX_SCHEMA)
+  end
+  s = strip_empty_lists(s, 0)
+  -- The engine's validator knows a subset of JSON Schema; a schema beyond it
+  -- (anyOf, $ref: common in servers' generated schemas) is still offered,
+  -- the arguments must then be an object and the server checks the rest.
+  local checked = require("jsonschema").check_schema(s, "inputSchema") == true
   local desc = type(t.description) == "string" and t.description or ""
-  desc = require("tools.common").sanitize(M.utf8_clean(desc), M.secrets({}))
+  desc = require("tools.common").sanitize(M.utf8_clean(desc))
   if #desc > 4000 then desc = desc:sub(1, 4000) end
   return { name = full, description = "[MCP server " .. server .. "] " .. desc, parameters = s, tool = n,
-    server = server }
+    server = server, checked = checked }
 end
 
 -- The text of a tools/call result: text items as they are, other kinds

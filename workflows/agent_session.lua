@@ -288,7 +288,10 @@ return function(input)
           if decision == "allow" then
             -- an MCP tool's call carries its server (names of credentials, never values) and schema
             local m = prep.mcp and prep.mcp.tools[call.name]
-            if m then m = { server = m.server, tool = m.tool, parameters = m.parameters, config = prep.mcp.servers[m.server] } end
+            if m then
+              m = { server = m.server, tool = m.tool, parameters = m.parameters, checked = m.checked,
+                config = prep.mcp.servers[m.server] }
+            end
             local r = wf.activity("session.tool", { tool = call.name, tool_call_id = call.id, args = call.arguments,
               sandbox = sb, permissions = perms, limits = limits, session_id = id, mcp = m },
               { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })

@@ -268,7 +268,8 @@ function M.mcp_prepare(spec, requested, problem)
           if not def then problem("MCP server %s: %s", server, why)
           elseif by_name[def.name] then problem("MCP server %s: two tools are named %s", server, def.name)
           else
-            by_name[def.name] = { server = server, tool = def.tool, parameters = def.parameters }
+            by_name[def.name] = { server = server, tool = def.tool, parameters = def.parameters,
+              checked = def.checked or nil }
             defs[#defs + 1] = { name = def.name, description = def.description, parameters = def.parameters }
           end
         end
@@ -316,8 +317,12 @@ local function mcp_tool(args)
     a = d
   end
   if a == nil then a = {} end
-  local okv, errs = require("jsonschema").validate(m.parameters, a, "args")
-  if not okv then return fail("InvalidArguments", name .. ": " .. table.concat(errs, "; ")) end
+  if m.checked then
+    local okv, errs = require("jsonschema").validate(m.parameters, a, "args")
+    if not okv then return fail("InvalidArguments", name .. ": " .. table.concat(errs, "; ")) end
+  elseif type(a) ~= "table" or (next(a) ~= nil and a[1] ~= nil) then
+    return fail("InvalidArguments", name .. ": the arguments must be a JSON object")
+  end
   local mcp = require "mcp"
   local secrets = mcp.secrets(m.config)
   local ok, r = pcall(mcp.call_tool, m.server, m.config, m.tool, a)

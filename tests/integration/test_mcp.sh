@@ -52,6 +52,9 @@ input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
   call b1 mcp__srv__big '{"bytes": 100000}'; echo ,
   call h1 mcp__srv__big '{"bytes": 50000000}'; echo ,
   call u1 mcp__srv__badutf8 '{}'; echo ,
+  call d1 mcp__srv__admin_tools_list '{}'; echo ,
+  call y1 mcp__srv__fancy '{"v": "anything"}'; echo ,
+  call y2 mcp__srv__fancy '[1]'; echo ,
   call n1 mcp__other__echo '{"text": "x"}'
   echo '], "default": {"reply": {"text": "{\"summary\": \"done\", \"result\": {}}"}}}'
 } >"$T/scenario.json"
@@ -82,6 +85,11 @@ assert_eq "... to the tool result limit" 1 "$(( $(tool_msg b1 | wc -c) < 21000 )
 assert_contains "a 50 MB answer is dropped, bounded" "larger than 8388608 bytes" "$(tool_msg h1)"
 assert_contains "invalid UTF-8 becomes U+FFFD" $'bad \xef\xbf\xbd' "$(tool_msg u1)"
 assert_contains "an unlisted server's tool is refused" "a tool that was not offered: mcp__other__echo" "$(tool_msg n1)"
+assert_contains "a dotted tool name is offered with '_'" "dotted ok" "$(tool_msg d1)"
+assert_contains "a schema beyond the engine's validator: the server checks, structuredContent is read" \
+  '{"got":{"v":"anything"}}' "$(tool_msg y1)"
+assert_contains "... but the arguments must be an object" "the arguments must be a JSON object" "$(tool_msg y2)"
+assert_eq "an empty required list is not sent to the model as {}" 0 "$(requests | grep -c '"required":{}' || true)"
 sec="$(tool_msg k1)"
 assert_contains "the server got its credential, redacted in its answer" "my secret is [redacted]" "$sec"
 assert_contains "the child's env: only what it is given plus PATH" "HOME is unset" "$sec"
@@ -132,6 +140,7 @@ hostile many "{\"srv\": $(stdio_server many)}" "MCP server srv lists more than 2
 hostile schema "{\"srv\": $(stdio_server schema)}" "tool weird: inputSchema is not a JSON schema of type object"
 hostile garbage "{\"srv\": $(stdio_server garbage)}" "not JSON-RPC on stdout"
 hostile listerror "{\"srv\": $(stdio_server listerror)}" "JSON-RPC error -32001: listing is broken"
+hostile hanglist "{\"srv\": $(stdio_server hanglist 60)}" "did not answer in time"
 hostile noinit "{\"srv\": $(stdio_server noinit)}" "refusing to start"
 hostile notallowed '{"srv": {"command": "/bin/sh", "args": ["-c", "true"]}}' "/bin/sh is not allowed by ENGINE_MCP_ALLOW"
 hostile nocred "{\"srv\": {\"command\": \"$PY\", \"env_from_credentials\": {\"X\": \"NO_SUCH_CRED\"}}}" "credential NO_SUCH_CRED is not set"

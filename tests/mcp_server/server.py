@@ -14,8 +14,8 @@ stream (a notification first) and the rest as JSON, and requires
 
 Hostile list modes (--mode): pathname (a tool named ../x), many (10,000
 tools), schema (an inputSchema that is a string), garbage (non-JSON answer
-to tools/list), listerror (a JSON-RPC error for tools/list), noinit (exits at
-once). Each request's method (and, over HTTP, whether it carried the session
+to tools/list), listerror (a JSON-RPC error for tools/list), hanglist (never
+answers tools/list), noinit (exits at once). Each request's method (and, over HTTP, whether it carried the session
 id and the protocol version) is appended to --log."""
 import argparse
 import json
@@ -42,6 +42,10 @@ TOOLS = [
     {"name": "secret", "description": "Tells its secret.", "inputSchema": schema({})},
     {"name": "big", "description": "A large text.", "inputSchema": schema({"bytes": {"type": "integer"}}, ["bytes"])},
     {"name": "badutf8", "description": "Invalid UTF-8.", "inputSchema": schema({})},
+    {"name": "admin.tools.list", "description": "A dotted name.", "inputSchema": {"type": "object"}},
+    {"name": "fancy", "description": "A schema beyond the engine's validator.",
+     "inputSchema": {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                     "required": ["v"], "$defs": {"unused": {"type": "string"}}}},
 ]
 PAGE = 3
 
@@ -82,6 +86,8 @@ def handle(args, msg, out_raw):
     if method == "tools/list":
         if args.mode == "garbage":
             raise Garbage()
+        if args.mode == "hanglist":
+            time.sleep(60)
         if args.mode == "listerror":
             return {"error": {"code": -32001, "message": "listing is broken"}}
         tools = tools_for(args.mode)
@@ -116,6 +122,10 @@ def handle(args, msg, out_raw):
                                    " and HOME is " + os.environ.get("HOME", "unset"))}
         if name == "big":
             return {"result": text("x" * int(a["bytes"]))}
+        if name == "admin.tools.list":
+            return {"result": text("dotted ok")}
+        if name == "fancy":
+            return {"result": {"content": [], "structuredContent": {"got": a}}}
         if name == "badutf8":
             out_raw(b'{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"bad \xff\xfe bytes"}]}}'
                     % msg["id"])
