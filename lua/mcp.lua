@@ -372,7 +372,7 @@ function Client:request(method, params)
     if m.method ~= nil and m.id ~= nil then
       local reply = m.method == "ping" and { jsonrpc = "2.0", id = m.id, result = {} }
         or { jsonrpc = "2.0", id = m.id, error = { code = -32601, message = "method not found" } }
-      if not self.conn.http then self.conn.send(reply, deadline) end
+      self.conn.send(reply, deadline)
     elseif m.method == nil and m.id == id then
       if m.error ~= nil then
         local e = type(m.error) == "table" and m.error or {}

@@ -53,6 +53,7 @@ input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
   call h1 mcp__srv__big '{"bytes": 50000000}'; echo ,
   call u1 mcp__srv__badutf8 '{}'; echo ,
   call d1 mcp__srv__admin_tools_list '{}'; echo ,
+  call o1 mcp__srv__fds '{}'; echo ,
   call y1 mcp__srv__fancy '{"v": "anything"}'; echo ,
   call y2 mcp__srv__fancy '[1]'; echo ,
   call n1 mcp__other__echo '{"text": "x"}'
@@ -85,6 +86,7 @@ assert_eq "... to the tool result limit" 1 "$(( $(tool_msg b1 | wc -c) < 21000 )
 assert_contains "a 50 MB answer is dropped, bounded" "larger than 8388608 bytes" "$(tool_msg h1)"
 assert_contains "invalid UTF-8 becomes U+FFFD" $'bad \xef\xbf\xbd' "$(tool_msg u1)"
 assert_contains "an unlisted server's tool is refused" "a tool that was not offered: mcp__other__echo" "$(tool_msg n1)"
+assert_eq "the child starts with fds 0-2 only" "fds: 0 1 2" "$(tool_msg o1)"
 assert_contains "a dotted tool name is offered with '_'" "dotted ok" "$(tool_msg d1)"
 assert_contains "a schema beyond the engine's validator: the server checks, structuredContent is read" \
   '{"got":{"v":"anything"}}' "$(tool_msg y1)"
@@ -95,8 +97,8 @@ assert_contains "the server got its credential, redacted in its answer" "my secr
 assert_contains "the child's env: only what it is given plus PATH" "HOME is unset" "$sec"
 sleep 1
 assert_eq "the hung server was killed" "" "$(pgrep -f "stdio-ok.log" || true)"
-assert_eq "initialize, initialized, tools/list pages" "initialize notifications/initialized tools/list tools/list tools/list tools/list" \
-  "$(head -6 "$T/stdio-ok.log" | tr '\n' ' ' | sed 's/ $//')"
+assert_eq "initialize, initialized, tools/list pages" "initialize notifications/initialized tools/list tools/list tools/list tools/list tools/list" \
+  "$(head -7 "$T/stdio-ok.log" | tr '\n' ' ' | sed 's/ $//')"
 # the credential never left the trusted side
 engine events m1 --json >"$T/events.json"; engine history m1 --json >"$T/history.json"
 assert_eq "the secret is in no event" 0 "$(grep -c "$SECRET" "$T/events.json" || true)"
@@ -111,13 +113,16 @@ MCP_TEST_TOKEN="$TOKEN" python3 "$MCP" --http --port-file "$T/hport" --log "$T/h
 PIDS+=($!)
 for _ in $(seq 100); do [ -s "$T/hport" ] && break; sleep 0.05; done
 HURL="http://127.0.0.1:$(cat "$T/hport")/mcp"
-scenario "{\"steps\": [$(call he mcp__web__echo '{"text": "over http"}'), $(call hr mcp__web__rpcerror '{}')],
+scenario "{\"steps\": [$(call he mcp__web__echo '{"text": "over http"}'), $(call hr mcp__web__rpcerror '{}'),
+  $(call hs mcp__web__slow '{"seconds": 8}'), $(call hf mcp__web__fail '{}')],
   \"default\": {\"reply\": {\"text\": \"{\\\"summary\\\": \\\"done\\\", \\\"result\\\": {}}\"}}}"
-IN="$(input "{\"web\": {\"url\": \"$HURL\", \"headers_from_credentials\": {\"Authorization\": \"Bearer \${MCP_TOKEN_CRED}\"}}}" '{"tools": []}')"
+IN="$(input "{\"web\": {\"url\": \"$HURL\", \"timeoutSeconds\": 2, \"headers_from_credentials\": {\"Authorization\": \"Bearer \${MCP_TOKEN_CRED}\"}}}" '{"tools": []}')"
 "$ENGINE" start "$WF" --input @"$IN" --id h1 --detach >/dev/null 2>&1 || true
 wait_status h1 completed 120
 assert_contains "an MCP tool over HTTP (an SSE answer)" "echo: over http" "$(tool_msg he)"
 assert_contains "a JSON-RPC error over HTTP" "JSON-RPC error -32000" "$(tool_msg hr)"
+assert_contains "a call that hangs over HTTP times out" "McpTimeout" "$(tool_msg hs)"
+assert_contains "isError over HTTP" "tool error: the thing failed" "$(tool_msg hf)"
 assert_contains "requests after initialize carry the session id and version" "tools/list sid=yes version=2025-06-18" \
   "$(cat "$T/http.log")"
 assert_contains "the session is ended with DELETE" "DELETE" "$(cat "$T/http.log")"

@@ -6,7 +6,9 @@
 
 Tools: echo {text}, add {a, b}, slow {seconds}, crash {}, fail {} (isError),
 rpcerror {} (a JSON-RPC error), garbage {} (non-JSON on stdout), secret {}
-(returns its MCP_TEST_SECRET env value), big {bytes}, badutf8 {}.
+(returns its MCP_TEST_SECRET env value), big {bytes}, badutf8 {}, fds {} (its
+open descriptors), admin.tools.list {} (a dotted name), fancy {v} (a schema
+with anyOf and $defs; answers structuredContent only).
 tools/list pages 3 tools at a time (nextCursor). Over HTTP it assigns an
 Mcp-Session-Id, refuses requests without it, answers tools/call as an SSE
 stream (a notification first) and the rest as JSON, and requires
@@ -42,6 +44,7 @@ TOOLS = [
     {"name": "secret", "description": "Tells its secret.", "inputSchema": schema({})},
     {"name": "big", "description": "A large text.", "inputSchema": schema({"bytes": {"type": "integer"}}, ["bytes"])},
     {"name": "badutf8", "description": "Invalid UTF-8.", "inputSchema": schema({})},
+    {"name": "fds", "description": "Lists its open descriptors.", "inputSchema": schema({})},
     {"name": "admin.tools.list", "description": "A dotted name.", "inputSchema": {"type": "object"}},
     {"name": "fancy", "description": "A schema beyond the engine's validator.",
      "inputSchema": {"type": "object", "properties": {"v": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
@@ -122,6 +125,15 @@ def handle(args, msg, out_raw):
                                    " and HOME is " + os.environ.get("HOME", "unset"))}
         if name == "big":
             return {"result": text("x" * int(a["bytes"]))}
+        if name == "fds":  # the descriptors it started with (not listdir's own)
+            fds = []
+            for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+                try:
+                    if "/fd" not in os.readlink("/proc/self/fd/%d" % fd):
+                        fds.append(str(fd))
+                except OSError:
+                    pass
+            return {"result": text("fds: " + " ".join(fds))}
         if name == "admin.tools.list":
             return {"result": text("dotted ok")}
         if name == "fancy":
