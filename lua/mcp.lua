@@ -30,6 +30,8 @@ M.MAX_NAME = 64         -- bytes of mcp__SERVER__TOOL (what model APIs accept)
 M.DEFAULT_TIMEOUT = 60  -- seconds per request
 M.LIST_TIMEOUT = 15     -- seconds per request while listing (prepare has 60 s for every server)
 M.MAX_SCHEMA = 64 << 10 -- bytes of one tool's input schema
+M.MAX_SERVERS = 8       -- servers of one session
+M.LIST_BUDGET = 40      -- seconds for listing every server at prepare time
 
 local SERVER_FIELDS = { command = 1, args = 1, env_from_credentials = 1, url = 1, headers_from_credentials = 1,
   timeoutSeconds = 1, tools = 1 }
@@ -161,11 +163,17 @@ function M.check_servers(t)
 end
 
 -- ENGINE_MCP_ALLOW: comma-separated commands (exact) and URL prefixes; "*" allows any.
+-- Without it no server can be named: a session's input must not be able to
+-- run programs or reach hosts on the trusted side unless the operator says so.
 function M.allowed(target, spec)
   for entry in spec:gmatch("[^,]+") do
     entry = entry:match("^%s*(.-)%s*$")
     if entry == "*" or entry == target then return true end
-    if entry:match("^https?://") and target:sub(1, #entry) == entry then return true end
+    -- a URL prefix ends at a boundary: "https://mcp.example" is not "https://mcp.example.evil"
+    if entry:match("^https?://") and target:sub(1, #entry) == entry and
+        (entry:match("[/:]$") or target:sub(#entry + 1, #entry + 1):match("^[/:?#]?$")) then
+      return true
+    end
   end
   return false
 end
@@ -364,7 +372,7 @@ end
 function Client:request(method, params)
   self.next_id = self.next_id + 1
   local id = self.next_id
-  local deadline = os.time() + math.ceil(self.cfg.timeoutSeconds)
+  local deadline = math.min(os.time() + math.ceil(self.cfg.timeoutSeconds), self.deadline or math.huge)
   local msg = { jsonrpc = "2.0", id = id, method = method, params = params }
   self.conn.send(msg, deadline)
   while true do
@@ -408,6 +416,9 @@ function Client:close() pcall(self.conn.close) end
 -- Runs fn(client) on an initialized connection, which is closed on every path.
 local function with_client(name, cfg, fn)
   local c = open(name, cfg)
+  -- every request of the operation shares the time: a server answering each
+  -- page just in time cannot stretch a listing past it
+  c.deadline = os.time() + math.ceil(cfg.timeoutSeconds)
   local ok, r = pcall(function()
     c:initialize()
     return fn(c)
@@ -421,9 +432,9 @@ end
 
 -- Every tool of a server (tools/list, following nextCursor), checked: names,
 -- count, input schemas.
-function M.list_tools(name, cfg)
-  local quick = setmetatable({ timeoutSeconds = math.min(cfg.timeoutSeconds or M.LIST_TIMEOUT, M.LIST_TIMEOUT) },
-    { __index = cfg })
+function M.list_tools(name, cfg, budget)
+  local quick = setmetatable({ timeoutSeconds = math.min(cfg.timeoutSeconds or M.LIST_TIMEOUT, budget or M.LIST_TIMEOUT,
+    M.LIST_TIMEOUT) }, { __index = cfg })
   return with_client(name, quick, function(c)
     local out, cursor, seen = {}, nil, {}
     for _ = 1, M.MAX_PAGES do

@@ -246,10 +246,19 @@ function M.mcp_prepare(spec, requested, problem)
   local names = {}
   for n in pairs(servers) do names[#names + 1] = n end
   table.sort(names)
+  if #names > mcp.MAX_SERVERS then
+    problem("mcpServers names %d servers; at most %d", #names, mcp.MAX_SERVERS)
+    return nil
+  end
+  -- prepare has 60 s in all: the servers share a budget of 40 for listing
+  local budget_end = os.time() + mcp.LIST_BUDGET
   local defs, by_name = {}, {}
   for _, server in ipairs(names) do
     local cfg = servers[server]
-    local ok, listed = pcall(mcp.list_tools, server, cfg)
+    local left = budget_end - os.time()
+    local ok, listed = false, { message = string.format("not listed: the %d s for listing MCP servers ran out",
+      mcp.LIST_BUDGET) }
+    if left >= 1 then ok, listed = pcall(mcp.list_tools, server, cfg, left) end
     if not ok then
       local msg = type(listed) == "table" and tostring(listed.message) or tostring(listed)
       problem("MCP server %s cannot list its tools: %s", server,

@@ -153,6 +153,8 @@ hostile both '{"srv": {"command": "x", "url": "http://127.0.0.1:1/"}}' "needs ei
 hostile badname '{"a/b": {"url": "http://127.0.0.1:1/"}}' "MCP server name 'a/b' must be"
 hostile unreachable '{"srv": {"url": "http://127.0.0.1:1/mcp"}}' "MCP server srv cannot list its tools"
 hostile filter "{\"srv\": $(stdio_server ok | sed 's/"timeoutSeconds"/"tools": ["nope"], "timeoutSeconds"/')}" "lists no tool 'nope'"
+nine="$(for i in 1 2 3 4 5 6 7 8 9; do printf '"s%d": {"url": "http://127.0.0.1:1/"},' $i; done)"
+hostile nine "{${nine%,}}" "mcpServers names 9 servers; at most 8"
 assert_eq "the hostile sessions started no sandbox" 0 \
   "$(docker ps -aq --filter label=engine.managed=true --filter label=engine.session=hostile-many | wc -l)"
 finish

@@ -149,6 +149,11 @@ check("the config keeps the credential's name", servers.ok.env.TOKEN == "GOOD_CR
 check("secrets() gives the values to redact", table.concat(mcp.secrets(servers.web)) == "value-of-good-cred")
 local function problems_of(t) local _, p = mcp.check_servers(t); return table.concat(p, "; ") end
 check("not allowed", problems_of({ s = { command = "/bin/sh" } }):find("/bin/sh is not allowed by ENGINE_MCP_ALLOW", 1, true))
+check("a URL prefix ending at a boundary matches", mcp.allowed("https://mcp.example:8443/x", "https://mcp.example")
+  and mcp.allowed("https://mcp.example/mcp", "https://mcp.example") and mcp.allowed("http://127.0.0.1:99/", "http://127.0.0.1:"))
+check("a URL prefix does not stretch to a longer host name", not mcp.allowed("https://mcp.example.evil/", "https://mcp.example"))
+check("commands match exactly", not mcp.allowed("/usr/bin/srv2", "/usr/bin/srv") and mcp.allowed("/usr/bin/srv", "/usr/bin/srv"))
+check("no ENGINE_MCP_ALLOW allows nothing", not mcp.allowed("/usr/bin/srv", ""))
 check("a URL prefix does not stretch to another host",
   problems_of({ s = { url = "https://mcp.example.evil/" } }):find("not allowed", 1, true))
 check("an unset credential", problems_of({ s = { command = "/usr/bin/srv", env_from_credentials = { X = "NOPE" } } })
