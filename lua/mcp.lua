@@ -381,7 +381,8 @@ function Client:request(method, params)
       local reply = m.method == "ping" and { jsonrpc = "2.0", id = m.id, result = {} }
         or { jsonrpc = "2.0", id = m.id, error = { code = -32601, message = "method not found" } }
       self.conn.send(reply, deadline)
-    elseif m.method == nil and m.id == id then
+    elseif m.method == nil and (m.id == id or (m.id == json.null and m.error ~= nil)) then
+      -- an error with a null id: the server could not read the request
       if m.error ~= nil then
         local e = type(m.error) == "table" and m.error or {}
         raise("McpError", string.format("MCP server %s answered %s with JSON-RPC error %s: %s", self.name, method,

@@ -120,6 +120,11 @@ written, script_ = {}, { on = function(m)
 check("a JSON-RPC error names the method, code and message", (raises(function() mcp.list_tools("srv", CFG) end) or ""):find(
   "answered initialize with JSON-RPC error -32602: no", 1, true))
 
+written, script_ = {}, { on = function()
+  return { cjson.encode({ jsonrpc = "2.0", id = cjson.null, error = { code = -32700, message = "parse error" } }) } end }
+check("an error with a null id is the request's", (raises(function() mcp.list_tools("srv", CFG) end) or ""):find(
+  "JSON-RPC error -32700: parse error", 1, true))
+
 -- tool calls: content kinds
 written, script_ = {}, { on = function(m)
   if m.method == "initialize" then return server({})(m) end
