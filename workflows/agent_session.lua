@@ -286,8 +286,14 @@ return function(input)
             end
           end
           if decision == "allow" then
+            -- an MCP tool's call carries its server (names of credentials, never values) and schema
+            local m = prep.mcp and prep.mcp.tools[call.name]
+            if m then
+              m = { server = m.server, tool = m.tool, parameters = m.parameters, checked = m.checked,
+                config = prep.mcp.servers[m.server] }
+            end
             local r = wf.activity("session.tool", { tool = call.name, tool_call_id = call.id, args = call.arguments,
-              sandbox = sb, permissions = perms, limits = limits, session_id = id },
+              sandbox = sb, permissions = perms, limits = limits, session_id = id, mcp = m },
               { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
             content, executed = r.content, true
             if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end

@@ -40,7 +40,8 @@ local function under(path, roots)
 end
 
 local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
-  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1, concurrency = 1 }
+  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1, concurrency = 1,
+  mcpServers = 1 }
 local STRATEGIES = { queue = true, cancel_in_progress = true, drop = true }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
   cpu = 1, memoryMb = 1024, diskMb = 1024 }
@@ -93,8 +94,14 @@ function M.prepare(args)
   local effective = {}
   if not is_list(requested) then problem("permissions.tools must be a list") else
     for _, name in ipairs(requested) do
-      if not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
+      if type(name) == "string" and name:match("^mcp__") and input.mcpServers ~= nil then
+        -- an MCP tool: checked once its server has listed its tools
+      elseif not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
     end
+  end
+  local mcp_defs, mcp
+  if input.mcpServers ~= nil and #problems == 0 then
+    mcp_defs, mcp = M.mcp_prepare(input.mcpServers, is_list(requested) and requested or {}, problem)
   end
   for _, key in ipairs({ "networkAllowlist", "writablePaths", "requiresApproval" }) do
     if perms[key] ~= nil and not is_list(perms[key]) then problem("permissions.%s must be a list", key) end
@@ -216,11 +223,126 @@ function M.prepare(args)
     files = files, skills = skill_list, limits = limits, model = model,
     permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or {}, writablePaths = writable,
       requiresApproval = perms.requiresApproval or {} },
-    tool_definitions = tools.definitions(effective),
+    tool_definitions = M.with_mcp(tools.definitions(effective), effective, mcp_defs),
+    mcp = mcp,
     memory_file = input.memoryFile, result_schema = input.resultSchema,
     approval_timeout = input.approvalTimeoutSeconds or 86400,
     provider = provider, caps = caps, concurrency = concurrency,
   }
+end
+
+-- MCP servers (input.mcpServers): each lists its tools now, on the trusted
+-- side; they join the allowlist as mcp__SERVER__TOOL with their schemas. A
+-- server that cannot be started, cannot list, or lists a tool the engine
+-- refuses (name, schema) is a problem naming it. Returns the definitions and
+-- {servers = {name = config}, tools = {full name = {server, tool,
+-- parameters}}}: what a call needs, recorded with the prepared session (names
+-- of credentials only, never their values).
+function M.mcp_prepare(spec, requested, problem)
+  local mcp = require "mcp"
+  local servers, problems = mcp.check_servers(spec)
+  for _, p in ipairs(problems) do problem("%s", p) end
+  if #problems > 0 then return nil end
+  local names = {}
+  for n in pairs(servers) do names[#names + 1] = n end
+  table.sort(names)
+  if #names > mcp.MAX_SERVERS then
+    problem("mcpServers names %d servers; at most %d", #names, mcp.MAX_SERVERS)
+    return nil
+  end
+  -- prepare has 60 s in all: the servers share a budget of 40 for listing
+  local budget_end = os.time() + mcp.LIST_BUDGET
+  local defs, by_name = {}, {}
+  for _, server in ipairs(names) do
+    local cfg = servers[server]
+    local left = budget_end - os.time()
+    local ok, listed = false, { message = string.format("not listed: the %d s for listing MCP servers ran out",
+      mcp.LIST_BUDGET) }
+    if left >= 1 then ok, listed = pcall(mcp.list_tools, server, cfg, left) end
+    if not ok then
+      local msg = type(listed) == "table" and tostring(listed.message) or tostring(listed)
+      problem("MCP server %s cannot list its tools: %s", server,
+        require("tools.common").sanitize(msg, mcp.secrets(cfg)))
+    else
+      local wanted
+      if cfg.tools then
+        wanted = {}
+        for _, t in ipairs(cfg.tools) do wanted[tostring(t)] = false end
+      end
+      for _, t in ipairs(listed) do
+        local name = type(t) == "table" and t.name
+        if not wanted or wanted[name] ~= nil then
+          if wanted then wanted[name] = true end
+          local def, why = mcp.check_tool(server, t)
+          if not def then problem("MCP server %s: %s", server, why)
+          elseif by_name[def.name] then problem("MCP server %s: two tools are named %s", server, def.name)
+          else
+            by_name[def.name] = { server = server, tool = def.tool, parameters = def.parameters,
+              checked = def.checked or nil }
+            defs[#defs + 1] = { name = def.name, description = def.description, parameters = def.parameters }
+          end
+        end
+      end
+      for t, found in pairs(wanted or {}) do
+        if not found then problem("MCP server %s lists no tool '%s' (mcpServers.%s.tools)", server, t, server) end
+      end
+    end
+  end
+  for _, name in ipairs(requested) do
+    if type(name) == "string" and name:match("^mcp__") and not by_name[name] then
+      problem("unknown tool '%s' (no MCP server lists it)", name)
+    end
+  end
+  return defs, { servers = servers, tools = by_name }
+end
+
+-- The built-in definitions, then the MCP ones; their names join the allowlist.
+function M.with_mcp(defs, effective, mcp_defs)
+  for _, d in ipairs(mcp_defs or {}) do
+    if not require("util").contains(effective, d.name) then effective[#effective + 1] = d.name end
+    defs[#defs + 1] = d
+  end
+  return defs
+end
+
+-- One MCP tool call: the arguments checked against the tool's schema, the
+-- call made on the trusted side, the result sanitised (control characters,
+-- anything shaped like a secret, and the literal values of the credentials
+-- this server was given). Failures are results: {ok=false, content=}.
+local function mcp_tool(args)
+  local m, name = args.mcp, args.tool
+  local allow = args.permissions and args.permissions.tools or {}
+  local function fail(type_, msg, secrets)
+    msg = require("tools.common").sanitize(require("mcp").utf8_clean(msg), secrets)
+    return { ok = false, content = type_ .. ": " .. msg, error = { type = type_, message = msg:sub(1, 4096) } }
+  end
+  if not require("util").contains(allow, name) then
+    return fail("NotAllowed", "the tool '" .. tostring(name) .. "' is not allowed in this session")
+  end
+  local a = args.args
+  if type(a) == "string" then
+    local ok, d = pcall(json.decode, a == "" and "{}" or a)
+    if not ok then return fail("InvalidArguments", name .. ": the arguments are not valid JSON") end
+    a = d
+  end
+  if a == nil then a = {} end
+  if m.checked then
+    local okv, errs = require("jsonschema").validate(m.parameters, a, "args")
+    if not okv then return fail("InvalidArguments", name .. ": " .. table.concat(errs, "; ")) end
+  elseif type(a) ~= "table" or (next(a) ~= nil and a[1] ~= nil) then
+    return fail("InvalidArguments", name .. ": the arguments must be a JSON object")
+  end
+  local mcp = require "mcp"
+  local secrets = mcp.secrets(m.config)
+  local ok, r = pcall(mcp.call_tool, m.server, m.config, m.tool, a)
+  if not ok then
+    local e = type(r) == "table" and r or { type = "McpError", message = tostring(r) }
+    return fail(tostring(e.type or "McpError"), tostring(e.message), secrets)
+  end
+  local text = require("tools.common").sanitize(r.text, secrets)
+  if r.is_error then return { ok = false, content = "tool error: " .. text, error = { type = "ToolError",
+    message = text:sub(1, 4096) } } end
+  return { ok = true, content = text }
 end
 
 -- Runs one tool call (validated against its schema first) on the trusted side
@@ -231,7 +353,7 @@ function M.tool(args)
     session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
       ((require("sandbox").workspace_root():match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
       publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
-  local r = tools.run(args.tool, ctx, args.args or {})
+  local r = args.mcp and mcp_tool(args) or tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
   -- An earlier attempt of this call was cut short (the engine died, or it

@@ -31,6 +31,13 @@ function M.api_key(model, default_env)
     end
   end
   local name = model.api_key_env or default_env
+  return M.credential(name), name
+end
+
+-- A credential by name: the engine's environment, else the file named by
+-- ENGINE_CREDENTIALS_FILE. nil when unset or empty. (MCP servers' env and
+-- headers come from here too: lua/mcp.lua.)
+function M.credential(name)
   local v = os.getenv(name)
   if (not v or v == "") and os.getenv("ENGINE_CREDENTIALS_FILE") then
     local f = io.open(os.getenv("ENGINE_CREDENTIALS_FILE"), "r")
@@ -41,7 +48,7 @@ function M.api_key(model, default_env)
     end
   end
   if v == "" then v = nil end
-  return v, name
+  return v
 end
 
 local function escape_pattern(s) return (s:gsub("[%^%$%(%)%%%.%[%]%*%+%-%?]", "%%%0")) end

@@ -167,12 +167,17 @@ function M.run(name, ctx, args)
 end
 
 -- The request the policies decide on (lua/policy.lua).
+-- An MCP tool (mcp__SERVER__TOOL, lua/mcp.lua) runs on the trusted side and
+-- may do anything its server does: it counts as writing, and req.mcp names
+-- its server.
 function M.policy_request(name, args, ctx)
   local t = M.load_all()[name] or {}
   ctx = ctx or {}
+  local server = type(name) == "string" and name:match("^mcp__(.-)__.") or nil
+  if server then t = { side = "trusted", writes = true } end
   return { tool = name, args = args, side = t.side, publishes = t.publishes or false, writes = t.writes or false,
     permissions = ctx.permissions or {}, session_id = ctx.session_id, identity = ctx.identity,
-    approval = ctx.approval }
+    approval = ctx.approval, mcp = server and { server = server } or nil }
 end
 
 return M
