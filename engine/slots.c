@@ -20,6 +20,9 @@
 #include "crash.h"
 #include "json.h"
 
+/* Slots handed out by one release at most (a limit is at most 1,000,000). */
+#define LIMIT_GRANTS 1000001
+
 typedef struct slot_copy {
   int found, held;
   int64_t seq, limit, since, position;
@@ -41,7 +44,7 @@ static int copy_slot(void *ud, const slot_row *r) {
 /* Hands free slots of (pool, key) to the head of its queue, in order; each
  * run that got one, other than `self` (which looks itself), is woken. */
 static int slots_grant(engine *e, const char *pool, const char *key, const char *self) {
-  for (;;) {
+  for (int i = 0; i < LIMIT_GRANTS; i++) { /* bounded: a head the update missed must not spin the loop */
     slot_copy head = {0};
     int got = store_slot_head(e->st, pool, key, copy_slot, &head);
     if (got <= 0) return got;
@@ -56,6 +59,7 @@ static int slots_grant(engine *e, const char *pool, const char *key, const char 
       dispatch_arm(e, now);
     }
   }
+  return 0;
 }
 
 typedef struct rows {
