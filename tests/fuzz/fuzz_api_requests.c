@@ -87,6 +87,7 @@
 #include "store.h"
 #include "tokens.h"
 #include "util.h"
+#include "fuzz_args.h"
 
 #define MAX_BODY 16384  /* ENGINE_HTTP_MAX_BODY_BYTES here: 413 within an input's reach */
 #define MAX_HEADER 4096 /* ENGINE_HTTP_MAX_HEADER_BYTES: 431 likewise */
@@ -1091,23 +1092,6 @@ static void check_answer(request *q, answer *an, int64_t version_at_answer) {
 }
 
 /* --------------------------------------------------------------- run --- */
-
-/* libFuzzer's leak check after an input whose mallocs and frees differ would
- * scan the whole heap after nearly every input: the engine keeps caches (and
- * SQLite its pages) from one input to the next. Unless the command line says
- * otherwise it is off, as in fuzz_lua.c; LeakSanitizer still checks at exit. */
-static void no_leak_check_per_input(int *argc, char ***argv) {
-  for (int i = 1; i < *argc; i++)
-    if (strncmp((*argv)[i], "-detect_leaks=", 14) == 0) return;
-  static char flag[] = "-detect_leaks=0";
-  static char **args; /* kept for the process's life */
-  args = malloc(sizeof(char *) * (size_t)(*argc + 2));
-  memcpy(args, *argv, sizeof(char *) * (size_t)*argc);
-  args[*argc] = flag;
-  args[*argc + 1] = NULL;
-  *argv = args;
-  (*argc)++;
-}
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   no_leak_check_per_input(argc, argv);

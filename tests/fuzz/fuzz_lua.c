@@ -28,6 +28,7 @@
 #include "json.h"
 #include "lua_fs.h"
 #include "safefs.h"
+#include "fuzz_args.h"
 
 #define FUZZ_BUDGET 20000000LL /* VM instructions per input: 2 s or so with the line hook and ASan, 4x the largest seed */
 #define FUZZ_MEM_MB 512
@@ -142,24 +143,6 @@ static int setup(lua_State *S) {
   lua_call(S, 0, 1);
   if (lua_type(S, -1) != LUA_TFUNCTION) luaL_error(S, "%s must return function(data)", FUZZ_LUA_ENTRY);
   return 1;
-}
-
-/* libFuzzer's leak check after an input whose mallocs and frees differ would
- * scan the whole heap after nearly every input here: the VM keeps its garbage
- * until a later collection. Unless the command line says otherwise it is off
- * (libFuzzer reads its flags after this function); LeakSanitizer still checks
- * at exit. */
-static void no_leak_check_per_input(int *argc, char ***argv) {
-  for (int i = 1; i < *argc; i++)
-    if (strncmp((*argv)[i], "-detect_leaks=", 14) == 0) return;
-  static char flag[] = "-detect_leaks=0";
-  static char **args; /* kept for the process's life */
-  args = malloc(sizeof(char *) * (size_t)(*argc + 2));
-  memcpy(args, *argv, sizeof(char *) * (size_t)*argc);
-  args[*argc] = flag;
-  args[*argc + 1] = NULL;
-  *argv = args;
-  (*argc)++;
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
