@@ -385,6 +385,28 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
   }
 }
 
+/* The schema version (0: none) and how many objects the file holds, read in
+ * one snapshot: read apart, a creation committed by another process between
+ * the two reads looked like someone else's tables. */
+static void schema_state(store *s, int *have, int *other) {
+  sqlite3_stmt *st = NULL;
+  int meta = 0;
+  *have = *other = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT count(*), count(CASE WHEN type='table' AND name='meta' THEN 1 END) FROM sqlite_master",
+                         -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    *other = sqlite3_column_int(st, 0);
+    meta = sqlite3_column_int(st, 1);
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  /* meta and its version are written in one transaction: a meta seen has one */
+  if (meta && sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    *have = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+}
+
 static int open_once(const char *path, int must_exist, store **out, char *err, size_t errlen) {
   *out = NULL;
   store *s = util_xcalloc(1, sizeof *s);
@@ -417,15 +439,7 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
   rc = sqlite3_exec(s->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, &emsg);
   int have = 0, other = 0;
   if (rc == SQLITE_OK) {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-      have = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
-    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
-      other = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
+    schema_state(s, &have, &other);
     if (have > SCHEMA_VERSION) {
       util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", path, have,
                   SCHEMA_VERSION);
@@ -444,9 +458,21 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     sqlite3_free(emsg);
     emsg = NULL;
     rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, &emsg);
-    if (rc == SQLITE_OK) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
-    if (rc == SQLITE_OK && have > 0) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
-    if (rc == SQLITE_OK)
+    /* another process may have created or migrated it while we waited */
+    if (rc == SQLITE_OK) schema_state(s, &have, &other);
+    if (rc == SQLITE_OK && (have > SCHEMA_VERSION || (have == 0 && other > 0))) {
+      sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+      if (have > SCHEMA_VERSION)
+        util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", path, have,
+                    SCHEMA_VERSION);
+      else
+        util_seterr(err, errlen, "%s is not an engine database", path);
+      store_close(s);
+      return have > SCHEMA_VERSION ? STORE_ERR : STORE_ECORRUPT;
+    }
+    if (rc == SQLITE_OK && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have < SCHEMA_VERSION)
       rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "')",
                         NULL, NULL, &emsg);
     if (rc == SQLITE_OK) {
