@@ -70,35 +70,46 @@ static int describe(store *st, const char *id, approval_request *r, char *err, s
 
 /* ---------------------------------------------------------- pending --- */
 
-/* The request the workflow's current run waits on: its last event is the
- * wait for approval:RID (a run appends nothing while it waits). */
-static int find_pending(store *st, const wf_row *w, approval_request *out, char *err, size_t errlen) {
+/* The requests the workflow's current run waits on: its waits for
+ * approval:RID with no outcome in the log, oldest first (a session asks for
+ * several at once when a turn has several calls that need one). Fills out
+ * with the one named (or, named NULL, the oldest) and *count with how many
+ * are pending; returns 1 when out is filled, 0 when not, -1 with err. */
+static int find_pending_named(store *st, const wf_row *w, const char *named, approval_request *out, int *count,
+                              char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   out->deadline = -1;
-  int64_t last = store_hist_max_seq(st, w->id, w->run);
-  if (last < 0) return store_failed(st, err, errlen);
-  if (last == 0) return 0;
+  *count = 0;
   hist_list h = {0};
-  int got = store_hist_get(st, w->id, w->run, last, &h);
-  if (got < 0) return store_failed(st, err, errlen);
-  int pending = 0;
-  const hist_event *ev = got ? &h.v[0] : NULL;
-  if (ev && strcmp(ev->type, "SignalWaitStarted") == 0 && ev->name &&
-      approval_request_of(ev->name)) {
-    const char *rid = approval_request_of(ev->name);
+  if (store_hist_load(st, w->id, w->run, &h) != STORE_OK) return store_failed(st, err, errlen);
+  int found = 0;
+  for (size_t i = 0; i < h.n && found >= 0; i++) {
+    const hist_event *ev = &h.v[i];
+    const char *rid = strcmp(ev->type, "SignalWaitStarted") == 0 ? approval_request_of(ev->name) : NULL;
+    if (!rid) continue;
+    int answered = 0;
+    for (size_t k = i + 1; k < h.n && !answered; k++) answered = h.v[k].ref == ev->seq;
+    if (answered) continue;
+    (*count)++;
+    if (found || (named && strcmp(named, rid) != 0)) continue;
     if (strlen(rid) >= sizeof out->request_id) {
       util_seterr(err, errlen, "workflow '%s' waits on an approval request whose id is longer than %zu bytes", w->id,
                   sizeof out->request_id - 1);
-      pending = -1;
-    } else {
-      snprintf(out->request_id, sizeof out->request_id, "%s", rid);
-      out->deadline = json_int_field(ev->payload, "deadline", -1);
-      pending = 1;
+      found = -1;
+      break;
     }
+    snprintf(out->request_id, sizeof out->request_id, "%s", rid);
+    out->deadline = json_int_field(ev->payload, "deadline", -1);
+    found = 1;
   }
   hist_list_free(&h);
-  if (pending == 1 && describe(st, w->id, out, err, errlen) != 0) return -1;
-  return pending;
+  if (found == 1 && describe(st, w->id, out, err, errlen) != 0) return -1;
+  return found;
+}
+
+static int find_pending(store *st, const wf_row *w, approval_request *out, char *err, size_t errlen) {
+  int count;
+  return find_pending_named(st, w, NULL, out, &count, err, errlen);
 }
 
 int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen) {
@@ -191,21 +202,27 @@ int approval_answer_in_batch(store *st, const char *id, const approval_decision 
     else store_failed(st, err, errlen);
     return -1;
   }
-  approval_request p;
-  int rc = -1, n = engine_status_terminal(w.status) ? 0 : find_pending(st, &w, &p, err, errlen);
+  approval_request p, oldest;
   const char *named = a->request_id;
-  if (n < 0) {
+  int count = 0, rc = -1;
+  int n = engine_status_terminal(w.status) ? 0 : find_pending_named(st, &w, named, &p, &count, err, errlen);
+  /* a name that is not pending: say what is */
+  int others = n == 0 && named && count > 0 ? find_pending(st, &w, &oldest, err, errlen) : 0;
+  if (n < 0 || others < 0) {
     /* err is set */
   } else if (n == 0 && engine_status_terminal(w.status)) {
     util_seterr(err, errlen, "workflow '%s' is %s: no approval is pending", id, w.status);
+  } else if (n == 0 && named && others) {
+    util_seterr(err, errlen,
+                "request '%s' of %s is not pending (answered, timed out or never asked); it waits on request '%s'%s%s",
+                named, id, oldest.request_id, *oldest.tool ? " for tool " : "", oldest.tool);
   } else if (n == 0 && named) {
     util_seterr(err, errlen, "%s has no pending approval request '%s' (answered, timed out or never asked)", id, named);
   } else if (n == 0) {
     util_seterr(err, errlen, "no approval is pending for %s", id);
-  } else if (named && strcmp(named, p.request_id) != 0) {
-    util_seterr(err, errlen,
-                "request '%s' of %s is not pending (answered, timed out or never asked); it waits on request '%s'%s%s",
-                named, id, p.request_id, *p.tool ? " for tool " : "", p.tool);
+  } else if (!named && count > 1) {
+    util_seterr(err, errlen, "%s waits on %d approval requests (the oldest is '%s'%s%s): name the one you answer", id,
+                count, p.request_id, *p.tool ? " for tool " : "", p.tool);
   } else if (p.deadline >= 0 && util_now_ms() >= p.deadline) {
     util_seterr(err, errlen, "request '%s' of %s timed out (its deadline passed): the session counts it as denied",
                 p.request_id, id);

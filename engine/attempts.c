@@ -17,6 +17,7 @@
 /* ---------------------------------------------------------- activities --- */
 
 void attempt_free(attempt *a) {
+  if (!a) return;
   free(a->wf_id);
   free(a->name);
   free(a->payload);
@@ -129,7 +130,7 @@ static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
   hist_event ev;
   if (attempt_record(a, r, ok, json, &ev)) {
     run_deliver(e, a->wf_id, &ev);
-  } else if (r && wfvm_blocked(r->vm)->seq == a->seq) {
+  } else if (r && wfvm_waits_on(r->vm, a->seq)) {
     run_evict(r); /* waits for its retry; replayed when that ends */
   }
   attempt_free(a);

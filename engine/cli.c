@@ -1607,6 +1607,8 @@ static const char *APPROVE_HELP =
     "only that request: when another one is pending instead (RID timed out or was\n"
     "answered meanwhile) nothing is sent and it exits 2, as it does when nothing\n"
     "is pending, the request's deadline passed or it is answered already.\n"
+    "When the session waits on several (a turn with several calls that need one),\n"
+    "--request says which: without it nothing is sent and it names them.\n"
     "With --server the approver recorded is the token's identity (token:NAME).\n";
 
 /* approve with --server: the request the session waits on (from its

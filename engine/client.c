@@ -368,7 +368,9 @@ int engine_signal_local(engine *e, const char *id, const char *name, const char 
     util_seterr(err, errlen, "%s", store_errmsg(e->st));
     return -1;
   }
-  if (!strmap_get(&e->runs, id)) run_load_id(e, id);
+  wfrun *r = strmap_get(&e->runs, id);
+  if (r) run_evict(r); /* in memory while an activity of it runs: loaded again, it takes the signal */
+  run_load_id(e, id);
   return 0;
 }
 

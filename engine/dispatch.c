@@ -52,9 +52,14 @@ static int on_due(void *ud, const task_row *t) {
     wfrun *r = strmap_get(&e->runs, t->wf_id);
     if (r) {
       r->cancel = w.cancel;
+      wfvm_state st;
       if (w.cancel == 1) {
-        hist_event ev;
-        if (run_cancel_blocked(r, &ev)) run_handle_state(r, wfvm_deliver(r->vm, &ev));
+        if (run_cancel_pending(r, &st) == 0) run_handle_state(r, st);
+      } else if (wfvm_pending_count(r->vm)) {
+        /* a signal for a run that stays in memory (an activity of it runs):
+         * loading it again takes what is buffered */
+        run_evict(r);
+        run_load_id(e, t->wf_id);
       }
     } else if (!engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) {
       run_load(e, &w);
@@ -80,7 +85,7 @@ static int on_due(void *ud, const task_row *t) {
   } else if (strcmp(t->kind, "wake") == 0) {
     /* a slot was handed to it, or a rate window opened: it looks again */
     wfrun *r = strmap_get(&e->runs, t->wf_id);
-    if (r && wfvm_blocked(r->vm)->seq == t->seq) run_evict(r);
+    if (r && wfvm_waits_on(r->vm, t->seq)) run_evict(r);
     else if (r) return 0; /* in memory doing something else: not waiting on it */
     run_load_id(e, t->wf_id);
   } else {

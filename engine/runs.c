@@ -186,7 +186,7 @@ void run_load_id(engine *e, const char *id) {
  * when it is in memory, else by replaying it (the outcome is already logged). */
 void run_deliver(engine *e, const char *id, const hist_event *ev) {
   wfrun *r = strmap_get(&e->runs, id);
-  if (r && wfvm_blocked(r->vm)->seq == ev->ref) {
+  if (r && wfvm_waits_on(r->vm, ev->ref)) {
     run_handle_state(r, wfvm_deliver(r->vm, ev));
     return;
   }
@@ -196,34 +196,154 @@ void run_deliver(engine *e, const char *id, const hist_event *ev) {
 
 /* ------------------------------------------------------------ commands --- */
 
-/* Cancellation is delivered as the outcome of the command the run waits on. */
-int run_cancel_blocked(wfrun *r, hist_event *ev) {
+/* Cancellation is delivered as the outcome of every command pending when it
+ * comes (what the run's futures wait on), in issue order; what the script
+ * issues after it (clean-up) runs. Returns the VM's state after the last, or
+ * -1 when an append failed. */
+int run_cancel_pending(wfrun *r, wfvm_state *st) {
   engine *e = r->e;
-  const wfvm_cmd *c = wfvm_blocked(r->vm);
-  char key[160];
-  snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
-  attempt *a = strmap_del(&e->attempts, key);
-  if (a) {
-    actvm_cancel(a->call);
-    attempt_free(a);
-  }
-  store_task_del(e->st, r->id, "activity", c->seq);
-  store_task_del(e->st, r->id, "timer", c->seq);
-  store_task_del(e->st, r->id, "signal_timeout", c->seq);
-  store_task_del(e->st, r->id, "wake", c->seq);
+  size_t n = wfvm_pending_count(r->vm);
+  int64_t *seqs = util_xcalloc(n ? n : 1, sizeof *seqs);
+  for (size_t i = 0; i < n; i++) seqs[i] = wfvm_pending_at(r->vm, i)->seq;
   store_wf_set_cancel(e->st, r->id, 2);
   r->cancel = 2;
-  return run_append(r, "CommandCancelled", c->seq, c->name, NULL, NULL, ev) >= 0;
+  *st = WFVM_BLOCKED;
+  int rc = 0;
+  for (size_t i = 0; i < n && *st == WFVM_BLOCKED; i++) {
+    if (!wfvm_waits_on(r->vm, seqs[i])) continue;
+    const wfvm_cmd *c = NULL;
+    for (size_t k = 0; !c; k++)
+      if (wfvm_pending_at(r->vm, k)->seq == seqs[i]) c = wfvm_pending_at(r->vm, k);
+    char key[160];
+    snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+    attempt *a = strmap_del(&e->attempts, key);
+    if (a) {
+      actvm_cancel(a->call);
+      attempt_free(a);
+    }
+    store_task_del(e->st, r->id, "activity", c->seq);
+    store_task_del(e->st, r->id, "timer", c->seq);
+    store_task_del(e->st, r->id, "signal_timeout", c->seq);
+    store_task_del(e->st, r->id, "wake", c->seq);
+    hist_event ev;
+    if (run_append(r, "CommandCancelled", c->seq, c->name, NULL, NULL, &ev) < 0) {
+      rc = -1;
+      break;
+    }
+    *st = wfvm_deliver(r->vm, &ev);
+  }
+  free(seqs);
+  return rc;
+}
+
+/* Stops the attempts of the run's pending activities running here: futures
+ * nobody waits for once the run has ended. */
+static void cancel_attempts(wfrun *r) {
+  for (size_t i = 0; i < wfvm_pending_count(r->vm); i++) {
+    const wfvm_cmd *c = wfvm_pending_at(r->vm, i);
+    if (strcmp(c->kind, "activity") != 0) continue;
+    char key[160];
+    snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+    attempt *a = strmap_del(&r->e->attempts, key);
+    if (a) {
+      actvm_cancel(a->call);
+      attempt_free(a);
+    }
+  }
 }
 
 void run_finish(wfrun *r, const char *status, const char *event, const char *result, const char *error) {
   engine *e = r->e;
   if (event) run_append(r, event, 0, NULL, NULL, result ? result : error, NULL);
+  if (r->vm) cancel_attempts(r);
   store_task_del_wf(e->st, r->id);
   store_signal_del_wf(e->st, r->id);
   slots_release_all(e, r->id);
   run_set_status(r, status, result, error, NULL);
   run_evict(r);
+}
+
+/* Starts what a pending command asks of the engine, or (replayed) looks at it
+ * again. Returns 1 with *ev when its outcome is logged at once (deliver it), 0
+ * when it waits, -1 when the batch failed. *keep holds what *ev points at,
+ * for the caller to free once it is delivered. */
+typedef struct kept {
+  char *payload; /* a signal's */
+  attempt *a;    /* an attempt that ended at once */
+} kept;
+
+static int start_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, kept *keep) {
+  engine *e = r->e;
+  if (strcmp(c->kind, "activity") == 0) {
+    run_set_status(r, "running", NULL, NULL, NULL);
+    if (!c->is_new) return 0; /* scheduled before a restart: its task runs it */
+    attempt *a = NULL;
+    if (attempt_start(e, r, r->id, r->script_dir, c->seq, 1, util_now_ms(), c->name, c->payload, ev, &a)) {
+      keep->a = a;
+      return 1;
+    }
+    return 0; /* running, or failed once and waits for a retry */
+  }
+  if (strcmp(c->kind, "timer") == 0) {
+    if (c->is_new) {
+      int64_t at = json_int_field(c->payload, "fire_at", util_now_ms());
+      store_task_put(e->st, r->id, "timer", c->seq, at, 0, 0, NULL, 0);
+      dispatch_arm(e, at);
+    }
+    return 0;
+  }
+  if (strcmp(c->kind, "signal") != 0) { /* limits: slots.c */
+    int got = slots_command(r, c, ev);
+    return got > 0 ? 1 : got;
+  }
+  /* a signal buffered before the wait (or while the run was out of memory) */
+  char *payload = NULL;
+  int got = store_signal_take(e->st, r->id, c->name, &payload);
+  if (got == 1) {
+    crash_point("signal.take");
+    store_task_del(e->st, r->id, "signal_timeout", c->seq);
+    keep->payload = payload;
+    return run_append(r, "SignalReceived", c->seq, c->name, NULL, payload, ev) < 0 ? -1 : 1;
+  }
+  if (got < 0) return -1;
+  if (c->is_new) {
+    int64_t deadline = json_int_field(c->payload, "deadline", -1);
+    if (deadline >= 0) {
+      store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
+      dispatch_arm(e, deadline);
+    }
+  }
+  return 0;
+}
+
+/* Every thread of the run waits: the status says on what, and the run stays
+ * in memory only while an activity of it runs here (bounded memory, however
+ * many wait; an outcome replays the others). */
+static void settle_status(wfrun *r) {
+  engine *e = r->e;
+  int activity = 0, here = 0;
+  const wfvm_cmd *first = NULL;
+  for (size_t i = 0; i < wfvm_pending_count(r->vm); i++) {
+    const wfvm_cmd *c = wfvm_pending_at(r->vm, i);
+    if (strcmp(c->kind, "activity") == 0) {
+      char key[160];
+      snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
+      activity = 1;
+      here |= strmap_get(&e->attempts, key) != NULL;
+    } else if (!first) {
+      first = c;
+    }
+  }
+  if (activity) {
+    run_set_status(r, "running", NULL, NULL, NULL);
+  } else if (first && strcmp(first->kind, "timer") == 0) {
+    run_set_status(r, "waiting", NULL, NULL, "timer");
+  } else if (first && strcmp(first->kind, "signal") == 0) {
+    char detail[300];
+    snprintf(detail, sizeof detail, "signal %s", first->name);
+    run_set_status(r, "waiting", NULL, NULL, detail);
+  } /* a slot or a rate: slots.c said so when it queued */
+  if (!here || e->runs.len > e->max_cached) run_evict(r);
 }
 
 /* Drives a run from a VM state until it waits on something external. */
@@ -270,6 +390,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         store_wf_new_run(e->st, r->id, next, input);
         store_hist_append(e->st, r->id, next, &ev);
         store_task_del_wf(e->st, r->id);
+        cancel_attempts(r);
         slots_release_all(e, r->id); /* a new run asks again */
         store_task_put(e->st, r->id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0);
         dispatch_arm(e, util_now_ms());
@@ -281,80 +402,23 @@ void run_handle_state(wfrun *r, wfvm_state st) {
       }
       case WFVM_BLOCKED: break;
     }
-    const wfvm_cmd *c = wfvm_blocked(r->vm);
-    hist_event ev;
     if (r->cancel == 1) {
-      if (!run_cancel_blocked(r, &ev)) return;
-      st = wfvm_deliver(r->vm, &ev);
+      if (run_cancel_pending(r, &st) != 0) return;
       continue;
     }
-    if (strcmp(c->kind, "activity") == 0) {
-      char key[160];
-      snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
-      if (!c->is_new) {
-        /* scheduled before a restart: its task runs it; stay loaded only while it runs */
-        run_set_status(r, "running", NULL, NULL, NULL);
-        if (!strmap_get(&e->attempts, key) || e->runs.len > e->max_cached) run_evict(r);
-        return;
-      }
-      attempt *a = NULL;
-      run_set_status(r, "running", NULL, NULL, NULL);
-      if (attempt_start(e, r, r->id, r->script_dir, c->seq, 1, util_now_ms(), c->name, c->payload, &ev, &a)) {
-        st = wfvm_deliver(r->vm, &ev);
-        attempt_free(a);
-        continue;
-      }
-      /* failed once and waits for a retry, or too many runs in memory: the
-       * outcome will replay it (bounded memory, whatever the number waiting) */
-      if (!a || e->runs.len > e->max_cached) run_evict(r);
-      return;
-    }
-    if (strcmp(c->kind, "signal") != 0 && strcmp(c->kind, "timer") != 0) { /* limits: slots.c */
-      int got = slots_command(r, c, &ev);
-      if (got > 0) {
-        st = wfvm_deliver(r->vm, &ev);
-        continue;
-      }
-      if (got == 0) run_evict(r);
-      return;
-    }
-    if (strcmp(c->kind, "timer") == 0) {
-      if (c->is_new) {
-        int64_t at = json_int_field(c->payload, "fire_at", util_now_ms());
-        store_task_put(e->st, r->id, "timer", c->seq, at, 0, 0, NULL, 0);
-        dispatch_arm(e, at);
-      }
-      run_set_status(r, "waiting", NULL, NULL, "timer");
-      run_evict(r);
-      return;
-    }
-    /* signal */
-    char *payload = NULL;
-    int got = store_signal_take(e->st, r->id, c->name, &payload);
-    if (got == 1) {
-      crash_point("signal.take");
-      store_task_del(e->st, r->id, "signal_timeout", c->seq);
-      run_set_status(r, "running", NULL, NULL, NULL);
-      int64_t seq = run_append(r, "SignalReceived", c->seq, c->name, NULL, payload, &ev);
-      if (seq < 0) {
-        free(payload);
-        return;
-      }
-      st = wfvm_deliver(r->vm, &ev);
-      free(payload);
+    /* each command once per VM: the new ones start, the replayed ones are looked at again */
+    const wfvm_cmd *c = wfvm_next_command(r->vm);
+    if (c) {
+      hist_event ev;
+      kept keep = {0};
+      int got = start_command(r, c, &ev, &keep);
+      if (got > 0) st = wfvm_deliver(r->vm, &ev);
+      free(keep.payload);
+      attempt_free(keep.a);
+      if (got < 0) return;
       continue;
     }
-    if (c->is_new) {
-      int64_t deadline = json_int_field(c->payload, "deadline", -1);
-      if (deadline >= 0) {
-        store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
-        dispatch_arm(e, deadline);
-      }
-    }
-    char detail[300];
-    snprintf(detail, sizeof detail, "signal %s", c->name);
-    run_set_status(r, "waiting", NULL, NULL, detail);
-    run_evict(r);
+    settle_status(r);
     return;
   }
 }

@@ -13,6 +13,36 @@
 #define HOOK_EVERY 10000
 #define REG_VM "engine.wfvm"
 #define ERROR_MT "engine.wf_error"
+#define FUTURE_MT "wf.future"
+
+/* A command issued and not yet answered: its outcome settles its future. */
+typedef struct pending {
+  wfvm_cmd cmd;
+  int fut_ref; /* the future (registry) */
+  int handed;  /* given to the engine by wfvm_next_command */
+} pending;
+
+/* A durable coroutine: the workflow body (threads[0]) or one of wf.spawn.
+ * Only the scheduler resumes them, one at a time, in a fixed order. */
+typedef struct vthread {
+  lua_State *L;
+  int ref;      /* keeps the thread alive */
+  int fut_ref;  /* wf.spawn: the future of its result; LUA_NOREF for the body */
+  int ready;    /* to be resumed (not started yet, or what it waits on settled) */
+  int nargs;    /* values on its stack to resume it with */
+  int wait_ref; /* what it waits on: a future, or a table of them */
+  int wait_mode;
+  int64_t checked; /* vm->settles when its wait was last found unsatisfied */
+} vthread;
+
+enum { WAIT_ONE, WAIT_ALL, WAIT_ANY };
+
+/* The userdata behind a future; what settled it is in its user value. */
+typedef struct future {
+  int64_t seq;   /* the command; 0 for wf.spawn */
+  int settled;
+  int64_t order; /* when it settled, in settle order (wf.any) */
+} future;
 
 struct wfvm {
   char error_type[64]; /* the type of the error the script raised (WFVM_FAILED) */
@@ -37,8 +67,13 @@ struct wfvm {
   int in_checkpoint;
   int limit_on; /* the memory limit applies while the script runs, not to the engine's own work */
 
-  wfvm_cmd blocked; /* valid in WFVM_BLOCKED */
-  hist_event delivered;
+  pending *pend; /* commands issued and not answered, in issue order */
+  size_t npend, cappend;
+  vthread *threads; /* in creation order: the order they are resumed in */
+  size_t nthreads, capthreads;
+  lua_State *current; /* the thread running now, NULL between resumes */
+  int64_t settles;    /* futures settled so far */
+  int waiting;        /* the last engine yield was a thread starting to wait */
   char *output;
   char *kill_reason;
   char *stuck_msg;
@@ -66,7 +101,7 @@ static void *vm_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (!vm->limit_on) return NULL;
     if (!vm->kill_reason)
       vm->kill_reason = util_fmt("memory limit exceeded (%zu MiB; set ENGINE_WF_MEMORY_MB)", vm->cfg.mem_limit >> 20);
-    if (vm->co) lua_sethook(vm->co, lua_gethook(vm->co), LUA_MASKCOUNT, 1);
+    if (vm->current) lua_sethook(vm->current, lua_gethook(vm->current), LUA_MASKCOUNT, 1);
     return NULL;
   }
   /* Lua's allocator: NULL is how Lua learns it is out of memory (a script's
@@ -93,7 +128,7 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
     vm->kill_reason = util_fmt("instruction budget exceeded (%lld instructions; set ENGINE_WF_INSTRUCTIONS)",
                                (long long)vm->cfg.instr_limit);
   if (!vm->kill_reason) return;
-  if (L == vm->co && lua_isyieldable(L)) {
+  if (L == vm->current && lua_isyieldable(L)) {
     vm->engine_yield = 1;
     lua_yield(L, 0); /* in a hook this returns; the coroutine yields when we return */
     return;
@@ -101,15 +136,12 @@ static void count_hook(lua_State *L, lua_Debug *ar) {
   luaL_error(L, "%s", vm->kill_reason);
 }
 
-/* The budget is per wake-up: it starts again wherever the live run was woken,
- * at each resume and at each outcome a replay consumes (a replay is one resume
- * over many wake-ups). Re-setting the hook also restarts its countdown, so a
- * wake-up counts the same instructions live and on replay. A replay stays
- * bounded: at most one budget per recorded outcome, plus one. */
-static void budget_restart(wfvm *vm) {
-  vm->instr = 0;
-  if (!vm->kill_reason) lua_sethook(vm->co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
-}
+/* The budget is per wake-up: it starts again at each outcome the run takes,
+ * live (delivered) and on replay (read from the log) alike. Each resume of a
+ * thread re-sets its hook, which restarts the countdown, so a wake-up counts
+ * the same instructions live and on replay. A replay stays bounded: at most
+ * one budget per recorded outcome, plus one. */
+static void budget_restart(wfvm *vm) { vm->instr = 0; }
 
 /* ------------------------------------------------------------ determinism --- */
 
@@ -150,7 +182,7 @@ static void command_hash(const char *kind, const char *name, const char *args, c
 /* Stops the run as stuck: yields (so pcall cannot catch it) and never resumes. */
 static int go_stuck(lua_State *L, wfvm *vm, const char *msg) {
   if (!vm->stuck_msg) vm->stuck_msg = util_strdup(msg);
-  if (L == vm->co && lua_isyieldable(L)) {
+  if (L == vm->current && lua_isyieldable(L)) {
     vm->engine_yield = 1;
     return lua_yield(L, 0);
   }
@@ -208,8 +240,9 @@ static int64_t append(lua_State *L, wfvm *vm, const char *type, int64_t ref, con
 }
 
 static void check_primitive(lua_State *L, wfvm *vm, const char *what) {
-  if (L != vm->co)
-    luaL_error(L, "wf.%s must be called from the workflow itself, not from a nested coroutine", what);
+  if (L != vm->current)
+    luaL_error(L, "wf.%s must be called from the workflow itself or a wf.spawn coroutine, not from a coroutine "
+               "the script created", what);
   if (vm->in_checkpoint) luaL_error(L, "wf.%s cannot be called inside a checkpoint function", what);
 }
 
@@ -249,10 +282,8 @@ static void decode_or_nil(lua_State *L, const char *payload) {
     lua_pushnil(L);
 }
 
-/* Turns the outcome event of a blocking command into return values or an error. */
-static int push_outcome(lua_State *L, wfvm *vm, const hist_event *e) {
-  vm->now_ms = e->time;
-  vm->last_seq = e->seq;
+/* Turns the outcome event of a command into return values or an error. */
+static int push_outcome(lua_State *L, const hist_event *e) {
   const char *t = e->type;
   if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0 || strcmp(t, "SlotGranted") == 0 ||
       strcmp(t, "SlotReleased") == 0 || strcmp(t, "CounterUpdated") == 0 || strcmp(t, "RateGranted") == 0 ||
@@ -281,46 +312,251 @@ static int push_outcome(lua_State *L, wfvm *vm, const hist_event *e) {
   return luaL_error(L, "engine: unexpected outcome event %s at #%lld", t, (long long)e->seq);
 }
 
-static int blocked_k(lua_State *L, int status, lua_KContext ctx) {
+static int outcome_is_error(const char *t) {
+  return strcmp(t, "CommandCancelled") == 0 || strcmp(t, "ActivityFailed") == 0;
+}
+
+static void free_cmd(wfvm_cmd *c) {
+  free(c->name);
+  free(c->payload);
+  memset(c, 0, sizeof *c);
+}
+
+static pending *find_pending(const wfvm *vm, int64_t seq) {
+  for (size_t i = 0; i < vm->npend; i++)
+    if (vm->pend[i].cmd.seq == seq) return &vm->pend[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------- futures --- */
+
+static void add_thread(wfvm *vm, lua_State *co, int ref, int fut_ref, int nargs);
+
+static future *check_future(lua_State *L, int idx) { return luaL_checkudata(L, idx, FUTURE_MT); }
+
+/* A new unsettled future on top of L; its user value (what settled it) is
+ * made when it settles. */
+static future *new_future(lua_State *L, int64_t seq) {
+  future *f = lua_newuserdatauv(L, sizeof *f, 1);
+  f->seq = seq;
+  f->settled = 0;
+  f->order = 0;
+  luaL_setmetatable(L, FUTURE_MT);
+  return f;
+}
+
+/* Marks the future at idx settled; the table on top of L (popped) is what
+ * settled it: {t=type, p=payload, s=seq, time=} for a command, {v=values}
+ * or {e=error} for wf.spawn. */
+static void settle(wfvm *vm, lua_State *L, int idx) {
+  future *f = lua_touserdata(L, idx);
+  lua_setiuservalue(L, idx, 1);
+  f->settled = 1;
+  f->order = ++vm->settles;
+}
+
+/* The outcome event of a pending command (live: delivered; replay: read from
+ * the log) settles its future; the run's clock is now the event's. */
+static void take_outcome(wfvm *vm, const hist_event *e) {
+  pending *p = find_pending(vm, e->ref);
+  if (!p) return;
+  lua_State *L = vm->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->fut_ref);
+  int f = lua_gettop(L);
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, e->type);
+  lua_setfield(L, -2, "t");
+  lua_pushstring(L, e->payload ? e->payload : "");
+  lua_setfield(L, -2, "p");
+  lua_pushinteger(L, e->seq);
+  lua_setfield(L, -2, "s");
+  lua_pushinteger(L, e->time);
+  lua_setfield(L, -2, "time");
+  settle(vm, L, f);
+  lua_pop(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, p->fut_ref);
+  free_cmd(&p->cmd);
+  size_t i = (size_t)(p - vm->pend);
+  memmove(vm->pend + i, vm->pend + i + 1, (vm->npend - i - 1) * sizeof *vm->pend);
+  vm->npend--;
+  vm->now_ms = e->time;
+  vm->last_seq = e->seq;
+  budget_restart(vm);
+}
+
+/* The settled future at idx as the values its command returns (or raises). */
+static int push_result(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_getiuservalue(L, idx, 1);
+  int t = lua_gettop(L);
+  if (lua_getfield(L, t, "e") != LUA_TNIL) return lua_error(L); /* wf.spawn raised */
+  lua_pop(L, 1);
+  if (lua_getfield(L, t, "v") == LUA_TTABLE) { /* wf.spawn returned */
+    int v = lua_gettop(L);
+    lua_getfield(L, v, "n");
+    int n = (int)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    luaL_checkstack(L, n, "too many results");
+    for (int i = 1; i <= n; i++) lua_rawgeti(L, v, i);
+    lua_rotate(L, t, n);
+    lua_settop(L, t + n - 1);
+    return n;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, t, "t");
+  lua_getfield(L, t, "p");
+  lua_getfield(L, t, "s");
+  lua_getfield(L, t, "time");
+  hist_event e = {lua_tointeger(L, -2), lua_tostring(L, -4), 0, NULL, NULL, lua_tostring(L, -3), lua_tointeger(L, -1)};
+  int n = push_outcome(L, &e); /* the strings it reads stay on the stack meanwhile */
+  lua_rotate(L, t, n);         /* the results below the user value and its four fields */
+  lua_settop(L, t + n - 1);
+  return n;
+}
+
+static int future_is_error(lua_State *L, int idx) {
+  lua_getiuservalue(L, idx, 1);
+  int err = lua_getfield(L, -1, "e") != LUA_TNIL;
+  lua_pop(L, 1);
+  if (!err) {
+    if (lua_getfield(L, -1, "t") == LUA_TSTRING) err = outcome_is_error(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return err;
+}
+
+/* Whether what a thread waits on (at idx: a future or a table of them) has
+ * settled; for WAIT_ANY, *which gets the index of the first settled. */
+static int wait_done(lua_State *L, int idx, int mode, lua_Integer *which) {
+  if (mode == WAIT_ONE) return ((future *)lua_touserdata(L, idx))->settled;
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx), best = 0;
+  int64_t order = INT64_MAX;
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    future *f = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    if (mode == WAIT_ALL && !f->settled) return 0;
+    if (mode == WAIT_ANY && f->settled && f->order < order) {
+      order = f->order;
+      best = i;
+    }
+  }
+  if (which) *which = best;
+  return mode == WAIT_ALL || best > 0;
+}
+
+/* What a finished wait returns: the future's values; for wf.all a table of
+ * each first value in order (the first error, in order, raised instead); for
+ * wf.any the index of the first settled and its values. */
+static int wait_results(lua_State *L, int idx, int mode) {
+  idx = lua_absindex(L, idx);
+  if (mode == WAIT_ONE) return push_result(L, idx);
+  lua_Integer which = 0;
+  wait_done(L, idx, mode, &which);
+  if (mode == WAIT_ANY) {
+    lua_pushinteger(L, which);
+    lua_rawgeti(L, idx, which);
+    int n = push_result(L, -1);
+    lua_remove(L, -n - 1);
+    return n + 1;
+  }
+  lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    if (future_is_error(L, -1)) return push_result(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_createtable(L, (int)n, 0);
+  int out = lua_gettop(L);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_rawgeti(L, idx, i);
+    int got = push_result(L, -1);
+    if (got == 0) lua_pushnil(L);
+    else if (got > 1) lua_pop(L, got - 1);
+    lua_rawseti(L, out, i);
+    lua_pop(L, 1);
+  }
+  return 1;
+}
+
+static vthread *current_thread(wfvm *vm) {
+  for (size_t i = 0; i < vm->nthreads; i++)
+    if (vm->threads[i].L == vm->current) return &vm->threads[i];
+  return NULL;
+}
+
+static int wait_k(lua_State *L, int status, lua_KContext mode) {
   (void)status;
-  (void)ctx;
-  wfvm *vm = get_vm(L);
-  return push_outcome(L, vm, &vm->delivered);
+  return wait_results(L, lua_gettop(L), (int)mode);
 }
 
-static void clear_blocked(wfvm *vm) {
-  free(vm->blocked.name);
-  free(vm->blocked.payload);
-  memset(&vm->blocked, 0, sizeof vm->blocked);
+/* Waits until what is at idx (a future, or a table of them for wf.all and
+ * wf.any) has settled: at once when it has, else the thread yields to the
+ * scheduler, which resumes it when an outcome settles it. */
+static int wait_on(lua_State *L, wfvm *vm, int idx, int mode, const char *what) {
+  idx = lua_absindex(L, idx);
+  if (wait_done(L, idx, mode, NULL)) return wait_results(L, idx, mode);
+  check_blocking(L, vm, what);
+  vthread *t = current_thread(vm);
+  lua_pushvalue(L, idx);
+  t->wait_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  t->wait_mode = mode;
+  t->checked = vm->settles;
+  lua_settop(L, idx);
+  vm->engine_yield = 1;
+  vm->waiting = 1;
+  return lua_yieldk(L, 0, (lua_KContext)mode, wait_k);
 }
 
-/* A blocking command: returns its outcome from history when recorded, else
- * yields until the engine delivers it. */
-static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, const char *name,
-                    const char *args_json, const char *payload_live) {
+/* Issues a command and pushes its future: on replay the command must match
+ * the next event of the log, live it is appended. Either way it is pending
+ * until its outcome settles the future. */
+static void issue(lua_State *L, wfvm *vm, const char *kind, const char *type, const char *name, const char *args_json,
+                  const char *payload_live) {
   char hash[17];
   command_hash(kind, name, args_json, hash);
-  const hist_event *e = expect(L, vm, type, name, hash);
-  clear_blocked(vm);
-  if (e) {
-    if (vm->cursor < vm->hist.n && vm->hist.v[vm->cursor].ref == e->seq) {
-      budget_restart(vm); /* the live run was woken here */
-      return push_outcome(L, vm, &vm->hist.v[vm->cursor++]);
-    }
-    vm->blocked.seq = e->seq;
-    vm->blocked.payload = util_strdup(e->payload);
-    vm->blocked.is_new = 0;
-    vm->blocked.time = e->time;
-  } else {
-    vm->blocked.seq = append(L, vm, type, 0, name, hash, payload_live);
-    vm->blocked.payload = util_strdup(payload_live);
-    vm->blocked.is_new = 1;
-    vm->blocked.time = vm->now_ms;
+  future *f = new_future(L, 0); /* before anything is recorded: it may run out of memory */
+  if (vm->npend == vm->cappend) {
+    size_t cap = vm->cappend ? vm->cappend * 2 : 8;
+    pending *np = realloc(vm->pend, cap * sizeof *np);
+    if (!np) luaL_error(L, "not enough memory");
+    vm->pend = np;
+    vm->cappend = cap;
   }
-  snprintf(vm->blocked.kind, sizeof vm->blocked.kind, "%s", kind);
-  vm->blocked.name = util_strdup(name);
-  vm->engine_yield = 1;
-  return lua_yieldk(L, 0, 0, blocked_k);
+  pending p = {0};
+  const hist_event *e = expect(L, vm, type, name, hash);
+  if (e) {
+    p.cmd.seq = e->seq;
+    p.cmd.payload = util_strdup(e->payload);
+    p.cmd.time = e->time;
+  } else {
+    p.cmd.seq = append(L, vm, type, 0, name, hash, payload_live);
+    p.cmd.payload = util_strdup(payload_live);
+    p.cmd.is_new = 1;
+    p.cmd.time = vm->now_ms;
+  }
+  snprintf(p.cmd.kind, sizeof p.cmd.kind, "%s", kind);
+  p.cmd.name = util_strdup(name);
+  f->seq = p.cmd.seq;
+  lua_pushvalue(L, -1);
+  p.fut_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  vm->pend[vm->npend++] = p;
+}
+
+/* A blocking command: issued, then waited on. */
+static int block_on(lua_State *L, wfvm *vm, const char *kind, const char *type, const char *name,
+                    const char *args_json, const char *payload_live) {
+  issue(L, vm, kind, type, name, args_json, payload_live);
+  return wait_on(L, vm, -1, WAIT_ONE, kind);
+}
+
+/* A command that waits (wait) or returns its future. */
+static int command(lua_State *L, wfvm *vm, int wait, const char *kind, const char *type, const char *name,
+                   const char *args_json, const char *payload_live) {
+  if (wait) return block_on(L, vm, kind, type, name, args_json, payload_live);
+  issue(L, vm, kind, type, name, args_json, payload_live);
+  return 1;
 }
 
 /* ----------------------------------------------------------- primitives --- */
@@ -394,12 +630,15 @@ static void check_activity_options(lua_State *L, int t) {
 }
 
 /* wf.activity(name, args, options) -> result | error{type,message} */
-static int l_activity(lua_State *L) {
+/* wf.activity (wait) and wf.start_activity (a future): the same command. */
+static int activity_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
-  const char *name = check_name(L, 1, "activity");
+  const char *what = wait ? "activity" : "start_activity";
+  const char *name = check_name(L, 1, what);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
   if (!lua_isnoneornil(L, 3)) check_activity_options(L, 3);
-  check_blocking(L, vm, "activity");
+  if (wait) check_blocking(L, vm, what);
+  else check_primitive(L, vm, what);
   lua_settop(L, 3);
   if (lua_isnoneornil(L, 2)) {
     lua_newtable(L);
@@ -421,8 +660,11 @@ static int l_activity(lua_State *L) {
   luaL_pushresult(&b);
   if (live(vm)) check_size(L, alen, "the JSON of the activity's arguments"); /* a replay reads what was recorded */
   const char *payload = lua_tostring(L, -1);
-  return block_on(L, vm, "activity", "ActivityScheduled", name, args, payload);
+  return command(L, vm, wait, "activity", "ActivityScheduled", name, args, payload);
 }
+
+static int l_activity(lua_State *L) { return activity_command(L, 1); }
+static int l_start_activity(lua_State *L) { return activity_command(L, 0); }
 
 /* Shortest decimal form of a number that reads back the same. */
 static void fmt_num(char *out, size_t n, lua_Number v) {
@@ -434,33 +676,39 @@ static void fmt_num(char *out, size_t n, lua_Number v) {
  * not fire the millisecond before it, where the script would still see time left. */
 static int64_t seconds_to_ms(lua_Number secs) { return (int64_t)ceil(secs * 1000.0); }
 
-/* wf.sleep(seconds): a durable timer. */
-static int l_sleep(lua_State *L) {
+/* wf.sleep(seconds): a durable timer; wf.start_timer(seconds) its future. */
+static int timer_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
   lua_Number secs = luaL_checknumber(L, 1);
-  check_seconds(L, secs, "InvalidArgument", "wf.sleep: seconds");
-  check_blocking(L, vm, "sleep");
+  check_seconds(L, secs, "InvalidArgument", wait ? "wf.sleep: seconds" : "wf.start_timer: seconds");
+  if (wait) check_blocking(L, vm, "sleep");
+  else check_primitive(L, vm, "start_timer");
   char args[64], payload[128];
   fmt_num(args, sizeof args, secs);
   int64_t fire_at = util_now_ms() + seconds_to_ms(secs);
   snprintf(payload, sizeof payload, "{\"fire_at\":%lld,\"seconds\":%s}", (long long)fire_at, args);
-  return block_on(L, vm, "timer", "TimerStarted", "sleep", args, payload);
+  return command(L, vm, wait, "timer", "TimerStarted", "sleep", args, payload);
 }
 
-/* wf.wait_signal(name, {timeout=seconds}) -> payload | nil, "timeout" */
-static int l_wait_signal(lua_State *L) {
+static int l_sleep(lua_State *L) { return timer_command(L, 1); }
+static int l_start_timer(lua_State *L) { return timer_command(L, 0); }
+
+/* wf.wait_signal(name, {timeout=seconds}) -> payload | nil, "timeout";
+ * wf.start_wait_signal(name, opts) its future. */
+static int signal_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
-  const char *name = check_name(L, 1, "wait_signal");
+  const char *name = check_name(L, 1, wait ? "wait_signal" : "start_wait_signal");
   lua_Number timeout = -1;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
     if (lua_getfield(L, 2, "timeout") != LUA_TNIL) {
       timeout = luaL_checknumber(L, -1);
-      check_seconds(L, timeout, "InvalidArgument", "wf.wait_signal: timeout");
+      check_seconds(L, timeout, "InvalidArgument", wait ? "wf.wait_signal: timeout" : "wf.start_wait_signal: timeout");
     }
     lua_pop(L, 1);
   }
-  check_blocking(L, vm, "wait_signal");
+  if (wait) check_blocking(L, vm, "wait_signal");
+  else check_primitive(L, vm, "start_wait_signal");
   char args[64], payload[160];
   fmt_num(args, sizeof args, timeout);
   if (timeout >= 0)
@@ -468,8 +716,11 @@ static int l_wait_signal(lua_State *L) {
              (long long)(util_now_ms() + seconds_to_ms(timeout)), args);
   else
     snprintf(payload, sizeof payload, "{}");
-  return block_on(L, vm, "signal", "SignalWaitStarted", name, args, payload);
+  return command(L, vm, wait, "signal", "SignalWaitStarted", name, args, payload);
 }
+
+static int l_wait_signal(lua_State *L) { return signal_command(L, 1); }
+static int l_start_wait_signal(lua_State *L) { return signal_command(L, 0); }
 
 /* ------------------------------------------------- limits: slots, rates --- */
 
@@ -809,6 +1060,79 @@ static int l_is_replaying(lua_State *L) {
   return 1;
 }
 
+/* ---------------------------------------------------- futures, threads --- */
+
+/* future:wait() -> what the command returns (or raises) once it settles */
+static int l_future_wait(lua_State *L) {
+  check_future(L, 1);
+  lua_settop(L, 1);
+  return wait_on(L, get_vm(L), 1, WAIT_ONE, "wait");
+}
+
+/* future:ready() -> true once it has settled (nothing waits) */
+static int l_future_ready(lua_State *L) {
+  lua_pushboolean(L, check_future(L, 1)->settled);
+  return 1;
+}
+
+static int l_future_tostring(lua_State *L) {
+  future *f = check_future(L, 1);
+  if (f->seq) lua_pushfstring(L, "wf.future (command #%I, %s)", (lua_Integer)f->seq, f->settled ? "settled" : "pending");
+  else lua_pushfstring(L, "wf.future (wf.spawn, %s)", f->settled ? "settled" : "pending");
+  return 1;
+}
+
+/* The futures of the list at arg 1, as a new sequence on top: a table of
+ * futures 1..n and nothing else (the order results come back in). */
+static void check_futures(lua_State *L, const char *what) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  lua_createtable(L, (int)(n > 0 && n < 100000 ? n : 0), 0);
+  for (lua_Integer i = 1; i <= n; i++) {
+    lua_geti(L, 1, i);
+    if (!luaL_testudata(L, -1, FUTURE_MT))
+      raise_error(L, "InvalidArgument", lua_pushfstring(L, "wf.%s: item %I is a %s, not a future (from wf.start_activity, "
+                                                           "wf.start_timer, wf.start_wait_signal or wf.spawn)",
+                                                        what, (lua_Integer)i, luaL_typename(L, -1)));
+    lua_rawseti(L, -2, i);
+  }
+}
+
+/* wf.all({f1, f2, ...}) -> {r1, r2, ...} (each first value; a nil leaves a
+ * hole) once every one settled; the first error in list order is raised instead */
+static int l_all(lua_State *L) {
+  check_futures(L, "all");
+  return wait_on(L, get_vm(L), -1, WAIT_ALL, "all");
+}
+
+/* wf.any({f1, f2, ...}) -> i, results of the first to settle */
+static int l_any(lua_State *L) {
+  check_futures(L, "any");
+  if (lua_rawlen(L, -1) == 0) raise_error(L, "InvalidArgument", "wf.any: the list of futures is empty");
+  return wait_on(L, get_vm(L), -1, WAIT_ANY, "any");
+}
+
+/* wf.spawn(fn, ...) -> future: fn(...) runs as a durable coroutine of the
+ * workflow, from when the caller next waits; the future settles with what it
+ * returns or raises. */
+static int l_spawn(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  check_primitive(L, vm, "spawn");
+  int n = lua_gettop(L);
+  new_future(L, 0);
+  lua_pushvalue(L, -1);
+  int fut_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  lua_State *co = lua_newthread(L);
+  int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  for (int i = 1; i <= n; i++) lua_pushvalue(L, i);
+  lua_xmove(L, co, n); /* fn and its arguments */
+  add_thread(vm, co, ref, fut_ref, n - 1);
+  return 1;
+}
+
+static const luaL_Reg future_methods[] = {{"wait", l_future_wait}, {"ready", l_future_ready}, {NULL, NULL}};
+
 static const luaL_Reg workflow_lib[] = {
     {"activity", l_activity},   {"sleep", l_sleep},
     {"wait_signal", l_wait_signal}, {"checkpoint", l_checkpoint},
@@ -818,6 +1142,9 @@ static const luaL_Reg workflow_lib[] = {
     {"info", l_info},           {"is_replaying", l_is_replaying},
     {"acquire", l_acquire},     {"release", l_release},
     {"counter", l_counter},     {"rate", l_rate},
+    {"start_activity", l_start_activity}, {"start_timer", l_start_timer},
+    {"start_wait_signal", l_start_wait_signal}, {"all", l_all},
+    {"any", l_any},             {"spawn", l_spawn},
     {NULL, NULL}};
 
 static int open_workflow(lua_State *L) {
@@ -1045,7 +1372,7 @@ static int l_sort(lua_State *L) {
 /* coroutine.yield in the workflow body itself is not a way to wait (the
  * engine's primitives are); in the script's own coroutines it is Lua's. */
 static int l_co_yield(lua_State *L) {
-  if (L == get_vm(L)->co)
+  if (L == get_vm(L)->current)
     return luaL_error(L, "coroutine.yield outside a coroutine the workflow created: the workflow waits through "
                       "wf.activity, wf.sleep and wf.wait_signal");
   return lua_yield(L, lua_gettop(L));
@@ -1054,7 +1381,10 @@ static int l_co_yield(lua_State *L) {
 static int l_co_isyieldable(lua_State *L) {
   lua_State *co = lua_isnone(L, 1) ? L : lua_tothread(L, 1);
   luaL_argexpected(L, co, 1, "thread");
-  lua_pushboolean(L, co != get_vm(L)->co && lua_isyieldable(co));
+  wfvm *vm = get_vm(L);
+  int engines = 0;
+  for (size_t i = 0; i < vm->nthreads; i++) engines |= vm->threads[i].L == co;
+  lua_pushboolean(L, !engines && lua_isyieldable(co));
   return 1;
 }
 
@@ -1217,6 +1547,14 @@ static int build_sandbox(lua_State *L) {
   lua_pushcfunction(L, error_tostring);
   lua_setfield(L, -2, "__tostring");
   lua_pop(L, 1);
+  luaL_newmetatable(L, FUTURE_MT);
+  luaL_newlib(L, future_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, l_future_tostring);
+  lua_setfield(L, -2, "__tostring");
+  lua_pushliteral(L, "wf.future");
+  lua_setfield(L, -2, "__metatable"); /* getmetatable cannot reach the methods */
+  lua_pop(L, 1);
 
   lua_newtable(L); /* env */
   for (const char **g = SAFE_GLOBALS; *g; g++) {
@@ -1305,7 +1643,9 @@ void wfvm_free(wfvm *vm) {
   if (!vm) return;
   vm->co = NULL;
   if (vm->L) lua_close(vm->L);
-  clear_blocked(vm);
+  for (size_t i = 0; i < vm->npend; i++) free_cmd(&vm->pend[i].cmd);
+  free(vm->pend);
+  free(vm->threads);
   hist_list_free(&vm->hist);
   free(vm->wf_id);
   free(vm->output);
@@ -1371,75 +1711,183 @@ static char *message_json(const char *type, const char *msg) {
   return out;
 }
 
-static wfvm_state resume(wfvm *vm, int nargs) {
-  lua_State *co = vm->co;
-  int nres = 0;
-  budget_restart(vm);
-  vm->engine_yield = 0;
+/* Adds a thread to the scheduler, ready to run with the nargs values on its stack. */
+static void add_thread(wfvm *vm, lua_State *co, int ref, int fut_ref, int nargs) {
+  if (vm->nthreads == vm->capthreads) {
+    vm->capthreads = vm->capthreads ? vm->capthreads * 2 : 4;
+    vm->threads = util_xrealloc(vm->threads, vm->capthreads * sizeof *vm->threads);
+  }
+  vthread t = {co, ref, fut_ref, 1, nargs, LUA_NOREF, WAIT_ONE, -1};
+  vm->threads[vm->nthreads++] = t;
+}
+
+/* The body returned (its values on co): the result, unless the log has more. */
+static wfvm_state body_returned(wfvm *vm, lua_State *co, int nres) {
+  const hist_event *more = peek(vm);
+  if (more && !vm->cfg.check_only) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "non-determinism at event #%lld: history has %s '%s' but the script returned",
+             (long long)more->seq, more->type, more->name ? more->name : "");
+    set_output(vm, util_strdup(msg));
+    return WFVM_STUCK;
+  }
+  if (more) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "history has %s '%s' at event #%lld but the script returned", more->type,
+             more->name ? more->name : "", (long long)more->seq);
+    set_output(vm, util_strdup(msg));
+    return WFVM_STUCK;
+  }
+  lua_State *L = vm->L;
+  if (nres == 0) lua_pushnil(co);
+  lua_xmove(co, L, 1);
+  lua_pop(co, nres > 0 ? nres - 1 : 0);
+  /* encode in protected mode: a result JSON cannot hold is a workflow failure.
+   * A replay check encodes it too, for comparing with the run's result. */
+  int top = lua_gettop(L);
+  lua_pushcfunction(L, luaopen_engine_json);
+  lua_call(L, 0, 1);
+  lua_getfield(L, -1, "encode");
+  lua_pushvalue(L, top);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+    set_output(vm, message_json("ResultError", lua_tostring(L, -1)));
+    lua_settop(L, top - 1);
+    return WFVM_FAILED;
+  }
+  set_output(vm, util_strdup(lua_tostring(L, -1)));
+  lua_settop(L, top - 1);
+  if (vm->cfg.check_only) vm->check_end = 1;
+  return WFVM_DONE;
+}
+
+/* A wf.spawn thread ended: its future settles with what it returned (ok) or
+ * the error it raised, and the thread is gone. */
+static void spawned_ended(wfvm *vm, size_t i, int ok, int nres) {
+  lua_State *L = vm->L, *co = vm->threads[i].L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, vm->threads[i].fut_ref);
+  int f = lua_gettop(L);
+  lua_createtable(L, 0, 1);
+  int uv = f + 1;
+  if (ok) {
+    lua_xmove(co, L, nres);
+    lua_createtable(L, nres, 1);
+    for (int k = 1; k <= nres; k++) {
+      lua_pushvalue(L, uv + k);
+      lua_rawseti(L, -2, k);
+    }
+    lua_pushinteger(L, nres);
+    lua_setfield(L, -2, "n");
+    lua_setfield(L, uv, "v");
+  } else {
+    lua_xmove(co, L, 1);
+    lua_setfield(L, uv, "e");
+  }
+  lua_settop(L, uv);
+  settle(vm, L, f);
+  lua_pop(L, 1);
+  luaL_unref(L, LUA_REGISTRYINDEX, vm->threads[i].fut_ref);
+  luaL_unref(L, LUA_REGISTRYINDEX, vm->threads[i].ref);
+  memmove(vm->threads + i, vm->threads + i + 1, (vm->nthreads - i - 1) * sizeof *vm->threads);
+  vm->nthreads--;
+}
+
+/* A waiting thread is ready once what it waits on has settled (looked at
+ * again only after a settle). */
+static int thread_ready(wfvm *vm, vthread *t) {
+  if (t->ready) return 1;
+  if (t->wait_ref == LUA_NOREF || t->checked == vm->settles) return 0;
+  lua_State *L = vm->L;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, t->wait_ref);
+  int done = wait_done(L, lua_gettop(L), t->wait_mode, NULL);
+  lua_pop(L, 1);
+  t->checked = vm->settles;
+  if (!done) return 0;
+  luaL_unref(L, LUA_REGISTRYINDEX, t->wait_ref); /* its own stack still holds it */
+  t->wait_ref = LUA_NOREF;
+  t->ready = 1;
+  return 1;
+}
+
+/* Resumes thread i until it waits or ends. Returns 1 with *out when that
+ * decides the run's state, 0 when the scheduler goes on. */
+static int run_thread(wfvm *vm, size_t i, wfvm_state *out) {
+  lua_State *co = vm->threads[i].L;
+  int nargs = vm->threads[i].nargs, nres = 0;
+  vm->threads[i].nargs = 0;
+  vm->threads[i].ready = 0;
+  vm->current = co;
+  vm->engine_yield = vm->waiting = 0;
+  if (!vm->kill_reason) lua_sethook(co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
   vm->limit_on = 1;
   int st = lua_resume(co, vm->L, nargs, &nres);
   vm->limit_on = 0;
+  vm->current = NULL;
   if (vm->kill_reason) {
     set_output(vm, message_json("RunawayScript", vm->kill_reason));
-    return WFVM_KILLED;
+    return *out = WFVM_KILLED, 1;
   }
   if (vm->stuck_msg) {
     set_output(vm, util_strdup(vm->stuck_msg));
-    return WFVM_STUCK;
+    return *out = WFVM_STUCK, 1;
   }
   if (st == LUA_YIELD) {
     if (!vm->engine_yield) { /* not a primitive: a yield the sandbox's coroutine.yield should have refused */
       lua_pop(co, nres);
       set_output(vm, message_json("ScriptError", "the workflow yielded outside the engine's primitives"));
-      return WFVM_FAILED;
+      return *out = WFVM_FAILED, 1;
     }
-    if (vm->check_end) return WFVM_END;
-    if (vm->cas) return WFVM_CONTINUE;
-    return WFVM_BLOCKED;
-  }
-  if (st == LUA_OK) {
-    const hist_event *more = peek(vm);
-    if (more && !vm->cfg.check_only) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "non-determinism at event #%lld: history has %s '%s' but the script returned",
-               (long long)more->seq, more->type, more->name ? more->name : "");
-      set_output(vm, util_strdup(msg));
-      return WFVM_STUCK;
-    }
-    if (more) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "history has %s '%s' at event #%lld but the script returned", more->type,
-               more->name ? more->name : "", (long long)more->seq);
-      set_output(vm, util_strdup(msg));
-      return WFVM_STUCK;
-    }
-    lua_State *L = vm->L;
-    if (nres == 0) lua_pushnil(co);
-    lua_xmove(co, L, 1);
-    lua_pop(co, nres > 0 ? nres - 1 : 0);
-    /* encode in protected mode: a result JSON cannot hold is a workflow failure.
-     * A replay check encodes it too, for comparing with the run's result. */
-    int top = lua_gettop(L);
-    lua_pushcfunction(L, luaopen_engine_json);
-    lua_call(L, 0, 1);
-    lua_getfield(L, -1, "encode");
-    lua_pushvalue(L, top);
-    if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
-      set_output(vm, message_json("ResultError", lua_tostring(L, -1)));
-      lua_settop(L, top - 1);
-      return WFVM_FAILED;
-    }
-    set_output(vm, util_strdup(lua_tostring(L, -1)));
-    lua_settop(L, top - 1);
-    if (vm->cfg.check_only) vm->check_end = 1;
-    return WFVM_DONE;
+    if (vm->check_end) return *out = WFVM_END, 1;
+    if (vm->cas) return *out = WFVM_CONTINUE, 1;
+    return 0; /* waits */
   }
   if (st == LUA_ERRMEM && !vm->kill_reason) {
     set_output(vm, message_json("RunawayScript", "memory limit exceeded"));
-    return WFVM_KILLED;
+    return *out = WFVM_KILLED, 1;
   }
+  if (i > 0) {
+    spawned_ended(vm, i, st == LUA_OK, nres);
+    return 0;
+  }
+  if (st == LUA_OK) return *out = body_returned(vm, co, nres), 1;
   set_output(vm, error_json(vm, co));
-  return WFVM_FAILED;
+  return *out = WFVM_FAILED, 1;
+}
+
+/* The scheduler: runs every ready thread, first created first, until all
+ * wait; then the log's next outcome settles a future and it goes on. At the
+ * end of the log the run is blocked (live). Threads run only between
+ * outcomes, so live and on replay they run in the same order and issue the
+ * same commands. */
+static wfvm_state resume(wfvm *vm) {
+  for (;;) {
+    size_t i = 0;
+    while (i < vm->nthreads && !thread_ready(vm, &vm->threads[i])) i++;
+    if (i < vm->nthreads) {
+      wfvm_state st;
+      if (run_thread(vm, i, &st)) return st;
+      continue;
+    }
+    const hist_event *e = peek(vm);
+    if (e && e->ref > 0 && find_pending(vm, e->ref)) {
+      vm->cursor++;
+      take_outcome(vm, e);
+      continue;
+    }
+    if (e) {
+      char where[256] = "?", msg[1024];
+      if (vm->nthreads) script_where(vm->threads[0].L, where, sizeof where);
+      snprintf(msg, sizeof msg, "non-determinism at event #%lld: history has %s '%s' but the script waits (at %s)",
+               (long long)e->seq, e->type, e->name ? e->name : "", where);
+      set_output(vm, util_strdup(msg));
+      return WFVM_STUCK;
+    }
+    if (vm->npend == 0) {
+      set_output(vm, message_json("DeadlockError", "every coroutine of the workflow waits on another (wf.spawn "
+                                                   "futures) and no command is pending: nothing can wake them"));
+      return WFVM_FAILED;
+    }
+    return WFVM_BLOCKED;
+  }
 }
 
 static wfvm_state start_unprotected(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode) {
@@ -1476,7 +1924,8 @@ static wfvm_state start_unprotected(wfvm *vm, const char *src, size_t len, const
   lua_pushliteral(vm->co, "input");
   lua_rawget(vm->co, -2);
   lua_remove(vm->co, -2);
-  return resume(vm, 2);
+  add_thread(vm, vm->co, vm->co_ref, LUA_NOREF, 2);
+  return resume(vm);
 }
 
 /* Every entry into the VM runs under one protected call on the main thread:
@@ -1489,6 +1938,7 @@ typedef struct vm_entry {
   const char *src, *chunkname, *mode;
   size_t len;
   wfvm_state st;
+  const hist_event *outcome;
 } vm_entry;
 
 static int start_entry(lua_State *L) {
@@ -1499,7 +1949,8 @@ static int start_entry(lua_State *L) {
 
 static int deliver_entry(lua_State *L) {
   vm_entry *c = lua_touserdata(L, 1);
-  c->st = resume(c->vm, 0);
+  take_outcome(c->vm, c->outcome);
+  c->st = resume(c->vm);
   return 0;
 }
 
@@ -1532,19 +1983,32 @@ wfvm_state wfvm_start(wfvm *vm, const char *src, size_t len, const char *chunkna
 }
 
 wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *chunkname, const char *mode) {
-  vm_entry c = {vm, src, chunkname, mode, len, WFVM_FAILED};
+  vm_entry c = {vm, src, chunkname, mode, len, WFVM_FAILED, NULL};
   return enter(vm, start_entry, &c);
 }
 
 wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome) {
-  vm->delivered = *outcome;
-  vm_entry c = {vm, NULL, NULL, NULL, 0, WFVM_FAILED};
-  wfvm_state st = enter(vm, deliver_entry, &c);
-  memset(&vm->delivered, 0, sizeof vm->delivered);
-  return st;
+  vm_entry c = {vm, NULL, NULL, NULL, 0, WFVM_FAILED, outcome};
+  return enter(vm, deliver_entry, &c);
 }
 
-const wfvm_cmd *wfvm_blocked(const wfvm *vm) { return &vm->blocked; }
+const wfvm_cmd *wfvm_blocked(const wfvm *vm) {
+  static const wfvm_cmd none;
+  return vm->npend ? &vm->pend[vm->npend - 1].cmd : &none;
+}
+
+const wfvm_cmd *wfvm_next_command(wfvm *vm) {
+  for (size_t i = 0; i < vm->npend; i++)
+    if (!vm->pend[i].handed) {
+      vm->pend[i].handed = 1;
+      return &vm->pend[i].cmd;
+    }
+  return NULL;
+}
+
+int wfvm_waits_on(const wfvm *vm, int64_t seq) { return find_pending(vm, seq) != NULL; }
+size_t wfvm_pending_count(const wfvm *vm) { return vm->npend; }
+const wfvm_cmd *wfvm_pending_at(const wfvm *vm, size_t i) { return i < vm->npend ? &vm->pend[i].cmd : NULL; }
 const char *wfvm_output(const wfvm *vm) { return vm->output ? vm->output : "null"; }
 const char *wfvm_error_type(const wfvm *vm) { return vm->error_type; }
 size_t wfvm_cursor(const wfvm *vm) { return vm->cursor; }

@@ -38,7 +38,7 @@ typedef struct wfvm_config {
 } wfvm_config;
 
 typedef enum wfvm_state {
-  WFVM_BLOCKED,  /* waiting on the command wfvm_blocked() describes */
+  WFVM_BLOCKED,  /* every thread waits: on the pending commands (wfvm_pending_at) */
   WFVM_DONE,     /* returned; wfvm_output() is the result JSON */
   WFVM_FAILED,   /* raised; wfvm_output() is the error JSON {type,message,stack} */
   WFVM_STUCK,    /* non-determinism; wfvm_output() is the message */
@@ -73,9 +73,25 @@ wfvm_state wfvm_start_mode(wfvm *vm, const char *src, size_t len, const char *ch
  * returns a malloc'd buffer or NULL when it does not compile. */
 char *wfvm_compile(const char *src, size_t len, const char *chunkname, size_t *outlen);
 
-/* Resumes a blocked VM with the outcome event of the command it waits on. */
+/* Resumes a blocked VM with the outcome event of one of its pending commands
+ * (outcome->ref is its seq): its future settles and whatever waited on it
+ * runs. Outcomes must be delivered in the order they are logged. An outcome
+ * of no pending command changes nothing. */
 wfvm_state wfvm_deliver(wfvm *vm, const hist_event *outcome);
 
+/* Commands issued and not answered, in issue order (futures the script
+ * started, and what its threads wait on). Pointers are valid until the next
+ * call into the VM. */
+size_t wfvm_pending_count(const wfvm *vm);
+const wfvm_cmd *wfvm_pending_at(const wfvm *vm, size_t i);
+/* 1 when the command at seq is pending. */
+int wfvm_waits_on(const wfvm *vm, int64_t seq);
+/* The next pending command not handed out before by this VM, or NULL: each
+ * is given to the engine once per VM (live ones to start, replayed ones to
+ * look at again). */
+const wfvm_cmd *wfvm_next_command(wfvm *vm);
+/* The last pending command (an empty one when none): for a script that does
+ * one thing at a time, the one it waits on. */
 const wfvm_cmd *wfvm_blocked(const wfvm *vm);
 const char *wfvm_output(const wfvm *vm);
 /* The top-level type of the error the script raised (WFVM_FAILED), read

@@ -121,7 +121,7 @@ void run_clear_codecache(engine *e);
 void run_load(engine *e, const wf_row *w);
 void run_load_id(engine *e, const char *id);
 void run_deliver(engine *e, const char *id, const hist_event *ev);
-int run_cancel_blocked(wfrun *r, hist_event *ev);
+int run_cancel_pending(wfrun *r, wfvm_state *st);
 void run_finish(wfrun *r, const char *status, const char *event, const char *result, const char *error);
 void run_handle_state(wfrun *r, wfvm_state st);
 /* A stand-in for the current run of workflow id when it is not in memory,

@@ -35,7 +35,36 @@ function M.from_history(events)
     end
   end
   if type(tools) ~= "table" or next(tools) == nil then tools = nil end
-  return system, tools, messages
+  return system, tools, M.in_call_order(messages)
+end
+
+-- Calls of one turn run together and finish in any order: the results after
+-- an assistant message go back in the order of its calls (a stable sort;
+-- results of no call of it keep their place after them).
+function M.in_call_order(messages)
+  local i = 1
+  while i <= #messages do
+    local m = messages[i]
+    if m.role == "assistant" and m.tool_calls then
+      local order = {}
+      for k, c in ipairs(m.tool_calls) do order[c.id] = order[c.id] or k end
+      local j = i + 1
+      while messages[j] and messages[j].role == "tool" do j = j + 1 end
+      local run = {}
+      for k = i + 1, j - 1 do run[#run + 1] = { m = messages[k], at = k } end
+      local n = #m.tool_calls
+      table.sort(run, function(a, b)
+        local ka, kb = order[a.m.tool_call_id] or n + a.at, order[b.m.tool_call_id] or n + b.at
+        if ka ~= kb then return ka < kb end
+        return a.at < b.at
+      end)
+      for k, r in ipairs(run) do messages[i + k] = r.m end
+      i = j
+    else
+      i = i + 1
+    end
+  end
+  return messages
 end
 
 return M

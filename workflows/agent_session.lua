@@ -184,6 +184,138 @@ return function(input)
   end
   local capped = caps.model_calls or rate
 
+  -- A turn's tool calls: checked and decided in call order, approvals asked
+  -- together (answered in any order), the allowed calls run at once; what
+  -- the model hears goes back in call order (lua/transcript.lua).
+  local function run_calls(list)
+    local plan = {}
+    for i, call in ipairs(list) do
+      local p = { call = call }
+      plan[i] = p
+      if call.error then
+        -- not a tool it was offered, or arguments that are not JSON: the model hears why
+        p.content = "error: " .. tostring(call.error.message)
+        wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = p.content })
+      elseif calls >= limits.maxToolCalls then
+        over("maxToolCalls", limits.maxToolCalls, calls)
+        p.content = "denied: the session's tool call limit is reached"
+      elseif remaining() <= 0 then
+        over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
+        p.content = "denied: the session's time is up"
+      else
+        calls = calls + 1
+        wf.emit("tool.requested", { id = call.id, tool = call.name, args = call.arguments })
+        p.deciding = wf.start_activity("session.decide", { tool = call.name, args = call.arguments,
+          permissions = perms, session_id = id, identity = input.identity }, { retry = { max_attempts = 3 } })
+      end
+    end
+    local asks = {}
+    for _, p in ipairs(plan) do
+      if p.deciding then
+        local d = p.deciding:wait()
+        p.decision, p.reason = d.decision, d.reason
+        if p.decision == "approve" then
+          p.rid = p.call.id .. "-" .. digest(p.call.arguments_json or "")
+          wf.emit("approval.requested", { request_id = p.rid, tool = p.call.name, args = p.call.arguments,
+            reason = p.reason, policy_hash = d.hash })
+          asks[#asks + 1] = p
+        end
+      end
+    end
+    if #asks > 0 then
+      local ids = {}
+      for k, p in ipairs(asks) do ids[k] = p.rid end
+      status("WAITING_FOR_APPROVAL", { request_id = ids[1], request_ids = #ids > 1 and ids or nil })
+      local waiting, futures = {}, {}
+      for k, p in ipairs(asks) do
+        waiting[k] = p
+        futures[k] = wf.start_wait_signal("approval:" .. p.rid,
+          { timeout = math.max(0, math.min(prep.approval_timeout, remaining())) })
+      end
+      while #futures > 0 do
+        local k, answer = wf.any(futures)
+        local p = table.remove(waiting, k)
+        table.remove(futures, k)
+        -- anything but an explicit approval is a denial (fail closed)
+        local approved = type(answer) == "table" and answer.approved == true
+        p.reason = type(answer) == "table" and answer.reason or "no answer before the approval timeout"
+        wf.emit("approval.decided", { request_id = p.rid, approved = approved, reason = p.reason,
+          approver = type(answer) == "table" and answer.approver or nil })
+        p.decision = approved and "allow" or "deny"
+        if approved then p.answer = answer end
+      end
+      status("RUNNING")
+      for _, p in ipairs(asks) do
+        if p.answer then
+          -- the policies see who approved (e.g. not the session's own starter) and may still deny
+          p.again = wf.start_activity("session.decide", { tool = p.call.name, args = p.call.arguments,
+            permissions = perms, session_id = id, identity = input.identity,
+            approval = { approver = p.answer.approver, reason = p.answer.reason, request_id = p.rid } },
+            { retry = { max_attempts = 3 } })
+        end
+      end
+      for _, p in ipairs(asks) do
+        if p.again then
+          local again = p.again:wait()
+          if again.decision == "deny" then
+            p.decision, p.reason = "deny", again.reason
+            wf.emit("approval.overruled", { request_id = p.rid, reason = again.reason, approver = p.answer.approver })
+          end
+        end
+      end
+    end
+    -- calls of tools that run a process in the sandbox go one after another
+    -- (in call order, each after the one before it ended); the others at once
+    local exclusive, last_exclusive = prep.exclusive_tools or {}, nil
+    for _, p in ipairs(plan) do
+      if p.decision == "allow" then
+        -- an MCP tool's call carries its server (names of credentials, never values) and schema
+        local m = prep.mcp and prep.mcp.tools[p.call.name]
+        if m then
+          m = { server = m.server, tool = m.tool, parameters = m.parameters, checked = m.checked,
+            config = prep.mcp.servers[m.server] }
+        end
+        local args = { tool = p.call.name, tool_call_id = p.call.id, args = p.call.arguments, sandbox = sb,
+          permissions = perms, limits = limits, session_id = id, mcp = m }
+        local function run()
+          return wf.start_activity("session.tool", args,
+            { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
+        end
+        if exclusive[p.call.name] then
+          p.running = wf.spawn(function(before)
+            if before then pcall(before.wait, before) end
+            return run():wait()
+          end, last_exclusive)
+          last_exclusive = p.running
+        else
+          p.running = run()
+        end
+      end
+    end
+    for _, p in ipairs(plan) do
+      local call = p.call
+      if p.running then
+        local r = p.running:wait()
+        if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end
+        wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),
+          truncated = (#r.content > 2000 or r.content:find("[output truncated", 1, true)) and true or nil,
+          attempt = r.attempt, retried_after_interruption = r.retried_after_interruption })
+      else
+        if p.decision then
+          p.content = "denied: " .. tostring(p.reason)
+          wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = p.content })
+        end
+        -- a tool that ran is in the transcript through its own result; a call
+        -- that did not run is recorded here, once
+        wf.checkpoint("message", function()
+          return { role = "tool", tool_call_id = call.id, name = call.name, content = p.content }
+        end)
+      end
+    end
+  end
+  -- sessions started before tool calls ran together replay their turns one call at a time
+  local parallel_tools = wf.patched("parallel-tool-calls")
+
   local ok, err = pcall(function()
     status("RUNNING")
     while true do
@@ -240,79 +372,10 @@ return function(input)
           return { role = "user", content = "Your final answer could not be used: " .. problem ..
             ". Reply with the JSON object only: {\"summary\": \"...\", \"result\": {...}}." }
         end)
-      else
-      for _, call in ipairs(turn.tool_calls) do
-        local content, executed
-        if call.error then
-          -- not a tool it was offered, or arguments that are not JSON: the model hears why
-          content = "error: " .. tostring(call.error.message)
-          wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = content })
-        elseif calls >= limits.maxToolCalls then
-          over("maxToolCalls", limits.maxToolCalls, calls)
-          content = "denied: the session's tool call limit is reached"
-        elseif remaining() <= 0 then
-          over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
-          content = "denied: the session's time is up"
-        else
-          calls = calls + 1
-          wf.emit("tool.requested", { id = call.id, tool = call.name, args = call.arguments })
-          local d = wf.activity("session.decide", { tool = call.name, args = call.arguments, permissions = perms,
-            session_id = id, identity = input.identity }, { retry = { max_attempts = 3 } })
-          local decision, reason = d.decision, d.reason
-          if decision == "approve" then
-            local rid = call.id .. "-" .. digest(call.arguments_json or "")
-            wf.emit("approval.requested", { request_id = rid, tool = call.name, args = call.arguments, reason = reason,
-              policy_hash = d.hash })
-            status("WAITING_FOR_APPROVAL", { request_id = rid })
-            local answer = wf.wait_signal("approval:" .. rid,
-              { timeout = math.max(0, math.min(prep.approval_timeout, remaining())) })
-            -- anything but an explicit approval is a denial (fail closed)
-            local approved = type(answer) == "table" and answer.approved == true
-            reason = type(answer) == "table" and answer.reason or "no answer before the approval timeout"
-            wf.emit("approval.decided", { request_id = rid, approved = approved, reason = reason,
-              approver = type(answer) == "table" and answer.approver or nil })
-            status("RUNNING")
-            decision = approved and "allow" or "deny"
-            if approved then
-              -- the policies see who approved (e.g. not the session's own starter) and may still deny
-              local again = wf.activity("session.decide", { tool = call.name, args = call.arguments,
-                permissions = perms, session_id = id, identity = input.identity,
-                approval = { approver = answer.approver, reason = answer.reason, request_id = rid } },
-                { retry = { max_attempts = 3 } })
-              if again.decision == "deny" then
-                decision, reason = "deny", again.reason
-                wf.emit("approval.overruled", { request_id = rid, reason = again.reason, approver = answer.approver })
-              end
-            end
-          end
-          if decision == "allow" then
-            -- an MCP tool's call carries its server (names of credentials, never values) and schema
-            local m = prep.mcp and prep.mcp.tools[call.name]
-            if m then
-              m = { server = m.server, tool = m.tool, parameters = m.parameters, checked = m.checked,
-                config = prep.mcp.servers[m.server] }
-            end
-            local r = wf.activity("session.tool", { tool = call.name, tool_call_id = call.id, args = call.arguments,
-              sandbox = sb, permissions = perms, limits = limits, session_id = id, mcp = m },
-              { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
-            content, executed = r.content, true
-            if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end
-            wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = content:sub(1, 2000),
-              truncated = (#content > 2000 or content:find("[output truncated", 1, true)) and true or nil,
-              attempt = r.attempt, retried_after_interruption = r.retried_after_interruption })
-          else
-            content = "denied: " .. tostring(reason)
-            wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = content })
-          end
-        end
-        if not executed then
-          -- a tool that ran is in the transcript through its own result; a call
-          -- that did not run is recorded here, once
-          wf.checkpoint("message", function()
-            return { role = "tool", tool_call_id = call.id, name = call.name, content = content }
-          end)
-        end
-      end
+      elseif parallel_tools then
+        run_calls(turn.tool_calls)
+      else -- a session started before calls ran together: one at a time, as its log has them
+        for _, call in ipairs(turn.tool_calls) do run_calls({ call }) end
       end
       if exceeded then break end
     end

@@ -224,11 +224,22 @@ function M.prepare(args)
     permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or {}, writablePaths = writable,
       requiresApproval = perms.requiresApproval or {} },
     tool_definitions = M.with_mcp(tools.definitions(effective), effective, mcp_defs),
+    exclusive_tools = M.exclusive_tools(tools, effective),
     mcp = mcp,
     memory_file = input.memoryFile, result_schema = input.resultSchema,
     approval_timeout = input.approvalTimeoutSeconds or 86400,
     provider = provider, caps = caps, concurrency = concurrency,
   }
+end
+
+-- The allowed tools whose calls run one at a time ({name = true}): those
+-- that run a process in the sandbox.
+function M.exclusive_tools(tools, effective)
+  local all, out = tools.load_all(), {}
+  for _, name in ipairs(effective) do
+    if all[name] and all[name].execs then out[name] = true end
+  end
+  return out
 end
 
 -- MCP servers (input.mcpServers): each lists its tools now, on the trusted

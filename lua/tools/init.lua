@@ -16,7 +16,11 @@
 -- A tool module (lua/tools/<name>.lua) returns {name, description, parameters
 -- (a JSON schema of type object, additionalProperties false), side =
 -- "sandbox"|"trusted", publishes = bool, writes = bool, run = function(ctx,
--- args) -> {content = "text for the model", data = optional}}. ctx =
+-- args) -> {content = "text for the model", data = optional}, execs = true
+-- when it runs a process in the sandbox}. Calls of tools that exec run one at
+-- a time in a session, the others of a turn at once: each exec's clean-up
+-- ends every process of the sandbox's user (lua/docker.lua), a concurrent
+-- exec's too. ctx =
 -- {sandbox, permissions = {tools, networkAllowlist, writablePaths,
 -- requiresApproval}, limits, session_id, config = {reviews_dir, publish_url}}.
 -- Tools raise {type=, message=} tables for errors.
@@ -39,6 +43,7 @@ local function check_tool(name, t)
   if t.side ~= "sandbox" and t.side ~= "trusted" then bad("side must be \"sandbox\" or \"trusted\"") end
   if type(t.publishes) ~= "boolean" then bad("publishes must be a boolean") end
   if type(t.writes) ~= "boolean" then bad("writes must be a boolean") end
+  if t.execs ~= nil and type(t.execs) ~= "boolean" then bad("execs must be a boolean") end
   if type(t.run) ~= "function" then bad("run must be a function") end
   local p = t.parameters
   if type(p) ~= "table" or p.type ~= "object" then

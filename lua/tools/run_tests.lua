@@ -21,6 +21,7 @@ local M = {
     additionalProperties = false,
   },
   side = "sandbox",
+  execs = true, -- runs a process in the sandbox: one at a time (lua/tools/init.lua)
   publishes = false,
   writes = true,
 }

@@ -36,6 +36,7 @@ declare -A INPUT=(
   [nondet]='{}'
   [replay_result]='{}'
   [limits_defaults]='{}'
+  [futures]='{"mode":"spawn"}'
   [slots]='{"key":"det","limit":1,"hold":0.05,"rate":{"limit":5,"per":1},"pause":0.01,"release":true}'
 )
 declare -A SKIP=(

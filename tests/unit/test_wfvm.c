@@ -1280,6 +1280,272 @@ static void test_limits_commands(void **state) {
   fake_free(&f);
 }
 
+/* ------------------------------------------------------------- futures --- */
+
+/* Appends the outcome of the pending command at seq (as the engine does) and delivers it. */
+static wfvm_state deliver_to(fake *f, wfvm *vm, int64_t seq, const char *type, const char *payload) {
+  hpush(&f->rec, next_seq(f), type, seq, NULL, NULL, payload, stamp(f));
+  hist_event ev = f->rec.v[f->rec.n - 1];
+  return wfvm_deliver(vm, &ev);
+}
+
+/* A fresh VM over the whole recorded history: the same state and output, nothing appended. */
+static void assert_replays(fake *f, const char *src, wfvm_state want, const char *output) {
+  wfvm_config cfg = base_cfg();
+  int before = f->appends;
+  wfvm *vm = vm_new(f, &cfg, &f->rec);
+  wfvm_state st = start(vm, src);
+  assert_state(vm, st, want);
+  if (output) assert_string_equal(wfvm_output(vm), output);
+  assert_int_equal(f->appends, before);
+  wfvm_free(vm);
+}
+
+static const char *FAN_OUT =
+    "local wf = require 'workflow'\n"
+    "return function(input)\n"
+    "  local a = wf.start_activity('a', {n = 1})\n"
+    "  local b = wf.start_activity('b', {n = 2})\n"
+    "  local t = wf.start_timer(5)\n"
+    "  local r = wf.all({a, b})\n"
+    "  local first = wf.now()\n"
+    "  t:wait()\n"
+    "  return {r[1], r[2], #r, a:ready(), wf.info().history_length, first < wf.now()}\n"
+    "end\n";
+
+/* Futures issue their commands at once and settle in the order outcomes come;
+ * wf.all returns in list order; replay from the log is exact. */
+static void test_futures_all(void **state) {
+  (void)state;
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, FAN_OUT, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  assert_int_equal(wfvm_pending_count(vm), 3);
+  const wfvm_cmd *c = wfvm_next_command(vm);
+  assert_string_equal(c->kind, "activity");
+  assert_string_equal(c->name, "a");
+  assert_int_equal(c->seq, 2);
+  assert_true(c->is_new);
+  c = wfvm_next_command(vm);
+  assert_string_equal(c->name, "b");
+  c = wfvm_next_command(vm);
+  assert_string_equal(c->kind, "timer");
+  assert_int_equal(c->seq, 4);
+  assert_null(wfvm_next_command(vm)); /* each once */
+  /* b first: nothing wakes, a still pending */
+  st = deliver_to(&f, vm, 3, "ActivityCompleted", "\"B\"");
+  assert_state(vm, st, WFVM_BLOCKED);
+  assert_int_equal(wfvm_pending_count(vm), 2);
+  assert_false(wfvm_waits_on(vm, 3));
+  assert_true(wfvm_waits_on(vm, 2));
+  /* an outcome of no pending command changes nothing */
+  hist_event stray = {99, "ActivityCompleted", 3, NULL, NULL, "\"X\"", 0};
+  assert_state(vm, wfvm_deliver(vm, &stray), WFVM_BLOCKED);
+  st = deliver_to(&f, vm, 2, "ActivityCompleted", "\"A\"");
+  assert_state(vm, st, WFVM_BLOCKED); /* now on the timer */
+  assert_int_equal(wfvm_pending_count(vm), 1);
+  assert_string_equal(wfvm_blocked(vm)->kind, "timer");
+  st = deliver_to(&f, vm, 4, "TimerFired", NULL);
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "[\"A\",\"B\",2,true,7,true]");
+  assert_int_equal(f.appends, 3);
+  wfvm_free(vm);
+  assert_replays(&f, FAN_OUT, WFVM_DONE, "[\"A\",\"B\",2,true,7,true]");
+
+  /* a replay of the log up to b's outcome: blocked on a and the timer, nothing new */
+  hist_list part = {0};
+  for (size_t i = 0; i < 5; i++) {
+    const hist_event *e = &f.rec.v[i];
+    hpush(&part, e->seq, e->type, e->ref, e->name, e->hash, e->payload, e->time);
+  }
+  vm = vm_new(&f, &cfg, &part);
+  hist_list_free(&part);
+  st = start(vm, FAN_OUT);
+  assert_state(vm, st, WFVM_BLOCKED);
+  assert_int_equal(wfvm_pending_count(vm), 2);
+  assert_int_equal(wfvm_pending_at(vm, 0)->seq, 2);
+  assert_false(wfvm_pending_at(vm, 0)->is_new);
+  assert_int_equal(wfvm_pending_at(vm, 1)->seq, 4);
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
+static const char *ANY_ERR =
+    "local wf = require 'workflow'\n"
+    "return function(input)\n"
+    "  local a = wf.start_activity('a')\n"
+    "  local s = wf.start_wait_signal('go', {timeout = 60})\n"
+    "  local i, v = wf.any({a, s})\n"
+    "  local ok, e = pcall(wf.all, {a, s})\n"
+    "  return {i = i, v = v, ok = ok, e = e.type .. ':' .. e.message}\n"
+    "end\n";
+
+/* wf.any: the index and values of the first to settle; wf.all raises the
+ * first error in list order, once all have settled. */
+static void test_futures_any_and_errors(void **state) {
+  (void)state;
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, ANY_ERR, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver_to(&f, vm, 3, "SignalReceived", "{\"x\":1}");
+  assert_state(vm, st, WFVM_BLOCKED); /* any returned 2; all waits on a */
+  assert_int_equal(wfvm_pending_count(vm), 1);
+  st = deliver_to(&f, vm, 2, "ActivityFailed", "{\"type\":\"Boom\",\"message\":\"no\"}");
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "{\"e\":\"Boom:no\",\"i\":2,\"ok\":false,\"v\":{\"x\":1}}");
+  wfvm_free(vm);
+  assert_replays(&f, ANY_ERR, WFVM_DONE, "{\"e\":\"Boom:no\",\"i\":2,\"ok\":false,\"v\":{\"x\":1}}");
+  fake_free(&f);
+}
+
+static const char *SPAWN =
+    "local wf = require 'workflow'\n"
+    "local function worker(name, n)\n"
+    "  local out = {}\n"
+    "  for i = 1, n do out[i] = wf.activity(name, {i = i}) end\n"
+    "  return table.concat(out, ','), name\n"
+    "end\n"
+    "return function(input)\n"
+    "  local x = wf.spawn(worker, 'x', 2)\n"
+    "  local y = wf.spawn(worker, 'y', 1)\n"
+    "  local bad = wf.spawn(function() error({type = 'Bad', message = 'inside'}) end)\n"
+    "  local r = wf.all({x, y})\n"
+    "  local s, name = x:wait()\n"
+    "  local ok, e = pcall(bad.wait, bad)\n"
+    "  return {r[1], r[2], s, name, ok, e.type}\n"
+    "end\n";
+
+/* wf.spawn: durable coroutines run when the caller waits, first spawned
+ * first; their commands interleave the same way on replay. */
+static void test_futures_spawn(void **state) {
+  (void)state;
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, SPAWN, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  /* x's first and y's only activity, in spawn order */
+  assert_int_equal(wfvm_pending_count(vm), 2);
+  assert_string_equal(wfvm_pending_at(vm, 0)->name, "x");
+  assert_string_equal(wfvm_pending_at(vm, 1)->name, "y");
+  st = deliver_to(&f, vm, 3, "ActivityCompleted", "\"y1\"");
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver_to(&f, vm, 2, "ActivityCompleted", "\"x1\"");
+  assert_state(vm, st, WFVM_BLOCKED); /* x issued its second */
+  assert_int_equal(wfvm_pending_count(vm), 1);
+  assert_int_equal(wfvm_blocked(vm)->seq, 6);
+  st = deliver_to(&f, vm, 6, "ActivityCompleted", "\"x2\"");
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "[\"x1,x2\",\"y1\",\"x1,x2\",\"x\",false,\"Bad\"]");
+  wfvm_free(vm);
+  assert_replays(&f, SPAWN, WFVM_DONE, "[\"x1,x2\",\"y1\",\"x1,x2\",\"x\",false,\"Bad\"]");
+  fake_free(&f);
+}
+
+/* Cancelling settles every pending future with Cancelled; the script can
+ * clean up after it. */
+static void test_futures_cancel(void **state) {
+  (void)state;
+  const char *src = "local wf = require 'workflow'\n"
+                    "return function(input)\n"
+                    "  local a, b = wf.start_activity('a'), wf.start_timer(60)\n"
+                    "  local ok, e = pcall(wf.all, {a, b})\n"
+                    "  local ok2, e2 = pcall(b.wait, b)\n"
+                    "  return {ok, e.type, ok2, e2.type}\n"
+                    "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver_to(&f, vm, 2, "CommandCancelled", NULL);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver_to(&f, vm, 3, "CommandCancelled", NULL);
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "[false,\"Cancelled\",false,\"Cancelled\"]");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
+/* What cannot work is refused with a message naming it; a script changed
+ * under its log goes stuck naming the event; coroutines that only wait on
+ * each other fail as a deadlock. */
+static void test_futures_misuse(void **state) {
+  (void)state;
+  static const struct { const char *body, *message; } bad[] = {
+      {"wf.all({1})", "wf.all: item 1 is a number, not a future"},
+      {"wf.any({})", "wf.any: the list of futures is empty"},
+      {"wf.all(7)", "bad argument #1"},
+      {"wf.spawn(3)", "bad argument #1"},
+      {"wf.checkpoint('c', function() return wf.start_timer(1) end)", "wf.start_timer cannot be called inside a checkpoint"},
+      {"coroutine.wrap(function() return wf.start_activity('a') end)()", "not from a coroutine the script created"},
+      {"coroutine.wrap(function() return wf.spawn(print) end)()", "not from a coroutine the script created"},
+      {"getmetatable(wf.spawn(function() end)).__index.wait", "attempt to index a nil value"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *src = util_fmt("local wf = require 'workflow'\n"
+                         "return function()\n"
+                         "  local ok, e = pcall(function() return %s end)\n"
+                         "  return {ok = ok, e = tostring(e)}\n"
+                         "end\n",
+                         bad[i].body);
+    fake f;
+    fake_init(&f, "{}", SEED);
+    wfvm_config cfg = base_cfg();
+    wfvm_state st;
+    wfvm *vm = run_live(&f, &cfg, src, &st);
+    assert_state(vm, st, WFVM_DONE);
+    if (!strstr(wfvm_output(vm), "\"ok\":false") || !strstr(wfvm_output(vm), bad[i].message))
+      fail_msg("%s: got %s, wanted an error with \"%s\"", bad[i].body, wfvm_output(vm), bad[i].message);
+    wfvm_free(vm);
+    fake_free(&f);
+    free(src);
+  }
+
+  /* a deadlock: the only other coroutine waits on the one waiting for it */
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg,
+                      "local wf = require 'workflow'\n"
+                      "return function()\n"
+                      "  local me\n"
+                      "  local other = wf.spawn(function() return me:wait() end)\n"
+                      "  me = wf.spawn(function() return other:wait() end)\n"
+                      "  return other:wait()\n"
+                      "end\n",
+                      &st);
+  assert_state(vm, st, WFVM_FAILED);
+  assert_contains(wfvm_output(vm), "DeadlockError");
+  wfvm_free(vm);
+  fake_free(&f);
+
+  /* replayed with one future fewer: stuck at the command the log has */
+  fake_init(&f, "{}", SEED);
+  vm = run_live(&f, &cfg, FAN_OUT, &st);
+  wfvm_free(vm);
+  const char *fewer = "local wf = require 'workflow'\n"
+                      "return function(input)\n"
+                      "  local a = wf.start_activity('a', {n = 1})\n"
+                      "  return a:wait()\n"
+                      "end\n";
+  vm = vm_new(&f, &cfg, &f.rec);
+  st = start(vm, fewer);
+  assert_state(vm, st, WFVM_STUCK);
+  assert_contains(wfvm_output(vm), "non-determinism at event #3: history has ActivityScheduled 'b' but the script waits (at wf.lua:4)");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
 /* Bad arguments are refused before anything is recorded, naming the field. */
 static void test_limits_bad_arguments(void **state) {
   (void)state;
@@ -1940,6 +2206,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_free_releases_everything),
       cmocka_unit_test(test_limits_commands),
       cmocka_unit_test(test_limits_bad_arguments),
+      cmocka_unit_test(test_futures_all),
+      cmocka_unit_test(test_futures_any_and_errors),
+      cmocka_unit_test(test_futures_spawn),
+      cmocka_unit_test(test_futures_cancel),
+      cmocka_unit_test(test_futures_misuse),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {

@@ -37,6 +37,14 @@ end
 
 function M.slow(args) mark("slow"); activity.sleep(args.seconds or 5); return "slept" end
 
+-- marks its start and its end: activities that overlap show every start before an end
+function M.window(args)
+  mark("window-start")
+  activity.sleep(args.seconds or 0.5)
+  mark("window-end")
+  return args.n
+end
+
 function M.spin(args) mark("spin"); while true do end end
 
 function M.heartbeating(args)
