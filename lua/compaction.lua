@@ -170,11 +170,12 @@ local function context_error(e) return type(e) == "table" and e.type == "Context
 local Session = {}
 Session.__index = Session
 
--- args: {wf=, prep=, model_options=, state= (carried), on_usage=function(usage)}
+-- args: {wf=, prep=, model_options=, state= (carried), on_usage=function(usage),
+-- remaining=function() -> the session's seconds left}
 function M.session(args)
   local prep = args.prep
   local s = setmetatable({ wf = args.wf, prep = prep, opts = prep.compaction or M.options(prep.model, nil, error),
-    model_options = args.model_options, on_usage = args.on_usage }, Session)
+    model_options = args.model_options, on_usage = args.on_usage, remaining = args.remaining }, Session)
   local st = args.state
   if st then
     s.prompt, s.added, s.total, s.fresh = st.prompt, st.added, st.total, false
@@ -210,7 +211,8 @@ function Session:compact(reason)
   local wf, before = self.wf, self:estimate()
   local r = wf.activity("session.compact", { model = self.prep.model, options = self.model_options,
     keep_turns = self.opts.keep_turns, context_tokens = self.opts.context_tokens, tokens_before = before,
-    reason = reason }, { start_to_close = 600, retry = { max_attempts = 3 } })
+    reason = reason }, { start_to_close = math.max(1, math.min(600, self.remaining and self.remaining() or 600)),
+    retry = { max_attempts = 3 } })
   if r.skipped then return false end
   if self.on_usage then self.on_usage(r.usage or {}) end
   self.prompt, self.added, self.total, self.fresh = 0, 0, r.bytes_after, true

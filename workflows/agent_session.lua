@@ -201,7 +201,7 @@ return function(input)
   local capped = caps.model_calls or rate
   -- the transcript's size: compacted before a turn that would not fit
   local context = compaction.session({ wf = wf, prep = prep, model_options = input.modelOptions,
-    state = carried and carried.context, on_usage = function(u)
+    state = carried and carried.context, remaining = remaining, on_usage = function(u)
       tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
       local c = prices and ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6 or 0
       cost = cost + c

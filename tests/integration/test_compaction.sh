@@ -194,4 +194,34 @@ mbytes="$(cut -f2 <<<"$lastreq" | jget messages | wc -c)"
 assert_contains "  and starts from a summary" "SUMMARY: no-op steps" "$lastreq"
 assert_exit "the last run replays" 0 engine replay long
 assert_eq "its history is dense" ok "$(verify_history long >/dev/null && echo ok)"
+
+# --- kill -9 across run boundaries: 600 turns (a no-op tool call each, then
+# maxModelTurns ends the session), runs of ~300 events, the engine killed twice
+scenario "{\"routes\":[$SUMMARY],\"default\":{\"reply\":{\"text\":\"again\",\"tool_calls\":[{\"name\":\"noop\",\"arguments\":\"{}\"}]}}}"
+K="$(input_for "$OPENAI,\"contextTokens\":1500}" '"compaction":{"keepTurns":3,"runEvents":300}')"
+sed -i 's/"maxModelTurns":30/"maxModelTurns":600/' "$K"
+bg S engine serve
+"$ENGINE" start "$WF" --input @"$K" --id kk --detach >/dev/null 2>&1 || true
+for kill_at in 150 400; do
+  for _ in $(seq 600); do [ "$(engine events kk --json 2>/dev/null | grep -c '"type":"agent.message"' || true)" -ge "$kill_at" ] && break; sleep 0.02; done
+  kill -9 "$S"; wait "$S" 2>/dev/null || true
+  echo "# killed at $(engine events kk --json | grep -c '"type":"agent.message"') turns, run $(engine show kk --json | jget run)"
+  bg S engine serve
+done
+wait_status kk completed 120 || fail "kk did not complete"
+kill "$S"; wait "$S" 2>/dev/null || true
+ev="$(engine events kk --json)"
+assert_eq "after two crashes: one session, every turn once" "1 1 600" \
+  "$(grep -c '"type":"session.created"' <<<"$ev") $(grep -c '"type":"session.completed"' <<<"$ev") $(grep -c '"type":"agent.message"' <<<"$ev")"
+assert_eq "  the turns in order" "$(seq -s, 1 600)" "$(grep '"type":"agent.message"' <<<"$ev" | grep -o '"turn":[0-9]*' | cut -d: -f2 | paste -sd,)"
+assert_contains "  ended by maxModelTurns" '"limit":"maxModelTurns"' "$(grep limit.exceeded <<<"$ev")"
+verify_events kk >/dev/null && pass "  the stream is dense" || fail "event stream of kk"
+runs="$(engine show kk --json | jget run)"
+maxev=0
+for r in $(seq "$runs"); do
+  n="$(engine history kk --run "$r" --json | wc -l)"; [ "$n" -gt "$maxev" ] && maxev="$n"
+done
+[ "$runs" -ge 6 ] && [ "$maxev" -le 320 ] && pass "  $runs runs, the largest history $maxev events" ||
+  fail "$runs runs, the largest history $maxev events"
+assert_eq "  the sandbox is gone" 0 "$(docker ps -aq --filter label=engine.session=kk --filter "label=engine.instance=$(sqlite3 "$ENGINE_DB" "SELECT value FROM meta WHERE key='instance_id'")" | wc -l)"
 finish
