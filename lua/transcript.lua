@@ -6,15 +6,30 @@
 -- session.prepare result. A model-turn step reads the history
 -- up to itself (activity.history) instead of carrying the whole prompt in its
 -- arguments, so a long session's history grows linearly.
+--
+-- A compaction (lua/compaction.lua) replaces the messages so far: the result
+-- of a session.compact activity, or a continued run's "transcript"
+-- checkpoint, is the transcript from there on.
 local M = {}
 
--- events: activity.history() output. Returns system, tools, messages.
+local function copy(list)
+  local out = {}
+  for i, m in ipairs(list) do out[i] = m end
+  return out
+end
+
+-- events: activity.history() output. Returns system, tools, messages, and
+-- the last compaction ({task=, summary=}, nil when there was none).
 function M.from_history(events)
-  local system, tools, messages = nil, nil, {}
+  local system, tools, messages, compacted = nil, nil, {}, nil
   for _, e in ipairs(events) do
     if e.type == "CheckpointRecorded" then
       if e.name == "message" and type(e.payload) == "table" then
         messages[#messages + 1] = e.payload
+      elseif e.name == "transcript" and type(e.payload) == "table" then
+        local t = e.payload
+        system, tools, messages = t.system, t.tools, copy(t.messages or {})
+        compacted = type(t.compacted) == "table" and t.compacted or nil
       elseif e.name == "system" then
         system = e.payload
       elseif e.name == "tools" then
@@ -22,6 +37,10 @@ function M.from_history(events)
       end
     elseif e.type == "ActivityCompleted" and e.name == "session.prepare" and type(e.payload) == "table" then
       system, tools = e.payload.system, e.payload.tool_definitions
+    elseif e.type == "ActivityCompleted" and e.name == "session.compact" and type(e.payload) == "table"
+        and type(e.payload.messages) == "table" then
+      messages = copy(e.payload.messages)
+      compacted = { task = e.payload.task, summary = e.payload.summary }
     elseif e.type == "ActivityCompleted" and e.name == "session.tool" and type(e.payload) == "table" then
       local r = e.payload
       messages[#messages + 1] = { role = "tool", tool_call_id = r.tool_call_id, name = r.tool, content = r.content or "" }
@@ -35,7 +54,7 @@ function M.from_history(events)
     end
   end
   if type(tools) ~= "table" or next(tools) == nil then tools = nil end
-  return system, tools, M.in_call_order(messages)
+  return system, tools, M.in_call_order(messages), compacted
 end
 
 -- Calls of one turn run together and finish in any order: the results after

@@ -10,6 +10,7 @@
 -- sandbox is destroyed on every path. Every step shows up in the session's
 -- event stream (`engine events ID --follow`).
 local wf = require "workflow"
+local compaction = require "compaction" -- context compaction, bounded runs
 
 local function status(s, extra)
   local p = { status = s }
@@ -38,7 +39,10 @@ end
 
 return function(input)
   local id = wf.info().id
-  local prep = wf.activity("session.prepare", { input = input, session_id = id },
+  -- a later run of a session that continued as new (lua/compaction.lua)
+  local carried = compaction.carried(wf, input)
+  if carried then input = carried.input end
+  local prep = carried and carried.prep or wf.activity("session.prepare", { input = input, session_id = id },
     { start_to_close = 60, retry = { max_attempts = 3 } })
   if not prep.ok then
     wf.emit("session.failed", { reason = "invalid input", problems = prep.problems })
@@ -51,10 +55,15 @@ return function(input)
   local function now_ms() return math.floor(wf.now() * 1000 + 0.5) end
   local started = wf.now()
   local deadline_ms = now_ms() + math.floor(limits.timeoutSeconds * 1000)
-  wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = perms.tools,
-    skills = input.skills or {}, limits = limits, identity = input.identity, caps = prep.caps,
-    concurrency = prep.concurrency })
-  wf.checkpoint("message", function() return prep.first_message end)
+  if carried then
+    started, deadline_ms = carried.started, carried.deadline_ms
+    compaction.resume(wf, carried)
+  else
+    wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = perms.tools,
+      skills = input.skills or {}, limits = limits, identity = input.identity, caps = prep.caps,
+      concurrency = prep.concurrency })
+    wf.checkpoint("message", function() return prep.first_message end)
+  end
 
   -- The engine's limits (lua/caps.lua; nil without a limits file) and the
   -- input's concurrency key: slots held until the run ends, waited for in
@@ -62,7 +71,9 @@ return function(input)
   local caps, conc, provider = prep.caps or {}, prep.concurrency, prep.provider
   local admitted = false
   if conc then
-    local got = wf.acquire("session-key", { key = conc.key, limit = conc.limit, strategy = conc.strategy })
+    -- a continued run waits in line for its slot again, whatever the strategy
+    local got = wf.acquire("session-key", { key = conc.key, limit = conc.limit,
+      strategy = carried and "queue" or conc.strategy })
     if not got then
       local msg = string.format("concurrency key '%s' is at its limit of %d (strategy drop)", conc.key, conc.limit)
       wf.emit("session.failed", { reason = "concurrency", error = msg, key = conc.key, limit = conc.limit })
@@ -75,16 +86,17 @@ return function(input)
     admitted = true
   end
 
-  status("PROVISIONING")
+  if not carried then status("PROVISIONING") end
   if caps.sandboxes then
     wf.acquire("sandboxes", { limit = caps.sandboxes })
     admitted = true
   end
-  if admitted then
+  if admitted and not carried then
     started = wf.now()
     deadline_ms = now_ms() + math.floor(limits.timeoutSeconds * 1000)
   end
   local provisioned, sb = pcall(function()
+    if carried then return carried.sandbox end
     return wf.activity("sandbox.provision", { session_id = id, task = prep.task, simple = prep.simple,
       files = prep.files, skills = prep.skills, writable = perms.writablePaths, limits = limits },
       { start_to_close = 300, retry = { max_attempts = 3 } })
@@ -96,11 +108,16 @@ return function(input)
     if caps.sandboxes then wf.release("sandboxes") end
     error(sb, 0)
   end
-  wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id })
+  if not carried then wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id }) end
 
   local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
   local cost, prices = 0, prep.model.prices -- {input=, output=} in USD per million tokens
   local repairs, MAX_REPAIRS = 0, 2
+  local last_tokens = 0
+  if carried then
+    local c = carried.counters
+    turns, calls, tokens, cost, repairs, last_tokens = c.turns, c.calls, c.tokens, c.cost, c.repairs, c.last_tokens
+  end
   local function remaining() return (deadline_ms - now_ms()) / 1000 end
   local function over(what, limit, value, extra)
     exceeded = { limit = what, max = limit, value = value }
@@ -146,7 +163,6 @@ return function(input)
   -- A turn's tokens are known once it is done: it reserves what this
   -- session's last turn took (sessions that start together in a window then
   -- do not all pass it) and is charged the rest afterwards.
-  local last_tokens = 0
   local function capped_turn(mopts)
     if rate then mopts.defer_rate_limit = true end
     local rate_limited, reserved = 0, 0
@@ -183,6 +199,14 @@ return function(input)
     end
   end
   local capped = caps.model_calls or rate
+  -- the transcript's size: compacted before a turn that would not fit
+  local context = compaction.session({ wf = wf, prep = prep, model_options = input.modelOptions,
+    state = carried and carried.context, remaining = remaining, on_usage = function(u)
+      tokens = tokens + (u.input_tokens or 0) + (u.output_tokens or 0)
+      local c = prices and ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6 or 0
+      cost = cost + c
+      if quota then count_quota((u.input_tokens or 0) + (u.output_tokens or 0), c) end
+    end })
 
   -- A turn's tool calls: checked and decided in call order, approvals asked
   -- together (answered in any order), the allowed calls run at once; what
@@ -296,6 +320,7 @@ return function(input)
       local call = p.call
       if p.running then
         local r = p.running:wait()
+        p.result_content = r.content
         if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end
         wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),
           truncated = (#r.content > 2000 or r.content:find("[output truncated", 1, true)) and true or nil,
@@ -311,14 +336,19 @@ return function(input)
           return { role = "tool", tool_call_id = call.id, name = call.name, content = p.content }
         end)
       end
+      context:add(p.running and p.result_content or p.content)
     end
   end
   -- sessions started before tool calls ran together replay their turns one call at a time
   local parallel_tools = wf.patched("parallel-tool-calls")
 
   local ok, err = pcall(function()
-    status("RUNNING")
+    if not carried then status("RUNNING") end
     while true do
+      -- a run's history is bounded: the session goes on in a new run
+      context:maybe_continue({ input = { modelOptions = input.modelOptions, identity = input.identity }, prep = prep,
+        sandbox = sb, started = started, deadline_ms = deadline_ms, counters = { turns = turns, calls = calls,
+          tokens = tokens, cost = cost, repairs = repairs, last_tokens = last_tokens } })
       -- limits are checked before the call that would exceed them
       if remaining() <= 0 then over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started) break end
       if turns >= limits.maxModelTurns then over("maxModelTurns", limits.maxModelTurns, turns) break end
@@ -327,20 +357,19 @@ return function(input)
         over("maxCostUsd", limits.maxCostUsd, cost) break
       end
       if quota and over_quota() then break end
+      context:before_turn()
       turns = turns + 1
       local mopts = { lenient_tools = true } -- an unknown tool or bad arguments go back to the model
       for k, v in pairs(input.modelOptions or {}) do mopts[k] = v end
-      local turn
-      if capped then
-        turn = capped_turn(mopts)
-        if not turn then -- the time ran out waiting for a slot or the rate
-          turns = turns - 1
-          over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
-          break
-        end
-      else
-        turn = wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
+      local turn = context:turn(function()
+        if capped then return capped_turn(mopts) end
+        return wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
           { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+      end)
+      if not turn then -- the time ran out waiting for a slot or the rate
+        turns = turns - 1
+        over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
+        break
       end
       local u = turn.usage or {}
       local turn_tokens, turn_cost = (u.input_tokens or 0) + (u.output_tokens or 0), 0
@@ -368,10 +397,10 @@ return function(input)
         end
         repairs = repairs + 1
         wf.emit("session.status", { status = "REPAIRING", problem = problem })
-        wf.checkpoint("message", function()
+        context:add(wf.checkpoint("message", function()
           return { role = "user", content = "Your final answer could not be used: " .. problem ..
             ". Reply with the JSON object only: {\"summary\": \"...\", \"result\": {...}}." }
-        end)
+        end))
       elseif parallel_tools then
         run_calls(turn.tool_calls)
       else -- a session started before calls ran together: one at a time, as its log has them

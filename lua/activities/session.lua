@@ -41,7 +41,7 @@ end
 
 local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
   model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1, concurrency = 1,
-  mcpServers = 1 }
+  mcpServers = 1, compaction = 1 }
 local STRATEGIES = { queue = true, cancel_in_progress = true, drop = true }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
   cpu = 1, memoryMb = 1024, diskMb = 1024 }
@@ -73,6 +73,8 @@ function M.prepare(args)
       or type(model.prices.output or 0) ~= "number" or (model.prices.input or 0) < 0 or (model.prices.output or 0) < 0) then
     problem("model.prices must be {input=, output=}: USD per million tokens, >= 0")
   end
+  -- model.contextTokens and the compaction options (lua/compaction.lua)
+  local compaction = require("compaction").options(model, input.compaction, problem)
   -- limits
   local limits = {}
   for k, d in pairs(LIMITS) do limits[k] = d end
@@ -228,7 +230,7 @@ function M.prepare(args)
     mcp = mcp,
     memory_file = input.memoryFile, result_schema = input.resultSchema,
     approval_timeout = input.approvalTimeoutSeconds or 86400,
-    provider = provider, caps = caps, concurrency = concurrency,
+    provider = provider, caps = caps, concurrency = concurrency, compaction = compaction,
   }
 end
 
@@ -481,6 +483,59 @@ function M.apply_memory(args)
     tostring(args.session_id), tostring(args.approver), marker))
   f:close()
   return { applied = true }
+end
+
+-- The transcript the next model turn would see, rebuilt from this run's
+-- history up to this step (lua/transcript.lua).
+local function transcript_so_far()
+  return require("transcript").from_history(activity.history(1, activity.info().seq - 1))
+end
+
+-- Context compaction (lua/compaction.lua): the older turns of the transcript
+-- summarised by one call of the session's model, the most recent keep_turns
+-- turns kept verbatim (a tool call never apart from its results). Returns
+-- the transcript from here on (lua/transcript.lua reads it from this
+-- result) and its numbers, or {skipped = true} when there is nothing to fold.
+function M.compact(args)
+  local compaction = require "compaction"
+  local system, tools, messages, previous = transcript_so_far()
+  local ct = args.context_tokens
+  local first = #messages > 0 and compaction.split(messages, args.keep_turns or compaction.KEEP_TURNS,
+    ct and ct * 4 * compaction.KEEP_SHARE or nil)
+  if not first then return { skipped = true, reason = "nothing to fold" } end
+  local task = previous and previous.task or messages[1].content
+  local folded = {}
+  for i = 2, first - 1 do folded[#folded + 1] = messages[i] end
+  local prompt = compaction.render(task, previous and previous.summary, folded,
+    ct and math.floor(ct * 4 * 0.6) or compaction.FOLD_BYTES)
+  local opts = {}
+  for k, v in pairs(args.options or {}) do opts[k] = v end
+  opts.on_delta = function() activity.heartbeat() end
+  local runners = require "runners"
+  local turn = runners.turn(args.model or {}, { system = compaction.SUMMARISER,
+    messages = { { role = "user", content = prompt } } }, opts)
+  local usage = turn.usage or {}
+  activity.usage(turn.provider or "openai", tonumber(usage.input_tokens) or 0, tonumber(usage.output_tokens) or 0)
+  local summary = tostring(turn.text or "")
+  if not summary:match("%S") then raise("InvalidResponse", "the model's summary for the compaction is empty") end
+  local out = { { role = "user", content = tostring(task) .. "\n\n" .. compaction.SUMMARY_HEADER .. summary } }
+  for i = first, #messages do out[#out + 1] = messages[i] end
+  local turns_folded = 0
+  for _, m in ipairs(folded) do
+    if m.role == "assistant" then turns_folded = turns_folded + 1 end
+  end
+  local bytes_after = compaction.transcript_bytes(system, tools, out)
+  return { messages = out, task = task, summary = summary, turns_folded = turns_folded,
+    messages_folded = #folded, messages_kept = #messages - first + 1, bytes_after = bytes_after,
+    tokens_after = compaction.tokens_of(bytes_after), tokens_before = args.tokens_before,
+    usage = { input_tokens = usage.input_tokens, output_tokens = usage.output_tokens } }
+end
+
+-- The transcript so far, for the next run of a session that continues as
+-- new (lua/compaction.lua): recorded there as its "transcript" checkpoint.
+function M.transcript(_)
+  local system, tools, messages, compacted = transcript_so_far()
+  return { system = system, tools = tools or {}, messages = messages, compacted = compacted }
 end
 
 function M.validate_result(args)

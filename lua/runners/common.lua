@@ -213,7 +213,7 @@ local ERROR_TYPES = {
   invalid_request_error = "BadRequest", request_too_large = "BadRequest",
 }
 -- Types a retry cannot fix.
-local NOT_RETRIED = { BadRequest = true, Unauthorized = true, Forbidden = true, NotFound = true }
+local NOT_RETRIED = { BadRequest = true, Unauthorized = true, Forbidden = true, NotFound = true, ContextTooLong = true }
 
 -- Our type for a provider's error object {type=, code=, message=}: by its
 -- code, then its type, then a numeric code or status (llama.cpp sends
@@ -244,9 +244,35 @@ function M.provider_error(text)
   if type(e) ~= "table" then e = type(v.message) == "string" and v or nil end
   if not e or e.message == nil then return nil end
   local t = M.error_type(e)
+  if t == "BadRequest" and M.context_too_long(e) then t = "ContextTooLong" end
   local detail = type(e.code) == "string" and e.code or type(e.type) == "string" and e.type or nil
   return { type = t, message = tostring(e.message) .. (detail and (" (" .. detail .. ")") or ""),
     non_retryable = NOT_RETRIED[t] or nil }
+end
+
+-- Whether a provider's error object {type=, code=, message=} says the
+-- prompt is longer than the model's context: OpenAI's (and the Responses
+-- API's) code context_length_exceeded, llama.cpp's exceed_context_size_error,
+-- Anthropic's invalid_request_error "prompt is too long: ...", vLLM's
+-- "maximum context length". The session compacts and retries on these
+-- (ContextTooLong, lua/compaction.lua).
+local CONTEXT_MESSAGES = { "prompt is too long", "maximum context length", "context_length_exceeded",
+  "exceeds the available context size", "exceeds the context window", "context window exceeds" }
+function M.context_too_long(e)
+  if type(e) ~= "table" then return false end
+  if e.code == "context_length_exceeded" or e.type == "exceed_context_size_error" then return true end
+  local msg = type(e.message) == "string" and e.message:lower() or ""
+  for _, m in ipairs(CONTEXT_MESSAGES) do
+    if msg:find(m, 1, true) then return true end
+  end
+  return false
+end
+
+-- The provider's error object of an error body, or nil.
+local function error_object(body)
+  local ok, v = pcall(json.decode, body or "")
+  if ok and type(v) == "table" and type(v.error) == "table" then return v.error end
+  return nil
 end
 
 -- The first bytes of a body for an error message: control characters as
@@ -321,6 +347,9 @@ function M.request(spec)
       local should = res.headers["x-should-retry"]
       if should == "true" then retryable = true elseif should == "false" then retryable = false end
       err = status_error(res.status, msg, retryable)
+      if res.status == 400 and M.context_too_long(error_object(body)) then
+        err.type, retryable = "ContextTooLong", false -- a retry of the same prompt cannot fit
+      end
       delay = M.retry_after_seconds(res.headers)
       if res.status == 429 and delay and delay >= 0 then
         err.retry_after = delay -- the provider's own word on when to come back

@@ -16,7 +16,8 @@
 -- RateLimited, Overloaded, ServerError, Timeout, Conflict, ConnectionError,
 -- TruncatedStream, InvalidResponse (retried, then raised); BadRequest,
 -- Unauthorized, Forbidden, NotFound, InvalidToolArguments, UnknownTool,
--- InvalidModelSpec, ReplayDiverged (not retried).
+-- InvalidModelSpec, ReplayDiverged, ContextTooLong (the prompt is longer than
+-- the model's context: a 400 saying so; not retried).
 local M = {}
 
 local RUNNERS = {

@@ -153,9 +153,17 @@ def validate_step(step, where, fixtures_dir):
 def validate_scenario(sc, fixtures_dir):
     if not isinstance(sc, dict):
         raise ScenarioError("scenario must be a JSON object {\"steps\": [...], \"default\": STEP}")
-    unknown = set(sc) - {"steps", "default", "comment"}
+    unknown = set(sc) - {"steps", "default", "routes", "comment"}
     if unknown:
         raise ScenarioError(f"scenario has unknown key(s) {sorted(unknown)}")
+    routes = sc.get("routes", [])
+    if not isinstance(routes, list):
+        raise ScenarioError("scenario.routes must be an array")
+    for i, r in enumerate(routes):
+        if not isinstance(r, dict) or set(r) - {"body_has", "step", "comment"} or \
+                not isinstance(r.get("body_has"), str) or not r["body_has"]:
+            raise ScenarioError(f"routes[{i}] must be {{\"body_has\": \"text\", \"step\": STEP}}")
+        validate_step(r.get("step"), f"routes[{i}].step", fixtures_dir)
     steps = sc.get("steps", [])
     if not isinstance(steps, list):
         raise ScenarioError("scenario.steps must be an array")
@@ -163,7 +171,7 @@ def validate_scenario(sc, fixtures_dir):
         validate_step(st, f"steps[{i}]", fixtures_dir)
     if sc.get("default") is not None:
         validate_step(sc["default"], "default", fixtures_dir)
-    return {"steps": steps, "default": sc.get("default")}
+    return {"steps": steps, "default": sc.get("default"), "routes": routes}
 
 
 # --------------------------------------------------------------------------
@@ -796,7 +804,12 @@ class ModelServer:
         return await self.send_simple(writer, 405, {"error": f"method {req.method} not allowed on {path}"})
 
     # -- model endpoints -------------------------------------------------------
-    def next_step(self):
+    def next_step(self, raw=b""):
+        # a request whose body holds a route's text takes that route's step,
+        # and the steps stay where they are
+        for i, r in enumerate(self.scenario.get("routes") or []):
+            if r["body_has"].encode("utf-8") in raw:
+                return f"routes[{i}]", r["step"]
         steps = self.scenario["steps"]
         if self.cursor < len(steps):
             i = self.cursor
@@ -832,7 +845,7 @@ class ModelServer:
             return await self.send_simple(writer, 400, error_body(
                 kind, 400, f"model_server: bad request body (not consumed a step): {why}", seq))
         ctx = Ctx(seq, kind, body)
-        idx, step = self.next_step()
+        idx, step = self.next_step(req.body or b"")
         entry["step"] = idx
         self.log(f"#{seq} {req.path} stream={ctx.stream} -> step {idx}")
         if step is None:
