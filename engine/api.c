@@ -673,6 +673,7 @@ static void h_signal(api *a, httpd_req *r, ctx *c) {
     return reply_error(r, 403,
                        "approval signals cannot be sent here: answer the request with POST "
                        "/v1/workflows/{id}/approvals/{request_id} (scope approve)");
+  if (engine_reserved_signal(c->p2, err, sizeof err)) return reply_error(r, 403, "%s", err);
   if (engine_check_signal_name(c->p2, err, sizeof err) != 0) return reply_error(r, 400, "%s", err);
   size_t len;
   const char *body = httpd_body(r, &len);
@@ -695,6 +696,60 @@ static void h_signal(api *a, httpd_req *r, ctx *c) {
   free(qi);
   free(qn);
   free(qs);
+}
+
+/* POST /v1/workflows/{id}/messages {"kind": "message"|"interrupt"|"close",
+ * "text": ...}: what a person tells a running session, sent by the token's
+ * identity (the session records it as the sender). */
+static void h_message(api *a, httpd_req *r, ctx *c) {
+  char err[512];
+  size_t len;
+  const char *body = httpd_body(r, &len);
+  char *canon = json_accept(len ? body : "", len, "the message", err, sizeof err);
+  if (!canon) return reply_error(r, 400, "%s", err);
+  size_t n = strlen(canon);
+  const char *v;
+  size_t vn;
+  if (canon[0] != '{') {
+    free(canon);
+    return reply_error(r, 400, "the message must be a JSON object {\"kind\", \"text\"}");
+  }
+  char *kind = json_get(canon, n, "kind", &v, &vn) == 1 ? json_get_string(canon, n, "kind") : util_strdup("message");
+  char *text = json_get_string(canon, n, "text");
+  int typed = (json_get(canon, n, "kind", &v, &vn) != 1 || kind) && (json_get(canon, n, "text", &v, &vn) != 1 || text);
+  free(canon);
+  char *payload = typed ? engine_session_input(kind, text, c->identity, err, sizeof err) : NULL;
+  if (!typed) snprintf(err, sizeof err, "'kind' and 'text' must be strings");
+  free(text);
+  if (!payload) {
+    free(kind);
+    return reply_error(r, 400, "%s", err);
+  }
+  wf_row w;
+  if (!find_for_write(a, r, c->p1, &w)) {
+    free(kind);
+    return free(payload);
+  }
+  int done = engine_status_terminal(w.status);
+  if (done) reply_error(r, 409, "workflow '%s' is %s; %s not delivered", c->p1, w.status, kind);
+  wf_row_free(&w);
+  if (done) {
+    free(kind);
+    return free(payload);
+  }
+  int rc = engine_signal_local(a->e, c->p1, ENGINE_SESSION_SIGNAL, payload, c->identity, err, sizeof err);
+  free(payload);
+  if (rc != 0) {
+    free(kind);
+    if (store_down(a, r)) return;
+    return reply_error(r, 409, "%s", err);
+  }
+  char *qi = json_quote(c->p1), *qk = json_quote(kind), *qs = json_quote(c->identity);
+  answer_when_committed(a, r, 200, util_fmt("{\"id\":%s,\"kind\":%s,\"sent_by\":%s}", qi, qk, qs), NULL, NULL);
+  free(qi);
+  free(qk);
+  free(qs);
+  free(kind);
 }
 
 static void h_cancel(api *a, httpd_req *r, ctx *c) {
@@ -925,6 +980,7 @@ static const route ROUTES[] = {
     {"GET", "/v1/workflows/{id}/history", SCOPE_READ, h_history},
     {"POST", "/v1/workflows/{id}/signals/{name}", SCOPE_SIGNAL, h_signal},
     {"POST", "/v1/workflows/{id}/cancel", SCOPE_CANCEL, h_cancel},
+    {"POST", "/v1/workflows/{id}/messages", SCOPE_SIGNAL, h_message},
     {"GET", "/v1/approvals", SCOPE_READ, h_approvals},
     {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, h_approve},
     {"GET", "/v1/events", SCOPE_READ, h_all_events},

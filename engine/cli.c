@@ -951,7 +951,8 @@ static int cmd_signal(args *a, common *c) {
   if (rc || c->help) return rc;
   char err[512];
   /* both checked before the database is opened */
-  if (engine_check_signal_name(pos[1], err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
+  if (engine_check_signal_name(pos[1], err, sizeof err) != 0 || engine_reserved_signal(pos[1], err, sizeof err))
+    return die(EXIT_USAGE, "%s", err);
   char *canon = json_accept(pos[2], strlen(pos[2]), "the signal payload", err, sizeof err);
   if (!canon) return die(EXIT_USAGE, "%s", err);
   if (c->server) {
@@ -977,6 +978,73 @@ static int cmd_signal(args *a, common *c) {
   if (rc) return die(EXIT_USAGE, "%s", err);
   render_line(stderr, DIE_MAX, "engine: signal '%s' sent to %s", pos[1], pos[0]);
   return EXIT_OK;
+}
+
+static const char *MESSAGE_HELP =
+    "usage: engine message ID TEXT [--db PATH]\n"
+    "       engine interrupt ID [--reason TEXT] [--db PATH]\n"
+    "       engine close ID [--db PATH]\n"
+    "\n"
+    "Tells a running agent session something, recorded with who sent it.\n"
+    "message: TEXT joins the transcript before the session's next model turn\n"
+    "(event user.message). interrupt: the session stops at its next safe point\n"
+    "(before a model turn, before a turn's tool calls run), says so\n"
+    "(session.interrupted) and waits for a message. close: a session started\n"
+    "with waitForMessages ends after its current answer. Exit 2 when the\n"
+    "workflow is unknown or finished, or TEXT is empty or over 64 KiB.\n";
+
+/* message / interrupt / close: the signal session:input with the sender this
+ * side knows (the local user; with --server, the token's identity). */
+static int cmd_session_input(args *a, common *c, const char *kind) {
+  const char *pos[2] = {NULL, NULL}, *reason = NULL;
+  int bad = 0, n = 0, want = strcmp(kind, "message") == 0 ? 2 : 1;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if (strcmp(kind, "interrupt") == 0 && (v = flag_value(a, "--reason", &bad))) reason = v;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) {
+      fputs(MESSAGE_HELP, stdout);
+      return EXIT_OK;
+    } else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-' && cur[1]) return die(EXIT_USAGE, "unknown option %s (see --help)", cur);
+    else if (n < want) pos[n++] = cur;
+    else return die(EXIT_USAGE, "unexpected argument %s (see --help)", cur);
+  }
+  if (n < want) {
+    fputs(MESSAGE_HELP, stderr);
+    return EXIT_USAGE;
+  }
+  const char *text = want == 2 ? pos[1] : reason;
+  char err[512], who[300];
+  local_identity(who, sizeof who);
+  char *payload = engine_session_input(kind, text, who, err, sizeof err); /* checked before anything is opened */
+  if (!payload) return die(EXIT_USAGE, "%s: %s", kind, err);
+  int rc;
+  if (c->server) {
+    api_client *api = server_client(c);
+    char *path = api ? api_path("/v1/workflows/%s/messages", pos[0], NULL) : NULL;
+    char *qk = json_quote(kind), *qt = json_quote(text ? text : "");
+    char *body = util_fmt("{\"kind\":%s,\"text\":%s}", qk, qt);
+    api_reply r;
+    rc = api ? call_api(api, "POST", path, body, &r, NULL) : EXIT_USAGE;
+    if (rc == EXIT_OK) api_reply_free(&r);
+    free(qk);
+    free(qt);
+    free(body);
+    free(path);
+    api_client_free(api);
+  } else {
+    store *st;
+    rc = open_existing(c->db, &st);
+    if (rc == EXIT_OK) {
+      if (engine_send_signal(st, pos[0], ENGINE_SESSION_SIGNAL, payload, who, err, sizeof err) != 0)
+        rc = die(EXIT_USAGE, "%s", err);
+      store_close(st);
+    }
+  }
+  free(payload);
+  if (rc == EXIT_OK) render_line(stderr, DIE_MAX, "engine: %s sent to %s", kind, pos[0]);
+  return rc;
 }
 
 static const char *CANCEL_HELP =
@@ -1970,6 +2038,7 @@ static const char *MAIN_HELP =
     "  serve [--listen ADDR] [--workflows DIR]   worker for every workflow; --listen: the HTTP API\n"
     "  signal ID NAME [JSON]              send a signal\n"
     "  approve ID [--request RID] [--deny] [--reason TEXT]   answer an approval request\n"
+    "  message ID TEXT, interrupt ID, close ID   talk to a running session\n"
     "  cancel ID                          cancel (the script's cleanup runs)\n"
     "  list [--status S]                  list workflows\n"
     "  show ID                            one workflow\n"
@@ -2045,6 +2114,8 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "serve") == 0) return cmd_serve(&a, &c);
   if (strcmp(cmd, "signal") == 0) return cmd_signal(&a, &c);
   if (strcmp(cmd, "cancel") == 0) return cmd_cancel(&a, &c);
+  if (strcmp(cmd, "message") == 0 || strcmp(cmd, "interrupt") == 0 || strcmp(cmd, "close") == 0)
+    return cmd_session_input(&a, &c, cmd);
   if (strcmp(cmd, "list") == 0) return cmd_list(&a, &c);
   if (strcmp(cmd, "show") == 0) return cmd_show(&a, &c);
   if (strcmp(cmd, "events") == 0) return cmd_events(&a, &c);

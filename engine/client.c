@@ -97,6 +97,43 @@ int engine_check_signal_name(const char *name, char *err, size_t errlen) {
   return -1;
 }
 
+char *engine_session_input(const char *kind, const char *text, const char *sender, char *err, size_t errlen) {
+  text = text ? text : "";
+  size_t n = strlen(text);
+  char why[128];
+  if (strcmp(kind, "message") && strcmp(kind, "interrupt") && strcmp(kind, "close")) {
+    util_seterr(err, errlen, "unknown kind '%.40s' (message, interrupt or close)", kind);
+    return NULL;
+  }
+  if (strcmp(kind, "message") == 0 && n == 0) {
+    util_seterr(err, errlen, "the message is empty");
+    return NULL;
+  }
+  size_t max = strcmp(kind, "message") == 0 ? ENGINE_MESSAGE_MAX : 4096;
+  if (n > max) {
+    util_seterr(err, errlen, "the %s is %zu bytes, more than %zu", strcmp(kind, "message") == 0 ? "message" : "reason", n,
+                max);
+    return NULL;
+  }
+  if (util_text_problem(text, n, 1, why, sizeof why) != 0) {
+    util_seterr(err, errlen, "invalid %s: %s", strcmp(kind, "message") == 0 ? "message" : "reason", why);
+    return NULL;
+  }
+  char *qk = json_quote(kind), *qs = json_quote(sender ? sender : ""), *qt = json_quote(text);
+  char *out = util_fmt("{\"kind\":%s,\"sender\":%s,\"text\":%s}", qk, qs, qt);
+  free(qk);
+  free(qs);
+  free(qt);
+  return out;
+}
+
+int engine_reserved_signal(const char *name, char *err, size_t errlen) {
+  if (strncmp(name, "session:", 8) != 0) return 0;
+  util_seterr(err, errlen, "session signals are sent as what they are (engine message, interrupt or close, or POST "
+              "/v1/workflows/{id}/messages), so the session knows who sent them");
+  return 1;
+}
+
 /* Scripts are regular files: opened without blocking, so a FIFO in their place
  * is refused instead of hanging the read, and a directory is named as one. */
 char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen) {

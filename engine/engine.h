@@ -118,6 +118,19 @@ char *engine_input_with_identity(const char *input_json, const char *identity, i
 int engine_send_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
                        char *err, size_t errlen);
 int engine_request_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen);
+
+/* What a person tells a running session (workflows/agent_session.lua): kind
+ * "message" (text 1-ENGINE_MESSAGE_MAX bytes, required), "interrupt" (text:
+ * an optional reason) or "close", delivered as the signal
+ * ENGINE_SESSION_SIGNAL with the sender the engine knows (never one the
+ * caller claims). Returns the payload {"kind","sender","text"} (malloc'd),
+ * or NULL with err naming what is wrong. */
+#define ENGINE_SESSION_SIGNAL "session:input"
+#define ENGINE_MESSAGE_MAX 65536
+char *engine_session_input(const char *kind, const char *text, const char *sender, char *err, size_t errlen);
+/* 1 when name is a session signal (session:*), which only
+ * engine_session_input's callers send, with err saying how. */
+int engine_reserved_signal(const char *name, char *err, size_t errlen);
 int engine_status_terminal(const char *status);
 
 /* Replays workflow id's current run against script_path (NULL: its pinned

@@ -322,6 +322,8 @@ static int start_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, kept *keep
 static void settle_status(wfrun *r) {
   engine *e = r->e;
   int activity = 0, here = 0;
+  /* what it waits on, said: the newest signal wait (an approval asked after
+   * the session's open wait for messages), else the newest other command */
   const wfvm_cmd *first = NULL;
   for (size_t i = 0; i < wfvm_pending_count(r->vm); i++) {
     const wfvm_cmd *c = wfvm_pending_at(r->vm, i);
@@ -330,7 +332,7 @@ static void settle_status(wfrun *r) {
       snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
       activity = 1;
       here |= strmap_get(&e->attempts, key) != NULL;
-    } else if (!first) {
+    } else if (!first || strcmp(first->kind, "signal") != 0 || strcmp(c->kind, "signal") == 0) {
       first = c;
     }
   }

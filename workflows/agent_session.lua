@@ -208,6 +208,68 @@ return function(input)
       if quota then count_quota((u.input_tokens or 0) + (u.output_tokens or 0), c) end
     end })
 
+  -- sessions started before tool calls ran together replay their turns one call at a time
+  local parallel_tools = wf.patched("parallel-tool-calls")
+
+  -- What people tell the session (engine message, interrupt, close): one wait
+  -- on the signal session:input stays open, and what it brings is taken at
+  -- safe points (before a model turn, before a turn's calls run, while the
+  -- session waits for a message). Sessions from before it have none.
+  local inbox = parallel_tools and wf.start_wait_signal("session:input") or nil
+  local interrupted, closing = nil, false
+  local function take(v)
+    if type(v) ~= "table" then return nil end
+    if v.kind == "message" then
+      wf.emit("user.message", { text = v.text, sender = v.sender })
+      context:add(wf.checkpoint("message", function() return { role = "user", content = v.text } end))
+    elseif v.kind == "interrupt" then
+      interrupted = { reason = v.text ~= "" and v.text or nil, by = v.sender }
+    elseif v.kind == "close" then
+      closing = true
+      wf.emit("session.closing", { by = v.sender })
+    end
+    return v.kind
+  end
+  -- takes what has come, without waiting; true when a message was among it
+  local function drain()
+    local message = false
+    while inbox and inbox:ready() do
+      message = take(inbox:wait()) == "message" or message
+      inbox = wf.start_wait_signal("session:input")
+    end
+    return message
+  end
+  -- waits up to idle seconds (and the session's time) for a message: true
+  -- when one came, false when the session is closed, idle or out of time
+  local function wait_for_message(idle)
+    if drain() and not closing then return true end
+    if closing then return false end
+    status("WAITING_FOR_MESSAGE")
+    local timer = wf.start_timer(math.max(0, math.min(idle, remaining())))
+    while true do
+      local i, v = wf.any({ inbox, timer })
+      if i == 2 then
+        wf.emit("session.idle", { seconds = math.floor(idle) })
+        return false
+      end
+      inbox = wf.start_wait_signal("session:input")
+      local kind = take(v)
+      if closing then return false end
+      if kind == "message" then
+        status("RUNNING")
+        return true
+      end
+    end
+  end
+  -- an interrupt stops the session here and waits for a message
+  local function stop_if_interrupted(where)
+    drain()
+    if not interrupted then return true end
+    wf.emit("session.interrupted", { reason = interrupted.reason, by = interrupted.by, at = where })
+    interrupted = nil
+    return wait_for_message(prep.chat and prep.chat.idle or remaining())
+  end
+
   -- A turn's tool calls: checked and decided in call order, approvals asked
   -- together (answered in any order), the allowed calls run at once; what
   -- the model hears goes back in call order (lua/transcript.lua).
@@ -288,6 +350,13 @@ return function(input)
         end
       end
     end
+    -- interrupted meanwhile: the calls do not run (the model hears why)
+    drain()
+    if interrupted then
+      for _, p in ipairs(plan) do
+        if p.decision == "allow" then p.decision, p.reason = "deny", "the session was interrupted" end
+      end
+    end
     -- calls of tools that run a process in the sandbox go one after another
     -- (in call order, each after the one before it ended); the others at once
     local exclusive, last_exclusive = prep.exclusive_tools or {}, nil
@@ -339,8 +408,6 @@ return function(input)
       context:add(p.running and p.result_content or p.content)
     end
   end
-  -- sessions started before tool calls ran together replay their turns one call at a time
-  local parallel_tools = wf.patched("parallel-tool-calls")
 
   local ok, err = pcall(function()
     if not carried then status("RUNNING") end
@@ -357,6 +424,10 @@ return function(input)
         over("maxCostUsd", limits.maxCostUsd, cost) break
       end
       if quota and over_quota() then break end
+      if inbox and not stop_if_interrupted("before a model turn") then
+        outcome = closing and outcome or "interrupted"
+        break
+      end
       context:before_turn()
       turns = turns + 1
       local mopts = { lenient_tools = true } -- an unknown tool or bad arguments go back to the model
@@ -384,23 +455,30 @@ return function(input)
         -- validateResult: the answer must be a JSON object (matching the
         -- input's resultSchema); a bad one gets a bounded number of repair turns
         local result, problem = decode_result(turn.text), nil
-        if not result then
+        if prep.chat then
+          -- a chat session's answers are text; it waits for the next message
+          final = turn.text
+          if not wait_for_message(prep.chat.idle) then break end
+        elseif not result then
           problem = "the answer is not a JSON object"
         elseif prep.result_schema then
           local v = wf.activity("session.validate_result", { schema = prep.result_schema,
             result = result.result or result })
           if not v.ok then problem = "the result does not match the schema: " .. table.concat(v.errors or {}, "; ") end
         end
-        if not problem or repairs >= MAX_REPAIRS then
+        if prep.chat then
+          -- the next turn answers the message
+        elseif not problem or repairs >= MAX_REPAIRS then
           final = turn.text
           break
-        end
+        else
         repairs = repairs + 1
         wf.emit("session.status", { status = "REPAIRING", problem = problem })
         context:add(wf.checkpoint("message", function()
           return { role = "user", content = "Your final answer could not be used: " .. problem ..
             ". Reply with the JSON object only: {\"summary\": \"...\", \"result\": {...}}." }
         end))
+        end
       elseif parallel_tools then
         run_calls(turn.tool_calls)
       else -- a session started before calls ran together: one at a time, as its log has them
@@ -410,6 +488,7 @@ return function(input)
     end
 
     local result = final and decode_result(final)
+    if final and prep.chat and not result then result = { summary = final } end
     if final and prep.result_schema and result then
       local v = wf.activity("session.validate_result", { schema = prep.result_schema, result = result.result or result })
       if not v.ok then result = nil end

@@ -41,7 +41,7 @@ end
 
 local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
   model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1, concurrency = 1,
-  mcpServers = 1, compaction = 1 }
+  mcpServers = 1, compaction = 1, waitForMessages = 1, idleTimeoutSeconds = 1 }
 local STRATEGIES = { queue = true, cancel_in_progress = true, drop = true }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
   cpu = 1, memoryMb = 1024, diskMb = 1024 }
@@ -60,6 +60,14 @@ function M.prepare(args)
     if not TOP[k] then problem("unknown field '%s'", tostring(k)) end
   end
   if type(input.objective) ~= "string" or not input.objective:match("%S") then problem("objective is missing") end
+  -- a chat session: after each answer it waits for the next message (engine message), until engine close or idle
+  if input.waitForMessages ~= nil and type(input.waitForMessages) ~= "boolean" then
+    problem("waitForMessages must be true or false")
+  end
+  local idle = input.idleTimeoutSeconds
+  if idle ~= nil and (type(idle) ~= "number" or idle ~= idle or idle <= 0 or idle > 30 * 86400) then
+    problem("idleTimeoutSeconds must be a number of seconds above 0, at most 30 days")
+  end
   -- who started the session: set by the engine (token:NAME, local:USER), never trusted from a caller
   if input.identity ~= nil and (type(input.identity) ~= "string" or #input.identity > 300) then
     problem("identity must be a string of at most 300 bytes")
@@ -230,6 +238,7 @@ function M.prepare(args)
     mcp = mcp,
     memory_file = input.memoryFile, result_schema = input.resultSchema,
     approval_timeout = input.approvalTimeoutSeconds or 86400,
+    chat = input.waitForMessages == true and { idle = input.idleTimeoutSeconds or 3600 } or nil,
     provider = provider, caps = caps, concurrency = concurrency, compaction = compaction,
   }
 end

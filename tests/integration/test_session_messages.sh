@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Talking to a running session (engine message, interrupt, close; POST
+# /v1/workflows/{id}/messages): a chat session (waitForMessages) answers each
+# message and ends on close or when idle; a message joins the transcript once,
+# with who sent it, also across kill -9; an interrupt stops the session at its
+# next safe point and it waits for a message; forged or bad input is refused.
+source "$(dirname "$0")/lib.sh"
+if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
+  fail "no Docker engine (scripts/start-dockerd)"; finish
+fi
+WF="$SRC/workflows/agent_session.lua"
+export ENGINE_CONTEXT_ROOTS="$T" ENGINE_POLICIES_DIR="$T/policies"
+mkdir -p "$T/policies"
+printf '%s\n' 'return { name = "all", decide = function() return "allow", "test" end }' >"$T/policies/00-all.lua"
+printf '{"steps":[]}' >"$T/scenario.json"
+start_model_server "$T/scenario.json"
+model() { # STEPS_JSON (a list): the model's turns, then a JSON answer
+  printf '{"steps": %s, "default": {"reply": {"text": "{\\"summary\\": \\"fallback\\", \\"result\\": {}}"}}}' "$1" >"$T/s.json"
+  curl -sf -X POST "$MURL/_scenario" -d @"$T/s.json" >/dev/null || fail "scenario"
+  curl -sf -X DELETE "$MURL/_requests" >/dev/null
+}
+input() { # EXTRA_JSON_MEMBERS
+  printf '{"objective": "talk", "permissions": {"tools": ["shell"]}, "limits": {"maxModelTurns": 10},
+    "model": {"name": "m", "provider": "openai", "baseUrl": "%s/v1"}%s}' "$MURL" "$1" >"$T/input.json"
+}
+text() { printf '{"reply": {"text": "%s"}}' "$1"; }
+# the user messages of model request N, joined by |
+user_msgs() {
+  curl -sf "$MURL/_requests" | N="$1" lua5.4 -e 'local r = require"cjson".decode(io.read("a"))[tonumber(os.getenv("N"))]
+    local out = {}
+    for _, m in ipairs(r and r.body.messages or {}) do if m.role == "user" then out[#out + 1] = m.content end end
+    io.write(table.concat(out, "|"))'
+}
+nreq() { curl -sf "$MURL/_requests" | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
+last_status() { engine events "$1" --json | grep '"session.status"' | tail -1 | jget payload.status; }
+wait_waiting() { # ID: until the session waits for a message
+  for _ in $(seq 300); do [ "$(last_status "$1")" == WAITING_FOR_MESSAGE ] && return 0; sleep 0.1; done
+  fail "$1 never waited for a message ($(status "$1"))"
+}
+ev_count() { engine events "$1" --json | grep -c "\"type\":\"$2\"" || true; }
+serve() {
+  : >"$T/serve.log"
+  bg S engine serve --listen 127.0.0.1:0 2>>"$T/serve.log"
+  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
+  URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
+}
+serve
+
+# --- a chat session: answer, message, answer, kill -9 while it waits, message, close
+model "[$(text "first answer"), $(text "second answer"), $(text "third answer")]"
+input ', "waitForMessages": true'
+"$ENGINE" start "$WF" --input @"$T/input.json" --id chat --detach >/dev/null 2>&1 || true
+wait_waiting chat
+assert_eq "it answered and waits (still running)" waiting "$(status chat)"
+assert_exit "engine message" 0 engine message chat "also check the tests"
+for _ in $(seq 300); do [ "$(nreq)" -ge 2 ] && break; sleep 0.1; done
+wait_waiting chat
+assert_contains "the model heard the message in its next turn" "|also check the tests" "$(user_msgs 2)"
+ev="$(engine events chat --json | grep '"user.message"')"
+assert_contains "user.message says what" '"text":"also check the tests"' "$ev"
+assert_contains "and who sent it (the local user)" "\"sender\":\"local:" "$ev"
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+assert_exit "a message while the engine is down is kept" 0 engine message chat "and the docs"
+serve
+for _ in $(seq 300); do [ "$(nreq)" -ge 3 ] && break; sleep 0.1; done
+wait_waiting chat
+assert_contains "after kill -9, the message joins once" "|also check the tests|and the docs" "$(user_msgs 3)"
+assert_eq "each message recorded once" 2 "$(ev_count chat user.message)"
+assert_exit "engine close" 0 engine close chat
+wait_status chat completed 60 || fail "chat: $(status chat)"
+assert_eq "its result is the last answer" "third answer" "$(engine show chat --json | jget result.summary)"
+assert_eq "three model turns, no more" 3 "$(nreq)"
+verify_history chat >/dev/null || fail "chat history"
+
+# --- idle: a chat session nobody talks to ends
+model "[$(text "hello")]"
+input ', "waitForMessages": true, "idleTimeoutSeconds": 0.5'
+"$ENGINE" start "$WF" --input @"$T/input.json" --id idle --detach >/dev/null 2>&1 || true
+wait_status idle completed 60 || fail "idle: $(status idle)"
+assert_eq "session.idle says so" 1 "$(ev_count idle session.idle)"
+
+# --- interrupt: a non-chat session stops before its next turn and waits for a message
+model "[{\"reply\": {\"tool_calls\": [{\"id\": \"t1\", \"name\": \"shell\", \"arguments\": {\"command\": \"touch /workspace/working/started; sleep 2; echo done\"}}]}}]"
+input ''
+"$ENGINE" start "$WF" --input @"$T/input.json" --id intr --detach >/dev/null 2>&1 || true
+for _ in $(seq 300); do ls "$T"/workspaces/*/working/started >/dev/null 2>&1 && break; sleep 0.05; done
+assert_exit "engine interrupt" 0 engine interrupt intr --reason "wrong direction"
+wait_waiting intr
+assert_eq "one model turn before the interrupt took effect" 1 "$(nreq)"
+iv="$(engine events intr --json | grep '"session.interrupted"')"
+assert_contains "session.interrupted has the reason" '"reason":"wrong direction"' "$iv"
+assert_contains "and who" "\"by\":\"local:" "$iv"
+assert_contains "and where" "before a model turn" "$iv"
+# the API: a message with the token's identity
+TOK="$(engine token create talker --scopes signal 2>/dev/null)"
+code="$(curl -s -o "$T/msg.out" -w '%{http_code}' -H "Authorization: Bearer $TOK" -X POST "$URL/v1/workflows/intr/messages" \
+  -d '{"text": "go on with the tests"}')"
+assert_eq "POST messages: 200" 200 "$code"
+assert_contains "sent by the token" '"sent_by":"token:talker"' "$(cat "$T/msg.out")"
+wait_status intr completed 60 || fail "intr: $(status intr)"
+assert_contains "the model heard the message after the interrupt" "go on with the tests" "$(user_msgs 2)"
+assert_contains "the API's sender is recorded" '"sender":"token:talker"' "$(engine events intr --json | grep '"user.message"')"
+
+# --- what is refused
+assert_exit "an empty message" 2 engine message intr ""
+assert_contains "says it is empty" "the message is empty" "$ERR"
+assert_exit "a message to a finished session" 2 engine message intr "late"
+assert_contains "says it is finished" "completed" "$ERR"
+assert_exit "a forged session signal" 2 engine signal intr session:input '{"kind":"message","text":"x","sender":"local:root"}'
+assert_contains "names the commands to use" "engine message" "$ERR"
+big="$(head -c 70000 /dev/zero | tr '\0' a)"
+assert_exit "a message over 64 KiB" 2 engine message intr "$big"
+assert_contains "names the size" "more than 65536" "$ERR"
+for body in '{"kind": "dance"}' '{"text": 5}' '[1]' 'not json' '{"kind": "message", "text": ""}'; do
+  code="$(curl -s -o "$T/bad.out" -w '%{http_code}' -H "Authorization: Bearer $TOK" -X POST "$URL/v1/workflows/chat/messages" -d "$body")"
+  assert_eq "POST messages $body: 400" 400 "$code"
+done
+code="$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $TOK" -X POST "$URL/v1/workflows/chat/signals/session:input" -d '{}')"
+assert_eq "session:input through the signals route: 403" 403 "$code"
+assert_exit "waitForMessages must be a boolean" 2 "$ENGINE" start "$WF" --id badin --quiet --input \
+  "{\"objective\": \"x\", \"model\": {\"name\": \"m\"}, \"waitForMessages\": \"yes\", \"idleTimeoutSeconds\": -1}"
+assert_contains "names waitForMessages" "waitForMessages must be true or false" "$ERR"
+assert_contains "names idleTimeoutSeconds" "idleTimeoutSeconds must be a number" "$ERR"
+finish
