@@ -96,4 +96,58 @@ function workflow.info() end
 ---@return boolean
 function workflow.is_replaying() end
 
+--- A command started without waiting (or a wf.spawn coroutine): settles with
+--- its outcome, in the order the log records outcomes.
+---@class Future
+local Future = {}
+
+--- Waits until the future settles; returns what the blocking form returns
+--- (wf.activity's result, wf.wait_signal's payload or nil, "timeout", ...)
+--- or raises its error (a WorkflowError, Cancelled, a wf.spawn's error).
+---@return any ...
+function Future:wait() end
+
+--- Whether it has settled (never waits).
+---@return boolean
+function Future:ready() end
+
+--- wf.activity without waiting: recorded at once; activities started
+--- together run at once.
+---@param name string
+---@param args? table
+---@param options? ActivityOptions
+---@return Future
+function workflow.start_activity(name, args, options) end
+
+--- wf.sleep without waiting.
+---@param seconds number
+---@return Future
+function workflow.start_timer(seconds) end
+
+--- wf.wait_signal without waiting.
+---@param name string
+---@param options? {timeout?: number}
+---@return Future
+function workflow.start_wait_signal(name, options) end
+
+--- Waits until every future settled: their first values in list order, or
+--- the first error in list order (raised once all have settled).
+---@param futures Future[]
+---@return any[]
+function workflow.all(futures) end
+
+--- Waits until one settles: its index and values (the first to settle).
+---@param futures Future[]
+---@return integer index
+---@return any ...
+function workflow.any(futures) end
+
+--- Runs fn(...) as a durable coroutine of the workflow, from when the caller
+--- next waits; it may call every primitive. Errors it raises are raised by
+--- waiting on its future.
+---@param fn fun(...): any
+---@param ... any
+---@return Future
+function workflow.spawn(fn, ...) end
+
 return workflow

@@ -1,0 +1,16 @@
+-- Futures under engine test: activities fanned out, a signal raced against a timer, on virtual time.
+local t = require "enginetest"
+t.case("fan out, then a signal or an hour", function()
+  local run = t.start("futures.lua", {}, { activities = { ["x.a"] = function(a) return a.n * 10 end, ["x.b"] = function(a) return a.n * 10 end } })
+  run:wait_until("waiting")
+  run:advance(3600)
+  t.assert_eq(run:status(), "completed")
+  t.assert_eq(run:result(), { 10, 20, 1 })
+end)
+t.case("the signal wins", function()
+  local run = t.start("futures.lua", {}, { activities = { ["x.a"] = true, ["x.b"] = true } })
+  run:wait_until("waiting")
+  run:signal("go", "now")
+  t.assert_eq(run:status(), "completed")
+  t.assert_eq(run:result()[4], "now")
+end)
