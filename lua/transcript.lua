@@ -22,8 +22,19 @@ end
 -- the last compaction ({task=, summary=}, nil when there was none).
 function M.from_history(events)
   local system, tools, messages, compacted = nil, nil, {}, nil
+  -- a model call an interrupt abandoned ("abandoned" {call}): its answer,
+  -- when it comes, is not part of the conversation
+  local call_of, abandoned = {}, {}
   for _, e in ipairs(events) do
-    if e.type == "CheckpointRecorded" then
+    if e.type == "ActivityScheduled" and e.name == "model.turn" and type(e.payload) == "table"
+        and type(e.payload.args) == "table" then
+      call_of[e.seq] = e.payload.args.call
+    elseif e.type == "CheckpointRecorded" and e.name == "abandoned" and type(e.payload) == "table" then
+      abandoned[e.payload.call or false] = true
+    elseif e.type == "ActivityCompleted" and e.name == "model.turn" and call_of[e.ref] ~= nil
+        and abandoned[call_of[e.ref]] then
+      -- left out
+    elseif e.type == "CheckpointRecorded" then
       if e.name == "message" and type(e.payload) == "table" then
         messages[#messages + 1] = e.payload
       elseif e.name == "transcript" and type(e.payload) == "table" then

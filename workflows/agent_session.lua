@@ -163,6 +163,7 @@ return function(input)
   -- A turn's tokens are known once it is done: it reserves what this
   -- session's last turn took (sessions that start together in a window then
   -- do not all pass it) and is charged the rest afterwards.
+  local model_call -- below: one model turn, abandoned on an interrupt
   local function capped_turn(mopts)
     if rate then mopts.defer_rate_limit = true end
     local rate_limited, reserved = 0, 0
@@ -177,10 +178,7 @@ return function(input)
         if caps.model_calls then wf.release("model-calls", { key = provider }) end
         return nil
       end
-      local ok, turn = pcall(function()
-        return wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
-          { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
-      end)
+      local ok, turn = pcall(model_call, mopts)
       if caps.model_calls then wf.release("model-calls", { key = provider }) end
       if ok then
         local u = turn.usage or {}
@@ -216,7 +214,7 @@ return function(input)
   -- safe points (before a model turn, before a turn's calls run, while the
   -- session waits for a message). Sessions from before it have none.
   local inbox = parallel_tools and wf.start_wait_signal("session:input") or nil
-  local interrupted, closing = nil, false
+  local interrupted, closing, abandoned_at = nil, false, nil
   local function take(v)
     if type(v) ~= "table" then return nil end
     if v.kind == "message" then
@@ -261,11 +259,43 @@ return function(input)
       end
     end
   end
+  -- One model turn. Raced against what people send: an interrupt abandons
+  -- it (recorded, so the transcript leaves its answer out when it comes);
+  -- a message waits for the next turn.
+  local abandoned, model_calls = false, 0
+  model_call = function(mopts)
+    local args = { model = prep.model, from_history = true, options = mopts }
+    model_calls = model_calls + 1
+    if inbox then args.call = model_calls end -- names it for an "abandoned" record (this run's calls)
+    local f = wf.start_activity("model.turn", args,
+      { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+    if not inbox then return f:wait() end
+    local held = {}
+    while true do
+      local i, v = wf.any({ f, inbox })
+      if i == 1 then
+        for _, h in ipairs(held) do take(h) end
+        return v
+      end
+      inbox = wf.start_wait_signal("session:input")
+      if type(v) == "table" and v.kind == "interrupt" then
+        take(v)
+        for _, h in ipairs(held) do take(h) end
+        wf.checkpoint("abandoned", function() return { call = model_calls } end)
+        abandoned, abandoned_at = true, "during a model turn (abandoned)"
+        return nil
+      end
+      held[#held + 1] = v
+    end
+  end
+
   -- an interrupt stops the session here and waits for a message
   local function stop_if_interrupted(where)
     drain()
     if not interrupted then return true end
-    wf.emit("session.interrupted", { reason = interrupted.reason, by = interrupted.by, at = where })
+    wf.emit("session.interrupted", { reason = interrupted.reason, by = interrupted.by,
+      at = abandoned_at or where })
+    abandoned_at = nil
     interrupted = nil
     return wait_for_message(prep.chat and prep.chat.idle or remaining())
   end
@@ -434,9 +464,13 @@ return function(input)
       for k, v in pairs(input.modelOptions or {}) do mopts[k] = v end
       local turn = context:turn(function()
         if capped then return capped_turn(mopts) end
-        return wf.activity("model.turn", { model = prep.model, from_history = true, options = mopts },
-          { start_to_close = math.max(1, math.min(600, remaining())), retry = { max_attempts = 3 } })
+        return model_call(mopts)
       end)
+      if not turn and abandoned then -- interrupted: the next turn starts after a message
+        abandoned = false
+        turns = turns - 1
+        goto next_turn
+      end
       if not turn then -- the time ran out waiting for a slot or the rate
         turns = turns - 1
         over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started)
@@ -485,6 +519,7 @@ return function(input)
         for _, call in ipairs(turn.tool_calls) do run_calls({ call }) end
       end
       if exceeded then break end
+      ::next_turn::
     end
 
     local result = final and decode_result(final)

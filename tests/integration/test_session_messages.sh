@@ -101,6 +101,26 @@ wait_status intr completed 60 || fail "intr: $(status intr)"
 assert_contains "the model heard the message after the interrupt" "go on with the tests" "$(user_msgs 2)"
 assert_contains "the API's sender is recorded" '"sender":"token:talker"' "$(engine events intr --json | grep '"user.message"')"
 
+# --- an interrupt during a model call abandons it: its late answer is never part of the conversation
+model "[{\"reply\": {\"text\": \"the slow answer\"}, \"delay\": 2}, $(text '{\"summary\": \"the answer after the message\", \"result\": {}}')]"
+input ''
+"$ENGINE" start "$WF" --input @"$T/input.json" --id ab --detach >/dev/null 2>&1 || true
+for _ in $(seq 300); do [ "$(nreq)" -ge 1 ] && break; sleep 0.05; done
+assert_exit "interrupt during the model call" 0 engine interrupt ab --reason "too slow"
+wait_waiting ab
+assert_contains "session.interrupted says the call was abandoned" "during a model turn (abandoned)" \
+  "$(engine events ab --json | grep '"session.interrupted"')"
+sleep 2.2 # the abandoned call's answer is logged meanwhile
+assert_exit "a message after the interrupt" 0 engine message ab "try again"
+wait_status ab completed 60 || fail "ab: $(status ab)"
+assert_eq "its result is the next turn's" "the answer after the message" "$(engine show ab --json | jget result.summary)"
+assistant="$(curl -sf "$MURL/_requests" | lua5.4 -e 'local rs = require"cjson".decode(io.read("a")); local r = rs[#rs]
+  for _, m in ipairs(r.body.messages) do if m.role == "assistant" then io.write(m.content or "", "|") end end')"
+case "$assistant" in *"slow answer"*) fail "the abandoned answer reached the model: $assistant" ;;
+  *) pass "the abandoned answer is not in the transcript" ;; esac
+assert_eq "no agent.message for the abandoned answer" 1 "$(ev_count ab agent.message)"
+verify_history ab >/dev/null || fail "ab history"
+
 # --- what is refused
 assert_exit "an empty message" 2 engine message intr ""
 assert_contains "says it is empty" "the message is empty" "$ERR"
