@@ -90,6 +90,8 @@ r1="${rids%% *}"; r2="$(echo "$rids" | awk '{print $2}')"
 assert_exit "approve without naming one of two" 2 engine approve p2
 assert_contains "says there are two to choose from" "waits on 2 approval requests" "$ERR"
 assert_exit "approve the second first" 0 engine approve p2 --request "$r2" --reason "second ok"
+# (answers that come together are taken in the order the session asked them)
+for _ in $(seq 200); do [ "$(engine events p2 --json | grep -c '"approval.decided"')" -ge 1 ] && break; sleep 0.05; done
 assert_exit "deny the first" 0 engine approve p2 --request "$r1" --deny --reason "not this one"
 wait_status p2 completed 120 || fail "p2: $(status p2)"
 tm="$(tool_msgs 2)"
