@@ -793,26 +793,24 @@ static char *json_member(const char *text, const char *key) {
   return out;
 }
 
-static int pending_row(void *ud, const wf_row *w) {
-  approvals_ctx *x = ud;
-  approval_request p;
-  char err[512];
-  int n = approval_pending(x->a->rd, w->id, &p, err, sizeof err);
-  if (n < 0) {
-    x->failed = 1;
-    return 1;
-  }
-  if (n == 0) return 0;
+typedef struct pending_of {
+  approvals_ctx *x;
+  const char *id;
+} pending_of;
+
+static int pending_item(void *ud, const approval_request *p) {
+  pending_of *o = ud;
+  approvals_ctx *x = o->x;
   char *event = NULL;
-  if (p.event_seq > 0) store_domain_list(x->a->rd, w->id, p.event_seq - 1, first_event, &event);
+  if (p->event_seq > 0) store_domain_list(x->a->rd, o->id, p->event_seq - 1, first_event, &event);
   if (!event) event = util_strdup("null");
   char *args = json_member(event, "args"), *reason = json_member(event, "reason");
-  char *qi = json_quote(w->id), *qr = json_quote(p.request_id), *qt = json_quote(p.tool), *qk = json_quote(p.kind);
+  char *qi = json_quote(o->id), *qr = json_quote(p->request_id), *qt = json_quote(p->tool), *qk = json_quote(p->kind);
   char dl[32] = "null";
-  if (p.deadline >= 0) snprintf(dl, sizeof dl, "%lld", (long long)p.deadline);
+  if (p->deadline >= 0) snprintf(dl, sizeof dl, "%lld", (long long)p->deadline);
   char *item = util_fmt("%s{\"session_id\":%s,\"request_id\":%s,\"tool\":%s,\"kind\":%s,\"arguments\":%s,"
                         "\"reason\":%s,\"since\":%lld,\"deadline\":%s,\"request\":%s}",
-                        x->n ? "," : "", qi, qr, qt, qk, args, reason, (long long)p.since, dl, event);
+                        x->n ? "," : "", qi, qr, qt, qk, args, reason, (long long)p->since, dl, event);
   ubuf_add(&x->b, item, strlen(item));
   x->n++;
   free(item);
@@ -823,6 +821,18 @@ static int pending_row(void *ud, const wf_row *w) {
   free(args);
   free(reason);
   free(event);
+  return 0;
+}
+
+/* Every pending request of a session (several when a turn asked together). */
+static int pending_row(void *ud, const wf_row *w) {
+  approvals_ctx *x = ud;
+  char err[512];
+  pending_of o = {x, w->id};
+  if (approval_each_pending(x->a->rd, w->id, pending_item, &o, err, sizeof err) != 0) {
+    x->failed = 1;
+    return 1;
+  }
   return 0;
 }
 
@@ -927,11 +937,16 @@ static int set_slots(void *ud, const char *key, int64_t n) {
   return 0;
 }
 
+static int count_one(void *ud, const approval_request *p) {
+  (void)p;
+  ((approvals_ctx *)ud)->n++;
+  return 0;
+}
+
 static int count_pending(void *ud, const wf_row *w) {
   approvals_ctx *x = ud;
-  approval_request p;
   char err[256];
-  if (approval_pending(x->a->rd, w->id, &p, err, sizeof err) == 1) x->n++;
+  approval_each_pending(x->a->rd, w->id, count_one, x, err, sizeof err);
   return 0;
 }
 

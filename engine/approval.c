@@ -70,41 +70,65 @@ static int describe(store *st, const char *id, approval_request *r, char *err, s
 
 /* ---------------------------------------------------------- pending --- */
 
-/* The requests the workflow's current run waits on: its waits for
+/* Every request the workflow's current run waits on: its waits for
  * approval:RID with no outcome in the log, oldest first (a session asks for
- * several at once when a turn has several calls that need one). Fills out
- * with the one named (or, named NULL, the oldest) and *count with how many
- * are pending; returns 1 when out is filled, 0 when not, -1 with err. */
-static int find_pending_named(store *st, const wf_row *w, const char *named, approval_request *out, int *count,
-                              char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  out->deadline = -1;
-  *count = 0;
+ * several at once when a turn has several calls that need one). cb returning
+ * nonzero stops. Returns 0, or -1 with err. */
+static int each_pending(store *st, const wf_row *w, int (*cb)(void *ud, const approval_request *r), void *ud,
+                        char *err, size_t errlen) {
   hist_list h = {0};
   if (store_hist_load(st, w->id, w->run, &h) != STORE_OK) return store_failed(st, err, errlen);
-  int found = 0;
-  for (size_t i = 0; i < h.n && found >= 0; i++) {
+  int rc = 0;
+  for (size_t i = 0; i < h.n && rc == 0; i++) {
     const hist_event *ev = &h.v[i];
     const char *rid = strcmp(ev->type, "SignalWaitStarted") == 0 ? approval_request_of(ev->name) : NULL;
     if (!rid) continue;
     int answered = 0;
     for (size_t k = i + 1; k < h.n && !answered; k++) answered = h.v[k].ref == ev->seq;
     if (answered) continue;
-    (*count)++;
-    if (found || (named && strcmp(named, rid) != 0)) continue;
-    if (strlen(rid) >= sizeof out->request_id) {
+    if (strlen(rid) >= sizeof ((approval_request *)0)->request_id) {
       util_seterr(err, errlen, "workflow '%s' waits on an approval request whose id is longer than %zu bytes", w->id,
-                  sizeof out->request_id - 1);
-      found = -1;
+                  sizeof ((approval_request *)0)->request_id - 1);
+      rc = -1;
       break;
     }
-    snprintf(out->request_id, sizeof out->request_id, "%s", rid);
-    out->deadline = json_int_field(ev->payload, "deadline", -1);
-    found = 1;
+    approval_request r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.request_id, sizeof r.request_id, "%s", rid);
+    r.deadline = json_int_field(ev->payload, "deadline", -1);
+    if (describe(st, w->id, &r, err, errlen) != 0) rc = -1;
+    else if (cb(ud, &r)) rc = 1;
   }
   hist_list_free(&h);
-  if (found == 1 && describe(st, w->id, out, err, errlen) != 0) return -1;
-  return found;
+  return rc < 0 ? -1 : 0;
+}
+
+typedef struct pick_ctx {
+  const char *named;
+  approval_request *out;
+  int count, found;
+} pick_ctx;
+
+static int pick(void *ud, const approval_request *r) {
+  pick_ctx *p = ud;
+  p->count++;
+  if (!p->found && (!p->named || strcmp(p->named, r->request_id) == 0)) {
+    *p->out = *r;
+    p->found = 1;
+  }
+  return 0;
+}
+
+/* The pending request named (or, named NULL, the oldest) in *out, and how
+ * many are pending in *count: 1 when out is filled, 0 when not, -1 with err. */
+static int find_pending_named(store *st, const wf_row *w, const char *named, approval_request *out, int *count,
+                              char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  out->deadline = -1;
+  pick_ctx p = {named, out, 0, 0};
+  int rc = each_pending(st, w, pick, &p, err, errlen);
+  *count = p.count;
+  return rc < 0 ? -1 : p.found;
 }
 
 static int find_pending(store *st, const wf_row *w, approval_request *out, char *err, size_t errlen) {
@@ -112,7 +136,8 @@ static int find_pending(store *st, const wf_row *w, approval_request *out, char 
   return find_pending_named(st, w, NULL, out, &count, err, errlen);
 }
 
-int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen) {
+int approval_each_pending(store *st, const char *id, int (*cb)(void *ud, const approval_request *r), void *ud,
+                          char *err, size_t errlen) {
   wf_row w;
   int found = store_wf_get(st, id, &w);
   if (found < 0) return store_failed(st, err, errlen);
@@ -120,9 +145,16 @@ int approval_pending(store *st, const char *id, approval_request *out, char *err
     engine_unknown_id(id, err, errlen);
     return -1;
   }
-  int rc = engine_status_terminal(w.status) ? 0 : find_pending(st, &w, out, err, errlen);
+  int rc = engine_status_terminal(w.status) ? 0 : each_pending(st, &w, cb, ud, err, errlen);
   wf_row_free(&w);
   return rc;
+}
+
+int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  out->deadline = -1;
+  pick_ctx p = {NULL, out, 0, 0};
+  return approval_each_pending(st, id, pick, &p, err, errlen) != 0 ? -1 : p.found;
 }
 
 /* ----------------------------------------------------------- answer --- */

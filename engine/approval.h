@@ -28,9 +28,14 @@ typedef struct approval_request {
   int64_t event_seq; /* that event's seq in the session's stream (0: not found) */
 } approval_request;
 
-/* The request workflow id waits on: 1 with *out filled, 0 when none is
- * pending, -1 with err (an unknown workflow, a read error). */
+/* The request workflow id waits on (the oldest, when it waits on several):
+ * 1 with *out filled, 0 when none is pending, -1 with err (an unknown
+ * workflow, a read error). */
 int approval_pending(store *st, const char *id, approval_request *out, char *err, size_t errlen);
+/* Every request workflow id waits on, oldest first (cb returning nonzero
+ * stops): 0, or -1 with err. */
+int approval_each_pending(store *st, const char *id, int (*cb)(void *ud, const approval_request *r), void *ud,
+                          char *err, size_t errlen);
 
 #define APPROVAL_APPROVER_MAX 256
 #define APPROVAL_REASON_MAX 4096

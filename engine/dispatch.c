@@ -63,6 +63,13 @@ static int on_due(void *ud, const task_row *t) {
       }
     } else if (!engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) {
       run_load(e, &w);
+    } else if (strcmp(w.status, "stuck") == 0 && w.cancel == 1) {
+      /* its code does not replay, so no clean-up can run: cancelling ends
+       * it as it is (its tasks, signals and slots go, as at any end) */
+      wfrun *d = run_detached(e, t->wf_id);
+      if (d)
+        run_finish(d, "cancelled", "WorkflowCancelled", NULL,
+                   "{\"message\":\"cancelled while stuck: the workflow's clean-up did not run\",\"type\":\"Cancelled\"}");
     }
     wf_row_free(&w);
   } else if (strcmp(t->kind, "activity") == 0) {

@@ -321,10 +321,11 @@ static int start_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, kept *keep
  * many wait; an outcome replays the others). */
 static void settle_status(wfrun *r) {
   engine *e = r->e;
-  int activity = 0, here = 0;
-  /* what it waits on, said: the newest signal wait (an approval asked after
-   * the session's open wait for messages), else the newest other command */
-  const wfvm_cmd *first = NULL;
+  int activity = 0, here = 0, limit = 0;
+  /* what it waits on, said: an activity (running), a slot or a rate (queued:
+   * slots.c said so), else the newest signal wait (an approval asked after
+   * the session's open wait for messages), else a timer */
+  const wfvm_cmd *signal = NULL, *timer = NULL;
   for (size_t i = 0; i < wfvm_pending_count(r->vm); i++) {
     const wfvm_cmd *c = wfvm_pending_at(r->vm, i);
     if (strcmp(c->kind, "activity") == 0) {
@@ -332,19 +333,23 @@ static void settle_status(wfrun *r) {
       snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
       activity = 1;
       here |= strmap_get(&e->attempts, key) != NULL;
-    } else if (!first || strcmp(first->kind, "signal") != 0 || strcmp(c->kind, "signal") == 0) {
-      first = c;
+    } else if (strcmp(c->kind, "signal") == 0) {
+      signal = c;
+    } else if (strcmp(c->kind, "timer") == 0) {
+      timer = c;
+    } else {
+      limit = 1;
     }
   }
   if (activity) {
     run_set_status(r, "running", NULL, NULL, NULL);
-  } else if (first && strcmp(first->kind, "timer") == 0) {
-    run_set_status(r, "waiting", NULL, NULL, "timer");
-  } else if (first && strcmp(first->kind, "signal") == 0) {
+  } else if (!limit && signal) {
     char detail[300];
-    snprintf(detail, sizeof detail, "signal %s", first->name);
+    snprintf(detail, sizeof detail, "signal %s", signal->name);
     run_set_status(r, "waiting", NULL, NULL, detail);
-  } /* a slot or a rate: slots.c said so when it queued */
+  } else if (!limit && timer) {
+    run_set_status(r, "waiting", NULL, NULL, "timer");
+  }
   if (!here || e->runs.len > e->max_cached) run_evict(r);
 }
 

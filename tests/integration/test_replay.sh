@@ -65,5 +65,16 @@ assert_contains "apply resumes it" "resuming" "$OUT"
 wait_status nd completed
 assert_contains "resumed with the buffered signal" '"got":"now"' "$(engine show nd --json)"
 assert_contains "...under the fixed code" '"fixed":true' "$(engine show nd --json)"
+
+# --- a stuck run that is cancelled ends at once (its clean-up cannot replay)
+assert_exit "start another non-deterministic run" 3 engine start "$T/wf/nondet.lua" --id nd2 --detach
+wait_status nd2 waiting
+engine signal nd2 go '"now"'
+wait_status nd2 stuck
+assert_exit "cancel the stuck run" 0 engine cancel nd2
+wait_status nd2 cancelled 10 || fail "nd2: $(status nd2)"
+assert_contains "says its clean-up did not run" "cancelled while stuck" "$(engine show nd2 --json)"
+assert_eq "ends with WorkflowCancelled, nothing left" "WorkflowCancelled 0 0" \
+  "$(engine history nd2 | tail -1 | awk '{print $3}') $(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM tasks WHERE wf_id='nd2'") $(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM signals WHERE wf_id='nd2'")"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish

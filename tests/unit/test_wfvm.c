@@ -1280,6 +1280,29 @@ static void test_limits_commands(void **state) {
   fake_free(&f);
 }
 
+/* expr, run in a pcall by a fresh workflow, raises an error with message and
+ * records nothing. */
+static void assert_refused(const char *expr, const char *message) {
+  char *src = util_fmt("local wf = require 'workflow'\n"
+                       "return function()\n"
+                       "  local ok, e = pcall(function() return %s end)\n"
+                       "  return {ok = ok, e = tostring(e), n = wf.info().history_length}\n"
+                       "end\n",
+                       expr);
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_DONE);
+  const char *out = wfvm_output(vm);
+  if (!strstr(out, "\"ok\":false") || !strstr(out, message) || !strstr(out, "\"n\":1"))
+    fail_msg("%s: got %s, wanted an error with \"%s\" and nothing recorded", expr, out, message);
+  wfvm_free(vm);
+  fake_free(&f);
+  free(src);
+}
+
 /* ------------------------------------------------------------- futures --- */
 
 /* Appends the outcome of the pending command at seq (as the engine does) and delivers it. */
@@ -1490,25 +1513,7 @@ static void test_futures_misuse(void **state) {
       {"coroutine.wrap(function() return wf.spawn(print) end)()", "not from a coroutine the script created"},
       {"getmetatable(wf.spawn(function() end)).__index.wait", "attempt to index a nil value"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    char *src = util_fmt("local wf = require 'workflow'\n"
-                         "return function()\n"
-                         "  local ok, e = pcall(function() return %s end)\n"
-                         "  return {ok = ok, e = tostring(e)}\n"
-                         "end\n",
-                         bad[i].body);
-    fake f;
-    fake_init(&f, "{}", SEED);
-    wfvm_config cfg = base_cfg();
-    wfvm_state st;
-    wfvm *vm = run_live(&f, &cfg, src, &st);
-    assert_state(vm, st, WFVM_DONE);
-    if (!strstr(wfvm_output(vm), "\"ok\":false") || !strstr(wfvm_output(vm), bad[i].message))
-      fail_msg("%s: got %s, wanted an error with \"%s\"", bad[i].body, wfvm_output(vm), bad[i].message);
-    wfvm_free(vm);
-    fake_free(&f);
-    free(src);
-  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_refused(bad[i].body, bad[i].message);
 
   /* a deadlock: the only other coroutine waits on the one waiting for it */
   fake f;
@@ -1566,26 +1571,7 @@ static void test_limits_bad_arguments(void **state) {
       {"wf.rate('r', {per = 1, charge = 1, pause = 1/0})", "'pause' must be a number"},
       {"wf.rate('r')", "bad argument #2"},
   };
-  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-    char *src = util_fmt("local wf = require 'workflow'\n"
-                         "return function()\n"
-                         "  local ok, e = pcall(function() return %s end)\n"
-                         "  return {ok = ok, e = tostring(e), n = wf.info().history_length}\n"
-                         "end\n",
-                         bad[i].call);
-    fake f;
-    fake_init(&f, "{}", SEED);
-    wfvm_config cfg = base_cfg();
-    wfvm_state st;
-    wfvm *vm = run_live(&f, &cfg, src, &st);
-    assert_state(vm, st, WFVM_DONE);
-    const char *out = wfvm_output(vm);
-    if (!strstr(out, "\"ok\":false") || !strstr(out, bad[i].message) || !strstr(out, "\"n\":1"))
-      fail_msg("%s: got %s, wanted an error with \"%s\" and nothing recorded", bad[i].call, out, bad[i].message);
-    wfvm_free(vm);
-    fake_free(&f);
-    free(src);
-  }
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) assert_refused(bad[i].call, bad[i].message);
 }
 
 /* ----------------------------------------------------------- known bugs --- */
