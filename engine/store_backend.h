@@ -1,0 +1,90 @@
+/* The store's seam: a backend (store_sqlite.c; PostgreSQL next) fills a
+ * table of the operations store.h declares, and store.c dispatches to it.
+ * A backend's own struct begins with struct store. Only store.c and the
+ * backends include this. */
+#ifndef ENGINE_STORE_BACKEND_H
+#define ENGINE_STORE_BACKEND_H
+
+#include "store.h"
+
+struct store {
+  const struct store_ops *ops;
+};
+
+typedef struct store_ops {
+  void (*close)(store *s);
+  const char *(*errmsg)(store *s);
+  const char *(*path)(store *s);
+  int (*instance_id)(store *s, char *out, size_t n);
+  int (*begin)(store *s);
+  int (*commit)(store *s);
+  void (*rollback)(store *s);
+  int (*in_txn)(store *s);
+  int (*batch_failed)(store *s);
+  int64_t (*batch_writes)(store *s);
+  int64_t (*data_version)(store *s);
+  int (*wf_insert)(store *s, const wf_row *w);
+  int (*wf_get)(store *s, const char *id, wf_row *out);
+  int (*wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
+  int (*wf_set_cancel)(store *s, const char *id, int cancel);
+  int (*wf_set_code)(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
+  int (*wf_new_run)(store *s, const char *id, int64_t run, const char *input);
+  int (*wf_list)(store *s, const char *status, store_wf_cb cb, void *ud);
+  int (*wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int limit, store_wf_cb cb, void *ud);
+  int (*wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
+  int (*hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
+  int (*hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);
+  int64_t (*hist_max_seq)(store *s, const char *wf_id, int64_t run);
+  int (*hist_outcome)(store *s, const char *wf_id, int64_t run, int64_t seq);
+  int (*hist_get)(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
+  int (*code_put)(store *s, const char *hash, const char *name, const char *src, size_t len);
+  char *(*code_get)(store *s, const char *hash, size_t *len);
+  int (*module_pin)(store *s, const char *wf_id, int64_t run, const char *module, const char *hash);
+  char *(*module_get)(store *s, const char *wf_id, int64_t run, const char *module);
+  int (*modules_clear)(store *s, const char *wf_id, int64_t run);
+  int (*modules_copy)(store *s, const char *wf_id, int64_t from_run, int64_t to_run);
+  int (*task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until);
+  int (*task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
+  int (*task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
+  int (*task_release)(store *s, const char *owner);
+  int (*task_del_wf)(store *s, const char *wf_id);
+  int (*task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
+  int (*task_due)(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
+  int64_t (*task_next_at)(store *s, const char *owner);
+  int (*task_count)(store *s, const char *wf_id);
+  int (*signal_put)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
+  int (*signal_take)(store *s, const char *wf_id, const char *name, char **payload);
+  int (*signal_count)(store *s, const char *wf_id);
+  int (*signal_has)(store *s, const char *wf_id, const char *name);
+  int (*signal_del_wf)(store *s, const char *wf_id);
+  int64_t (*domain_append)(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
+  int (*domain_list)(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+  int (*feed_after)(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
+  int64_t (*feed_last)(store *s);
+  int (*meta_get)(store *s, const char *key, char **value);
+  int (*meta_put)(store *s, const char *key, const char *value);
+  int (*token_put)(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+  int (*token_revoke)(store *s, const char *name, int64_t revoked_at);
+  int (*token_list)(store *s, store_token_cb cb, void *ud);
+  int (*token_live)(store *s, store_token_cb cb, void *ud);
+  int64_t (*token_live_count)(store *s);
+  int (*slot_put)(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit, int64_t since);
+  int (*slot_get)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int (*slot_head)(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int64_t (*slot_count)(store *s, const char *pool, const char *key, int held);
+  int (*slot_hold)(store *s, const char *wf_id, const char *pool, const char *key, int64_t since);
+  int (*slot_del)(store *s, const char *wf_id, const char *pool, const char *key);
+  int (*slot_list)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int (*counter_get)(store *s, const char *name, counter_row *out);
+  int (*counter_put)(store *s, const char *name, const counter_row *c);
+  int (*counter_list)(store *s, const char *prefix, store_counter_cb cb, void *ud);
+  int (*group_count)(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+  int64_t (*count)(store *s, const char *what, const char *wf_id);
+} store_ops;
+
+/* SQLite (store_sqlite.c): a database file. */
+extern const store_ops store_sqlite_ops;
+int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
+int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
+
+#endif
