@@ -51,7 +51,14 @@ tool_msgs() {
 ev_types() { engine events "$1" --json | lua5.4 -e 'for l in io.lines() do local e = require"cjson".decode(l)
   if e.type:match("^tool%.") or e.type:match("^approval%.") then io.write(e.type, ":", e.payload.id or e.payload.request_id or "", " ") end end'; }
 
-bg S engine serve
+serve() {
+  : >"$T/serve.log"
+  bg S engine serve --listen 127.0.0.1:0 2>>"$T/serve.log"
+  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
+  URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
+}
+serve
+READ="$(engine token create reader --scopes read 2>/dev/null)"
 
 # --- three allowed calls: they overlap, and come back in call order
 model "{\"reply\": {\"tool_calls\": [$(slow c1 1.5), $(call c2 'echo two'), $(slow c3 0.7)]}}"
@@ -87,6 +94,11 @@ assert_eq "both requests asked before any answer" "tool.requested:a1 tool.reques
 rids="$(engine events p2 --json | lua5.4 -e 'for l in io.lines() do local e = require"cjson".decode(l)
   if e.type == "approval.requested" then io.write(e.payload.request_id, " ") end end')"
 r1="${rids%% *}"; r2="$(echo "$rids" | awk '{print $2}')"
+inbox="$(curl -sf -H "Authorization: Bearer $READ" "$URL/v1/approvals" | lua5.4 -e 'local n = 0
+  for _, a in ipairs(require"cjson".decode(io.read("a")).approvals) do if a.session_id == "p2" then n = n + 1 end end print(n)')"
+assert_eq "GET /v1/approvals lists both requests of the turn" 2 "$inbox"
+assert_contains "and the metric counts both" "engine_approvals_pending 2" \
+  "$(curl -sf -H "Authorization: Bearer $READ" "$URL/metrics")"
 assert_exit "approve without naming one of two" 2 engine approve p2
 assert_contains "says there are two to choose from" "waits on 2 approval requests" "$ERR"
 assert_exit "approve the second first" 0 engine approve p2 --request "$r2" --reason "second ok"
@@ -114,7 +126,7 @@ for _ in $(seq 600); do
 done
 assert_eq "both slow calls were running at the kill" 2 "$(mcp_calls)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
-bg S engine serve
+serve
 wait_status p3 completed 120 || fail "p3: $(status p3)"
 attempts="$(engine events p3 --json | lua5.4 -e 'for l in io.lines() do local e = require"cjson".decode(l)
   if e.type == "tool.result" then io.write(e.payload.id, ":", tostring(math.tointeger(e.payload.attempt)), ":",
