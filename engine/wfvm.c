@@ -73,7 +73,6 @@ struct wfvm {
   size_t nthreads, capthreads;
   lua_State *current; /* the thread running now, NULL between resumes */
   int64_t settles;    /* futures settled so far */
-  int waiting;        /* the last engine yield was a thread starting to wait */
   char *output;
   char *kill_reason;
   char *stuck_msg;
@@ -505,7 +504,6 @@ static int wait_on(lua_State *L, wfvm *vm, int idx, int mode, const char *what) 
   t->checked = vm->settles;
   lua_settop(L, idx);
   vm->engine_yield = 1;
-  vm->waiting = 1;
   return lua_yieldk(L, 0, (lua_KContext)mode, wait_k);
 }
 
@@ -1816,7 +1814,7 @@ static int run_thread(wfvm *vm, size_t i, wfvm_state *out) {
   vm->threads[i].nargs = 0;
   vm->threads[i].ready = 0;
   vm->current = co;
-  vm->engine_yield = vm->waiting = 0;
+  vm->engine_yield = 0;
   if (!vm->kill_reason) lua_sethook(co, count_hook, LUA_MASKCOUNT, HOOK_EVERY);
   vm->limit_on = 1;
   int st = lua_resume(co, vm->L, nargs, &nres);
