@@ -215,6 +215,7 @@ return function(input)
   -- session waits for a message). Sessions from before it have none.
   local inbox = parallel_tools and wf.start_wait_signal("session:input") or nil
   local interrupted, closing, abandoned_at = nil, false, nil
+  if carried and carried.inbox then interrupted, closing = carried.inbox.interrupted, carried.inbox.closing == true end
   local function take(v)
     if type(v) ~= "table" then return nil end
     if v.kind == "message" then
@@ -442,10 +443,13 @@ return function(input)
   local ok, err = pcall(function()
     if not carried then status("RUNNING") end
     while true do
-      -- a run's history is bounded: the session goes on in a new run
+      -- a run's history is bounded: the session goes on in a new run (what
+      -- people sent is taken first: an answered wait would not carry over)
+      if inbox then drain() end
       context:maybe_continue({ input = { modelOptions = input.modelOptions, identity = input.identity }, prep = prep,
         sandbox = sb, started = started, deadline_ms = deadline_ms, counters = { turns = turns, calls = calls,
-          tokens = tokens, cost = cost, repairs = repairs, last_tokens = last_tokens } })
+          tokens = tokens, cost = cost, repairs = repairs, last_tokens = last_tokens },
+        inbox = { interrupted = interrupted, closing = closing } })
       -- limits are checked before the call that would exceed them
       if remaining() <= 0 then over("timeoutSeconds", limits.timeoutSeconds, wf.now() - started) break end
       if turns >= limits.maxModelTurns then over("maxModelTurns", limits.maxModelTurns, turns) break end

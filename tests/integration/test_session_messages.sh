@@ -72,6 +72,26 @@ assert_eq "its result is the last answer" "third answer" "$(engine show chat --j
 assert_eq "three model turns, no more" 3 "$(nreq)"
 verify_history chat >/dev/null || fail "chat history"
 
+# --- a long chat continues as new (compaction.runEvents): no message is lost at a run boundary
+model "[]"
+printf '{"steps": [], "default": {"reply": {"text": "ok"}}}' >"$T/s.json"
+curl -sf -X POST "$MURL/_scenario" -d @"$T/s.json" >/dev/null; curl -sf -X DELETE "$MURL/_requests" >/dev/null
+input ', "waitForMessages": true, "compaction": {"runEvents": 200}, "limits": {"maxModelTurns": 100}'
+"$ENGINE" start "$WF" --input @"$T/input.json" --id long --detach >/dev/null 2>&1 || true
+wait_waiting long
+for i in $(seq 30); do
+  engine message long "m$i" >/dev/null
+  for _ in $(seq 200); do [ "$(nreq)" -gt "$i" ] && break; sleep 0.05; done
+done
+wait_waiting long
+engine close long >/dev/null
+wait_status long completed 60 || fail "long: $(status long)"
+assert_eq "every message recorded once, across runs" 30 "$(ev_count long user.message)"
+runs="$(engine show long --json | jget run)"
+[ "$runs" -gt 1 ] && pass "it continued as new ($runs runs)" || fail "one run only: the test did not cross a boundary"
+assert_contains "the last request has the last message" "|m30" "$(user_msgs 31)"
+assert_eq "one answer per message, plus the first" 31 "$(nreq)"
+
 # --- idle: a chat session nobody talks to ends
 model "[$(text "hello")]"
 input ', "waitForMessages": true, "idleTimeoutSeconds": 0.5'
