@@ -3,18 +3,19 @@
 # server (tests/model_server) answering at once, TURNS turns of 2 parallel
 # read_file calls (the trusted side reads the workspace: no exec in the
 # sandbox), an allow-all policy set, one `engine serve`. Prints one table:
-#   - engine CPU per turn (utime+stime of `engine serve` from /proc/PID/stat,
-#     sampled as each agent.message reaches `engine events --follow`) over
-#     turns 1-WINDOW and TURNS-WINDOW+1..TURNS, beside the bytes of the request
-#     the model got at those turns (the transcript the engine builds);
+#   - engine CPU per turn (the sum of /proc/PID/task/*/schedstat of `engine
+#     serve`) over turns 2..WINDOW+1 and TURNS-WINDOW+1..TURNS, sampled while the
+#     server holds the next model request (the engine idle), beside the bytes of
+#     that request (the transcript the engine builds);
 #   - history bytes per turn (sum of payload lengths in the history table, all
 #     runs) over the same windows; the runs the session took (continue-as-new,
 #     compaction.runEvents) and the current run's events;
-#   - kill -9 at turn TURNS, then: `engine replay ID` of the current run (a
-#     process of its own: start, load, replay, compare), and the time from
-#     starting `engine serve` again to the session's next domain event;
+#   - kill -9 at turn TURNS (turn TURNS+1's model call in flight), then: `engine
+#     replay w5` of the current run (a process of its own: start, load, replay,
+#     compare), and the time from starting `engine serve` again to the session's
+#     next domain event;
 #   - RSS of `engine serve` at turn TURNS (before the kill) and at the end.
-#   tests/bench/w5_bench.sh     (BUILD=build TURNS=1000 WINDOW=10 DRIVER=bwrap|docker)
+#   tests/bench/w5_bench.sh     (BUILD=build TURNS=1000 WINDOW=10 DRIVER=bwrap|docker PAUSE=1)
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
@@ -31,7 +32,7 @@ cleanup() {
     sleep 1
   fi
   for p in $S $SP; do kill "$p" 2>/dev/null || true; done
-  [ -n "${KEEP:-}" ] && echo "(kept $T)" || rm -rf "$T"
+  if [ -n "${KEEP:-}" ]; then echo "(kept $T)"; else rm -rf "$T"; fi
 }
 trap cleanup EXIT
 export ENGINE_LUA_DIR="$SRC/lua" ENGINE_DB="$T/engine.db" ENGINE_CONTEXT_ROOTS="$T" ENGINE_ARTIFACTS="$T/artifacts"
