@@ -212,7 +212,7 @@ char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to
   wf_row w;
   if (store_wf_get(e->st, wf_id, &w) != 1) return NULL;
   hist_list h = {0};
-  int rc = store_hist_load(e->st, wf_id, w.run, &h);
+  int rc = store_hist_range(e->st, wf_id, w.run, from, to, &h);
   wf_row_free(&w);
   if (rc != STORE_OK) {
     hist_list_free(&h);

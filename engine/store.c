@@ -60,6 +60,10 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
 
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) { return s->ops->hist_load(s, wf_id, run, out); }
 
+int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
+  return s->ops->hist_range(s, wf_id, run, from_seq, to_seq, out);
+}
+
 int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) { return s->ops->hist_max_seq(s, wf_id, run); }
 
 int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq) { return s->ops->hist_outcome(s, wf_id, run, seq); }

@@ -120,6 +120,9 @@ int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, 
 /* ---- history ---- */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out);
+/* The events from_seq..to_seq of a run (a range of its key: what a step
+ * reads of the history before it, activity.history). */
+int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 /* Highest seq of a run (0 when empty), -1 on error. */
 int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run);
 /* 1 when an event of the run refers to the command at seq (its outcome is

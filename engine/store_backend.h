@@ -34,6 +34,7 @@ typedef struct store_ops {
   int (*wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
   int (*hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
   int (*hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);
+  int (*hist_range)(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
   int64_t (*hist_max_seq)(store *s, const char *wf_id, int64_t run);
   int (*hist_outcome)(store *s, const char *wf_id, int64_t run, int64_t seq);
   int (*hist_get)(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);

@@ -75,6 +75,7 @@ enum {
   Q_HIST_APPEND,
   Q_HIST_LOAD,
   Q_HIST_GET,
+  Q_HIST_RANGE,
   Q_HIST_MAX,
   Q_HIST_OUTCOME,
   Q_CODE_PUT,
@@ -155,6 +156,8 @@ static const char *SQL[Q__N] = {
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
+    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq>=? "
+                     "AND seq<=? ORDER BY seq",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=? AND run=?",
     /* an outcome comes after its command: the key range starts there */
     [Q_HIST_OUTCOME] = "SELECT EXISTS(SELECT 1 FROM history WHERE wf_id=? AND run=? AND seq>? AND ref=?)",
@@ -273,6 +276,7 @@ static int sq_wf_page(store *st_, const char *status, const char *script, int64_
 static int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
 static int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
 static int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out);
+static int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 static int64_t sq_hist_max_seq(store *st_, const char *wf_id, int64_t run);
 static int sq_hist_outcome(store *st_, const char *wf_id, int64_t run, int64_t seq);
 static int sq_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
@@ -989,6 +993,17 @@ static int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *o
   return STORE_OK;
 }
 
+static int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = stmt(s, Q_HIST_RANGE);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, wf_id);
+  bind_int(s, st, 2, run);
+  bind_int(s, st, 3, from_seq);
+  bind_int(s, st, 4, to_seq);
+  return read_events(s, st, out);
+}
+
 static int sq_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
   sq *s = (sq *)st_;
   sqlite3_stmt *st = stmt(s, Q_HIST_GET);
@@ -1667,6 +1682,7 @@ const store_ops store_sqlite_ops = {
     .wf_ids = sq_wf_ids,
     .hist_append = sq_hist_append,
     .hist_load = sq_hist_load,
+    .hist_range = sq_hist_range,
     .hist_max_seq = sq_hist_max_seq,
     .hist_outcome = sq_hist_outcome,
     .hist_get = sq_hist_get,

@@ -30,7 +30,9 @@ function M.turn(args)
   local system, tools, messages = args.system, args.tools, args.messages
   if args.from_history then
     local transcript = require "transcript"
-    system, tools, messages = transcript.from_history(activity.history(1, activity.info().seq - 1))
+    local info = activity.info()
+    system, tools, messages = transcript.for_step(activity.history, info.idempotency_key:match("^(.*)/[^/]*$"),
+      info.seq - 1)
   end
   local turn = runners.turn(args.model or {}, { system = system, messages = messages or {}, tools = tools }, opts)
   turn.deltas = deltas

@@ -321,6 +321,18 @@ static void test_history_append_load_order(void **state) {
   assert_int_equal(store_hist_get(s, "wf", 1, 9, &one), 0);
   assert_int_equal(one.n, 1);
   hist_list_free(&one);
+
+  /* a range of a run, in order; nothing of another run or past the end */
+  hist_list r = {0};
+  assert_int_equal(store_hist_range(s, "wf", 1, 2, 9, &r), STORE_OK);
+  assert_int_equal(r.n, 2);
+  assert_int_equal(r.v[0].seq, 2);
+  assert_int_equal(r.v[1].seq, 3);
+  assert_string_equal(r.v[1].payload, "\"hi\"");
+  assert_int_equal(store_hist_range(s, "wf", 1, 4, 9, &r), STORE_OK);
+  assert_int_equal(store_hist_range(s, "wf", 1, 3, 2, &r), STORE_OK);
+  assert_int_equal(r.n, 2);
+  hist_list_free(&r);
   assert_int_equal(store_count(s, "history", "wf"), 4);
   assert_int_equal(hist_count(s, "missing", 1), 0);
   store_close(s);
