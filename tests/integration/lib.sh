@@ -85,6 +85,16 @@ bg() {
   PIDS+=("$p"); printf -v "$__v" '%s' "$p"
 }
 
+# serve_api [ARGS...]: `engine serve --listen` on a free loopback port in the
+# background (its log in $T/serve.log); sets S (its pid) and URL.
+serve_api() {
+  : >"$T/serve.log"
+  bg S engine serve --listen 127.0.0.1:0 "$@" 2>>"$T/serve.log"
+  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
+  URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
+  [ -n "$URL" ] || fail "engine serve --listen did not start: $(cat "$T/serve.log")"
+}
+
 # verify ID: the history is dense (seq 1..n), each command has at most one
 # outcome, each activity completed exactly once; prints a summary line.
 verify_history() {

@@ -51,13 +51,7 @@ tool_msgs() {
 ev_types() { engine events "$1" --json | lua5.4 -e 'for l in io.lines() do local e = require"cjson".decode(l)
   if e.type:match("^tool%.") or e.type:match("^approval%.") then io.write(e.type, ":", e.payload.id or e.payload.request_id or "", " ") end end'; }
 
-serve() {
-  : >"$T/serve.log"
-  bg S engine serve --listen 127.0.0.1:0 2>>"$T/serve.log"
-  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
-  URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
-}
-serve
+serve_api
 READ="$(engine token create reader --scopes read 2>/dev/null)"
 
 # --- three allowed calls: they overlap, and come back in call order
@@ -126,7 +120,7 @@ for _ in $(seq 600); do
 done
 assert_eq "both slow calls were running at the kill" 2 "$(mcp_calls)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
-serve
+serve_api
 wait_status p3 completed 120 || fail "p3: $(status p3)"
 attempts="$(engine events p3 --json | lua5.4 -e 'for l in io.lines() do local e = require"cjson".decode(l)
   if e.type == "tool.result" then io.write(e.payload.id, ":", tostring(math.tointeger(e.payload.attempt)), ":",

@@ -38,13 +38,7 @@ wait_waiting() { # ID: until the session waits for a message
   fail "$1 never waited for a message ($(status "$1"))"
 }
 ev_count() { engine events "$1" --json | grep -c "\"type\":\"$2\"" || true; }
-serve() {
-  : >"$T/serve.log"
-  bg S engine serve --listen 127.0.0.1:0 2>>"$T/serve.log"
-  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
-  URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
-}
-serve
+serve_api
 
 # --- a chat session: answer, message, answer, kill -9 while it waits, message, close
 model "[$(text "first answer"), $(text "second answer"), $(text "third answer")]"
@@ -61,7 +55,7 @@ assert_contains "user.message says what" '"text":"also check the tests"' "$ev"
 assert_contains "and who sent it (the local user)" "\"sender\":\"local:" "$ev"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_exit "a message while the engine is down is kept" 0 engine message chat "and the docs"
-serve
+serve_api
 for _ in $(seq 300); do [ "$(nreq)" -ge 3 ] && break; sleep 0.1; done
 wait_waiting chat
 assert_contains "after kill -9, the message joins once" "|also check the tests|and the docs" "$(user_msgs 3)"
