@@ -132,6 +132,7 @@ static pretty_opts stdout_layout(const common *c) {
  * to open database file" there, and the worker lock only that its file cannot
  * be opened: say which file or directory is read-only instead. */
 static const char *unwritable(const char *db, char *why, size_t n) {
+  if (store_pg_is_url(db)) return NULL; /* PostgreSQL's own message says it */
   char *tmp = util_strdup(db);
   const char *dir = dirname(tmp);
   const char *out = why;
@@ -168,7 +169,7 @@ static int find_workflow(store *st, const char *id, wf_row *w) {
 
 static int open_existing(const char *db, store **st) {
   char err[512], why[768];
-  if (access(db, F_OK) != 0) return die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", db);
+  if (engine_db_missing(db)) return die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", db);
   if (store_open(db, 1, st, err, sizeof err) != STORE_OK) {
     if (unwritable(db, why, sizeof why)) return die(EXIT_USAGE, "cannot open database %s: %s", db, why);
     return die(EXIT_USAGE, "%s", err);
@@ -555,7 +556,7 @@ static int workflow_exists(const char *db, const char *id) {
   store *st;
   char err[256];
   wf_row w;
-  if (access(db, F_OK) != 0 || store_open(db, 1, &st, err, sizeof err) != STORE_OK) return 0;
+  if (engine_db_missing(db) || store_open(db, 1, &st, err, sizeof err) != STORE_OK) return 0;
   int found = store_wf_get(st, id, &w) == 1;
   if (found) wf_row_free(&w);
   store_close(st);
@@ -1573,7 +1574,7 @@ static int replay_all(common *c, const char *script, const char *statuses) {
   char *src = engine_read_script(script, &len, err, sizeof err); /* a missing script is a usage error, once */
   if (!src) return free(among), die(EXIT_USAGE, "%s", err);
   free(src);
-  if (access(c->db, F_OK) != 0)
+  if (engine_db_missing(c->db))
     return free(among), die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", c->db);
   const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
   store *st;
@@ -1869,7 +1870,7 @@ static int token_list_row(void *ud, const token_info *t) {
 
 /* list and revoke need a database (open_existing, with a hint for tokens). */
 static int open_tokens_db(const char *db, store **st) {
-  if (access(db, F_OK) != 0)
+  if (engine_db_missing(db))
     return die(EXIT_USAGE, "no database at %s (engine token create makes one, or pass --db)", db);
   return open_existing(db, st);
 }
