@@ -9,7 +9,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +27,60 @@
 
 typedef struct fixture {
   char *dir;
-  char *db; /* dir/engine.db (not created) */
+  char *db; /* dir/engine.db (not created), or the URL of a fresh PostgreSQL database */
+  char *pgdb; /* that database's name */
 } fixture;
+
+/* ENGINE_TEST_PG_URL (a PostgreSQL database URL, unit_store_pg): every case
+ * runs on a fresh database of that server instead of a SQLite file; the
+ * cases about SQLite files themselves are skipped (SQLITE_ONLY). */
+static const char *pg_url(void) {
+  const char *u = getenv("ENGINE_TEST_PG_URL");
+  return u && *u ? u : NULL;
+}
+
+#define SQLITE_ONLY() \
+  do {                \
+    if (pg_url()) skip(); \
+  } while (0)
+
+/* Runs sql on the server's maintenance connection (the URL as given). */
+static void pg_admin(const char *sql) {
+  PGconn *c = PQconnectdb(pg_url());
+  if (PQstatus(c) != CONNECTION_OK) fail_msg("cannot connect to %s: %s", pg_url(), PQerrorMessage(c));
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
   f->dir = tu_mkdtemp();
   if (!f->dir) return -1;
-  f->db = tu_path(f->dir, "engine.db");
+  if (pg_url()) {
+    static int n;
+    f->pgdb = util_fmt("engine_unit_%d_%d", (int)getpid(), ++n);
+    char *sql = util_fmt("CREATE DATABASE %s", f->pgdb);
+    pg_admin(sql);
+    free(sql);
+    const char *slash = strrchr(pg_url(), '/');
+    f->db = util_fmt("%.*s/%s", (int)(slash - pg_url()), pg_url(), f->pgdb);
+  } else {
+    f->db = tu_path(f->dir, "engine.db");
+  }
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
+  if (f->pgdb) {
+    char *sql = util_fmt("DROP DATABASE %s WITH (FORCE)", f->pgdb);
+    pg_admin(sql);
+    free(sql);
+    free(f->pgdb);
+  }
   free(f->db);
   tu_rmtree(f->dir);
   free(f);
@@ -62,6 +104,15 @@ static char *read_bytes(const char *path, size_t *len) {
 
 /* Runs one SQL statement on a separate raw sqlite3 connection. */
 static void raw_exec(const char *path, const char *sql) {
+  if (store_pg_is_url(path)) {
+    PGconn *c = PQconnectdb(path);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+      fail_msg("raw sql failed: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return;
+  }
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
   char *msg = NULL;
@@ -71,6 +122,15 @@ static void raw_exec(const char *path, const char *sql) {
 
 /* Returns the first column of the first row of sql as a malloc'd string. */
 static char *raw_query(const char *path, const char *sql) {
+  if (store_pg_is_url(path)) {
+    PGconn *c = PQconnectdb(path);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("raw query failed: %s: %s", sql, PQerrorMessage(c));
+    char *out = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? util_strdup(PQgetvalue(r, 0, 0)) : NULL;
+    PQclear(r);
+    PQfinish(c);
+    return out;
+  }
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   sqlite3_stmt *st = NULL;
@@ -115,9 +175,9 @@ static wf_row sample_wf(const char *id) {
 
 static void test_open_creates_schema(void **state) {
   fixture *f = *state;
-  assert_false(tu_exists(f->db));
+  if (!pg_url()) assert_false(tu_exists(f->db));
   store *s = open_ok(f->db);
-  assert_true(tu_exists(f->db));
+  if (!pg_url()) assert_true(tu_exists(f->db));
   assert_string_equal(store_path(s), f->db);
   assert_false(store_in_txn(s));
   store_close(s);
@@ -126,7 +186,10 @@ static void test_open_creates_schema(void **state) {
                           "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
-    snprintf(sql, sizeof sql, "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
+    snprintf(sql, sizeof sql,
+             pg_url() ? "SELECT tablename FROM pg_tables WHERE schemaname=current_schema() AND tablename='%s'"
+                      : "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'",
+             tables[i]);
     char *got = raw_query(f->db, sql);
     if (!got) fail_msg("table %s missing", tables[i]);
     free(got);
@@ -135,6 +198,7 @@ static void test_open_creates_schema(void **state) {
   assert_non_null(v);
   assert_string_equal(v, "3");
   free(v);
+  if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
   assert_non_null(jm);
   assert_string_equal(jm, "wal");
@@ -142,6 +206,7 @@ static void test_open_creates_schema(void **state) {
 }
 
 static void test_open_must_exist(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   store *s = (store *)1;
   char err[512] = "";
@@ -210,6 +275,7 @@ static void check_refused_unchanged(const char *path, const void *bytes, size_t 
 }
 
 static void test_open_refuses_non_sqlite(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   /* a text file larger than a page */
   size_t len = 10000;
@@ -240,6 +306,7 @@ static void foreign_db(const char *path) {
 }
 
 static void test_open_refuses_foreign_sqlite(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   foreign_db(f->db);
   size_t len = 0;
@@ -334,7 +401,7 @@ static void test_history_duplicate_seq_fails(void **state) {
   hist_event dup = {1, "WorkflowStarted", 0, NULL, NULL, "second", 2000};
   assert_int_equal(store_hist_append(s, "wf", 1, &dup), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "append history"));
-  assert_non_null(strstr(store_errmsg(s), "UNIQUE"));
+  assert_non_null(strstr(store_errmsg(s), pg_url() ? "unique constraint" : "UNIQUE"));
   store_rollback(s); /* a failed statement loses its batch (test_failed_statement_loses_batch) */
   /* the same seq in another run or workflow is fine */
   dup.payload = "run2";
@@ -388,6 +455,7 @@ static void test_failed_statement_loses_batch(void **state) {
  * running the rest of the batch in autocommit mode, piece by piece, once the
  * disk has room again. */
 static void test_sqlite_rolls_back_on_its_own(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   fflush(stdout);
   fflush(stderr);
@@ -603,6 +671,7 @@ static void test_workflow_ids_by_prefix(void **state) {
 /* The completion's connection reads, refuses to write, creates nothing and
  * leaves no -wal or -shm file behind. */
 static void test_open_readonly(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   store *s = (store *)1;
   char err[512] = "";
