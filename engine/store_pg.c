@@ -603,11 +603,13 @@ int store_pg_open(const char *url, int must_exist, store **out, char *err, size_
     char ins[160];
     snprintf(ins, sizeof ins, "INSERT INTO meta VALUES('instance_id','%016llx') ON CONFLICT DO NOTHING",
              (unsigned long long)util_random64());
-    if (have < SCHEMA_VERSION &&
-        (!simple(c, SCHEMA, why, sizeof why, &kind) ||
-         !simple(c, "INSERT INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "') ON CONFLICT(key) DO UPDATE "
-                    "SET value=excluded.value", why, sizeof why, &kind) ||
-         !simple(c, ins, why, sizeof why, &kind) || !simple(c, "COMMIT", why, sizeof why, &kind))) {
+    /* another process may have created it while we waited: then only the COMMIT */
+    if ((have < SCHEMA_VERSION &&
+         (!simple(c, SCHEMA, why, sizeof why, &kind) ||
+          !simple(c, "INSERT INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "') ON CONFLICT(key) DO UPDATE "
+                     "SET value=excluded.value", why, sizeof why, &kind) ||
+          !simple(c, ins, why, sizeof why, &kind))) ||
+        !simple(c, "COMMIT", why, sizeof why, &kind)) {
       PQclear(PQexec(c, "ROLLBACK"));
       goto failed;
     }
