@@ -691,6 +691,7 @@ static const char *START_HELP =
     "\"~ live\".\n";
 
 static int cmd_start(args *a, common *c) {
+  char shown[1024]; /* c->db in messages (engine_db_shown) */
   const char *script = NULL, *input_spec = "{}", *id = NULL;
   int detach = 0, quiet = 0, bad = 0, rc;
   for (; a->i < a->argc; a->i++) {
@@ -744,7 +745,7 @@ static int cmd_start(args *a, common *c) {
   char genid[ENGINE_ID_MAX + 1], err[1024], holder[256];
   if (unwritable(c->db, err, sizeof err)) {
     free(input);
-    return die(EXIT_USAGE, "start: cannot write %s: %s", c->db, err);
+    return die(EXIT_USAGE, "start: cannot write %s: %s", engine_db_shown(c->db, shown, sizeof shown), err);
   }
   if (!id) {
     engine_generate_id(script, genid, sizeof genid);
@@ -866,6 +867,7 @@ static void raise_nofile(void) {
 }
 
 static int cmd_serve(args *a, common *c) {
+  char shown[1024]; /* c->db in messages (engine_db_shown) */
   int bad = 0;
   const char *listen = NULL, *workflows = "workflows";
   int workflows_default = 1;
@@ -879,9 +881,9 @@ static int cmd_serve(args *a, common *c) {
     else return die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
   }
   char err[1024], holder[256], why[768];
-  if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", c->db, why);
+  if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", engine_db_shown(c->db, shown, sizeof shown), why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
-  if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", c->db, holder);
+  if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", engine_db_shown(c->db, shown, sizeof shown), holder);
   api *http = listen ? api_new() : NULL;
   engine_config cfg = {.db_path = c->db};
   if (http) api_engine_config(http, &cfg);
@@ -901,9 +903,9 @@ static int cmd_serve(args *a, common *c) {
       engine_unlock(lockfd);
       return die(EXIT_USAGE, "serve: %s", err);
     }
-    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d), API on %s", c->db, (int)getpid(), api_url(http));
+    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d), API on %s", engine_db_shown(c->db, shown, sizeof shown), (int)getpid(), api_url(http));
   } else {
-    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", c->db, (int)getpid());
+    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", engine_db_shown(c->db, shown, sizeof shown), (int)getpid());
   }
   int rc = engine_run(e);
   api_stop(http);

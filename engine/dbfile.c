@@ -105,6 +105,17 @@ void engine_unlock(int fd) {
 
 int engine_db_missing(const char *db) { return store_pg_is_url(db) || access(db, F_OK) == 0 ? 0 : -1; }
 
+const char *engine_db_shown(const char *db, char *buf, size_t n) {
+  if (!store_pg_is_url(db)) return db;
+  const char *user = strstr(db, "://") + 3, *end = user + strcspn(user, "/?#"), *at = NULL;
+  for (const char *p = user; p < end; p++)
+    if (*p == '@') at = p;
+  const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
+  if (!colon) return db;
+  snprintf(buf, n, "%.*s%s", (int)(colon - db), db, at);
+  return buf;
+}
+
 int engine_data_dir(const char *db, char *out) {
   *out = 0;
   if (!store_pg_is_url(db)) {

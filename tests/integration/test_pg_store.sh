@@ -107,8 +107,9 @@ wait_status c3 cancelled 10 || fail "c3: $(status c3)"
 assert_contains "a cancelled timer ends the run cancelled" "last=WorkflowCancelled" "$(verify_history c3)"
 
 # --- the worker lock: a second serve on the same database is refused
-assert_exit "a second serve is refused" 2 timeout 10 "$ENGINE" serve
+assert_exit "a second serve is refused" 2 env ENGINE_DB="${ENGINE_DB/engine@/engine:s3cret@}" timeout 10 "$ENGINE" serve
 assert_contains "it names the holder" "already served by engine serve (pid $S)" "$ERR"
+assert_eq "the URL's password is not shown" "" "$(echo "$ERR" | grep -o s3cret || true)"
 stop_serve
 # the lock went with the first serve's session
 serve
