@@ -154,6 +154,44 @@ assert_contains "kill -9 on SQLite: resumed" "ended_before_kill=0 true [1,2] ech
 assert_eq "kill -9 on PostgreSQL: resumed the same way as on SQLite" "$want" "$got"
 [ -d "$T/data" ] && pass "ENGINE_DATA_DIR holds the files beside a URL's database" || fail "no $T/data"
 
+# --- store faults: a write lock held longer than the busy timeout, and
+# injected write failures (BEGIN and COMMIT among them): the batch is rolled
+# back, the engine retries, each run completes once with dense streams
+FWF="$WF/store_faults.lua"
+F_HISTORY="events=13 activities_completed=3 open_commands=0 last=WorkflowCompleted"
+F_RESULT='"result":{"c":7,"echo":1,"flaky":"ok after 2","slow":"slept"}'
+check_faulted() {
+  [ "$(status "$1")" == completed ] || { fail "$1 ($2) is $(status "$1")"; return; }
+  [ "$(verify_history "$1")" == "$F_HISTORY" ] || fail "$1 ($2) history: $(verify_history "$1")"
+  [ "$(verify_events "$1")" == "agent.message,agent.message" ] || fail "$1 ($2) events: $(verify_events "$1")"
+  [[ "$(engine show "$1" --json)" == *"$F_RESULT"* ]] || fail "$1 ($2) result"
+}
+fresh faults
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
+start "$FWF" lk '{"retry":0.3,"sleep":0.5,"slow":0.5}'
+"$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
+for _ in $(seq 250); do [ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+# another session holds the write lock for 3 s (the busy timeout is 2 s)
+psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep(3); COMMIT;" >/dev/null
+wait_status lk completed 30 || true
+stop_serve
+assert_contains "the held lock is reported" "cannot write to the store" "$(cat "$T/lock.err")"
+assert_contains "and the recovery" "the store is writable again" "$(cat "$T/lock.err")"
+check_faulted lk "lock held"
+cases=0
+for n in 1 2 3 4 6 9 13 17; do
+  id="inj$n"
+  start "$FWF" "$id" '{}'
+  ENGINE_STORE_FAIL="write:$n" "$ENGINE" serve 2>"$T/inject.err" & S=$!; PIDS+=("$S")
+  wait_status "$id" completed 30 || true
+  stop_serve
+  grep -q "cannot write to the store" "$T/inject.err" || { fail "write:$n: no incident reported"; continue; }
+  check_faulted "$id" "write:$n"
+  cases=$((cases + 1))
+done
+assert_eq "every injected write failure recovered" 8 "$cases"
+unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
+
 # --- bad URLs name the problem, never a password
 export ENGINE_DB="postgres://engine:s3cret@127.0.0.1:1/engine"
 assert_exit "a closed port" 2 engine list
