@@ -11,7 +11,6 @@
 
 #include <libpq-fe.h>
 #include <sqlite3.h>
-#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1283,6 +1282,7 @@ static void BUG_meta_get_checks_bind(void **state) {
  * `engine start` beside a starting `engine serve`). Fix: both in one snapshot,
  * read again inside the write transaction. */
 static void BUG_concurrent_create_is_not_foreign(void **state) {
+  SQLITE_ONLY(); /* SQLite files; test_concurrent_open_leaves_no_transaction races PostgreSQL's creation */
   fixture *f = *state;
   enum { ROUNDS = 300, PROCS = 4 };
   int bad = 0;
@@ -1325,6 +1325,56 @@ static void BUG_concurrent_create_is_not_foreign(void **state) {
   if (bad) fail_msg("a concurrent open failed: %s", first);
 }
 
+/* Processes that open a new database at once, one creating its tables while
+ * the others wait for it: none is left inside a transaction (PostgreSQL:
+ * a creator that found the tables made meanwhile kept its transaction, and
+ * with it the write lock, open). */
+static void test_concurrent_open_leaves_no_transaction(void **state) {
+  fixture *f = *state;
+  enum { ROUNDS = 8, PROCS = 4 };
+  for (int r = 0; r < ROUNDS; r++) {
+    char *db, *pgdb = NULL;
+    if (pg_url()) {
+      pgdb = util_fmt("%s_r%d", f->pgdb, r);
+      char *sql = util_fmt("CREATE DATABASE %s", pgdb);
+      pg_admin(sql);
+      free(sql);
+      const char *slash = strrchr(pg_url(), '/');
+      db = util_fmt("%.*s/%s", (int)(slash - pg_url()), pg_url(), pgdb);
+    } else {
+      char name[32];
+      snprintf(name, sizeof name, "open%d.db", r);
+      db = tu_path(f->dir, name);
+    }
+    pid_t kids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+      kids[i] = fork();
+      assert_true(kids[i] >= 0);
+      if (kids[i] == 0) {
+        store *s = NULL;
+        char err[256] = "";
+        if (store_open(db, 0, &s, err, sizeof err) != STORE_OK) _exit(1);
+        int in_txn = store_in_txn(s);
+        store_close(s);
+        _exit(in_txn ? 2 : 0);
+      }
+    }
+    for (int i = 0; i < PROCS; i++) {
+      int st = 0;
+      waitpid(kids[i], &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("round %d: a process %s", r, WEXITSTATUS(st) == 2 ? "stayed in a transaction" : "failed to open");
+    }
+    if (pgdb) {
+      char *sql = util_fmt("DROP DATABASE %s WITH (FORCE)", pgdb);
+      pg_admin(sql);
+      free(sql);
+      free(pgdb);
+    }
+    free(db);
+  }
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(int argc, char **argv) {
@@ -1356,6 +1406,7 @@ int main(int argc, char **argv) {
       T(test_data_version),
       T(test_begin_busy_when_other_writer),
       T(test_bind_failure_writes_nothing),
+      T(test_concurrent_open_leaves_no_transaction),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {
