@@ -192,6 +192,14 @@ done
 assert_eq "every injected write failure recovered" 8 "$cases"
 unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
 
+# --- the limits file of a URL's database is $ENGINE_DATA_DIR/limits.lua
+export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/hello"
+mkdir -p "$ENGINE_DATA_DIR"
+echo "quotas = { ['local:qa'] = { tokens_per_day = 150 } }" >"$ENGINE_DATA_DIR/limits.lua"
+assert_exit "quota list on a URL" 0 engine quota list --json
+assert_contains "reads the limits file in ENGINE_DATA_DIR" '"identity":"local:qa","limit":150' "$OUT"
+rm "$ENGINE_DATA_DIR/limits.lua"
+
 # --- bad URLs name the problem, never a password
 export ENGINE_DB="postgres://engine:s3cret@127.0.0.1:1/engine"
 assert_exit "a closed port" 2 engine list
