@@ -28,6 +28,7 @@
 
 #include <fcntl.h>
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -723,6 +724,38 @@ int store_pg_unlock(int fd) {
   return 0;
 }
 
+/* Whether this process still holds its worker locks, checked before every
+ * batch: a lock session that the server dropped (a restart, a network cut)
+ * is taken again, and when another worker took it meanwhile no batch of
+ * this process may write: 0, or -1 with why. A session with nothing to read
+ * is alive and costs no round trip. */
+static int locks_held(char *why, size_t n) {
+  for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
+    PGconn *c = locks[i].c;
+    if (!c) continue;
+    /* an idle session hears from the server only when it ends it */
+    struct pollfd in = {PQsocket(c), POLLIN, 0};
+    if (in.fd >= 0 && poll(&in, 1, 0) == 0) continue;
+    PQconsumeInput(c);
+    PGresult *alive = PQstatus(c) == CONNECTION_OK ? PQexec(c, "SELECT 1") : NULL;
+    int ok = PQresultStatus(alive) == PGRES_TUPLES_OK;
+    PQclear(alive);
+    if (ok) continue;
+    PQreset(c);
+    PGresult *r = PQstatus(c) == CONNECTION_OK
+                      ? PQexec(c, "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")")
+                      : NULL;
+    int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!got) {
+      snprintf(why, n, "the worker lock's session of %s@%s:%s/%s was lost and %s", PQuser(c), PQhost(c), PQport(c),
+               PQdb(c), PQstatus(c) == CONNECTION_OK ? "another worker holds the lock now" : "cannot be opened again");
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* ---- the store's own state ---- */
 
 static void pg_close(store *st_) {
@@ -771,6 +804,11 @@ static int pg_begin(store *st_) {
   reconnect_if_lost(s);
   char why[384];
   int kind = STORE_ERR;
+  if (locks_held(why, sizeof why) != 0) {
+    util_seterr(s->err, sizeof s->err, "begin: %s", why);
+    s->failed = 1;
+    return STORE_ERR;
+  }
   /* the write lock: writers one at a time, as SQLite's BEGIN IMMEDIATE */
   if (!simple(s->conn, "BEGIN", why, sizeof why, &kind) ||
       !simple(s->conn, "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")", why, sizeof why,

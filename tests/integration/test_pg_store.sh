@@ -192,6 +192,39 @@ done
 assert_eq "every injected write failure recovered" 8 "$cases"
 unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
 
+# --- the server restarts under a running serve: it reconnects and finishes
+# the run; a second serve started right after the restart either is refused
+# or takes the lock, and then the first one stops writing (never two workers:
+# rs_after runs once, with a dense history)
+fresh restart
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
+start "$FWF" rs '{"retry":0.3,"sleep":1.5,"slow":0.5}'
+"$ENGINE" serve 2>"$T/rs1.err" & S1=$!; PIDS+=("$S1")
+for _ in $(seq 250); do [ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+"$SRC/scripts/start-postgres" --stop "$T/pg"
+sleep 1
+[ "$("$SRC/scripts/start-postgres" "$T/pg")" == "$URL" ] && pass "the cluster restarts on its URL" || fail "restart: another URL"
+"$ENGINE" serve 2>"$T/rs2.err" & S2=$!; PIDS+=("$S2")
+wait_status rs completed 30 || fail "rs after the restart: $(status rs)"
+# a new run: both serves see it, only the one holding the lock may write
+start "$FWF" rs_after '{"retry":0.3,"sleep":0.2,"slow":0.2}'
+wait_status rs_after completed 30 || fail "rs_after: $(status rs_after)"
+sleep 0.5
+holder="$(psql_on restart "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid
+  WHERE l.locktype='advisory' AND l.granted AND l.objid=1 AND a.datname='restart'")"
+if grep -q "already served by" "$T/rs2.err"; then
+  assert_eq "the second serve was refused: the first took its lock again" "engine serve (pid $S1)" "$holder"
+else
+  # the first one's lock session went with the restart: the second serve has
+  # the lock, and the first one's batches fail (its next begin finds it lost)
+  assert_eq "the second serve took the lock the restart freed" "engine serve (pid $S2)" "$holder"
+fi
+assert_contains "the first serve saw the server go" "cannot write to the store" "$(cat "$T/rs1.err")"
+check_faulted rs "server restart"
+check_faulted rs_after "after the restart"
+kill "$S1" "$S2" 2>/dev/null || true; wait "$S1" "$S2" 2>/dev/null || true
+unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
+
 # --- the limits file of a URL's database is $ENGINE_DATA_DIR/limits.lua
 export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/hello"
 mkdir -p "$ENGINE_DATA_DIR"

@@ -1375,6 +1375,63 @@ static void test_concurrent_open_leaves_no_transaction(void **state) {
   }
 }
 
+/* Ends the sessions holding PostgreSQL worker locks, as a server restart
+ * does, and waits until they are gone. */
+static void drop_lock_sessions(const char *url) {
+  raw_exec(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine serve%'");
+  for (int i = 0; i < 500; i++) {
+    char *n = raw_query(url, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'engine serve%'");
+    int gone = n && strcmp(n, "0") == 0;
+    free(n);
+    if (gone) return;
+    usleep(10 * 1000);
+  }
+  fail_msg("the lock sessions did not end");
+}
+
+/* PostgreSQL's worker lock (store_pg_lock): one holder; a lock whose session
+ * the server dropped is taken again at the next batch, and when another
+ * worker has taken it meanwhile no batch of this process writes. */
+static void test_pg_worker_lock(void **state) {
+  fixture *f = *state;
+  if (!pg_url()) skip(); /* the SQLite lock is a file (engine_lock, dbfile.c) */
+  store_close(open_ok(f->db));
+  char holder[512] = "";
+  int fd = store_pg_lock(f->db, "serve", holder, sizeof holder);
+  assert_true(fd >= 0);
+  assert_int_equal(store_pg_lock(f->db, "serve", holder, sizeof holder), -1);
+  char want[64];
+  snprintf(want, sizeof want, "engine serve (pid %d)", (int)getpid());
+  assert_string_equal(holder, want); /* who holds it, as the lock file says */
+  store *s = open_ok(f->db);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  /* the server drops the lock's session: the next batch takes it again */
+  drop_lock_sessions(f->db);
+  append_ev(s, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_commit(s), STORE_OK);
+  char *n = raw_query(f->db, "SELECT count(*) FROM pg_locks WHERE locktype='advisory' AND objid=1 AND granted");
+  assert_string_equal(n, "1");
+  free(n);
+
+  /* dropped again, and another worker takes it first: this one writes nothing */
+  drop_lock_sessions(f->db);
+  int other = store_pg_lock(f->db, "start", holder, sizeof holder);
+  assert_true(other >= 0);
+  hist_event e = {3, "X", 0, NULL, NULL, NULL, 3};
+  assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
+  assert_non_null(strstr(store_errmsg(s), "another worker holds the lock now"));
+  assert_int_equal(store_commit(s), STORE_ERR);
+  assert_int_equal(hist_count(s, "wf", 1), 2);
+  store_close(s);
+  assert_int_equal(store_pg_unlock(other), 1);
+  close(other);
+  assert_int_equal(store_pg_unlock(fd), 1);
+  close(fd);
+  assert_int_equal(store_pg_unlock(fd), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(int argc, char **argv) {
@@ -1407,6 +1464,7 @@ int main(int argc, char **argv) {
       T(test_begin_busy_when_other_writer),
       T(test_bind_failure_writes_nothing),
       T(test_concurrent_open_leaves_no_transaction),
+      T(test_pg_worker_lock),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {
