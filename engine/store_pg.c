@@ -486,11 +486,12 @@ static void ignore_notice(void *arg, const char *message) {
 
 /* Connects to url: the connection, or NULL with err naming where and why
  * (host, port and database as libpq parsed them; never a password). */
-static PGconn *connect_url(const char *url, const char *app, char *where, size_t wherelen, char *err, size_t errlen) {
+static PGconn *connect_url(const char *url, const char *app, const char *timeout_s, char *where, size_t wherelen,
+                           char *err, size_t errlen) {
   /* later keywords win: the URL's own connect_timeout or application_name
    * replace these defaults */
   const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-  const char *vals[] = {"10", app, url, NULL};
+  const char *vals[] = {timeout_s, app, url, NULL};
   PGconn *c = PQconnectdbParams(keys, vals, 1);
   if (!c) {
     util_seterr(err, errlen, "cannot connect to PostgreSQL: out of memory");
@@ -572,7 +573,7 @@ static void set_timeouts(PGconn *c, int lock_ms, int statement_ms) {
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen) {
   *out = NULL;
   char where[256], why[384];
-  PGconn *c = connect_url(url, "engine", where, sizeof where, err, errlen);
+  PGconn *c = connect_url(url, "engine", "10", where, sizeof where, err, errlen);
   if (!c) return STORE_ERR;
   const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
   set_timeouts(c, btm ? atoi(btm) : 5000, 0);
@@ -638,7 +639,8 @@ failed:
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen) {
   *out = NULL;
   char where[256], why[384];
-  PGconn *c = connect_url(url, "engine (read-only)", where, sizeof where, err, errlen);
+  /* completion must answer at once: 2 s is the shortest wait libpq keeps */
+  PGconn *c = connect_url(url, "engine (read-only)", "2", where, sizeof where, err, errlen);
   if (!c) return STORE_ERR;
   set_timeouts(c, busy_ms, busy_ms);
   simple(c, "SET default_transaction_read_only = on", why, sizeof why, NULL);
@@ -676,7 +678,7 @@ static struct {
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen) {
   char where[256], app[64];
   snprintf(app, sizeof app, "engine %s (pid %d)", mode, (int)getpid());
-  PGconn *c = connect_url(url, app, where, sizeof where, holder, holderlen);
+  PGconn *c = connect_url(url, app, "10", where, sizeof where, holder, holderlen);
   if (!c) return -1;
   PGresult *r = PQexec(c, "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")");
   int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
