@@ -132,6 +132,7 @@ static pretty_opts stdout_layout(const common *c) {
  * to open database file" there, and the worker lock only that its file cannot
  * be opened: say which file or directory is read-only instead. */
 static const char *unwritable(const char *db, char *why, size_t n) {
+  if (store_pg_is_url(db)) return NULL; /* PostgreSQL's own message says it */
   char *tmp = util_strdup(db);
   const char *dir = dirname(tmp);
   const char *out = why;
@@ -168,7 +169,7 @@ static int find_workflow(store *st, const char *id, wf_row *w) {
 
 static int open_existing(const char *db, store **st) {
   char err[512], why[768];
-  if (access(db, F_OK) != 0) return die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", db);
+  if (engine_db_missing(db)) return die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", db);
   if (store_open(db, 1, st, err, sizeof err) != STORE_OK) {
     if (unwritable(db, why, sizeof why)) return die(EXIT_USAGE, "cannot open database %s: %s", db, why);
     return die(EXIT_USAGE, "%s", err);
@@ -555,7 +556,7 @@ static int workflow_exists(const char *db, const char *id) {
   store *st;
   char err[256];
   wf_row w;
-  if (access(db, F_OK) != 0 || store_open(db, 1, &st, err, sizeof err) != STORE_OK) return 0;
+  if (engine_db_missing(db) || store_open(db, 1, &st, err, sizeof err) != STORE_OK) return 0;
   int found = store_wf_get(st, id, &w) == 1;
   if (found) wf_row_free(&w);
   store_close(st);
@@ -690,6 +691,7 @@ static const char *START_HELP =
     "\"~ live\".\n";
 
 static int cmd_start(args *a, common *c) {
+  char shown[1024]; /* c->db in messages (engine_db_shown) */
   const char *script = NULL, *input_spec = "{}", *id = NULL;
   int detach = 0, quiet = 0, bad = 0, rc;
   for (; a->i < a->argc; a->i++) {
@@ -743,7 +745,7 @@ static int cmd_start(args *a, common *c) {
   char genid[ENGINE_ID_MAX + 1], err[1024], holder[256];
   if (unwritable(c->db, err, sizeof err)) {
     free(input);
-    return die(EXIT_USAGE, "start: cannot write %s: %s", c->db, err);
+    return die(EXIT_USAGE, "start: cannot write %s: %s", engine_db_shown(c->db, shown, sizeof shown), err);
   }
   if (!id) {
     engine_generate_id(script, genid, sizeof genid);
@@ -865,6 +867,7 @@ static void raise_nofile(void) {
 }
 
 static int cmd_serve(args *a, common *c) {
+  char shown[1024]; /* c->db in messages (engine_db_shown) */
   int bad = 0;
   const char *listen = NULL, *workflows = "workflows";
   int workflows_default = 1;
@@ -878,9 +881,9 @@ static int cmd_serve(args *a, common *c) {
     else return die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
   }
   char err[1024], holder[256], why[768];
-  if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", c->db, why);
+  if (unwritable(c->db, why, sizeof why)) return die(EXIT_USAGE, "serve: cannot serve %s: %s", engine_db_shown(c->db, shown, sizeof shown), why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
-  if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", c->db, holder);
+  if (lockfd < 0) return die(EXIT_USAGE, "serve: %s is already served by %s", engine_db_shown(c->db, shown, sizeof shown), holder);
   api *http = listen ? api_new() : NULL;
   engine_config cfg = {.db_path = c->db};
   if (http) api_engine_config(http, &cfg);
@@ -900,9 +903,9 @@ static int cmd_serve(args *a, common *c) {
       engine_unlock(lockfd);
       return die(EXIT_USAGE, "serve: %s", err);
     }
-    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d), API on %s", c->db, (int)getpid(), api_url(http));
+    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d), API on %s", engine_db_shown(c->db, shown, sizeof shown), (int)getpid(), api_url(http));
   } else {
-    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", c->db, (int)getpid());
+    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", engine_db_shown(c->db, shown, sizeof shown), (int)getpid());
   }
   int rc = engine_run(e);
   api_stop(http);
@@ -1573,7 +1576,7 @@ static int replay_all(common *c, const char *script, const char *statuses) {
   char *src = engine_read_script(script, &len, err, sizeof err); /* a missing script is a usage error, once */
   if (!src) return free(among), die(EXIT_USAGE, "%s", err);
   free(src);
-  if (access(c->db, F_OK) != 0)
+  if (engine_db_missing(c->db))
     return free(among), die(EXIT_USAGE, "no database at %s (start a workflow first, or pass --db)", c->db);
   const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
   store *st;
@@ -1869,7 +1872,7 @@ static int token_list_row(void *ud, const token_info *t) {
 
 /* list and revoke need a database (open_existing, with a hint for tokens). */
 static int open_tokens_db(const char *db, store **st) {
-  if (access(db, F_OK) != 0)
+  if (engine_db_missing(db))
     return die(EXIT_USAGE, "no database at %s (engine token create makes one, or pass --db)", db);
   return open_existing(db, st);
 }
@@ -2053,7 +2056,8 @@ static const char *MAIN_HELP =
     "  quota list                         quotas of the limits file: use and limits\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "\n"
-    "Database: --db PATH, else $ENGINE_DB, else ./engine.db\n"
+    "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
+    "  database (its limits.lua and workspaces are in $ENGINE_DATA_DIR, else ./engine-data)\n"
     "Server: --server URL (else $ENGINE_SERVER; http:// or https://) before the command sends start,\n"
     "  list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
     "  instead of opening a database, with the same output and exit codes; the token is\n"

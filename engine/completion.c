@@ -143,7 +143,7 @@ int completion_query(int argc, char **argv) {
   if (limit < 1 || limit > LIMIT_MAX) return 1;
   store *st;
   char err[512];
-  if (access(db, F_OK) != 0 || store_open_readonly(db, BUSY_MS, &st, err, sizeof err) != STORE_OK) return 1;
+  if (engine_db_missing(db) || store_open_readonly(db, BUSY_MS, &st, err, sizeof err) != STORE_OK) return 1;
   query q = {arg ? arg : "", describe};
   int rc = 0;
   if (ids) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "render.h"
@@ -65,6 +66,8 @@ static int canonical_db_path(const char *db_path, char *out) {
 }
 
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen) {
+  /* PostgreSQL: a session-level advisory lock held by a connection of its own */
+  if (store_pg_is_url(db_path)) return store_pg_lock(db_path, mode, holder, holderlen);
   /* beside the file itself: a symlink or "x/../engine.db" to the same
    * database must find the same lock, or two workers run one workflow */
   char real[PATH_MAX], path[PATH_MAX + 8];
@@ -95,7 +98,38 @@ int engine_lock(const char *db_path, const char *mode, char *holder, size_t hold
 }
 
 void engine_unlock(int fd) {
-  if (fd >= 0) close(fd);
+  if (fd < 0) return;
+  store_pg_unlock(fd); /* ends the lock's session when fd is one */
+  close(fd);
+}
+
+int engine_db_missing(const char *db) { return store_pg_is_url(db) || access(db, F_OK) == 0 ? 0 : -1; }
+
+const char *engine_db_shown(const char *db, char *buf, size_t n) {
+  if (!store_pg_is_url(db)) return db;
+  const char *user = strstr(db, "://") + 3, *end = user + strcspn(user, "/?#"), *at = NULL;
+  for (const char *p = user; p < end; p++)
+    if (*p == '@') at = p;
+  const char *colon = at ? memchr(user, ':', (size_t)(at - user)) : NULL;
+  if (!colon) return db;
+  snprintf(buf, n, "%.*s%s", (int)(colon - db), db, at);
+  return buf;
+}
+
+int engine_data_dir(const char *db, char *out) {
+  *out = 0;
+  if (!store_pg_is_url(db)) {
+    char *tmp = util_strdup(db);
+    int ok = realpath(dirname(tmp), out) != NULL;
+    free(tmp);
+    if (!ok) *out = 0;
+    return ok ? 0 : -1;
+  }
+  const char *env = getenv("ENGINE_DATA_DIR");
+  const char *dir = env && *env ? env : "engine-data";
+  if (mkdir(dir, 0755) != 0 && errno != EEXIST) return -1;
+  if (!realpath(dir, out)) return *out = 0, -1;
+  return 0;
 }
 
 /* ---------------------------------------------------------------- watch --- */
@@ -123,14 +157,19 @@ dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *u
   w->cb = cb;
   w->ud = ud;
   w->version = store_data_version(st);
+  uv_fs_event_init(loop, &w->fs);
+  uv_timer_init(loop, &w->poll);
+  w->fs.data = w->poll.data = w;
+  if (store_pg_is_url(store_path(st))) {
+    /* no file to watch: the commits counter is polled (store_data_version) */
+    uv_timer_start(&w->poll, on_poll, 100, 100);
+    return w;
+  }
   /* the directory the WAL is written in, whatever name the database was opened by */
   char real[PATH_MAX];
   const char *path = canonical_db_path(store_path(st), real) == 0 ? real : store_path(st);
   char *p1 = util_strdup(path), *p2 = util_strdup(path);
   snprintf(w->base, sizeof w->base, "%s", basename(p1));
-  uv_fs_event_init(loop, &w->fs);
-  uv_timer_init(loop, &w->poll);
-  w->fs.data = w->poll.data = w;
   /* inotify on the directory sees every write to the WAL of any process; the
    * timer is the safety net, and the only way when inotify is unavailable
    * (its instance or watch limit reached): then it polls often, and says so */

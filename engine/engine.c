@@ -6,6 +6,7 @@
  * the count of crashes that stops a workflow from crash-looping the engine. */
 #include "worker.h"
 
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -316,7 +317,11 @@ static void recover_crashed(engine *e, const char *note) {
 
 int engine_run(engine *e) {
   /* a crash while a workflow's code runs leaves a note naming it (fatal.h) */
-  char *note = util_fmt("%s.crash", store_path(e->st));
+  /* beside the database; for a URL, in the data directory (engine_data_dir) */
+  char dir[PATH_MAX];
+  char *note = !store_pg_is_url(store_path(e->st)) ? util_fmt("%s.crash", store_path(e->st))
+               : engine_data_dir(store_path(e->st), dir) == 0 ? util_fmt("%s/engine.crash", dir)
+                                                             : util_strdup("engine.crash");
   recover_crashed(e, note);
   fatal_arm(note, e->owner);
   free(note);

@@ -153,6 +153,16 @@ int engine_maintenance(store *st, const char *name, const char *args_json, char 
  * database file (a symlink, "x/../engine.db") shares it. */
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen);
 void engine_unlock(int fd);
+/* 0 when the database at db may exist (a file that exists, or a PostgreSQL
+ * URL: only connecting tells), -1 when there is no such file. */
+int engine_db_missing(const char *db);
+/* db as messages show it: a URL without its password (buf, n bytes), a path as it is. */
+const char *engine_db_shown(const char *db, char *buf, size_t n);
+/* The directory of the engine's files that live beside the database (limits.lua,
+ * workspaces, the crash note): the database file's directory, resolved; for a
+ * PostgreSQL URL $ENGINE_DATA_DIR, else ./engine-data, created if missing.
+ * out has PATH_MAX bytes; returns 0, or -1 with out empty. */
+int engine_data_dir(const char *db, char *out);
 
 /* ---- watching a database for commits by other processes ---- */
 typedef struct dbwatch dbwatch;

@@ -87,9 +87,7 @@ static char *live_payload(store *st) {
 static void tell_worker(actvm *act, store *st) {
   char id[64], dir[PATH_MAX];
   if (store_instance_id(st, id, sizeof id) != 0) *id = 0;
-  char *tmp = util_strdup(store_path(st));
-  if (!realpath(dirname(tmp), dir)) *dir = 0;
-  free(tmp);
+  engine_data_dir(store_path(st), dir);
   actvm_set_worker(act, *id ? id : NULL, *dir ? dir : NULL);
 }
 

@@ -7,10 +7,12 @@
 #include "store_backend.h"
 
 int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
+  if (store_pg_is_url(path)) return store_pg_open(path, must_exist, out, err, errlen);
   return store_sqlite_open(path, must_exist, out, err, errlen);
 }
 
 int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen) {
+  if (store_pg_is_url(path)) return store_pg_open_readonly(path, busy_ms, out, err, errlen);
   return store_sqlite_open_readonly(path, busy_ms, out, err, errlen);
 }
 

@@ -88,4 +88,9 @@ extern const store_ops store_sqlite_ops;
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
 int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
 
+/* PostgreSQL (store_pg.c): a database URL, postgres:// or postgresql://. */
+extern const store_ops store_pg_ops;
+int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
+int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
+
 #endif

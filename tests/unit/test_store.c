@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,20 +26,60 @@
 
 typedef struct fixture {
   char *dir;
-  char *db; /* dir/engine.db (not created) */
+  char *db; /* dir/engine.db (not created), or the URL of a fresh PostgreSQL database */
+  char *pgdb; /* that database's name */
 } fixture;
+
+/* ENGINE_TEST_PG_URL (a PostgreSQL database URL, unit_store_pg): every case
+ * runs on a fresh database of that server instead of a SQLite file; the
+ * cases about SQLite files themselves are skipped (SQLITE_ONLY). */
+static const char *pg_url(void) {
+  const char *u = getenv("ENGINE_TEST_PG_URL");
+  return u && *u ? u : NULL;
+}
+
+#define SQLITE_ONLY() \
+  do {                \
+    if (pg_url()) skip(); \
+  } while (0)
+
+/* Runs sql on the server's maintenance connection (the URL as given). */
+static void pg_admin(const char *sql) {
+  PGconn *c = PQconnectdb(pg_url());
+  if (PQstatus(c) != CONNECTION_OK) fail_msg("cannot connect to %s: %s", pg_url(), PQerrorMessage(c));
+  PGresult *r = PQexec(c, sql);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) fail_msg("%s: %s", sql, PQerrorMessage(c));
+  PQclear(r);
+  PQfinish(c);
+}
 
 static int setup(void **state) {
   fixture *f = calloc(1, sizeof *f);
   f->dir = tu_mkdtemp();
   if (!f->dir) return -1;
-  f->db = tu_path(f->dir, "engine.db");
+  if (pg_url()) {
+    static int n;
+    f->pgdb = util_fmt("engine_unit_%d_%d", (int)getpid(), ++n);
+    char *sql = util_fmt("CREATE DATABASE %s", f->pgdb);
+    pg_admin(sql);
+    free(sql);
+    const char *slash = strrchr(pg_url(), '/');
+    f->db = util_fmt("%.*s/%s", (int)(slash - pg_url()), pg_url(), f->pgdb);
+  } else {
+    f->db = tu_path(f->dir, "engine.db");
+  }
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
   fixture *f = *state;
+  if (f->pgdb) {
+    char *sql = util_fmt("DROP DATABASE %s WITH (FORCE)", f->pgdb);
+    pg_admin(sql);
+    free(sql);
+    free(f->pgdb);
+  }
   free(f->db);
   tu_rmtree(f->dir);
   free(f);
@@ -62,6 +103,15 @@ static char *read_bytes(const char *path, size_t *len) {
 
 /* Runs one SQL statement on a separate raw sqlite3 connection. */
 static void raw_exec(const char *path, const char *sql) {
+  if (store_pg_is_url(path)) {
+    PGconn *c = PQconnectdb(path);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+      fail_msg("raw sql failed: %s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    return;
+  }
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
   char *msg = NULL;
@@ -71,6 +121,15 @@ static void raw_exec(const char *path, const char *sql) {
 
 /* Returns the first column of the first row of sql as a malloc'd string. */
 static char *raw_query(const char *path, const char *sql) {
+  if (store_pg_is_url(path)) {
+    PGconn *c = PQconnectdb(path);
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("raw query failed: %s: %s", sql, PQerrorMessage(c));
+    char *out = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? util_strdup(PQgetvalue(r, 0, 0)) : NULL;
+    PQclear(r);
+    PQfinish(c);
+    return out;
+  }
   sqlite3 *db = NULL;
   assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
   sqlite3_stmt *st = NULL;
@@ -115,9 +174,9 @@ static wf_row sample_wf(const char *id) {
 
 static void test_open_creates_schema(void **state) {
   fixture *f = *state;
-  assert_false(tu_exists(f->db));
+  if (!pg_url()) assert_false(tu_exists(f->db));
   store *s = open_ok(f->db);
-  assert_true(tu_exists(f->db));
+  if (!pg_url()) assert_true(tu_exists(f->db));
   assert_string_equal(store_path(s), f->db);
   assert_false(store_in_txn(s));
   store_close(s);
@@ -126,7 +185,10 @@ static void test_open_creates_schema(void **state) {
                           "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
-    snprintf(sql, sizeof sql, "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'", tables[i]);
+    snprintf(sql, sizeof sql,
+             pg_url() ? "SELECT tablename FROM pg_tables WHERE schemaname=current_schema() AND tablename='%s'"
+                      : "SELECT name FROM sqlite_master WHERE type='table' AND name='%s'",
+             tables[i]);
     char *got = raw_query(f->db, sql);
     if (!got) fail_msg("table %s missing", tables[i]);
     free(got);
@@ -135,6 +197,7 @@ static void test_open_creates_schema(void **state) {
   assert_non_null(v);
   assert_string_equal(v, "3");
   free(v);
+  if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
   assert_non_null(jm);
   assert_string_equal(jm, "wal");
@@ -142,6 +205,7 @@ static void test_open_creates_schema(void **state) {
 }
 
 static void test_open_must_exist(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   store *s = (store *)1;
   char err[512] = "";
@@ -210,6 +274,7 @@ static void check_refused_unchanged(const char *path, const void *bytes, size_t 
 }
 
 static void test_open_refuses_non_sqlite(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   /* a text file larger than a page */
   size_t len = 10000;
@@ -240,6 +305,7 @@ static void foreign_db(const char *path) {
 }
 
 static void test_open_refuses_foreign_sqlite(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   foreign_db(f->db);
   size_t len = 0;
@@ -346,7 +412,7 @@ static void test_history_duplicate_seq_fails(void **state) {
   hist_event dup = {1, "WorkflowStarted", 0, NULL, NULL, "second", 2000};
   assert_int_equal(store_hist_append(s, "wf", 1, &dup), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "append history"));
-  assert_non_null(strstr(store_errmsg(s), "UNIQUE"));
+  assert_non_null(strstr(store_errmsg(s), pg_url() ? "unique constraint" : "UNIQUE"));
   store_rollback(s); /* a failed statement loses its batch (test_failed_statement_loses_batch) */
   /* the same seq in another run or workflow is fine */
   dup.payload = "run2";
@@ -400,6 +466,7 @@ static void test_failed_statement_loses_batch(void **state) {
  * running the rest of the batch in autocommit mode, piece by piece, once the
  * disk has room again. */
 static void test_sqlite_rolls_back_on_its_own(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   fflush(stdout);
   fflush(stderr);
@@ -615,6 +682,7 @@ static void test_workflow_ids_by_prefix(void **state) {
 /* The completion's connection reads, refuses to write, creates nothing and
  * leaves no -wal or -shm file behind. */
 static void test_open_readonly(void **state) {
+  SQLITE_ONLY(); /* about SQLite files */
   fixture *f = *state;
   store *s = (store *)1;
   char err[512] = "";
@@ -1226,6 +1294,7 @@ static void BUG_meta_get_checks_bind(void **state) {
  * `engine start` beside a starting `engine serve`). Fix: both in one snapshot,
  * read again inside the write transaction. */
 static void BUG_concurrent_create_is_not_foreign(void **state) {
+  SQLITE_ONLY(); /* SQLite files; test_concurrent_open_leaves_no_transaction races PostgreSQL's creation */
   fixture *f = *state;
   enum { ROUNDS = 300, PROCS = 4 };
   int bad = 0;
@@ -1268,6 +1337,113 @@ static void BUG_concurrent_create_is_not_foreign(void **state) {
   if (bad) fail_msg("a concurrent open failed: %s", first);
 }
 
+/* Processes that open a new database at once, one creating its tables while
+ * the others wait for it: none is left inside a transaction (PostgreSQL:
+ * a creator that found the tables made meanwhile kept its transaction, and
+ * with it the write lock, open). */
+static void test_concurrent_open_leaves_no_transaction(void **state) {
+  fixture *f = *state;
+  enum { ROUNDS = 8, PROCS = 4 };
+  for (int r = 0; r < ROUNDS; r++) {
+    char *db, *pgdb = NULL;
+    if (pg_url()) {
+      pgdb = util_fmt("%s_r%d", f->pgdb, r);
+      char *sql = util_fmt("CREATE DATABASE %s", pgdb);
+      pg_admin(sql);
+      free(sql);
+      const char *slash = strrchr(pg_url(), '/');
+      db = util_fmt("%.*s/%s", (int)(slash - pg_url()), pg_url(), pgdb);
+    } else {
+      char name[32];
+      snprintf(name, sizeof name, "open%d.db", r);
+      db = tu_path(f->dir, name);
+    }
+    pid_t kids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+      kids[i] = fork();
+      assert_true(kids[i] >= 0);
+      if (kids[i] == 0) {
+        store *s = NULL;
+        char err[256] = "";
+        if (store_open(db, 0, &s, err, sizeof err) != STORE_OK) _exit(1);
+        int in_txn = store_in_txn(s);
+        store_close(s);
+        _exit(in_txn ? 2 : 0);
+      }
+    }
+    for (int i = 0; i < PROCS; i++) {
+      int st = 0;
+      waitpid(kids[i], &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("round %d: a process %s", r, WEXITSTATUS(st) == 2 ? "stayed in a transaction" : "failed to open");
+    }
+    if (pgdb) {
+      char *sql = util_fmt("DROP DATABASE %s WITH (FORCE)", pgdb);
+      pg_admin(sql);
+      free(sql);
+      free(pgdb);
+    }
+    free(db);
+  }
+}
+
+/* Ends the sessions holding PostgreSQL worker locks, as a server restart
+ * does, and waits until they are gone. */
+static void drop_lock_sessions(const char *url) {
+  raw_exec(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine serve%'");
+  for (int i = 0; i < 500; i++) {
+    char *n = raw_query(url, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'engine serve%'");
+    int gone = n && strcmp(n, "0") == 0;
+    free(n);
+    if (gone) return;
+    usleep(10 * 1000);
+  }
+  fail_msg("the lock sessions did not end");
+}
+
+/* PostgreSQL's worker lock (store_pg_lock): one holder; a lock whose session
+ * the server dropped is taken again at the next batch, and when another
+ * worker has taken it meanwhile no batch of this process writes. */
+static void test_pg_worker_lock(void **state) {
+  fixture *f = *state;
+  if (!pg_url()) skip(); /* the SQLite lock is a file (engine_lock, dbfile.c) */
+  store_close(open_ok(f->db));
+  char holder[512] = "";
+  int fd = store_pg_lock(f->db, "serve", holder, sizeof holder);
+  assert_true(fd >= 0);
+  assert_int_equal(store_pg_lock(f->db, "serve", holder, sizeof holder), -1);
+  char want[64];
+  snprintf(want, sizeof want, "engine serve (pid %d)", (int)getpid());
+  assert_string_equal(holder, want); /* who holds it, as the lock file says */
+  store *s = open_ok(f->db);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  /* the server drops the lock's session: the next batch takes it again */
+  drop_lock_sessions(f->db);
+  append_ev(s, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_commit(s), STORE_OK);
+  char *n = raw_query(f->db, "SELECT count(*) FROM pg_locks WHERE locktype='advisory' AND objid=1 AND granted");
+  assert_string_equal(n, "1");
+  free(n);
+
+  /* dropped again, and another worker takes it first: this one writes nothing */
+  drop_lock_sessions(f->db);
+  int other = store_pg_lock(f->db, "start", holder, sizeof holder);
+  assert_true(other >= 0);
+  hist_event e = {3, "X", 0, NULL, NULL, NULL, 3};
+  assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
+  assert_non_null(strstr(store_errmsg(s), "another worker holds the lock now"));
+  assert_int_equal(store_commit(s), STORE_ERR);
+  assert_int_equal(hist_count(s, "wf", 1), 2);
+  store_close(s);
+  assert_int_equal(store_pg_unlock(other), 1);
+  close(other);
+  assert_int_equal(store_pg_unlock(fd), 1);
+  close(fd);
+  assert_int_equal(store_pg_unlock(fd), 0);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(int argc, char **argv) {
@@ -1299,6 +1475,8 @@ int main(int argc, char **argv) {
       T(test_data_version),
       T(test_begin_busy_when_other_writer),
       T(test_bind_failure_writes_nothing),
+      T(test_concurrent_open_leaves_no_transaction),
+      T(test_pg_worker_lock),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {

@@ -1,0 +1,1787 @@
+/* store_pg: the store on PostgreSQL (libpq), for a database URL
+ * (postgres://... or postgresql://...). The same tables as store_sqlite.c,
+ * in PostgreSQL's types, and the same semantics:
+ *
+ * - Group commit: store_begin is lazy and opens one transaction per loop
+ *   iteration. Every write transaction first takes a transaction-level
+ *   advisory lock (WRITE_LOCK_KEY), so writers are serialized exactly as
+ *   SQLite's BEGIN IMMEDIATE serializes them: read-max-then-insert sequences
+ *   (domain event seqs), slot positions and the order of the event feed's
+ *   and signals' ids are commit order, as with SQLite. The wait is bounded by
+ *   ENGINE_BUSY_TIMEOUT_MS (lock_timeout), and running out is STORE_EBUSY.
+ * - A failed statement loses the batch: PostgreSQL aborts the transaction,
+ *   and we roll it back at once (as SQLite does on I/O errors), so reads go
+ *   on in autocommit while every write fails until store_rollback, and
+ *   store_commit rolls back and fails.
+ *
+ * This first phase uses libpq synchronously: every call blocks the event
+ * loop until PostgreSQL answers (as SQLite's calls do). Nonblocking
+ * connections (PQsetnonblocking + uv_poll) and pipelining come later, with
+ * several workers per database; one worker holds a database at a time
+ * (engine_lock: a session-level advisory lock, store_pg_lock below).
+ *
+ * Text is sent as text parameters (so it must be valid in the database's
+ * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent
+ * and read in binary. Every text column sorts with COLLATE "C", bytewise as
+ * SQLite does, whatever the database's locale. */
+#include "store_backend.h"
+
+#include <fcntl.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "crash.h"
+#include "util.h"
+
+/* the version of SQLite's schema these tables match (slots, counters,
+ * tokens, the event feed), plus the commits row store_data_version reads */
+#define SCHEMA_VERSION 3
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* advisory lock keys (two int4s): "engi" and which lock */
+#define LOCK_CLASS 1701734249 /* 0x656e6769 */
+#define WORKER_LOCK_KEY 1
+#define WRITE_LOCK_KEY 2
+
+#define T "TEXT COLLATE \"C\""
+static const char *SCHEMA =
+    "CREATE TABLE IF NOT EXISTS meta(key " T " PRIMARY KEY, value " T " NOT NULL);"
+    /* store_data_version: every commit that wrote adds one (see pg_data_version) */
+    "CREATE TABLE IF NOT EXISTS commits(one INTEGER PRIMARY KEY, n BIGINT NOT NULL);"
+    "INSERT INTO commits VALUES(1, 0) ON CONFLICT DO NOTHING;"
+    "CREATE TABLE IF NOT EXISTS workflows("
+    "  id " T " PRIMARY KEY, run BIGINT NOT NULL, status " T " NOT NULL,"
+    "  script_name " T " NOT NULL, script_dir " T " NOT NULL, code_hash " T " NOT NULL,"
+    "  input " T ", result " T ", error " T ", cancel INTEGER NOT NULL DEFAULT 0,"
+    "  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
+    "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
+    "CREATE TABLE IF NOT EXISTS history("
+    "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
+    "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
+    "  PRIMARY KEY(wf_id, run, seq));"
+    "CREATE TABLE IF NOT EXISTS code(hash " T " PRIMARY KEY, name " T " NOT NULL, source BYTEA NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS run_modules(wf_id " T " NOT NULL, run BIGINT NOT NULL, module " T " NOT NULL,"
+    "  hash " T " NOT NULL, PRIMARY KEY(wf_id, run, module));"
+    /* id: SQLite's rowid (a replaced task gets a new one, as INSERT OR REPLACE gives) */
+    "CREATE TABLE IF NOT EXISTS tasks(id BIGSERIAL NOT NULL,"
+    "  wf_id " T " NOT NULL, kind " T " NOT NULL, seq BIGINT NOT NULL, run_at BIGINT NOT NULL,"
+    "  attempt INTEGER NOT NULL DEFAULT 0, first_at BIGINT NOT NULL DEFAULT 0,"
+    "  lease_owner " T ", lease_until BIGINT NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY(wf_id, kind, seq));"
+    "CREATE INDEX IF NOT EXISTS tasks_due ON tasks(run_at, id);"
+    "CREATE TABLE IF NOT EXISTS signals(id BIGSERIAL PRIMARY KEY, wf_id " T " NOT NULL, name " T " NOT NULL,"
+    "  payload " T ", time BIGINT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS signals_wf ON signals(wf_id, name, id);"
+    "CREATE TABLE IF NOT EXISTS domain_events(session_id " T " NOT NULL, seq BIGINT NOT NULL,"
+    "  type " T " NOT NULL, time BIGINT NOT NULL, payload " T ", PRIMARY KEY(session_id, seq));"
+    "CREATE TABLE IF NOT EXISTS event_feed(id BIGSERIAL PRIMARY KEY, session_id " T " NOT NULL, seq BIGINT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tokens(name " T " PRIMARY KEY, hash " T " NOT NULL UNIQUE,"
+    "  scopes BIGINT NOT NULL, created_at BIGINT NOT NULL, revoked_at BIGINT);"
+    "CREATE TABLE IF NOT EXISTS slots(id BIGSERIAL PRIMARY KEY, pool " T " NOT NULL, key " T " NOT NULL,"
+    "  wf_id " T " NOT NULL, seq BIGINT NOT NULL, lim BIGINT NOT NULL, held INTEGER NOT NULL DEFAULT 0,"
+    "  since BIGINT NOT NULL, UNIQUE(wf_id, pool, key));"
+    "CREATE INDEX IF NOT EXISTS slots_queue ON slots(pool, key, held, id);"
+    "CREATE TABLE IF NOT EXISTS counters(name " T " PRIMARY KEY, value DOUBLE PRECISION NOT NULL DEFAULT 0,"
+    "  window_start BIGINT NOT NULL DEFAULT 0, paused_until BIGINT NOT NULL DEFAULT 0,"
+    "  updated_at BIGINT NOT NULL);";
+#undef T
+
+enum {
+  Q_WF_INSERT, Q_WF_GET, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
+  Q_WF_IDS, Q_WF_IDS_FROM, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
+  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
+  Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
+  Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
+  Q_WF_PAGE, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP,
+  Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
+  Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
+  Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q__N
+};
+
+#define WF_COLS "id,run,status,script_name,script_dir,code_hash"
+static const char *SQL[Q__N] = {
+    [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
+                    "created_at,updated_at) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
+    [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows WHERE id=$1",
+    [Q_WF_STATUS] = "UPDATE workflows SET status=$1, result=$2, error=$3, updated_at=$4 WHERE id=$5",
+    [Q_WF_CANCEL] = "UPDATE workflows SET cancel=$1, updated_at=$2 WHERE id=$3",
+    [Q_WF_CODE] = "UPDATE workflows SET code_hash=$1, script_name=$2, script_dir=$3, updated_at=$4 WHERE id=$5",
+    [Q_WF_NEWRUN] = "UPDATE workflows SET run=$1, input=$2, status='running', result=NULL, error=NULL, "
+                    "updated_at=$3 WHERE id=$4",
+    [Q_WF_LIST] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at FROM workflows "
+                  "ORDER BY created_at, id",
+    [Q_WF_LIST_STATUS] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at FROM workflows "
+                         "WHERE status=$1 ORDER BY created_at, id",
+    /* a range of the primary key: $2 is the least string above every id
+     * that starts with $1 (prefix_above); $3 is ",status,...," or NULL */
+    [Q_WF_IDS] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at FROM workflows "
+                 "WHERE id>=$1 AND id<$2 AND ($3::text IS NULL OR strpos($3, ','||status||',')>0) "
+                 "ORDER BY id LIMIT $4",
+    /* "" or a prefix with no string above it: from $1 on */
+    [Q_WF_IDS_FROM] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at FROM workflows "
+                      "WHERE id>=$1 AND starts_with(id, $1) AND ($2::text IS NULL OR "
+                      "strpos($2, ','||status||',')>0) ORDER BY id LIMIT $3",
+    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) "
+                      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
+    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 ORDER BY seq",
+    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq=$3",
+    [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=$1 AND run=$2",
+    [Q_HIST_OUTCOME] = "SELECT EXISTS(SELECT 1 FROM history WHERE wf_id=$1 AND run=$2 AND seq>$3 AND ref=$4)::int",
+    [Q_CODE_PUT] = "INSERT INTO code(hash,name,source) VALUES($1,$2,$3) ON CONFLICT(hash) DO NOTHING",
+    [Q_CODE_GET] = "SELECT source FROM code WHERE hash=$1",
+    [Q_MOD_PIN] = "INSERT INTO run_modules(wf_id,run,module,hash) VALUES($1,$2,$3,$4) "
+                  "ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
+    [Q_MOD_GET] = "SELECT hash FROM run_modules WHERE wf_id=$1 AND run=$2 AND module=$3",
+    [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=$1 AND run=$2",
+    [Q_MOD_COPY] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT wf_id,$1::bigint,module,hash "
+                   "FROM run_modules WHERE wf_id=$2 AND run=$3 "
+                   "ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
+    [Q_TASK_PUT] = "INSERT INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                   "VALUES($1,$2,$3,$4,$5,$6,$7,$8) ON CONFLICT(wf_id,kind,seq) DO UPDATE SET id=excluded.id, "
+                   "run_at=excluded.run_at, attempt=excluded.attempt, first_at=excluded.first_at, "
+                   "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
+    [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
+    [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
+    [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
+    [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
+    /* run_at, then id: the order SQLite's tasks_due index (run_at, rowid) gives */
+    [Q_TASK_DUE] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE run_at<=$1 "
+                   "AND (lease_owner IS NULL OR lease_owner<>$2) ORDER BY run_at, id LIMIT $3",
+    [Q_TASK_NEXT] = "SELECT min(run_at) FROM tasks WHERE lease_owner IS NULL OR lease_owner<>$1",
+    [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=$1",
+    [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES($1,$2,$3,$4)",
+    [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=$1 AND name=$2 ORDER BY id LIMIT 1",
+    [Q_SIG_DEL] = "DELETE FROM signals WHERE id=$1",
+    [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=$1",
+    [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=$1",
+    [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=$1",
+    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES($1,$2,$3,$4,$5)",
+    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=$1 AND seq>$2 "
+                   "ORDER BY seq",
+    [Q_FEED_PUT] = "INSERT INTO event_feed(session_id,seq) VALUES($1,$2)",
+    [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
+                     "ON d.session_id=f.session_id AND d.seq=f.seq WHERE f.id>$1 ORDER BY f.id LIMIT $2",
+    [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
+    [Q_WF_PAGE] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at FROM workflows "
+                  "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
+                  "AND (created_at, id) > ($3::bigint, $4::text) ORDER BY created_at, id LIMIT $5",
+    [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
+    [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",
+    [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
+                          "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
+                          "d.type='sandbox.ready')",
+    [Q_GROUP_SLOTS] = "SELECT pool||chr(31)||(CASE WHEN held<>0 THEN 'held' ELSE 'queued' END), count(*) FROM slots "
+                      "GROUP BY pool, held",
+    [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
+    [Q_BUMP] = "UPDATE commits SET n=n+1 WHERE one=1",
+    [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
+    [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",
+    [Q_META_PUT] = "INSERT INTO meta(key,value) VALUES($1,$2) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+    [Q_META_DEL] = "DELETE FROM meta WHERE key=$1",
+    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES($1,$2,$3,$4,NULL) "
+                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
+                    "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
+    [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=$1 WHERE name=$2 AND revoked_at IS NULL",
+    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
+    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
+    [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
+    [Q_SLOT_PUT] = "INSERT INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES($1,$2,$3,$4,$5,0,$6) "
+                   "ON CONFLICT DO NOTHING",
+    [Q_SLOT_GET] = "SELECT s.pool,s.key,s.wf_id,s.seq,s.lim,s.held,s.since,CASE WHEN s.held<>0 THEN 0 ELSE "
+                   "(SELECT count(*) FROM slots q WHERE q.pool=s.pool AND q.key=s.key AND q.held=0 AND q.id<=s.id) "
+                   "END FROM slots s WHERE s.wf_id=$1 AND s.pool=$2 AND s.key=$3",
+    [Q_SLOT_COUNT] = "SELECT count(*) FROM slots WHERE pool=$1 AND key=$2 AND held=$3",
+    [Q_SLOT_HEAD] = "SELECT pool,key,wf_id,seq,lim,held,since,1 FROM slots WHERE pool=$1 AND key=$2 AND held=0 "
+                    "ORDER BY id LIMIT 1",
+    [Q_SLOT_HOLD] = "UPDATE slots SET held=1, since=$1 WHERE wf_id=$2 AND pool=$3 AND key=$4 AND held=0",
+    [Q_SLOT_DEL] = "DELETE FROM slots WHERE wf_id=$1 AND pool=$2 AND key=$3",
+    [Q_SLOT_OF_WF] = "SELECT pool,key,wf_id,seq,lim,held,since,0 FROM slots WHERE wf_id=$1 ORDER BY id",
+    [Q_SLOT_OF_KEY] = "SELECT pool,key,wf_id,seq,lim,held,since,0 FROM slots WHERE pool=$1 AND key=$2 ORDER BY id",
+    [Q_SLOT_ALL] = "SELECT pool,key,wf_id,seq,lim,held,since,0 FROM slots ORDER BY pool, key, held DESC, id",
+    [Q_CTR_GET] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name=$1",
+    [Q_CTR_PUT] = "INSERT INTO counters(name,value,window_start,paused_until,updated_at) VALUES($1,$2,$3,$4,$5) "
+                  "ON CONFLICT(name) DO UPDATE SET value=excluded.value, window_start=excluded.window_start, "
+                  "paused_until=excluded.paused_until, updated_at=excluded.updated_at",
+    [Q_CTR_LIST] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name>=$1 AND name<$2 "
+                   "ORDER BY name",
+    [Q_CTR_LIST_FROM] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name>=$1 AND "
+                        "starts_with(name, $1) ORDER BY name",
+};
+
+#define MAXP 12
+
+typedef struct pg {
+  store base; /* first: the seam (store_backend.h) */
+  PGconn *conn;
+  char prepared[Q__N];
+  int in_txn; /* a batch was begun and not yet committed or rolled back */
+  int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
+  int64_t writes, last_writes;
+  int64_t own_commits; /* commits of this connection that bumped the commits row */
+  int64_t changes;     /* rows the last write changed */
+  int64_t max_length;  /* ENGINE_STORE_MAX_LENGTH: the longest value a parameter takes (0: PostgreSQL's own) */
+  char *path;          /* the URL as given (reopening it needs any password it has) */
+  char where[256];     /* host:port/database, for messages: never a password */
+  char err[512];
+  /* parameters of the statement being built (bind_* in order) */
+  const char *pv[MAXP];
+  int plen[MAXP], pfmt[MAXP], np;
+  char pnum[MAXP][32];
+  int bind_failed;
+  char bind_err[192];
+} pg;
+
+/* ---- plumbing ---- */
+
+static void pg_rollback(store *st_);
+
+/* PostgreSQL's primary message, without "ERROR:" or a trailing newline. */
+static void pq_reason(PGconn *c, const PGresult *r, char *out, size_t n) {
+  const char *m = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+  snprintf(out, n, "%s", m ? m : c ? PQerrorMessage(c) : "out of memory");
+  size_t len = strlen(out);
+  while (len && (out[len - 1] == '\n' || out[len - 1] == ' ')) out[--len] = 0;
+  if (!*out) snprintf(out, n, "%s", "unknown error");
+}
+
+static int classify_state(const char *state) {
+  if (!state) return STORE_ERR;
+  /* lock_not_available (lock_timeout), serialization, deadlock, statement timeout */
+  if (!strcmp(state, "55P03") || !strcmp(state, "40001") || !strcmp(state, "40P01") || !strcmp(state, "57014"))
+    return STORE_EBUSY;
+  if (!strcmp(state, "XX001") || !strcmp(state, "XX002")) return STORE_ECORRUPT; /* data or index corrupted */
+  return STORE_ERR;
+}
+
+static int classify(const PGresult *r) { return r ? classify_state(PQresultErrorField(r, PG_DIAG_SQLSTATE)) : STORE_ERR; }
+
+/* Inside a batch the transaction is lost with the statement: PostgreSQL
+ * aborted it, and it is rolled back now so reads go on (as SQLite rolls back
+ * on its own), while writes fail until store_rollback. The first error is
+ * the one kept. */
+static int fail_res(pg *s, const char *what, const PGresult *r) {
+  int bind_failed = s->bind_failed;
+  s->bind_failed = 0;
+  if (s->failed) return STORE_ERR;
+  char why[384];
+  if (bind_failed)
+    snprintf(why, sizeof why, "%s", s->bind_err);
+  else
+    pq_reason(s->conn, r, why, sizeof why);
+  util_seterr(s->err, sizeof s->err, "%s: %s", what, why);
+  if (s->in_txn) {
+    s->failed = 1;
+    if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
+  }
+  return STORE_ERR;
+}
+
+static int fail(pg *s, const char *what) { return fail_res(s, what, NULL); }
+
+static const char *fault_kind(const char *what) {
+  static const char *const kinds[][2] = {
+      {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
+      {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
+      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    if (strstr(what, kinds[i][0])) return kinds[i][1];
+  return "workflow";
+}
+
+/* ENGINE_STORE_FAIL: this write fails as an I/O error does, and the whole
+ * transaction is rolled back with it. */
+static int injected(pg *s, const char *what) {
+  int hit = fault_point(fault_kind(what));
+  if (fault_point("write")) hit = 1;
+  if (!hit) return 0;
+  if (s->failed) return 1;
+  util_seterr(s->err, sizeof s->err, "%s: disk I/O error (injected by ENGINE_STORE_FAIL)", what);
+  if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
+  if (s->in_txn) s->failed = 1;
+  return 1;
+}
+
+static void params_start(pg *s) {
+  s->np = 0;
+  s->bind_failed = 0;
+}
+
+static void bind_fail(pg *s, size_t len, const char *why) {
+  if (s->bind_failed) return;
+  s->bind_failed = 1;
+  if (s->max_length)
+    snprintf(s->bind_err, sizeof s->bind_err, "cannot bind parameter %d (%zu bytes; the store takes at most %lld): %s",
+             s->np + 1, len, (long long)s->max_length, why);
+  else
+    snprintf(s->bind_err, sizeof s->bind_err, "cannot bind parameter %d (%zu bytes): %s", s->np + 1, len, why);
+}
+
+/* NULL binds SQL NULL. */
+static void bind_text(pg *s, const char *v) {
+  size_t len = v ? strlen(v) : 0;
+  if (s->max_length && (int64_t)len > s->max_length) bind_fail(s, len, "string or blob too big");
+  s->pv[s->np] = v;
+  s->plen[s->np] = 0;
+  s->pfmt[s->np] = 0;
+  s->np++;
+}
+
+static void bind_blob(pg *s, const void *v, size_t n) {
+  if ((s->max_length && (int64_t)n > s->max_length) || n > INT32_MAX) bind_fail(s, n, "string or blob too big");
+  s->pv[s->np] = v ? v : "";
+  s->plen[s->np] = (int)(n > INT32_MAX ? 0 : n);
+  s->pfmt[s->np] = 1;
+  s->np++;
+}
+
+static void bind_int(pg *s, int64_t v) {
+  snprintf(s->pnum[s->np], sizeof s->pnum[0], "%lld", (long long)v);
+  bind_text(s, s->pnum[s->np]);
+}
+
+static void bind_double(pg *s, double v) {
+  snprintf(s->pnum[s->np], sizeof s->pnum[0], "%.17g", v);
+  bind_text(s, s->pnum[s->np]);
+}
+
+/* A lost connection outside a batch is opened again (its prepared statements
+ * with it); inside a batch the batch is lost anyway. */
+static void reconnect_if_lost(pg *s) {
+  if (PQstatus(s->conn) != CONNECTION_BAD || s->in_txn) return;
+  PQreset(s->conn);
+  memset(s->prepared, 0, sizeof s->prepared);
+}
+
+/* Runs statement q with the bound parameters: the result (PGRES_COMMAND_OK
+ * or PGRES_TUPLES_OK), or NULL after fail(what). */
+static PGresult *pq_run(pg *s, int q, int binary, const char *what) {
+  if (s->bind_failed) {
+    fail(s, what);
+    return NULL;
+  }
+  reconnect_if_lost(s);
+  if (!s->prepared[q]) {
+    char name[16];
+    snprintf(name, sizeof name, "e%d", q);
+    PGresult *r = PQprepare(s->conn, name, SQL[q], 0, NULL);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+      fail_res(s, what, r);
+      PQclear(r);
+      return NULL;
+    }
+    PQclear(r);
+    s->prepared[q] = 1;
+  }
+  char name[16];
+  snprintf(name, sizeof name, "e%d", q);
+  PGresult *r = PQexecPrepared(s->conn, name, s->np, s->pv, s->plen, s->pfmt, binary);
+  ExecStatusType t = PQresultStatus(r);
+  if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
+    fail_res(s, what, r);
+    PQclear(r);
+    return NULL;
+  }
+  return r;
+}
+
+/* Runs a write statement to completion. */
+static int exec_write(pg *s, int q, const char *what) {
+  if (injected(s, what)) {
+    s->bind_failed = 0;
+    return STORE_ERR;
+  }
+  PGresult *r = pq_run(s, q, 0, what);
+  if (!r) return STORE_ERR;
+  s->changes = atoll(PQcmdTuples(r));
+  PQclear(r);
+  s->writes++;
+  return STORE_OK;
+}
+
+static const char *col_text(const PGresult *r, int row, int i) { return PQgetisnull(r, row, i) ? NULL : PQgetvalue(r, row, i); }
+
+static char *col_dup(const PGresult *r, int row, int i) {
+  const char *t = col_text(r, row, i);
+  return t ? util_strdup(t) : NULL;
+}
+
+static int64_t col_int(const PGresult *r, int row, int i) {
+  return PQgetisnull(r, row, i) ? 0 : strtoll(PQgetvalue(r, row, i), NULL, 10);
+}
+
+/* *out = the first column of the first row (dflt when NULL or no row). */
+static int query_int(pg *s, int q, int64_t dflt, int64_t *out) {
+  *out = dflt;
+  PGresult *r = pq_run(s, q, 0, "query");
+  if (!r) return STORE_ERR;
+  if (PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) *out = col_int(r, 0, 0);
+  PQclear(r);
+  return STORE_OK;
+}
+
+/* The least string above every string that starts with prefix, in bytewise
+ * (COLLATE "C") order of UTF-8: the prefix with its last character one code
+ * point up (characters at U+10FFFF dropped first). NULL when there is none
+ * ("" or only U+10FFFF), so the caller reads from the prefix on. */
+static char *prefix_above(const char *prefix) {
+  size_t n = strlen(prefix);
+  char *out = util_xmalloc(n + 5);
+  memcpy(out, prefix, n + 1);
+  while (n > 0) {
+    size_t start = n - 1;
+    while (start > 0 && ((unsigned char)out[start] & 0xC0) == 0x80) start--;
+    const unsigned char *p = (const unsigned char *)out + start;
+    size_t len = n - start;
+    uint32_t cp = len == 1   ? p[0]
+                  : len == 2 ? (uint32_t)(p[0] & 0x1F) << 6 | (p[1] & 0x3F)
+                  : len == 3 ? (uint32_t)(p[0] & 0x0F) << 12 | (uint32_t)(p[1] & 0x3F) << 6 | (p[2] & 0x3F)
+                             : (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3F) << 12 |
+                                   (uint32_t)(p[2] & 0x3F) << 6 | (p[3] & 0x3F);
+    if (cp >= 0x10FFFF) { /* nothing above it: drop it, raise the one before */
+      n = start;
+      out[n] = 0;
+      continue;
+    }
+    cp = cp + 1 == 0xD800 ? 0xE000 : cp + 1; /* surrogates are not characters */
+    char *q = out + start;
+    if (cp < 0x80) {
+      *q++ = (char)cp;
+    } else if (cp < 0x800) {
+      *q++ = (char)(0xC0 | cp >> 6);
+      *q++ = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *q++ = (char)(0xE0 | cp >> 12);
+      *q++ = (char)(0x80 | (cp >> 6 & 0x3F));
+      *q++ = (char)(0x80 | (cp & 0x3F));
+    } else {
+      *q++ = (char)(0xF0 | cp >> 18);
+      *q++ = (char)(0x80 | (cp >> 12 & 0x3F));
+      *q++ = (char)(0x80 | (cp >> 6 & 0x3F));
+      *q++ = (char)(0x80 | (cp & 0x3F));
+    }
+    *q = 0;
+    return out;
+  }
+  free(out);
+  return NULL;
+}
+
+/* ---- opening ---- */
+
+int store_pg_is_url(const char *path) {
+  return path && (strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0);
+}
+
+static void ignore_notice(void *arg, const char *message) {
+  (void)arg;
+  (void)message;
+}
+
+/* Connects to url: the connection, or NULL with err naming where and why
+ * (host, port and database as libpq parsed them; never a password). */
+static PGconn *connect_url(const char *url, const char *app, const char *timeout_s, char *where, size_t wherelen,
+                           char *err, size_t errlen) {
+  /* later keywords win: the URL's own connect_timeout or application_name
+   * replace these defaults */
+  const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
+  const char *vals[] = {timeout_s, app, url, NULL};
+  PGconn *c = PQconnectdbParams(keys, vals, 1);
+  if (!c) {
+    util_seterr(err, errlen, "cannot connect to PostgreSQL: out of memory");
+    return NULL;
+  }
+  if (PQstatus(c) != CONNECTION_OK) {
+    char why[384];
+    pq_reason(c, NULL, why, sizeof why);
+    PQconninfoOption *opts = PQconninfoParse(url, NULL);
+    const char *host = NULL, *port = NULL, *db = NULL, *user = NULL;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+      if (!strcmp(o->keyword, "host") && o->val) host = o->val;
+      if (!strcmp(o->keyword, "port") && o->val) port = o->val;
+      if (!strcmp(o->keyword, "dbname") && o->val) db = o->val;
+      if (!strcmp(o->keyword, "user") && o->val) user = o->val;
+    }
+    util_seterr(err, errlen, "cannot connect to PostgreSQL at %s:%s, database %s%s%s: %s",
+                host ? host : "localhost", port ? port : "5432", db ? db : user ? user : "(default)",
+                user ? " as " : "", user ? user : "", why);
+    PQconninfoFree(opts);
+    PQfinish(c);
+    return NULL;
+  }
+  snprintf(where, wherelen, "postgres://%s@%s:%s/%s", PQuser(c), PQhost(c), PQport(c), PQdb(c));
+  PQsetNoticeProcessor(c, ignore_notice, NULL);
+  return c;
+}
+
+/* Runs sql (no parameters) and says whether it worked; why in err. */
+static int simple(PGconn *c, const char *sql, char *why, size_t n, int *kind) {
+  PGresult *r = PQexec(c, sql);
+  ExecStatusType t = PQresultStatus(r);
+  int ok = t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK;
+  if (!ok) {
+    pq_reason(c, r, why, n);
+    if (kind) *kind = classify(r);
+  }
+  PQclear(r);
+  return ok;
+}
+
+/* The schema version (0: none, -1: the read failed) and how many tables the
+ * connection's schema holds (someone else's database when not ours). */
+static int schema_state(PGconn *c, int *other) {
+  *other = 0;
+  PGresult *r = PQexec(c, "SELECT count(*), count(*) FILTER (WHERE tablename='meta') FROM pg_tables "
+                          "WHERE schemaname=current_schema()");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    PQclear(r);
+    return -1;
+  }
+  *other = atoi(PQgetvalue(r, 0, 0));
+  int meta = atoi(PQgetvalue(r, 0, 1));
+  PQclear(r);
+  if (!meta) return 0;
+  r = PQexec(c, "SELECT value FROM meta WHERE key='schema_version'");
+  int have = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? atoi(PQgetvalue(r, 0, 0)) : 0;
+  PQclear(r);
+  return have;
+}
+
+static pg *new_pg(const char *url, PGconn *c, const char *where) {
+  pg *s = util_xcalloc(1, sizeof *s);
+  s->base.ops = &store_pg_ops;
+  s->conn = c;
+  s->path = util_strdup(url);
+  snprintf(s->where, sizeof s->where, "%s", where);
+  const char *maxlen = getenv("ENGINE_STORE_MAX_LENGTH");
+  if (maxlen && atoi(maxlen) > 0) s->max_length = atoi(maxlen);
+  return s;
+}
+
+static void set_timeouts(PGconn *c, int lock_ms, int statement_ms) {
+  char sql[160];
+  snprintf(sql, sizeof sql, "SET lock_timeout = %d; SET statement_timeout = %d", lock_ms, statement_ms);
+  simple(c, sql, (char[8]){0}, 8, NULL);
+}
+
+int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen) {
+  *out = NULL;
+  char where[256], why[384];
+  PGconn *c = connect_url(url, "engine", "10", where, sizeof where, err, errlen);
+  if (!c) return STORE_ERR;
+  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
+  set_timeouts(c, btm ? atoi(btm) : 5000, 0);
+  int other, have = schema_state(c, &other), kind = STORE_ERR;
+  if (have < 0) {
+    pq_reason(c, NULL, why, sizeof why);
+    util_seterr(err, errlen, "cannot read database %s: %s", where, why);
+    PQfinish(c);
+    return STORE_ERR;
+  }
+  if (have > SCHEMA_VERSION) goto newer;
+  if (have == 0 && other > 0) goto not_ours;
+  if (have == 0 && must_exist) {
+    util_seterr(err, errlen, "database %s holds no engine data yet (start a workflow first, or pass --db)", where);
+    PQfinish(c);
+    return STORE_ERR;
+  }
+  if (have < SCHEMA_VERSION) {
+    /* created in one transaction, one creator at a time */
+    if (!simple(c, "BEGIN", why, sizeof why, &kind) ||
+        !simple(c, "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")", why, sizeof why, &kind))
+      goto failed;
+    have = schema_state(c, &other);
+    if (have > SCHEMA_VERSION || (have == 0 && other > 0)) {
+      PQclear(PQexec(c, "ROLLBACK"));
+      if (have > SCHEMA_VERSION) goto newer;
+      goto not_ours;
+    }
+    char ins[160];
+    snprintf(ins, sizeof ins, "INSERT INTO meta VALUES('instance_id','%016llx') ON CONFLICT DO NOTHING",
+             (unsigned long long)util_random64());
+    /* another process may have created it while we waited: then only the COMMIT */
+    if ((have < SCHEMA_VERSION &&
+         (!simple(c, SCHEMA, why, sizeof why, &kind) ||
+          !simple(c, "INSERT INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "') ON CONFLICT(key) DO UPDATE "
+                     "SET value=excluded.value", why, sizeof why, &kind) ||
+          !simple(c, ins, why, sizeof why, &kind))) ||
+        !simple(c, "COMMIT", why, sizeof why, &kind)) {
+      PQclear(PQexec(c, "ROLLBACK"));
+      goto failed;
+    }
+  }
+  *out = &new_pg(url, c, where)->base;
+  return STORE_OK;
+newer:
+  util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", where, have,
+              SCHEMA_VERSION);
+  PQfinish(c);
+  return STORE_ERR;
+not_ours:
+  util_seterr(err, errlen, "%s is not an engine database (its schema holds other tables)", where);
+  PQfinish(c);
+  return STORE_ECORRUPT;
+failed:
+  if (kind == STORE_EBUSY)
+    util_seterr(err, errlen, "database %s is locked by another process (%s)", where, why);
+  else
+    util_seterr(err, errlen, "cannot create the engine's tables in %s: %s", where, why);
+  PQfinish(c);
+  return kind;
+}
+
+int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen) {
+  *out = NULL;
+  char where[256], why[384];
+  /* completion must answer at once: 2 s is the shortest wait libpq keeps */
+  PGconn *c = connect_url(url, "engine (read-only)", "2", where, sizeof where, err, errlen);
+  if (!c) return STORE_ERR;
+  set_timeouts(c, busy_ms, busy_ms);
+  simple(c, "SET default_transaction_read_only = on", why, sizeof why, NULL);
+  int other, have = schema_state(c, &other);
+  int kind = STORE_OK;
+  if (have < 0) {
+    pq_reason(c, NULL, why, sizeof why);
+    util_seterr(err, errlen, "cannot read database %s: %s", where, why);
+    kind = STORE_ERR;
+  } else if (have == 0) {
+    util_seterr(err, errlen, "%s is not an engine database", where);
+    kind = STORE_ECORRUPT;
+  } else if (have > SCHEMA_VERSION) {
+    util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", where, have,
+                SCHEMA_VERSION);
+    kind = STORE_ERR;
+  }
+  if (kind != STORE_OK) {
+    PQfinish(c);
+    return kind;
+  }
+  *out = &new_pg(url, c, where)->base;
+  return STORE_OK;
+}
+
+/* ---- the worker lock ---- */
+
+/* Connections holding the worker lock, by the descriptor engine_lock hands
+ * out (a /dev/null one, so engine_unlock's close works on it too). */
+static struct {
+  int fd;
+  PGconn *c;
+} locks[8];
+
+int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen) {
+  char where[256], app[64];
+  snprintf(app, sizeof app, "engine %s (pid %d)", mode, (int)getpid());
+  PGconn *c = connect_url(url, app, "10", where, sizeof where, holder, holderlen);
+  if (!c) return -1;
+  PGresult *r = PQexec(c, "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")");
+  int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    char why[384];
+    pq_reason(c, r, why, sizeof why);
+    util_seterr(holder, holderlen, "cannot take the worker lock of %s: %s", where, why);
+    PQclear(r);
+    PQfinish(c);
+    return -1;
+  }
+  PQclear(r);
+  if (!got) {
+    /* who holds it: that session's application_name says, as the lock file does */
+    r = PQexec(c, "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid "
+                  "WHERE l.locktype='advisory' AND l.granted AND l.classid=" STR(LOCK_CLASS) " AND l.objid="
+                  STR(WORKER_LOCK_KEY) " AND l.database=(SELECT oid FROM pg_database WHERE datname=current_database()) "
+                  "LIMIT 1");
+    const char *who = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    util_seterr(holder, holderlen, "%s", *who ? who : "another engine process");
+    PQclear(r);
+    PQfinish(c);
+    return -1;
+  }
+  for (size_t i = 0; i < sizeof locks / sizeof *locks; i++)
+    if (!locks[i].c) {
+      int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (fd < 0) break;
+      locks[i].fd = fd;
+      locks[i].c = c;
+      return fd;
+    }
+  util_seterr(holder, holderlen, "too many worker locks held");
+  PQfinish(c);
+  return -1;
+}
+
+int store_pg_unlock(int fd) {
+  for (size_t i = 0; i < sizeof locks / sizeof *locks; i++)
+    if (locks[i].c && locks[i].fd == fd) {
+      PQfinish(locks[i].c); /* the session ends, and its lock with it */
+      locks[i].c = NULL;
+      return 1;
+    }
+  return 0;
+}
+
+/* Whether this process still holds its worker locks, checked before every
+ * batch: a lock session that the server dropped (a restart, a network cut)
+ * is taken again, and when another worker took it meanwhile no batch of
+ * this process may write: 0, or -1 with why. A session with nothing to read
+ * is alive and costs no round trip. */
+static int locks_held(char *why, size_t n) {
+  for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
+    PGconn *c = locks[i].c;
+    if (!c) continue;
+    /* an idle session hears from the server only when it ends it */
+    struct pollfd in = {PQsocket(c), POLLIN, 0};
+    if (in.fd >= 0 && poll(&in, 1, 0) == 0) continue;
+    PQconsumeInput(c);
+    PGresult *alive = PQstatus(c) == CONNECTION_OK ? PQexec(c, "SELECT 1") : NULL;
+    int ok = PQresultStatus(alive) == PGRES_TUPLES_OK;
+    PQclear(alive);
+    if (ok) continue;
+    PQreset(c);
+    PGresult *r = PQstatus(c) == CONNECTION_OK
+                      ? PQexec(c, "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")")
+                      : NULL;
+    int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
+    PQclear(r);
+    if (!got) {
+      snprintf(why, n, "the worker lock's session of %s@%s:%s/%s was lost and %s", PQuser(c), PQhost(c), PQport(c),
+               PQdb(c), PQstatus(c) == CONNECTION_OK ? "another worker holds the lock now" : "cannot be opened again");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* ---- the store's own state ---- */
+
+static void pg_close(store *st_) {
+  pg *s = (pg *)st_;
+  if (!s) return;
+  pg_rollback(&s->base);
+  PQfinish(s->conn);
+  free(s->path);
+  free(s);
+}
+
+static const char *pg_errmsg(store *st_) { return ((pg *)st_)->err; }
+
+static const char *pg_path(store *st_) { return ((pg *)st_)->path; }
+
+static int pg_instance_id(store *st_, char *out, size_t n) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, "instance_id");
+  PGresult *r = pq_run(s, Q_META_GET, 0, "instance id");
+  int found = r && PQntuples(r) > 0;
+  if (found) snprintf(out, n, "%s", PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return found ? 0 : -1;
+}
+
+static int pg_batch_failed(store *st_) {
+  pg *s = (pg *)st_;
+  return s->failed || (s->in_txn && PQtransactionStatus(s->conn) != PQTRANS_INTRANS);
+}
+
+static int pg_begin(store *st_) {
+  pg *s = (pg *)st_;
+  if (pg_batch_failed(&s->base)) {
+    if (!s->failed) {
+      util_seterr(s->err, sizeof s->err, "the transaction was lost (%s)", PQerrorMessage(s->conn));
+      s->failed = 1;
+    }
+    return STORE_ERR;
+  }
+  if (s->in_txn) return STORE_OK;
+  if (injected(s, "begin")) {
+    s->failed = 1;
+    return STORE_ERR;
+  }
+  reconnect_if_lost(s);
+  char why[384];
+  int kind = STORE_ERR;
+  if (locks_held(why, sizeof why) != 0) {
+    util_seterr(s->err, sizeof s->err, "begin: %s", why);
+    s->failed = 1;
+    return STORE_ERR;
+  }
+  /* the write lock: writers one at a time, as SQLite's BEGIN IMMEDIATE */
+  if (!simple(s->conn, "BEGIN", why, sizeof why, &kind) ||
+      !simple(s->conn, "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")", why, sizeof why,
+              &kind)) {
+    if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
+    util_seterr(s->err, sizeof s->err, "begin: %s", why);
+    s->failed = 1; /* the writes that follow in this batch must not autocommit one by one */
+    return kind;
+  }
+  s->in_txn = 1;
+  return STORE_OK;
+}
+
+static int pg_commit(store *st_) {
+  pg *s = (pg *)st_;
+  if (pg_batch_failed(&s->base)) {
+    if (!s->failed) util_seterr(s->err, sizeof s->err, "commit: the transaction was lost");
+    pg_rollback(&s->base);
+    return STORE_ERR;
+  }
+  if (!s->in_txn) return STORE_OK;
+  if (injected(s, "commit")) {
+    pg_rollback(&s->base);
+    return STORE_ERR;
+  }
+  int bumped = 0;
+  if (s->writes > 0) { /* other connections see the version change (store_data_version) */
+    params_start(s);
+    PGresult *r = pq_run(s, Q_BUMP, 0, "commit");
+    if (!r) {
+      pg_rollback(&s->base);
+      return STORE_ERR;
+    }
+    PQclear(r);
+    bumped = 1;
+  }
+  PGresult *r = PQexec(s->conn, "COMMIT");
+  /* a COMMIT of an aborted transaction answers ROLLBACK: not committed */
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT");
+  if (!ok) {
+    int kind = classify(r);
+    s->in_txn = 0; /* the message is about the commit, whatever the batch was */
+    fail_res(s, "commit", r);
+    PQclear(r);
+    pg_rollback(&s->base);
+    return kind == STORE_OK ? STORE_ERR : kind;
+  }
+  PQclear(r);
+  s->own_commits += bumped;
+  s->in_txn = 0;
+  s->last_writes = s->writes;
+  s->writes = 0;
+  return STORE_OK;
+}
+
+/* Ends the batch, whatever state it is in; keeps store_errmsg. */
+static void pg_rollback(store *st_) {
+  pg *s = (pg *)st_;
+  if (PQtransactionStatus(s->conn) != PQTRANS_IDLE && PQstatus(s->conn) == CONNECTION_OK)
+    PQclear(PQexec(s->conn, "ROLLBACK"));
+  s->in_txn = 0;
+  s->failed = 0;
+  s->writes = 0;
+}
+
+static int pg_in_txn(store *st_) {
+  pg *s = (pg *)st_;
+  PGTransactionStatusType t = PQtransactionStatus(s->conn);
+  return t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
+}
+
+static int64_t pg_batch_writes(store *st_) { return ((pg *)st_)->last_writes; }
+
+/* The commits row counts every commit that wrote, by any connection; less
+ * this connection's own, it changes exactly when another one commits (what
+ * SQLite's PRAGMA data_version tells). A counter read in the same database
+ * rather than pg_stat_database's xact_commit: that one counts reads too and
+ * is reported late. */
+static int64_t pg_data_version(store *st_) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  int64_t v;
+  return query_int(s, Q_DATA_VERSION, 0, &v) == STORE_OK ? v - s->own_commits : -1;
+}
+
+#define WRITE_BEGIN(s)                                    \
+  do {                                                    \
+    if (pg_begin(&s->base) != STORE_OK) return STORE_ERR; \
+  } while (0)
+
+/* ---- workflows ---- */
+
+static int pg_wf_insert(store *st_, const wf_row *w) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, w->id);
+  bind_int(s, w->run);
+  bind_text(s, w->status);
+  bind_text(s, w->script_name);
+  bind_text(s, w->script_dir);
+  bind_text(s, w->code_hash);
+  bind_text(s, w->input);
+  bind_text(s, w->result);
+  bind_text(s, w->error);
+  bind_int(s, w->cancel);
+  bind_int(s, w->created_at);
+  bind_int(s, w->updated_at);
+  return exec_write(s, Q_WF_INSERT, "insert workflow");
+}
+
+static void read_wf(const PGresult *r, int i, wf_row *w) {
+  w->id = col_dup(r, i, 0);
+  w->run = col_int(r, i, 1);
+  w->status = col_dup(r, i, 2);
+  w->script_name = col_dup(r, i, 3);
+  w->script_dir = col_dup(r, i, 4);
+  w->code_hash = col_dup(r, i, 5);
+  w->input = col_dup(r, i, 6);
+  w->result = col_dup(r, i, 7);
+  w->error = col_dup(r, i, 8);
+  w->cancel = (int)col_int(r, i, 9);
+  w->created_at = col_int(r, i, 10);
+  w->updated_at = col_int(r, i, 11);
+}
+
+static int pg_wf_get(store *st_, const char *id, wf_row *out) {
+  pg *s = (pg *)st_;
+  memset(out, 0, sizeof *out);
+  params_start(s);
+  bind_text(s, id);
+  PGresult *r = pq_run(s, Q_WF_GET, 0, "get workflow");
+  if (!r) return STORE_ERR;
+  int found = PQntuples(r) > 0;
+  if (found) read_wf(r, 0, out);
+  PQclear(r);
+  return found;
+}
+
+static int pg_wf_set_status(store *st_, const char *id, const char *status, const char *result, const char *error) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, status);
+  bind_text(s, result);
+  bind_text(s, error);
+  bind_int(s, util_now_ms());
+  bind_text(s, id);
+  return exec_write(s, Q_WF_STATUS, "set workflow status");
+}
+
+static int pg_wf_set_cancel(store *st_, const char *id, int cancel) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_int(s, cancel);
+  bind_int(s, util_now_ms());
+  bind_text(s, id);
+  return exec_write(s, Q_WF_CANCEL, "set cancel");
+}
+
+static int pg_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
+                          const char *script_dir) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, code_hash);
+  bind_text(s, script_name);
+  bind_text(s, script_dir);
+  bind_int(s, util_now_ms());
+  bind_text(s, id);
+  return exec_write(s, Q_WF_CODE, "set code");
+}
+
+static int pg_wf_new_run(store *st_, const char *id, int64_t run, const char *input) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_int(s, run);
+  bind_text(s, input);
+  bind_int(s, util_now_ms());
+  bind_text(s, id);
+  return exec_write(s, Q_WF_NEWRUN, "new run");
+}
+
+/* Runs the bound workflow query q, each row to cb (nonzero stops). */
+static int each_wf(pg *s, int q, store_wf_cb cb, void *ud) {
+  PGresult *r = pq_run(s, q, 0, "list workflows");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    wf_row w;
+    read_wf(r, i, &w);
+    int stop = cb(ud, &w);
+    wf_row_free(&w);
+    if (stop) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int pg_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  if (status) bind_text(s, status);
+  return each_wf(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST, cb, ud);
+}
+
+static int pg_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id,
+                      int limit, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, status);
+  bind_text(s, script);
+  bind_int(s, after_created);
+  bind_text(s, after_id ? after_id : "");
+  bind_int(s, limit);
+  return each_wf(s, Q_WF_PAGE, cb, ud);
+}
+
+static int pg_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  char *above = prefix_above(prefix), *among = statuses ? util_fmt(",%s,", statuses) : NULL;
+  params_start(s);
+  bind_text(s, prefix);
+  if (above) bind_text(s, above);
+  bind_text(s, among);
+  bind_int(s, limit);
+  int rc = each_wf(s, above ? Q_WF_IDS : Q_WF_IDS_FROM, cb, ud);
+  free(above);
+  free(among);
+  return rc;
+}
+
+/* ---- history ---- */
+
+static int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  bind_int(s, e->seq);
+  bind_text(s, e->type);
+  bind_int(s, e->ref);
+  bind_text(s, e->name);
+  bind_text(s, e->hash);
+  bind_text(s, e->payload);
+  bind_int(s, e->time);
+  return exec_write(s, Q_HIST_APPEND, "append history");
+}
+
+static int read_events(pg *s, int q, hist_list *out) {
+  PGresult *r = pq_run(s, q, 0, "load history");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    if (out->n == out->cap) {
+      out->cap = out->cap ? out->cap * 2 : 16;
+      out->v = util_xrealloc(out->v, out->cap * sizeof(hist_event));
+    }
+    hist_event *e = &out->v[out->n++];
+    e->seq = col_int(r, i, 0);
+    e->type = col_dup(r, i, 1);
+    e->ref = col_int(r, i, 2);
+    e->name = col_dup(r, i, 3);
+    e->hash = col_dup(r, i, 4);
+    e->payload = col_dup(r, i, 5);
+    e->time = col_int(r, i, 6);
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  size_t from = out->n;
+  if (read_events(s, Q_HIST_LOAD, out) != STORE_OK) return STORE_ERR;
+  for (size_t i = from; i < out->n; i++)
+    if (out->v[i].seq != (int64_t)(i - from) + 1) {
+      util_seterr(s->err, sizeof s->err, "load history: event #%lld of %s is missing (the database is damaged)",
+                  (long long)(i - from) + 1, wf_id);
+      return STORE_ERR;
+    }
+  return STORE_OK;
+}
+
+static int pg_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  bind_int(s, seq);
+  size_t before = out->n;
+  if (read_events(s, Q_HIST_GET, out) != STORE_OK) return STORE_ERR;
+  return out->n > before;
+}
+
+static int64_t pg_hist_max_seq(store *st_, const char *wf_id, int64_t run) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  int64_t v;
+  return query_int(s, Q_HIST_MAX, 0, &v) == STORE_OK ? v : -1;
+}
+
+static int pg_hist_outcome(store *st_, const char *wf_id, int64_t run, int64_t seq) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  bind_int(s, seq);
+  bind_int(s, seq);
+  int64_t v;
+  if (query_int(s, Q_HIST_OUTCOME, 0, &v) != STORE_OK) return STORE_ERR;
+  return v != 0;
+}
+
+/* ---- code ---- */
+
+static int pg_code_put(store *st_, const char *hash, const char *name, const char *src, size_t len) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, hash);
+  bind_text(s, name);
+  bind_blob(s, src, len);
+  return exec_write(s, Q_CODE_PUT, "store code");
+}
+
+static char *pg_code_get(store *st_, const char *hash, size_t *len) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, hash);
+  PGresult *r = pq_run(s, Q_CODE_GET, 1, "get code"); /* binary: the source's bytes as they are */
+  if (!r) return NULL;
+  char *out = NULL;
+  if (PQntuples(r) > 0) {
+    int n = PQgetlength(r, 0, 0);
+    out = util_xmalloc((size_t)n + 1);
+    if (n > 0) memcpy(out, PQgetvalue(r, 0, 0), (size_t)n);
+    out[n] = 0;
+    if (len) *len = (size_t)n;
+  }
+  PQclear(r);
+  return out;
+}
+
+static int pg_module_pin(store *st_, const char *wf_id, int64_t run, const char *module, const char *hash) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  bind_text(s, module);
+  bind_text(s, hash);
+  return exec_write(s, Q_MOD_PIN, "pin module");
+}
+
+static char *pg_module_get(store *st_, const char *wf_id, int64_t run, const char *module) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  bind_text(s, module);
+  PGresult *r = pq_run(s, Q_MOD_GET, 0, "get module");
+  if (!r) return NULL;
+  char *out = PQntuples(r) > 0 ? col_dup(r, 0, 0) : NULL;
+  PQclear(r);
+  return out;
+}
+
+static int pg_modules_clear(store *st_, const char *wf_id, int64_t run) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  return exec_write(s, Q_MOD_CLEAR, "clear modules");
+}
+
+static int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_int(s, to_run);
+  bind_text(s, wf_id);
+  bind_int(s, from_run);
+  return exec_write(s, Q_MOD_COPY, "copy modules");
+}
+
+/* ---- tasks ---- */
+
+static int pg_task_put(store *st_, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
+                       int64_t first_at, const char *owner, int64_t lease_until) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, kind);
+  bind_int(s, seq);
+  bind_int(s, run_at);
+  bind_int(s, attempt);
+  bind_int(s, first_at);
+  bind_text(s, owner);
+  bind_int(s, lease_until);
+  return exec_write(s, Q_TASK_PUT, "put task");
+}
+
+static int pg_task_del(store *st_, const char *wf_id, const char *kind, int64_t seq) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, kind);
+  bind_int(s, seq);
+  return exec_write(s, Q_TASK_DEL, "delete task");
+}
+
+static int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t seq) {
+  pg *s = (pg *)st_;
+  if (pg_task_del(&s->base, wf_id, kind, seq) != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+static int pg_task_release(store *st_, const char *owner) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, owner);
+  return exec_write(s, Q_TASK_RELEASE, "release tasks");
+}
+
+static int pg_task_del_wf(store *st_, const char *wf_id) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  return exec_write(s, Q_TASK_DEL_WF, "delete tasks");
+}
+
+static void read_task(const PGresult *r, int i, task_row *t) {
+  t->id = col_int(r, i, 0);
+  t->wf_id = col_text(r, i, 1);
+  t->kind = col_text(r, i, 2);
+  t->seq = col_int(r, i, 3);
+  t->run_at = col_int(r, i, 4);
+  t->attempt = (int)col_int(r, i, 5);
+  t->first_at = col_int(r, i, 6);
+}
+
+static int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, kind);
+  bind_int(s, seq);
+  PGresult *r = pq_run(s, Q_TASK_GET, 0, "get task");
+  if (!r) return STORE_ERR;
+  int found = PQntuples(r) > 0;
+  if (found) {
+    read_task(r, 0, out);
+    out->wf_id = out->kind = NULL; /* the row's text goes with the result */
+  }
+  PQclear(r);
+  return found;
+}
+
+static int pg_task_due(store *st_, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_int(s, now);
+  bind_text(s, owner);
+  bind_int(s, limit);
+  /* the whole result is here before the callbacks write to the store */
+  PGresult *r = pq_run(s, Q_TASK_DUE, 0, "due tasks");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    task_row t;
+    read_task(r, i, &t);
+    if (cb(ud, &t)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int64_t pg_task_next_at(store *st_, const char *owner) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, owner);
+  int64_t v;
+  return query_int(s, Q_TASK_NEXT, -1, &v) == STORE_OK ? v : -2;
+}
+
+static int pg_task_count(store *st_, const char *wf_id) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  int64_t v;
+  return query_int(s, Q_TASK_COUNT, 0, &v) == STORE_OK ? (int)v : -1;
+}
+
+/* ---- signals ---- */
+
+static int pg_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, name);
+  bind_text(s, payload);
+  bind_int(s, time);
+  return exec_write(s, Q_SIG_PUT, "put signal");
+}
+
+static int pg_signal_take(store *st_, const char *wf_id, const char *name, char **payload) {
+  pg *s = (pg *)st_;
+  *payload = NULL;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, name);
+  PGresult *r = pq_run(s, Q_SIG_FIND, 0, "find signal");
+  if (!r) return STORE_ERR;
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    return 0;
+  }
+  int64_t id = col_int(r, 0, 0);
+  *payload = col_dup(r, 0, 1);
+  PQclear(r);
+  params_start(s);
+  bind_int(s, id);
+  if (exec_write(s, Q_SIG_DEL, "take signal") != STORE_OK) {
+    free(*payload);
+    *payload = NULL;
+    return STORE_ERR;
+  }
+  return 1;
+}
+
+static int pg_signal_has(store *st_, const char *wf_id, const char *name) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, name);
+  PGresult *r = pq_run(s, Q_SIG_FIND, 0, "find signal");
+  if (!r) return STORE_ERR;
+  int has = PQntuples(r) > 0;
+  PQclear(r);
+  return has;
+}
+
+static int pg_signal_count(store *st_, const char *wf_id) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  int64_t v;
+  return query_int(s, Q_SIG_COUNT, 0, &v) == STORE_OK ? (int)v : -1;
+}
+
+static int pg_signal_del_wf(store *st_, const char *wf_id) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  return exec_write(s, Q_SIG_DEL_WF, "delete signals");
+}
+
+/* ---- domain events ---- */
+
+static int64_t pg_domain_append(store *st_, const char *session_id, const char *type, int64_t time,
+                                const char *payload) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, session_id);
+  int64_t seq;
+  if (query_int(s, Q_DOM_MAX, 0, &seq) != STORE_OK) return STORE_ERR;
+  seq++;
+  params_start(s);
+  bind_text(s, session_id);
+  bind_int(s, seq);
+  bind_text(s, type);
+  bind_int(s, time);
+  bind_text(s, payload);
+  if (exec_write(s, Q_DOM_APPEND, "append domain event") != STORE_OK) return STORE_ERR;
+  params_start(s);
+  bind_text(s, session_id);
+  bind_int(s, seq);
+  if (exec_write(s, Q_FEED_PUT, "append domain event") != STORE_OK) return STORE_ERR;
+  return seq;
+}
+
+static int pg_domain_list(store *st_, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, session_id);
+  bind_int(s, after_seq);
+  PGresult *r = pq_run(s, Q_DOM_LIST, 0, "list domain events");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    domain_event e = {col_text(r, i, 0), col_int(r, i, 1), col_text(r, i, 2), col_int(r, i, 3), col_text(r, i, 4)};
+    if (cb(ud, &e)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int pg_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_int(s, after_id);
+  bind_int(s, limit);
+  PGresult *r = pq_run(s, Q_FEED_AFTER, 0, "read the event feed");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    domain_event e = {col_text(r, i, 1), col_int(r, i, 2), col_text(r, i, 3), col_int(r, i, 4), col_text(r, i, 5)};
+    if (cb(ud, col_int(r, i, 0), &e)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int64_t pg_feed_last(store *st_) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  int64_t v = 0;
+  return query_int(s, Q_FEED_LAST, 0, &v) == STORE_OK ? v : STORE_ERR;
+}
+
+/* ---- meta ---- */
+
+static int pg_meta_get(store *st_, const char *key, char **value) {
+  pg *s = (pg *)st_;
+  *value = NULL;
+  params_start(s);
+  bind_text(s, key);
+  PGresult *r = pq_run(s, Q_META_GET, 0, "meta");
+  if (!r) return STORE_ERR;
+  if (PQntuples(r) > 0) *value = col_dup(r, 0, 0);
+  PQclear(r);
+  return *value ? 1 : 0;
+}
+
+static int pg_meta_put(store *st_, const char *key, const char *value) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, key);
+  if (value) bind_text(s, value);
+  return exec_write(s, value ? Q_META_PUT : Q_META_DEL, "meta");
+}
+
+/* ---- API tokens ---- */
+
+static int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, name);
+  bind_text(s, hash);
+  bind_int(s, scopes);
+  bind_int(s, created_at);
+  if (exec_write(s, Q_TOKEN_PUT, "put token") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+static int pg_token_revoke(store *st_, const char *name, int64_t revoked_at) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_int(s, revoked_at);
+  bind_text(s, name);
+  if (exec_write(s, Q_TOKEN_REVOKE, "revoke token") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+static int token_scan(pg *s, int q, store_token_cb cb, void *ud, const char *what) {
+  params_start(s);
+  PGresult *r = pq_run(s, q, 0, what);
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    token_row t = {col_text(r, i, 0), col_text(r, i, 1), (unsigned)col_int(r, i, 2), col_int(r, i, 3),
+                   col_int(r, i, 4)};
+    if (cb(ud, &t)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int pg_token_list(store *st_, store_token_cb cb, void *ud) {
+  return token_scan((pg *)st_, Q_TOKEN_LIST, cb, ud, "list tokens");
+}
+
+static int pg_token_live(store *st_, store_token_cb cb, void *ud) {
+  return token_scan((pg *)st_, Q_TOKEN_LIVE, cb, ud, "read live tokens");
+}
+
+static int64_t pg_token_live_count(store *st_) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  int64_t v;
+  return query_int(s, Q_TOKEN_LIVE_COUNT, 0, &v) == STORE_OK ? v : -1;
+}
+
+/* ---- slots ---- */
+
+static void slot_from(const PGresult *r, int i, slot_row *x) {
+  x->pool = col_text(r, i, 0);
+  x->key = col_text(r, i, 1);
+  x->wf_id = col_text(r, i, 2);
+  x->seq = col_int(r, i, 3);
+  x->limit = col_int(r, i, 4);
+  x->held = (int)col_int(r, i, 5);
+  x->since = col_int(r, i, 6);
+  x->position = col_int(r, i, 7);
+}
+
+static int pg_slot_put(store *st_, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
+                       int64_t since) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, pool);
+  bind_text(s, key);
+  bind_text(s, wf_id);
+  bind_int(s, seq);
+  bind_int(s, limit);
+  bind_int(s, since);
+  return exec_write(s, Q_SLOT_PUT, "put slot");
+}
+
+static int slot_one(pg *s, int q, store_slot_cb cb, void *ud) {
+  PGresult *r = pq_run(s, q, 0, "read slot");
+  if (!r) return STORE_ERR;
+  int found = PQntuples(r) > 0;
+  if (found) {
+    slot_row x;
+    slot_from(r, 0, &x);
+    cb(ud, &x);
+  }
+  PQclear(r);
+  return found;
+}
+
+static int pg_slot_get(store *st_, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, pool);
+  bind_text(s, key);
+  return slot_one(s, Q_SLOT_GET, cb, ud);
+}
+
+static int pg_slot_head(store *st_, const char *pool, const char *key, store_slot_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, pool);
+  bind_text(s, key);
+  return slot_one(s, Q_SLOT_HEAD, cb, ud);
+}
+
+static int64_t pg_slot_count(store *st_, const char *pool, const char *key, int held) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, pool);
+  bind_text(s, key);
+  bind_int(s, held ? 1 : 0);
+  int64_t v;
+  return query_int(s, Q_SLOT_COUNT, 0, &v) == STORE_OK ? v : -1;
+}
+
+static int pg_slot_hold(store *st_, const char *wf_id, const char *pool, const char *key, int64_t since) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_int(s, since);
+  bind_text(s, wf_id);
+  bind_text(s, pool);
+  bind_text(s, key);
+  return exec_write(s, Q_SLOT_HOLD, "hold slot");
+}
+
+static int pg_slot_del(store *st_, const char *wf_id, const char *pool, const char *key) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, pool);
+  bind_text(s, key);
+  if (exec_write(s, Q_SLOT_DEL, "delete slot") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+static int pg_slot_list(store *st_, const char *wf_id, const char *pool, const char *key, store_slot_cb cb,
+                        void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  if (wf_id) {
+    bind_text(s, wf_id);
+  } else if (pool) {
+    bind_text(s, pool);
+    bind_text(s, key);
+  }
+  PGresult *r = pq_run(s, wf_id ? Q_SLOT_OF_WF : pool ? Q_SLOT_OF_KEY : Q_SLOT_ALL, 0, "list slots");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    slot_row x;
+    slot_from(r, i, &x);
+    if (cb(ud, &x)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+/* ---- counters ---- */
+
+static void counter_from(const PGresult *r, int i, counter_row *c) {
+  c->name = col_text(r, i, 0);
+  c->value = PQgetisnull(r, i, 1) ? 0 : strtod(PQgetvalue(r, i, 1), NULL);
+  c->window_start = col_int(r, i, 2);
+  c->paused_until = col_int(r, i, 3);
+  c->updated_at = col_int(r, i, 4);
+}
+
+static int pg_counter_get(store *st_, const char *name, counter_row *out) {
+  pg *s = (pg *)st_;
+  memset(out, 0, sizeof *out);
+  params_start(s);
+  bind_text(s, name);
+  PGresult *r = pq_run(s, Q_CTR_GET, 0, "read counter");
+  if (!r) return STORE_ERR;
+  int found = PQntuples(r) > 0;
+  if (found) {
+    counter_from(r, 0, out);
+    out->name = NULL; /* the result's text goes with it */
+  }
+  PQclear(r);
+  return found;
+}
+
+static int pg_counter_put(store *st_, const char *name, const counter_row *c) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, name);
+  bind_double(s, c->value);
+  bind_int(s, c->window_start);
+  bind_int(s, c->paused_until);
+  bind_int(s, c->updated_at);
+  return exec_write(s, Q_CTR_PUT, "write counter");
+}
+
+static int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  char *above = prefix_above(prefix);
+  params_start(s);
+  bind_text(s, prefix);
+  if (above) bind_text(s, above);
+  PGresult *r = pq_run(s, above ? Q_CTR_LIST : Q_CTR_LIST_FROM, 0, "list counters");
+  free(above);
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    counter_row c;
+    counter_from(r, i, &c);
+    if (cb(ud, &c)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+/* ---- counts ---- */
+
+static int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
+  pg *s = (pg *)st_;
+  int q = what == STORE_GROUP_STATUS  ? Q_GROUP_STATUS
+          : what == STORE_GROUP_TASKS ? Q_GROUP_TASKS
+          : what == STORE_GROUP_SLOTS ? Q_GROUP_SLOTS
+                                      : Q_GROUP_SANDBOXES;
+  params_start(s);
+  PGresult *r = pq_run(s, q, 0, "count");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++)
+    if (cb(ud, col_text(r, i, 0), col_int(r, i, 1))) break;
+  PQclear(r);
+  return STORE_OK;
+}
+
+static int64_t pg_count(store *st_, const char *what, const char *wf_id) {
+  pg *s = (pg *)st_;
+  if (strcmp(what, "history") == 0) {
+    params_start(s);
+    bind_text(s, wf_id);
+    int64_t v;
+    return query_int(s, Q_COUNT_HIST, 0, &v) == STORE_OK ? v : -1;
+  }
+  if (strcmp(what, "signals") == 0) return pg_signal_count(&s->base, wf_id);
+  if (strcmp(what, "tasks") == 0) return pg_task_count(&s->base, wf_id);
+  return -1;
+}
+
+const store_ops store_pg_ops = {
+    .close = pg_close,
+    .errmsg = pg_errmsg,
+    .path = pg_path,
+    .instance_id = pg_instance_id,
+    .begin = pg_begin,
+    .commit = pg_commit,
+    .rollback = pg_rollback,
+    .in_txn = pg_in_txn,
+    .batch_failed = pg_batch_failed,
+    .batch_writes = pg_batch_writes,
+    .data_version = pg_data_version,
+    .wf_insert = pg_wf_insert,
+    .wf_get = pg_wf_get,
+    .wf_set_status = pg_wf_set_status,
+    .wf_set_cancel = pg_wf_set_cancel,
+    .wf_set_code = pg_wf_set_code,
+    .wf_new_run = pg_wf_new_run,
+    .wf_list = pg_wf_list,
+    .wf_page = pg_wf_page,
+    .wf_ids = pg_wf_ids,
+    .hist_append = pg_hist_append,
+    .hist_load = pg_hist_load,
+    .hist_max_seq = pg_hist_max_seq,
+    .hist_outcome = pg_hist_outcome,
+    .hist_get = pg_hist_get,
+    .code_put = pg_code_put,
+    .code_get = pg_code_get,
+    .module_pin = pg_module_pin,
+    .module_get = pg_module_get,
+    .modules_clear = pg_modules_clear,
+    .modules_copy = pg_modules_copy,
+    .task_put = pg_task_put,
+    .task_del = pg_task_del,
+    .task_take = pg_task_take,
+    .task_release = pg_task_release,
+    .task_del_wf = pg_task_del_wf,
+    .task_get = pg_task_get,
+    .task_due = pg_task_due,
+    .task_next_at = pg_task_next_at,
+    .task_count = pg_task_count,
+    .signal_put = pg_signal_put,
+    .signal_take = pg_signal_take,
+    .signal_count = pg_signal_count,
+    .signal_has = pg_signal_has,
+    .signal_del_wf = pg_signal_del_wf,
+    .domain_append = pg_domain_append,
+    .domain_list = pg_domain_list,
+    .feed_after = pg_feed_after,
+    .feed_last = pg_feed_last,
+    .meta_get = pg_meta_get,
+    .meta_put = pg_meta_put,
+    .token_put = pg_token_put,
+    .token_revoke = pg_token_revoke,
+    .token_list = pg_token_list,
+    .token_live = pg_token_live,
+    .token_live_count = pg_token_live_count,
+    .slot_put = pg_slot_put,
+    .slot_get = pg_slot_get,
+    .slot_head = pg_slot_head,
+    .slot_count = pg_slot_count,
+    .slot_hold = pg_slot_hold,
+    .slot_del = pg_slot_del,
+    .slot_list = pg_slot_list,
+    .counter_get = pg_counter_get,
+    .counter_put = pg_counter_put,
+    .counter_list = pg_counter_list,
+    .group_count = pg_group_count,
+    .count = pg_count,
+};

@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# The engine on PostgreSQL (engine/store_pg.c): a private cluster
+# (scripts/start-postgres) in the test's directory, a fresh database per case,
+# real workflows through `engine start` and `engine serve`: activities,
+# signals, timers, cancel, continue-as-new, futures (fanout, spawn), a kill -9
+# of serve mid-run and the resume, each compared with the same workflow on a
+# SQLite file (results and verify_history identical, list/show/history/events
+# --json of the same shape); the worker lock; bad URLs; a newer schema.
+source "$(dirname "$0")/lib.sh"
+SQLITE_DB="$ENGINE_DB"
+export TEST_SIDE_EFFECTS="$T/effects" HELLO_SIDE_EFFECTS="$T/hello_effects"
+export ENGINE_DATA_DIR="$T/data" # files beside a URL's database (limits.lua, workspaces)
+HELLO="$SRC/workflows/hello.lua"
+WF="$SRC/tests/integration/wf"
+
+chmod 711 "$T" # the server may run as nobody (scripts/start-postgres)
+if ! URL="$("$SRC/scripts/start-postgres" "$T/pg" 2>"$T/pg.err")"; then
+  fail "no PostgreSQL cluster: $(cat "$T/pg.err") (is postgresql-15 installed? scripts/install-deps)"
+  finish
+fi
+stop_pg() { "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; }
+trap 'stop_pg; cleanup' EXIT
+PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+psql_on() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d "$1" -Atqc "$2"; }
+# fresh NAME: a new database NAME; ENGINE_DB points at it
+fresh() {
+  "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine "$1"
+  export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/$1"
+}
+on_sqlite() { export ENGINE_DB="$SQLITE_DB"; }
+result() { engine show "$1" --json | jget "result${2:+.$2}"; }
+serve() { "$ENGINE" serve 2>>"$T/serve.err" & S=$!; PIDS+=("$S"); }
+stop_serve() { kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true; }
+start() { "$ENGINE" start "$1" --id "$2" --detach --input "$3" >/dev/null 2>&1 || true; }
+# the shape of a JSON document: every key path, sorted (values left out)
+shape() {
+  lua5.4 -e '
+    local cjson = require "cjson"
+    local seen = {}
+    local function walk(v, path)
+      if type(v) ~= "table" then seen[path] = true return end
+      if #v > 0 or next(v) == nil then
+        seen[path .. "[]"] = true
+        if v[1] ~= nil then walk(v[1], path .. "[]") end
+      else
+        for k, x in pairs(v) do walk(x, path .. "." .. k) end
+      end
+    end
+    for line in io.read("a"):gmatch("[^\n]+") do walk(cjson.decode(line), "") end
+    local out = {}
+    for k in pairs(seen) do out[#out + 1] = k end
+    table.sort(out)
+    print(table.concat(out, " "))'
+}
+
+# --- activities, a timer, a signal: a foreground start woken by `engine signal`
+run_hello() {
+  bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":2}' >"$T/h1.out" 2>"$T/h1.err"
+  wait_status h1 waiting || fail "h1 never waited ($ENGINE_DB): $(cat "$T/h1.err")"
+  sleep 0.3
+  engine signal h1 approval '{"approved":true}' >/dev/null
+  set +e; wait "$P"; rc=$?; set -e
+  echo "rc=$rc $(cat "$T/h1.out") $(verify_history h1) $(verify_events h1)"
+}
+on_sqlite
+want="$(run_hello)"
+fresh hello
+got="$(run_hello)"
+assert_contains "hello on SQLite completes" "rc=0" "$want"
+assert_eq "hello on PostgreSQL: same exit, result, history and events as on SQLite" "$want" "$got"
+assert_contains "the database is the URL's" "$PGPORT/hello" "$ENGINE_DB"
+assert_eq "the rows are in PostgreSQL" "1" "$(psql_on hello "SELECT count(*) FROM workflows WHERE id='h1'")"
+assert_eq "history rows in PostgreSQL" "$(engine history h1 --json | wc -l)" \
+  "$(psql_on hello "SELECT count(*) FROM history WHERE wf_id='h1'")"
+
+# --- list/show/history/events --json: the same shape as SQLite's
+for cmd in "list" "show h1" "history h1" "events h1"; do
+  on_sqlite; a="$(engine $cmd --json | shape)"
+  export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/hello"; b="$(engine $cmd --json | shape)"
+  assert_eq "engine $cmd --json: the same shape on both stores" "$a" "$b"
+done
+assert_exit "completion reads the URL read-only" 0 engine __complete ids h
+assert_contains "completion lists the workflow" "h1" "$OUT"
+
+# --- continue-as-new
+fresh can
+out="$("$ENGINE" start "$WF/counter.lua" --id cnt --quiet --input '{"n":0,"to":3}')"
+assert_eq "continue_as_new: the last run returns" '{"done":3,"run":4}' "$out"
+assert_eq "continue_as_new: the last run's history" "events=4 activities_completed=1 open_commands=0 last=WorkflowCompleted" \
+  "$(verify_history cnt)"
+assert_contains "an earlier run ended with ContinuedAsNew" "ContinuedAsNew" "$(engine history cnt --run 2)"
+assert_exit "replay of the current run" 0 engine replay cnt
+
+# --- cancel while an activity runs, and while a timer waits
+fresh cancel
+serve
+start "$WF/cancel_activity.lua" c2 '{}'
+for _ in $(seq 250); do grep -Eq "^c2/([0-9]+/)?2 slow" "$T/effects" 2>/dev/null && break; sleep 0.02; done
+engine cancel c2 >/dev/null
+wait_status c2 cancelled 10 || fail "c2: $(status c2)"
+assert_contains "cleanup saw the Cancelled error" '"cleanup":"Cancelled"' "$(engine history c2 --json)"
+start "$HELLO" c3 '{"n":1,"sleep":3600}'
+for _ in $(seq 250); do engine history c3 | tail -1 | grep -q TimerStarted && break; sleep 0.02; done
+engine cancel c3 >/dev/null
+wait_status c3 cancelled 10 || fail "c3: $(status c3)"
+assert_contains "a cancelled timer ends the run cancelled" "last=WorkflowCancelled" "$(verify_history c3)"
+
+# --- the worker lock: a second serve on the same database is refused
+assert_exit "a second serve is refused" 2 env ENGINE_DB="${ENGINE_DB/engine@/engine:s3cret@}" timeout 10 "$ENGINE" serve
+assert_contains "it names the holder" "already served by engine serve (pid $S)" "$ERR"
+assert_eq "the URL's password is not shown" "" "$(echo "$ERR" | grep -o s3cret || true)"
+stop_serve
+# the lock went with the first serve's session
+serve
+sleep 0.5
+assert_eq "serve runs again once the first one is gone" "" "$(kill -0 "$S" 2>&1)"
+stop_serve
+
+# --- futures: fanout and spawn, compared with SQLite
+run_futures() {
+  serve
+  start "$WF/futures.lua" fan '{"mode":"fanout","n":3,"seconds":0.3}'
+  start "$WF/futures.lua" sp '{"mode":"spawn"}'
+  wait_status fan completed 30 || echo "fan: $(status fan)"
+  wait_status sp completed 30 || echo "sp: $(status sp)"
+  stop_serve
+  echo "$(result fan results) $(verify_history fan) $(result sp | cut -c1-17) $(verify_history sp)"
+}
+on_sqlite; want="$(run_futures)"
+fresh futures; got="$(run_futures)"
+assert_contains "futures on SQLite" '[1,2,3] events=' "$want"
+assert_eq "futures on PostgreSQL: results and histories as on SQLite" "$want" "$got"
+
+# --- kill -9 of serve while two of three activities run, then resume
+run_killed() {
+  : >"$T/effects"
+  serve
+  start "$WF/futures.lua" mix '{"mode":"mixed","seconds":1.5}'
+  for _ in $(seq 300); do [ "$(grep -c ' window-start' "$T/effects")" -ge 2 ] && grep -q ' echo ' "$T/effects" && break; sleep 0.02; done
+  for _ in $(seq 300); do engine history mix | grep -q ActivityCompleted && break; sleep 0.02; done
+  kill -9 "$S"; wait "$S" 2>/dev/null || true
+  local ended; ended="$(grep -c ' window-end' "$T/effects" || true)"
+  serve
+  wait_status mix completed 30 || echo "mix: $(status mix)"
+  stop_serve
+  echo "ended_before_kill=$ended $(result mix quick) $(result mix slow) echo_runs=$(grep -c ' echo ' "$T/effects")" \
+    "$(verify_history mix)"
+  engine replay mix >/dev/null 2>&1 && echo "replay ok"
+}
+on_sqlite; want="$(run_killed)"
+fresh killed; got="$(run_killed)"
+assert_contains "kill -9 on SQLite: resumed" "ended_before_kill=0 true [1,2] echo_runs=1" "$want"
+assert_eq "kill -9 on PostgreSQL: resumed the same way as on SQLite" "$want" "$got"
+[ -d "$T/data" ] && pass "ENGINE_DATA_DIR holds the files beside a URL's database" || fail "no $T/data"
+
+# --- store faults: a write lock held longer than the busy timeout, and
+# injected write failures (BEGIN and COMMIT among them): the batch is rolled
+# back, the engine retries, each run completes once with dense streams
+FWF="$WF/store_faults.lua"
+F_HISTORY="events=13 activities_completed=3 open_commands=0 last=WorkflowCompleted"
+F_RESULT='"result":{"c":7,"echo":1,"flaky":"ok after 2","slow":"slept"}'
+check_faulted() {
+  [ "$(status "$1")" == completed ] || { fail "$1 ($2) is $(status "$1")"; return; }
+  [ "$(verify_history "$1")" == "$F_HISTORY" ] || fail "$1 ($2) history: $(verify_history "$1")"
+  [ "$(verify_events "$1")" == "agent.message,agent.message" ] || fail "$1 ($2) events: $(verify_events "$1")"
+  [[ "$(engine show "$1" --json)" == *"$F_RESULT"* ]] || fail "$1 ($2) result"
+}
+fresh faults
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
+start "$FWF" lk '{"retry":0.3,"sleep":0.5,"slow":0.5}'
+"$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
+for _ in $(seq 250); do [ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+# another session holds the write lock for 3 s (the busy timeout is 2 s)
+psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep(3); COMMIT;" >/dev/null
+wait_status lk completed 30 || true
+stop_serve
+assert_contains "the held lock is reported" "cannot write to the store" "$(cat "$T/lock.err")"
+assert_contains "and the recovery" "the store is writable again" "$(cat "$T/lock.err")"
+check_faulted lk "lock held"
+cases=0
+for n in 1 2 3 4 6 9 13 17; do
+  id="inj$n"
+  start "$FWF" "$id" '{}'
+  ENGINE_STORE_FAIL="write:$n" "$ENGINE" serve 2>"$T/inject.err" & S=$!; PIDS+=("$S")
+  wait_status "$id" completed 30 || true
+  stop_serve
+  grep -q "cannot write to the store" "$T/inject.err" || { fail "write:$n: no incident reported"; continue; }
+  check_faulted "$id" "write:$n"
+  cases=$((cases + 1))
+done
+assert_eq "every injected write failure recovered" 8 "$cases"
+unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
+
+# --- the server restarts under a running serve: it reconnects and finishes
+# the run; a second serve started right after the restart either is refused
+# or takes the lock, and then the first one stops writing (never two workers:
+# rs_after runs once, with a dense history)
+fresh restart
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
+start "$FWF" rs '{"retry":0.3,"sleep":1.5,"slow":0.5}'
+"$ENGINE" serve 2>"$T/rs1.err" & S1=$!; PIDS+=("$S1")
+for _ in $(seq 250); do [ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+"$SRC/scripts/start-postgres" --stop "$T/pg"
+sleep 1
+[ "$("$SRC/scripts/start-postgres" "$T/pg")" == "$URL" ] && pass "the cluster restarts on its URL" || fail "restart: another URL"
+"$ENGINE" serve 2>"$T/rs2.err" & S2=$!; PIDS+=("$S2")
+wait_status rs completed 30 || fail "rs after the restart: $(status rs)"
+# a new run: both serves see it, only the one holding the lock may write
+start "$FWF" rs_after '{"retry":0.3,"sleep":0.2,"slow":0.2}'
+wait_status rs_after completed 30 || fail "rs_after: $(status rs_after)"
+sleep 0.5
+holder="$(psql_on restart "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid
+  WHERE l.locktype='advisory' AND l.granted AND l.objid=1 AND a.datname='restart'")"
+if grep -q "already served by" "$T/rs2.err"; then
+  assert_eq "the second serve was refused: the first took its lock again" "engine serve (pid $S1)" "$holder"
+else
+  # the first one's lock session went with the restart: the second serve has
+  # the lock, and the first one's batches fail (its next begin finds it lost)
+  assert_eq "the second serve took the lock the restart freed" "engine serve (pid $S2)" "$holder"
+fi
+assert_contains "the first serve saw the server go" "cannot write to the store" "$(cat "$T/rs1.err")"
+check_faulted rs "server restart"
+check_faulted rs_after "after the restart"
+kill "$S1" "$S2" 2>/dev/null || true; wait "$S1" "$S2" 2>/dev/null || true
+unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
+
+# --- the limits file of a URL's database is $ENGINE_DATA_DIR/limits.lua
+export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/hello"
+mkdir -p "$ENGINE_DATA_DIR"
+echo "quotas = { ['local:qa'] = { tokens_per_day = 150 } }" >"$ENGINE_DATA_DIR/limits.lua"
+assert_exit "quota list on a URL" 0 engine quota list --json
+assert_contains "reads the limits file in ENGINE_DATA_DIR" '"identity":"local:qa","limit":150' "$OUT"
+rm "$ENGINE_DATA_DIR/limits.lua"
+
+# --- bad URLs name the problem, never a password
+export ENGINE_DB="postgres://engine:s3cret@127.0.0.1:1/engine"
+assert_exit "a closed port" 2 engine list
+assert_contains "names where it tried" "127.0.0.1:1" "$ERR"
+assert_contains "and libpq's reason" "refused" "$ERR"
+assert_eq "no password printed" "" "$(echo "$ERR" | grep -o s3cret || true)"
+export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/nosuchdb"
+assert_exit "an unknown database" 2 engine list
+assert_contains "names the database" 'database "nosuchdb" does not exist' "$ERR"
+assert_exit "start on an unknown database" 2 engine start "$HELLO" --id x --detach
+assert_contains "start names it too" "nosuchdb" "$ERR"
+
+# --- a newer schema version is refused, nothing changed
+fresh newer
+assert_exit "create the schema" 3 engine start "$HELLO" --id n1 --detach --input '{"n":1,"sleep":3600}'
+psql_on newer "UPDATE meta SET value='4' WHERE key='schema_version'"
+assert_exit "a newer schema is refused" 2 engine list
+assert_contains "with the version message" "has schema version 4; this engine knows up to 3" "$ERR"
+assert_exit "serve refuses it too" 2 timeout 10 "$ENGINE" serve
+assert_contains "serve says why" "schema version 4" "$ERR"
+assert_eq "left as it was" "4" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
+
+# --- a database with someone else's tables is not ours
+fresh foreign
+psql_on foreign "CREATE TABLE users(name TEXT)"
+assert_exit "a foreign database is refused" 2 engine start "$HELLO" --id f1 --detach
+assert_contains "as not an engine database" "not an engine database" "$ERR"
+assert_eq "none of our tables added" "0" "$(psql_on foreign "SELECT count(*) FROM pg_tables WHERE tablename='workflows'")"
+finish
