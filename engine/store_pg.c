@@ -94,7 +94,7 @@ static const char *SCHEMA =
 
 enum {
   Q_WF_INSERT, Q_WF_GET, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
-  Q_WF_IDS, Q_WF_IDS_FROM, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
+  Q_WF_IDS, Q_WF_IDS_FROM, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
@@ -131,6 +131,8 @@ static const char *SQL[Q__N] = {
                       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq=$3",
+    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq>=$3 "
+                     "AND seq<=$4 ORDER BY seq",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=$1 AND run=$2",
     [Q_HIST_OUTCOME] = "SELECT EXISTS(SELECT 1 FROM history WHERE wf_id=$1 AND run=$2 AND seq>$3 AND ref=$4)::int",
     [Q_CODE_PUT] = "INSERT INTO code(hash,name,source) VALUES($1,$2,$3) ON CONFLICT(hash) DO NOTHING",
@@ -1099,6 +1101,16 @@ static int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *o
   return STORE_OK;
 }
 
+static int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_int(s, run);
+  bind_int(s, from_seq);
+  bind_int(s, to_seq);
+  return read_events(s, Q_HIST_RANGE, out);
+}
+
 static int pg_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
   pg *s = (pg *)st_;
   params_start(s);
@@ -1738,6 +1750,7 @@ const store_ops store_pg_ops = {
     .wf_ids = pg_wf_ids,
     .hist_append = pg_hist_append,
     .hist_load = pg_hist_load,
+    .hist_range = pg_hist_range,
     .hist_max_seq = pg_hist_max_seq,
     .hist_outcome = pg_hist_outcome,
     .hist_get = pg_hist_get,
