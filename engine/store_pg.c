@@ -28,7 +28,6 @@
 
 #include <fcntl.h>
 #include <libpq-fe.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +97,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP,
+  Q_WF_PAGE, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q__N
@@ -182,6 +181,8 @@ static const char *SQL[Q__N] = {
                       "GROUP BY pool, held",
     [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
     [Q_BUMP] = "UPDATE commits SET n=n+1 WHERE one=1",
+    [Q_TXID] = "SELECT txid_current()",
+    [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",
     [Q_META_PUT] = "INSERT INTO meta(key,value) VALUES($1,$2) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
@@ -731,18 +732,23 @@ int store_pg_unlock(int fd) {
 /* Whether this process still holds its worker locks, checked before every
  * batch: a lock session that the server dropped (a restart, a network cut)
  * is taken again, and when another worker took it meanwhile no batch of
- * this process may write: 0, or -1 with why. A session with nothing to read
- * is alive and costs no round trip. */
+ * this process may write: 0, or -1 with why. Asked of the server each time
+ * (one round trip a batch): a socket with nothing to read did not prove the
+ * session alive (a serve beside a restarted server was seen writing next to
+ * the one that had taken the lock). The window that remains, a session lost
+ * between this check and the commit, is what fencing in the next phase
+ * closes. */
 static int locks_held(char *why, size_t n) {
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
     PGconn *c = locks[i].c;
     if (!c) continue;
-    /* an idle session hears from the server only when it ends it */
-    struct pollfd in = {PQsocket(c), POLLIN, 0};
-    if (in.fd >= 0 && poll(&in, 1, 0) == 0) continue;
     PQconsumeInput(c);
-    PGresult *alive = PQstatus(c) == CONNECTION_OK ? PQexec(c, "SELECT 1") : NULL;
-    int ok = PQresultStatus(alive) == PGRES_TUPLES_OK;
+    PGresult *alive =
+        PQstatus(c) == CONNECTION_OK
+            ? PQexec(c, "SELECT count(*) FROM pg_locks WHERE locktype='advisory' AND granted AND pid=pg_backend_pid() "
+                        "AND classid=" STR(LOCK_CLASS) " AND objid=" STR(WORKER_LOCK_KEY))
+            : NULL;
+    int ok = PQresultStatus(alive) == PGRES_TUPLES_OK && PQntuples(alive) == 1 && atoi(PQgetvalue(alive, 0, 0)) == 1;
     PQclear(alive);
     if (ok) continue;
     PQreset(c);
@@ -826,6 +832,21 @@ static int pg_begin(store *st_) {
   return STORE_OK;
 }
 
+/* After the connection broke during COMMIT: connected again, whether
+ * transaction xid committed (txid_status). Unknown counts as not. */
+static int committed_anyway(pg *s, int64_t xid) {
+  s->in_txn = 0;
+  reconnect_if_lost(s);
+  if (PQstatus(s->conn) != CONNECTION_OK) return 0;
+  params_start(s);
+  bind_int(s, xid);
+  PGresult *r = pq_run(s, Q_TXID_STATUS, 0, "commit status");
+  int yes = r && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) && strcmp(PQgetvalue(r, 0, 0), "committed") == 0;
+  PQclear(r);
+  if (!yes) s->failed = 0, s->err[0] = 0;
+  return yes;
+}
+
 static int pg_commit(store *st_) {
   pg *s = (pg *)st_;
   if (pg_batch_failed(&s->base)) {
@@ -839,6 +860,7 @@ static int pg_commit(store *st_) {
     return STORE_ERR;
   }
   int bumped = 0;
+  int64_t xid = 0;
   if (s->writes > 0) { /* other connections see the version change (store_data_version) */
     params_start(s);
     PGresult *r = pq_run(s, Q_BUMP, 0, "commit");
@@ -848,10 +870,22 @@ static int pg_commit(store *st_) {
     }
     PQclear(r);
     bumped = 1;
+    /* the transaction's id: a COMMIT whose answer is lost with the connection
+     * may have committed, and the engine must not do the batch's work twice */
+    params_start(s);
+    if (query_int(s, Q_TXID, 0, &xid) != STORE_OK) {
+      pg_rollback(&s->base);
+      return STORE_ERR;
+    }
   }
   PGresult *r = PQexec(s->conn, "COMMIT");
   /* a COMMIT of an aborted transaction answers ROLLBACK: not committed */
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT");
+  if (!ok && xid && PQstatus(s->conn) == CONNECTION_BAD && committed_anyway(s, xid)) {
+    PQclear(r);
+    ok = 1;
+    r = NULL;
+  }
   if (!ok) {
     int kind = classify(r);
     s->in_txn = 0; /* the message is about the commit, whatever the batch was */
