@@ -6,6 +6,28 @@
 
 #include "store_backend.h"
 
+#include <string.h>
+
+#include "crash.h"
+
+/* The fault knob's name for a write: a kind of store_fault_hit's what. */
+static const char *fault_kind(const char *what) {
+  static const char *const kinds[][2] = {
+      {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
+      {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
+      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},
+  };
+  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+    if (strstr(what, kinds[i][0])) return kinds[i][1];
+  return "workflow";
+}
+
+int store_fault_hit(const char *what) {
+  int hit = fault_point(fault_kind(what));
+  if (fault_point("write")) hit = 1;
+  return hit;
+}
+
 int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
   if (store_pg_is_url(path)) return store_pg_open(path, must_exist, out, err, errlen);
   return store_sqlite_open(path, must_exist, out, err, errlen);

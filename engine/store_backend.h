@@ -83,6 +83,10 @@ typedef struct store_ops {
   int64_t (*count)(store *s, const char *what, const char *wf_id);
 } store_ops;
 
+/* ENGINE_STORE_FAIL (crash.h): 1 when this write (named by what, e.g.
+ * "append history") is to fail as an I/O error does, in every backend alike. */
+int store_fault_hit(const char *what);
+
 /* SQLite (store_sqlite.c): a database file. */
 extern const store_ops store_sqlite_ops;
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);

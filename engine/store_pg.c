@@ -287,23 +287,10 @@ static int fail_res(pg *s, const char *what, const PGresult *r) {
 
 static int fail(pg *s, const char *what) { return fail_res(s, what, NULL); }
 
-static const char *fault_kind(const char *what) {
-  static const char *const kinds[][2] = {
-      {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
-      {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
-      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},
-  };
-  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-    if (strstr(what, kinds[i][0])) return kinds[i][1];
-  return "workflow";
-}
-
 /* ENGINE_STORE_FAIL: this write fails as an I/O error does, and the whole
  * transaction is rolled back with it. */
 static int injected(pg *s, const char *what) {
-  int hit = fault_point(fault_kind(what));
-  if (fault_point("write")) hit = 1;
-  if (!hit) return 0;
+  if (!store_fault_hit(what)) return 0;
   if (s->failed) return 1;
   util_seterr(s->err, sizeof s->err, "%s: disk I/O error (injected by ENGINE_STORE_FAIL)", what);
   if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));

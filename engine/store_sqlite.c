@@ -340,24 +340,10 @@ static int fail(sq *s, const char *what) {
   return STORE_ERR;
 }
 
-/* The fault knob's name for a write (ENGINE_STORE_FAIL, see crash.h). */
-static const char *fault_kind(const char *what) {
-  static const char *const kinds[][2] = {
-      {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
-      {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
-      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},
-  };
-  for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
-    if (strstr(what, kinds[i][0])) return kinds[i][1];
-  return "workflow";
-}
-
 /* ENGINE_STORE_FAIL: this write fails as a disk I/O error does, and SQLite's
  * rollback of the whole transaction is what happens with it. */
 static int injected(sq *s, const char *what) {
-  int hit = fault_point(fault_kind(what));
-  if (fault_point("write")) hit = 1;
-  if (!hit) return 0;
+  if (!store_fault_hit(what)) return 0;
   if (s->failed) return 1;
   util_seterr(s->err, sizeof s->err, "%s: disk I/O error (injected by ENGINE_STORE_FAIL)", what);
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
