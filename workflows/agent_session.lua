@@ -180,6 +180,7 @@ return function(input)
       end
       local ok, turn = pcall(model_call, mopts)
       if caps.model_calls then wf.release("model-calls", { key = provider }) end
+      if ok and not turn then return nil end -- abandoned: an interrupt
       if ok then
         local u = turn.usage or {}
         last_tokens = (u.input_tokens or 0) + (u.output_tokens or 0)

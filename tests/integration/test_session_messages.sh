@@ -135,6 +135,19 @@ case "$assistant" in *"slow answer"*) fail "the abandoned answer reached the mod
 assert_eq "no agent.message for the abandoned answer" 1 "$(ev_count ab agent.message)"
 verify_history ab >/dev/null || fail "ab history"
 
+# --- the same under the engine's cap on model calls (the call holds a slot): abandoned, the slot is given back
+printf 'model_calls = { default = 2 }\n' >"$(dirname "$ENGINE_DB")/limits.lua"
+model "[{\"reply\": {\"text\": \"the slow answer\"}, \"delay\": 2}, $(text '{\"summary\": \"capped and answered\", \"result\": {}}')]"
+"$ENGINE" start "$WF" --input @"$T/input.json" --id abc --detach >/dev/null 2>&1 || true
+for _ in $(seq 300); do [ "$(nreq)" -ge 1 ] && break; sleep 0.05; done
+assert_exit "interrupt a capped model call" 0 engine interrupt abc
+wait_waiting abc
+assert_exit "a message after it" 0 engine message abc "again"
+wait_status abc completed 60 || fail "abc: $(status abc)"
+assert_eq "capped: its result is the next turn's" "capped and answered" "$(engine show abc --json | jget result.summary)"
+assert_eq "capped: no slot left held" 0 "$(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM slots")"
+rm -f "$(dirname "$ENGINE_DB")/limits.lua"
+
 # --- what is refused
 assert_exit "an empty message" 2 engine message intr ""
 assert_contains "says it is empty" "the message is empty" "$ERR"
