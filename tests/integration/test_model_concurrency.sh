@@ -11,13 +11,17 @@ PIDS+=($!)
 for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
 BASE="http://127.0.0.1:$(cat "$T/port")/v1"
 export ENGINE_MAX_CACHED_RUNS=64
+# 8 starters and a serve committing 500 runs contend for the write lock; under
+# ASan on a loaded machine a start can wait past lib.sh's 2 s and be refused
+export ENGINE_BUSY_TIMEOUT_MS=30000
 bg S engine serve
 sleep 0.5
 field() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$S/status"; }
 base_threads="$(field Threads)"; base_rss="$(field VmRSS)"
 # submit in parallel, detached: the server is slow, so all of them overlap
 seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/integration/wf/model_call.lua" --id "c{}" --detach \
-  --input "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$BASE\"},\"options\":{\"timeout\":60}}" >/dev/null 2>&1 || true
+  --input "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$BASE\"},\"options\":{\"timeout\":60}}" \
+  >/dev/null 2>>"$T/start.err" || true
 max_threads=0; max_rss=0; peak_active=0
 for _ in $(seq 600); do
   t="$(field Threads)"; r="$(field VmRSS)"
@@ -29,6 +33,13 @@ for _ in $(seq 600); do
 done
 peak_active="$(curl -sf "http://127.0.0.1:$(cat "$T/port")/_health" | lua5.4 "$SRC/tests/integration/jget.lua" peak_active)"
 kill "$S"; wait "$S" 2>/dev/null || true
+if [ "$(engine list --status completed | tail -n +2 | wc -l)" -ne "$N" ]; then
+  # say which run did not complete and why, so a failure here can be understood from the log
+  echo "# start errors:"; sed 's/^/#   /' "$T/start.err"
+  engine list | tail -n +2 | awk '$2 != "completed"' | head -5 | while read -r id _; do
+    echo "# $id:"; engine show "$id" 2>&1 | sed 's/^/#   /' | head -30
+  done
+fi
 assert_eq "all $N model calls completed" "$N" "$(engine list --status completed | tail -n +2 | wc -l)"
 echo "# threads: idle $base_threads, peak $max_threads; RSS KiB: idle $base_rss, peak $max_rss; server saw $peak_active requests at once"
 if [ "${ENGINE_SANITIZED:-0}" == 1 ]; then
