@@ -72,6 +72,7 @@ struct httpd_req {
   ubuf body;
   int started;      /* the access handler has seen it */
   int too_large;    /* body over the limit: answered 413 when it ends */
+  size_t max_body;  /* the limit for this request's path */
   int handled;      /* given to the handler */
   int suspended;    /* waiting for httpd_respond */
   int answered;     /* a response is queued (or pending in resp) */
@@ -118,14 +119,15 @@ static int env_limit(const char *name, uint64_t lo, uint64_t hi, uint64_t *v, ch
 }
 
 int httpd_limits_default(httpd_limits *l, char *err, size_t errlen) {
-  uint64_t body = 1 << 20, header = 16 << 10, conns = 1024, idle = 30, req = 30;
+  uint64_t body = 1 << 20, hook = 25 << 20, header = 16 << 10, conns = 1024, idle = 30, req = 30;
   if (env_limit("ENGINE_HTTP_MAX_BODY_BYTES", 1024, (uint64_t)1 << 30, &body, err, errlen) ||
+      env_limit("ENGINE_HTTP_MAX_HOOK_BODY_BYTES", 1024, (uint64_t)1 << 30, &hook, err, errlen) ||
       env_limit("ENGINE_HTTP_MAX_HEADER_BYTES", 1024, 1 << 20, &header, err, errlen) ||
       env_limit("ENGINE_HTTP_MAX_CONNECTIONS", 1, 65536, &conns, err, errlen) ||
       env_limit("ENGINE_HTTP_IDLE_TIMEOUT_S", 1, 86400, &idle, err, errlen) ||
       env_limit("ENGINE_HTTP_REQUEST_TIMEOUT_S", 1, 86400, &req, err, errlen))
     return -1;
-  *l = (httpd_limits){(size_t)body, (size_t)header, (unsigned)conns, (unsigned)idle, (unsigned)req};
+  *l = (httpd_limits){(size_t)body, (size_t)hook, (size_t)header, (unsigned)conns, (unsigned)idle, (unsigned)req};
   return 0;
 }
 
@@ -375,16 +377,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       snprintf(msg, sizeof msg, "too many connections (the limit is %u); retry later", h->lim.max_connections);
       return queue_error(r, 503, msg);
     }
+    /* webhook senders post big payloads (GitHub up to 25 MB): their own limit */
+    r->max_body = strncmp(url, "/hooks/", 7) == 0 ? h->lim.max_hook_body : h->lim.max_body;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > h->lim.max_body) {
+    if (cl && strtoull(cl, NULL, 10) > r->max_body) {
       char msg[128];
-      snprintf(msg, sizeof msg, "the body is %.20s bytes, more than the limit of %zu bytes", cl, h->lim.max_body);
+      snprintf(msg, sizeof msg, "the body is %.20s bytes, more than the limit of %zu bytes", cl, r->max_body);
       return queue_error(r, 413, msg);
     }
     return MHD_YES;
   }
   if (*upload_size) {
-    if (!r->too_large && r->body.n + *upload_size > h->lim.max_body) {
+    if (!r->too_large && r->body.n + *upload_size > r->max_body) {
       r->too_large = 1;
       ubuf_free(&r->body);
     }
@@ -394,7 +398,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
   }
   if (r->too_large) {
     char msg[96];
-    snprintf(msg, sizeof msg, "the body is more than the limit of %zu bytes", h->lim.max_body);
+    snprintf(msg, sizeof msg, "the body is more than the limit of %zu bytes", r->max_body);
     return queue_error(r, 413, msg);
   }
   if (r->resp) { /* answered while suspended */
@@ -599,6 +603,21 @@ const char *httpd_method(const httpd_req *r) { return r->method; }
 const char *httpd_path(const httpd_req *r) { return r->path; }
 const char *httpd_header(const httpd_req *r, const char *name) {
   return MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, name);
+}
+typedef struct header_walk {
+  int (*cb)(void *ud, const char *name, const char *value);
+  void *ud;
+} header_walk;
+
+static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  header_walk *w = cls;
+  return w->cb(w->ud, key, value ? value : "") ? MHD_NO : MHD_YES;
+}
+
+void httpd_each_header(const httpd_req *r, int (*cb)(void *ud, const char *name, const char *value), void *ud) {
+  header_walk w = {cb, ud};
+  MHD_get_connection_values(r->c, MHD_HEADER_KIND, walk_header, &w);
 }
 const char *httpd_query(const httpd_req *r, const char *name) {
   return MHD_lookup_connection_value(r->c, MHD_GET_ARGUMENT_KIND, name);

@@ -17,13 +17,14 @@ typedef struct httpd_stream httpd_stream;
 
 typedef struct httpd_limits {
   size_t max_body;            /* 413 beyond it (default 1 MiB) */
+  size_t max_hook_body;       /* the same for /hooks/... (default 25 MiB, GitHub's cap on a payload) */
   size_t max_header;          /* request line and headers, 431 beyond it (default 16 KiB) */
   unsigned max_connections;   /* 503 beyond it (default 1024) */
   unsigned idle_timeout_s;    /* a connection silent this long is closed (default 30) */
   unsigned request_timeout_s; /* a request must arrive whole within this (default 30): slow clients */
 } httpd_limits;
 
-/* The defaults, overridden by ENGINE_HTTP_MAX_BODY_BYTES, ..._MAX_HEADER_BYTES,
+/* The defaults, overridden by ENGINE_HTTP_MAX_BODY_BYTES, ..._MAX_HOOK_BODY_BYTES, ..._MAX_HEADER_BYTES,
  * ..._MAX_CONNECTIONS, ..._IDLE_TIMEOUT_S, ..._REQUEST_TIMEOUT_S. Returns 0,
  * or -1 with err naming a variable whose value is not a number in range. */
 int httpd_limits_default(httpd_limits *l, char *err, size_t errlen);
@@ -54,6 +55,9 @@ const char *httpd_header(const httpd_req *r, const char *name);
 /* A query parameter, still percent-encoded, or NULL. */
 const char *httpd_query(const httpd_req *r, const char *name);
 const char *httpd_body(const httpd_req *r, size_t *len);
+/* Calls cb for each request header in the order received (names as sent);
+ * stops when cb returns nonzero. */
+void httpd_each_header(const httpd_req *r, int (*cb)(void *ud, const char *name, const char *value), void *ud);
 /* Whether the peer is on a loopback address. */
 int httpd_peer_loopback(const httpd_req *r);
 

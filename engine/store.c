@@ -170,6 +170,12 @@ int store_slot_del(store *s, const char *wf_id, const char *pool, const char *ke
 
 int store_slot_list(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) { return s->ops->slot_list(s, wf_id, pool, key, cb, ud); }
 
+int store_delivery_put(store *s, const delivery_row *d) { return s->ops->delivery_put(s, d); }
+
+int store_delivery_find(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) { return s->ops->delivery_find(s, trigger, delivery, cb, ud); }
+
+int store_delivery_list(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud) { return s->ops->delivery_list(s, trigger, limit, cb, ud); }
+
 int store_counter_get(store *s, const char *name, counter_row *out) { return s->ops->counter_get(s, name, out); }
 
 int store_counter_put(store *s, const char *name, const counter_row *c) { return s->ops->counter_put(s, name, c); }

@@ -258,6 +258,29 @@ int store_counter_put(store *s, const char *name, const counter_row *c);
 /* Counters whose name starts with prefix, by name. */
 int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud);
 
+/* ---- webhook deliveries: each one received by a trigger, with its outcome.
+ * An accepted one (outcome "started" or "existing") holds its (trigger,
+ * delivery id) once: the key that makes a redelivery start nothing. ---- */
+typedef struct delivery_row {
+  int64_t id;            /* set by the store */
+  const char *trigger;   /* the trigger's name */
+  const char *delivery;  /* the sender's delivery id; "" when it sent none */
+  int64_t received_at;   /* epoch ms */
+  const char *outcome;   /* started, existing, duplicate, ignored, rejected */
+  int status;            /* the HTTP status answered */
+  const char *wf_id;     /* the workflow it started or found; NULL */
+  const char *detail;    /* why (ignored, rejected), or NULL */
+} delivery_row;
+typedef int (*store_delivery_cb)(void *ud, const delivery_row *d);
+/* Records a delivery (accepted ones under their unique key: 0 written, 1 the
+ * key was taken, nothing written; -1 error). Rejected and ignored rows beyond
+ * the newest 1000 of their trigger are dropped. */
+int store_delivery_put(store *s, const delivery_row *d);
+/* The accepted delivery (trigger, delivery): 1 with cb called, 0 none, -1 error. */
+int store_delivery_find(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
+/* The newest deliveries of trigger (NULL: of every trigger), at most limit. */
+int store_delivery_list(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud);
+
 /* Counts for /metrics: workflows by status, tasks by kind, the sandboxes of
  * unfinished sessions (one row, key "live"), or slots by pool and state (key
  * "POOL\x1fheld" or "POOL\x1fqueued"). */

@@ -79,6 +79,9 @@ typedef struct store_ops {
   int (*counter_get)(store *s, const char *name, counter_row *out);
   int (*counter_put)(store *s, const char *name, const counter_row *c);
   int (*counter_list)(store *s, const char *prefix, store_counter_cb cb, void *ud);
+  int (*delivery_put)(store *s, const delivery_row *d);
+  int (*delivery_find)(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
+  int (*delivery_list)(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud);
   int (*group_count)(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
   int64_t (*count)(store *s, const char *what, const char *wf_id);
 } store_ops;

@@ -38,7 +38,7 @@
 
 /* the version of SQLite's schema these tables match (slots, counters,
  * tokens, the event feed), plus the commits row store_data_version reads */
-#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION 4 /* as store_sqlite.c's */
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -88,7 +88,12 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS slots_queue ON slots(pool, key, held, id);"
     "CREATE TABLE IF NOT EXISTS counters(name " T " PRIMARY KEY, value DOUBLE PRECISION NOT NULL DEFAULT 0,"
     "  window_start BIGINT NOT NULL DEFAULT 0, paused_until BIGINT NOT NULL DEFAULT 0,"
-    "  updated_at BIGINT NOT NULL);";
+    "  updated_at BIGINT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS deliveries(id BIGSERIAL PRIMARY KEY, trig " T " NOT NULL, delivery " T " NOT NULL,"
+    "  received_at BIGINT NOT NULL, outcome " T " NOT NULL, status INTEGER NOT NULL, wf_id " T ", detail " T ");"
+    "CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries(trig, delivery)"
+    "  WHERE outcome IN ('started','existing') AND delivery <> '';"
+    "CREATE INDEX IF NOT EXISTS deliveries_trig ON deliveries(trig, id);";
 #undef T
 
 enum {
@@ -100,7 +105,8 @@ enum {
   Q_WF_PAGE, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
-  Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q__N
+  Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
+  Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q__N
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
@@ -187,6 +193,17 @@ static const char *SQL[Q__N] = {
     [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",
     [Q_META_PUT] = "INSERT INTO meta(key,value) VALUES($1,$2) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
     [Q_META_DEL] = "DELETE FROM meta WHERE key=$1",
+    [Q_DLV_PUT] = "INSERT INTO deliveries(trig,delivery,received_at,outcome,status,wf_id,detail) "
+                  "VALUES($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (trig, delivery) "
+                  "WHERE outcome IN ('started','existing') AND delivery <> '' DO NOTHING",
+    [Q_DLV_PRUNE] = "DELETE FROM deliveries WHERE trig=$1 AND outcome NOT IN ('started','existing') AND id <= "
+                    "(SELECT id FROM deliveries WHERE trig=$1 ORDER BY id DESC LIMIT 1 OFFSET 1000)",
+    [Q_DLV_FIND] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
+                   "WHERE trig=$1 AND delivery=$2 AND outcome IN ('started','existing') AND delivery <> ''",
+    [Q_DLV_LIST] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
+                   "WHERE trig=$1 ORDER BY id DESC LIMIT $2",
+    [Q_DLV_LIST_ALL] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
+                       "ORDER BY id DESC LIMIT $1",
     [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES($1,$2,$3,$4,NULL) "
                     "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
                     "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
@@ -1718,6 +1735,58 @@ static int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, 
   return STORE_OK;
 }
 
+/* ---- webhook deliveries ---- */
+
+static int pg_delivery_put(store *st_, const delivery_row *d) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, d->trigger);
+  bind_text(s, d->delivery ? d->delivery : "");
+  bind_int(s, d->received_at);
+  bind_text(s, d->outcome);
+  bind_int(s, d->status);
+  bind_text(s, d->wf_id);
+  bind_text(s, d->detail);
+  if (exec_write(s, Q_DLV_PUT, "record delivery") != STORE_OK) return STORE_ERR;
+  if (s->changes == 0) return 1;
+  if (strcmp(d->outcome, "started") == 0 || strcmp(d->outcome, "existing") == 0) return 0;
+  params_start(s);
+  bind_text(s, d->trigger);
+  return exec_write(s, Q_DLV_PRUNE, "prune deliveries");
+}
+
+static int delivery_scan(pg *s, int q, store_delivery_cb cb, void *ud, const char *what) {
+  PGresult *r = pq_run(s, q, 0, what);
+  if (!r) return STORE_ERR;
+  int n = PQntuples(r);
+  for (int i = 0; i < n; i++) {
+    delivery_row d = {col_int(r, i, 0), col_text(r, i, 1), col_text(r, i, 2), col_int(r, i, 3),
+                      col_text(r, i, 4), (int)col_int(r, i, 5), col_text(r, i, 6), col_text(r, i, 7)};
+    if (cb && cb(ud, &d)) break;
+  }
+  PQclear(r);
+  return n;
+}
+
+static int pg_delivery_find(store *st_, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, trigger);
+  bind_text(s, delivery);
+  int n = delivery_scan(s, Q_DLV_FIND, cb, ud, "find delivery");
+  return n < 0 ? n : n > 0;
+}
+
+static int pg_delivery_list(store *st_, const char *trigger, int limit, store_delivery_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  if (trigger) bind_text(s, trigger);
+  bind_int(s, limit);
+  int n = delivery_scan(s, trigger ? Q_DLV_LIST : Q_DLV_LIST_ALL, cb, ud, "list deliveries");
+  return n < 0 ? n : STORE_OK;
+}
+
 /* ---- counts ---- */
 
 static int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
@@ -1801,6 +1870,9 @@ const store_ops store_pg_ops = {
     .feed_last = pg_feed_last,
     .meta_get = pg_meta_get,
     .meta_put = pg_meta_put,
+    .delivery_put = pg_delivery_put,
+    .delivery_find = pg_delivery_find,
+    .delivery_list = pg_delivery_list,
     .token_put = pg_token_put,
     .token_revoke = pg_token_revoke,
     .token_list = pg_token_list,

@@ -9,8 +9,9 @@
 #include "util.h"
 
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
- * 3: slots (concurrency limits and caps) and counters (quotas, rate windows) */
-#define SCHEMA_VERSION 3
+ * 3: slots (concurrency limits and caps) and counters (quotas, rate windows)
+ * 4: deliveries (webhook deliveries and their outcomes) */
+#define SCHEMA_VERSION 4
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -53,7 +54,13 @@ static const char *SCHEMA =
     /* a named total, or a rate window (value used since window_start; none granted before paused_until) */
     "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value REAL NOT NULL DEFAULT 0,"
     "  window_start INTEGER NOT NULL DEFAULT 0, paused_until INTEGER NOT NULL DEFAULT 0,"
-    "  updated_at INTEGER NOT NULL);";
+    "  updated_at INTEGER NOT NULL);"
+    /* an accepted delivery's (trigger, delivery id) is taken once: a redelivery finds it */
+    "CREATE TABLE IF NOT EXISTS deliveries(id INTEGER PRIMARY KEY, trig TEXT NOT NULL, delivery TEXT NOT NULL,"
+    "  received_at INTEGER NOT NULL, outcome TEXT NOT NULL, status INTEGER NOT NULL, wf_id TEXT, detail TEXT);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries(trig, delivery)"
+    "  WHERE outcome IN ('started','existing') AND delivery <> '';"
+    "CREATE INDEX IF NOT EXISTS deliveries_trig ON deliveries(trig, id);";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -113,6 +120,11 @@ enum {
   Q_META_GET,
   Q_META_PUT,
   Q_META_DEL,
+  Q_DLV_PUT,
+  Q_DLV_PRUNE,
+  Q_DLV_FIND,
+  Q_DLV_LIST,
+  Q_DLV_LIST_ALL,
   Q_TOKEN_PUT,
   Q_TOKEN_REVOKE,
   Q_TOKEN_LIST,
@@ -209,6 +221,16 @@ static const char *SQL[Q__N] = {
     [Q_META_PUT] = "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)",
     [Q_META_DEL] = "DELETE FROM meta WHERE key=?",
     /* a live token of that name is left alone: no row changes */
+    [Q_DLV_PUT] = "INSERT OR IGNORE INTO deliveries(trig,delivery,received_at,outcome,status,wf_id,detail) "
+                  "VALUES(?,?,?,?,?,?,?)",
+    [Q_DLV_PRUNE] = "DELETE FROM deliveries WHERE trig=?1 AND outcome NOT IN ('started','existing') AND id <= "
+                    "(SELECT id FROM deliveries WHERE trig=?1 ORDER BY id DESC LIMIT 1 OFFSET 1000)",
+    [Q_DLV_FIND] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
+                   "WHERE trig=? AND delivery=? AND outcome IN ('started','existing') AND delivery <> ''",
+    [Q_DLV_LIST] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
+                   "WHERE trig=? ORDER BY id DESC LIMIT ?",
+    [Q_DLV_LIST_ALL] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
+                       "ORDER BY id DESC LIMIT ?",
     [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES(?,?,?,?,NULL) "
                     "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
                     "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
@@ -321,6 +343,9 @@ static int sq_slot_list(store *st_, const char *wf_id, const char *pool, const c
 static int sq_counter_get(store *st_, const char *name, counter_row *out);
 static int sq_counter_put(store *st_, const char *name, const counter_row *c);
 static int sq_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *ud);
+static int sq_delivery_put(store *st_, const delivery_row *d);
+static int sq_delivery_find(store *st_, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
+static int sq_delivery_list(store *st_, const char *trigger, int limit, store_delivery_cb cb, void *ud);
 static int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 static int64_t sq_count(store *st_, const char *what, const char *wf_id);
 
@@ -1645,6 +1670,66 @@ static int sq_counter_list(store *st_, const char *prefix, store_counter_cb cb, 
   return STORE_OK;
 }
 
+/* ---- webhook deliveries ---- */
+
+static int delivery_accepted(const char *outcome) {
+  return strcmp(outcome, "started") == 0 || strcmp(outcome, "existing") == 0;
+}
+
+static int sq_delivery_put(store *st_, const delivery_row *d) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_DLV_PUT);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, d->trigger);
+  bind_text(s, st, 2, d->delivery ? d->delivery : "");
+  bind_int(s, st, 3, d->received_at);
+  bind_text(s, st, 4, d->outcome);
+  bind_int(s, st, 5, d->status);
+  bind_text(s, st, 6, d->wf_id);
+  bind_text(s, st, 7, d->detail);
+  if (exec_write(s, st, "record delivery") != STORE_OK) return STORE_ERR;
+  if (sqlite3_changes(s->db) == 0) return 1;
+  if (delivery_accepted(d->outcome)) return 0;
+  st = stmt(s, Q_DLV_PRUNE);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, d->trigger);
+  return exec_write(s, st, "prune deliveries");
+}
+
+static int delivery_scan(sq *s, sqlite3_stmt *st, store_delivery_cb cb, void *ud, const char *what) {
+  int rc, n = 0;
+  while ((rc = step(s, st)) == SQLITE_ROW) {
+    delivery_row d = {sqlite3_column_int64(st, 0), col_text(st, 1), col_text(st, 2), sqlite3_column_int64(st, 3),
+                      col_text(st, 4), sqlite3_column_int(st, 5), col_text(st, 6), col_text(st, 7)};
+    n++;
+    if (cb && cb(ud, &d)) break;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(s, what);
+  return n;
+}
+
+static int sq_delivery_find(store *st_, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = stmt(s, Q_DLV_FIND);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, trigger);
+  bind_text(s, st, 2, delivery);
+  int n = delivery_scan(s, st, cb, ud, "find delivery");
+  return n < 0 ? n : n > 0;
+}
+
+static int sq_delivery_list(store *st_, const char *trigger, int limit, store_delivery_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = stmt(s, trigger ? Q_DLV_LIST : Q_DLV_LIST_ALL);
+  if (!st) return STORE_ERR;
+  if (trigger) bind_text(s, st, 1, trigger);
+  bind_int(s, st, trigger ? 2 : 1, limit);
+  int n = delivery_scan(s, st, cb, ud, "list deliveries");
+  return n < 0 ? n : STORE_OK;
+}
+
 const store_ops store_sqlite_ops = {
     .close = sq_close,
     .errmsg = sq_errmsg,
@@ -1698,6 +1783,9 @@ const store_ops store_sqlite_ops = {
     .feed_last = sq_feed_last,
     .meta_get = sq_meta_get,
     .meta_put = sq_meta_put,
+    .delivery_put = sq_delivery_put,
+    .delivery_find = sq_delivery_find,
+    .delivery_list = sq_delivery_list,
     .token_put = sq_token_put,
     .token_revoke = sq_token_revoke,
     .token_list = sq_token_list,

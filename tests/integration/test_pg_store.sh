@@ -248,12 +248,12 @@ assert_contains "start names it too" "nosuchdb" "$ERR"
 # --- a newer schema version is refused, nothing changed
 fresh newer
 assert_exit "create the schema" 3 engine start "$HELLO" --id n1 --detach --input '{"n":1,"sleep":3600}'
-psql_on newer "UPDATE meta SET value='4' WHERE key='schema_version'"
+psql_on newer "UPDATE meta SET value='5' WHERE key='schema_version'"
 assert_exit "a newer schema is refused" 2 engine list
-assert_contains "with the version message" "has schema version 4; this engine knows up to 3" "$ERR"
+assert_contains "with the version message" "has schema version 5; this engine knows up to 4" "$ERR"
 assert_exit "serve refuses it too" 2 timeout 10 "$ENGINE" serve
-assert_contains "serve says why" "schema version 4" "$ERR"
-assert_eq "left as it was" "4" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
+assert_contains "serve says why" "schema version 5" "$ERR"
+assert_eq "left as it was" "5" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
 
 # --- a database with someone else's tables is not ours
 fresh foreign

@@ -182,7 +182,7 @@ static void test_open_creates_schema(void **state) {
   store_close(s);
 
   const char *tables[] = {"meta",  "workflows", "history",       "code",  "run_modules",
-                          "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters"};
+                          "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters", "deliveries"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
     snprintf(sql, sizeof sql,
@@ -195,7 +195,7 @@ static void test_open_creates_schema(void **state) {
   }
   char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
   assert_non_null(v);
-  assert_string_equal(v, "3");
+  assert_string_equal(v, "4");
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
@@ -330,15 +330,73 @@ static void test_open_refuses_foreign_sqlite(void **state) {
   free(t);
 }
 
+typedef struct dlv_seen {
+  int n;
+  char outcomes[64];
+  char wf[64];
+} dlv_seen;
+
+static int dlv_collect(void *ud, const delivery_row *d) {
+  dlv_seen *x = ud;
+  x->n++;
+  size_t used = strlen(x->outcomes);
+  if (used + strlen(d->outcome) + 2 <= sizeof x->outcomes)
+    snprintf(x->outcomes + used, sizeof x->outcomes - used, "%s ", d->outcome);
+  if (d->wf_id) snprintf(x->wf, sizeof x->wf, "%s", d->wf_id);
+  return 0;
+}
+
+/* An accepted delivery id is taken once (within the batch that records it and
+ * after commit); rejected and ignored ones repeat freely and are pruned. */
+static void test_deliveries_once(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  delivery_row d = {0, "github", "d-1", 1000, "started", 202, "pr:1", NULL};
+  assert_int_equal(store_delivery_put(s, &d), 0);
+  delivery_row again = {0, "github", "d-1", 1001, "existing", 200, "pr:1", NULL};
+  assert_int_equal(store_delivery_put(s, &again), 1); /* in the same batch */
+  dlv_seen x = {0};
+  assert_int_equal(store_delivery_find(s, "github", "d-1", dlv_collect, &x), 1);
+  assert_string_equal(x.wf, "pr:1");
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_delivery_put(s, &again), 1); /* and after it */
+  delivery_row other_trigger = {0, "stripe", "d-1", 1002, "started", 202, "s:1", NULL};
+  assert_int_equal(store_delivery_put(s, &other_trigger), 0);
+  delivery_row rej = {0, "github", "d-1", 1003, "rejected", 401, NULL, "signature does not match"};
+  assert_int_equal(store_delivery_put(s, &rej), 0);
+  assert_int_equal(store_delivery_put(s, &rej), 0);
+  delivery_row noid = {0, "github", "", 1004, "started", 202, "pr:2", NULL};
+  assert_int_equal(store_delivery_put(s, &noid), 0);
+  assert_int_equal(store_delivery_put(s, &noid), 0); /* no id: nothing to deduplicate on */
+  assert_int_equal(store_delivery_find(s, "github", "", NULL, NULL), 0);
+  assert_int_equal(store_delivery_find(s, "github", "d-2", NULL, NULL), 0);
+  assert_int_equal(store_commit(s), STORE_OK);
+  memset(&x, 0, sizeof x);
+  assert_int_equal(store_delivery_list(s, "github", 3, dlv_collect, &x), STORE_OK);
+  assert_string_equal(x.outcomes, "started started rejected "); /* newest first */
+  memset(&x, 0, sizeof x);
+  assert_int_equal(store_delivery_list(s, NULL, 100, dlv_collect, &x), STORE_OK);
+  assert_int_equal(x.n, 6);
+  for (int i = 0; i < 1010; i++) {
+    delivery_row r = {0, "noisy", "", 2000 + i, "rejected", 401, NULL, "bad"};
+    assert_int_equal(store_delivery_put(s, &r), 0);
+  }
+  assert_int_equal(store_commit(s), STORE_OK);
+  memset(&x, 0, sizeof x);
+  assert_int_equal(store_delivery_list(s, "noisy", 5000, dlv_collect, &x), STORE_OK);
+  assert_true(x.n >= 1000 && x.n <= 1001);
+  store_close(s);
+}
+
 static void test_open_refuses_newer_schema(void **state) {
   fixture *f = *state;
   store_close(open_ok(f->db));
-  raw_exec(f->db, "UPDATE meta SET value='4' WHERE key='schema_version'");
+  raw_exec(f->db, "UPDATE meta SET value='5' WHERE key='schema_version'");
   store *s = (store *)1;
   char err[512] = "";
   assert_int_equal(store_open(f->db, 0, &s, err, sizeof err), STORE_ERR);
   assert_null(s);
-  assert_non_null(strstr(err, "schema version 4"));
+  assert_non_null(strstr(err, "schema version 5"));
 }
 
 /* ------------------------------------------------------------- history --- */
@@ -1450,6 +1508,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_open_creates_schema),
       T(test_open_must_exist),
+      T(test_deliveries_once),
       T(test_reopen),
       T(test_open_refuses_non_sqlite),
       T(test_open_refuses_foreign_sqlite),
