@@ -43,6 +43,7 @@ struct api {
   lua_State *L; /* decodes request bodies */
   metrics *m;
   char *workflows_dir;
+  char *triggers_dir; /* where /hooks/NAME finds its trigger script (lua/triggers.lua) */
   char url[100];
   int loopback;
   streams *streams; /* the event streams (api_stream.c) */
@@ -310,7 +311,9 @@ static int find_for_write(api *a, httpd_req *r, const char *id, wf_row *w) {
 /* The script a start names, inside the workflows directory: a relative path
  * of plain names ending in .lua, whose real path (symlinks followed) stays
  * inside. Returns 0 with path, or -1 answered 400. */
-static int resolve_script(api *a, httpd_req *r, const char *script, char *path, size_t n) {
+/* The script's path in the workflows directory, or -1 with status (400 or,
+ * for a server without the directory, 400 too) and msg saying why. */
+static int script_path(api *a, const char *script, char *path, size_t n, char *msg, size_t msgn) {
   size_t len = strlen(script);
   const char *why = NULL;
   if (len == 0) why = "it is empty";
@@ -330,29 +333,36 @@ static int resolve_script(api *a, httpd_req *r, const char *script, char *path, 
   if (why) {
     char shown[80];
     snprintf(shown, sizeof shown, "%.60s", script);
-    reply_error(r, 400, "invalid script '%s': %s (name a file in the workflows directory, like agent_session.lua)",
-                shown, why);
+    snprintf(msg, msgn, "invalid script '%s': %s (name a file in the workflows directory, like agent_session.lua)",
+             shown, why);
     return -1;
   }
   char joined[PATH_MAX], real[PATH_MAX];
   if (!a->workflows_dir) {
-    reply_error(r, 400, "this server has no workflows directory (./workflows did not exist when it started: "
-                "restart it with --workflows DIR)");
+    snprintf(msg, msgn, "this server has no workflows directory (./workflows did not exist when it started: "
+             "restart it with --workflows DIR)");
     return -1;
   }
   snprintf(joined, sizeof joined, "%s/%s", a->workflows_dir, script);
   if (!realpath(joined, real)) {
-    reply_error(r, 400, "unknown workflow script '%s': no such file in the workflows directory %s", script,
-                a->workflows_dir);
+    snprintf(msg, msgn, "unknown workflow script '%s': no such file in the workflows directory %s", script,
+             a->workflows_dir);
     return -1;
   }
   size_t dl = strlen(a->workflows_dir);
   if (strncmp(real, a->workflows_dir, dl) != 0 || real[dl] != '/') {
-    reply_error(r, 400, "invalid script '%s': it resolves outside the workflows directory", script);
+    snprintf(msg, msgn, "invalid script '%s': it resolves outside the workflows directory", script);
     return -1;
   }
   snprintf(path, n, "%s", joined);
   return 0;
+}
+
+static int resolve_script(api *a, httpd_req *r, const char *script, char *path, size_t n) {
+  char msg[PATH_MAX + 256];
+  if (script_path(a, script, path, n, msg, sizeof msg) == 0) return 0;
+  reply_error(r, 400, "%s", msg);
+  return -1;
 }
 
 /* ------------------------------------------------------------ routes --- */
@@ -886,6 +896,218 @@ static void h_approve(api *a, httpd_req *r, ctx *c) {
 
 /* ----------------------------------------------------------- metrics --- */
 
+/* ------------------------------------------------------------ webhooks --- */
+
+typedef struct headers_json {
+  ubuf b;
+  int n;
+  const char *bad; /* a header whose name or value is not UTF-8 */
+} headers_json;
+
+static int add_header(void *ud, const char *name, const char *value) {
+  headers_json *h = ud;
+  char err[8];
+  if (json_check_text(name, strlen(name), "h", err, sizeof err) || json_check_text(value, strlen(value), "h", err, sizeof err)) {
+    h->bad = name;
+    return 1;
+  }
+  /* a repeated header reaches the trigger as one list (RFC 9110): a second
+   * signature header makes the pair fail verification, never pick one */
+  char lower[256];
+  size_t i = 0;
+  for (; name[i] && i < sizeof lower - 1; i++) lower[i] = (char)tolower((unsigned char)name[i]);
+  lower[i] = 0;
+  char *k = json_quote(lower), *v = json_quote(value);
+  if (h->n++) ubuf_add(&h->b, ",", 1);
+  ubuf_add(&h->b, "[", 1);
+  ubuf_add(&h->b, k, strlen(k));
+  ubuf_add(&h->b, ",", 1);
+  ubuf_add(&h->b, v, strlen(v));
+  ubuf_add(&h->b, "]", 1);
+  free(k);
+  free(v);
+  return 0;
+}
+
+typedef struct delivery_found {
+  char wf_id[ENGINE_ID_MAX + 1];
+} delivery_found;
+
+static int found_delivery(void *ud, const delivery_row *d) {
+  delivery_found *f = ud;
+  snprintf(f->wf_id, sizeof f->wf_id, "%s", d->wf_id ? d->wf_id : "");
+  return 1;
+}
+
+/* Records the delivery and answers once that is committed. */
+static void hook_answer(api *a, httpd_req *r, delivery_row *d, const char *message) {
+  int64_t now = util_now_ms();
+  d->received_at = now;
+  if (store_delivery_put(engine_store(a->e), d) < 0 && store_down(a, r)) return;
+  char *qo = json_quote(d->outcome), *qm = json_quote(message ? message : ""), *qt = json_quote(d->trigger);
+  char *qd = d->delivery && *d->delivery ? json_quote(d->delivery) : util_strdup("null");
+  char *qw = d->wf_id ? json_quote(d->wf_id) : util_strdup("null");
+  char *body = d->status >= 400
+                   ? util_fmt("{\"error\":{\"status\":%d,\"message\":%s},\"outcome\":%s,\"trigger\":%s,\"delivery\":%s}",
+                              d->status, qm, qo, qt, qd)
+                   : util_fmt("{\"outcome\":%s,\"trigger\":%s,\"delivery\":%s,\"workflow_id\":%s,\"message\":%s}", qo, qt,
+                              qd, qw, qm);
+  char location[ENGINE_ID_MAX + 32];
+  if (d->wf_id) snprintf(location, sizeof location, "/v1/workflows/%s", d->wf_id);
+  answer_when_committed(a, r, d->status, body, NULL, d->wf_id && d->status < 300 ? location : NULL);
+  free(qo), free(qm), free(qt), free(qd), free(qw);
+}
+
+/* A string field of the hook's answer on the api's Lua stack top; "" when absent. */
+static const char *answer_field(lua_State *L, const char *key, char *out, size_t n) {
+  lua_getfield(L, -1, key);
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  snprintf(out, n, "%s", v ? v : "");
+  lua_pop(L, 1);
+  return out;
+}
+
+/* POST /hooks/{name}: the trigger verifies the exact bytes and maps the
+ * delivery (worker.trigger, lua/triggers.lua); here it is deduplicated and the
+ * workflow started, the delivery recorded in the same batch, and the sender
+ * answered only once that is durable: an accepted delivery is never lost and
+ * never started twice. */
+static void h_hook(api *a, httpd_req *r, ctx *c) {
+  delivery_row d = {0};
+  d.trigger = c->p1;
+  size_t nl = strlen(c->p1), ok_chars = strspn(c->p1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-");
+  if (nl > 64 || ok_chars != nl) /* no trigger can have it: nothing to record it under */
+    return reply_error(r, 404, "no trigger answers /hooks/%.80s (trigger routes are 1-64 of A-Z a-z 0-9 _ -)", c->p1);
+  if (!a->triggers_dir) {
+    d.outcome = "rejected", d.status = 404;
+    return hook_answer(a, r, &d, "this server has no triggers directory (no workflows directory: --workflows DIR)");
+  }
+  size_t len;
+  const char *body = httpd_body(r, &len);
+  char err[512];
+  if (json_check_text(body, len, "the body", err, sizeof err) != 0) {
+    d.outcome = "rejected", d.status = 400;
+    return hook_answer(a, r, &d, err);
+  }
+  headers_json h = {0};
+  httpd_each_header(r, add_header, &h);
+  if (h.bad) {
+    ubuf_free(&h.b);
+    d.outcome = "rejected", d.status = 400;
+    return hook_answer(a, r, &d, "a header is not UTF-8 text");
+  }
+  ubuf_add(&h.b, "", 1);
+  char *qdir = json_quote(a->triggers_dir), *qname = json_quote(c->p1), *qbody = json_quote(body);
+  /* headers as [name, value] pairs: Lua joins repeated ones */
+  char *payload = util_fmt("{\"args\":{\"dir\":%s,\"name\":%s,\"header_list\":[%s],\"body\":%s,\"now\":%lld}}", qdir,
+                           qname, h.b.p ? h.b.p : "", qbody, (long long)(util_now_ms() / 1000));
+  free(qdir), free(qname), free(qbody);
+  ubuf_free(&h.b);
+  int ok = 0;
+  char *json = NULL;
+  int done = engine_hook_now(a->e, "trigger", payload, &ok, &json);
+  free(payload);
+  lua_State *L = a->L;
+  lua_settop(L, 0);
+  if (!done || !ok || json_decode_safe(L, json, strlen(json), err, sizeof err) != 0 || !lua_istable(L, -1)) {
+    d.outcome = "rejected", d.status = 500;
+    char *msg = util_fmt("the trigger could not run: %s", !done ? "it waited for something" : json ? json : err);
+    hook_answer(a, r, &d, msg);
+    free(msg);
+    free(json);
+    lua_settop(L, 0);
+    return;
+  }
+  free(json);
+  char outcome[16], detail[1024], delivery[256], workflow[256], id[ENGINE_ID_MAX + 1];
+  answer_field(L, "outcome", outcome, sizeof outcome);
+  answer_field(L, "detail", detail, sizeof detail);
+  answer_field(L, "delivery", delivery, sizeof delivery);
+  answer_field(L, "workflow", workflow, sizeof workflow);
+  answer_field(L, "id", id, sizeof id);
+  lua_getfield(L, -1, "status");
+  d.status = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, -1, "input");
+  char *input = lua_type(L, -1) == LUA_TSTRING ? util_strdup(lua_tostring(L, -1)) : NULL;
+  lua_settop(L, 0);
+  d.delivery = delivery;
+  if (strcmp(outcome, "start") != 0) {
+    d.outcome = strcmp(outcome, "ignored") == 0 ? "ignored" : "rejected";
+    /* deliveries to no trigger are kept together under "*" (no route has that
+     * name), so a sender guessing names cannot spread rows over many keys */
+    if (d.status == 404) d.trigger = "*";
+    if (d.status < 200 || d.status > 599) d.status = 500;
+    d.detail = detail;
+    free(input);
+    return hook_answer(a, r, &d, detail);
+  }
+  store *st = engine_store(a->e);
+  delivery_found f = {""};
+  int seen = *delivery ? store_delivery_find(st, c->p1, delivery, found_delivery, &f) : 0;
+  if (seen < 0) {
+    free(input);
+    return reply_store_error(a, r, st);
+  }
+  if (seen == 1) {
+    free(input);
+    d.outcome = "duplicate", d.status = 200, d.wf_id = f.wf_id;
+    char *msg = util_fmt("delivery %s was accepted before (workflow %s): this one starts nothing", delivery, f.wf_id);
+    hook_answer(a, r, &d, msg);
+    return free(msg);
+  }
+  char path[PATH_MAX], why[PATH_MAX + 256];
+  if (script_path(a, workflow, path, sizeof path, why, sizeof why) != 0 ||
+      (*id && engine_check_id(id, why, sizeof why) != 0)) {
+    free(input);
+    d.outcome = "rejected", d.status = 500;
+    char *msg = util_fmt("the trigger's answer cannot start: %s", why);
+    d.detail = msg;
+    hook_answer(a, r, &d, msg);
+    return free(msg);
+  }
+  if (!*id) engine_generate_id(workflow, id, sizeof id);
+  char identity[sizeof c->p1 + 16];
+  snprintf(identity, sizeof identity, "trigger:%s", c->p1);
+  char *with = engine_input_with_identity(input ? input : "{}", identity, 1, err, sizeof err);
+  free(input);
+  if (!with) {
+    d.outcome = "rejected", d.status = 500;
+    char *msg = util_fmt("the trigger's input cannot start: %s", err);
+    d.detail = msg;
+    hook_answer(a, r, &d, msg);
+    return free(msg);
+  }
+  d.wf_id = id;
+  wf_row w;
+  int exists = store_wf_get(st, id, &w);
+  if (exists < 0) {
+    free(with);
+    return reply_store_error(a, r, st);
+  }
+  if (exists == 1) {
+    /* the same work (a PR head delivered twice under two ids) runs once */
+    wf_row_free(&w);
+    free(with);
+    d.outcome = "existing", d.status = 200;
+    char *msg = util_fmt("workflow %s exists: this delivery starts nothing", id);
+    hook_answer(a, r, &d, msg);
+    return free(msg);
+  }
+  int existed = 0;
+  int rc = engine_submit(a->e, id, path, with, &existed, err, sizeof err);
+  free(with);
+  if (rc != 0) {
+    if (store_down(a, r)) return;
+    d.outcome = "rejected", d.status = 500, d.wf_id = NULL;
+    d.detail = err;
+    return hook_answer(a, r, &d, err);
+  }
+  d.outcome = "started", d.status = 202;
+  hook_answer(a, r, &d, "accepted: the workflow starts");
+  (void)c;
+}
+
 static const double COMMIT_BUCKETS[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000};
 
 static void declare_metrics(metrics *m) {
@@ -999,6 +1221,8 @@ static const route ROUTES[] = {
     {"GET", "/v1/approvals", SCOPE_READ, h_approvals},
     {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, h_approve},
     {"GET", "/v1/events", SCOPE_READ, h_all_events},
+    /* no token: each trigger verifies its sender's signature (lua/triggers.lua) */
+    {"POST", "/hooks/{name}", 0, h_hook},
 };
 #define NROUTES (sizeof ROUTES / sizeof *ROUTES)
 
@@ -1228,6 +1452,13 @@ int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen
     util_seterr(err, errlen, "--workflows %s: %s", o->workflows_dir, strerror(errno));
     return -1;
   } /* else: no ./workflows here; starts through the API say so */
+  /* the worker's hooks watch and load the triggers from here (lua/activities/worker.lua) */
+  const char *td = getenv("ENGINE_TRIGGERS_DIR");
+  if (td && *td) a->triggers_dir = util_strdup(td);
+  else if (a->workflows_dir) {
+    a->triggers_dir = util_fmt("%s/triggers", a->workflows_dir);
+    setenv("ENGINE_TRIGGERS_DIR", a->triggers_dir, 1); /* before the loop and its threads start */
+  }
   httpd_limits lim;
   if (httpd_limits_default(&lim, err, errlen) != 0) return -1;
   if (store_open(store_path(engine_store(e)), 1, &a->rd, err, errlen) != STORE_OK) return -1;
@@ -1269,5 +1500,6 @@ void api_free(api *a) {
   if (a->L) lua_close(a->L);
   metrics_free(a->m);
   free(a->workflows_dir);
+  free(a->triggers_dir);
   free(a);
 }

@@ -147,6 +147,12 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
  * report gets the hook's result JSON, or its error. Returns 0 or -1. */
 int engine_maintenance(store *st, const char *name, const char *args_json, char *report, size_t reportlen);
 
+/* Calls worker.NAME (lua/activities/worker.lua) on the running worker's own
+ * activity VM, for a hook that never waits (the webhook mapping: no IO that
+ * yields). Returns 1 with *ok and *json (malloc'd: the result, or the error
+ * JSON), or 0 when the hook would have waited (abandoned). */
+int engine_hook_now(engine *e, const char *name, const char *payload, int *ok, char **json);
+
 /* ---- the worker lock: one worker per database ---- */
 /* Returns an fd holding the lock, or -1 with *holder describing the holder.
  * The lock is <the database's resolved path>.lock, so every name of one

@@ -294,6 +294,17 @@ void hooks_open(engine *e) {
   tell_worker(e->act, e->st);
 }
 
+int engine_hook_now(engine *e, const char *name, const char *payload, int *ok, char **json) {
+  char fn[80];
+  snprintf(fn, sizeof fn, "worker.%s", name);
+  act_info info = {"engine", 0, 1, fn, NULL, HOOK_TIMEOUT_MS, 0, 0};
+  act_call *pending = NULL;
+  *json = NULL;
+  if (actvm_call(e->act, &info, payload, NULL, NULL, ok, json, &pending)) return 1;
+  actvm_cancel(pending);
+  return 0;
+}
+
 void hooks_start(engine *e) {
   hooks *h = e->hooks;
   start_watches(h);

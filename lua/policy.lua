@@ -285,8 +285,8 @@ function M.load_sources(sources, label)
   return set
 end
 
--- Loads every dir/*.lua, sorted by file name. nil, err on the first broken file.
-function M.load_dir(dir)
+-- The sources of every dir/*.lua, sorted by file name: {{name=, content=}}, or nil, err.
+function M.read_dir(dir)
   local names, err = M.list_dir(dir)
   if not names then return nil, err end
   local sources = {}
@@ -300,6 +300,13 @@ function M.load_dir(dir)
     if #content > MAX_FILE then return nil, path .. ": larger than " .. MAX_FILE .. " bytes" end
     sources[#sources + 1] = { name = name, content = content }
   end
+  return sources
+end
+
+-- Loads every dir/*.lua, sorted by file name. nil, err on the first broken file.
+function M.load_dir(dir)
+  local sources, err = M.read_dir(dir)
+  if not sources then return nil, err end
   return M.load_sources(sources, dir)
 end
 
@@ -427,5 +434,15 @@ function M.in_force(dir)
   end
   return in_force
 end
+
+-- The sandbox policies run in, for the other user scripts of its kind
+-- (trigger scripts, lua/triggers.lua): a fresh environment, a budgeted call
+-- (pcall-style results) and the text of an error.
+M.sandbox = {
+  env = function() return make_env() end,
+  run = function(f, ...) return run_limited(f, ...) end,
+  errstr = errstr,
+  copy = function(v) return deep_copy(v) end,
+}
 
 return M

@@ -8,6 +8,8 @@
 --   gc{live=}        `engine gc`
 --   policy_check{dir=}  `engine policy check`
 --   quota_list{counters=}  `engine quota list`: the quota counters with their limits
+--   trigger{dir=, name=, headers=, body=, now=}  a webhook delivery (lua/triggers.lua)
+--   trigger_check{dir=}  `engine trigger check`; trigger_test{...} `engine trigger test`
 -- live lists the workflows that have not finished: their sandboxes stay.
 -- ENGINE_NO_POLICY_WATCH=1 and ENGINE_NO_SWEEP=1 turn the start-up work off.
 local json = require "json"
@@ -26,6 +28,22 @@ end
 local function policy_line(r)
   if not r.ok then return "policies rejected, the previous set stays in force: " .. json.encode(r) end
   if r.replaced then return "policies reloaded: " .. json.encode(r) end
+end
+
+-- The triggers directory a server with --listen answers for (engine/api.c
+-- sets ENGINE_TRIGGERS_DIR to its workflows directory's triggers/ when unset).
+local function triggers_dir() return os.getenv("ENGINE_TRIGGERS_DIR") end
+
+local function trigger_line(r)
+  if not r.ok then return "triggers rejected, the previous set stays in force: " .. json.encode(r) end
+  if r.replaced then return "triggers reloaded: " .. json.encode(r) end
+end
+
+local function is_dir(dir)
+  local fs = require "fs"
+  local real = dir and fs.realpath(dir) -- the directory may be reached through a symlink
+  local st = real and fs.lstat(real)
+  return st and st.type == "dir"
 end
 
 -- Removes what belongs to no live session; quiet when there is no Docker
@@ -47,13 +65,10 @@ local function limits_in_force()
 end
 
 function M.watches()
-  if off("ENGINE_NO_POLICY_WATCH") then return { dirs = {} } end
-  local dir = session.policies_dir()
-  local fs = require "fs"
-  local real = fs.realpath(dir) -- the directory may be reached through a symlink
-  local st = real and fs.lstat(real)
-  local isdir = st and st.type == "dir"
-  return { dirs = isdir and { dir } or {} }
+  local dirs = {}
+  if not off("ENGINE_NO_POLICY_WATCH") and is_dir(session.policies_dir()) then dirs[#dirs + 1] = session.policies_dir() end
+  if is_dir(triggers_dir()) then dirs[#dirs + 1] = triggers_dir() end
+  return { dirs = dirs }
 end
 
 function M.start(args)
@@ -63,6 +78,10 @@ function M.start(args)
   end
   -- the limits file is read by each session as it starts; a broken one is
   -- said here too, so it is seen before a session is refused for it
+  if is_dir(triggers_dir()) then
+    local r = require("triggers").reload(triggers_dir())
+    log[#log + 1] = r.ok and ("triggers: " .. #r.files .. " file(s) in " .. r.dir) or trigger_line(r)
+  end
   local _, _, lerr = limits_in_force()
   if lerr then log[#log + 1] = lerr .. " (sessions are refused until it is fixed)" end
   if not off("ENGINE_NO_SWEEP") then
@@ -77,9 +96,14 @@ function M.start(args)
 end
 
 function M.changed(args)
+  if args.dir == triggers_dir() then return { log = { trigger_line(require("triggers").reload(args.dir)) } } end
   if args.dir ~= session.policies_dir() then return { log = {} } end
   return { log = { policy_line(session.policy_reload({ dir = args.dir })) } }
 end
+
+function M.trigger(args) return require("triggers").deliver(args) end
+function M.trigger_check(args) return require("triggers").check(args.dir) end
+function M.trigger_test(args) return require("triggers").deliver(args) end
 
 function M.gc(args)
   local removed, err = sweep(args.live)
