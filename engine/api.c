@@ -1028,8 +1028,7 @@ static void h_hook(api *a, httpd_req *r, ctx *c) {
   lua_getfield(L, -1, "status");
   d.status = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
-  lua_getfield(L, -1, "input");
-  char *input = lua_type(L, -1) == LUA_TSTRING ? util_strdup(lua_tostring(L, -1)) : NULL;
+  char *input = field_json(a, "input");
   lua_settop(L, 0);
   d.delivery = delivery;
   if (strcmp(outcome, "start") != 0) {

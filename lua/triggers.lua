@@ -235,8 +235,12 @@ function M.deliver(args)
   if type(out.workflow) ~= "string" then return malformed("no workflow (a script name in the workflows directory)") end
   if out.id ~= nil and type(out.id) ~= "string" then return malformed("an id that is not a string") end
   if out.input ~= nil and type(out.input) ~= "table" then return malformed("an input that is not a table") end
-  local eok, input = pcall(json.encode, out.input or {})
-  if not eok then return malformed("an input that is not JSON: " .. tostring(input)) end
+  local eok, encoded = pcall(json.encode, out.input or {})
+  if not eok then return malformed("an input that is not JSON: " .. tostring(encoded)) end
+  if out.input ~= nil and next(out.input) ~= nil and encoded:sub(1, 1) ~= "{" then
+    return malformed("an input that is a list, not an object")
+  end
+  local input = out.input ~= nil and next(out.input) ~= nil and json.decode(encoded) or nil -- a plain copy
   return result(202, "start", t, { delivery = delivery, workflow = out.workflow, id = out.id, input = input })
 end
 
