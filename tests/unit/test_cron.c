@@ -406,6 +406,92 @@ static void test_against_libc(void **state) {
   tzset();
 }
 
+/* An independent oracle, minute by minute through localtime_r, for random
+ * five-field expressions on the four 2026 change days in Berlin and New York:
+ * a wildcard job fires at every instant whose local time matches; a fixed one
+ * at the first instant of each matching local time, and once at a gap's end
+ * when a local time inside the gap matches. */
+static int tm_matches(const cron_expr *c, const struct tm *tm) {
+  int dom_ok = (c->dom >> tm->tm_mday) & 1, dow_ok = (c->dow >> tm->tm_wday) & 1;
+  int day = (c->dom_star || c->dow_star) ? dom_ok && dow_ok : dom_ok || dow_ok;
+  return day && ((c->month >> (tm->tm_mon + 1)) & 1) && ((c->hour >> tm->tm_hour) & 1) &&
+         ((c->minute >> tm->tm_min) & 1);
+}
+
+static void test_against_oracle(void **state) {
+  (void)state;
+  static const char *tokens[] = {"*", "*/2", "*/15", "0", "1", "2", "3", "30", "45", "59", "1-3", "2-3",
+                                 "0,30", "1,2", "0-59/20", "25", "26", "29", "31", "1/2", "*/3"};
+  static const char *hour_tokens[] = {"*", "*/2", "0", "1", "2", "3", "1-3", "2-3", "0,2", "1,2", "*/3", "22-23", "23"};
+  static const char *dom_tokens[] = {"*", "?", "*/2", "8", "25", "29", "1,25", "1-8", "31"};
+  static const char *mon_tokens[] = {"*", "3", "MAR", "10", "oct,nov", "3,10,11", "11", "1-12"};
+  static const char *dow_tokens[] = {"*", "?", "0", "7", "SUN", "1-5", "6,0", "*/2", "sat"};
+  static const struct {
+    const char *tz, *from;
+  } days[] = {{"Europe/Berlin", "2026-03-28T20:00:00Z"},
+              {"Europe/Berlin", "2026-10-24T20:00:00Z"},
+              {"America/New_York", "2026-03-08T02:00:00Z"},
+              {"America/New_York", "2026-11-01T01:00:00Z"}};
+  const int64_t window = 12 * 3600;
+  srand(20261129);
+  int checked_fires = 0;
+  for (int n = 0; n < 400; n++) {
+    char expr[128];
+    const char *minute = tokens[rand() % 21], *hour = hour_tokens[rand() % 13];
+    snprintf(expr, sizeof expr, "%s %s %s %s %s", minute, hour, dom_tokens[rand() % 9], mon_tokens[rand() % 8],
+             dow_tokens[rand() % 9]);
+    cron_expr c = parse_ok(expr);
+    int wildcard = minute[0] == '*' || hour[0] == '*'; /* Vixie: MIN_STAR or HR_STAR */
+    for (size_t d = 0; d < sizeof days / sizeof *days; d++) {
+      setenv("TZ", days[d].tz, 1);
+      tzset();
+      int64_t from = utc(days[d].from), want[1500];
+      size_t nwant = 0;
+      for (int64_t u = from + 60; u <= from + window; u += 60) {
+        time_t tu = (time_t)u, tp = tu - 60, th = tu - 3600;
+        struct tm lu, lp, lh;
+        localtime_r(&tu, &lu);
+        localtime_r(&tp, &lp);
+        localtime_r(&th, &lh);
+        int fires = tm_matches(&c, &lu);
+        /* a repeated local time (an hour after its first occurrence) */
+        if (fires && !wildcard && lh.tm_hour == lu.tm_hour && lh.tm_min == lu.tm_min && lh.tm_mday == lu.tm_mday)
+          fires = 0;
+        /* a gap: the local minutes between lp and lu were skipped */
+        if (!fires && !wildcard && (lu.tm_gmtoff - lp.tm_gmtoff) > 0) {
+          for (int64_t k = 1; k * 60 < lu.tm_gmtoff - lp.tm_gmtoff + 60; k++) {
+            time_t g = (time_t)(tp + lp.tm_gmtoff + k * 60); /* that local time, read as UTC */
+            struct tm lg;
+            gmtime_r(&g, &lg);
+            lg.tm_gmtoff = 0;
+            if (tm_matches(&c, &lg)) fires = 1;
+          }
+        }
+        if (fires) want[nwant++] = u;
+      }
+      int64_t t = from;
+      for (size_t k = 0;; k++) {
+        char err[256] = "", b1[32], b2[32];
+        int64_t next;
+        int rc = cron_next(&c, days[d].tz, t, &next, err, sizeof err);
+        if (k == nwant) {
+          if (rc == 0 && next <= from + window)
+            fail_msg("\"%s\" in %s: extra fire %s", expr, days[d].tz, iso(next, b1, sizeof b1));
+          break;
+        }
+        if (rc != 0 || next != want[k])
+          fail_msg("\"%s\" in %s: fire %zu got %s, want %s (%s)", expr, days[d].tz, k + 1,
+                   rc ? "none" : iso(next, b1, sizeof b1), iso(want[k], b2, sizeof b2), err);
+        checked_fires++;
+        t = next;
+      }
+    }
+  }
+  unsetenv("TZ");
+  tzset();
+  assert_true(checked_fires > 1000); /* the random expressions did fire */
+}
+
 static void test_zone_errors(void **state) {
   (void)state;
   static const struct {
@@ -438,6 +524,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_parse_fields), cmocka_unit_test(test_macros),
       cmocka_unit_test(test_next_utc),     cmocka_unit_test(test_dst),          cmocka_unit_test(test_against_libc),
+      cmocka_unit_test(test_against_oracle),
       cmocka_unit_test(test_zone_errors),
   };
   (void)argc;
