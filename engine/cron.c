@@ -30,7 +30,9 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...) {
 
 /* ------------------------------------------------------------- calendar --- */
 
-static int64_t floordiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+static int64_t floordiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm). */
 static int64_t days_from_civil(int64_t y, int m, int d) {
@@ -54,7 +56,9 @@ static void civil_from_days(int64_t z, int64_t *y, int *m, int *d) {
   *y = yoe + era * 400 + (*m <= 2);
 }
 
-static int is_leap(int64_t y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+static int is_leap(int64_t y) {
+  return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
 
 static int days_in_month(int64_t y, int m) {
   static const int n[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -62,7 +66,9 @@ static int days_in_month(int64_t y, int m) {
 }
 
 /* 0 = Sunday. */
-static int weekday(int64_t days) { return (int)(((days % 7) + 11) % 7); }
+static int weekday(int64_t days) {
+  return (int)(((days % 7) + 11) % 7);
+}
 
 /* -------------------------------------------------------------- parsing --- */
 
@@ -78,7 +84,7 @@ static const struct {
   const char *const *names; /* names[i] is the value min + i */
   int nnames;
 } FIELDS[F_COUNT] = {
-    {"second", 0, 59, NULL, 0},      {"minute", 0, 59, NULL, 0},       {"hour", 0, 23, NULL, 0},
+    {"second", 0, 59, NULL, 0},       {"minute", 0, 59, NULL, 0},        {"hour", 0, 23, NULL, 0},
     {"day-of-month", 1, 31, NULL, 0}, {"month", 1, 12, MONTH_NAMES, 12}, {"day-of-week", 0, 7, DAY_NAMES, 7},
 };
 
@@ -106,8 +112,8 @@ static int parse_value(int f, const char *s, size_t n, int *out, char *err, size
       if (v < 100000) v = v * 10 + (s[i] - '0');
     }
     if (v < FIELDS[f].min || v > FIELDS[f].max) {
-      seterr(err, errlen, "%s: %.*s is out of range %d-%d", FIELDS[f].name, (int)(n > 32 ? 32 : n), s,
-             FIELDS[f].min, FIELDS[f].max);
+      seterr(err, errlen, "%s: %.*s is out of range %d-%d", FIELDS[f].name, (int)(n > 32 ? 32 : n), s, FIELDS[f].min,
+             FIELDS[f].max);
       return -1;
     }
     *out = (int)v;
@@ -268,7 +274,7 @@ typedef struct tz_info {
   int64_t *trans;     /* transition instants, ascending */
   int32_t *trans_off; /* UTC offset from each transition on */
   size_t n;
-  int32_t off0; /* before the first transition */
+  int32_t off0;   /* before the first transition */
   int footer_dst; /* the footer has DST rules (otherwise the last offset stays) */
   int32_t std_off, dst_off;
   tz_rule start, end;
@@ -349,8 +355,7 @@ static int parse_footer(const char *p, tz_info *z) {
     if (!(p = posix_time(p, &dst))) return -1;
     z->dst_off = -dst;
   }
-  if (*p++ != ',' || !(p = posix_rule(p, &z->start)) || *p++ != ',' || !(p = posix_rule(p, &z->end)) || *p)
-    return -1;
+  if (*p++ != ',' || !(p = posix_rule(p, &z->start)) || *p++ != ',' || !(p = posix_rule(p, &z->end)) || *p) return -1;
   z->footer_dst = 1;
   return 0;
 }
@@ -383,8 +388,7 @@ static int tz_load(const char *name, tz_info *z, char *err, size_t errlen) {
   if (!name || strcmp(name, "UTC") == 0) return 0;
   size_t nl = strlen(name);
   int ok = nl > 0 && nl < 256 && name[0] != '/' && !strstr(name, "..");
-  for (size_t i = 0; ok && i < nl; i++)
-    ok = isalnum((unsigned char)name[i]) || strchr("/_+-.", name[i]);
+  for (size_t i = 0; ok && i < nl; i++) ok = isalnum((unsigned char)name[i]) || strchr("/_+-.", name[i]);
   if (!ok) {
     seterr(err, errlen, "invalid time zone name '%.64s'", name);
     return -1;
@@ -468,8 +472,10 @@ static void tz_seg_at(const tz_info *z, int64_t t, tz_seg *s) {
   size_t lo = 0, hi = z->n; /* i = the number of transitions <= t */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (z->trans[mid] <= t) lo = mid + 1;
-    else hi = mid;
+    if (z->trans[mid] <= t)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   size_t i = lo;
   s->start = i ? z->trans[i - 1] : INT64_MIN;
@@ -544,8 +550,7 @@ static int find_local(const cron_expr *c, int64_t lo, int64_t hi, int64_t *out) 
   return -1;
 }
 
-int cron_next(const cron_expr *c, const char *tz, int64_t after_unix, int64_t *next_unix, char *err,
-              size_t errlen) {
+int cron_next(const cron_expr *c, const char *tz, int64_t after_unix, int64_t *next_unix, char *err, size_t errlen) {
   /* Years 1 to 9999 keep every sum below far from overflowing. */
   if (after_unix < -62135596800LL || after_unix > 253402300799LL) {
     seterr(err, errlen, "time %lld is outside the years 1 to 9999", (long long)after_unix);

@@ -18,7 +18,10 @@
  *     local times skipped by a spring-forward do not fire;
  *   - a fixed-time job fires once per matching local time: a local time that
  *     occurs twice fires at its first occurrence only, one that does not exist
- *     fires once at the first instant after the gap (02:30 -> 03:00). */
+ *     fires once at the first instant after the gap (02:30 -> 03:00).
+ * Vixie cron applies this to changes of under 3 hours; here it holds for any
+ * change (a skipped day fires a daily job once, at the gap's end). Zones that
+ * count leap seconds ("right/...") are refused. */
 #ifndef ENGINE_CRON_H
 #define ENGINE_CRON_H
 
@@ -28,12 +31,12 @@
 #define CRON_EXPR_MAX 256 /* bytes of an expression */
 
 typedef struct cron_expr {
-  uint64_t second; /* bit n: second n (0-59); bit 0 alone for five fields */
-  uint64_t minute; /* 0-59 */
-  uint32_t hour;   /* 0-23 */
-  uint32_t dom;    /* 1-31 */
-  uint16_t month;  /* 1-12 */
-  uint8_t dow;     /* 0-6, 0 = Sunday */
+  uint64_t second;            /* bit n: second n (0-59); bit 0 alone for five fields */
+  uint64_t minute;            /* 0-59 */
+  uint32_t hour;              /* 0-23 */
+  uint32_t dom;               /* 1-31 */
+  uint16_t month;             /* 1-12 */
+  uint8_t dow;                /* 0-6, 0 = Sunday */
   uint8_t dom_star, dow_star; /* the field starts with `*` or `?` */
   uint8_t wildcard;           /* minute or hour starts with `*` (DST rule) */
 } cron_expr;
@@ -47,7 +50,6 @@ int cron_parse(const char *s, cron_expr *out, char *err, size_t errlen);
  * Returns 0 with *next_unix, or -1 with err: an unknown or malformed zone, or
  * an expression that never fires within CRON_SEARCH_YEARS ("0 0 30 2 *"). */
 #define CRON_SEARCH_YEARS 8 /* covers 29 February across 2100, not a leap year */
-int cron_next(const cron_expr *c, const char *tz, int64_t after_unix, int64_t *next_unix, char *err,
-              size_t errlen);
+int cron_next(const cron_expr *c, const char *tz, int64_t after_unix, int64_t *next_unix, char *err, size_t errlen);
 
 #endif

@@ -11,7 +11,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+/* clang-format off: cmocka.h needs the headers above first */
 #include <cmocka.h>
+/* clang-format on */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +25,7 @@
 /* "YYYY-MM-DDTHH:MM:SSZ" (or without seconds) to seconds since the epoch. */
 static int64_t utc(const char *s) {
   struct tm tm = {0};
-  if (sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) <
-      5)
+  if (sscanf(s, "%d-%d-%dT%d:%d:%d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec) < 5)
     fail_msg("bad time in test: %s", s);
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
@@ -135,7 +136,8 @@ static void test_parse_fields(void **state) {
     uint8_t dow, dom_star, dow_star, wildcard;
   } cases[] = {
       {"* * * * *", 1, (1ULL << 60) - 1, (1u << 24) - 1, 0xfffffffe, 0x1ffe, 0x7f, 1, 1, 1},
-      {"*/15 * * * *", 1, 1ULL | 1ULL << 15 | 1ULL << 30 | 1ULL << 45, (1u << 24) - 1, 0xfffffffe, 0x1ffe, 0x7f, 1, 1, 1},
+      {"*/15 * * * *", 1, 1ULL | 1ULL << 15 | 1ULL << 30 | 1ULL << 45, (1u << 24) - 1, 0xfffffffe, 0x1ffe, 0x7f, 1, 1,
+       1},
       /* robfig: "5/15" is 5 through the maximum in steps of 15 */
       {"5/15 0 * * *", 1, 1ULL << 5 | 1ULL << 20 | 1ULL << 35 | 1ULL << 50, 1, 0xfffffffe, 0x1ffe, 0x7f, 1, 1, 0},
       {"20-35/15 1,5-7/2,3 * * *", 1, 1ULL << 20 | 1ULL << 35, 1u << 1 | 1u << 3 | 1u << 5 | 1u << 7, 0xfffffffe,
@@ -163,8 +165,8 @@ static void test_parse_fields(void **state) {
         c.dom != cases[i].dom || c.month != cases[i].month || c.dow != cases[i].dow ||
         c.dom_star != cases[i].dom_star || c.dow_star != cases[i].dow_star || c.wildcard != cases[i].wildcard)
       fail_msg("\"%s\": sec %llx min %llx hour %x dom %x mon %x dow %x stars %d%d wild %d", cases[i].expr,
-               (unsigned long long)c.second, (unsigned long long)c.minute, c.hour, c.dom, c.month, c.dow,
-               c.dom_star, c.dow_star, c.wildcard);
+               (unsigned long long)c.second, (unsigned long long)c.minute, c.hour, c.dom, c.month, c.dow, c.dom_star,
+               c.dow_star, c.wildcard);
   }
 }
 
@@ -174,7 +176,7 @@ static void test_macros(void **state) {
     const char *macro, *expr;
   } cases[] = {
       {"@yearly", "0 0 1 1 *"}, {"@annually", "0 0 1 1 *"}, {"@monthly", "0 0 1 * *"}, {"@weekly", "0 0 * * 0"},
-      {"@daily", "0 0 * * *"},  {"@midnight", "0 0 * * *"}, {"@hourly", "0 * * * *"}, {" @HOURLY ", "0 * * * *"},
+      {"@daily", "0 0 * * *"},  {"@midnight", "0 0 * * *"}, {"@hourly", "0 * * * *"},  {" @HOURLY ", "0 * * * *"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     cron_expr a = parse_ok(cases[i].macro), b = parse_ok(cases[i].expr);
@@ -195,13 +197,13 @@ static void check_next(const next_case *cases, size_t n) {
     int64_t next = 0;
     int rc = cron_next(&c, cases[i].tz, utc(cases[i].after), &next, err, sizeof err);
     if (!cases[i].want) {
-      if (rc == 0) fail_msg("\"%s\" after %s: fires at %s, want never", cases[i].expr, cases[i].after,
-                            iso(next, b, sizeof b));
+      if (rc == 0)
+        fail_msg("\"%s\" after %s: fires at %s, want never", cases[i].expr, cases[i].after, iso(next, b, sizeof b));
       if (strncmp(err, "never fires", 11) != 0) fail_msg("\"%s\": error \"%s\"", cases[i].expr, err);
       continue;
     }
-    if (rc != 0) fail_msg("\"%s\" in %s after %s: %s", cases[i].expr, cases[i].tz ? cases[i].tz : "UTC",
-                          cases[i].after, err);
+    if (rc != 0)
+      fail_msg("\"%s\" in %s after %s: %s", cases[i].expr, cases[i].tz ? cases[i].tz : "UTC", cases[i].after, err);
     if (next != utc(cases[i].want))
       fail_msg("\"%s\" in %s after %s: got %s, want %s", cases[i].expr, cases[i].tz ? cases[i].tz : "UTC",
                cases[i].after, iso(next, b, sizeof b), cases[i].want);
@@ -293,50 +295,85 @@ static void test_dst(void **state) {
   (void)state;
   static const dst_case cases[] = {
       /* Europe/Berlin 2026-03-29: 02:00 CET -> 03:00 CEST at 01:00Z */
-      {"Europe/Berlin", "2026-03-28T00:00:00Z", "30 2 * * *", /* 02:30 CET; 03:00 CEST (shifted); 02:30 CEST */
+      {"Europe/Berlin",
+       "2026-03-28T00:00:00Z",
+       "30 2 * * *", /* 02:30 CET; 03:00 CEST (shifted); 02:30 CEST */
        {"2026-03-28T01:30:00Z", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
-      {"Europe/Berlin", "2026-03-28T23:00:00Z", "0,30 2 * * *", /* both shifted into one fire */
+      {"Europe/Berlin",
+       "2026-03-28T23:00:00Z",
+       "0,30 2 * * *", /* both shifted into one fire */
        {"2026-03-29T01:00:00Z", "2026-03-30T00:00:00Z", "2026-03-30T00:30:00Z"}},
-      {"Europe/Berlin", "2026-03-28T23:30:00Z", "0 * * * *", /* every real hour: 01:00 CET, 03:00 CEST */
+      {"Europe/Berlin",
+       "2026-03-28T23:30:00Z",
+       "0 * * * *", /* every real hour: 01:00 CET, 03:00 CEST */
        {"2026-03-29T00:00:00Z", "2026-03-29T01:00:00Z", "2026-03-29T02:00:00Z"}},
-      {"Europe/Berlin", "2026-03-29T00:40:00Z", "*/15 2 * * *", /* wildcard: skipped times do not fire */
+      {"Europe/Berlin",
+       "2026-03-29T00:40:00Z",
+       "*/15 2 * * *", /* wildcard: skipped times do not fire */
        {"2026-03-30T00:00:00Z", "2026-03-30T00:15:00Z"}},
-      {"Europe/Berlin", "2026-03-29T00:40:00Z", "0 3 * * *", /* 03:00 CEST exists: once */
+      {"Europe/Berlin",
+       "2026-03-29T00:40:00Z",
+       "0 3 * * *", /* 03:00 CEST exists: once */
        {"2026-03-29T01:00:00Z", "2026-03-30T01:00:00Z"}},
       /* Europe/Berlin 2026-10-25: 03:00 CEST -> 02:00 CET at 01:00Z; 02:xx twice */
-      {"Europe/Berlin", "2026-10-24T12:00:00Z", "30 2 * * *", /* first occurrence (CEST) only */
+      {"Europe/Berlin",
+       "2026-10-24T12:00:00Z",
+       "30 2 * * *", /* first occurrence (CEST) only */
        {"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
-      {"Europe/Berlin", "2026-10-25T00:45:00Z", "30 2 * * *", /* between the two 02:30s */
+      {"Europe/Berlin",
+       "2026-10-25T00:45:00Z",
+       "30 2 * * *", /* between the two 02:30s */
        {"2026-10-26T01:30:00Z"}},
-      {"Europe/Berlin", "2026-10-25T01:10:00Z", "30 2 * * *", /* inside the repeated hour */
+      {"Europe/Berlin",
+       "2026-10-25T01:10:00Z",
+       "30 2 * * *", /* inside the repeated hour */
        {"2026-10-26T01:30:00Z"}},
-      {"Europe/Berlin", "2026-10-24T22:30:00Z", "0 * * * *", /* 01:00 CEST, 02:00 CEST, 02:00 CET, 03:00 CET */
+      {"Europe/Berlin",
+       "2026-10-24T22:30:00Z",
+       "0 * * * *", /* 01:00 CEST, 02:00 CEST, 02:00 CET, 03:00 CET */
        {"2026-10-24T23:00:00Z", "2026-10-25T00:00:00Z", "2026-10-25T01:00:00Z", "2026-10-25T02:00:00Z"}},
-      {"Europe/Berlin", "2026-10-24T12:00:00Z", "0 3 * * *", /* 03:00 CET, once */
+      {"Europe/Berlin",
+       "2026-10-24T12:00:00Z",
+       "0 3 * * *", /* 03:00 CET, once */
        {"2026-10-25T02:00:00Z", "2026-10-26T02:00:00Z"}},
       /* America/New_York 2026-03-08: 02:00 EST -> 03:00 EDT at 07:00Z */
-      {"America/New_York", "2026-03-07T12:00:00Z", "30 2 * * *", /* 03:00 EDT (shifted); 02:30 EDT */
+      {"America/New_York",
+       "2026-03-07T12:00:00Z",
+       "30 2 * * *", /* 03:00 EDT (shifted); 02:30 EDT */
        {"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
-      {"America/New_York", "2026-03-08T05:30:00Z", "0 * * * *", /* 01:00 EST, 03:00 EDT, 04:00 EDT */
+      {"America/New_York",
+       "2026-03-08T05:30:00Z",
+       "0 * * * *", /* 01:00 EST, 03:00 EDT, 04:00 EDT */
        {"2026-03-08T06:00:00Z", "2026-03-08T07:00:00Z", "2026-03-08T08:00:00Z"}},
-      {"America/New_York", "2026-03-08T05:00:00Z", "0 1 * * *", /* robfig "1am nightly" */
+      {"America/New_York",
+       "2026-03-08T05:00:00Z",
+       "0 1 * * *", /* robfig "1am nightly" */
        {"2026-03-08T06:00:00Z", "2026-03-09T05:00:00Z"}},
       /* America/New_York 2026-11-01: 02:00 EDT -> 01:00 EST at 06:00Z; 01:xx twice */
-      {"America/New_York", "2026-10-31T12:00:00Z", "30 1 * * *", /* 01:30 EDT only, then 01:30 EST next day */
+      {"America/New_York",
+       "2026-10-31T12:00:00Z",
+       "30 1 * * *", /* 01:30 EDT only, then 01:30 EST next day */
        {"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
-      {"America/New_York", "2026-11-01T03:30:00Z", "0 * * * *", /* 00:00 EDT, 01:00 EDT, 01:00 EST, 02:00 EST */
+      {"America/New_York",
+       "2026-11-01T03:30:00Z",
+       "0 * * * *", /* 00:00 EDT, 01:00 EDT, 01:00 EST, 02:00 EST */
        {"2026-11-01T04:00:00Z", "2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "2026-11-01T07:00:00Z"}},
-      {"America/New_York", "2026-11-01T04:50:00Z", "*/20 1 * * *", /* wildcard: both 01:xx hours */
+      {"America/New_York",
+       "2026-11-01T04:50:00Z",
+       "*/20 1 * * *", /* wildcard: both 01:xx hours */
        {"2026-11-01T05:00:00Z", "2026-11-01T05:20:00Z", "2026-11-01T05:40:00Z", "2026-11-01T06:00:00Z",
         "2026-11-01T06:20:00Z", "2026-11-01T06:40:00Z", "2026-11-02T06:00:00Z"}},
-      {"America/New_York", "2026-11-01T04:00:00Z", "0 2 * * *", /* robfig "2am nightly": 02:00 EST */
+      {"America/New_York",
+       "2026-11-01T04:00:00Z",
+       "0 2 * * *", /* robfig "2am nightly": 02:00 EST */
        {"2026-11-01T07:00:00Z", "2026-11-02T07:00:00Z"}},
-      {"America/New_York", "2026-11-01T04:00:00Z", "0 0 3 3 * ?", /* robfig "Monthly job", 03:00 EST */
+      {"America/New_York",
+       "2026-11-01T04:00:00Z",
+       "0 0 3 3 * ?", /* robfig "Monthly job", 03:00 EST */
        {"2026-11-03T08:00:00Z", "2026-12-03T08:00:00Z"}},
       /* past the tables of a "fat" TZif file (2037): the footer's POSIX rule */
       {"Europe/Berlin", "2040-03-24T12:00:00Z", "30 2 * * *", {"2040-03-25T01:00:00Z", "2040-03-26T00:30:00Z"}},
-      {"America/New_York", "2045-11-04T12:00:00Z", "30 1 * * *",
-       {"2045-11-05T05:30:00Z", "2045-11-06T06:30:00Z"}},
+      {"America/New_York", "2045-11-04T12:00:00Z", "30 1 * * *", {"2045-11-05T05:30:00Z", "2045-11-06T06:30:00Z"}},
       /* southern hemisphere (AEST-10AEDT,M10.1.0,M4.1.0/3): fall back in April, forward in October */
       {"Australia/Sydney", "2041-04-06T00:00:00Z", "30 2 * * *", {"2041-04-06T15:30:00Z", "2041-04-07T16:30:00Z"}},
       {"Australia/Sydney", "2041-10-05T00:00:00Z", "30 2 * * *", {"2041-10-05T16:00:00Z", "2041-10-06T15:30:00Z"}},
@@ -347,8 +384,8 @@ static void test_dst(void **state) {
       int64_t next = next_ok(cases[i].expr, cases[i].tz, t);
       char b[32];
       if (next != utc(cases[i].want[k]))
-        fail_msg("\"%s\" in %s from %s, fire %zu: got %s, want %s", cases[i].expr, cases[i].tz, cases[i].after,
-                 k + 1, iso(next, b, sizeof b), cases[i].want[k]);
+        fail_msg("\"%s\" in %s from %s, fire %zu: got %s, want %s", cases[i].expr, cases[i].tz, cases[i].after, k + 1,
+                 iso(next, b, sizeof b), cases[i].want[k]);
       t = next;
     }
   }
@@ -398,7 +435,8 @@ static void test_against_libc(void **state) {
       int64_t next;
       char err[256] = "";
       assert_int_equal(cron_next(&hourly, zones[z], t, &next, err, sizeof err), 0);
-      if (t % 3600 == 0 && next != t + 3600) fail_msg("%s: hourly %lld -> %lld", zones[z], (long long)t, (long long)next);
+      if (t % 3600 == 0 && next != t + 3600)
+        fail_msg("%s: hourly %lld -> %lld", zones[z], (long long)t, (long long)next);
       t = next;
     }
   }
@@ -420,8 +458,8 @@ static int tm_matches(const cron_expr *c, const struct tm *tm) {
 
 static void test_against_oracle(void **state) {
   (void)state;
-  static const char *tokens[] = {"*", "*/2", "*/15", "0", "1", "2", "3", "30", "45", "59", "1-3", "2-3",
-                                 "0,30", "1,2", "0-59/20", "25", "26", "29", "31", "1/2", "*/3"};
+  static const char *tokens[] = {"*",   "*/2",  "*/15", "0",       "1",  "2",  "3",  "30", "45",  "59", "1-3",
+                                 "2-3", "0,30", "1,2",  "0-59/20", "25", "26", "29", "31", "1/2", "*/3"};
   static const char *hour_tokens[] = {"*", "*/2", "0", "1", "2", "3", "1-3", "2-3", "0,2", "1,2", "*/3", "22-23", "23"};
   static const char *dom_tokens[] = {"*", "?", "*/2", "8", "25", "29", "1,25", "1-8", "31"};
   static const char *mon_tokens[] = {"*", "3", "MAR", "10", "oct,nov", "3,10,11", "11", "1-12"};
@@ -522,10 +560,9 @@ static void test_zone_errors(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_parse_fields), cmocka_unit_test(test_macros),
-      cmocka_unit_test(test_next_utc),     cmocka_unit_test(test_dst),          cmocka_unit_test(test_against_libc),
-      cmocka_unit_test(test_against_oracle),
-      cmocka_unit_test(test_zone_errors),
+      cmocka_unit_test(test_parse_errors),   cmocka_unit_test(test_parse_fields), cmocka_unit_test(test_macros),
+      cmocka_unit_test(test_next_utc),       cmocka_unit_test(test_dst),          cmocka_unit_test(test_against_libc),
+      cmocka_unit_test(test_against_oracle), cmocka_unit_test(test_zone_errors),
   };
   (void)argc;
   (void)argv;
