@@ -941,8 +941,8 @@ static int found_delivery(void *ud, const delivery_row *d) {
 
 /* Records the delivery and answers once that is committed. */
 static void hook_answer(api *a, httpd_req *r, delivery_row *d, const char *message) {
-  int64_t now = util_now_ms();
-  d->received_at = now;
+  d->received_at = util_now_ms();
+  if (!d->detail && strcmp(d->outcome, "started") != 0) d->detail = message; /* why, in the record too */
   if (store_delivery_put(engine_store(a->e), d) < 0 && store_down(a, r)) return;
   char *qo = json_quote(d->outcome), *qm = json_quote(message ? message : ""), *qt = json_quote(d->trigger);
   char *qd = d->delivery && *d->delivery ? json_quote(d->delivery) : util_strdup("null");
@@ -976,11 +976,14 @@ static void h_hook(api *a, httpd_req *r, ctx *c) {
   delivery_row d = {0};
   d.trigger = c->p1;
   size_t nl = strlen(c->p1), ok_chars = strspn(c->p1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-");
-  if (nl > 64 || ok_chars != nl) /* no trigger can have it: nothing to record it under */
-    return reply_error(r, 404, "no trigger answers /hooks/%.80s (trigger routes are 1-64 of A-Z a-z 0-9 _ -)", c->p1);
+  if (nl > 64 || ok_chars != nl) { /* no trigger can have it: kept with the others to no trigger */
+    d.trigger = "*", d.outcome = "rejected", d.status = 404;
+    return hook_answer(a, r, &d, "no trigger answers this path (trigger routes are 1-64 of A-Z a-z 0-9 _ -)");
+  }
   if (!a->triggers_dir) {
     d.outcome = "rejected", d.status = 404;
-    return hook_answer(a, r, &d, "this server has no triggers directory (no workflows directory: --workflows DIR)");
+    return hook_answer(a, r, &d, "no trigger answers this: the server has no workflows directory (--workflows DIR) "
+                                 "and so no triggers/ in it");
   }
   size_t len;
   const char *body = httpd_body(r, &len);

@@ -198,6 +198,10 @@ end
 -- Returns {status, outcome = "start"|"ignored"|"rejected", trigger, delivery,
 -- workflow, id, input, detail}; the engine does the rest (dedup, the start).
 function M.deliver(args)
+  if not require("fs").realpath(args.dir) then
+    return result(404, "rejected", nil, { trigger = args.name,
+      detail = "no trigger answers /hooks/" .. tostring(args.name) .. " (there is no triggers directory " .. args.dir .. ")" })
+  end
   local set, err = M.in_force(args.dir)
   if not set then return result(503, "rejected", nil, { trigger = args.name, detail = "no valid trigger set: " .. err }) end
   local t = set.routes[args.name]
