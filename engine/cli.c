@@ -2246,6 +2246,7 @@ static const char *MAIN_HELP =
     "  test FILE_test.lua...              workflow tests: stubbed activities, a clock that skips timers\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
+    "  trigger check|test|deliveries      webhook trigger scripts: validate, try a delivery, see deliveries\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
     "  quota list                         quotas of the limits file: use and limits\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
