@@ -17,6 +17,7 @@
 #include "child.h"
 #include "fatal.h"
 #include "util.h"
+#include "webhook_verify.h"
 
 
 #define REG_ACTVM "engine.actvm"
@@ -459,7 +460,9 @@ static int setup(lua_State *L) {
   luaL_requiref(L, "proc", luaopen_engine_proc, 0);
   luaL_requiref(L, "sandbox.native", luaopen_engine_sandbox_native, 0);
   luaL_requiref(L, "fs", luaopen_engine_fs, 0); /* no shell on the loop thread: realpath, ls, mkdir -p, ... */
-  lua_pop(L, 9);
+  /* webhook signatures, for the trigger HTTP handler: secrets stay in this VM */
+  luaL_requiref(L, "webhook.verify", luaopen_engine_webhook_verify, 0);
+  lua_pop(L, 10);
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);
