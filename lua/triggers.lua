@@ -167,9 +167,9 @@ local function parse_body(headers, body)
   local ctype = (headers["content-type"] or ""):lower()
   local text = body
   if ctype:find("application/x-www-form-urlencoded", 1, true) then
+    -- no payload field: a JSON body sent with a form's type (curl -d does that)
     local payload = ("&" .. body):match("&payload=([^&]*)")
-    if not payload then return nil, "the form has no payload field" end
-    text = url_decode(payload)
+    if payload then text = url_decode(payload) end
   end
   if text == "" then return nil end
   local ok, v = pcall(json.decode, text)

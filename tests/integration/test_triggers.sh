@@ -88,7 +88,7 @@ for round in 1 2 3; do
   for k in $(seq $((round * 100)) $((round * 100 + 29))); do
     (c="$(deliver "$k")"; [ "$c" == 202 ] && echo "$k" >>"$T/acked") &
   done
-  sleep "0.0$((RANDOM % 9 + 1))"
+  sleep "0.$((RANDOM % 4 + 1))$((RANDOM % 10))"
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   wait
   serve_api --workflows "$HOOKS"
@@ -102,7 +102,7 @@ for round in 1 2 3; do
   done
 done
 n_acked="$(sort -u "$T/acked" | wc -l)"
-n_wf="$(engine list | awk '$1 ~ /^gh:crash-/' | wc -l)"
+n_wf="$(engine list | awk '$1 ~ /^gh2:crash-/' | wc -l)"
 assert_eq "after three kill -9s every delivery started exactly one workflow" "90" "$n_wf"
 echo "# acknowledged before a kill: $n_acked of 90"
 n_started="$(engine trigger deliveries gh --limit 10000 --json | lua5.4 -e 'local n=0 for _,d in ipairs(require"cjson".decode(io.read("a"))) do if d.outcome=="started" and d.delivery:match("^crash%-d%-") then n=n+1 end end print(n)')"
