@@ -5,6 +5,8 @@
  *   api_bench starts URL N LANES [TOKEN]   the same through POST /v1/workflows
  *   api_bench sse URL CLIENTS N            CLIENTS streams of one session of N events
  *   api_bench idle URL CONNECTIONS PID     RSS of PID with CONNECTIONS idle streams
+ *   api_bench hooks URL N LANES            signed 10 KB GitHub-shaped deliveries to POST
+ *                                          /hooks/bench (tests/bench/triggers/bench.lua)
  *
  * A start is acknowledged durably when the engine_when_committed callback
  * (in-process) or the 201 (HTTP) says so; each lane starts one workflow at a
@@ -12,6 +14,8 @@
  * just before its commit) to its arrival at a client: an upper bound of
  * commit-to-delivery. Output: one line "key value" per figure. */
 #include <curl/curl.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,10 +132,48 @@ static int run_inproc(const char *db, int n, int lanes) {
 
 typedef struct hlane {
   CURL *h;
-  char body[256];
+  char *body;
+  struct curl_slist *hdr; /* the delivery's own headers (hooks) */
   double t0;
   long status;
 } hlane;
+
+#define HOOK_SECRET "bench webhook secret"
+#define HOOK_BODY_BYTES 10240
+
+/* Request i of a run: a start's JSON, or a delivery's 10 KB body and its
+ * signed headers (a fresh delivery id and workflow key each). */
+static void http_request(hlane *x, int i, int hooks, struct curl_slist *common) {
+  free(x->body);
+  curl_slist_free_all(x->hdr);
+  x->hdr = NULL;
+  if (!hooks) {
+    x->body = malloc(256);
+    snprintf(x->body, 256, "{\"script\":\"api_noop.lua\",\"id\":\"http-%d\",\"input\":{}}", i);
+    curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, common);
+  } else {
+    x->body = malloc(HOOK_BODY_BYTES + 1);
+    int k = snprintf(x->body, HOOK_BODY_BYTES + 1,
+                     "{\"action\":\"opened\",\"key\":\"hook-%d\",\"number\":%d,\"pull_request\":{\"title\":\"bench\","
+                     "\"body\":\"",
+                     i, i);
+    while (k < HOOK_BODY_BYTES - 4) x->body[k++] = 'x';
+    memcpy(x->body + k, "\"}}", 4);
+    unsigned char mac[32];
+    unsigned maclen = 0;
+    HMAC(EVP_sha256(), HOOK_SECRET, (int)strlen(HOOK_SECRET), (unsigned char *)x->body, strlen(x->body), mac, &maclen);
+    char sig[128] = "X-Hub-Signature-256: sha256=", dl[96];
+    for (unsigned j = 0; j < maclen; j++) snprintf(sig + strlen(sig), 3, "%02x", mac[j]);
+    snprintf(dl, sizeof dl, "X-GitHub-Delivery: bench-%d", i);
+    x->hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    x->hdr = curl_slist_append(x->hdr, "X-GitHub-Event: pull_request");
+    x->hdr = curl_slist_append(x->hdr, sig);
+    x->hdr = curl_slist_append(x->hdr, dl);
+    curl_easy_setopt(x->h, CURLOPT_HTTPHEADER, x->hdr);
+  }
+  curl_easy_setopt(x->h, CURLOPT_POSTFIELDS, x->body);
+  x->t0 = mono_ms();
+}
 
 static size_t discard(char *p, size_t s, size_t n, void *ud) {
   (void)p;
@@ -139,12 +181,12 @@ static size_t discard(char *p, size_t s, size_t n, void *ud) {
   return s * n;
 }
 
-static int run_starts(const char *url, int n, int lanes, const char *token) {
+static int run_starts(const char *url, int n, int lanes, const char *token, int hooks) {
   CURLM *m = curl_multi_init();
   hlane *l = calloc((size_t)lanes, sizeof *l);
   double *lat = calloc((size_t)n, sizeof(double));
   char endpoint[512], auth[256];
-  snprintf(endpoint, sizeof endpoint, "%s/v1/workflows", url);
+  snprintf(endpoint, sizeof endpoint, hooks ? "%s/hooks/bench" : "%s/v1/workflows", url);
   struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
   if (token) {
     snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
@@ -155,14 +197,11 @@ static int run_starts(const char *url, int n, int lanes, const char *token) {
   for (int i = 0; i < lanes && started < n; i++) {
     l[i].h = curl_easy_init();
     curl_easy_setopt(l[i].h, CURLOPT_URL, endpoint);
-    curl_easy_setopt(l[i].h, CURLOPT_HTTPHEADER, hdr);
     curl_easy_setopt(l[i].h, CURLOPT_WRITEFUNCTION, discard);
     curl_easy_setopt(l[i].h, CURLOPT_PRIVATE, &l[i]);
   }
   for (int i = 0; i < lanes && started < n; i++) {
-    snprintf(l[i].body, sizeof l[i].body, "{\"script\":\"api_noop.lua\",\"id\":\"http-%d\",\"input\":{}}", started++);
-    curl_easy_setopt(l[i].h, CURLOPT_POSTFIELDS, l[i].body);
-    l[i].t0 = mono_ms();
+    http_request(&l[i], started++, hooks, hdr);
     curl_multi_add_handle(m, l[i].h);
   }
   while (done < n) {
@@ -175,21 +214,20 @@ static int run_starts(const char *url, int n, int lanes, const char *token) {
       hlane *x;
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
       curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &x->status);
-      if (msg->data.result != CURLE_OK || x->status != 201) failed++;
+      if (msg->data.result != CURLE_OK || x->status != (hooks ? 202 : 201)) failed++;
       lat[done++] = mono_ms() - x->t0;
       curl_multi_remove_handle(m, x->h);
       if (started < n) {
-        snprintf(x->body, sizeof x->body, "{\"script\":\"api_noop.lua\",\"id\":\"http-%d\",\"input\":{}}", started++);
-        curl_easy_setopt(x->h, CURLOPT_POSTFIELDS, x->body);
-        x->t0 = mono_ms();
+        http_request(x, started++, hooks, hdr);
         curl_multi_add_handle(m, x->h); /* the same handle: its connection is kept alive */
       }
     }
     if (done < n) curl_multi_poll(m, NULL, 0, 100, NULL);
   }
   double secs = (mono_ms() - t0) / 1000.0;
-  report_latencies("http_starts", lat, (size_t)done, secs);
-  printf("http_starts_failed %d\n", failed);
+  const char *what = hooks ? "hook_starts" : "http_starts";
+  report_latencies(what, lat, (size_t)done, secs);
+  printf("%s_failed %d\n", what, failed);
   return failed ? 1 : 0;
 }
 
@@ -343,10 +381,11 @@ int main(int argc, char **argv) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   if (argc >= 5 && strcmp(argv[1], "inproc") == 0) return run_inproc(argv[2], atoi(argv[3]), atoi(argv[4]));
   if (argc >= 5 && strcmp(argv[1], "starts") == 0)
-    return run_starts(argv[2], atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv[5] : NULL);
+    return run_starts(argv[2], atoi(argv[3]), atoi(argv[4]), argc > 5 ? argv[5] : NULL, 0);
+  if (argc >= 5 && strcmp(argv[1], "hooks") == 0) return run_starts(argv[2], atoi(argv[3]), atoi(argv[4]), NULL, 1);
   if (argc >= 5 && strcmp(argv[1], "sse") == 0) return run_sse(argv[2], atoi(argv[3]), atoi(argv[4]));
   if (argc >= 5 && strcmp(argv[1], "idle") == 0) return run_idle(argv[2], atoi(argv[3]), argv[4]);
   fprintf(stderr, "usage: api_bench inproc DB N LANES | starts URL N LANES [TOKEN] | sse URL CLIENTS N | "
-                  "idle URL CONNECTIONS PID\n");
+                  "idle URL CONNECTIONS PID | hooks URL N LANES\n");
   return 2;
 }
