@@ -17,6 +17,9 @@
 --   api_requests       the requests tests/integration/api_suite.py sends (its route
 --                      table, tokens and scopes, limits), written as the harness's input,
 --                      to the open server as there and with a token to the other
+--   webhook_verify     the vectors of tests/unit/test_webhook_verify.c (GitHub's,
+--                      Standard Webhooks', Stripe-style), as SECRET, ID, TS, HEADER lines
+--                      and the body
 -- Existing seed-* files are replaced; corpus entries libFuzzer added (named by
 -- their SHA-1) stay.
 --
@@ -358,6 +361,27 @@ do
   }) do
     seed("api_requests", "limits" .. i, s)
   end
+end
+
+-- -------------------------------------------------------- webhook_verify --
+for i, fields in ipairs({
+  { "It's a Secret to Everybody", "", "", "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+    "Hello, World!" },
+  { "It's a Secret to Everybody", "", "", "sha256=42125d1b3f19222538fab5c4107cfb8e0c46b370a675a45cc91be934baa1fe02",
+    "Hello,\0World!" },
+  { "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330",
+    "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= v2,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= "
+      .. "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw==",
+    '{"test": 2432232314}' },
+  { "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS", "msg.1", "99999999999999999999999", "v1,", "" },
+  { "stripe-test-secret", "evt_1", "1700000000",
+    "t=1700000000,v1=547fa21dcfac18668972bbd38f5ad5720cd289eec5c860106b67788af87707e2,"
+      .. "v1=2d7b760a2bb243d837f804f20932b66a8c02b00456d31d1b58e1e25ef7ce03a9,v0=00",
+    '{"id":"evt_1","object":"event"}' },
+  { "tok-123", "", "hello", "Bearer tok-123", "" },
+  { " lead", "id", "-5", "bearer  lead", "x\n" },
+}) do
+  seed("webhook_verify", "vector" .. i, table.concat(fields, "\n"))
 end
 
 -- ----------------------------------------------------------------- write --
