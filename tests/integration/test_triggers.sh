@@ -36,6 +36,30 @@ assert_exit "test with a bad signature exits 2" 2 engine trigger test gh --dir "
 assert_contains "and says it was rejected" '"status":401' "$OUT"
 assert_eq "test started nothing" "" "$(engine list 2>/dev/null | tail -n +2)"
 
+# --- the shipped GitHub trigger, on real recorded payloads (tests/fixtures/github/SOURCES)
+GHFIX="$SRC/tests/fixtures/github"
+gh_headers() { # gh_headers EVENT FILE DELIVERY: signed with GITHUB_WEBHOOK_SECRET
+  printf 'X-GitHub-Event: %s\nX-GitHub-Delivery: %s\nContent-Type: application/json\nX-Hub-Signature-256: sha256=%s\n' \
+    "$1" "$3" "$(openssl dgst -sha256 -hmac "$GITHUB_WEBHOOK_SECRET" -r <"$2" | cut -d' ' -f1)" >"$T/gh.txt"
+}
+export GITHUB_WEBHOOK_SECRET="the shipped trigger's secret"
+gh_headers pull_request "$GHFIX/pull_request.opened.payload.json" real-1
+out="$(engine trigger test github --dir "$SRC/workflows/triggers" --body "$GHFIX/pull_request.opened.payload.json" --headers "$T/gh.txt")"
+assert_contains "a real pull_request.opened starts a review of its head" '"id":"pr:Codertocat:Hello-World:2@ec26c3e57ca3"' "$out"
+assert_contains "of pr_review.lua" '"workflow":"pr_review.lua"' "$out"
+assert_contains "with the clone URL from the payload" '"clone_url":"https://github.com/Codertocat/Hello-World.git"' "$out"
+gh_headers pull_request "$GHFIX/pull_request.synchronize.payload.json" real-2
+assert_contains "synchronize starts one too" '"outcome":"start"' \
+  "$(engine trigger test github --dir "$SRC/workflows/triggers" --body "$GHFIX/pull_request.synchronize.payload.json" --headers "$T/gh.txt")"
+gh_headers pull_request "$GHFIX/pull_request.closed.payload.json" real-3
+assert_contains "closed is ignored, saying why" '"detail":"pull_request closed starts nothing"' \
+  "$(engine trigger test github --dir "$SRC/workflows/triggers" --body "$GHFIX/pull_request.closed.payload.json" --headers "$T/gh.txt")"
+gh_headers ping "$GHFIX/ping.payload.json" real-4
+assert_contains "ping is ignored" '"outcome":"ignored"' \
+  "$(engine trigger test github --dir "$SRC/workflows/triggers" --body "$GHFIX/ping.payload.json" --headers "$T/gh.txt")"
+GITHUB_WEBHOOK_SECRET=wrong assert_exit "signed with another secret: refused" 2 env GITHUB_WEBHOOK_SECRET=wrong "$ENGINE" trigger test github \
+  --dir "$SRC/workflows/triggers" --body "$GHFIX/ping.payload.json" --headers "$T/gh.txt"
+
 # --- the deliveries, over HTTP
 export ENGINE_HTTP_MAX_HOOK_BODY_BYTES=65536
 serve_api --workflows "$HOOKS"
