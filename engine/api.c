@@ -958,13 +958,20 @@ static void hook_answer(api *a, httpd_req *r, delivery_row *d, const char *messa
   free(qo), free(qm), free(qt), free(qd), free(qw);
 }
 
-/* A string field of the hook's answer on the api's Lua stack top; "" when absent. */
-static const char *answer_field(lua_State *L, const char *key, char *out, size_t n) {
+/* A string field of the hook's answer on the api's Lua stack top into out
+ * ("" when absent). Returns 1 when it had to be cut, at a UTF-8 boundary (a
+ * record PostgreSQL takes, an id never silently shortened). */
+static int answer_field(lua_State *L, const char *key, char *out, size_t n) {
   lua_getfield(L, -1, key);
-  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-  snprintf(out, n, "%s", v ? v : "");
+  size_t len = 0;
+  const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : "";
+  size_t k = len < n ? len : n - 1;
+  if (k < len)
+    while (k > 0 && ((unsigned char)v[k] & 0xC0) == 0x80) k--;
+  memcpy(out, v, k);
+  out[k] = 0;
   lua_pop(L, 1);
-  return out;
+  return k < len;
 }
 
 /* POST /hooks/{name}: the trigger verifies the exact bytes and maps the
@@ -1025,9 +1032,9 @@ static void h_hook(api *a, httpd_req *r, ctx *c) {
   char outcome[16], detail[1024], delivery[256], workflow[256], id[ENGINE_ID_MAX + 1];
   answer_field(L, "outcome", outcome, sizeof outcome);
   answer_field(L, "detail", detail, sizeof detail);
-  answer_field(L, "delivery", delivery, sizeof delivery);
-  answer_field(L, "workflow", workflow, sizeof workflow);
-  answer_field(L, "id", id, sizeof id);
+  answer_field(L, "delivery", delivery, sizeof delivery); /* at most 200 bytes (lua/triggers.lua) */
+  int long_name = answer_field(L, "workflow", workflow, sizeof workflow);
+  int long_id = answer_field(L, "id", id, sizeof id);
   lua_getfield(L, -1, "status");
   d.status = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
@@ -1059,7 +1066,8 @@ static void h_hook(api *a, httpd_req *r, ctx *c) {
     return free(msg);
   }
   char path[PATH_MAX], why[PATH_MAX + 256];
-  if (script_path(a, workflow, path, sizeof path, why, sizeof why) != 0 ||
+  if (long_name || long_id) snprintf(why, sizeof why, "its %s is too long", long_id ? "id" : "workflow name");
+  if (long_name || long_id || script_path(a, workflow, path, sizeof path, why, sizeof why) != 0 ||
       (*id && engine_check_id(id, why, sizeof why) != 0)) {
     free(input);
     d.outcome = "rejected", d.status = 500;

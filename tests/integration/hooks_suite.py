@@ -149,13 +149,13 @@ for name, fn, want in cases:
 
 # the trigger's own failures: 500, nothing started, nothing leaked
 for how, want, needle in [("error", 500, "boom"), ("loop", 500, "instruction budget"), ("io", 500, "io"),
-                          ("os", 500, "os"), ("traversal", 500, "invalid script"), ("badid", 500, "invalid workflow id"),
+                          ("os", 500, "os"), ("traversal", 500, "invalid script"), ("badid", 500, "invalid workflow id"), ("longid", 500, "id is too long"), ("utf8", 500, "é"),
                           ("list", 500, "list"), ("number", 500, "number"), ("rep", 500, "too large"),
                           ("nothing", 200, "nothing asked")]:
     b = json.dumps({"how": how}).encode()
     r = post("/hooks/hostile", b, {"X-Hub-Signature-256": gh_sig(b), "X-GitHub-Delivery": "h-" + how,
                                    "Content-Type": "application/json"})
-    msg = json.dumps(r[1])
+    msg = json.dumps(r[1], ensure_ascii=False)
     check("hostile trigger (%s) -> %d" % (how, want), r[0] == want, r)
     check("hostile trigger (%s) says why" % how, needle in msg, msg[:300])
     check("hostile trigger (%s) leaks no secret" % how, os.environ["TEST_GH_SECRET"] not in msg)

@@ -10,6 +10,8 @@ return {
     if how == "os" then return { workflow = "record.lua", input = { f = os.getenv("TEST_GH_SECRET") } } end
     if how == "traversal" then return { workflow = "../../hello.lua" } end
     if how == "badid" then return { workflow = "record.lua", id = "../x" } end
+    if how == "longid" then return { workflow = "record.lua", id = ("a"):rep(300) } end
+    if how == "utf8" then error(("é"):rep(600)) end
     if how == "list" then return { workflow = "record.lua", input = { 1, 2, 3 } } end
     if how == "number" then return 42 end
     if how == "rep" then return { workflow = "record.lua", input = { s = ("x"):rep(1e9) } } end
