@@ -249,6 +249,21 @@ function M.list_dir(dir)
   return names
 end
 
+-- Runs one file {name=, content=} of a directory labelled label in a fresh
+-- sandbox: true, what it returned and its path, or false and the error naming the path.
+local function load_one(src, label)
+  local where = label and (label:gsub("/+$", "") .. "/" .. src.name) or src.name
+  local chunk, err = load(src.content, "@" .. where, "t", make_env())
+  if not chunk then return false, err end
+  local ok, res = run_limited(chunk)
+  if not ok then
+    local msg = errstr(res)
+    if not msg:find(where, 1, true) then msg = where .. ": " .. msg end
+    return false, msg
+  end
+  return true, res, where
+end
+
 -- Builds a set from sources {{name = "10-shell.lua", content = "..."}};
 -- label is the directory used in chunk names ("policies").
 function M.load_sources(sources, label)
@@ -260,16 +275,8 @@ function M.load_sources(sources, label)
   for _, src in ipairs(lib_sources) do hashed[#hashed + 1] = src end
   local set = { hash = M.hash_sources(hashed), files = {}, policies = {}, dir = label }
   for _, src in ipairs(sorted) do
-    local where = label and (label:gsub("/+$", "") .. "/" .. src.name) or src.name
-    local env = make_env()
-    local chunk, err = load(src.content, "@" .. where, "t", env)
-    if not chunk then return nil, err end
-    local ok, res = run_limited(chunk)
-    if not ok then
-      local msg = errstr(res)
-      if not msg:find(where, 1, true) then msg = where .. ": " .. msg end
-      return nil, msg
-    end
+    local ok, res, where = load_one(src, label)
+    if not ok then return nil, res end
     local p
     if type(res) == "function" then
       p = { name = src.name:gsub("%.lua$", ""), decide = res }
@@ -441,6 +448,7 @@ end
 M.sandbox = {
   env = function() return make_env() end,
   run = function(f, ...) return run_limited(f, ...) end,
+  load = load_one,
   errstr = errstr,
   copy = function(v) return deep_copy(v) end,
 }

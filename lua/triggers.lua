@@ -83,15 +83,8 @@ function M.load_sources(sources, label)
   table.sort(sorted, function(a, b) return a.name < b.name end)
   local set = { hash = policy.hash_sources(sorted), files = {}, routes = {}, dir = label }
   for _, src in ipairs(sorted) do
-    local where = label and (label:gsub("/+$", "") .. "/" .. src.name) or src.name
-    local chunk, err = load(src.content, "@" .. where, "t", sandbox.env())
-    if not chunk then return nil, err end
-    local ok, res = sandbox.run(chunk)
-    if not ok then
-      local msg = sandbox.errstr(res)
-      if not msg:find(where, 1, true) then msg = where .. ": " .. msg end
-      return nil, msg
-    end
+    local ok, res, where = sandbox.load(src, label)
+    if not ok then return nil, res end
     local t, terr = trigger_of(res, where, src.name)
     if not t then return nil, terr end
     local other = set.routes[t.route]
