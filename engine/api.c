@@ -1007,16 +1007,21 @@ static void h_hook(api *a, httpd_req *r, ctx *c) {
     return hook_answer(a, r, &d, "a header is not UTF-8 text");
   }
   ubuf_add(&h.b, "", 1);
-  char *qdir = json_quote(a->triggers_dir), *qname = json_quote(c->p1), *qbody = json_quote(body);
-  /* headers as [name, value] pairs: Lua joins repeated ones */
-  char *payload = util_fmt("{\"args\":{\"dir\":%s,\"name\":%s,\"header_list\":[%s],\"body\":%s,\"now\":%lld}}", qdir,
-                           qname, h.b.p ? h.b.p : "", qbody, (long long)(util_now_ms() / 1000));
+  /* the call's args, appended (not formatted: the body may be 25 MB); the
+   * headers as [name, value] pairs, which Lua joins when one repeats */
+  char *qdir = json_quote(a->triggers_dir), *qname = json_quote(c->p1), *qbody = json_quote(body), now[64];
+  snprintf(now, sizeof now, "],\"now\":%lld,\"body\":", (long long)(util_now_ms() / 1000));
+  ubuf p = {0};
+  const char *parts[] = {"{\"args\":{\"dir\":", qdir, ",\"name\":", qname, ",\"header_list\":[", h.b.p ? h.b.p : "", now,
+                         qbody, "}}", NULL};
+  for (const char **q = parts; *q; q++) ubuf_add(&p, *q, strlen(*q));
+  ubuf_add(&p, "", 1);
   free(qdir), free(qname), free(qbody);
   ubuf_free(&h.b);
   int ok = 0;
   char *json = NULL;
-  int done = engine_hook_now(a->e, "trigger", payload, &ok, &json);
-  free(payload);
+  int done = engine_hook_now(a->e, "trigger", p.p, &ok, &json);
+  ubuf_free(&p);
   lua_State *L = a->L;
   lua_settop(L, 0);
   if (!done || !ok || json_decode_safe(L, json, strlen(json), err, sizeof err) != 0 || !lua_istable(L, -1)) {
