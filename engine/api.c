@@ -858,6 +858,35 @@ static void h_approvals(api *a, httpd_req *r, ctx *c) {
   reply(r, 200, x.b.p, NULL);
 }
 
+typedef struct deliveries_ctx {
+  ubuf b;
+  int n;
+} deliveries_ctx;
+
+static int delivery_item(void *ud, const delivery_row *d) {
+  deliveries_ctx *x = ud;
+  char *j = view_delivery_json(d);
+  if (x->n++) ubuf_add(&x->b, ",", 1);
+  ubuf_add(&x->b, j, strlen(j));
+  free(j);
+  return 0;
+}
+
+/* GET /v1/triggers/{name}/deliveries: the newest first ("*": requests to no trigger). */
+static void h_deliveries(api *a, httpd_req *r, ctx *c) {
+  int64_t limit;
+  if (query_int(r, "limit", 50, 1000, &limit) != 0) return;
+  if (limit == 0) limit = 50;
+  deliveries_ctx x = {{0}, 0};
+  ubuf_add(&x.b, "{\"deliveries\":[", 15);
+  if (store_delivery_list(a->rd, c->p1, (int)limit, delivery_item, &x) != STORE_OK) {
+    ubuf_free(&x.b);
+    return reply_store_error(a, r, a->rd);
+  }
+  ubuf_add(&x.b, "]}", 3);
+  reply(r, 200, x.b.p, NULL);
+}
+
 static const char *APPROVE_KEYS[] = {"approved", "reason", NULL};
 
 static void h_approve(api *a, httpd_req *r, ctx *c) {
@@ -1238,6 +1267,7 @@ static const route ROUTES[] = {
     {"GET", "/v1/events", SCOPE_READ, h_all_events},
     /* no token: each trigger verifies its sender's signature (lua/triggers.lua) */
     {"POST", "/hooks/{name}", 0, h_hook},
+    {"GET", "/v1/triggers/{name}/deliveries", SCOPE_READ, h_deliveries},
 };
 #define NROUTES (sizeof ROUTES / sizeof *ROUTES)
 

@@ -1917,12 +1917,10 @@ typedef struct delivery_out {
 static int print_delivery(void *ud, const delivery_row *d) {
   delivery_out *o = ud;
   if (o->json) {
-    char *qt = json_quote(d->trigger), *qd = json_quote(d->delivery), *qo = json_quote(d->outcome);
-    char *qw = d->wf_id ? json_quote(d->wf_id) : util_strdup("null"), *qx = d->detail ? json_quote(d->detail) : util_strdup("null");
-    printf("%s{\"received_at\":%lld,\"trigger\":%s,\"delivery\":%s,\"outcome\":%s,\"status\":%d,\"workflow_id\":%s,"
-           "\"detail\":%s}",
-           o->n ? "," : "", (long long)d->received_at, qt, qd, qo, d->status, qw, qx);
-    free(qt), free(qd), free(qo), free(qw), free(qx);
+    char *j = view_delivery_json(d), *out = json_for_output(j, strlen(j));
+    printf("%s%s", o->n ? "," : "", out);
+    free(j);
+    free(out);
   } else {
     char when[40];
     view_time(d->received_at, when, sizeof when);

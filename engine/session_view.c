@@ -944,3 +944,16 @@ int view_waits_now(store *st, const char *id, char **waits, int64_t *seq) {
   wf_row_free(&w);
   return rc;
 }
+
+/* ---------------------------------------------------------- deliveries --- */
+
+char *view_delivery_json(const delivery_row *d) {
+  char *qt = json_quote(d->trigger), *qd = *d->delivery ? json_quote(d->delivery) : util_strdup("null"),
+       *qo = json_quote(d->outcome), *qw = d->wf_id ? json_quote(d->wf_id) : util_strdup("null"),
+       *qx = d->detail ? json_quote(d->detail) : util_strdup("null");
+  char *out = util_fmt("{\"received_at\":%lld,\"trigger\":%s,\"delivery\":%s,\"outcome\":%s,\"status\":%d,"
+                       "\"workflow_id\":%s,\"detail\":%s}",
+                       (long long)d->received_at, qt, qd, qo, d->status, qw, qx);
+  free(qt), free(qd), free(qo), free(qw), free(qx);
+  return out;
+}

@@ -143,4 +143,8 @@ int view_terminal_size(int fd, int *cols, int *rows);
  * when the store cannot be read. */
 int view_waits_now(store *st, const char *id, char **waits, int64_t *seq);
 
+/* A webhook delivery as the JSON the CLI and the API print (malloc'd):
+ * {received_at, trigger, delivery, outcome, status, workflow_id, detail}. */
+char *view_delivery_json(const delivery_row *d);
+
 #endif

@@ -199,4 +199,15 @@ check("bearer: another token -> 401", r[0] == 401, r)
 r = post("/hooks/ci", b"{}", {"X-Request-Id": "ci-3"})
 check("bearer: no token -> 401", r[0] == 401, r)
 
+# ---- the deliveries, over the API
+with urllib.request.urlopen(BASE + "/v1/triggers/gh/deliveries?limit=500", timeout=30) as resp:
+    listed = json.loads(resp.read())["deliveries"]
+outcomes = [d["outcome"] for d in listed]
+check("GET deliveries lists gh's outcomes", {"started", "duplicate", "existing", "ignored", "rejected"} <= set(outcomes),
+      sorted(set(outcomes)))
+check("newest first", listed[0]["received_at"] >= listed[-1]["received_at"], (listed[0], listed[-1]))
+check("with each refusal's reason", any(d["status"] == 401 and d["detail"] for d in listed))
+with urllib.request.urlopen(BASE + "/v1/triggers/nosuch/deliveries", timeout=30) as resp:
+    check("a trigger with none: an empty list", json.loads(resp.read()) == {"deliveries": []})
+
 sys.exit(1 if FAILS else 0)
