@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "crash.h"
 #include "cron.h"
 #include "json.h"
 #include "render.h"
@@ -296,6 +297,7 @@ struct schedules {
   uv_timer_t *timer; /* freed in its close callback */
   dbwatch *watch;
   int retry_armed;
+  int fired; /* fires started in this pass */
 };
 
 static void on_timer(uv_timer_t *t);
@@ -338,6 +340,7 @@ static int start_fire(schedules *sc, const sched *s, int64_t nominal_ms) {
   int ok = input && engine_submit(sc->e, id, s->r.script, input, &existed, err, sizeof err) == 0;
   free(input);
   if (!ok) render_line(stderr, 0, "engine: schedule %s: cannot start %s: %s", s->r.name, id, err);
+  sc->fired += ok;
   return ok;
 }
 
@@ -448,6 +451,7 @@ static int add_sched(void *ud, const schedule_row *r) {
 static void on_committed(void *ud, int ok) {
   schedules *sc = ud;
   sc->retry_armed = 0;
+  if (ok) crash_point("schedule.committed"); /* tests: the fires are durable, nothing after them ran */
   if (!ok && sc->timer) arm(sc, 1000);
 }
 
@@ -457,6 +461,7 @@ static void pass(schedules *sc) {
   store *st = engine_store(sc->e);
   int64_t now = util_now_ms(), earliest = INT64_MAX;
   sched_list l = {0};
+  sc->fired = 0;
   if (store_schedule_list(st, add_sched, &l) != STORE_OK) {
     render_line(stderr, 0, "engine: cannot read the schedules: %s", store_errmsg(st));
     earliest = now + 1000;
@@ -468,6 +473,7 @@ static void pass(schedules *sc) {
     sched_free(&l.v[i]);
   }
   free(l.v);
+  if (sc->fired) crash_point("schedule.fired"); /* tests: started in the batch, not yet committed */
   if (store_in_txn(st) && !open_before && !sc->retry_armed) {
     sc->retry_armed = 1;
     engine_when_committed(sc->e, on_committed, sc);

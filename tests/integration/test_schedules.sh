@@ -164,4 +164,24 @@ ATTEMPTS="$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cu:*' AND ty
 assert_eq "one start in each history" "$(started cu)" "$ATTEMPTS"
 if grep -q "cannot start\|already exists" "$T/serve.log"; then fail "serve logged: $(grep "cannot start\|already exists" "$T/serve.log")"; else pass "no start failed or repeated"; fi
 
+# --- a crash inside the batch of a fire (ENGINE_CRASH, crash.h) and right after its commit:
+# after a restart the fires form an unbroken run of seconds, each started once
+engine schedule delete cu 2>/dev/null
+engine schedule create cr --cron '* * * * * *' --workflow "$WF" --input '{"seconds":0}' --overlap allow_all --catchup-window 10s 2>/dev/null
+for point in schedule.fired:3 schedule.committed:3; do
+  : >"$T/serve.log"
+  bg S env ENGINE_CRASH="$point" "$ENGINE" serve 2>>"$T/serve.log"
+  set +e; wait "$S"; RC=$?; set -e
+  assert_eq "serve died at $point" 137 "$RC"
+  serve
+  sleep 2.2
+  stop_serve
+  IDS="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:cr:2*' ORDER BY id")"
+  FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | head -1)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
+  NIDS="$(printf '%s\n' "$IDS" | grep -c .)"
+  assert_eq "after $point: every second fired once, none lost" $((LAST_S - FIRST_S + 1)) "$NIDS"
+  assert_eq "after $point: one start in each history" "$NIDS" "$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cr:*' AND type='WorkflowStarted'")"
+  assert_eq "after $point: all completed" 0 "$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:cr:*' AND status <> 'completed'")"
+done
+
 finish
