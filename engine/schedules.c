@@ -31,13 +31,20 @@ int schedule_parse_duration(const char *s, int64_t *ms, char *err, size_t errlen
   if (!s || !*s || *s < '0' || *s > '9') goto bad;
   unsigned long long n = strtoull(s, &end, 10);
   int64_t unit;
-  if (strcmp(end, "ms") == 0) unit = 1;
-  else if (strcmp(end, "s") == 0) unit = 1000;
-  else if (strcmp(end, "m") == 0) unit = 60000;
-  else if (strcmp(end, "h") == 0) unit = 3600000;
-  else if (strcmp(end, "d") == 0) unit = 86400000;
-  else if (*end == 0 && n == 0) unit = 1;
-  else goto bad;
+  if (strcmp(end, "ms") == 0)
+    unit = 1;
+  else if (strcmp(end, "s") == 0)
+    unit = 1000;
+  else if (strcmp(end, "m") == 0)
+    unit = 60000;
+  else if (strcmp(end, "h") == 0)
+    unit = 3600000;
+  else if (strcmp(end, "d") == 0)
+    unit = 86400000;
+  else if (*end == 0 && n == 0)
+    unit = 1;
+  else
+    goto bad;
   if (n > (unsigned long long)(INT64_MAX / unit) || n * (unsigned long long)unit > 366ull * 86400000) {
     util_seterr(err, errlen, "duration '%s' is longer than a year", s);
     return -1;
@@ -54,9 +61,8 @@ int schedule_check_name(const char *name, char *err, size_t errlen) {
   if (engine_name_problem(name, SCHEDULE_NAME_MAX, "._-", what, sizeof what) == 0 && !strstr(name, "..")) return 0;
   if (!*what) snprintf(what, sizeof what, "it contains \"..\"");
   char *q = json_quote(name);
-  util_seterr(err, errlen,
-              "schedule name %.80s: %s (1-%d of A-Z a-z 0-9 . _ -, starting with a letter or a digit)", q, what,
-              SCHEDULE_NAME_MAX);
+  util_seterr(err, errlen, "schedule name %.80s: %s (1-%d of A-Z a-z 0-9 . _ -, starting with a letter or a digit)", q,
+              what, SCHEDULE_NAME_MAX);
   free(q);
   return -1;
 }
@@ -78,8 +84,10 @@ void schedule_format_utc(int64_t ms, int with_ms, char *out, size_t n) {
   if (y < 0 || y > 9999) y = 0; /* cron_next searches a few years ahead: never */
   snprintf(out, n, "%04d%02d%02dT%02d%02d%02d", y, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
   size_t used = strlen(out);
-  if (with_ms) snprintf(out + used, n - used, ".%03dZ", (int)(ms % 1000));
-  else snprintf(out + used, n - used, "Z");
+  if (with_ms)
+    snprintf(out + used, n - used, ".%03dZ", (int)(ms % 1000));
+  else
+    snprintf(out + used, n - used, "Z");
 }
 
 /* The first nominal fire strictly after after_ms (whole seconds), 0 with
@@ -123,8 +131,10 @@ static int load(store *st, const char *name, sched *out, char *err, size_t errle
   memset(out, 0, sizeof *out);
   int found = store_schedule_get(st, name, copy_row, out);
   if (found == 1) return 0;
-  if (found < 0) util_seterr(err, errlen, "cannot read schedule %s: %s", name, store_errmsg(st));
-  else util_seterr(err, errlen, "no schedule named %s (see engine schedule list)", name);
+  if (found < 0)
+    util_seterr(err, errlen, "cannot read schedule %s: %s", name, store_errmsg(st));
+  else
+    util_seterr(err, errlen, "no schedule named %s (see engine schedule list)", name);
   return -1;
 }
 
@@ -140,8 +150,8 @@ static int commit(store *st, char *err, size_t errlen) {
 
 /* Checks sp: 0 with *first (the first fire after now_ms), real (the
  * script's resolved path) and *input (canonical, malloc'd), or -1 with err. */
-static int check_spec(const schedule_spec *sp, int64_t now_ms, int64_t *first_out, char real[PATH_MAX], char **input_out,
-                      char *err, size_t errlen) {
+static int check_spec(const schedule_spec *sp, int64_t now_ms, int64_t *first_out, char real[PATH_MAX],
+                      char **input_out, char *err, size_t errlen) {
   char why[1024];
   if (schedule_check_name(sp->name, err, errlen) != 0) return -1;
   cron_expr c;
@@ -201,8 +211,8 @@ int schedule_create(store *st, const schedule_spec *sp, int64_t now_ms, char *er
   char real[PATH_MAX], *input = NULL;
   if (check_spec(sp, now_ms, &first, real, &input, err, errlen) != 0) return -1;
   const char *tz = sp->tz && *sp->tz ? sp->tz : "UTC", *overlap = sp->overlap ? sp->overlap : "skip";
-  schedule_row r = {sp->name, sp->cron, tz, real, input, overlap, sp->catchup_window_ms, sp->jitter_ms, 0, first,
-                    0, 0, 0, now_ms, now_ms};
+  schedule_row r = {sp->name, sp->cron, tz, real, input,  overlap, sp->catchup_window_ms, sp->jitter_ms, 0,
+                    first,    0,        0,  0,    now_ms, now_ms};
   int rc = store_schedule_insert(st, &r);
   free(input);
   if (rc < 0) {
@@ -406,8 +416,10 @@ static int64_t advance(schedules *sc, sched *s, int64_t now) {
       continue;
     }
     if (run.n > 0 && strcmp(o, "buffer_one") == 0) {
-      if (r->buffered_fire_at) r->skipped_count++; /* one waits already */
-      else r->buffered_fire_at = due[i];
+      if (r->buffered_fire_at)
+        r->skipped_count++; /* one waits already */
+      else
+        r->buffered_fire_at = due[i];
       continue;
     }
     for (int k = 0; cancel_other && k < run.n; k++) {
@@ -424,8 +436,7 @@ static int64_t advance(schedules *sc, sched *s, int64_t now) {
   }
   if (changed) {
     r->updated_at = now;
-    if (store_schedule_update(st, r) < 0)
-      render_line(stderr, 0, "engine: schedule %s: %s", r->name, store_errmsg(st));
+    if (store_schedule_update(st, r) < 0) render_line(stderr, 0, "engine: schedule %s: %s", r->name, store_errmsg(st));
   }
   if (!r->next_fire_at) return INT64_MAX;
   return schedule_fire_at(r->name, r->next_fire_at, r->jitter_ms);
@@ -481,10 +492,14 @@ static void pass(schedules *sc) {
   arm(sc, earliest == INT64_MAX ? SCHEDULE_TICK_MAX_MS : earliest - util_now_ms());
 }
 
-static void on_timer(uv_timer_t *t) { pass(t->data); }
+static void on_timer(uv_timer_t *t) {
+  pass(t->data);
+}
 
 /* Another process wrote (a schedule created, paused, resumed, deleted). */
-static void on_external(void *ud) { arm(ud, 0); }
+static void on_external(void *ud) {
+  arm(ud, 0);
+}
 
 /* A workflow of a schedule ended: a buffered fire may start now. */
 static void on_status(void *ud, const char *id, const char *status) {
@@ -503,7 +518,9 @@ schedules *schedules_start(engine *e) {
   return sc;
 }
 
-static void timer_closed(uv_handle_t *h) { free(h); }
+static void timer_closed(uv_handle_t *h) {
+  free(h);
+}
 
 void schedules_stop(schedules *sc) {
   if (!sc) return;

@@ -35,7 +35,8 @@ static void test_durations(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     int64_t ms = 7;
     char err[256] = "";
-    if (schedule_parse_duration(bad[i], &ms, err, sizeof err) == 0) fail_msg("'%s' was taken as %lld", bad[i], (long long)ms);
+    if (schedule_parse_duration(bad[i], &ms, err, sizeof err) == 0)
+      fail_msg("'%s' was taken as %lld", bad[i], (long long)ms);
     assert_true(strstr(err, "duration") != NULL);
   }
 }
@@ -44,8 +45,8 @@ static void test_names(void **state) {
   (void)state;
   char err[256];
   assert_int_equal(schedule_check_name("nightly-report_2.v1", err, sizeof err), 0);
-  static const char *const bad[] = {"", "a:b", "-a", "a b", "a..b", "a/b",
-                                    "12345678901234567890123456789012345678901234567890123456789012345"};
+  static const char *const bad[] = {
+      "", "a:b", "-a", "a b", "a..b", "a/b", "12345678901234567890123456789012345678901234567890123456789012345"};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     if (schedule_check_name(bad[i], err, sizeof err) == 0) fail_msg("name '%s' was taken", bad[i]);
 }
@@ -164,8 +165,11 @@ static void test_client_operations(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_durations), cmocka_unit_test(test_names), cmocka_unit_test(test_jitter),
-      cmocka_unit_test(test_format), cmocka_unit_test(test_client_operations),
+      cmocka_unit_test(test_durations),
+      cmocka_unit_test(test_names),
+      cmocka_unit_test(test_jitter),
+      cmocka_unit_test(test_format),
+      cmocka_unit_test(test_client_operations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
