@@ -2413,6 +2413,7 @@ static const char *MAIN_HELP =
     "  policy check [DIR]                 validate a policy set\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
     "  quota list                         quotas of the limits file: use and limits\n"
+    "  schedule create|list|pause|resume|trigger|delete   cron schedules that engine serve starts\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
