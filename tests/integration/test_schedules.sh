@@ -80,7 +80,7 @@ assert_eq "every id is sched:tick:YYYYMMDDTHHMMSSZ" "" "$BAD"
 FIRST="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:tick:*' ORDER BY id LIMIT 1")"
 CREATED="$(q "SELECT created_at/1000 FROM workflows WHERE id='$FIRST'")"
 D=$((CREATED - $(id_secs "$FIRST")))
-if [ "$D" -ge 0 ] && [ "$D" -le 1 ]; then pass "a fire starts at its FIRETIME"; else fail "$FIRST started $D s after its time"; fi
+if [ "$D" -ge 0 ] && [ "$D" -le 2 ]; then pass "a fire starts at its FIRETIME"; else fail "$FIRST started $D s after its time"; fi
 wait_status "$FIRST" completed 10 && pass "a fire runs to completion" || fail "$FIRST did not complete"
 assert_eq "the input has the schedule as identity" "schedule:tick" "$(engine show "$FIRST" --json | jget result.by)"
 
@@ -137,11 +137,11 @@ assert_eq "cancel_other: one runs" 1 "$LIVE"
 for n in oskip obuf oall ocan; do engine schedule delete "$n" 2>/dev/null; done
 
 # --- kill -9 of serve: catch-up within the window, older fires skipped and counted, none twice
-engine schedule create cu --cron '* * * * * *' --workflow "$WF" --input '{"seconds":0}' --overlap allow_all --catchup-window 2s 2>/dev/null
+engine schedule create cu --cron '* * * * * *' --workflow "$WF" --input '{"seconds":0}' --overlap allow_all --catchup-window 3s 2>/dev/null
 sleep 2.5
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 KILLED_AT="$(date +%s)"; SK0="$(skipped cu)"
-sleep 5
+sleep 7
 RESTART_AT="$(date +%s)"
 serve
 sleep 1.5
@@ -150,10 +150,10 @@ MISSED=0; TOO_OLD=0
 for id in $(q "SELECT id FROM workflows WHERE id GLOB 'sched:cu:2*'"); do
   s="$(id_secs "$id")"
   if [ "$s" -gt "$KILLED_AT" ] && [ "$s" -lt "$RESTART_AT" ]; then
-    MISSED=$((MISSED + 1)); [ "$s" -lt $((RESTART_AT - 3)) ] && TOO_OLD=$((TOO_OLD + 1))
+    MISSED=$((MISSED + 1)); [ "$s" -lt $((RESTART_AT - 4)) ] && TOO_OLD=$((TOO_OLD + 1))
   fi
 done
-if [ "$MISSED" -ge 1 ] && [ "$MISSED" -le 3 ]; then pass "fires missed within the window ran ($MISSED)"; else fail "missed fires run: $MISSED"; fi
+if [ "$MISSED" -ge 1 ] && [ "$MISSED" -le 4 ]; then pass "fires missed within the window ran ($MISSED)"; else fail "missed fires run: $MISSED"; fi
 assert_eq "fires older than the window did not run" 0 "$TOO_OLD"
 SK1="$(skipped cu)"
 if [ $((SK1 - SK0)) -ge 2 ]; then pass "older fires are counted skipped ($SK0 -> $SK1)"; else fail "skipped $SK0 -> $SK1"; fi
