@@ -471,13 +471,16 @@ static void on_committed(void *ud, int ok) {
 static void pass(schedules *sc) {
   store *st = engine_store(sc->e);
   int64_t now = util_now_ms(), earliest = INT64_MAX;
+  if (store_batch_failed(st)) { /* the store is failing: the engine retries it, and this pass after it */
+    arm(sc, 1000);
+    return;
+  }
   sched_list l = {0};
   sc->fired = 0;
   if (store_schedule_list(st, add_sched, &l) != STORE_OK) {
     render_line(stderr, 0, "engine: cannot read the schedules: %s", store_errmsg(st));
     earliest = now + 1000;
   }
-  int open_before = store_in_txn(st);
   for (size_t i = 0; i < l.n; i++) {
     int64_t at = advance(sc, &l.v[i], now);
     if (at < earliest) earliest = at;
@@ -485,7 +488,7 @@ static void pass(schedules *sc) {
   }
   free(l.v);
   if (sc->fired) crash_point("schedule.fired"); /* tests: started in the batch, not yet committed */
-  if (store_in_txn(st) && !open_before && !sc->retry_armed) {
+  if (store_in_txn(st) && !sc->retry_armed) {
     sc->retry_armed = 1;
     engine_when_committed(sc->e, on_committed, sc);
   }

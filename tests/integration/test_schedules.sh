@@ -183,5 +183,16 @@ for point in schedule.fired:3 schedule.committed:3; do
   assert_eq "after $point: one start in each history" "$NIDS" "$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cr:*' AND type='WorkflowStarted'")"
   assert_eq "after $point: all completed" 0 "$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:cr:*' AND status <> 'completed'")"
 done
+# a write of a schedule that fails (ENGINE_STORE_FAIL) loses its batch, fires included: retried, each once
+: >"$T/serve.log"
+bg S env ENGINE_STORE_FAIL=schedule:3 "$ENGINE" serve 2>>"$T/serve.log"
+sleep 3.2
+stop_serve
+assert_contains "the failed write was reported" "cannot write to the store" "$(cat "$T/serve.log")"
+IDS="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:cr:2*' ORDER BY id")"
+FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | head -1)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
+NIDS="$(printf '%s\n' "$IDS" | grep -c .)"
+assert_eq "after a lost batch: every second fired once, none lost" $((LAST_S - FIRST_S + 1)) "$NIDS"
+assert_eq "after a lost batch: one start in each history" "$NIDS" "$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cr:*' AND type='WorkflowStarted'")"
 
 finish
