@@ -29,6 +29,7 @@
 #include "pretty.h"
 #include "progress.h"
 #include "render.h"
+#include "schedules.h"
 #include "session_view.h"
 #include "store.h"
 #include "tokens.h"
@@ -907,7 +908,9 @@ static int cmd_serve(args *a, common *c) {
   } else {
     render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", engine_db_shown(c->db, shown, sizeof shown), (int)getpid());
   }
+  schedules *sched = schedules_start(e);
   int rc = engine_run(e);
+  schedules_stop(sched);
   api_stop(http);
   engine_free(e);
   api_free(http);
@@ -2134,6 +2137,168 @@ static int cmd_token(args *a, common *c) {
   return EXIT_OK;
 }
 
+/* ------------------------------------------------------------- schedule --- */
+
+static const char *SCHEDULE_HELP =
+    "usage: engine schedule create NAME --cron EXPR [--tz ZONE] --workflow FILE\n"
+    "                              [--input JSON] [--overlap POLICY]\n"
+    "                              [--catchup-window DUR] [--jitter DUR] [--db PATH]\n"
+    "       engine schedule list [--json] [--db PATH]\n"
+    "       engine schedule pause|resume|trigger|delete NAME [--db PATH]\n"
+    "\n"
+    "Starts workflow FILE whenever cron expression EXPR fires in time zone ZONE (an\n"
+    "IANA name, default UTC), while `engine serve` runs. EXPR has five fields\n"
+    "(minute hour day-of-month month day-of-week) or six with a leading second;\n"
+    "@daily and the like work too. Each fire starts the workflow with id\n"
+    "sched:NAME:FIRETIME (20261201T090000Z, the fire's UTC time), so a fire never\n"
+    "starts twice, also across a crash.\n"
+    "\n"
+    "--overlap says what a fire does while the schedule's previous workflow still\n"
+    "runs: skip (the default; counted in SKIPPED), buffer_one (starts when the\n"
+    "previous one ends; at most one waits), allow_all, cancel_other (cancels the\n"
+    "running one and starts). --catchup-window (default 1m): fires missed while no\n"
+    "engine served, or while one waited, run when at most this late; older ones are\n"
+    "skipped and counted. --jitter delays each fire by a fixed offset below DUR,\n"
+    "the same on every restart. DUR: 30s, 5m, 2h, 1d.\n"
+    "\n"
+    "pause stops the fires; resume starts again from now (fires while paused are\n"
+    "not caught up); trigger starts the workflow now as sched:NAME:manual-TIME\n"
+    "whatever the overlap policy; delete removes the schedule (its workflows stay).\n";
+
+/* ms as 2026-12-01T09:00:00Z, or "-" for 0. */
+static void iso_utc(int64_t ms, char *out, size_t n) {
+  if (!ms) {
+    snprintf(out, n, "-");
+    return;
+  }
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int schedule_list_row(void *ud, const schedule_row *r) {
+  common *c = ud;
+  char next[40], last[40];
+  iso_utc(r->next_fire_at ? schedule_fire_at(r->name, r->next_fire_at, r->jitter_ms) : 0, next, sizeof next);
+  iso_utc(r->last_fire_at, last, sizeof last);
+  if (c->json) {
+    char *name = json_quote(r->name), *cron = json_quote(r->cron), *tz = json_quote(r->tz),
+         *wf = json_quote(r->script), *ov = json_quote(r->overlap), *nq = json_quote(next), *lq = json_quote(last);
+    put_json(stdout,
+             util_fmt("{\"name\":%s,\"cron\":%s,\"tz\":%s,\"workflow\":%s,\"input\":%s,\"overlap\":%s,"
+                      "\"catchup_window_ms\":%lld,\"jitter_ms\":%lld,\"paused\":%s,\"next_fire_at\":%s,"
+                      "\"last_fire_at\":%s,\"skipped_count\":%lld,\"buffered\":%s,\"created_at\":%lld}",
+                      name, cron, tz, wf, r->input, ov, (long long)r->catchup_window_ms, (long long)r->jitter_ms,
+                      r->paused ? "true" : "false", r->next_fire_at ? nq : "null", r->last_fire_at ? lq : "null",
+                      (long long)r->skipped_count, r->buffered_fire_at ? "true" : "false",
+                      (long long)r->created_at));
+    free(name), free(cron), free(tz), free(wf), free(ov), free(nq), free(lq);
+  } else {
+    render_line(stdout, 0, "%-20s %-18s %-16s %-12s %-7s %-21s %-21s %7lld %s", r->name, r->cron, r->tz, r->overlap,
+                r->paused ? "paused" : "active", r->paused ? "-" : next, last, (long long)r->skipped_count,
+                r->script);
+  }
+  return 0;
+}
+
+static int cmd_schedule(args *a, common *c) {
+  const char *sub = a->i < a->argc ? a->argv[a->i++] : NULL, *name = NULL;
+  if (!sub) return fputs(SCHEDULE_HELP, stderr), EXIT_USAGE;
+  if (is_flag(sub, "--help") || is_flag(sub, "-h")) return fputs(SCHEDULE_HELP, stdout), EXIT_OK;
+  static const char *const subs[] = {"create", "list", "pause", "resume", "trigger", "delete", NULL};
+  int known = 0;
+  for (const char *const *k = subs; *k; k++) known |= strcmp(*k, sub) == 0;
+  if (!known)
+    return die(EXIT_USAGE, "schedule: unknown subcommand '%s' (create, list, pause, resume, trigger or delete; see "
+                           "engine schedule --help)", sub);
+  int create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0, bad = 0;
+  schedule_spec sp = {.tz = "UTC", .overlap = "skip", .catchup_window_ms = SCHEDULE_DEFAULT_CATCHUP_MS};
+  const char *input_spec = "{}", *catchup = NULL, *jitter = NULL;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = flag_value(a, "--db", &bad))) c->db = v;
+    else if (create && (v = flag_value(a, "--cron", &bad))) sp.cron = v;
+    else if (create && (v = flag_value(a, "--tz", &bad))) sp.tz = v;
+    else if (create && (v = flag_value(a, "--workflow", &bad))) sp.script = v;
+    else if (create && (v = flag_value(a, "--input", &bad))) input_spec = v;
+    else if (create && (v = flag_value(a, "--overlap", &bad))) sp.overlap = v;
+    else if (create && (v = flag_value(a, "--catchup-window", &bad))) catchup = v;
+    else if (create && (v = flag_value(a, "--jitter", &bad))) jitter = v;
+    else if (list && is_flag(cur, "--json")) c->json = 1;
+    else if (is_flag(cur, "--help") || is_flag(cur, "-h")) return fputs(SCHEDULE_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-' && cur[1])
+      return die(EXIT_USAGE, "schedule %s: unknown option %s (see engine schedule --help)", sub, cur);
+    else if (!list && !name) name = cur;
+    else return die(EXIT_USAGE, "schedule %s: unexpected argument %s", sub, cur);
+  }
+  if (bad) return EXIT_USAGE;
+  char err[1024], shown[1024];
+  store *st;
+  int rc;
+  if (list) {
+    if (engine_db_missing(c->db))
+      return die(EXIT_USAGE, "no database at %s (engine schedule create makes one, or pass --db)", c->db);
+    if ((rc = open_existing(c->db, &st))) return rc;
+    if (!c->json)
+      printf("%-20s %-18s %-16s %-12s %-7s %-21s %-21s %7s %s\n", "NAME", "CRON", "TZ", "OVERLAP", "STATE",
+             "NEXT (UTC)", "LAST (UTC)", "SKIPPED", "WORKFLOW");
+    if (store_schedule_list(st, schedule_list_row, c) != 0) return read_failed(st, "the schedules", c->db);
+    store_close(st);
+    return EXIT_OK;
+  }
+  if (!name) return die(EXIT_USAGE, "schedule %s: missing NAME (see engine schedule --help)", sub);
+  if (schedule_check_name(name, err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
+  int64_t now = util_now_ms();
+  if (create) {
+    sp.name = name;
+    if (!sp.cron) return die(EXIT_USAGE, "schedule create: --cron EXPR is required (see engine schedule --help)");
+    if (!sp.script) return die(EXIT_USAGE, "schedule create: --workflow FILE is required");
+    if (catchup && schedule_parse_duration(catchup, &sp.catchup_window_ms, err, sizeof err) != 0)
+      return die(EXIT_USAGE, "--catchup-window: %s", err);
+    if (jitter && schedule_parse_duration(jitter, &sp.jitter_ms, err, sizeof err) != 0)
+      return die(EXIT_USAGE, "--jitter: %s", err);
+    char *input = NULL;
+    if ((rc = read_input(input_spec, &input))) return rc;
+    sp.input = input;
+    if (schedule_check(&sp, now, err, sizeof err) != 0) { /* before the database is touched (or created) */
+      free(input);
+      return die(EXIT_USAGE, "schedule create: %s", err);
+    }
+    if (unwritable(c->db, err, sizeof err)) {
+      free(input);
+      return die(EXIT_USAGE, "schedule create: cannot write %s: %s", engine_db_shown(c->db, shown, sizeof shown), err);
+    }
+    if (store_open(c->db, 0, &st, err, sizeof err) != STORE_OK) {
+      free(input);
+      return die(EXIT_USAGE, "%s", err);
+    }
+    rc = schedule_create(st, &sp, now, err, sizeof err);
+    free(input);
+    store_close(st);
+    if (rc) return die(EXIT_USAGE, "schedule create: %s", err);
+    render_line(stderr, DIE_MAX, "engine: schedule %s created; engine serve starts its fires", name);
+    return EXIT_OK;
+  }
+  if ((rc = open_existing(c->db, &st))) return rc;
+  char id[ENGINE_ID_MAX + 1] = "", who[300];
+  if (strcmp(sub, "pause") == 0 || strcmp(sub, "resume") == 0) {
+    rc = schedule_set_paused(st, name, strcmp(sub, "pause") == 0, now, err, sizeof err);
+  } else if (strcmp(sub, "trigger") == 0) {
+    local_identity(who, sizeof who);
+    rc = schedule_trigger(st, name, who, now, id, sizeof id, err, sizeof err);
+  } else {
+    rc = schedule_delete(st, name, err, sizeof err);
+  }
+  store_close(st);
+  if (rc) return die(EXIT_USAGE, "schedule %s: %s", sub, err);
+  if (*id) render_line(stdout, 0, "%s", id);
+  else render_line(stderr, DIE_MAX, "engine: schedule %s: %s", name,
+                   strcmp(sub, "pause") == 0 ? "paused" : strcmp(sub, "resume") == 0 ? "resumed" : "deleted");
+  return EXIT_OK;
+}
+
 /* ---------------------------------------------------------------- quota --- */
 
 static const char *QUOTA_HELP =
@@ -2247,6 +2412,7 @@ static const char *MAIN_HELP =
     "  trigger check|test|deliveries      webhook trigger scripts: validate, try a delivery, see deliveries\n"
     "  token create|list|revoke           API tokens for the HTTP API\n"
     "  quota list                         quotas of the limits file: use and limits\n"
+    "  schedule create|list|pause|resume|trigger|delete   cron schedules that engine serve starts\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
@@ -2301,7 +2467,8 @@ int cli_main(int argc, char **argv) {
   if (json_max_payload_check(err, sizeof err) != 0) return die(EXIT_USAGE, "%s", err);
   if (check_color(&c)) return EXIT_USAGE;
   if (c.server && !asks_help(&a)) {
-    static const char *local_only[] = {"serve", "replay", "gc", "policy", "trigger", "token", "quota", NULL};
+    static const char *local_only[] = {"serve", "replay", "gc", "policy", "trigger", "token", "quota", "schedule",
+                                         NULL};
     for (const char **k = local_only; *k; k++)
       if (strcmp(cmd, *k) == 0)
         return die(EXIT_USAGE, "%s does not work with --server (yet)%s", cmd,
@@ -2324,5 +2491,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "trigger") == 0) return cmd_trigger(&a, &c);
   if (strcmp(cmd, "token") == 0) return cmd_token(&a, &c);
   if (strcmp(cmd, "quota") == 0) return cmd_quota(&a, &c);
+  if (strcmp(cmd, "schedule") == 0) return cmd_schedule(&a, &c);
   return die(EXIT_USAGE, "unknown command '%s' (see engine --help)", cmd);
 }

@@ -35,7 +35,7 @@ void engine_log_err(engine *e, const char *what) {
 
 /* Queues a status notification, delivered after the commit that makes it true. */
 void engine_notify(engine *e, const char *id, const char *status, const char *detail) {
-  if (!e->cfg.on_status) return;
+  if (!e->cfg.on_status && !e->status_watch) return;
   if (e->nnotes == e->capnotes) {
     e->capnotes = e->capnotes ? e->capnotes * 2 : 16;
     e->notes = util_xrealloc(e->notes, e->capnotes * sizeof(note));
@@ -167,6 +167,11 @@ static void tell_waiters(engine *e, int ok) {
 
 void engine_dispatch_now(engine *e) { dispatch_due(e); }
 
+void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const char *status), void *ud) {
+  e->status_watch = cb;
+  e->status_watch_ud = ud;
+}
+
 int engine_commit(engine *e) {
   if (!store_in_txn(e->st) && !store_batch_failed(e->st)) {
     if (e->nwaiters) tell_waiters(e, 1); /* they wrote nothing, or it is committed */
@@ -193,7 +198,8 @@ int engine_commit(engine *e) {
   e->notes = NULL;
   e->nnotes = e->capnotes = 0;
   for (size_t i = 0; i < nnotes; i++) {
-    e->cfg.on_status(e->cfg.ud, notes[i].id, notes[i].status, notes[i].detail);
+    if (e->cfg.on_status) e->cfg.on_status(e->cfg.ud, notes[i].id, notes[i].status, notes[i].detail);
+    if (e->status_watch) e->status_watch(e->status_watch_ud, notes[i].id, notes[i].status);
     free(notes[i].id);
     free(notes[i].status);
     free(notes[i].detail);

@@ -52,6 +52,10 @@ int engine_commit(engine *e);
 void engine_when_committed(engine *e, void (*cb)(void *ud, int ok), void *ud);
 /* Dispatches due tasks now (after a client wrote one into the batch). */
 void engine_dispatch_now(engine *e);
+/* cb runs after each commit for every workflow whose status it changed, as
+ * cfg.on_status does: a second observer for a module inside the worker
+ * (schedules.c); NULL removes it. */
+void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const char *status), void *ud);
 
 /* Where the engine's Lua library lives: ENGINE_LUA_DIR or the build default. */
 const char *engine_lua_dir(void);

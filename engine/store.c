@@ -15,7 +15,7 @@ static const char *fault_kind(const char *what) {
   static const char *const kinds[][2] = {
       {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
       {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
-      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},
+      {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},      {"schedule", "schedule"},
   };
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
     if (strstr(what, kinds[i][0])) return kinds[i][1];
@@ -185,3 +185,15 @@ int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) { return s->ops->group_count(s, what, cb, ud); }
 
 int64_t store_count(store *s, const char *what, const char *wf_id) { return s->ops->count(s, what, wf_id); }
+
+int store_schedule_insert(store *s, const schedule_row *r) { return s->ops->schedule_insert(s, r); }
+
+int store_schedule_update(store *s, const schedule_row *r) { return s->ops->schedule_update(s, r); }
+
+int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *ud) {
+  return s->ops->schedule_get(s, name, cb, ud);
+}
+
+int store_schedule_list(store *s, store_schedule_cb cb, void *ud) { return s->ops->schedule_list(s, cb, ud); }
+
+int store_schedule_del(store *s, const char *name) { return s->ops->schedule_del(s, name); }

@@ -281,6 +281,30 @@ int store_delivery_find(store *s, const char *trigger, const char *delivery, sto
 /* The newest deliveries of trigger (NULL: of every trigger), at most limit. */
 int store_delivery_list(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud);
 
+/* ---- schedules: cron-driven starts (schedules.c). Times are epoch ms;
+ * next_fire_at is the next fire's nominal instant (before jitter), 0 when the
+ * expression never fires again; buffered_fire_at a fire of overlap
+ * buffer_one waiting for the previous run to end (0 none). ---- */
+typedef struct schedule_row {
+  const char *name, *cron, *tz, *script, *input, *overlap;
+  int64_t catchup_window_ms, jitter_ms;
+  int paused;
+  int64_t next_fire_at, last_fire_at, buffered_fire_at, skipped_count;
+  int64_t created_at, updated_at;
+} schedule_row;
+typedef int (*store_schedule_cb)(void *ud, const schedule_row *r);
+/* Inserts a schedule: 1 written, 0 the name is taken (nothing written), -1 error. */
+int store_schedule_insert(store *s, const schedule_row *r);
+/* Rewrites every field of schedule r->name but created_at: 1 updated, 0 no
+ * such schedule, -1 error. */
+int store_schedule_update(store *s, const schedule_row *r);
+/* Schedule name: 1 with cb called, 0 none, -1 error. */
+int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *ud);
+/* Every schedule by name; cb returning nonzero stops. */
+int store_schedule_list(store *s, store_schedule_cb cb, void *ud);
+/* 1 deleted, 0 none, -1 error. */
+int store_schedule_del(store *s, const char *name);
+
 /* Counts for /metrics: workflows by status, tasks by kind, the sandboxes of
  * unfinished sessions (one row, key "live"), or slots by pool and state (key
  * "POOL\x1fheld" or "POOL\x1fqueued"). */

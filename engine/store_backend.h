@@ -82,6 +82,11 @@ typedef struct store_ops {
   int (*delivery_put)(store *s, const delivery_row *d);
   int (*delivery_find)(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
   int (*delivery_list)(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud);
+  int (*schedule_insert)(store *s, const schedule_row *r);
+  int (*schedule_update)(store *s, const schedule_row *r);
+  int (*schedule_get)(store *s, const char *name, store_schedule_cb cb, void *ud);
+  int (*schedule_list)(store *s, store_schedule_cb cb, void *ud);
+  int (*schedule_del)(store *s, const char *name);
   int (*group_count)(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
   int64_t (*count)(store *s, const char *what, const char *wf_id);
 } store_ops;

@@ -93,7 +93,12 @@ static const char *SCHEMA =
     "  received_at BIGINT NOT NULL, outcome " T " NOT NULL, status INTEGER NOT NULL, wf_id " T ", detail " T ");"
     "CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries(trig, delivery)"
     "  WHERE outcome IN ('started','existing') AND delivery <> '';"
-    "CREATE INDEX IF NOT EXISTS deliveries_trig ON deliveries(trig, id);";
+    "CREATE INDEX IF NOT EXISTS deliveries_trig ON deliveries(trig, id);"
+    "CREATE TABLE IF NOT EXISTS schedules(name " T " PRIMARY KEY, cron " T " NOT NULL, tz " T " NOT NULL,"
+    "  script " T " NOT NULL, input " T " NOT NULL, overlap " T " NOT NULL, catchup_window_ms BIGINT NOT NULL,"
+    "  jitter_ms BIGINT NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_fire_at BIGINT NOT NULL,"
+    "  last_fire_at BIGINT NOT NULL DEFAULT 0, buffered_fire_at BIGINT NOT NULL DEFAULT 0,"
+    "  skipped_count BIGINT NOT NULL DEFAULT 0, updated_at BIGINT NOT NULL, created_at BIGINT NOT NULL);";
 #undef T
 
 enum {
@@ -106,10 +111,14 @@ enum {
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
-  Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q__N
+  Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL, Q__N
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
+/* a schedule's columns in the order schedule_bind binds them */
+#define SCH_COLS                                                                                           \
+  "name,cron,tz,script,input,overlap,catchup_window_ms,jitter_ms,paused,next_fire_at,last_fire_at,"        \
+  "buffered_fire_at,skipped_count,updated_at,created_at"
 static const char *SQL[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
                     "created_at,updated_at) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
@@ -232,9 +241,17 @@ static const char *SQL[Q__N] = {
                    "ORDER BY name",
     [Q_CTR_LIST_FROM] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name>=$1 AND "
                         "starts_with(name, $1) ORDER BY name",
+    [Q_SCH_INSERT] = "INSERT INTO schedules(" SCH_COLS ") VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15) "
+                     "ON CONFLICT(name) DO NOTHING",
+    [Q_SCH_UPDATE] = "UPDATE schedules SET cron=$2,tz=$3,script=$4,input=$5,overlap=$6,catchup_window_ms=$7,"
+                     "jitter_ms=$8,paused=$9,next_fire_at=$10,last_fire_at=$11,buffered_fire_at=$12,"
+                     "skipped_count=$13,updated_at=$14 WHERE name=$1",
+    [Q_SCH_GET] = "SELECT " SCH_COLS " FROM schedules WHERE name=$1",
+    [Q_SCH_LIST] = "SELECT " SCH_COLS " FROM schedules ORDER BY name",
+    [Q_SCH_DEL] = "DELETE FROM schedules WHERE name=$1",
 };
 
-#define MAXP 12
+#define MAXP 16
 
 typedef struct pg {
   store base; /* first: the seam (store_backend.h) */
@@ -1787,6 +1804,84 @@ static int pg_delivery_list(store *st_, const char *trigger, int limit, store_de
   return n < 0 ? n : STORE_OK;
 }
 
+/* ---- schedules ---- */
+
+/* Binds the columns in the order of the statements: name first, then the
+ * fields an update rewrites (through updated_at), created_at last when with_created. */
+static void schedule_bind(pg *s, const schedule_row *r, int with_created) {
+  params_start(s);
+  bind_text(s, r->name);
+  bind_text(s, r->cron);
+  bind_text(s, r->tz);
+  bind_text(s, r->script);
+  bind_text(s, r->input);
+  bind_text(s, r->overlap);
+  bind_int(s, r->catchup_window_ms);
+  bind_int(s, r->jitter_ms);
+  bind_int(s, r->paused);
+  bind_int(s, r->next_fire_at);
+  bind_int(s, r->last_fire_at);
+  bind_int(s, r->buffered_fire_at);
+  bind_int(s, r->skipped_count);
+  bind_int(s, r->updated_at);
+  if (with_created) bind_int(s, r->created_at);
+}
+
+static int pg_schedule_insert(store *st_, const schedule_row *r) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  schedule_bind(s, r, 1);
+  if (exec_write(s, Q_SCH_INSERT, "write schedule") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+static int pg_schedule_update(store *st_, const schedule_row *r) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  schedule_bind(s, r, 0);
+  if (exec_write(s, Q_SCH_UPDATE, "update schedule") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+static int schedule_scan(pg *s, int q, store_schedule_cb cb, void *ud, const char *what) {
+  PGresult *r = pq_run(s, q, 0, what);
+  if (!r) return STORE_ERR;
+  int n = PQntuples(r);
+  for (int i = 0; i < n; i++) {
+    schedule_row row = {col_text(r, i, 0),       col_text(r, i, 1),       col_text(r, i, 2),  col_text(r, i, 3),
+                        col_text(r, i, 4),       col_text(r, i, 5),       col_int(r, i, 6),   col_int(r, i, 7),
+                        (int)col_int(r, i, 8),   col_int(r, i, 9),        col_int(r, i, 10),  col_int(r, i, 11),
+                        col_int(r, i, 12),       col_int(r, i, 14),       col_int(r, i, 13)};
+    if (cb && cb(ud, &row)) break;
+  }
+  PQclear(r);
+  return n;
+}
+
+static int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  bind_text(s, name);
+  int n = schedule_scan(s, Q_SCH_GET, cb, ud, "read schedule");
+  return n < 0 ? n : n > 0;
+}
+
+static int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  int n = schedule_scan(s, Q_SCH_LIST, cb, ud, "list schedules");
+  return n < 0 ? n : STORE_OK;
+}
+
+static int pg_schedule_del(store *st_, const char *name) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, name);
+  if (exec_write(s, Q_SCH_DEL, "delete schedule") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
 /* ---- counts ---- */
 
 static int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
@@ -1888,6 +1983,11 @@ const store_ops store_pg_ops = {
     .counter_get = pg_counter_get,
     .counter_put = pg_counter_put,
     .counter_list = pg_counter_list,
+    .schedule_insert = pg_schedule_insert,
+    .schedule_update = pg_schedule_update,
+    .schedule_get = pg_schedule_get,
+    .schedule_list = pg_schedule_list,
+    .schedule_del = pg_schedule_del,
     .group_count = pg_group_count,
     .count = pg_count,
 };

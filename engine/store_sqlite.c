@@ -10,7 +10,7 @@
 
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
  * 3: slots (concurrency limits and caps) and counters (quotas, rate windows)
- * 4: deliveries (webhook deliveries and their outcomes) */
+ * 4: deliveries (webhook deliveries and their outcomes) and schedules */
 #define SCHEMA_VERSION 4
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -60,7 +60,13 @@ static const char *SCHEMA =
     "  received_at INTEGER NOT NULL, outcome TEXT NOT NULL, status INTEGER NOT NULL, wf_id TEXT, detail TEXT);"
     "CREATE UNIQUE INDEX IF NOT EXISTS deliveries_once ON deliveries(trig, delivery)"
     "  WHERE outcome IN ('started','existing') AND delivery <> '';"
-    "CREATE INDEX IF NOT EXISTS deliveries_trig ON deliveries(trig, id);";
+    "CREATE INDEX IF NOT EXISTS deliveries_trig ON deliveries(trig, id);"
+    /* a cron schedule and where it stands: the next fire is moved in the batch that starts a fire */
+    "CREATE TABLE IF NOT EXISTS schedules(name TEXT PRIMARY KEY, cron TEXT NOT NULL, tz TEXT NOT NULL,"
+    "  script TEXT NOT NULL, input TEXT NOT NULL, overlap TEXT NOT NULL, catchup_window_ms INTEGER NOT NULL,"
+    "  jitter_ms INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_fire_at INTEGER NOT NULL,"
+    "  last_fire_at INTEGER NOT NULL DEFAULT 0, buffered_fire_at INTEGER NOT NULL DEFAULT 0,"
+    "  skipped_count INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -142,8 +148,18 @@ enum {
   Q_CTR_GET,
   Q_CTR_PUT,
   Q_CTR_LIST,
+  Q_SCH_INSERT,
+  Q_SCH_UPDATE,
+  Q_SCH_GET,
+  Q_SCH_LIST,
+  Q_SCH_DEL,
   Q__N
 };
+
+/* a schedule's columns in the order schedule_bind binds them */
+#define SCH_COLS                                                                                           \
+  "name,cron,tz,script,input,overlap,catchup_window_ms,jitter_ms,paused,next_fire_at,last_fire_at,"        \
+  "buffered_fire_at,skipped_count,updated_at,created_at"
 
 static const char *SQL[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
@@ -256,6 +272,13 @@ static const char *SQL[Q__N] = {
     /* a range of the primary key: names that start with the prefix */
     [Q_CTR_LIST] = "SELECT name,value,window_start,paused_until,updated_at FROM counters WHERE name>=?1 AND name<?2 "
                    "ORDER BY name",
+    [Q_SCH_INSERT] = "INSERT OR IGNORE INTO schedules(" SCH_COLS ") VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [Q_SCH_UPDATE] = "UPDATE schedules SET cron=?2,tz=?3,script=?4,input=?5,overlap=?6,catchup_window_ms=?7,"
+                     "jitter_ms=?8,paused=?9,next_fire_at=?10,last_fire_at=?11,buffered_fire_at=?12,"
+                     "skipped_count=?13,updated_at=?14 WHERE name=?1",
+    [Q_SCH_GET] = "SELECT " SCH_COLS " FROM schedules WHERE name=?",
+    [Q_SCH_LIST] = "SELECT " SCH_COLS " FROM schedules ORDER BY name",
+    [Q_SCH_DEL] = "DELETE FROM schedules WHERE name=?",
 };
 
 typedef struct sq {
@@ -346,6 +369,11 @@ static int sq_counter_list(store *st_, const char *prefix, store_counter_cb cb, 
 static int sq_delivery_put(store *st_, const delivery_row *d);
 static int sq_delivery_find(store *st_, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
 static int sq_delivery_list(store *st_, const char *trigger, int limit, store_delivery_cb cb, void *ud);
+static int sq_schedule_insert(store *st_, const schedule_row *r);
+static int sq_schedule_update(store *st_, const schedule_row *r);
+static int sq_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud);
+static int sq_schedule_list(store *st_, store_schedule_cb cb, void *ud);
+static int sq_schedule_del(store *st_, const char *name);
 static int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 static int64_t sq_count(store *st_, const char *what, const char *wf_id);
 
@@ -1730,6 +1758,91 @@ static int sq_delivery_list(store *st_, const char *trigger, int limit, store_de
   return n < 0 ? n : STORE_OK;
 }
 
+/* ---- schedules ---- */
+
+/* Binds the columns in the order of the statements: name first, then the
+ * fields an update rewrites (through updated_at), created_at last when with_created. */
+static void schedule_bind(sq *s, sqlite3_stmt *st, const schedule_row *r, int with_created) {
+  bind_text(s, st, 1, r->name);
+  bind_text(s, st, 2, r->cron);
+  bind_text(s, st, 3, r->tz);
+  bind_text(s, st, 4, r->script);
+  bind_text(s, st, 5, r->input);
+  bind_text(s, st, 6, r->overlap);
+  bind_int(s, st, 7, r->catchup_window_ms);
+  bind_int(s, st, 8, r->jitter_ms);
+  bind_int(s, st, 9, r->paused);
+  bind_int(s, st, 10, r->next_fire_at);
+  bind_int(s, st, 11, r->last_fire_at);
+  bind_int(s, st, 12, r->buffered_fire_at);
+  bind_int(s, st, 13, r->skipped_count);
+  bind_int(s, st, 14, r->updated_at);
+  if (with_created) bind_int(s, st, 15, r->created_at);
+}
+
+static int sq_schedule_insert(store *st_, const schedule_row *r) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SCH_INSERT);
+  if (!st) return STORE_ERR;
+  schedule_bind(s, st, r, 1);
+  if (exec_write(s, st, "write schedule") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+static int sq_schedule_update(store *st_, const schedule_row *r) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SCH_UPDATE);
+  if (!st) return STORE_ERR;
+  schedule_bind(s, st, r, 0);
+  if (exec_write(s, st, "update schedule") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+static int schedule_scan(sq *s, sqlite3_stmt *st, store_schedule_cb cb, void *ud, const char *what) {
+  int rc, n = 0;
+  while ((rc = step(s, st)) == SQLITE_ROW) {
+    schedule_row r = {col_text(st, 0), col_text(st, 1), col_text(st, 2), col_text(st, 3), col_text(st, 4),
+                      col_text(st, 5), sqlite3_column_int64(st, 6), sqlite3_column_int64(st, 7),
+                      sqlite3_column_int(st, 8), sqlite3_column_int64(st, 9), sqlite3_column_int64(st, 10),
+                      sqlite3_column_int64(st, 11), sqlite3_column_int64(st, 12), sqlite3_column_int64(st, 14),
+                      sqlite3_column_int64(st, 13)};
+    n++;
+    if (cb && cb(ud, &r)) break;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) return fail(s, what);
+  return n;
+}
+
+static int sq_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = stmt(s, Q_SCH_GET);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, name);
+  int n = schedule_scan(s, st, cb, ud, "read schedule");
+  return n < 0 ? n : n > 0;
+}
+
+static int sq_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = stmt(s, Q_SCH_LIST);
+  if (!st) return STORE_ERR;
+  int n = schedule_scan(s, st, cb, ud, "list schedules");
+  return n < 0 ? n : STORE_OK;
+}
+
+static int sq_schedule_del(store *st_, const char *name) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = stmt(s, Q_SCH_DEL);
+  if (!st) return STORE_ERR;
+  bind_text(s, st, 1, name);
+  if (exec_write(s, st, "delete schedule") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
 const store_ops store_sqlite_ops = {
     .close = sq_close,
     .errmsg = sq_errmsg,
@@ -1801,6 +1914,11 @@ const store_ops store_sqlite_ops = {
     .counter_get = sq_counter_get,
     .counter_put = sq_counter_put,
     .counter_list = sq_counter_list,
+    .schedule_insert = sq_schedule_insert,
+    .schedule_update = sq_schedule_update,
+    .schedule_get = sq_schedule_get,
+    .schedule_list = sq_schedule_list,
+    .schedule_del = sq_schedule_del,
     .group_count = sq_group_count,
     .count = sq_count,
 };

@@ -91,6 +91,9 @@ struct engine {
   uv_signal_t sigint, sigterm;
   note *notes;
   size_t nnotes, capnotes;
+  /* engine_watch_status: a second observer of the status notes (schedules.c) */
+  void (*status_watch)(void *ud, const char *id, const char *status);
+  void *status_watch_ud;
   struct waiter *waiters; /* engine_when_committed */
   size_t nwaiters, capwaiters;
   int stopping;

@@ -182,7 +182,8 @@ static void test_open_creates_schema(void **state) {
   store_close(s);
 
   const char *tables[] = {"meta",  "workflows", "history",       "code",  "run_modules",
-                          "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters", "deliveries"};
+                          "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters", "deliveries",
+                          "schedules"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
     snprintf(sql, sizeof sql,
@@ -385,6 +386,81 @@ static void test_deliveries_once(void **state) {
   memset(&x, 0, sizeof x);
   assert_int_equal(store_delivery_list(s, "noisy", 5000, dlv_collect, &x), STORE_OK);
   assert_true(x.n >= 1000 && x.n <= 1001);
+  store_close(s);
+}
+
+typedef struct sch_seen {
+  int n;
+  char names[128];
+  schedule_row last; /* numbers of the last row seen; its strings are not kept */
+  char cron[64], input[64];
+} sch_seen;
+
+static int sch_collect(void *ud, const schedule_row *r) {
+  sch_seen *x = ud;
+  x->n++;
+  size_t used = strlen(x->names);
+  snprintf(x->names + used, sizeof x->names - used, "%s ", r->name);
+  x->last = *r;
+  snprintf(x->cron, sizeof x->cron, "%s", r->cron);
+  snprintf(x->input, sizeof x->input, "%s", r->input);
+  return 0;
+}
+
+/* A schedule's name is taken once; an update rewrites everything but
+ * created_at; list is by name; delete says whether it found one. */
+static void test_schedules(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  schedule_row r = {"nightly", "0 3 * * *", "Europe/Berlin", "/w/n.lua", "{\"a\":1}", "skip", 60000, 0, 0,
+                    1800000000000, 0, 0, 0, 1000, 1000};
+  assert_int_equal(store_schedule_insert(s, &r), 1);
+  schedule_row dup = r;
+  dup.cron = "* * * * *";
+  assert_int_equal(store_schedule_insert(s, &dup), 0); /* in the same batch */
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_schedule_insert(s, &dup), 0); /* and after it */
+  schedule_row b = {"a-first", "*/5 * * * * *", "UTC", "/w/a.lua", "{}", "allow_all", 0, 2000, 1, 5, 4, 3, 2, 7, 7};
+  assert_int_equal(store_schedule_insert(s, &b), 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+  sch_seen x = {0};
+  assert_int_equal(store_schedule_get(s, "nightly", sch_collect, &x), 1);
+  assert_string_equal(x.cron, "0 3 * * *");
+  assert_string_equal(x.input, "{\"a\":1}");
+  assert_int_equal(x.last.next_fire_at, 1800000000000);
+  assert_int_equal(x.last.catchup_window_ms, 60000);
+  assert_int_equal(store_schedule_get(s, "none", sch_collect, &x), 0);
+  schedule_row u = r;
+  u.paused = 1;
+  u.next_fire_at = 1800000060000;
+  u.last_fire_at = 1800000000000;
+  u.buffered_fire_at = 1799999940000;
+  u.skipped_count = 9;
+  u.updated_at = 2000;
+  u.created_at = 5; /* not rewritten */
+  assert_int_equal(store_schedule_update(s, &u), 1);
+  schedule_row missing = u;
+  missing.name = "none";
+  assert_int_equal(store_schedule_update(s, &missing), 0);
+  assert_int_equal(store_commit(s), STORE_OK);
+  memset(&x, 0, sizeof x);
+  assert_int_equal(store_schedule_get(s, "nightly", sch_collect, &x), 1);
+  assert_int_equal(x.last.paused, 1);
+  assert_int_equal(x.last.next_fire_at, 1800000060000);
+  assert_int_equal(x.last.last_fire_at, 1800000000000);
+  assert_int_equal(x.last.buffered_fire_at, 1799999940000);
+  assert_int_equal(x.last.skipped_count, 9);
+  assert_int_equal(x.last.updated_at, 2000);
+  assert_int_equal(x.last.created_at, 1000);
+  memset(&x, 0, sizeof x);
+  assert_int_equal(store_schedule_list(s, sch_collect, &x), STORE_OK);
+  assert_string_equal(x.names, "a-first nightly ");
+  assert_int_equal(store_schedule_del(s, "a-first"), 1);
+  assert_int_equal(store_schedule_del(s, "a-first"), 0);
+  assert_int_equal(store_commit(s), STORE_OK);
+  memset(&x, 0, sizeof x);
+  assert_int_equal(store_schedule_list(s, sch_collect, &x), STORE_OK);
+  assert_string_equal(x.names, "nightly ");
   store_close(s);
 }
 
@@ -1509,6 +1585,7 @@ int main(int argc, char **argv) {
       T(test_open_creates_schema),
       T(test_open_must_exist),
       T(test_deliveries_once),
+      T(test_schedules),
       T(test_reopen),
       T(test_open_refuses_non_sqlite),
       T(test_open_refuses_foreign_sqlite),
