@@ -10,7 +10,7 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger token quota completion)
+_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota completion)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
@@ -156,6 +156,7 @@ _engine_argument() {
     policy:0) _engine_add check ;;
     policy:1) _engine_files "" "$cur" / ;;
     trigger:0) _engine_add check test deliveries ;;
+    schedule:0) _engine_add create list pause resume trigger delete ;;
     token:0) _engine_add create list revoke ;;
     quota:0) _engine_add list ;;
     token:1)
