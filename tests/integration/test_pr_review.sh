@@ -65,6 +65,9 @@ git -C "$GH/git/Codertocat/private-Hello-World.git" config uploadpack.allowAnySH
 # a commit the pull request does not have is not reachable through it either
 git -C "$GH/git/Codertocat/private-Hello-World.git" update-ref -d refs/heads/main 2>/dev/null || true
 git -C "$GH/git/Codertocat/private-Hello-World.git" update-ref refs/pull/2/head "$HEAD"
+# the same repository as a public one (no token needed, none sent)
+git clone -q --bare "$W" "$GH/git/Codertocat/Hello-World.git"
+git -C "$GH/git/Codertocat/Hello-World.git" config uploadpack.allowAnySHA1InWant true
 
 # --- the stub, then the payload pointed at it
 python3 "$SRC/tests/integration/github_stub.py" "$GH" "$TOKEN" 2>"$T/stub.log" &
@@ -212,14 +215,27 @@ assert_eq "nor in the artifacts" "" "$(grep -rl "$TOKEN" "$T/artifacts" 2>/dev/n
 assert_eq "the checkout is removed" "" "$(ls "$T/checkouts" 2>/dev/null || true)"
 assert_eq "no sandbox left" 0 "$(docker ps -aq --filter "label=engine.session=$ID" | wc -l)"
 
-# --- a denial posts nothing
+assert_exit "the review replays against its history" 0 engine replay "$ID"
+assert_exit "its history is dense, each step once" 0 verify_history "$ID"
+
+# --- a public repository: git gets no token; a denial posts nothing
 ID2="pr:Codertocat:Hello-World:2@denied"
-"$ENGINE" start "$WF" --input @"$T/input.json" --id "$ID2" --detach >/dev/null 2>&1 || true
+lua5.4 -e '
+  local json = require "cjson"
+  local i = json.decode(io.read("a"))
+  i.pr.private = false
+  i.pr.clone_url = i.pr.clone_url:gsub("private%-", "")
+  io.write(json.encode(i))' <"$T/input.json" >"$T/input-public.json"
+"$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$ID2" --detach >/dev/null 2>&1 || true
 wait_approval "$ID2"
 assert_exit "engine approve --deny" 0 engine approve "$ID2" --deny --reason "not now"
 wait_status "$ID2" completed 120 || fail "$ID2 not completed"
 assert_eq "a denied review is not posted" 1 "$(posts)"
 assert_contains "it says so" '"published":false' "$(engine show "$ID2" --json | jget result)"
+assert_contains "the public checkout was fetched" "POST /git/Codertocat/Hello-World.git/git-upload-pack token=no" \
+  "$(cat "$GH/requests.log")"
+assert_eq "without the token" "" "$(grep ' /git/Codertocat/Hello-World.git' "$GH/requests.log" | grep 'token=yes' || true)"
+assert_contains "and reviewed" '"comments":2' "$(engine events "$ID2" --json | grep '"type":"review.draft"')"
 
 # --- bad input names its problem before anything runs
 assert_exit "a start without pr is refused" 2 engine start "$WF" --input '{}' --id bad1 --quiet
