@@ -92,7 +92,8 @@ return function(input)
   for i, c in ipairs(kept) do
     comments[i] = { path = c.path, line = c.line, side = "RIGHT", body = "**" .. c.severity .. "**: " .. c.body }
   end
-  local review = { commit_id = head, event = event, comments = comments,
+  -- no comments: the field is left out (optional; an empty table would be {} in JSON, not [])
+  local review = { commit_id = head, event = event, comments = #comments > 0 and comments or nil,
     body = prlib.review_body(session.summary, dropped, marker) }
   local draft = { review = review, dropped = dropped, pr = { repo = pr.repo, number = pr.number, url = pr.url } }
   local art = wf.activity("github.store_draft", { draft = draft }, { retry = { max_attempts = 3 } })
@@ -118,7 +119,7 @@ return function(input)
   local posted = wf.activity("github.publish", { pr = pr, github_api = input.github_api, review = review,
     marker = marker }, { start_to_close = 120, retry = { max_attempts = 8, initial_interval = 2 } })
   wf.emit("review.published", { review_id = posted.review_id, url = posted.html_url, already = posted.already,
-    event = event, comments = #comments })
+    event = event, comments = #comments, inline = posted.inline })
   return { published = true, review_id = posted.review_id, url = posted.html_url, event = event,
     comments = #comments, dropped = #dropped, summary = session.summary }
 end

@@ -215,9 +215,29 @@ function M.publish(args)
     end
     if #list < 100 then break end
   end
-  local r = call(base, "POST", prefix, tok, args.review)
+  local ok, r = pcall(call, base, "POST", prefix, tok, args.review)
+  local inline = true
+  if not ok and type(r) == "table" and r.status == 422 and #(args.review.comments or {}) > 0 then
+    -- GitHub refuses the whole review when one comment's line is not in its
+    -- diff (a patch too large for /files to show, a diff it computes
+    -- otherwise): the comments go into the body instead, the marker last
+    local folded = {}
+    for k, v in pairs(args.review) do folded[k] = v end
+    folded.comments = nil -- optional in GitHub's API; an empty Lua table would be {} in JSON
+    local lines = { "Line comments (GitHub did not accept them on the diff):", "" }
+    for _, c in ipairs(args.review.comments) do
+      lines[#lines + 1] = string.format("- `%s:%s` %s", review.one_line(c.path), tostring(c.line), review.one_line(c.body))
+    end
+    local body = tostring(args.review.body)
+    local at = body:find(marker, 1, true)
+    folded.body = body:sub(1, at - 1) .. table.concat(lines, "\n") .. "\n\n" .. body:sub(at)
+    inline = false
+    ok, r = pcall(call, base, "POST", prefix, tok, folded)
+  end
+  if not ok then error(r, 0) end
   return { review_id = type(r) == "table" and r.id or nil,
-    html_url = type(r) == "table" and r.html_url ~= json.null and r.html_url or nil, already = false }
+    html_url = type(r) == "table" and r.html_url ~= json.null and r.html_url or nil, already = false,
+    inline = inline }
 end
 
 return M

@@ -12,7 +12,10 @@ and git/ (bare repositories, served read-only by `git http-backend` under
   GET  /repos/O/N/pulls/K/reviews    the reviews posted so far
   POST /repos/O/N/pulls/K/reviews    records the review (DIR/posted.jsonl, one
                                      line per POST); while DIR/hold exists it
-                                     answers only after the file is removed
+                                     answers only after the file is removed;
+                                     while DIR/reject_comments exists a review
+                                     with line comments gets 422, as GitHub
+                                     answers one whose line is not in its diff
 Git requests for a repository named private-* need the token as well.
 Each request line goes to DIR/requests.log with whether it carried the token.
 The port goes to DIR/port once it listens.
@@ -101,6 +104,9 @@ class Handler(BaseHTTPRequestHandler):
                 review = json.loads(self.body())
             except ValueError:
                 return self.send(400, {"message": "Problems parsing JSON"})
+            if review.get("comments") and os.path.exists(os.path.join(DIR, "reject_comments")):
+                return self.send(422, {"message": "Unprocessable Entity",
+                                       "errors": ["Line could not be resolved"]})
             with LOCK:
                 n = len(posted()) + 1
                 answer = {"id": 1000 + n, "body": review.get("body", ""), "state": "COMMENTED",

@@ -237,6 +237,26 @@ assert_contains "the public checkout was fetched" "POST /git/Codertocat/Hello-Wo
 assert_eq "without the token" "" "$(grep ' /git/Codertocat/Hello-World.git' "$GH/requests.log" | grep 'token=yes' || true)"
 assert_contains "and reviewed" '"comments":2' "$(engine events "$ID2" --json | grep '"type":"review.draft"')"
 
+# --- GitHub refuses the line comments (422): the review goes out once, with
+# the comments in its body
+touch "$GH/reject_comments"
+ID3="pr:Codertocat:Hello-World:2@folded"
+"$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$ID3" --detach >/dev/null 2>&1 || true
+wait_approval "$ID3"
+assert_exit "approve the third review" 0 engine approve "$ID3"
+wait_status "$ID3" completed 120 || fail "$ID3 not completed: $(engine events "$ID3" 2>&1 | tail -3)"
+rm -f "$GH/reject_comments"
+assert_eq "one more review posted" 2 "$(posts)"
+python3 - "$GH/posted.jsonl" "$ID3" <<'PY' && pass "the refused comments went into its body" || fail "the folded review"
+import json, sys
+r = json.loads(open(sys.argv[1]).readlines()[1])["request"]
+assert "comments" not in r, r["comments"]
+assert set(r) == {"commit_id", "body", "event"}, sorted(r)
+assert "`src/bucket.py:7` **major**: Off by one" in r["body"], r["body"]
+assert r["body"].endswith("<!-- engine:review:%s -->" % sys.argv[2]), r["body"]
+PY
+assert_contains "the event says so" '"inline":false' "$(engine events "$ID3" --json | grep '"type":"review.published"')"
+
 # --- bad input names its problem before anything runs
 assert_exit "a start without pr is refused" 2 engine start "$WF" --input '{}' --id bad1 --quiet
 assert_contains "it names input.pr" "input.pr is missing" "$ERR"
