@@ -43,7 +43,7 @@ local function check_pr(pr)
   if type(pr) ~= "table" then raise("InvalidInput", "input.pr is missing", { non_retryable = true }) end
   local problems = {}
   for _, k in ipairs({ "owner", "name" }) do
-    if type(pr[k]) ~= "string" or not pr[k]:match("^[%w%._%-]+$") then
+    if type(pr[k]) ~= "string" or not pr[k]:match("^[%w%._%-]+$") or pr[k]:match("^%.+$") then
       problems[#problems + 1] = "pr." .. k .. " must be a GitHub name ([A-Za-z0-9._-])"
     end
   end
@@ -119,6 +119,13 @@ local function checkout_root()
   return os.getenv("ENGINE_PR_CHECKOUTS") or ((db_dir or ".") .. "/pr-checkouts")
 end
 
+-- A review's directory: a readable prefix of its workflow id and a hash of it,
+-- so ids that read alike ("pr:a", "pr_a") never share one (as sandboxes do).
+local function checkout_name(id)
+  if type(id) ~= "string" or id == "" then raise("InvalidInput", "the checkout needs the workflow id", { non_retryable = true }) end
+  return require("sandbox").sandbox_name(id)
+end
+
 local function git(argv, dir, tok, timeout)
   local a = { "git" }
   -- the token reaches git on its command line for this one call only: it is
@@ -150,8 +157,7 @@ function M.checkout(args)
   if type(url) ~= "string" or not url:match("^%a[%w+.-]*://") or url:find("@", 1, true) and url:match("^%a[%w+.-]*://[^/]*@") then
     raise("InvalidInput", "pr.clone_url must be a URL without user information", { non_retryable = true })
   end
-  local id = tostring(args.id):gsub("[^%w_.-]", "_")
-  local root = checkout_root() .. "/" .. id
+  local root = checkout_root() .. "/" .. checkout_name(args.id)
   local dir = root .. "/repo"
   -- a retry starts from nothing: what a cut-short attempt left is removed
   require("proc").run({ argv = { "rm", "-rf", "--", root }, env = { "PATH=/usr/bin:/bin" }, timeout = 120 })
@@ -172,8 +178,7 @@ end
 
 -- Removes a review's checkout (once the session has copied it in).
 function M.cleanup(args)
-  local id = tostring(args.id):gsub("[^%w_.-]", "_")
-  require("proc").run({ argv = { "rm", "-rf", "--", checkout_root() .. "/" .. id },
+  require("proc").run({ argv = { "rm", "-rf", "--", checkout_root() .. "/" .. checkout_name(args.id) },
     env = { "PATH=/usr/bin:/bin" }, timeout = 120 })
   return { removed = true }
 end

@@ -260,4 +260,9 @@ assert_contains "the event says so" '"inline":false' "$(engine events "$ID3" --j
 # --- bad input names its problem before anything runs
 assert_exit "a start without pr is refused" 2 engine start "$WF" --input '{}' --id bad1 --quiet
 assert_contains "it names input.pr" "input.pr is missing" "$ERR"
+assert_exit "a repository name that is not one is refused" 2 engine start "$WF" --id bad2 --quiet \
+  --input '{"pr":{"owner":"../etc","name":"..","number":1,"clone_url":"http://127.0.0.1:1/x.git"},"github_api":"'"$API"'"}'
+assert_contains "it names the field" "pr.owner must be a GitHub name" "$ERR"
+assert_contains "and the other" "pr.name must be a GitHub name" "$ERR"
+assert_eq "and asked GitHub nothing" "" "$(grep -F '../etc' "$GH/requests.log" || true)"
 finish
