@@ -79,7 +79,15 @@ local function call(base, method, path, tok, body)
   end
   local okd, v = pcall(json.decode, res.body or "")
   if not okd then raise("GitHubError", method .. " " .. path .. ": the answer is not JSON") end
-  return v
+  return v, res.headers or {}
+end
+
+-- Whether a list has another page: GitHub's Link header says so (rel="next");
+-- without one, a full page may be followed by more.
+local function has_next(headers, n, per_page)
+  local link = headers.link
+  if type(link) == "string" then return link:find('rel="next"', 1, true) ~= nil end
+  return n >= per_page
 end
 
 -- Metadata and changed files of the pull request, and the lines a comment
@@ -94,14 +102,14 @@ function M.fetch_pr(args)
   if type(meta) ~= "table" then raise("GitHubError", "GET " .. prefix .. ": not a pull request object") end
   local files, truncated = {}, false
   for page = 1, MAX_FILE_PAGES do
-    local list = call(base, "GET", string.format("%s/files?per_page=100&page=%d", prefix, page), tok)
+    local list, headers = call(base, "GET", string.format("%s/files?per_page=100&page=%d", prefix, page), tok)
     if type(list) ~= "table" then raise("GitHubError", "GET " .. prefix .. "/files: not a list") end
     for _, f in ipairs(list) do
       local ranges = review.patch_lines(f.patch)
       files[#files + 1] = { path = f.filename, status = f.status, additions = f.additions, deletions = f.deletions,
         ranges = ranges, no_patch = f.patch == nil or nil }
     end
-    if #list < 100 then break end
+    if not has_next(headers, #list, 100) then break end
     if page == MAX_FILE_PAGES then truncated = true end
     activity.heartbeat()
   end
@@ -211,14 +219,14 @@ function M.publish(args)
   end
   local prefix = string.format("/repos/%s/%s/pulls/%d/reviews", owner, name, number)
   for page = 1, 100 do
-    local list = call(base, "GET", string.format("%s?per_page=100&page=%d", prefix, page), tok)
+    local list, headers = call(base, "GET", string.format("%s?per_page=100&page=%d", prefix, page), tok)
     if type(list) ~= "table" then raise("GitHubError", "GET " .. prefix .. ": not a list") end
     for _, r in ipairs(list) do
       if type(r) == "table" and type(r.body) == "string" and r.body:find(marker, 1, true) then
         return { review_id = r.id, html_url = r.html_url ~= json.null and r.html_url or nil, already = true }
       end
     end
-    if #list < 100 then break end
+    if not has_next(headers, #list, 100) then break end
   end
   local ok, r = pcall(call, base, "POST", prefix, tok, args.review)
   local inline = true

@@ -8,7 +8,7 @@ and git/ (bare repositories, served read-only by `git http-backend` under
 /git/OWNER/NAME.git). Every API call must carry "Authorization: Bearer TOKEN"
 (else 401). It serves
   GET  /repos/O/N/pulls/K            pr.json
-  GET  /repos/O/N/pulls/K/files      files.json, paginated (per_page, page)
+  GET  /repos/O/N/pulls/K/files      files.json, paginated (per_page, page, Link)
   GET  /repos/O/N/pulls/K/reviews    the reviews posted so far
   POST /repos/O/N/pulls/K/reviews    records the review (DIR/posted.jsonl, one
                                      line per POST); while DIR/hold exists it
@@ -59,9 +59,11 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK, open(os.path.join(DIR, "requests.log"), "a") as f:
             f.write("%s %s token=%s\n" % (self.command, self.path, "yes" if self.authorized() else "no"))
 
-    def send(self, status, obj):
+    def send(self, status, obj, link=None):
         body = json.dumps(obj).encode()
         self.send_response(status)
+        if link:
+            self.send_header("Link", link)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -95,10 +97,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, pr)
         if rest == ["files"] and self.command == "GET":
             files = load("files.json")
-            per, page = int(q.get("per_page", ["30"])[0]), int(q.get("page", ["1"])[0])
-            return self.send(200, files[(page - 1) * per:page * per])
+            return self.page(files, q)
         if rest == ["reviews"] and self.command == "GET":
-            return self.send(200, [r["answer"] for r in posted()])
+            return self.page([r["answer"] for r in posted()], q)
         if rest == ["reviews"] and self.command == "POST":
             try:
                 review = json.loads(self.body())
@@ -119,6 +120,20 @@ class Handler(BaseHTTPRequestHandler):
                 time.sleep(0.05)  # the test kills the engine meanwhile
             return self.send(200, answer)
         return self.send(404, {"message": "Not Found"})
+
+    def page(self, items, q):
+        """One page of a list, with GitHub's Link header when more follow. The
+        page size is what was asked for, at most DIR/page_size when that file
+        exists (a server may give fewer than per_page)."""
+        per, page = int(q.get("per_page", ["30"])[0]), int(q.get("page", ["1"])[0])
+        cap = os.path.join(DIR, "page_size")
+        if os.path.exists(cap):
+            per = min(per, int(open(cap).read()))
+        link = None
+        if page * per < len(items):
+            link = '<http://127.0.0.1:%d%s?per_page=%d&page=%d>; rel="next"' % (
+                self.server.server_address[1], urlsplit(self.path).path, per, page + 1)
+        return self.send(200, items[(page - 1) * per:page * per], link)
 
     def git(self, u):
         """git http-backend as a CGI program: the smart HTTP protocol."""

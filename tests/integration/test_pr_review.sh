@@ -147,6 +147,8 @@ wait_approval() {
   fail "$1 never asked for approval (status $(status "$1")): $(engine events "$1" 2>&1 | tail -5)"; return 1
 }
 
+# a page of one file: the second file comes only by following the Link header
+echo 1 >"$GH/page_size"
 bg S engine serve 2>"$T/serve.log"
 sleep 0.3
 "$ENGINE" start "$WF" --input @"$T/input.json" --id "$ID" --detach >/dev/null 2>&1 || true
@@ -165,6 +167,7 @@ assert_contains "task.md has the PR's title" "Update the README with new informa
 assert_contains "task.md has its description" "pretty simple change" "$(grep '"tool.result"' <<<"$ev")"
 assert_contains "task.md lists the changed files" "tests/test_bucket.py (added" "$(grep '"tool.result"' <<<"$ev")"
 assert_eq "nothing posted before the approval" 0 "$(posts)"
+assert_contains "the files' second page was fetched" "files?per_page=100&page=2 token=yes" "$(cat "$GH/requests.log")"
 assert_contains "git fetched with the token (private repository)" "git-upload-pack token=yes" "$(cat "$GH/requests.log")"
 
 # --- approve, while the stub holds its answer to the POST: kill -9 then,
