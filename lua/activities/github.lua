@@ -217,6 +217,22 @@ function M.publish(args)
   if type(marker) ~= "string" or #marker < 10 or not tostring(args.review.body):find(marker, 1, true) then
     raise("InvalidInput", "the review body must carry its marker", { non_retryable = true })
   end
+  -- what leaves for the pull request is sanitized as a trusted tool's output
+  -- is: control characters and anything shaped like a secret (the token too)
+  local common = require "tools.common"
+  local clean = { commit_id = args.review.commit_id, event = args.review.event,
+    body = common.sanitize(tostring(args.review.body), tok and { tok } or nil) }
+  if type(args.review.comments) == "table" and #args.review.comments > 0 then
+    clean.comments = {}
+    for i, c in ipairs(args.review.comments) do
+      clean.comments[i] = { path = c.path, line = c.line, side = c.side,
+        body = common.sanitize(tostring(c.body), tok and { tok } or nil) }
+    end
+  end
+  args = { pr = args.pr, github_api = args.github_api, marker = marker, review = clean }
+  if not clean.body:find(marker, 1, true) then
+    raise("InvalidInput", "the review body lost its marker in sanitizing", { non_retryable = true })
+  end
   local prefix = string.format("/repos/%s/%s/pulls/%d/reviews", owner, name, number)
   for page = 1, 100 do
     local list, headers = call(base, "GET", string.format("%s?per_page=100&page=%d", prefix, page), tok)

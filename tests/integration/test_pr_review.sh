@@ -113,7 +113,7 @@ python3 - "$T/rec/review.jsonl" <<'PY'
 import json, sys
 findings = [
     {"path": "src/bucket.py", "line": 7, "severity": "major", "body": "Off by one: `>` lets the bucket hold capacity + 1 items; use `>=`."},
-    {"path": "tests/test_bucket.py", "line": 1, "severity": "nit", "body": "Import from the package, not from src."},
+    {"path": "tests/test_bucket.py", "line": 1, "severity": "nit", "body": "Import from the package, not from src. \u001b[31mAlso: ghp_abcdefghijklmnopqrstuvwxyz0123 is a key."},
     {"path": "src/bucket.py", "line": 1, "severity": "minor", "body": "OUTSIDE-HUNK: the class has no docstring."},
     {"path": "README.md", "line": 1, "severity": "minor", "body": "UNCHANGED-FILE: the README says nothing about capacity."},
     {"path": "src/bucket.py", "severity": "minor", "body": "NO-LINE: drain() is not tested."},
@@ -207,6 +207,9 @@ assert [(c["path"], c["line"]) for c in cs] == [("src/bucket.py", 7), ("tests/te
 for c in cs:
     for marker in ("OUTSIDE-HUNK", "UNCHANGED-FILE", "NO-LINE"):
         assert marker not in c["body"]
+# sanitized on the way out: no escape sequences, nothing shaped like a secret
+assert "\x1b" not in cs[1]["body"] and "ghp_abcdefghijklmnopqrstuvwxyz0123" not in cs[1]["body"], cs[1]["body"]
+assert "ghp_[redacted] is a key" in cs[1]["body"], cs[1]["body"]
 PY
 
 # --- the token: sent to the API and git, found nowhere else
