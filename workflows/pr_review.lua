@@ -2,7 +2,8 @@
 -- Started by workflows/triggers/github.lua (id pr:OWNER:REPO:N@SHA12), or
 -- directly with the same input:
 --   {pr = {owner, name, number, head_sha, clone_url, private, title, ...},
---    github_api = "https://...", model = {...}, limits = {...}}
+--    github_api = "https://...", model = {...}, limits = {...},
+--    approvalTimeoutSeconds = 604800, supersede = true}
 --
 --   fetch the metadata and changed files (trusted, with GITHUB_TOKEN)
 --   -> check out the head commit (git, the token only on git's command line)
@@ -53,6 +54,12 @@ return function(input)
   end
   local pr = input.pr
   local marker = "<!-- engine:review:" .. id .. " -->"
+  -- a newer head of the same pull request supersedes this review (cancelled,
+  -- sandbox destroyed, nothing posted), unless the input says supersede=false
+  if input.supersede ~= false then
+    wf.acquire("pr-review", { key = ("%s/%s#%s"):format(tostring(pr.owner), tostring(pr.name), tostring(pr.number)),
+      limit = 1, strategy = "cancel_in_progress" })
+  end
   wf.emit("review.started", { repo = pr.repo, number = pr.number, head_sha = pr.head_sha, delivery = input.delivery,
     identity = input.identity })
   local meta = wf.activity("github.fetch_pr", { pr = pr, github_api = input.github_api },

@@ -263,6 +263,18 @@ assert r["body"].endswith("<!-- engine:review:%s -->" % sys.argv[2]), r["body"]
 PY
 assert_contains "the event says so" '"inline":false' "$(engine events "$ID3" --json | grep '"type":"review.published"')"
 
+# --- a newer head of the same pull request supersedes the review in flight
+IDA="pr:Codertocat:Hello-World:2@older" IDB="pr:Codertocat:Hello-World:2@newer"
+"$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$IDA" --detach >/dev/null 2>&1 || true
+wait_approval "$IDA"
+"$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$IDB" --detach >/dev/null 2>&1 || true
+wait_status "$IDA" cancelled 60 || fail "the older review was not cancelled"
+wait_approval "$IDB"
+assert_exit "nothing left to approve on the older one" 2 engine approve "$IDA"
+assert_exit "the newer one is answered" 0 engine approve "$IDB" --deny
+wait_status "$IDB" completed 60 || fail "$IDB not completed"
+assert_eq "neither posted" 2 "$(posts)"
+
 # --- bad input names its problem before anything runs
 assert_exit "a start without pr is refused" 2 engine start "$WF" --input '{}' --id bad1 --quiet
 assert_contains "it names input.pr" "input.pr is missing" "$ERR"
