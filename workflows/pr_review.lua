@@ -53,6 +53,10 @@ return function(input)
     error({ type = "InvalidInput", message = "input.pr is missing (the pull request to review)" }, 0)
   end
   local pr = input.pr
+  if (pr.owner == nil or pr.name == nil) and type(pr.repo) == "string" then -- "owner/name" alone is enough
+    pr.owner, pr.name = pr.repo:match("^([^/]+)/([^/]+)$")
+  end
+  pr.repo = pr.repo or (pr.owner and pr.name and (pr.owner .. "/" .. pr.name))
   local marker = "<!-- engine:review:" .. id .. " -->"
   -- a newer head of the same pull request supersedes this review (cancelled,
   -- sandbox destroyed, nothing posted), unless the input says supersede=false

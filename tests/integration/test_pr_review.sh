@@ -230,6 +230,7 @@ lua5.4 -e '
   local json = require "cjson"
   local i = json.decode(io.read("a"))
   i.pr.private = false
+  i.pr.owner, i.pr.name = nil, nil -- "repo": "owner/name" alone names it
   i.pr.clone_url = i.pr.clone_url:gsub("private%-", "")
   io.write(json.encode(i))' <"$T/input.json" >"$T/input-public.json"
 "$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$ID2" --detach >/dev/null 2>&1 || true
