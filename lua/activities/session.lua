@@ -46,6 +46,28 @@ local STRATEGIES = { queue = true, cancel_in_progress = true, drop = true }
 local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
   cpu = 1, memoryMb = 1024, diskMb = 1024 }
 
+-- The regular files under dir (recursively, .git and anything not a
+-- regular file or directory left out) appended to out as {src, dest=prefix/rel};
+-- false and why past max files.
+local MAX_DIR_FILES = 20000
+function M.walk_dir(dir, prefix, out, max)
+  local entries, err = fs.list(dir)
+  if not entries then return false, tostring(err) end
+  for _, e in ipairs(entries) do
+    if e.name ~= ".git" then
+      local path, dest = dir .. "/" .. e.name, prefix .. "/" .. e.name
+      if e.type == "dir" then
+        local ok, why = M.walk_dir(path, dest, out, max)
+        if not ok then return false, why end
+      elseif e.type == "file" then
+        if #out >= max then return false, "more than " .. max .. " files" end
+        out[#out + 1] = { src = path, dest = dest }
+      end
+    end
+  end
+  return true
+end
+
 local function is_list(v) return type(v) == "table" and (next(v) == nil or v[1] ~= nil) end
 
 -- Validates AgentSessionInput, naming every problem; resolves files, skills and
@@ -130,6 +152,13 @@ function M.prepare(args)
     local rp = type(f) == "string" and realpath(f)
     if not rp then problem("context file %s does not exist", tostring(f))
     elseif not under(rp, roots) then problem("context file %s is outside the allowed roots (%s)", f, table.concat(roots, ":"))
+    elseif (fs.lstat(rp) or {}).type == "dir" then
+      -- a directory (a checked-out pull request): its tree under its name,
+      -- without .git, symlinks or special files
+      local n0 = #files
+      local ok, err = M.walk_dir(rp, rp:match("[^/]+$"), files, MAX_DIR_FILES)
+      if not ok then problem("context directory %s: %s", f, err) end
+      if #files == n0 then problem("context directory %s holds no files", f) end
     else files[#files + 1] = { src = rp, dest = rp:match("[^/]+$") } end
   end
   if ctx.files ~= nil and not is_list(ctx.files) then problem("context.files must be a list") end
@@ -216,7 +245,15 @@ function M.prepare(args)
   end
   if #files > 0 then
     task = task .. "\n## Files\n\n"
-    for _, f in ipairs(files) do task = task .. "- /workspace/input/" .. f.dest .. "\n" end
+    local listed = {}
+    for _, f in ipairs(files) do
+      local top = f.dest:match("^[^/]+") -- a directory's tree is listed once, by its name
+      local entry = top == f.dest and top or (top .. "/")
+      if not listed[entry] then
+        listed[entry] = true
+        task = task .. "- /workspace/input/" .. entry .. "\n"
+      end
+    end
   end
   local system = table.concat({
     "You are an agent working in a sandbox on one task. Your tools run inside the sandbox, which has no network:",
