@@ -84,7 +84,7 @@ return function(input)
     skills = { "code-review" },
     permissions = { tools = { "read_file", "list_files", "search" } },
     limits = input.limits or { timeoutSeconds = 1800, maxModelTurns = 30, maxToolCalls = 100 },
-    model = input.model or { name = "gpt-4.1" },
+    model = input.model or meta.model or { name = "gpt-4.1" },
     identity = input.identity,
     -- a review's history stays far below a run's bound: the session never
     -- continues as new (its carried input would not be this workflow's)

@@ -115,9 +115,22 @@ function M.fetch_pr(args)
   end
   local head = type(meta.head) == "table" and meta.head or {}
   local base_ref = type(meta.base) == "table" and meta.base or {}
+  -- the model a review uses when its start names none (a webhook's start
+  -- cannot): ENGINE_PR_REVIEW_MODEL, JSON like {"name":"...","provider":"..."},
+  -- read here on the trusted side and so recorded with the run
+  local model
+  local spec = os.getenv("ENGINE_PR_REVIEW_MODEL")
+  if spec and spec ~= "" then
+    local ok, m = pcall(json.decode, spec)
+    if not ok or type(m) ~= "table" or type(m.name) ~= "string" then
+      error({ type = "ConfigError", non_retryable = true,
+        message = "ENGINE_PR_REVIEW_MODEL must be a JSON object with a name, like {\"name\":\"gpt-4.1\"}" })
+    end
+    model = m
+  end
   return { title = meta.title, body = meta.body ~= json.null and meta.body or nil, html_url = meta.html_url,
     state = meta.state, head_sha = head.sha, base_sha = base_ref.sha, files = files, truncated = truncated or nil,
-    api = base }
+    api = base, model = model }
 end
 
 -- The checkouts live beside the database unless ENGINE_PR_CHECKOUTS says

@@ -3,9 +3,9 @@
 # stand-in for the GitHub API on loopback (github_stub.py: the PR's metadata
 # and files, a private git repository over git http-backend, the reviews),
 # with the real Docker sandbox and a replayed model. GitHub's own
-# pull_request.opened example payload (tests/integration/SOURCES) is mapped by
-# the shipped trigger (workflows/triggers/github.lua) and started directly:
-# the webhook's signature check is not part of this test. Checks: the review
+# pull_request.opened example payload (tests/fixtures/github/SOURCES), signed,
+# is delivered over HTTP to the shipped trigger (workflows/triggers/github.lua),
+# which starts the review (later ones are started directly). Checks: the review
 # posted once, in GitHub's documented request shape; findings outside the
 # diff dropped into the summary; the token nowhere in the sandbox, the log or
 # the events; a kill -9 after the POST and before its record posts no second
@@ -75,7 +75,7 @@ STUB=$!; PIDS+=("$STUB")
 for _ in $(seq 100); do [ -s "$GH/port" ] && break; sleep 0.05; done
 GPORT="$(cat "$GH/port")"
 API="http://127.0.0.1:$GPORT"
-python3 - "$SRC/tests/fixtures/github/pull_request.opened.json" "$T/payload.json" "$GH" "$W" "$BASE" "$HEAD" "$API" <<'PY'
+python3 - "$SRC/tests/fixtures/github/pull_request.opened.payload.json" "$T/payload.json" "$GH" "$W" "$BASE" "$HEAD" "$API" <<'PY'
 import json, subprocess, sys
 src, out, gh, work, base, head, api = sys.argv[1:]
 p = json.load(open(src))
@@ -149,9 +149,25 @@ wait_approval() {
 
 # a page of one file: the second file comes only by following the Link header
 echo 1 >"$GH/page_size"
-bg S engine serve 2>"$T/serve.log"
-sleep 0.3
-"$ENGINE" start "$WF" --input @"$T/input.json" --id "$ID" --detach >/dev/null 2>&1 || true
+# the first review comes the way GitHub starts one: the payload signed and
+# delivered to the shipped trigger over HTTP (the model from the server's
+# ENGINE_PR_REVIEW_MODEL, the API from ENGINE_GITHUB_API_URL: a delivery
+# names neither)
+export GITHUB_WEBHOOK_SECRET="webhook secret $RANDOM" ENGINE_GITHUB_API_URL="$API"
+export ENGINE_PR_REVIEW_MODEL="{\"name\":\"replay:$T/rec/review.jsonl\"}"
+serve_api --workflows "$SRC/workflows"
+deliver_pr() { # deliver_pr DELIVERY: prints the status, then the answer
+  curl -s -w '\n%{http_code}' -X POST "$URL/hooks/github" -H 'Content-Type: application/json' \
+    -H 'X-GitHub-Event: pull_request' -H "X-GitHub-Delivery: $1" \
+    -H "X-Hub-Signature-256: sha256=$(openssl dgst -sha256 -hmac "$GITHUB_WEBHOOK_SECRET" -r <"$T/payload.json" | cut -d' ' -f1)" \
+    --data-binary @"$T/payload.json"
+}
+out="$(deliver_pr delivery-1)"
+assert_eq "the signed pull_request.opened delivery is accepted" 202 "$(tail -n 1 <<<"$out")"
+assert_contains "and starts the review of its head" "\"workflow_id\":\"$ID\"" "$out"
+assert_eq "GitHub's redelivery starts nothing" 200 "$(deliver_pr delivery-1 | tail -n 1)"
+assert_contains "another delivery of the same head starts nothing either" '"outcome":"existing"' "$(deliver_pr delivery-2)"
+assert_contains "the review knows who started it" '"identity":"trigger:github"' "$(engine show "$ID" --json)"
 wait_approval "$ID"
 ev="$(engine events "$ID" --json)"
 draft="$(grep '"type":"review.draft"' <<<"$ev" || true)"
