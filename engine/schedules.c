@@ -146,6 +146,15 @@ static int commit(store *st, char *err, size_t errlen) {
   return -1;
 }
 
+/* A write's end: its store error (rc < 0), none (rc == 0: what says why
+ * nothing was there), else the commit. Rolled back unless committed. */
+static int finish_write(store *st, int rc, const char *none, char *err, size_t errlen) {
+  if (rc > 0) return commit(st, err, errlen);
+  util_seterr(err, errlen, "%s", rc < 0 ? store_errmsg(st) : none);
+  store_rollback(st);
+  return -1;
+}
+
 /* ---------------------------------------------------- client operations --- */
 
 /* Checks sp: 0 with *first (the first fire after now_ms), real (the
@@ -215,18 +224,10 @@ int schedule_create(store *st, const schedule_spec *sp, int64_t now_ms, char *er
                     first,    0,        0,  0,    now_ms, now_ms};
   int rc = store_schedule_insert(st, &r);
   free(input);
-  if (rc < 0) {
-    util_seterr(err, errlen, "%s", store_errmsg(st));
-    store_rollback(st);
-    return -1;
-  }
-  if (rc == 0) {
-    store_rollback(st);
-    util_seterr(err, errlen, "a schedule named %s exists already (engine schedule delete %s first)", sp->name,
-                sp->name);
-    return -1;
-  }
-  return commit(st, err, errlen);
+  char exists[300];
+  snprintf(exists, sizeof exists, "a schedule named %s exists already (engine schedule delete %s first)", sp->name,
+           sp->name);
+  return finish_write(st, rc, exists, err, errlen);
 }
 
 int schedule_set_paused(store *st, const char *name, int paused, int64_t now_ms, char *err, size_t errlen) {
@@ -286,18 +287,9 @@ int schedule_trigger(store *st, const char *name, const char *identity, int64_t 
 }
 
 int schedule_delete(store *st, const char *name, char *err, size_t errlen) {
-  int rc = store_schedule_del(st, name);
-  if (rc < 0) {
-    util_seterr(err, errlen, "%s", store_errmsg(st));
-    store_rollback(st);
-    return -1;
-  }
-  if (rc == 0) {
-    store_rollback(st);
-    util_seterr(err, errlen, "no schedule named %s (see engine schedule list)", name);
-    return -1;
-  }
-  return commit(st, err, errlen);
+  char none[200];
+  snprintf(none, sizeof none, "no schedule named %s (see engine schedule list)", name);
+  return finish_write(st, store_schedule_del(st, name), none, err, errlen);
 }
 
 /* ------------------------------------------------- inside engine serve --- */
