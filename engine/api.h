@@ -27,6 +27,9 @@ void api_engine_config(api *a, engine_config *cfg);
 /* Opens the read connection and listens. Refuses a non-loopback address
  * while no API token exists. Returns 0, or -1 with err. */
 int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen);
+/* The schedules serve fires, told to plan again after the API wrote one. */
+struct schedules;
+void api_set_schedules(api *a, struct schedules *s);
 /* "http://127.0.0.1:7420" once listening. */
 const char *api_url(const api *a);
 /* Ends every stream and closes the server; before engine_free. */

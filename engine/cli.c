@@ -909,6 +909,7 @@ static int cmd_serve(args *a, common *c) {
     render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", engine_db_shown(c->db, shown, sizeof shown), (int)getpid());
   }
   schedules *sched = schedules_start(e);
+  if (http) api_set_schedules(http, sched);
   int rc = engine_run(e);
   schedules_stop(sched);
   api_stop(http);
@@ -2183,17 +2184,7 @@ static int schedule_list_row(void *ud, const schedule_row *r) {
   iso_utc(r->next_fire_at ? schedule_fire_at(r->name, r->next_fire_at, r->jitter_ms) : 0, next, sizeof next);
   iso_utc(r->last_fire_at, last, sizeof last);
   if (c->json) {
-    char *name = json_quote(r->name), *cron = json_quote(r->cron), *tz = json_quote(r->tz),
-         *wf = json_quote(r->script), *ov = json_quote(r->overlap), *nq = json_quote(next), *lq = json_quote(last);
-    put_json(stdout,
-             util_fmt("{\"name\":%s,\"cron\":%s,\"tz\":%s,\"workflow\":%s,\"input\":%s,\"overlap\":%s,"
-                      "\"catchup_window_ms\":%lld,\"jitter_ms\":%lld,\"paused\":%s,\"next_fire_at\":%s,"
-                      "\"last_fire_at\":%s,\"skipped_count\":%lld,\"buffered\":%s,\"created_at\":%lld}",
-                      name, cron, tz, wf, r->input, ov, (long long)r->catchup_window_ms, (long long)r->jitter_ms,
-                      r->paused ? "true" : "false", r->next_fire_at ? nq : "null", r->last_fire_at ? lq : "null",
-                      (long long)r->skipped_count, r->buffered_fire_at ? "true" : "false",
-                      (long long)r->created_at));
-    free(name), free(cron), free(tz), free(wf), free(ov), free(nq), free(lq);
+    put_json(stdout, schedule_json(r));
   } else {
     render_line(stdout, 0, "%-20s %-18s %-16s %-12s %-7s %-21s %-21s %7lld %s", r->name, r->cron, r->tz, r->overlap,
                 r->paused ? "paused" : "active", r->paused ? "-" : next, last, (long long)r->skipped_count,

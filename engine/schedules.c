@@ -146,11 +146,17 @@ static int commit(store *st, char *err, size_t errlen) {
   return -1;
 }
 
-/* A write's end: its store error (rc < 0), none (rc == 0: what says why
- * nothing was there), else the commit. Rolled back unless committed. */
-static int finish_write(store *st, int rc, const char *none, char *err, size_t errlen) {
-  if (rc > 0) return commit(st, err, errlen);
+/* A write's store answer: -1 with the store's error (rc < 0) or none (rc ==
+ * 0: why nothing was there), else 0. */
+static int written(store *st, int rc, const char *none, char *err, size_t errlen) {
+  if (rc > 0) return 0;
   util_seterr(err, errlen, "%s", rc < 0 ? store_errmsg(st) : none);
+  return -1;
+}
+
+/* The CLI's end of an operation: committed when it succeeded, else rolled back. */
+static int cli_end(store *st, int rc, char *err, size_t errlen) {
+  if (rc == 0) return commit(st, err, errlen);
   store_rollback(st);
   return -1;
 }
@@ -216,6 +222,10 @@ int schedule_check(const schedule_spec *sp, int64_t now_ms, char *err, size_t er
 }
 
 int schedule_create(store *st, const schedule_spec *sp, int64_t now_ms, char *err, size_t errlen) {
+  return cli_end(st, schedule_create_in(st, sp, now_ms, err, errlen), err, errlen);
+}
+
+int schedule_create_in(store *st, const schedule_spec *sp, int64_t now_ms, char *err, size_t errlen) {
   int64_t first;
   char real[PATH_MAX], *input = NULL;
   if (check_spec(sp, now_ms, &first, real, &input, err, errlen) != 0) return -1;
@@ -227,10 +237,14 @@ int schedule_create(store *st, const schedule_spec *sp, int64_t now_ms, char *er
   char exists[300];
   snprintf(exists, sizeof exists, "a schedule named %s exists already (engine schedule delete %s first)", sp->name,
            sp->name);
-  return finish_write(st, rc, exists, err, errlen);
+  return written(st, rc, exists, err, errlen);
 }
 
 int schedule_set_paused(store *st, const char *name, int paused, int64_t now_ms, char *err, size_t errlen) {
+  return cli_end(st, schedule_set_paused_in(st, name, paused, now_ms, err, errlen), err, errlen);
+}
+
+int schedule_set_paused_in(store *st, const char *name, int paused, int64_t now_ms, char *err, size_t errlen) {
   sched s;
   if (load(st, name, &s, err, errlen) != 0) return -1;
   int rc = 0;
@@ -248,13 +262,7 @@ int schedule_set_paused(store *st, const char *name, int paused, int64_t now_ms,
   if (rc == 0) {
     s.r.paused = paused;
     s.r.updated_at = now_ms;
-    if (store_schedule_update(st, &s.r) < 0) {
-      util_seterr(err, errlen, "%s", store_errmsg(st));
-      store_rollback(st);
-      rc = -1;
-    } else {
-      rc = commit(st, err, errlen);
-    }
+    rc = written(st, store_schedule_update(st, &s.r), "the schedule went away", err, errlen);
   }
   sched_free(&s);
   return rc;
@@ -265,16 +273,19 @@ static char *fire_input(const sched *s, const char *identity, char *err, size_t 
   return engine_input_with_identity(s->r.input, identity, 0, err, errlen);
 }
 
-int schedule_trigger(store *st, const char *name, const char *identity, int64_t now_ms, char *id, size_t idlen,
-                     char *err, size_t errlen) {
+/* A manual start of name now: through the CLI's own commit (st) or into the
+ * worker's batch (e). */
+static int manual_start(store *st, engine *e, const char *name, const char *identity, int64_t now_ms, char *id,
+                        size_t idlen, char *err, size_t errlen) {
   sched s;
-  if (load(st, name, &s, err, errlen) != 0) return -1;
+  if (load(e ? engine_store(e) : st, name, &s, err, errlen) != 0) return -1;
   char when[40];
   schedule_format_utc(now_ms, 1, when, sizeof when);
   snprintf(id, idlen, "sched:%s:manual-%s", name, when);
   int rc = -1, existed = 0;
   char *input = fire_input(&s, identity, err, errlen);
-  if (input && engine_create_workflow(st, id, s.r.script, input, &existed, err, errlen) == 0) {
+  if (input && (e ? engine_submit(e, id, s.r.script, input, &existed, err, errlen)
+                  : engine_create_workflow(st, id, s.r.script, input, &existed, err, errlen)) == 0) {
     rc = 0;
     if (existed) {
       util_seterr(err, errlen, "%s exists already (triggered in this millisecond)", id);
@@ -286,10 +297,51 @@ int schedule_trigger(store *st, const char *name, const char *identity, int64_t 
   return rc;
 }
 
+int schedule_trigger(store *st, const char *name, const char *identity, int64_t now_ms, char *id, size_t idlen,
+                     char *err, size_t errlen) {
+  return manual_start(st, NULL, name, identity, now_ms, id, idlen, err, errlen);
+}
+
 int schedule_delete(store *st, const char *name, char *err, size_t errlen) {
+  return cli_end(st, schedule_delete_in(st, name, err, errlen), err, errlen);
+}
+
+int schedule_delete_in(store *st, const char *name, char *err, size_t errlen) {
   char none[200];
   snprintf(none, sizeof none, "no schedule named %s (see engine schedule list)", name);
-  return finish_write(st, store_schedule_del(st, name), none, err, errlen);
+  return written(st, store_schedule_del(st, name), none, err, errlen);
+}
+
+int schedule_trigger_in(engine *e, const char *name, const char *identity, int64_t now_ms, char *id, size_t idlen,
+                        char *err, size_t errlen) {
+  return manual_start(NULL, e, name, identity, now_ms, id, idlen, err, errlen);
+}
+
+char *schedule_json(const schedule_row *r) {
+  char next[40] = "null", last[40] = "null";
+  if (r->next_fire_at) {
+    int64_t at = schedule_fire_at(r->name, r->next_fire_at, r->jitter_ms);
+    time_t t = (time_t)(at / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(next, sizeof next, "\"%Y-%m-%dT%H:%M:%SZ\"", &tm);
+  }
+  if (r->last_fire_at) {
+    time_t t = (time_t)(r->last_fire_at / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(last, sizeof last, "\"%Y-%m-%dT%H:%M:%SZ\"", &tm);
+  }
+  char *name = json_quote(r->name), *cron = json_quote(r->cron), *tz = json_quote(r->tz), *wf = json_quote(r->script),
+       *ov = json_quote(r->overlap);
+  char *out = util_fmt("{\"name\":%s,\"cron\":%s,\"tz\":%s,\"workflow\":%s,\"input\":%s,\"overlap\":%s,"
+                       "\"catchup_window_ms\":%lld,\"jitter_ms\":%lld,\"paused\":%s,\"next_fire_at\":%s,"
+                       "\"last_fire_at\":%s,\"skipped_count\":%lld,\"buffered\":%s,\"created_at\":%lld}",
+                       name, cron, tz, wf, r->input, ov, (long long)r->catchup_window_ms, (long long)r->jitter_ms,
+                       r->paused ? "true" : "false", next, last, (long long)r->skipped_count,
+                       r->buffered_fire_at ? "true" : "false", (long long)r->created_at);
+  free(name), free(cron), free(tz), free(wf), free(ov);
+  return out;
 }
 
 /* ------------------------------------------------- inside engine serve --- */
@@ -515,6 +567,10 @@ schedules *schedules_start(engine *e) {
 
 static void timer_closed(uv_handle_t *h) {
   free(h);
+}
+
+void schedules_poke(schedules *sc) {
+  if (sc && sc->timer) arm(sc, 0);
 }
 
 void schedules_stop(schedules *sc) {

@@ -60,10 +60,24 @@ int schedule_trigger(store *st, const char *name, const char *identity, int64_t 
                      char *err, size_t errlen);
 int schedule_delete(store *st, const char *name, char *err, size_t errlen);
 
+/* The same writes into st's open batch, neither committed nor rolled back
+ * (the HTTP API inside serve, answered once the worker commits); a refused
+ * one writes nothing. A trigger's start is engine_submit's. */
+int schedule_create_in(store *st, const schedule_spec *spec, int64_t now_ms, char *err, size_t errlen);
+int schedule_set_paused_in(store *st, const char *name, int paused, int64_t now_ms, char *err, size_t errlen);
+int schedule_delete_in(store *st, const char *name, char *err, size_t errlen);
+int schedule_trigger_in(engine *e, const char *name, const char *identity, int64_t now_ms, char *id, size_t idlen,
+                        char *err, size_t errlen);
+/* A schedule as JSON (malloc'd), as `schedule list --json` and the API print it. */
+char *schedule_json(const schedule_row *r);
+
 /* ---- inside engine serve ---- */
 typedef struct schedules schedules;
 /* Fires e's schedules from its loop (the first pass runs once the loop does). */
 schedules *schedules_start(engine *e);
+/* Plans again at once: after a write of the worker's own batch (the API),
+ * which its commit watch does not report. */
+void schedules_poke(schedules *s);
 /* Before engine_free: closes the timer and the watch (freed with the loop). */
 void schedules_stop(schedules *s);
 

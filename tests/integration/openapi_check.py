@@ -465,7 +465,8 @@ def routes(d, url):
                     msg = json.loads(data)["error"]["message"]
                 except (ValueError, KeyError, TypeError):
                     pass
-                hook = template.startswith("/hooks/") and msg.startswith("no trigger")
+                hook = (template.startswith("/hooks/") and msg.startswith("no trigger")) or \
+                    (template.startswith("/v1/schedules/") and msg.startswith("unknown schedule"))
                 if not msg.startswith("unknown workflow") and not hook:
                     problem(f"{what}: 404 that is not about an unknown workflow: {msg!r}")
             for p in answer_problems(d, template, m.upper(), status, headers, data):
