@@ -860,17 +860,31 @@ static void h_approvals(api *a, httpd_req *r, ctx *c) {
   reply(r, 200, x.b.p, NULL);
 }
 
-typedef struct deliveries_ctx {
+/* A JSON list being built from a store scan: items joined by commas. */
+typedef struct json_items {
   ubuf b;
   int n;
-} deliveries_ctx;
+} json_items;
+
+static void items_add(json_items *x, char *json) {
+  if (x->n++) ubuf_add(&x->b, ",", 1);
+  ubuf_add(&x->b, json, strlen(json));
+  free(json);
+}
+
+/* Answers {"KEY":[items]} when the scan succeeded (rc), else the store's error. */
+static void reply_items(api *a, httpd_req *r, const char *key, json_items *x, int rc) {
+  if (rc != STORE_OK) {
+    ubuf_free(&x->b);
+    return reply_store_error(a, r, a->rd);
+  }
+  char *out = util_fmt("{\"%s\":[%.*s]}", key, (int)x->b.n, x->b.p ? x->b.p : "");
+  ubuf_free(&x->b);
+  reply(r, 200, out, NULL);
+}
 
 static int delivery_item(void *ud, const delivery_row *d) {
-  deliveries_ctx *x = ud;
-  char *j = view_delivery_json(d);
-  if (x->n++) ubuf_add(&x->b, ",", 1);
-  ubuf_add(&x->b, j, strlen(j));
-  free(j);
+  items_add(ud, view_delivery_json(d));
   return 0;
 }
 
@@ -879,46 +893,25 @@ static void h_deliveries(api *a, httpd_req *r, ctx *c) {
   int64_t limit;
   if (query_int(r, "limit", 50, 1000, &limit) != 0) return;
   if (limit == 0) limit = 50;
-  deliveries_ctx x = {{0}, 0};
-  ubuf_add(&x.b, "{\"deliveries\":[", 15);
-  if (store_delivery_list(a->rd, c->p1, (int)limit, delivery_item, &x) != STORE_OK) {
-    ubuf_free(&x.b);
-    return reply_store_error(a, r, a->rd);
-  }
-  ubuf_add(&x.b, "]}", 3);
-  reply(r, 200, x.b.p, NULL);
+  json_items x = {{0}, 0};
+  reply_items(a, r, "deliveries", &x, store_delivery_list(a->rd, c->p1, (int)limit, delivery_item, &x));
 }
 
 /* ----------------------------------------------------------- schedules --- */
 
-typedef struct schedules_ctx {
-  ubuf b;
-  int n;
-} schedules_ctx;
-
 static int schedule_item(void *ud, const schedule_row *r) {
-  schedules_ctx *x = ud;
-  char *j = schedule_json(r);
-  if (x->n++) ubuf_add(&x->b, ",", 1);
-  ubuf_add(&x->b, j, strlen(j));
-  free(j);
+  items_add(ud, schedule_json(r));
   return 0;
 }
 
 static void h_schedules(api *a, httpd_req *r, ctx *c) {
   (void)c;
-  schedules_ctx x = {{0}, 0};
-  ubuf_add(&x.b, "{\"schedules\":[", 14);
-  if (store_schedule_list(a->rd, schedule_item, &x) != STORE_OK) {
-    ubuf_free(&x.b);
-    return reply_store_error(a, r, a->rd);
-  }
-  ubuf_add(&x.b, "]}", 3);
-  reply(r, 200, x.b.p, NULL);
+  json_items x = {{0}, 0};
+  reply_items(a, r, "schedules", &x, store_schedule_list(a->rd, schedule_item, &x));
 }
 
 static void h_schedule(api *a, httpd_req *r, ctx *c) {
-  schedules_ctx x = {{0}, 0};
+  json_items x = {{0}, 0};
   int found = store_schedule_get(a->rd, c->p1, schedule_item, &x);
   if (found < 0) return reply_store_error(a, r, a->rd);
   if (found == 0) return reply_error(r, 404, "unknown schedule '%.80s'", c->p1);
@@ -930,11 +923,11 @@ static void h_schedule(api *a, httpd_req *r, ctx *c) {
 static void schedule_written(api *a, httpd_req *r, int status, const char *name, int rc, const char *err) {
   if (rc != 0) {
     if (store_down(a, r)) return;
-    if (strncmp(err, "no schedule named", 17) == 0) return reply_error(r, 404, "unknown schedule '%.80s'", name);
-    return reply_error(r, strstr(err, "exists already") ? 409 : 400, "%s", err);
+    if (rc == SCHEDULE_UNKNOWN) return reply_error(r, 404, "unknown schedule '%.80s'", name);
+    return reply_error(r, rc == SCHEDULE_TAKEN ? 409 : 400, "%s", err);
   }
   schedules_poke(a->schedules);
-  schedules_ctx x = {{0}, 0};
+  json_items x = {{0}, 0};
   store_schedule_get(engine_store(a->e), name, schedule_item, &x); /* from the batch: not committed yet */
   ubuf_add(&x.b, "", 1);
   char location[SCHEDULE_NAME_MAX + 32];
@@ -992,8 +985,8 @@ static void h_schedule_action(api *a, httpd_req *r, ctx *c, const char *action) 
   int64_t now = util_now_ms();
   store *st = engine_store(a->e);
   if (strcmp(action, "trigger") == 0) {
-    if (schedule_trigger_in(a->e, c->p1, c->identity, now, id, sizeof id, err, sizeof err) != 0)
-      return schedule_written(a, r, 202, c->p1, -1, err);
+    int rc = schedule_trigger_in(a->e, c->p1, c->identity, now, id, sizeof id, err, sizeof err);
+    if (rc != 0) return schedule_written(a, r, 202, c->p1, rc, err);
     char location[ENGINE_ID_MAX + 32];
     snprintf(location, sizeof location, "/v1/workflows/%s", id);
     return answer_when_committed(a, r, 202, NULL, id, location);

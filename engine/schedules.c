@@ -126,7 +126,7 @@ static void sched_free(sched *s) {
   free(s->overlap);
 }
 
-/* Reads schedule name into *out: 0, or -1 with err (unknown included). */
+/* Reads schedule name into *out: 0, or SCHEDULE_UNKNOWN or -1 with err. */
 static int load(store *st, const char *name, sched *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   int found = store_schedule_get(st, name, copy_row, out);
@@ -135,7 +135,7 @@ static int load(store *st, const char *name, sched *out, char *err, size_t errle
     util_seterr(err, errlen, "cannot read schedule %s: %s", name, store_errmsg(st));
   else
     util_seterr(err, errlen, "no schedule named %s (see engine schedule list)", name);
-  return -1;
+  return found < 0 ? -1 : SCHEDULE_UNKNOWN;
 }
 
 /* Commits what a client operation wrote, or says why not. */
@@ -146,12 +146,12 @@ static int commit(store *st, char *err, size_t errlen) {
   return -1;
 }
 
-/* A write's store answer: -1 with the store's error (rc < 0) or none (rc ==
- * 0: why nothing was there), else 0. */
-static int written(store *st, int rc, const char *none, char *err, size_t errlen) {
+/* A write's store answer: -1 with the store's error (rc < 0), code with
+ * none (rc == 0: why nothing was written), else 0. */
+static int written(store *st, int rc, int code, const char *none, char *err, size_t errlen) {
   if (rc > 0) return 0;
   util_seterr(err, errlen, "%s", rc < 0 ? store_errmsg(st) : none);
-  return -1;
+  return rc < 0 ? -1 : code;
 }
 
 /* The CLI's end of an operation: committed when it succeeded, else rolled back. */
@@ -237,7 +237,7 @@ int schedule_create_in(store *st, const schedule_spec *sp, int64_t now_ms, char 
   char exists[300];
   snprintf(exists, sizeof exists, "a schedule named %s exists already (engine schedule delete %s first)", sp->name,
            sp->name);
-  return written(st, rc, exists, err, errlen);
+  return written(st, rc, SCHEDULE_TAKEN, exists, err, errlen);
 }
 
 int schedule_set_paused(store *st, const char *name, int paused, int64_t now_ms, char *err, size_t errlen) {
@@ -246,8 +246,8 @@ int schedule_set_paused(store *st, const char *name, int paused, int64_t now_ms,
 
 int schedule_set_paused_in(store *st, const char *name, int paused, int64_t now_ms, char *err, size_t errlen) {
   sched s;
-  if (load(st, name, &s, err, errlen) != 0) return -1;
-  int rc = 0;
+  int rc = load(st, name, &s, err, errlen);
+  if (rc != 0) return rc;
   if (!paused) {
     /* a resume starts from now: fires while paused were not missed */
     cron_expr c;
@@ -262,7 +262,7 @@ int schedule_set_paused_in(store *st, const char *name, int paused, int64_t now_
   if (rc == 0) {
     s.r.paused = paused;
     s.r.updated_at = now_ms;
-    rc = written(st, store_schedule_update(st, &s.r), "the schedule went away", err, errlen);
+    rc = written(st, store_schedule_update(st, &s.r), SCHEDULE_UNKNOWN, "the schedule went away", err, errlen);
   }
   sched_free(&s);
   return rc;
@@ -278,18 +278,19 @@ static char *fire_input(const sched *s, const char *identity, char *err, size_t 
 static int manual_start(store *st, engine *e, const char *name, const char *identity, int64_t now_ms, char *id,
                         size_t idlen, char *err, size_t errlen) {
   sched s;
-  if (load(e ? engine_store(e) : st, name, &s, err, errlen) != 0) return -1;
+  int rc = load(e ? engine_store(e) : st, name, &s, err, errlen), existed = 0;
+  if (rc != 0) return rc;
   char when[40];
   schedule_format_utc(now_ms, 1, when, sizeof when);
   snprintf(id, idlen, "sched:%s:manual-%s", name, when);
-  int rc = -1, existed = 0;
+  rc = -1;
   char *input = fire_input(&s, identity, err, errlen);
   if (input && (e ? engine_submit(e, id, s.r.script, input, &existed, err, errlen)
                   : engine_create_workflow(st, id, s.r.script, input, &existed, err, errlen)) == 0) {
     rc = 0;
     if (existed) {
       util_seterr(err, errlen, "%s exists already (triggered in this millisecond)", id);
-      rc = -1;
+      rc = SCHEDULE_TAKEN;
     }
   }
   free(input);
@@ -299,7 +300,7 @@ static int manual_start(store *st, engine *e, const char *name, const char *iden
 
 int schedule_trigger(store *st, const char *name, const char *identity, int64_t now_ms, char *id, size_t idlen,
                      char *err, size_t errlen) {
-  return manual_start(st, NULL, name, identity, now_ms, id, idlen, err, errlen);
+  return manual_start(st, NULL, name, identity, now_ms, id, idlen, err, errlen) == 0 ? 0 : -1;
 }
 
 int schedule_delete(store *st, const char *name, char *err, size_t errlen) {
@@ -309,7 +310,7 @@ int schedule_delete(store *st, const char *name, char *err, size_t errlen) {
 int schedule_delete_in(store *st, const char *name, char *err, size_t errlen) {
   char none[200];
   snprintf(none, sizeof none, "no schedule named %s (see engine schedule list)", name);
-  return written(st, store_schedule_del(st, name), none, err, errlen);
+  return written(st, store_schedule_del(st, name), SCHEDULE_UNKNOWN, none, err, errlen);
 }
 
 int schedule_trigger_in(engine *e, const char *name, const char *identity, int64_t now_ms, char *id, size_t idlen,

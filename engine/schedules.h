@@ -26,6 +26,11 @@
 #include "store.h"
 
 #define SCHEDULE_NAME_MAX 64
+/* What the batch forms (the _in functions below) return besides 0 and -1
+ * (-1: bad input or the store, with err): no such schedule, or the name (or
+ * a manual start's id) is taken. The CLI's forms return -1 for every failure. */
+#define SCHEDULE_UNKNOWN (-2)
+#define SCHEDULE_TAKEN (-3)
 #define SCHEDULE_DEFAULT_CATCHUP_MS 60000 /* fires missed by at most a minute still run */
 #define SCHEDULE_GRACE_MS 1000            /* a timer's own lateness never counts as missed */
 
