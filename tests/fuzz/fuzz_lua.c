@@ -2,7 +2,8 @@
  *
  * Built once per target (FUZZ_TARGET, FUZZ_LUA_ENTRY = tests/fuzz/lua/<target>.lua).
  * The VM is set up as the activity VM sets itself up: the standard libraries,
- * the engine's json (also as cjson), fs, safefs and docker.native modules,
+ * the engine's json (also as cjson), fs, safefs, docker.native and
+ * webhook.verify modules,
  * package.path to lua/ (and tests/fuzz/lua/ for the harnesses' helpers); http
  * and activity are for the entry file to stub. The entry file returns
  * function(data); it is called with each input.
@@ -18,6 +19,8 @@
  * lines run (pairs of consecutive lines, hashed into libFuzzer's extra
  * counters), so new paths through the Lua code count as progress. */
 #include <lauxlib.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <lualib.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +31,7 @@
 #include "json.h"
 #include "lua_fs.h"
 #include "safefs.h"
+#include "webhook_verify.h"
 #include "fuzz_args.h"
 
 #define FUZZ_BUDGET 20000000LL /* VM instructions per input: 2 s or so with the line hook and ASan, 4x the largest seed */
@@ -100,10 +104,24 @@ static int l_fail(lua_State *S) {
   abort();
 }
 
+/* fuzz.hmac_sha256(key, data): the raw 32 bytes, for harnesses that sign
+ * what they deliver (the verifiers' own code is not used to sign). */
+static int l_hmac_sha256(lua_State *S) {
+  size_t kn, dn;
+  const char *k = luaL_checklstring(S, 1, &kn), *d = luaL_checklstring(S, 2, &dn);
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (!HMAC(EVP_sha256(), k, (int)kn, (const unsigned char *)d, dn, out, &n)) return luaL_error(S, "HMAC failed");
+  lua_pushlstring(S, (const char *)out, n);
+  return 1;
+}
+
 static int open_fuzz(lua_State *S) {
   lua_newtable(S);
   lua_pushcfunction(S, l_fail);
   lua_setfield(S, -2, "fail");
+  lua_pushcfunction(S, l_hmac_sha256);
+  lua_setfield(S, -2, "hmac_sha256");
   lua_pushstring(S, FUZZ_TARGET);
   lua_setfield(S, -2, "target");
   return 1;
@@ -123,6 +141,7 @@ static int setup(lua_State *S) {
   preload(S, "fs", luaopen_engine_fs);
   preload(S, "safefs", luaopen_engine_safefs);
   preload(S, "docker.native", luaopen_engine_docker);
+  preload(S, "webhook.verify", luaopen_engine_webhook_verify);
   preload(S, "fuzz", open_fuzz);
   lua_getglobal(S, "package");
   lua_pushfstring(S, "%s/?.lua;%s/?/init.lua;%s/?.lua;", ENGINE_DEFAULT_LUA_DIR, ENGINE_DEFAULT_LUA_DIR,

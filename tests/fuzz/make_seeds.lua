@@ -20,6 +20,10 @@
 --   webhook_verify     the vectors of tests/unit/test_webhook_verify.c (GitHub's,
 --                      Standard Webhooks', Stripe-style), as SECRET, ID, TS, HEADER lines
 --                      and the body
+--   triggers           octokit's recorded GitHub deliveries, the hostile trigger's
+--                      requests, each verifier's route, signed and not
+--   cron               the expressions tests/unit/test_cron.c parses and refuses,
+--                      after instants around daylight-saving changes
 -- Existing seed-* files are replaced; corpus entries libFuzzer added (named by
 -- their SHA-1) stay.
 --
@@ -382,6 +386,65 @@ for i, fields in ipairs({
   { " lead", "id", "-5", "bearer  lead", "x\n" },
 }) do
   seed("webhook_verify", "vector" .. i, table.concat(fields, "\n"))
+end
+
+-- ------------------------------------------------------------------ cron --
+-- every expression tests/unit/test_cron.c parses or refuses, each after
+-- instants around daylight-saving changes, in zones chosen by the index byte
+do
+  local src = read(repo .. "/tests/unit/test_cron.c")
+  local exprs, seen = {}, {}
+  for e in src:gmatch('{"([^"\n]+)",') do
+    if not seen[e] then seen[e] = true; exprs[#exprs + 1] = e end
+  end
+  -- instant (UTC), zone index of fuzz_cron.c's ZONES
+  local at = {
+    { 1616893200, 1 }, -- 2021-03-28 01:00 UTC: Berlin springs forward
+    { 1636261200, 2 }, -- 2021-11-07 05:00 UTC: New York falls back
+    { 1633190400, 3 }, -- 2021-10-02 16:00 UTC: Sydney's gap
+    { 1700000000, 0 }, { 951782400, 0 }, -- 2000-02-29
+    { 1617458400, 5 }, -- Lord Howe's half-hour change
+  }
+  for i, e in ipairs(exprs) do
+    local t = at[i % #at + 1]
+    seed("cron", "expr" .. i, string.pack(">i8", t[1]) .. string.char(t[2]) .. e)
+  end
+end
+
+-- -------------------------------------------------------------- triggers --
+-- octokit's recorded GitHub deliveries (tests/fixtures/github/SOURCES) to the
+-- shipped trigger and the test one, each signed and not; the hostile
+-- trigger's requests (tests/integration/hooks_suite.py); a form-encoded
+-- delivery, the other verifiers' routes, an unknown route
+do
+  local function delivery(route, flags, headers, body)
+    return route .. "\n" .. flags .. "\n" .. table.concat(headers, "\n") .. "\n\n" .. body
+  end
+  for _, path in ipairs(ls(repo .. "/tests/fixtures/github", "%.payload%.json$")) do
+    local body = read(path)
+    local f = path:match("[^/]+$")
+    local event = f:match("^([^.]+)")
+    local hs = { "X-GitHub-Event: " .. event, "X-GitHub-Delivery: 72d3162e-cc78-11e3-81ab-4c9367dc0958",
+      "Content-Type: application/json" }
+    seed("triggers", "github-" .. f, delivery("github", "s", hs, body))
+    seed("triggers", "github-unsigned-" .. f, delivery("github", "", hs, body))
+  end
+  for _, how in ipairs({ "error", "loop", "io", "os", "traversal", "badid", "longid", "utf8", "list", "number",
+    "rep", "none" }) do
+    seed("triggers", "hostile-" .. how, delivery("hostile", "s", { "X-GitHub-Delivery: h-" .. how },
+      '{"how":"' .. how .. '"}'))
+  end
+  seed("triggers", "gh-key", delivery("gh", "s", { "X-GitHub-Event: push", "X-GitHub-Delivery: d-1" }, '{"key":"k1"}'))
+  seed("triggers", "gh-ping", delivery("gh", "s", { "X-GitHub-Event: ping" }, '{"zen":"hi"}'))
+  seed("triggers", "gh-form", delivery("gh", "s", { "Content-Type: application/x-www-form-urlencoded" },
+    "payload=%7B%22key%22%3A%22k%2B2%22%7D&x=1"))
+  seed("triggers", "gh-not-json", delivery("gh", "s", {}, "{nope"))
+  seed("triggers", "std", delivery("std", "s", { "webhook-id: msg_1" }, '{"type":"invoice.paid"}'))
+  seed("triggers", "std-unsigned", delivery("std", "", { "webhook-id: msg_1", "webhook-timestamp: 1700000000",
+    "webhook-signature: v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc=" }, '{"type":"x"}'))
+  seed("triggers", "stripe", delivery("stripe", "s", {}, '{"id":"evt_1","object":"event","type":"charge"}'))
+  seed("triggers", "ci", delivery("ci", "s", { "X-Request-Id: r-1", "X-Request-Id: r-2" }, ""))
+  seed("triggers", "unknown-route", delivery("nope", "s", {}, "{}"))
 end
 
 -- ----------------------------------------------------------------- write --
