@@ -311,6 +311,40 @@ int store_schedule_del(store *s, const char *name);
 typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES, STORE_GROUP_SLOTS } store_group;
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 
+/* ---- whole tables, for engine migrate (migrate.c): every durable table
+ * of either backend, read in key order and written with its own ids ---- */
+typedef enum { STORE_V_NULL, STORE_V_INT, STORE_V_REAL, STORE_V_TEXT, STORE_V_BLOB } store_vtype;
+typedef struct store_value {
+  store_vtype type;
+  int64_t i;
+  double r;
+  const char *p; /* TEXT and BLOB: n bytes (not NUL-terminated for a BLOB) */
+  size_t n;
+} store_value;
+typedef struct store_table {
+  const char *name;
+  const char *const *columns; /* the key's columns first */
+  const char *types;          /* per column: i integer, r real, t text, b blob */
+  int ncolumns, nkey;
+  int rowid; /* the first column is SQLite's rowid (a table without an id column of its own there) */
+} store_table;
+/* The tables engine migrate copies, in the order it copies them (at most STORE_TABLES_MAX). */
+#define STORE_TABLES_MAX 16
+extern const store_table store_tables[];
+extern const int store_ntables;
+typedef int (*store_row_cb)(void *ud, const store_value *row);
+/* Up to limit rows of t in key order after the key values after (NULL: from
+ * the first); cb returning nonzero stops. Returns the rows read, or -1. */
+int store_table_page(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud);
+/* Inserts a row (t->ncolumns values) in the open batch; replace: a row with
+ * its key is overwritten instead of refused. */
+int store_table_insert(store *s, const store_table *t, const store_value *row, int replace);
+/* Rows of t: >= 0, or -1 on error. */
+int64_t store_table_count(store *s, const store_table *t);
+/* After rows were inserted with their ids: the next id PostgreSQL makes is
+ * past them (SQLite needs nothing). */
+int store_table_finish(store *s, const store_table *t);
+
 /* Counts rows of a table for diagnostics (show). */
 int64_t store_count(store *s, const char *what, const char *wf_id);
 

@@ -76,6 +76,10 @@ typedef struct store_ops {
   int (*slot_hold)(store *s, const char *wf_id, const char *pool, const char *key, int64_t since);
   int (*slot_del)(store *s, const char *wf_id, const char *pool, const char *key);
   int (*slot_list)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int (*table_page)(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud);
+  int (*table_insert)(store *s, const store_table *t, const store_value *row, int replace);
+  int64_t (*table_count)(store *s, const store_table *t);
+  int (*table_finish)(store *s, const store_table *t);
   int (*counter_get)(store *s, const char *name, counter_row *out);
   int (*counter_put)(store *s, const char *name, const counter_row *c);
   int (*counter_list)(store *s, const char *prefix, store_counter_cb cb, void *ud);
@@ -104,5 +108,14 @@ int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char 
 extern const store_ops store_pg_ops;
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
+
+/* The statements of store_table_* for table t, built alike for both
+ * backends ($N parameters; pg: PostgreSQL's names and upsert), malloc'd;
+ * NULL when the backend needs none. FIRST takes the limit ($1), AFTER the
+ * key values and the limit, INSERT and REPLACE every column. */
+typedef enum { STORE_TABLE_FIRST, STORE_TABLE_AFTER, STORE_TABLE_INSERT, STORE_TABLE_REPLACE, STORE_TABLE_COUNT,
+               STORE_TABLE_SERIAL } store_table_stmt;
+#define STORE_TABLE_STMTS 6
+char *store_table_sql(const store_table *t, store_table_stmt what, int pg);
 
 #endif

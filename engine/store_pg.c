@@ -257,6 +257,7 @@ typedef struct pg {
   store base; /* first: the seam (store_backend.h) */
   PGconn *conn;
   char prepared[Q__N];
+  char table_prepared[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*) */
   int in_txn; /* a batch was begun and not yet committed or rolled back */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   int64_t writes, last_writes;
@@ -381,30 +382,28 @@ static void reconnect_if_lost(pg *s) {
   if (PQstatus(s->conn) != CONNECTION_BAD || s->in_txn) return;
   PQreset(s->conn);
   memset(s->prepared, 0, sizeof s->prepared);
+  memset(s->table_prepared, 0, sizeof s->table_prepared);
 }
 
-/* Runs statement q with the bound parameters: the result (PGRES_COMMAND_OK
- * or PGRES_TUPLES_OK), or NULL after fail(what). */
-static PGresult *pq_run(pg *s, int q, int binary, const char *what) {
+/* Runs sql (prepared once as name; *prepared says it is) with the bound
+ * parameters: the result (PGRES_COMMAND_OK or PGRES_TUPLES_OK), or NULL after
+ * fail(what). */
+static PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what) {
   if (s->bind_failed) {
     fail(s, what);
     return NULL;
   }
   reconnect_if_lost(s);
-  if (!s->prepared[q]) {
-    char name[16];
-    snprintf(name, sizeof name, "e%d", q);
-    PGresult *r = PQprepare(s->conn, name, SQL[q], 0, NULL);
+  if (!*prepared) {
+    PGresult *r = PQprepare(s->conn, name, sql, 0, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
       fail_res(s, what, r);
       PQclear(r);
       return NULL;
     }
     PQclear(r);
-    s->prepared[q] = 1;
+    *prepared = 1;
   }
-  char name[16];
-  snprintf(name, sizeof name, "e%d", q);
   PGresult *r = PQexecPrepared(s->conn, name, s->np, s->pv, s->plen, s->pfmt, binary);
   ExecStatusType t = PQresultStatus(r);
   if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
@@ -413,6 +412,13 @@ static PGresult *pq_run(pg *s, int q, int binary, const char *what) {
     return NULL;
   }
   return r;
+}
+
+/* Runs statement q (SQL[q]) with the bound parameters. */
+static PGresult *pq_run(pg *s, int q, int binary, const char *what) {
+  char name[16];
+  snprintf(name, sizeof name, "e%d", q);
+  return pq_exec(s, name, SQL[q], &s->prepared[q], binary, what);
 }
 
 /* Runs a write statement to completion. */
@@ -1912,6 +1918,117 @@ static int64_t pg_count(store *st_, const char *what, const char *wf_id) {
   return -1;
 }
 
+/* ---- whole tables (engine migrate) ---- */
+
+/* Runs statement what of table t with the bound parameters. */
+static PGresult *table_run(pg *s, const store_table *t, store_table_stmt what) {
+  int ti = (int)(t - store_tables);
+  if (ti < 0 || ti >= STORE_TABLES_MAX) {
+    util_seterr(s->err, sizeof s->err, "%s: not one of the store's tables", t->name);
+    return NULL;
+  }
+  char name[24];
+  snprintf(name, sizeof name, "t%d_%d", ti, (int)what);
+  char *sql = store_table_sql(t, what, 1);
+  PGresult *r = pq_exec(s, name, sql, &s->table_prepared[ti][what], 0, t->name);
+  free(sql);
+  return r;
+}
+
+static void bind_value(pg *s, const store_value *v) {
+  switch (v->type) {
+  case STORE_V_NULL: bind_text(s, NULL); break;
+  case STORE_V_INT: bind_int(s, v->i); break;
+  case STORE_V_REAL: bind_double(s, v->r); break;
+  case STORE_V_TEXT:
+    /* a text parameter ends at its NUL: one inside the value would cut it */
+    if (memchr(v->p, 0, v->n)) bind_fail(s, v->n, "a NUL byte in text (PostgreSQL's text cannot hold one)");
+    bind_text(s, v->p);
+    break;
+  case STORE_V_BLOB: bind_blob(s, v->p, v->n); break;
+  }
+}
+
+static int hexval(int c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static int pg_table_page(store *st_, const store_table *t, const store_value *after, int limit, store_row_cb cb,
+                         void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  if (after)
+    for (int i = 0; i < t->nkey; i++) bind_value(s, &after[i]);
+  bind_int(s, limit);
+  PGresult *r = table_run(s, t, after ? STORE_TABLE_AFTER : STORE_TABLE_FIRST);
+  if (!r) return STORE_ERR;
+  int n = PQntuples(r), done = 0;
+  store_value row[32];
+  unsigned char *blobs[32] = {0};
+  for (int k = 0; k < n && !done; k++) {
+    for (int i = 0; i < t->ncolumns && i < 32; i++) {
+      store_value v = {STORE_V_NULL, 0, 0, NULL, 0};
+      if (!PQgetisnull(r, k, i)) {
+        const char *text = PQgetvalue(r, k, i);
+        switch (t->types[i]) {
+        case 'i': v.type = STORE_V_INT; v.i = strtoll(text, NULL, 10); break;
+        case 'r': v.type = STORE_V_REAL; v.r = strtod(text, NULL); break;
+        case 'b': { /* bytea's text form: \x and two hex digits a byte */
+          size_t len = (size_t)PQgetlength(r, k, i), m = len > 2 ? (len - 2) / 2 : 0;
+          unsigned char *b = util_xmalloc(m + 1);
+          for (size_t j = 0; j < m; j++) b[j] = (unsigned char)(hexval(text[2 + 2 * j]) << 4 | hexval(text[3 + 2 * j]));
+          free(blobs[i]);
+          blobs[i] = b;
+          v.type = STORE_V_BLOB, v.p = (const char *)b, v.n = m;
+          break;
+        }
+        default: v.type = STORE_V_TEXT, v.p = text, v.n = (size_t)PQgetlength(r, k, i);
+        }
+      }
+      row[i] = v;
+    }
+    done = cb(ud, row);
+  }
+  for (int i = 0; i < 32; i++) free(blobs[i]);
+  PQclear(r);
+  return n;
+}
+
+static int pg_table_insert(store *st_, const store_table *t, const store_value *row, int replace) {
+  pg *s = (pg *)st_;
+  if (pg_begin(st_) != STORE_OK) return STORE_ERR;
+  if (injected(s, t->name)) return STORE_ERR;
+  params_start(s);
+  for (int i = 0; i < t->ncolumns; i++) bind_value(s, &row[i]);
+  PGresult *r = table_run(s, t, replace ? STORE_TABLE_REPLACE : STORE_TABLE_INSERT);
+  if (!r) return STORE_ERR;
+  PQclear(r);
+  s->writes++;
+  return STORE_OK;
+}
+
+static int64_t pg_table_count(store *st_, const store_table *t) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  PGresult *r = table_run(s, t, STORE_TABLE_COUNT);
+  if (!r) return STORE_ERR;
+  int64_t n = PQntuples(r) > 0 ? col_int(r, 0, 0) : 0;
+  PQclear(r);
+  return n;
+}
+
+static int pg_table_finish(store *st_, const store_table *t) {
+  pg *s = (pg *)st_;
+  char *sql = store_table_sql(t, STORE_TABLE_SERIAL, 1);
+  free(sql);
+  if (!sql) return STORE_OK;
+  params_start(s);
+  PGresult *r = table_run(s, t, STORE_TABLE_SERIAL);
+  if (!r) return STORE_ERR;
+  PQclear(r);
+  return STORE_OK;
+}
+
 const store_ops store_pg_ops = {
     .close = pg_close,
     .errmsg = pg_errmsg,
@@ -1980,6 +2097,10 @@ const store_ops store_pg_ops = {
     .slot_hold = pg_slot_hold,
     .slot_del = pg_slot_del,
     .slot_list = pg_slot_list,
+    .table_page = pg_table_page,
+    .table_insert = pg_table_insert,
+    .table_count = pg_table_count,
+    .table_finish = pg_table_finish,
     .counter_get = pg_counter_get,
     .counter_put = pg_counter_put,
     .counter_list = pg_counter_list,

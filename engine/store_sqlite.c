@@ -285,6 +285,7 @@ typedef struct sq {
   store base; /* first: the seam (store_backend.h) */
   sqlite3 *db;
   sqlite3_stmt *q[Q__N];
+  sqlite3_stmt *tq[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*), made when first used */
   int in_txn; /* a batch was begun and not yet committed or rolled back */
   int64_t writes, last_writes; /* rows written by the open batch, by the last committed one */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
@@ -678,6 +679,8 @@ static void sq_close(store *st_) {
   if (!s) return;
   sq_rollback(&s->base);
   for (int i = 0; i < Q__N; i++) sqlite3_finalize(s->q[i]);
+  for (int i = 0; i < STORE_TABLES_MAX; i++)
+    for (int j = 0; j < STORE_TABLE_STMTS; j++) sqlite3_finalize(s->tq[i][j]);
   sqlite3_close(s->db);
   free(s->path);
   free(s);
@@ -1843,6 +1846,110 @@ static int sq_schedule_del(store *st_, const char *name) {
   return sqlite3_changes(s->db) > 0;
 }
 
+/* ---- whole tables (engine migrate) ---- */
+
+static sqlite3_stmt *table_stmt(sq *s, const store_table *t, store_table_stmt what) {
+  s->bind_rc = SQLITE_OK;
+  int ti = (int)(t - store_tables);
+  if (ti < 0 || ti >= STORE_TABLES_MAX) {
+    util_seterr(s->err, sizeof s->err, "%s: not one of the store's tables", t->name);
+    return NULL;
+  }
+  sqlite3_stmt **st = &s->tq[ti][what];
+  if (!*st) {
+    char *sql = store_table_sql(t, what, 0);
+    int rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+    free(sql);
+    if (rc != SQLITE_OK) {
+      fail(s, t->name);
+      return NULL;
+    }
+  }
+  sqlite3_reset(*st);
+  sqlite3_clear_bindings(*st);
+  return *st;
+}
+
+static void bind_value(sq *s, sqlite3_stmt *st, int i, const store_value *v) {
+  switch (v->type) {
+  case STORE_V_NULL: bind_check(s, sqlite3_bind_null(st, i), i, SIZE_MAX); break;
+  case STORE_V_INT: bind_int(s, st, i, v->i); break;
+  case STORE_V_REAL: bind_check(s, sqlite3_bind_double(st, i, v->r), i, SIZE_MAX); break;
+  case STORE_V_TEXT:
+    bind_check(s, v->n > INT32_MAX ? SQLITE_TOOBIG : sqlite3_bind_text(st, i, v->p, (int)v->n, SQLITE_TRANSIENT), i,
+               v->n);
+    break;
+  case STORE_V_BLOB: bind_blob(s, st, i, v->p, v->n); break;
+  }
+}
+
+/* Column i of the row st stands on, as t's type says (a NULL is NULL). */
+static store_value read_value(sqlite3_stmt *st, const store_table *t, int i) {
+  store_value v = {STORE_V_NULL, 0, 0, NULL, 0};
+  if (sqlite3_column_type(st, i) == SQLITE_NULL) return v;
+  switch (t->types[i]) {
+  case 'i': v.type = STORE_V_INT; v.i = sqlite3_column_int64(st, i); break;
+  case 'r': v.type = STORE_V_REAL; v.r = sqlite3_column_double(st, i); break;
+  case 'b':
+    v.type = STORE_V_BLOB;
+    v.p = sqlite3_column_blob(st, i);
+    v.n = (size_t)sqlite3_column_bytes(st, i);
+    if (!v.p) v.p = "";
+    break;
+  default:
+    v.type = STORE_V_TEXT;
+    v.p = (const char *)sqlite3_column_text(st, i);
+    v.n = (size_t)sqlite3_column_bytes(st, i);
+    if (!v.p) v.p = "";
+  }
+  return v;
+}
+
+static int sq_table_page(store *st_, const store_table *t, const store_value *after, int limit, store_row_cb cb,
+                         void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = table_stmt(s, t, after ? STORE_TABLE_AFTER : STORE_TABLE_FIRST);
+  if (!st) return STORE_ERR;
+  int np = 0;
+  if (after)
+    for (; np < t->nkey; np++) bind_value(s, st, np + 1, &after[np]);
+  bind_int(s, st, np + 1, limit);
+  store_value row[32];
+  int n = 0, rc;
+  while ((rc = step(s, st)) == SQLITE_ROW) {
+    for (int i = 0; i < t->ncolumns && i < 32; i++) row[i] = read_value(st, t, i);
+    n++;
+    if (cb(ud, row)) break;
+  }
+  int ok = rc == SQLITE_ROW || rc == SQLITE_DONE;
+  sqlite3_reset(st);
+  return ok ? n : fail(s, t->name);
+}
+
+static int sq_table_insert(store *st_, const store_table *t, const store_value *row, int replace) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = table_stmt(s, t, replace ? STORE_TABLE_REPLACE : STORE_TABLE_INSERT);
+  if (!st) return STORE_ERR;
+  for (int i = 0; i < t->ncolumns; i++) bind_value(s, st, i + 1, &row[i]);
+  return exec_write(s, st, t->name);
+}
+
+static int64_t sq_table_count(store *st_, const store_table *t) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = table_stmt(s, t, STORE_TABLE_COUNT);
+  if (!st) return STORE_ERR;
+  int rc = step(s, st);
+  int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+  sqlite3_reset(st);
+  return n < 0 ? fail(s, t->name) : n;
+}
+
+static int sq_table_finish(store *st_, const store_table *t) {
+  (void)st_, (void)t; /* SQLite's next rowid is past the largest one already */
+  return STORE_OK;
+}
+
 const store_ops store_sqlite_ops = {
     .close = sq_close,
     .errmsg = sq_errmsg,
@@ -1911,6 +2018,10 @@ const store_ops store_sqlite_ops = {
     .slot_hold = sq_slot_hold,
     .slot_del = sq_slot_del,
     .slot_list = sq_slot_list,
+    .table_page = sq_table_page,
+    .table_insert = sq_table_insert,
+    .table_count = sq_table_count,
+    .table_finish = sq_table_finish,
     .counter_get = sq_counter_get,
     .counter_put = sq_counter_put,
     .counter_list = sq_counter_list,
