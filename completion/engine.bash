@@ -10,11 +10,11 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota completion)
+_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate completion)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --server --token --color --db --input --id --listen --workflows --request --reason --status --run --script --scopes "
+_engine_valued=" --server --token --color --db --from --to --input --id --listen --workflows --request --reason --status --run --script --scopes "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
@@ -29,6 +29,7 @@ _engine_options() {
     history) opts=(--run --json --db --help -h) ;;
     replay) opts=(--script --apply --all --status --json --db --help -h) ;;
     quota) opts=(--json --db --help -h) ;;
+    migrate) opts=(--db --from --to --help -h) ;;
     test) opts=(--json --run --help -h) ;;
     token)
       case $2 in
@@ -121,7 +122,7 @@ _engine_value() {
   local opt=$1 pre=$2 val=$3 s have
   local -a list lines
   case $opt in
-    --db) _engine_files "$pre" "$val" ;;
+    --db | --from | --to) _engine_files "$pre" "$val" ;;
     --script) _engine_files "$pre" "$val" lua ;;
     --workflows) _engine_files "$pre" "$val" / ;;
     --input) [[ $val == @* ]] && _engine_files "$pre@" "${val#@}" ;;
