@@ -680,7 +680,12 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
   int hs = query(r, "status", status, sizeof status), hc = hs < 0 ? -1 : query(r, "script", script, sizeof script);
   int hk = hc < 0 ? -1 : query(r, "cursor", cursor, sizeof cursor);
   int hq = hk < 0 ? -1 : query(r, "q", text, sizeof text);
-  if (hq < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  char order[16] = "";
+  int ho = hq < 0 ? -1 : query(r, "order", order, sizeof order);
+  if (ho < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  if (ho == 1 && strcmp(order, "newest") != 0 && strcmp(order, "oldest") != 0)
+    return reply_error(r, 400, "unknown order '%.16s' (oldest, newest)", order);
+  int newest = ho == 1 && strcmp(order, "newest") == 0;
   if (hs == 1) {
     int ok = 0;
     for (const char **k = STATUSES; *k; k++) ok |= strcmp(*k, status) == 0;
@@ -688,7 +693,7 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
                                 status);
   }
   if (hc == 1) snprintf(path, sizeof path, "%s/%s", a->workflows_dir ? a->workflows_dir : ".", script);
-  int64_t after_created = -1;
+  int64_t after_created = newest ? INT64_MAX : -1;
   const char *after_id = "";
   if (hk == 1) {
     /* the cursor is "CREATED_AT.ID" of the last row of the previous page */
@@ -703,7 +708,7 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
   ubuf_add(&p.b, "{\"workflows\":[", 14);
   /* filtered: rows are read until the page is full (or LIST_SCAN_MAX) */
   int rows = p.q ? LIST_SCAN_MAX + 1 : (int)limit + 1;
-  if (store_wf_page(a->rd, hs == 1 ? status : NULL, hc == 1 ? path : NULL, after_created, after_id, rows,
+  if (store_wf_page(a->rd, hs == 1 ? status : NULL, hc == 1 ? path : NULL, after_created, after_id, newest, rows,
                     page_row, &p) != STORE_OK) {
     ubuf_free(&p.b);
     return reply_store_error(a, r, a->rd);
@@ -872,7 +877,13 @@ static void h_all_events(api *a, httpd_req *r, ctx *c) {
       ubuf_free(&p.b);
       return reply_store_error(a, r, a->rd);
     }
-    char *tail = util_fmt("],\"last_id\":%lld}", (long long)p.last);
+    /* end_id: where a client that wants only what comes next streams from */
+    int64_t end = store_feed_last(a->rd);
+    if (end < 0) {
+      ubuf_free(&p.b);
+      return reply_store_error(a, r, a->rd);
+    }
+    char *tail = util_fmt("],\"last_id\":%lld,\"end_id\":%lld}", (long long)p.last, (long long)end);
     ubuf_add(&p.b, tail, strlen(tail) + 1);
     free(tail);
     return reply(r, 200, p.b.p, NULL);
