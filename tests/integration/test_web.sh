@@ -52,6 +52,10 @@ cat >"$T/scenario.json" <<'EOF'
 EOF
 start_model_server "$T/scenario.json"
 
+# a stuck workflow: started here, replayed by serve into another branch (tests/integration/wf/nondet.lua)
+mkdir -p "$T/wf" && cp "$SRC/tests/integration/wf/nondet.lua" "$SRC/tests/integration/wf/acts.lua" "$T/wf/"
+engine start "$T/wf/nondet.lua" --id nd --detach >/dev/null 2>&1 || true
+
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve.err" &
 SERVE=$!
 PIDS+=("$SERVE")
@@ -62,6 +66,9 @@ for _ in $(seq 200); do
   sleep 0.05
 done
 [ -n "$URL" ] || { fail "engine serve did not start: $(cat "$T/serve.err")"; finish; }
+
+engine signal nd go '"now"' >/dev/null # wakes it: the replay takes the other branch
+wait_status nd stuck || fail "nd did not get stuck"
 
 # ---- plain HTTP: the files, their headers, names that are not files
 hdr() { curl -s -D - -o /dev/null "$@" | tr -d '\r'; }
@@ -143,7 +150,7 @@ P1="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=newest
 assert_eq "order=newest: the newest first" "h-3 h-2" "${P1%%|*}"
 P2="$(curl -s -H "Authorization: Bearer $VIEWER" --get --data-urlencode "cursor=${P1#*|}" "$URL/v1/workflows?order=newest&limit=2" | ids)"
 assert_eq "and its cursor reads on, older" "h-1 web-1" "${P2%%|*}"
-assert_eq "the default order is still the oldest first" "web-1 h-1" \
+assert_eq "the default order is still the oldest first" "nd web-1" \
   "$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?limit=2" | ids | cut -d'|' -f1)"
 assert_eq "an unknown order is 400" 400 "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=sideways")"
 echo "# screenshots: $OUTDIR"

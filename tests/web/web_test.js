@@ -185,6 +185,13 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     await page.waitForSelector('#panel[data-loaded="true"] .history .row', { timeout: 10000 }).catch(() => null);
     check("the engine's history opens in its tab", (await page.$$(".history .row")).length > 5);
 
+    // a stuck workflow says why: the event and the script line
+    await page.goto(base + "/#/s/nd");
+    await page.waitForFunction(() => /^stuck/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
+    const stuck = await text(page, "#why");
+    check("a stuck workflow's header names the event and the script line",
+      /non-determinism at event #2/.test(stuck) && /nondet\.lua:5/.test(stuck), stuck);
+
     // a phone's width: nothing wider than the screen
     await page.setViewport({ width: 375, height: 800 });
     for (const hash of ["#/", "#/s/" + ID, "#/approvals"]) {
