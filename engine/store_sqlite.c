@@ -23,6 +23,8 @@ static const char *SCHEMA =
     "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
     "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
+    /* the API's pages (either direction) read a range of it, not the table sorted */
+    "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id TEXT NOT NULL, run INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,"
     "  ref INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT, payload TEXT, time INTEGER NOT NULL,"

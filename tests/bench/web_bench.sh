@@ -37,3 +37,35 @@ done
 [ -n "$URL" ] || { echo "engine serve did not start: $(cat "$T/serve.err")" >&2; exit 1; }
 WEB_URL="$URL" WEB_SIZES="$SIZES" WEB_RUNS="$RUNS" WEB_CHROME="${ENGINE_CHROMIUM:-/usr/bin/chromium}" \
   node "$SRC/tests/web/web_bench.js"
+
+# the sessions list with LIST_N workflows (copies of one session's row, written
+# straight into the database: the list reads rows, it does not run them)
+LIST_N="${LIST_N:-100000}"
+kill "$SERVER" && wait "$SERVER" 2>/dev/null || true
+SERVER=""
+sqlite3 "$ENGINE_DB" "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < $LIST_N)
+  INSERT INTO workflows(id, run, status, script_name, script_dir, code_hash, input, result, error, cancel, created_at, updated_at)
+  SELECT printf('list-%06d', i), run, status, script_name, script_dir, code_hash,
+         json_object('objective', printf('objective number %d', i), 'identity', 'token:bench'), result, error, cancel,
+         created_at + i, updated_at + i FROM workflows, c WHERE id = 'ev-10'"
+: >"$T/serve.err"
+"$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve.err" &
+SERVER=$!
+URL=""
+for _ in $(seq 200); do
+  URL="$(grep -o 'API on http://[0-9.:]*' "$T/serve.err" | cut -c8- || true)"
+  [ -n "$URL" ] && break
+  sleep 0.05
+done
+t() { # the median of 5 answers' total time, in ms
+  for _ in 1 2 3 4 5; do curl -s -o /dev/null -w '%{time_total}\n' "$@"; done | sort -n | sed -n 3p |
+    awk '{printf "%.1f ms", $1 * 1000}'
+}
+CUR="$(curl -s "$URL/v1/workflows?order=newest&limit=50&q=number%205" | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).next_cursor)')"
+echo
+echo "| sessions list, $LIST_N workflows | answer (median of 5) |"
+echo "|---|---:|"
+echo "| first page, newest first (50) | $(t "$URL/v1/workflows?order=newest&limit=50") |"
+echo "| a page deep in the list (cursor) | $(t --get --data-urlencode "cursor=${CUR}" "$URL/v1/workflows?order=newest&limit=50") |"
+echo "| text filter matching many (\"number 5\") | $(t "$URL/v1/workflows?order=newest&limit=50&q=number%205") |"
+echo "| text filter matching none (reads 20,000, then a cursor) | $(t "$URL/v1/workflows?order=newest&limit=50&q=nothing-like-this") |"
