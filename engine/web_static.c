@@ -26,9 +26,12 @@
   "Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " \
   "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-const char *const WEB_SECURITY_HEADERS[] = {WEB_CSP, "Referrer-Policy: no-referrer", "X-Frame-Options: DENY",
+const char *const WEB_SECURITY_HEADERS[] = {WEB_CSP,
+                                            "Referrer-Policy: no-referrer",
+                                            "X-Frame-Options: DENY",
                                             "Cross-Origin-Opener-Policy: same-origin",
-                                            "Cross-Origin-Resource-Policy: same-origin", NULL};
+                                            "Cross-Origin-Resource-Policy: same-origin",
+                                            NULL};
 
 static int is_dir_with_index(const char *dir) {
   char p[PATH_MAX + 64];
@@ -63,10 +66,14 @@ void web_static_dir(char *out, size_t n) {
 
 const char *web_static_type(const char *name) {
   static const char *const TYPES[][2] = {
-      {".html", "text/html; charset=utf-8"},  {".css", "text/css; charset=utf-8"},
-      {".js", "text/javascript; charset=utf-8"}, {".svg", "image/svg+xml"},
-      {".png", "image/png"},                  {".ico", "image/x-icon"},
-      {".json", "application/json"},          {".txt", "text/plain; charset=utf-8"},
+      {".html", "text/html; charset=utf-8"},
+      {".css", "text/css; charset=utf-8"},
+      {".js", "text/javascript; charset=utf-8"},
+      {".svg", "image/svg+xml"},
+      {".png", "image/png"},
+      {".ico", "image/x-icon"},
+      {".json", "application/json"},
+      {".txt", "text/plain; charset=utf-8"},
   };
   const char *dot = strrchr(name, '.');
   if (!dot) return NULL;

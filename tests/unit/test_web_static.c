@@ -18,8 +18,8 @@ static void test_names(void **state) {
   (void)state;
   const char *good[] = {"index.html", "app.js", "style.css", "favicon.svg", "a-b_c.1.js", NULL};
   for (const char **g = good; *g; g++) assert_true(web_static_name_ok(*g));
-  const char *bad[] = {"", ".", "..", ".hidden.js", "../app.js", "a/b.js", "/etc/passwd", "a b.js", "a%2fb.js",
-                       "a\\b.js", "app.js\n", NULL};
+  const char *bad[] = {"",       ".",        "..",      ".hidden.js", "../app.js", "a/b.js", "/etc/passwd",
+                       "a b.js", "a%2fb.js", "a\\b.js", "app.js\n",   NULL};
   for (const char **b = bad; *b; b++) {
     if (web_static_name_ok(*b)) fail_msg("'%s' taken as a file name", *b);
   }
