@@ -395,8 +395,12 @@ static void h_web_index(api *a, httpd_req *r, ctx *c) {
 
 static void h_web_file(api *a, httpd_req *r, ctx *c) { web_static_serve(r, a->web_dir, c->p1); }
 
+static int authenticate(api *a, httpd_req *r, ctx *c);
+
 /* Who the presented token is and what it may do: the page shows only what
- * the scopes allow (approve buttons only with approve). */
+ * the scopes allow (approve buttons only with approve). Asked without a token
+ * while tokens exist, it says so (identity null, no scopes) instead of 401:
+ * the page learns that it must ask for one without a failed request. */
 static void h_whoami(api *a, httpd_req *r, ctx *c) {
   static const struct {
     unsigned bit;
@@ -405,6 +409,9 @@ static void h_whoami(api *a, httpd_req *r, ctx *c) {
              {SCOPE_APPROVE, "approve"}, {SCOPE_CANCEL, "cancel"}, {SCOPE_ADMIN, "admin"}};
   int64_t live = token_live_count(a->rd);
   if (live < 0) return reply_store_error(a, r, a->rd);
+  if (live > 0 && !httpd_header(r, "Authorization"))
+    return reply(r, 200, util_strdup("{\"identity\":null,\"tokens\":true,\"scopes\":[]}"), NULL);
+  if (authenticate(a, r, c) != 0) return;
   ubuf b = {0};
   char *who = json_quote(c->identity);
   char *head = util_fmt("{\"identity\":%s,\"tokens\":%s,\"scopes\":[", who, live > 0 ? "true" : "false");
@@ -1596,7 +1603,7 @@ static const route ROUTES[] = {
     {"GET", "/v1/approvals", SCOPE_READ, h_approvals},
     {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, h_approve},
     {"GET", "/v1/events", SCOPE_READ, h_all_events},
-    {"GET", "/v1/whoami", SCOPE_READ, h_whoami},
+    {"GET", "/v1/whoami", 0, h_whoami}, /* authenticates itself: see h_whoami */
     {"GET", "/v1/workflows/{id}/artifacts", SCOPE_READ, h_artifacts},
     {"GET", "/v1/workflows/{id}/artifacts/{sha256}", SCOPE_READ, h_artifact},
     /* no token: each trigger verifies its sender's signature (lua/triggers.lua) */

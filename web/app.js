@@ -191,6 +191,11 @@ async function boot() {
     if (!(e instanceof ApiError && e.status === 401)) showFatal(e);
     return;
   }
+  if (state.me.identity === null) { // tokens exist and this tab has none yet
+    state.me = null;
+    needToken(sessionStorage.getItem(TOKEN_KEY) ? "the token is not valid" : "");
+    return;
+  }
   document.getElementById("who").textContent = state.me.identity + " · " + state.me.scopes.join(", ");
   document.getElementById("signout").hidden = !sessionStorage.getItem(TOKEN_KEY);
   watchApprovalCount();
@@ -423,10 +428,15 @@ function sessionView(main, id, tab) {
   }
   const later = debounce(refresh, 200);
   refresh();
+  // what it waits on changes without a domain event too (an activity's next
+  // attempt, its last error): asked again every few seconds while it is live
+  const poll = setInterval(() => {
+    if (summary && !["completed", "failed", "cancelled", "stuck"].includes(summary.status)) refresh();
+  }, 3000);
   let sub = null;
   if (tab === "history") historyTab(panel, id);
   else sub = transcriptTab(panel, id, later);
-  return { stop() { stopped = true; clearInterval(tick); if (sub) sub.stop(); } };
+  return { stop() { stopped = true; clearInterval(tick); clearInterval(poll); if (sub) sub.stop(); } };
 }
 
 function paintResult(el, s) {
@@ -559,6 +569,7 @@ function transcriptTab(panel, id, onChange) {
           h("span", {}, "step " + p.step + (p.attempt > 1 ? ", attempt " + p.attempt : ""))), text), text };
       live.set(key, box);
       liveBox.append(box.el);
+      onChange(); // a new turn or attempt: what the header says changed
     }
     const d = p.delta || {};
     if (d.type === "text" && typeof d.text === "string") box.text.append(document.createTextNode(d.text));
@@ -763,7 +774,7 @@ function approvalCard(a, drafts) {
     args !== undefined && args !== null ? argsBlock(args) : null,
     a.request && a.request.payload && a.request.payload.update !== undefined ? h("pre", {}, pretty(a.request.payload.update)) : null);
   // a publish shows what would be published: the session's review draft
-  if (/publish/.test(a.tool || a.kind || "")) {
+  if (/publish|review/.test((a.tool || "") + " " + (a.kind || "") + " " + a.request_id)) {
     const slot = h("div", { className: "draft" });
     card.append(slot);
     if (args && Array.isArray(args.findings)) slot.append(h("h3", {}, "Review to publish"), args.summary ? h("p", { className: "text" }, String(args.summary)) : null, findingsTable(args.findings));

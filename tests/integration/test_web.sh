@@ -94,7 +94,10 @@ assert_eq "/web/../ normalised by no one: not a route" 404 "$(curl -s --path-as-
 assert_eq "POST / is 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/")"
 
 # ---- whoami: the token's identity and scopes
-assert_eq "whoami without a token: 401" 401 "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/whoami")"
+assert_contains "whoami without a token: no identity (the page asks for a token, no failed request)" \
+  '{"identity":null,"tokens":true,"scopes":[]}' "$(curl -s "$URL/v1/whoami")"
+assert_eq "whoami with a token that is not valid: 401" 401 \
+  "$(curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer eng_nope' "$URL/v1/whoami")"
 W="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/whoami")"
 assert_eq "whoami: the viewer's identity" "token:viewer" "$(jget identity <<<"$W")"
 assert_contains "whoami: read only" '"scopes":["read"]' "$W"

@@ -43,15 +43,11 @@ async function newPage(ctx, label) {
 }
 
 async function signIn(page, token, hash) {
-  // before a token is entered the page's first call is refused: that 401 is
-  // the page asking for the token, not an error of the page
-  tolerate = /401/;
   await page.goto(base + "/" + (hash || ""), { waitUntil: "domcontentloaded" });
   await page.waitForSelector("#token", { timeout: 10000 });
   await page.type("#token", token);
   await page.keyboard.press("Enter");
   await page.waitForFunction(() => document.getElementById("who").textContent.length > 0, { timeout: 10000 });
-  tolerate = null;
 }
 
 async function axe(page, what) {
@@ -103,11 +99,18 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
       return t && t.textContent.length > 5;
     }, { timeout: 60000 }).catch(() => null);
     const first = await text(page, ".ev.live .text");
+    const whyStreaming = await text(page, "#why");
     const messageBefore = !!(await page.$('li[data-type="agent.message"]'));
     await sleep(700);
     const second = await text(page, ".ev.live .text");
     check("agent.delta text shows while the model writes", first.length > 5 && !messageBefore, `${first.length} chars, message already: ${messageBefore}`);
     check("and grows as it streams", second.length > first.length, `${first.length} then ${second.length}`);
+    // while it streams, the header says what it waits on: the model call, for how long, which attempt
+    const why2 = await text(page, "#why");
+    check("while it streams, the header says a model call is in flight, for how long and its attempt",
+      /^model call in flight for \d+ s, attempt \d/.test(whyStreaming) || /^model call in flight for \d+ s, attempt \d/.test(why2),
+      whyStreaming + " / " + why2);
+    check("the admin has signal and cancel", !!(await page.$("#sig-name")) && !!(await page.$("button.deny")));
     const box1 = await page.$eval("#panel", (el) => el.getBoundingClientRect().top);
 
     await page.waitForSelector('li[data-type="approval.requested"]', { timeout: 60000 }).catch(() => null);
@@ -130,6 +133,12 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
     check("the viewer's inbox shows the pending request", !!(await viewer.$(".approval-card")));
     check("but no approve or deny button", !(await viewer.$("button.approve, button.deny")));
+    await viewer.goto(base + "/#/s/" + ID);
+    await viewer.waitForSelector('li[data-type="approval.requested"]', { timeout: 10000 }).catch(() => null);
+    check("nor on the session page, nor signal or cancel",
+      !!(await viewer.$('li[data-type="approval.requested"]')) && !(await viewer.$("button.approve, button.deny, #sig-name")));
+    await viewer.goto(base + "/#/approvals");
+    await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
     tolerate = /403/;
     const forged = await viewer.evaluate(async (id, token) => {
       const a = await (await fetch("/v1/approvals", { headers: { Authorization: "Bearer " + token } })).json();
