@@ -70,7 +70,10 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions"],
   });
   try {
-    const adminCtx = await browser.createBrowserContext();
+    const downloads = path.join(env.WEB_OUT, "downloads");
+    fs.rmSync(downloads, { recursive: true, force: true });
+    fs.mkdirSync(downloads, { recursive: true });
+    const adminCtx = await browser.createBrowserContext({ downloadBehavior: { policy: "allow", downloadPath: downloads } });
     const page = await newPage(adminCtx, "admin");
     await signIn(page, env.WEB_ADMIN);
     await page.waitForSelector("table.sessions tbody", { timeout: 10000 });
@@ -129,6 +132,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     // a token without approve: sees the request, no button; a forged answer is 403
     const viewCtx = await browser.createBrowserContext();
     const viewer = await newPage(viewCtx, "viewer");
+    await viewer.emulateTimezone("Asia/Kolkata"); // UTC+5:30: the page's times must follow the viewer's zone
     await signIn(viewer, env.WEB_VIEWER, "#/approvals");
     await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
     check("the viewer's inbox shows the pending request", !!(await viewer.$(".approval-card")));
@@ -137,6 +141,10 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     await viewer.waitForSelector('li[data-type="approval.requested"]', { timeout: 10000 }).catch(() => null);
     check("nor on the session page, nor signal or cancel",
       !!(await viewer.$('li[data-type="approval.requested"]')) && !(await viewer.$("button.approve, button.deny, #sig-name")));
+    const shown = await viewer.$eval('li[data-seq="1"] time', (t) => ({ iso: t.getAttribute("datetime"), text: t.textContent }));
+    const want = new Intl.DateTimeFormat(await viewer.evaluate(() => navigator.language),
+      { timeZone: "Asia/Kolkata", dateStyle: "short", timeStyle: "medium" }).format(new Date(shown.iso));
+    check("times are in the viewer's time zone", shown.text === want, `${shown.iso} shown as ${shown.text}, want ${want}`);
     await viewer.goto(base + "/#/approvals");
     await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
     tolerate = /403/;
@@ -184,6 +192,14 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     await page.waitForSelector("table.artifacts", { timeout: 10000 }).catch(() => null);
     const arts = await text(page, "table.artifacts");
     check("the artifacts listed with size and hash", /note\.txt/.test(arts) && /6 B/.test(arts), arts);
+    // the download button: the bytes of the artifact, fetched with the token
+    await page.click("table.artifacts button");
+    let got = "";
+    for (let i = 0; i < 50 && !got; i++) {
+      await sleep(100);
+      try { got = fs.readFileSync(path.join(downloads, "note.txt"), "utf8"); } catch (e) { got = ""; }
+    }
+    check("the artifact downloads from the page", got === "hello\n", JSON.stringify(got));
     check("the header says it completed", /^completed at/.test(await text(page, "#why")), await text(page, "#why"));
     await axe(page, "the session page");
     await page.screenshot({ path: path.join(env.WEB_OUT, "session.png"), fullPage: true });
