@@ -34,6 +34,10 @@ function h(tag, props, ...children) {
   return el;
 }
 
+// An element id made from data: only safe characters, and distinct for
+// distinct inputs (each other character becomes its code).
+function domId(s) { return String(s).replace(/[^A-Za-z0-9_-]/g, (c) => "_" + c.charCodeAt(0).toString(16)); }
+
 function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); return el; }
 
 function fmtTime(ms) {
@@ -367,8 +371,9 @@ function sessionView(main, id, tab) {
   const panel = h("div", { id: "panel", role: "tabpanel", "aria-labelledby": tab === "history" ? "tab-history" : "tab-transcript" });
   const result = h("section", { "aria-label": "Result" });
   const arts = h("section", { "aria-label": "Artifacts" });
-  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, actions,
-    h("div", { className: "tabs", role: "tablist", "aria-label": "Views" }, tabT, tabH), panel, result, arts);
+  // the result and the artifacts above the transcript: a long one would push them out of reach
+  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, result, arts, actions,
+    h("div", { className: "tabs", role: "tablist", "aria-label": "Views" }, tabT, tabH), panel);
   let summary = null, stopped = false;
   const tick = setInterval(() => { if (summary) paintWhy(); }, 1000);
   function paintWhy() {
@@ -477,7 +482,7 @@ function errorBlock(e) {
 
 function findingsTable(findings) {
   return h("div", { className: "scroll" }, h("table", { className: "findings" },
-    h("caption", { className: "muted" }, findings.length + " findings"),
+    h("caption", { className: "muted" }, findings.length === 1 ? "1 finding" : findings.length + " findings"),
     h("thead", {}, h("tr", {}, ["Severity", "File", "Line", "Finding"].map((t) => h("th", { scope: "col" }, t)))),
     h("tbody", {}, findings.map((f) => h("tr", {},
       h("td", {}, f.severity || ""), h("td", {}, h("code", {}, f.file || f.path || "")),
@@ -668,7 +673,7 @@ function eventItem(id, e) {
 // Approve / deny with a reason, only for a token with the approve scope.
 function approvalButtons(id, rid) {
   if (!can("approve") || !rid) return null;
-  const safe = String(rid).replace(/[^A-Za-z0-9_-]/g, "_");
+  const safe = domId(id + "-" + rid);
   const reason = h("input", { id: "reason-" + safe, placeholder: "why (recorded with your name)", size: 28 });
   const out = h("span", { role: "status", className: "muted" });
   const send = (approved) => async () => {
@@ -766,8 +771,9 @@ function approvalsView(main) {
 
 function approvalCard(a, drafts) {
   const args = a.arguments;
-  const card = h("article", { className: "card approval-card", "aria-labelledby": "ap-" + a.request_id.replace(/[^A-Za-z0-9_-]/g, "_") },
-    h("h2", { id: "ap-" + a.request_id.replace(/[^A-Za-z0-9_-]/g, "_") }, (a.tool || a.kind || "request") + " · ",
+  const hid = "ap-" + domId(a.session_id + "-" + a.request_id);
+  const card = h("article", { className: "card approval-card", "aria-labelledby": hid },
+    h("h2", { id: hid }, (a.tool || a.kind || "request") + " · ",
       h("a", { href: sessionHref(a.session_id) }, a.session_id)),
     h("p", { className: "muted" }, "waiting since " + fmtTime(a.since) + (a.deadline ? " · until " + fmtTime(a.deadline) : "") + " · request " + a.request_id),
     a.reason ? h("p", { className: "reason" }, "policy: " + a.reason) : null,

@@ -219,17 +219,17 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
 
     // a phone's width: nothing wider than the screen
     await page.setViewport({ width: 375, height: 800 });
-    for (const hash of ["#/", "#/s/" + ID, "#/approvals"]) {
+    for (const hash of ["#/", "#/approvals", "#/s/" + ID]) {
       await page.goto(base + "/" + hash);
       await sleep(600);
       const w = await page.evaluate(() => document.documentElement.scrollWidth);
       check(`readable at 375 px: ${hash} has no sideways scroll`, w <= 376, String(w));
     }
-    await page.screenshot({ path: path.join(env.WEB_OUT, "inbox-phone.png") });
+    await page.screenshot({ path: path.join(env.WEB_OUT, "session-phone.png") });
 
     check("no console error on any page", consoleErrors.length === 0, JSON.stringify(consoleErrors.slice(0, 5)));
     check("no request to another origin", foreign.length === 0, JSON.stringify(foreign.slice(0, 5)));
-    console.log("# screenshots in " + env.WEB_OUT + ": session-waiting.png, inbox.png, session.png, inbox-phone.png");
+    console.log("# screenshots in " + env.WEB_OUT + ": session-waiting.png, inbox.png, session.png, session-phone.png");
   } finally {
     await browser.close();
   }
