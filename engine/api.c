@@ -593,6 +593,7 @@ typedef struct page {
   ubuf b;
   int n, limit;
   const char *q; /* the text filter, or NULL */
+  int session;   /* fields=session: each item with the session's numbers */
   int scanned;
   int64_t last_created;
   char last_id[ENGINE_ID_MAX * 2 + 1];
@@ -625,8 +626,9 @@ static void add_number(ubuf *b, const char *result, const char *key) {
   free(part);
 }
 
-/* A list item of the API: what `engine list --json` prints, plus what the
- * web page's table shows of a session: its objective and who started it
+/* A list item with fields=session: what `engine list --json` prints (the
+ * item without it, so `list --server` prints the same), plus what the web
+ * page's table shows of a session: its objective and who started it
  * (from the input), and once it ended its turns, tool calls, tokens and cost
  * (from the result). */
 static char *list_item(store *st, const wf_row *w, const char *objective, const char *by) {
@@ -669,7 +671,7 @@ static int page_row(void *ud, const wf_row *w) {
   int shown = !p->q || strcasestr(w->id, p->q) || strcasestr(w->script_name, p->q) ||
               (objective && strcasestr(objective, p->q)) || (by && strcasestr(by, p->q));
   if (shown) {
-    char *item = list_item(p->st, w, objective, by);
+    char *item = p->session ? list_item(p->st, w, objective, by) : view_list_item_json(p->st, w);
     if (p->n) ubuf_add(&p->b, ",", 1);
     ubuf_add(&p->b, item, strlen(item));
     free(item);
@@ -687,9 +689,12 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
   int hs = query(r, "status", status, sizeof status), hc = hs < 0 ? -1 : query(r, "script", script, sizeof script);
   int hk = hc < 0 ? -1 : query(r, "cursor", cursor, sizeof cursor);
   int hq = hk < 0 ? -1 : query(r, "q", text, sizeof text);
-  char order[16] = "";
+  char order[16] = "", fields[16] = "";
   int ho = hq < 0 ? -1 : query(r, "order", order, sizeof order);
-  if (ho < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  int hf = ho < 0 ? -1 : query(r, "fields", fields, sizeof fields);
+  if (hf < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  if (hf == 1 && strcmp(fields, "session") != 0)
+    return reply_error(r, 400, "unknown fields '%.16s' (session)", fields);
   if (ho == 1 && strcmp(order, "newest") != 0 && strcmp(order, "oldest") != 0)
     return reply_error(r, 400, "unknown order '%.16s' (oldest, newest)", order);
   int newest = ho == 1 && strcmp(order, "newest") == 0;
@@ -711,7 +716,7 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
     after_id = dot + 1;
   }
   if (limit == 0) limit = 1;
-  page p = {a->rd, {0}, 0, (int)limit, hq == 1 && *text ? text : NULL, 0, 0, ""};
+  page p = {a->rd, {0}, 0, (int)limit, hq == 1 && *text ? text : NULL, hf == 1, 0, 0, ""};
   ubuf_add(&p.b, "{\"workflows\":[", 14);
   /* filtered: rows are read until the page is full (or LIST_SCAN_MAX) */
   int rows = p.q ? LIST_SCAN_MAX + 1 : (int)limit + 1;

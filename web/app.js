@@ -277,7 +277,7 @@ function listView(main, params) {
   async function load() {
     if (ctl) ctl.abort();
     ctl = new AbortController();
-    const q = new URLSearchParams({ limit: String(PAGE_SIZE), order: "newest" });
+    const q = new URLSearchParams({ limit: String(PAGE_SIZE), order: "newest", fields: "session" });
     if (status.value) q.set("status", status.value);
     if (text.value.trim()) q.set("q", text.value.trim());
     if (cursors[page]) q.set("cursor", cursors[page]);

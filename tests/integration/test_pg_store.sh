@@ -276,7 +276,7 @@ P1="$(curl -s "$API/v1/workflows?order=newest&limit=2" | ids)"
 assert_eq "postgres: newest first" "pg-3 pg-2" "${P1%%|*}"
 assert_eq "postgres: its cursor reads on" "pg-1" "$(curl -s --get --data-urlencode "cursor=${P1#*|}" "$API/v1/workflows?order=newest&limit=2" | ids | cut -d'|' -f1)"
 assert_eq "postgres: oldest first by default" "pg-1 pg-2" "$(curl -s "$API/v1/workflows?limit=2" | ids | cut -d'|' -f1)"
-assert_contains "postgres: the rows carry who started them (from the input)" '"started_by":"local:' "$(curl -s "$API/v1/workflows?limit=1")"
+assert_contains "postgres: the rows carry who started them (from the input)" '"started_by":"local:' "$(curl -s "$API/v1/workflows?limit=1&fields=session")"
 assert_eq "postgres: the text filter" "pg-2" "$(curl -s "$API/v1/workflows?q=pg-2" | ids | cut -d'|' -f1)"
 stop_serve
 finish

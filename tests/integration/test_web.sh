@@ -137,10 +137,14 @@ cp "$T/artifacts/$SHA" "$T/keep" && printf 'tampered' >"$T/artifacts/$SHA"
 assert_eq "a stored file that no longer has its hash: 404" 404 \
   "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/web-1/artifacts/$SHA")"
 cp "$T/keep" "$T/artifacts/$SHA"
-L="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?q=BUCKET")"
+L="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?q=BUCKET&fields=session")"
 assert_contains "the list filters by text (objective, any case)" '"id":"web-1"' "$L"
 assert_contains "with who started it" '"started_by":"token:alice"' "$L"
 assert_contains "and its numbers" '"turns":2,"tool_calls":1,"tokens":180' "$L"
+L="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?q=BUCKET")"
+[[ "$L" == *'"id":"web-1"'* && "$L" != *started_by* ]] && pass "without fields=session, the items of list --json" ||
+  fail "a plain page has the session's fields: $L"
+assert_eq "an unknown fields value is 400" 400 "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?fields=all")"
 assert_eq "a text nothing has: an empty page" '[]' \
   "$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?q=no-such-text-anywhere" | lua5.4 -e 'local j=require"cjson".decode(io.read("a")); io.write(#j.workflows == 0 and "[]" or "some")')"
 # newest first, paged with the cursor: three more workflows, two per page
