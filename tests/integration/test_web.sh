@@ -114,7 +114,7 @@ EOF
 )"
 set +e
 WEB_URL="$URL" WEB_ADMIN="$ADMIN" WEB_VIEWER="$VIEWER" WEB_INPUT="$INPUT" WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
-  timeout 150 node "$WEBT/web_test.js"
+  timeout 400 node "$WEBT/web_test.js"
 rc=$?
 set -e
 [ "$rc" -eq 0 ] && pass "the browser checks (tests/web/web_test.js)" || fail "the browser checks: exit $rc (serve log: $(tail -5 "$T/serve.err"))"
