@@ -113,6 +113,7 @@ function stream(path, onFrame, opts) {
     if (lastId !== null) hdrs["Last-Event-ID"] = lastId;
     const res = await fetch(path, { headers: hdrs, signal: ctl.signal, cache: "no-store" });
     if (res.status === 401) { needToken("the token is not valid"); stopped = true; return; }
+    if (res.status >= 400 && res.status < 500) { stopped = true; return; } // asking again would not help
     if (!res.ok || !res.body) throw new Error("stream " + res.status);
     delay = 500;
     const reader = res.body.getReader();
