@@ -217,6 +217,13 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     check("a stuck workflow's header names the event and the script line",
       /non-determinism at event #2/.test(stuck) && /nondet\.lua:5/.test(stuck), stuck);
 
+    // the list once it ended: its numbers in the row
+    await page.goto(base + "/#/");
+    await page.waitForSelector(`tr[data-id="${ID}"]`, { timeout: 10000 }).catch(() => null);
+    const row = await text(page, `tr[data-id="${ID}"]`);
+    check("the list's row has the session's numbers (turns, tool calls, tokens)", /completed/.test(row) && /180/.test(row), row);
+    await page.screenshot({ path: path.join(env.WEB_OUT, "sessions.png") });
+
     // a phone's width: nothing wider than the screen
     await page.setViewport({ width: 375, height: 800 });
     for (const hash of ["#/", "#/approvals", "#/s/" + ID]) {
@@ -229,7 +236,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
 
     check("no console error on any page", consoleErrors.length === 0, JSON.stringify(consoleErrors.slice(0, 5)));
     check("no request to another origin", foreign.length === 0, JSON.stringify(foreign.slice(0, 5)));
-    console.log("# screenshots in " + env.WEB_OUT + ": session-waiting.png, inbox.png, session.png, session-phone.png");
+    console.log("# screenshots in " + env.WEB_OUT + ": sessions.png, session-waiting.png, inbox.png, session.png, session-phone.png");
   } finally {
     await browser.close();
   }
