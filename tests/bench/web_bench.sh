@@ -62,10 +62,12 @@ t() { # the median of 5 answers' total time, in ms
     awk '{printf "%.1f ms", $1 * 1000}'
 }
 CUR="$(curl -s "$URL/v1/workflows?order=newest&limit=50&q=number%205" | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).next_cursor)')"
+rows() { curl -s "$@" | lua5.4 -e 'io.write(#require"cjson".decode(io.read("a")).workflows)'; }
+[ "$(rows "$URL/v1/workflows?order=newest&limit=50&fields=session")" == 50 ] || { echo "the list's first page is not 50 rows" >&2; exit 1; }
 echo
 echo "| sessions list, $LIST_N workflows | answer (median of 5) |"
 echo "|---|---:|"
-echo "| first page, newest first (50) | $(t "$URL/v1/workflows?order=newest&limit=50") |"
-echo "| a page deep in the list (cursor) | $(t --get --data-urlencode "cursor=${CUR}" "$URL/v1/workflows?order=newest&limit=50") |"
-echo "| text filter matching many (\"number 5\") | $(t "$URL/v1/workflows?order=newest&limit=50&q=number%205") |"
-echo "| text filter matching none (reads 20,000, then a cursor) | $(t "$URL/v1/workflows?order=newest&limit=50&q=nothing-like-this") |"
+echo "| first page, newest first (50) | $(t "$URL/v1/workflows?order=newest&limit=50&fields=session") |"
+echo "| a page 20,000 rows in (its cursor) | $(t --get --data-urlencode "cursor=${CUR}" "$URL/v1/workflows?order=newest&limit=50&fields=session") |"
+echo "| text filter, the newest rows match (\"number 9\") | $(t "$URL/v1/workflows?order=newest&limit=50&fields=session&q=number%209") |"
+echo "| text filter matching none (reads 20,000, then a cursor) | $(t "$URL/v1/workflows?order=newest&limit=50&fields=session&q=nothing-like-this") |"
