@@ -43,7 +43,9 @@ VIEWER="$(engine token create viewer --scopes read)"
 # (which needs approval); turn 2 answers with findings
 cat >"$T/scenario.json" <<'EOF'
 {"steps": [{"reply": {"text": "Let me check. <img src=x onerror=\"window.__pwned=1\"> <a href=\"javascript:window.__pwned=2\">click</a> [x](javascript:window.__pwned=3) and now a slow, steady stream of words so that the page has to show them as they come in",
-                      "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "echo hello > /workspace/output/note.txt"}}],
+                      "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "echo hello > /workspace/output/note.txt"}},
+                                     {"id": "c2", "name": "publish_review", "arguments": {"summary": "the bucket loses a token", "verdict": "request_changes",
+                                       "findings": [{"title": "off by one", "severity": "major", "file": "src/bucket.py", "line": 42, "body": "<img src=x onerror=\"window.__pwned=5\">"}]}}],
                       "usage": {"input_tokens": 50, "output_tokens": 40}},
             "chunk_delay": 0.12}],
  "default": {"reply": {"text": "{\"summary\": \"one finding\", \"result\": {\"findings\": [{\"file\": \"src/bucket.py\", \"line\": 42, \"severity\": \"major\", \"title\": \"off by one\", \"body\": \"<script>window.__pwned=4</script> the last token is lost\"}]}}",
@@ -107,7 +109,7 @@ assert_contains "whoami: admin is every scope" '"scopes":["read","start","signal
 # ---- the browser: the driver starts the session itself, once the list is open
 INPUT="$(cat <<EOF
 {"objective": "Check the bucket <b>code</b> and say what is wrong", "context": {"files": []}, "skills": [],
- "permissions": {"tools": ["shell"], "requiresApproval": ["shell"], "writablePaths": ["/workspace/working", "/workspace/output"]},
+ "permissions": {"tools": ["shell", "publish_review"], "requiresApproval": ["shell"], "writablePaths": ["/workspace/working", "/workspace/output"]},
  "limits": {"maxModelTurns": 4, "memoryMb": 256, "timeoutSeconds": 300},
  "model": {"name": "m", "provider": "openai", "baseUrl": "$MURL/v1"}}
 EOF
@@ -140,7 +142,8 @@ cp "$T/keep" "$T/artifacts/$SHA"
 L="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?q=BUCKET&fields=session")"
 assert_contains "the list filters by text (objective, any case)" '"id":"web-1"' "$L"
 assert_contains "with who started it" '"started_by":"token:alice"' "$L"
-assert_contains "and its numbers" '"turns":2,"tool_calls":1,"tokens":180' "$L"
+assert_contains "and its numbers" '"turns":2,"tool_calls":2,"tokens":180' "$L"
+assert_contains "the review was published after its approval" "the bucket loses a token" "$(cat "$T/reviews/web-1.md" 2>&1)"
 L="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?q=BUCKET")"
 [[ "$L" == *'"id":"web-1"'* && "$L" != *started_by* ]] && pass "without fields=session, the items of list --json" ||
   fail "a plain page has the session's fields: $L"

@@ -120,8 +120,8 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     check("the approval request is in the transcript", !!(await page.$('li[data-type="approval.requested"]')));
     const box2 = await page.$eval("#panel", (el) => el.getBoundingClientRect().top);
     check("no layout shift above the transcript while it streams", Math.abs(box2 - box1) < 1, `${box1} -> ${box2}`);
-    await page.waitForFunction(() => /waiting for approval of shell since/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
-    check("the header says why it waits", /waiting for approval of shell since \d/.test(await text(page, "#why")), await text(page, "#why"));
+    await page.waitForFunction(() => /waiting for approval of \S+ since/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
+    check("the header says why it waits", /^waiting for approval of (shell|publish_review) since \d/.test(await text(page, "#why")), await text(page, "#why"));
     check("the shell command is highlighted", (await text(page, 'li[data-type="approval.requested"] code.cmd')) === "echo hello > /workspace/output/note.txt");
     const msg = await text(page, 'li[data-type="agent.message"] .text');
     check("hostile markup from the model is shown as text", msg.includes('<img src=x onerror="window.__pwned=1">') && msg.includes("javascript:"), msg.slice(0, 120));
@@ -162,20 +162,32 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
 
     // the inbox: the exact call, the policy's reason, approve with a reason
     await page.goto(base + "/#/approvals");
-    await page.waitForSelector(".approval-card button.approve", { timeout: 10000 });
-    check("the inbox shows the shell command", (await text(page, ".approval-card code.cmd")) === "echo hello > /workspace/output/note.txt");
-    check("and the policy's reason", (await text(page, ".approval-card .reason")).includes("requires approval for 'shell'"));
-    check("and the arguments pretty-printed", (await text(page, ".approval-card pre")).includes('\n  "command"'));
+    await page.waitForFunction(() => document.querySelectorAll(".approval-card button.approve").length === 2, { timeout: 10000 }).catch(() => null);
+    const cards = await page.$$eval(".approval-card", (cs) => cs.map((c) => c.dataset.key));
+    check("the inbox shows both requests of the turn", cards.length === 2, JSON.stringify(cards));
+    const shellSel = ".approval-card:has(code.cmd)", pubSel = ".approval-card:has(.draft)";
+    check("the inbox shows the shell command", (await text(page, shellSel + " code.cmd")) === "echo hello > /workspace/output/note.txt");
+    check("and the policy's reason", (await text(page, shellSel + " .reason")).includes("requires approval for 'shell'"));
+    check("and the arguments pretty-printed", (await text(page, shellSel + " pre")).includes('\n  "command"'));
+    const draft = await text(page, pubSel + " .draft");
+    check("a publish shows the review it would publish: its findings with file and line",
+      draft.includes("Review to publish") && draft.includes("src/bucket.py") && draft.includes("42") && draft.includes("<img src=x"), draft);
+    check("and the publishing policy's reason", (await text(page, pubSel + " .reason")).includes("publishes outside the session"));
+    check("a finding's markup in the inbox stays text", await page.evaluate(() => !document.querySelector("main img") && window.__pwned === undefined));
     await axe(page, "the approvals inbox");
-    await page.screenshot({ path: path.join(env.WEB_OUT, "inbox.png") });
-    await page.type(".approval-card input", "typed in the browser");
-    await page.click(".approval-card button.approve");
+    await page.screenshot({ path: path.join(env.WEB_OUT, "inbox.png"), fullPage: true });
+    await page.type(shellSel + " input", "typed in the browser");
+    await page.click(shellSel + " button.approve");
     const t0 = Date.now();
-    await page.waitForFunction(() => !document.querySelector(".approval-card"), { timeout: 10000 }).catch(() => null);
-    check("the answered request leaves the approver's inbox", !(await page.$(".approval-card")));
-    await viewer.waitForFunction(() => !document.querySelector(".approval-card"), { timeout: 5000 }).catch(() => null);
+    await page.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, { timeout: 10000 }).catch(() => null);
+    check("the answered request leaves the approver's inbox", (await page.$$(".approval-card")).length === 1 && !(await page.$(shellSel)));
+    await viewer.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, { timeout: 5000 }).catch(() => null);
     const gone = Date.now() - t0;
-    check(`and every other open inbox at once (${gone} ms)`, !(await viewer.$(".approval-card")) && gone < 5000);
+    check(`and every other open inbox at once (${gone} ms)`, (await viewer.$$(".approval-card")).length === 1 && !(await viewer.$(shellSel)) && gone < 5000);
+    await page.type(pubSel + " input", "typed in the browser");
+    await page.click(pubSel + " button.approve");
+    await page.waitForFunction(() => !document.querySelector(".approval-card"), { timeout: 10000 }).catch(() => null);
+    check("the publish approved too: the inbox is empty", !(await page.$(".approval-card")));
 
     // the session completes: who decided and why, the findings, the artifacts
     await page.goto(base + "/#/s/" + ID);
