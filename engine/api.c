@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api_stream.h"
@@ -32,6 +33,7 @@
 #include "store.h"
 #include "tokens.h"
 #include "util.h"
+#include "web_static.h"
 
 extern const unsigned char api_openapi_json[];
 extern const unsigned long api_openapi_json_len;
@@ -49,6 +51,7 @@ struct api {
   int loopback;
   streams *streams; /* the event streams (api_stream.c) */
   schedules *schedules; /* serve's, poked after a schedule write */
+  char web_dir[PATH_MAX]; /* the web page's files (web_static.c) */
 };
 
 /* ------------------------------------------------------------ answers --- */
@@ -384,6 +387,137 @@ static void h_openapi(api *a, httpd_req *r, ctx *c) {
   httpd_respond(r, 200, "application/json", body, api_openapi_json_len, NULL);
 }
 
+/* The web page (web_static.c): its files need no token. */
+static void h_web_index(api *a, httpd_req *r, ctx *c) {
+  (void)c;
+  web_static_serve(r, a->web_dir, "index.html");
+}
+
+static void h_web_file(api *a, httpd_req *r, ctx *c) { web_static_serve(r, a->web_dir, c->p1); }
+
+static int authenticate(api *a, httpd_req *r, ctx *c);
+
+/* Who the presented token is and what it may do: the page shows only what
+ * the scopes allow (approve buttons only with approve). Asked without a token
+ * while tokens exist, it says so (identity null, no scopes) instead of 401:
+ * the page learns that it must ask for one without a failed request. */
+static void h_whoami(api *a, httpd_req *r, ctx *c) {
+  static const struct {
+    unsigned bit;
+    const char *name;
+  } ALL[] = {{SCOPE_READ, "read"},     {SCOPE_START, "start"},   {SCOPE_SIGNAL, "signal"},
+             {SCOPE_APPROVE, "approve"}, {SCOPE_CANCEL, "cancel"}, {SCOPE_ADMIN, "admin"}};
+  int64_t live = token_live_count(a->rd);
+  if (live < 0) return reply_store_error(a, r, a->rd);
+  if (live > 0 && !httpd_header(r, "Authorization"))
+    return reply(r, 200, util_strdup("{\"identity\":null,\"tokens\":true,\"scopes\":[]}"), NULL);
+  if (authenticate(a, r, c) != 0) return;
+  ubuf b = {0};
+  char *who = json_quote(c->identity);
+  char *head = util_fmt("{\"identity\":%s,\"tokens\":%s,\"scopes\":[", who, live > 0 ? "true" : "false");
+  ubuf_add(&b, head, strlen(head));
+  free(head);
+  free(who);
+  int n = 0;
+  for (size_t i = 0; i < sizeof ALL / sizeof *ALL; i++) {
+    if (!token_allows(c->scopes, ALL[i].bit)) continue;
+    char *q = util_fmt("%s\"%s\"", n++ ? "," : "", ALL[i].name);
+    ubuf_add(&b, q, strlen(q));
+    free(q);
+  }
+  ubuf_add(&b, "]}", 3);
+  reply(r, 200, b.p, NULL);
+}
+
+/* ---- artifacts: the files a session saved (artifact.saved events), stored
+ * by content hash (lua/activities/session.lua) ---- */
+
+static void h_artifacts(api *a, httpd_req *r, ctx *c) {
+  (void)a;
+  view_summary s;
+  char err[700];
+  int found = view_summary_load(a->rd, c->p1, &s, err, sizeof err);
+  if (found < 0) return reply_error(r, 503, "%s", err);
+  if (found == 0) {
+    engine_unknown_id(c->p1, err, sizeof err);
+    return reply_error(r, 404, "%s", err);
+  }
+  reply(r, 200, util_fmt("{\"artifacts\":%s}", s.artifacts ? s.artifacts : "[]"), NULL);
+  view_summary_free(&s);
+}
+
+typedef struct artifact_find {
+  const char *sha;
+  char *stored, *path;
+} artifact_find;
+
+static int artifact_item(void *ud, const char *v, size_t vn) {
+  artifact_find *f = ud;
+  char *sha = json_get_string(v, vn, "sha256");
+  int hit = sha && strcmp(sha, f->sha) == 0;
+  free(sha);
+  if (!hit) return 0;
+  f->stored = json_get_string(v, vn, "stored");
+  f->path = json_get_string(v, vn, "path");
+  return 1;
+}
+
+/* A name for Content-Disposition: the artifact's base name with anything
+ * but A-Z a-z 0-9 . _ - replaced, so no header can be forged from it. */
+static void download_name(const char *path, char *out, size_t n) {
+  const char *base = path ? strrchr(path, '/') : NULL;
+  base = base ? base + 1 : path && *path ? path : "artifact";
+  size_t k = 0;
+  for (; *base && k + 1 < n; base++)
+    out[k++] = (isalnum((unsigned char)*base) || strchr("._-", *base)) ? *base : '_';
+  out[k] = 0;
+  if (!k || out[0] == '.') snprintf(out, n, "artifact");
+}
+
+#define ARTIFACT_MAX_DOWNLOAD (256u << 20)
+
+static void h_artifact(api *a, httpd_req *r, ctx *c) {
+  if (strlen(c->p2) != 64 || strspn(c->p2, "0123456789abcdef") != 64)
+    return reply_error(r, 400, "an artifact is named by its sha256: 64 lowercase hex digits");
+  view_summary s;
+  char err[700];
+  int found = view_summary_load(a->rd, c->p1, &s, err, sizeof err);
+  if (found < 0) return reply_error(r, 503, "%s", err);
+  if (found == 0) {
+    engine_unknown_id(c->p1, err, sizeof err);
+    return reply_error(r, 404, "%s", err);
+  }
+  artifact_find f = {c->p2, NULL, NULL};
+  if (s.artifacts) json_each(s.artifacts, strlen(s.artifacts), artifact_item, &f);
+  view_summary_free(&s);
+  /* only a file this session saved, at the place the store put it, with the
+   * content its hash names: the path in the event is never trusted alone */
+  const char *slash = f.stored ? strrchr(f.stored, '/') : NULL;
+  struct stat st;
+  char *body = NULL;
+  size_t len = 0;
+  if (f.stored && slash && strcmp(slash + 1, c->p2) == 0 && lstat(f.stored, &st) == 0 && S_ISREG(st.st_mode) &&
+      st.st_size <= (off_t)ARTIFACT_MAX_DOWNLOAD)
+    body = util_read_file(f.stored, &len);
+  char hash[65] = "";
+  if (body) util_sha256_hex(body, len, hash);
+  if (!body || strcmp(hash, c->p2) != 0) {
+    free(body);
+    int saved = f.stored != NULL;
+    free(f.stored);
+    free(f.path);
+    if (!saved) return reply_error(r, 404, "workflow '%s' saved no artifact %s", c->p1, c->p2);
+    return reply_error(r, 404, "artifact %s of workflow '%s' is no longer stored (or not as saved)", c->p2, c->p1);
+  }
+  char name[120], disp[200];
+  download_name(f.path, name, sizeof name);
+  snprintf(disp, sizeof disp, "Content-Disposition: attachment; filename=\"%s\"", name);
+  const char *headers[] = {disp, "Content-Security-Policy: default-src 'none'; sandbox", NULL};
+  free(f.stored);
+  free(f.path);
+  httpd_respond(r, 200, "application/octet-stream", body, len, headers);
+}
+
 static const char *START_KEYS[] = {"script", "id", "input", NULL};
 
 static void h_start(api *a, httpd_req *r, ctx *c) {
@@ -449,13 +583,76 @@ static void h_start(api *a, httpd_req *r, ctx *c) {
 
 static const char *STATUSES[] = {"running", "waiting", "queued", "completed", "failed", "cancelled", "stuck", NULL};
 
+/* A filtered page reads at most this many workflows: with 100,000 of them
+ * and a text few match, the answer comes quickly, short, with a next_cursor
+ * to read on from. */
+#define LIST_SCAN_MAX 20000
+
 typedef struct page {
   store *st;
   ubuf b;
   int n, limit;
+  const char *q; /* the text filter, or NULL */
+  int session;   /* fields=session: each item with the session's numbers */
+  int scanned;
   int64_t last_created;
   char last_id[ENGINE_ID_MAX * 2 + 1];
 } page;
+
+/* The string member key of JSON object text, decoded and cut to at most max
+ * bytes (on a UTF-8 boundary), or NULL. */
+static char *member_text(const char *text, const char *key, size_t max) {
+  const char *v;
+  size_t vn;
+  if (!text || json_get(text, strlen(text), key, &v, &vn) != 1 || vn == 0 || *v != '"') return NULL;
+  char *out = json_string(v, vn);
+  if (out && strlen(out) > max) {
+    size_t k = max;
+    while (k > 0 && ((unsigned char)out[k] & 0xC0) == 0x80) k--;
+    out[k] = 0;
+  }
+  return out;
+}
+
+/* The member key of a result object when it is a number: appended as
+ * ,"key":N to b. */
+static void add_number(ubuf *b, const char *result, const char *key) {
+  const char *v;
+  size_t vn;
+  if (!result || json_get(result, strlen(result), key, &v, &vn) != 1 || vn == 0 || vn > 40) return;
+  if (!(*v == '-' || (*v >= '0' && *v <= '9'))) return;
+  char *part = util_fmt(",\"%s\":%.*s", key, (int)vn, v);
+  ubuf_add(b, part, strlen(part));
+  free(part);
+}
+
+/* A list item with fields=session: what `engine list --json` prints (the
+ * item without it, so `list --server` prints the same), plus what the web
+ * page's table shows of a session: its objective and who started it
+ * (from the input), and once it ended its turns, tool calls, tokens and cost
+ * (from the result). */
+static char *list_item(store *st, const wf_row *w, const char *objective, const char *by) {
+  char *base = view_list_item_json(st, w);
+  ubuf b = {0};
+  ubuf_add(&b, base, strlen(base) - 1); /* without its closing brace */
+  free(base);
+  if (objective) {
+    char *q = json_quote(objective);
+    ubuf_add(&b, ",\"objective\":", 13);
+    ubuf_add(&b, q, strlen(q));
+    free(q);
+  }
+  if (by) {
+    char *q = json_quote(by);
+    ubuf_add(&b, ",\"started_by\":", 14);
+    ubuf_add(&b, q, strlen(q));
+    free(q);
+  }
+  static const char *const COUNTS[] = {"turns", "tool_calls", "tokens", "cost_usd", NULL};
+  for (const char *const *k = COUNTS; *k; k++) add_number(&b, w->result, *k);
+  ubuf_add(&b, "}", 2); /* with the NUL */
+  return b.p;
+}
 
 static int page_row(void *ud, const wf_row *w) {
   page *p = ud;
@@ -463,23 +660,44 @@ static int page_row(void *ud, const wf_row *w) {
     p->n++; /* there is more */
     return 1;
   }
-  char *item = view_list_item_json(p->st, w); /* what `engine list --json` prints */
-  if (p->n) ubuf_add(&p->b, ",", 1);
-  ubuf_add(&p->b, item, strlen(item));
-  free(item);
-  p->n++;
-  p->last_created = w->created_at;
+  if (p->q && p->scanned == LIST_SCAN_MAX) {
+    p->n = p->limit + 1; /* read on from the cursor */
+    return 1;
+  }
+  p->scanned++;
+  p->last_created = w->created_at; /* the cursor: the last row read, shown or not */
   snprintf(p->last_id, sizeof p->last_id, "%s", w->id);
+  char *objective = member_text(w->input, "objective", 300), *by = member_text(w->input, "identity", 100);
+  int shown = !p->q || strcasestr(w->id, p->q) || strcasestr(w->script_name, p->q) ||
+              (objective && strcasestr(objective, p->q)) || (by && strcasestr(by, p->q));
+  if (shown) {
+    char *item = p->session ? list_item(p->st, w, objective, by) : view_list_item_json(p->st, w);
+    if (p->n) ubuf_add(&p->b, ",", 1);
+    ubuf_add(&p->b, item, strlen(item));
+    free(item);
+    p->n++;
+  }
+  free(objective);
+  free(by);
   return 0;
 }
 
 static void h_list(api *a, httpd_req *r, ctx *c) {
   (void)c;
-  char status[32], script[256], cursor[ENGINE_ID_MAX + 40], path[PATH_MAX];
+  char status[32], script[256], cursor[ENGINE_ID_MAX + 40], path[PATH_MAX], text[201];
   int64_t limit;
   int hs = query(r, "status", status, sizeof status), hc = hs < 0 ? -1 : query(r, "script", script, sizeof script);
   int hk = hc < 0 ? -1 : query(r, "cursor", cursor, sizeof cursor);
-  if (hk < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  int hq = hk < 0 ? -1 : query(r, "q", text, sizeof text);
+  char order[16] = "", fields[16] = "";
+  int ho = hq < 0 ? -1 : query(r, "order", order, sizeof order);
+  int hf = ho < 0 ? -1 : query(r, "fields", fields, sizeof fields);
+  if (hf < 0 || query_int(r, "limit", 100, 1000, &limit) != 0) return;
+  if (hf == 1 && strcmp(fields, "session") != 0)
+    return reply_error(r, 400, "unknown fields '%.16s' (session)", fields);
+  if (ho == 1 && strcmp(order, "newest") != 0 && strcmp(order, "oldest") != 0)
+    return reply_error(r, 400, "unknown order '%.16s' (oldest, newest)", order);
+  int newest = ho == 1 && strcmp(order, "newest") == 0;
   if (hs == 1) {
     int ok = 0;
     for (const char **k = STATUSES; *k; k++) ok |= strcmp(*k, status) == 0;
@@ -487,7 +705,7 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
                                 status);
   }
   if (hc == 1) snprintf(path, sizeof path, "%s/%s", a->workflows_dir ? a->workflows_dir : ".", script);
-  int64_t after_created = -1;
+  int64_t after_created = newest ? INT64_MAX : -1;
   const char *after_id = "";
   if (hk == 1) {
     /* the cursor is "CREATED_AT.ID" of the last row of the previous page */
@@ -498,9 +716,11 @@ static void h_list(api *a, httpd_req *r, ctx *c) {
     after_id = dot + 1;
   }
   if (limit == 0) limit = 1;
-  page p = {a->rd, {0}, 0, (int)limit, 0, ""};
+  page p = {a->rd, {0}, 0, (int)limit, hq == 1 && *text ? text : NULL, hf == 1, 0, 0, ""};
   ubuf_add(&p.b, "{\"workflows\":[", 14);
-  if (store_wf_page(a->rd, hs == 1 ? status : NULL, hc == 1 ? path : NULL, after_created, after_id, (int)limit + 1,
+  /* filtered: rows are read until the page is full (or LIST_SCAN_MAX) */
+  int rows = p.q ? LIST_SCAN_MAX + 1 : (int)limit + 1;
+  if (store_wf_page(a->rd, hs == 1 ? status : NULL, hc == 1 ? path : NULL, after_created, after_id, newest, rows,
                     page_row, &p) != STORE_OK) {
     ubuf_free(&p.b);
     return reply_store_error(a, r, a->rd);
@@ -669,7 +889,13 @@ static void h_all_events(api *a, httpd_req *r, ctx *c) {
       ubuf_free(&p.b);
       return reply_store_error(a, r, a->rd);
     }
-    char *tail = util_fmt("],\"last_id\":%lld}", (long long)p.last);
+    /* end_id: where a client that wants only what comes next streams from */
+    int64_t end = store_feed_last(a->rd);
+    if (end < 0) {
+      ubuf_free(&p.b);
+      return reply_store_error(a, r, a->rd);
+    }
+    char *tail = util_fmt("],\"last_id\":%lld,\"end_id\":%lld}", (long long)p.last, (long long)end);
     ubuf_add(&p.b, tail, strlen(tail) + 1);
     free(tail);
     return reply(r, 200, p.b.p, NULL);
@@ -1366,6 +1592,8 @@ typedef struct route {
 } route;
 
 static const route ROUTES[] = {
+    {"GET", "/", 0, h_web_index},
+    {"GET", "/web/{name}", 0, h_web_file},
     {"GET", "/healthz", 0, h_health},
     {"GET", "/metrics", SCOPE_READ, h_metrics},
     {"GET", "/v1/openapi.json", 0, h_openapi},
@@ -1380,6 +1608,9 @@ static const route ROUTES[] = {
     {"GET", "/v1/approvals", SCOPE_READ, h_approvals},
     {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, h_approve},
     {"GET", "/v1/events", SCOPE_READ, h_all_events},
+    {"GET", "/v1/whoami", 0, h_whoami}, /* authenticates itself: see h_whoami */
+    {"GET", "/v1/workflows/{id}/artifacts", SCOPE_READ, h_artifacts},
+    {"GET", "/v1/workflows/{id}/artifacts/{sha256}", SCOPE_READ, h_artifact},
     /* no token: each trigger verifies its sender's signature (lua/triggers.lua) */
     {"POST", "/hooks/{name}", 0, h_hook},
     {"GET", "/v1/triggers/{name}/deliveries", SCOPE_READ, h_deliveries},
@@ -1612,6 +1843,7 @@ void api_engine_config(api *a, engine_config *cfg) {
 
 int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen) {
   a->e = e;
+  web_static_dir(a->web_dir, sizeof a->web_dir);
   char real[PATH_MAX];
   if (realpath(o->workflows_dir, real)) {
     a->workflows_dir = util_strdup(real);

@@ -642,7 +642,9 @@ static void unpark(httpd_req *r) {
 }
 
 static void add_headers(struct MHD_Response *resp, const char *const *headers) {
-  MHD_add_response_header(resp, "Cache-Control", "no-store");
+  int own_cache = 0; /* the web page's files say their own (no-cache with an ETag) */
+  for (size_t i = 0; headers && headers[i]; i++) own_cache |= strncasecmp(headers[i], "Cache-Control:", 14) == 0;
+  if (!own_cache) MHD_add_response_header(resp, "Cache-Control", "no-store");
   MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
   for (size_t i = 0; headers && headers[i]; i++) {
     const char *colon = strchr(headers[i], ':');

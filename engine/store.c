@@ -79,7 +79,7 @@ int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
 
 int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) { return s->ops->wf_list(s, status, cb, ud); }
 
-int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int limit, store_wf_cb cb, void *ud) { return s->ops->wf_page(s, status, script, after_created, after_id, limit, cb, ud); }
+int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud) { return s->ops->wf_page(s, status, script, after_created, after_id, newest_first, limit, cb, ud); }
 
 int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) { return s->ops->wf_ids(s, prefix, statuses, limit, cb, ud); }
 

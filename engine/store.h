@@ -116,10 +116,11 @@ int store_wf_new_run(store *s, const char *id, int64_t run, const char *input);
 typedef int (*store_wf_cb)(void *ud, const wf_row *w);
 int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud);
 /* Up to limit workflows after (after_created, after_id) in (created_at, id)
- * order, of status and script_name when those are not NULL: stable pages
- * however many are created meanwhile. */
+ * order (newest_first: before it, in the reverse order), of status and
+ * script_name when those are not NULL: stable pages however many are created
+ * meanwhile. The rows have their input and result. */
 int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
-                  int limit, store_wf_cb cb, void *ud);
+                  int newest_first, int limit, store_wf_cb cb, void *ud);
 /* Up to limit workflows whose id starts with prefix ("" for any), in id
  * order, whose status is in statuses (comma-separated, NULL for any); only
  * id, run, status, script and times are read. A range of the id index, so as

@@ -30,7 +30,7 @@ typedef struct store_ops {
   int (*wf_set_code)(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
   int (*wf_new_run)(store *s, const char *id, int64_t run, const char *input);
   int (*wf_list)(store *s, const char *status, store_wf_cb cb, void *ud);
-  int (*wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int limit, store_wf_cb cb, void *ud);
+  int (*wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud);
   int (*wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
   int (*hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
   int (*hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);

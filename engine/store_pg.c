@@ -107,7 +107,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID, Q_TXID_STATUS,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -184,9 +184,12 @@ static const char *SQL[Q__N] = {
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
                      "ON d.session_id=f.session_id AND d.seq=f.seq WHERE f.id>$1 ORDER BY f.id LIMIT $2",
     [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
-    [Q_WF_PAGE] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_PAGE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows "
                   "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
                   "AND (created_at, id) > ($3::bigint, $4::text) ORDER BY created_at, id LIMIT $5",
+    [Q_WF_PAGE_DESC] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows "
+                       "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
+                       "AND (created_at, id) < ($3::bigint, $4::text) ORDER BY created_at DESC, id DESC LIMIT $5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
     [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",
     [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
@@ -1082,7 +1085,7 @@ static int pg_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud) 
 }
 
 static int pg_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id,
-                      int limit, store_wf_cb cb, void *ud) {
+                      int newest_first, int limit, store_wf_cb cb, void *ud) {
   pg *s = (pg *)st_;
   params_start(s);
   bind_text(s, status);
@@ -1090,7 +1093,7 @@ static int pg_wf_page(store *st_, const char *status, const char *script, int64_
   bind_int(s, after_created);
   bind_text(s, after_id ? after_id : "");
   bind_int(s, limit);
-  return each_wf(s, Q_WF_PAGE, cb, ud);
+  return each_wf(s, newest_first ? Q_WF_PAGE_DESC : Q_WF_PAGE, cb, ud);
 }
 
 static int pg_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) {

@@ -23,6 +23,8 @@ static const char *SCHEMA =
     "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
     "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
+    /* the API's pages (either direction) read a range of it, not the table sorted */
+    "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id TEXT NOT NULL, run INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,"
     "  ref INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT, payload TEXT, time INTEGER NOT NULL,"
@@ -117,6 +119,7 @@ enum {
   Q_FEED_AFTER,
   Q_FEED_LAST,
   Q_WF_PAGE,
+  Q_WF_PAGE_DESC,
   Q_GROUP_STATUS,
   Q_GROUP_TASKS,
   Q_GROUP_SANDBOXES,
@@ -220,9 +223,12 @@ static const char *SQL[Q__N] = {
                      "ON d.session_id=f.session_id AND d.seq=f.seq WHERE f.id>? ORDER BY f.id LIMIT ?",
     [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
     /* keyset pagination: (created_at, id) after the cursor, filters optional */
-    [Q_WF_PAGE] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
+    [Q_WF_PAGE] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
                   "updated_at FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
                   "AND (created_at>?3 OR (created_at=?3 AND id>?4)) ORDER BY created_at, id LIMIT ?5",
+    [Q_WF_PAGE_DESC] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
+                       "updated_at FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
+                       "AND (created_at<?3 OR (created_at=?3 AND id<?4)) ORDER BY created_at DESC, id DESC LIMIT ?5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
     [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",
     /* unfinished sessions that reported a sandbox ready (it is destroyed before they finish) */
@@ -318,7 +324,7 @@ static int sq_wf_set_cancel(store *st_, const char *id, int cancel);
 static int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
 static int sq_wf_new_run(store *st_, const char *id, int64_t run, const char *input);
 static int sq_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud);
-static int sq_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id, int limit, store_wf_cb cb, void *ud);
+static int sq_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud);
 static int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
 static int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
 static int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out);
@@ -918,9 +924,9 @@ static int each_wf(sq *s, sqlite3_stmt *st, store_wf_cb cb, void *ud) {
 }
 
 static int sq_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id,
-                  int limit, store_wf_cb cb, void *ud) {
+                  int newest_first, int limit, store_wf_cb cb, void *ud) {
   sq *s = (sq *)st_;
-  sqlite3_stmt *st = stmt(s, Q_WF_PAGE);
+  sqlite3_stmt *st = stmt(s, newest_first ? Q_WF_PAGE_DESC : Q_WF_PAGE);
   if (!st) return STORE_ERR;
   if (status) bind_text(s, st, 1, status);
   if (script) bind_text(s, st, 2, script);

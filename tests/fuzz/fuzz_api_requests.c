@@ -48,7 +48,9 @@
  *   - a JSON answer that is not valid JSON (json_validate), an error whose
  *     body is not {"error":{"status":N,"message":"..."}} with N the status,
  *     405 without Allow, 401 of the token server without WWW-Authenticate;
- *     text only from GET /metrics, an event stream only from the events
+ *     text only from GET /metrics, the web page's files (HTML, CSS,
+ *     JavaScript, images; a 304 without a body) only from GET / and GET
+ *     /web/NAME, bytes only from an artifact's download, an event stream only from the events
  *     routes, its data lines JSON and its ids above the resume point; an
  *     HTML answer of the HTTP library other than 400, 413, 414 and 431;
  *   - a 2xx on a route that needs a scope without a live token granting it
@@ -1034,8 +1036,12 @@ static void check_answer(request *q, answer *an, int64_t version_at_answer) {
 
   /* what came back */
   int head = strcmp(q->method, "HEAD") == 0;
+  /* the web page's files (engine/web_static.c): only from its two routes */
+  int web = o && (strcmp(o->pattern, "/") == 0 || strcmp(o->pattern, "/web/{name}") == 0);
   if (!an->ctype[0]) {
-    if (st != 400 && st != 413 && st != 414 && st != 431)
+    if (st == 304 && web) {
+      /* revalidated with the file's ETag: no body */
+    } else if (st != 400 && st != 413 && st != 414 && st != 431)
       explain(q, an, "the HTTP library answered itself, with a status not documented for it");
   } else if (strncmp(an->ctype, "application/json", 16) == 0) {
     char err[512];
@@ -1071,9 +1077,16 @@ static void check_answer(request *q, answer *an, int64_t version_at_answer) {
         lua_settop(L, 0);
       }
     }
-  } else if (strncmp(an->ctype, "text/plain", 10) == 0) {
+  } else if (strncmp(an->ctype, "text/plain; version=0.0.4", 25) == 0) {
     if (!(st == 200 && o && strcmp(o->pattern, "/metrics") == 0))
       explain(q, an, "text from a route other than /metrics");
+  } else if (strncmp(an->ctype, "text/html", 9) == 0 || strncmp(an->ctype, "text/css", 8) == 0 ||
+             strncmp(an->ctype, "text/javascript", 15) == 0 || strncmp(an->ctype, "text/plain", 10) == 0 ||
+             strncmp(an->ctype, "image/", 6) == 0) {
+    if (!(st == 200 && web)) explain(q, an, "a file of the web page from a route other than / and /web/{name}");
+  } else if (strcmp(an->ctype, "application/octet-stream") == 0) {
+    if (!(st == 200 && o && strcmp(o->pattern, "/v1/workflows/{id}/artifacts/{sha256}") == 0))
+      explain(q, an, "bytes from a route other than an artifact's download");
   } else if (an->streaming) {
     if (!(st == 200 && o &&
           (strcmp(o->pattern, "/v1/events") == 0 || strcmp(o->pattern, "/v1/workflows/{id}/events") == 0)))

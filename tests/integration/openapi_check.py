@@ -466,7 +466,8 @@ def routes(d, url):
                 except (ValueError, KeyError, TypeError):
                     pass
                 hook = (template.startswith("/hooks/") and msg.startswith("no trigger")) or \
-                    (template.startswith("/v1/schedules/") and msg.startswith("unknown schedule"))
+                    (template.startswith("/v1/schedules/") and msg.startswith("unknown schedule")) or \
+                    (template.startswith("/web/") and msg.startswith("no such file of the web page"))
                 if not msg.startswith("unknown workflow") and not hook:
                     problem(f"{what}: 404 that is not about an unknown workflow: {msg!r}")
             for p in answer_problems(d, template, m.upper(), status, headers, data):

@@ -261,4 +261,22 @@ psql_on foreign "CREATE TABLE users(name TEXT)"
 assert_exit "a foreign database is refused" 2 engine start "$HELLO" --id f1 --detach
 assert_contains "as not an engine database" "not an engine database" "$ERR"
 assert_eq "none of our tables added" "0" "$(psql_on foreign "SELECT count(*) FROM pg_tables WHERE tablename='workflows'")"
+
+# --- the API's list on PostgreSQL (the web page's table): both orders, the cursor, the text filter
+fresh pages
+for i in 1 2 3; do start "$HELLO" "pg-$i" "{\"name\":\"Ada $i\",\"n\":1}"; sleep 0.01; done
+: >"$T/serve-api.err"
+"$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve-api.err" & S=$!; PIDS+=("$S")
+API=""
+for _ in $(seq 200); do
+  API="$(grep -o 'API on http://[0-9.:]*' "$T/serve-api.err" | cut -c8- || true)"; [ -n "$API" ] && break; sleep 0.05
+done
+ids() { lua5.4 -e 'local c=require"cjson" local j=c.decode(io.read("a")) local t={} for _,w in ipairs(j.workflows) do t[#t+1]=w.id end io.write(table.concat(t," "),"|",j.next_cursor~=c.null and j.next_cursor or "")'; }
+P1="$(curl -s "$API/v1/workflows?order=newest&limit=2" | ids)"
+assert_eq "postgres: newest first" "pg-3 pg-2" "${P1%%|*}"
+assert_eq "postgres: its cursor reads on" "pg-1" "$(curl -s --get --data-urlencode "cursor=${P1#*|}" "$API/v1/workflows?order=newest&limit=2" | ids | cut -d'|' -f1)"
+assert_eq "postgres: oldest first by default" "pg-1 pg-2" "$(curl -s "$API/v1/workflows?limit=2" | ids | cut -d'|' -f1)"
+assert_contains "postgres: the rows carry who started them (from the input)" '"started_by":"local:' "$(curl -s "$API/v1/workflows?limit=1&fields=session")"
+assert_eq "postgres: the text filter" "pg-2" "$(curl -s "$API/v1/workflows?q=pg-2" | ids | cut -d'|' -f1)"
+stop_serve
 finish

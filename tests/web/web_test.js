@@ -1,0 +1,256 @@
+// The web page in a real browser (Debian's chromium, headless, driven by
+// puppeteer-core), against the `engine serve` that tests/integration/test_web.sh
+// started. Prints "ok - ..." / "FAIL: ..." lines; exits 1 when a check failed.
+//
+// Environment: WEB_URL (the server), WEB_ADMIN and WEB_VIEWER (tokens: admin,
+// read only), WEB_INPUT (the session's input), WEB_OUT (screenshots),
+// WEB_CHROME (the browser).
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const puppeteer = require("puppeteer-core");
+
+const env = process.env;
+const base = env.WEB_URL;
+const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+const ID = "web-1";
+
+let failures = 0;
+function check(what, ok, detail) {
+  if (ok) console.log("ok - " + what);
+  else { failures++; console.log("FAIL: " + what + (detail !== undefined ? ": " + detail : "")); }
+}
+
+const consoleErrors = [], foreign = [];
+let tolerate = null; // a console error expected now (a refused request the test makes on purpose)
+
+async function newPage(ctx, label) {
+  const page = await ctx.newPage();
+  await page.setViewport({ width: 1200, height: 900 });
+  page.on("console", (m) => {
+    if (m.type() !== "error") return;
+    const t = m.text();
+    if (tolerate && tolerate.test(t)) return;
+    consoleErrors.push(label + ": " + t);
+  });
+  page.on("pageerror", (e) => consoleErrors.push(label + ": " + e.message));
+  page.on("request", (r) => {
+    const u = r.url();
+    if (!(u === base || u.startsWith(base + "/") || u.startsWith("data:") || u.startsWith("blob:"))) foreign.push(u);
+  });
+  return page;
+}
+
+async function signIn(page, token, hash) {
+  await page.goto(base + "/" + (hash || ""), { waitUntil: "domcontentloaded" });
+  await page.waitForSelector("#token", { timeout: 10000 });
+  await page.type("#token", token);
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => document.getElementById("who").textContent.length > 0, { timeout: 10000 });
+}
+
+async function axe(page, what) {
+  await page.evaluate(axeSource); // through the DevTools protocol: the page's CSP stays in force for the page
+  for (const scheme of ["light", "dark"]) {
+    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: scheme }]);
+    const r = await page.evaluate((tags) => window.axe.run(document, { runOnly: { type: "tag", values: tags } }), AXE_TAGS);
+    check(`axe-core: no WCAG A/AA violation on ${what} (${scheme})`, r.violations.length === 0,
+      JSON.stringify(r.violations.map((v) => ({ id: v.id, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }))));
+  }
+  await page.emulateMediaFeatures([]);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => "");
+
+(async () => {
+  const browser = await puppeteer.launch({
+    executablePath: env.WEB_CHROME, headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions"],
+  });
+  try {
+    const downloads = path.join(env.WEB_OUT, "downloads");
+    fs.rmSync(downloads, { recursive: true, force: true });
+    fs.mkdirSync(downloads, { recursive: true });
+    const adminCtx = await browser.createBrowserContext({ downloadBehavior: { policy: "allow", downloadPath: downloads } });
+    const page = await newPage(adminCtx, "admin");
+    await signIn(page, env.WEB_ADMIN);
+    await page.waitForSelector("table.sessions tbody", { timeout: 10000 });
+    check("the token is kept in sessionStorage, not in a cookie or the URL",
+      await page.evaluate((t) => sessionStorage.getItem("engine.token") === t && !document.cookie && !location.href.includes(t), env.WEB_ADMIN));
+    check("the page shows who the token is", (await text(page, "#who")).includes("token:alice"));
+
+    // the session starts while the list is open: the list shows it live
+    const res = await fetch(base + "/v1/workflows", {
+      method: "POST", headers: { Authorization: "Bearer " + env.WEB_ADMIN, "Content-Type": "application/json" },
+      body: JSON.stringify({ script: "agent_session.lua", id: ID, input: JSON.parse(env.WEB_INPUT) }),
+    });
+    check("the session started (201)", res.status === 201, res.status + " " + (await res.text()));
+    await page.waitForSelector(`tr[data-id="${ID}"]`, { timeout: 15000 }).catch(() => null);
+    check("the list shows the started session, live", !!(await page.$(`tr[data-id="${ID}"]`)));
+    check("with its objective as text", (await text(page, `tr[data-id="${ID}"] td.objective`)).includes("<b>code</b>"));
+
+    // keyboard: the session's link, then Enter
+    await page.focus(`tr[data-id="${ID}"] a`);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#panel", { timeout: 5000 });
+
+    // the model's words as they are written (the model server sends a piece every 120 ms)
+    await page.waitForFunction(() => {
+      const t = document.querySelector(".ev.live .text");
+      return t && t.textContent.length > 5;
+    }, { timeout: 60000 }).catch(() => null);
+    const first = await text(page, ".ev.live .text");
+    const whyStreaming = await text(page, "#why");
+    const messageBefore = !!(await page.$('li[data-type="agent.message"]'));
+    await sleep(700);
+    const second = await text(page, ".ev.live .text");
+    check("agent.delta text shows while the model writes", first.length > 5 && !messageBefore, `${first.length} chars, message already: ${messageBefore}`);
+    check("and grows as it streams", second.length > first.length, `${first.length} then ${second.length}`);
+    // while it streams, the header says what it waits on: the model call, for how long, which attempt
+    const why2 = await text(page, "#why");
+    check("while it streams, the header says a model call is in flight, for how long and its attempt",
+      /^model call in flight for \d+ s, attempt \d/.test(whyStreaming) || /^model call in flight for \d+ s, attempt \d/.test(why2),
+      whyStreaming + " / " + why2);
+    check("the admin has signal and cancel", !!(await page.$("#sig-name")) && !!(await page.$("button.deny")));
+    const box1 = await page.$eval("#panel", (el) => el.getBoundingClientRect().top);
+
+    await page.waitForSelector('li[data-type="approval.requested"]', { timeout: 60000 }).catch(() => null);
+    check("the approval request is in the transcript", !!(await page.$('li[data-type="approval.requested"]')));
+    const box2 = await page.$eval("#panel", (el) => el.getBoundingClientRect().top);
+    check("no layout shift above the transcript while it streams", Math.abs(box2 - box1) < 1, `${box1} -> ${box2}`);
+    await page.waitForFunction(() => /waiting for approval of \S+ since/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
+    check("the header says why it waits", /^waiting for approval of (shell|publish_review) since \d/.test(await text(page, "#why")), await text(page, "#why"));
+    check("the shell command is highlighted", (await text(page, 'li[data-type="approval.requested"] code.cmd')) === "echo hello > /workspace/output/note.txt");
+    const msg = await text(page, 'li[data-type="agent.message"] .text');
+    check("hostile markup from the model is shown as text", msg.includes('<img src=x onerror="window.__pwned=1">') && msg.includes("javascript:"), msg.slice(0, 120));
+    check("and runs nothing: no img, script or javascript: link made, nothing set",
+      await page.evaluate(() => !document.querySelector("main img, main script, a[href^='javascript']") && window.__pwned === undefined));
+    await page.screenshot({ path: path.join(env.WEB_OUT, "session-waiting.png") });
+
+    // a token without approve: sees the request, no button; a forged answer is 403
+    const viewCtx = await browser.createBrowserContext();
+    const viewer = await newPage(viewCtx, "viewer");
+    await viewer.emulateTimezone("Asia/Kolkata"); // UTC+5:30: the page's times must follow the viewer's zone
+    await signIn(viewer, env.WEB_VIEWER, "#/approvals");
+    await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
+    check("the viewer's inbox shows the pending request", !!(await viewer.$(".approval-card")));
+    check("but no approve or deny button", !(await viewer.$("button.approve, button.deny")));
+    await viewer.goto(base + "/#/s/" + ID);
+    await viewer.waitForSelector('li[data-type="approval.requested"]', { timeout: 10000 }).catch(() => null);
+    check("nor on the session page, nor signal or cancel",
+      !!(await viewer.$('li[data-type="approval.requested"]')) && !(await viewer.$("button.approve, button.deny, #sig-name")));
+    const shown = await viewer.$eval('li[data-seq="1"] time', (t) => ({ iso: t.getAttribute("datetime"), text: t.textContent }));
+    const want = new Intl.DateTimeFormat(await viewer.evaluate(() => navigator.language),
+      { timeZone: "Asia/Kolkata", dateStyle: "short", timeStyle: "medium" }).format(new Date(shown.iso));
+    check("times are in the viewer's time zone", shown.text === want, `${shown.iso} shown as ${shown.text}, want ${want}`);
+    await viewer.goto(base + "/#/approvals");
+    await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
+    tolerate = /403/;
+    const forged = await viewer.evaluate(async (id, token) => {
+      const a = await (await fetch("/v1/approvals", { headers: { Authorization: "Bearer " + token } })).json();
+      const rid = a.approvals[0].request_id;
+      const r = await fetch(`/v1/workflows/${id}/approvals/${encodeURIComponent(rid)}`, {
+        method: "POST", headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+        body: JSON.stringify({ approved: true, reason: "forged" }) });
+      return r.status;
+    }, ID, env.WEB_VIEWER);
+    await sleep(200);
+    tolerate = null;
+    check("a forged approval with the read-only token is 403", forged === 403, String(forged));
+
+    // the inbox: the exact call, the policy's reason, approve with a reason
+    await page.goto(base + "/#/approvals");
+    await page.waitForFunction(() => document.querySelectorAll(".approval-card button.approve").length === 2, { timeout: 10000 }).catch(() => null);
+    const cards = await page.$$eval(".approval-card", (cs) => cs.map((c) => c.dataset.key));
+    check("the inbox shows both requests of the turn", cards.length === 2, JSON.stringify(cards));
+    const shellSel = ".approval-card:has(code.cmd)", pubSel = ".approval-card:has(.draft)";
+    check("the inbox shows the shell command", (await text(page, shellSel + " code.cmd")) === "echo hello > /workspace/output/note.txt");
+    check("and the policy's reason", (await text(page, shellSel + " .reason")).includes("requires approval for 'shell'"));
+    check("and the arguments pretty-printed", (await text(page, shellSel + " pre")).includes('\n  "command"'));
+    const draft = await text(page, pubSel + " .draft");
+    check("a publish shows the review it would publish: its findings with file and line",
+      draft.includes("Review to publish") && draft.includes("src/bucket.py") && draft.includes("42") && draft.includes("<img src=x"), draft);
+    check("and the publishing policy's reason", (await text(page, pubSel + " .reason")).includes("publishes outside the session"));
+    check("a finding's markup in the inbox stays text", await page.evaluate(() => !document.querySelector("main img") && window.__pwned === undefined));
+    await axe(page, "the approvals inbox");
+    await page.screenshot({ path: path.join(env.WEB_OUT, "inbox.png"), fullPage: true });
+    await page.type(shellSel + " input", "typed in the browser");
+    await page.click(shellSel + " button.approve");
+    const t0 = Date.now();
+    await page.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, { timeout: 10000 }).catch(() => null);
+    check("the answered request leaves the approver's inbox", (await page.$$(".approval-card")).length === 1 && !(await page.$(shellSel)));
+    await viewer.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, { timeout: 5000 }).catch(() => null);
+    const gone = Date.now() - t0;
+    check(`and every other open inbox at once (${gone} ms)`, (await viewer.$$(".approval-card")).length === 1 && !(await viewer.$(shellSel)) && gone < 5000);
+    await page.type(pubSel + " input", "typed in the browser");
+    await page.click(pubSel + " button.approve");
+    await page.waitForFunction(() => !document.querySelector(".approval-card"), { timeout: 10000 }).catch(() => null);
+    check("the publish approved too: the inbox is empty", !(await page.$(".approval-card")));
+
+    // the session completes: who decided and why, the findings, the artifacts
+    await page.goto(base + "/#/s/" + ID);
+    await page.waitForSelector('#panel[data-ended="completed"]', { timeout: 90000 }).catch(() => null);
+    check("the session completes", !!(await page.$('#panel[data-ended="completed"]')), await text(page, "#why"));
+    await page.waitForSelector("table.findings", { timeout: 10000 }).catch(() => null);
+    const decided = await text(page, 'li[data-type="approval.decided"]');
+    check("the transcript says who approved, and why", decided.includes("Approved by token:alice") && decided.includes("typed in the browser"), decided);
+    check("no approve button for a decided request", !(await page.$('li[data-type="approval.requested"] button.approve')));
+    const findings = await text(page, "table.findings tbody");
+    check("the findings as a table with file and line", findings.includes("src/bucket.py") && findings.includes("42"), findings);
+    check("a finding's markup stays text", findings.includes("<script>") && !(await page.$("main script")) &&
+      (await page.evaluate(() => window.__pwned === undefined)));
+    await page.waitForSelector("table.artifacts", { timeout: 10000 }).catch(() => null);
+    const arts = await text(page, "table.artifacts");
+    check("the artifacts listed with size and hash", /note\.txt/.test(arts) && /6 B/.test(arts), arts);
+    // the download button: the bytes of the artifact, fetched with the token
+    await page.click("table.artifacts button");
+    let got = "";
+    for (let i = 0; i < 50 && !got; i++) {
+      await sleep(100);
+      try { got = fs.readFileSync(path.join(downloads, "note.txt"), "utf8"); } catch (e) { got = ""; }
+    }
+    check("the artifact downloads from the page", got === "hello\n", JSON.stringify(got));
+    check("the header says it completed", /^completed at/.test(await text(page, "#why")), await text(page, "#why"));
+    await axe(page, "the session page");
+    await page.screenshot({ path: path.join(env.WEB_OUT, "session.png"), fullPage: true });
+
+    // the engine's history tab, by keyboard
+    await page.focus("#tab-history");
+    await page.keyboard.press("Enter");
+    await page.waitForSelector('#panel[data-loaded="true"] .history .row', { timeout: 10000 }).catch(() => null);
+    check("the engine's history opens in its tab", (await page.$$(".history .row")).length > 5);
+
+    // a stuck workflow says why: the event and the script line
+    await page.goto(base + "/#/s/nd");
+    await page.waitForFunction(() => /^stuck/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
+    const stuck = await text(page, "#why");
+    check("a stuck workflow's header names the event and the script line",
+      /non-determinism at event #2/.test(stuck) && /nondet\.lua:5/.test(stuck), stuck);
+
+    // the list once it ended: its numbers in the row
+    await page.goto(base + "/#/");
+    await page.waitForSelector(`tr[data-id="${ID}"]`, { timeout: 10000 }).catch(() => null);
+    const row = await text(page, `tr[data-id="${ID}"]`);
+    check("the list's row has the session's numbers (turns, tool calls, tokens)", /completed/.test(row) && /180/.test(row), row);
+    await page.screenshot({ path: path.join(env.WEB_OUT, "sessions.png") });
+
+    // a phone's width: nothing wider than the screen
+    await page.setViewport({ width: 375, height: 800 });
+    for (const hash of ["#/", "#/approvals", "#/s/" + ID]) {
+      await page.goto(base + "/" + hash);
+      await sleep(600);
+      const w = await page.evaluate(() => document.documentElement.scrollWidth);
+      check(`readable at 375 px: ${hash} has no sideways scroll`, w <= 376, String(w));
+    }
+    await page.screenshot({ path: path.join(env.WEB_OUT, "session-phone.png") });
+
+    check("no console error on any page", consoleErrors.length === 0, JSON.stringify(consoleErrors.slice(0, 5)));
+    check("no request to another origin", foreign.length === 0, JSON.stringify(foreign.slice(0, 5)));
+    console.log("# screenshots in " + env.WEB_OUT + ": sessions.png, session-waiting.png, inbox.png, session.png, session-phone.png");
+  } finally {
+    await browser.close();
+  }
+  process.exit(failures ? 1 : 0);
+})().catch((e) => { console.log("FAIL: " + (e && e.stack || e)); process.exit(1); });

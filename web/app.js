@@ -1,0 +1,835 @@
+// The engine's web page: sessions, one session's transcript and history, the
+// approvals inbox. Plain JavaScript, no build step, no third-party code.
+//
+// Everything the page shows comes from the HTTP API and may be written by a
+// hostile model: it reaches the DOM only as text (textContent, text nodes),
+// never as markup, and links are built from ids the page encodes itself.
+// Event streams are read with fetch() (EventSource cannot send the token),
+// resumed with Last-Event-ID after a drop.
+
+const TOKEN_KEY = "engine.token";
+const PAGE_SIZE = 50;
+const TRANSCRIPT_WINDOW = 400; // events rendered at once; older ones on demand
+const FOLD_CHARS = 800; // a tool result longer than this starts folded
+const ROW_HEIGHT = 24; // the history's rows (style.css .history .row)
+
+const state = { me: null, view: null };
+
+// ------------------------------------------------------------ helpers ---
+
+// h("td", {className: "num"}, "12", child): an element; strings become text.
+function h(tag, props, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "className" || k === "textContent" || k === "value" || k === "type" || k === "disabled" ||
+        k === "hidden" || k === "id" || k === "tabIndex" || k === "checked") el[k] = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+// An element id made from data: only safe characters, and distinct for
+// distinct inputs (each other character becomes its code).
+function domId(s) { return String(s).replace(/[^A-Za-z0-9_-]/g, (c) => "_" + c.charCodeAt(0).toString(16)); }
+
+function clear(el) { while (el.firstChild) el.removeChild(el.firstChild); return el; }
+
+function fmtTime(ms) {
+  if (ms === undefined || ms === null || ms < 0) return "";
+  return new Date(ms).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
+}
+function fmtClock(ms) { return new Date(ms).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" }); }
+function fmtSpan(s) {
+  s = Math.max(0, Math.round(s));
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.round(s / 60) + " min";
+  if (s < 172800) return Math.round(s / 3600) + " h";
+  return Math.round(s / 86400) + " days";
+}
+function fmtBytes(n) {
+  if (typeof n !== "number") return "";
+  if (n < 1024) return n + " B";
+  if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+  return (n / 1048576).toFixed(1) + " MiB";
+}
+function pretty(v) {
+  if (typeof v === "string") return v;
+  try { return JSON.stringify(v, null, 2); } catch (e) { return String(v); }
+}
+function num(v) { return typeof v === "number" ? v.toLocaleString() : "—"; }
+function can(scope) { return !!(state.me && (state.me.scopes.includes(scope) || state.me.scopes.includes("admin"))); }
+function sessionHref(id, tab) { return "#/s/" + encodeURIComponent(id) + (tab ? "/" + tab : ""); }
+function statusBadge(s) { return h("span", { className: "status " + String(s).replace(/[^a-z]/g, "") }, s); }
+
+// ---------------------------------------------------------------- API ---
+
+class ApiError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
+
+function authHeaders(extra) {
+  const hdrs = Object.assign({}, extra || {});
+  const t = sessionStorage.getItem(TOKEN_KEY);
+  if (t) hdrs["Authorization"] = "Bearer " + t;
+  return hdrs;
+}
+
+async function api(path, opts) {
+  opts = opts || {};
+  const res = await fetch(path, {
+    method: opts.method || "GET",
+    headers: authHeaders(opts.body !== undefined ? { "Content-Type": "application/json" } : {}),
+    body: opts.body !== undefined ? JSON.stringify(opts.body) : undefined,
+    signal: opts.signal,
+    cache: "no-store",
+  });
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (e) { data = null; }
+  if (!res.ok) {
+    const msg = data && data.error && data.error.message ? data.error.message : res.status + " " + res.statusText;
+    if (res.status === 401) needToken(msg);
+    throw new ApiError(res.status, msg);
+  }
+  return data;
+}
+
+// An event stream read with fetch: onFrame({id, event, data}) per frame. It
+// reconnects after a drop with the last id seen, until stop() is called or
+// the stream ends with an `end` frame.
+function stream(path, onFrame, opts) {
+  opts = opts || {};
+  const ctl = new AbortController();
+  let lastId = opts.after !== undefined ? String(opts.after) : null;
+  let stopped = false, ended = false, delay = 500;
+  async function once() {
+    const hdrs = authHeaders({ Accept: "text/event-stream" });
+    if (lastId !== null) hdrs["Last-Event-ID"] = lastId;
+    const res = await fetch(path, { headers: hdrs, signal: ctl.signal, cache: "no-store" });
+    if (res.status === 401) { needToken("the token is not valid"); stopped = true; return; }
+    if (res.status >= 400 && res.status < 500) { stopped = true; return; } // asking again would not help
+    if (!res.ok || !res.body) throw new Error("stream " + res.status);
+    delay = 500;
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let cut;
+      while ((cut = buf.search(/\r?\n\r?\n/)) >= 0) {
+        const block = buf.slice(0, cut);
+        buf = buf.slice(cut + (buf[cut] === "\r" ? 4 : 2));
+        const f = { id: null, event: "message", data: "" };
+        let any = false;
+        for (const line of block.split(/\r?\n/)) {
+          if (line.startsWith(":")) continue; // a heartbeat
+          const i = line.indexOf(":");
+          const k = i < 0 ? line : line.slice(0, i);
+          const v = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+          if (k === "id") f.id = v;
+          else if (k === "event") f.event = v;
+          else if (k === "data") { f.data += (f.data ? "\n" : "") + v; any = true; }
+        }
+        if (!any) continue;
+        if (f.id !== null) lastId = f.id;
+        let parsed = null;
+        try { parsed = JSON.parse(f.data); } catch (e) { continue; }
+        if (f.event === "end") ended = true;
+        onFrame({ id: f.id, event: f.event, data: parsed });
+      }
+    }
+  }
+  (async () => {
+    while (!stopped && !ended) {
+      try { await once(); } catch (e) { if (stopped) return; }
+      if (stopped || ended) return;
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 10000);
+    }
+  })();
+  return { stop() { stopped = true; ctl.abort(); } };
+}
+
+// The all-sessions feed from now on (not its past): onFrame per new event.
+function feedFromNow(onFrame) {
+  let sub = null, stopped = false;
+  api("/v1/events?limit=1").then((p) => {
+    if (!stopped) sub = stream("/v1/events", onFrame, { after: p.end_id });
+  }).catch(() => {});
+  return { stop() { stopped = true; if (sub) sub.stop(); } };
+}
+
+// ------------------------------------------------------------ the token ---
+
+function needToken(why) {
+  if (state.view && state.view.stop) state.view.stop();
+  state.view = null;
+  const main = clear(document.getElementById("main"));
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", spellcheck: "false",
+    required: true, "aria-describedby": "token-help" });
+  const form = h("form", { className: "token-form card", onsubmit: (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    boot();
+  } },
+  h("h1", {}, "A token, please"),
+  h("p", { className: "error", role: "alert" }, why || ""),
+  h("p", { id: "token-help" }, "Paste an API token (engine token create NAME --scopes read,approve,…). It is kept in this tab only (sessionStorage) and sent as Authorization: Bearer."),
+  h("label", { for: "token" }, "Token", input),
+  h("p", {}, h("button", { type: "submit" }, "Use this token")));
+  main.append(form);
+  input.focus();
+}
+
+async function boot() {
+  try {
+    state.me = await api("/v1/whoami");
+  } catch (e) {
+    if (!(e instanceof ApiError && e.status === 401)) showFatal(e);
+    return;
+  }
+  if (state.me.identity === null) { // tokens exist and this tab has none yet
+    state.me = null;
+    needToken(sessionStorage.getItem(TOKEN_KEY) ? "the token is not valid" : "");
+    return;
+  }
+  document.getElementById("who").textContent = state.me.identity + " · " + state.me.scopes.join(", ");
+  document.getElementById("signout").hidden = !sessionStorage.getItem(TOKEN_KEY);
+  watchApprovalCount();
+  route();
+}
+
+function showFatal(e) {
+  const main = clear(document.getElementById("main"));
+  main.append(h("p", { className: "error", role: "alert" }, String(e.message || e)));
+}
+
+// ------------------------------------------------------------- router ---
+
+function route() {
+  if (!state.me) return;
+  if (state.view && state.view.stop) state.view.stop();
+  const hash = location.hash || "#/";
+  const main = clear(document.getElementById("main"));
+  let m;
+  for (const a of document.querySelectorAll(".top nav a")) a.removeAttribute("aria-current");
+  if (hash.startsWith("#/approvals")) {
+    document.getElementById("nav-approvals").setAttribute("aria-current", "page");
+    state.view = approvalsView(main);
+  } else if ((m = /^#\/s\/([^/]+)(?:\/(history))?$/.exec(hash))) {
+    state.view = sessionView(main, decodeURIComponent(m[1]), m[2] || "transcript");
+  } else {
+    document.getElementById("nav-sessions").setAttribute("aria-current", "page");
+    state.view = listView(main, new URLSearchParams(hash.replace(/^#\/\??/, "")));
+  }
+  main.focus({ preventScroll: true });
+}
+
+// Debounced: fn runs once, ms after the last call.
+function debounce(fn, ms) {
+  let t = null;
+  return () => { clearTimeout(t); t = setTimeout(fn, ms); };
+}
+
+// -------------------------------------------------------- sessions list ---
+
+const STATUSES = ["", "running", "waiting", "queued", "completed", "failed", "cancelled", "stuck"];
+
+function listView(main, params) {
+  let cursors = [null]; // cursors[i]: where page i starts
+  let page = 0;
+  const status = h("select", { id: "f-status" }, STATUSES.map((s) => h("option", { value: s }, s || "any")));
+  status.value = params.get("status") || "";
+  const text = h("input", { type: "search", id: "f-text", value: params.get("q") || "", placeholder: "id, objective, who" });
+  const body = h("tbody");
+  const info = h("span", { className: "muted", "aria-live": "polite" });
+  const prev = h("button", { type: "button", disabled: true, onclick: () => { page--; load(); } }, "← Newer");
+  const next = h("button", { type: "button", disabled: true, onclick: () => { page++; load(); } }, "Older →");
+  const onFilter = debounce(() => { cursors = [null]; page = 0; load(); }, 250);
+  status.addEventListener("change", onFilter);
+  text.addEventListener("input", onFilter);
+  main.append(
+    h("h1", {}, "Sessions"),
+    h("form", { className: "filters", role: "search", onsubmit: (e) => { e.preventDefault(); onFilter(); } },
+      h("label", { for: "f-status" }, "Status", status),
+      h("label", { for: "f-text" }, "Text", text)),
+    h("div", { className: "scroll" },
+      h("table", { className: "sessions" },
+        h("caption", { className: "muted" }, "Newest first. Times in your time zone."),
+        h("thead", {}, h("tr", {},
+          h("th", { scope: "col" }, "Session"), h("th", { scope: "col" }, "Status"),
+          h("th", { scope: "col" }, "Objective"), h("th", { scope: "col", className: "hide-narrow" }, "Started by"),
+          h("th", { scope: "col", className: "hide-narrow" }, "Started"), h("th", { scope: "col" }, "Updated"),
+          h("th", { scope: "col", className: "num hide-narrow" }, "Turns"),
+          h("th", { scope: "col", className: "num hide-narrow" }, "Tool calls"),
+          h("th", { scope: "col", className: "num hide-narrow" }, "Tokens"),
+          h("th", { scope: "col", className: "num hide-narrow" }, "Cost"))),
+        body)),
+    h("div", { className: "pager" }, prev, next, info));
+  let ctl = null;
+  async function load() {
+    if (ctl) ctl.abort();
+    ctl = new AbortController();
+    const q = new URLSearchParams({ limit: String(PAGE_SIZE), order: "newest", fields: "session" });
+    if (status.value) q.set("status", status.value);
+    if (text.value.trim()) q.set("q", text.value.trim());
+    if (cursors[page]) q.set("cursor", cursors[page]);
+    const shown = new URLSearchParams();
+    if (status.value) shown.set("status", status.value);
+    if (text.value.trim()) shown.set("q", text.value.trim());
+    history.replaceState(null, "", "#/" + (shown.toString() ? "?" + shown : ""));
+    let data;
+    try { data = await api("/v1/workflows?" + q, { signal: ctl.signal }); } catch (e) {
+      if (e.name !== "AbortError") info.textContent = String(e.message);
+      return;
+    }
+    cursors[page + 1] = data.next_cursor;
+    prev.disabled = page === 0;
+    next.disabled = !data.next_cursor;
+    clear(body);
+    for (const w of data.workflows) body.append(listRow(w));
+    if (!data.workflows.length) body.append(h("tr", {}, h("td", { colspan: 10, className: "muted" }, "No sessions.")));
+    info.textContent = "Page " + (page + 1) + " · " + data.workflows.length + " shown";
+  }
+  load();
+  // live: any event of any session may change the first page
+  const reload = debounce(() => { if (page === 0) load(); }, 400);
+  const feed = feedFromNow(() => reload());
+  return { stop() { feed.stop(); if (ctl) ctl.abort(); } };
+}
+
+function listRow(w) {
+  return h("tr", { "data-id": w.id },
+    h("td", {}, h("a", { href: sessionHref(w.id) }, w.id)),
+    h("td", {}, statusBadge(w.status)),
+    h("td", { className: "objective" }, w.objective || h("span", { className: "muted" }, w.script.split("/").pop())),
+    h("td", { className: "hide-narrow" }, w.started_by || ""),
+    h("td", { className: "time hide-narrow" }, fmtTime(w.created_at)),
+    h("td", { className: "time" }, fmtTime(w.updated_at)),
+    h("td", { className: "num hide-narrow" }, num(w.turns)),
+    h("td", { className: "num hide-narrow" }, num(w.tool_calls)),
+    h("td", { className: "num hide-narrow" }, num(w.tokens)),
+    h("td", { className: "num hide-narrow" }, typeof w.cost_usd === "number" ? "$" + w.cost_usd.toFixed(4) : "—"));
+}
+
+// ------------------------------------------------------------ a session ---
+
+// What it waits on now, in words.
+function whyText(s, now) {
+  const w = s.waits;
+  if (s.status === "stuck") return { text: "stuck: " + errorText(s.error), bad: true };
+  if (s.status === "failed") return { text: "failed: " + errorText(s.error), bad: true };
+  if (s.status === "completed" || s.status === "cancelled") return { text: s.status + " at " + fmtTime(s.updated_at), none: true };
+  if (!w) return { text: s.status === "queued" ? "queued" : "running", none: true };
+  const since = w.since ? " since " + fmtClock(w.since) : "";
+  switch (w.kind) {
+  case "approval":
+    return { text: "waiting for approval of " + (w.tool || w.request_id) + since +
+      (w.deadline ? " (until " + fmtTime(w.deadline) + ")" : "") };
+  case "signal":
+    return { text: "waiting for signal '" + w.signal + "'" + since + (w.deadline ? " (until " + fmtTime(w.deadline) + ")" : "") };
+  case "timer":
+    return { text: "timer until " + fmtTime(w.due_at) };
+  case "activity": {
+    const what = /model/.test(w.activity || "") ? "model call" : (w.activity || "activity");
+    let t = what + " in flight for " + fmtSpan((now - w.since) / 1000) + ", attempt " + (w.attempt || 1);
+    if (w.last_error) t += ", last error: " + errorText(w.last_error);
+    return { text: t };
+  }
+  case "slot":
+    return { text: "queued for a slot" + (w.position ? ", #" + w.position + " in line" : "") + since };
+  case "rate":
+    return { text: "held by rate limit " + w.rate + (w.until > 0 ? " until " + fmtClock(w.until) : "") };
+  default:
+    return { text: "waiting: " + pretty(w) };
+  }
+}
+
+function errorText(e) {
+  if (!e) return "";
+  if (typeof e === "string") return e;
+  let t = e.message || e.type || pretty(e);
+  if (e.type && e.message) t = e.type + ": " + e.message;
+  return t;
+}
+
+function sessionView(main, id, tab) {
+  const why = h("p", { className: "why none", id: "why", role: "status", "aria-live": "polite" }, "…");
+  const meta = h("div", { className: "meta" });
+  const actions = h("div", { className: "actions" });
+  const tabT = h("button", { type: "button", role: "tab", id: "tab-transcript", "aria-controls": "panel",
+    "aria-selected": String(tab === "transcript"), onclick: () => { location.hash = sessionHref(id); } }, "Transcript");
+  const tabH = h("button", { type: "button", role: "tab", id: "tab-history", "aria-controls": "panel",
+    "aria-selected": String(tab === "history"), onclick: () => { location.hash = sessionHref(id, "history"); } }, "Engine history");
+  const panel = h("div", { id: "panel", role: "tabpanel", "aria-labelledby": tab === "history" ? "tab-history" : "tab-transcript" });
+  const result = h("section", { "aria-label": "Result" });
+  const arts = h("section", { "aria-label": "Artifacts" });
+  // the result and the artifacts above the transcript: a long one would push them out of reach
+  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, result, arts, actions,
+    h("div", { className: "tabs", role: "tablist", "aria-label": "Views" }, tabT, tabH), panel);
+  let summary = null, stopped = false;
+  const tick = setInterval(() => { if (summary) paintWhy(); }, 1000);
+  function paintWhy() {
+    const w = whyText(summary, Date.now());
+    why.textContent = w.text;
+    why.className = "why" + (w.none ? " none" : "") + (w.bad ? " bad" : "");
+  }
+  async function refresh() {
+    try { summary = await api("/v1/workflows/" + encodeURIComponent(id)); } catch (e) {
+      why.textContent = String(e.message);
+      why.className = "why bad";
+      return;
+    }
+    if (stopped) return;
+    paintWhy();
+    const input = summary.input || {};
+    clear(meta).append(
+      h("span", {}, "status ", statusBadge(summary.status)),
+      input.identity ? h("span", {}, "started by " + input.identity) : null,
+      h("span", {}, "started " + fmtTime(summary.created_at)),
+      h("span", {}, "updated " + fmtTime(summary.updated_at)),
+      h("span", {}, "run " + summary.run),
+      h("span", {}, (summary.history_events || 0) + " history events"));
+    paintActions();
+    paintResult(result, summary);
+    paintArtifacts(arts, id, summary.artifacts);
+  }
+  function paintActions() {
+    clear(actions);
+    const live = !["completed", "failed", "cancelled"].includes(summary.status);
+    if (!live) return;
+    if (can("signal")) {
+      const name = h("input", { id: "sig-name", placeholder: "name", size: 12 });
+      const payload = h("input", { id: "sig-payload", placeholder: "JSON payload (optional)", size: 24 });
+      const out = h("span", { className: "muted", role: "status" });
+      actions.append(h("form", { className: "actions", onsubmit: async (e) => {
+        e.preventDefault();
+        let body;
+        try { body = payload.value.trim() ? JSON.parse(payload.value) : null; } catch (err) {
+          out.textContent = "the payload is not JSON: " + err.message; return;
+        }
+        try {
+          await api("/v1/workflows/" + encodeURIComponent(id) + "/signals/" + encodeURIComponent(name.value.trim()), { method: "POST", body });
+          out.textContent = "signal sent";
+        } catch (err) { out.textContent = err.message; }
+      } }, h("label", { for: "sig-name" }, "Signal", name), h("label", { for: "sig-payload" }, "Payload", payload),
+      h("button", { type: "submit" }, "Send signal"), out));
+    }
+    if (can("cancel")) {
+      const out = h("span", { className: "muted", role: "status" });
+      actions.append(h("button", { type: "button", className: "deny", onclick: async () => {
+        if (!confirm("Cancel session " + id + "?")) return;
+        try { await api("/v1/workflows/" + encodeURIComponent(id) + "/cancel", { method: "POST" }); out.textContent = "cancel requested"; }
+        catch (err) { out.textContent = err.message; }
+      } }, "Cancel session"), out);
+    }
+  }
+  const later = debounce(refresh, 200);
+  refresh();
+  // what it waits on changes without a domain event too (an activity's next
+  // attempt, its last error): asked again every few seconds while it is live
+  const poll = setInterval(() => {
+    if (summary && !["completed", "failed", "cancelled", "stuck"].includes(summary.status)) refresh();
+  }, 3000);
+  let sub = null;
+  if (tab === "history") historyTab(panel, id);
+  else sub = transcriptTab(panel, id, later);
+  return { stop() { stopped = true; clearInterval(tick); clearInterval(poll); if (sub) sub.stop(); } };
+}
+
+function paintResult(el, s) {
+  clear(el);
+  if (s.status === "stuck" || s.status === "failed") {
+    el.append(h("h2", {}, s.status === "stuck" ? "Why it is stuck" : "Why it failed"), errorBlock(s.error));
+    return;
+  }
+  if (s.result === undefined || s.result === null) return;
+  el.append(h("h2", {}, "Result"));
+  const r = s.result;
+  if (r && typeof r === "object") {
+    if (typeof r.summary === "string") el.append(h("p", { className: "text" }, r.summary));
+    const findings = (r.result && r.result.findings) || r.findings;
+    if (Array.isArray(findings)) el.append(findingsTable(findings));
+    const rest = Object.assign({}, r);
+    delete rest.summary;
+    el.append(h("details", {}, h("summary", {}, "The whole result (JSON)"), h("pre", {}, pretty(rest))));
+  } else {
+    el.append(h("pre", {}, pretty(r)));
+  }
+}
+
+// A stuck workflow's error: the non-determinism message names the event
+// and the script line; both are shown on their own lines when present.
+function errorBlock(e) {
+  const box = h("div", { className: "card" });
+  if (!e) return box;
+  const o = typeof e === "object" ? e : { message: String(e) };
+  box.append(h("p", { className: "error" }, errorText(o)));
+  const extra = [];
+  for (const k of ["event", "seq", "event_seq", "line", "script", "where", "traceback"])
+    if (o[k] !== undefined) extra.push(h("li", {}, k + ": " + pretty(o[k])));
+  if (extra.length) box.append(h("ul", {}, extra));
+  box.append(h("details", {}, h("summary", {}, "The error (JSON)"), h("pre", {}, pretty(e))));
+  return box;
+}
+
+function findingsTable(findings) {
+  return h("div", { className: "scroll" }, h("table", { className: "findings" },
+    h("caption", { className: "muted" }, findings.length === 1 ? "1 finding" : findings.length + " findings"),
+    h("thead", {}, h("tr", {}, ["Severity", "File", "Line", "Finding"].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, findings.map((f) => h("tr", {},
+      h("td", {}, f.severity || ""), h("td", {}, h("code", {}, f.file || f.path || "")),
+      h("td", { className: "num" }, f.line !== undefined ? String(f.line) : ""),
+      h("td", { className: "text" }, [f.title, f.body || f.message || f.comment || f.reason].filter(Boolean).join(": ")))))));
+}
+
+function paintArtifacts(el, id, list) {
+  clear(el);
+  if (!Array.isArray(list) || !list.length) return;
+  el.append(h("h2", {}, "Artifacts"));
+  el.append(h("div", { className: "scroll" }, h("table", { className: "artifacts" },
+    h("thead", {}, h("tr", {}, ["File", "Size", "SHA-256", ""].map((t) => h("th", { scope: "col" }, t)))),
+    h("tbody", {}, list.map((a) => h("tr", {},
+      h("td", {}, h("code", {}, a.path)), h("td", { className: "num" }, fmtBytes(a.size)),
+      h("td", {}, h("code", { title: a.sha256 }, String(a.sha256 || "").slice(0, 16) + "…")),
+      h("td", {}, h("button", { type: "button", onclick: () => download(id, a) }, "Download " + a.path.split("/").pop()))))))));
+}
+
+// A download through fetch (the token is a header, never in a URL).
+async function download(id, a) {
+  const res = await fetch("/v1/workflows/" + encodeURIComponent(id) + "/artifacts/" + encodeURIComponent(a.sha256),
+    { headers: authHeaders() });
+  if (!res.ok) { alert("download failed: " + res.status); return; }
+  const url = URL.createObjectURL(await res.blob());
+  const link = h("a", { href: url, download: a.path.split("/").pop() || "artifact" });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
+}
+
+// ---- the transcript: domain events as they come, model text as it streams
+
+function transcriptTab(panel, id, onChange) {
+  const list = h("ol", { className: "transcript", "aria-label": "Transcript" });
+  const more = h("button", { type: "button", hidden: true }, "Show earlier events");
+  const liveBox = h("div", { "aria-live": "off" });
+  panel.append(more, list, liveBox);
+  const events = [];
+  let shownFrom = 0, pending = [], scheduled = false, live = new Map(), done = false;
+  const decided = new Set();
+  more.addEventListener("click", () => {
+    const from = Math.max(0, shownFrom - TRANSCRIPT_WINDOW);
+    const frag = document.createDocumentFragment();
+    for (let i = from; i < shownFrom; i++) frag.append(eventItem(id, events[i]));
+    list.prepend(frag);
+    shownFrom = from;
+    more.hidden = shownFrom === 0;
+  });
+  function flush() {
+    scheduled = false;
+    const batch = pending;
+    pending = [];
+    for (const e of batch) if (e.type === "approval.decided" && e.payload) decided.add(String(e.payload.request_id));
+    // a long backlog (a history of 20,000 events) renders only its window
+    let todo = batch;
+    if (batch.length >= TRANSCRIPT_WINDOW) {
+      clear(list);
+      todo = batch.slice(-TRANSCRIPT_WINDOW);
+      shownFrom = events.length - todo.length;
+    }
+    const frag = document.createDocumentFragment();
+    for (const e of todo) {
+      const item = eventItem(id, e);
+      if (e.type === "approval.requested" && e.payload) item.dataset.rid = String(e.payload.request_id);
+      frag.append(item);
+    }
+    list.append(frag);
+    // a decided request keeps no buttons
+    for (const li of list.querySelectorAll('li[data-type="approval.requested"]'))
+      if (decided.has(li.dataset.rid)) for (const d of li.querySelectorAll(".decide")) d.remove();
+    // keep the window: drop the oldest rendered items past it
+    let extra = list.children.length - TRANSCRIPT_WINDOW;
+    while (extra-- > 0) { list.firstChild.remove(); shownFrom++; }
+    more.hidden = shownFrom === 0;
+    // the browser's own timings, for tests/bench/web_bench.sh
+    if (batch.length && !performance.getEntriesByName("transcript-first").length) performance.mark("transcript-first");
+    if (done && !panel.hasAttribute("data-loaded")) { panel.setAttribute("data-loaded", "true"); performance.mark("transcript-loaded"); }
+    if (batch.length) onChange();
+  }
+  function liveText(p) {
+    const key = p.step + "/" + (p.attempt || 1);
+    let box = live.get(key);
+    if (!box) {
+      const text = h("div", { className: "text" });
+      box = { el: h("div", { className: "ev live agent-message", "data-step": String(p.step) },
+        h("div", { className: "head" }, h("span", { className: "kind" }, "model writing…"),
+          h("span", {}, "step " + p.step + (p.attempt > 1 ? ", attempt " + p.attempt : ""))), text), text };
+      live.set(key, box);
+      liveBox.append(box.el);
+      onChange(); // a new turn or attempt: what the header says changed
+    }
+    const d = p.delta || {};
+    if (d.type === "text" && typeof d.text === "string") box.text.append(document.createTextNode(d.text));
+    else if (d.type === "tool_call") box.text.append(document.createTextNode(d.name ? "\n→ " + d.name : ""));
+  }
+  const sub = stream("/v1/workflows/" + encodeURIComponent(id) + "/events", (f) => {
+    if (f.event === "agent.delta") {
+      if (f.data && f.data.payload) liveText(f.data.payload);
+      return;
+    }
+    if (f.event === "end") {
+      done = true;
+      panel.setAttribute("data-ended", f.data.status || "");
+      for (const b of live.values()) b.el.remove();
+      live.clear();
+      if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
+      onChange();
+      return;
+    }
+    const e = f.data;
+    if (!e || typeof e.seq !== "number") return;
+    if (e.type === "agent.message") { for (const b of live.values()) b.el.remove(); live.clear(); }
+    events.push(e);
+    pending.push(e);
+    if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
+  }, { after: 0 });
+  return sub;
+}
+
+function head(e, label) {
+  return h("div", { className: "head" }, h("span", { className: "kind" }, label),
+    h("span", {}, "#" + e.seq), h("time", { datetime: new Date(e.time).toISOString() }, fmtTime(e.time)));
+}
+
+function argsBlock(args) {
+  const parts = [];
+  if (args && typeof args === "object" && typeof args.command === "string")
+    parts.push(h("code", { className: "cmd", "aria-label": "shell command" }, args.command));
+  parts.push(h("pre", {}, pretty(args)));
+  return parts;
+}
+
+function folded(text) {
+  const t = typeof text === "string" ? text : pretty(text);
+  if (t.length <= FOLD_CHARS) return h("pre", {}, t);
+  return h("details", {}, h("summary", {}, "Output, " + t.length.toLocaleString() + " characters"), h("pre", {}, t));
+}
+
+function eventItem(id, e) {
+  const p = e.payload || {};
+  const li = (cls, label, ...body) => h("li", { className: "ev " + cls, "data-seq": String(e.seq), "data-type": e.type }, head(e, label), ...body);
+  switch (e.type) {
+  case "session.created":
+    return li("", "session created", p.objective ? h("p", { className: "text" }, p.objective) : null,
+      p.identity ? h("p", { className: "muted" }, "by " + p.identity) : null);
+  case "session.status":
+    return li("", "status", h("span", {}, String(p.status || "")), p.request_id ? h("span", { className: "muted" }, " (" + p.request_id + ")") : null);
+  case "agent.message":
+    return li("agent-message", "assistant" + (p.turn ? " · turn " + p.turn : ""),
+      h("div", { className: "text" }, typeof p.text === "string" ? p.text : pretty(p.text)),
+      p.usage ? h("div", { className: "muted" }, (p.usage.input_tokens || 0) + " in / " + (p.usage.output_tokens || 0) + " out tokens") : null);
+  case "user.message":
+    return li("", "user", h("div", { className: "text" }, String(p.text || "")), p.by ? h("div", { className: "muted" }, "by " + p.by) : null);
+  case "tool.requested":
+    return li("tool", "tool call · " + p.tool, argsBlock(p.args));
+  case "tool.result":
+    return li("tool" + (p.ok === false ? " denied" : ""), "tool result · " + p.tool + (p.ok === false ? (p.denied ? " (denied)" : " (error)") : ""),
+      folded(p.content !== undefined ? p.content : p));
+  case "approval.requested":
+    return li("approval", "approval requested · " + (p.tool || p.kind || ""),
+      p.reason ? h("p", { className: "reason" }, "policy: " + p.reason) : null,
+      p.args !== undefined ? argsBlock(p.args) : null, p.update !== undefined ? h("pre", {}, pretty(p.update)) : null,
+      approvalButtons(id, p.request_id));
+  case "approval.decided":
+    return li(p.approved ? "approved" : "denied", p.approved ? "approved" : "denied",
+      h("p", {}, (p.approved ? "Approved" : "Denied") + (p.approver ? " by " + p.approver : "") + (p.reason ? ": " : ""),
+        p.reason ? h("span", { className: "reason" }, p.reason) : null));
+  case "approval.overruled":
+    return li("denied", "approval overruled by policy", h("p", { className: "reason" }, String(p.reason || "")));
+  case "limit.exceeded":
+    return li("limit", "limit exceeded", h("p", {}, p.limit + ": " + pretty(p.value) + " of " + pretty(p.max)));
+  case "artifact.saved":
+    return li("", "artifact saved", h("p", {}, h("code", {}, String(p.path)), " · " + fmtBytes(p.size)));
+  case "review.draft":
+    return li("approval", "review draft · " + (p.event || ""), p.summary ? h("p", { className: "text" }, String(p.summary)) : null,
+      Array.isArray(p.findings) ? findingsTable(p.findings) : null);
+  case "session.completed":
+    return li("approved", "session completed", h("p", {}, String(p.outcome || "")));
+  case "session.failed":
+    return li("failed", "session failed", h("p", { className: "error" }, errorText(p.error || p)));
+  default:
+    return li("", e.type, Object.keys(p).length ? folded(p) : null);
+  }
+}
+
+// Approve / deny with a reason, only for a token with the approve scope.
+function approvalButtons(id, rid) {
+  if (!can("approve") || !rid) return null;
+  const safe = domId(id + "-" + rid);
+  const reason = h("input", { id: "reason-" + safe, placeholder: "why (recorded with your name)", size: 28 });
+  const out = h("span", { role: "status", className: "muted" });
+  const send = (approved) => async () => {
+    for (const b of box.querySelectorAll("button")) b.disabled = true;
+    try {
+      await api("/v1/workflows/" + encodeURIComponent(id) + "/approvals/" + encodeURIComponent(rid),
+        { method: "POST", body: { approved, reason: reason.value } });
+      out.textContent = approved ? "approved" : "denied";
+    } catch (e) {
+      out.textContent = e.message;
+      for (const b of box.querySelectorAll("button")) b.disabled = false;
+    }
+  };
+  const box = h("div", { className: "actions decide" },
+    h("label", { for: "reason-" + safe }, "Reason", reason),
+    h("button", { type: "button", className: "approve", onclick: send(true) }, "Approve"),
+    h("button", { type: "button", className: "deny", onclick: send(false) }, "Deny"), out);
+  return box;
+}
+
+// ---- the engine's history: virtualised rows, so 20,000 events open at once
+
+function historyTab(panel, id) {
+  const box = h("div", { className: "history", tabIndex: 0, role: "list", "aria-label": "Engine history" });
+  const spacer = h("div", { className: "spacer" });
+  const info = h("p", { className: "muted", "aria-live": "polite" }, "Loading the history…");
+  const detail = h("pre", { hidden: true });
+  box.append(spacer);
+  panel.append(info, box, detail);
+  let items = [];
+  function paint() {
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW_HEIGHT) - 10);
+    const last = Math.min(items.length, first + Math.ceil(box.clientHeight / ROW_HEIGHT) + 20);
+    clear(spacer);
+    for (let i = first; i < last; i++) {
+      const e = items[i];
+      const payload = e.payload === null || e.payload === undefined ? "" : JSON.stringify(e.payload);
+      const row = h("div", { className: "row", role: "listitem", tabIndex: -1, style: undefined },
+        "#" + e.seq + "  " + e.type + (e.name ? "  " + e.name : "") + (e.ref ? "  ref " + e.ref : "") + "  " + payload.slice(0, 300));
+      row.style.top = i * ROW_HEIGHT + "px";
+      row.addEventListener("click", () => { detail.hidden = false; detail.textContent = pretty(e); });
+      spacer.append(row);
+    }
+  }
+  box.addEventListener("scroll", () => requestAnimationFrame(paint), { passive: true });
+  box.addEventListener("keydown", (ev) => {
+    const step = { ArrowDown: 1, ArrowUp: -1, PageDown: 20, PageUp: -20 }[ev.key];
+    if (step) { box.scrollTop += step * ROW_HEIGHT; ev.preventDefault(); }
+    if (ev.key === "Home") { box.scrollTop = 0; ev.preventDefault(); }
+    if (ev.key === "End") { box.scrollTop = box.scrollHeight; ev.preventDefault(); }
+  });
+  api("/v1/workflows/" + encodeURIComponent(id) + "/history").then((data) => {
+    items = data.events || data.history || [];
+    spacer.style.height = items.length * ROW_HEIGHT + "px";
+    info.textContent = items.length.toLocaleString() + " events (select a row for all of it)";
+    paint();
+    panel.setAttribute("data-loaded", "true");
+    performance.mark("history-loaded");
+  }).catch((e) => { info.textContent = String(e.message); });
+}
+
+// ------------------------------------------------------ approvals inbox ---
+
+function approvalsView(main) {
+  const list = h("div", { id: "inbox" });
+  const info = h("p", { className: "muted", "aria-live": "polite" });
+  main.append(h("h1", {}, "Approvals"), info, list);
+  if (!can("approve")) main.insertBefore(h("p", { className: "muted" }, "This token has no approve scope: you can see the requests, not answer them."), list);
+  const drafts = new Map();
+  async function load() {
+    let data;
+    try { data = await api("/v1/approvals"); } catch (e) { info.textContent = e.message; return; }
+    const items = (data.approvals || []).slice().sort((a, b) => a.since - b.since);
+    info.textContent = items.length ? items.length + " waiting, oldest first" : "Nothing waits for an approval.";
+    const keep = new Set(items.map((a) => a.session_id + "\u0000" + a.request_id));
+    for (const card of [...list.children]) if (!keep.has(card.dataset.key)) card.remove();
+    let prev = null;
+    for (const a of items) {
+      const key = a.session_id + "\u0000" + a.request_id;
+      let card = [...list.children].find((c) => c.dataset.key === key);
+      if (!card) { card = approvalCard(a, drafts); card.dataset.key = key; }
+      if (prev ? prev.nextSibling !== card : list.firstChild !== card) list.insertBefore(card, prev ? prev.nextSibling : list.firstChild);
+      prev = card;
+    }
+    main.setAttribute("data-loaded", "true");
+  }
+  load();
+  const again = debounce(load, 150);
+  const feed = feedFromNow((f) => {
+    const t = f.data && f.data.type;
+    if (!t || /^approval\.|^session\.(status|completed|failed)|^cancel/.test(t)) again();
+  });
+  return { stop() { feed.stop(); } };
+}
+
+function approvalCard(a, drafts) {
+  const args = a.arguments;
+  const hid = "ap-" + domId(a.session_id + "-" + a.request_id);
+  const card = h("article", { className: "card approval-card", "aria-labelledby": hid },
+    h("h2", { id: hid }, (a.tool || a.kind || "request") + " · ",
+      h("a", { href: sessionHref(a.session_id) }, a.session_id)),
+    h("p", { className: "muted" }, "waiting since " + fmtTime(a.since) + (a.deadline ? " · until " + fmtTime(a.deadline) : "") + " · request " + a.request_id),
+    a.reason ? h("p", { className: "reason" }, "policy: " + a.reason) : null,
+    args !== undefined && args !== null ? argsBlock(args) : null,
+    a.request && a.request.payload && a.request.payload.update !== undefined ? h("pre", {}, pretty(a.request.payload.update)) : null);
+  // a publish shows what would be published: the session's review draft
+  if (/publish|review/.test((a.tool || "") + " " + (a.kind || "") + " " + a.request_id)) {
+    const slot = h("div", { className: "draft" });
+    card.append(slot);
+    if (args && Array.isArray(args.findings)) slot.append(h("h3", {}, "Review to publish"), args.summary ? h("p", { className: "text" }, String(args.summary)) : null, findingsTable(args.findings));
+    else reviewDraft(a.session_id, drafts).then((d) => {
+      if (d) slot.append(h("h3", {}, "Review draft"), d.summary ? h("p", { className: "text" }, String(d.summary)) : null,
+        Array.isArray(d.findings) ? findingsTable(d.findings) : null);
+    });
+  }
+  const buttons = approvalButtons(a.session_id, a.request_id);
+  if (buttons) card.append(buttons);
+  return card;
+}
+
+async function reviewDraft(sessionId, cache) {
+  if (cache.has(sessionId)) return cache.get(sessionId);
+  let draft = null;
+  try {
+    const page = await api("/v1/workflows/" + encodeURIComponent(sessionId) + "/events?after=0");
+    for (const e of page.events || []) if (e.type === "review.draft") draft = e.payload;
+  } catch (e) { draft = null; }
+  cache.set(sessionId, draft);
+  return draft;
+}
+
+// The count beside "Approvals", kept live from the feed.
+let countFeed = null;
+function watchApprovalCount() {
+  if (countFeed) countFeed.stop();
+  const el = document.getElementById("approvals-count");
+  const load = async () => {
+    try {
+      const d = await api("/v1/approvals");
+      const n = (d.approvals || []).length;
+      el.textContent = n ? String(n) : "";
+      el.setAttribute("aria-label", n + " waiting");
+    } catch (e) { /* shown elsewhere */ }
+  };
+  load();
+  const again = debounce(load, 300);
+  countFeed = feedFromNow((f) => { if (!f.data || /^approval\./.test(f.data.type || "")) again(); });
+}
+
+// --------------------------------------------------------------- start ---
+
+window.addEventListener("hashchange", route);
+document.getElementById("signout").addEventListener("click", () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  location.hash = "#/";
+  location.reload();
+});
+boot();
