@@ -429,19 +429,26 @@ static void h_whoami(api *a, httpd_req *r, ctx *c) {
   reply(r, 200, b.p, NULL);
 }
 
+/* The summary of workflow id into *s: 1, or 0 once answered 404 (unknown)
+ * or 503 (the store could not be read). */
+static int load_summary(api *a, httpd_req *r, const char *id, view_summary *s) {
+  char err[700];
+  int found = view_summary_load(a->rd, id, s, err, sizeof err);
+  if (found < 0) reply_error(r, 503, "%s", err);
+  if (found == 0) {
+    engine_unknown_id(id, err, sizeof err);
+    reply_error(r, 404, "%s", err);
+  }
+  return found == 1;
+}
+
 /* ---- artifacts: the files a session saved (artifact.saved events), stored
  * by content hash (lua/activities/session.lua) ---- */
 
 static void h_artifacts(api *a, httpd_req *r, ctx *c) {
   (void)a;
   view_summary s;
-  char err[700];
-  int found = view_summary_load(a->rd, c->p1, &s, err, sizeof err);
-  if (found < 0) return reply_error(r, 503, "%s", err);
-  if (found == 0) {
-    engine_unknown_id(c->p1, err, sizeof err);
-    return reply_error(r, 404, "%s", err);
-  }
+  if (!load_summary(a, r, c->p1, &s)) return;
   reply(r, 200, util_fmt("{\"artifacts\":%s}", s.artifacts ? s.artifacts : "[]"), NULL);
   view_summary_free(&s);
 }
@@ -480,13 +487,7 @@ static void h_artifact(api *a, httpd_req *r, ctx *c) {
   if (strlen(c->p2) != 64 || strspn(c->p2, "0123456789abcdef") != 64)
     return reply_error(r, 400, "an artifact is named by its sha256: 64 lowercase hex digits");
   view_summary s;
-  char err[700];
-  int found = view_summary_load(a->rd, c->p1, &s, err, sizeof err);
-  if (found < 0) return reply_error(r, 503, "%s", err);
-  if (found == 0) {
-    engine_unknown_id(c->p1, err, sizeof err);
-    return reply_error(r, 404, "%s", err);
-  }
+  if (!load_summary(a, r, c->p1, &s)) return;
   artifact_find f = {c->p2, NULL, NULL};
   if (s.artifacts) json_each(s.artifacts, strlen(s.artifacts), artifact_item, &f);
   view_summary_free(&s);
@@ -755,13 +756,7 @@ static int find_for_read(api *a, httpd_req *r, const char *id, wf_row *w) {
 
 static void h_show(api *a, httpd_req *r, ctx *c) {
   view_summary s;
-  char err[700];
-  int found = view_summary_load(a->rd, c->p1, &s, err, sizeof err);
-  if (found < 0) return reply_error(r, 503, "%s", err);
-  if (found == 0) {
-    engine_unknown_id(c->p1, err, sizeof err);
-    return reply_error(r, 404, "%s", err);
-  }
+  if (!load_summary(a, r, c->p1, &s)) return;
   reply(r, 200, view_summary_json(&s), NULL);
   view_summary_free(&s);
 }

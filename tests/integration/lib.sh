@@ -11,8 +11,56 @@ export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-2000}"
 FAILS=0
 PIDS=()
 
+# ENGINE_TEST_STORE=postgres (the pg_ flavour of the core tests, CMakeLists):
+# ENGINE_DB is a fresh database of its own on one private cluster shared by
+# the run (scripts/start-postgres, started under a lock by the first test),
+# dropped when the test passes; files beside it go to $T/data.
+PG_TEST_DB=""
+if [ "${ENGINE_TEST_STORE:-sqlite}" = postgres ]; then
+  PG_CLUSTER="${ENGINE_TEST_PG_DIR:-${TMPDIR:-/tmp}/engine-test-pg-$(id -u)}"
+  PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+  mkdir -p "$PG_CLUSTER"
+  # one test starts it, the others wait and reuse it; the server must not
+  # inherit the lock's descriptor (it would hold the lock for its life)
+  exec {pg_lock}>"$PG_CLUSTER.lock"
+  flock "$pg_lock"
+  PG_BASE="$("$SRC/scripts/start-postgres" "$PG_CLUSTER" {pg_lock}>&-)" || {
+    echo "FAIL: no PostgreSQL cluster for the pg flavour (scripts/start-postgres $PG_CLUSTER)" >&2; exit 1; }
+  exec {pg_lock}>&-
+  PG_PORT="$(echo "$PG_BASE" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+  PG_TEST_DB="t_$(basename "$T" | tr -c 'a-zA-Z0-9\n' '_' | tr 'A-Z' 'a-z')"
+  "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U engine "$PG_TEST_DB"
+  export ENGINE_DB="postgres://engine@127.0.0.1:$PG_PORT/$PG_TEST_DB" ENGINE_DATA_DIR="$T/data"
+  # a start or signal beside a busy serve may wait for the write lock longer on a loaded machine
+  export ENGINE_BUSY_TIMEOUT_MS=10000
+fi
+# where the sessions' workspaces are: beside a database file, or in ENGINE_DATA_DIR
+WORKSPACES="$T/workspaces"
+[ -n "$PG_TEST_DB" ] && WORKSPACES="$T/data/workspaces"
+# sql QUERY: one value-per-line answer from the test's database, either store
+sql() {
+  if [ -n "$PG_TEST_DB" ]; then "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U engine -d "$PG_TEST_DB" -Atqc "$1"
+  else sqlite3 "$ENGINE_DB" "$1"; fi
+}
+on_postgres() { [ -n "$PG_TEST_DB" ]; }
+# own_pg_cluster: a private cluster in $T/pg for this test alone (stopped at
+# its end); sets URL (its engine database), PGBIN and PGPORT
+own_pg_cluster() {
+  chmod 711 "$T" # the server may run as nobody (scripts/start-postgres)
+  if ! URL="$("$SRC/scripts/start-postgres" "$T/pg" 2>"$T/pg.err")"; then
+    fail "no PostgreSQL cluster: $(cat "$T/pg.err") (is postgresql-15 installed? scripts/install-deps)"
+    finish
+  fi
+  trap '"$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
+  PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+  PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+}
+
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
+  if [ -n "$PG_TEST_DB" ] && [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then
+    "$PG_BIN/dropdb" -h 127.0.0.1 -p "$PG_PORT" -U engine --force "$PG_TEST_DB" 2>/dev/null || true
+  fi
   if [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then rm -rf "$T"; else echo "(test files kept in $T)"; fi
 }
 trap cleanup EXIT

@@ -104,7 +104,7 @@ done
 p=$!; PIDS+=("$p")
 for _ in $(seq 300); do
   signal_waiting
-  [ "$(engine list --status completed | tail -n +2 | grep -c ' s')" -ge $N ] && break
+  [ "$(engine list --status completed | tail -n +2 | grep -c '^s[0-9]')" -ge $N ] && break
   sleep 0.05
 done
 kill "$p"; wait "$p" 2>/dev/null || true

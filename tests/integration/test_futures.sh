@@ -46,7 +46,7 @@ for _ in $(seq 200); do grep -q "^race/.* window-start" "$T/effects" && break; s
 engine signal race go '{"won":"signal"}' >/dev/null
 wait_status race completed 10 || fail "race: $(status race)"
 assert_eq "the signal settled first" '1 signal' "$(result race first) $(result race value.won)"
-assert_eq "no task left behind" 0 "$(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM tasks WHERE wf_id='race'")"
+assert_eq "no task left behind" 0 "$(sql "SELECT count(*) FROM tasks WHERE wf_id='race'")"
 
 # --- cancel: both pending futures are cancelled, the clean-up runs
 start can '{"mode":"cancel"}'

@@ -19,15 +19,7 @@ export ENGINE_DATA_DIR="$T/data"
 if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then NDONE=${MIGRATE_DONE:-100} NWAIT=${MIGRATE_WAITING:-20}
 else NDONE=${MIGRATE_DONE:-1000} NWAIT=${MIGRATE_WAITING:-100}; fi
 
-chmod 711 "$T" # the server may run as nobody (scripts/start-postgres)
-if ! URL="$("$SRC/scripts/start-postgres" "$T/pg" 2>"$T/pg.err")"; then
-  fail "no PostgreSQL cluster: $(cat "$T/pg.err") (is postgresql-15 installed? scripts/install-deps)"
-  finish
-fi
-stop_pg() { "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; }
-trap 'stop_pg; cleanup' EXIT
-PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+own_pg_cluster
 newdb() { "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine "$1"; echo "postgres://engine@127.0.0.1:$PGPORT/$1"; }
 P="$(newdb moved)"
 

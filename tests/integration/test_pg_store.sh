@@ -13,15 +13,7 @@ export ENGINE_DATA_DIR="$T/data" # files beside a URL's database (limits.lua, wo
 HELLO="$SRC/workflows/hello.lua"
 WF="$SRC/tests/integration/wf"
 
-chmod 711 "$T" # the server may run as nobody (scripts/start-postgres)
-if ! URL="$("$SRC/scripts/start-postgres" "$T/pg" 2>"$T/pg.err")"; then
-  fail "no PostgreSQL cluster: $(cat "$T/pg.err") (is postgresql-15 installed? scripts/install-deps)"
-  finish
-fi
-stop_pg() { "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; }
-trap 'stop_pg; cleanup' EXIT
-PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+own_pg_cluster
 psql_on() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d "$1" -Atqc "$2"; }
 # fresh NAME: a new database NAME; ENGINE_DB points at it
 fresh() {

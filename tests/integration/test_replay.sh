@@ -75,6 +75,6 @@ assert_exit "cancel the stuck run" 0 engine cancel nd2
 wait_status nd2 cancelled 10 || fail "nd2: $(status nd2)"
 assert_contains "says its clean-up did not run" "cancelled while stuck" "$(engine show nd2 --json)"
 assert_eq "ends with WorkflowCancelled, nothing left" "WorkflowCancelled 0 0" \
-  "$(engine history nd2 | tail -1 | awk '{print $3}') $(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM tasks WHERE wf_id='nd2'") $(sqlite3 "$ENGINE_DB" "SELECT count(*) FROM signals WHERE wf_id='nd2'")"
+  "$(engine history nd2 | tail -1 | awk '{print $3}') $(sql "SELECT count(*) FROM tasks WHERE wf_id='nd2'") $(sql "SELECT count(*) FROM signals WHERE wf_id='nd2'")"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish

@@ -41,13 +41,13 @@ assert_exit "the log replays" 0 engine replay sig
 engine start "$WF/stale_retry.lua" --id ret --detach --input '{"interval":1}' >/dev/null || true
 bg S engine serve
 for _ in $(seq 500); do
-  [ -n "$(sqlite3 "$ENGINE_DB" "SELECT 1 FROM tasks WHERE wf_id='ret' AND kind='activity' AND attempt=2" 2>/dev/null)" ] && break
+  [ -n "$(sql "SELECT 1 FROM tasks WHERE wf_id='ret' AND kind='activity' AND attempt=2" 2>/dev/null)" ] && break
   sleep 0.02
 done
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "the first attempt failed" 1 "$(grep -c "^ret/.* flaky 1$" "$T/effects")"
 assert_exit "cancel while no worker runs" 0 engine cancel ret
-retry_at="$(sqlite3 "$ENGINE_DB" "SELECT run_at FROM tasks WHERE wf_id='ret' AND kind='activity'")"
+retry_at="$(sql "SELECT run_at FROM tasks WHERE wf_id='ret' AND kind='activity'")"
 wait_past "$((retry_at + 100))"
 serve_until ret cancelled
 assert_eq "cancelled" cancelled "$(status ret)"
