@@ -21,6 +21,17 @@ trap '[ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null; rm -rf "$T"' EXIT
 (cd "$SRC/tests/web" && node -e 'require("puppeteer-core"); require("axe-core")' 2>/dev/null) ||
   (cd "$SRC/tests/web" && npm install --no-package-lock --no-audit --no-fund --loglevel=error >/dev/null)
 
+# the base URL the serve writing to $T/serve.err announces (waits up to 10 s)
+api_url() {
+  local u="" i
+  for i in $(seq 200); do
+    u="$(grep -o 'API on http://[0-9.:]*' "$T/serve.err" | cut -c8- || true)"
+    [ -n "$u" ] && break
+    sleep 0.05
+  done
+  echo "$u"
+}
+
 # sessions of N domain events each (tests/integration/wf/many_events.lua), run to the end here
 for n in $SIZES; do
   "$ENGINE" start "$SRC/tests/integration/wf/many_events.lua" --id "ev-$n" --input "{\"n\":$n}" --quiet >/dev/null
@@ -28,12 +39,7 @@ done
 : >"$T/serve.err"
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve.err" &
 SERVER=$!
-URL=""
-for _ in $(seq 200); do
-  URL="$(grep -o 'API on http://[0-9.:]*' "$T/serve.err" | cut -c8- || true)"
-  [ -n "$URL" ] && break
-  sleep 0.05
-done
+URL="$(api_url)"
 [ -n "$URL" ] || { echo "engine serve did not start: $(cat "$T/serve.err")" >&2; exit 1; }
 WEB_URL="$URL" WEB_SIZES="$SIZES" WEB_RUNS="$RUNS" WEB_CHROME="${ENGINE_CHROMIUM:-/usr/bin/chromium}" \
   node "$SRC/tests/web/web_bench.js"
@@ -51,12 +57,7 @@ sqlite3 "$ENGINE_DB" "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FR
 : >"$T/serve.err"
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve.err" &
 SERVER=$!
-URL=""
-for _ in $(seq 200); do
-  URL="$(grep -o 'API on http://[0-9.:]*' "$T/serve.err" | cut -c8- || true)"
-  [ -n "$URL" ] && break
-  sleep 0.05
-done
+URL="$(api_url)"
 t() { # the median of 5 answers' total time, in ms
   for _ in 1 2 3 4 5; do curl -s -o /dev/null -w '%{time_total}\n' "$@"; done | sort -n | sed -n 3p |
     awk '{printf "%.1f ms", $1 * 1000}'

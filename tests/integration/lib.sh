@@ -37,6 +37,17 @@ fi
 # where the sessions' workspaces are: beside a database file, or in ENGINE_DATA_DIR
 WORKSPACES="$T/workspaces"
 [ -n "$PG_TEST_DB" ] && WORKSPACES="$T/data/workspaces"
+# api_url FILE: the base URL `engine serve --listen` announces on its stderr,
+# written to FILE (waits up to 10 s; empty when it never does)
+api_url() {
+  local u="" i
+  for i in $(seq 200); do
+    u="$(grep -o 'API on http://[0-9.:]*' "$1" 2>/dev/null | cut -c8- || true)"
+    [ -n "$u" ] && break
+    sleep 0.05
+  done
+  echo "$u"
+}
 # sql QUERY: one value-per-line answer from the test's database, either store
 sql() {
   if [ -n "$PG_TEST_DB" ]; then "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U engine -d "$PG_TEST_DB" -Atqc "$1"

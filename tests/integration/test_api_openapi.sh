@@ -19,12 +19,8 @@ $PY -c 'import jsonschema' 2>/dev/null || { fail "python3-jsonschema is missing 
 serve_api() {
   : >"$T/serve.err"
   bg SERVE env "$@" "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve.err"
-  URL=""
-  for _ in $(seq 200); do
-    URL="$(grep -o 'API on http://[0-9.:]*' "$T/serve.err" | cut -c8- || true)"
-    [ -n "$URL" ] && return 0
-    sleep 0.05
-  done
+  URL="$(api_url "$T/serve.err")"
+  [ -n "$URL" ] && return 0
   fail "engine serve did not start: $(cat "$T/serve.err")"
   finish
 }

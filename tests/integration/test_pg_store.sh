@@ -259,10 +259,7 @@ fresh pages
 for i in 1 2 3; do start "$HELLO" "pg-$i" "{\"name\":\"Ada $i\",\"n\":1}"; sleep 0.01; done
 : >"$T/serve-api.err"
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve-api.err" & S=$!; PIDS+=("$S")
-API=""
-for _ in $(seq 200); do
-  API="$(grep -o 'API on http://[0-9.:]*' "$T/serve-api.err" | cut -c8- || true)"; [ -n "$API" ] && break; sleep 0.05
-done
+API="$(api_url "$T/serve-api.err")"
 ids() { lua5.4 -e 'local c=require"cjson" local j=c.decode(io.read("a")) local t={} for _,w in ipairs(j.workflows) do t[#t+1]=w.id end io.write(table.concat(t," "),"|",j.next_cursor~=c.null and j.next_cursor or "")'; }
 P1="$(curl -s "$API/v1/workflows?order=newest&limit=2" | ids)"
 assert_eq "postgres: newest first" "pg-3 pg-2" "${P1%%|*}"

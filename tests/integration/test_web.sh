@@ -61,12 +61,7 @@ engine start "$T/wf/nondet.lua" --id nd --detach >/dev/null 2>&1 || true
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve.err" &
 SERVE=$!
 PIDS+=("$SERVE")
-URL=""
-for _ in $(seq 200); do
-  URL="$(grep -o 'API on http://[0-9.:]*' "$T/serve.err" | cut -c8- || true)"
-  [ -n "$URL" ] && break
-  sleep 0.05
-done
+URL="$(api_url "$T/serve.err")"
 [ -n "$URL" ] || { fail "engine serve did not start: $(cat "$T/serve.err")"; finish; }
 
 engine signal nd go '"now"' >/dev/null # wakes it: the replay takes the other branch
