@@ -230,6 +230,12 @@ local function exec_once(id, cmd, opts)
     timed_out = timed_out }, report
 end
 
+local REAP_WAIT = 10 -- seconds the host waits for processes it reaped to be gone
+
+-- A pause that yields the activity (false outside one: no waiting there).
+local function pause(seconds)
+  return type(activity) == "table" and pcall(activity.sleep, seconds)
+end
 local FORK_FAILED = { "Cannot fork", "Resource temporarily unavailable", "fork: retry" }
 
 -- The container's processes, as the Engine lists them from the host
@@ -286,7 +292,8 @@ end
 -- Runs cmd in a running container. opts: {user=, workdir=, env={"K=V"},
 -- timeout= seconds (the process is killed), max_output= bytes kept (the rest is
 -- counted and dropped)}. Returns {exit_code, stdout, stderr, truncated,
--- output_bytes, timed_out, oom_killed, pids_limit_hit, pids_limit, error}.
+-- output_bytes, timed_out, oom_killed, pids_limit_hit, pids_limit, error,
+-- survivors (true: processes of the command were still there REAP_WAIT s on)}.
 -- Nothing the command started outlives it (see WRAPPER); the Engine's
 -- process list confirms it after each exec. This assumes one exec at a time
 -- per container and user: an exec's clean-up also ends another exec of the
@@ -299,8 +306,13 @@ function M.exec(id, cmd, opts)
     hit = report.before and report.after and report.after > report.before
   end
   -- the wrapper did not finish (killed, the stream cut) or something of the
-  -- user is still there (the command forged the report): a fresh wrapper reaps it
-  if not report or (report.cleaned and user_left(id, opts.user)) then
+  -- user is still there (the command forged the report, a reaper that could
+  -- not start): a fresh wrapper reaps it, and the host looks again. A process
+  -- already SIGKILLed may take the kernel a while to tear down (stuck in IO
+  -- on a loaded machine), so the exec returns only once the host sees none.
+  local left = not report or (report.cleaned and user_left(id, opts.user))
+  local waited = 0
+  while left do
     local ok, _, again = pcall(exec_once, id, { "true" }, { user = opts.user, timeout = 10, max_output = 0 })
     if ok and again and not report then
       report = again
@@ -310,7 +322,12 @@ function M.exec(id, cmd, opts)
       end
       hit = said and (again.after or 0) > 0
     end
+    left = user_left(id, opts.user)
+    if left and (waited >= REAP_WAIT or not pause(0.2)) then break end
+    waited = waited + 0.2
   end
+  -- still there after REAP_WAIT s: said, never silent (the next exec's wrapper reaps first)
+  if left then r.survivors = true end
   if hit then
     r.pids_limit_hit, r.pids_limit = true, report.limit
     r.error = string.format("a process could not be created: the sandbox's pids limit (%s) was reached",

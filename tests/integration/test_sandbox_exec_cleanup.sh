@@ -83,6 +83,8 @@ for driver in "${DRIVERS[@]}"; do
     # tear down on a loaded machine: it must be gone within 2 s, not live on
     for _ in $(seq 20); do n="$(ps -eo args | leftovers "$secs")"; [ "$n" == 0 ] && break; sleep 0.1; done
     check "$name: after the exec (host)" "$driver" "$n" "$n process(es) of the attempt outlived its exec"
+    # what they are, so that a failure explains itself (state D: stuck in the kernel)
+    [ "$n" == 0 ] || ps -eo pid,ppid,stat,wchan:24,uid,etimes,args | grep -E "PID|[7]30$secs" >&2
     engine signal "$id" "go$k" >/dev/null
   done
   wait_status "$id" completed 120 || true
@@ -98,6 +100,7 @@ for driver in "${DRIVERS[@]}"; do
     fi
     n="$(leftovers "$secs" <<<"$(r "ps_$name.stdout")")"
     check "$name: the next exec (ps inside)" "$driver" "$n" "$n process(es) of the attempt still run in the next exec"
+    [ "$(r "$name.survivors")" == nil ] || check "$name: the host saw it gone" "$driver" 1 "the engine still saw processes 10 s after reaping"
   done
   [ "$(r after_bomb.stdout | tr -d '\n')" == ok ] && after=0 || after=1
   check "a command after the fork bomb" "$driver" "$after" "exit $(r after_bomb.exit_code): $(r after_bomb.stderr | head -c 200)"
