@@ -74,6 +74,7 @@ static int should_retry(const attempt *a, const act_failure *why, int64_t *run_a
  * an outcome (completed, or failed for good); 0 when a retry is scheduled. */
 static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_event *ev) {
   engine *e = a->e;
+  if (!engine_owns(e, a->wf_id)) return 0; /* another worker took it over: its own attempt counts */
   if (attempt_answered(e, a->wf_id, r, a->seq)) {
     store_task_del(e->st, a->wf_id, "activity", a->seq);
     return 0;

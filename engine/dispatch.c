@@ -44,6 +44,7 @@ static int on_due(void *ud, const task_row *t) {
     snprintf(key, sizeof key, "%s/%lld", t->wf_id, (long long)t->seq);
     if (strmap_get(&e->attempts, key)) return 0; /* running here */
   }
+  if (!engine_owns(e, t->wf_id)) return store_batch_failed(e->st); /* another worker runs it */
   int took = store_task_take(e->st, t->wf_id, t->kind, t->seq);
   if (took != 1) return took < 0;
   if (strcmp(t->kind, "workflow") == 0) {

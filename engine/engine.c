@@ -87,7 +87,7 @@ void engine_store_incident(engine *e) {
  * each back, replayed from the log); an attempt in flight stays only if the
  * log still shows its command waiting, else it is abandoned (its command, or
  * the start of this attempt, was in the lost batch and comes again). */
-static void batch_lost(engine *e) {
+static void batch_lost(engine *e, int incident) {
   store_rollback(e->st);
   drop_notes(e);
   if (e->nwaiters) tell_waiters(e, 0);
@@ -102,7 +102,7 @@ static void batch_lost(engine *e) {
     hist_list h = {0};
     int open = store_wf_get(e->st, a->wf_id, &w) == 1;
     if (open) {
-      open = attempt_open(e, a->wf_id, w.run, a->seq, &h);
+      open = attempt_open(e, a->wf_id, w.run, a->seq, &h) && store_lease_held(e->st, a->wf_id);
       wf_row_free(&w);
     }
     hist_list_free(&h);
@@ -111,7 +111,14 @@ static void batch_lost(engine *e) {
     actvm_cancel(a->call);
     attempt_free(a);
   }
-  engine_store_incident(e);
+  if (incident) {
+    engine_store_incident(e);
+  } else { /* a lease was lost, the store is fine: set the task leases right at once */
+    e->recovering = 1;
+    uv_timer_stop(&e->task_timer);
+    e->task_timer_at = 0;
+    uv_timer_start(&e->retry_timer, on_store_retry, 1, 0);
+  }
 }
 
 /* After a lost batch the leases in the log may not match the attempts in
@@ -178,8 +185,11 @@ int engine_commit(engine *e) {
     return 0;
   }
   crash_point("commit.before");
-  if (store_commit(e->st) != STORE_OK) {
-    batch_lost(e);
+  int rc = store_commit(e->st);
+  if (rc == STORE_ELEASE) /* another worker runs that workflow now: it is not ours to write */
+    render_line(stderr, 0, "engine: %s", store_errmsg(e->st));
+  if (rc != STORE_OK) {
+    batch_lost(e, rc != STORE_ELEASE);
     return -1;
   }
   crash_point("commit.after");
@@ -222,6 +232,44 @@ static void on_signal(uv_signal_t *s, int signum) {
   engine_stop(s->data);
 }
 
+/* ------------------------------------------------------------- leases --- */
+
+int engine_owns(engine *e, const char *id) {
+  if (!e->shared) return 1;
+  if (!store_lease_held(e->st, id)) {
+    int64_t now = util_now_ms();
+    if (store_lease_claim(e->st, id, e->owner, now, now + e->lease_ms) != 1) return 0;
+  }
+  store_lease_fence(e->st, id);
+  return 1;
+}
+
+/* Another worker took a workflow over (this one was cut off, or stalled past
+ * its lease): what runs of it here stops at once, without a write. */
+static void on_lease_lost(void *ud, const char *id) {
+  engine *e = ud;
+  render_line(stderr, 0, "engine: lost the lease of workflow %s: another worker runs it now; stopped here", id);
+  wfrun *r = strmap_get(&e->runs, id);
+  if (r) run_evict(r);
+  for (size_t i = 0; i < e->attempts.cap; i++) {
+    if (!STRMAP_LIVE(&e->attempts, i)) continue;
+    attempt *a = e->attempts.vals[i];
+    if (strcmp(a->wf_id, id) != 0) continue;
+    strmap_del(&e->attempts, a->key);
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+}
+
+/* The heartbeat: every lease of this worker is extended by lease_ms, three
+ * times a lease, in the batch this loop iteration commits. */
+static void on_lease_timer(uv_timer_t *t) {
+  engine *e = t->data;
+  if (e->stopping || e->recovering) return;
+  if (store_lease_renew(e->st, e->owner, util_now_ms() + e->lease_ms, on_lease_lost, e) != STORE_OK)
+    engine_log_err(e, "renew leases");
+}
+
 /* -------------------------------------------------------------- setup --- */
 
 int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen) {
@@ -250,6 +298,9 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
     free(e);
     return -1;
   }
+  e->shared = store_shared(e->st);
+  const char *lm = getenv("ENGINE_LEASE_MS");
+  e->lease_ms = lm && atoll(lm) >= 100 ? atoll(lm) : 10000;
   e->act = actvm_new(&e->loop, e->lua_dir, err, errlen);
   if (!e->act) {
     engine_free(e);
@@ -259,13 +310,14 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   actvm_observer obs = {cfg->on_live, cfg->on_usage, cfg->ud};
   actvm_set_observer(e->act, &obs);
   if ((uv = uv_prepare_init(&e->loop, &e->prep)) != 0 || (uv = uv_timer_init(&e->loop, &e->task_timer)) != 0 ||
-      (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
+      (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 ||
+      (uv = uv_timer_init(&e->loop, &e->lease_timer)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
       (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0) {
     util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
     engine_free(e);
     return -1;
   }
-  e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e;
+  e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e->lease_timer.data = e;
   hooks_open(e);
   *out = e;
   return 0;
@@ -339,11 +391,15 @@ int engine_run(engine *e) {
     return -1;
   }
   e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
+  if (e->shared) uv_timer_start(&e->lease_timer, on_lease_timer, (uint64_t)e->lease_ms / 3, (uint64_t)e->lease_ms / 3);
   dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
   engine_commit(e);
   hooks_start(e); /* the Lua library's own start-up work: sandbox sweep, policies */
   if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
   engine_commit(e);
+  /* a clean stop hands this worker's workflows to the others at once */
+  if (e->shared && !store_batch_failed(e->st) && store_lease_release(e->st, e->owner, NULL) == STORE_OK)
+    engine_commit(e);
   fatal_disarm();
   return e->failed_commit ? -1 : 0;
 }

@@ -20,6 +20,7 @@
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash,
                           const char *payload, hist_event *out) {
   hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms()};
+  store_lease_fence(r->e->st, r->id); /* the batch commits only while this worker holds it */
   if (store_hist_append(r->e->st, r->id, r->run, &ev) != STORE_OK) {
     engine_log_err(r->e, "append");
     return -1;
@@ -77,7 +78,7 @@ void run_free(wfrun *r) {
 
 wfrun *run_detached(engine *e, const char *id) {
   wf_row w;
-  if (store_wf_get(e->st, id, &w) != 1) return NULL;
+  if (!engine_owns(e, id) || store_wf_get(e->st, id, &w) != 1) return NULL;
   wfrun *r = util_xcalloc(1, sizeof *r);
   r->e = e;
   r->id = util_strdup(id);
@@ -122,7 +123,7 @@ void run_clear_codecache(engine *e) {
 /* Builds a VM for the workflow's current run and replays it; the run then
  * continues live (handle_state) and may finish or be evicted before return. */
 void run_load(engine *e, const wf_row *w) {
-  if (strmap_get(&e->runs, w->id)) return;
+  if (strmap_get(&e->runs, w->id) || !engine_owns(e, w->id)) return;
   wfrun *r = util_xcalloc(1, sizeof *r);
   r->e = e;
   r->id = util_strdup(w->id);
@@ -260,6 +261,7 @@ void run_finish(wfrun *r, const char *status, const char *event, const char *res
   store_signal_del_wf(e->st, r->id);
   slots_release_all(e, r->id);
   run_set_status(r, status, result, error, NULL);
+  if (store_lease_release(e->st, e->owner, r->id) != STORE_OK) engine_log_err(e, "release lease");
   run_evict(r);
 }
 

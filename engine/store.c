@@ -125,6 +125,22 @@ int store_task_due(store *s, int64_t now, const char *owner, int limit, store_ta
 
 int64_t store_task_next_at(store *s, const char *owner) { return s->ops->task_next_at(s, owner); }
 
+int store_shared(store *s) { return s->ops->lease_claim != NULL; }
+int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until) {
+  return s->ops->lease_claim ? s->ops->lease_claim(s, wf_id, owner, now, until) : 1;
+}
+int store_lease_held(store *s, const char *wf_id) { return s->ops->lease_held ? s->ops->lease_held(s, wf_id) : 1; }
+int store_lease_fence(store *s, const char *wf_id) {
+  return s->ops->lease_fence ? s->ops->lease_fence(s, wf_id) : STORE_OK;
+}
+int store_lease_renew(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
+                      void *ud) {
+  return s->ops->lease_renew ? s->ops->lease_renew(s, owner, until, lost, ud) : STORE_OK;
+}
+int store_lease_release(store *s, const char *owner, const char *wf_id) {
+  return s->ops->lease_release ? s->ops->lease_release(s, owner, wf_id) : STORE_OK;
+}
+
 int store_task_count(store *s, const char *wf_id) { return s->ops->task_count(s, wf_id); }
 
 int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) { return s->ops->signal_put(s, wf_id, name, payload, time); }

@@ -17,7 +17,8 @@
 
 typedef struct store store;
 
-enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3 };
+/* STORE_ELEASE: store_commit refused a batch whose fenced lease is not ours any more */
+enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3, STORE_ELEASE = -4 };
 
 typedef struct wf_row {
   char *id;
@@ -165,12 +166,41 @@ int store_task_del_wf(store *s, const char *wf_id);
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
 typedef int (*store_task_cb)(void *ud, const task_row *t);
 /* Up to limit tasks with run_at <= now that owner does not hold a lease on.
- * Leases of any other owner are void: one worker holds the database at a time
- * (engine_lock). */
+ * Leases of any other owner are void (SQLite: one worker holds the database,
+ * engine_lock); on a shared store, tasks of a workflow whose lease another
+ * owner holds unexpired are not due for owner. */
 int store_task_due(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
-/* Earliest run_at of tasks owner does not hold, -1 when there is none, -2 on error. */
+/* Earliest time a task becomes due for owner (its run_at, or on a shared
+ * store the expiry of the lease another owner holds on its workflow), -1
+ * when there is none, -2 on error. */
 int64_t store_task_next_at(store *s, const char *owner);
 int store_task_count(store *s, const char *wf_id);
+
+/* ---- leases: which worker runs a workflow, when several share the store
+ * (PostgreSQL). A worker runs a workflow only under its lease (owner, epoch,
+ * expiry): claimed when it first touches the workflow, renewed by heartbeat,
+ * given up when the workflow ends. A batch that appended to a workflow
+ * commits only if the lease it claimed is still its own at that epoch
+ * (store_lease_fence), so a worker that lost a lease can never append.
+ * SQLite is held by one worker (engine_lock): every lease is its own, and
+ * these calls do nothing. All writes go into the open batch. ---- */
+/* 1 when several workers may share the store (leases matter). */
+int store_shared(store *s);
+/* Claims or renews wf_id's lease for owner until `until` (epoch ms): 1 when
+ * owner holds it now (the store remembers its epoch), 0 when another owner
+ * holds one that has not expired at now, -1 on error. */
+int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until);
+/* 1 when this store claimed wf_id's lease and has not seen it lost (no query). */
+int store_lease_held(store *s, const char *wf_id);
+/* The open batch commits only if wf_id's lease is still the one claimed
+ * (else store_commit fails with STORE_ELEASE and nothing of it is written). */
+int store_lease_fence(store *s, const char *wf_id);
+/* Extends every lease owner holds to `until`; lost(ud, wf_id) for each one
+ * remembered that another owner took meanwhile (forgotten after the call). */
+int store_lease_renew(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
+                      void *ud);
+/* Gives up wf_id's lease (NULL: every lease of owner). */
+int store_lease_release(store *s, const char *owner, const char *wf_id);
 
 /* ---- signals buffered until a workflow waits for them ---- */
 int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);

@@ -53,6 +53,12 @@ typedef struct store_ops {
   int (*task_due)(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
   int64_t (*task_next_at)(store *s, const char *owner);
   int (*task_count)(store *s, const char *wf_id);
+  /* leases: NULL in a backend one worker holds (store.c answers for it) */
+  int (*lease_claim)(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until);
+  int (*lease_held)(store *s, const char *wf_id);
+  int (*lease_fence)(store *s, const char *wf_id);
+  int (*lease_renew)(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id), void *ud);
+  int (*lease_release)(store *s, const char *owner, const char *wf_id);
   int (*signal_put)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
   int (*signal_take)(store *s, const char *wf_id, const char *name, char **payload);
   int (*signal_count)(store *s, const char *wf_id);

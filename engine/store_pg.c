@@ -14,11 +14,16 @@
  *   on in autocommit while every write fails until store_rollback, and
  *   store_commit rolls back and fails.
  *
- * This first phase uses libpq synchronously: every call blocks the event
- * loop until PostgreSQL answers (as SQLite's calls do). Nonblocking
- * connections (PQsetnonblocking + uv_poll) and pipelining come later, with
- * several workers per database; one worker holds a database at a time
- * (engine_lock: a session-level advisory lock, store_pg_lock below).
+ * - Several workers share a database (engine_lock takes a shared advisory
+ *   lock for serve and start, an exclusive one for migrate): each runs a
+ *   workflow only under its lease (the leases table: owner, epoch, expiry;
+ *   store_lease_*), and a batch that appended to a workflow commits only if
+ *   its lease is still that owner's at that epoch (fence_check, under the
+ *   write lock every claim takes too).
+ *
+ * libpq is used synchronously: every call blocks the event loop until
+ * PostgreSQL answers (as SQLite's calls do). Nonblocking connections
+ * (PQsetnonblocking + uv_poll) and pipelining are not built yet.
  *
  * Text is sent as text parameters (so it must be valid in the database's
  * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent
@@ -36,9 +41,10 @@
 #include "crash.h"
 #include "util.h"
 
-/* the version of SQLite's schema these tables match (slots, counters,
- * tokens, the event feed), plus the commits row store_data_version reads */
-#define SCHEMA_VERSION 4 /* as store_sqlite.c's */
+/* 4: SQLite's schema version 4 (slots, counters, tokens, the event feed),
+ * plus the commits row store_data_version reads; 5: the leases of several
+ * workers (SQLite has none: one worker holds a file) */
+#define SCHEMA_VERSION 5
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -98,7 +104,11 @@ static const char *SCHEMA =
     "  script " T " NOT NULL, input " T " NOT NULL, overlap " T " NOT NULL, catchup_window_ms BIGINT NOT NULL,"
     "  jitter_ms BIGINT NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_fire_at BIGINT NOT NULL,"
     "  last_fire_at BIGINT NOT NULL DEFAULT 0, buffered_fire_at BIGINT NOT NULL DEFAULT 0,"
-    "  skipped_count BIGINT NOT NULL DEFAULT 0, updated_at BIGINT NOT NULL, created_at BIGINT NOT NULL);";
+    "  skipped_count BIGINT NOT NULL DEFAULT 0, updated_at BIGINT NOT NULL, created_at BIGINT NOT NULL);"
+    /* version 5: which worker runs a workflow (store_lease_*); not copied by migrate */
+    "CREATE TABLE IF NOT EXISTS leases(wf_id " T " PRIMARY KEY, owner " T " NOT NULL, epoch BIGINT NOT NULL,"
+    "  expires_at BIGINT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS leases_owner ON leases(owner);";
 #undef T
 
 enum {
@@ -111,10 +121,18 @@ enum {
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
-  Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL, Q__N
+  Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
+  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q__N
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
+/* A lease's owner is alive while a session of it is connected (announce):
+ * a worker killed with -9 loses its session at once, and its leases need
+ * not run out; one cut off keeps it until the server notices, then the
+ * expiry decides. */
+#define LIVE(owner)                                                                        \
+  "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname=current_database() AND "      \
+  "a.application_name='engine worker '||" owner ")"
 /* a schedule's columns in the order schedule_bind binds them */
 #define SCH_COLS                                                                                           \
   "name,cron,tz,script,input,overlap,catchup_window_ms,jitter_ms,paused,next_fire_at,last_fire_at,"        \
@@ -167,9 +185,15 @@ static const char *SQL[Q__N] = {
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
     [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
     /* run_at, then id: the order SQLite's tasks_due index (run_at, rowid) gives */
-    [Q_TASK_DUE] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE run_at<=$1 "
-                   "AND (lease_owner IS NULL OR lease_owner<>$2) ORDER BY run_at, id LIMIT $3",
-    [Q_TASK_NEXT] = "SELECT min(run_at) FROM tasks WHERE lease_owner IS NULL OR lease_owner<>$1",
+    /* not the tasks of a workflow another worker holds (its lease not expired) */
+    [Q_TASK_DUE] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks t WHERE run_at<=$1 "
+                   "AND (lease_owner IS NULL OR lease_owner<>$2) AND NOT EXISTS (SELECT 1 FROM leases l "
+                   "WHERE l.wf_id=t.wf_id AND l.owner<>$2 AND l.expires_at>$1 AND " LIVE("l.owner") ") "
+                   "ORDER BY run_at, id LIMIT $3",
+    /* a task of a workflow another worker holds comes due when that lease expires */
+    [Q_TASK_NEXT] = "SELECT min(GREATEST(t.run_at, COALESCE(l.expires_at, 0))) FROM tasks t LEFT JOIN leases l "
+                    "ON l.wf_id=t.wf_id AND l.owner<>$1 AND " LIVE("l.owner") " "
+                    "WHERE t.lease_owner IS NULL OR t.lease_owner<>$1",
     [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=$1",
     [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES($1,$2,$3,$4)",
     [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=$1 AND name=$2 ORDER BY id LIMIT 1",
@@ -197,6 +221,18 @@ static const char *SQL[Q__N] = {
                           "d.type='sandbox.ready')",
     [Q_GROUP_SLOTS] = "SELECT pool||chr(31)||(CASE WHEN held<>0 THEN 'held' ELSE 'queued' END), count(*) FROM slots "
                       "GROUP BY pool, held",
+    /* taken when free, expired or ours (the epoch moves on when the owner changes) */
+    [Q_LEASE_CLAIM] = "INSERT INTO leases(wf_id,owner,epoch,expires_at) VALUES($1,$2,1,$4) ON CONFLICT(wf_id) DO "
+                      "UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at, epoch=leases.epoch + "
+                      "CASE WHEN leases.owner=excluded.owner THEN 0 ELSE 1 END "
+                      "WHERE leases.owner=excluded.owner OR leases.expires_at<=$3 OR NOT " LIVE("leases.owner")
+                      " RETURNING epoch",
+    [Q_LEASE_RENEW] = "UPDATE leases SET expires_at=$2 WHERE owner=$1 RETURNING wf_id, epoch",
+    [Q_LEASE_RELEASE] = "DELETE FROM leases WHERE owner=$1 AND wf_id=$2 AND epoch=$3",
+    [Q_LEASE_RELEASE_ALL] = "DELETE FROM leases WHERE owner=$1",
+    /* the first fenced workflow whose lease is not (owner, epoch) any more, and who has it */
+    [Q_LEASE_FENCE] = "SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
+                      "LEFT JOIN leases l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
     [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
     [Q_BUMP] = "UPDATE commits SET n=n+1 WHERE one=1",
     [Q_TXID] = "SELECT txid_current()",
@@ -276,11 +312,18 @@ typedef struct pg {
   char pnum[MAXP][32];
   int bind_failed;
   char bind_err[192];
+  /* leases (store_lease_*): wf_id -> epoch, as (void *)(intptr_t) */
+  strmap held;    /* committed claims not seen lost */
+  strmap claimed; /* claims of the open batch: held once it commits */
+  strmap fenced;  /* workflows the open batch must still hold at commit */
+  char owner[64]; /* who claimed them */
 } pg;
 
 /* ---- plumbing ---- */
 
 static void pg_rollback(store *st_);
+static int fence_check(struct pg *s);
+static void announce(struct pg *s, const char *owner);
 
 /* PostgreSQL's primary message, without "ERROR:" or a trailing newline. */
 static void pq_reason(PGconn *c, const PGresult *r, char *out, size_t n) {
@@ -386,6 +429,21 @@ static void reconnect_if_lost(pg *s) {
   PQreset(s->conn);
   memset(s->prepared, 0, sizeof s->prepared);
   memset(s->table_prepared, 0, sizeof s->table_prepared);
+  if (s->owner[0] && PQstatus(s->conn) == CONNECTION_OK) announce(s, s->owner);
+}
+
+/* This connection says it is worker owner's (LIVE): once, and again after a
+ * reconnection. */
+static void announce(pg *s, const char *owner) {
+  snprintf(s->owner, sizeof s->owner, "%s", owner);
+  char name[96];
+  snprintf(name, sizeof name, "engine worker %s", owner);
+  char *lit = PQescapeLiteral(s->conn, name, strlen(name));
+  if (!lit) return;
+  char *sql = util_fmt("SET application_name = %s", lit);
+  PQfreemem(lit);
+  PQclear(PQexec(s->conn, sql));
+  free(sql);
 }
 
 /* Runs sql (prepared once as name; *prepared says it is) with the bound
@@ -594,6 +652,9 @@ static pg *new_pg(const char *url, PGconn *c, const char *where) {
   snprintf(s->where, sizeof s->where, "%s", where);
   const char *maxlen = getenv("ENGINE_STORE_MAX_LENGTH");
   if (maxlen && atoi(maxlen) > 0) s->max_length = atoi(maxlen);
+  strmap_init(&s->held);
+  strmap_init(&s->claimed);
+  strmap_init(&s->fenced);
   return s;
 }
 
@@ -706,14 +767,23 @@ int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err,
 static struct {
   int fd;
   PGconn *c;
+  int shared;
 } locks[8];
+
+/* Workers (serve, start) share the lock: several run on one database, each
+ * workflow under its lease. Anything else (migrate) takes it alone. */
+static const char *lock_sql(int shared) {
+  return shared ? "SELECT pg_try_advisory_lock_shared(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")"
+                : "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")";
+}
 
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen) {
   char where[256], app[64];
   snprintf(app, sizeof app, "engine %s (pid %d)", mode, (int)getpid());
+  int shared = !strcmp(mode, "serve") || !strcmp(mode, "start");
   PGconn *c = connect_url(url, app, "10", where, sizeof where, holder, holderlen);
   if (!c) return -1;
-  PGresult *r = PQexec(c, "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")");
+  PGresult *r = PQexec(c, lock_sql(shared));
   int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     char why[384];
@@ -742,6 +812,7 @@ int store_pg_lock(const char *url, const char *mode, char *holder, size_t holder
       if (fd < 0) break;
       locks[i].fd = fd;
       locks[i].c = c;
+      locks[i].shared = shared;
       return fd;
     }
   util_seterr(holder, holderlen, "too many worker locks held");
@@ -782,9 +853,7 @@ static int locks_held(char *why, size_t n) {
     PQclear(alive);
     if (ok) continue;
     PQreset(c);
-    PGresult *r = PQstatus(c) == CONNECTION_OK
-                      ? PQexec(c, "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")")
-                      : NULL;
+    PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, lock_sql(locks[i].shared)) : NULL;
     int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
     PQclear(r);
     if (!got) {
@@ -803,6 +872,9 @@ static void pg_close(store *st_) {
   if (!s) return;
   pg_rollback(&s->base);
   PQfinish(s->conn);
+  strmap_free(&s->held);
+  strmap_free(&s->claimed);
+  strmap_free(&s->fenced);
   free(s->path);
   free(s);
 }
@@ -880,14 +952,20 @@ static int committed_anyway(pg *s, int64_t xid) {
 static int pg_commit(store *st_) {
   pg *s = (pg *)st_;
   if (pg_batch_failed(&s->base)) {
+    int lease = s->failed == 2;
     if (!s->failed) util_seterr(s->err, sizeof s->err, "commit: the transaction was lost");
     pg_rollback(&s->base);
-    return STORE_ERR;
+    return lease ? STORE_ELEASE : STORE_ERR;
   }
   if (!s->in_txn) return STORE_OK;
   if (injected(s, "commit")) {
     pg_rollback(&s->base);
     return STORE_ERR;
+  }
+  if (fence_check(s) != STORE_OK) {
+    int kind = s->failed == 2 ? STORE_ELEASE : STORE_ERR;
+    pg_rollback(&s->base);
+    return kind;
   }
   int bumped = 0;
   int64_t xid = 0;
@@ -925,6 +1003,12 @@ static int pg_commit(store *st_) {
     return kind == STORE_OK ? STORE_ERR : kind;
   }
   PQclear(r);
+  for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
+    if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
+  strmap_free(&s->claimed);
+  strmap_init(&s->claimed);
+  strmap_free(&s->fenced);
+  strmap_init(&s->fenced);
   s->own_commits += bumped;
   s->in_txn = 0;
   s->last_writes = s->writes;
@@ -940,6 +1024,10 @@ static void pg_rollback(store *st_) {
   s->in_txn = 0;
   s->failed = 0;
   s->writes = 0;
+  strmap_free(&s->claimed); /* the claims went with the batch */
+  strmap_init(&s->claimed);
+  strmap_free(&s->fenced);
+  strmap_init(&s->fenced);
 }
 
 static int pg_in_txn(store *st_) {
@@ -1389,6 +1477,162 @@ static int pg_task_count(store *st_, const char *wf_id) {
   bind_text(s, wf_id);
   int64_t v;
   return query_int(s, Q_TASK_COUNT, 0, &v) == STORE_OK ? (int)v : -1;
+}
+
+/* ---- leases (store.h): several workers on one database ---- */
+
+static intptr_t lease_epoch(pg *s, const char *wf_id) {
+  intptr_t ep = (intptr_t)strmap_get(&s->claimed, wf_id);
+  return ep ? ep : (intptr_t)strmap_get(&s->held, wf_id);
+}
+
+static int pg_lease_claim(store *st_, const char *wf_id, const char *owner, int64_t now, int64_t until) {
+  pg *s = (pg *)st_;
+  if (strcmp(s->owner, owner) != 0) announce(s, owner);
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, owner);
+  bind_int(s, now);
+  bind_int(s, until);
+  PGresult *r = injected(s, "claim lease") ? NULL : pq_run(s, Q_LEASE_CLAIM, 0, "claim lease");
+  if (!r) return STORE_ERR;
+  s->writes++;
+  int got = PQntuples(r) > 0;
+  if (got) {
+    strmap_put(&s->claimed, wf_id, (void *)(intptr_t)col_int(r, 0, 0));
+  } else {
+    strmap_del(&s->held, wf_id); /* another worker has it */
+  }
+  PQclear(r);
+  return got;
+}
+
+static int pg_lease_held(store *st_, const char *wf_id) { return lease_epoch((pg *)st_, wf_id) != 0; }
+
+static int pg_lease_fence(store *st_, const char *wf_id) {
+  pg *s = (pg *)st_;
+  strmap_put(&s->fenced, wf_id, (void *)1);
+  return STORE_OK;
+}
+
+/* Appends "id" to a PostgreSQL array literal being built in *buf. */
+static void array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote) {
+  size_t need = *len + 2 * strlen(v) + 4;
+  if (need > *cap) {
+    *cap = need * 2;
+    *buf = util_xrealloc(*buf, *cap);
+  }
+  char *o = *buf + *len;
+  *o++ = *len > 1 ? ',' : '{';
+  if (quote) *o++ = '"';
+  for (; *v; v++) {
+    if (quote && (*v == '"' || *v == '\\')) *o++ = '\\';
+    *o++ = *v;
+  }
+  if (quote) *o++ = '"';
+  *len = (size_t)(o - *buf);
+}
+
+/* The batch is lost for a lease (s->failed = 2: store_commit answers STORE_ELEASE). */
+static void lease_lost(pg *s, const char *id, int taken, int n) {
+  char more[48] = "";
+  if (n > 1) snprintf(more, sizeof more, " and %d more", n - 1);
+  util_seterr(s->err, sizeof s->err,
+              "lost the lease of workflow %s%s (%s): the batch that wrote to it was refused, nothing of it written", id,
+              more, taken ? "another worker holds it now" : "it was released or taken over");
+  s->failed = 2;
+}
+
+/* Before COMMIT: every workflow the batch fenced is still held at the epoch
+ * claimed. The batch holds the write lock, which every claim takes too, so
+ * no claim can come between this check and the commit. A lost one is
+ * forgotten and named; s->failed = 2 tells the commit it was a lease. */
+static int fence_check(pg *s) {
+  if (!s->fenced.len) return STORE_OK;
+  char *ids = NULL, *eps = NULL;
+  size_t il = 0, ic = 0, el = 0, ec = 0;
+  for (size_t i = 0; i < s->fenced.cap; i++) {
+    if (!STRMAP_LIVE(&s->fenced, i)) continue;
+    char ep[24];
+    snprintf(ep, sizeof ep, "%lld", (long long)lease_epoch(s, s->fenced.keys[i]));
+    array_add(&ids, &il, &ic, s->fenced.keys[i], 1);
+    array_add(&eps, &el, &ec, ep, 0);
+  }
+  array_add(&ids, &il, &ic, "", 0);
+  array_add(&eps, &el, &ec, "", 0);
+  ids[il - 1] = '}', eps[el - 1] = '}'; /* the last "," becomes the closing brace */
+  ids[il] = eps[el] = 0;
+  params_start(s);
+  bind_text(s, ids);
+  bind_text(s, eps);
+  bind_text(s, s->owner);
+  PGresult *r = pq_run(s, Q_LEASE_FENCE, 0, "fence leases");
+  free(ids);
+  free(eps);
+  if (!r) return STORE_ERR;
+  int lost = PQntuples(r);
+  if (lost) {
+    lease_lost(s, PQgetvalue(r, 0, 0), col_text(r, 0, 1) != NULL, lost);
+    for (int i = 0; i < lost; i++) strmap_del(&s->held, PQgetvalue(r, i, 0));
+  }
+  PQclear(r);
+  return lost ? STORE_ERR : STORE_OK;
+}
+
+static int pg_lease_renew(store *st_, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
+                          void *ud) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, owner);
+  bind_int(s, until);
+  PGresult *r = injected(s, "renew leases") ? NULL : pq_run(s, Q_LEASE_RENEW, 0, "renew leases");
+  if (!r) return STORE_ERR;
+  s->writes++;
+  strmap now;
+  strmap_init(&now);
+  for (int i = 0, n = PQntuples(r); i < n; i++) strmap_put(&now, PQgetvalue(r, i, 0), (void *)(intptr_t)col_int(r, i, 1));
+  PQclear(r);
+  for (size_t i = 0; i < s->held.cap; i++) {
+    if (!STRMAP_LIVE(&s->held, i)) continue;
+    if (strmap_get(&now, s->held.keys[i]) == s->held.vals[i]) continue;
+    char *id = util_strdup(s->held.keys[i]);
+    strmap_del(&s->held, id);
+    if (lost) lost(ud, id);
+    free(id);
+  }
+  strmap_free(&now);
+  return STORE_OK;
+}
+
+static int pg_lease_release(store *st_, const char *owner, const char *wf_id) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  params_start(s);
+  bind_text(s, owner);
+  if (wf_id) {
+    bind_text(s, wf_id);
+    bind_int(s, lease_epoch(s, wf_id));
+  }
+  if (exec_write(s, wf_id ? Q_LEASE_RELEASE : Q_LEASE_RELEASE_ALL, "release lease") != STORE_OK) return STORE_ERR;
+  if (wf_id) {
+    /* a batch that wrote to it must still have held it: the check the commit would make */
+    if (s->changes == 0 && strmap_del(&s->fenced, wf_id)) {
+      lease_lost(s, wf_id, 1, 1);
+      strmap_del(&s->held, wf_id);
+      return STORE_ERR;
+    }
+    strmap_del(&s->fenced, wf_id);
+    strmap_del(&s->held, wf_id);
+    strmap_del(&s->claimed, wf_id);
+  } else {
+    strmap_free(&s->held);
+    strmap_init(&s->held);
+    strmap_free(&s->claimed);
+    strmap_init(&s->claimed);
+  }
+  return STORE_OK;
 }
 
 /* ---- signals ---- */
@@ -2044,6 +2288,11 @@ const store_ops store_pg_ops = {
     .batch_failed = pg_batch_failed,
     .batch_writes = pg_batch_writes,
     .data_version = pg_data_version,
+    .lease_claim = pg_lease_claim,
+    .lease_held = pg_lease_held,
+    .lease_fence = pg_lease_fence,
+    .lease_renew = pg_lease_renew,
+    .lease_release = pg_lease_release,
     .wf_insert = pg_wf_insert,
     .wf_get = pg_wf_get,
     .wf_set_status = pg_wf_set_status,

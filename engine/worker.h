@@ -104,6 +104,11 @@ struct engine {
   int incident_failures;
   int recovering; /* dispatch waits until our leases are set right again */
   size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
+  /* several workers share the store (PostgreSQL): each workflow is run under
+   * a lease of lease_ms (ENGINE_LEASE_MS), renewed by lease_timer */
+  int shared;
+  int64_t lease_ms;
+  uv_timer_t lease_timer;
   hooks *hooks;
 };
 
@@ -111,6 +116,10 @@ struct engine {
 void engine_log_err(engine *e, const char *what);
 void engine_notify(engine *e, const char *id, const char *status, const char *detail);
 void engine_store_incident(engine *e);
+/* Whether this worker may run workflow id now: on a shared store it claims
+ * the lease (in the batch) unless it holds it, and fences the batch on it;
+ * 0 when another worker holds it. Always 1 on SQLite. */
+int engine_owns(engine *e, const char *id);
 /* Closes every handle of loop and runs it until it can be closed. */
 void engine_drain_loop(uv_loop_t *loop);
 

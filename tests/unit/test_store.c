@@ -196,7 +196,7 @@ static void test_open_creates_schema(void **state) {
   }
   char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
   assert_non_null(v);
-  assert_string_equal(v, "4");
+  assert_string_equal(v, pg_url() ? "5" : "4"); /* PostgreSQL's 5: the leases of several workers */
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
@@ -467,12 +467,12 @@ static void test_schedules(void **state) {
 static void test_open_refuses_newer_schema(void **state) {
   fixture *f = *state;
   store_close(open_ok(f->db));
-  raw_exec(f->db, "UPDATE meta SET value='5' WHERE key='schema_version'");
+  raw_exec(f->db, "UPDATE meta SET value='99' WHERE key='schema_version'");
   store *s = (store *)1;
   char err[512] = "";
   assert_int_equal(store_open(f->db, 0, &s, err, sizeof err), STORE_ERR);
   assert_null(s);
-  assert_non_null(strstr(err, "schema version 5"));
+  assert_non_null(strstr(err, "schema version 99"));
 }
 
 /* ------------------------------------------------------------- history --- */
@@ -1524,9 +1524,9 @@ static void test_concurrent_open_leaves_no_transaction(void **state) {
 /* Ends the sessions holding PostgreSQL worker locks, as a server restart
  * does, and waits until they are gone. */
 static void drop_lock_sessions(const char *url) {
-  raw_exec(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine serve%'");
+  raw_exec(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine % (pid %'");
   for (int i = 0; i < 500; i++) {
-    char *n = raw_query(url, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'engine serve%'");
+    char *n = raw_query(url, "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'engine % (pid %'");
     int gone = n && strcmp(n, "0") == 0;
     free(n);
     if (gone) return;
@@ -1543,12 +1543,22 @@ static void test_pg_worker_lock(void **state) {
   if (!pg_url()) skip(); /* the SQLite lock is a file (engine_lock, dbfile.c) */
   store_close(open_ok(f->db));
   char holder[512] = "";
-  int fd = store_pg_lock(f->db, "serve", holder, sizeof holder);
+  /* workers share it; migrate takes it alone */
+  int w1 = store_pg_lock(f->db, "serve", holder, sizeof holder), w2 = store_pg_lock(f->db, "start", holder, sizeof holder);
+  assert_true(w1 >= 0 && w2 >= 0);
+  assert_int_equal(store_pg_lock(f->db, "migrate", holder, sizeof holder), -1);
+  char want[64];
+  snprintf(want, sizeof want, "(pid %d)", (int)getpid());
+  assert_non_null(strstr(holder, want)); /* who holds it, as the lock file says */
+  for (int *w = (int[]){w1, w2, -1}; *w >= 0; w++) {
+    assert_int_equal(store_pg_unlock(*w), 1);
+    close(*w);
+  }
+  int fd = store_pg_lock(f->db, "migrate", holder, sizeof holder);
   assert_true(fd >= 0);
   assert_int_equal(store_pg_lock(f->db, "serve", holder, sizeof holder), -1);
-  char want[64];
-  snprintf(want, sizeof want, "engine serve (pid %d)", (int)getpid());
-  assert_string_equal(holder, want); /* who holds it, as the lock file says */
+  snprintf(want, sizeof want, "engine migrate (pid %d)", (int)getpid());
+  assert_string_equal(holder, want);
   store *s = open_ok(f->db);
   append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
   assert_int_equal(store_commit(s), STORE_OK);
@@ -1563,7 +1573,7 @@ static void test_pg_worker_lock(void **state) {
 
   /* dropped again, and another worker takes it first: this one writes nothing */
   drop_lock_sessions(f->db);
-  int other = store_pg_lock(f->db, "start", holder, sizeof holder);
+  int other = store_pg_lock(f->db, "migrate", holder, sizeof holder);
   assert_true(other >= 0);
   hist_event e = {3, "X", 0, NULL, NULL, NULL, 3};
   assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
@@ -1576,6 +1586,105 @@ static void test_pg_worker_lock(void **state) {
   assert_int_equal(store_pg_unlock(fd), 1);
   close(fd);
   assert_int_equal(store_pg_unlock(fd), 0);
+}
+
+/* ---- leases: several workers on one PostgreSQL ---- */
+
+static void note_lost(void *ud, const char *wf_id) {
+  char *seen = ud;
+  strcat(seen, wf_id);
+  strcat(seen, " ");
+}
+
+static void test_leases(void **state) {
+  fixture *f = *state;
+  store *a = open_ok(f->db);
+  if (!pg_url()) { /* one worker holds a SQLite file: every lease is its own */
+    assert_int_equal(store_shared(a), 0);
+    assert_int_equal(store_lease_claim(a, "wf", "A", 0, 10), 1);
+    assert_int_equal(store_lease_held(a, "wf"), 1);
+    store_close(a);
+    return;
+  }
+  store *b = open_ok(f->db);
+  assert_int_equal(store_shared(a), 1);
+  if (store_lease_claim(a, "wf", "A", 1000, 2000) != 1) fail_msg("claim: %s", store_errmsg(a));
+  assert_int_equal(store_lease_held(a, "wf"), 1);
+  assert_int_equal(store_commit(a), STORE_OK);
+  /* held and not expired: B may not take it, and its tasks are not due for B */
+  assert_int_equal(store_task_put(a, "wf", "timer", 1, 500, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_OK);
+  assert_int_equal(due(b, 1500, "B", 10).n, 0);
+  assert_int_equal(due(a, 1500, "A", 10).n, 1);
+  assert_int_equal(store_task_next_at(b, "B"), 2000); /* due for B when A's lease expires */
+  assert_int_equal(store_lease_claim(b, "wf", "B", 1500, 2500), 0);
+  assert_int_equal(store_lease_held(b, "wf"), 0);
+  store_rollback(b);
+  /* A appends under its lease */
+  append_ev(a, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_lease_fence(a, "wf"), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_OK);
+  /* expired: B takes it over (the epoch moves on), and its tasks are due for B */
+  assert_int_equal(due(b, 2100, "B", 10).n, 1);
+  assert_int_equal(store_lease_claim(b, "wf", "B", 2100, 3100), 1);
+  assert_int_equal(store_commit(b), STORE_OK);
+  char *ep = raw_query(f->db, "SELECT owner || ' ' || epoch FROM leases WHERE wf_id='wf'");
+  assert_string_equal(ep, "B 2");
+  free(ep);
+  /* A, stalled past its lease, appends: the batch is refused whole */
+  append_ev(a, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_lease_fence(a, "wf"), STORE_OK);
+  assert_int_equal(store_meta_put(a, "k", "v"), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_ELEASE);
+  assert_non_null(strstr(store_errmsg(a), "lost the lease of workflow wf (another worker holds it now)"));
+  assert_int_equal(hist_count(a, "wf", 1), 1);
+  char *v = NULL;
+  assert_int_equal(store_meta_get(a, "k", &v), 0);
+  assert_int_equal(store_lease_held(a, "wf"), 0); /* forgotten */
+  /* B renews and keeps it; A's renewal reports what it lost */
+  assert_int_equal(store_lease_claim(a, "wf2", "A", 2100, 9000), 1);
+  assert_int_equal(store_commit(a), STORE_OK);
+  assert_int_equal(store_lease_claim(a, "wf3", "A", 2100, 9000), 1);
+  assert_int_equal(store_commit(a), STORE_OK);
+  raw_exec(f->db, "UPDATE leases SET owner='C', epoch=epoch+1 WHERE wf_id='wf3'");
+  char seen[128] = "";
+  assert_int_equal(store_lease_renew(a, "A", 12000, note_lost, seen), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_OK);
+  assert_string_equal(seen, "wf3 ");
+  ep = raw_query(f->db, "SELECT expires_at FROM leases WHERE wf_id='wf2'");
+  assert_string_equal(ep, "12000");
+  free(ep);
+  /* a release in the batch that wrote: checked there; a lost one fails it */
+  append_ev(b, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_lease_fence(b, "wf"), STORE_OK);
+  assert_int_equal(store_lease_release(b, "B", "wf"), STORE_OK);
+  assert_int_equal(store_commit(b), STORE_OK);
+  assert_int_equal(hist_count(b, "wf", 1), 2);
+  ep = raw_query(f->db, "SELECT count(*) FROM leases WHERE wf_id='wf'");
+  assert_string_equal(ep, "0");
+  free(ep);
+  /* releasing every lease of an owner */
+  assert_int_equal(store_lease_release(a, "A", NULL), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_OK);
+  ep = raw_query(f->db, "SELECT count(*) FROM leases");
+  assert_string_equal(ep, "1"); /* C's */
+  free(ep);
+  /* an owner with no session left (killed) loses its leases at once, expired or not */
+  assert_int_equal(store_lease_claim(a, "wf4", "A", 2100, 99000), 1);
+  assert_int_equal(store_commit(a), STORE_OK);
+  assert_int_equal(store_lease_claim(b, "wf4", "B", 2200, 3200), 0);
+  store_rollback(b);
+  store_close(a);
+  for (int i = 0; i < 500; i++) { /* the server ends the session a moment after the close */
+    char *n = raw_query(f->db, "SELECT count(*) FROM pg_stat_activity WHERE application_name='engine worker A'");
+    int gone = strcmp(n, "0") == 0;
+    free(n);
+    if (gone) break;
+    usleep(10 * 1000);
+  }
+  assert_int_equal(store_lease_claim(b, "wf4", "B", 2200, 3200), 1);
+  assert_int_equal(store_commit(b), STORE_OK);
+  store_close(b);
 }
 
 /* ---- whole tables (engine migrate) ---- */
@@ -1710,6 +1819,7 @@ int main(int argc, char **argv) {
       T(test_bind_failure_writes_nothing),
       T(test_concurrent_open_leaves_no_transaction),
       T(test_pg_worker_lock),
+      T(test_leases),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {
