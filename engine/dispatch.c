@@ -26,9 +26,16 @@ static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq)
   if (fired) run_deliver(e, id, &ev);
 }
 
+/* Workflows a worker takes on per dispatch on a shared store: the rest
+ * stay for the other workers (or this one's next dispatch, a moment later),
+ * and a batch stays short enough that no worker waits on the write lock
+ * past its leases. */
+#define CLAIMS_PER_DISPATCH 32
+
 typedef struct due_ctx {
   engine *e;
   int n;
+  int claims, left; /* new leases taken; tasks left for want of a claim */
 } due_ctx;
 
 /* Tasks are collected before they run, so one may be stale by its turn
@@ -44,12 +51,24 @@ static int on_due(void *ud, const task_row *t) {
     snprintf(key, sizeof key, "%s/%lld", t->wf_id, (long long)t->seq);
     if (strmap_get(&e->attempts, key)) return 0; /* running here */
   }
+  int had = store_lease_held(e->st, t->wf_id);
+  if (!had && (d->claims >= CLAIMS_PER_DISPATCH || (e->shared && store_lease_count(e->st) >= e->max_leases))) {
+    d->left++;
+    return 0;
+  }
   if (!engine_owns(e, t->wf_id)) return store_batch_failed(e->st); /* another worker runs it */
+  d->claims += !had;
   int took = store_task_take(e->st, t->wf_id, t->kind, t->seq);
-  if (took != 1) return took < 0;
+  if (took != 1) {
+    /* another worker did it meanwhile (and may have ended the workflow): not ours to keep */
+    if (!had && took == 0) store_lease_release(e->st, e->owner, t->wf_id);
+    return took < 0;
+  }
   if (strcmp(t->kind, "workflow") == 0) {
     wf_row w;
     if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
+    if (engine_status_terminal(w.status) && !strmap_get(&e->runs, t->wf_id))
+      store_lease_release(e->st, e->owner, t->wf_id); /* a stale wake-up of an ended one */
     wfrun *r = strmap_get(&e->runs, t->wf_id);
     if (r) {
       r->cancel = w.cancel;
@@ -112,11 +131,13 @@ static void on_task_timer(uv_timer_t *t) {
  * While the store is failing the retry timer calls it instead (backoff). */
 void dispatch_due(engine *e) {
   if (e->stopping || e->recovering) return;
-  due_ctx d = {e, 0};
+  due_ctx d = {e, 0, 0, 0};
   int64_t next = -2;
   if (store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK &&
       !store_batch_failed(e->st))
-    next = d.n >= DISPATCH_BATCH ? util_now_ms() : store_task_next_at(e->st, e->owner);
+    next = d.n >= DISPATCH_BATCH ? util_now_ms()
+           : d.left ? util_now_ms() + 20 /* after this batch commits, and the others had a turn */
+                    : store_task_next_at(e->st, e->owner);
   if (next == -2) { /* the batch is lost (the commit handles it) or a query failed */
     if (!store_batch_failed(e->st)) engine_store_incident(e);
     return;

@@ -301,6 +301,8 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   e->shared = store_shared(e->st);
   const char *lm = getenv("ENGINE_LEASE_MS");
   e->lease_ms = lm && atoll(lm) >= 100 ? atoll(lm) : 10000;
+  const char *ml = getenv("ENGINE_MAX_LEASES");
+  e->max_leases = ml && atoll(ml) > 0 ? atoll(ml) : 256;
   e->act = actvm_new(&e->loop, e->lua_dir, err, errlen);
   if (!e->act) {
     engine_free(e);

@@ -130,6 +130,7 @@ int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t no
   return s->ops->lease_claim ? s->ops->lease_claim(s, wf_id, owner, now, until) : 1;
 }
 int store_lease_held(store *s, const char *wf_id) { return s->ops->lease_held ? s->ops->lease_held(s, wf_id) : 1; }
+int64_t store_lease_count(store *s) { return s->ops->lease_count ? s->ops->lease_count(s) : 0; }
 int store_lease_fence(store *s, const char *wf_id) {
   return s->ops->lease_fence ? s->ops->lease_fence(s, wf_id) : STORE_OK;
 }

@@ -199,6 +199,8 @@ int store_lease_fence(store *s, const char *wf_id);
  * remembered that another owner took meanwhile (forgotten after the call). */
 int store_lease_renew(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
                       void *ud);
+/* Leases this store holds or claimed in the open batch (0 on SQLite). */
+int64_t store_lease_count(store *s);
 /* Gives up wf_id's lease (NULL: every lease of owner). */
 int store_lease_release(store *s, const char *owner, const char *wf_id);
 

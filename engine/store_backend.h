@@ -56,6 +56,7 @@ typedef struct store_ops {
   /* leases: NULL in a backend one worker holds (store.c answers for it) */
   int (*lease_claim)(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until);
   int (*lease_held)(store *s, const char *wf_id);
+  int64_t (*lease_count)(store *s);
   int (*lease_fence)(store *s, const char *wf_id);
   int (*lease_renew)(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id), void *ud);
   int (*lease_release)(store *s, const char *owner, const char *wf_id);

@@ -52,6 +52,7 @@
 #define LOCK_CLASS 1701734249 /* 0x656e6769 */
 #define WORKER_LOCK_KEY 1
 #define WRITE_LOCK_KEY 2
+#define LIVE_CLASS 1701734263 /* "engw": a worker's liveness lock (LIVE) */
 
 #define T "TEXT COLLATE \"C\""
 static const char *SCHEMA =
@@ -126,13 +127,16 @@ enum {
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
-/* A lease's owner is alive while a session of it is connected (announce):
- * a worker killed with -9 loses its session at once, and its leases need
- * not run out; one cut off keeps it until the server notices, then the
- * expiry decides. */
-#define LIVE(owner)                                                                        \
-  "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.datname=current_database() AND "      \
-  "a.application_name='engine worker '||" owner ")"
+/* A lease's owner is alive while its session holds its liveness lock
+ * (announce: an advisory lock keyed hashtext(owner)): a worker killed with
+ * -9 loses its session at once, and its leases need not run out; one cut
+ * off keeps it until the server notices, then the expiry decides. pg_locks
+ * is read live (pg_stat_activity is a snapshot per transaction, which would
+ * not see a worker that started during a batch). */
+#define LIVE(owner)                                                                                   \
+  "EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype='advisory' AND k.granted AND k.classid=" \
+  STR(LIVE_CLASS) " AND k.objsubid=2 AND k.objid=hashtext(" owner ")::oid AND k.database=(SELECT oid " \
+  "FROM pg_database WHERE datname=current_database()))"
 /* a schedule's columns in the order schedule_bind binds them */
 #define SCH_COLS                                                                                           \
   "name,cron,tz,script,input,overlap,catchup_window_ms,jitter_ms,paused,next_fire_at,last_fire_at,"        \
@@ -432,18 +436,21 @@ static void reconnect_if_lost(pg *s) {
   if (s->owner[0] && PQstatus(s->conn) == CONNECTION_OK) announce(s, s->owner);
 }
 
-/* This connection says it is worker owner's (LIVE): once, and again after a
- * reconnection. */
+/* This connection is worker owner's (LIVE): its liveness lock, and a name
+ * people can read in pg_stat_activity; once, and again after a reconnection. */
 static void announce(pg *s, const char *owner) {
-  snprintf(s->owner, sizeof s->owner, "%s", owner);
+  if (owner != s->owner) snprintf(s->owner, sizeof s->owner, "%s", owner); /* again after a reconnection: the same */
   char name[96];
   snprintf(name, sizeof name, "engine worker %s", owner);
-  char *lit = PQescapeLiteral(s->conn, name, strlen(name));
-  if (!lit) return;
-  char *sql = util_fmt("SET application_name = %s", lit);
+  char *lit = PQescapeLiteral(s->conn, name, strlen(name)), *olit = PQescapeLiteral(s->conn, owner, strlen(owner));
+  if (lit && olit) {
+    char *sql = util_fmt("SET application_name = %s; SELECT pg_try_advisory_lock(" STR(LIVE_CLASS) ", hashtext(%s))",
+                         lit, olit);
+    PQclear(PQexec(s->conn, sql));
+    free(sql);
+  }
   PQfreemem(lit);
-  PQclear(PQexec(s->conn, sql));
-  free(sql);
+  PQfreemem(olit);
 }
 
 /* Runs sql (prepared once as name; *prepared says it is) with the bound
@@ -1510,6 +1517,11 @@ static int pg_lease_claim(store *st_, const char *wf_id, const char *owner, int6
 
 static int pg_lease_held(store *st_, const char *wf_id) { return lease_epoch((pg *)st_, wf_id) != 0; }
 
+static int64_t pg_lease_count(store *st_) {
+  pg *s = (pg *)st_;
+  return (int64_t)(s->held.len + s->claimed.len); /* a claim of one held already counts twice: a bound, not a census */
+}
+
 static int pg_lease_fence(store *st_, const char *wf_id) {
   pg *s = (pg *)st_;
   strmap_put(&s->fenced, wf_id, (void *)1);
@@ -2290,6 +2302,7 @@ const store_ops store_pg_ops = {
     .data_version = pg_data_version,
     .lease_claim = pg_lease_claim,
     .lease_held = pg_lease_held,
+    .lease_count = pg_lease_count,
     .lease_fence = pg_lease_fence,
     .lease_renew = pg_lease_renew,
     .lease_release = pg_lease_release,

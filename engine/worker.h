@@ -108,6 +108,7 @@ struct engine {
    * a lease of lease_ms (ENGINE_LEASE_MS), renewed by lease_timer */
   int shared;
   int64_t lease_ms;
+  int64_t max_leases; /* workflows it runs at once at most (ENGINE_MAX_LEASES): the rest are the others' */
   uv_timer_t lease_timer;
   hooks *hooks;
 };

@@ -40,6 +40,7 @@ declare -A INPUT=(
   [slots]='{"key":"det","limit":1,"hold":0.05,"rate":{"limit":5,"per":1},"pause":0.01,"release":true}'
   [sched_sleep]='{"seconds":0.05}'
   [migrate_mix]='{"i":1}'
+  [chain10]='{"steps":3}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"

@@ -35,6 +35,13 @@ function M.flaky(args)
   return "ok after " .. activity.info().attempt
 end
 
+-- one step of a chain (chain10.lua): adds i, optionally after a pause
+function M.step(args)
+  mark("step")
+  if args.seconds then activity.sleep(args.seconds) end
+  return { total = args.total + args.i }
+end
+
 function M.slow(args) mark("slow"); activity.sleep(args.seconds or 5); return "slept" end
 
 -- marks its start and its end: activities that overlap show every start before an end

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Several workers on one PostgreSQL. Three `engine serve` processes run 2,000
+# chain-of-10 workflows while each of them in turn is killed with -9 (and
+# started again): every workflow completes with the right total, no event is
+# recorded twice and every history is dense, each step's side effect ran at
+# least once (the histogram of runs per step is printed), and the time the
+# others took to take a killed worker's workflows over is printed (each
+# worker runs at most ENGINE_MAX_LEASES, 256, at once: the survivors take
+# the dead one's as their own finish). Then a
+# worker cut off from the database while it holds leases (its backend
+# terminated, then the process stopped past its lease): the others take its
+# workflows over, and when it comes back it logs that it lost them and
+# appends nothing stale.
+source "$(dirname "$0")/lib.sh"
+WF="$SRC/tests/integration/wf/chain10.lua"
+# the full size in the plain build; the sanitized one, slower by far, on fewer
+if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then N=${WORKERS_WORKFLOWS:-200}; else N=${WORKERS_WORKFLOWS:-2000}; fi
+export ENGINE_LEASE_MS=10000 ENGINE_BUSY_TIMEOUT_MS=30000 ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
+export ENGINE_DATA_DIR="$T/data" TEST_SIDE_EFFECTS="$T/side"
+: >"$TEST_SIDE_EFFECTS"
+
+own_pg_cluster
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine workers
+export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/workers"
+q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d workers -XAtq -c "$1"; }
+
+declare -A W # worker number -> pid
+worker() { "$ENGINE" serve 2>>"$T/worker$1.err" & W[$1]=$!; PIDS+=("${W[$1]}"); }
+owner_of() { q "SELECT substr(application_name, 15) FROM pg_stat_activity WHERE application_name LIKE 'engine worker $1-%'"; }
+
+# ---- 2,000 chains while the workers are killed in turn ----
+# queued first, so that each worker has many in hand when it is killed
+seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "c-{}" --detach --input '{"seconds":0.01}' \
+  >/dev/null 2>>"$T/start.err" || true
+assert_eq "every start accepted" "" "$(cat "$T/start.err")"
+for k in 1 2 3; do worker "$k"; done
+completed() { q "SELECT count(*) FROM workflows WHERE status='completed'"; }
+TAKE=()
+for k in 1 2 3; do
+  # worker k dies when a quarter, a half, three quarters are done
+  for _ in $(seq 1500); do [ "$(completed)" -ge $((k * N / 4)) ] && break; sleep 0.1; done
+  pid="${W[$k]}" owner="$(owner_of "${W[$k]}")"
+  held="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
+  kill -9 "$pid"; wait "$pid" 2>/dev/null || true
+  t0="$(date +%s%N)"
+  # taken over: no lease of the dead worker's left (each one claimed by
+  # another, or its workflow ended). Its session ended, so they are free at
+  # once; the others take them as fast as their own ENGINE_MAX_LEASES allows
+  for _ in $(seq 3000); do [ "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")" == 0 ] && break; sleep 0.02; done
+  t1="$(date +%s%N)"
+  left="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
+  [ "$held" -gt 0 ] || fail "worker $k held no workflow when it was killed (nothing to take over)"
+  assert_eq "worker $k killed: its $held workflows taken over" 0 "$left"
+  TAKE+=("| worker $k (kill -9) | $held | $(( (t1 - t0) / 1000000 )) ms | $(completed) of $N |")
+  worker "$k"
+done
+for _ in $(seq 1500); do [ "$(completed)" -ge "$N" ] && break; sleep 0.2; done
+assert_eq "every workflow completed" "$N" "$(completed)"
+assert_eq "with the right total (55)" "$N" "$(q "SELECT count(*) FROM workflows WHERE result LIKE '%\"total\":55%'")"
+assert_eq "no history with a gap or a seq twice" 0 \
+  "$(q "SELECT count(*) FROM (SELECT wf_id, run FROM history GROUP BY 1, 2 HAVING max(seq) <> count(*)) x")"
+assert_eq "no activity with two outcomes" 0 \
+  "$(q "SELECT count(*) FROM (SELECT wf_id, ref FROM history WHERE type IN ('ActivityCompleted', 'ActivityFailed')
+        GROUP BY 1, 2 HAVING count(*) > 1) x")"
+assert_eq "ten outcomes per workflow" "$((N * 10))" "$(q "SELECT count(*) FROM history WHERE type='ActivityCompleted'")"
+steps="$(awk '$2 == "step" {print $1}' "$TEST_SIDE_EFFECTS" | sort -u | wc -l)"
+assert_eq "every step's side effect ran at least once" "$((N * 10))" "$steps"
+assert_eq "no lease left behind" 0 "$(q "SELECT count(*) FROM leases")"
+echo
+echo "| runs of a step | steps |"
+echo "|---|---|"
+awk '$2 == "step" {n[$1]++} END {for (k in n) h[n[k]]++; for (r in h) printf "| %d | %d |\n", r, h[r]}' "$TEST_SIDE_EFFECTS" | sort -n -t'|' -k2
+echo
+echo "| killed | its leases | taken over in | completed then |"
+echo "|---|---|---|---|"
+printf '%s\n' "${TAKE[@]}"
+echo
+
+# ---- a worker cut off while it holds leases ----
+# chains of slow steps, so that worker 1 has attempts in flight when it is cut off
+for k in 2 3; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
+echo "---- cut" >>"$T/worker1.err"
+seq 20 | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "cut-{}" --detach --input '{"seconds":0.4}' >/dev/null 2>&1 || true
+for _ in $(seq 250); do [ "$(q "SELECT count(*) FROM leases WHERE wf_id LIKE 'cut-%'")" -ge 20 ] && break; sleep 0.02; done
+owner="$(owner_of "${W[1]}")"
+assert_eq "worker 1 holds the 20 new workflows" 20 "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
+# cut off: its sessions ended by the server, and the process stalled past its lease
+kill -STOP "${W[1]}"
+q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine%(pid ${W[1]})'
+   OR application_name='engine worker $owner'" >/dev/null
+worker 2; worker 3
+for _ in $(seq 500); do [ "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")" == 0 ] && break; sleep 0.02; done
+assert_eq "the others took its workflows over" 0 "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
+sleep 2 # its lease has run out by now, whatever it thinks
+kill -CONT "${W[1]}"
+cutdone() { q "SELECT count(*) FROM workflows WHERE id LIKE 'cut-%' AND status='completed'"; }
+for _ in $(seq 600); do [ "$(cutdone)" -ge 20 ] && grep -q "lost the lease of workflow" "$T/worker1.err" && break; sleep 0.1; done
+assert_eq "the 20 workflows completed" 20 "$(cutdone)"
+assert_contains "the returning worker logs that it lost its leases" "lost the lease of workflow cut-" "$(cat "$T/worker1.err")"
+assert_eq "nothing stale appended: dense histories" 0 \
+  "$(q "SELECT count(*) FROM (SELECT wf_id, run FROM history WHERE wf_id LIKE 'cut-%' GROUP BY 1, 2 HAVING max(seq) <> count(*)) x")"
+assert_eq "and one outcome per activity" 0 \
+  "$(q "SELECT count(*) FROM (SELECT wf_id, ref FROM history WHERE wf_id LIKE 'cut-%' AND type='ActivityCompleted'
+        GROUP BY 1, 2 HAVING count(*) > 1) x")"
+assert_eq "with the right totals" 20 "$(q "SELECT count(*) FROM workflows WHERE id LIKE 'cut-%' AND result LIKE '%\"total\":55%'")"
+# it goes on as a worker: a new workflow may run on any of the three
+for k in 1 2 3; do kill -0 "${W[$k]}" 2>/dev/null || fail "worker $k is gone: $(tail -3 "$T/worker$k.err")"; done
+"$ENGINE" start "$WF" --id after --detach --input '{"steps":3}' >/dev/null 2>&1 || true
+wait_status after completed 30 || fail "after: $(status after)"
+for k in 1 2 3; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
+assert_eq "a clean stop leaves no lease" 0 "$(q "SELECT count(*) FROM leases")"
+finish
