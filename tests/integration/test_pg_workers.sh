@@ -14,7 +14,10 @@
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf/chain10.lua"
 # the full size in the plain build; the sanitized one, slower by far, on fewer
-if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then N=${WORKERS_WORKFLOWS:-200}; else N=${WORKERS_WORKFLOWS:-2000}; fi
+# (slower steps there, so that each kill still finds workflows in flight,
+# and fewer at once per worker, so that each of the three has some)
+if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then N=${WORKERS_WORKFLOWS:-300} STEP=0.2; export ENGINE_MAX_LEASES=48
+else N=${WORKERS_WORKFLOWS:-2000} STEP=0.01; fi
 export ENGINE_LEASE_MS=10000 ENGINE_BUSY_TIMEOUT_MS=30000 ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 export ENGINE_DATA_DIR="$T/data" TEST_SIDE_EFFECTS="$T/side"
 : >"$TEST_SIDE_EFFECTS"
@@ -26,11 +29,14 @@ q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d workers -XAtq -c "$1"
 
 declare -A W # worker number -> pid
 worker() { "$ENGINE" serve 2>>"$T/worker$1.err" & W[$1]=$!; PIDS+=("${W[$1]}"); }
-owner_of() { q "SELECT substr(application_name, 15) FROM pg_stat_activity WHERE application_name LIKE 'engine worker $1-%'"; }
+# a worker's owner id starts with its pid
+owner_of() { q "SELECT substr(application_name, 15) FROM pg_stat_activity WHERE application_name LIKE 'engine worker $1-%'
+  UNION SELECT owner FROM leases WHERE owner LIKE '$1-%' LIMIT 1"; }
+leases_of() { q "SELECT count(*) FROM leases WHERE owner LIKE '$1-%'"; }
 
 # ---- 2,000 chains while the workers are killed in turn ----
 # queued first, so that each worker has many in hand when it is killed
-seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "c-{}" --detach --input '{"seconds":0.01}' \
+seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "c-{}" --detach --input "{\"seconds\":$STEP}" \
   >/dev/null 2>>"$T/start.err" || true
 assert_eq "every start accepted" "" "$(cat "$T/start.err")"
 for k in 1 2 3; do worker "$k"; done
@@ -39,6 +45,7 @@ TAKE=()
 for k in 1 2 3; do
   # worker k dies when a quarter, a half, three quarters are done
   for _ in $(seq 1500); do [ "$(completed)" -ge $((k * N / 4)) ] && break; sleep 0.1; done
+  for _ in $(seq 500); do [ "$(leases_of "${W[$k]}")" -gt 0 ] && break; sleep 0.02; done # while it has some
   pid="${W[$k]}" owner="$(owner_of "${W[$k]}")"
   held="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
