@@ -1596,6 +1596,13 @@ static void note_lost(void *ud, const char *wf_id) {
   strcat(seen, " ");
 }
 
+/* The first column of the first row of sql on the database is want. */
+static void query_is(const char *db, const char *sql, const char *want) {
+  char *got = raw_query(db, sql);
+  if (!got || strcmp(got, want) != 0) fail_msg("%s: %s, wanted %s", sql, got ? got : "(nothing)", want);
+  free(got);
+}
+
 static void test_leases(void **state) {
   fixture *f = *state;
   store *a = open_ok(f->db);
@@ -1628,9 +1635,7 @@ static void test_leases(void **state) {
   assert_int_equal(due(b, 2100, "B", 10).n, 1);
   assert_int_equal(store_lease_claim(b, "wf", "B", 2100, 3100), 1);
   assert_int_equal(store_commit(b), STORE_OK);
-  char *ep = raw_query(f->db, "SELECT owner || ' ' || epoch FROM leases WHERE wf_id='wf'");
-  assert_string_equal(ep, "B 2");
-  free(ep);
+  query_is(f->db, "SELECT owner || ' ' || epoch FROM leases WHERE wf_id='wf'", "B 2");
   /* A, stalled past its lease, appends: the batch is refused whole */
   append_ev(a, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
   assert_int_equal(store_lease_fence(a, "wf"), STORE_OK);
@@ -1651,24 +1656,26 @@ static void test_leases(void **state) {
   assert_int_equal(store_lease_renew(a, "A", 12000, note_lost, seen), STORE_OK);
   assert_int_equal(store_commit(a), STORE_OK);
   assert_string_equal(seen, "wf3 ");
-  ep = raw_query(f->db, "SELECT expires_at FROM leases WHERE wf_id='wf2'");
-  assert_string_equal(ep, "12000");
-  free(ep);
+  query_is(f->db, "SELECT expires_at FROM leases WHERE wf_id='wf2'", "12000");
   /* a release in the batch that wrote: checked there; a lost one fails it */
+  assert_int_equal(store_lease_claim(b, "wf5", "B", 2100, 9000), 1);
+  assert_int_equal(store_commit(b), STORE_OK);
+  raw_exec(f->db, "UPDATE leases SET owner='C', epoch=epoch+1 WHERE wf_id='wf5'");
+  append_ev(b, "wf5", 1, 1, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_lease_fence(b, "wf5"), STORE_OK);
+  assert_int_equal(store_lease_release(b, "B", "wf5"), STORE_ERR);
+  assert_int_equal(store_commit(b), STORE_ELEASE);
+  assert_int_equal(hist_count(b, "wf5", 1), 0);
   append_ev(b, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
   assert_int_equal(store_lease_fence(b, "wf"), STORE_OK);
   assert_int_equal(store_lease_release(b, "B", "wf"), STORE_OK);
   assert_int_equal(store_commit(b), STORE_OK);
   assert_int_equal(hist_count(b, "wf", 1), 2);
-  ep = raw_query(f->db, "SELECT count(*) FROM leases WHERE wf_id='wf'");
-  assert_string_equal(ep, "0");
-  free(ep);
+  query_is(f->db, "SELECT count(*) FROM leases WHERE wf_id='wf'", "0");
   /* releasing every lease of an owner */
   assert_int_equal(store_lease_release(a, "A", NULL), STORE_OK);
   assert_int_equal(store_commit(a), STORE_OK);
-  ep = raw_query(f->db, "SELECT count(*) FROM leases");
-  assert_string_equal(ep, "1"); /* C's */
-  free(ep);
+  query_is(f->db, "SELECT count(*) FROM leases", "2"); /* C's two */
   /* an owner with no session left (killed) loses its leases at once, expired or not */
   assert_int_equal(store_lease_claim(a, "wf4", "A", 2100, 99000), 1);
   assert_int_equal(store_commit(a), STORE_OK);
