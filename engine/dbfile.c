@@ -22,6 +22,9 @@ struct dbwatch {
   store *st;
   uv_fs_event_t fs;
   uv_timer_t poll;
+  uv_poll_t *listen; /* PostgreSQL: readable when a commit was announced; NULL when none */
+  int listen_fd;           /* its descriptor: given back when it is lost, so the store replaces it; -1 */
+  int64_t listen_retry_at; /* when to try listening again (a connection that cannot open blocks) */
   int64_t version;
   char base[256];
   void (*cb)(void *ud);
@@ -148,7 +151,45 @@ static void on_fs(uv_fs_event_t *h, const char *filename, int events, int status
   if (status < 0 || !filename || strncmp(filename, w->base, strlen(w->base)) == 0) watch_check(w);
 }
 
-static void on_poll(uv_timer_t *t) { watch_check(t->data); }
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static void listen_stop(dbwatch *w) {
+  if (!w->listen) return;
+  uv_close((uv_handle_t *)w->listen, free_handle); /* stops polling its descriptor at once */
+  w->listen = NULL;
+}
+
+static void on_listen(uv_poll_t *h, int status, int events) {
+  (void)events;
+  dbwatch *w = h->data;
+  int heard = status < 0 ? -1 : store_commit_drain(w->st, w->listen_fd);
+  if (heard < 0) listen_stop(w); /* the connection went: the timer polls, and listens again */
+  if (heard != 0) watch_check(w);
+}
+
+/* Listens on the store's commit descriptor when it has one. */
+static void listen_start(dbwatch *w) {
+  int fd = w->listen ? -1 : store_commit_fd(w->st, w->listen_fd);
+  if (fd < 0) return;
+  w->listen_fd = fd;
+  uv_poll_t *p = util_xcalloc(1, sizeof *p);
+  if (uv_poll_init_socket(w->loop, p, fd) != 0) {
+    free(p);
+    return;
+  }
+  p->data = w;
+  w->listen = p;
+  uv_poll_start(p, UV_READABLE, on_listen);
+}
+
+static void on_poll(uv_timer_t *t) {
+  dbwatch *w = t->data;
+  if (!w->listen && store_pg_is_url(store_path(w->st)) && util_mono_ms() >= w->listen_retry_at) {
+    w->listen_retry_at = util_mono_ms() + 5000;
+    listen_start(w);
+  }
+  watch_check(w);
+}
 
 dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *ud) {
   dbwatch *w = util_xcalloc(1, sizeof *w);
@@ -160,9 +201,15 @@ dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *u
   uv_fs_event_init(loop, &w->fs);
   uv_timer_init(loop, &w->poll);
   w->fs.data = w->poll.data = w;
+  w->listen_fd = -1;
   if (store_pg_is_url(store_path(st))) {
-    /* no file to watch: the commits counter is polled (store_data_version) */
-    uv_timer_start(&w->poll, on_poll, 100, 100);
+    /* no file to watch: every commit notifies (LISTEN), and the commits
+     * counter is polled as the safety net (store_data_version), often
+     * while the listening connection cannot be opened */
+    listen_start(w);
+    const char *pm = getenv("ENGINE_PG_POLL_MS");
+    uint64_t every = pm && atoi(pm) > 0 ? (uint64_t)atoi(pm) : w->listen ? 1000 : 100;
+    uv_timer_start(&w->poll, on_poll, every, every);
     return w;
   }
   /* the directory the WAL is written in, whatever name the database was opened by */
@@ -194,6 +241,7 @@ static void watch_closed(uv_handle_t *h) {
 
 void dbwatch_stop(dbwatch *w) {
   w->closing = 1;
+  listen_stop(w);
   uv_close((uv_handle_t *)&w->fs, watch_closed);
   uv_close((uv_handle_t *)&w->poll, watch_closed);
 }

@@ -64,6 +64,8 @@ int store_batch_failed(store *s) { return s->ops->batch_failed(s); }
 int64_t store_batch_writes(store *s) { return s->ops->batch_writes(s); }
 
 int64_t store_data_version(store *s) { return s->ops->data_version(s); }
+int store_commit_fd(store *s, int old) { return s->ops->commit_fd ? s->ops->commit_fd(s, old) : -1; }
+int store_commit_drain(store *s, int fd) { return s->ops->commit_drain ? s->ops->commit_drain(s, fd) : 0; }
 
 int store_wf_insert(store *s, const wf_row *w) { return s->ops->wf_insert(s, w); }
 

@@ -105,6 +105,16 @@ int store_batch_failed(store *s);
 int64_t store_batch_writes(store *s);
 /* Changes whenever another connection commits (PRAGMA data_version). */
 int64_t store_data_version(store *s);
+/* A descriptor that becomes readable when another process may have
+ * committed (PostgreSQL: a LISTEN connection of its own for each caller;
+ * every commit that wrote notifies), or -1 where there is none (SQLite:
+ * watch the file). old: the caller's previous one, closed and replaced (-1
+ * for a first one). */
+int store_commit_fd(store *s, int old);
+/* After descriptor fd was readable: takes what arrived; 1 when a commit was
+ * announced, 0 when not, -1 when its connection is lost (store_commit_fd
+ * with it as old opens a new one). */
+int store_commit_drain(store *s, int fd);
 
 /* ---- workflows ---- */
 int store_wf_insert(store *s, const wf_row *w);

@@ -23,6 +23,8 @@ typedef struct store_ops {
   int (*batch_failed)(store *s);
   int64_t (*batch_writes)(store *s);
   int64_t (*data_version)(store *s);
+  int (*commit_fd)(store *s, int old); /* NULL: none */
+  int (*commit_drain)(store *s, int fd);
   int (*wf_insert)(store *s, const wf_row *w);
   int (*wf_get)(store *s, const char *id, wf_row *out);
   int (*wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);

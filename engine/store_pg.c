@@ -15,7 +15,7 @@
  *   store_commit rolls back and fails.
  *
  * - Several workers share a database (engine_lock takes a shared advisory
- *   lock for serve and start, an exclusive one for migrate): each runs a
+ *   lock for serve, an exclusive one otherwise): each runs a
  *   workflow only under its lease (the leases table: owner, epoch, expiry;
  *   store_lease_*), and a batch that appended to a workflow commits only if
  *   its lease is still that owner's at that epoch (fence_check, under the
@@ -238,7 +238,9 @@ static const char *SQL[Q__N] = {
     [Q_LEASE_FENCE] = "SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
                       "LEFT JOIN leases l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
     [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
-    [Q_BUMP] = "UPDATE commits SET n=n+1 WHERE one=1",
+    /* the version moves, and listeners hear of it when the batch commits (store_commit_fd) */
+    [Q_BUMP] = "WITH b AS (UPDATE commits SET n=n+1 WHERE one=1 RETURNING n) "
+               "SELECT pg_notify('engine_commits', n::text) FROM b",
     [Q_TXID] = "SELECT txid_current()",
     [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
@@ -321,6 +323,8 @@ typedef struct pg {
   strmap claimed; /* claims of the open batch: held once it commits */
   strmap fenced;  /* workflows the open batch must still hold at commit */
   char owner[64]; /* who claimed them */
+  PGconn *listen[4]; /* LISTEN engine_commits, one per watcher (store_commit_fd) */
+  int listen_fd[4];  /* their sockets as handed out (PQsocket says -1 once one is lost) */
 } pg;
 
 /* ---- plumbing ---- */
@@ -777,8 +781,11 @@ static struct {
   int shared;
 } locks[8];
 
-/* Workers (serve, start) share the lock: several run on one database, each
- * workflow under its lease. Anything else (migrate) takes it alone. */
+/* Serves share the lock: several run on one database, each workflow under
+ * its lease. Anything else takes it alone: migrate, and a foreground start,
+ * which runs as the one worker only when no serve runs (beside one it
+ * follows its workflow as a client, which it could not if a serve took the
+ * workflow over while it waits). */
 static const char *lock_sql(int shared) {
   return shared ? "SELECT pg_try_advisory_lock_shared(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")"
                 : "SELECT pg_try_advisory_lock(" STR(LOCK_CLASS) ", " STR(WORKER_LOCK_KEY) ")";
@@ -787,7 +794,7 @@ static const char *lock_sql(int shared) {
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen) {
   char where[256], app[64];
   snprintf(app, sizeof app, "engine %s (pid %d)", mode, (int)getpid());
-  int shared = !strcmp(mode, "serve") || !strcmp(mode, "start");
+  int shared = !strcmp(mode, "serve");
   PGconn *c = connect_url(url, app, "10", where, sizeof where, holder, holderlen);
   if (!c) return -1;
   PGresult *r = PQexec(c, lock_sql(shared));
@@ -879,6 +886,8 @@ static void pg_close(store *st_) {
   if (!s) return;
   pg_rollback(&s->base);
   PQfinish(s->conn);
+  for (int i = 0; i < 4; i++)
+    if (s->listen[i]) PQfinish(s->listen[i]);
   strmap_free(&s->held);
   strmap_free(&s->claimed);
   strmap_free(&s->fenced);
@@ -1061,6 +1070,48 @@ static int64_t pg_data_version(store *st_) {
   do {                                                    \
     if (pg_begin(&s->base) != STORE_OK) return STORE_ERR; \
   } while (0)
+
+static int listener_of(pg *s, int fd) {
+  for (int i = 0; i < 4; i++)
+    if (s->listen[i] && s->listen_fd[i] == fd) return i;
+  return -1;
+}
+
+/* A connection of its own that listens for every commit of the database. */
+static int pg_commit_fd(store *st_, int old) {
+  pg *s = (pg *)st_;
+  int i = old >= 0 ? listener_of(s, old) : -1;
+  if (i >= 0) {
+    PQfinish(s->listen[i]);
+    s->listen[i] = NULL;
+  } else {
+    for (i = 0; i < 4 && s->listen[i]; i++) {
+    }
+    if (i == 4) return -1;
+  }
+  char where[256], err[384];
+  PGconn *c = connect_url(s->path, "engine (listening)", "10", where, sizeof where, err, sizeof err);
+  if (!c) return -1;
+  PGresult *r = PQexec(c, "LISTEN engine_commits");
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK && PQsetnonblocking(c, 1) == 0;
+  PQclear(r);
+  if (!ok) {
+    PQfinish(c);
+    return -1;
+  }
+  s->listen[i] = c;
+  return s->listen_fd[i] = PQsocket(c);
+}
+
+static int pg_commit_drain(store *st_, int fd) {
+  pg *s = (pg *)st_;
+  int i = listener_of(s, fd);
+  /* a lost one is closed by the next store_commit_fd, once nothing polls it */
+  if (i < 0 || !PQconsumeInput(s->listen[i]) || PQstatus(s->listen[i]) != CONNECTION_OK) return -1;
+  int heard = 0;
+  for (PGnotify *n; (n = PQnotifies(s->listen[i])) != NULL; PQfreemem(n)) heard = 1;
+  return heard;
+}
 
 /* ---- workflows ---- */
 
@@ -2300,6 +2351,8 @@ const store_ops store_pg_ops = {
     .batch_failed = pg_batch_failed,
     .batch_writes = pg_batch_writes,
     .data_version = pg_data_version,
+    .commit_fd = pg_commit_fd,
+    .commit_drain = pg_commit_drain,
     .lease_claim = pg_lease_claim,
     .lease_held = pg_lease_held,
     .lease_count = pg_lease_count,

@@ -116,4 +116,17 @@ for k in 1 2 3; do kill -0 "${W[$k]}" 2>/dev/null || fail "worker $k is gone: $(
 wait_status after completed 30 || fail "after: $(status after)"
 for k in 1 2 3; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
 assert_eq "a clean stop leaves no lease" 0 "$(q "SELECT count(*) FROM leases")"
+
+# ---- commits are announced (LISTEN/NOTIFY): with its safety-net poll ten
+# minutes apart, a worker still hears of a start and a signal from other processes
+ENGINE_PG_POLL_MS=600000 worker 1
+for _ in $(seq 250); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name='engine (listening)'")" -ge 1 ] && break; sleep 0.02; done
+"$ENGINE" start "$WF" --id heard --detach --input '{"steps":2}' >/dev/null 2>&1 || true
+wait_status heard completed 20 || fail "a start from another process was not heard: $(status heard)"
+"$ENGINE" start "$SRC/tests/integration/wf/migrate_mix.lua" --id heard-signal --detach --input '{"i":1,"wait":true}' \
+  >/dev/null 2>&1 || true
+wait_status heard-signal waiting 20 || fail "heard-signal: $(status heard-signal)"
+"$ENGINE" signal heard-signal go '{"n":1}' >/dev/null
+wait_status heard-signal completed 20 || fail "a signal from another process was not heard: $(status heard-signal)"
+kill "${W[1]}"; wait "${W[1]}" 2>/dev/null || true
 finish

@@ -1543,10 +1543,11 @@ static void test_pg_worker_lock(void **state) {
   if (!pg_url()) skip(); /* the SQLite lock is a file (engine_lock, dbfile.c) */
   store_close(open_ok(f->db));
   char holder[512] = "";
-  /* workers share it; migrate takes it alone */
-  int w1 = store_pg_lock(f->db, "serve", holder, sizeof holder), w2 = store_pg_lock(f->db, "start", holder, sizeof holder);
+  /* serves share it; migrate and a foreground start take it alone */
+  int w1 = store_pg_lock(f->db, "serve", holder, sizeof holder), w2 = store_pg_lock(f->db, "serve", holder, sizeof holder);
   assert_true(w1 >= 0 && w2 >= 0);
   assert_int_equal(store_pg_lock(f->db, "migrate", holder, sizeof holder), -1);
+  assert_int_equal(store_pg_lock(f->db, "start", holder, sizeof holder), -1);
   char want[64];
   snprintf(want, sizeof want, "(pid %d)", (int)getpid());
   assert_non_null(strstr(holder, want)); /* who holds it, as the lock file says */

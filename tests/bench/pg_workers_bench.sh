@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Several workers on one PostgreSQL beside the engine on SQLite, one run:
+# N chain10 workflows (10 sequential steps, the peers' W1 shape) are queued
+# first, then K `engine serve` processes drain them; the time from the first
+# worker's start to the last completion gives workflows/s, printed with the
+# ratio to SQLite's single worker. Then, with three workers, one is killed
+# with -9 while it holds workflows: how long until the others hold every one
+# of them (its session's liveness lock goes with it), and how many steps ran
+# twice.
+#   tests/bench/pg_workers_bench.sh    (BUILD=build N=2000)
+set -euo pipefail
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="${BUILD:-$SRC/build}"
+N="${N:-2000}"
+ENGINE="$BUILD/engine"
+export ENGINE_LUA_DIR="$SRC/lua" LUA_CPATH_5_4="$BUILD/?.so;;"
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_BUSY_TIMEOUT_MS=30000
+T="$(mktemp -d "${TMPDIR:-/tmp}/pg-workers-bench.XXXXXX")"
+export ENGINE_DATA_DIR="$T/data"
+PIDS=()
+trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
+chmod 711 "$T"
+URL="$("$SRC/scripts/start-postgres" "$T/pg")"
+PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+PORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+ms() { date +%s%3N; }
+
+# the queue, made once on SQLite without a worker, copied into each database
+seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/bench/chain10.lua" --db "$T/queue.db" --id "c-{}" \
+  --detach --input '0' >/dev/null 2>&1 || true
+
+done_count() { # db
+  if [[ "$1" == postgres* ]]; then
+    "$PGBIN/psql" "$1" -XAtqc "SELECT count(*) FROM workflows WHERE status='completed'"
+  else
+    sqlite3 "$1" "SELECT count(*) FROM workflows WHERE status='completed'" 2>/dev/null || echo 0
+  fi
+}
+fresh() { # name -> a database with the queue in it
+  if [ "$1" == sqlite ]; then cp "$T/queue.db" "$T/sqlite.db"; echo "$T/sqlite.db"; return; fi
+  "$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine "$1"
+  "$ENGINE" migrate --from "$T/queue.db" --to "postgres://engine@127.0.0.1:$PORT/$1" >/dev/null
+  echo "postgres://engine@127.0.0.1:$PORT/$1"
+}
+# drain DB K: K workers until N are done; prints the seconds it took
+drain() {
+  local db="$1" k="$2" t0 t1 w=()
+  t0="$(ms)"
+  for i in $(seq "$k"); do ENGINE_DB="$db" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
+  while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
+  t1="$(ms)"
+  kill "${w[@]}"; wait "${w[@]}" 2>/dev/null || true
+  awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", (b - a) / 1000}'
+}
+
+ROWS=()
+base=""
+for cfg in "sqlite 1" "pg 1" "pg 2" "pg 3"; do
+  set -- $cfg
+  db="$(fresh "$1$2")"
+  secs="$(drain "$db" "$2")"
+  rate="$(awk -v n="$N" -v s="$secs" 'BEGIN {printf "%d", n / s}')"
+  [ -z "$base" ] && base="$rate"
+  ROWS+=("| $([ "$1" == sqlite ] && echo SQLite || echo PostgreSQL) | $2 | $secs s | $rate | $(awk -v r="$rate" -v b="$base" 'BEGIN {printf "%.2f", r / b}') |")
+done
+
+# takeover: three workers, the busiest killed with -9 halfway
+db="$(fresh takeover)"
+export STEP_COUNTER_FILE="$T/steps"
+: >"$STEP_COUNTER_FILE"
+w=()
+for i in 1 2 3; do ENGINE_DB="$db" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
+while [ "$(done_count "$db")" -lt $((N / 2)) ]; do sleep 0.05; done
+q() { "$PGBIN/psql" "$db" -XAtqc "$1"; }
+victim="$(q "SELECT split_part(owner, '-', 1) FROM leases GROUP BY 1 ORDER BY count(*) DESC LIMIT 1")"
+held="$(q "SELECT count(*) FROM leases WHERE owner LIKE '$victim-%'")"
+kill -9 "$victim"
+t0="$(ms)"
+while [ "$(q "SELECT count(*) FROM leases WHERE owner LIKE '$victim-%'")" != 0 ]; do sleep 0.01; done
+t1="$(ms)"
+while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
+kill "${w[@]}" 2>/dev/null || true; wait "${w[@]}" 2>/dev/null || true
+twice="$(sort "$STEP_COUNTER_FILE" | uniq -c | awk '$1 > 1' | wc -l)"
+
+echo "chain10, $N workflows queued, then drained by K workers on one database (one run, $(nproc) CPUs)"
+echo
+echo "| store | workers | drained in | workflows/s | vs SQLite |"
+echo "|---|---|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
+echo
+echo "| takeover (3 workers, the busiest killed with -9 at N/2) | |"
+echo "|---|---|"
+echo "| workflows it held | $held |"
+echo "| until the others held them all | $((t1 - t0)) ms |"
+echo "| steps that ran twice | $twice of $((N * 10)) |"
