@@ -3,7 +3,8 @@
 # N chain10 workflows (10 sequential steps, the peers' W1 shape) are queued
 # first, then K `engine serve` processes drain them; the time from the first
 # worker's start to the last completion gives workflows/s, printed with the
-# ratio to SQLite's single worker. Then, with three workers, one is killed
+# ratio to SQLite's single worker. Then, with three workers on chains of
+# 10 ms steps (tests/integration/wf/chain10.lua), the busiest is killed
 # with -9 while it holds workflows: how long until the others hold every one
 # of them (its session's liveness lock goes with it), and how many steps ran
 # twice.
@@ -59,20 +60,31 @@ for cfg in "sqlite 1" "pg 1" "pg 2" "pg 3"; do
   set -- $cfg
   db="$(fresh "$1$2")"
   secs="$(drain "$db" "$2")"
+  echo "$1 x $2: $N in $secs s" >&2
   rate="$(awk -v n="$N" -v s="$secs" 'BEGIN {printf "%d", n / s}')"
   [ -z "$base" ] && base="$rate"
   ROWS+=("| $([ "$1" == sqlite ] && echo SQLite || echo PostgreSQL) | $2 | $secs s | $rate | $(awk -v r="$rate" -v b="$base" 'BEGIN {printf "%.2f", r / b}') |")
 done
 
-# takeover: three workers, the busiest killed with -9 halfway
-db="$(fresh takeover)"
-export STEP_COUNTER_FILE="$T/steps"
-: >"$STEP_COUNTER_FILE"
+# takeover: three workers, the busiest killed with -9 halfway, on chains
+# whose steps take 10 ms (the bench's steps end at once, so a workflow ends
+# within one batch and no lease is ever seen held)
+seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/integration/wf/chain10.lua" --db "$T/slow.db" --id "s-{}" \
+  --detach --input '{"seconds":0.01}' >/dev/null 2>&1 || true
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine takeover
+db="postgres://engine@127.0.0.1:$PORT/takeover"
+"$ENGINE" migrate --from "$T/slow.db" --to "$db" >/dev/null
+export TEST_SIDE_EFFECTS="$T/steps"
+: >"$TEST_SIDE_EFFECTS"
 w=()
 for i in 1 2 3; do ENGINE_DB="$db" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
 while [ "$(done_count "$db")" -lt $((N / 2)) ]; do sleep 0.05; done
 q() { "$PGBIN/psql" "$db" -XAtqc "$1"; }
-victim="$(q "SELECT split_part(owner, '-', 1) FROM leases GROUP BY 1 ORDER BY count(*) DESC LIMIT 1")"
+victim=""
+while [ -z "$victim" ] && [ "$(done_count "$db")" -lt "$N" ]; do
+  victim="$(q "SELECT split_part(owner, '-', 1) FROM leases GROUP BY 1 ORDER BY count(*) DESC LIMIT 1")"
+done
+[ -n "$victim" ] || { echo "no worker held a workflow at N/2: use a larger N" >&2; exit 1; }
 held="$(q "SELECT count(*) FROM leases WHERE owner LIKE '$victim-%'")"
 kill -9 "$victim"
 t0="$(ms)"
@@ -80,7 +92,7 @@ while [ "$(q "SELECT count(*) FROM leases WHERE owner LIKE '$victim-%'")" != 0 ]
 t1="$(ms)"
 while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
 kill "${w[@]}" 2>/dev/null || true; wait "${w[@]}" 2>/dev/null || true
-twice="$(sort "$STEP_COUNTER_FILE" | uniq -c | awk '$1 > 1' | wc -l)"
+twice="$(awk '$2 == "step" {print $1}' "$TEST_SIDE_EFFECTS" | sort | uniq -c | awk '$1 > 1' | wc -l)"
 
 echo "chain10, $N workflows queued, then drained by K workers on one database (one run, $(nproc) CPUs)"
 echo
