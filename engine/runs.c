@@ -354,7 +354,7 @@ static void settle_status(wfrun *r) {
   }
   /* waiting with nothing of it running here: another worker may take it up
    * when it is due (a signal, a timer, a retry) */
-  if (!here && e->shared && store_lease_release(e->st, e->owner, r->id) != STORE_OK) engine_log_err(e, "release lease");
+  if (!here && store_lease_release(e->st, e->owner, r->id) != STORE_OK) engine_log_err(e, "release lease");
   if (!here || e->runs.len > e->max_cached) run_evict(r);
 }
 

@@ -234,7 +234,7 @@ static const char *SQL[Q__N] = {
     [Q_LEASE_RENEW] = "UPDATE leases SET expires_at=$2 WHERE owner=$1 RETURNING wf_id, epoch",
     [Q_LEASE_RELEASE] = "DELETE FROM leases WHERE owner=$1 AND wf_id=$2 AND epoch=$3",
     [Q_LEASE_RELEASE_ALL] = "DELETE FROM leases WHERE owner=$1",
-    /* the first fenced workflow whose lease is not (owner, epoch) any more, and who has it */
+    /* the fenced workflows whose lease is not (owner, epoch) any more, and who has each */
     [Q_LEASE_FENCE] = "SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
                       "LEFT JOIN leases l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
     [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
@@ -331,6 +331,10 @@ typedef struct pg {
 
 static void pg_rollback(store *st_);
 static int fence_check(struct pg *s);
+static void map_reset(strmap *m) { /* keys freed; the values are epochs, not pointers */
+  strmap_free(m);
+  strmap_init(m);
+}
 static void announce(struct pg *s, const char *owner);
 
 /* PostgreSQL's primary message, without "ERROR:" or a trailing newline. */
@@ -1021,10 +1025,8 @@ static int pg_commit(store *st_) {
   PQclear(r);
   for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
-  strmap_free(&s->claimed);
-  strmap_init(&s->claimed);
-  strmap_free(&s->fenced);
-  strmap_init(&s->fenced);
+  map_reset(&s->claimed);
+  map_reset(&s->fenced);
   s->own_commits += bumped;
   s->in_txn = 0;
   s->last_writes = s->writes;
@@ -1040,10 +1042,8 @@ static void pg_rollback(store *st_) {
   s->in_txn = 0;
   s->failed = 0;
   s->writes = 0;
-  strmap_free(&s->claimed); /* the claims went with the batch */
-  strmap_init(&s->claimed);
-  strmap_free(&s->fenced);
-  strmap_init(&s->fenced);
+  map_reset(&s->claimed); /* the claims went with the batch */
+  map_reset(&s->fenced);
 }
 
 static int pg_in_txn(store *st_) {
@@ -1579,15 +1579,23 @@ static int pg_lease_fence(store *st_, const char *wf_id) {
   return STORE_OK;
 }
 
-/* Appends "id" to a PostgreSQL array literal being built in *buf. */
+/* Appends v to the PostgreSQL array literal being built in *buf ("{" first,
+ * then "," between), quoted and escaped when quote; v NULL closes it. */
 static void array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote) {
-  size_t need = *len + 2 * strlen(v) + 4;
+  size_t need = *len + 2 * (v ? strlen(v) : 0) + 4;
   if (need > *cap) {
     *cap = need * 2;
     *buf = util_xrealloc(*buf, *cap);
   }
   char *o = *buf + *len;
-  *o++ = *len > 1 ? ',' : '{';
+  if (!v) {
+    if (!*len) *o++ = '{';
+    *o++ = '}';
+    *o = 0;
+    *len = (size_t)(o - *buf);
+    return;
+  }
+  *o++ = *len ? ',' : '{';
   if (quote) *o++ = '"';
   for (; *v; v++) {
     if (quote && (*v == '"' || *v == '\\')) *o++ = '\\';
@@ -1622,10 +1630,8 @@ static int fence_check(pg *s) {
     array_add(&ids, &il, &ic, s->fenced.keys[i], 1);
     array_add(&eps, &el, &ec, ep, 0);
   }
-  array_add(&ids, &il, &ic, "", 0);
-  array_add(&eps, &el, &ec, "", 0);
-  ids[il - 1] = '}', eps[el - 1] = '}'; /* the last "," becomes the closing brace */
-  ids[il] = eps[el] = 0;
+  array_add(&ids, &il, &ic, NULL, 0);
+  array_add(&eps, &el, &ec, NULL, 0);
   params_start(s);
   bind_text(s, ids);
   bind_text(s, eps);
@@ -1690,10 +1696,8 @@ static int pg_lease_release(store *st_, const char *owner, const char *wf_id) {
     strmap_del(&s->held, wf_id);
     strmap_del(&s->claimed, wf_id);
   } else {
-    strmap_free(&s->held);
-    strmap_init(&s->held);
-    strmap_free(&s->claimed);
-    strmap_init(&s->claimed);
+    map_reset(&s->held);
+    map_reset(&s->claimed);
   }
   return STORE_OK;
 }

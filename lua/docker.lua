@@ -236,6 +236,7 @@ local REAP_WAIT = 10 -- seconds the host waits for processes it reaped to be gon
 local function pause(seconds)
   return type(activity) == "table" and pcall(activity.sleep, seconds)
 end
+
 local FORK_FAILED = { "Cannot fork", "Resource temporarily unavailable", "fork: retry" }
 
 -- The container's processes, as the Engine lists them from the host
@@ -311,20 +312,23 @@ function M.exec(id, cmd, opts)
   -- already SIGKILLed may take the kernel a while to tear down (stuck in IO
   -- on a loaded machine), so the exec returns only once the host sees none.
   local left = not report or (report.cleaned and user_left(id, opts.user))
-  local waited = 0
-  while left do
-    local ok, _, again = pcall(exec_once, id, { "true" }, { user = opts.user, timeout = 10, max_output = 0 })
-    if ok and again and not report then
-      report = again
-      local said = false
-      for _, s in ipairs(FORK_FAILED) do
-        if r.stderr:find(s, 1, true) or r.stdout:find(s, 1, true) then said = true end
+  local reaped = false
+  for _ = 1, REAP_WAIT / 0.2 do
+    if not left then break end
+    if not reaped then -- again only while no reaper could run: what one killed just has to go
+      local ok, _, again = pcall(exec_once, id, { "true" }, { user = opts.user, timeout = 10, max_output = 0 })
+      reaped = ok and again ~= nil
+      if reaped and not report then
+        report = again
+        local said = false
+        for _, s in ipairs(FORK_FAILED) do
+          if r.stderr:find(s, 1, true) or r.stdout:find(s, 1, true) then said = true end
+        end
+        hit = said and (again.after or 0) > 0
       end
-      hit = said and (again.after or 0) > 0
     end
     left = user_left(id, opts.user)
-    if left and (waited >= REAP_WAIT or not pause(0.2)) then break end
-    waited = waited + 0.2
+    if left and not pause(0.2) then break end
   end
   -- still there after REAP_WAIT s: said, never silent (the next exec's wrapper reaps first)
   if left then r.survivors = true end
