@@ -22,8 +22,11 @@
  *   write lock every claim takes too).
  *
  * libpq is used synchronously: every call blocks the event loop until
- * PostgreSQL answers (as SQLite's calls do). Nonblocking connections
- * (PQsetnonblocking + uv_poll) and pipelining are not built yet.
+ * PostgreSQL answers (as SQLite's calls do). A batch's fixed cost is kept
+ * to few round trips (BEGIN with the write lock, the commit bump with the
+ * transaction id, COMMIT; the fence when the batch wrote to a leased
+ * workflow). Nonblocking connections (PQsetnonblocking + uv_poll) and
+ * pipeline mode are not built yet.
  *
  * Text is sent as text parameters (so it must be valid in the database's
  * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent
@@ -53,6 +56,10 @@
 #define WORKER_LOCK_KEY 1
 #define WRITE_LOCK_KEY 2
 #define LIVE_CLASS 1701734263 /* "engw": a worker's liveness lock (LIVE) */
+/* a write transaction and the write lock, in one round trip (one query
+ * string: BEGIN holds past it; a lock_timeout leaves it aborted, rolled back
+ * by the caller) */
+#define BEGIN_LOCKED "BEGIN; SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")"
 
 #define T "TEXT COLLATE \"C\""
 static const char *SCHEMA =
@@ -118,7 +125,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID, Q_TXID_STATUS,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -238,10 +245,10 @@ static const char *SQL[Q__N] = {
     [Q_LEASE_FENCE] = "SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
                       "LEFT JOIN leases l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
     [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
-    /* the version moves, and listeners hear of it when the batch commits (store_commit_fd) */
+    /* the version moves, and listeners hear of it when the batch commits (store_commit_fd);
+     * with the transaction's id, for a COMMIT whose answer is lost: one round trip */
     [Q_BUMP] = "WITH b AS (UPDATE commits SET n=n+1 WHERE one=1 RETURNING n) "
-               "SELECT pg_notify('engine_commits', n::text) FROM b",
-    [Q_TXID] = "SELECT txid_current()",
+               "SELECT pg_notify('engine_commits', n::text), txid_current() FROM b",
     [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",
@@ -702,9 +709,7 @@ int store_pg_open(const char *url, int must_exist, store **out, char *err, size_
   }
   if (have < SCHEMA_VERSION) {
     /* created in one transaction, one creator at a time */
-    if (!simple(c, "BEGIN", why, sizeof why, &kind) ||
-        !simple(c, "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")", why, sizeof why, &kind))
-      goto failed;
+    if (!simple(c, BEGIN_LOCKED, why, sizeof why, &kind)) goto failed;
     have = schema_state(c, &other);
     if (have > SCHEMA_VERSION || (have == 0 && other > 0)) {
       PQclear(PQexec(c, "ROLLBACK"));
@@ -942,9 +947,7 @@ static int pg_begin(store *st_) {
     return STORE_ERR;
   }
   /* the write lock: writers one at a time, as SQLite's BEGIN IMMEDIATE */
-  if (!simple(s->conn, "BEGIN", why, sizeof why, &kind) ||
-      !simple(s->conn, "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")", why, sizeof why,
-              &kind)) {
+  if (!simple(s->conn, BEGIN_LOCKED, why, sizeof why, &kind)) {
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
     util_seterr(s->err, sizeof s->err, "begin: %s", why);
     s->failed = 1; /* the writes that follow in this batch must not autocommit one by one */
@@ -996,15 +999,11 @@ static int pg_commit(store *st_) {
       pg_rollback(&s->base);
       return STORE_ERR;
     }
-    PQclear(r);
-    bumped = 1;
     /* the transaction's id: a COMMIT whose answer is lost with the connection
      * may have committed, and the engine must not do the batch's work twice */
-    params_start(s);
-    if (query_int(s, Q_TXID, 0, &xid) != STORE_OK) {
-      pg_rollback(&s->base);
-      return STORE_ERR;
-    }
+    if (PQntuples(r) > 0) xid = col_int(r, 0, 1);
+    PQclear(r);
+    bumped = 1;
   }
   PGresult *r = PQexec(s->conn, "COMMIT");
   /* a COMMIT of an aborted transaction answers ROLLBACK: not committed */
