@@ -846,7 +846,12 @@ int store_pg_lock(const char *url, const char *mode, char *holder, size_t holder
 int store_pg_unlock(int fd) {
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++)
     if (locks[i].c && locks[i].fd == fd) {
-      PQfinish(locks[i].c); /* the session ends, and its lock with it */
+      /* given up before the session ends: the server lets go of a closed
+       * session's locks only once its backend has exited, a moment after
+       * PQfinish returns, and a migrate right after a serve stopped must
+       * find the lock free */
+      if (PQstatus(locks[i].c) == CONNECTION_OK) PQclear(PQexec(locks[i].c, "SELECT pg_advisory_unlock_all()"));
+      PQfinish(locks[i].c);
       locks[i].c = NULL;
       return 1;
     }
