@@ -28,8 +28,8 @@ static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq)
 
 /* Workflows a worker takes on per dispatch on a shared store: the rest
  * stay for the other workers (or this one's next dispatch, a moment later),
- * and a batch stays short enough that no worker waits on the write lock
- * past its leases. */
+ * and a batch stays short enough that one waiting on its locks (a takeover,
+ * the order lock) does so well within its leases. */
 #define CLAIMS_PER_DISPATCH 32
 
 typedef struct due_ctx {

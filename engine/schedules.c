@@ -522,7 +522,9 @@ static void pass(schedules *sc) {
   }
   sched_list l = {0};
   sc->fired = 0;
-  if (store_schedule_list(st, add_sched, &l) != STORE_OK) {
+  /* read in the batch that writes the fires, in commit order: of several
+   * workers on one database, one fires an instant and the others see it */
+  if (store_begin(st) != STORE_OK || store_schedule_list(st, add_sched, &l) != STORE_OK) {
     render_line(stderr, 0, "engine: cannot read the schedules: %s", store_errmsg(st));
     earliest = now + 1000;
   }

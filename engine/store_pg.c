@@ -2,13 +2,18 @@
  * (postgres://... or postgresql://...). The same tables as store_sqlite.c,
  * in PostgreSQL's types, and the same semantics:
  *
- * - Group commit: store_begin is lazy and opens one transaction per loop
- *   iteration. Every write transaction first takes a transaction-level
- *   advisory lock (WRITE_LOCK_KEY), so writers are serialized exactly as
- *   SQLite's BEGIN IMMEDIATE serializes them: read-max-then-insert sequences
- *   (domain event seqs), slot positions and the order of the event feed's
- *   and signals' ids are commit order, as with SQLite. The wait is bounded by
- *   ENGINE_BUSY_TIMEOUT_MS (lock_timeout), and running out is STORE_EBUSY.
+ * - Group commit: the batch opens one transaction per loop iteration, at
+ *   its first write, and workers write in parallel (batch_begin): a
+ *   workflow's rows are written only by its lease holder (fenced at
+ *   commit), due tasks are locked to the batch that read them (FOR UPDATE
+ *   SKIP LOCKED: another worker's dispatch takes the next ones), and a
+ *   claim never waits on another worker's batch. What is shared across
+ *   workflows takes the order lock (order_lock: an advisory lock held to the
+ *   commit), so read-max-then-insert sequences (domain event seqs), slot
+ *   positions and the order of the event feed's and signals' ids are commit
+ *   order, as SQLite's BEGIN IMMEDIATE gives; so does store_begin, the
+ *   clients' check-then-write. The wait is bounded by ENGINE_BUSY_TIMEOUT_MS
+ *   (lock_timeout), and running out is STORE_EBUSY.
  * - A failed statement loses the batch: PostgreSQL aborts the transaction,
  *   and we roll it back at once (as SQLite does on I/O errors), so reads go
  *   on in autocommit while every write fails until store_rollback, and
@@ -18,12 +23,12 @@
  *   lock for serve, an exclusive one otherwise): each runs a
  *   workflow only under its lease (the leases table: owner, epoch, expiry;
  *   store_lease_*), and a batch that appended to a workflow commits only if
- *   its lease is still that owner's at that epoch (fence_check, under the
- *   write lock every claim takes too).
+ *   its lease is still that owner's at that epoch (fence_check, which
+ *   keeps the lease rows locked to the commit).
  *
  * libpq is used synchronously: every call blocks the event loop until
  * PostgreSQL answers (as SQLite's calls do). A batch's fixed cost is kept
- * to few round trips (BEGIN with the write lock, the commit bump with the
+ * to few round trips (BEGIN, the commit bump with the
  * transaction id, COMMIT; the fence when the batch wrote to a leased
  * workflow). Nonblocking connections (PQsetnonblocking + uv_poll) and
  * pipeline mode are not built yet.
@@ -56,10 +61,15 @@
 #define WORKER_LOCK_KEY 1
 #define WRITE_LOCK_KEY 2
 #define LIVE_CLASS 1701734263 /* "engw": a worker's liveness lock (LIVE) */
-/* a write transaction and the write lock, in one round trip (one query
- * string: BEGIN holds past it; a lock_timeout leaves it aborted, rolled back
- * by the caller) */
-#define BEGIN_LOCKED "BEGIN; SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")"
+#define CLAIM_CLASS 1701734252 /* "engl": a claim in progress, keyed hashtext(wf_id) (Q_LEASE_CLAIM) */
+/* the commits row a connection bumps: one of 16, so that concurrent commits
+ * do not queue on one row (store_data_version sums them) */
+#define COMMIT_SHARDS 16
+#define ORDER_LOCK "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")"
+/* a transaction with the order lock, in one round trip (one query string:
+ * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
+ * caller): the schema's creation */
+#define BEGIN_LOCKED "BEGIN; " ORDER_LOCK
 
 #define T "TEXT COLLATE \"C\""
 static const char *SCHEMA =
@@ -120,7 +130,7 @@ static const char *SCHEMA =
 #undef T
 
 enum {
-  Q_WF_INSERT, Q_WF_GET, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
+  Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
   Q_WF_IDS, Q_WF_IDS_FROM, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
@@ -152,6 +162,10 @@ static const char *SQL[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
                     "created_at,updated_at) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
     [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows WHERE id=$1",
+    /* in a client's batch (store_begin): its check holds to its commit (a
+     * worker's status change waits, or is seen) */
+    [Q_WF_GET_SHARE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows "
+                       "WHERE id=$1 FOR SHARE",
     [Q_WF_STATUS] = "UPDATE workflows SET status=$1, result=$2, error=$3, updated_at=$4 WHERE id=$5",
     [Q_WF_CANCEL] = "UPDATE workflows SET cancel=$1, updated_at=$2 WHERE id=$3",
     [Q_WF_CODE] = "UPDATE workflows SET code_hash=$1, script_name=$2, script_dir=$3, updated_at=$4 WHERE id=$5",
@@ -197,10 +211,12 @@ static const char *SQL[Q__N] = {
     [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
     /* run_at, then id: the order SQLite's tasks_due index (run_at, rowid) gives */
     /* not the tasks of a workflow another worker holds (its lease not expired) */
+    /* in the batch: the rows are this worker's until it commits, and
+     * another worker's dispatch passes over them (SKIP LOCKED) to the next */
     [Q_TASK_DUE] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks t WHERE run_at<=$1 "
                    "AND (lease_owner IS NULL OR lease_owner<>$2) AND NOT EXISTS (SELECT 1 FROM leases l "
                    "WHERE l.wf_id=t.wf_id AND l.owner<>$2 AND l.expires_at>$1 AND " LIVE("l.owner") ") "
-                   "ORDER BY run_at, id LIMIT $3",
+                   "ORDER BY run_at, id LIMIT $3 FOR UPDATE OF t SKIP LOCKED",
     /* a task of a workflow another worker holds comes due when that lease expires */
     [Q_TASK_NEXT] = "SELECT min(GREATEST(t.run_at, COALESCE(l.expires_at, 0))) FROM tasks t LEFT JOIN leases l "
                     "ON l.wf_id=t.wf_id AND l.owner<>$1 AND " LIVE("l.owner") " "
@@ -233,7 +249,13 @@ static const char *SQL[Q__N] = {
     [Q_GROUP_SLOTS] = "SELECT pool||chr(31)||(CASE WHEN held<>0 THEN 'held' ELSE 'queued' END), count(*) FROM slots "
                       "GROUP BY pool, held",
     /* taken when free, expired or ours (the epoch moves on when the owner changes) */
-    [Q_LEASE_CLAIM] = "INSERT INTO leases(wf_id,owner,epoch,expires_at) VALUES($1,$2,1,$4) ON CONFLICT(wf_id) DO "
+    /* Never waits on another claimer: one that is claiming the workflow in
+     * an open batch holds its CLAIM_CLASS lock, and a live holder's row is
+     * not touched (ON CONFLICT would lock it until this batch commits) */
+    [Q_LEASE_CLAIM] = "INSERT INTO leases(wf_id,owner,epoch,expires_at) SELECT $1::text,$2::text,1,$4::bigint "
+                      "WHERE pg_try_advisory_xact_lock(" STR(CLAIM_CLASS) ", hashtext($1)) AND NOT EXISTS "
+                      "(SELECT 1 FROM leases l WHERE l.wf_id=$1 AND l.owner<>$2 AND l.expires_at>$3 AND "
+                      LIVE("l.owner") ") ON CONFLICT(wf_id) DO "
                       "UPDATE SET owner=excluded.owner, expires_at=excluded.expires_at, epoch=leases.epoch + "
                       "CASE WHEN leases.owner=excluded.owner THEN 0 ELSE 1 END "
                       "WHERE leases.owner=excluded.owner OR leases.expires_at<=$3 OR NOT " LIVE("leases.owner")
@@ -241,14 +263,17 @@ static const char *SQL[Q__N] = {
     [Q_LEASE_RENEW] = "UPDATE leases SET expires_at=$2 WHERE owner=$1 RETURNING wf_id, epoch",
     [Q_LEASE_RELEASE] = "DELETE FROM leases WHERE owner=$1 AND wf_id=$2 AND epoch=$3",
     [Q_LEASE_RELEASE_ALL] = "DELETE FROM leases WHERE owner=$1",
-    /* the fenced workflows whose lease is not (owner, epoch) any more, and who has each */
-    [Q_LEASE_FENCE] = "SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
-                      "LEFT JOIN leases l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
-    [Q_DATA_VERSION] = "SELECT n FROM commits WHERE one=1",
+    /* the fenced workflows whose lease is not (owner, epoch) any more, and
+     * who has each; the rows read stay locked (FOR SHARE) to the COMMIT, so
+     * no takeover commits between this check and the batch */
+    [Q_LEASE_FENCE] = "WITH l AS MATERIALIZED (SELECT wf_id, owner, epoch FROM leases WHERE wf_id = ANY($1::text[]) "
+                      "FOR SHARE) SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
+                      "LEFT JOIN l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
+    [Q_DATA_VERSION] = "SELECT sum(n)::bigint FROM commits",
     /* the version moves, and listeners hear of it when the batch commits (store_commit_fd);
      * with the transaction's id, for a COMMIT whose answer is lost: one round trip */
-    [Q_BUMP] = "WITH b AS (UPDATE commits SET n=n+1 WHERE one=1 RETURNING n) "
-               "SELECT pg_notify('engine_commits', n::text), txid_current() FROM b",
+    [Q_BUMP] = "WITH b AS (INSERT INTO commits VALUES($1, 1) ON CONFLICT(one) DO UPDATE SET n=commits.n+1 "
+               "RETURNING n) SELECT pg_notify('engine_commits', n::text), txid_current() FROM b",
     [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",
@@ -312,6 +337,8 @@ typedef struct pg {
   char table_prepared[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*) */
   int in_txn; /* a batch was begun and not yet committed or rolled back */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
+  int ordered; /* that batch holds the order lock (order_lock) */
+  int client;  /* that batch was begun by store_begin: a client's check-then-write */
   int64_t writes, last_writes;
   int64_t own_commits; /* commits of this connection that bumped the commits row */
   int64_t changes;     /* rows the last write changed */
@@ -929,8 +956,11 @@ static int pg_batch_failed(store *st_) {
   return s->failed || (s->in_txn && PQtransactionStatus(s->conn) != PQTRANS_INTRANS);
 }
 
-static int pg_begin(store *st_) {
-  pg *s = (pg *)st_;
+/* The batch: a transaction of this loop iteration, opened by its first
+ * write. Workers write in parallel: a workflow's rows are its lease
+ * holder's (fenced at commit), the tasks a dispatch reads are locked to it
+ * (Q_TASK_DUE), and what is shared across workflows takes the order lock. */
+static int batch_begin(pg *s) {
   if (pg_batch_failed(&s->base)) {
     if (!s->failed) {
       util_seterr(s->err, sizeof s->err, "the transaction was lost (%s)", PQerrorMessage(s->conn));
@@ -951,8 +981,7 @@ static int pg_begin(store *st_) {
     s->failed = 1;
     return STORE_ERR;
   }
-  /* the write lock: writers one at a time, as SQLite's BEGIN IMMEDIATE */
-  if (!simple(s->conn, BEGIN_LOCKED, why, sizeof why, &kind)) {
+  if (!simple(s->conn, "BEGIN", why, sizeof why, &kind)) {
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
     util_seterr(s->err, sizeof s->err, "begin: %s", why);
     s->failed = 1; /* the writes that follow in this batch must not autocommit one by one */
@@ -960,6 +989,37 @@ static int pg_begin(store *st_) {
   }
   s->in_txn = 1;
   return STORE_OK;
+}
+
+/* The order lock (WRITE_LOCK_KEY), held to the end of the batch: what is
+ * shared across workflows (domain event seqs and the feed's ids, signal
+ * ids, slots, counters, deliveries, schedules, tokens, meta, new workflow
+ * ids) is written in commit order by one batch at a time, as SQLite's
+ * BEGIN IMMEDIATE gives. Taken late in a batch, it can close a cycle with
+ * row locks: PostgreSQL then ends one batch (40P01), which is retried as
+ * busy. The wait is bounded by ENGINE_BUSY_TIMEOUT_MS (lock_timeout). */
+static int order_lock(pg *s) {
+  if (s->ordered || s->failed) return s->failed ? STORE_ERR : STORE_OK;
+  PGresult *r = PQexec(s->conn, ORDER_LOCK);
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    int kind = classify(r);
+    fail_res(s, "the order lock", r);
+    PQclear(r);
+    return kind == STORE_OK ? STORE_ERR : kind;
+  }
+  PQclear(r);
+  s->ordered = 1;
+  return STORE_OK;
+}
+
+/* store_begin: a client's batch (start, signal, cancel, approve, replay),
+ * all in commit order, and its reads of a workflow lock its row. */
+static int pg_begin(store *st_) {
+  pg *s = (pg *)st_;
+  int rc = batch_begin(s);
+  if (rc != STORE_OK) return rc;
+  s->client = 1;
+  return order_lock(s);
 }
 
 /* After the connection broke during COMMIT: connected again, whether
@@ -999,6 +1059,7 @@ static int pg_commit(store *st_) {
   int64_t xid = 0;
   if (s->writes > 0) { /* other connections see the version change (store_data_version) */
     params_start(s);
+    bind_int(s, 1 + PQbackendPID(s->conn) % COMMIT_SHARDS);
     PGresult *r = pq_run(s, Q_BUMP, 0, "commit");
     if (!r) {
       pg_rollback(&s->base);
@@ -1032,7 +1093,7 @@ static int pg_commit(store *st_) {
   map_reset(&s->claimed);
   map_reset(&s->fenced);
   s->own_commits += bumped;
-  s->in_txn = 0;
+  s->in_txn = s->ordered = s->client = 0;
   s->last_writes = s->writes;
   s->writes = 0;
   return STORE_OK;
@@ -1043,7 +1104,7 @@ static void pg_rollback(store *st_) {
   pg *s = (pg *)st_;
   if (PQtransactionStatus(s->conn) != PQTRANS_IDLE && PQstatus(s->conn) == CONNECTION_OK)
     PQclear(PQexec(s->conn, "ROLLBACK"));
-  s->in_txn = 0;
+  s->in_txn = s->ordered = s->client = 0;
   s->failed = 0;
   s->writes = 0;
   map_reset(&s->claimed); /* the claims went with the batch */
@@ -1070,9 +1131,19 @@ static int64_t pg_data_version(store *st_) {
   return query_int(s, Q_DATA_VERSION, 0, &v) == STORE_OK ? v - s->own_commits : -1;
 }
 
-#define WRITE_BEGIN(s)                                    \
-  do {                                                    \
-    if (pg_begin(&s->base) != STORE_OK) return STORE_ERR; \
+#define WRITE_BEGIN(s)                                  \
+  do {                                                  \
+    if (batch_begin(s) != STORE_OK) return STORE_ERR; \
+  } while (0)
+/* a write of what is shared across workflows (order_lock) */
+#define ORDERED_BEGIN(s)                                                         \
+  do {                                                                         \
+    if (batch_begin(s) != STORE_OK || order_lock(s) != STORE_OK) return STORE_ERR; \
+  } while (0)
+/* a read of it inside a batch: what the batch writes next follows from it */
+#define ORDERED_READ(s)                                                 \
+  do {                                                                \
+    if (s->in_txn && !s->failed && order_lock(s) != STORE_OK) return STORE_ERR; \
   } while (0)
 
 static int listener_of(pg *s, int fd) {
@@ -1121,7 +1192,7 @@ static int pg_commit_drain(store *st_, int fd) {
 
 static int pg_wf_insert(store *st_, const wf_row *w) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, w->id);
   bind_int(s, w->run);
@@ -1158,7 +1229,7 @@ static int pg_wf_get(store *st_, const char *id, wf_row *out) {
   memset(out, 0, sizeof *out);
   params_start(s);
   bind_text(s, id);
-  PGresult *r = pq_run(s, Q_WF_GET, 0, "get workflow");
+  PGresult *r = pq_run(s, s->client && s->in_txn && !s->failed ? Q_WF_GET_SHARE : Q_WF_GET, 0, "get workflow");
   if (!r) return STORE_ERR;
   int found = PQntuples(r) > 0;
   if (found) read_wf(r, 0, out);
@@ -1509,6 +1580,7 @@ static int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t 
 
 static int pg_task_due(store *st_, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  WRITE_BEGIN(s); /* the rows it returns are locked to this batch */
   params_start(s);
   bind_int(s, now);
   bind_text(s, owner);
@@ -1620,8 +1692,8 @@ static void lease_lost(pg *s, const char *id, int taken, int n) {
 }
 
 /* Before COMMIT: every workflow the batch fenced is still held at the epoch
- * claimed. The batch holds the write lock, which every claim takes too, so
- * no claim can come between this check and the commit. A lost one is
+ * claimed. The lease rows read stay locked (FOR SHARE) to the commit, so no
+ * takeover can commit between this check and it. A lost one is
  * forgotten and named; s->failed = 2 tells the commit it was a lease. */
 static int fence_check(pg *s) {
   if (!s->fenced.len) return STORE_OK;
@@ -1710,7 +1782,7 @@ static int pg_lease_release(store *st_, const char *owner, const char *wf_id) {
 
 static int pg_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, wf_id);
   bind_text(s, name);
@@ -1778,7 +1850,7 @@ static int pg_signal_del_wf(store *st_, const char *wf_id) {
 static int64_t pg_domain_append(store *st_, const char *session_id, const char *type, int64_t time,
                                 const char *payload) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, session_id);
   int64_t seq;
@@ -1839,6 +1911,7 @@ static int64_t pg_feed_last(store *st_) {
 
 static int pg_meta_get(store *st_, const char *key, char **value) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   *value = NULL;
   params_start(s);
   bind_text(s, key);
@@ -1851,7 +1924,7 @@ static int pg_meta_get(store *st_, const char *key, char **value) {
 
 static int pg_meta_put(store *st_, const char *key, const char *value) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, key);
   if (value) bind_text(s, value);
@@ -1862,7 +1935,7 @@ static int pg_meta_put(store *st_, const char *key, const char *value) {
 
 static int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, name);
   bind_text(s, hash);
@@ -1874,7 +1947,7 @@ static int pg_token_put(store *st_, const char *name, const char *hash, unsigned
 
 static int pg_token_revoke(store *st_, const char *name, int64_t revoked_at) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_int(s, revoked_at);
   bind_text(s, name);
@@ -1926,7 +1999,7 @@ static void slot_from(const PGresult *r, int i, slot_row *x) {
 static int pg_slot_put(store *st_, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
                        int64_t since) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, pool);
   bind_text(s, key);
@@ -1952,6 +2025,7 @@ static int slot_one(pg *s, int q, store_slot_cb cb, void *ud) {
 
 static int pg_slot_get(store *st_, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   bind_text(s, wf_id);
   bind_text(s, pool);
@@ -1961,6 +2035,7 @@ static int pg_slot_get(store *st_, const char *wf_id, const char *pool, const ch
 
 static int pg_slot_head(store *st_, const char *pool, const char *key, store_slot_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   bind_text(s, pool);
   bind_text(s, key);
@@ -1969,6 +2044,7 @@ static int pg_slot_head(store *st_, const char *pool, const char *key, store_slo
 
 static int64_t pg_slot_count(store *st_, const char *pool, const char *key, int held) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   bind_text(s, pool);
   bind_text(s, key);
@@ -1979,7 +2055,7 @@ static int64_t pg_slot_count(store *st_, const char *pool, const char *key, int 
 
 static int pg_slot_hold(store *st_, const char *wf_id, const char *pool, const char *key, int64_t since) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_int(s, since);
   bind_text(s, wf_id);
@@ -1990,7 +2066,7 @@ static int pg_slot_hold(store *st_, const char *wf_id, const char *pool, const c
 
 static int pg_slot_del(store *st_, const char *wf_id, const char *pool, const char *key) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, wf_id);
   bind_text(s, pool);
@@ -2002,6 +2078,7 @@ static int pg_slot_del(store *st_, const char *wf_id, const char *pool, const ch
 static int pg_slot_list(store *st_, const char *wf_id, const char *pool, const char *key, store_slot_cb cb,
                         void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   if (wf_id) {
     bind_text(s, wf_id);
@@ -2032,6 +2109,7 @@ static void counter_from(const PGresult *r, int i, counter_row *c) {
 
 static int pg_counter_get(store *st_, const char *name, counter_row *out) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   memset(out, 0, sizeof *out);
   params_start(s);
   bind_text(s, name);
@@ -2048,7 +2126,7 @@ static int pg_counter_get(store *st_, const char *name, counter_row *out) {
 
 static int pg_counter_put(store *st_, const char *name, const counter_row *c) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, name);
   bind_double(s, c->value);
@@ -2060,6 +2138,7 @@ static int pg_counter_put(store *st_, const char *name, const counter_row *c) {
 
 static int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   char *above = prefix_above(prefix);
   params_start(s);
   bind_text(s, prefix);
@@ -2080,7 +2159,7 @@ static int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, 
 
 static int pg_delivery_put(store *st_, const delivery_row *d) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, d->trigger);
   bind_text(s, d->delivery ? d->delivery : "");
@@ -2112,6 +2191,7 @@ static int delivery_scan(pg *s, int q, store_delivery_cb cb, void *ud, const cha
 
 static int pg_delivery_find(store *st_, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   bind_text(s, trigger);
   bind_text(s, delivery);
@@ -2153,7 +2233,7 @@ static void schedule_bind(pg *s, const schedule_row *r, int with_created) {
 
 static int pg_schedule_insert(store *st_, const schedule_row *r) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   schedule_bind(s, r, 1);
   if (exec_write(s, Q_SCH_INSERT, "write schedule") != STORE_OK) return STORE_ERR;
   return s->changes > 0;
@@ -2161,7 +2241,7 @@ static int pg_schedule_insert(store *st_, const schedule_row *r) {
 
 static int pg_schedule_update(store *st_, const schedule_row *r) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   schedule_bind(s, r, 0);
   if (exec_write(s, Q_SCH_UPDATE, "update schedule") != STORE_OK) return STORE_ERR;
   return s->changes > 0;
@@ -2184,6 +2264,7 @@ static int schedule_scan(pg *s, int q, store_schedule_cb cb, void *ud, const cha
 
 static int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   bind_text(s, name);
   int n = schedule_scan(s, Q_SCH_GET, cb, ud, "read schedule");
@@ -2192,6 +2273,7 @@ static int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, v
 
 static int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  ORDERED_READ(s);
   params_start(s);
   int n = schedule_scan(s, Q_SCH_LIST, cb, ud, "list schedules");
   return n < 0 ? n : STORE_OK;
@@ -2199,7 +2281,7 @@ static int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
 
 static int pg_schedule_del(store *st_, const char *name) {
   pg *s = (pg *)st_;
-  WRITE_BEGIN(s);
+  ORDERED_BEGIN(s);
   params_start(s);
   bind_text(s, name);
   if (exec_write(s, Q_SCH_DEL, "delete schedule") != STORE_OK) return STORE_ERR;
