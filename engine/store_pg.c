@@ -329,6 +329,10 @@ static const char *SQL[Q__N] = {
 };
 
 #define MAXP 16
+/* statements a batch sends before it reads their answers: the answers are
+ * a few dozen bytes each, so the server never blocks on sending them while
+ * the client blocks on sending more */
+#define PIPE_MAX 128
 
 typedef struct pg {
   store base; /* first: the seam (store_backend.h) */
@@ -338,6 +342,13 @@ typedef struct pg {
   int in_txn; /* a batch was begun and not yet committed or rolled back */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   int ordered; /* that batch holds the order lock (order_lock) */
+  /* statements sent in pipeline mode whose results are not read yet (pipe_send) */
+  struct pipe_entry {
+    const char *what; /* for the error */
+    char *prepared;   /* a Parse: its flag, cleared again if it did not run */
+    PGresult **keep;  /* where its result goes (NULL: checked, then dropped) */
+  } pipeq[PIPE_MAX];
+  int pipe;
   int client;  /* that batch was begun by store_begin: a client's check-then-write */
   int64_t writes, last_writes;
   int64_t own_commits; /* commits of this connection that bumped the commits row */
@@ -365,6 +376,7 @@ typedef struct pg {
 
 static void pg_rollback(store *st_);
 static int fence_check(struct pg *s);
+static int pipe_drain(struct pg *s, int report);
 static void map_reset(strmap *m) { /* keys freed; the values are epochs, not pointers */
   strmap_free(m);
   strmap_init(m);
@@ -407,6 +419,7 @@ static int fail_res(pg *s, const char *what, const PGresult *r) {
   util_seterr(s->err, sizeof s->err, "%s: %s", what, why);
   if (s->in_txn) {
     s->failed = 1;
+    pipe_drain(s, 0);
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
   }
   return STORE_ERR;
@@ -420,6 +433,7 @@ static int injected(pg *s, const char *what) {
   if (!store_fault_hit(what)) return 0;
   if (s->failed) return 1;
   util_seterr(s->err, sizeof s->err, "%s: disk I/O error (injected by ENGINE_STORE_FAIL)", what);
+  pipe_drain(s, 0);
   if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
   if (s->in_txn) s->failed = 1;
   return 1;
@@ -473,6 +487,8 @@ static void bind_double(pg *s, double v) {
 static void reconnect_if_lost(pg *s) {
   if (PQstatus(s->conn) != CONNECTION_BAD || s->in_txn) return;
   PQreset(s->conn);
+  if (PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(s->conn);
+  s->pipe = 0;
   memset(s->prepared, 0, sizeof s->prepared);
   memset(s->table_prepared, 0, sizeof s->table_prepared);
   if (s->owner[0] && PQstatus(s->conn) == CONNECTION_OK) announce(s, s->owner);
@@ -481,6 +497,7 @@ static void reconnect_if_lost(pg *s) {
 /* This connection is worker owner's (LIVE): its liveness lock, and a name
  * people can read in pg_stat_activity; once, and again after a reconnection. */
 static void announce(pg *s, const char *owner) {
+  if (pipe_drain(s, 1) != STORE_OK) return;
   if (owner != s->owner) snprintf(s->owner, sizeof s->owner, "%s", owner); /* again after a reconnection: the same */
   char name[96];
   snprintf(name, sizeof name, "engine worker %s", owner);
@@ -495,13 +512,88 @@ static void announce(pg *s, const char *owner) {
   PQfreemem(olit);
 }
 
+/* ---- pipeline mode: a batch's writes go with its next read ---- */
+
+/* Reads the answers of everything sent (pipe_send) up to a sync point, and
+ * leaves pipeline mode: STORE_OK, or the first statement that failed is the
+ * batch's error (fail_res, when report) and the rest did not run. */
+static int pipe_drain(pg *s, int report) {
+  if (PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) return STORE_OK;
+  int n = s->pipe;
+  s->pipe = 0;
+  PGresult *bad = NULL;
+  const char *what = n ? s->pipeq[0].what : "pipeline";
+  int lost = PQpipelineSync(s->conn) != 1, i = 0;
+  for (; i < n && !lost; i++) {
+    struct pipe_entry *q = &s->pipeq[i];
+    PGresult *r = PQgetResult(s->conn);
+    if (!r) { /* the connection went */
+      lost = 1;
+      what = q->what;
+      break;
+    }
+    ExecStatusType t = PQresultStatus(r);
+    if (t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) {
+      if (q->keep) *q->keep = r, r = NULL;
+    } else {
+      if (q->prepared) *q->prepared = 0;
+      if (!bad && t != PGRES_PIPELINE_ABORTED) bad = r, r = NULL, what = q->what;
+    }
+    PQclear(r);
+    while ((r = PQgetResult(s->conn)) != NULL) PQclear(r); /* the NULL that ends its answers */
+  }
+  for (int j = i; j < n; j++) /* not answered: not run */
+    if (s->pipeq[j].prepared) *s->pipeq[j].prepared = 0;
+  if (!lost) {
+    PGresult *r = PQgetResult(s->conn);
+    lost = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+    PQclear(r);
+  }
+  if (!lost) PQexitPipelineMode(s->conn);
+  if (!bad && !lost) return STORE_OK;
+  for (int j = 0; j < n; j++)
+    if (s->pipeq[j].keep && *s->pipeq[j].keep) {
+      PQclear(*s->pipeq[j].keep);
+      *s->pipeq[j].keep = NULL;
+    }
+  if (report) fail_res(s, what, bad);
+  PQclear(bad);
+  return STORE_ERR;
+}
+
+/* Sends sql (prepared once as name) with the bound parameters in pipeline
+ * mode, without waiting: its answer is read by pipe_drain (into *keep). */
+static int pipe_send(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what,
+                     PGresult **keep) {
+  if (s->pipe + 2 > PIPE_MAX && pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
+  int ok = PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF || PQenterPipelineMode(s->conn);
+  if (ok && !*prepared) {
+    ok = PQsendPrepare(s->conn, name, sql, 0, NULL);
+    if (ok) {
+      *prepared = 1;
+      s->pipeq[s->pipe++] = (struct pipe_entry){what, prepared, NULL};
+    }
+  }
+  if (ok) ok = PQsendQueryPrepared(s->conn, name, s->np, s->pv, s->plen, s->pfmt, binary);
+  if (ok) s->pipeq[s->pipe++] = (struct pipe_entry){what, NULL, keep};
+  if (ok) return STORE_OK;
+  pipe_drain(s, 0);
+  return fail(s, what);
+}
+
 /* Runs sql (prepared once as name; *prepared says it is) with the bound
  * parameters: the result (PGRES_COMMAND_OK or PGRES_TUPLES_OK), or NULL after
- * fail(what). */
+ * fail(what). With writes of the batch sent and not yet answered, it goes
+ * after them, and one round trip answers them all. */
 static PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what) {
   if (s->bind_failed) {
     fail(s, what);
     return NULL;
+  }
+  if (s->pipe) {
+    PGresult *r = NULL;
+    if (pipe_send(s, name, sql, prepared, binary, what, &r) != STORE_OK || pipe_drain(s, 1) != STORE_OK) return NULL;
+    return r;
   }
   reconnect_if_lost(s);
   if (!*prepared) {
@@ -531,16 +623,37 @@ static PGresult *pq_run(pg *s, int q, int binary, const char *what) {
   return pq_exec(s, name, SQL[q], &s->prepared[q], binary, what);
 }
 
-/* Runs a write statement to completion. */
+/* A write statement, run to completion (s->changes: the rows it changed). */
+static int exec_now(pg *s, int q, const char *what) {
+  PGresult *r = pq_run(s, q, 0, what);
+  if (!r) return STORE_ERR;
+  s->changes = atoll(PQcmdTuples(r));
+  PQclear(r);
+  s->writes++;
+  return STORE_OK;
+}
+
 static int exec_write(pg *s, int q, const char *what) {
   if (injected(s, what)) {
     s->bind_failed = 0;
     return STORE_ERR;
   }
-  PGresult *r = pq_run(s, q, 0, what);
-  if (!r) return STORE_ERR;
-  s->changes = atoll(PQcmdTuples(r));
-  PQclear(r);
+  return exec_now(s, q, what);
+}
+
+/* A write of the batch whose answer no one waits for: sent at once, its
+ * answer read with the batch's next read or at the commit, where an error
+ * of it loses the batch (store_batch_failed says so from then on). Outside
+ * a batch (migrate's copy runs in one), it runs to completion. */
+static int exec_defer(pg *s, int q, const char *what) {
+  if (injected(s, what)) {
+    s->bind_failed = 0;
+    return STORE_ERR;
+  }
+  if (!s->in_txn || s->failed || s->bind_failed) return exec_now(s, q, what);
+  char name[16];
+  snprintf(name, sizeof name, "e%d", q);
+  if (pipe_send(s, name, SQL[q], &s->prepared[q], 0, what, NULL) != STORE_OK) return STORE_ERR;
   s->writes++;
   return STORE_OK;
 }
@@ -953,6 +1066,7 @@ static int pg_instance_id(store *st_, char *out, size_t n) {
 
 static int pg_batch_failed(store *st_) {
   pg *s = (pg *)st_;
+  if (s->pipe) return s->failed; /* what was sent and not answered yet is not known to fail */
   return s->failed || (s->in_txn && PQtransactionStatus(s->conn) != PQTRANS_INTRANS);
 }
 
@@ -1000,6 +1114,7 @@ static int batch_begin(pg *s) {
  * busy. The wait is bounded by ENGINE_BUSY_TIMEOUT_MS (lock_timeout). */
 static int order_lock(pg *s) {
   if (s->ordered || s->failed) return s->failed ? STORE_ERR : STORE_OK;
+  if (pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
   PGresult *r = PQexec(s->conn, ORDER_LOCK);
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     int kind = classify(r);
@@ -1071,6 +1186,10 @@ static int pg_commit(store *st_) {
     PQclear(r);
     bumped = 1;
   }
+  if (pipe_drain(s, 1) != STORE_OK) {
+    pg_rollback(&s->base);
+    return STORE_ERR;
+  }
   PGresult *r = PQexec(s->conn, "COMMIT");
   /* a COMMIT of an aborted transaction answers ROLLBACK: not committed */
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT");
@@ -1102,6 +1221,7 @@ static int pg_commit(store *st_) {
 /* Ends the batch, whatever state it is in; keeps store_errmsg. */
 static void pg_rollback(store *st_) {
   pg *s = (pg *)st_;
+  pipe_drain(s, 0);
   if (PQtransactionStatus(s->conn) != PQTRANS_IDLE && PQstatus(s->conn) == CONNECTION_OK)
     PQclear(PQexec(s->conn, "ROLLBACK"));
   s->in_txn = s->ordered = s->client = 0;
@@ -1113,6 +1233,7 @@ static void pg_rollback(store *st_) {
 
 static int pg_in_txn(store *st_) {
   pg *s = (pg *)st_;
+  if (s->pipe) return 1;
   PGTransactionStatusType t = PQtransactionStatus(s->conn);
   return t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
 }
@@ -1206,7 +1327,7 @@ static int pg_wf_insert(store *st_, const wf_row *w) {
   bind_int(s, w->cancel);
   bind_int(s, w->created_at);
   bind_int(s, w->updated_at);
-  return exec_write(s, Q_WF_INSERT, "insert workflow");
+  return exec_defer(s, Q_WF_INSERT, "insert workflow");
 }
 
 static void read_wf(const PGresult *r, int i, wf_row *w) {
@@ -1246,7 +1367,7 @@ static int pg_wf_set_status(store *st_, const char *id, const char *status, cons
   bind_text(s, error);
   bind_int(s, util_now_ms());
   bind_text(s, id);
-  return exec_write(s, Q_WF_STATUS, "set workflow status");
+  return exec_defer(s, Q_WF_STATUS, "set workflow status");
 }
 
 static int pg_wf_set_cancel(store *st_, const char *id, int cancel) {
@@ -1256,7 +1377,7 @@ static int pg_wf_set_cancel(store *st_, const char *id, int cancel) {
   bind_int(s, cancel);
   bind_int(s, util_now_ms());
   bind_text(s, id);
-  return exec_write(s, Q_WF_CANCEL, "set cancel");
+  return exec_defer(s, Q_WF_CANCEL, "set cancel");
 }
 
 static int pg_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
@@ -1269,7 +1390,7 @@ static int pg_wf_set_code(store *st_, const char *id, const char *code_hash, con
   bind_text(s, script_dir);
   bind_int(s, util_now_ms());
   bind_text(s, id);
-  return exec_write(s, Q_WF_CODE, "set code");
+  return exec_defer(s, Q_WF_CODE, "set code");
 }
 
 static int pg_wf_new_run(store *st_, const char *id, int64_t run, const char *input) {
@@ -1280,7 +1401,7 @@ static int pg_wf_new_run(store *st_, const char *id, int64_t run, const char *in
   bind_text(s, input);
   bind_int(s, util_now_ms());
   bind_text(s, id);
-  return exec_write(s, Q_WF_NEWRUN, "new run");
+  return exec_defer(s, Q_WF_NEWRUN, "new run");
 }
 
 /* Runs the bound workflow query q, each row to cb (nonzero stops). */
@@ -1346,7 +1467,7 @@ static int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist
   bind_text(s, e->hash);
   bind_text(s, e->payload);
   bind_int(s, e->time);
-  return exec_write(s, Q_HIST_APPEND, "append history");
+  return exec_defer(s, Q_HIST_APPEND, "append history");
 }
 
 static int read_events(pg *s, int q, hist_list *out) {
@@ -1437,7 +1558,7 @@ static int pg_code_put(store *st_, const char *hash, const char *name, const cha
   bind_text(s, hash);
   bind_text(s, name);
   bind_blob(s, src, len);
-  return exec_write(s, Q_CODE_PUT, "store code");
+  return exec_defer(s, Q_CODE_PUT, "store code");
 }
 
 static char *pg_code_get(store *st_, const char *hash, size_t *len) {
@@ -1466,7 +1587,7 @@ static int pg_module_pin(store *st_, const char *wf_id, int64_t run, const char 
   bind_int(s, run);
   bind_text(s, module);
   bind_text(s, hash);
-  return exec_write(s, Q_MOD_PIN, "pin module");
+  return exec_defer(s, Q_MOD_PIN, "pin module");
 }
 
 static char *pg_module_get(store *st_, const char *wf_id, int64_t run, const char *module) {
@@ -1488,7 +1609,7 @@ static int pg_modules_clear(store *st_, const char *wf_id, int64_t run) {
   params_start(s);
   bind_text(s, wf_id);
   bind_int(s, run);
-  return exec_write(s, Q_MOD_CLEAR, "clear modules");
+  return exec_defer(s, Q_MOD_CLEAR, "clear modules");
 }
 
 static int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {
@@ -1498,7 +1619,7 @@ static int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int6
   bind_int(s, to_run);
   bind_text(s, wf_id);
   bind_int(s, from_run);
-  return exec_write(s, Q_MOD_COPY, "copy modules");
+  return exec_defer(s, Q_MOD_COPY, "copy modules");
 }
 
 /* ---- tasks ---- */
@@ -1516,22 +1637,26 @@ static int pg_task_put(store *st_, const char *wf_id, const char *kind, int64_t 
   bind_int(s, first_at);
   bind_text(s, owner);
   bind_int(s, lease_until);
-  return exec_write(s, Q_TASK_PUT, "put task");
+  return exec_defer(s, Q_TASK_PUT, "put task");
 }
 
-static int pg_task_del(store *st_, const char *wf_id, const char *kind, int64_t seq) {
-  pg *s = (pg *)st_;
+/* take: whether it deleted one is known before it returns */
+static int task_del(pg *s, const char *wf_id, const char *kind, int64_t seq, int take) {
   WRITE_BEGIN(s);
   params_start(s);
   bind_text(s, wf_id);
   bind_text(s, kind);
   bind_int(s, seq);
-  return exec_write(s, Q_TASK_DEL, "delete task");
+  return (take ? exec_write : exec_defer)(s, Q_TASK_DEL, "delete task");
+}
+
+static int pg_task_del(store *st_, const char *wf_id, const char *kind, int64_t seq) {
+  return task_del((pg *)st_, wf_id, kind, seq, 0);
 }
 
 static int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t seq) {
   pg *s = (pg *)st_;
-  if (pg_task_del(&s->base, wf_id, kind, seq) != STORE_OK) return STORE_ERR;
+  if (task_del(s, wf_id, kind, seq, 1) != STORE_OK) return STORE_ERR;
   return s->changes > 0;
 }
 
@@ -1548,7 +1673,7 @@ static int pg_task_del_wf(store *st_, const char *wf_id) {
   WRITE_BEGIN(s);
   params_start(s);
   bind_text(s, wf_id);
-  return exec_write(s, Q_TASK_DEL_WF, "delete tasks");
+  return exec_defer(s, Q_TASK_DEL_WF, "delete tasks");
 }
 
 static void read_task(const PGresult *r, int i, task_row *t) {
@@ -1788,7 +1913,7 @@ static int pg_signal_put(store *st_, const char *wf_id, const char *name, const 
   bind_text(s, name);
   bind_text(s, payload);
   bind_int(s, time);
-  return exec_write(s, Q_SIG_PUT, "put signal");
+  return exec_defer(s, Q_SIG_PUT, "put signal");
 }
 
 static int pg_signal_take(store *st_, const char *wf_id, const char *name, char **payload) {
@@ -1809,10 +1934,10 @@ static int pg_signal_take(store *st_, const char *wf_id, const char *name, char 
   PQclear(r);
   params_start(s);
   bind_int(s, id);
-  if (exec_write(s, Q_SIG_DEL, "take signal") != STORE_OK) {
-    free(*payload);
+  if (exec_write(s, Q_SIG_DEL, "take signal") != STORE_OK || s->changes == 0) {
+    free(*payload); /* none, or another batch took it first */
     *payload = NULL;
-    return STORE_ERR;
+    return s->changes == 0 && !s->failed ? 0 : STORE_ERR;
   }
   return 1;
 }
@@ -1842,7 +1967,7 @@ static int pg_signal_del_wf(store *st_, const char *wf_id) {
   WRITE_BEGIN(s);
   params_start(s);
   bind_text(s, wf_id);
-  return exec_write(s, Q_SIG_DEL_WF, "delete signals");
+  return exec_defer(s, Q_SIG_DEL_WF, "delete signals");
 }
 
 /* ---- domain events ---- */
@@ -1862,11 +1987,11 @@ static int64_t pg_domain_append(store *st_, const char *session_id, const char *
   bind_text(s, type);
   bind_int(s, time);
   bind_text(s, payload);
-  if (exec_write(s, Q_DOM_APPEND, "append domain event") != STORE_OK) return STORE_ERR;
+  if (exec_defer(s, Q_DOM_APPEND, "append domain event") != STORE_OK) return STORE_ERR;
   params_start(s);
   bind_text(s, session_id);
   bind_int(s, seq);
-  if (exec_write(s, Q_FEED_PUT, "append domain event") != STORE_OK) return STORE_ERR;
+  if (exec_defer(s, Q_FEED_PUT, "append domain event") != STORE_OK) return STORE_ERR;
   return seq;
 }
 
@@ -1928,7 +2053,7 @@ static int pg_meta_put(store *st_, const char *key, const char *value) {
   params_start(s);
   bind_text(s, key);
   if (value) bind_text(s, value);
-  return exec_write(s, value ? Q_META_PUT : Q_META_DEL, "meta");
+  return exec_defer(s, value ? Q_META_PUT : Q_META_DEL, "meta");
 }
 
 /* ---- API tokens ---- */
@@ -2007,7 +2132,7 @@ static int pg_slot_put(store *st_, const char *pool, const char *key, const char
   bind_int(s, seq);
   bind_int(s, limit);
   bind_int(s, since);
-  return exec_write(s, Q_SLOT_PUT, "put slot");
+  return exec_defer(s, Q_SLOT_PUT, "put slot");
 }
 
 static int slot_one(pg *s, int q, store_slot_cb cb, void *ud) {
@@ -2133,7 +2258,7 @@ static int pg_counter_put(store *st_, const char *name, const counter_row *c) {
   bind_int(s, c->window_start);
   bind_int(s, c->paused_until);
   bind_int(s, c->updated_at);
-  return exec_write(s, Q_CTR_PUT, "write counter");
+  return exec_defer(s, Q_CTR_PUT, "write counter");
 }
 
 static int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *ud) {
