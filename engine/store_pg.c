@@ -741,10 +741,14 @@ static void ignore_notice(void *arg, const char *message) {
  * (host, port and database as libpq parsed them; never a password). */
 static PGconn *connect_url(const char *url, const char *app, const char *timeout_s, char *where, size_t wherelen,
                            char *err, size_t errlen) {
-  /* later keywords win: the URL's own connect_timeout or application_name
-   * replace these defaults */
-  const char *keys[] = {"connect_timeout", "application_name", "dbname", NULL};
-  const char *vals[] = {timeout_s, app, url, NULL};
+  /* later keywords win: the URL's own connect_timeout, application_name or
+   * TCP settings replace these defaults. A link that goes silent (cut off,
+   * not closed) fails a call within about 10 s (keepalives for a wait on an
+   * answer, tcp_user_timeout for unacknowledged data) instead of the
+   * kernel's minutes, so the worker's loop goes on and its leases run out. */
+  const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
+                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", NULL};
+  const char *vals[] = {timeout_s, app, "1", "4", "2", "3", "10000", url, NULL};
   PGconn *c = PQconnectdbParams(keys, vals, 1);
   if (!c) {
     util_seterr(err, errlen, "cannot connect to PostgreSQL: out of memory");
