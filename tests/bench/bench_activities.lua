@@ -15,7 +15,9 @@ end
 
 function M.step(args)
   if counter then
-    counter:write(activity.info().workflow_id, " ", tostring(args.step), "\n")
+    -- one write: with several workers appending to the file, a line written
+    -- in pieces (an unbuffered write per argument) interleaves with theirs
+    counter:write(activity.info().workflow_id .. " " .. tostring(args.step) .. "\n")
   end
   return args.x + 1
 end

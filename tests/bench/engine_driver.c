@@ -8,7 +8,26 @@
  *
  *   engine_driver w1|w2|w3|w4a|w4b
  *
- * Environment: ENGINE_BENCH_DB (database path, default ./bench.db),
+ * Two modes. Embedded (the default): the driver process is the one worker,
+ * on SQLite or on PostgreSQL (ENGINE_BENCH_DB a postgres:// URL; the worker
+ * lock is then taken in the mode "serve", as `engine serve` takes it, so the
+ * driver is a worker among others and not the database's only one).
+ * Client (ENGINE_BENCH_CLIENT=1, PostgreSQL): no engine in this process;
+ * `engine serve` processes started by the peer's ctl.sh run the workflows.
+ * The driver writes as every client does (engine_create_workflow,
+ * engine_send_signal: one committed transaction each) and learns what the
+ * workers did the way a foreground `engine start` beside a serve follows its
+ * workflow: dbwatch (LISTEN engine_commits, data version polled as the
+ * safety net), then the workflows' rows (store_wf_get for a few, a range of
+ * the id index, store_wf_ids, for many).
+ *
+ * Environment: ENGINE_BENCH_DB (database path or URL, default ./bench.db),
+ * ENGINE_BENCH_PEER (the record's peer name, default "engine"),
+ * ENGINE_BENCH_CLIENT (1: client mode), ENGINE_BENCH_SERVE_PIDS (client
+ * mode, W3: the workers whose memory and CPU count), ENGINE_BENCH_PGDATA
+ * (PostgreSQL, W3: the cluster's data directory: its postmaster.pid names the
+ * server processes, du gives the disk), W4_KILL_TARGET / W4_KILLED_LEASES
+ * (w4b: what ctl.sh killed, for the record),
  * ENGINE_BENCH_DIR (where chain10.lua and waiter.lua are; default: the source
  * directory), RESULTS_FILE (records are appended there too), STEP_COUNTER_FILE
  * (W4: read by the activity module and by w4b), RESTART_T0_MS (w4b),
@@ -21,6 +40,9 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <dirent.h>
+#include <libpq-fe.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -34,7 +56,6 @@
 
 #include "engine.h"
 
-#define PEER "engine"
 #define STEPS 10
 #define W1_CONC 50
 #define W2_SETTLE_MS 20
@@ -42,6 +63,8 @@
 #define W4_CONC 50
 
 /* ------------------------------------------------------------ helpers --- */
+
+static const char *peer_name = "engine"; /* $ENGINE_BENCH_PEER */
 
 static double now_ms(void) { return (double)uv_hrtime() / 1e6; }
 
@@ -134,7 +157,7 @@ static jbuf record_begin(const char *workload) {
   snprintf(ts + n, sizeof ts - n, ".%03dZ", (int)(tv.tv_usec / 1000));
   jb_raw(&b, "{");
   jb_str(&b, "ts", ts);
-  jb_str(&b, "peer", PEER);
+  jb_str(&b, "peer", peer_name);
   jb_str(&b, "workload", workload);
   return b;
 }
@@ -156,22 +179,28 @@ static void record_emit(jbuf *b) {
 
 typedef struct mem {
   double rss_mib, pss_mib;
+  int nproc;
 } mem;
 
-/* RSS from /proc/self/status, PSS from /proc/self/smaps_rollup (lib/common.js procMem). */
-static mem self_mem(void) {
-  mem m = {0, 0};
-  char line[256];
-  FILE *f = fopen("/proc/self/status", "r");
-  if (f) {
+/* RSS from /proc/PID/status, PSS from /proc/PID/smaps_rollup, summed over
+ * pids (lib/common.js procMem: RSS double-counts shared pages, PSS splits
+ * them); a process that went away counts nothing. */
+static mem procs_mem(const int *pids, int n) {
+  mem m = {0, 0, 0};
+  char line[256], path[64];
+  for (int i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "/proc/%d/status", pids[i]);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    m.nproc++;
     while (fgets(line, sizeof line, f))
-      if (strncmp(line, "VmRSS:", 6) == 0) m.rss_mib = strtod(line + 6, NULL) / 1024.0;
+      if (strncmp(line, "VmRSS:", 6) == 0) m.rss_mib += strtod(line + 6, NULL) / 1024.0;
     fclose(f);
-  }
-  f = fopen("/proc/self/smaps_rollup", "r");
-  if (f) {
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", pids[i]);
+    f = fopen(path, "r");
+    if (!f) continue;
     while (fgets(line, sizeof line, f))
-      if (strncmp(line, "Pss:", 4) == 0) m.pss_mib = strtod(line + 4, NULL) / 1024.0;
+      if (strncmp(line, "Pss:", 4) == 0) m.pss_mib += strtod(line + 4, NULL) / 1024.0;
     fclose(f);
   }
   m.rss_mib = round(m.rss_mib * 10) / 10;
@@ -179,24 +208,60 @@ static mem self_mem(void) {
   return m;
 }
 
-/* CPU seconds (user+system, incl. reaped children) of this process (lib/common.js cpuSeconds). */
-static double self_cpu_s(void) {
-  char buf[2048];
-  FILE *f = fopen("/proc/self/stat", "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = 0;
-  char *p = strrchr(buf, ')');
-  if (!p) return 0;
-  p += 2;
+/* CPU seconds (user+system, incl. reaped children) of pids (lib/common.js cpuSeconds). */
+static double procs_cpu_s(const int *pids, int n) {
   double t = 0;
-  for (int field = 0; field < 15 && p; field++) {
-    if (field >= 11) t += strtod(p, NULL);
-    p = strchr(p, ' ');
-    if (p) p++;
+  for (int i = 0; i < n; i++) {
+    char buf[2048], path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pids[i]);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = 0;
+    char *p = strrchr(buf, ')');
+    if (!p) continue;
+    p += 2;
+    for (int field = 0; field < 15 && p; field++) {
+      if (field >= 11) t += strtod(p, NULL);
+      p = strchr(p, ' ');
+      if (p) p++;
+    }
   }
   return t / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The processes of one PostgreSQL cluster: the postmaster named by
+ * DATADIR/postmaster.pid and its children (only this cluster's: other
+ * clusters may run on the machine). Returns how many went into pids. */
+static int pg_cluster_pids(const char *datadir, int *pids, int max) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/postmaster.pid", datadir);
+  FILE *f = fopen(path, "r");
+  int pm = 0, n = 0;
+  if (!f) return 0;
+  if (fscanf(f, "%d", &pm) != 1) pm = 0;
+  fclose(f);
+  if (pm <= 0) return 0;
+  pids[n++] = pm;
+  DIR *d = opendir("/proc");
+  struct dirent *de;
+  while (d && (de = readdir(d)) && n < max) {
+    int pid = atoi(de->d_name);
+    if (pid <= 0) continue;
+    char buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *sf = fopen(path, "r");
+    if (!sf) continue;
+    size_t len = fread(buf, 1, sizeof buf - 1, sf);
+    fclose(sf);
+    buf[len] = 0;
+    char *p = strrchr(buf, ')');
+    int ppid = 0;
+    if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == pm) pids[n++] = pid;
+  }
+  if (d) closedir(d);
+  return n;
 }
 
 /* du -sb DIR in MiB (lib/common.js duMiB). */
@@ -238,8 +303,10 @@ typedef struct event {
 } event;
 
 static struct {
-  engine *e;
-  store *st;
+  engine *e;       /* embedded mode: the worker in this process */
+  store *st;       /* the worker's store, or the client's own */
+  int client;      /* client mode: no engine here (ENGINE_BENCH_CLIENT=1) */
+  int pg;          /* the database is a PostgreSQL URL */
   uv_loop_t *loop;
   uv_idle_t idle;
   uv_timer_t timer;
@@ -248,7 +315,7 @@ static struct {
   char prefix[8];  /* "w1-" ... */
   char chain[PATH_MAX], waiter[PATH_MAX];
   char db[PATH_MAX], data_dir[PATH_MAX];
-  /* what the engine's callbacks saw, handled from the idle handle */
+  /* what the engine's callbacks (or the client's reads) saw, handled from the idle handle */
   event *evq;
   size_t nev, capev;
   long commits;      /* on_commit calls so far */
@@ -261,21 +328,28 @@ static void kick(void) {
   if (!uv_is_active((uv_handle_t *)&G.idle)) uv_idle_start(&G.idle, on_idle);
 }
 
+static void push_event(int kind, int idx) {
+  if (G.nev == G.capev) {
+    G.capev = G.capev ? G.capev * 2 : 256;
+    G.evq = realloc(G.evq, G.capev * sizeof *G.evq);
+  }
+  G.evq[G.nev++] = (event){kind, idx};
+  kick();
+}
+
+static int status_kind(const char *status) {
+  if (strcmp(status, "waiting") == 0) return EV_PARKED;
+  if (engine_status_terminal(status) || strcmp(status, "stuck") == 0) return EV_DONE;
+  return 0;
+}
+
 static void on_status(void *ud, const char *id, const char *status, const char *detail) {
   (void)ud;
   (void)detail;
   size_t pl = strlen(G.prefix);
   if (strncmp(id, G.prefix, pl) != 0) return;
-  int kind = 0;
-  if (strcmp(status, "waiting") == 0) kind = EV_PARKED;
-  else if (engine_status_terminal(status) || strcmp(status, "stuck") == 0) kind = EV_DONE;
-  if (!kind) return;
-  if (G.nev == G.capev) {
-    G.capev = G.capev ? G.capev * 2 : 256;
-    G.evq = realloc(G.evq, G.capev * sizeof *G.evq);
-  }
-  G.evq[G.nev++] = (event){kind, atoi(id + pl)};
-  kick();
+  int kind = status_kind(status);
+  if (kind) push_event(kind, atoi(id + pl));
 }
 
 static int acked; /* submits/signals made durable by the commits so far */
@@ -291,9 +365,134 @@ static void on_commit(void *ud) {
 
 static void wf_id(char *out, size_t n, int i) { snprintf(out, n, "%s%d", G.prefix, i); }
 
+/* ---- client mode: following workflows that other processes run ---- */
+
+/* Each workflow the client waits on, by index: FOL_NONE (not followed),
+ * FOL_OPEN (written, nothing seen yet), FOL_PARKED (seen waiting), FOL_DONE
+ * (seen ended). The open and parked ones are in fol.list. */
+enum { FOL_NONE = 0, FOL_OPEN, FOL_PARKED, FOL_DONE };
+#define FEW 64 /* up to this many followed: one read each; more: a range of the id index */
+static struct {
+  char *state;
+  int n;
+  int *list;
+  int nlist;
+  dbwatch *watch;
+  uv_timer_t scan_timer;
+  int scan_due;       /* a change was heard since the last read */
+  double next_scan;   /* not before (ms): reads take at most a third of the time */
+  long scans, rows;   /* for the log line at the end */
+  double scan_ms, write_ms;
+  long writes;
+} fol;
+
+static void follow_init(int n) {
+  fol.n = n;
+  fol.state = calloc((size_t)n, 1);
+  fol.list = calloc((size_t)n, sizeof(int));
+}
+
+static void follow(int i) {
+  if (!G.client || i < 0 || i >= fol.n || fol.state[i] != FOL_NONE) return;
+  fol.state[i] = FOL_OPEN;
+  fol.list[fol.nlist++] = i;
+}
+
+/* What a read saw of workflow idx: events for what is new. */
+static void follow_saw(int idx, const char *status) {
+  if (idx < 0 || idx >= fol.n || fol.state[idx] == FOL_NONE || fol.state[idx] == FOL_DONE) return;
+  int kind = status_kind(status);
+  if (kind == EV_PARKED && fol.state[idx] == FOL_OPEN) {
+    fol.state[idx] = FOL_PARKED;
+    push_event(EV_PARKED, idx);
+  } else if (kind == EV_DONE) {
+    fol.state[idx] = FOL_DONE;
+    push_event(EV_DONE, idx);
+  }
+}
+
+static int scan_row(void *ud, const wf_row *w) {
+  (void)ud;
+  size_t pl = strlen(G.prefix);
+  fol.rows++;
+  if (strncmp(w->id, G.prefix, pl) == 0) follow_saw(atoi(w->id + pl), w->status);
+  return 0;
+}
+
+static void follow_scan(void) {
+  double t0 = now_ms();
+  fol.scan_due = 0;
+  fol.scans++;
+  /* drop what ended from the list first */
+  int k = 0;
+  for (int j = 0; j < fol.nlist; j++)
+    if (fol.state[fol.list[j]] != FOL_DONE) fol.list[k++] = fol.list[j];
+  fol.nlist = k;
+  if (fol.nlist == 0) return;
+  if (fol.nlist <= FEW) {
+    int copy[FEW], n = fol.nlist;
+    memcpy(copy, fol.list, (size_t)n * sizeof(int));
+    for (int j = 0; j < n; j++) {
+      char id[64];
+      wf_row w;
+      wf_id(id, sizeof id, copy[j]);
+      fol.rows++;
+      if (store_wf_get(G.st, id, &w) == 1) {
+        follow_saw(copy[j], w.status);
+        wf_row_free(&w);
+      }
+    }
+  } else {
+    /* parked ones are read again only while some are not parked yet */
+    int open = 0;
+    for (int j = 0; j < fol.nlist && !open; j++) open = fol.state[fol.list[j]] == FOL_OPEN;
+    store_wf_ids(G.st, G.prefix, open ? "waiting,completed,failed,cancelled,stuck" : "completed,failed,cancelled,stuck",
+                 fol.n + 16, scan_row, NULL);
+  }
+  double d = now_ms() - t0;
+  fol.scan_ms += d;
+  fol.next_scan = now_ms() + 2 * d;
+}
+
+static void on_scan_timer(uv_timer_t *t) {
+  (void)t;
+  if (fol.scan_due) follow_scan();
+}
+
+/* Something was committed (by a worker, or by this client): read soon. */
+static void follow_changed(void *ud) {
+  (void)ud;
+  fol.scan_due = 1;
+  if (uv_is_active((uv_handle_t *)&fol.scan_timer)) return;
+  double wait = fol.next_scan - now_ms();
+  if (wait <= 0) {
+    follow_scan();
+  } else {
+    uv_timer_start(&fol.scan_timer, on_scan_timer, (uint64_t)ceil(wait), 0);
+  }
+}
+
+/* ---- writes ---- */
+
 static int submit(int i, const char *script, const char *input) {
   char id[64], err[512];
   wf_id(id, sizeof id, i);
+  if (G.client) {
+    /* a client's start: one transaction, committed on return */
+    int existed = 0;
+    double t0 = now_ms();
+    int rc = engine_create_workflow(G.st, id, script, input, &existed, err, sizeof err);
+    fol.write_ms += now_ms() - t0;
+    fol.writes++;
+    if (rc != 0 || existed) {
+      fprintf(stderr, "engine_driver: submit %s: %s\n", id, existed ? "exists already" : err);
+      return -1;
+    }
+    follow(i);
+    acked++;
+    kick();
+    return 0;
+  }
   if (engine_submit(G.e, id, script, input, NULL, err, sizeof err) != 0) {
     fprintf(stderr, "engine_driver: submit %s: %s\n", id, err);
     return -1;
@@ -311,6 +510,19 @@ static int submit_chain(int i) {
 static int signal_go(int i) {
   char id[64], err[512];
   wf_id(id, sizeof id, i);
+  if (G.client) {
+    double t0 = now_ms();
+    int rc = engine_send_signal(G.st, id, "go", "\"go\"", NULL, err, sizeof err);
+    fol.write_ms += now_ms() - t0;
+    fol.writes++;
+    if (rc != 0) {
+      fprintf(stderr, "engine_driver: signal %s: %s\n", id, err);
+      return -1;
+    }
+    acked++;
+    kick();
+    return 0;
+  }
   if (engine_signal_local(G.e, id, "go", "\"go\"", NULL, err, sizeof err) != 0) {
     fprintf(stderr, "engine_driver: signal %s: %s\n", id, err);
     return -1;
@@ -346,7 +558,34 @@ static int result_is(int i, const char *want, double want_num) {
 static void finish_run(void) {
   uv_idle_stop(&G.idle);
   uv_timer_stop(&G.timer);
-  engine_stop(G.e);
+  if (!G.client) {
+    engine_stop(G.e);
+    return;
+  }
+  fprintf(stderr, "engine_driver: client: %ld writes in %.0f ms, %ld rows read in %ld reads, %.0f ms\n", fol.writes,
+          fol.write_ms, fol.rows, fol.scans, fol.scan_ms);
+  if (fol.watch) dbwatch_stop(fol.watch);
+  fol.watch = NULL;
+  uv_close((uv_handle_t *)&fol.scan_timer, NULL);
+  uv_close((uv_handle_t *)&G.idle, NULL);
+  uv_close((uv_handle_t *)&G.timer, NULL);
+  uv_close((uv_handle_t *)&G.watchdog, NULL);
+  uv_stop(G.loop);
+}
+
+/* A query of the benchmark's own (the state at a kill, the database size),
+ * outside the engine's store API, as the DBOS driver reads its system
+ * database: one connection per call. Returns the first value as a number. */
+static double pg_value(const char *sql) {
+  PGconn *c = PQconnectdb(G.db);
+  double v = NAN;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult *r = PQexec(c, sql);
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)) v = atof(PQgetvalue(r, 0, 0));
+    PQclear(r);
+  }
+  PQfinish(c);
+  return v;
 }
 
 /* ---------------------------------------------------------------- W1 --- */
@@ -449,12 +688,49 @@ static struct {
   char *seen; /* per workflow: 1 parked, 2 done */
   double t0, submit_s, park_s, t1, sent_s;
   double base_disk, base_db;
-  mem m5, late;
+  mem w5, s5, wlate, slate; /* worker(s) and server, at +5 s and at the late sample */
   double cpu_pct;
   double disk5, db5, cpu0, tc0;
 } W3;
 
+/* The processes that count (lib/common.js: the DBOS worker is the driver, its
+ * server the postgres processes): the workers are this process and, in client
+ * mode, the serves ($ENGINE_BENCH_SERVE_PIDS); the server is this cluster's
+ * postgres processes ($ENGINE_BENCH_PGDATA), none on SQLite. */
+#define MAXPIDS 512
+static int worker_pids(int *pids) {
+  int n = 0;
+  pids[n++] = (int)getpid();
+  const char *s = getenv("ENGINE_BENCH_SERVE_PIDS");
+  while (G.client && s && *s && n < MAXPIDS) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s) break;
+    if (v > 0) pids[n++] = (int)v;
+    s = end;
+  }
+  return n;
+}
+static int server_pids(int *pids) {
+  const char *d = getenv("ENGINE_BENCH_PGDATA");
+  return G.pg && d && *d ? pg_cluster_pids(d, pids, MAXPIDS) : 0;
+}
+static double all_cpu_s(void) {
+  int p[2 * MAXPIDS];
+  int n = worker_pids(p);
+  n += server_pids(p + n);
+  return procs_cpu_s(p, n);
+}
+static void sample_mem(mem *worker, mem *server) {
+  int p[MAXPIDS];
+  *worker = procs_mem(p, worker_pids(p));
+  *server = procs_mem(p, server_pids(p));
+}
+
+/* The database's own size: SQLite's file and WAL; PostgreSQL's
+ * pg_database_size (DBOS's sysdb_mib). */
 static double db_files_mib(void) {
+  if (G.pg) return round(pg_value("SELECT pg_database_size(current_database())") / 1048576.0 * 10) / 10;
   char p[PATH_MAX + 8];
   double sz = file_size(G.db);
   snprintf(p, sizeof p, "%s-wal", G.db);
@@ -464,8 +740,8 @@ static double db_files_mib(void) {
 
 static void w3_late(uv_timer_t *t) {
   (void)t;
-  W3.late = self_mem();
-  W3.cpu_pct = 100.0 * (self_cpu_s() - W3.cpu0) / ((now_ms() - W3.tc0) / 1000.0);
+  sample_mem(&W3.wlate, &W3.slate);
+  W3.cpu_pct = 100.0 * (all_cpu_s() - W3.cpu0) / ((now_ms() - W3.tc0) / 1000.0);
   W3.phase = 2;
   W3.t1 = now_ms();
   kick();
@@ -473,10 +749,10 @@ static void w3_late(uv_timer_t *t) {
 
 static void w3_sample(uv_timer_t *t) {
   (void)t;
-  W3.m5 = self_mem();
+  sample_mem(&W3.w5, &W3.s5);
   W3.disk5 = du_mib(G.data_dir);
   W3.db5 = db_files_mib();
-  W3.cpu0 = self_cpu_s();
+  W3.cpu0 = all_cpu_s();
   W3.tc0 = now_ms();
   long rest = (long)W3.late_s * 1000 - W3.settle_ms;
   uv_timer_start(&G.timer, w3_late, (uint64_t)(rest > 0 ? rest : 0), 0);
@@ -522,24 +798,31 @@ static void w3_idle(void) {
   if (W3.done < W3.n || W3.sent_s == 0) return;
   double drain_s = (now_ms() - W3.t1) / 1000;
   for (int i = 0; i < W3.n; i++) W3.ok += result_is(i, "\"go\"", 0);
-  mem late = W3.late;
   jbuf b = record_begin("W3");
   jb_int(&b, "n", W3.n);
   jb_int(&b, "ok", W3.ok);
   jb_num(&b, "submit_s", W3.submit_s, 2);
   jb_num(&b, "all_parked_s", W3.park_s, 2);
-  /* the engine is embedded: the driver process is the worker and the server */
-  jb_num(&b, "worker_rss_mib", W3.m5.rss_mib, 1);
-  jb_null(&b, "server_rss_mib");
-  jb_null(&b, "server_pss_mib");
-  jb_int(&b, "server_nproc", 0);
-  jb_num(&b, "total_rss_mib", W3.m5.rss_mib, 1);
-  jb_num(&b, "total_pss_mib", W3.m5.pss_mib, 1);
+  /* embedded: the driver process is the worker (and on SQLite the server);
+   * client mode: the workers are the serves and this client */
+  jb_num(&b, "worker_rss_mib", W3.w5.rss_mib, 1);
+  jb_int(&b, "worker_nproc", W3.w5.nproc);
+  if (G.pg) {
+    jb_num(&b, "server_rss_mib", W3.s5.rss_mib, 1);
+    jb_num(&b, "server_pss_mib", W3.s5.pss_mib, 1);
+  } else {
+    jb_null(&b, "server_rss_mib");
+    jb_null(&b, "server_pss_mib");
+  }
+  jb_int(&b, "server_nproc", W3.s5.nproc);
+  jb_num(&b, "total_rss_mib", W3.w5.rss_mib + W3.s5.rss_mib, 1);
+  jb_num(&b, "total_pss_mib", W3.w5.pss_mib + W3.s5.pss_mib, 1);
   jb_num(&b, "parked_cpu_pct", W3.cpu_pct, 1);
-  jb_num(&b, "late_total_rss_mib", late.rss_mib, 1);
-  jb_num(&b, "late_total_pss_mib", late.pss_mib, 1);
-  jb_num(&b, "late_worker_rss_mib", late.rss_mib, 1);
-  jb_null(&b, "late_server_rss_mib");
+  jb_num(&b, "late_total_rss_mib", W3.wlate.rss_mib + W3.slate.rss_mib, 1);
+  jb_num(&b, "late_total_pss_mib", W3.wlate.pss_mib + W3.slate.pss_mib, 1);
+  jb_num(&b, "late_worker_rss_mib", W3.wlate.rss_mib, 1);
+  if (G.pg) jb_num(&b, "late_server_rss_mib", W3.slate.rss_mib, 1);
+  else jb_null(&b, "late_server_rss_mib");
   jb_num(&b, "data_dir_mib", W3.disk5, 1);
   jb_num(&b, "sysdb_mib", W3.db5, 1);
   jb_num(&b, "data_dir_delta_mib", W3.disk5 - W3.base_disk, 1);
@@ -558,6 +841,9 @@ static struct {
   int *never;
   int nnever, submitted_all;
   char at_kill[512];
+  char *unfinished; /* w4b: written before the kill and not ended when this process started */
+  int nunfinished, unfinished_left;
+  double takeover_s;
 } W4;
 
 /* Phase A: submit all (50 lanes, a start counts once committed), then wait;
@@ -592,8 +878,35 @@ static void w4a_idle(void) {
   }
 }
 
-/* The durable state the killed process left, read before the engine recovers it. */
+/* The durable state the killed process left, read before the engine
+ * recovers it (client mode: while the surviving workers carry on). */
+static void w4_snapshot_pg(void) {
+  PGconn *c = PQconnectdb(G.db);
+  char *p = W4.at_kill;
+  size_t left = sizeof W4.at_kill;
+  int n = snprintf(p, left, "{");
+  p += n, left -= (size_t)n;
+  int steps = 0;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult *r = PQexec(c, "SELECT status, count(*) FROM workflows WHERE id LIKE 'w4-%' GROUP BY status ORDER BY status");
+    for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++) {
+      n = snprintf(p, left, "\"%s\":%s,", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+      p += n, left -= (size_t)n;
+    }
+    PQclear(r);
+    r = PQexec(c, "SELECT count(*) FROM history WHERE wf_id LIKE 'w4-%' AND type='ActivityCompleted'");
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1) steps = atoi(PQgetvalue(r, 0, 0));
+    PQclear(r);
+  }
+  PQfinish(c);
+  snprintf(p, left, "\"steps_recorded\":%d}", steps);
+}
+
 static void w4_snapshot(void) {
+  if (G.pg) {
+    w4_snapshot_pg();
+    return;
+  }
   sqlite3 *db = NULL;
   char *p = W4.at_kill;
   size_t left = sizeof W4.at_kill;
@@ -679,6 +992,10 @@ static void w4b_idle(void) {
     if (ev.kind == EV_DONE && ev.idx >= 0 && ev.idx < W4.n && !W4.done_flag[ev.idx]) {
       W4.done_flag[ev.idx] = 1;
       W4.done++;
+      if (W4.unfinished[ev.idx] && --W4.unfinished_left == 0) {
+        const char *t0 = getenv("RESTART_T0_MS");
+        W4.takeover_s = t0 ? (double)(epoch_ms() - atoll(t0)) / 1000.0 : NAN;
+      }
     }
   }
   G.nev = 0;
@@ -693,13 +1010,22 @@ static void w4b_idle(void) {
   int correct = 0;
   for (int i = 0; i < W4.n; i++) correct += result_is(i, NULL, i + STEPS);
   jbuf b = record_begin("W4");
-  jb_str(&b, "kill_target", "engine-worker(driver)");
+  const char *target = getenv("W4_KILL_TARGET");
+  jb_str(&b, "kill_target", target && *target ? target : "engine-worker(driver)");
+  const char *held = getenv("W4_KILLED_LEASES");
+  if (held && *held) jb_int(&b, "killed_worker_leases", atoll(held));
   jb_int(&b, "n", W4.n);
   jb_int(&b, "completed", correct);
   jb_key(&b, "at_kill");
   jb_raw(&b, "%s", W4.at_kill);
   jb_int(&b, "never_submitted", W4.nnever);
   jb_num(&b, "recovery_s", recovery_s, 2);
+  /* what the kill interrupted (written, not ended): from the kill until this
+   * client saw the restarted worker or the others end it all (an upper bound:
+   * this process's start-up is in it when they were quicker); the fresh
+   * client's starts of the never-submitted come on top, in recovery_s */
+  jb_int(&b, "unfinished_at_restart", W4.nunfinished);
+  jb_num(&b, "takeover_s", W4.nunfinished ? W4.takeover_s : 0, 2);
   w4_histogram(&b, getenv("STEP_COUNTER_FILE"));
   record_emit(&b);
   finish_run();
@@ -718,7 +1044,7 @@ static void on_idle(uv_idle_t *h) {
 
 static void on_watchdog(uv_timer_t *t) {
   (void)t;
-  fprintf(stderr, "WATCHDOG: %s %s exceeded its time, aborting\n", PEER, G.w);
+  fprintf(stderr, "WATCHDOG: %s %s exceeded its time, aborting\n", peer_name, G.w);
   fflush(stderr);
   _exit(3);
 }
@@ -737,22 +1063,45 @@ int main(int argc, char **argv) {
   snprintf(G.waiter, sizeof G.waiter, "%s/waiter.lua", dir);
   const char *db = getenv("ENGINE_BENCH_DB");
   snprintf(G.db, sizeof G.db, "%s", db && *db ? db : "bench.db");
-  char tmp[PATH_MAX];
-  snprintf(tmp, sizeof tmp, "%s", G.db);
-  snprintf(G.data_dir, sizeof G.data_dir, "%s", dirname(tmp));
+  const char *peer = getenv("ENGINE_BENCH_PEER");
+  if (peer && *peer) peer_name = peer;
+  G.pg = store_pg_is_url(G.db);
+  G.client = env_int("ENGINE_BENCH_CLIENT", 0) != 0;
+  if (G.client && !G.pg) die("client mode (ENGINE_BENCH_CLIENT=1) needs a PostgreSQL URL in ENGINE_BENCH_DB");
+  if (G.pg) {
+    /* what du measures: the cluster's data directory, as for DBOS */
+    const char *pgdata = getenv("ENGINE_BENCH_PGDATA");
+    snprintf(G.data_dir, sizeof G.data_dir, "%s", pgdata && *pgdata ? pgdata : ".");
+  } else {
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", G.db);
+    snprintf(G.data_dir, sizeof G.data_dir, "%s", dirname(tmp));
+  }
 
   if (strcmp(G.w, "w4b") == 0) {
     W4.n = env_int("W4_N", 1000);
-    w4_snapshot();
+    /* taken by ctl.sh at the kill while other workers carry on (client mode), or here */
+    const char *at = getenv("W4_AT_KILL");
+    if (at && *at) snprintf(W4.at_kill, sizeof W4.at_kill, "%s", at);
+    else w4_snapshot();
   }
 
   char err[512], holder[256];
-  int lockfd = engine_lock(G.db, "bench", holder, sizeof holder);
-  if (lockfd < 0) die("%s is in use: %s", G.db, holder);
-  engine_config cfg = {.db_path = G.db, .on_status = on_status, .on_commit = on_commit};
-  if (engine_open(&G.e, &cfg, err, sizeof err) != 0) die("%s", err);
-  G.st = engine_store(G.e);
-  G.loop = engine_loop(G.e);
+  int lockfd = -1;
+  if (G.client) {
+    /* a client takes no worker lock (as `engine start --detach` takes none) */
+    if (store_open(G.db, 0, &G.st, err, sizeof err) != STORE_OK) die("%s", err);
+    G.loop = uv_default_loop();
+  } else {
+    /* the one worker of a SQLite file; on PostgreSQL a worker among any
+     * others, holding the lock shared as `engine serve` does */
+    lockfd = engine_lock(G.db, G.pg ? "serve" : "bench", holder, sizeof holder);
+    if (lockfd < 0) die("%s is in use: %s", G.db, holder);
+    engine_config cfg = {.db_path = G.db, .on_status = on_status, .on_commit = on_commit};
+    if (engine_open(&G.e, &cfg, err, sizeof err) != 0) die("%s", err);
+    G.st = engine_store(G.e);
+    G.loop = engine_loop(G.e);
+  }
   uv_idle_init(G.loop, &G.idle);
   uv_timer_init(G.loop, &G.timer);
   uv_timer_init(G.loop, &G.watchdog);
@@ -760,15 +1109,17 @@ int main(int argc, char **argv) {
   uv_timer_start(&G.watchdog, on_watchdog, (uint64_t)timeout_s * 1000, 0);
   uv_unref((uv_handle_t *)&G.watchdog);
 
+  int nwf = 0;
   if (strcmp(G.w, "w1") == 0) {
-    W1.n = env_int("W1_N", 1000);
+    nwf = W1.n = env_int("W1_N", 1000);
     W1.t0 = now_ms();
   } else if (strcmp(G.w, "w2") == 0) {
     W2.n = env_int("W2_N", 200);
     W2.warmup = env_int("W2_WARMUP", 5);
+    nwf = W2.n + W2.warmup;
     W2.lat = calloc((size_t)W2.n + 1, sizeof(double));
   } else if (strcmp(G.w, "w3") == 0) {
-    W3.n = env_int("W3_N", 10000);
+    nwf = W3.n = env_int("W3_N", 10000);
     W3.settle_ms = env_int("W3_SETTLE_MS", 5000);
     W3.late_s = env_int("W3_LATE_SAMPLE_S", 70);
     W3.seen = calloc((size_t)W3.n, 1);
@@ -776,11 +1127,20 @@ int main(int argc, char **argv) {
     W3.base_db = db_files_mib();
     W3.t0 = now_ms();
   } else if (strcmp(G.w, "w4a") == 0) {
-    W4.n = env_int("W4_N", 1000);
+    nwf = W4.n = env_int("W4_N", 1000);
     W4.done_flag = calloc((size_t)W4.n, 1);
   } else {
+    nwf = W4.n;
+  }
+  if (G.client) {
+    follow_init(nwf);
+    uv_timer_init(G.loop, &fol.scan_timer);
+    fol.watch = dbwatch_start(G.loop, G.st, follow_changed, NULL);
+  }
+  if (strcmp(G.w, "w4b") == 0) {
     W4.done_flag = calloc((size_t)W4.n, 1);
     W4.never = calloc((size_t)W4.n, sizeof(int));
+    W4.unfinished = calloc((size_t)W4.n, 1);
     for (int i = 0; i < W4.n; i++) {
       char id[64];
       wf_id(id, sizeof id, i);
@@ -791,13 +1151,45 @@ int main(int argc, char **argv) {
         if (engine_status_terminal(w.status)) {
           W4.done_flag[i] = 1;
           W4.done++;
+        } else {
+          W4.unfinished[i] = 1;
+          W4.nunfinished++;
+          follow(i); /* client mode: run by a worker, followed from here */
         }
         wf_row_free(&w);
       }
     }
+    /* the workflows the kill interrupted, as ctl.sh read them at the kill
+     * (client mode: the other workers may have ended them before this
+     * process started; their takeover is timed from the kill all the same) */
+    const char *uf = getenv("W4_UNFINISHED_FILE");
+    FILE *f = uf && *uf ? fopen(uf, "r") : NULL;
+    char line[256];
+    size_t pl = strlen(G.prefix);
+    while (f && fgets(line, sizeof line, f)) {
+      int i = strncmp(line, G.prefix, pl) == 0 ? atoi(line + pl) : -1;
+      if (i < 0 || i >= W4.n || W4.unfinished[i]) continue;
+      W4.unfinished[i] = 1;
+      W4.nunfinished++;
+    }
+    if (f) fclose(f);
+    W4.unfinished_left = W4.nunfinished;
+    for (int i = 0; i < W4.n; i++)
+      if (W4.unfinished[i] && W4.done_flag[i]) W4.unfinished_left--; /* ended before this process looked */
+    if (W4.nunfinished && !W4.unfinished_left) {
+      const char *t0 = getenv("RESTART_T0_MS");
+      W4.takeover_s = t0 ? (double)(epoch_ms() - atoll(t0)) / 1000.0 : NAN;
+    }
+    if (G.client) follow_changed(NULL); /* some may have ended since */
   }
-  /* the workload starts from the loop, after engine_run's recovery pass */
+  /* the workload starts from the loop (embedded: after engine_run's recovery pass) */
   uv_idle_start(&G.idle, on_idle);
+  if (G.client) {
+    uv_run(G.loop, UV_RUN_DEFAULT);
+    uv_run(G.loop, UV_RUN_NOWAIT); /* the closes */
+    store_close(G.st);
+    return G.failed;
+  }
   if (engine_run(G.e) != 0) {
     fprintf(stderr, "engine_driver: the engine stopped after a store error\n");
     G.failed = 1;

@@ -3,6 +3,11 @@
 # prints the table.
 #   tests/bench/run_peers.sh                         engine, DBOS, Restate; all workloads (~8 min)
 #   PEERS_LIST=engine tests/bench/run_peers.sh       the engine alone
+#   PEERS_LIST="engine engine-pg engine-pg1 engine-pg2 engine-pg3 dbos" tests/bench/run_peers.sh
+#                                                    the engine on SQLite, on PostgreSQL embedded
+#                                                    (engine-pg) and with 1-3 `engine serve`
+#                                                    workers (engine-pgK), beside DBOS on the
+#                                                    same PostgreSQL (engine-pg/ctl.sh)
 #   WORKLOADS="w1 w2" W3_N=2000 tests/bench/run_peers.sh   (any run.sh/params.js override)
 # PEERS_SRC (default /work/shared/peers) is read-only: it is copied once to the
 # writable PEERS_DIR (default /tmp/peers) and set up there (setup.sh: apt + npm ci).
@@ -26,16 +31,40 @@ fi
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   if ! { [ -f "$ENGINE_BUILD/CMakeCache.txt" ] || cmake -S "$ROOT" -B "$ENGINE_BUILD" >/dev/null; } ||
-     ! cmake --build "$ENGINE_BUILD" --target engine_driver -j2; then
+     ! cmake --build "$ENGINE_BUILD" --target engine_driver engine -j2; then
     DRV="$ENGINE_BUILD/tests/bench/engine_driver"
-    [ -x "$DRV" ] || { echo "cannot build $DRV" >&2; exit 1; }
-    echo "WARNING: the build failed; using the existing driver ($(date -r "$DRV" '+%F %T'))" >&2
+    for f in "$DRV" "$ENGINE_BUILD/engine"; do [ -x "$f" ] || { echo "cannot build $f" >&2; exit 1; }; done
+    echo "WARNING: the build failed; using the existing driver ($(date -r "$DRV" '+%F %T')) and engine" >&2
   fi
 fi
 
 mkdir -p "$PEERS_DIR/engine"
 cp "$HERE/engine/ctl.sh" "$PEERS_DIR/engine/ctl.sh"
 chmod +x "$PEERS_DIR/engine/ctl.sh"
+# the PostgreSQL peers: one script, the worker count taken from its directory's name
+for p in engine-pg engine-pg1 engine-pg2 engine-pg3; do
+  mkdir -p "$PEERS_DIR/$p"
+  cp "$HERE/engine-pg/ctl.sh" "$PEERS_DIR/$p/ctl.sh"
+  chmod +x "$PEERS_DIR/$p/ctl.sh"
+done
 
 cd "$PEERS_DIR"
+export RESULTS_FILE="${RESULTS_FILE:-$PEERS_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).jsonl}"
 PEERS_LIST="${PEERS_LIST:-engine dbos restate}" ./run.sh
+# what the harness's W4 table has no column for: the engine peers' takeover
+# (from the kill until the workflows it interrupted had ended) beside the
+# harness's recovery (until all had ended, the never-submitted started anew)
+node -e '
+const fs = require("fs");
+const rows = fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+  .filter((r) => r.workload === "W4" && r.takeover_s !== undefined);
+if (!rows.length) process.exit(0);
+const head = ["peer", "killed", "its leases", "unfinished at kill", "takeover s", "recovery s"];
+const body = rows.map((r) => [r.peer, r.kill_target, r.killed_worker_leases ?? "-", r.unfinished_at_restart, r.takeover_s, r.recovery_s].map(String));
+const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+const line = (c) => "| " + c.map((x, i) => x.padEnd(w[i])).join(" | ") + " |";
+console.log("\nW4 takeover (engine peers: kill -9 until every workflow it interrupted had ended)");
+console.log(line(head));
+console.log("|" + w.map((x) => "-".repeat(x + 2)).join("|") + "|");
+for (const b of body) console.log(line(b));
+' "$RESULTS_FILE"
