@@ -208,20 +208,27 @@ static mem procs_mem(const int *pids, int n) {
   return m;
 }
 
+/* /proc/PID/stat read into buf: the fields after the command's name (the
+ * state first), or NULL when the process is gone. */
+static char *proc_stat(int pid, char *buf, size_t n) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  size_t len = fread(buf, 1, n - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  char *p = strrchr(buf, ')');
+  return p && p[1] ? p + 2 : NULL;
+}
+
 /* CPU seconds (user+system, incl. reaped children) of pids (lib/common.js cpuSeconds). */
 static double procs_cpu_s(const int *pids, int n) {
   double t = 0;
   for (int i = 0; i < n; i++) {
-    char buf[2048], path[64];
-    snprintf(path, sizeof path, "/proc/%d/stat", pids[i]);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    size_t len = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[len] = 0;
-    char *p = strrchr(buf, ')');
+    char buf[2048];
+    char *p = proc_stat(pids[i], buf, sizeof buf);
     if (!p) continue;
-    p += 2;
     for (int field = 0; field < 15 && p; field++) {
       if (field >= 11) t += strtod(p, NULL);
       p = strchr(p, ' ');
@@ -250,15 +257,9 @@ static int pg_cluster_pids(const char *datadir, int *pids, int max) {
     int pid = atoi(de->d_name);
     if (pid <= 0) continue;
     char buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *sf = fopen(path, "r");
-    if (!sf) continue;
-    size_t len = fread(buf, 1, sizeof buf - 1, sf);
-    fclose(sf);
-    buf[len] = 0;
-    char *p = strrchr(buf, ')');
+    char *p = proc_stat(pid, buf, sizeof buf);
     int ppid = 0;
-    if (p && sscanf(p + 2, "%*c %d", &ppid) == 1 && ppid == pm) pids[n++] = pid;
+    if (p && sscanf(p, "%*c %d", &ppid) == 1 && ppid == pm) pids[n++] = pid;
   }
   if (d) closedir(d);
   return n;
