@@ -522,9 +522,16 @@ static void pass(schedules *sc) {
   }
   sched_list l = {0};
   sc->fired = 0;
-  /* read in the batch that writes the fires, in commit order: of several
-   * workers on one database, one fires an instant and the others see it */
-  if (store_begin(st) != STORE_OK || store_schedule_list(st, add_sched, &l) != STORE_OK) {
+  int rc = store_schedule_list(st, add_sched, &l);
+  if (rc == STORE_OK && l.n > 0) {
+    /* read again in the batch that writes the fires, in commit order: of
+     * several workers on one database, one fires an instant and the others
+     * see it (with no schedule, no tick takes the order lock) */
+    for (size_t i = 0; i < l.n; i++) sched_free(&l.v[i]);
+    l.n = 0;
+    rc = store_begin(st) == STORE_OK ? store_schedule_list(st, add_sched, &l) : STORE_ERR;
+  }
+  if (rc != STORE_OK) {
     render_line(stderr, 0, "engine: cannot read the schedules: %s", store_errmsg(st));
     earliest = now + 1000;
   }

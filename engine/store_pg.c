@@ -746,9 +746,21 @@ static PGconn *connect_url(const char *url, const char *app, const char *timeout
    * not closed) fails a call within about 10 s (keepalives for a wait on an
    * answer, tcp_user_timeout for unacknowledged data) instead of the
    * kernel's minutes, so the worker's loop goes on and its leases run out. */
-  const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle",
-                        "keepalives_interval", "keepalives_count", "tcp_user_timeout", "dbname", NULL};
-  const char *vals[] = {timeout_s, app, "1", "4", "2", "3", "10000", url, NULL};
+  /* The server's side (options, kept across PQreset): a transaction left
+   * open past a lease (its worker cut off mid-batch) is ended, with its row
+   * locks and the order lock, instead of being kept until TCP tells the
+   * server the client is gone (two hours by default) while the others skip
+   * its tasks or wait for its locks (its batch is fenced off by then
+   * anyway); an idle client is probed within about 10 s. */
+  const char *lm = getenv("ENGINE_LEASE_MS");
+  long long lease = lm && atoll(lm) >= 100 ? atoll(lm) : 10000;
+  char options[192];
+  snprintf(options, sizeof options,
+           "-c idle_in_transaction_session_timeout=%lld -c tcp_keepalives_idle=4 -c tcp_keepalives_interval=2 "
+           "-c tcp_keepalives_count=3", lease < 1000 ? 1000 : lease);
+  const char *keys[] = {"connect_timeout", "application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+                        "keepalives_count", "tcp_user_timeout", "options", "dbname", NULL};
+  const char *vals[] = {timeout_s, app, "1", "4", "2", "3", "10000", options, url, NULL};
   PGconn *c = PQconnectdbParams(keys, vals, 1);
   if (!c) {
     util_seterr(err, errlen, "cannot connect to PostgreSQL: out of memory");
