@@ -356,6 +356,7 @@ typedef struct pg {
   int64_t max_length;  /* ENGINE_STORE_MAX_LENGTH: the longest value a parameter takes (0: PostgreSQL's own) */
   char *path;          /* the URL as given (reopening it needs any password it has) */
   char where[256];     /* host:port/database, for messages: never a password */
+  char settings[160];  /* the session's SETs (set_session), again after a reconnection */
   char err[512];
   /* parameters of the statement being built (bind_* in order) */
   const char *pv[MAXP];
@@ -377,6 +378,7 @@ typedef struct pg {
 static void pg_rollback(store *st_);
 static int fence_check(struct pg *s);
 static int pipe_drain(struct pg *s, int report);
+static int simple(PGconn *c, const char *sql, char *why, size_t n, int *kind);
 static void map_reset(strmap *m) { /* keys freed; the values are epochs, not pointers */
   strmap_free(m);
   strmap_init(m);
@@ -489,6 +491,7 @@ static void reconnect_if_lost(pg *s) {
   PQreset(s->conn);
   if (PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF) PQexitPipelineMode(s->conn);
   s->pipe = 0;
+  if (PQstatus(s->conn) == CONNECTION_OK) simple(s->conn, s->settings, (char[8]){0}, 8, NULL);
   memset(s->prepared, 0, sizeof s->prepared);
   memset(s->table_prepared, 0, sizeof s->table_prepared);
   if (s->owner[0] && PQstatus(s->conn) == CONNECTION_OK) announce(s, s->owner);
@@ -822,8 +825,9 @@ static int schema_state(PGconn *c, int *other) {
   return have;
 }
 
-static pg *new_pg(const char *url, PGconn *c, const char *where) {
+static pg *new_pg(const char *url, PGconn *c, const char *where, const char *settings) {
   pg *s = util_xcalloc(1, sizeof *s);
+  snprintf(s->settings, sizeof s->settings, "%s", settings);
   s->base.ops = &store_pg_ops;
   s->conn = c;
   s->path = util_strdup(url);
@@ -836,9 +840,11 @@ static pg *new_pg(const char *url, PGconn *c, const char *where) {
   return s;
 }
 
-static void set_timeouts(PGconn *c, int lock_ms, int statement_ms) {
-  char sql[160];
-  snprintf(sql, sizeof sql, "SET lock_timeout = %d; SET statement_timeout = %d", lock_ms, statement_ms);
+/* The session's settings into sql (kept by the store: a reconnection sets
+ * them again), then set on c. */
+static void set_session(PGconn *c, char *sql, size_t n, int lock_ms, int statement_ms, int readonly) {
+  snprintf(sql, n, "SET lock_timeout = %d; SET statement_timeout = %d%s", lock_ms, statement_ms,
+           readonly ? "; SET default_transaction_read_only = on" : "");
   simple(c, sql, (char[8]){0}, 8, NULL);
 }
 
@@ -848,7 +854,8 @@ int store_pg_open(const char *url, int must_exist, store **out, char *err, size_
   PGconn *c = connect_url(url, "engine", "10", where, sizeof where, err, errlen);
   if (!c) return STORE_ERR;
   const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
-  set_timeouts(c, btm ? atoi(btm) : 5000, 0);
+  char settings[160];
+  set_session(c, settings, sizeof settings, btm ? atoi(btm) : 5000, 0, 0);
   int other, have = schema_state(c, &other), kind = STORE_ERR;
   if (have < 0) {
     pq_reason(c, NULL, why, sizeof why);
@@ -886,7 +893,7 @@ int store_pg_open(const char *url, int must_exist, store **out, char *err, size_
       goto failed;
     }
   }
-  *out = &new_pg(url, c, where)->base;
+  *out = &new_pg(url, c, where, settings)->base;
   return STORE_OK;
 newer:
   util_seterr(err, errlen, "database %s has schema version %d; this engine knows up to %d", where, have,
@@ -912,8 +919,8 @@ int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err,
   /* completion must answer at once: 2 s is the shortest wait libpq keeps */
   PGconn *c = connect_url(url, "engine (read-only)", "2", where, sizeof where, err, errlen);
   if (!c) return STORE_ERR;
-  set_timeouts(c, busy_ms, busy_ms);
-  simple(c, "SET default_transaction_read_only = on", why, sizeof why, NULL);
+  char settings[160];
+  set_session(c, settings, sizeof settings, busy_ms, busy_ms, 1);
   int other, have = schema_state(c, &other);
   int kind = STORE_OK;
   if (have < 0) {
@@ -932,7 +939,7 @@ int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err,
     PQfinish(c);
     return kind;
   }
-  *out = &new_pg(url, c, where)->base;
+  *out = &new_pg(url, c, where, settings)->base;
   return STORE_OK;
 }
 

@@ -1207,6 +1207,34 @@ static void test_data_version(void **state) {
   store_close(s2);
 }
 
+/* A reconnection sets the session's settings again: after the server
+ * dropped the connection, a wait for the order lock is still bounded by
+ * ENGINE_BUSY_TIMEOUT_MS (lost with the session, it would wait forever). */
+static void test_pg_settings_survive_reconnect(void **state) {
+  fixture *f = *state;
+  if (!pg_url()) skip();
+  setenv("ENGINE_BUSY_TIMEOUT_MS", "50", 1);
+  store *s2 = open_ok(f->db);
+  unsetenv("ENGINE_BUSY_TIMEOUT_MS");
+  assert_int_equal(store_signal_count(s2, "wf"), 0);
+  PGconn *c = PQconnectdb(pg_url());
+  char *sql = util_fmt("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname='%s' AND "
+                       "pid<>pg_backend_pid()", f->pgdb);
+  PGresult *r = PQexec(c, sql);
+  assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
+  PQclear(r);
+  free(sql);
+  PQfinish(c);
+  for (int i = 0; i < 50 && store_signal_count(s2, "wf") != 0; i++) usleep(20000); /* the first call finds it gone */
+  assert_int_equal(store_signal_count(s2, "wf"), 0);
+  store *s1 = open_ok(f->db);
+  assert_int_equal(store_begin(s1), STORE_OK);
+  assert_int_equal(store_begin(s2), STORE_EBUSY);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  store_close(s1);
+  store_close(s2);
+}
+
 static void test_begin_busy_when_other_writer(void **state) {
   fixture *f = *state;
   setenv("ENGINE_BUSY_TIMEOUT_MS", "50", 1);
@@ -1839,6 +1867,7 @@ int main(int argc, char **argv) {
       T(test_second_connection_sees_only_committed),
       T(test_data_version),
       T(test_begin_busy_when_other_writer),
+      T(test_pg_settings_survive_reconnect),
       T(test_bind_failure_writes_nothing),
       T(test_concurrent_open_leaves_no_transaction),
       T(test_pg_worker_lock),
