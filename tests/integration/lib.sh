@@ -67,6 +67,15 @@ own_pg_cluster() {
   PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
 }
 
+# How many steps ran once, twice, ...: a table of the "<wf> step ..." lines
+# that chain10.lua's steps append to $TEST_SIDE_EFFECTS.
+steps_histogram() {
+  echo "| runs of a step | steps |"
+  echo "|---|---|"
+  awk '$2 == "step" {n[$1]++} END {for (k in n) h[n[k]]++; for (r in h) printf "| %d | %d |\n", r, h[r]}' \
+    "$TEST_SIDE_EFFECTS" | sort -n -t'|' -k2
+}
+
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   if [ -n "$PG_TEST_DB" ] && [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then

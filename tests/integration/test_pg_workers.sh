@@ -74,9 +74,7 @@ steps="$(awk '$2 == "step" {print $1}' "$TEST_SIDE_EFFECTS" | sort -u | wc -l)"
 assert_eq "every step's side effect ran at least once" "$((N * 10))" "$steps"
 assert_eq "no lease left behind" 0 "$(q "SELECT count(*) FROM leases")"
 echo
-echo "| runs of a step | steps |"
-echo "|---|---|"
-awk '$2 == "step" {n[$1]++} END {for (k in n) h[n[k]]++; for (r in h) printf "| %d | %d |\n", r, h[r]}' "$TEST_SIDE_EFFECTS" | sort -n -t'|' -k2
+steps_histogram
 echo
 echo "| killed | its leases | taken over in | completed then |"
 echo "|---|---|---|---|"
