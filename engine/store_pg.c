@@ -26,12 +26,13 @@
  *   its lease is still that owner's at that epoch (fence_check, which
  *   keeps the lease rows locked to the commit).
  *
- * libpq is used synchronously: every call blocks the event loop until
- * PostgreSQL answers (as SQLite's calls do). A batch's fixed cost is kept
- * to few round trips (BEGIN, the commit bump with the
- * transaction id, COMMIT; the fence when the batch wrote to a leased
- * workflow). Nonblocking connections (PQsetnonblocking + uv_poll) and
- * pipeline mode are not built yet.
+ * libpq waits for its answers on the loop's thread (as SQLite's calls do).
+ * A batch's writes go in pipeline mode (exec_defer): sent without waiting,
+ * answered with the batch's next read or at the commit, one round trip for
+ * all. Its fixed cost: BEGIN, the commit bump with the transaction id,
+ * COMMIT (the fence when it wrote to a leased workflow). A uv_poll on the
+ * connection, so that the loop goes on while PostgreSQL answers, is not
+ * built yet.
  *
  * Text is sent as text parameters (so it must be valid in the database's
  * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent
@@ -342,6 +343,7 @@ typedef struct pg {
   int in_txn; /* a batch was begun and not yet committed or rolled back */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   int ordered; /* that batch holds the order lock (order_lock) */
+  int client;  /* that batch was begun by store_begin: a client's check-then-write */
   /* statements sent in pipeline mode whose results are not read yet (pipe_send) */
   struct pipe_entry {
     const char *what; /* for the error */
@@ -349,7 +351,6 @@ typedef struct pg {
     PGresult **keep;  /* where its result goes (NULL: checked, then dropped) */
   } pipeq[PIPE_MAX];
   int pipe;
-  int client;  /* that batch was begun by store_begin: a client's check-then-write */
   int64_t writes, last_writes;
   int64_t own_commits; /* commits of this connection that bumped the commits row */
   int64_t changes;     /* rows the last write changed */
@@ -748,8 +749,8 @@ static PGconn *connect_url(const char *url, const char *app, const char *timeout
    * TCP settings replace these defaults. A link that goes silent (cut off,
    * not closed) fails a call within about 10 s (keepalives for a wait on an
    * answer, tcp_user_timeout for unacknowledged data) instead of the
-   * kernel's minutes, so the worker's loop goes on and its leases run out. */
-  /* The server's side (options, kept across PQreset): a transaction left
+   * kernel's minutes, so the worker's loop goes on and its leases run out.
+   * The server's side (options, kept across PQreset): a transaction left
    * open past a lease (its worker cut off mid-batch) is ended, with its row
    * locks and the order lock, instead of being kept until TCP tells the
    * server the client is gone (two hours by default) while the others skip
