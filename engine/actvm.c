@@ -4,6 +4,7 @@
 #include <lualib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "docker.h"
@@ -374,11 +375,22 @@ static int l_history(lua_State *L) {
   return 1;
 }
 
-/* activity.worker(): {lua_dir, instance, db_dir} of the worker this VM runs
- * in (instance and db_dir are nil in a VM of its own, e.g. `policy check`). */
+/* activity.worker(): {lua_dir, instance, db_dir, host} of the worker this VM
+ * runs in (instance and db_dir are nil in a VM of its own, e.g. `policy
+ * check`). host names the machine whose sandboxes this worker reaches:
+ * ENGINE_HOST_ID, else the host name. */
 static int l_worker(lua_State *L) {
   actvm *a = vm_of(L);
-  lua_createtable(L, 0, 3);
+  lua_createtable(L, 0, 4);
+  const char *host = getenv("ENGINE_HOST_ID");
+  char name[256];
+  if (!host || !*host) {
+    if (gethostname(name, sizeof name) != 0) snprintf(name, sizeof name, "localhost");
+    name[sizeof name - 1] = 0;
+    host = name;
+  }
+  lua_pushstring(L, host);
+  lua_setfield(L, -2, "host");
   lua_pushstring(L, a->lua_dir);
   lua_setfield(L, -2, "lua_dir");
   if (a->instance) lua_pushstring(L, a->instance), lua_setfield(L, -2, "instance");

@@ -5,12 +5,17 @@
  *
  *   worker.watches()      at start-up: {dirs = {...}} to watch; a change in
  *                         one calls worker.changed{dir = D}, debounced
- *   worker.start{live=}   at start-up, after recovery
+ *   worker.start{live=, sandboxes=}  at start-up, after recovery
+ *   worker.sweep{live=, sandboxes=}  every ENGINE_SWEEP_INTERVAL_MS (default
+ *                         5 min; 0: never): another host may have taken a
+ *                         session over and provisioned its sandbox again
  *   worker.changed{dir=}
  *   worker.NAME{...}      a maintenance command (engine_maintenance), run on
  *                         a loop of its own: `engine gc`, `engine policy check`
  *
- * live lists the workflows that have not finished. The engine prints each line
+ * live lists the workflows that have not finished; sandboxes maps those with
+ * a sandbox to their latest sandbox.ready or sandbox.reprovisioned payload
+ * (its host). The engine prints each line
  * of a result's `log` list (terminal-safe); the rest is the hook's own. */
 #include "worker.h"
 
@@ -46,7 +51,8 @@ typedef struct hook_call hook_call;
 
 struct hooks {
   engine *e;
-  hook_call *calls[1 + HOOK_MAX_WATCHES]; /* pending hook calls, cancelled on free */
+  hook_call *calls[2 + HOOK_MAX_WATCHES]; /* pending hook calls (start, sweep, watches), cancelled on free */
+  uv_timer_t *sweep;                      /* the periodic worker.sweep; NULL when off */
   watch *watches[HOOK_MAX_WATCHES];
   int nwatches;
 };
@@ -54,33 +60,38 @@ struct hooks {
 /* ---------------------------------------------------------- live list --- */
 
 typedef struct live_ctx {
-  ubuf b;
-  int count;
+  ubuf ids, sandboxes; /* a JSON list of ids; "id":payload members */
+  int count, placed;
 } live_ctx;
 
-static int add_live(void *ud, const wf_row *w) {
+static int add_live(void *ud, const char *wf_id, const char *sandbox) {
   live_ctx *l = ud;
-  if (engine_status_terminal(w->status)) return 0;
-  char *q = json_quote(w->id);
-  if (l->count++) ubuf_add(&l->b, ",", 1);
-  ubuf_add(&l->b, q, strlen(q));
+  char *q = json_quote(wf_id);
+  if (l->count++) ubuf_add(&l->ids, ",", 1);
+  ubuf_add(&l->ids, q, strlen(q));
+  if (sandbox && *sandbox == '{') { /* a domain event's payload: an object the workflow encoded */
+    if (l->placed++) ubuf_add(&l->sandboxes, ",", 1);
+    ubuf_add(&l->sandboxes, q, strlen(q));
+    ubuf_add(&l->sandboxes, ":", 1);
+    ubuf_add(&l->sandboxes, sandbox, strlen(sandbox));
+  }
   free(q);
   return 0;
 }
 
-/* {"args":{"live":[ids of workflows that have not finished]}}, or NULL when
+/* {"args":{"live":[ids of workflows that have not finished],"sandboxes":{id:
+ * its latest sandbox.ready or sandbox.reprovisioned payload}}}, or NULL when
  * the list cannot be read (a sweep must never take a live one for finished). */
 static char *live_payload(store *st) {
   live_ctx l = {0};
-  static const char open[] = "{\"args\":{\"live\":[";
-  ubuf_add(&l.b, open, sizeof open - 1);
-  int rc = store_wf_list(st, NULL, add_live, &l);
-  ubuf_add(&l.b, "]}}", 4); /* with the NUL */
-  if (rc != STORE_OK) {
-    ubuf_free(&l.b);
-    return NULL;
-  }
-  return l.b.p;
+  int rc = store_live_list(st, add_live, &l);
+  char *out = NULL;
+  if (rc == STORE_OK)
+    out = util_fmt("{\"args\":{\"live\":[%.*s],\"sandboxes\":{%.*s}}}", (int)l.ids.n, l.ids.p ? l.ids.p : "",
+                   (int)l.sandboxes.n, l.sandboxes.p ? l.sandboxes.p : "");
+  ubuf_free(&l.ids);
+  ubuf_free(&l.sandboxes);
+  return out;
 }
 
 /* The instance id and the database's directory, for activity.worker(). */
@@ -250,7 +261,7 @@ static void watch_dir(hooks *h, const char *dir) {
     }
     return;
   }
-  w->slot = 1 + h->nwatches;
+  w->slot = 2 + h->nwatches;
   h->watches[h->nwatches++] = w;
   rc = uv_fs_event_start(&w->fs, on_change, dir, 0);
   if (rc != 0) {
@@ -305,17 +316,43 @@ int engine_hook_now(engine *e, const char *name, const char *payload, int *ok, c
   return 0;
 }
 
+/* Calls worker.NAME{live=, sandboxes=} in slot, unless one is still running. */
+static void call_live_hook(hooks *h, int slot, const char *name) {
+  if (h->calls[slot]) return;
+  char *payload = live_payload(h->e->st);
+  if (!payload) {
+    render_line(stderr, 0, "engine: cannot list live workflows for worker.%s: %s", name, store_errmsg(h->e->st));
+    return;
+  }
+  call_hook(h, slot, name, payload, NULL);
+  free(payload);
+}
+
+static void on_sweep(uv_timer_t *t) { call_live_hook(t->data, 1, "sweep"); }
+
+static void start_sweeps(hooks *h) {
+  const char *v = getenv("ENGINE_SWEEP_INTERVAL_MS");
+  long long ms = v && *v ? atoll(v) : 300000;
+  if (ms <= 0) return;
+  h->sweep = util_xcalloc(1, sizeof *h->sweep);
+  if (uv_timer_init(&h->e->loop, h->sweep) != 0) {
+    free(h->sweep);
+    h->sweep = NULL;
+    return;
+  }
+  h->sweep->data = h;
+  uv_timer_start(h->sweep, on_sweep, (uint64_t)ms, (uint64_t)ms);
+  uv_unref((uv_handle_t *)h->sweep); /* never what keeps the loop running */
+}
+
 void hooks_start(engine *e) {
   hooks *h = e->hooks;
   start_watches(h);
-  char *payload = live_payload(e->st);
-  if (!payload) {
-    engine_log_err(e, "cannot list live workflows for worker.start");
-    return;
-  }
-  call_hook(h, 0, "start", payload, NULL);
-  free(payload);
+  call_live_hook(h, 0, "start");
+  start_sweeps(h);
 }
+
+static void free_handle(uv_handle_t *handle) { free(handle); }
 
 void hooks_free(engine *e) {
   hooks *h = e->hooks;
@@ -325,6 +362,7 @@ void hooks_free(engine *e) {
       actvm_cancel(h->calls[i]->call);
       free(h->calls[i]);
     }
+  if (h->sweep) uv_close((uv_handle_t *)h->sweep, free_handle);
   for (int i = 0; i < h->nwatches; i++) {
     watch *w = h->watches[i];
     uv_close((uv_handle_t *)&w->fs, watch_closed);

@@ -313,6 +313,7 @@ int store_counter_put(store *s, const char *name, const counter_row *c) { return
 int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud) { return s->ops->counter_list(s, prefix, cb, ud); }
 
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) { return s->ops->group_count(s, what, cb, ud); }
+int store_live_list(store *s, store_live_cb cb, void *ud) { return s->ops->live_list(s, cb, ud); }
 
 int64_t store_count(store *s, const char *what, const char *wf_id) { return s->ops->count(s, what, wf_id); }
 

@@ -354,6 +354,13 @@ int store_schedule_del(store *s, const char *name);
 typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES, STORE_GROUP_SLOTS } store_group;
 int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 
+/* Every workflow that has not finished, with the payload of its session's
+ * latest sandbox.ready or sandbox.reprovisioned domain event (NULL when it
+ * has none): where its sandbox is now, for the orphan sweeps of each host.
+ * cb returning nonzero stops. */
+typedef int (*store_live_cb)(void *ud, const char *wf_id, const char *sandbox);
+int store_live_list(store *s, store_live_cb cb, void *ud);
+
 /* ---- whole tables, for engine migrate (migrate.c): every durable table
  * of either backend, read in key order and written with its own ids ---- */
 typedef enum { STORE_V_NULL, STORE_V_INT, STORE_V_REAL, STORE_V_TEXT, STORE_V_BLOB } store_vtype;

@@ -101,6 +101,7 @@ typedef struct store_ops {
   int (*schedule_list)(store *s, store_schedule_cb cb, void *ud);
   int (*schedule_del)(store *s, const char *name);
   int (*group_count)(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+  int (*live_list)(store *s, store_live_cb cb, void *ud);
   int64_t (*count)(store *s, const char *what, const char *wf_id);
 } store_ops;
 

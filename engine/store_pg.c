@@ -136,7 +136,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -247,6 +247,9 @@ static const char *SQL[Q__N] = {
     [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
                           "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
                           "d.type='sandbox.ready')",
+    [Q_LIVE_LIST] = "SELECT w.id, (SELECT d.payload FROM domain_events d WHERE d.session_id=w.id AND d.type IN "
+                    "('sandbox.ready','sandbox.reprovisioned') ORDER BY d.seq DESC LIMIT 1) FROM workflows w "
+                    "WHERE w.status NOT IN ('completed','failed','cancelled')",
     [Q_GROUP_SLOTS] = "SELECT pool||chr(31)||(CASE WHEN held<>0 THEN 'held' ELSE 'queued' END), count(*) FROM slots "
                       "GROUP BY pool, held",
     /* taken when free, expired or ours (the epoch moves on when the owner changes) */
@@ -2456,6 +2459,17 @@ static int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, cons
   return STORE_OK;
 }
 
+static int pg_live_list(store *st_, store_live_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  params_start(s);
+  PGresult *r = pq_run(s, Q_LIVE_LIST, 0, "list live workflows");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++)
+    if (cb(ud, col_text(r, i, 0), col_text(r, i, 1))) break;
+  PQclear(r);
+  return STORE_OK;
+}
+
 static int64_t pg_count(store *st_, const char *what, const char *wf_id) {
   pg *s = (pg *)st_;
   if (strcmp(what, "history") == 0) {
@@ -2669,5 +2683,6 @@ const store_ops store_pg_ops = {
     .schedule_list = pg_schedule_list,
     .schedule_del = pg_schedule_del,
     .group_count = pg_group_count,
+    .live_list = pg_live_list,
     .count = pg_count,
 };

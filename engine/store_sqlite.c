@@ -123,6 +123,7 @@ enum {
   Q_GROUP_STATUS,
   Q_GROUP_TASKS,
   Q_GROUP_SANDBOXES,
+  Q_LIVE_LIST,
   Q_GROUP_SLOTS,
   Q_DATA_VERSION,
   Q_COUNT_HIST,
@@ -235,6 +236,10 @@ static const char *SQL[Q__N] = {
     [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
                           "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
                           "d.type='sandbox.ready')",
+    /* the unfinished ones and where each one's sandbox is now (store_live_list) */
+    [Q_LIVE_LIST] = "SELECT w.id, (SELECT d.payload FROM domain_events d WHERE d.session_id=w.id AND d.type IN "
+                    "('sandbox.ready','sandbox.reprovisioned') ORDER BY d.seq DESC LIMIT 1) FROM workflows w "
+                    "WHERE w.status NOT IN ('completed','failed','cancelled')",
     [Q_GROUP_SLOTS] = "SELECT pool||char(31)||(CASE WHEN held THEN 'held' ELSE 'queued' END), count(*) FROM slots "
                       "GROUP BY pool, held",
     [Q_DATA_VERSION] = "PRAGMA data_version",
@@ -382,6 +387,7 @@ static int sq_schedule_get(store *st_, const char *name, store_schedule_cb cb, v
 static int sq_schedule_list(store *st_, store_schedule_cb cb, void *ud);
 static int sq_schedule_del(store *st_, const char *name);
 static int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+static int sq_live_list(store *st_, store_live_cb cb, void *ud);
 static int64_t sq_count(store *st_, const char *what, const char *wf_id);
 
 /* ---- plumbing ---- */
@@ -949,6 +955,17 @@ static int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, cons
     if (cb(ud, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1))) break;
   sqlite3_reset(st);
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "count");
+}
+
+static int sq_live_list(store *st_, store_live_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = stmt(s, Q_LIVE_LIST);
+  if (!st) return STORE_ERR;
+  int rc;
+  while ((rc = step(s, st)) == SQLITE_ROW)
+    if (cb(ud, (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1))) break;
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : fail(s, "list live workflows");
 }
 
 static int sq_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud) {
@@ -2037,5 +2054,6 @@ const store_ops store_sqlite_ops = {
     .schedule_list = sq_schedule_list,
     .schedule_del = sq_schedule_del,
     .group_count = sq_group_count,
+    .live_list = sq_live_list,
     .count = sq_count,
 };

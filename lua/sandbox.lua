@@ -56,13 +56,19 @@ local function safe_name(s) return (tostring(s):gsub("[^%w_.-]", "_")):sub(1, 10
 -- touch each other's.
 local function instance() return worker().instance or "default" end
 
--- One name per (database, workflow id): a readable prefix of the id for
--- people, then a hash of both, so ids that read alike ("pr:1", "pr_1", two
--- long ids with one prefix) never share a container or a workspace, and two
--- databases on one Docker engine never touch each other's sandboxes.
+-- The host this worker runs on (ENGINE_HOST_ID, else its host name): a
+-- sandbox belongs to the host that made it, and only there can it be reached
+-- (several workers on several hosts share a PostgreSQL store).
+function M.host() return worker().host or "localhost" end
+
+-- One name per (database, host, workflow id): a readable prefix of the id for
+-- people, then a hash of all three, so ids that read alike ("pr:1", "pr_1",
+-- two long ids with one prefix) never share a container or a workspace, two
+-- databases on one Docker engine never touch each other's sandboxes, and a
+-- session provisioned again by another host never takes the first one's name.
 function M.sandbox_name(session_id)
   local id = tostring(session_id)
-  return safe_name(id):sub(1, 24) .. "-" .. native.sha256(instance() .. "\0" .. id):sub(1, 24)
+  return safe_name(id):sub(1, 24) .. "-" .. native.sha256(instance() .. "\0" .. M.host() .. "\0" .. id):sub(1, 24)
 end
 
 -- A host uid for a bubblewrap session: 20000-59999, from its name's hash.
@@ -126,7 +132,7 @@ function M.container_spec(sb, opts)
     Env = { "HOME=/tmp", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8" },
     NetworkDisabled = true,
     Labels = { ["engine.managed"] = "true", ["engine.session"] = sb.session_id,
-      ["engine.workspace"] = sb.workspace, ["engine.instance"] = instance() },
+      ["engine.workspace"] = sb.workspace, ["engine.instance"] = instance(), ["engine.host"] = sb.host },
     HostConfig = {
       Binds = binds,
       NetworkMode = "none",
@@ -206,12 +212,13 @@ local function remove_workspace(path)
   os.remove(path .. ".session")
 end
 
--- Beside each workspace, <name>.session names its database and session, so a
--- sweep finds the workspaces of bubblewrap sessions too (they have no container).
+-- Beside each workspace, <name>.session names its database, host and session
+-- (one per line), so a sweep finds the workspaces of bubblewrap sessions too
+-- (they have no container). The session id is last: it may hold newlines.
 local function mark_owner(sb)
   local f = io.open(sb.workspace .. ".session", "w")
   if not f then raise("WorkspaceError", "cannot write " .. sb.workspace .. ".session") end
-  f:write(instance(), "\n", sb.session_id)
+  f:write(instance(), "\n", "host=", sb.host, "\n", sb.session_id)
   f:close()
 end
 
@@ -237,7 +244,7 @@ function M.provision(opts)
   if driver ~= "docker" and driver ~= "bwrap" then
     raise("InvalidInput", "unknown sandbox driver '" .. tostring(driver) .. "' (docker, bwrap)", { non_retryable = true })
   end
-  local sb = { session_id = opts.session_id, image = opts.image or M.DEFAULT_IMAGE, driver = driver,
+  local sb = { session_id = opts.session_id, image = opts.image or M.DEFAULT_IMAGE, driver = driver, host = M.host(),
     workspace = M.workspace_root() .. "/" .. M.sandbox_name(opts.session_id), writable = opts.writable or WRITABLE,
     memory_mb = limits.memoryMb or 512, cpu = limits.cpu or 1, pids = limits.pids or 256,
     disk_mb = limits.diskMb or M.DEFAULT_DISK_MB }
@@ -548,6 +555,9 @@ end
 
 -- Removes the container and the workspace. Safe to call again.
 function M.destroy(sb)
+  -- another host's sandbox cannot be reached from here: its host's sweep
+  -- removes it once the session has ended
+  if not M.here(sb) then return { removed = false, elsewhere = sb.host } end
   local removed = false
   if sb.driver ~= "bwrap" then
     if sb.container_id then removed = docker.remove(sb.container_id) end
@@ -555,6 +565,27 @@ function M.destroy(sb)
   end
   remove_workspace(sb.workspace)
   return { removed = removed }
+end
+
+-- Whether sb was made on this host (a handle from before hosts were recorded was).
+function M.here(sb) return sb.host == nil or sb.host == M.host() end
+
+-- Whether sb can be used from here: true, or false and why (it belongs to
+-- another host; its container or workspace is gone, or the container stopped,
+-- as after the host restarted). A Docker engine that cannot be asked is an
+-- error: the sandbox may be fine, and provisioning again would lose its work.
+function M.reachable(sb)
+  if not M.here(sb) then return false, "the sandbox is on host " .. tostring(sb.host) .. ", not on this one" end
+  local st = sb.workspace and fs.lstat(sb.workspace)
+  if not (st and st.type == "dir") then return false, "its workspace is gone" end
+  if sb.driver == "bwrap" then return true end
+  local ok, info = pcall(docker.inspect, sb.container_id)
+  if not ok then
+    if type(info) == "table" and info.type == "NoSuchContainer" then return false, "its container is gone" end
+    error(info, 0)
+  end
+  if not (info.State and info.State.Running) then return false, "its container is not running" end
+  return true
 end
 
 -- What a provision cut short (cancelled, or failed part-way) may have left:
@@ -572,11 +603,23 @@ function M.destroy_session(session_id, pause)
   return { removed = removed }
 end
 
--- Removes every labelled container (running or not) whose session is not in
--- live (a set of workflow ids), with its workspace, and every workspace of
--- this database whose session is not live. Returns what it removed. Without
--- a Docker engine only workspaces are swept.
-function M.sweep(live)
+-- Removes what belongs to no live session here: every labelled container
+-- (running or not) and every workspace of this database whose session is not
+-- in live (a set of workflow ids), or whose session is live but has its
+-- sandbox on another host now (sandboxes: session id -> the payload of its
+-- latest sandbox.ready or sandbox.reprovisioned event, which names the
+-- host). Another host's sandboxes of live sessions are left to that host.
+-- Returns what it removed. Without a Docker engine only workspaces are swept.
+function M.sweep(live, sandboxes)
+  sandboxes = sandboxes or {}
+  local me = M.host()
+  -- why the sandbox of session on host is not wanted, or nil
+  local function unwanted(session, host)
+    if not session or not live[session] then return "done" end
+    if host and host ~= me then return nil end -- another host's own, while its session is live
+    local now = sandboxes[session] and sandboxes[session].host
+    if now and now ~= me then return "moved to " .. now end
+  end
   local removed = {}
   local root = M.workspace_root()
   for _, e in ipairs(fs.list(root) or {}) do -- no directory yet: nothing to sweep
@@ -586,10 +629,13 @@ function M.sweep(live)
     if f then
       local inst, session = f:read("l"), f:read("a")
       f:close()
+      local host = session and session:match("^host=([^\n]*)\n")
+      if host then session = session:sub(#"host=" + #host + 2) end
       -- only this database's sandboxes: another engine's sessions are not ours to judge
-      if inst == instance() and not live[session] then
+      local why = inst == instance() and unwanted(session, host)
+      if why then
         remove_workspace(root .. "/" .. ws)
-        removed[#removed + 1] = { workspace = ws, session = session }
+        removed[#removed + 1] = { workspace = ws, session = session, reason = why }
       end
     end
   end
@@ -602,10 +648,11 @@ function M.sweep(live)
   for _, c in ipairs(list) do
     local labels = c.Labels or {}
     local session = labels["engine.session"]
-    if not session or not live[session] then
+    local why = unwanted(session, labels["engine.host"])
+    if why then
       docker.remove(c.Id)
       remove_workspace(labels["engine.workspace"])
-      removed[#removed + 1] = { id = c.Id, session = session }
+      removed[#removed + 1] = { id = c.Id, session = session, reason = why }
     end
   end
   return removed

@@ -53,7 +53,8 @@ local function apply(st, events)
         and type(e.payload.messages) == "table" then
       st.messages = copy(e.payload.messages)
       st.compacted = { task = e.payload.task, summary = e.payload.summary }
-    elseif e.type == "ActivityCompleted" and e.name == "session.tool" and type(e.payload) == "table" then
+    elseif e.type == "ActivityCompleted" and e.name == "session.tool" and type(e.payload) == "table"
+        and not e.payload.sandbox_lost then -- a call that found no sandbox ran again in a new one
       local r = e.payload
       st.messages[#st.messages + 1] = { role = "tool", tool_call_id = r.tool_call_id, name = r.tool,
         content = r.content or "" }

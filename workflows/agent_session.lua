@@ -95,11 +95,14 @@ return function(input)
     started = wf.now()
     deadline_ms = now_ms() + math.floor(limits.timeoutSeconds * 1000)
   end
-  local provisioned, sb = pcall(function()
-    if carried then return carried.sandbox end
+  local function provision()
     return wf.activity("sandbox.provision", { session_id = id, task = prep.task, simple = prep.simple,
       files = prep.files, skills = prep.skills, writable = perms.writablePaths, limits = limits },
       { start_to_close = 300, retry = { max_attempts = 3 } })
+  end
+  local provisioned, sb = pcall(function()
+    if carried then return carried.sandbox end
+    return provision()
   end)
   if not provisioned then
     -- cut short (cancelled: a newer start with the same concurrency key, engine
@@ -108,7 +111,17 @@ return function(input)
     if caps.sandboxes then wf.release("sandboxes") end
     error(sb, 0)
   end
-  if not carried then wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id }) end
+  if not carried then wf.emit("sandbox.ready", { driver = sb.driver, container = sb.container_id, host = sb.host }) end
+  -- A tool found the sandbox out of reach (the session moved to a worker on
+  -- another host, or the container went with a restart): a new one, from the
+  -- same inputs, recorded; what the model wrote in the old one is gone. Once
+  -- per lost sandbox, however many calls found it lost.
+  local function reprovision(lost, why)
+    if lost ~= sb then return end
+    sb = provision()
+    wf.emit("sandbox.reprovisioned", { driver = sb.driver, container = sb.container_id, host = sb.host,
+      from_host = lost.host, from_container = lost.container_id, reason = why })
+  end
 
   local turns, calls, tokens, final, outcome, exceeded = 0, 0, 0, nil, "completed", nil
   local cost, prices = 0, prep.model.prices -- {input=, output=} in USD per million tokens
@@ -406,6 +419,7 @@ return function(input)
           return wf.start_activity("session.tool", args,
             { start_to_close = math.max(1, math.min(900, remaining())), retry = { max_attempts = 2 } })
         end
+        p.args, p.run = args, run
         if exclusive[p.call.name] then
           p.running = wf.spawn(function(before)
             if before then pcall(before.wait, before) end
@@ -421,6 +435,13 @@ return function(input)
       local call = p.call
       if p.running then
         local r = p.running:wait()
+        if r.sandbox_lost then
+          reprovision(p.args.sandbox, r.sandbox_lost)
+          p.args.sandbox = sb
+          p.args.note = "[note: the sandbox was provisioned again (" .. r.sandbox_lost .. "); files written "
+            .. "to working/ and output/ before this call are gone]"
+          r = p.run():wait()
+        end
         p.result_content = r.content
         if r.disk_full then over("diskMb", limits.diskMb, limits.diskMb) end
         wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),

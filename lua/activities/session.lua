@@ -412,6 +412,18 @@ function M.tool(args)
     session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
       ((require("sandbox").workspace_root():match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
       publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
+  -- the sandbox may be out of reach: the session was taken over by a worker on
+  -- another host, or its container went with a restart of this one. The
+  -- workflow provisions it again and calls the tool once more (agent_session.lua).
+  local def = not args.mcp and args.sandbox and tools.load_all()[args.tool]
+  if def and def.side == "sandbox" then
+    -- a Docker engine that cannot be asked: the tool says so itself, below
+    local okr, here, why = pcall(require("sandbox").reachable, args.sandbox)
+    if okr and not here then
+      return { ok = false, sandbox_lost = why, content = "SandboxLost: " .. why, tool = args.tool,
+        tool_call_id = args.tool_call_id }
+    end
+  end
   local r = args.mcp and mcp_tool(args) or tools.run(args.tool, ctx, args.args or {})
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
@@ -420,6 +432,7 @@ function M.tool(args)
   -- reads "already exists" as its own mistake.
   local attempt = activity.info().attempt
   if attempt > 1 then content = M.retry_note(attempt) .. "\n" .. content end
+  if args.note then content = args.note .. "\n" .. content end -- the workflow's (a sandbox provisioned again)
   -- a full workspace ends the session with limit.exceeded (diskMb), like the other limits
   local disk_full = (type(r.data) == "table" and r.data.disk_full) or (type(r.error) == "table" and r.error.type == "DiskFull")
   return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error, tool = args.tool,
@@ -506,6 +519,9 @@ function M.persist(args)
     return saved
   end
   local skipped = {}
+  -- a sandbox out of reach (on another host, or gone) has nothing to collect: said, not guessed
+  local here, why = require("sandbox").reachable(args.sandbox)
+  if not here then return { saved = saved, skipped = { { path = "output/", reason = "sandbox_lost", detail = why } } } end
   for _, e in ipairs(require("sandbox").collect(args.sandbox, args.max_bytes, { on_file = store })) do
     if e.reason then skipped[#skipped + 1] = e end
   end

@@ -2,15 +2,18 @@
 -- The engine calls these by name in the activity VM (engine/hooks.c has the
 -- contract); each returns a table whose `log` lines the engine prints.
 --   watches()        at start-up: the directories whose changes matter
---   start{live=}     at start-up, after recovery: load the policy set, then
---                    sweep sandboxes orphaned by a crash
+--   start{live=, sandboxes=}  at start-up, after recovery: load the policy
+--                    set, then sweep sandboxes orphaned by a crash
+--   sweep{live=, sandboxes=}  now and then (ENGINE_SWEEP_INTERVAL_MS): the
+--                    sweep again (another host may have taken sessions over)
 --   changed{dir=}    a watched directory changed (debounced)
 --   gc{live=}        `engine gc`
 --   policy_check{dir=}  `engine policy check`
 --   quota_list{counters=}  `engine quota list`: the quota counters with their limits
 --   trigger{dir=, name=, headers=, body=, now=}  a webhook delivery (lua/triggers.lua)
 --   trigger_check{dir=}  `engine trigger check`; trigger_test{...} `engine trigger test`
--- live lists the workflows that have not finished: their sandboxes stay.
+-- live lists the workflows that have not finished: their sandboxes stay,
+-- unless sandboxes (id -> its latest sandbox event) says it is on another host now.
 -- ENGINE_NO_POLICY_WATCH=1 and ENGINE_NO_SWEEP=1 turn the start-up work off.
 local json = require "json"
 local session = require "activities.session"
@@ -48,8 +51,8 @@ end
 
 -- Removes what belongs to no live session; quiet when there is no Docker
 -- engine to ask (only workspaces are swept then).
-local function sweep(live)
-  local ok, removed = pcall(require("sandbox").sweep, set_of(live))
+local function sweep(args)
+  local ok, removed = pcall(require("sandbox").sweep, set_of(args.live), args.sandboxes)
   if not ok then return nil, removed end
   return removed
 end
@@ -84,15 +87,17 @@ function M.start(args)
   end
   local _, _, lerr = limits_in_force()
   if lerr then log[#log + 1] = lerr .. " (sessions are refused until it is fixed)" end
-  if not off("ENGINE_NO_SWEEP") then
-    local removed, err = sweep(args.live)
-    if not removed then
-      log[#log + 1] = "sandbox sweep failed: " .. (type(err) == "table" and json.encode(err) or tostring(err))
-    elseif #removed > 0 then
-      log[#log + 1] = "removed orphaned sandboxes: " .. json.encode(removed)
-    end
-  end
+  if not off("ENGINE_NO_SWEEP") then log[#log + 1] = M.sweep(args).log[1] end
   return { log = log }
+end
+
+function M.sweep(args)
+  if off("ENGINE_NO_SWEEP") then return { log = {} } end
+  local removed, err = sweep(args)
+  if not removed then
+    return { log = { "sandbox sweep failed: " .. (type(err) == "table" and json.encode(err) or tostring(err)) } }
+  end
+  return { log = { #removed > 0 and "removed orphaned sandboxes: " .. json.encode(removed) or nil } }
 end
 
 function M.changed(args)
@@ -106,7 +111,7 @@ function M.trigger_check(args) return require("triggers").check(args.dir) end
 function M.trigger_test(args) return require("triggers").deliver(args) end
 
 function M.gc(args)
-  local removed, err = sweep(args.live)
+  local removed, err = sweep(args)
   if not removed then error(err, 0) end
   return removed
 end
