@@ -100,7 +100,7 @@ char *view_event_line(const domain_event *e) {
         {"tool.requested", "tool"},       {"tool.result", "tool"},        {"approval.requested", "request_id"},
         {"approval.decided", "request_id"}, {"session.status", "status"}, {"limit.exceeded", "limit"},
         {"artifact.saved", "path"},       {"session.created", "objective"}, {"session.completed", "outcome"},
-        {"signal.sent", "by"},            {"cancel.requested", "by"}};
+        {"signal.sent", "by"},            {"cancel.requested", "by"},     {"sandbox.reprovisioned", "host"}};
     for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
       if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, 1, main_field[i][1], a, sizeof a)) {
         ty = "";
@@ -129,6 +129,9 @@ char *view_event_line(const domain_event *e) {
   else if (strcmp(ty, "limit.exceeded") == 0)
     add_line(&out, 0, "!! limit %s reached (%s of %s)", field(L, 1, "limit", a, sizeof a),
              field(L, 1, "value", b, sizeof b), field(L, 1, "max", c, sizeof c));
+  else if (strcmp(ty, "sandbox.reprovisioned") == 0)
+    add_line(&out, 0, "!! sandbox provisioned again on %s (%s)", field(L, 1, "host", a, sizeof a),
+             field(L, 1, "reason", b, sizeof b));
   else if (strcmp(ty, "artifact.saved") == 0)
     add_line(&out, 0, "  saved %s (%s bytes)", field(L, 1, "path", a, sizeof a), field(L, 1, "size", b, sizeof b));
   else if (strcmp(ty, "session.created") == 0)
@@ -760,7 +763,8 @@ static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const 
     static const char *const main_field[][2] = {
         {"tool.requested", "tool"},        {"tool.result", "tool"},          {"session.status", "status"},
         {"limit.exceeded", "limit"},       {"artifact.saved", "path"},       {"session.created", "objective"},
-        {"session.completed", "outcome"}, {"signal.sent", "by"},            {"cancel.requested", "by"}};
+        {"session.completed", "outcome"}, {"signal.sent", "by"},            {"cancel.requested", "by"},
+        {"sandbox.reprovisioned", "host"}};
     for (size_t i = 0; i < sizeof main_field / sizeof main_field[0]; i++)
       if (strcmp(ty, main_field[i][0]) == 0 && !*field(L, t, main_field[i][1], probe, sizeof probe)) {
         ty = "";
@@ -844,6 +848,12 @@ static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const 
     add_raw(b, L, t, "value");
     add_str(b, " of ");
     add_raw(b, L, t, "max");
+    add_str(b, ")");
+  } else if (strcmp(ty, "sandbox.reprovisioned") == 0) {
+    add_str(b, "!! sandbox provisioned again on ");
+    add_raw(b, L, t, "host");
+    add_str(b, " (");
+    add_raw(b, L, t, "reason");
     add_str(b, ")");
   } else if (strcmp(ty, "artifact.saved") == 0) {
     add_str(b, "  saved ");

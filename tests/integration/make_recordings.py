@@ -54,6 +54,20 @@ write("slow_tool.jsonl", [
     final("finished after the slow command", after="shell"),
 ])
 
+# a session that moves between hosts (test_sandbox_hosts.sh): a slow command
+# to kill its worker in, a publish that waits for an approval, then a look at
+# what the first sandbox held
+write("moved.jsonl", [
+    turn("Writing, then a slow command.", [("m1", "shell", {
+        "command": "echo before > /workspace/output/before.txt; sleep 4; echo slept"})]),
+    turn("Publishing.", [("m2", "publish_review", {"summary": "s", "findings": [], "verdict": "comment"})],
+         after="shell"),
+    turn("Looking again.", [("m3", "shell", {
+        "command": "cat /workspace/output/before.txt; echo after > /workspace/output/after.txt; echo wrote"})],
+         after="publish_review"),
+    final("finished on another host", after="shell"),
+])
+
 # an answer that proposes a memory update (needs an approval before it is applied)
 write("memory.jsonl", [
     turn(json.dumps({"summary": "noted", "result": {}, "memory_updates": ["the bucket must stay capped"]})),
