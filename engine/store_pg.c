@@ -71,6 +71,8 @@
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
  * caller): the schema's creation */
 #define BEGIN_LOCKED "BEGIN; " ORDER_LOCK
+#define FENCE_WHAT "fence leases"
+#define FENCE_ABORTED "22012" /* Q_FENCE_OR_ABORT's division_by_zero: a fenced lease is not ours */
 
 #define T "TEXT COLLATE \"C\""
 static const char *SCHEMA =
@@ -141,7 +143,7 @@ enum {
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
-  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q__N
+  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT, Q__N
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
@@ -273,11 +275,18 @@ static const char *SQL[Q__N] = {
     [Q_LEASE_FENCE] = "WITH l AS MATERIALIZED (SELECT wf_id, owner, epoch FROM leases WHERE wf_id = ANY($1::text[]) "
                       "FOR SHARE) SELECT f.id, l.owner FROM unnest($1::text[], $2::bigint[]) AS f(id, ep) "
                       "LEFT JOIN l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
+    /* the same check inside the commit's round trip: a lost lease aborts the
+     * transaction (division_by_zero, FENCE_ABORTED), so the COMMIT after it
+     * in the pipeline does not commit; Q_LEASE_FENCE then says which */
+    [Q_FENCE_OR_ABORT] = "WITH l AS MATERIALIZED (SELECT wf_id, owner, epoch FROM leases WHERE wf_id = ANY($1::text[]) "
+                         "FOR SHARE) SELECT 1 / (1 - LEAST(count(*), 1))::int FROM unnest($1::text[], $2::bigint[]) "
+                         "AS f(id, ep) LEFT JOIN l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
+    [Q_COMMIT] = "COMMIT",
     [Q_DATA_VERSION] = "SELECT sum(n)::bigint FROM commits",
     /* the version moves, and listeners hear of it when the batch commits (store_commit_fd);
      * with the transaction's id, for a COMMIT whose answer is lost: one round trip */
     [Q_BUMP] = "WITH b AS (INSERT INTO commits VALUES($1, 1) ON CONFLICT(one) DO UPDATE SET n=commits.n+1 "
-               "RETURNING n) SELECT pg_notify('engine_commits', n::text), txid_current() FROM b",
+               "RETURNING n) SELECT pg_notify('engine_commits', n::text) FROM b",
     [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",
@@ -354,6 +363,10 @@ typedef struct pg {
     PGresult **keep;  /* where its result goes (NULL: checked, then dropped) */
   } pipeq[PIPE_MAX];
   int pipe;
+  char drain_state[6];    /* the SQLSTATE of the statement a drain found failed ("" if none or lost) */
+  const char *drain_what; /* and its what */
+  char *fence_ids, *fence_eps; /* fence_params' arrays */
+  int64_t xid;            /* the open batch's transaction id: a COMMIT whose answer is lost may have committed */
   int64_t writes, last_writes;
   int64_t own_commits; /* commits of this connection that bumped the commits row */
   int64_t changes;     /* rows the last write changed */
@@ -381,6 +394,8 @@ typedef struct pg {
 
 static void pg_rollback(store *st_);
 static int fence_check(struct pg *s);
+static void fence_params(struct pg *s);
+static void fence_params_free(struct pg *s);
 static int pipe_drain(struct pg *s, int report);
 static int simple(PGconn *c, const char *sql, char *why, size_t n, int *kind);
 static void map_reset(strmap *m) { /* keys freed; the values are epochs, not pointers */
@@ -526,6 +541,8 @@ static void announce(pg *s, const char *owner) {
  * batch's error (fail_res, when report) and the rest did not run. */
 static int pipe_drain(pg *s, int report) {
   if (PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) return STORE_OK;
+  s->drain_state[0] = 0;
+  s->drain_what = NULL;
   int n = s->pipe;
   s->pipe = 0;
   PGresult *bad = NULL;
@@ -563,6 +580,9 @@ static int pipe_drain(pg *s, int report) {
       PQclear(*s->pipeq[j].keep);
       *s->pipeq[j].keep = NULL;
     }
+  const char *state = bad ? PQresultErrorField(bad, PG_DIAG_SQLSTATE) : NULL;
+  snprintf(s->drain_state, sizeof s->drain_state, "%s", state ? state : "");
+  s->drain_what = what;
   if (report) fail_res(s, what, bad);
   PQclear(bad);
   return STORE_ERR;
@@ -630,6 +650,14 @@ static PGresult *pq_run(pg *s, int q, int binary, const char *what) {
   return pq_exec(s, name, SQL[q], &s->prepared[q], binary, what);
 }
 
+/* Sends statement q (SQL[q]) with the bound parameters in the pipeline. */
+static int pipe_send_q(pg *s, int q, const char *what, PGresult **keep) {
+  if (s->bind_failed) return fail(s, what);
+  char name[16];
+  snprintf(name, sizeof name, "e%d", q);
+  return pipe_send(s, name, SQL[q], &s->prepared[q], 0, what, keep);
+}
+
 /* A write statement, run to completion (s->changes: the rows it changed). */
 static int exec_now(pg *s, int q, const char *what) {
   PGresult *r = pq_run(s, q, 0, what);
@@ -658,9 +686,7 @@ static int exec_defer(pg *s, int q, const char *what) {
     return STORE_ERR;
   }
   if (!s->in_txn || s->failed || s->bind_failed) return exec_now(s, q, what);
-  char name[16];
-  snprintf(name, sizeof name, "e%d", q);
-  if (pipe_send(s, name, SQL[q], &s->prepared[q], 0, what, NULL) != STORE_OK) return STORE_ERR;
+  if (pipe_send_q(s, q, what, NULL) != STORE_OK) return STORE_ERR;
   s->writes++;
   return STORE_OK;
 }
@@ -1122,12 +1148,19 @@ static int batch_begin(pg *s) {
     s->failed = 1;
     return STORE_ERR;
   }
-  if (!simple(s->conn, "BEGIN", why, sizeof why, &kind)) {
+  /* with its id, in the same round trip (batches always write) */
+  PGresult *r = PQexec(s->conn, "BEGIN; SELECT txid_current()");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    pq_reason(s->conn, r, why, sizeof why);
+    kind = classify(r);
+    PQclear(r);
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
     util_seterr(s->err, sizeof s->err, "begin: %s", why);
     s->failed = 1; /* the writes that follow in this batch must not autocommit one by one */
     return kind;
   }
+  s->xid = col_int(r, 0, 0);
+  PQclear(r);
   s->in_txn = 1;
   return STORE_OK;
 }
@@ -1179,6 +1212,8 @@ static int committed_anyway(pg *s, int64_t xid) {
   return yes;
 }
 
+/* The batch's last round trip: its writes not answered yet, the fence
+ * (Q_FENCE_OR_ABORT), the commits bump and COMMIT go in one pipeline. */
 static int pg_commit(store *st_) {
   pg *s = (pg *)st_;
   if (pg_batch_failed(&s->base)) {
@@ -1192,48 +1227,47 @@ static int pg_commit(store *st_) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }
-  if (fence_check(s) != STORE_OK) {
-    int kind = s->failed == 2 ? STORE_ELEASE : STORE_ERR;
-    pg_rollback(&s->base);
-    return kind;
+  int bumped = s->writes > 0, sent = STORE_OK;
+  s->drain_state[0] = 0;
+  s->drain_what = NULL;
+  if (s->fenced.len) {
+    fence_params(s);
+    sent = pipe_send_q(s, Q_FENCE_OR_ABORT, FENCE_WHAT, NULL);
+    fence_params_free(s);
   }
-  int bumped = 0;
-  int64_t xid = 0;
-  if (s->writes > 0) { /* other connections see the version change (store_data_version) */
+  if (bumped && sent == STORE_OK) { /* other connections see the version change (store_data_version) */
     params_start(s);
     bind_int(s, 1 + PQbackendPID(s->conn) % COMMIT_SHARDS);
-    PGresult *r = pq_run(s, Q_BUMP, 0, "commit");
-    if (!r) {
-      pg_rollback(&s->base);
-      return STORE_ERR;
-    }
-    /* the transaction's id: a COMMIT whose answer is lost with the connection
-     * may have committed, and the engine must not do the batch's work twice */
-    if (PQntuples(r) > 0) xid = col_int(r, 0, 1);
-    PQclear(r);
-    bumped = 1;
+    sent = pipe_send_q(s, Q_BUMP, "commit", NULL);
   }
-  if (pipe_drain(s, 1) != STORE_OK) {
-    pg_rollback(&s->base);
-    return STORE_ERR;
+  PGresult *r = NULL;
+  if (sent == STORE_OK) {
+    params_start(s);
+    sent = pipe_send_q(s, Q_COMMIT, "commit", &r);
   }
-  PGresult *r = PQexec(s->conn, "COMMIT");
+  int64_t xid = s->xid;
+  int ok = sent == STORE_OK && pipe_drain(s, 1) == STORE_OK;
   /* a COMMIT of an aborted transaction answers ROLLBACK: not committed */
-  int ok = PQresultStatus(r) == PGRES_COMMAND_OK && !strcmp(PQcmdStatus(r), "COMMIT");
-  if (!ok && xid && PQstatus(s->conn) == CONNECTION_BAD && committed_anyway(s, xid)) {
-    PQclear(r);
-    ok = 1;
-    r = NULL;
+  if (ok && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+    ok = 0;
+    if (!s->failed) util_seterr(s->err, sizeof s->err, "commit: the transaction was rolled back");
+  }
+  PQclear(r);
+  int kind = !ok && s->drain_what && !strcmp(s->drain_what, FENCE_WHAT) && !strcmp(s->drain_state, FENCE_ABORTED)
+                 ? STORE_ELEASE
+                 : classify_state(s->drain_state);
+  if (!ok && PQstatus(s->conn) == CONNECTION_BAD) {
+    char why[sizeof s->err];
+    snprintf(why, sizeof why, "%s", s->err);
+    if (committed_anyway(s, xid)) ok = 1;
+    else snprintf(s->err, sizeof s->err, "%s", why);
   }
   if (!ok) {
-    int kind = classify(r);
-    s->in_txn = 0; /* the message is about the commit, whatever the batch was */
-    fail_res(s, "commit", r);
-    PQclear(r);
+    /* which fenced lease, and who has it (the transaction is rolled back already) */
+    if (kind == STORE_ELEASE && fence_check(s) == STORE_OK) kind = STORE_ERR;
     pg_rollback(&s->base);
     return kind == STORE_OK ? STORE_ERR : kind;
   }
-  PQclear(r);
   for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
   map_reset(&s->claimed);
@@ -1847,26 +1881,39 @@ static void lease_lost(pg *s, const char *id, int taken, int n) {
  * claimed. The lease rows read stay locked (FOR SHARE) to the commit, so no
  * takeover can commit between this check and it. A lost one is
  * forgotten and named; s->failed = 2 tells the commit it was a lease. */
-static int fence_check(pg *s) {
-  if (!s->fenced.len) return STORE_OK;
-  char *ids = NULL, *eps = NULL;
+/* Binds the fenced workflows, their epochs and the owner ($1-$3 of
+ * Q_LEASE_FENCE and Q_FENCE_OR_ABORT); the arrays live to fence_params_free. */
+static void fence_params(pg *s) {
   size_t il = 0, ic = 0, el = 0, ec = 0;
+  s->fence_ids = s->fence_eps = NULL;
   for (size_t i = 0; i < s->fenced.cap; i++) {
     if (!STRMAP_LIVE(&s->fenced, i)) continue;
     char ep[24];
     snprintf(ep, sizeof ep, "%lld", (long long)lease_epoch(s, s->fenced.keys[i]));
-    array_add(&ids, &il, &ic, s->fenced.keys[i], 1);
-    array_add(&eps, &el, &ec, ep, 0);
+    array_add(&s->fence_ids, &il, &ic, s->fenced.keys[i], 1);
+    array_add(&s->fence_eps, &el, &ec, ep, 0);
   }
-  array_add(&ids, &il, &ic, NULL, 0);
-  array_add(&eps, &el, &ec, NULL, 0);
+  array_add(&s->fence_ids, &il, &ic, NULL, 0);
+  array_add(&s->fence_eps, &el, &ec, NULL, 0);
   params_start(s);
-  bind_text(s, ids);
-  bind_text(s, eps);
+  bind_text(s, s->fence_ids);
+  bind_text(s, s->fence_eps);
   bind_text(s, s->owner);
-  PGresult *r = pq_run(s, Q_LEASE_FENCE, 0, "fence leases");
-  free(ids);
-  free(eps);
+}
+
+static void fence_params_free(pg *s) {
+  free(s->fence_ids);
+  free(s->fence_eps);
+  s->fence_ids = s->fence_eps = NULL;
+}
+
+/* After a commit the fence refused (FENCE_ABORTED): which workflows, and
+ * whether another worker holds them. */
+static int fence_check(pg *s) {
+  if (!s->fenced.len) return STORE_OK;
+  fence_params(s);
+  PGresult *r = pq_run(s, Q_LEASE_FENCE, 0, FENCE_WHAT);
+  fence_params_free(s);
   if (!r) return STORE_ERR;
   int lost = PQntuples(r);
   if (lost) {
