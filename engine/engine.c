@@ -179,51 +179,127 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
   e->status_watch_ud = ud;
 }
 
-int engine_commit(engine *e) {
-  if (!store_in_txn(e->st) && !store_batch_failed(e->st)) {
-    if (e->nwaiters) tell_waiters(e, 1); /* they wrote nothing, or it is committed */
-    return 0;
-  }
-  crash_point("commit.before");
-  int rc = store_commit(e->st);
+/* What follows a commit's answer rc, with the notes and waiters of the batch
+ * it committed (detached arrays, freed here): on success the notes are
+ * delivered and the waiters told; on failure they go with the lost batch. */
+static int commit_done(engine *e, int rc, note *notes, size_t nnotes, waiter *w, size_t nw) {
   if (rc == STORE_ELEASE) /* another worker runs that workflow now: it is not ours to write */
     render_line(stderr, 0, "engine: %s", store_errmsg(e->st));
-  if (rc != STORE_OK) {
-    batch_lost(e, rc != STORE_ELEASE);
-    return -1;
-  }
-  crash_point("commit.after");
-  if (e->recovering) {
+  if (rc == STORE_OK) crash_point("commit.after");
+  if (rc == STORE_OK && e->recovering) {
     /* writable again: set the leases right now rather than after the backoff */
     uv_timer_start(&e->retry_timer, on_store_retry, 1, 0);
-  } else if (e->incident_since && !e->recovered_at) {
+  } else if (rc == STORE_OK && e->incident_since && !e->recovered_at) {
     e->recovered_at = util_mono_ms();
     e->failed_commit = 0;
     int64_t calm = 2 * e->backoff_ms < 1000 ? 1000 : 2 * e->backoff_ms;
     uv_timer_start(&e->retry_timer, on_store_calm, (uint64_t)calm, 0);
   }
-  /* callbacks may start work that queues new notes: deliver from a detached array */
-  note *notes = e->notes;
-  size_t nnotes = e->nnotes;
-  e->notes = NULL;
-  e->nnotes = e->capnotes = 0;
+  /* callbacks may start work that queues new notes and waiters: those are the next batch's */
   for (size_t i = 0; i < nnotes; i++) {
-    if (e->cfg.on_status) e->cfg.on_status(e->cfg.ud, notes[i].id, notes[i].status, notes[i].detail);
-    if (e->status_watch) e->status_watch(e->status_watch_ud, notes[i].id, notes[i].status);
+    if (rc == STORE_OK && e->cfg.on_status) e->cfg.on_status(e->cfg.ud, notes[i].id, notes[i].status, notes[i].detail);
+    if (rc == STORE_OK && e->status_watch) e->status_watch(e->status_watch_ud, notes[i].id, notes[i].status);
     free(notes[i].id);
     free(notes[i].status);
     free(notes[i].detail);
   }
   free(notes);
-  if (e->cfg.on_commit) e->cfg.on_commit(e->cfg.ud);
-  if (e->nwaiters) tell_waiters(e, 1);
+  if (rc == STORE_OK && e->cfg.on_commit) e->cfg.on_commit(e->cfg.ud);
+  if (rc != STORE_OK) batch_lost(e, rc != STORE_ELEASE); /* before the waiters hear: their retry is a new batch */
+  for (size_t i = 0; i < nw; i++) w[i].cb(w[i].ud, rc == STORE_OK);
+  free(w);
+  return rc == STORE_OK ? 0 : -1;
+}
+
+/* A commit sent without waiting (store_commit_start) whose answer is still
+ * to come: the loop goes on (network, timers, the model's streams) while
+ * PostgreSQL answers; its socket's readiness brings the answer in. Any
+ * store call meanwhile waits for it first (store.c), and the next commit
+ * reports it before anything else. */
+struct inflight {
+  note *notes;
+  size_t nnotes;
+  waiter *waiters;
+  size_t nwaiters;
+  uv_poll_t *poll;
+};
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+static int inflight_done(engine *e, int rc) {
+  struct inflight *f = e->inflight;
+  e->inflight = NULL;
+  if (f->poll) uv_close((uv_handle_t *)f->poll, free_handle);
+  int done = commit_done(e, rc, f->notes, f->nnotes, f->waiters, f->nwaiters);
+  free(f);
+  return done;
+}
+
+static void on_commit_io(uv_poll_t *h, int status, int events) {
+  (void)events;
+  engine *e = h->data;
+  if (!e->inflight) return;
+  int rc = status < 0 ? store_commit_wait(e->st) : store_commit_poll(e->st);
+  if (rc != STORE_PENDING) {
+    inflight_done(e, rc);
+    return;
+  }
+  int writable;
+  store_commit_socket(e->st, &writable);
+  uv_poll_start(h, UV_READABLE | (writable ? UV_WRITABLE : 0), on_commit_io);
+}
+
+/* The commit on its way is answered (waiting for it unless nowait): 0 when
+ * there was none or it committed, -1 when it failed, 1 when it is still on
+ * its way (nowait). */
+static int settle_inflight(engine *e, int nowait) {
+  if (!e->inflight) return 0;
+  int rc = nowait ? store_commit_poll(e->st) : store_commit_wait(e->st);
+  if (rc == STORE_PENDING) return 1;
+  return inflight_done(e, rc);
+}
+
+/* Commits the open batch: at once (engine_commit), or sent without waiting
+ * for the answer (the loop's group commit). */
+static int commit_batch(engine *e, int nowait) {
+  int prev = settle_inflight(e, nowait);
+  if (prev != 0) return prev > 0 ? 0 : -1; /* a lost batch took the open one with it */
+  if (!store_in_txn(e->st) && !store_batch_failed(e->st)) {
+    if (e->nwaiters) tell_waiters(e, 1); /* they wrote nothing, or it is committed */
+    return 0;
+  }
+  crash_point("commit.before");
+  note *notes = e->notes;
+  size_t nnotes = e->nnotes;
+  waiter *w = e->waiters;
+  size_t nw = e->nwaiters;
+  e->notes = NULL;
+  e->nnotes = e->capnotes = 0;
+  e->waiters = NULL;
+  e->nwaiters = e->capwaiters = 0;
+  int rc = nowait ? store_commit_start(e->st) : store_commit(e->st);
+  if (rc != STORE_PENDING) return commit_done(e, rc, notes, nnotes, w, nw);
+  struct inflight *f = util_xcalloc(1, sizeof *f);
+  *f = (struct inflight){notes, nnotes, w, nw, NULL};
+  e->inflight = f;
+  int writable, fd = store_commit_socket(e->st, &writable);
+  f->poll = util_xcalloc(1, sizeof *f->poll);
+  if (fd < 0 || uv_poll_init_socket(&e->loop, f->poll, fd) != 0) { /* cannot wait on it: wait here */
+    free(f->poll);
+    f->poll = NULL;
+    return settle_inflight(e, 0);
+  }
+  f->poll->data = e;
+  uv_poll_start(f->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_commit_io);
   return 0;
 }
+
+int engine_commit(engine *e) { return commit_batch(e, 0); }
 
 /* Group commit: everything written during this loop iteration lands in one
  * transaction, just before the loop blocks for I/O. A failed commit is
  * retried with backoff (engine_store_incident), never half applied. */
-static void on_prepare(uv_prepare_t *p) { engine_commit(p->data); }
+static void on_prepare(uv_prepare_t *p) { commit_batch(p->data, 1); }
 
 static void on_external(void *ud) { dispatch_due(ud); }
 
@@ -431,6 +507,19 @@ void engine_drain_loop(uv_loop_t *loop) {
 
 void engine_free(engine *e) {
   if (!e) return;
+  if (e->inflight) { /* answered, and no one is told any more */
+    store_commit_wait(e->st);
+    for (size_t i = 0; i < e->inflight->nnotes; i++) {
+      free(e->inflight->notes[i].id);
+      free(e->inflight->notes[i].status);
+      free(e->inflight->notes[i].detail);
+    }
+    free(e->inflight->notes);
+    free(e->inflight->waiters);
+    if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, free_handle);
+    free(e->inflight);
+    e->inflight = NULL;
+  }
   for (size_t i = 0; i < e->attempts.cap; i++) {
     if (!STRMAP_LIVE(&e->attempts, i)) continue;
     attempt *a = e->attempts.vals[i];

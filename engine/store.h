@@ -17,8 +17,9 @@
 
 typedef struct store store;
 
-/* STORE_ELEASE: store_commit refused a batch whose fenced lease is not ours any more */
-enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3, STORE_ELEASE = -4 };
+/* STORE_ELEASE: store_commit refused a batch whose fenced lease is not ours any more;
+ * STORE_PENDING: store_commit_start sent a commit whose answer is still to come */
+enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3, STORE_ELEASE = -4, STORE_PENDING = 1 };
 
 typedef struct wf_row {
   char *id;
@@ -95,7 +96,20 @@ const char *store_path(store *s);
 int store_instance_id(store *s, char *out, size_t n);
 
 int store_begin(store *s); /* lazy: opens a write transaction if none is open */
-int store_commit(store *s);  /* a failed batch is rolled back and reported as an error */
+int store_commit(store *s);
+/* The commit without waiting for its answer (the worker's loop): STORE_PENDING
+ * when it is on its way (PostgreSQL), else what store_commit would return
+ * (SQLite commits at once). While it is pending, store_commit_socket is the
+ * descriptor to wait on (readable, or writable when *writable: the request
+ * is not all sent yet) and store_commit_poll reads what arrived, without
+ * waiting: STORE_PENDING, or the commit's result, reported once (STORE_OK
+ * when nothing was pending). Any other call of the store first waits for
+ * the answer, which is still store_commit_poll's to report;
+ * store_commit_wait waits and reports it. */
+int store_commit_start(store *s);
+int store_commit_socket(store *s, int *writable);
+int store_commit_poll(store *s);
+int store_commit_wait(store *s);  /* a failed batch is rolled back and reported as an error */
 void store_rollback(store *s);
 int store_in_txn(store *s);  /* SQLite has a transaction open */
 /* A statement of the current batch failed (or SQLite rolled it back): the

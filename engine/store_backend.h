@@ -9,6 +9,8 @@
 
 struct store {
   const struct store_ops *ops;
+  int pending;    /* a commit of store_commit_start: 1 on its way, 2 answered and not reported yet */
+  int pending_rc; /* its result once answered */
 };
 
 typedef struct store_ops {
@@ -18,6 +20,11 @@ typedef struct store_ops {
   int (*instance_id)(store *s, char *out, size_t n);
   int (*begin)(store *s);
   int (*commit)(store *s);
+  /* NULL in a backend that commits at once (store.c uses commit) */
+  int (*commit_start)(store *s);
+  int (*commit_socket)(store *s, int *writable);
+  int (*commit_progress)(store *s); /* without waiting: STORE_PENDING or the result */
+  int (*commit_settle)(store *s);   /* waiting: the result */
   void (*rollback)(store *s);
   int (*in_txn)(store *s);
   int (*batch_failed)(store *s);

@@ -363,6 +363,13 @@ typedef struct pg {
     PGresult **keep;  /* where its result goes (NULL: checked, then dropped) */
   } pipeq[PIPE_MAX];
   int pipe;
+  struct drain { /* the pipeline's answers being read (drain_read) */
+    int n, i, phase, lost;
+    PGresult *bad;
+    const char *what;
+  } dr;
+  PGresult *commit_res; /* the COMMIT's answer (commit_send) */
+  int commit_bumped, flushing; /* flushing: the commit's request is not all sent yet */
   char drain_state[6];    /* the SQLSTATE of the statement a drain found failed ("" if none or lost) */
   const char *drain_what; /* and its what */
   char *fence_ids, *fence_eps; /* fence_params' arrays */
@@ -536,56 +543,88 @@ static void announce(pg *s, const char *owner) {
 
 /* ---- pipeline mode: a batch's writes go with its next read ---- */
 
-/* Reads the answers of everything sent (pipe_send) up to a sync point, and
- * leaves pipeline mode: STORE_OK, or the first statement that failed is the
- * batch's error (fail_res, when report) and the rest did not run. */
-static int pipe_drain(pg *s, int report) {
-  if (PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) return STORE_OK;
+/* Reading the answers of a pipeline: drain_begin marks the sync point,
+ * drain_read reads up to it (without waiting when wait is 0: then 0 means
+ * the next answer has not arrived), drain_end leaves pipeline mode and
+ * reports. pipe_drain does all three, waiting. */
+enum { DRAIN_ENTRY, DRAIN_REST, DRAIN_SYNC, DRAIN_DONE };
+
+static void drain_begin(pg *s) {
+  struct drain *d = &s->dr;
+  d->n = s->pipe;
+  s->pipe = 0;
+  d->i = 0;
+  d->phase = DRAIN_ENTRY;
+  d->bad = NULL;
+  d->what = d->n ? s->pipeq[0].what : "pipeline";
+  d->lost = PQpipelineSync(s->conn) != 1;
   s->drain_state[0] = 0;
   s->drain_what = NULL;
-  int n = s->pipe;
-  s->pipe = 0;
-  PGresult *bad = NULL;
-  const char *what = n ? s->pipeq[0].what : "pipeline";
-  int lost = PQpipelineSync(s->conn) != 1, i = 0;
-  for (; i < n && !lost; i++) {
-    struct pipe_entry *q = &s->pipeq[i];
+}
+
+static int drain_read(pg *s, int wait) {
+  struct drain *d = &s->dr;
+  if (!wait && !d->lost && !PQconsumeInput(s->conn)) d->lost = 1;
+  while (!d->lost && d->phase != DRAIN_DONE) {
+    if (d->phase == DRAIN_ENTRY && d->i == d->n) d->phase = DRAIN_SYNC;
+    if (!wait && PQisBusy(s->conn)) return 0;
     PGresult *r = PQgetResult(s->conn);
-    if (!r) { /* the connection went */
-      lost = 1;
-      what = q->what;
-      break;
-    }
-    ExecStatusType t = PQresultStatus(r);
-    if (t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) {
-      if (q->keep) *q->keep = r, r = NULL;
+    if (d->phase == DRAIN_SYNC) {
+      d->lost = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
+      d->phase = DRAIN_DONE;
+    } else if (d->phase == DRAIN_REST) { /* up to the NULL that ends the entry's answers */
+      if (!r) d->i++, d->phase = DRAIN_ENTRY;
+    } else if (!r) { /* the connection went */
+      d->lost = 1;
+      d->what = s->pipeq[d->i].what;
     } else {
-      if (q->prepared) *q->prepared = 0;
-      if (!bad && t != PGRES_PIPELINE_ABORTED) bad = r, r = NULL, what = q->what;
+      struct pipe_entry *q = &s->pipeq[d->i];
+      ExecStatusType t = PQresultStatus(r);
+      if (t == PGRES_COMMAND_OK || t == PGRES_TUPLES_OK) {
+        if (q->keep) *q->keep = r, r = NULL;
+      } else {
+        if (q->prepared) *q->prepared = 0;
+        if (!d->bad && t != PGRES_PIPELINE_ABORTED) d->bad = r, r = NULL, d->what = q->what;
+      }
+      d->phase = DRAIN_REST;
     }
     PQclear(r);
-    while ((r = PQgetResult(s->conn)) != NULL) PQclear(r); /* the NULL that ends its answers */
   }
-  for (int j = i; j < n; j++) /* not answered: not run */
+  return 1;
+}
+
+/* STORE_OK, or the first statement that failed is the batch's error
+ * (fail_res, when report) and the rest did not run. */
+static int drain_end(pg *s, int report) {
+  struct drain *d = &s->dr;
+  int n = d->n;
+  d->n = 0;
+  for (int j = d->i; j < n; j++) /* not answered: not run */
     if (s->pipeq[j].prepared) *s->pipeq[j].prepared = 0;
-  if (!lost) {
-    PGresult *r = PQgetResult(s->conn);
-    lost = PQresultStatus(r) != PGRES_PIPELINE_SYNC;
-    PQclear(r);
-  }
-  if (!lost) PQexitPipelineMode(s->conn);
-  if (!bad && !lost) return STORE_OK;
+  if (!d->lost) PQexitPipelineMode(s->conn);
+  if (!d->bad && !d->lost) return STORE_OK;
   for (int j = 0; j < n; j++)
     if (s->pipeq[j].keep && *s->pipeq[j].keep) {
       PQclear(*s->pipeq[j].keep);
       *s->pipeq[j].keep = NULL;
     }
-  const char *state = bad ? PQresultErrorField(bad, PG_DIAG_SQLSTATE) : NULL;
+  const char *state = d->bad ? PQresultErrorField(d->bad, PG_DIAG_SQLSTATE) : NULL;
   snprintf(s->drain_state, sizeof s->drain_state, "%s", state ? state : "");
-  s->drain_what = what;
-  if (report) fail_res(s, what, bad);
+  s->drain_what = d->what;
+  PGresult *bad = d->bad;
+  d->bad = NULL;
+  if (report) fail_res(s, s->drain_what, bad);
   PQclear(bad);
   return STORE_ERR;
+}
+
+/* Reads the answers of everything sent (pipe_send) up to a sync point, and
+ * leaves pipeline mode. */
+static int pipe_drain(pg *s, int report) {
+  if (PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) return STORE_OK;
+  drain_begin(s);
+  drain_read(s, 1);
+  return drain_end(s, report);
 }
 
 /* Sends sql (prepared once as name) with the bound parameters in pipeline
@@ -1213,9 +1252,12 @@ static int committed_anyway(pg *s, int64_t xid) {
 }
 
 /* The batch's last round trip: its writes not answered yet, the fence
- * (Q_FENCE_OR_ABORT), the commits bump and COMMIT go in one pipeline. */
-static int pg_commit(store *st_) {
-  pg *s = (pg *)st_;
+ * (Q_FENCE_OR_ABORT), the commits bump and COMMIT go in one pipeline.
+ * commit_send sends them: STORE_PENDING, the answers to be read
+ * (commit_finish), or the result when there was nothing to send. */
+static int commit_outcome(pg *s, int ok);
+
+static int commit_send(pg *s) {
   if (pg_batch_failed(&s->base)) {
     int lease = s->failed == 2;
     if (!s->failed) util_seterr(s->err, sizeof s->err, "commit: the transaction was lost");
@@ -1227,7 +1269,8 @@ static int pg_commit(store *st_) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }
-  int bumped = s->writes > 0, sent = STORE_OK;
+  int sent = STORE_OK;
+  s->commit_bumped = s->writes > 0;
   s->drain_state[0] = 0;
   s->drain_what = NULL;
   if (s->fenced.len) {
@@ -1235,20 +1278,32 @@ static int pg_commit(store *st_) {
     sent = pipe_send_q(s, Q_FENCE_OR_ABORT, FENCE_WHAT, NULL);
     fence_params_free(s);
   }
-  if (bumped && sent == STORE_OK) { /* other connections see the version change (store_data_version) */
+  if (s->commit_bumped && sent == STORE_OK) { /* other connections see the version change (store_data_version) */
     params_start(s);
     bind_int(s, 1 + PQbackendPID(s->conn) % COMMIT_SHARDS);
     sent = pipe_send_q(s, Q_BUMP, "commit", NULL);
   }
-  PGresult *r = NULL;
+  s->commit_res = NULL;
   if (sent == STORE_OK) {
     params_start(s);
-    sent = pipe_send_q(s, Q_COMMIT, "commit", &r);
+    sent = pipe_send_q(s, Q_COMMIT, "commit", &s->commit_res);
   }
-  int64_t xid = s->xid;
-  int ok = sent == STORE_OK && pipe_drain(s, 1) == STORE_OK;
+  if (sent != STORE_OK) return commit_outcome(s, 0);
+  drain_begin(s);
+  return STORE_PENDING;
+}
+
+/* Reads the commit's answers (waiting for what has not arrived) and ends the batch. */
+static int commit_finish(pg *s) {
+  drain_read(s, 1);
+  return commit_outcome(s, drain_end(s, 1) == STORE_OK);
+}
+
+static int commit_outcome(pg *s, int ok) {
+  PGresult *r = s->commit_res;
+  s->commit_res = NULL;
   /* a COMMIT of an aborted transaction answers ROLLBACK: not committed */
-  if (ok && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+  if (ok && (!r || strcmp(PQcmdStatus(r), "COMMIT") != 0)) {
     ok = 0;
     if (!s->failed) util_seterr(s->err, sizeof s->err, "commit: the transaction was rolled back");
   }
@@ -1259,7 +1314,7 @@ static int pg_commit(store *st_) {
   if (!ok && PQstatus(s->conn) == CONNECTION_BAD) {
     char why[sizeof s->err];
     snprintf(why, sizeof why, "%s", s->err);
-    if (committed_anyway(s, xid)) ok = 1;
+    if (committed_anyway(s, s->xid)) ok = 1;
     else snprintf(s->err, sizeof s->err, "%s", why);
   }
   if (!ok) {
@@ -1272,11 +1327,62 @@ static int pg_commit(store *st_) {
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
   map_reset(&s->claimed);
   map_reset(&s->fenced);
-  s->own_commits += bumped;
+  s->own_commits += s->commit_bumped;
   s->in_txn = s->ordered = s->client = 0;
   s->last_writes = s->writes;
   s->writes = 0;
   return STORE_OK;
+}
+
+static int pg_commit(store *st_) {
+  pg *s = (pg *)st_;
+  int rc = commit_send(s);
+  return rc == STORE_PENDING ? commit_finish(s) : rc;
+}
+
+/* The same without waiting for the answers (store_commit_start): the
+ * request is flushed without blocking (PQsetnonblocking), the rest when the
+ * socket is writable (commit_progress). */
+static int pg_commit_start(store *st_) {
+  pg *s = (pg *)st_;
+  PQsetnonblocking(s->conn, 1);
+  int rc = commit_send(s);
+  if (rc != STORE_PENDING) {
+    PQsetnonblocking(s->conn, 0);
+    return rc;
+  }
+  int f = PQflush(s->conn);
+  s->flushing = f == 1;
+  if (f < 0) s->dr.lost = 1;
+  return STORE_PENDING;
+}
+
+static int pg_commit_socket(store *st_, int *writable) {
+  pg *s = (pg *)st_;
+  *writable = s->flushing;
+  return PQsocket(s->conn);
+}
+
+static int pg_commit_progress(store *st_) {
+  pg *s = (pg *)st_;
+  if (s->flushing) {
+    int f = PQflush(s->conn);
+    if (f == 1) return STORE_PENDING;
+    s->flushing = 0;
+    if (f < 0) s->dr.lost = 1;
+  }
+  if (!drain_read(s, 0)) return STORE_PENDING;
+  PQsetnonblocking(s->conn, 0);
+  return commit_finish(s);
+}
+
+/* Waits for the rest of a pending commit (store.c, before any other call). */
+static int pg_commit_settle(store *st_) {
+  pg *s = (pg *)st_;
+  PQsetnonblocking(s->conn, 0);
+  if (s->flushing && PQflush(s->conn) < 0) s->dr.lost = 1;
+  s->flushing = 0;
+  return commit_finish(s);
 }
 
 /* Ends the batch, whatever state it is in; keeps store_errmsg. */
@@ -2730,6 +2836,10 @@ const store_ops store_pg_ops = {
     .schedule_list = pg_schedule_list,
     .schedule_del = pg_schedule_del,
     .group_count = pg_group_count,
+    .commit_start = pg_commit_start,
+    .commit_socket = pg_commit_socket,
+    .commit_progress = pg_commit_progress,
+    .commit_settle = pg_commit_settle,
     .live_list = pg_live_list,
     .count = pg_count,
 };

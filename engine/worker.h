@@ -96,6 +96,7 @@ struct engine {
   void *status_watch_ud;
   struct waiter *waiters; /* engine_when_committed */
   size_t nwaiters, capwaiters;
+  struct inflight *inflight; /* a group commit whose answer is still to come (engine.c) */
   int stopping;
   int failed_commit; /* the store could not be written and has not recovered yet */
   /* a store incident (a lost batch, a failed query): retried with backoff */

@@ -11,6 +11,7 @@
 
 #include <libpq-fe.h>
 #include <sqlite3.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1647,6 +1648,70 @@ static void query_is(const char *db, const char *sql, const char *want) {
   free(got);
 }
 
+/* store_commit_start: on PostgreSQL the commit is on its way while the
+ * caller goes on; its answer comes by store_commit_poll once the socket is
+ * readable, or first thing when another call of the store needs the
+ * connection; a lease lost meanwhile is the pending commit's result. SQLite
+ * commits at once. */
+static int wait_commit(store *s) {
+  for (int i = 0; i < 1000; i++) {
+    int rc = store_commit_poll(s);
+    if (rc != STORE_PENDING) return rc;
+    int writable, fd = store_commit_socket(s, &writable);
+    assert_true(fd >= 0);
+    struct pollfd p = {fd, (short)(writable ? POLLOUT : POLLIN), 0};
+    poll(&p, 1, 100);
+  }
+  fail_msg("the commit was never answered");
+  return STORE_ERR;
+}
+
+static void test_commit_without_waiting(void **state) {
+  fixture *f = *state;
+  store *a = open_ok(f->db);
+  assert_int_equal(store_meta_put(a, "k1", "v1"), STORE_OK);
+  int rc = store_commit_start(a);
+  if (!pg_url()) {
+    assert_int_equal(rc, STORE_OK); /* committed at once */
+    int w;
+    assert_int_equal(store_commit_socket(a, &w), -1);
+    assert_int_equal(store_commit_poll(a), STORE_OK);
+    query_is(f->db, "SELECT value FROM meta WHERE key='k1'", "v1");
+    store_close(a);
+    return;
+  }
+  assert_int_equal(rc, STORE_PENDING);
+  assert_int_equal(wait_commit(a), STORE_OK);
+  assert_int_equal(store_commit_poll(a), STORE_OK); /* reported once; nothing pending now */
+  query_is(f->db, "SELECT value FROM meta WHERE key='k1'", "v1");
+  /* another call while it is on its way waits for it, and sees its writes */
+  assert_int_equal(store_meta_put(a, "k2", "v2"), STORE_OK);
+  assert_int_equal(store_commit_start(a), STORE_PENDING);
+  char *v = NULL;
+  assert_int_equal(store_meta_get(a, "k2", &v), 1);
+  assert_string_equal(v, "v2");
+  free(v);
+  query_is(f->db, "SELECT value FROM meta WHERE key='k2'", "v2");
+  assert_int_equal(store_commit_poll(a), STORE_OK);
+  /* a lease lost before the answer: the batch is refused whole */
+  assert_int_equal(store_lease_claim(a, "wf", "A", 1000, 2000), 1);
+  assert_int_equal(store_commit(a), STORE_OK);
+  append_ev(a, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_lease_fence(a, "wf"), STORE_OK);
+  assert_int_equal(store_meta_put(a, "k3", "v3"), STORE_OK);
+  raw_exec(f->db, "UPDATE leases SET owner='B', epoch=epoch+1 WHERE wf_id='wf'");
+  assert_int_equal(store_commit_start(a), STORE_PENDING);
+  assert_int_equal(wait_commit(a), STORE_ELEASE);
+  assert_non_null(strstr(store_errmsg(a), "lost the lease of workflow wf (another worker holds it now)"));
+  query_is(f->db, "SELECT count(*) FROM meta WHERE key='k3'", "0");
+  query_is(f->db, "SELECT count(*) FROM history WHERE wf_id='wf'", "0");
+  /* and the store goes on: the next batch commits */
+  assert_int_equal(store_meta_put(a, "k4", "v4"), STORE_OK);
+  assert_int_equal(store_commit_start(a), STORE_PENDING);
+  store_close(a); /* closing waits for it too */
+  query_is(f->db, "SELECT value FROM meta WHERE key='k4'", "v4");
+}
+
 static void test_leases(void **state) {
   fixture *f = *state;
   store *a = open_ok(f->db);
@@ -1872,6 +1937,7 @@ int main(int argc, char **argv) {
       T(test_concurrent_open_leaves_no_transaction),
       T(test_pg_worker_lock),
       T(test_leases),
+      T(test_commit_without_waiting),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
   const struct CMUnitTest bugs[] = {
