@@ -50,12 +50,14 @@ static void tell_waiters(engine *e, int ok);
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 5000
 
+static void free_note(note *n) {
+  free(n->id);
+  free(n->status);
+  free(n->detail);
+}
+
 static void drop_notes(engine *e) {
-  for (size_t i = 0; i < e->nnotes; i++) {
-    free(e->notes[i].id);
-    free(e->notes[i].status);
-    free(e->notes[i].detail);
-  }
+  for (size_t i = 0; i < e->nnotes; i++) free_note(&e->notes[i]);
   e->nnotes = 0;
 }
 
@@ -199,9 +201,7 @@ static int commit_done(engine *e, int rc, note *notes, size_t nnotes, waiter *w,
   for (size_t i = 0; i < nnotes; i++) {
     if (rc == STORE_OK && e->cfg.on_status) e->cfg.on_status(e->cfg.ud, notes[i].id, notes[i].status, notes[i].detail);
     if (rc == STORE_OK && e->status_watch) e->status_watch(e->status_watch_ud, notes[i].id, notes[i].status);
-    free(notes[i].id);
-    free(notes[i].status);
-    free(notes[i].detail);
+    free_note(&notes[i]);
   }
   free(notes);
   if (rc == STORE_OK && e->cfg.on_commit) e->cfg.on_commit(e->cfg.ud);
@@ -509,11 +509,7 @@ void engine_free(engine *e) {
   if (!e) return;
   if (e->inflight) { /* answered, and no one is told any more */
     store_commit_wait(e->st);
-    for (size_t i = 0; i < e->inflight->nnotes; i++) {
-      free(e->inflight->notes[i].id);
-      free(e->inflight->notes[i].status);
-      free(e->inflight->notes[i].detail);
-    }
+    for (size_t i = 0; i < e->inflight->nnotes; i++) free_note(&e->inflight->notes[i]);
     free(e->inflight->notes);
     free(e->inflight->waiters);
     if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, free_handle);

@@ -26,13 +26,14 @@
  *   its lease is still that owner's at that epoch (fence_check, which
  *   keeps the lease rows locked to the commit).
  *
- * libpq waits for its answers on the loop's thread (as SQLite's calls do).
  * A batch's writes go in pipeline mode (exec_defer): sent without waiting,
  * answered with the batch's next read or at the commit, one round trip for
- * all. Its fixed cost: BEGIN, the commit bump with the transaction id,
- * COMMIT (the fence when it wrote to a leased workflow). A uv_poll on the
- * connection, so that the loop goes on while PostgreSQL answers, is not
- * built yet.
+ * all. The commit itself is one round trip (the fence, the commits bump and
+ * COMMIT in one pipeline), and the worker's loop does not wait for it:
+ * store_commit_start sends it (nonblocking), a uv_poll on PQsocket brings
+ * the answer (pg_commit_progress), and any other call meanwhile waits for
+ * it first (store.c). Reads, BEGIN and the order lock still wait for their
+ * answer on the loop's thread.
  *
  * Text is sent as text parameters (so it must be valid in the database's
  * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent

@@ -8,7 +8,9 @@
 # with -9 while it holds workflows: how long until the others hold every one
 # of them (its session's liveness lock goes with it), and how many steps ran
 # twice.
-#   tests/bench/pg_workers_bench.sh    (BUILD=build N=2000)
+# BASE_BUILD=another build directory adds a row for its engine on
+# PostgreSQL with one worker (an earlier commit beside this one, one run).
+#   tests/bench/pg_workers_bench.sh    (BUILD=build N=2000 BASE_BUILD=)
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
@@ -43,11 +45,11 @@ fresh() { # name -> a database with the queue in it
   "$ENGINE" migrate --from "$T/queue.db" --to "postgres://engine@127.0.0.1:$PORT/$1" >/dev/null
   echo "postgres://engine@127.0.0.1:$PORT/$1"
 }
-# drain DB K: K workers until N are done; prints the seconds it took
+# drain DB K [ENGINE]: K workers until N are done; prints the seconds it took
 drain() {
-  local db="$1" k="$2" t0 t1 w=()
+  local db="$1" k="$2" bin="${3:-$ENGINE}" t0 t1 w=()
   t0="$(ms)"
-  for i in $(seq "$k"); do ENGINE_DB="$db" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
+  for i in $(seq "$k"); do ENGINE_DB="$db" "$bin" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
   while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
   t1="$(ms)"
   kill "${w[@]}"; wait "${w[@]}" 2>/dev/null || true
@@ -56,14 +58,19 @@ drain() {
 
 ROWS=()
 base=""
-for cfg in "sqlite 1" "pg 1" "pg 2" "pg 3"; do
+CFGS=("sqlite 1" "pg 1" "pg 2" "pg 3")
+[ -n "${BASE_BUILD:-}" ] && CFGS+=("pgbase 1")
+for cfg in "${CFGS[@]}"; do
   set -- $cfg
   db="$(fresh "$1$2")"
-  secs="$(drain "$db" "$2")"
+  bin="$ENGINE" name=PostgreSQL
+  [ "$1" == sqlite ] && name=SQLite
+  [ "$1" == pgbase ] && bin="$BASE_BUILD/engine" name="PostgreSQL, $(basename "$BASE_BUILD")"
+  secs="$(drain "$db" "$2" "$bin")"
   echo "$1 x $2: $N in $secs s" >&2
   rate="$(awk -v n="$N" -v s="$secs" 'BEGIN {printf "%d", n / s}')"
   [ -z "$base" ] && base="$rate"
-  ROWS+=("| $([ "$1" == sqlite ] && echo SQLite || echo PostgreSQL) | $2 | $secs s | $rate | $(awk -v r="$rate" -v b="$base" 'BEGIN {printf "%.2f", r / b}') |")
+  ROWS+=("| $name | $2 | $secs s | $rate | $(awk -v r="$rate" -v b="$base" 'BEGIN {printf "%.2f", r / b}') |")
 done
 
 # takeover: three workers, the busiest killed with -9 halfway, on chains
