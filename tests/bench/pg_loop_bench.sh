@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# How long the worker's loop is away while it works on PostgreSQL: one
+# `engine serve --listen` drains N chain10 workflows (the peers' W1 shape)
+# while a client asks it for GET /v1/openapi.json (answered from memory, so
+# its latency is the loop's) one request after another; the latency's
+# p50/p99/max with and without the load, and the drain's workflows/s. Then
+# starts through POST /v1/workflows from LANES clients at once (api_bench
+# starts: each acknowledged once committed), where a commit the loop does
+# not wait for lets the next requests in meanwhile.
+# BASE_BUILD=another build directory runs the same beside it (an earlier
+# commit: the commit answered on a uv_poll, or not), in one run. DELAY_MS
+# puts the database "across the network": a proxy (delay_proxy.py) delays
+# every chunk by that much each way (0: straight to the server).
+#   tests/bench/pg_loop_bench.sh     (BUILD=build N=3000 BASE_BUILD= DELAY_MS=0)
+set -euo pipefail
+SRC="$(cd "$(dirname "$0")/../.." && pwd)"
+BUILD="${BUILD:-$SRC/build}"
+N="${N:-3000}" STARTS="${STARTS:-2000}" LANES="${LANES:-32}"
+export ENGINE_LUA_DIR="$SRC/lua" LUA_CPATH_5_4="$BUILD/?.so;;"
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_BUSY_TIMEOUT_MS=30000
+T="$(mktemp -d "${TMPDIR:-/tmp}/pg-loop-bench.XXXXXX")"
+export ENGINE_DATA_DIR="$T/data"
+PIDS=()
+trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
+chmod 711 "$T"
+URL="$("$SRC/scripts/start-postgres" "$T/pg")"
+PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+PORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+DELAY_MS="${DELAY_MS:-0}" DBPORT="$PORT"
+if [ "$DELAY_MS" != 0 ]; then
+  python3 "$SRC/tests/bench/delay_proxy.py" "$T/proxy.port" 127.0.0.1 "$PORT" "$DELAY_MS" & PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.05; done
+  DBPORT="$(cat "$T/proxy.port")"
+fi
+ms() { date +%s%3N; }
+seq "$N" | xargs -P 8 -I{} "$BUILD/engine" start "$SRC/tests/bench/chain10.lua" --db "$T/queue.db" --id "c-{}" \
+  --detach --input '0' >/dev/null 2>&1 || true
+
+# the client: sequential GETs on one connection until the file $1 exists (or
+# for $2 seconds); prints "p50 p99 max count" in ms
+cat >"$T/probe.py" <<'EOF'
+import http.client, os, sys, time
+host, port = sys.argv[1].rsplit(":", 1)
+stop, secs = sys.argv[2], float(sys.argv[3])
+c = http.client.HTTPConnection(host, int(port))
+lat, t_end = [], time.monotonic() + secs
+while not os.path.exists(stop) and time.monotonic() < t_end:
+    t0 = time.perf_counter()
+    c.request("GET", "/v1/openapi.json")
+    c.getresponse().read()
+    lat.append((time.perf_counter() - t0) * 1000)
+lat.sort()
+q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
+print("%.2f %.2f %.2f %d" % (q(0.5), q(0.99), lat[-1], len(lat)))
+EOF
+
+run() { # name engine-binary -> a table row
+  local name="$1" bin="$2" db="postgres://engine@127.0.0.1:$DBPORT/$1" direct="postgres://engine@127.0.0.1:$PORT/$1"
+  "$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine "$1"
+  "$bin" migrate --from "$T/queue.db" --to "$direct" >/dev/null
+  : >"$T/$1.err"
+  ENGINE_DB="$db" "$bin" serve --listen 127.0.0.1:0 2>"$T/$1.err" &
+  local s=$! api="" t0 t1 idle busy
+  PIDS+=("$s")
+  for _ in $(seq 200); do api="$(grep -o 'API on http://[0-9.:]*' "$T/$1.err" | cut -c15- || true)"; [ -n "$api" ] && break; sleep 0.05; done
+  t0="$(ms)"
+  rm -f "$T/stop"
+  busy="$(python3 "$T/probe.py" "$api" "$T/stop" 600 & p=$!
+    while [ "$("$PGBIN/psql" "$direct" -XAtqc "SELECT count(*) FROM workflows WHERE status='completed'")" -lt "$N" ]; do sleep 0.05; done
+    touch "$T/stop"; wait "$p")"
+  t1="$(ms)"
+  idle="$(python3 "$T/probe.py" "$api" "$T/never" 3)"
+  kill "$s"; wait "$s" 2>/dev/null || true
+  set -- $busy
+  local b50="$1" b99="$2" bmax="$3" bn="$4"
+  set -- $idle
+  echo "| $name | $(awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", n / ((b - a) / 1000)}') | $b50 | $b99 | $bmax | $bn | $1 | $2 |"
+}
+
+# starts/s through the API on a fresh database: a table row
+starts() { # name engine-binary
+  local db="postgres://engine@127.0.0.1:$DBPORT/$1" api=""
+  "$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine "$1"
+  : >"$T/$1.err"
+  ENGINE_DB="$db" "$2" serve --listen 127.0.0.1:0 --workflows "$SRC/tests/bench" 2>"$T/$1.err" &
+  local s=$!
+  PIDS+=("$s")
+  for _ in $(seq 200); do api="$(grep -o 'API on http://[0-9.:]*' "$T/$1.err" | cut -c8- || true)"; [ -n "$api" ] && break; sleep 0.05; done
+  "$BUILD/tests/bench/api_bench" starts "$api" "$STARTS" "$LANES" >"$T/$1.starts"
+  kill "$s"; wait "$s" 2>/dev/null || true
+  v() { awk -v k="$1" '$1 == k { print $2 }' "$T/$2.starts"; }
+  echo "| ${1%_starts} | $(v http_starts_per_s "$1") | $(v http_starts_p50_ms "$1") | $(v http_starts_p99_ms "$1") |"
+}
+
+echo "chain10 x $N drained by one serve on PostgreSQL ($DELAY_MS ms each way); GET /v1/openapi.json latency (ms) meanwhile (one run, $(nproc) CPUs)"
+echo
+echo "| engine | workflows/s | busy p50 | busy p99 | busy max | requests | idle p50 | idle p99 |"
+echo "|---|---|---|---|---|---|---|---|"
+run this "$BUILD/engine"
+[ -n "${BASE_BUILD:-}" ] && run base "$BASE_BUILD/engine"
+echo
+echo "$STARTS starts through POST /v1/workflows, $LANES clients at once"
+echo
+echo "| engine | starts/s | p50 ms | p99 ms |"
+echo "|---|---|---|---|"
+starts this_starts "$BUILD/engine"
+[ -n "${BASE_BUILD:-}" ] && starts base_starts "$BASE_BUILD/engine"
+exit 0
