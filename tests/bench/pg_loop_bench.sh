@@ -16,25 +16,13 @@ set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
 N="${N:-3000}" STARTS="${STARTS:-2000}" LANES="${LANES:-32}"
-export ENGINE_LUA_DIR="$SRC/lua" LUA_CPATH_5_4="$BUILD/?.so;;"
-export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_BUSY_TIMEOUT_MS=30000
-T="$(mktemp -d "${TMPDIR:-/tmp}/pg-loop-bench.XXXXXX")"
-export ENGINE_DATA_DIR="$T/data"
-PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
-chmod 711 "$T"
-URL="$("$SRC/scripts/start-postgres" "$T/pg")"
-PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-PORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+source "$SRC/tests/bench/pg_lib.sh"
 DELAY_MS="${DELAY_MS:-0}" DBPORT="$PORT"
 if [ "$DELAY_MS" != 0 ]; then
   python3 "$SRC/tests/bench/delay_proxy.py" "$T/proxy.port" 127.0.0.1 "$PORT" "$DELAY_MS" & PIDS+=($!)
   for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.05; done
   DBPORT="$(cat "$T/proxy.port")"
 fi
-ms() { date +%s%3N; }
-seq "$N" | xargs -P 8 -I{} "$BUILD/engine" start "$SRC/tests/bench/chain10.lua" --db "$T/queue.db" --id "c-{}" \
-  --detach --input '0' >/dev/null 2>&1 || true
 
 # the client: sequential GETs on one connection until the file $1 exists (or
 # for $2 seconds); prints "p50 p99 max count" in ms

@@ -15,22 +15,7 @@ set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
 N="${N:-2000}"
-ENGINE="$BUILD/engine"
-export ENGINE_LUA_DIR="$SRC/lua" LUA_CPATH_5_4="$BUILD/?.so;;"
-export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_BUSY_TIMEOUT_MS=30000
-T="$(mktemp -d "${TMPDIR:-/tmp}/pg-workers-bench.XXXXXX")"
-export ENGINE_DATA_DIR="$T/data"
-PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
-chmod 711 "$T"
-URL="$("$SRC/scripts/start-postgres" "$T/pg")"
-PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-PORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
-ms() { date +%s%3N; }
-
-# the queue, made once on SQLite without a worker, copied into each database
-seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/bench/chain10.lua" --db "$T/queue.db" --id "c-{}" \
-  --detach --input '0' >/dev/null 2>&1 || true
+source "$SRC/tests/bench/pg_lib.sh"
 
 done_count() { # db
   if [[ "$1" == postgres* ]]; then
