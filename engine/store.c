@@ -13,7 +13,6 @@
 #include "crash.h"
 #include "util.h"
 
-/* The fault knob's name for a write: a kind of store_fault_hit's what. */
 /* A commit of store_commit_start still on its way is answered before
  * anything else uses the connection (its result stays for store_commit_poll). */
 static void settle(store *s) {
@@ -25,6 +24,7 @@ static void settle(store *s) {
     if ((s)->pending == 1) settle(s); \
   } while (0)
 
+/* The fault knob's name for a write: a kind of store_fault_hit's what. */
 static const char *fault_kind(const char *what) {
   static const char *const kinds[][2] = {
       {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
@@ -132,7 +132,8 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
 
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) { SETTLE(s); return s->ops->hist_load(s, wf_id, run, out); }
 
-int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) { SETTLE(s);
+int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
+  SETTLE(s);
   return s->ops->hist_range(s, wf_id, run, from_seq, to_seq, out);
 }
 
@@ -171,19 +172,23 @@ int store_task_due(store *s, int64_t now, const char *owner, int limit, store_ta
 int64_t store_task_next_at(store *s, const char *owner) { SETTLE(s); return s->ops->task_next_at(s, owner); }
 
 int store_shared(store *s) { return s->ops->lease_claim != NULL; }
-int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until) { SETTLE(s);
+int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until) {
+  SETTLE(s);
   return s->ops->lease_claim ? s->ops->lease_claim(s, wf_id, owner, now, until) : 1;
 }
 int store_lease_held(store *s, const char *wf_id) { return s->ops->lease_held ? s->ops->lease_held(s, wf_id) : 1; }
 int64_t store_lease_count(store *s) { return s->ops->lease_count ? s->ops->lease_count(s) : 0; }
-int store_lease_fence(store *s, const char *wf_id) { SETTLE(s);
+int store_lease_fence(store *s, const char *wf_id) {
+  SETTLE(s);
   return s->ops->lease_fence ? s->ops->lease_fence(s, wf_id) : STORE_OK;
 }
 int store_lease_renew(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
-                      void *ud) { SETTLE(s);
+                      void *ud) {
+  SETTLE(s);
   return s->ops->lease_renew ? s->ops->lease_renew(s, owner, until, lost, ud) : STORE_OK;
 }
-int store_lease_release(store *s, const char *owner, const char *wf_id) { SETTLE(s);
+int store_lease_release(store *s, const char *owner, const char *wf_id) {
+  SETTLE(s);
   return s->ops->lease_release ? s->ops->lease_release(s, owner, wf_id) : STORE_OK;
 }
 
@@ -337,11 +342,13 @@ char *store_table_sql(const store_table *t, store_table_stmt what, int pg) {
   return util_strdup(buf);
 }
 
-int store_table_page(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud) { SETTLE(s);
+int store_table_page(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud) {
+  SETTLE(s);
   return s->ops->table_page(s, t, after, limit, cb, ud);
 }
 
-int store_table_insert(store *s, const store_table *t, const store_value *row, int replace) { SETTLE(s);
+int store_table_insert(store *s, const store_table *t, const store_value *row, int replace) {
+  SETTLE(s);
   return s->ops->table_insert(s, t, row, replace);
 }
 
@@ -364,7 +371,8 @@ int store_schedule_insert(store *s, const schedule_row *r) { SETTLE(s); return s
 
 int store_schedule_update(store *s, const schedule_row *r) { SETTLE(s); return s->ops->schedule_update(s, r); }
 
-int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *ud) { SETTLE(s);
+int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *ud) {
+  SETTLE(s);
   return s->ops->schedule_get(s, name, cb, ud);
 }
 

@@ -23,8 +23,8 @@
  *   lock for serve, an exclusive one otherwise): each runs a
  *   workflow only under its lease (the leases table: owner, epoch, expiry;
  *   store_lease_*), and a batch that appended to a workflow commits only if
- *   its lease is still that owner's at that epoch (fence_check, which
- *   keeps the lease rows locked to the commit).
+ *   its lease is still that owner's at that epoch (the fence, which
+ *   keeps the lease rows locked to the commit, in the commit's own round trip).
  *
  * A batch's writes go in pipeline mode (exec_defer): sent without waiting,
  * answered with the batch's next read or at the commit, one round trip for
@@ -284,8 +284,7 @@ static const char *SQL[Q__N] = {
                          "AS f(id, ep) LEFT JOIN l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
     [Q_COMMIT] = "COMMIT",
     [Q_DATA_VERSION] = "SELECT sum(n)::bigint FROM commits",
-    /* the version moves, and listeners hear of it when the batch commits (store_commit_fd);
-     * with the transaction's id, for a COMMIT whose answer is lost: one round trip */
+    /* the version moves, and listeners hear of it when the batch commits (store_commit_fd) */
     [Q_BUMP] = "WITH b AS (INSERT INTO commits VALUES($1, 1) ON CONFLICT(one) DO UPDATE SET n=commits.n+1 "
                "RETURNING n) SELECT pg_notify('engine_commits', n::text) FROM b",
     [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
@@ -1984,10 +1983,10 @@ static void lease_lost(pg *s, const char *id, int taken, int n) {
   s->failed = 2;
 }
 
-/* Before COMMIT: every workflow the batch fenced is still held at the epoch
- * claimed. The lease rows read stay locked (FOR SHARE) to the commit, so no
- * takeover can commit between this check and it. A lost one is
- * forgotten and named; s->failed = 2 tells the commit it was a lease. */
+/* The fence: before COMMIT, every workflow the batch fenced is still held
+ * at the epoch claimed (Q_FENCE_OR_ABORT, in the commit's pipeline). The
+ * lease rows read stay locked (FOR SHARE) to the commit, so no takeover can
+ * commit between the check and it. */
 /* Binds the fenced workflows, their epochs and the owner ($1-$3 of
  * Q_LEASE_FENCE and Q_FENCE_OR_ABORT); the arrays live to fence_params_free. */
 static void fence_params(pg *s) {
@@ -2015,7 +2014,8 @@ static void fence_params_free(pg *s) {
 }
 
 /* After a commit the fence refused (FENCE_ABORTED): which workflows, and
- * whether another worker holds them. */
+ * whether another worker holds them; each lost one is forgotten and named
+ * (s->failed = 2: it was a lease). */
 static int fence_check(pg *s) {
   if (!s->fenced.len) return STORE_OK;
   fence_params(s);

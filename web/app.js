@@ -657,6 +657,11 @@ function eventItem(id, e) {
     return li("denied", "approval overruled by policy", h("p", { className: "reason" }, String(p.reason || "")));
   case "limit.exceeded":
     return li("limit", "limit exceeded", h("p", {}, p.limit + ": " + pretty(p.value) + " of " + pretty(p.max)));
+  case "sandbox.reprovisioned":
+    return li("limit", "sandbox provisioned again · " + String(p.host || ""),
+      h("p", { className: "reason" }, String(p.reason || "")),
+      h("p", { className: "muted" }, "was " + String(p.from_container || "").slice(0, 12) + " on " + String(p.from_host || "?") +
+        "; files written before are gone"));
   case "artifact.saved":
     return li("", "artifact saved", h("p", {}, h("code", {}, String(p.path)), " · " + fmtBytes(p.size)));
   case "review.draft":
