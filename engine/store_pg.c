@@ -369,6 +369,7 @@ typedef struct pg {
     const char *what;
   } dr;
   PGresult *commit_res; /* the COMMIT's answer (commit_send) */
+  PGresult *read_res;   /* a read's answer behind the batch's writes (pq_exec) */
   int commit_bumped, flushing; /* flushing: the commit's request is not all sent yet */
   char drain_state[6];    /* the SQLSTATE of the statement a drain found failed ("" if none or lost) */
   const char *drain_what; /* and its what */
@@ -656,9 +657,12 @@ static PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepare
     fail(s, what);
     return NULL;
   }
-  if (s->pipe) {
-    PGresult *r = NULL;
-    if (pipe_send(s, name, sql, prepared, binary, what, &r) != STORE_OK || pipe_drain(s, 1) != STORE_OK) return NULL;
+  if (s->pipe) { /* its answer lands in s->read_res (a field: the queue outlives this call's frame) */
+    s->read_res = NULL;
+    if (pipe_send(s, name, sql, prepared, binary, what, &s->read_res) != STORE_OK || pipe_drain(s, 1) != STORE_OK)
+      return NULL;
+    PGresult *r = s->read_res;
+    s->read_res = NULL;
     return r;
   }
   reconnect_if_lost(s);
