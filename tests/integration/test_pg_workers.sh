@@ -45,9 +45,11 @@ TAKE=()
 for k in 1 2 3; do
   # worker k dies when a quarter, a half, three quarters are done
   for _ in $(seq 1500); do [ "$(completed)" -ge $((k * N / 4)) ] && break; sleep 0.1; done
-  for _ in $(seq 500); do [ "$(leases_of "${W[$k]}")" -gt 0 ] && break; sleep 0.02; done # while it has some
-  pid="${W[$k]}" owner="$(owner_of "${W[$k]}")"
-  held="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
+  pid="${W[$k]}" owner=""
+  for _ in $(seq 500); do owner="$(owner_of "$pid")"; [ -n "$owner" ] && break; sleep 0.02; done
+  # killed at once when it is seen holding some (near the end they come and go fast)
+  held=0
+  for _ in $(seq 500); do held="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"; [ "$held" -gt 0 ] && break; sleep 0.02; done
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   t0="$(date +%s%N)"
   # taken over: no lease of the dead worker's left (each one claimed by

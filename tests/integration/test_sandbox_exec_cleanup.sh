@@ -64,8 +64,9 @@ io.write(require("cjson").encode({ limits = { memoryMb = 128, pids = 64, cpu = 1
 EOF
 ATTEMPTS="setsid:1 nohup:2 double_fork:3 disown:4 setpgrp:6 setsid_bomb:5 kill_the_wrapper:7 forged_report:8"
 
-leftovers() { # processes of attempt N ($1) in a ps listing on stdin
-  grep -c "[7]30$1" || true
+leftovers() { # processes of attempt N ($1) in a ps listing on stdin: its number as a
+  # word of its own (not inside a container id's hex, as a shim's -id can hold it)
+  grep -cE "(^|[^0-9a-f])[7]30$1([^0-9a-f]|$)" || true
 }
 waits() { engine history "$1" | grep -c SignalWaitStarted || true; }
 
