@@ -224,12 +224,12 @@ struct inflight {
   uv_poll_t *poll;
 };
 
-static void free_handle(uv_handle_t *h) { free(h); }
+void engine_free_handle(uv_handle_t *h) { free(h); }
 
 static int inflight_done(engine *e, int rc) {
   struct inflight *f = e->inflight;
   e->inflight = NULL;
-  if (f->poll) uv_close((uv_handle_t *)f->poll, free_handle);
+  if (f->poll) uv_close((uv_handle_t *)f->poll, engine_free_handle);
   int done = commit_done(e, rc, f->notes, f->nnotes, f->waiters, f->nwaiters);
   free(f);
   return done;
@@ -512,7 +512,7 @@ void engine_free(engine *e) {
     for (size_t i = 0; i < e->inflight->nnotes; i++) free_note(&e->inflight->notes[i]);
     free(e->inflight->notes);
     free(e->inflight->waiters);
-    if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, free_handle);
+    if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, engine_free_handle);
     free(e->inflight);
     e->inflight = NULL;
   }

@@ -352,8 +352,6 @@ void hooks_start(engine *e) {
   start_sweeps(h);
 }
 
-static void free_handle(uv_handle_t *handle) { free(handle); }
-
 void hooks_free(engine *e) {
   hooks *h = e->hooks;
   if (!h) return;
@@ -362,7 +360,7 @@ void hooks_free(engine *e) {
       actvm_cancel(h->calls[i]->call);
       free(h->calls[i]);
     }
-  if (h->sweep) uv_close((uv_handle_t *)h->sweep, free_handle);
+  if (h->sweep) uv_close((uv_handle_t *)h->sweep, engine_free_handle);
   for (int i = 0; i < h->nwatches; i++) {
     watch *w = h->watches[i];
     uv_close((uv_handle_t *)&w->fs, watch_closed);

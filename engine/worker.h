@@ -122,6 +122,8 @@ void engine_store_incident(engine *e);
  * the lease (in the batch) unless it holds it, and fences the batch on it;
  * 0 when another worker holds it. Always 1 on SQLite. */
 int engine_owns(engine *e, const char *id);
+/* A close callback for a handle allocated on its own (the sweep timer, a commit's poll). */
+void engine_free_handle(uv_handle_t *h);
 /* Closes every handle of loop and runs it until it can be closed. */
 void engine_drain_loop(uv_loop_t *loop);
 
