@@ -1498,6 +1498,8 @@ static void declare_metrics(metrics *m) {
                   NULL, 0);
   metrics_declare(m, "engine_timers_pending", METRIC_GAUGE, "Durable timers not yet fired.", NULL, 0);
   metrics_declare(m, "engine_commits_total", METRIC_COUNTER, "Group commits of the store.", NULL, 0);
+  metrics_declare(m, "engine_store_round_trips_total", METRIC_COUNTER,
+                  "Round trips the worker's loop waited for the database server (PostgreSQL; 0 on SQLite).", NULL, 0);
   metrics_declare(m, "engine_commit_writes", METRIC_HISTOGRAM, "Rows written per group commit.", COMMIT_BUCKETS,
                   sizeof COMMIT_BUCKETS / sizeof *COMMIT_BUCKETS);
   metrics_declare(m, "engine_http_connections", METRIC_GAUGE, "Open HTTP connections.", NULL, 0);
@@ -1574,6 +1576,7 @@ static void h_metrics(api *a, httpd_req *r, ctx *c) {
   httpd_get_stats(a->http, &hs);
   metrics_set(m, "engine_http_connections", NULL, hs.connections);
   metrics_set(m, "engine_sse_streams", NULL, hs.streams);
+  metrics_set(m, "engine_store_round_trips_total", NULL, (double)store_round_trips(engine_store(a->e)));
   char *text = metrics_render(m);
   httpd_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text), NULL);
 }

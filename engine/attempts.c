@@ -27,8 +27,14 @@ void attempt_free(attempt *a) {
 
 /* Whether the command at seq of the workflow's current run has its outcome in
  * the log already (cancelled meanwhile, or a stale task): then it gets no
- * second one. Also 1 when the log cannot be read: nothing may be recorded. */
+ * second one. Also 1 when the log cannot be read: nothing may be recorded.
+ * A run in memory answers from its VM, without a round trip: every outcome
+ * appended to it is delivered to it or evicts it (runs.c), a lost batch or
+ * lease drops it (engine.c), and another worker's appends need the lease
+ * this one's commit is fenced on. So it waits on seq exactly when the log
+ * has no outcome for it. */
 int attempt_answered(engine *e, const char *id, wfrun *r, int64_t seq) {
+  if (r && r->vm) return !wfvm_waits_on(r->vm, seq);
   int64_t run = r ? r->run : -1;
   wf_row w;
   if (!r) {

@@ -56,17 +56,30 @@ static int on_due(void *ud, const task_row *t) {
     d->left++;
     return 0;
   }
-  if (!engine_owns(e, t->wf_id)) return store_batch_failed(e->st); /* another worker runs it */
-  d->claims += !had;
-  int took = store_task_take(e->st, t->wf_id, t->kind, t->seq);
-  if (took != 1) {
-    /* another worker did it meanwhile (and may have ended the workflow): not ours to keep */
-    if (!had && took == 0) store_lease_release(e->st, e->owner, t->wf_id);
-    return took < 0;
+  /* the lease, the task and what the workflow needs to run, in one round trip */
+  int64_t now = util_now_ms();
+  int wake = strcmp(t->kind, "workflow") == 0;
+  task_start ts;
+  if (store_task_start(e->st, t->wf_id, t->kind, t->seq, e->owner, now, now + e->lease_ms, e->shared && !had,
+                       wake && !strmap_get(&e->runs, t->wf_id), &ts) != STORE_OK) {
+    store_task_start_free(&ts);
+    return 1;
   }
-  if (strcmp(t->kind, "workflow") == 0) {
-    wf_row w;
-    if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
+  if (!ts.owned) return 0; /* another worker runs it */
+  if (e->shared) store_lease_fence(e->st, t->wf_id);
+  d->claims += !had;
+  if (!ts.took) {
+    /* another worker did it meanwhile (and may have ended the workflow): not ours to keep */
+    if (!had) store_lease_release(e->st, e->owner, t->wf_id);
+    store_task_start_free(&ts);
+    return 0;
+  }
+  if (!ts.found) {
+    store_task_start_free(&ts);
+    return 0;
+  }
+  if (wake) {
+    wf_row w = ts.w;
     if (engine_status_terminal(w.status) && !strmap_get(&e->runs, t->wf_id))
       store_lease_release(e->st, e->owner, t->wf_id); /* a stale wake-up of an ended one */
     wfrun *r = strmap_get(&e->runs, t->wf_id);
@@ -82,7 +95,7 @@ static int on_due(void *ud, const task_row *t) {
         run_load_id(e, t->wf_id);
       }
     } else if (!engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) {
-      run_load(e, &w);
+      run_load(e, &w, &ts.h);
     } else if (strcmp(w.status, "stuck") == 0 && w.cancel == 1) {
       /* its code does not replay, so no clean-up can run: cancelling ends
        * it as it is (its tasks, signals and slots go, as at any end) */
@@ -91,10 +104,8 @@ static int on_due(void *ud, const task_row *t) {
         run_finish(d, "cancelled", "WorkflowCancelled", NULL,
                    "{\"message\":\"cancelled while stuck: the workflow's clean-up did not run\",\"type\":\"Cancelled\"}");
     }
-    wf_row_free(&w);
   } else if (strcmp(t->kind, "activity") == 0) {
-    wf_row w;
-    if (store_wf_get(e->st, t->wf_id, &w) != 1) return 0;
+    wf_row w = ts.w;
     hist_list h = {0};
     wfrun *r = strmap_get(&e->runs, t->wf_id);
     /* still scheduled and without an outcome (else the task was an orphan) */
@@ -108,7 +119,6 @@ static int on_due(void *ud, const task_row *t) {
       }
     }
     hist_list_free(&h);
-    wf_row_free(&w);
   } else if (strcmp(t->kind, "wake") == 0) {
     /* a slot was handed to it, or a rate window opened: it looks again */
     wfrun *r = strmap_get(&e->runs, t->wf_id);
@@ -118,6 +128,7 @@ static int on_due(void *ud, const task_row *t) {
   } else {
     fire_timer(e, t->wf_id, t->kind, t->seq);
   }
+  store_task_start_free(&ts);
   return 0;
 }
 

@@ -121,8 +121,9 @@ void run_clear_codecache(engine *e) {
 }
 
 /* Builds a VM for the workflow's current run and replays it; the run then
- * continues live (handle_state) and may finish or be evicted before return. */
-void run_load(engine *e, const wf_row *w) {
+ * continues live (handle_state) and may finish or be evicted before return.
+ * The run's events are read here unless given (loaded: taken from it). */
+void run_load(engine *e, const wf_row *w, hist_list *loaded) {
   if (strmap_get(&e->runs, w->id) || !engine_owns(e, w->id)) return;
   wfrun *r = util_xcalloc(1, sizeof *r);
   r->e = e;
@@ -132,7 +133,10 @@ void run_load(engine *e, const wf_row *w) {
   r->cancel = w->cancel;
   snprintf(r->status, sizeof r->status, "%s", w->status);
   hist_list h = {0};
-  if (store_hist_load(e->st, w->id, w->run, &h) != STORE_OK) {
+  if (loaded) {
+    h = *loaded;
+    *loaded = (hist_list){0};
+  } else if (store_hist_load(e->st, w->id, w->run, &h) != STORE_OK) {
     engine_log_err(e, "load history");
     hist_list_free(&h);
     run_free(r);
@@ -179,7 +183,7 @@ void run_load(engine *e, const wf_row *w) {
 void run_load_id(engine *e, const char *id) {
   wf_row w;
   int found = store_wf_get(e->st, id, &w);
-  if (found == 1 && !engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) run_load(e, &w);
+  if (found == 1 && !engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) run_load(e, &w, NULL);
   if (found == 1) wf_row_free(&w);
 }
 
@@ -259,7 +263,9 @@ void run_finish(wfrun *r, const char *status, const char *event, const char *res
   if (r->vm) cancel_attempts(r);
   store_task_del_wf(e->st, r->id);
   store_signal_del_wf(e->st, r->id);
-  slots_release_all(e, r->id);
+  /* its slots are its current run's (continue-as-new releases them): a
+   * VM that never asked for one skips the round trip */
+  if (!r->vm || wfvm_issued_slot(r->vm)) slots_release_all(e, r->id);
   run_set_status(r, status, result, error, NULL);
   if (store_lease_release(e->st, e->owner, r->id) != STORE_OK) engine_log_err(e, "release lease");
   run_evict(r);

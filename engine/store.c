@@ -106,6 +106,8 @@ int store_batch_failed(store *s) { SETTLE(s); return s->ops->batch_failed(s); }
 
 int64_t store_batch_writes(store *s) { SETTLE(s); return s->ops->batch_writes(s); }
 
+int64_t store_round_trips(store *s) { return s->ops->round_trips ? s->ops->round_trips(s) : 0; }
+
 int64_t store_data_version(store *s) { SETTLE(s); return s->ops->data_version(s); }
 int store_commit_fd(store *s, int old) { return s->ops->commit_fd ? s->ops->commit_fd(s, old) : -1; }
 int store_commit_drain(store *s, int fd) { return s->ops->commit_drain ? s->ops->commit_drain(s, fd) : 0; }
@@ -160,6 +162,27 @@ int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, i
 int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->task_del(s, wf_id, kind, seq); }
 
 int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->task_take(s, wf_id, kind, seq); }
+
+int store_task_start(store *s, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
+                     int64_t until, int claim, int history, task_start *out) {
+  SETTLE(s);
+  memset(out, 0, sizeof *out);
+  if (s->ops->task_start) return s->ops->task_start(s, wf_id, kind, seq, owner, now, until, claim, history, out);
+  int rc = claim && s->ops->lease_claim ? s->ops->lease_claim(s, wf_id, owner, now, until) : 1;
+  if (rc <= 0) return rc;
+  out->owned = 1;
+  if ((rc = s->ops->task_take(s, wf_id, kind, seq)) <= 0) return rc;
+  out->took = 1;
+  if ((rc = s->ops->wf_get(s, wf_id, &out->w)) <= 0) return rc;
+  out->found = 1;
+  return history ? s->ops->hist_load(s, wf_id, out->w.run, &out->h) : STORE_OK;
+}
+
+void store_task_start_free(task_start *t) {
+  if (t->found) wf_row_free(&t->w);
+  hist_list_free(&t->h);
+  memset(t, 0, sizeof *t);
+}
 
 int store_task_release(store *s, const char *owner) { SETTLE(s); return s->ops->task_release(s, owner); }
 

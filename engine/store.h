@@ -117,6 +117,8 @@ int store_in_txn(store *s);  /* SQLite has a transaction open */
 int store_batch_failed(store *s);
 /* Statements that wrote in the last committed batch (events per commit, for /metrics). */
 int64_t store_batch_writes(store *s);
+/* Round trips the process has waited for the database server (0 for SQLite). */
+int64_t store_round_trips(store *s);
 /* Changes whenever another connection commits (PRAGMA data_version). */
 int64_t store_data_version(store *s);
 /* A descriptor that becomes readable when another process may have
@@ -183,6 +185,22 @@ int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq);
 /* Deletes the task: 1 when this call deleted it (the caller owns what it asks
  * for), 0 when it was gone already, -1 on error. */
 int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq);
+/* A due task this worker acts on now, in one round trip where the backend
+ * can (PostgreSQL's pipeline), else one call after another: the lease of
+ * its workflow claimed when claim (store_lease_claim), the task taken when
+ * it was (store_task_take), and the workflow's row read, with its current
+ * run's events when history (store_wf_get, store_hist_load). STORE_OK with
+ * out->owned (0: another worker has it; nothing was taken), out->took,
+ * out->found and out->w, out->h; else an error. store_task_start_free
+ * frees out. */
+typedef struct task_start {
+  int owned, took, found;
+  wf_row w;
+  hist_list h;
+} task_start;
+int store_task_start(store *s, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
+                     int64_t until, int claim, int history, task_start *out);
+void store_task_start_free(task_start *t);
 /* Voids every lease owner holds. */
 int store_task_release(store *s, const char *owner);
 int store_task_del_wf(store *s, const char *wf_id);

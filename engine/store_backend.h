@@ -29,6 +29,7 @@ typedef struct store_ops {
   int (*in_txn)(store *s);
   int (*batch_failed)(store *s);
   int64_t (*batch_writes)(store *s);
+  int64_t (*round_trips)(store *s); /* NULL: none (an embedded database) */
   int64_t (*data_version)(store *s);
   int (*commit_fd)(store *s, int old); /* NULL: none */
   int (*commit_drain)(store *s, int fd);
@@ -56,6 +57,9 @@ typedef struct store_ops {
   int (*task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until);
   int (*task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
   int (*task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
+  /* NULL: store.c makes it of lease_claim, task_take, wf_get and hist_load */
+  int (*task_start)(store *s, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
+                    int64_t until, int claim, int history, task_start *out);
   int (*task_release)(store *s, const char *owner);
   int (*task_del_wf)(store *s, const char *wf_id);
   int (*task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);

@@ -136,7 +136,7 @@ static const char *SCHEMA =
 enum {
   Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
   Q_WF_IDS, Q_WF_IDS_FROM, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
-  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_DEL_WF,
+  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
   Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
@@ -210,6 +210,11 @@ static const char *SQL[Q__N] = {
                    "run_at=excluded.run_at, attempt=excluded.attempt, first_at=excluded.first_at, "
                    "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
+    /* store_task_start: taken only if the claim before it in the pipeline got the lease */
+    [Q_TASK_TAKE_HELD] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3 AND EXISTS "
+                         "(SELECT 1 FROM leases WHERE wf_id=$1 AND owner=$4)",
+    [Q_HIST_LOAD_CURRENT] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND "
+                            "run=(SELECT run FROM workflows WHERE id=$1) ORDER BY seq",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
     [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
@@ -370,12 +375,14 @@ typedef struct pg {
   } dr;
   PGresult *commit_res; /* the COMMIT's answer (commit_send) */
   PGresult *read_res;   /* a read's answer behind the batch's writes (pq_exec) */
+  PGresult *start_res[4]; /* pg_task_start's answers */
   int commit_bumped, flushing; /* flushing: the commit's request is not all sent yet */
   char drain_state[6];    /* the SQLSTATE of the statement a drain found failed ("" if none or lost) */
   const char *drain_what; /* and its what */
   char *fence_ids, *fence_eps; /* fence_params' arrays */
   int64_t xid;            /* the open batch's transaction id: a COMMIT whose answer is lost may have committed */
   int64_t writes, last_writes;
+  int64_t round_trips; /* waited for (waited) */
   int64_t own_commits; /* commits of this connection that bumped the commits row */
   int64_t changes;     /* rows the last write changed */
   int64_t max_length;  /* ENGINE_STORE_MAX_LENGTH: the longest value a parameter takes (0: PostgreSQL's own) */
@@ -411,6 +418,17 @@ static void map_reset(strmap *m) { /* keys freed; the values are epochs, not poi
   strmap_init(m);
 }
 static void announce(struct pg *s, const char *owner);
+
+/* A round trip the connection waited for (store_round_trips): what a
+ * worker across a network pays per workflow. */
+static void waited(struct pg *s, const char *what) {
+  s->round_trips++;
+#ifdef ENGINE_TRACE_WAITS
+  fprintf(stderr, "pg wait: %s\n", what);
+#else
+  (void)what;
+#endif
+}
 
 /* PostgreSQL's primary message, without "ERROR:" or a trailing newline. */
 static void pq_reason(PGconn *c, const PGresult *r, char *out, size_t n) {
@@ -623,6 +641,7 @@ static int drain_end(pg *s, int report) {
  * leaves pipeline mode. */
 static int pipe_drain(pg *s, int report) {
   if (PQpipelineStatus(s->conn) == PQ_PIPELINE_OFF) return STORE_OK;
+  waited(s, s->pipe ? s->pipeq[s->pipe - 1].what : "pipeline");
   drain_begin(s);
   drain_read(s, 1);
   return drain_end(s, report);
@@ -667,6 +686,7 @@ static PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepare
   }
   reconnect_if_lost(s);
   if (!*prepared) {
+    waited(s, "prepare");
     PGresult *r = PQprepare(s->conn, name, sql, 0, NULL);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
       fail_res(s, what, r);
@@ -676,6 +696,7 @@ static PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepare
     PQclear(r);
     *prepared = 1;
   }
+  waited(s, what);
   PGresult *r = PQexecPrepared(s->conn, name, s->np, s->pv, s->plen, s->pfmt, binary);
   ExecStatusType t = PQresultStatus(r);
   if (t != PGRES_COMMAND_OK && t != PGRES_TUPLES_OK) {
@@ -1103,11 +1124,12 @@ int store_pg_unlock(int fd) {
  * the one that had taken the lock). The window that remains, a session lost
  * between this check and the commit, is what fencing in the next phase
  * closes. */
-static int locks_held(char *why, size_t n) {
+static int locks_held(pg *s, char *why, size_t n) {
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
     PGconn *c = locks[i].c;
     if (!c) continue;
     PQconsumeInput(c);
+    waited(s, "the worker lock");
     PGresult *alive =
         PQstatus(c) == CONNECTION_OK
             ? PQexec(c, "SELECT count(*) FROM pg_locks WHERE locktype='advisory' AND granted AND pid=pg_backend_pid() "
@@ -1186,12 +1208,13 @@ static int batch_begin(pg *s) {
   reconnect_if_lost(s);
   char why[384];
   int kind = STORE_ERR;
-  if (locks_held(why, sizeof why) != 0) {
+  if (locks_held(s, why, sizeof why) != 0) {
     util_seterr(s->err, sizeof s->err, "begin: %s", why);
     s->failed = 1;
     return STORE_ERR;
   }
   /* with its id, in the same round trip (batches always write) */
+  waited(s, "begin");
   PGresult *r = PQexec(s->conn, "BEGIN; SELECT txid_current()");
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     pq_reason(s->conn, r, why, sizeof why);
@@ -1218,6 +1241,7 @@ static int batch_begin(pg *s) {
 static int order_lock(pg *s) {
   if (s->ordered || s->failed) return s->failed ? STORE_ERR : STORE_OK;
   if (pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
+  waited(s, "the order lock");
   PGresult *r = PQexec(s->conn, ORDER_LOCK);
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     int kind = classify(r);
@@ -1341,6 +1365,7 @@ static int commit_outcome(pg *s, int ok) {
 static int pg_commit(store *st_) {
   pg *s = (pg *)st_;
   int rc = commit_send(s);
+  if (rc == STORE_PENDING) waited(s, "commit");
   return rc == STORE_PENDING ? commit_finish(s) : rc;
 }
 
@@ -1384,6 +1409,7 @@ static int pg_commit_progress(store *st_) {
 static int pg_commit_settle(store *st_) {
   pg *s = (pg *)st_;
   PQsetnonblocking(s->conn, 0);
+  waited(s, "commit");
   if (s->flushing && PQflush(s->conn) < 0) s->dr.lost = 1;
   s->flushing = 0;
   return commit_finish(s);
@@ -1410,6 +1436,8 @@ static int pg_in_txn(store *st_) {
 }
 
 static int64_t pg_batch_writes(store *st_) { return ((pg *)st_)->last_writes; }
+
+static int64_t pg_round_trips(store *st_) { return ((pg *)st_)->round_trips; }
 
 /* The commits row counts every commit that wrote, by any connection; less
  * this connection's own, it changes exactly when another one commits (what
@@ -1641,9 +1669,7 @@ static int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist
   return exec_defer(s, Q_HIST_APPEND, "append history");
 }
 
-static int read_events(pg *s, int q, hist_list *out) {
-  PGresult *r = pq_run(s, q, 0, "load history");
-  if (!r) return STORE_ERR;
+static void events_from(const PGresult *r, hist_list *out) {
   for (int i = 0, n = PQntuples(r); i < n; i++) {
     if (out->n == out->cap) {
       out->cap = out->cap ? out->cap * 2 : 16;
@@ -1658,7 +1684,24 @@ static int read_events(pg *s, int q, hist_list *out) {
     e->payload = col_dup(r, i, 5);
     e->time = col_int(r, i, 6);
   }
+}
+
+static int read_events(pg *s, int q, hist_list *out) {
+  PGresult *r = pq_run(s, q, 0, "load history");
+  if (!r) return STORE_ERR;
+  events_from(r, out);
   PQclear(r);
+  return STORE_OK;
+}
+
+/* A run's whole history, from seq 1 without a gap, else the database is damaged. */
+static int events_whole(pg *s, const char *wf_id, const hist_list *out, size_t from) {
+  for (size_t i = from; i < out->n; i++)
+    if (out->v[i].seq != (int64_t)(i - from) + 1) {
+      util_seterr(s->err, sizeof s->err, "load history: event #%lld of %s is missing (the database is damaged)",
+                  (long long)(i - from) + 1, wf_id);
+      return STORE_ERR;
+    }
   return STORE_OK;
 }
 
@@ -1669,13 +1712,7 @@ static int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *o
   bind_int(s, run);
   size_t from = out->n;
   if (read_events(s, Q_HIST_LOAD, out) != STORE_OK) return STORE_ERR;
-  for (size_t i = from; i < out->n; i++)
-    if (out->v[i].seq != (int64_t)(i - from) + 1) {
-      util_seterr(s->err, sizeof s->err, "load history: event #%lld of %s is missing (the database is damaged)",
-                  (long long)(i - from) + 1, wf_id);
-      return STORE_ERR;
-    }
-  return STORE_OK;
+  return events_whole(s, wf_id, out, from);
 }
 
 static int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
@@ -1829,6 +1866,59 @@ static int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t
   pg *s = (pg *)st_;
   if (task_del(s, wf_id, kind, seq, 1) != STORE_OK) return STORE_ERR;
   return s->changes > 0;
+}
+
+/* store_task_start in one round trip: the claim, the take (only if the
+ * claim got the lease: Q_TASK_TAKE_HELD), the row and the history go in one
+ * pipeline, each statement seeing what those before it did. */
+static int pg_task_start(store *st_, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
+                         int64_t until, int claim, int history, task_start *out) {
+  pg *s = (pg *)st_;
+  if (claim && strcmp(s->owner, owner) != 0) announce(s, owner);
+  WRITE_BEGIN(s);
+  if ((claim && injected(s, "claim lease")) || injected(s, "delete task")) return STORE_ERR;
+  PGresult **res = s->start_res;
+  memset(s->start_res, 0, sizeof s->start_res);
+  int rc = STORE_OK;
+  if (claim) {
+    params_start(s);
+    bind_text(s, wf_id);
+    bind_text(s, owner);
+    bind_int(s, now);
+    bind_int(s, until);
+    rc = pipe_send_q(s, Q_LEASE_CLAIM, "claim lease", &res[0]);
+  }
+  params_start(s);
+  bind_text(s, wf_id);
+  bind_text(s, kind);
+  bind_int(s, seq);
+  if (claim) bind_text(s, owner);
+  if (rc == STORE_OK) rc = pipe_send_q(s, claim ? Q_TASK_TAKE_HELD : Q_TASK_DEL, "delete task", &res[1]);
+  params_start(s);
+  bind_text(s, wf_id);
+  if (rc == STORE_OK) rc = pipe_send_q(s, Q_WF_GET, "get workflow", &res[2]);
+  if (history && rc == STORE_OK) {
+    params_start(s);
+    bind_text(s, wf_id);
+    rc = pipe_send_q(s, Q_HIST_LOAD_CURRENT, "load history", &res[3]);
+  }
+  if (rc == STORE_OK) rc = pipe_drain(s, 1);
+  if (rc == STORE_OK) {
+    s->writes += claim + 1;
+    out->owned = !claim || PQntuples(res[0]) > 0;
+    if (claim && out->owned) strmap_put(&s->claimed, wf_id, (void *)(intptr_t)col_int(res[0], 0, 0));
+    else if (claim) strmap_del(&s->held, wf_id); /* another worker has it */
+    out->took = out->owned && atoll(PQcmdTuples(res[1])) > 0;
+    out->found = out->took && PQntuples(res[2]) > 0;
+    if (out->found) read_wf(res[2], 0, &out->w);
+    if (out->found && history) {
+      events_from(res[3], &out->h);
+      rc = events_whole(s, wf_id, &out->h, 0);
+    }
+  }
+  for (size_t i = 0; i < sizeof s->start_res / sizeof *s->start_res; i++) PQclear(res[i]);
+  memset(s->start_res, 0, sizeof s->start_res);
+  return rc;
 }
 
 static int pg_task_release(store *st_, const char *owner) {
@@ -2763,6 +2853,7 @@ const store_ops store_pg_ops = {
     .in_txn = pg_in_txn,
     .batch_failed = pg_batch_failed,
     .batch_writes = pg_batch_writes,
+    .round_trips = pg_round_trips,
     .data_version = pg_data_version,
     .commit_fd = pg_commit_fd,
     .commit_drain = pg_commit_drain,
@@ -2796,6 +2887,7 @@ const store_ops store_pg_ops = {
     .task_put = pg_task_put,
     .task_del = pg_task_del,
     .task_take = pg_task_take,
+    .task_start = pg_task_start,
     .task_release = pg_task_release,
     .task_del_wf = pg_task_del_wf,
     .task_get = pg_task_get,

@@ -69,6 +69,7 @@ struct wfvm {
 
   pending *pend; /* commands issued and not answered, in issue order */
   size_t npend, cappend;
+  int issued_slot; /* a command of kind slot was issued (replayed or live) */
   vthread *threads; /* in creation order: the order they are resumed in */
   size_t nthreads, capthreads;
   lua_State *current; /* the thread running now, NULL between resumes */
@@ -535,6 +536,7 @@ static void issue(lua_State *L, wfvm *vm, const char *kind, const char *type, co
     p.cmd.time = vm->now_ms;
   }
   snprintf(p.cmd.kind, sizeof p.cmd.kind, "%s", kind);
+  vm->issued_slot |= strcmp(kind, "slot") == 0;
   p.cmd.name = util_strdup(name);
   f->seq = p.cmd.seq;
   lua_pushvalue(L, -1);
@@ -2005,6 +2007,7 @@ const wfvm_cmd *wfvm_next_command(wfvm *vm) {
 }
 
 int wfvm_waits_on(const wfvm *vm, int64_t seq) { return find_pending(vm, seq) != NULL; }
+int wfvm_issued_slot(const wfvm *vm) { return vm->issued_slot; }
 size_t wfvm_pending_count(const wfvm *vm) { return vm->npend; }
 const wfvm_cmd *wfvm_pending_at(const wfvm *vm, size_t i) { return i < vm->npend ? &vm->pend[i].cmd : NULL; }
 const char *wfvm_output(const wfvm *vm) { return vm->output ? vm->output : "null"; }

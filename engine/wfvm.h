@@ -86,6 +86,9 @@ size_t wfvm_pending_count(const wfvm *vm);
 const wfvm_cmd *wfvm_pending_at(const wfvm *vm, size_t i);
 /* 1 when the command at seq is pending. */
 int wfvm_waits_on(const wfvm *vm, int64_t seq);
+/* 1 when the run asked for a slot (wf.limit's concurrency or cap), replayed
+ * or live: only then can it hold or queue for one. */
+int wfvm_issued_slot(const wfvm *vm);
 /* The next pending command not handed out before by this VM, or NULL: each
  * is given to the engine once per VM (live ones to start, replayed ones to
  * look at again). */

@@ -134,7 +134,7 @@ void run_set_status(wfrun *r, const char *status, const char *result, const char
 void run_free(wfrun *r);
 void run_evict(wfrun *r);
 void run_clear_codecache(engine *e);
-void run_load(engine *e, const wf_row *w);
+void run_load(engine *e, const wf_row *w, hist_list *loaded);
 void run_load_id(engine *e, const char *id);
 void run_deliver(engine *e, const char *id, const hist_event *ev);
 int run_cancel_pending(wfrun *r, wfvm_state *st);
