@@ -188,8 +188,15 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
 /* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
  * set) into the open transaction. Nothing is written when the script cannot be
  * read or parsed, or when id exists (*existed). */
+/* made (when given): the new workflow's row and first event, for a run that
+ * starts at once without reading them back. */
+typedef struct made_wf {
+  wf_row w;
+  hist_list h;
+} made_wf;
+
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                          const scriptbuf *pre, int *existed, char *err, size_t errlen) {
+                          const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen) {
   *existed = 0;
   size_t len = 0;
   char *src;
@@ -250,6 +257,14 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
             store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
             (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
+  if (made && !bad) {
+    made->w = (wf_row){util_strdup(id), 1, util_strdup("running"), util_strdup(script_path), util_strdup(absdir),
+                       util_strdup(hash), util_strdup(canon), NULL, NULL, 0, now, now};
+    made->h.v = util_xcalloc(1, sizeof *made->h.v);
+    made->h.n = made->h.cap = 1;
+    made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now};
+    payload = NULL;
+  }
   free(payload);
   free(canon);
   free(src);
@@ -262,7 +277,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
                            int *existed, char *err, size_t errlen) {
-  if (write_workflow(st, id, script_path, input_json, 1, NULL, existed, err, errlen) != 0) {
+  if (write_workflow(st, id, script_path, input_json, 1, NULL, existed, NULL, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }
@@ -308,14 +323,17 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
   int found = 0;
   const scriptbuf *pre = cached_script(e, script_path, err, errlen);
   if (!pre) return -1;
-  if (write_workflow(e->st, id, script_path, input_json, 0, pre, &found, err, errlen) != 0) return -1;
+  made_wf made = {0};
+  if (write_workflow(e->st, id, script_path, input_json, 0, pre, &found, &made, err, errlen) != 0) return -1;
   if (existed) *existed = found;
   if (found) {
     if (existed) return 0;
     util_seterr(err, errlen, "workflow '%s' already exists", id);
     return -1;
   }
-  run_load_id(e, id);
+  run_load(e, &made.w, &made.h); /* from what was just written: no read back */
+  wf_row_free(&made.w);
+  hist_list_free(&made.h);
   return 0;
 }
 

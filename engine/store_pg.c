@@ -144,7 +144,7 @@ enum {
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
-  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT, Q__N
+  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT, Q__N
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
@@ -273,7 +273,9 @@ static const char *SQL[Q__N] = {
                       "WHERE leases.owner=excluded.owner OR leases.expires_at<=$3 OR NOT " LIVE("leases.owner")
                       " RETURNING epoch",
     [Q_LEASE_RENEW] = "UPDATE leases SET expires_at=$2 WHERE owner=$1 RETURNING wf_id, epoch",
-    [Q_LEASE_RELEASE] = "DELETE FROM leases WHERE owner=$1 AND wf_id=$2 AND epoch=$3",
+    /* the batch's releases, in the commit's round trip after the fence */
+    [Q_LEASE_RELEASE_LIST] = "DELETE FROM leases l USING unnest($1::text[], $2::bigint[]) AS f(id, ep) "
+                             "WHERE l.wf_id=f.id AND l.epoch=f.ep AND l.owner=$3",
     [Q_LEASE_RELEASE_ALL] = "DELETE FROM leases WHERE owner=$1",
     /* the fenced workflows whose lease is not (owner, epoch) any more, and
      * who has each; the rows read stay locked (FOR SHARE) to the COMMIT, so
@@ -400,6 +402,7 @@ typedef struct pg {
   strmap held;    /* committed claims not seen lost */
   strmap claimed; /* claims of the open batch: held once it commits */
   strmap fenced;  /* workflows the open batch must still hold at commit */
+  strmap releasing; /* leases the open batch releases at commit (pg_lease_release) */
   char owner[64]; /* who claimed them */
   PGconn *listen[4]; /* LISTEN engine_commits, one per watcher (store_commit_fd) */
   int listen_fd[4];  /* their sockets as handed out (PQsocket says -1 once one is lost) */
@@ -409,7 +412,8 @@ typedef struct pg {
 
 static void pg_rollback(store *st_);
 static int fence_check(struct pg *s);
-static void fence_params(struct pg *s);
+static void fence_params(struct pg *s, const strmap *ids);
+static void claimed(struct pg *s, const char *wf_id, int64_t epoch);
 static void fence_params_free(struct pg *s);
 static int pipe_drain(struct pg *s, int report);
 static int simple(PGconn *c, const char *sql, char *why, size_t n, int *kind);
@@ -931,6 +935,7 @@ static pg *new_pg(const char *url, PGconn *c, const char *where, const char *set
   strmap_init(&s->held);
   strmap_init(&s->claimed);
   strmap_init(&s->fenced);
+  strmap_init(&s->releasing);
   return s;
 }
 
@@ -1163,6 +1168,7 @@ static void pg_close(store *st_) {
   strmap_free(&s->held);
   strmap_free(&s->claimed);
   strmap_free(&s->fenced);
+  strmap_free(&s->releasing);
   free(s->path);
   free(s);
 }
@@ -1302,8 +1308,13 @@ static int commit_send(pg *s) {
   s->drain_state[0] = 0;
   s->drain_what = NULL;
   if (s->fenced.len) {
-    fence_params(s);
+    fence_params(s, &s->fenced);
     sent = pipe_send_q(s, Q_FENCE_OR_ABORT, FENCE_WHAT, NULL);
+    fence_params_free(s);
+  }
+  if (s->releasing.len && sent == STORE_OK) {
+    fence_params(s, &s->releasing);
+    sent = pipe_send_q(s, Q_LEASE_RELEASE_LIST, "release leases", NULL);
     fence_params_free(s);
   }
   if (s->commit_bumped && sent == STORE_OK) { /* other connections see the version change (store_data_version) */
@@ -1353,8 +1364,11 @@ static int commit_outcome(pg *s, int ok) {
   }
   for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
+  for (size_t i = 0; i < s->releasing.cap; i++) /* and its releases are done */
+    if (STRMAP_LIVE(&s->releasing, i)) strmap_del(&s->held, s->releasing.keys[i]);
   map_reset(&s->claimed);
   map_reset(&s->fenced);
+  map_reset(&s->releasing);
   s->own_commits += s->commit_bumped;
   s->in_txn = s->ordered = s->client = 0;
   s->last_writes = s->writes;
@@ -1426,6 +1440,7 @@ static void pg_rollback(store *st_) {
   s->writes = 0;
   map_reset(&s->claimed); /* the claims went with the batch */
   map_reset(&s->fenced);
+  map_reset(&s->releasing);
 }
 
 static int pg_in_txn(store *st_) {
@@ -1906,7 +1921,7 @@ static int pg_task_start(store *st_, const char *wf_id, const char *kind, int64_
   if (rc == STORE_OK) {
     s->writes += claim + 1;
     out->owned = !claim || PQntuples(res[0]) > 0;
-    if (claim && out->owned) strmap_put(&s->claimed, wf_id, (void *)(intptr_t)col_int(res[0], 0, 0));
+    if (claim && out->owned) claimed(s, wf_id, col_int(res[0], 0, 0));
     else if (claim) strmap_del(&s->held, wf_id); /* another worker has it */
     out->took = out->owned && atoll(PQcmdTuples(res[1])) > 0;
     out->found = out->took && PQntuples(res[2]) > 0;
@@ -2003,7 +2018,15 @@ static int pg_task_count(store *st_, const char *wf_id) {
 
 static intptr_t lease_epoch(pg *s, const char *wf_id) {
   intptr_t ep = (intptr_t)strmap_get(&s->claimed, wf_id);
-  return ep ? ep : (intptr_t)strmap_get(&s->held, wf_id);
+  if (ep || strmap_get(&s->releasing, wf_id)) return ep;
+  return (intptr_t)strmap_get(&s->held, wf_id);
+}
+
+/* A claim of the open batch got the lease: held once it commits (a
+ * release earlier in the batch is void: the lease stays). */
+static void claimed(pg *s, const char *wf_id, int64_t epoch) {
+  strmap_put(&s->claimed, wf_id, (void *)(intptr_t)epoch);
+  strmap_del(&s->releasing, wf_id);
 }
 
 static int pg_lease_claim(store *st_, const char *wf_id, const char *owner, int64_t now, int64_t until) {
@@ -2020,7 +2043,7 @@ static int pg_lease_claim(store *st_, const char *wf_id, const char *owner, int6
   s->writes++;
   int got = PQntuples(r) > 0;
   if (got) {
-    strmap_put(&s->claimed, wf_id, (void *)(intptr_t)col_int(r, 0, 0));
+    claimed(s, wf_id, col_int(r, 0, 0));
   } else {
     strmap_del(&s->held, wf_id); /* another worker has it */
   }
@@ -2081,16 +2104,18 @@ static void lease_lost(pg *s, const char *id, int taken, int n) {
  * at the epoch claimed (Q_FENCE_OR_ABORT, in the commit's pipeline). The
  * lease rows read stay locked (FOR SHARE) to the commit, so no takeover can
  * commit between the check and it. */
-/* Binds the fenced workflows, their epochs and the owner ($1-$3 of
- * Q_LEASE_FENCE and Q_FENCE_OR_ABORT); the arrays live to fence_params_free. */
-static void fence_params(pg *s) {
+/* Binds the workflows of ids (fenced or releasing), their epochs and the
+ * owner ($1-$3 of Q_LEASE_FENCE, Q_FENCE_OR_ABORT and Q_LEASE_RELEASE_LIST);
+ * the arrays live to fence_params_free. */
+static void fence_params(pg *s, const strmap *ids) {
   size_t il = 0, ic = 0, el = 0, ec = 0;
   s->fence_ids = s->fence_eps = NULL;
-  for (size_t i = 0; i < s->fenced.cap; i++) {
-    if (!STRMAP_LIVE(&s->fenced, i)) continue;
+  for (size_t i = 0; i < ids->cap; i++) {
+    if (!STRMAP_LIVE(ids, i)) continue;
     char ep[24];
-    snprintf(ep, sizeof ep, "%lld", (long long)lease_epoch(s, s->fenced.keys[i]));
-    array_add(&s->fence_ids, &il, &ic, s->fenced.keys[i], 1);
+    intptr_t epoch = lease_epoch(s, ids->keys[i]);
+    snprintf(ep, sizeof ep, "%lld", (long long)(epoch ? epoch : (intptr_t)strmap_get(&s->releasing, ids->keys[i])));
+    array_add(&s->fence_ids, &il, &ic, ids->keys[i], 1);
     array_add(&s->fence_eps, &el, &ec, ep, 0);
   }
   array_add(&s->fence_ids, &il, &ic, NULL, 0);
@@ -2112,7 +2137,7 @@ static void fence_params_free(pg *s) {
  * (s->failed = 2: it was a lease). */
 static int fence_check(pg *s) {
   if (!s->fenced.len) return STORE_OK;
-  fence_params(s);
+  fence_params(s, &s->fenced);
   PGresult *r = pq_run(s, Q_LEASE_FENCE, 0, FENCE_WHAT);
   fence_params_free(s);
   if (!r) return STORE_ERR;
@@ -2151,30 +2176,30 @@ static int pg_lease_renew(store *st_, const char *owner, int64_t until, void (*l
   return STORE_OK;
 }
 
+/* One lease is released with the batch's commit, in its round trip, after
+ * the fence: a batch that wrote to the workflow stays fenced on it, so it
+ * commits only if the lease was still this worker's. From the release on
+ * the worker does not hold it (a claim in the same batch keeps it after
+ * all); a rollback gives it back as it was. */
 static int pg_lease_release(store *st_, const char *owner, const char *wf_id) {
   pg *s = (pg *)st_;
   WRITE_BEGIN(s);
+  if (wf_id) {
+    if (injected(s, "release lease")) return STORE_ERR;
+    intptr_t epoch = lease_epoch(s, wf_id);
+    if (epoch) {
+      strmap_put(&s->releasing, wf_id, (void *)epoch);
+      s->writes++;
+    }
+    strmap_del(&s->claimed, wf_id);
+    return STORE_OK;
+  }
   params_start(s);
   bind_text(s, owner);
-  if (wf_id) {
-    bind_text(s, wf_id);
-    bind_int(s, lease_epoch(s, wf_id));
-  }
-  if (exec_write(s, wf_id ? Q_LEASE_RELEASE : Q_LEASE_RELEASE_ALL, "release lease") != STORE_OK) return STORE_ERR;
-  if (wf_id) {
-    /* a batch that wrote to it must still have held it: the check the commit would make */
-    if (s->changes == 0 && strmap_del(&s->fenced, wf_id)) {
-      lease_lost(s, wf_id, 1, 1);
-      strmap_del(&s->held, wf_id);
-      return STORE_ERR;
-    }
-    strmap_del(&s->fenced, wf_id);
-    strmap_del(&s->held, wf_id);
-    strmap_del(&s->claimed, wf_id);
-  } else {
-    map_reset(&s->held);
-    map_reset(&s->claimed);
-  }
+  if (exec_write(s, Q_LEASE_RELEASE_ALL, "release lease") != STORE_OK) return STORE_ERR;
+  map_reset(&s->held);
+  map_reset(&s->claimed);
+  map_reset(&s->releasing);
   return STORE_OK;
 }
 

@@ -970,6 +970,68 @@ static void test_task_take_and_release(void **state) {
   store_close(s);
 }
 
+/* store_task_start: the claim, the take, the row and the current run's
+ * history as one step; a workflow another worker holds is left whole. */
+static void test_task_start(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  int shared = store_shared(s);
+  wf_row w = sample_wf("wf");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  for (int i = 1; i <= 3; i++) append_ev(s, "wf", 1, i, i == 1 ? "WorkflowStarted" : "X", 0, NULL, NULL, "{}", i);
+  assert_int_equal(store_task_put(s, "wf", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  task_start t;
+  if (shared) { /* held by B: nothing taken */
+    store *b = open_ok(f->db);
+    assert_int_equal(store_lease_claim(b, "wf", "B", 100, 99000), 1);
+    assert_int_equal(store_commit(b), STORE_OK);
+    assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, 1, 1, &t), STORE_OK);
+    assert_int_equal(t.owned, 0);
+    assert_int_equal(t.took, 0);
+    store_task_start_free(&t);
+    assert_int_equal(store_commit(s), STORE_OK);
+    assert_int_equal(store_task_count(s, "wf"), 1);
+    assert_int_equal(store_lease_release(b, "B", "wf"), STORE_OK);
+    assert_int_equal(store_commit(b), STORE_OK);
+    store_close(b);
+  }
+  assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, shared, 1, &t), STORE_OK);
+  assert_int_equal(t.owned, 1);
+  assert_int_equal(t.took, 1);
+  assert_int_equal(t.found, 1);
+  assert_string_equal(t.w.id, "wf");
+  assert_int_equal(t.w.run, 1);
+  assert_int_equal(t.h.n, 3);
+  assert_string_equal(t.h.v[0].type, "WorkflowStarted");
+  assert_int_equal(t.h.v[2].seq, 3);
+  store_task_start_free(&t);
+  assert_int_equal(store_lease_held(s, "wf"), 1);
+  /* a stale copy of the task: gone */
+  assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, 0, 1, &t), STORE_OK);
+  assert_int_equal(t.owned, 1);
+  assert_int_equal(t.took, 0);
+  store_task_start_free(&t);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_task_count(s, "wf"), 0);
+  /* a new run: its own events only, and none asked for */
+  assert_int_equal(store_wf_new_run(s, "wf", 2, "{}"), STORE_OK);
+  append_ev(s, "wf", 2, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 9);
+  assert_int_equal(store_task_put(s, "wf", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, 0, 1, &t), STORE_OK);
+  assert_int_equal(t.took, 1);
+  assert_int_equal(t.w.run, 2);
+  assert_int_equal(t.h.n, 1);
+  store_task_start_free(&t);
+  assert_int_equal(store_task_put(s, "wf", "timer", 5, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_start(s, "wf", "timer", 5, "A", 200, 9000, 0, 0, &t), STORE_OK);
+  assert_int_equal(t.found, 1);
+  assert_int_equal(t.h.n, 0);
+  store_task_start_free(&t);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
 /* store_hist_outcome: whether an event refers to a command. */
 static void test_hist_outcome(void **state) {
   fixture *f = *state;
@@ -1766,15 +1828,35 @@ static void test_leases(void **state) {
   assert_int_equal(store_commit(a), STORE_OK);
   assert_string_equal(seen, "wf3 ");
   query_is(f->db, "SELECT expires_at FROM leases WHERE wf_id='wf2'", "12000");
-  /* a release in the batch that wrote: checked there; a lost one fails it */
+  /* a release goes with the commit, behind the fence of the batch that
+   * wrote: a lost lease refuses it whole, and the other worker's stays */
   assert_int_equal(store_lease_claim(b, "wf5", "B", 2100, 9000), 1);
   assert_int_equal(store_commit(b), STORE_OK);
   raw_exec(f->db, "UPDATE leases SET owner='C', epoch=epoch+1 WHERE wf_id='wf5'");
   append_ev(b, "wf5", 1, 1, "X", 0, NULL, NULL, NULL, 2);
   assert_int_equal(store_lease_fence(b, "wf5"), STORE_OK);
-  assert_int_equal(store_lease_release(b, "B", "wf5"), STORE_ERR);
+  assert_int_equal(store_lease_release(b, "B", "wf5"), STORE_OK);
+  assert_int_equal(store_lease_held(b, "wf5"), 0);
   assert_int_equal(store_commit(b), STORE_ELEASE);
+  assert_non_null(strstr(store_errmsg(b), "lost the lease of workflow wf5 (another worker holds it now)"));
   assert_int_equal(hist_count(b, "wf5", 1), 0);
+  query_is(f->db, "SELECT owner || ' ' || epoch FROM leases WHERE wf_id='wf5'", "C 2");
+  /* released and claimed again in one batch: still held after the commit */
+  assert_int_equal(store_lease_claim(b, "wf6", "B", 2100, 9000), 1);
+  assert_int_equal(store_commit(b), STORE_OK);
+  assert_int_equal(store_lease_release(b, "B", "wf6"), STORE_OK);
+  assert_int_equal(store_lease_held(b, "wf6"), 0);
+  assert_int_equal(store_lease_claim(b, "wf6", "B", 2200, 9000), 1);
+  assert_int_equal(store_commit(b), STORE_OK);
+  assert_int_equal(store_lease_held(b, "wf6"), 1);
+  query_is(f->db, "SELECT owner || ' ' || epoch FROM leases WHERE wf_id='wf6'", "B 1");
+  assert_int_equal(store_lease_release(b, "B", "wf6"), STORE_OK);
+  store_rollback(b); /* a release rolled back with its batch: the lease stays, and is held */
+  query_is(f->db, "SELECT count(*) FROM leases WHERE wf_id='wf6'", "1");
+  assert_int_equal(store_lease_held(b, "wf6"), 1);
+  assert_int_equal(store_lease_release(b, "B", "wf6"), STORE_OK);
+  assert_int_equal(store_commit(b), STORE_OK);
+  query_is(f->db, "SELECT count(*) FROM leases WHERE wf_id='wf6'", "0");
   append_ev(b, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
   assert_int_equal(store_lease_fence(b, "wf"), STORE_OK);
   assert_int_equal(store_lease_release(b, "B", "wf"), STORE_OK);
@@ -1937,6 +2019,7 @@ int main(int argc, char **argv) {
       T(test_concurrent_open_leaves_no_transaction),
       T(test_pg_worker_lock),
       T(test_leases),
+      T(test_task_start),
       T(test_commit_without_waiting),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
