@@ -437,6 +437,7 @@ int engine_cancel_local(engine *e, const char *id, const char *identity, char *e
 
 int engine_cancel_in_batch(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
   if (write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
+  engine_touch(e, id);
   dispatch_arm(e, util_now_ms());
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "worker.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "crash.h"
@@ -32,104 +33,158 @@ static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq)
  * the order lock) does so well within its leases. */
 #define CLAIMS_PER_DISPATCH 32
 
+/* One dispatch: the due tasks it acts on (collected first, then started in
+ * one round trip: store_task_start), and per workflow the first of them. */
 typedef struct due_ctx {
   engine *e;
   int n;
-  int claims, left; /* new leases taken; tasks left for want of a claim */
+  int claims, left; /* new leases asked for; tasks left for want of a claim */
+  task_start *ts;
+  struct due_extra {
+    int attempt;
+    int64_t first_at;
+    size_t first; /* the index of its workflow's first task in this dispatch */
+    int took_any; /* of a first: some task of its workflow was taken */
+  } *x;
+  size_t nt, cap;
+  strmap seen; /* wf_id -> index + 1 of its first task */
 } due_ctx;
 
-/* Tasks are collected before they run, so one may be stale by its turn
- * (taken by a step earlier in this dispatch): each acts only if deleting its
- * row here deleted something. An activity's task is put back as its lease. */
+/* Collects a due task to act on, unless an attempt of it runs here or it
+ * would be one claim too many. A workflow's second task rides on the first
+ * one's claim. */
 static int on_due(void *ud, const task_row *t) {
   due_ctx *d = ud;
   engine *e = d->e;
   d->n++;
-  if (e->stopping || store_batch_failed(e->st)) return 1;
+  if (e->stopping) return 1;
   if (strcmp(t->kind, "activity") == 0) {
     char key[160];
     snprintf(key, sizeof key, "%s/%lld", t->wf_id, (long long)t->seq);
     if (strmap_get(&e->attempts, key)) return 0; /* running here */
   }
-  int had = store_lease_held(e->st, t->wf_id);
-  if (!had && (d->claims >= CLAIMS_PER_DISPATCH || (e->shared && store_lease_count(e->st) >= e->max_leases))) {
+  size_t first = (size_t)(uintptr_t)strmap_get(&d->seen, t->wf_id);
+  int had = first || store_lease_held(e->st, t->wf_id);
+  if (!had && (d->claims >= CLAIMS_PER_DISPATCH ||
+               (e->shared && store_lease_count(e->st) + d->claims >= e->max_leases))) {
     d->left++;
     return 0;
   }
-  /* the lease, the task and what the workflow needs to run, in one round trip */
-  int64_t now = util_now_ms();
+  if (d->nt == d->cap) {
+    d->cap = d->cap ? d->cap * 2 : 64;
+    d->ts = util_xrealloc(d->ts, d->cap * sizeof *d->ts);
+    d->x = util_xrealloc(d->x, d->cap * sizeof *d->x);
+  }
   int wake = strcmp(t->kind, "workflow") == 0;
-  task_start ts;
-  if (store_task_start(e->st, t->wf_id, t->kind, t->seq, e->owner, now, now + e->lease_ms, e->shared && !had,
-                       wake && !strmap_get(&e->runs, t->wf_id), &ts) != STORE_OK) {
-    store_task_start_free(&ts);
-    return 1;
-  }
-  if (!ts.owned) return 0; /* another worker runs it */
-  if (e->shared) store_lease_fence(e->st, t->wf_id);
-  d->claims += !had;
-  if (!ts.took) {
+  d->ts[d->nt] = (task_start){.wf_id = util_strdup(t->wf_id),
+                              .kind = util_strdup(t->kind),
+                              .seq = t->seq,
+                              .claim = e->shared && !had,
+                              .history = wake && !first && !strmap_get(&e->runs, t->wf_id)};
+  d->x[d->nt] = (struct due_extra){t->attempt, t->first_at, first ? first - 1 : d->nt, 0};
+  d->claims += d->ts[d->nt].claim;
+  if (!first) strmap_put(&d->seen, t->wf_id, (void *)(uintptr_t)(d->nt + 1));
+  d->nt++;
+  return 0;
+}
+
+/* Acts on task i of the dispatch, its lease claimed and its row taken (or
+ * not) with the others'. Tasks were collected before any ran, so one may be
+ * stale by its turn (done by a step earlier in this dispatch): each acts
+ * only if taking its row took something, and what was read with it is read
+ * again when its workflow was written to since (engine.touched). Returns 1
+ * to stop. */
+static int act_due(engine *e, due_ctx *d, size_t i) {
+  task_start *ts = &d->ts[i];
+  const struct due_extra *x = &d->x[i];
+  const char *id = ts->wf_id;
+  if (e->stopping || store_batch_failed(e->st)) return 1;
+  if (!d->ts[x->first].owned) return 0; /* another worker runs it */
+  if (e->shared) store_lease_fence(e->st, id);
+  if (!ts->took) {
     /* another worker did it meanwhile (and may have ended the workflow): not ours to keep */
-    if (!had) store_lease_release(e->st, e->owner, t->wf_id);
-    store_task_start_free(&ts);
+    if (ts->claim && !x->took_any) store_lease_release(e->st, e->owner, id);
     return 0;
   }
-  if (!ts.found) {
-    store_task_start_free(&ts);
-    return 0;
+  if (!ts->found) return 0;
+  if (x->first != i || strmap_get(&e->touched, id)) { /* what was read may be stale: read it now */
+    store_task_start_free(ts);
+    if ((ts->found = store_wf_get(e->st, id, &ts->w)) != 1) return ts->found < 0;
   }
-  if (wake) {
-    wf_row w = ts.w;
-    if (engine_status_terminal(w.status) && !strmap_get(&e->runs, t->wf_id))
-      store_lease_release(e->st, e->owner, t->wf_id); /* a stale wake-up of an ended one */
-    wfrun *r = strmap_get(&e->runs, t->wf_id);
+  const wf_row *w = &ts->w;
+  if (strcmp(ts->kind, "workflow") == 0) {
+    if (engine_status_terminal(w->status) && !strmap_get(&e->runs, id))
+      store_lease_release(e->st, e->owner, id); /* a stale wake-up of an ended one */
+    wfrun *r = strmap_get(&e->runs, id);
     if (r) {
-      r->cancel = w.cancel;
+      r->cancel = w->cancel;
       wfvm_state st;
-      if (w.cancel == 1) {
+      if (w->cancel == 1) {
         if (run_cancel_pending(r, &st) == 0) run_handle_state(r, st);
       } else if (wfvm_pending_count(r->vm)) {
         /* a signal for a run that stays in memory (an activity of it runs):
          * loading it again takes what is buffered */
         run_evict(r);
-        run_load_id(e, t->wf_id);
+        run_load_id(e, id);
       }
-    } else if (!engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) {
-      run_load(e, &w, &ts.h);
-    } else if (strcmp(w.status, "stuck") == 0 && w.cancel == 1) {
+    } else if (!engine_status_terminal(w->status) && strcmp(w->status, "stuck") != 0) {
+      run_load(e, w, ts->history && ts->h.n ? &ts->h : NULL);
+    } else if (strcmp(w->status, "stuck") == 0 && w->cancel == 1) {
       /* its code does not replay, so no clean-up can run: cancelling ends
        * it as it is (its tasks, signals and slots go, as at any end) */
-      wfrun *d = run_detached(e, t->wf_id);
-      if (d)
-        run_finish(d, "cancelled", "WorkflowCancelled", NULL,
+      wfrun *dr = run_detached(e, id);
+      if (dr)
+        run_finish(dr, "cancelled", "WorkflowCancelled", NULL,
                    "{\"message\":\"cancelled while stuck: the workflow's clean-up did not run\",\"type\":\"Cancelled\"}");
     }
-  } else if (strcmp(t->kind, "activity") == 0) {
-    wf_row w = ts.w;
+  } else if (strcmp(ts->kind, "activity") == 0) {
     hist_list h = {0};
-    wfrun *r = strmap_get(&e->runs, t->wf_id);
+    wfrun *r = strmap_get(&e->runs, id);
     /* still scheduled and without an outcome (else the task was an orphan) */
-    if (attempt_open(e, t->wf_id, w.run, t->seq, &h)) {
+    if (attempt_open(e, id, w->run, ts->seq, &h)) {
       hist_event ev;
       attempt *a = NULL;
-      if (attempt_start(e, r, t->wf_id, w.script_dir, t->seq, t->attempt > 0 ? t->attempt : 1,
-                        t->first_at ? t->first_at : util_now_ms(), h.v[0].name, h.v[0].payload, &ev, &a)) {
-        run_deliver(e, t->wf_id, &ev);
+      if (attempt_start(e, r, id, w->script_dir, ts->seq, x->attempt > 0 ? x->attempt : 1,
+                        x->first_at ? x->first_at : util_now_ms(), h.v[0].name, h.v[0].payload, &ev, &a)) {
+        run_deliver(e, id, &ev);
         attempt_free(a);
       }
     }
     hist_list_free(&h);
-  } else if (strcmp(t->kind, "wake") == 0) {
+  } else if (strcmp(ts->kind, "wake") == 0) {
     /* a slot was handed to it, or a rate window opened: it looks again */
-    wfrun *r = strmap_get(&e->runs, t->wf_id);
-    if (r && wfvm_waits_on(r->vm, t->seq)) run_evict(r);
+    wfrun *r = strmap_get(&e->runs, id);
+    if (r && wfvm_waits_on(r->vm, ts->seq)) run_evict(r);
     else if (r) return 0; /* in memory doing something else: not waiting on it */
-    run_load_id(e, t->wf_id);
+    run_load_id(e, id);
   } else {
-    fire_timer(e, t->wf_id, t->kind, t->seq);
+    fire_timer(e, id, ts->kind, ts->seq);
   }
-  store_task_start_free(&ts);
   return 0;
+}
+
+/* Starts the collected tasks in one round trip, then acts on each in order. */
+static void act_all(engine *e, due_ctx *d) {
+  if (!d->nt || e->stopping) return;
+  int64_t now = util_now_ms();
+  if (store_task_start(e->st, e->owner, now, now + e->lease_ms, d->ts, d->nt) != STORE_OK) return;
+  for (size_t i = 0; i < d->nt; i++) d->x[d->x[i].first].took_any |= d->ts[i].took;
+  e->dispatching = 1;
+  for (size_t i = 0; i < d->nt && !act_due(e, d, i); i++) {}
+  e->dispatching = 0;
+  strmap_free(&e->touched);
+  strmap_init(&e->touched);
+}
+
+static void due_free(due_ctx *d) {
+  for (size_t i = 0; i < d->nt; i++) {
+    store_task_start_free(&d->ts[i]);
+    free((char *)d->ts[i].wf_id);
+    free((char *)d->ts[i].kind);
+  }
+  free(d->ts);
+  free(d->x);
+  strmap_free(&d->seen);
 }
 
 static void on_task_timer(uv_timer_t *t) {
@@ -142,10 +197,17 @@ static void on_task_timer(uv_timer_t *t) {
  * While the store is failing the retry timer calls it instead (backoff). */
 void dispatch_due(engine *e) {
   if (e->stopping || e->recovering) return;
-  due_ctx d = {e, 0, 0, 0};
+  if (e->dispatching) { /* asked from inside a dispatch (a step of it): right after it */
+    dispatch_arm(e, util_now_ms());
+    return;
+  }
+  due_ctx d = {e, 0, 0, 0, NULL, NULL, 0, 0, {0}};
+  strmap_init(&d.seen);
   int64_t next = -2;
-  if (store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK &&
-      !store_batch_failed(e->st))
+  int read = store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK;
+  if (read) act_all(e, &d);
+  due_free(&d);
+  if (read && !store_batch_failed(e->st))
     next = d.n >= DISPATCH_BATCH ? util_now_ms()
            : d.left ? util_now_ms() + 20 /* after this batch commits, and the others had a turn */
                     : store_task_next_at(e->st, e->owner);

@@ -310,6 +310,10 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 /* ------------------------------------------------------------- leases --- */
 
+void engine_touch(engine *e, const char *id) {
+  if (e->dispatching) strmap_put(&e->touched, id, (void *)1);
+}
+
 int engine_owns(engine *e, const char *id) {
   if (!e->shared) return 1;
   if (!store_lease_held(e->st, id)) {
@@ -359,6 +363,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   e->max_cached = mc && atoi(mc) >= 0 ? (size_t)atoi(mc) : 256;
   strmap_init(&e->runs);
   strmap_init(&e->attempts);
+  strmap_init(&e->touched);
   strmap_init(&e->bytecode);
   strmap_init(&e->scripts);
   int uv = uv_loop_init(&e->loop);
@@ -523,6 +528,7 @@ void engine_free(engine *e) {
     attempt_free(a);
   }
   strmap_free(&e->attempts);
+  strmap_free(&e->touched);
   for (size_t i = 0; i < e->runs.cap; i++)
     if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
   strmap_free(&e->runs);

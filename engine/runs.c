@@ -21,6 +21,7 @@ int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, co
                           const char *payload, hist_event *out) {
   hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms()};
   store_lease_fence(r->e->st, r->id); /* the batch commits only while this worker holds it */
+  engine_touch(r->e, r->id);
   if (store_hist_append(r->e->st, r->id, r->run, &ev) != STORE_OK) {
     engine_log_err(r->e, "append");
     return -1;

@@ -163,25 +163,36 @@ int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) {
 
 int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->task_take(s, wf_id, kind, seq); }
 
-int store_task_start(store *s, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
-                     int64_t until, int claim, int history, task_start *out) {
-  SETTLE(s);
-  memset(out, 0, sizeof *out);
-  if (s->ops->task_start) return s->ops->task_start(s, wf_id, kind, seq, owner, now, until, claim, history, out);
-  int rc = claim && s->ops->lease_claim ? s->ops->lease_claim(s, wf_id, owner, now, until) : 1;
+static int task_start_one(store *s, const char *owner, int64_t now, int64_t until, task_start *t) {
+  int rc = t->claim && s->ops->lease_claim ? s->ops->lease_claim(s, t->wf_id, owner, now, until) : 1;
   if (rc <= 0) return rc;
-  out->owned = 1;
-  if ((rc = s->ops->task_take(s, wf_id, kind, seq)) <= 0) return rc;
-  out->took = 1;
-  if ((rc = s->ops->wf_get(s, wf_id, &out->w)) <= 0) return rc;
-  out->found = 1;
-  return history ? s->ops->hist_load(s, wf_id, out->w.run, &out->h) : STORE_OK;
+  t->owned = 1;
+  if ((rc = s->ops->task_take(s, t->wf_id, t->kind, t->seq)) <= 0) return rc;
+  t->took = 1;
+  if ((rc = s->ops->wf_get(s, t->wf_id, &t->w)) <= 0) return rc;
+  t->found = 1;
+  return t->history ? s->ops->hist_load(s, t->wf_id, t->w.run, &t->h) : STORE_OK;
+}
+
+int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
+  SETTLE(s);
+  for (size_t i = 0; i < n; i++) {
+    t[i].owned = t[i].took = t[i].found = 0;
+    memset(&t[i].w, 0, sizeof t[i].w);
+    memset(&t[i].h, 0, sizeof t[i].h);
+  }
+  if (s->ops->task_start) return s->ops->task_start(s, owner, now, until, t, n);
+  for (size_t i = 0; i < n; i++) {
+    int rc = task_start_one(s, owner, now, until, &t[i]);
+    if (rc < 0) return rc;
+  }
+  return STORE_OK;
 }
 
 void store_task_start_free(task_start *t) {
   if (t->found) wf_row_free(&t->w);
   hist_list_free(&t->h);
-  memset(t, 0, sizeof *t);
+  t->found = 0;
 }
 
 int store_task_release(store *s, const char *owner) { SETTLE(s); return s->ops->task_release(s, owner); }

@@ -185,21 +185,24 @@ int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq);
 /* Deletes the task: 1 when this call deleted it (the caller owns what it asks
  * for), 0 when it was gone already, -1 on error. */
 int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq);
-/* A due task this worker acts on now, in one round trip where the backend
- * can (PostgreSQL's pipeline), else one call after another: the lease of
- * its workflow claimed when claim (store_lease_claim), the task taken when
- * it was (store_task_take), and the workflow's row read, with its current
- * run's events when history (store_wf_get, store_hist_load). STORE_OK with
- * out->owned (0: another worker has it; nothing was taken), out->took,
- * out->found and out->w, out->h; else an error. store_task_start_free
- * frees out. */
+/* Due tasks this worker acts on now, all in one round trip where the
+ * backend can (PostgreSQL's pipeline), else one call after another. For
+ * each, in order: the lease of its workflow claimed when claim
+ * (store_lease_claim), the task taken (store_task_take; on a shared store
+ * only while the lease is this worker's), and the workflow's row read, with
+ * its current run's events when history (store_wf_get, store_hist_load).
+ * STORE_OK with each one's owned (a claim asked and refused: another worker
+ * has it, nothing taken), took, found, w and h; else an error.
+ * store_task_start_free frees one's answers. */
 typedef struct task_start {
-  int owned, took, found;
+  const char *wf_id, *kind; /* asked */
+  int64_t seq;
+  int claim, history;
+  int owned, took, found; /* answered */
   wf_row w;
   hist_list h;
 } task_start;
-int store_task_start(store *s, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
-                     int64_t until, int claim, int history, task_start *out);
+int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
 void store_task_start_free(task_start *t);
 /* Voids every lease owner holds. */
 int store_task_release(store *s, const char *owner);

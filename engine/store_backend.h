@@ -58,8 +58,7 @@ typedef struct store_ops {
   int (*task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
   int (*task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
   /* NULL: store.c makes it of lease_claim, task_take, wf_get and hist_load */
-  int (*task_start)(store *s, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
-                    int64_t until, int claim, int history, task_start *out);
+  int (*task_start)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
   int (*task_release)(store *s, const char *owner);
   int (*task_del_wf)(store *s, const char *wf_id);
   int (*task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);

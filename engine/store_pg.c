@@ -210,7 +210,7 @@ static const char *SQL[Q__N] = {
                    "run_at=excluded.run_at, attempt=excluded.attempt, first_at=excluded.first_at, "
                    "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
-    /* store_task_start: taken only if the claim before it in the pipeline got the lease */
+    /* store_task_start: taken only while the lease is this worker's (claimed before it in the pipeline, or held) */
     [Q_TASK_TAKE_HELD] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3 AND EXISTS "
                          "(SELECT 1 FROM leases WHERE wf_id=$1 AND owner=$4)",
     [Q_HIST_LOAD_CURRENT] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND "
@@ -377,7 +377,7 @@ typedef struct pg {
   } dr;
   PGresult *commit_res; /* the COMMIT's answer (commit_send) */
   PGresult *read_res;   /* a read's answer behind the batch's writes (pq_exec) */
-  PGresult *start_res[4]; /* pg_task_start's answers */
+  PGresult **start_res; /* pg_task_start's answers */
   int commit_bumped, flushing; /* flushing: the commit's request is not all sent yet */
   char drain_state[6];    /* the SQLSTATE of the statement a drain found failed ("" if none or lost) */
   const char *drain_what; /* and its what */
@@ -1883,56 +1883,63 @@ static int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t
   return s->changes > 0;
 }
 
-/* store_task_start in one round trip: the claim, the take (only if the
- * claim got the lease: Q_TASK_TAKE_HELD), the row and the history go in one
- * pipeline, each statement seeing what those before it did. */
-static int pg_task_start(store *st_, const char *wf_id, const char *kind, int64_t seq, const char *owner, int64_t now,
-                         int64_t until, int claim, int history, task_start *out) {
+/* store_task_start in one round trip: for each task its claim, its take
+ * (while the lease is this worker's: Q_TASK_TAKE_HELD), its row and its
+ * history go in one pipeline, each statement seeing what those before it
+ * did. */
+#define START_STMTS 4
+static int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
   pg *s = (pg *)st_;
-  if (claim && strcmp(s->owner, owner) != 0) announce(s, owner);
+  if (strcmp(s->owner, owner) != 0) announce(s, owner);
   WRITE_BEGIN(s);
-  if ((claim && injected(s, "claim lease")) || injected(s, "delete task")) return STORE_ERR;
-  PGresult **res = s->start_res;
-  memset(s->start_res, 0, sizeof s->start_res);
+  for (size_t i = 0; i < n; i++)
+    if ((t[i].claim && injected(s, "claim lease")) || injected(s, "delete task")) return STORE_ERR;
+  /* the answers land in a field: the pipeline's queue outlives no frame of ours, but a drain may read them early */
+  PGresult **res = s->start_res = util_xcalloc(n * START_STMTS + 1, sizeof *res);
   int rc = STORE_OK;
-  if (claim) {
+  for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+    PGresult **r = res + i * START_STMTS;
+    if (t[i].claim) {
+      params_start(s);
+      bind_text(s, t[i].wf_id);
+      bind_text(s, owner);
+      bind_int(s, now);
+      bind_int(s, until);
+      rc = pipe_send_q(s, Q_LEASE_CLAIM, "claim lease", &r[0]);
+    }
     params_start(s);
-    bind_text(s, wf_id);
+    bind_text(s, t[i].wf_id);
+    bind_text(s, t[i].kind);
+    bind_int(s, t[i].seq);
     bind_text(s, owner);
-    bind_int(s, now);
-    bind_int(s, until);
-    rc = pipe_send_q(s, Q_LEASE_CLAIM, "claim lease", &res[0]);
-  }
-  params_start(s);
-  bind_text(s, wf_id);
-  bind_text(s, kind);
-  bind_int(s, seq);
-  if (claim) bind_text(s, owner);
-  if (rc == STORE_OK) rc = pipe_send_q(s, claim ? Q_TASK_TAKE_HELD : Q_TASK_DEL, "delete task", &res[1]);
-  params_start(s);
-  bind_text(s, wf_id);
-  if (rc == STORE_OK) rc = pipe_send_q(s, Q_WF_GET, "get workflow", &res[2]);
-  if (history && rc == STORE_OK) {
+    if (rc == STORE_OK) rc = pipe_send_q(s, Q_TASK_TAKE_HELD, "delete task", &r[1]);
     params_start(s);
-    bind_text(s, wf_id);
-    rc = pipe_send_q(s, Q_HIST_LOAD_CURRENT, "load history", &res[3]);
-  }
-  if (rc == STORE_OK) rc = pipe_drain(s, 1);
-  if (rc == STORE_OK) {
-    s->writes += claim + 1;
-    out->owned = !claim || PQntuples(res[0]) > 0;
-    if (claim && out->owned) claimed(s, wf_id, col_int(res[0], 0, 0));
-    else if (claim) strmap_del(&s->held, wf_id); /* another worker has it */
-    out->took = out->owned && atoll(PQcmdTuples(res[1])) > 0;
-    out->found = out->took && PQntuples(res[2]) > 0;
-    if (out->found) read_wf(res[2], 0, &out->w);
-    if (out->found && history) {
-      events_from(res[3], &out->h);
-      rc = events_whole(s, wf_id, &out->h, 0);
+    bind_text(s, t[i].wf_id);
+    if (rc == STORE_OK) rc = pipe_send_q(s, Q_WF_GET, "get workflow", &r[2]);
+    if (t[i].history && rc == STORE_OK) {
+      params_start(s);
+      bind_text(s, t[i].wf_id);
+      rc = pipe_send_q(s, Q_HIST_LOAD_CURRENT, "load history", &r[3]);
     }
   }
-  for (size_t i = 0; i < sizeof s->start_res / sizeof *s->start_res; i++) PQclear(res[i]);
-  memset(s->start_res, 0, sizeof s->start_res);
+  if (rc == STORE_OK) rc = pipe_drain(s, 1);
+  for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+    PGresult **r = res + i * START_STMTS;
+    s->writes += t[i].claim + 1;
+    t[i].owned = !t[i].claim || PQntuples(r[0]) > 0;
+    if (t[i].claim && t[i].owned) claimed(s, t[i].wf_id, col_int(r[0], 0, 0));
+    else if (t[i].claim) strmap_del(&s->held, t[i].wf_id); /* another worker has it */
+    t[i].took = t[i].owned && atoll(PQcmdTuples(r[1])) > 0;
+    t[i].found = t[i].took && PQntuples(r[2]) > 0;
+    if (t[i].found) read_wf(r[2], 0, &t[i].w);
+    if (t[i].found && t[i].history) {
+      events_from(r[3], &t[i].h);
+      rc = events_whole(s, t[i].wf_id, &t[i].h, 0);
+    }
+  }
+  for (size_t i = 0; i < n * START_STMTS; i++) PQclear(res[i]);
+  free(res);
+  s->start_res = NULL;
   return rc;
 }
 

@@ -84,6 +84,11 @@ struct engine {
   strmap bytecode; /* code hash -> compiled chunk (codebuf*): replays skip the parser */
   strmap scripts;  /* path -> scriptbuf*: engine_submit skips re-reading unchanged files */
   strmap attempts; /* "id/seq" -> attempt* */
+  /* while a dispatch acts on the tasks it started together (dispatch.c):
+   * the workflows written to since, whose rows and history read with the
+   * tasks are stale (engine_touch) */
+  int dispatching;
+  strmap touched;
   uv_prepare_t prep;
   uv_timer_t task_timer;
   int64_t task_timer_at;
@@ -122,6 +127,8 @@ void engine_store_incident(engine *e);
  * the lease (in the batch) unless it holds it, and fences the batch on it;
  * 0 when another worker holds it. Always 1 on SQLite. */
 int engine_owns(engine *e, const char *id);
+/* Workflow id was written to: a dispatch under way reads it again (touched). */
+void engine_touch(engine *e, const char *id);
 /* A close callback for a handle allocated on its own (the sweep timer, a commit's poll). */
 void engine_free_handle(uv_handle_t *h);
 /* Closes every handle of loop and runs it until it can be closed. */

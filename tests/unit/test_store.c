@@ -970,6 +970,11 @@ static void test_task_take_and_release(void **state) {
   store_close(s);
 }
 
+static int start1(store *s, task_start *t, const char *kind, int64_t seq, int claim, int history) {
+  *t = (task_start){.wf_id = "wf", .kind = kind, .seq = seq, .claim = claim, .history = history};
+  return store_task_start(s, "A", 200, 9000, t, 1);
+}
+
 /* store_task_start: the claim, the take, the row and the current run's
  * history as one step; a workflow another worker holds is left whole. */
 static void test_task_start(void **state) {
@@ -986,7 +991,7 @@ static void test_task_start(void **state) {
     store *b = open_ok(f->db);
     assert_int_equal(store_lease_claim(b, "wf", "B", 100, 99000), 1);
     assert_int_equal(store_commit(b), STORE_OK);
-    assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, 1, 1, &t), STORE_OK);
+    assert_int_equal(start1(s, &t, "workflow", 0, 1, 1), STORE_OK);
     assert_int_equal(t.owned, 0);
     assert_int_equal(t.took, 0);
     store_task_start_free(&t);
@@ -996,7 +1001,7 @@ static void test_task_start(void **state) {
     assert_int_equal(store_commit(b), STORE_OK);
     store_close(b);
   }
-  assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, shared, 1, &t), STORE_OK);
+  assert_int_equal(start1(s, &t, "workflow", 0, shared, 1), STORE_OK);
   assert_int_equal(t.owned, 1);
   assert_int_equal(t.took, 1);
   assert_int_equal(t.found, 1);
@@ -1008,7 +1013,7 @@ static void test_task_start(void **state) {
   store_task_start_free(&t);
   assert_int_equal(store_lease_held(s, "wf"), 1);
   /* a stale copy of the task: gone */
-  assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, 0, 1, &t), STORE_OK);
+  assert_int_equal(start1(s, &t, "workflow", 0, 0, 1), STORE_OK);
   assert_int_equal(t.owned, 1);
   assert_int_equal(t.took, 0);
   store_task_start_free(&t);
@@ -1018,17 +1023,51 @@ static void test_task_start(void **state) {
   assert_int_equal(store_wf_new_run(s, "wf", 2, "{}"), STORE_OK);
   append_ev(s, "wf", 2, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 9);
   assert_int_equal(store_task_put(s, "wf", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
-  assert_int_equal(store_task_start(s, "wf", "workflow", 0, "A", 200, 9000, 0, 1, &t), STORE_OK);
+  assert_int_equal(start1(s, &t, "workflow", 0, 0, 1), STORE_OK);
   assert_int_equal(t.took, 1);
   assert_int_equal(t.w.run, 2);
   assert_int_equal(t.h.n, 1);
   store_task_start_free(&t);
   assert_int_equal(store_task_put(s, "wf", "timer", 5, 10, 0, 0, NULL, 0), STORE_OK);
-  assert_int_equal(store_task_start(s, "wf", "timer", 5, "A", 200, 9000, 0, 0, &t), STORE_OK);
+  assert_int_equal(start1(s, &t, "timer", 5, 0, 0), STORE_OK);
   assert_int_equal(t.found, 1);
   assert_int_equal(t.h.n, 0);
   store_task_start_free(&t);
   assert_int_equal(store_commit(s), STORE_OK);
+  /* several at once (one round trip on PostgreSQL): w2's second task rides
+   * on its first one's claim; w3 is another worker's */
+  const char *ids[] = {"w2", "w3"};
+  for (int k = 0; k < 2; k++) {
+    wf_row r = sample_wf(ids[k]);
+    assert_int_equal(store_wf_insert(s, &r), STORE_OK);
+    append_ev(s, ids[k], 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+    append_ev(s, ids[k], 1, 2, "X", 0, NULL, NULL, "{}", 2);
+    assert_int_equal(store_task_put(s, ids[k], "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  }
+  assert_int_equal(store_task_put(s, "w2", "timer", 7, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store *b = shared ? open_ok(f->db) : NULL;
+  if (b) {
+    assert_int_equal(store_lease_claim(b, "w3", "B", 100, 99000), 1);
+    assert_int_equal(store_commit(b), STORE_OK);
+  }
+  task_start many[3] = {{.wf_id = "w2", .kind = "workflow", .claim = shared, .history = 1},
+                        {.wf_id = "w2", .kind = "timer", .seq = 7},
+                        {.wf_id = "w3", .kind = "workflow", .claim = shared, .history = 1}};
+  assert_int_equal(store_task_start(s, "A", 300, 9000, many, 3), STORE_OK);
+  assert_int_equal(many[0].took, 1);
+  assert_int_equal(many[0].h.n, 2);
+  assert_int_equal(many[1].took, 1);
+  assert_int_equal(many[1].found, 1);
+  assert_int_equal(many[1].h.n, 0);
+  assert_int_equal(many[2].owned, !b);
+  assert_int_equal(many[2].took, !b);
+  assert_int_equal(many[2].h.n, b ? 0 : 2);
+  for (int k = 0; k < 3; k++) store_task_start_free(&many[k]);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_task_count(s, "w2"), 0);
+  assert_int_equal(store_task_count(s, "w3"), b ? 1 : 0);
+  if (b) store_close(b);
   store_close(s);
 }
 
