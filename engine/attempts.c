@@ -97,6 +97,7 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
     free(payload);
     if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
       engine_log_err(e, "retry");
+    dispatch_arm(e, retry_at);
     return 0;
   }
   crash_point("activity.record");
@@ -141,7 +142,9 @@ static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
     run_evict(r); /* waits for its retry; replayed when that ends */
   }
   attempt_free(a);
-  dispatch_due(e);
+  /* no dispatch here: what this wrote that falls due armed the task timer
+   * (a retry, a timer, a slot handed on), and asking the store after every
+   * attempt costs a round trip or two each on PostgreSQL */
 }
 
 /* Starts attempt n of the activity scheduled at seq. Returns 1 with *ev when it

@@ -33,8 +33,10 @@ static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq)
  * the order lock) does so well within its leases. */
 #define CLAIMS_PER_DISPATCH 32
 
-/* One dispatch: the due tasks it acts on (collected first, then started in
- * one round trip: store_task_start), and per workflow the first of them. */
+/* One dispatch: the due tasks it acts on, collected first. The first task
+ * of each workflow is started with the others in one round trip
+ * (store_task_start); a workflow's second task is taken at its turn, as the
+ * first may have done it (ended the workflow, or moved it to a new run). */
 typedef struct due_ctx {
   engine *e;
   int n;
@@ -44,15 +46,13 @@ typedef struct due_ctx {
     int attempt;
     int64_t first_at;
     size_t first; /* the index of its workflow's first task in this dispatch */
-    int took_any; /* of a first: some task of its workflow was taken */
   } *x;
   size_t nt, cap;
   strmap seen; /* wf_id -> index + 1 of its first task */
 } due_ctx;
 
 /* Collects a due task to act on, unless an attempt of it runs here or it
- * would be one claim too many. A workflow's second task rides on the first
- * one's claim. */
+ * would be one claim too many (a workflow's second task claims nothing). */
 static int on_due(void *ud, const task_row *t) {
   due_ctx *d = ud;
   engine *e = d->e;
@@ -81,35 +81,52 @@ static int on_due(void *ud, const task_row *t) {
                               .seq = t->seq,
                               .claim = e->shared && !had,
                               .history = wake && !first && !strmap_get(&e->runs, t->wf_id)};
-  d->x[d->nt] = (struct due_extra){t->attempt, t->first_at, first ? first - 1 : d->nt, 0};
+  d->x[d->nt] = (struct due_extra){t->attempt, t->first_at, first ? first - 1 : d->nt};
   d->claims += d->ts[d->nt].claim;
   if (!first) strmap_put(&d->seen, t->wf_id, (void *)(uintptr_t)(d->nt + 1));
   d->nt++;
   return 0;
 }
 
-/* Acts on task i of the dispatch, its lease claimed and its row taken (or
- * not) with the others'. Tasks were collected before any ran, so one may be
- * stale by its turn (done by a step earlier in this dispatch): each acts
- * only if taking its row took something, and what was read with it is read
- * again when its workflow was written to since (engine.touched). Returns 1
- * to stop. */
+/* A workflow's second task in a dispatch, at its turn: its lease, its row
+ * taken, the workflow's row read. 1 to act on it, 0 to pass, -1 to stop. */
+static int take_now(engine *e, task_start *ts) {
+  int had = store_lease_held(e->st, ts->wf_id);
+  if (!engine_owns(e, ts->wf_id)) return store_batch_failed(e->st) ? -1 : 0; /* another worker runs it */
+  int took = store_task_take(e->st, ts->wf_id, ts->kind, ts->seq);
+  if (took != 1) {
+    if (!had && took == 0) store_lease_release(e->st, e->owner, ts->wf_id); /* done meanwhile: not ours to keep */
+    return took < 0 ? -1 : 0;
+  }
+  ts->found = store_wf_get(e->st, ts->wf_id, &ts->w);
+  return ts->found == 1 ? 1 : ts->found < 0 ? -1 : 0;
+}
+
+/* Acts on task i of the dispatch. A first task was started with the
+ * others: it acts only if taking its row took something, and what was read
+ * with it is read again when its workflow was written to since by a step
+ * of this dispatch (engine.touched). Returns 1 to stop. */
 static int act_due(engine *e, due_ctx *d, size_t i) {
   task_start *ts = &d->ts[i];
   const struct due_extra *x = &d->x[i];
   const char *id = ts->wf_id;
   if (e->stopping || store_batch_failed(e->st)) return 1;
-  if (!d->ts[x->first].owned) return 0; /* another worker runs it */
-  if (e->shared) store_lease_fence(e->st, id);
-  if (!ts->took) {
-    /* another worker did it meanwhile (and may have ended the workflow): not ours to keep */
-    if (ts->claim && !x->took_any) store_lease_release(e->st, e->owner, id);
-    return 0;
-  }
-  if (!ts->found) return 0;
-  if (x->first != i || strmap_get(&e->touched, id)) { /* what was read may be stale: read it now */
-    store_task_start_free(ts);
-    if ((ts->found = store_wf_get(e->st, id, &ts->w)) != 1) return ts->found < 0;
+  if (x->first != i) {
+    int go = take_now(e, ts);
+    if (go <= 0) return go < 0;
+  } else {
+    if (!ts->owned) return 0; /* another worker runs it */
+    if (e->shared) store_lease_fence(e->st, id);
+    if (!ts->took) {
+      /* another worker did it meanwhile (and may have ended the workflow): not ours to keep */
+      if (ts->claim) store_lease_release(e->st, e->owner, id);
+      return 0;
+    }
+    if (!ts->found) return 0;
+    if (strmap_get(&e->touched, id)) { /* what was read is stale: read it now */
+      store_task_start_free(ts);
+      if ((ts->found = store_wf_get(e->st, id, &ts->w)) != 1) return ts->found < 0;
+    }
   }
   const wf_row *w = &ts->w;
   if (strcmp(ts->kind, "workflow") == 0) {
@@ -163,12 +180,20 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
   return 0;
 }
 
-/* Starts the collected tasks in one round trip, then acts on each in order. */
+/* Starts the first task of each workflow in one round trip, then acts on
+ * every task in order. */
 static void act_all(engine *e, due_ctx *d) {
   if (!d->nt || e->stopping) return;
   int64_t now = util_now_ms();
-  if (store_task_start(e->st, e->owner, now, now + e->lease_ms, d->ts, d->nt) != STORE_OK) return;
-  for (size_t i = 0; i < d->nt; i++) d->x[d->x[i].first].took_any |= d->ts[i].took;
+  task_start *firsts = util_xcalloc(d->nt, sizeof *firsts);
+  size_t nf = 0;
+  for (size_t i = 0; i < d->nt; i++)
+    if (d->x[i].first == i) firsts[nf++] = d->ts[i];
+  int rc = store_task_start(e->st, e->owner, now, now + e->lease_ms, firsts, nf);
+  for (size_t i = 0, k = 0; i < d->nt; i++) /* the answers go back to their tasks */
+    if (d->x[i].first == i) d->ts[i] = firsts[k++];
+  free(firsts);
+  if (rc != STORE_OK) return;
   e->dispatching = 1;
   for (size_t i = 0; i < d->nt && !act_due(e, d, i); i++) {}
   e->dispatching = 0;

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One dispatch acts on many due tasks together on PostgreSQL: their lease
+# claims, takes, rows and histories go in one round trip (store_task_start).
+# N workflows each wait on a timer and a signal whose timeout falls at the
+# same moment, so each has two tasks due in one dispatch; half of them are
+# signalled about then (racing the timeout), and the serve is killed with -9
+# in the middle of it and started again. Every workflow completes with a
+# result that agrees with its log, each command has exactly one outcome,
+# every history is dense, and no task or lease is left. Then a serve drains
+# chain10 workflows and its loop's waits for the database
+# (engine_store_round_trips_total) stay under two per workflow (each
+# workflow has a dozen reads: before, each of them was one).
+source "$(dirname "$0")/lib.sh"
+WF="$SRC/tests/integration/wf"
+if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then N=100 SECS=6; else N=300 SECS=4; fi
+export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_DATA_DIR="$T/data" ENGINE_BUSY_TIMEOUT_MS=30000
+export ENGINE_LEASE_MS=3000
+own_pg_cluster
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine due
+export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/due"
+q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d "${DBNAME:-due}" -XAtq -c "$1"; }
+
+# ---- two tasks of each workflow due at once, signals racing them, a kill ----
+seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF/due_together.lua" --id "d-{}" --detach \
+  --input "{\"seconds\":$SECS,\"k\":{}}" >/dev/null 2>>"$T/start.err" || true
+assert_eq "every start accepted" "" "$(cat "$T/start.err")"
+bg S engine serve 2>>"$T/serve1.err"
+for _ in $(seq 600); do [ "$(q "SELECT count(*) FROM workflows WHERE status='waiting'")" = "$N" ] && break; sleep 0.1; done
+assert_eq "all $N wait on their timer and signal" "$N" "$(q "SELECT count(*) FROM workflows WHERE status='waiting'")"
+# (each deadline is the clock when it was recorded: the two may be a few ms apart)
+assert_eq "two tasks each, due within 10 ms" "$N" \
+  "$(q "SELECT count(*) FROM (SELECT wf_id FROM tasks GROUP BY wf_id HAVING count(*)=2 AND max(run_at)-min(run_at)<=10) x")"
+due_at="$(q "SELECT min(run_at) FROM tasks")"
+now_ms() { date +%s%3N; }
+while [ "$(now_ms)" -lt $((due_at - 300)) ]; do sleep 0.05; done
+# the even ones are signalled around the deadline; the serve dies half-way through
+for i in $(seq 2 2 "$N"); do
+  "$ENGINE" signal "d-$i" go "{\"k\":$i}" >/dev/null 2>&1 &
+  if [ "$i" = $((N / 2)) ]; then kill -9 "$S"; fi
+done
+wait_signals() { for p in $(jobs -p); do [ "$p" = "$S" ] || wait "$p" 2>/dev/null || true; done; }
+wait_signals
+bg S engine serve 2>>"$T/serve2.err"
+for _ in $(seq 1200); do [ "$(q "SELECT count(*) FROM workflows WHERE status='completed'")" = "$N" ] && break; sleep 0.1; done
+assert_eq "all $N completed after the kill" "$N" "$(q "SELECT count(*) FROM workflows WHERE status='completed'")"
+assert_eq "each command has exactly one outcome" "0" "$(q "SELECT count(*) FROM (SELECT wf_id, run, ref FROM history
+  WHERE ref>0 GROUP BY 1,2,3 HAVING count(*)<>1) x")"
+assert_eq "every command of every run answered" "0" "$(q "SELECT count(*) FROM history c WHERE c.type IN
+  ('TimerStarted','SignalWaitStarted','ActivityScheduled') AND NOT EXISTS (SELECT 1 FROM history o WHERE
+  o.wf_id=c.wf_id AND o.run=c.run AND o.ref=c.seq)")"
+assert_eq "every history is dense" "0" "$(q "SELECT count(*) FROM (SELECT wf_id, run FROM history GROUP BY 1,2
+  HAVING max(seq)<>count(*)) x")"
+# the result says what the log says: the signal's payload, or "timeout"
+bad=0 signalled=0
+while IFS='|' read -r id result; do
+  k="${id#d-}" got="$(echo "$result" | jget signal)" kk="$(echo "$result" | jget k)"
+  logged="$(q "SELECT CASE WHEN EXISTS (SELECT 1 FROM history WHERE wf_id='$id' AND type='SignalReceived')
+    THEN 'signal' ELSE 'timeout' END")"
+  if [ "$logged" = signal ]; then signalled=$((signalled + 1)); [ "$got" = "$k" ] || bad=$((bad + 1))
+  else [ "$got" = timeout ] || bad=$((bad + 1)); fi
+  [ "$kk" = "$k" ] || bad=$((bad + 1))
+done < <(q "SELECT id, result FROM workflows")
+assert_eq "every result agrees with its log" 0 "$bad"
+echo "# $signalled of $N took the signal, the others timed out"
+[ "$signalled" -le $((N / 2)) ] || fail "more signals taken ($signalled) than sent ($((N / 2)))"
+assert_eq "no task left" 0 "$(q "SELECT count(*) FROM tasks")"
+for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM leases")" = 0 ] && break; sleep 0.1; done
+assert_eq "no lease left" 0 "$(q "SELECT count(*) FROM leases")"
+[ "$(q "SELECT count(*) FROM leases")" = 0 ] || q "SELECT wf_id, owner, epoch FROM leases LIMIT 10" >&2
+kill "$S"; wait "$S" 2>/dev/null || true
+
+# ---- the loop's waits per workflow ----
+M=$((N * 2))
+"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine chains
+export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/chains" DBNAME=chains
+seq "$M" | xargs -P 8 -I{} "$ENGINE" start "$WF/chain10.lua" --id "c-{}" --detach --input '{"seconds":0}' \
+  >/dev/null 2>>"$T/start2.err" || true
+serve_api
+for _ in $(seq 1200); do [ "$(q "SELECT count(*) FROM workflows WHERE status='completed'")" = "$M" ] && break; sleep 0.1; done
+assert_eq "all $M chains completed" "$M" "$(q "SELECT count(*) FROM workflows WHERE status='completed'")"
+rt="$(curl -sf "$URL/metrics" | awk '$1 == "engine_store_round_trips_total" { print int($2) }')"
+echo "# $rt round trips waited for by the loop for $M chain10 workflows"
+[ -n "$rt" ] && [ "$rt" -gt 0 ] || fail "engine_store_round_trips_total missing or 0: '$rt'"
+[ -n "$rt" ] && [ "$rt" -lt $((2 * M)) ] || fail "the loop waited $rt times for $M workflows (want under $((2 * M)))"
+kill "$S"; wait "$S" 2>/dev/null || true
+finish
