@@ -185,15 +185,17 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
   return 0;
 }
 
-/* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
- * set) into the open transaction. Nothing is written when the script cannot be
- * read or parsed, or when id exists (*existed). */
-/* made (when given): the new workflow's row and first event, for a run that
- * starts at once without reading them back. */
+/* A new workflow's row and first event, for a run that starts at once
+ * without reading them back. */
 typedef struct made_wf {
   wf_row w;
   hist_list h;
 } made_wf;
+
+/* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
+ * set) into the open transaction, and into *made when given. Nothing is
+ * written when the script cannot be read or parsed, or when id exists
+ * (*existed). */
 
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
                           const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen) {

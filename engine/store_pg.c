@@ -1894,7 +1894,7 @@ static int pg_task_start(store *st_, const char *owner, int64_t now, int64_t unt
   WRITE_BEGIN(s);
   for (size_t i = 0; i < n; i++)
     if ((t[i].claim && injected(s, "claim lease")) || injected(s, "delete task")) return STORE_ERR;
-  /* the answers land in a field: the pipeline's queue outlives no frame of ours, but a drain may read them early */
+  /* the answers land on the heap (s->start_res: a full queue drains early, before they are read here) */
   PGresult **res = s->start_res = util_xcalloc(n * START_STMTS + 1, sizeof *res);
   int rc = STORE_OK;
   for (size_t i = 0; i < n && rc == STORE_OK; i++) {

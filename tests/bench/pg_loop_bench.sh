@@ -3,7 +3,8 @@
 # `engine serve --listen` drains N chain10 workflows (the peers' W1 shape)
 # while a client asks it for GET /v1/openapi.json (answered from memory, so
 # its latency is the loop's) one request after another; the latency's
-# p50/p99/max with and without the load, and the drain's workflows/s. Then
+# p50/p99/max with and without the load, the drain's workflows/s and the
+# round trips its loop waited for per workflow (engine_store_round_trips_total). Then
 # starts through POST /v1/workflows from LANES clients at once (api_bench
 # starts: each acknowledged once committed), where a commit the loop does
 # not wait for lets the next requests in meanwhile.
@@ -58,11 +59,14 @@ run() { # name engine-binary -> a table row
     touch "$T/stop"; wait "$p")"
   t1="$(ms)"
   idle="$(python3 "$T/probe.py" "$api" "$T/never" 3)"
+  # the loop's waits for the database per workflow (a build without the metric: -)
+  local waits
+  waits="$(curl -sf "http://$api/metrics" | awk -v n="$N" '$1 == "engine_store_round_trips_total" { printf "%.2f", $2 / n }')"
   kill "$s"; wait "$s" 2>/dev/null || true
   set -- $busy
   local b50="$1" b99="$2" bmax="$3" bn="$4"
   set -- $idle
-  echo "| $name | $(awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", n / ((b - a) / 1000)}') | $b50 | $b99 | $bmax | $bn | $1 | $2 |"
+  echo "| $name | $(awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", n / ((b - a) / 1000)}') | ${waits:--} | $b50 | $b99 | $bmax | $bn | $1 | $2 |"
 }
 
 # starts/s through the API on a fresh database: a table row
@@ -82,8 +86,8 @@ starts() { # name engine-binary
 
 echo "chain10 x $N drained by one serve on PostgreSQL ($DELAY_MS ms each way); GET /v1/openapi.json latency (ms) meanwhile (one run, $(nproc) CPUs)"
 echo
-echo "| engine | workflows/s | busy p50 | busy p99 | busy max | requests | idle p50 | idle p99 |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| engine | workflows/s | waits/workflow | busy p50 | busy p99 | busy max | requests | idle p50 | idle p99 |"
+echo "|---|---|---|---|---|---|---|---|---|"
 run this "$BUILD/engine"
 [ -n "${BASE_BUILD:-}" ] && run base "$BASE_BUILD/engine"
 echo

@@ -41,6 +41,7 @@ declare -A INPUT=(
   [sched_sleep]='{"seconds":0.05}'
   [migrate_mix]='{"i":1}'
   [chain10]='{"steps":3}'
+  [due_together]='{"seconds":0.05,"k":1}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
