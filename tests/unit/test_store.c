@@ -975,6 +975,15 @@ static int start1(store *s, task_start *t, const char *kind, int64_t seq, int cl
   return store_task_start(s, "A", 200, 9000, t, 1);
 }
 
+/* wf's workflow task started as A: owned and took as wanted */
+static void start_is(store *s, int claim, int owned, int took) {
+  task_start t;
+  assert_int_equal(start1(s, &t, "workflow", 0, claim, 1), STORE_OK);
+  assert_int_equal(t.owned, owned);
+  assert_int_equal(t.took, took);
+  store_task_start_free(&t);
+}
+
 /* store_task_start: the claim, the take, the row and the current run's
  * history as one step; a workflow another worker holds is left whole. */
 static void test_task_start(void **state) {
@@ -991,10 +1000,7 @@ static void test_task_start(void **state) {
     store *b = open_ok(f->db);
     assert_int_equal(store_lease_claim(b, "wf", "B", 100, 99000), 1);
     assert_int_equal(store_commit(b), STORE_OK);
-    assert_int_equal(start1(s, &t, "workflow", 0, 1, 1), STORE_OK);
-    assert_int_equal(t.owned, 0);
-    assert_int_equal(t.took, 0);
-    store_task_start_free(&t);
+    start_is(s, 1, 0, 0);
     assert_int_equal(store_commit(s), STORE_OK);
     assert_int_equal(store_task_count(s, "wf"), 1);
     assert_int_equal(store_lease_release(b, "B", "wf"), STORE_OK);
@@ -1013,10 +1019,7 @@ static void test_task_start(void **state) {
   store_task_start_free(&t);
   assert_int_equal(store_lease_held(s, "wf"), 1);
   /* a stale copy of the task: gone */
-  assert_int_equal(start1(s, &t, "workflow", 0, 0, 1), STORE_OK);
-  assert_int_equal(t.owned, 1);
-  assert_int_equal(t.took, 0);
-  store_task_start_free(&t);
+  start_is(s, 0, 1, 0);
   assert_int_equal(store_commit(s), STORE_OK);
   assert_int_equal(store_task_count(s, "wf"), 0);
   /* a new run: its own events only, and none asked for */
