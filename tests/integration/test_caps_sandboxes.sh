@@ -13,7 +13,7 @@ start_model_server <(echo "{\"default\":$FINAL}" | sed 's/"reply"/"delay":0.5,"r
 limits "sessions = 6
 sandboxes = $CAP
 model_calls = { default = 8, openai = 2 }"
-bg S engine serve
+bg S engine serve 2>"$T/serve.err"
 sleep 0.3
 
 # the Docker API sampled every 100 ms, apart from the rest of the test
@@ -39,6 +39,14 @@ echo "# $samples samples, at most $max containers at once"
 [ "$max" -le "$CAP" ] && pass "never more than $CAP containers at once (at most $max)" || fail "$max containers at once (cap $CAP)"
 [ "$max" -ge 2 ] && pass "sandboxes did overlap ($max at once)" || fail "the sessions never overlapped: the test shows nothing"
 assert_eq "all $N sessions completed" "$N" "$(count_status completed)"
+if [ "$(count_status completed)" -lt "$N" ]; then # what the others wait on, for whoever reads the failure
+  engine list 2>&1 | grep -v ' completed' | head -5 >&2
+  for id in $(engine list 2>/dev/null | tail -n +2 | grep -v ' completed' | awk '{print $1}' | head -3); do
+    engine show "$id" >&2 2>&1; engine history "$id" 2>&1 | tail -8 >&2
+  done
+  sqlite3 "$ENGINE_DB" "SELECT * FROM tasks; SELECT * FROM slots" >&2
+  tail -20 "$T/serve.err" >&2
+fi
 assert_contains "engine list shows a queued session with its place in line" "queued" "$queued_seen"
 waits="$(grep -oE "slot '(sessions|sandboxes|model-calls)'" <<<"$show_seen" | head -1 || true)"
 [ -n "$waits" ] && pass "engine show names the cap it waits on ($waits)" || fail "engine show names no cap: $show_seen"
