@@ -260,22 +260,19 @@ static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
 
 int view_summary_load(store *st, const char *id, view_summary *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
-  int found = store_wf_get(st, id, &s->w);
-  if (found != 1) {
-    if (found < 0) util_seterr(err, errlen, "cannot read the workflow row of %s: %s", id, store_errmsg(st));
-    return found;
-  }
-  hist_list h = {0};
   scan c = {s, {0}};
-  if (store_hist_load(st, s->w.id, s->w.run, &h) != STORE_OK || (s->tasks = store_task_count(st, s->w.id)) < 0 ||
-      (s->signals = store_signal_count(st, s->w.id)) < 0 ||
-      store_domain_list(st, s->w.id, 0, find_sandbox, &c) != STORE_OK) {
-    util_seterr(err, errlen, "cannot read the history of %s: %s", id, store_errmsg(st));
-    hist_list_free(&h);
+  wf_view v;
+  int found = store_wf_view(st, id, &v, find_sandbox, &c);
+  if (found != 1) {
+    if (found < 0) util_seterr(err, errlen, "cannot read workflow %s: %s", id, store_errmsg(st));
     ubuf_free(&c.artifacts);
     view_summary_free(s);
-    return -1;
+    return found;
   }
+  s->w = v.w; /* the row is the summary's now */
+  s->tasks = v.tasks;
+  s->signals = v.signals;
+  hist_list h = v.h;
   if (s->nartifacts) {
     ubuf_add(&c.artifacts, "]", 2); /* with the NUL */
     s->artifacts = c.artifacts.p;

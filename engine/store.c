@@ -242,6 +242,26 @@ int64_t store_domain_append(store *s, const char *session_id, const char *type, 
 
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) { SETTLE(s); return s->ops->domain_list(s, session_id, after_seq, cb, ud); }
 
+int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud) {
+  SETTLE(s);
+  memset(out, 0, sizeof *out);
+  if (s->ops->wf_view) return s->ops->wf_view(s, id, out, cb, ud);
+  int found = s->ops->wf_get(s, id, &out->w);
+  if (found != 1) return found;
+  if (s->ops->hist_load(s, id, out->w.run, &out->h) != STORE_OK || (out->tasks = s->ops->task_count(s, id)) < 0 ||
+      (out->signals = s->ops->signal_count(s, id)) < 0 || s->ops->domain_list(s, id, 0, cb, ud) != STORE_OK) {
+    store_wf_view_free(out);
+    return -1;
+  }
+  return 1;
+}
+
+void store_wf_view_free(wf_view *v) {
+  wf_row_free(&v->w);
+  hist_list_free(&v->h);
+  memset(v, 0, sizeof *v);
+}
+
 int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud) { SETTLE(s); return s->ops->feed_after(s, after_id, limit, cb, ud); }
 
 int64_t store_feed_last(store *s) { SETTLE(s); return s->ops->feed_last(s); }

@@ -262,6 +262,18 @@ int store_signal_del_wf(store *s, const char *wf_id);
 int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
 typedef int (*store_domain_cb)(void *ud, const domain_event *e);
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+/* What a workflow's page reads (session_view.c), in one round trip where
+ * the backend can (PostgreSQL's pipeline, one snapshot), else one call
+ * after another: its row, its current run's events, its task and buffered
+ * signal counts, and its domain events (each to cb, in order; nonzero
+ * stops). 1 found (w and h filled: store_wf_view_free), 0 not, -1 error. */
+typedef struct wf_view {
+  wf_row w;
+  hist_list h;
+  int tasks, signals;
+} wf_view;
+int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud);
+void store_wf_view_free(wf_view *v);
 /* Every session's events in the order they were written: up to limit after
  * feed position after_id (cb gets each one's position; nonzero stops). */
 typedef int (*store_feed_cb)(void *ud, int64_t id, const domain_event *e);

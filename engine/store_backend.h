@@ -79,6 +79,8 @@ typedef struct store_ops {
   int (*signal_del_wf)(store *s, const char *wf_id);
   int64_t (*domain_append)(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
   int (*domain_list)(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+  /* NULL: store.c makes it of wf_get, hist_load, task_count, signal_count and domain_list */
+  int (*wf_view)(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud);
   int (*feed_after)(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
   int64_t (*feed_last)(store *s);
   int (*meta_get)(store *s, const char *key, char **value);

@@ -2317,6 +2317,39 @@ static int pg_domain_list(store *st_, const char *session_id, int64_t after_seq,
   return STORE_OK;
 }
 
+/* store_wf_view: the five reads in one pipeline, so in one snapshot (one
+ * implicit transaction, or the batch's own) and one round trip. */
+static int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  static const int Q[] = {Q_WF_GET, Q_HIST_LOAD_CURRENT, Q_TASK_COUNT, Q_SIG_COUNT, Q_DOM_LIST};
+  static const char *what[] = {"get workflow", "load history", "count tasks", "count signals", "list domain events"};
+  PGresult *r[5] = {0}; /* filled by the drain before this returns (a send that fails drains too) */
+  int rc = STORE_OK;
+  for (int i = 0; i < 5 && rc == STORE_OK; i++) {
+    params_start(s);
+    bind_text(s, id);
+    if (Q[i] == Q_DOM_LIST) bind_int(s, 0);
+    rc = pipe_send_q(s, Q[i], what[i], &r[i]);
+  }
+  if (rc == STORE_OK) rc = pipe_drain(s, 1);
+  int found = rc == STORE_OK ? PQntuples(r[0]) > 0 : -1;
+  if (found == 1) {
+    read_wf(r[0], 0, &out->w);
+    events_from(r[1], &out->h);
+    out->tasks = (int)col_int(r[2], 0, 0);
+    out->signals = (int)col_int(r[3], 0, 0);
+    if (events_whole(s, id, &out->h, 0) != STORE_OK) found = -1;
+    for (int i = 0, n = PQntuples(r[4]); i < n && found == 1; i++) {
+      domain_event e = {col_text(r[4], i, 0), col_int(r[4], i, 1), col_text(r[4], i, 2), col_int(r[4], i, 3),
+                        col_text(r[4], i, 4)};
+      if (cb(ud, &e)) break;
+    }
+  }
+  for (int i = 0; i < 5; i++) PQclear(r[i]);
+  if (found != 1) store_wf_view_free(out);
+  return found;
+}
+
 static int pg_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, void *ud) {
   pg *s = (pg *)st_;
   params_start(s);
@@ -2920,6 +2953,7 @@ const store_ops store_pg_ops = {
     .task_del = pg_task_del,
     .task_take = pg_task_take,
     .task_start = pg_task_start,
+    .wf_view = pg_wf_view,
     .task_release = pg_task_release,
     .task_del_wf = pg_task_del_wf,
     .task_get = pg_task_get,

@@ -986,6 +986,48 @@ static void start_is(store *s, int claim, int owned, int took) {
 
 /* store_task_start: the claim, the take, the row and the current run's
  * history as one step; a workflow another worker holds is left whole. */
+static int count_domain(void *ud, const domain_event *e) {
+  int *n = ud;
+  assert_int_equal(e->seq, *n + 1); /* in order */
+  return ++*n == 2;                 /* nonzero stops */
+}
+
+/* A workflow page's reads together (one round trip on PostgreSQL): what the
+ * separate reads answer, for the current run, inside a batch and out. */
+static void test_wf_view(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_view v;
+  int n = 0;
+  assert_int_equal(store_wf_view(s, "none", &v, count_domain, &n), 0);
+  assert_null(v.w.id);
+  wf_row w = sample_wf("wf");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  append_ev(s, "wf", 1, 2, "X", 0, NULL, NULL, "{}", 2);
+  assert_int_equal(store_wf_new_run(s, "wf", 2, "{}"), STORE_OK);
+  for (int i = 1; i <= 3; i++) append_ev(s, "wf", 2, i, i == 1 ? "WorkflowStarted" : "Y", 0, NULL, NULL, "{}", i);
+  assert_int_equal(store_task_put(s, "wf", "timer", 3, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "wf", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_signal_put(s, "wf", "go", "1", 3), STORE_OK);
+  for (int i = 0; i < 3; i++) assert_true(store_domain_append(s, "wf", "x", 4, "{}") > 0);
+  for (int pass = 0; pass < 2; pass++) { /* in the batch that wrote it, then committed */
+    n = 0;
+    assert_int_equal(store_wf_view(s, "wf", &v, count_domain, &n), 1);
+    assert_string_equal(v.w.id, "wf");
+    assert_int_equal(v.w.run, 2);
+    assert_int_equal(v.h.n, 3);
+    assert_string_equal(v.h.v[2].type, "Y");
+    assert_int_equal(v.tasks, 2);
+    assert_int_equal(v.signals, 1);
+    assert_int_equal(n, 2);
+    store_wf_view_free(&v);
+    assert_null(v.w.id);
+    if (!pass) assert_int_equal(store_commit(s), STORE_OK);
+  }
+  store_close(s);
+}
+
 static void test_task_start(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
@@ -2062,6 +2104,7 @@ int main(int argc, char **argv) {
       T(test_pg_worker_lock),
       T(test_leases),
       T(test_task_start),
+      T(test_wf_view),
       T(test_commit_without_waiting),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
