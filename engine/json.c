@@ -49,6 +49,20 @@ static void put_string(lua_State *L, jbuf *b, const char *s, size_t n) {
         if (c < 0x20) {
           snprintf(tmp, sizeof tmp, "\\u%04x", c);
           esc = tmp;
+        } else if (c >= 0x80) { /* JSON is UTF-8: an invalid part is U+FFFD, live and on replay alike */
+          uint32_t cp;
+          size_t bad, len = util_utf8_decode(s + i, n - i, &cp, &bad);
+          if (len) {
+            run += len;
+            i += len - 1;
+            continue;
+          }
+          esc = "\\ufffd";
+          put(L, b, s + i - run, run);
+          run = 0;
+          put(L, b, esc, 6);
+          i += bad - 1;
+          continue;
         }
     }
     if (esc) {
@@ -482,7 +496,10 @@ int json_validate(const char *text, char *err, size_t errlen) {
   return rc;
 }
 
-char *json_quote(const char *s) {
+char *json_quote(const char *text) {
+  size_t fixed_n;
+  char *fixed = util_utf8_repair(text, strlen(text), &fixed_n); /* JSON is UTF-8 */
+  const char *s = fixed ? fixed : text;
   size_t n = 0, k = 0;
   /* the exact size first: a webhook body of 25 MB must not cost 150 */
   for (const unsigned char *p = (const unsigned char *)s; *p; p++)
@@ -503,6 +520,7 @@ char *json_quote(const char *s) {
   }
   out[k++] = '"';
   out[k] = 0;
+  free(fixed);
   return out;
 }
 

@@ -394,6 +394,7 @@ typedef struct pg {
   char err[512];
   /* parameters of the statement being built (bind_* in order) */
   const char *pv[MAXP];
+  char *fixed[MAXP]; /* bind_text's UTF-8 copies, freed at the next params_start */
   int plen[MAXP], pfmt[MAXP], np;
   char pnum[MAXP][32];
   int bind_failed;
@@ -491,6 +492,10 @@ static int injected(pg *s, const char *what) {
 }
 
 static void params_start(pg *s) {
+  for (int i = 0; i < MAXP; i++) {
+    free(s->fixed[i]);
+    s->fixed[i] = NULL;
+  }
   s->np = 0;
   s->bind_failed = 0;
 }
@@ -506,9 +511,14 @@ static void bind_fail(pg *s, size_t len, const char *why) {
 }
 
 /* NULL binds SQL NULL. */
+/* Text goes as UTF-8, the only text PostgreSQL holds (a byte sequence that
+ * is not would fail the whole batch, and every retry of it): what the
+ * engine records is UTF-8 already (json.c, wfvm.c); anything else that is
+ * not (a script's path) has its invalid parts stored as U+FFFD. */
 static void bind_text(pg *s, const char *v) {
-  size_t len = v ? strlen(v) : 0;
+  size_t len = v ? strlen(v) : 0, fn;
   if (s->max_length && (int64_t)len > s->max_length) bind_fail(s, len, "string or blob too big");
+  if (v && (s->fixed[s->np] = util_utf8_repair(v, len, &fn))) v = s->fixed[s->np];
   s->pv[s->np] = v;
   s->plen[s->np] = 0;
   s->pfmt[s->np] = 0;
@@ -1169,6 +1179,7 @@ static void pg_close(store *st_) {
   strmap_free(&s->claimed);
   strmap_free(&s->fenced);
   strmap_free(&s->releasing);
+  params_start(s); /* frees the last copies */
   free(s->path);
   free(s);
 }
@@ -2821,6 +2832,11 @@ static void bind_value(pg *s, const store_value *v) {
   case STORE_V_TEXT:
     /* a text parameter ends at its NUL: one inside the value would cut it */
     if (memchr(v->p, 0, v->n)) bind_fail(s, v->n, "a NUL byte in text (PostgreSQL's text cannot hold one)");
+    size_t fn;
+    char *fixed = util_utf8_repair(v->p, v->n, &fn);
+    if (fixed) /* a copy is exact or it stops: not made U+FFFD as bind_text would */
+      bind_fail(s, v->n, "text that is not UTF-8 (PostgreSQL's text holds nothing else)");
+    free(fixed);
     bind_text(s, v->p);
     break;
   case STORE_V_BLOB: bind_blob(s, v->p, v->n); break;

@@ -202,6 +202,24 @@ size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad) {
   return len;
 }
 
+char *util_utf8_repair(const char *s, size_t n, size_t *outn) {
+  size_t i = 0, bad, len;
+  uint32_t cp;
+  for (; i < n; i += len)
+    if (!(len = util_utf8_decode(s + i, n - i, &cp, &bad))) break;
+  if (i >= n) return NULL;
+  ubuf b = {0};
+  ubuf_add(&b, s, i);
+  for (; i < n; i += len ? len : bad) {
+    len = util_utf8_decode(s + i, n - i, &cp, &bad);
+    if (len) ubuf_add(&b, s + i, len);
+    else ubuf_add(&b, "\xEF\xBF\xBD", 3);
+  }
+  *outn = b.n;
+  ubuf_add(&b, "", 1);
+  return b.p;
+}
+
 int util_unsafe_codepoint(uint32_t cp) {
   return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
          (cp >= 0x202A && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);

@@ -61,6 +61,10 @@ int util_check_seconds(double v, const char *what, char *err, size_t errlen);
  * with *bad set to the length of the invalid part (its maximal subpart, as
  * Unicode counts them: one U+FFFD stands for those bytes). */
 size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad);
+/* s[0..n) with each invalid part (as util_utf8_decode counts them) replaced
+ * by U+FFFD: malloc'd and NUL-terminated, its length in *outn; NULL when
+ * s is UTF-8 already (nothing to copy). */
+char *util_utf8_repair(const char *s, size_t n, size_t *outn);
 /* Code points a terminal acts on or that reorder what is read: C0 controls,
  * DEL, C1 controls (U+0080-U+009F) and the Unicode bidi controls (U+061C,
  * U+200E, U+200F, U+202A-U+202E, U+2066-U+2069). */

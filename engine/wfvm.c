@@ -571,6 +571,14 @@ static const char *check_name(lua_State *L, int arg, const char *what) {
     snprintf(msg, sizeof msg, "wf.%s: the name contains a NUL byte at byte %zu", what, strlen(s) + 1);
     raise_error(L, "InvalidArgument", msg);
   }
+  size_t fn;
+  char *fixed = util_utf8_repair(s, n, &fn);
+  if (fixed) { /* the log's text is UTF-8 (PostgreSQL holds nothing else): U+FFFD, live and on replay alike */
+    lua_pushlstring(L, fixed, fn);
+    free(fixed);
+    lua_replace(L, arg);
+    s = lua_tostring(L, arg);
+  }
   return s;
 }
 

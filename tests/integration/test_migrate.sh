@@ -121,6 +121,14 @@ assert_eq "nothing of it in the target" "0" \
 assert_exit "a write fails" 2 env ENGINE_STORE_FAIL=workflow:5 "$ENGINE" migrate --from "$A" --to "$P"
 assert_contains "names the failure" "injected" "$ERR"
 assert_contains "and what it left" "nothing was written to" "$ERR"
+# text an old engine recorded that is not UTF-8: the copy stops, naming it,
+# rather than store U+FFFD where the source holds other bytes
+cp "$A" "$T/bad.db"
+sqlite3 "$T/bad.db" "UPDATE workflows SET script_name = CAST(X'2f6eff2e6c7561' AS TEXT) WHERE id = (SELECT min(id) FROM workflows)"
+assert_exit "text that is not UTF-8" 2 engine migrate --from "$T/bad.db" --to "$P"
+assert_contains "names the problem" "not UTF-8" "$ERR"
+assert_eq "nothing of it in the target" "0" \
+  "$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d moved -Atqc 'SELECT count(*) FROM workflows')"
 
 # ---- SQLite -> PostgreSQL ----
 assert_exit "migrate to PostgreSQL" 0 engine migrate --from "$A" --to "$P"

@@ -292,6 +292,13 @@ static void test_string_escaping(void **state) {
   check_encodes(L, "return '\\127/\\xc3\\xa9'", "\"\x7f/\xc3\xa9\"");
   /* keys are escaped the same way */
   check_encodes(L, "return {['a\"b\\n'] = 1}", "{\"a\\\"b\\n\":1}");
+  /* JSON is UTF-8: each invalid part (a stray byte, a cut sequence, an
+   * overlong form, a surrogate) is one U+FFFD; valid sequences stay */
+  check_encodes(L, "return '\\255\\254'", "\"\\ufffd\\ufffd\"");
+  check_encodes(L, "return 'a\\226\\128'", "\"a\\ufffd\"");
+  check_encodes(L, "return '\\192\\175|\\237\\160\\128|\\240\\159\\152\\128'",
+                "\"\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\xf0\x9f\x98\x80\"");
+  check_encodes(L, "return {['k\\255'] = '\\155'}", "{\"k\\ufffd\":\"\\ufffd\"}");
   /* every byte below 0x20 and the two specials round-trip through decode */
   check_true(L,
              "local s = {} for i = 0, 127 do s[#s + 1] = string.char(i) end\n"
@@ -511,6 +518,9 @@ static void test_quote(void **state) {
   free(q);
   q = json_quote("caf\xc3\xa9 /");
   assert_string_equal(q, "\"caf\xc3\xa9 /\"");
+  free(q);
+  q = json_quote("x\xff\xe2\x80\"\xe2\x80\xae"); /* invalid parts as U+FFFD, the rest as it was */
+  assert_string_equal(q, "\"x\xef\xbf\xbd\xef\xbf\xbd\\\"\xe2\x80\xae\"");
   free(q);
 
   /* the output is valid JSON that decodes to the input, for every byte 1..127 */

@@ -986,6 +986,33 @@ static void start_is(store *s, int claim, int owned, int took) {
 
 /* store_task_start: the claim, the take, the row and the current run's
  * history as one step; a workflow another worker holds is left whole. */
+/* Text that is not UTF-8 (a script's path) never fails a batch: PostgreSQL
+ * holds its invalid parts as U+FFFD, SQLite the bytes as they were. */
+static void test_text_not_utf8(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row w = sample_wf("wf");
+  w.script_name = "dir/a\xff\xe2\x80" "b.lua";
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, "name\xc0", NULL, "{}", 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+  wf_row back;
+  assert_int_equal(store_wf_get(s, "wf", &back), 1);
+  hist_list h = {0};
+  assert_int_equal(store_hist_load(s, "wf", 1, &h), STORE_OK);
+  assert_int_equal(h.n, 1);
+  if (store_shared(s)) {
+    assert_string_equal(back.script_name, "dir/a\xef\xbf\xbd\xef\xbf\xbd" "b.lua");
+    assert_string_equal(h.v[0].name, "name\xef\xbf\xbd");
+  } else {
+    assert_string_equal(back.script_name, w.script_name);
+    assert_string_equal(h.v[0].name, "name\xc0");
+  }
+  hist_list_free(&h);
+  wf_row_free(&back);
+  store_close(s);
+}
+
 static int count_domain(void *ud, const domain_event *e) {
   int *n = ud;
   assert_int_equal(e->seq, *n + 1); /* in order */
@@ -2105,6 +2132,7 @@ int main(int argc, char **argv) {
       T(test_leases),
       T(test_task_start),
       T(test_wf_view),
+      T(test_text_not_utf8),
       T(test_commit_without_waiting),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */
