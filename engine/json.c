@@ -57,10 +57,10 @@ static void put_string(lua_State *L, jbuf *b, const char *s, size_t n) {
             i += len - 1;
             continue;
           }
-          esc = "\\ufffd";
+          /* as the character itself, as it encodes once decoded: canonical text is a fixed point */
           put(L, b, s + i - run, run);
           run = 0;
-          put(L, b, esc, 6);
+          put(L, b, "\xef\xbf\xbd", 3);
           i += bad - 1;
           continue;
         }
