@@ -510,11 +510,10 @@ static void bind_fail(pg *s, size_t len, const char *why) {
     snprintf(s->bind_err, sizeof s->bind_err, "cannot bind parameter %d (%zu bytes): %s", s->np + 1, len, why);
 }
 
-/* NULL binds SQL NULL. */
-/* Text goes as UTF-8, the only text PostgreSQL holds (a byte sequence that
- * is not would fail the whole batch, and every retry of it): what the
- * engine records is UTF-8 already (json.c, wfvm.c); anything else that is
- * not (a script's path) has its invalid parts stored as U+FFFD. */
+/* NULL binds SQL NULL. Text goes as UTF-8, the only text PostgreSQL holds
+ * (a byte sequence that is not would fail the whole batch, and every retry
+ * of it): what the engine records is UTF-8 already (json.c, wfvm.c);
+ * anything else (a script's path) has its invalid parts stored as U+FFFD. */
 static void bind_text(pg *s, const char *v) {
   size_t len = v ? strlen(v) : 0, fn;
   if (s->max_length && (int64_t)len > s->max_length) bind_fail(s, len, "string or blob too big");

@@ -205,8 +205,14 @@ size_t util_utf8_decode(const char *s, size_t n, uint32_t *cp, size_t *bad) {
 char *util_utf8_repair(const char *s, size_t n, size_t *outn) {
   size_t i = 0, bad, len;
   uint32_t cp;
-  for (; i < n; i += len)
+  while (i < n) {
+    if ((unsigned char)s[i] < 0x80) { /* the common case, without a call per byte */
+      i++;
+      continue;
+    }
     if (!(len = util_utf8_decode(s + i, n - i, &cp, &bad))) break;
+    i += len;
+  }
   if (i >= n) return NULL;
   ubuf b = {0};
   ubuf_add(&b, s, i);

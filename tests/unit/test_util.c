@@ -118,6 +118,28 @@ static void skip_under_asan(void) {
 
 /* ------------------------------------------------------------- normal --- */
 
+/* Text made UTF-8: NULL when it is already (ASCII, multi-byte, empty);
+ * else each invalid part (a stray byte, a cut sequence at the end, a
+ * surrogate) one U+FFFD, the valid rest as it was. */
+static void test_utf8_repair(void **state) {
+  (void)state;
+  size_t n = 99;
+  assert_null(util_utf8_repair("", 0, &n));
+  assert_null(util_utf8_repair("plain ascii", 11, &n));
+  assert_null(util_utf8_repair("caf\xc3\xa9 \xf0\x9f\x98\x80", 10, &n));
+  assert_int_equal(n, 99); /* untouched when nothing was copied */
+  char *r = util_utf8_repair("a\xff" "b\xed\xa0\x80" "c\xe2\x82", 9, &n);
+  assert_non_null(r);
+  assert_string_equal(r, "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd");
+  assert_int_equal(n, strlen(r));
+  free(r);
+  r = util_utf8_repair("x\0\xff", 3, &n); /* by length: a NUL stays, and what follows it is repaired */
+  assert_non_null(r);
+  assert_int_equal(n, 5);
+  assert_memory_equal(r, "x\0\xef\xbf\xbd", 5);
+  free(r);
+}
+
 static void test_allocators_serve(void **state) {
   (void)state;
   char *p = util_xmalloc(0); /* 0 is served as 1: never NULL */
@@ -280,6 +302,7 @@ static void BUG_ubuf_growth_named(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_utf8_repair),
       cmocka_unit_test(test_allocators_serve),
       cmocka_unit_test(test_ubuf_try_add_reports),
       cmocka_unit_test(test_impossible_sizes_abort_named),
