@@ -5,7 +5,7 @@
 source "$(dirname "$0")/lib.sh"
 N="${CONCURRENCY_N:-500}"
 python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/port" --scenario <(echo \
-  '{"default":{"reply":{"text":"one two three four five six seven eight","usage":{"input_tokens":5,"output_tokens":8}},"delay":3,"chunk_delay":0.05}}') \
+  '{"default":{"reply":{"text":"one two three four five six seven eight","usage":{"input_tokens":5,"output_tokens":8}},"delay":6,"chunk_delay":0.05}}') \
   >/dev/null 2>"$T/server.log" &
 PIDS+=($!)
 for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
@@ -19,6 +19,8 @@ sleep 0.5
 field() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$S/status"; }
 base_threads="$(field Threads)"; base_rss="$(field VmRSS)"
 # submit in parallel, detached: the server is slow, so all of them overlap
+# (6 s before its first byte: with 3 s, a CI run beside test_migrate started
+# them so slowly that only 245 of 500 were in flight at once)
 seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/integration/wf/model_call.lua" --id "c{}" --detach \
   --input "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$BASE\"},\"options\":{\"timeout\":60}}" \
   >/dev/null 2>>"$T/start.err" || true
