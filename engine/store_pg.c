@@ -54,7 +54,7 @@
 /* 4: SQLite's schema version 4 (slots, counters, tokens, the event feed),
  * plus the commits row store_data_version reads; 5: the leases of several
  * workers (SQLite has none: one worker holds a file) */
-#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION 6
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -102,6 +102,8 @@ static const char *SCHEMA =
     "  lease_owner " T ", lease_until BIGINT NOT NULL DEFAULT 0,"
     "  PRIMARY KEY(wf_id, kind, seq));"
     "CREATE INDEX IF NOT EXISTS tasks_due ON tasks(run_at, id);"
+    /* the attempts in flight, few: a dead worker's are taken first (Q_TASK_DUE) */
+    "CREATE INDEX IF NOT EXISTS tasks_leased ON tasks(run_at, id) WHERE lease_owner IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS signals(id BIGSERIAL PRIMARY KEY, wf_id " T " NOT NULL, name " T " NOT NULL,"
     "  payload " T ", time BIGINT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS signals_wf ON signals(wf_id, name, id);"
@@ -158,6 +160,12 @@ enum {
   "EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype='advisory' AND k.granted AND k.classid=" \
   STR(LIVE_CLASS) " AND k.objsubid=2 AND k.objid=hashtext(" owner ")::oid AND k.database=(SELECT oid " \
   "FROM pg_database WHERE datname=current_database()))"
+/* due tasks whose lease_owner matches pred, in run_at order: not of a
+ * workflow another worker holds (its lease not expired) */
+#define DUE_TASKS(pred)                                                                                 \
+  "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks t WHERE run_at<=$1 AND " pred " AND NOT " \
+  "EXISTS (SELECT 1 FROM leases l WHERE l.wf_id=t.wf_id AND l.owner<>$2 AND l.expires_at>$1 AND "        \
+  LIVE("l.owner") ") ORDER BY run_at, id LIMIT $3 FOR UPDATE OF t SKIP LOCKED"
 /* a schedule's columns in the order schedule_bind binds them */
 #define SCH_COLS                                                                                           \
   "name,cron,tz,script,input,overlap,catchup_window_ms,jitter_ms,paused,next_fire_at,last_fire_at,"        \
@@ -218,14 +226,16 @@ static const char *SQL[Q__N] = {
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
     [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
-    /* run_at, then id: the order SQLite's tasks_due index (run_at, rowid) gives */
-    /* not the tasks of a workflow another worker holds (its lease not expired) */
-    /* in the batch: the rows are this worker's until it commits, and
-     * another worker's dispatch passes over them (SKIP LOCKED) to the next */
-    [Q_TASK_DUE] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks t WHERE run_at<=$1 "
-                   "AND (lease_owner IS NULL OR lease_owner<>$2) AND NOT EXISTS (SELECT 1 FROM leases l "
-                   "WHERE l.wf_id=t.wf_id AND l.owner<>$2 AND l.expires_at>$1 AND " LIVE("l.owner") ") "
-                   "ORDER BY run_at, id LIMIT $3 FOR UPDATE OF t SKIP LOCKED",
+    /* Run_at, then id (the order of SQLite's tasks_due index), except that
+     * the attempts a dead worker had in flight come first: their run_at is
+     * when they started, behind a backlog of queued starts, and survivors
+     * at ENGINE_MAX_LEASES took the whole backlog before them (a takeover
+     * lasted 33 s). The rows read are this worker's until its batch commits;
+     * another worker's dispatch passes over them (SKIP LOCKED). The second
+     * part is read only as far as the LIMIT needs: it locks no row it does
+     * not return. */
+    [Q_TASK_DUE] = "WITH o AS (" DUE_TASKS("lease_owner<>$2") "), n AS (" DUE_TASKS("lease_owner IS NULL") ") "
+                   "SELECT * FROM o UNION ALL SELECT * FROM n LIMIT $3",
     /* a task of a workflow another worker holds comes due when that lease expires */
     [Q_TASK_NEXT] = "SELECT min(GREATEST(t.run_at, COALESCE(l.expires_at, 0))) FROM tasks t LEFT JOIN leases l "
                     "ON l.wf_id=t.wf_id AND l.owner<>$1 AND " LIVE("l.owner") " "
