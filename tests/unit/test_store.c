@@ -926,6 +926,21 @@ static void test_tasks_due_and_leases(void **state) {
   assert_string_equal(l.v[2].wf, "wf2");
   /* not yet due */
   assert_int_equal(due(s, 99, "B", 10).n, 0);
+  /* a queued start due before it: on PostgreSQL the attempt A had in flight
+   * (no live lease on its workflow) comes first all the same, so that a
+   * backlog does not hold up a takeover; SQLite (one worker) keeps run_at */
+  assert_int_equal(store_task_put(s, "wf3", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  l = due(s, 1000, "B", 10);
+  assert_int_equal(l.n, 3);
+  assert_string_equal(l.v[0].wf, pg_url() ? "wf1" : "wf3");
+  assert_string_equal(l.v[1].wf, pg_url() ? "wf3" : "wf1");
+  assert_string_equal(l.v[2].kind, "timer");
+  l = due(s, 1000, "B", 1);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].wf, pg_url() ? "wf1" : "wf3");
+  assert_int_equal(due(s, 1000, "A", 10).n, 2); /* its own attempt is not due for A */
+  assert_int_equal(store_task_del_wf(s, "wf3"), STORE_OK);
 
   task_row t;
   assert_int_equal(store_task_get(s, "wf1", "activity", 2, &t), 1);
