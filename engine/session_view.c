@@ -241,8 +241,9 @@ static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
     out = util_fmt("{\"kind\":\"rate\",\"rate\":%s,\"since\":%lld,\"until\":%lld}", name, (long long)last->time,
                    store_task_get(st, w->id, "wake", last->seq, &t) == 1 ? (long long)t.run_at : -1LL);
   } else if (strcmp(last->type, "ActivityScheduled") == 0) {
-    task_row t;
+    task_row t = {0};
     int attempt = store_task_get(st, w->id, "activity", last->seq, &t) == 1 && t.attempt > 0 ? t.attempt : 1;
+    if (t.leased && attempt > 1) attempt--; /* a running attempt's task holds the next one's number */
     char key[200], *lasterr = NULL;
     snprintf(key, sizeof key, "last_error:%s/%lld", w->id, (long long)last->seq);
     if (store_meta_get(st, key, &lasterr) != 1 || !lasterr || *lasterr != '{') {

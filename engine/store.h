@@ -61,6 +61,7 @@ typedef struct task_row {
   int64_t run_at;
   int attempt;
   int64_t first_at;
+  int leased; /* an attempt in flight holds it (its attempt is then the next one) */
 } task_row;
 
 typedef struct domain_event {

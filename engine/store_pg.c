@@ -163,7 +163,7 @@ enum {
 /* due tasks whose lease_owner matches pred, in run_at order: not of a
  * workflow another worker holds (its lease not expired) */
 #define DUE_TASKS(pred)                                                                                 \
-  "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks t WHERE run_at<=$1 AND " pred " AND NOT " \
+  "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks t WHERE run_at<=$1 AND " pred " AND NOT " \
   "EXISTS (SELECT 1 FROM leases l WHERE l.wf_id=t.wf_id AND l.owner<>$2 AND l.expires_at>$1 AND "        \
   LIVE("l.owner") ") ORDER BY run_at, id LIMIT $3 FOR UPDATE OF t SKIP LOCKED"
 /* a schedule's columns in the order schedule_bind binds them */
@@ -225,7 +225,7 @@ static const char *SQL[Q__N] = {
                             "run=(SELECT run FROM workflows WHERE id=$1) ORDER BY seq",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
-    [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
+    [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
     /* Run_at, then id (the order of SQLite's tasks_due index), except that
      * the attempts a dead worker had in flight come first: their run_at is
      * when they started, behind a backlog of queued starts, and survivors
@@ -1987,6 +1987,7 @@ static void read_task(const PGresult *r, int i, task_row *t) {
   t->run_at = col_int(r, i, 4);
   t->attempt = (int)col_int(r, i, 5);
   t->first_at = col_int(r, i, 6);
+  t->leased = col_int(r, i, 7) > 0;
 }
 
 static int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out) {

@@ -205,8 +205,8 @@ static const char *SQL[Q__N] = {
     [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=?",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=?",
-    [Q_TASK_GET] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
-    [Q_TASK_DUE] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at FROM tasks WHERE run_at<=? "
+    [Q_TASK_GET] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
+    [Q_TASK_DUE] = "SELECT rowid,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks WHERE run_at<=? "
                    "AND (lease_owner IS NULL OR lease_owner<>?) ORDER BY run_at LIMIT ?",
     [Q_TASK_NEXT] = "SELECT min(run_at) FROM tasks WHERE lease_owner IS NULL OR lease_owner<>?",
     [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=?",
@@ -1246,6 +1246,7 @@ static void read_task(sqlite3_stmt *st, task_row *t) {
   t->run_at = sqlite3_column_int64(st, 4);
   t->attempt = sqlite3_column_int(st, 5);
   t->first_at = sqlite3_column_int64(st, 6);
+  t->leased = sqlite3_column_int64(st, 7) > 0;
 }
 
 static int sq_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out) {

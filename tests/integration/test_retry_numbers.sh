@@ -87,6 +87,14 @@ bg S engine serve
 for _ in $(seq 500); do [ "$(task | cut -d' ' -f1)" == 2 ] && break; sleep 0.02; done
 kill "$S"; wait "$S" 2>/dev/null || true
 assert_eq "attempt 1 failed, attempt 2 waits an hour" 2 "$(task | cut -d' ' -f1)"
+assert_eq "show: it waits on attempt 2" 2 "$(engine show cap --json | jget waits.attempt)"
+# while an attempt runs, its task holds the next one's number: show names the running one
+bg S engine serve
+engine start "$SRC/tests/integration/wf/chain10.lua" --id slow --detach --input '{"steps":1,"seconds":20}' >/dev/null || true
+for _ in $(seq 500); do [ "$(engine show slow --json | jget waits.kind)" == activity ] && break; sleep 0.02; done
+assert_eq "show: attempt 1 runs" 1 "$(engine show slow --json | jget waits.attempt)"
+engine cancel slow >/dev/null
+kill "$S"; wait "$S" 2>/dev/null || true
 sqlite3 "$ENGINE_DB" "UPDATE tasks SET attempt=2000, run_at=0 WHERE wf_id='cap' AND kind='activity'"
 bg S engine serve
 for _ in $(seq 500); do [ "$(task | cut -d' ' -f1)" == 2001 ] && break; sleep 0.02; done
