@@ -229,7 +229,14 @@ void dispatch_due(engine *e) {
   due_ctx d = {e, 0, 0, 0, NULL, NULL, 0, 0, {0}};
   strmap_init(&d.seen);
   int64_t next = -2;
-  int read = store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, on_due, &d) == STORE_OK;
+  /* of the workflows it holds no lease on, as many as it may claim and one
+   * more (seen and left: d.left says more wait) */
+  int unheld = -1;
+  if (e->shared) {
+    long long room = (long long)e->max_leases - store_lease_count(e->st);
+    unheld = 1 + (int)(room < 0 ? 0 : room < CLAIMS_PER_DISPATCH ? room : CLAIMS_PER_DISPATCH);
+  }
+  int read = store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, unheld, on_due, &d) == STORE_OK;
   if (read) act_all(e, &d);
   due_free(&d);
   if (read && !store_batch_failed(e->st))

@@ -201,7 +201,7 @@ int store_task_del_wf(store *s, const char *wf_id) { SETTLE(s); return s->ops->t
 
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out) { SETTLE(s); return s->ops->task_get(s, wf_id, kind, seq, out); }
 
-int store_task_due(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud) { SETTLE(s); return s->ops->task_due(s, now, owner, limit, cb, ud); }
+int store_task_due(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) { SETTLE(s); return s->ops->task_due(s, now, owner, limit, unheld, cb, ud); }
 
 int64_t store_task_next_at(store *s, const char *owner) { SETTLE(s); return s->ops->task_next_at(s, owner); }
 

@@ -214,8 +214,11 @@ typedef int (*store_task_cb)(void *ud, const task_row *t);
 /* Up to limit tasks with run_at <= now that owner does not hold a lease on.
  * Leases of any other owner are void (SQLite: one worker holds the database,
  * engine_lock); on a shared store, tasks of a workflow whose lease another
- * owner holds unexpired are not due for owner. */
-int store_task_due(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
+ * owner holds unexpired are not due for owner, and of the workflows owner
+ * holds no lease on it returns at most unheld tasks (the rows it returns
+ * stay locked to its batch: those it cannot claim are left to the others),
+ * after the tasks of the workflows it holds. */
+int store_task_due(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
 /* Earliest time a task becomes due for owner (its run_at, or on a shared
  * store the expiry of the lease another owner holds on its workflow), -1
  * when there is none, -2 on error. */

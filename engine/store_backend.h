@@ -62,7 +62,7 @@ typedef struct store_ops {
   int (*task_release)(store *s, const char *owner);
   int (*task_del_wf)(store *s, const char *wf_id);
   int (*task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
-  int (*task_due)(store *s, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
+  int (*task_due)(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
   int64_t (*task_next_at)(store *s, const char *owner);
   int (*task_count)(store *s, const char *wf_id);
   /* leases: NULL in a backend one worker holds (store.c answers for it) */

@@ -160,12 +160,12 @@ enum {
   "EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype='advisory' AND k.granted AND k.classid=" \
   STR(LIVE_CLASS) " AND k.objsubid=2 AND k.objid=hashtext(" owner ")::oid AND k.database=(SELECT oid " \
   "FROM pg_database WHERE datname=current_database()))"
-/* due tasks whose lease_owner matches pred, in run_at order: not of a
- * workflow another worker holds (its lease not expired) */
-#define DUE_TASKS(pred)                                                                                 \
-  "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks t WHERE run_at<=$1 AND " pred " AND NOT " \
-  "EXISTS (SELECT 1 FROM leases l WHERE l.wf_id=t.wf_id AND l.owner<>$2 AND l.expires_at>$1 AND "        \
-  LIVE("l.owner") ") ORDER BY run_at, id LIMIT $3 FOR UPDATE OF t SKIP LOCKED"
+/* due tasks whose lease_owner matches pred, in run_at order, of workflows
+ * neither this worker ($2) nor another live one (unexpired) holds */
+#define DUE_UNHELD(pred)                                                                                   \
+  "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks t WHERE run_at<=$1 AND " pred   \
+  " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.wf_id=t.wf_id AND (l.owner=$2 OR (l.expires_at>$1 AND " \
+  LIVE("l.owner") "))) ORDER BY run_at, id LIMIT $4 FOR UPDATE OF t SKIP LOCKED"
 /* a schedule's columns in the order schedule_bind binds them */
 #define SCH_COLS                                                                                           \
   "name,cron,tz,script,input,overlap,catchup_window_ms,jitter_ms,paused,next_fire_at,last_fire_at,"        \
@@ -226,16 +226,21 @@ static const char *SQL[Q__N] = {
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
     [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
-    /* Run_at, then id (the order of SQLite's tasks_due index), except that
-     * the attempts a dead worker had in flight come first: their run_at is
-     * when they started, behind a backlog of queued starts, and survivors
-     * at ENGINE_MAX_LEASES took the whole backlog before them (a takeover
-     * lasted 33 s). The rows read are this worker's until its batch commits;
-     * another worker's dispatch passes over them (SKIP LOCKED). The second
-     * part is read only as far as the LIMIT needs: it locks no row it does
-     * not return. */
-    [Q_TASK_DUE] = "WITH o AS (" DUE_TASKS("lease_owner<>$2") "), n AS (" DUE_TASKS("lease_owner IS NULL") ") "
-                   "SELECT * FROM o UNION ALL SELECT * FROM n LIMIT $3",
+    /* The tasks of the workflows this worker holds, then at most $4 of the
+     * others (those it could claim; every row read stays locked to its batch
+     * and other workers pass over it, SKIP LOCKED: reading 512 to claim 32
+     * starved them). Each part in run_at, then id order (SQLite's tasks_due
+     * index), except that the attempts a dead worker had in flight come
+     * before the rest: their run_at is when they started, behind a backlog
+     * of queued starts, and survivors at ENGINE_MAX_LEASES took the whole
+     * backlog before them (a takeover lasted 33 s). A part is read only as
+     * far as its LIMIT needs: it locks no row it does not return. */
+    [Q_TASK_DUE] = "WITH h AS (SELECT t.id,t.wf_id,t.kind,t.seq,t.run_at,t.attempt,t.first_at,t.lease_until FROM "
+                   "leases m JOIN tasks t ON t.wf_id=m.wf_id WHERE m.owner=$2 AND t.run_at<=$1 AND "
+                   "(t.lease_owner IS NULL OR t.lease_owner<>$2) ORDER BY t.run_at, t.id LIMIT $3 "
+                   "FOR UPDATE OF t SKIP LOCKED), "
+                   "o AS (" DUE_UNHELD("lease_owner<>$2") "), n AS (" DUE_UNHELD("lease_owner IS NULL") ") "
+                   "SELECT * FROM h UNION ALL (SELECT * FROM o UNION ALL SELECT * FROM n LIMIT $4)",
     /* a task of a workflow another worker holds comes due when that lease expires */
     [Q_TASK_NEXT] = "SELECT min(GREATEST(t.run_at, COALESCE(l.expires_at, 0))) FROM tasks t LEFT JOIN leases l "
                     "ON l.wf_id=t.wf_id AND l.owner<>$1 AND " LIVE("l.owner") " "
@@ -2007,13 +2012,14 @@ static int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t 
   return found;
 }
 
-static int pg_task_due(store *st_, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud) {
+static int pg_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) {
   pg *s = (pg *)st_;
   WRITE_BEGIN(s); /* the rows it returns are locked to this batch */
   params_start(s);
   bind_int(s, now);
   bind_text(s, owner);
   bind_int(s, limit);
+  bind_int(s, unheld < 0 ? limit : unheld);
   /* the whole result is here before the callbacks write to the store */
   PGresult *r = pq_run(s, Q_TASK_DUE, 0, "due tasks");
   if (!r) return STORE_ERR;

@@ -349,7 +349,7 @@ static int sq_task_take(store *st_, const char *wf_id, const char *kind, int64_t
 static int sq_task_release(store *st_, const char *owner);
 static int sq_task_del_wf(store *st_, const char *wf_id);
 static int sq_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out);
-static int sq_task_due(store *st_, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud);
+static int sq_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
 static int64_t sq_task_next_at(store *st_, const char *owner);
 static int sq_task_count(store *st_, const char *wf_id);
 static int sq_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time);
@@ -1266,8 +1266,9 @@ static int sq_task_get(store *st_, const char *wf_id, const char *kind, int64_t 
   return rc == SQLITE_DONE ? 0 : fail(s, "get task");
 }
 
-static int sq_task_due(store *st_, int64_t now, const char *owner, int limit, store_task_cb cb, void *ud) {
+static int sq_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) {
   sq *s = (sq *)st_;
+  (void)unheld; /* one worker: no lease to claim */
   /* Collect first: callbacks write to the store, which must not happen mid-scan. */
   sqlite3_stmt *st = stmt(s, Q_TASK_DUE);
   if (!st) return STORE_ERR;

@@ -888,7 +888,7 @@ static int collect_task(void *ud, const task_row *t) {
 static tasklist due(store *s, int64_t now, const char *owner, int limit) {
   tasklist l;
   memset(&l, 0, sizeof l);
-  assert_int_equal(store_task_due(s, now, owner, limit, collect_task, &l), STORE_OK);
+  assert_int_equal(store_task_due(s, now, owner, limit, -1, collect_task, &l), STORE_OK);
   return l;
 }
 
@@ -940,6 +940,26 @@ static void test_tasks_due_and_leases(void **state) {
   assert_int_equal(l.n, 1);
   assert_string_equal(l.v[0].wf, pg_url() ? "wf1" : "wf3");
   assert_int_equal(due(s, 1000, "A", 10).n, 2); /* its own attempt is not due for A */
+  if (pg_url()) {
+    /* of the workflows B holds no lease on, at most `unheld` (the rows read
+     * are locked to its batch); the tasks of those it holds all, first */
+    assert_int_equal(store_task_put(s, "wf4", "workflow", 0, 20, 0, 0, NULL, 0), STORE_OK);
+    assert_int_equal(store_lease_claim(s, "wf4", "B", 1000, 99000), 1);
+    assert_int_equal(store_commit(s), STORE_OK);
+    tasklist u;
+    memset(&u, 0, sizeof u);
+    assert_int_equal(store_task_due(s, 1000, "B", 10, 1, collect_task, &u), STORE_OK);
+    assert_int_equal(u.n, 2);
+    assert_string_equal(u.v[0].wf, "wf4");
+    assert_string_equal(u.v[1].wf, "wf1"); /* the dead worker's attempt */
+    memset(&u, 0, sizeof u);
+    assert_int_equal(store_task_due(s, 1000, "B", 10, 0, collect_task, &u), STORE_OK);
+    assert_int_equal(u.n, 1);
+    assert_string_equal(u.v[0].wf, "wf4");
+    assert_int_equal(store_lease_release(s, "B", "wf4"), STORE_OK);
+    assert_int_equal(store_task_del_wf(s, "wf4"), STORE_OK);
+    assert_int_equal(store_commit(s), STORE_OK);
+  }
   assert_int_equal(store_task_del_wf(s, "wf3"), STORE_OK);
 
   task_row t;
@@ -1186,7 +1206,7 @@ static void test_tasks_due_callback_writes(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
   for (int i = 1; i <= 5; i++) assert_int_equal(store_task_put(s, "wf", "timer", i, i, 0, 0, NULL, 0), STORE_OK);
-  assert_int_equal(store_task_due(s, 100, "A", 100, due_deletes, s), STORE_OK);
+  assert_int_equal(store_task_due(s, 100, "A", 100, -1, due_deletes, s), STORE_OK);
   assert_int_equal(store_task_count(s, "wf"), 0);
   assert_int_equal(store_commit(s), STORE_OK);
   store_close(s);
