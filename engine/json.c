@@ -94,8 +94,10 @@ static void put_number(lua_State *L, jbuf *b, int idx) {
 }
 
 typedef struct jkey {
-  const char *s;
+  const char *s; /* its text as written: invalid UTF-8 repaired */
   size_t len;
+  const char *raw; /* the key in the table */
+  size_t rawlen;
   int isnum;
   lua_Integer ival;
   char num[24];
@@ -105,19 +107,25 @@ typedef struct jkey {
  * pointer is taken at use time, never stored. */
 static const char *key_text(const jkey *k) { return k->isnum ? k->num : k->s; }
 
+static int cmp_bytes(const char *x, size_t xn, const char *y, size_t yn) {
+  int c = memcmp(x, y, xn < yn ? xn : yn);
+  return c ? c : (xn > yn) - (xn < yn);
+}
+
+/* Sorted as written, so that canonical text decodes and sorts the same way;
+ * keys written alike (invalid parts repaired) in the order of their bytes */
 static int cmp_key(const void *a, const void *b) {
   const jkey *x = a, *y = b;
-  size_t n = x->len < y->len ? x->len : y->len;
-  int c = memcmp(key_text(x), key_text(y), n);
-  if (c) return c;
-  return (x->len > y->len) - (x->len < y->len);
+  int c = cmp_bytes(key_text(x), x->len, key_text(y), y->len);
+  if (c || x->isnum || y->isnum) return c;
+  return cmp_bytes(x->raw, x->rawlen, y->raw, y->rawlen);
 }
 
 static void encode(lua_State *L, jbuf *b, int idx, int depth);
 
 static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
   if (depth > JSON_MAX_DEPTH) luaL_error(L, "json: nesting deeper than %d (a cycle?)", JSON_MAX_DEPTH);
-  luaL_checkstack(L, 6, "json: stack");
+  luaL_checkstack(L, 8, "json: stack");
   /* count keys and decide array vs object */
   size_t count = 0;
   lua_Integer maxi = 0;
@@ -145,6 +153,9 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
     return;
   }
   jkey *keys = lua_newuserdatauv(L, count ? count * sizeof(jkey) : 1, 0);
+  lua_newtable(L); /* anchors the repaired keys' text */
+  int anchor = lua_gettop(L);
+  lua_Integer nfixed = 0;
   size_t k = 0;
   lua_pushnil(L);
   while (lua_next(L, idx)) {
@@ -153,7 +164,16 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
     memset(e, 0, sizeof *e);
     int t = lua_type(L, -1);
     if (t == LUA_TSTRING) {
-      e->s = lua_tolstring(L, -1, &e->len); /* anchored: it is a key of the table */
+      e->s = e->raw = lua_tolstring(L, -1, &e->rawlen); /* anchored: it is a key of the table */
+      e->len = e->rawlen;
+      size_t fn;
+      char *fixed = util_utf8_repair(e->raw, e->rawlen, &fn);
+      if (fixed) {
+        lua_pushlstring(L, fixed, fn);
+        free(fixed);
+        e->s = lua_tolstring(L, -1, &e->len);
+        lua_rawseti(L, anchor, ++nfixed);
+      }
     } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
       e->isnum = 1;
       e->ival = lua_tointeger(L, -1);
@@ -165,25 +185,27 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
   for (size_t i = 0; i < count; i++)
     if (keys[i].isnum) keys[i].len = strlen(keys[i].num);
   qsort(keys, count, sizeof(jkey), cmp_key);
-  for (size_t i = 1; i < count; i++)
-    if (cmp_key(&keys[i - 1], &keys[i]) == 0)
-      luaL_error(L, "json: table has both the integer key %s and the string key \"%s\"", key_text(&keys[i]),
-                 key_text(&keys[i]));
   put(L, b, "{", 1);
-  for (size_t i = 0; i < count; i++) {
-    if (i) put(L, b, ",", 1);
+  for (size_t i = 0, out = 0; i < count; i++) {
+    if (i && cmp_bytes(key_text(&keys[i - 1]), keys[i - 1].len, key_text(&keys[i]), keys[i].len) == 0) {
+      if (keys[i - 1].isnum || keys[i].isnum)
+        luaL_error(L, "json: table has both the integer key %s and the string key \"%s\"", key_text(&keys[i]),
+                   key_text(&keys[i]));
+      continue; /* written alike once repaired: the first in byte order stands, as a decoder keeps one */
+    }
+    if (out++) put(L, b, ",", 1);
     put_string(L, b, key_text(&keys[i]), keys[i].len);
     put(L, b, ":", 1);
     if (keys[i].isnum)
       lua_pushinteger(L, keys[i].ival);
     else
-      lua_pushlstring(L, keys[i].s, keys[i].len);
+      lua_pushlstring(L, keys[i].raw, keys[i].rawlen);
     lua_rawget(L, idx);
     encode(L, b, lua_gettop(L), depth + 1);
     lua_pop(L, 1);
   }
   put(L, b, "}", 1);
-  lua_pop(L, 1); /* keys */
+  lua_pop(L, 2); /* the anchor, keys */
 }
 
 static void encode(lua_State *L, jbuf *b, int idx, int depth) {
