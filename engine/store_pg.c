@@ -53,7 +53,8 @@
 
 /* 4: SQLite's schema version 4 (slots, counters, tokens, the event feed),
  * plus the commits row store_data_version reads; 5: the leases of several
- * workers (SQLite has none: one worker holds a file) */
+ * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
+ * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first) */
 #define SCHEMA_VERSION 6
 #define STR_(x) #x
 #define STR(x) STR_(x)
