@@ -152,9 +152,9 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
     put(L, b, "]", 1);
     return;
   }
-  jkey *keys = lua_newuserdatauv(L, count ? count * sizeof(jkey) : 1, 0);
-  lua_newtable(L); /* anchors the repaired keys' text */
-  int anchor = lua_gettop(L);
+  /* its user value, made at the first repaired key, anchors their text */
+  jkey *keys = lua_newuserdatauv(L, count ? count * sizeof(jkey) : 1, 1);
+  int kidx = lua_gettop(L);
   lua_Integer nfixed = 0;
   size_t k = 0;
   lua_pushnil(L);
@@ -169,10 +169,16 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
       size_t fn;
       char *fixed = util_utf8_repair(e->raw, e->rawlen, &fn);
       if (fixed) {
+        if (!nfixed) {
+          lua_newtable(L);
+          lua_setiuservalue(L, kidx, 1);
+        }
+        lua_getiuservalue(L, kidx, 1);
         lua_pushlstring(L, fixed, fn);
         free(fixed);
         e->s = lua_tolstring(L, -1, &e->len);
-        lua_rawseti(L, anchor, ++nfixed);
+        lua_rawseti(L, -2, ++nfixed);
+        lua_pop(L, 1);
       }
     } else if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
       e->isnum = 1;
@@ -205,7 +211,7 @@ static void encode_table(lua_State *L, jbuf *b, int idx, int depth) {
     lua_pop(L, 1);
   }
   put(L, b, "}", 1);
-  lua_pop(L, 2); /* the anchor, keys */
+  lua_pop(L, 1); /* keys */
 }
 
 static void encode(lua_State *L, jbuf *b, int idx, int depth) {

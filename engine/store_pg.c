@@ -151,6 +151,8 @@ enum {
 };
 
 #define WF_COLS "id,run,status,script_name,script_dir,code_hash"
+/* a task's columns in the order read_task reads them (Q_TASK_DUE's h names them with t.) */
+#define TASK_COLS "id,wf_id,kind,seq,run_at,attempt,first_at,lease_until"
 /* A lease's owner is alive while its session holds its liveness lock
  * (announce: an advisory lock keyed hashtext(owner)): a worker killed with
  * -9 loses its session at once, and its leases need not run out; one cut
@@ -164,7 +166,7 @@ enum {
 /* due tasks whose lease_owner matches pred, in run_at order, of workflows
  * neither this worker ($2) nor another live one (unexpired) holds */
 #define DUE_UNHELD(pred)                                                                                   \
-  "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks t WHERE run_at<=$1 AND " pred   \
+  "SELECT " TASK_COLS " FROM tasks t WHERE run_at<=$1 AND " pred                                         \
   " AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.wf_id=t.wf_id AND (l.owner=$2 OR (l.expires_at>$1 AND " \
   LIVE("l.owner") "))) ORDER BY run_at, id LIMIT $4 FOR UPDATE OF t SKIP LOCKED"
 /* a schedule's columns in the order schedule_bind binds them */
@@ -226,7 +228,7 @@ static const char *SQL[Q__N] = {
                             "run=(SELECT run FROM workflows WHERE id=$1) ORDER BY seq",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
-    [Q_TASK_GET] = "SELECT id,wf_id,kind,seq,run_at,attempt,first_at,lease_until FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
+    [Q_TASK_GET] = "SELECT " TASK_COLS " FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
     /* The tasks of the workflows this worker holds, then at most $4 of the
      * others (those it could claim; every row read stays locked to its batch
      * and other workers pass over it, SKIP LOCKED: reading 512 to claim 32
@@ -236,6 +238,7 @@ static const char *SQL[Q__N] = {
      * of queued starts, and survivors at ENGINE_MAX_LEASES took the whole
      * backlog before them (a takeover lasted 33 s). A part is read only as
      * far as its LIMIT needs: it locks no row it does not return. */
+    /* h is driven from this worker's leases (leases_owner), not the backlog */
     [Q_TASK_DUE] = "WITH h AS (SELECT t.id,t.wf_id,t.kind,t.seq,t.run_at,t.attempt,t.first_at,t.lease_until FROM "
                    "leases m JOIN tasks t ON t.wf_id=m.wf_id WHERE m.owner=$2 AND t.run_at<=$1 AND "
                    "(t.lease_owner IS NULL OR t.lease_owner<>$2) ORDER BY t.run_at, t.id LIMIT $3 "

@@ -885,12 +885,15 @@ static int collect_task(void *ud, const task_row *t) {
   return 0;
 }
 
-static tasklist due(store *s, int64_t now, const char *owner, int limit) {
+/* store_task_due with at most unheld tasks of workflows owner holds no lease on (-1: no bound) */
+static tasklist due_unheld(store *s, int64_t now, const char *owner, int limit, int unheld) {
   tasklist l;
   memset(&l, 0, sizeof l);
-  assert_int_equal(store_task_due(s, now, owner, limit, -1, collect_task, &l), STORE_OK);
+  assert_int_equal(store_task_due(s, now, owner, limit, unheld, collect_task, &l), STORE_OK);
   return l;
 }
+
+static tasklist due(store *s, int64_t now, const char *owner, int limit) { return due_unheld(s, now, owner, limit, -1); }
 
 static void test_tasks_due_and_leases(void **state) {
   fixture *f = *state;
@@ -946,14 +949,11 @@ static void test_tasks_due_and_leases(void **state) {
     assert_int_equal(store_task_put(s, "wf4", "workflow", 0, 20, 0, 0, NULL, 0), STORE_OK);
     assert_int_equal(store_lease_claim(s, "wf4", "B", 1000, 99000), 1);
     assert_int_equal(store_commit(s), STORE_OK);
-    tasklist u;
-    memset(&u, 0, sizeof u);
-    assert_int_equal(store_task_due(s, 1000, "B", 10, 1, collect_task, &u), STORE_OK);
+    tasklist u = due_unheld(s, 1000, "B", 10, 1);
     assert_int_equal(u.n, 2);
     assert_string_equal(u.v[0].wf, "wf4");
     assert_string_equal(u.v[1].wf, "wf1"); /* the dead worker's attempt */
-    memset(&u, 0, sizeof u);
-    assert_int_equal(store_task_due(s, 1000, "B", 10, 0, collect_task, &u), STORE_OK);
+    u = due_unheld(s, 1000, "B", 10, 0);
     assert_int_equal(u.n, 1);
     assert_string_equal(u.v[0].wf, "wf4");
     assert_int_equal(store_lease_release(s, "B", "wf4"), STORE_OK);
