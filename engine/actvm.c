@@ -798,7 +798,7 @@ static int parse_options(lua_State *L) {
   json_decode(L, payload, strlen(payload));
   if (lua_getfield(L, -1, "options") != LUA_TTABLE) return 0;
   int t = lua_gettop(L);
-  static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", NULL};
+  static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", "local", NULL};
   static const char *const retry[] = {"initial_interval", "backoff", "max_interval", "max_attempts",
                                       "non_retryable", NULL};
   if (check_keys(L, t, top, "activity", err, errlen) ||
@@ -808,6 +808,14 @@ static int parse_options(lua_State *L) {
     lua_pushboolean(L, 0);
     return 1;
   }
+  int lt = lua_getfield(L, t, "local");
+  if (lt != LUA_TNIL && lt != LUA_TBOOLEAN) {
+    util_seterr(err, errlen, "activity option 'local' must be a boolean");
+    lua_pushboolean(L, 0);
+    return 1;
+  }
+  o->local = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   if (lua_getfield(L, t, "retry") == LUA_TTABLE) {
     int r = lua_gettop(L);
     double max_attempts = o->max_attempts;

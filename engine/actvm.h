@@ -34,6 +34,7 @@ typedef struct act_opts {
   double start_to_close, schedule_to_close, heartbeat; /* seconds; 0 = none */
   double initial_interval, backoff, max_interval;
   int max_attempts; /* 0 = unlimited */
+  int local; /* {local = true}: runs in the batch of its scheduling, before the results it acts on are durable */
   char non_retryable[ACT_MAX_NON_RETRYABLE][ACT_TYPE_MAX];
   int n_non_retryable;
 } act_opts;

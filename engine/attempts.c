@@ -147,8 +147,81 @@ static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
    * attempt costs a round trip or two each on PostgreSQL */
 }
 
+/* An attempt that ended without running on: its outcome recorded (see
+ * attempt_begin for what the return says). */
+static int attempt_end_at_once(attempt *a, wfrun *r, int ok, char *json, hist_event *ev) {
+  tell_latency(a, ok);
+  int outcome = attempt_record(a, r, ok, json, ev);
+  free(json);
+  if (!outcome) attempt_free(a);
+  return outcome;
+}
+
+/* Begins attempt a's body. Returns 1 with *ev when it ended at once with an
+ * outcome (a is then the caller's to free after delivery, as ev points into
+ * it); 0 when it runs on (a is in engine.attempts), or a retry is scheduled
+ * or nothing may be recorded (a is freed). */
+static int attempt_begin(attempt *a, wfrun *r, hist_event *ev) {
+  engine *e = a->e;
+  int64_t stc = (int64_t)(a->opts.start_to_close * 1000.0);
+  if (a->opts.schedule_to_close > 0) {
+    int64_t left = a->first_at + (int64_t)(a->opts.schedule_to_close * 1000.0) - util_now_ms();
+    if (left < 1) left = 1;
+    if (stc == 0 || left < stc) stc = left;
+  }
+  act_info info = {a->wf_id, a->seq, a->n, a->name, a->script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), a->run};
+  act_call *call = NULL;
+  int ok = 0;
+  char *json = NULL;
+  a->started_mono = util_mono_ms();
+  crash_point("activity.start");
+  if (e->cfg.call_activity) {
+    ok = e->cfg.call_activity(e->cfg.ud, a->wf_id, a->seq, a->n, a->name, a->payload, &json);
+  } else if (!actvm_call(e->act, &info, a->payload, attempt_done, a, &ok, &json, &call)) {
+    a->call = call;
+    a->lease_ms = stc + 60000;
+    strmap_put(&e->attempts, a->key, a);
+    /* leased by this engine until it ends; a crash voids the lease, and the
+     * attempt it cut short counts: the next one is n + 1 (activity.info) */
+    store_task_put(e->st, a->wf_id, "activity", a->seq, util_now_ms(), a->n + 1, a->first_at, e->owner,
+                   util_now_ms() + a->lease_ms);
+    return 0;
+  }
+  crash_point("activity.end");
+  return attempt_end_at_once(a, r, ok, json, ev);
+}
+
+static void defer_key(engine *e, const char *key);
+
+/* The attempt waits for batch `after` to be committed before its body
+ * begins. Its task row, written in this batch beside its command, leases it
+ * to this engine meanwhile: a crash before it began leaves a task that the
+ * next worker runs as this same attempt n. */
+static void attempt_defer(attempt *a, int64_t after) {
+  engine *e = a->e;
+  a->after_batch = after;
+  a->lease_ms = (int64_t)(a->opts.start_to_close * 1000.0) + 60000;
+  strmap_put(&e->attempts, a->key, a);
+  int64_t now = util_now_ms();
+  if (store_task_put(e->st, a->wf_id, "activity", a->seq, now, a->n, a->first_at, e->owner, now + a->lease_ms) !=
+      STORE_OK)
+    engine_log_err(e, "defer activity");
+  defer_key(e, a->key);
+}
+
+static void defer_key(engine *e, const char *key) {
+  if (e->ndeferred == e->capdeferred) {
+    e->capdeferred = e->capdeferred ? e->capdeferred * 2 : 64;
+    e->deferred = util_xrealloc(e->deferred, e->capdeferred * sizeof *e->deferred);
+  }
+  e->deferred[e->ndeferred++] = util_strdup(key);
+}
+
 /* Starts attempt n of the activity scheduled at seq. Returns 1 with *ev when it
- * ended synchronously with an outcome; 0 when pending or a retry is scheduled. */
+ * ended synchronously with an outcome; 0 when pending, waiting for a commit,
+ * or a retry is scheduled. An attempt begins only once every result recorded
+ * before its command is durable (engine_unsettled), unless it is local
+ * ({local = true}: it may run again with the results it acted on). */
 int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir, int64_t seq, int n,
                   int64_t first_at, const char *name, const char *payload, hist_event *ev, attempt **keep) {
   attempt *a = util_xcalloc(1, sizeof *a);
@@ -162,55 +235,67 @@ int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir
   a->script_dir = util_strdup(script_dir);
   a->started_mono = util_mono_ms();
   snprintf(a->key, sizeof a->key, "%s/%lld", wf_id, (long long)seq);
+  a->run = r ? r->run : 0; /* for the idempotency key */
+  wf_row w;
+  if (!r && store_wf_get(e->st, wf_id, &w) == 1) {
+    a->run = w.run;
+    wf_row_free(&w);
+  }
   *keep = NULL;
   char err[512];
-  int ok = 0;
-  char *json = NULL;
+  int outcome;
   if (actvm_parse_options(e->act, payload, &a->opts, err, sizeof err) != 0) {
     char *q = json_quote(err);
-    json = util_fmt("{\"message\":%s,\"non_retryable\":true,\"type\":\"InvalidOptions\"}", q);
+    char *json = util_fmt("{\"message\":%s,\"non_retryable\":true,\"type\":\"InvalidOptions\"}", q);
     free(q);
+    crash_point("activity.end");
+    outcome = attempt_end_at_once(a, r, 0, json, ev);
   } else {
-    int64_t stc = (int64_t)(a->opts.start_to_close * 1000.0);
-    if (a->opts.schedule_to_close > 0) {
-      int64_t left = first_at + (int64_t)(a->opts.schedule_to_close * 1000.0) - util_now_ms();
-      if (left < 1) left = 1;
-      if (stc == 0 || left < stc) stc = left;
-    }
-    int64_t run = r ? r->run : 0; /* for the idempotency key */
-    wf_row w;
-    if (!r && store_wf_get(e->st, wf_id, &w) == 1) {
-      run = w.run;
-      wf_row_free(&w);
-    }
-    act_info info = {wf_id, seq, n, name, script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), run};
-    act_call *call = NULL;
-    crash_point("activity.start");
-    if (e->cfg.call_activity) {
-      ok = e->cfg.call_activity(e->cfg.ud, wf_id, seq, n, name, payload, &json);
-    } else if (!actvm_call(e->act, &info, payload, attempt_done, a, &ok, &json, &call)) {
-      a->call = call;
-      a->lease_ms = stc + 60000;
-      strmap_put(&e->attempts, a->key, a);
-      /* leased by this engine until it ends; a crash voids the lease, and the
-       * attempt it cut short counts: the next one is n + 1 (activity.info) */
-      store_task_put(e->st, wf_id, "activity", seq, util_now_ms(), n + 1, first_at, e->owner,
-                     util_now_ms() + stc + 60000);
-      *keep = a;
+    int64_t after = a->opts.local ? 0 : engine_unsettled(e, wf_id, a->run, seq);
+    if (after) {
+      attempt_defer(a, after);
       return 0;
     }
+    outcome = attempt_begin(a, r, ev);
   }
-  crash_point("activity.end");
-  tell_latency(a, ok);
-  int outcome = attempt_record(a, r, ok, json, ev);
-  free(json);
-  if (outcome) {
-    /* ev points into a: hand a to the caller to free after delivery */
-    *keep = a;
-    return 1;
+  if (outcome) *keep = a; /* ev points into a: the caller frees it after delivery */
+  return outcome;
+}
+
+void attempts_begin_deferred(engine *e) {
+  char **keys = e->deferred;
+  size_t n = e->ndeferred;
+  e->deferred = NULL;
+  e->ndeferred = e->capdeferred = 0;
+  for (size_t i = 0; i < n; i++) {
+    attempt *a = strmap_get(&e->attempts, keys[i]);
+    if (a && a->after_batch > e->durable) { /* its batch is not answered yet */
+      defer_key(e, a->key);
+    } else if (a && a->after_batch) {
+      strmap_del(&e->attempts, a->key);
+      a->after_batch = 0;
+      wfrun *r = strmap_get(&e->runs, a->wf_id);
+      hist_event ev;
+      if (e->stopping) { /* its leased task runs it at the next start */
+        attempt_free(a);
+      } else if (!engine_owns(e, a->wf_id)) { /* taken over: the other worker runs it */
+        attempt_free(a);
+      } else if (attempt_answered(e, a->wf_id, r, a->seq)) { /* its outcome came meanwhile: it never begins */
+        store_task_del(e->st, a->wf_id, "activity", a->seq);
+        attempt_free(a);
+      } else if (attempt_begin(a, r, &ev)) {
+        run_deliver(e, a->wf_id, &ev);
+        attempt_free(a);
+      }
+    }
+    free(keys[i]);
   }
-  attempt_free(a);
-  return 0;
+  free(keys);
+}
+
+void attempts_clear_deferred(engine *e) {
+  for (size_t i = 0; i < e->ndeferred; i++) free(e->deferred[i]);
+  e->ndeferred = 0;
 }
 
 /* ---------------------------------------------------- history for steps --- */

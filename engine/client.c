@@ -333,6 +333,7 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
     util_seterr(err, errlen, "workflow '%s' already exists", id);
     return -1;
   }
+  engine_unsettle(e, id, 1, 1); /* its first step begins once the start is committed */
   run_load(e, &made.w, &made.h); /* from what was just written: no read back */
   wf_row_free(&made.w);
   hist_list_free(&made.h);

@@ -42,6 +42,58 @@ void engine_notify(engine *e, const char *id, const char *status, const char *de
   }
   e->notes[e->nnotes++] = (note){util_strdup(id), util_strdup(status), util_strdup(detail)};
 }
+/* ------------------------------------------------- durable results --- */
+
+/* The first result of a workflow that is not durable yet, and the newest
+ * batch it has one in. */
+typedef struct unsettled {
+  int64_t batch, run, seq;
+} unsettled;
+
+void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq) {
+  unsettled *u = strmap_get(&e->unsettled, id);
+  if (!u) {
+    u = util_xmalloc(sizeof *u);
+    strmap_put(&e->unsettled, id, u);
+  } else if (u->batch > e->durable) { /* an earlier result still waits: it stays the first */
+    u->batch = e->batch;
+    return;
+  }
+  *u = (unsettled){e->batch, run, seq};
+}
+
+int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq) {
+  const unsettled *u = strmap_get(&e->unsettled, id);
+  if (!u || u->batch <= e->durable) return 0;
+  return u->run < run || (u->run == run && u->seq < seq) ? u->batch : 0;
+}
+
+static void on_effects(uv_timer_t *t) { attempts_begin_deferred(t->data); }
+
+/* Batch `no` is durable: its results are forgotten, and what waited for it
+ * begins at the loop's next turn (not from inside the commit). */
+static void settle_batch(engine *e, int64_t no) {
+  if (no > e->durable) e->durable = no;
+  for (size_t i = 0; i < e->unsettled.cap; i++) {
+    if (!STRMAP_LIVE(&e->unsettled, i)) continue;
+    unsettled *u = e->unsettled.vals[i];
+    if (u->batch > e->durable) continue;
+    free(strmap_del(&e->unsettled, e->unsettled.keys[i]));
+  }
+  if (!e->unsettled.len) { /* drop the tombstones */
+    strmap_free(&e->unsettled);
+    strmap_init(&e->unsettled);
+  }
+  if (e->ndeferred) uv_timer_start(&e->effects_timer, on_effects, 0, 0);
+}
+
+static void forget_unsettled(engine *e) {
+  for (size_t i = 0; i < e->unsettled.cap; i++)
+    if (STRMAP_LIVE(&e->unsettled, i)) free(e->unsettled.vals[i]);
+  strmap_free(&e->unsettled);
+  strmap_init(&e->unsettled);
+}
+
 /* ------------------------------------------------------------- commit --- */
 
 static void on_store_retry(uv_timer_t *t);
@@ -92,6 +144,10 @@ void engine_store_incident(engine *e) {
 static void batch_lost(engine *e, int incident) {
   store_rollback(e->st);
   drop_notes(e);
+  /* what was not committed is gone: the log holds only durable results, and
+   * an attempt kept below (its command is in the log) may begin */
+  forget_unsettled(e);
+  settle_batch(e, e->batch - 1);
   if (e->nwaiters) tell_waiters(e, 0);
   for (size_t i = 0; i < e->runs.cap; i++)
     if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
@@ -184,7 +240,8 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
 /* What follows a commit's answer rc, with the notes and waiters of the batch
  * it committed (detached arrays, freed here): on success the notes are
  * delivered and the waiters told; on failure they go with the lost batch. */
-static int commit_done(engine *e, int rc, note *notes, size_t nnotes, waiter *w, size_t nw) {
+static int commit_done(engine *e, int rc, int64_t no, note *notes, size_t nnotes, waiter *w, size_t nw) {
+  if (rc == STORE_OK) settle_batch(e, no);
   if (rc == STORE_ELEASE) /* another worker runs that workflow now: it is not ours to write */
     render_line(stderr, 0, "engine: %s", store_errmsg(e->st));
   if (rc == STORE_OK) crash_point("commit.after");
@@ -217,6 +274,7 @@ static int commit_done(engine *e, int rc, note *notes, size_t nnotes, waiter *w,
  * store call meanwhile waits for it first (store.c), and the next commit
  * reports it before anything else. */
 struct inflight {
+  int64_t no; /* the batch's number */
   note *notes;
   size_t nnotes;
   waiter *waiters;
@@ -230,7 +288,7 @@ static int inflight_done(engine *e, int rc) {
   struct inflight *f = e->inflight;
   e->inflight = NULL;
   if (f->poll) uv_close((uv_handle_t *)f->poll, engine_free_handle);
-  int done = commit_done(e, rc, f->notes, f->nnotes, f->waiters, f->nwaiters);
+  int done = commit_done(e, rc, f->no, f->notes, f->nnotes, f->waiters, f->nwaiters);
   free(f);
   return done;
 }
@@ -277,10 +335,11 @@ static int commit_batch(engine *e, int nowait) {
   e->nnotes = e->capnotes = 0;
   e->waiters = NULL;
   e->nwaiters = e->capwaiters = 0;
+  int64_t no = e->batch++; /* what is written from now on waits for the next commit */
   int rc = nowait ? store_commit_start(e->st) : store_commit(e->st);
-  if (rc != STORE_PENDING) return commit_done(e, rc, notes, nnotes, w, nw);
+  if (rc != STORE_PENDING) return commit_done(e, rc, no, notes, nnotes, w, nw);
   struct inflight *f = util_xcalloc(1, sizeof *f);
-  *f = (struct inflight){notes, nnotes, w, nw, NULL};
+  *f = (struct inflight){no, notes, nnotes, w, nw, NULL};
   e->inflight = f;
   int writable, fd = store_commit_socket(e->st, &writable);
   f->poll = util_xcalloc(1, sizeof *f->poll);
@@ -366,6 +425,8 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   strmap_init(&e->touched);
   strmap_init(&e->bytecode);
   strmap_init(&e->scripts);
+  strmap_init(&e->unsettled);
+  e->batch = 1;
   int uv = uv_loop_init(&e->loop);
   if (uv != 0) {
     util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
@@ -394,13 +455,15 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   actvm_set_observer(e->act, &obs);
   if ((uv = uv_prepare_init(&e->loop, &e->prep)) != 0 || (uv = uv_timer_init(&e->loop, &e->task_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 ||
-      (uv = uv_timer_init(&e->loop, &e->lease_timer)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
+      (uv = uv_timer_init(&e->loop, &e->lease_timer)) != 0 || (uv = uv_timer_init(&e->loop, &e->effects_timer)) != 0 ||
+      (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
       (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0) {
     util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
     engine_free(e);
     return -1;
   }
-  e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e->lease_timer.data = e;
+  e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e->lease_timer.data =
+      e->effects_timer.data = e;
   hooks_open(e);
   *out = e;
   return 0;
@@ -528,6 +591,9 @@ void engine_free(engine *e) {
     attempt_free(a);
   }
   strmap_free(&e->attempts);
+  attempts_clear_deferred(e);
+  free(e->deferred);
+  forget_unsettled(e);
   strmap_free(&e->touched);
   for (size_t i = 0; i < e->runs.cap; i++)
     if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);

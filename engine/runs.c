@@ -17,6 +17,17 @@
 
 /* ------------------------------------------------------------ history --- */
 
+/* Whether an event only records a command being issued: the workflow learns
+ * nothing from it, so an effect issued after it need not wait for its commit. */
+static int issues_command(const char *type) {
+  static const char *const issued[] = {"ActivityScheduled", "TimerStarted",      "SignalWaitStarted",
+                                       "SlotRequested",     "SlotReleaseRequested", "CounterRequested",
+                                       "RateRequested",     "RateChargeRequested",  NULL};
+  for (const char *const *t = issued; *t; t++)
+    if (strcmp(type, *t) == 0) return 1;
+  return 0;
+}
+
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash,
                           const char *payload, hist_event *out) {
   hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms()};
@@ -27,6 +38,7 @@ int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, co
     return -1;
   }
   crash_point("append");
+  if (!issues_command(type)) engine_unsettle(r->e, r->id, r->run, ev.seq);
   r->next_seq++;
   if (out) *out = ev;
   return ev.seq;
@@ -408,6 +420,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         store_modules_copy(e->st, r->id, r->run, next);
         store_wf_new_run(e->st, r->id, next, input);
         store_hist_append(e->st, r->id, next, &ev);
+        engine_unsettle(e, r->id, next, 1);
         store_task_del_wf(e->st, r->id);
         cancel_attempts(r);
         slots_release_all(e, r->id); /* a new run asks again */

@@ -612,6 +612,10 @@ static void check_activity_options(lua_State *L, int t) {
     }
     lua_pop(L, 1);
   }
+  lua_pushliteral(L, "local");
+  int lt = lua_rawget(L, t);
+  lua_pop(L, 1);
+  if (lt != LUA_TNIL && lt != LUA_TBOOLEAN) raise_error(L, "InvalidOptions", "activity option 'local' must be a boolean");
   lua_pushliteral(L, "retry");
   if (lua_rawget(L, t) == LUA_TTABLE) {
     int r = lua_gettop(L);

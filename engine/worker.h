@@ -43,6 +43,7 @@ typedef struct attempt {
   int64_t seq;
   int n;
   int64_t first_at;
+  int64_t run; /* the workflow's run, for the idempotency key */
   char *name;
   char *payload;
   char *script_dir;
@@ -50,6 +51,9 @@ typedef struct attempt {
   act_call *call;
   int64_t lease_ms; /* how long its lease lasts: renewed when a lost batch took it */
   int64_t started_mono; /* for engine_config.on_activity */
+  /* the batch whose commit it waits for before its body begins (0: begun):
+   * a step never acts on a result that is not durable (attempts.c) */
+  int64_t after_batch;
   char key[160];
 } attempt;
 
@@ -117,6 +121,15 @@ struct engine {
   int64_t max_leases; /* workflows it runs at once at most (ENGINE_MAX_LEASES): the rest are the others' */
   uv_timer_t lease_timer;
   hooks *hooks;
+  /* A step acts only on durable results: batches are numbered as they are
+   * written; a workflow with a result in a batch not yet committed keeps the
+   * effects it issues after it (activity bodies) until that commit. */
+  int64_t batch;    /* the batch being written, from 1 */
+  int64_t durable;  /* the last batch whose commit was answered */
+  strmap unsettled; /* id -> unsettled*: its first result that is not durable yet */
+  char **deferred;  /* keys of attempts waiting for a commit (attempts.c) */
+  size_t ndeferred, capdeferred;
+  uv_timer_t effects_timer; /* starts them once their commit is answered */
 };
 
 /* engine.c */
@@ -129,6 +142,12 @@ void engine_store_incident(engine *e);
 int engine_owns(engine *e, const char *id);
 /* Workflow id was written to: a dispatch under way reads it again (touched). */
 void engine_touch(engine *e, const char *id);
+/* Workflow id recorded a result at (run, seq) in the open batch. */
+void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq);
+/* The batch to wait for before an effect issued at (run, seq) of workflow
+ * id may begin: one that holds a result recorded before it; 0 when every
+ * result before it is durable. */
+int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
 /* A close callback for a handle allocated on its own (the sweep timer, a commit's poll). */
 void engine_free_handle(uv_handle_t *h);
 /* Closes every handle of loop and runs it until it can be closed. */
@@ -162,6 +181,10 @@ int attempt_answered(engine *e, const char *id, wfrun *r, int64_t seq);
  * ActivityScheduled event into *h (the caller frees it). */
 int attempt_open(engine *e, const char *id, int64_t run, int64_t seq, hist_list *h);
 char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to);
+/* Begins the attempts that waited for a commit that is now answered. */
+void attempts_begin_deferred(engine *e);
+/* Forgets the deferred attempts' keys (a lost batch or a stop dropped them). */
+void attempts_clear_deferred(engine *e);
 
 /* dispatch.c */
 void dispatch_due(engine *e);
