@@ -401,7 +401,7 @@ static void cleanup(void) {
 
 /* ---------------------------------------------------- the documented --- */
 
-#define MAX_OPS 32
+#define MAX_OPS 64
 
 typedef struct op {
   char method[8];
