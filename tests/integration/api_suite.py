@@ -459,7 +459,7 @@ def section_routes(srv):
         ("404: case matters", "GET", "/V1/workflows", None, None, 404, "no such route"),
         ("404: an encoded route segment", "GET", "/v1%2Fworkflows", None, None, 404, "no such route"),
         ("405: DELETE a workflow", "DELETE", S + "/w-done", None, None, 405,
-         ("Allow: GET", "method DELETE is not allowed on /v1/workflows/w-done (allowed: GET)")),
+         ("Allow: GET", "method DELETE is not allowed on /v1/workflows/w-done (allowed: GET, HEAD)")),
         ("405: PUT /v1/workflows", "PUT", S, J, "{}", 405, "Allow: POST, GET"),
         ("405: POST /healthz", "POST", "/healthz", None, None, 405, "Allow: GET"),
         ("405: GET cancel", "GET", S + "/w-done/cancel", None, None, 405, "Allow: POST"),
