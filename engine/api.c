@@ -1661,7 +1661,7 @@ static int match(const char *pattern, const char *path, ctx *c) {
  * DNS rebinding names its own host in Host. A page of this server's own
  * origin (the web page it serves) is local like its Host. */
 static int local_client(httpd_req *r) {
-  const char *host = httpd_header(r, "Host"), *origin = httpd_header(r, "Origin");
+  const char *host = httpd_host(r), *origin = httpd_header(r, "Origin");
   /* a page this server itself served (same origin, a loopback Host) may ask */
   if (origin && (!host || strncmp(origin, "http://", 7) != 0 || strcmp(origin + 7, host) != 0)) return 0;
   if (!host) return 1; /* HTTP/1.0 */
@@ -1750,6 +1750,9 @@ static void on_request(void *ud, httpd_req *r) {
   ctx c;
   memset(&c, 0, sizeof c);
   const char *method = httpd_method(r), *path = httpd_path(r);
+  /* HEAD is GET without the body (RFC 9110 9.3.2): the library sends the
+   * head of the GET's answer, Content-Length included, and drops its body */
+  const char *as = strcmp(method, "HEAD") == 0 ? "GET" : method;
   const route *found = NULL;
   char allow[64] = "";
   int bad_param = 0;
@@ -1757,11 +1760,12 @@ static void on_request(void *ud, httpd_req *r) {
     int m = match(ROUTES[i].pattern, path, &c);
     if (m < 0) bad_param = 1;
     if (m != 1) continue;
-    if (strcmp(ROUTES[i].method, method) == 0) {
+    if (strcmp(ROUTES[i].method, as) == 0) {
       found = &ROUTES[i];
       break;
     }
-    snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s", *allow ? ", " : "", ROUTES[i].method);
+    snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s%s", *allow ? ", " : "", ROUTES[i].method,
+             strcmp(ROUTES[i].method, "GET") == 0 ? ", HEAD" : "");
   }
   if (!found) {
     if (*allow) {

@@ -11,7 +11,8 @@
  * connection; the answer resumes it.
  *
  * Limits, each with its status: a body over max_body is 413 (from
- * Content-Length before a byte of it is read, or as it arrives), a request
+ * Content-Length before a byte of it is read, or as soon as it passes the
+ * limit as it arrives, and the connection closed), a request
  * line and headers over max_header 431 (414 for a request line alone; we
  * measure them, and MHD answers those that overflow its memory pool), a
  * connection past max_connections 503. A client silent for
@@ -69,13 +70,14 @@ struct httpd_req {
   struct MHD_Connection *c;
   conn_rec *conn;
   char *method, *path;
+  char *authority;  /* of an absolute-form target (RFC 9112 3.2.2), else NULL */
   ubuf body;
   int started;      /* the access handler has seen it */
-  int too_large;    /* body over the limit: answered 413 when it ends */
   size_t max_body;  /* the limit for this request's path */
   int handled;      /* given to the handler */
   int suspended;    /* waiting for httpd_respond */
   int answered;     /* a response is queued (or pending in resp) */
+  size_t refused;   /* refused while its body streamed in: bytes of it dropped since */
   struct MHD_Response *resp;
   int status;
   httpd_stream *stream;
@@ -265,6 +267,7 @@ static void req_free(httpd_req *r) {
   if (r->resp) MHD_destroy_response(r->resp);
   free(r->method);
   free(r->path);
+  free(r->authority);
   ubuf_free(&r->body);
   free(r);
 }
@@ -277,9 +280,15 @@ static size_t unescape_none(void *cls, struct MHD_Connection *c, char *s) {
   return strlen(s);
 }
 
-static struct MHD_Response *error_response(int status, const char *msg) {
+/* The API's error body: {"error":{"status":N,"message":"..."}} */
+static char *error_body(int status, const char *msg) {
   char *q = json_quote(msg), *body = util_fmt("{\"error\":{\"status\":%d,\"message\":%s}}\n", status, q);
   free(q);
+  return body;
+}
+
+static struct MHD_Response *error_response(int status, const char *msg) {
+  char *body = error_body(status, msg);
   struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
   MHD_add_response_header(resp, "Content-Type", "application/json");
   return resp;
@@ -293,6 +302,34 @@ static enum MHD_Result queue_error(httpd_req *r, int status, const char *msg) {
   MHD_destroy_response(resp);
   r->answered = 1;
   return rc;
+}
+
+/* What of a body refused midway is still read (and dropped) before the
+ * connection closes: a client that is still sending when we close gets a
+ * reset, and may lose our answer with it (curl reports "send failure"); one
+ * that reads as it sends (curl does) sees the refusal and stops within this. */
+#define LINGER_BYTES (256u << 10)
+
+/* A refusal while the body streams in (a chunked body's size shows only as
+ * it comes): libmicrohttpd 0.9.75 takes a response only before the body or
+ * after its end, and reading a body we will not keep to its end would let a
+ * client make us read without bound. So the answer is written to the socket
+ * here, in one send of a fixed head (the request is HTTP/1.x; nothing else
+ * was sent on it since its head), and the connection is closed after at
+ * most LINGER_BYTES more. */
+static void refuse_midway(httpd_req *r, int status, const char *msg) {
+  r->answered = 1;
+  r->refused = 1;
+  if (!r->conn || r->conn->fd < 0) return;
+  char *body = error_body(status, msg), *all = util_fmt("HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: "
+                                                        "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                                                        status, MHD_get_reason_phrase_for((unsigned)status),
+                                                        strlen(body), body);
+  ssize_t n = send(r->conn->fd, all, strlen(all), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)n; /* a client that reads nothing misses it: the close still ends it */
+  shutdown(r->conn->fd, SHUT_WR);
+  free(body);
+  free(all);
 }
 
 static enum MHD_Result add_size(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
@@ -337,31 +374,44 @@ static enum MHD_Result add_framing(void *cls, enum MHD_ValueKind kind, const cha
  * requests are smuggled past a proxy in front; MHD would pick one and go on
  * reading the connection. RFC 9112 6.3: refuse it, and close. Two Host
  * headers likewise (RFC 9112 3.2). NULL, or why it is refused. */
-static const char *ambiguous(struct MHD_Connection *c) {
+static const char *ill_formed(struct MHD_Connection *c, const char *version) {
   framing f = {0, 0, 0, 0, NULL};
   MHD_get_connection_values(c, MHD_HEADER_KIND, add_framing, &f);
-  if (f.differ) return "two different Content-Length headers";
-  if (f.lengths && f.chunked) return "both Content-Length and Transfer-Encoding";
-  if (f.hosts > 1) return "more than one Host header";
+  if (f.differ) return "the request is ambiguous: two different Content-Length headers";
+  if (f.lengths && f.chunked) return "the request is ambiguous: both Content-Length and Transfer-Encoding";
+  if (f.hosts > 1) return "the request is ambiguous: more than one Host header";
+  /* RFC 9112 3.2: HTTP/1.1 names its host; the tokenless mode's guard
+   * against DNS rebinding reads it, so a request without one must not pass */
+  if (!f.hosts && strcmp(version, MHD_HTTP_VERSION_1_0) != 0) return "the request has no Host header (HTTP/1.1 requires one)";
   return NULL;
+}
+
+/* An absolute-form target ("http://host:port/path", what forward proxies
+ * and curl -x send): RFC 9112 3.2.2 has a server take it, route by its path
+ * and read its authority in place of Host. 0 when url is not one. */
+static int split_absolute(httpd_req *r, const char *url) {
+  size_t scheme = strncasecmp(url, "http://", 7) == 0 ? 7 : strncasecmp(url, "https://", 8) == 0 ? 8 : 0;
+  if (!scheme) return 0;
+  const char *auth = url + scheme, *slash = strchr(auth, '/');
+  size_t n = slash ? (size_t)(slash - auth) : strlen(auth);
+  r->authority = util_xmalloc(n + 1);
+  memcpy(r->authority, auth, n);
+  r->authority[n] = 0;
+  r->path = util_strdup(slash ? slash : "/");
+  return 1;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-  (void)version;
   httpd *h = cls;
   httpd_req *r = *con_cls;
   if (!r) return MHD_NO; /* no request object: cannot happen with the URI callback */
   if (!r->started) {
     r->started = 1;
     r->method = util_strdup(method);
-    r->path = util_strdup(url);
-    const char *why = ambiguous(c);
-    if (why) {
-      char msg[160];
-      snprintf(msg, sizeof msg, "the request is ambiguous: %s", why);
-      return queue_error(r, 400, msg);
-    }
+    if (!split_absolute(r, url)) r->path = util_strdup(url);
+    const char *why = ill_formed(c, version);
+    if (why) return queue_error(r, 400, why);
     size_t line = 0, head = 0;
     request_size(c, method, url, &line, &head);
     if (line > h->lim.max_header || line + head > h->lim.max_header) {
@@ -378,7 +428,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
       return queue_error(r, 503, msg);
     }
     /* webhook senders post big payloads (GitHub up to 25 MB): their own limit */
-    r->max_body = strncmp(url, "/hooks/", 7) == 0 ? h->lim.max_hook_body : h->lim.max_body;
+    r->max_body = strncmp(r->path, "/hooks/", 7) == 0 ? h->lim.max_hook_body : h->lim.max_body;
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > r->max_body) {
       char msg[128];
@@ -387,19 +437,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     return MHD_YES;
   }
+  if (r->refused) { /* dropped; at the body's end or past the linger MHD_NO closes the connection */
+    int more = *upload_size && (r->refused += *upload_size) <= LINGER_BYTES;
+    *upload_size = 0;
+    return more ? MHD_YES : MHD_NO;
+  }
   if (*upload_size) {
-    if (!r->too_large && r->body.n + *upload_size > r->max_body) {
-      r->too_large = 1;
+    if (r->body.n + *upload_size > r->max_body) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "the body is more than the limit of %zu bytes", r->max_body);
       ubuf_free(&r->body);
+      refuse_midway(r, 413, msg);
+      *upload_size = 0;
+      return MHD_YES;
     }
-    if (!r->too_large) ubuf_add(&r->body, upload, *upload_size);
+    ubuf_add(&r->body, upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;
-  }
-  if (r->too_large) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "the body is more than the limit of %zu bytes", r->max_body);
-    return queue_error(r, 413, msg);
   }
   if (r->resp) { /* answered while suspended */
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)r->status, r->resp);
@@ -603,6 +657,9 @@ const char *httpd_method(const httpd_req *r) { return r->method; }
 const char *httpd_path(const httpd_req *r) { return r->path; }
 const char *httpd_header(const httpd_req *r, const char *name) {
   return MHD_lookup_connection_value(r->c, MHD_HEADER_KIND, name);
+}
+const char *httpd_host(const httpd_req *r) {
+  return r->authority ? r->authority : httpd_header(r, MHD_HTTP_HEADER_HOST);
 }
 typedef struct header_walk {
   int (*cb)(void *ud, const char *name, const char *value);

@@ -48,10 +48,14 @@ void httpd_get_stats(const httpd *h, httpd_stats *out);
 
 /* ---- a request (valid until it is answered) ---- */
 const char *httpd_method(const httpd_req *r);
-/* The path as sent (still percent-encoded; without the query). */
+/* The path as sent (still percent-encoded; without the query); of an
+ * absolute-form target ("http://host/path") its path. */
 const char *httpd_path(const httpd_req *r);
 /* A request header (case-insensitive name), or NULL. */
 const char *httpd_header(const httpd_req *r, const char *name);
+/* Whom the request is for: an absolute-form target's authority, else Host
+ * (NULL only for HTTP/1.0 without one: HTTP/1.1 without Host is refused). */
+const char *httpd_host(const httpd_req *r);
 /* A query parameter, still percent-encoded, or NULL. */
 const char *httpd_query(const httpd_req *r, const char *name);
 const char *httpd_body(const httpd_req *r, size_t *len);

@@ -727,6 +727,16 @@ static void artifact_line(pp *p, const char *a, size_t an) {
   free(stored);
 }
 
+char *pretty_review(const char *json, size_t n, const pretty_opts *o) {
+  char *strict = json_for_output(json, n);
+  ubuf out = {0};
+  pp p = {&out, 0, 0, 0, o};
+  if (*strict == '{') session_lines(&p, strict, strlen(strict));
+  ubuf_add(&out, "", 1);
+  free(strict);
+  return out.p;
+}
+
 char *pretty_outcome(const char *json, size_t n, const pretty_opts *o) {
   char *strict = json_for_output(json, n);
   size_t sn = strlen(strict), vn;

@@ -52,5 +52,9 @@ int pretty_json(ubuf *out, const char *json, size_t n, size_t col, const pretty_
  * other results folded as JSON; the artifacts with where they are stored.
  * Lines end in newlines. Malloc'd; NULL when json is not a summary. */
 char *pretty_outcome(const char *json, size_t n, const pretty_opts *o);
+/* A review ({summary, verdict, findings}, or a session result's shape) as
+ * the outcome shows it: summary, verdict and the findings table, on lines
+ * without a newline at the end. Malloc'd. */
+char *pretty_review(const char *json, size_t n, const pretty_opts *o);
 
 #endif

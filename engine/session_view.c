@@ -13,8 +13,13 @@
 #include "approval.h"
 #include "engine.h"
 #include "json.h"
+#include "pretty.h"
 #include "render.h"
 #include "util.h"
+
+/* web/event_kinds.json, built in (CMakeLists.txt): how each kind is shown */
+extern const unsigned char event_kinds_json[];
+extern const unsigned long event_kinds_json_len;
 
 void view_time(int64_t ms, char *out, size_t n) {
   time_t t = (time_t)(ms / 1000);
@@ -746,11 +751,280 @@ static int field_is(lua_State *L, int t, const char *k, int type) {
   return yes;
 }
 
+/* ------------------------------------------------------ event kinds --- */
+
+/* How a kind of event is shown comes from web/event_kinds.json, which the
+ * page reads too: one description, so that the terminal and the page show
+ * the same thing (see its "about"). Here each of its shapes is drawn as
+ * transcript text; view_wrap then wraps and escapes it like any other. */
+
+/* Pushes section[name] of the kinds (decoded once, kept in the registry);
+ * 0 with nothing pushed when there is none. */
+static int kind_push(lua_State *L, const char *section, const char *name) {
+  int top = lua_gettop(L);
+  if (lua_getfield(L, LUA_REGISTRYINDEX, "engine.event_kinds") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    char err[64];
+    if (json_decode_safe(L, (const char *)event_kinds_json, event_kinds_json_len, err, sizeof err) != 0) return 0;
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "engine.event_kinds");
+  }
+  if (lua_getfield(L, -1, section) != LUA_TTABLE || (name && lua_getfield(L, -1, name) != LUA_TTABLE)) {
+    lua_settop(L, top);
+    return 0;
+  }
+  lua_replace(L, top + 1);
+  lua_settop(L, top + 1);
+  return 1;
+}
+
+/* The string field k of the description at d, or NULL (valid while d is). */
+static const char *kind_str(lua_State *L, int d, const char *k) {
+  lua_getfield(L, d, k);
+  const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  lua_pop(L, 1); /* the string stays in the description */
+  return s;
+}
+
+/* Pushes the value at the dotted path of the table at t ("result.verdict");
+ * 0 with nothing pushed when it is missing (or null). */
+static int path_push(lua_State *L, int t, const char *path) {
+  lua_pushvalue(L, t);
+  for (const char *p = path; *p;) {
+    const char *dot = strchr(p, '.');
+    size_t n = dot ? (size_t)(dot - p) : strlen(p);
+    if (!lua_istable(L, -1)) break;
+    lua_pushlstring(L, p, n);
+    lua_gettable(L, -2);
+    lua_remove(L, -2);
+    p += n + (dot ? 1 : 0);
+    if (!dot) break;
+  }
+  if (lua_isnil(L, -1) || lua_type(L, -1) == LUA_TLIGHTUSERDATA) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+/* Appends the text of the value at the top (a string as it is, else its
+ * JSON), at most max characters (0: all), and pops it. */
+static void add_top(ubuf *b, lua_State *L, size_t max) {
+  size_t n = 0;
+  const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : json_encode(L, -1, &n);
+  size_t k = 0, chars = 0;
+  while (k < n && (!max || chars < max)) { /* whole UTF-8 characters */
+    k++;
+    while (k < n && ((unsigned char)s[k] & 0xc0) == 0x80) k++;
+    chars++;
+  }
+  ubuf_add(b, s, k);
+  lua_pop(L, 1);
+}
+
+/* A line template: {field} or {field:N} is the field of the table at t, and
+ * [...] is left out when a field inside it is missing. Returns 0 when a
+ * field outside brackets is missing (the text is then incomplete). */
+static int add_template(ubuf *b, lua_State *L, int t, const char *tpl) {
+  int complete = 1;
+  size_t opt_at = 0;
+  int in_opt = 0, opt_ok = 1;
+  for (const char *p = tpl; *p; p++) {
+    if (*p == '[' && !in_opt) {
+      in_opt = 1, opt_ok = 1, opt_at = b->n;
+    } else if (*p == ']' && in_opt) {
+      if (!opt_ok) b->n = opt_at;
+      in_opt = 0;
+    } else if (*p == '{' && strchr(p, '}')) {
+      const char *close = strchr(p, '}'), *colon = memchr(p, ':', (size_t)(close - p));
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)((colon ? colon : close) - p - 1), p + 1);
+      if (path_push(L, t, name))
+        add_top(b, L, colon ? (size_t)strtoul(colon + 1, NULL, 10) : 0);
+      else if (in_opt)
+        opt_ok = 0;
+      else
+        complete = 0;
+      p = close;
+    } else {
+      ubuf_add(b, p, 1);
+    }
+  }
+  return complete;
+}
+
+/* Where a kind is drawn: b, the event's text (wrapped and escaped by
+ * view_wrap); block, rows laid out already (a review's table), shown under
+ * the event, indented by BLOCK_INDENT, in block_width columns. */
+typedef struct kind_out {
+  ubuf *b, *block;
+  size_t block_width;
+  int color;
+} kind_out;
+enum { BLOCK_INDENT = 4 };
+
+/* The review shape: summary, verdict and findings as the outcome shows them,
+ * in rows of the block. */
+static void add_review(kind_out *ko, lua_State *L, int t, int d) {
+  static const char *const parts[] = {"summary", "verdict", "findings"};
+  lua_createtable(L, 0, 3);
+  int o = lua_gettop(L);
+  for (size_t i = 0; i < 3; i++) {
+    const char *path = kind_str(L, d, parts[i]);
+    if (path && path_push(L, t, path)) lua_setfield(L, o, parts[i]);
+  }
+  size_t n;
+  const char *json = json_encode(L, o, &n);
+  pretty_opts po = pretty_defaults(ko->block_width, ko->color);
+  char *text = pretty_review(json, n, &po);
+  for (const char *line = text; *line;) { /* each row indented */
+    const char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    ubuf_add(ko->block, "        ", BLOCK_INDENT);
+    ubuf_add(ko->block, line, len);
+    ubuf_add(ko->block, "\n", 1);
+    line += len + (nl ? 1 : 0);
+  }
+  free(text);
+  lua_settop(L, o - 1);
+}
+
+/* The count of findings and the verdict: a review in one line (an approval
+ * of a call shown above). */
+static void add_review_digest(ubuf *b, lua_State *L, int t, int d) {
+  const char *fp = kind_str(L, d, "findings"), *vp = kind_str(L, d, "verdict");
+  size_t n = 0;
+  if (fp && path_push(L, t, fp)) {
+    if (lua_istable(L, -1)) n = lua_rawlen(L, -1);
+    lua_pop(L, 1);
+  }
+  char num[64];
+  snprintf(num, sizeof num, "a review with %zu finding%s", n, n == 1 ? "" : "s");
+  add_str(b, num);
+  if (vp && path_push(L, t, vp)) {
+    add_str(b, ", verdict ");
+    add_top(b, L, 80);
+  }
+}
+
+/* The table at t shown by the description at d (its shape). digest: a
+ * review in one line. Returns 0 when d has no shape this draws. */
+static int add_kind(kind_out *ko, lua_State *L, int t, int d, int digest) {
+  ubuf *b = ko->b;
+  const char *shape = kind_str(L, d, "shape");
+  if (!shape) return 0;
+  if (strcmp(shape, "command") == 0) {
+    const char *f = kind_str(L, d, "command");
+    if (!f || !path_push(L, t, f)) return 0;
+    add_str(b, "$ ");
+    add_top(b, L, 0);
+  } else if (strcmp(shape, "line") == 0) {
+    const char *tpl = kind_str(L, d, "line");
+    size_t at = b->n;
+    if (!tpl || !add_template(b, L, t, tpl)) {
+      b->n = at;
+      return 0;
+    }
+  } else if (strcmp(shape, "file") == 0) {
+    const char *pf = kind_str(L, d, "path"), *cf = kind_str(L, d, "content");
+    if (!pf || !cf || !path_push(L, t, pf)) return 0;
+    add_top(b, L, 0);
+    size_t n = 0, lines = 0;
+    const char *c = path_push(L, t, cf) && lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+    for (size_t i = 0; c && i < n; i++) lines += c[i] == '\n' || i == n - 1;
+    char head[96];
+    snprintf(head, sizeof head, " (%zu bytes, %zu line%s)", n, lines, lines == 1 ? "" : "s");
+    add_str(b, head);
+    lua_getfield(L, d, "lines");
+    size_t want = lua_isinteger(L, -1) ? (size_t)lua_tointeger(L, -1) : 4, shown = 0, i = 0;
+    lua_pop(L, 1);
+    size_t seen = 0; /* lines passed, blank ones among them (not shown) */
+    while (c && i < n && shown < want && !digest) {
+      const char *nl = memchr(c + i, '\n', n - i);
+      size_t e = nl ? (size_t)(nl - c) : n;
+      if (e > i) { /* cut to a row (at a character's start): a glimpse, not the file */
+        size_t room = ko->block_width > 60 ? ko->block_width - 30 : 30, k = i, cols = 0;
+        while (k < e && cols < room) {
+          k++;
+          while (k < e && ((unsigned char)c[k] & 0xc0) == 0x80) k++;
+          cols++;
+        }
+        add_str(b, "\n  ");
+        ubuf_add(b, c + i, k - i);
+        if (k < e) add_str(b, "...");
+        shown++;
+      }
+      i = e + 1;
+      seen++;
+    }
+    if (c && shown && lines > seen) {
+      snprintf(head, sizeof head, "\n  ... %zu more line%s", lines - seen, lines - seen == 1 ? "" : "s");
+      add_str(b, head);
+    }
+    if (c) lua_pop(L, 1);
+  } else if (strcmp(shape, "review") == 0) {
+    static const char *const parts[] = {"summary", "verdict", "findings"};
+    int any = 0; /* none of them: not a review after all */
+    for (size_t i = 0; i < 3 && !any; i++) {
+      const char *path = kind_str(L, d, parts[i]);
+      if (path && path_push(L, t, path)) any = 1, lua_pop(L, 1);
+    }
+    if (!any) return 0;
+    if (digest || !ko->block) add_review_digest(b, L, t, d);
+    else add_review(ko, L, t, d);
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* A tool call's arguments (field "args" of the payload at t) as the tool's
+ * kind shows them, else as their JSON. */
+static void add_args(kind_out *ko, lua_State *L, int t, int digest) {
+  ubuf *b = ko->b;
+  int top = lua_gettop(L);
+  lua_getfield(L, t, "tool");
+  const char *tool = lua_tostring(L, -1);
+  int a = lua_gettop(L) + 1;
+  lua_getfield(L, t, "args");
+  size_t at = b->n;
+  int shown = tool && lua_istable(L, a) && kind_push(L, "tools", tool) && add_kind(ko, L, a, lua_gettop(L), digest);
+  if (!shown) {
+    b->n = at;
+    lua_settop(L, a);
+    if (!lua_isnil(L, a)) add_top(b, L, 0);
+  }
+  lua_settop(L, top);
+}
+
+/* The model's final answer, when it is a result (a JSON object with one of
+ * the fields the "result" kind names): that result's shape. */
+static int add_result(kind_out *ko, lua_State *L, int t) {
+  int top = lua_gettop(L);
+  lua_getfield(L, t, "text");
+  size_t n;
+  const char *text = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+  char err[8];
+  int shown = 0;
+  if (text && n && text[0] == '{' && json_decode_safe(L, text, n, err, sizeof err) == 0 && lua_istable(L, -1)) {
+    int r = lua_gettop(L);
+    if (kind_push(L, "result", NULL)) {
+      size_t at = ko->b->n;
+      add_str(ko->b, "the final answer:");
+      shown = add_kind(ko, L, r, lua_gettop(L), 0);
+      if (!shown) ko->b->n = at;
+    }
+  }
+  lua_settop(L, top);
+  return shown;
+}
+
 /* The body of an event in the words of view_event_line, nothing cut; an
  * approval's mark in *mark (with its colour in *sgr), the columns its later
  * rows hang under its start in *hang. */
-static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const char **mark, const char **sgr,
-                            int *hang) {
+static void transcript_body(lua_State *L, const domain_event *e, kind_out *ko, const char **mark,
+                            const char **sgr, int *hang) {
+  ubuf *b = ko->b;
   static const char YELLOW[] = "\033[1;33m", GREEN[] = "\033[1;32m", RED[] = "\033[1;31m";
   const char *ty = e->type;
   int t = 1;
@@ -774,14 +1048,14 @@ static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const 
   if (strcmp(ty, "agent.message") == 0) {
     add_str(b, "assistant: ");
     size_t before = b->n;
-    add_raw(b, L, t, "text");
+    if (!add_result(ko, L, t)) add_raw(b, L, t, "text");
     if (b->n == before) add_str(b, "(tool calls only)");
     *hang = 11;
   } else if (strcmp(ty, "tool.requested") == 0) {
     add_str(b, "  -> ");
     add_raw(b, L, t, "tool");
     add_str(b, " ");
-    add_raw(b, L, t, "args");
+    add_args(ko, L, t, 0);
     *hang = 5;
   } else if (strcmp(ty, "tool.result") == 0) {
     add_str(b, "  <- ");
@@ -801,7 +1075,10 @@ static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const 
       add_raw(b, L, t, "request_id");
       add_str(b, ")");
       add_row_field(b, L, t, "reason", "reason");
-      add_row_field(b, L, t, "args", "args");
+      if (present(L, t, "args")) { /* shown whole with the call above: what it is, in a line */
+        add_str(b, "\nargs: ");
+        add_args(ko, L, t, 1);
+      }
       add_row_field(b, L, t, "update", "update");
     } else if (*e->payload) {
       add_str(b, " ");
@@ -872,6 +1149,8 @@ static void transcript_body(lua_State *L, const domain_event *e, ubuf *b, const 
     add_str(b, "failed: ");
     add_raw(b, L, t, "error");
     add_raw(b, L, t, "problems");
+  } else if (*ty && kind_push(L, "events", ty) && add_kind(ko, L, t, lua_gettop(L), 0)) {
+    *hang = 2;
   } else {
     char *s = util_fmt("%-22s %s", e->type, e->payload ? e->payload : "");
     add_str(b, s);
@@ -886,10 +1165,11 @@ char *view_event_transcript(const domain_event *e, const view_layout *lay) {
   if (!L) return util_fmt("#%-4lld (out of memory)\n", (long long)e->seq);
   char t[40];
   view_time(e->time, t, sizeof t);
-  ubuf body = {0}, out = {0};
+  ubuf body = {0}, block = {0}, out = {0};
   const char *mark, *sgr;
   int hang;
-  transcript_body(L, e, &body, &mark, &sgr, &hang);
+  kind_out ko = {&body, &block, lay->width > BLOCK_INDENT + 40 ? (size_t)(lay->width - BLOCK_INDENT) : 100, lay->color};
+  transcript_body(L, e, &ko, &mark, &sgr, &hang);
   char *head = util_fmt("#%-4lld %s  ", (long long)e->seq, t + 11);
   int headw = (int)strlen(head), markw = mark ? (int)strlen(mark) : 0, width = lay->width;
   int indent = headw + hang;
@@ -909,9 +1189,11 @@ char *view_event_transcript(const domain_event *e, const view_layout *lay) {
     view_wrap(&out, more, strlen(more), width, indent, indent, 0, NULL);
     free(more);
   }
+  if (block.n) ubuf_add(&out, block.p, block.n); /* rendered already (pretty.h) */
   ubuf_add(&out, "", 1);
   free(head);
   ubuf_free(&body);
+  ubuf_free(&block);
   return out.p;
 }
 

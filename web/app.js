@@ -13,7 +13,7 @@ const TRANSCRIPT_WINDOW = 400; // events rendered at once; older ones on demand
 const FOLD_CHARS = 800; // a tool result longer than this starts folded
 const ROW_HEIGHT = 24; // the history's rows (style.css .history .row)
 
-const state = { me: null, view: null };
+const state = { me: null, view: null, kinds: {} };
 
 // ------------------------------------------------------------ helpers ---
 
@@ -190,6 +190,8 @@ function needToken(why) {
 }
 
 async function boot() {
+  // how each kind of event is shown: the description the terminal reads too
+  try { state.kinds = await (await fetch("/web/event_kinds.json")).json(); } catch (e) { state.kinds = {}; }
   try {
     state.me = await api("/v1/whoami");
   } catch (e) {
@@ -610,16 +612,104 @@ function head(e, label) {
     h("span", {}, "#" + e.seq), h("time", { datetime: new Date(e.time).toISOString() }, fmtTime(e.time)));
 }
 
-function argsBlock(args) {
-  const parts = [];
-  if (args && typeof args === "object" && typeof args.command === "string")
-    parts.push(h("code", { className: "cmd", "aria-label": "shell command" }, args.command));
-  parts.push(h("pre", {}, pretty(args)));
-  return parts;
+// ---- event kinds, as web/event_kinds.json describes them (its "about"
+// says why one file: the terminal draws the same shapes from it)
+
+// The value at a dotted path of o ("result.verdict"), or undefined.
+function pathGet(o, path) {
+  let v = o;
+  for (const k of String(path).split(".")) v = v !== null && typeof v === "object" ? v[k] : undefined;
+  return v === null ? undefined : v;
+}
+function textOf(v) { return typeof v === "string" ? v : JSON.stringify(v); }
+
+// A line template: {field}, {field:N} (its first N characters), [...] left
+// out when a field inside is missing. null when a field outside is missing.
+function fillTemplate(tpl, o) {
+  let missing = false;
+  const fill = (part, opt) => part.replace(/\{([^}:]+)(?::(\d+))?\}/g, (m, f, n) => {
+    const v = pathGet(o, f);
+    if (v === undefined) { if (opt) opt.missing = true; else missing = true; return ""; }
+    const t = textOf(v);
+    return n ? Array.from(t).slice(0, +n).join("") : t;
+  });
+  const out = tpl.replace(/\[([^\]]*)\]|([^[]+)/g, (m, inner, plain) => {
+    if (plain !== undefined) return fill(plain);
+    const opt = {};
+    const t = fill(inner, opt);
+    return opt.missing ? "" : t;
+  });
+  return missing ? null : out;
+}
+
+// The review shape: verdict, summary and the findings table.
+function reviewShape(d, o, digest) {
+  const verdict = pathGet(o, d.verdict), summary = pathGet(o, d.summary), findings = pathGet(o, d.findings);
+  if (verdict === undefined && summary === undefined && findings === undefined) return null;
+  if (digest) {
+    const n = Array.isArray(findings) ? findings.length : 0;
+    return [h("p", {}, "a review with " + n + (n === 1 ? " finding" : " findings") + (verdict !== undefined ? ", verdict " + textOf(verdict) : ""))];
+  }
+  return [verdict !== undefined ? h("p", { className: "verdict" }, "Verdict: ", h("strong", {}, textOf(verdict))) : null,
+    summary !== undefined ? h("p", { className: "text" }, textOf(summary)) : null,
+    Array.isArray(findings) ? findingsTable(findings) : null];
+}
+
+// The elements of o shown as its kind d says; null when d cannot show it.
+function kindShape(d, o, digest) {
+  if (!d || !o || typeof o !== "object") return null;
+  switch (d.shape) {
+  case "command": {
+    const c = pathGet(o, d.command);
+    return c === undefined ? null : [h("code", { className: "cmd", "aria-label": "shell command" }, textOf(c))];
+  }
+  case "line": {
+    const t = fillTemplate(d.line || "", o);
+    return t === null ? null : [h("p", { className: "kind-line" }, t)];
+  }
+  case "file": {
+    const p = pathGet(o, d.path), c = pathGet(o, d.content);
+    if (p === undefined || typeof c !== "string") return null;
+    const lines = c.split("\n");
+    if (lines.length && lines[lines.length - 1] === "") lines.pop();
+    const shown = lines.filter((l) => l !== "").slice(0, d.lines || 4);
+    const size = new TextEncoder().encode(c).length;
+    return [h("p", {}, h("code", {}, textOf(p)), " · " + fmtBytes(size) + ", " + lines.length + (lines.length === 1 ? " line" : " lines")),
+      digest ? null : h("pre", { className: "glimpse" }, shown.join("\n") + (lines.length > shown.length ? "\n…" : ""))];
+  }
+  case "review":
+    return reviewShape(d, o, digest);
+  default:
+    return null;
+  }
+}
+
+// The full JSON, one click away.
+function jsonExpander(v, what) {
+  return h("details", { className: "json" }, h("summary", {}, (what || "JSON")), h("pre", {}, pretty(v)));
+}
+
+// A tool call's arguments as its kind shows them (digest: in a line), then
+// the JSON behind an expander.
+function argsBlock(args, tool, digest) {
+  const d = state.kinds.tools && state.kinds.tools[tool];
+  const shown = kindShape(d, args, digest);
+  return [...(shown || []), jsonExpander(args, shown ? "Arguments (JSON)" : "Arguments: " + JSON.stringify(args).slice(0, 80))];
+}
+
+// The model's final answer when it is a result (a JSON object with one of
+// the fields the "result" kind names): its shape, else null.
+function finalAnswer(text) {
+  if (typeof text !== "string" || !/^\s*\{/.test(text)) return null;
+  let o;
+  try { o = JSON.parse(text); } catch (e) { return null; }
+  const shown = kindShape(state.kinds.result, o, false);
+  return shown ? [h("p", { className: "muted" }, "the final answer"), ...shown, jsonExpander(o, "The answer (JSON)")] : null;
 }
 
 function folded(text) {
-  const t = typeof text === "string" ? text : pretty(text);
+  if (typeof text !== "string") return jsonExpander(text, "Output (JSON)");
+  const t = text;
   if (t.length <= FOLD_CHARS) return h("pre", {}, t);
   return h("details", {}, h("summary", {}, "Output, " + t.length.toLocaleString() + " characters"), h("pre", {}, t));
 }
@@ -635,19 +725,19 @@ function eventItem(id, e) {
     return li("", "status", h("span", {}, String(p.status || "")), p.request_id ? h("span", { className: "muted" }, " (" + p.request_id + ")") : null);
   case "agent.message":
     return li("agent-message", "assistant" + (p.turn ? " · turn " + p.turn : ""),
-      h("div", { className: "text" }, typeof p.text === "string" ? p.text : pretty(p.text)),
+      finalAnswer(p.text) || h("div", { className: "text" }, typeof p.text === "string" ? p.text : pretty(p.text)),
       p.usage ? h("div", { className: "muted" }, (p.usage.input_tokens || 0) + " in / " + (p.usage.output_tokens || 0) + " out tokens") : null);
   case "user.message":
     return li("", "user", h("div", { className: "text" }, String(p.text || "")), p.by ? h("div", { className: "muted" }, "by " + p.by) : null);
   case "tool.requested":
-    return li("tool", "tool call · " + p.tool, argsBlock(p.args));
+    return li("tool", "tool call · " + p.tool, argsBlock(p.args, p.tool, false));
   case "tool.result":
     return li("tool" + (p.ok === false ? " denied" : ""), "tool result · " + p.tool + (p.ok === false ? (p.denied ? " (denied)" : " (error)") : ""),
       folded(p.content !== undefined ? p.content : p));
   case "approval.requested":
     return li("approval", "approval requested · " + (p.tool || p.kind || ""),
       p.reason ? h("p", { className: "reason" }, "policy: " + p.reason) : null,
-      p.args !== undefined ? argsBlock(p.args) : null, p.update !== undefined ? h("pre", {}, pretty(p.update)) : null,
+      p.args !== undefined ? argsBlock(p.args, p.tool, true) : null, p.update !== undefined ? jsonExpander(p.update, "The update (JSON)") : null,
       approvalButtons(id, p.request_id));
   case "approval.decided":
     return li(p.approved ? "approved" : "denied", p.approved ? "approved" : "denied",
@@ -671,8 +761,11 @@ function eventItem(id, e) {
     return li("approved", "session completed", h("p", {}, String(p.outcome || "")));
   case "session.failed":
     return li("failed", "session failed", h("p", { className: "error" }, errorText(p.error || p)));
-  default:
-    return li("", e.type, Object.keys(p).length ? folded(p) : null);
+  default: {
+    const shown = kindShape(state.kinds.events && state.kinds.events[e.type], p, false);
+    if (shown) return li("", e.type, ...shown, jsonExpander(p));
+    return li("", e.type, Object.keys(p).length ? jsonExpander(p, "Payload (JSON)") : null);
+  }
   }
 }
 
@@ -783,8 +876,8 @@ function approvalCard(a, drafts) {
       h("a", { href: sessionHref(a.session_id) }, a.session_id)),
     h("p", { className: "muted" }, "waiting since " + fmtTime(a.since) + (a.deadline ? " · until " + fmtTime(a.deadline) : "") + " · request " + a.request_id),
     a.reason ? h("p", { className: "reason" }, "policy: " + a.reason) : null,
-    args !== undefined && args !== null ? argsBlock(args) : null,
-    a.request && a.request.payload && a.request.payload.update !== undefined ? h("pre", {}, pretty(a.request.payload.update)) : null);
+    args !== undefined && args !== null ? argsBlock(args, a.tool, !!(args && Array.isArray(args.findings))) : null,
+    a.request && a.request.payload && a.request.payload.update !== undefined ? jsonExpander(a.request.payload.update, "The update (JSON)") : null);
   // a publish shows what would be published: the session's review draft
   if (/publish|review/.test((a.tool || "") + " " + (a.kind || "") + " " + a.request_id)) {
     const slot = h("div", { className: "draft" });

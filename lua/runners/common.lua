@@ -151,12 +151,14 @@ function M.sse_parser()
   -- an unterminated last line. The WHATWG algorithm discards that event, but
   -- the blank line only delimits events, and providers' own SDK fixtures end
   -- without it (Anthropic's end in "data: {"type":"message_stop"}" and no
-  -- newline): dropping it would retry a complete answer as truncated. If that
-  -- last line was really cut short, its JSON does not parse and the stream is
-  -- retried as an InvalidResponse.
+  -- newline): dropping it would retry a complete answer as truncated. That
+  -- event is marked unterminated: if it was really cut short (its JSON does
+  -- not parse), read_sse names the stream truncated.
   function p.finish()
     local out = run("", true)
+    local n = #out
     take(out, "")
+    if #out > n then out[#out].unterminated = true end
     return out
   end
 
@@ -417,17 +419,33 @@ local function non_sse(res, ctype, head)
   M.raise("InvalidResponse", what .. (body == "" and "an empty body" or M.excerpt(body)))
 end
 
+-- Whether an unterminated last event was cut short: its data neither JSON
+-- nor the [DONE] sentinel. A stream cut there (a connection closed by a
+-- proxy, a body delimited by the close) is the network's doing, not the
+-- provider's format: it is named so, not "not JSON".
+local function cut_short(ev)
+  if not (ev and ev.unterminated) or ev.data == "[DONE]" then return false end
+  local ok, v = pcall(json.decode, ev.data)
+  return not ok or type(v) ~= "table"
+end
+
 -- Reads a streamed response as SSE, calling on_event(ev) for each event, and
--- done() once the body has ended cleanly (a broken transfer raises from
--- res:read()). Raises TruncatedStream when done() says the answer is not
--- complete. A body labelled otherwise is still read as SSE when it starts like
--- one (some servers send text/plain).
+-- done() once the body has ended cleanly. Raises TruncatedStream when the
+-- transfer broke (res:read() raised TransferError), or the body ended in the
+-- middle of an event or before done() says the answer is complete: its
+-- message names the bytes and events received and whether the final event
+-- had come. A body labelled otherwise is still read as SSE when it starts
+-- like one (some servers send text/plain).
 function M.read_sse(res, on_event, done)
   local ctype = res.headers and res.headers["content-type"]
   local labelled = type(ctype) == "string" and ctype:lower():find("^%s*text/event%-stream") ~= nil
   local parser = M.sse_parser()
   local head = { parts = {}, n = 0 } -- the body's first bytes, kept until its first event
-  local events, sniffing = 0, not labelled
+  local events, bytes, sniffing = 0, 0, not labelled
+  local function truncated(how)
+    M.raise("TruncatedStream", string.format("the model's stream %s: %d bytes and %d events received, %s", how, bytes,
+      events, done() and "its final event among them" or "no final event"))
+  end
   local function dispatch(list)
     for _, ev in ipairs(list) do
       events = events + 1
@@ -436,8 +454,15 @@ function M.read_sse(res, on_event, done)
     end
   end
   while true do
-    local chunk = res:read()
+    local ok, chunk = pcall(res.read, res)
+    if not ok then
+      if type(chunk) == "table" and chunk.type == "TransferError" then
+        truncated("was cut off (" .. tostring(chunk.message) .. ")")
+      end
+      error(chunk, 0)
+    end
     if not chunk then break end
+    bytes = bytes + #chunk
     activity.heartbeat()
     if head and head.n < HEAD_MAX then
       head.parts[#head.parts + 1] = chunk
@@ -461,7 +486,10 @@ function M.read_sse(res, on_event, done)
     if not looks_like_sse(bytes, true) then non_sse(res, ctype, head) end
     dispatch(parser.feed(bytes))
   end
-  dispatch(parser.finish())
+  local tail = parser.finish()
+  local cut = cut_short(tail[#tail])
+  if cut then tail[#tail] = nil end
+  dispatch(tail)
   if done() then return end
   if events == 0 and head and head.n > 0 and not looks_like_sse(table.concat(head.parts), true) then
     non_sse(res, ctype, head) -- labelled an event stream, but it is not one
@@ -470,7 +498,7 @@ function M.read_sse(res, on_event, done)
   if e then -- llama.cpp ends a failed stream with "error: {...}"
     M.raise(e.type, "the model's stream ended with an error: " .. e.message, { non_retryable = e.non_retryable })
   end
-  M.raise("TruncatedStream", "the model's stream ended before its final event")
+  truncated(cut and "was cut off in the middle of an event (the connection closed)" or "ended before its final event")
 end
 
 function M.decode_event(ev)

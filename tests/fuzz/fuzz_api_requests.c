@@ -20,27 +20,35 @@
  *           anonymously (Host and Origin decide).
  *
  * The input (lines end with \n; a \r before it is dropped):
- *   [open ]METHOD TARGET       TARGET: the path and ?query as sent
+ *   [open ]METHOD TARGET       TARGET: the path and ?query as sent, or a URL
+ *                              (http://HOST/path: the absolute form)
  *   Name: value                headers, up to a blank line
+ *   @NOHOST                    (a line) no Host header is added
  *   ...
  *   (blank line)
  *   BODY                       the rest, bytes as they are
  * In every part @ADMIN, @READ, @WRITE, @APPROVE and @REVOKED become those
- * tokens, @HOST the server's host:port, @WFDIR the workflows directory. The
+ * tokens, @HOST the server's host:port, @WFDIR the workflows directory, @BIG
+ * 20,000 bytes of 'b' (a body past the limit within an input's reach). The
  * harness keeps the request well framed so that it reaches the engine: the
  * method keeps only token characters; control bytes and spaces of the target
  * are %-escaped; header names keep token characters, values lose CR, LF and
  * NUL; Connection, Keep-Alive, Expect, Upgrade and TE are dropped, and
  * Transfer-Encoding unless a Content-Length is there too (then the request is
- * ambiguous). Host is added when missing, Content-Length when the body is not
- * empty, and the body sent is cut or padded with spaces to a Content-Length
- * of digits within the body limit (none is sent past it: the answer is 413).
+ * ambiguous) or it is "chunked" (then the body is sent in chunks of 4096
+ * bytes). Host is added when missing (unless @NOHOST), Content-Length when
+ * the body is not empty and not chunked, and the body sent is cut or padded
+ * with spaces to a Content-Length of digits within the body limit (none is
+ * sent past it: the answer is 413). An absolute-form target without a path
+ * gets "/" after its authority.
  *
  * Findings (the process aborts with the reason, so libFuzzer keeps the input):
  *   - no answer within ANSWER_MS (event streams: the backlog, then quiet);
  *   - a connection closed without an answer, for a request without a body,
  *     with headers within twice the limit and fewer query parameters than
  *     the library's memory holds (MAX_QUERY_PARTS);
+ *   - HTTP/1.1 without Host answered other than 400 (or 413, 414, 431); a
+ *     chunked body over the limit other than 413 (or 400, 414, 431);
  *   - a status engine/openapi.json does not give for the route (on any
  *     route 413, 414 and 431 too; where no route takes the request 404, 405,
  *     or 400 for a path segment that does not decode), any 503 (the store is
@@ -55,8 +63,8 @@
  *     HTML answer of the HTTP library other than 400, 413, 414 and 431;
  *   - a 2xx on a route that needs a scope without a live token granting it
  *     in any Authorization header (token server), or with an Authorization
- *     header, an Origin not the server's own, or a Host that is clearly not
- *     a loopback name (open server);
+ *     header, an Origin not the server's own, or a Host (an absolute-form
+ *     target's authority) that is clearly not a loopback name (open server);
  *   - events pages: seqs (feed ids) above Last-Event-ID or ?after=, rising,
  *     at most ?limit= of them, last_seq / last_id right; lists within limit;
  *   - a commit that fails while the request is served, a transaction still
@@ -401,7 +409,7 @@ static void cleanup(void) {
 
 /* ---------------------------------------------------- the documented --- */
 
-#define MAX_OPS 32
+#define MAX_OPS 64
 
 typedef struct op {
   char method[8];
@@ -489,7 +497,10 @@ typedef struct request {
   server *sv;
   char method[24];
   ubuf target;    /* as sent */
-  size_t pathlen; /* the path: target up to '?' */
+  size_t path_at; /* where the path starts in target (after an absolute form's authority) */
+  size_t pathlen; /* the path: from path_at up to '?' */
+  char authority[256]; /* an absolute-form target's, else empty */
+  int no_host, chunked, chunked_over;
   header h[MAX_HEADERS];
   int nh;
   ubuf body; /* as sent */
@@ -502,6 +513,11 @@ static void request_free(request *q) {
   ubuf_free(&q->body);
   ubuf_free(&q->wire);
   for (int i = 0; i < q->nh; i++) free(q->h[i].value);
+}
+
+/* The path the server routes by (pathlen bytes), and its query after it. */
+static const char *qpath(const request *q) {
+  return q->target.p + q->path_at;
 }
 
 /* The first value of header name, or NULL. */
@@ -532,6 +548,13 @@ static void expand(ubuf *out, const char *s, size_t n, const server *sv) {
       if (!done && n - i >= 6 && memcmp(s + i, "@WFDIR", 6) == 0) {
         ubuf_add(out, wfdir, strlen(wfdir));
         i += 6;
+        done = 1;
+      }
+      if (!done && n - i >= 4 && memcmp(s + i, "@BIG", 4) == 0) {
+        for (int k = 0; k < 20000; k += 100)
+          ubuf_add(out, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                   100);
+        i += 4;
         done = 1;
       }
     }
@@ -599,7 +622,23 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
     }
   }
   ubuf_free(&raw);
-  if (q->target.n == 0 || q->target.p[0] != '/') { /* a path, always: an origin-form target */
+  size_t scheme = q->target.n >= 7 && strncasecmp(q->target.p, "http://", 7) == 0     ? 7
+                  : q->target.n >= 8 && strncasecmp(q->target.p, "https://", 8) == 0 ? 8
+                                                                                      : 0;
+  if (scheme) { /* the absolute form: the path starts after the authority ("/" when there is none) */
+    size_t a = scheme;
+    while (a < q->target.n && q->target.p[a] != '/' && q->target.p[a] != '?') a++;
+    snprintf(q->authority, sizeof q->authority, "%.*s", (int)(a - scheme), q->target.p + scheme);
+    if (a == q->target.n || q->target.p[a] != '/') {
+      ubuf t = {0};
+      ubuf_add(&t, q->target.p, a);
+      ubuf_add(&t, "/", 1);
+      ubuf_add(&t, q->target.p + a, q->target.n - a);
+      ubuf_free(&q->target);
+      q->target = t;
+    }
+    q->path_at = a;
+  } else if (q->target.n == 0 || q->target.p[0] != '/') { /* else a path, always: an origin-form target */
     ubuf t = {0};
     ubuf_add(&t, "/", 1);
     if (q->target.n) ubuf_add(&t, q->target.p, q->target.n);
@@ -608,11 +647,15 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
   }
   ubuf_add(&q->target, "", 1);
   q->target.n--;
-  const char *qm = memchr(q->target.p, '?', q->target.n);
-  q->pathlen = qm ? (size_t)(qm - q->target.p) : q->target.n;
+  const char *qm = memchr(qpath(q), '?', q->target.n - q->path_at);
+  q->pathlen = qm ? (size_t)(qm - qpath(q)) : q->target.n - q->path_at;
 
   int has_te = 0;
   while ((line = next_line(&cur, end, &n)) && n > 0) {
+    if (n == 7 && memcmp(line, "@NOHOST", 7) == 0) {
+      q->no_host = 1;
+      continue;
+    }
     const char *colon = memchr(line, ':', n);
     if (!colon || q->nh == MAX_HEADERS) continue;
     header *h = &q->h[q->nh];
@@ -638,7 +681,10 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
     memcpy(h->value, clean.p ? clean.p + a : "", b - a);
     h->value[b - a] = 0;
     ubuf_free(&clean);
-    if (strcasecmp(h->name, "Transfer-Encoding") == 0) has_te = 1;
+    if (strcasecmp(h->name, "Transfer-Encoding") == 0) {
+      has_te = 1;
+      q->chunked |= strcasecmp(h->value, "chunked") == 0;
+    }
     q->nh++;
   }
   if (cur < end) expand(&q->body, cur, (size_t)(end - cur), q->sv);
@@ -646,7 +692,8 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
   const char *cl = hdr(q, "Content-Length");
   q->has_length = cl != NULL;
   q->has_host = hdr(q, "Host") != NULL;
-  if (has_te && !cl) { /* chunked framing the body does not have: the request would never end */
+  if (cl) q->chunked = 0;
+  if (has_te && !cl && !q->chunked) { /* framing the body does not have: the request would never end */
     int w = 0;
     for (int i = 0; i < q->nh; i++) {
       if (strcasecmp(q->h[i].name, "Transfer-Encoding") == 0) {
@@ -673,7 +720,7 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
   wire_add(q, " ");
   ubuf_add(&q->wire, q->target.p, q->target.n);
   wire_add(q, " HTTP/1.1\r\n");
-  if (!q->has_host) {
+  if (!q->has_host && !q->no_host) {
     wire_add(q, "Host: ");
     wire_add(q, q->sv->host);
     wire_add(q, "\r\n");
@@ -684,14 +731,24 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
     wire_add(q, q->h[i].value);
     wire_add(q, "\r\n");
   }
-  if (!q->has_length && q->body.n) {
+  q->chunked_over = q->chunked && q->body.n > MAX_BODY && strncmp(qpath(q), "/hooks/", 7) != 0; /* hooks: 25 MiB */
+  if (!q->has_length && q->body.n && !q->chunked) {
     char len[48];
     snprintf(len, sizeof len, "Content-Length: %zu\r\n", q->body.n);
     wire_add(q, len);
   }
   wire_add(q, "Connection: close\r\n\r\n");
   q->header_bytes = (int)q->wire.n;
-  if (q->body.n) ubuf_add(&q->wire, q->body.p, q->body.n);
+  for (size_t i = 0; q->chunked && i < q->body.n; i += 4096) {
+    size_t k = q->body.n - i < 4096 ? q->body.n - i : 4096;
+    char size[24];
+    snprintf(size, sizeof size, "%zx\r\n", k);
+    wire_add(q, size);
+    ubuf_add(&q->wire, q->body.p + i, k);
+    wire_add(q, "\r\n");
+  }
+  if (q->chunked) wire_add(q, "0\r\n\r\n");
+  else if (q->body.n) ubuf_add(&q->wire, q->body.p, q->body.n);
 }
 
 /* ------------------------------------------------------------ answer --- */
@@ -830,8 +887,8 @@ static void explain(const request *q, const answer *an, const char *what) {
 /* A query parameter as the server's library finds it (the first one of that
  * name, still %-encoded), malloc'd, or NULL. */
 static char *query_param(const request *q, const char *name) {
-  if (q->pathlen >= q->target.n) return NULL;
-  const char *s = q->target.p + q->pathlen + 1, *end = q->target.p + q->target.n;
+  if (q->path_at + q->pathlen >= q->target.n) return NULL;
+  const char *s = qpath(q) + q->pathlen + 1, *end = q->target.p + q->target.n;
   size_t nl = strlen(name);
   while (s <= end) {
     const char *amp = memchr(s, '&', (size_t)(end - s)), *e = amp ? amp : end;
@@ -852,9 +909,9 @@ static char *query_param(const request *q, const char *name) {
 
 /* The parameters of the query ('&' splits them, empty ones count). */
 static size_t query_parts(const request *q) {
-  if (q->pathlen >= q->target.n) return 0;
+  if (q->path_at + q->pathlen >= q->target.n) return 0;
   size_t n = 1;
-  for (size_t i = q->pathlen + 1; i < q->target.n; i++) n += q->target.p[i] == '&';
+  for (size_t i = q->path_at + q->pathlen + 1; i < q->target.n; i++) n += q->target.p[i] == '&';
   return n;
 }
 
@@ -893,7 +950,8 @@ static unsigned granted(const request *q) {
  * is not the server's own page (http:// and the Host), or a Host whose name
  * is plainly not loopback (not localhost, 127.*, or an IPv6 literal). */
 static int foreign(const request *q) {
-  const char *host = q->has_host ? hdr(q, "Host") : q->sv->host, *origin = hdr(q, "Origin");
+  const char *host = q->authority[0] ? q->authority : q->has_host ? hdr(q, "Host") : q->sv->host;
+  const char *origin = hdr(q, "Origin");
   if (origin && (strncmp(origin, "http://", 7) != 0 || strcmp(origin + 7, host) != 0)) return 1;
   if (host[0] == '[') return 0;
   char name[256];
@@ -908,7 +966,7 @@ static const op *route_of(const request *q, int *path_known) {
   *path_known = 0;
   const op *found = NULL;
   for (size_t i = 0; i < nops; i++) {
-    if (!fits(ops[i].pattern, q->target.p, q->pathlen)) continue;
+    if (!fits(ops[i].pattern, qpath(q), q->pathlen)) continue;
     *path_known = 1;
     if (strcmp(ops[i].method, q->method) == 0) found = &ops[i];
   }
@@ -949,9 +1007,9 @@ static void check_page(const request *q, const answer *an, const char *lastkey, 
     if (!ok) explain(q, an, "an event without its seq or id");
     if (seq <= prev)
       explain(q, an, know_after ? "an event at or before the resume point, or out of order" : "events out of order");
-    if (!feed && q->pathlen > 14 && !memchr(q->target.p, '%', q->pathlen)) { /* its own session's events */
+    if (!feed && q->pathlen > 14 && !memchr(qpath(q), '%', q->pathlen)) { /* its own session's events */
       lua_getfield(L, -1, "session_id");
-      const char *sid = lua_tostring(L, -1), *id = q->target.p + 14; /* "/v1/workflows/" */
+      const char *sid = lua_tostring(L, -1), *id = qpath(q) + 14; /* "/v1/workflows/" */
       size_t idl = (size_t)((const char *)memchr(id, '/', q->pathlen - 14) - id);
       if (!sid || strlen(sid) != idl || memcmp(sid, id, idl) != 0) explain(q, an, "an event of another session");
       lua_pop(L, 1);
@@ -1024,6 +1082,9 @@ static void check_answer(request *q, answer *an, int64_t version_at_answer) {
     explain(q, an, why);
   }
   if (st == 503) explain(q, an, "503 from a healthy store");
+  int sized = st == 413 || st == 414 || st == 431; /* refused before anything else is looked at */
+  if (q->no_host && !q->has_host && st != 400 && !sized) explain(q, an, "HTTP/1.1 without Host not refused 400");
+  if (q->chunked_over && st != 400 && !sized) explain(q, an, "a chunked body over the limit not refused 413");
   if (is_2xx(st) && !o) explain(q, an, "a 2xx where no route is documented");
 
   /* who may */
@@ -1158,7 +1219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int reads = strcmp(q.method, "GET") == 0 || strcmp(q.method, "HEAD") == 0;
     /* a refused webhook delivery is recorded by design (engine trigger
      * deliveries); that it starts nothing is tests/integration/hooks_suite.py's */
-    int recorded = strncmp(q.target.p, "/hooks/", 7) == 0 && !reads;
+    int recorded = strncmp(qpath(&q), "/hooks/", 7) == 0 && !reads;
     if (after != sv->version && ((!is_2xx(an.status) && !recorded) || reads))
       explain(&q, &an, reads ? "a read changed the store" : "a refused request changed the store");
   }

@@ -459,7 +459,7 @@ def section_routes(srv):
         ("404: case matters", "GET", "/V1/workflows", None, None, 404, "no such route"),
         ("404: an encoded route segment", "GET", "/v1%2Fworkflows", None, None, 404, "no such route"),
         ("405: DELETE a workflow", "DELETE", S + "/w-done", None, None, 405,
-         ("Allow: GET", "method DELETE is not allowed on /v1/workflows/w-done (allowed: GET)")),
+         ("Allow: GET", "method DELETE is not allowed on /v1/workflows/w-done (allowed: GET, HEAD)")),
         ("405: PUT /v1/workflows", "PUT", S, J, "{}", 405, "Allow: POST, GET"),
         ("405: POST /healthz", "POST", "/healthz", None, None, 405, "Allow: GET"),
         ("405: GET cancel", "GET", S + "/w-done/cancel", None, None, 405, "Allow: POST"),
@@ -1233,6 +1233,104 @@ def section_pipelining():
         srv.stop()
 
 
+def section_conformance():
+    print("# HTTP conformance: HEAD, absolute-form targets, Host required, a chunked body cut off", flush=True)
+    srv = Server("conform", os.path.join(ARGS.dir, "conform.db")).start()
+    try:
+        port = srv.port
+        start(srv, {"script": "tiny.lua", "id": "c-done"})
+        wait_status(srv, "c-done", "completed")
+        # HEAD on every GET route: GET's status and headers, Content-Length of GET's body, no body
+        for path in ("/healthz", "/v1/openapi.json", "/", "/web/app.js", "/v1/workflows", "/v1/workflows/c-done",
+                     "/v1/workflows/c-done/events", "/v1/workflows/c-done/history", "/v1/workflows/c-done/artifacts",
+                     "/v1/approvals", "/v1/events", "/v1/whoami", "/v1/schedules", "/v1/workflows/no-such",
+                     "/v1/schedules/no-such"):
+            gst, ghd, gdata = srv.req("GET", path)
+            hst, hhd, hdata = srv.req("HEAD", path)
+            ghd.pop("date", None)
+            hhd.pop("date", None)
+            check("HEAD %s: GET's status and headers (%d), Content-Length of its body, no body" % (path, gst),
+                  hst == gst and hhd == ghd and hdata == b"" and ghd.get("content-length") == str(len(gdata)),
+                  repr((hst, hhd, hdata[:40], gst, ghd)))
+        st, hd, _ = srv.req("POST", "/healthz")
+        check("POST /healthz: 405 with Allow: GET, HEAD", st == 405 and hd.get("allow") == "GET, HEAD", repr(hd))
+        # a stream's HEAD: the head of the stream, and the request ends (the stream is not opened)
+        r = raw_exchange(port, b"HEAD /v1/workflows/c-done/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Accept: text/event-stream\r\n\r\n", wait=10)
+        check("HEAD of an event stream: 200 text/event-stream, no frame", status_of(r) == 200 and
+              b"text/event-stream" in r and b"data:" not in r and r.endswith(b"\r\n\r\n"), repr(r[-300:]))
+        p = subprocess.run(["curl", "-sSI", "http://127.0.0.1:%d/healthz" % port], capture_output=True, timeout=30)
+        check("curl -I /healthz: 200 with Content-Length", p.returncode == 0 and p.stdout.startswith(b"HTTP/1.1 200")
+              and b"Content-Length: " in p.stdout, repr(p.stdout[:200] + p.stderr[:200]))
+
+        # absolute-form targets (forward proxies, curl -x): routed by their path
+        p = subprocess.run(["curl", "-sS", "-x", "http://127.0.0.1:%d" % port, "http://127.0.0.1:%d/healthz" % port],
+                           capture_output=True, timeout=30)
+        check("curl -x: GET http://127.0.0.1:PORT/healthz is served", b'"ok":true' in p.stdout,
+              repr(p.stdout[:200] + p.stderr[:200]))
+        r = raw_exchange(port, b"GET http://127.0.0.1:%d/v1/workflows/c-done?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Connection: close\r\n\r\n" % port)
+        check("absolute form with a query: served by its path", status_of(r) == 200 and b'"id":"c-done"' in r,
+              r[-200:])
+        r = raw_exchange(port, b"GET HTTP://localhost HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        check("absolute form without a path (scheme in capitals): the page at /", status_of(r) == 200 and
+              b"text/html" in r, r[:200])
+        # its authority is what the tokenless mode checks, as it checks Host (RFC 9112 3.2.2: Host is ignored)
+        r = raw_exchange(port, b"GET http://evil.example/v1/workflows HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Connection: close\r\n\r\n")
+        check("absolute form for a foreign host: 401 without a token", status_of(r) == 401 and
+              b"another host name" in r, r[-300:])
+        r = raw_exchange(port, b"GET http://127.0.0.1:%d/v1/workflows HTTP/1.1\r\nHost: evil.example\r\n"
+                         b"Connection: close\r\n\r\n" % port)
+        check_eq("absolute form for this host (a foreign Host header ignored): served", 200, status_of(r))
+
+        # HTTP/1.1 without Host: 400 (RFC 9112 3.2); HTTP/1.0 needs none
+        r = raw_exchange(port, b"GET /v1/workflows HTTP/1.1\r\nConnection: close\r\n\r\n")
+        check("HTTP/1.1 without Host: 400 naming it", status_of(r) == 400 and b"no Host header" in r, r[-200:])
+        r = raw_exchange(port, b"POST /v1/workflows HTTP/1.1\r\nContent-Length: 36\r\nConnection: close\r\n\r\n"
+                         b'{"script":"tiny.lua","id":"nohost"}\n')
+        check_eq("a start without Host: 400", 400, status_of(r))
+        check_eq("and nothing was started", 0, db_one(srv.db, "SELECT count(*) FROM workflows WHERE id='nohost'"))
+        r = raw_exchange(port, b"GET /healthz HTTP/1.0\r\n\r\n")
+        check_eq("HTTP/1.0 without Host: served", 200, status_of(r))
+
+        # a chunked body over the limit (1 MiB here) is refused as it passes it, not read to its end
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(b"POST /v1/workflows HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        chunk = b"%x\r\n" % 65536 + b"0" * 65536 + b"\r\n"
+        sent, total, err = 0, 100 << 20, None
+        try:
+            while sent < total:
+                s.sendall(chunk)
+                sent += len(chunk)
+        except OSError as e:
+            err = e
+        got = b""
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+        except OSError:
+            pass
+        s.close()
+        check("100 MB chunked: cut off well before its end (%d bytes sent)" % sent, err is not None and
+              sent < 32 << 20, repr(err))
+        check("with a 413 naming the limit", status_of(got) == 413 and b"more than the limit of 1048576 bytes" in got,
+              repr(got[:300]))
+        p = subprocess.run("head -c 100M /dev/zero | curl -sS -o /dev/null -w '%%{http_code} %%{size_upload}' "
+                           "-H 'Transfer-Encoding: chunked' --data-binary @- -X POST "
+                           "http://127.0.0.1:%d/v1/workflows" % port, shell=True, capture_output=True, timeout=60)
+        code, _, up = p.stdout.decode().partition(" ")
+        check("curl's 100 MB chunked upload: 413 after a few MB at most", code == "413" and up.isdigit() and
+              int(up) < 32 << 20, repr(p.stdout + p.stderr[:200]))
+        st, _, _ = srv.req("GET", "/healthz")
+        check_eq("the server still answers", 200, st)
+    finally:
+        srv.stop()
+
+
 def section_commit_faults():
     print("# a lost group commit: 503 and nothing recorded", flush=True)
     srv = Server("faults", os.path.join(ARGS.dir, "faults.db"), env={"ENGINE_STORE_FAIL": "commit:1"}).start()
@@ -1361,6 +1459,8 @@ def main():
         section_bad_limits()
     if wanted("pipelining"):
         section_pipelining()
+    if wanted("conformance"):
+        section_conformance()
     if wanted("faults"):
         section_commit_faults()
     if wanted("sse"):

@@ -375,6 +375,10 @@ class Doc:
 
 
 def fetch(url, method, path, headers=None, body=None, timeout=10):
+    """(status, {lower-case name: [values]}, body). A HEAD is sent as GET too:
+    its answer must be the GET's without the body (the status, the
+    Content-Type, a Content-Length), and the GET's body is returned for the
+    checks of the documented content."""
     u = urllib.parse.urlsplit(url)
     c = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     try:
@@ -384,9 +388,16 @@ def fetch(url, method, path, headers=None, body=None, timeout=10):
         hdrs = {}
         for k, v in r.getheaders():
             hdrs.setdefault(k.lower(), []).append(v)
-        return r.status, hdrs, data
     finally:
         c.close()
+    if method == "HEAD":
+        gst, ghd, gdata = fetch(url, "GET", path, headers, body, timeout)
+        same = lambda h: (h.get("content-type"), "content-length" in h or "transfer-encoding" in h)
+        if data or gst != r.status or same(ghd) != same(hdrs):
+            problem(f"HEAD {path}: {r.status} {same(hdrs)} {data[:60]!r}, not GET's answer without the body "
+                    f"({gst} {same(ghd)})")
+        return r.status, hdrs, gdata
+    return r.status, hdrs, data
 
 
 def answer_problems(d, template, method, status, headers, data):

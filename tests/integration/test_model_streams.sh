@@ -4,7 +4,8 @@
 # last event has no blank line after it; Ollama's index 0 for every tool call;
 # llama.cpp's repeated tool names; a clean close after the finish reason with
 # no [DONE]; finish_reason ""; a 200 that is not an event stream; bad JSON in a
-# data: line; every stream split at odd byte boundaries and with CRLF or CR
+# data: line; a stream cut in the middle of an event (TruncatedStream, with
+# what was received); every stream split at odd byte boundaries and with CRLF or CR
 # line ends. The exact splits (a CRLF cut between \r and \n, a UTF-8 character
 # cut in two) are also checked without a network by
 # tests/model_server/test_runner_streams.lua, run first.
@@ -132,6 +133,27 @@ scenario '{"default":{"raw":"event: message_start\ndata: {\"type\":\"message_sta
 out="$(call anthropic)"
 assert_eq "... every time: InvalidResponse after the retries" "InvalidResponse 3" "$(jget err.type <<<"$out") $(nreq)"
 assert_contains "... naming the event" "a stream event is not JSON" "$(jget err.message <<<"$out")"
+
+# --- a stream cut in the middle of an event is named truncated, not "not JSON"
+# (framing close: the body ends with the connection, so the client sees a
+# clean end; chunked: curl sees the transfer broken)
+for p in openai openai-responses anthropic; do
+  for framing in close chunked; do
+    scenario "{\"default\":{\"reply\":{\"text\":\"an answer long enough to be cut in the middle of an event\"},\"cut_after_bytes\":700,\"framing\":\"$framing\"}}"
+    out="$(call $p)"
+    assert_eq "$p, cut mid-event ($framing): TruncatedStream, retried" "TruncatedStream 3" "$(jget err.type <<<"$out") $(nreq)"
+    msg="$(jget err.message <<<"$out")"
+    assert_contains "... naming the bytes and events received, and no final event" "700 bytes and " "$msg"
+    assert_contains "... (events)" " events received, no final event" "$msg"
+    [[ "$msg" != *"not JSON"* ]] || fail "$p ($framing): the message still blames the format: $msg"
+  done
+  assert_contains "$p: the close named as such" "cut off in the middle of an event (the connection closed)" \
+    "$(scenario "{\"default\":{\"reply\":{\"text\":\"an answer long enough to be cut\"},\"cut_after_bytes\":700,\"framing\":\"close\"}}"; call $p | jget err.message)"
+  scenario "{\"steps\":[{\"reply\":{\"text\":\"cut\"},\"cut_after_bytes\":500,\"framing\":\"close\"},{\"reply\":{\"text\":\"whole\"}}]}"
+  assert_eq "$p: the retry after a cut gets the answer" "whole 2" "$(call $p | jget turn.text) $(nreq)"
+done
+scenario '{"default":{"fixture":"recorded/openai_chat_two_tools.sse","end_after_events":25,"framing":"close"}}'
+assert_eq "a close after the finish reason (framing close) is still a whole answer" "$TWO|149/60 1" "$(call openai | summary) $(nreq)"
 
 # --- every stream at odd byte boundaries, and with CRLF or CR line ends
 splits() { # PROVIDER FIXTURE [TOOLS]: the turn is the same whole, split, CRLF and CR

@@ -7,7 +7,8 @@
 # Colour is only the layout's SGR codes, on a terminal, never with NO_COLOR,
 # TERM=dumb or --color=never (unless --color=always), never in a pipe; text a
 # model wrote reaches the terminal as escapes. The README's main job (the
-# PR review in the Docker sandbox, one approval) runs twice: on the terminal,
+# PR review in the Docker sandbox, one approval) runs on the terminal (at 120,
+# 80 and 160 columns: its transcript drawn for people, no line of raw JSON)
 # and piped.
 source "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || { fail "no tmux (scripts/install-deps)"; finish; }
@@ -106,6 +107,39 @@ for want in "status:    completed" \
   assert_contains "the final screen shows: $want" "$want" "$S"
 done
 [[ "$S" != *'{"artifacts":'* ]] && pass "no line of JSON on the screen" || fail "the result's JSON is on the screen: $S"
+
+# --- the transcript for people (web/event_kinds.json), at 80 and 160 columns: each
+# kind drawn, no line of raw JSON; the JSON stays one command away (engine events --json)
+for cols in 80 160; do
+  tm resize-window -t t -x "$cols" -y 40
+  (for _ in $(seq 1200); do
+    engine events "k$cols" --json 2>/dev/null | grep -q '"type":"approval.requested"' && break
+    sleep 0.1
+  done
+  engine approve "k$cols" >/dev/null 2>&1) &
+  tm clear-history -t t
+  type_line "$MAIN --id k$cols"
+  wait_done 300
+  wait
+  # the screen and its scrollback as a person reads them (wrapped rows joined:
+  # a row tmux had to wrap shows as longer than the terminal)
+  tm capture-pane -p -J -S - -t t >"$T/k$cols.tty"
+  K="$(cat "$T/k$cols.tty")"
+  assert_eq "$cols columns: the session completed" 0 "$RC"
+  for want in "sandbox ready: docker container " "  -> shell \$ git clone -q -b feature" \
+    "  -> write_file /workspace/output/review.md (740 bytes, 8" "    # Review: Add wait_time(); simplify refill" \
+    "  -> publish_review" "args: a review with 4 findings, verdict request_changes" "assistant: the final answer:"; do
+    assert_contains "$cols columns, the transcript shows: $want" "$want" "$K"
+  done
+  assert_eq "$cols columns: the findings as a table, under the call and under the final answer" 3 \
+    "$(grep -c 'blocker   ratelimit/bucket.py:15  Refill no longer capped' <<<"$K")"
+  json="$(grep -E '\{"[A-Za-z_]+"|"[A-Za-z_]+": ?[\[{"0-9]' <<<"$K" | head -3 || true)"
+  [ -z "$json" ] && pass "$cols columns: no line of raw JSON" || fail "$cols columns: raw JSON on the screen: $json"
+  assert_eq "$cols columns: each line fits" yes "$([ "$(widest "$T/k$cols.tty")" -le "$cols" ] && echo yes || widest "$T/k$cols.tty")"
+done
+tm resize-window -t t -x 120 -y 40
+EV="$(engine events k80 --json | grep '"type":"tool.requested"' | tail -1)"
+assert_contains "the JSON behind it: engine events --json" '"tool":"publish_review"' "$EV"
 
 # --- the same command piped: exactly the JSON it printed before (the stored result)
 type_line "$MAIN --id pipe1 2>/dev/null | cat >'$T/piped.json'"

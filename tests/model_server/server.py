@@ -45,7 +45,7 @@ STEP_KEYS = {
     "reply", "status", "headers", "body", "content_type", "delay", "chunk_delay",
     "cut_after_events", "cut_after_bytes", "raw", "fixture", "bad_arguments",
     "expect", "stream_error", "fragment_size", "comment",
-    "chunk_bytes", "line_endings", "end_after_events",
+    "chunk_bytes", "line_endings", "end_after_events", "framing",
 }
 LINE_ENDINGS = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
 FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
@@ -135,6 +135,8 @@ def validate_step(step, where, fixtures_dir):
         sizes = cb if isinstance(cb, list) else [cb]
         if not sizes or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
             raise ScenarioError(f"{where}: chunk_bytes must be an integer >= 1 or a non-empty array of them")
+    if "framing" in step and step["framing"] not in ("chunked", "close"):
+        raise ScenarioError(f"{where}: framing must be \"chunked\" or \"close\"")
     if "line_endings" in step and step["line_endings"] not in LINE_ENDINGS:
         raise ScenarioError(f"{where}: line_endings must be one of {sorted(LINE_ENDINGS)}")
     if "expect" in step:
@@ -963,8 +965,13 @@ class ModelServer:
         cut = step.get("cut_after_events")
         end = step.get("end_after_events")
         se = step.get("stream_error")
-        hdrs = [("date", http_date()), ("content-type", ctype), ("transfer-encoding", "chunked"),
-                ("cache-control", "no-cache"), ("connection", "keep-alive" if keep else "close")]
+        # framing "close": no Transfer-Encoding, the body ends with the
+        # connection (a close then looks like a clean end to the client)
+        chunked = step.get("framing", "chunked") == "chunked"
+        keep = keep and chunked
+        hdrs = [("date", http_date()), ("content-type", ctype)] + \
+            ([("transfer-encoding", "chunked")] if chunked else []) + \
+            [("cache-control", "no-cache"), ("connection", "keep-alive" if keep else "close")]
         hdrs += extra
         writer.write(head_bytes(status, hdrs))
         await writer.drain()
@@ -984,13 +991,27 @@ class ModelServer:
             send = [ev.replace(b"\r\n", b"\n").replace(b"\n", eol) for ev in send]
         if "chunk_bytes" in step:
             send = split_bytes(b"".join(send), step["chunk_bytes"])
+        # cut_after_bytes N: the stream's first N bytes (mid-event, as likely
+        # as not), then the connection drops
+        cut_bytes = step.get("cut_after_bytes")
+        if cut_bytes is not None:
+            kept, n = [], 0
+            for piece in send:
+                if n + len(piece) >= cut_bytes:
+                    kept.append(piece[:cut_bytes - n])
+                    break
+                kept.append(piece)
+                n += len(piece)
+            send, cut = [p for p in kept if p], 0
         for i, piece in enumerate(send):
             if i and delay:
                 await asyncio.sleep(delay)
-            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
             await writer.drain()
         if cut is not None:
             raise Cut()
+        if not chunked:
+            raise Cut()  # the close ends the body
         writer.write(b"0\r\n\r\n")
         await writer.drain()
         return keep

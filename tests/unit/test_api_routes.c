@@ -106,13 +106,15 @@ static void documented(ops *out) {
   lua_close(L);
 }
 
-/* The operations the server answers: its route table. */
+/* The operations the server answers: its route table, and HEAD on each GET
+ * route (the router answers HEAD as GET). */
 static void routed(ops *out) {
   const char *method, *pattern;
   for (size_t i = 0; api_route(i, &method, &pattern); i++) {
     ops_add(out, method, pattern);
     for (size_t j = 0; j + 1 < out->n; j++)
       if (strcmp(out->v[j], out->v[out->n - 1]) == 0) fail_msg("route %s is in the table twice", out->v[j]);
+    if (strcmp(method, "GET") == 0) ops_add(out, "HEAD", pattern);
   }
 }
 

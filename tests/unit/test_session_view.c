@@ -183,7 +183,73 @@ static void test_transcript_wraps_under_its_start(void **state) {
   /* the words of the line form */
   e = event(3, "tool.requested", "{\"args\":{\"command\":\"ls\"},\"tool\":\"shell\"}");
   out = view_event_transcript(&e, &lay);
-  assert_string_equal(out, "#3    11:05:38.123Z    -> shell {\"command\":\"ls\"}\n");
+  assert_string_equal(out, "#3    11:05:38.123Z    -> shell $ ls\n");
+  free(out);
+}
+
+/* Each kind as web/event_kinds.json describes it, not its JSON. */
+static void test_transcript_kinds(void **state) {
+  (void)state;
+  view_layout lay = {80, 0, 1, 0, NULL};
+  domain_event e = event(3, "sandbox.ready", "{\"container\":\"5aaff733078714daef05\",\"driver\":\"docker\",\"host\":\"vm\"}");
+  char *out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#3    11:05:38.123Z  sandbox ready: docker container 5aaff7330787 on vm\n");
+  free(out);
+  e = event(4, "tool.requested", "{\"args\":{\"path\":\"/w/a.py\",\"start_line\":3},\"tool\":\"read_file\"}");
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#4    11:05:38.123Z    -> read_file read /w/a.py from line 3\n");
+  free(out);
+  e = event(5, "tool.requested",
+            "{\"args\":{\"path\":\"/w/r.md\",\"content\":\"# Title\\n\\none\\ntwo\\nthree\\nfour\\nfive\\n\"},\"tool\":\"write_file\"}");
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#5    11:05:38.123Z    -> write_file /w/r.md (33 bytes, 7 lines)\n"
+                           "                            # Title\n"
+                           "                            one\n"
+                           "                            two\n"
+                           "                            three\n"
+                           "                            ... 2 more lines\n");
+  free(out);
+  const char *review = "{\"findings\":[{\"file\":\"a.py\",\"line\":3,\"severity\":\"major\",\"title\":\"Off by one\"}],"
+                       "\"summary\":\"One problem.\",\"verdict\":\"request_changes\"}";
+  char *payload = util_fmt("{\"args\":%s,\"tool\":\"publish_review\"}", review);
+  e = event(6, "tool.requested", payload);
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#6    11:05:38.123Z    -> publish_review\n"
+                           "    summary:   One problem.\n"
+                           "    verdict:   request_changes\n"
+                           "    findings:  1 (1 major)\n"
+                           "      SEVERITY  FILE:LINE  TITLE\n"
+                           "      major     a.py:3     Off by one\n");
+  free(out);
+  free(payload);
+  payload = util_fmt("{\"args\":%s,\"reason\":\"r\",\"request_id\":\"c1\",\"tool\":\"publish_review\"}", review);
+  e = event(7, "approval.requested", payload);
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#7    11:05:38.123Z  ?? APPROVAL NEEDED publish_review (request c1)\n"
+                           "                        reason: r\n"
+                           "                        args: a review with 1 finding, verdict request_changes\n");
+  free(out);
+  free(payload);
+  /* the model's final answer, a result: its outcome; other JSON stays text */
+  e = event(8, "agent.message", "{\"text\":\"{\\\"summary\\\": \\\"Done.\\\", \\\"result\\\": {\\\"verdict\\\": \\\"approve\\\", "
+                                "\\\"findings\\\": []}}\"}");
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#8    11:05:38.123Z  assistant: the final answer:\n"
+                           "    summary:   Done.\n"
+                           "    verdict:   approve\n");
+  free(out);
+  e = event(8, "agent.message", "{\"text\":\"{\\\"other\\\": 1}\"}");
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#8    11:05:38.123Z  assistant: {\"other\": 1}\n");
+  free(out);
+  /* a tool no kind describes, or arguments a kind cannot show: their JSON */
+  e = event(9, "tool.requested", "{\"args\":{\"q\":1},\"tool\":\"mystery\"}");
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#9    11:05:38.123Z    -> mystery {\"q\":1}\n");
+  free(out);
+  e = event(9, "tool.requested", "{\"args\":{\"body\":\"LGTM\"},\"tool\":\"publish_review\"}");
+  out = view_event_transcript(&e, &lay);
+  assert_string_equal(out, "#9    11:05:38.123Z    -> publish_review {\"body\":\"LGTM\"}\n");
   free(out);
 }
 
@@ -424,6 +490,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_transcript_folds),
       cmocka_unit_test(test_transcript_wraps_under_its_start),
       cmocka_unit_test(test_transcript_marks_approvals),
+      cmocka_unit_test(test_transcript_kinds),
       cmocka_unit_test(test_transcript_is_terminal_safe),
       cmocka_unit_test(test_progress_words),
       cmocka_unit_test(test_progress_plain_lines),

@@ -197,6 +197,36 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     const decided = await text(page, 'li[data-type="approval.decided"]');
     check("the transcript says who approved, and why", decided.includes("Approved by token:alice") && decided.includes("typed in the browser"), decided);
     check("no approve button for a decided request", !(await page.$('li[data-type="approval.requested"] button.approve')));
+    // each kind drawn for a person (web/event_kinds.json), its JSON one click away:
+    // what the screenshot shows is the panel's rendered text (innerText skips
+    // what a closed expander holds)
+    await page.screenshot({ path: path.join(env.WEB_OUT, "session-kinds.png"), fullPage: true });
+    const seen = await page.evaluate(() => {
+      const shown = (el) => el.getClientRects().length > 0 && !el.closest("details:not([open])");
+      const jsonBlocks = [...document.querySelectorAll("#panel pre")].filter(shown)
+        .filter((p) => /^\s*[[{]/.test(p.textContent)).map((p) => p.textContent.slice(0, 80));
+      const inner = (sel) => { const e = document.querySelector(sel); return e ? e.innerText : ""; };
+      return {
+        jsonBlocks, sandbox: inner('li[data-type="sandbox.ready"]'),
+        shell: inner('li[data-type="tool.requested"] code.cmd'),
+        review: !!document.querySelector('li[data-type="tool.requested"] table.findings'),
+        final: inner('li[data-type="agent.message"]:last-of-type'),
+        finalTable: [...document.querySelectorAll('li[data-type="agent.message"]')].some((li) => li.querySelector("table.findings")),
+        jsonLines: document.getElementById("panel").innerText.split("\n").filter((l) => /^\s*[[{]\s*"/.test(l)).slice(0, 3),
+      };
+    });
+    check("no JSON block on the page unless expanded", seen.jsonBlocks.length === 0, JSON.stringify(seen.jsonBlocks));
+    check("no line of the page's text is raw JSON", seen.jsonLines.length === 0, JSON.stringify(seen.jsonLines));
+    check("sandbox.ready is one line", /^sandbox ready: \S+/m.test(seen.sandbox) && !seen.sandbox.includes("{"), seen.sandbox);
+    check("a shell call shows its command", seen.shell.includes("echo hello > /workspace/output/note.txt"), seen.shell);
+    check("publish_review's call shows its findings as a table", seen.review);
+    check("the model's final answer shows as its outcome (summary, findings table)", seen.finalTable, seen.final.slice(0, 200));
+    const exp = 'li[data-type="tool.requested"] details.json';
+    await page.click(exp + " > summary");
+    const opened = await page.$eval(exp + " pre", (p) => p.getClientRects().length > 0 && p.textContent).catch(() => "");
+    let parsed = null;
+    try { parsed = JSON.parse(opened); } catch (e) { parsed = null; }
+    check("a tool call's JSON is one click away", parsed !== null && typeof parsed === "object", String(opened).slice(0, 120));
     const findings = await text(page, "table.findings tbody");
     check("the findings as a table with file and line", findings.includes("src/bucket.py") && findings.includes("42"), findings);
     check("a finding's markup stays text", findings.includes("<script>") && !(await page.$("main script")) &&
@@ -248,7 +278,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
 
     check("no console error on any page", consoleErrors.length === 0, JSON.stringify(consoleErrors.slice(0, 5)));
     check("no request to another origin", foreign.length === 0, JSON.stringify(foreign.slice(0, 5)));
-    console.log("# screenshots in " + env.WEB_OUT + ": sessions.png, session-waiting.png, inbox.png, session.png, session-phone.png");
+    console.log("# screenshots in " + env.WEB_OUT + ": sessions.png, session-waiting.png, inbox.png, session.png, session-kinds.png, session-phone.png");
   } finally {
     await browser.close();
   }
