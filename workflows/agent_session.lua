@@ -336,8 +336,11 @@ return function(input)
       else
         calls = calls + 1
         wf.emit("tool.requested", { id = call.id, tool = call.name, args = call.arguments })
+        -- local: a decision reads the policy files and acts on nothing; a crash
+        -- before its commit decides again (the tool it allows waits for the commit)
         p.deciding = wf.start_activity("session.decide", { tool = call.name, args = call.arguments,
-          permissions = perms, session_id = id, identity = input.identity }, { retry = { max_attempts = 3 } })
+          permissions = perms, session_id = id, identity = input.identity },
+          { retry = { max_attempts = 3 }, ["local"] = true })
       end
     end
     local asks = {}
@@ -382,7 +385,7 @@ return function(input)
           p.again = wf.start_activity("session.decide", { tool = p.call.name, args = p.call.arguments,
             permissions = perms, session_id = id, identity = input.identity,
             approval = { approver = p.answer.approver, reason = p.answer.reason, request_id = p.rid } },
-            { retry = { max_attempts = 3 } })
+            { retry = { max_attempts = 3 }, ["local"] = true }) -- as above: pure of effects
         end
       end
       for _, p in ipairs(asks) do
@@ -522,8 +525,9 @@ return function(input)
         elseif not result then
           problem = "the answer is not a JSON object"
         elseif prep.result_schema then
+          -- local: a pure check of the result against its schema
           local v = wf.activity("session.validate_result", { schema = prep.result_schema,
-            result = result.result or result })
+            result = result.result or result }, { ["local"] = true })
           if not v.ok then problem = "the result does not match the schema: " .. table.concat(v.errors or {}, "; ") end
         end
         if prep.chat then
@@ -551,7 +555,8 @@ return function(input)
     local result = final and decode_result(final)
     if final and prep.chat and not result then result = { summary = final } end
     if final and prep.result_schema and result then
-      local v = wf.activity("session.validate_result", { schema = prep.result_schema, result = result.result or result })
+      local v = wf.activity("session.validate_result", { schema = prep.result_schema, result = result.result or result },
+        { ["local"] = true }) -- a pure check
       if not v.ok then result = nil end
     end
     if final and not result then

@@ -845,6 +845,9 @@ static struct {
   char *unfinished; /* w4b: written before the kill and not ended when this process started */
   int nunfinished, unfinished_left;
   double takeover_s;
+  /* w4b, embedded: step bodies begun before the kill whose completion the
+   * log did not hold (-1: not counted, in client mode the others ran on) */
+  int steps_in_flight, workflows_in_flight;
 } W4;
 
 /* Phase A: submit all (50 lanes, a start counts once committed), then wait;
@@ -938,16 +941,17 @@ static void w4_snapshot(void) {
   sqlite3_close(db);
 }
 
-/* lib/common.js stepHistogram over "<wfid> <step>" lines. */
-static void w4_histogram(jbuf *b, const char *file) {
+/* The step bodies of each workflow begun so far ("<wfid> <step>" lines):
+ * counts[i * (STEPS + 1) + step]. */
+static int *w4_step_counts(const char *file, long *total) {
   int *counts = calloc((size_t)W4.n * (STEPS + 1), sizeof(int));
-  long total = 0;
   FILE *f = file ? fopen(file, "r") : NULL;
   char line[256];
   size_t pl = strlen(G.prefix);
+  *total = 0;
   while (f && fgets(line, sizeof line, f)) {
     if (strncmp(line, G.prefix, pl) != 0) continue;
-    total++;
+    (*total)++;
     char *end;
     long i = strtol(line + pl, &end, 10);
     if (*end != ' ') continue;
@@ -955,18 +959,52 @@ static void w4_histogram(jbuf *b, const char *file) {
     if (i >= 0 && i < W4.n && s >= 1 && s <= STEPS) counts[i * (STEPS + 1) + s]++;
   }
   if (f) fclose(f);
+  return counts;
+}
+
+/* Before recovery: the steps in flight at the kill, begun (a counter line)
+ * and without a committed completion (a chain's k-th ActivityCompleted is
+ * its step k). */
+static void w4_in_flight(void) {
+  long total;
+  int *counts = w4_step_counts(getenv("STEP_COUNTER_FILE"), &total);
+  for (int i = 0; i < W4.n; i++) {
+    char id[64];
+    wf_id(id, sizeof id, i);
+    wf_row w;
+    int done = 0, any = 0;
+    if (store_wf_get(G.st, id, &w) == 1) {
+      hist_list h = {0};
+      if (store_hist_load(G.st, id, w.run, &h) == STORE_OK)
+        for (size_t k = 0; k < h.n; k++) done += strcmp(h.v[k].type, "ActivityCompleted") == 0;
+      hist_list_free(&h);
+      wf_row_free(&w);
+    }
+    for (int s = done + 1; s <= STEPS; s++)
+      if (counts[i * (STEPS + 1) + s]) W4.steps_in_flight++, any = 1;
+    W4.workflows_in_flight += any;
+  }
+  free(counts);
+}
+
+/* lib/common.js stepHistogram over "<wfid> <step>" lines. */
+static void w4_histogram(jbuf *b, const char *file) {
+  long total;
+  int *counts = w4_step_counts(file, &total);
   int maxc = 0;
   for (int i = 0; i < W4.n; i++)
     for (int s = 1; s <= STEPS; s++)
       if (counts[i * (STEPS + 1) + s] > maxc) maxc = counts[i * (STEPS + 1) + s];
   long *hist = calloc((size_t)maxc + 1, sizeof(long));
   int reexec = 0;
+  long twice = 0; /* executions beyond the first, over all steps */
   for (int i = 0; i < W4.n; i++) {
     int re = 0;
     for (int s = 1; s <= STEPS; s++) {
       int c = counts[i * (STEPS + 1) + s];
       hist[c]++;
       re |= c > 1;
+      twice += c > 1 ? c - 1 : 0;
     }
     reexec += re;
   }
@@ -981,6 +1019,13 @@ static void w4_histogram(jbuf *b, const char *file) {
   jb_raw(b, "}");
   jb_int(b, "workflows_with_reexecuted_steps", reexec);
   jb_int(b, "step_bodies_total", total);
+  jb_int(b, "steps_run_twice", twice);
+  if (W4.steps_in_flight >= 0) {
+    /* a step may run again only if it was in flight (its body begun, its
+     * completion not committed): at most one per workflow of a chain */
+    jb_int(b, "steps_in_flight_at_kill", W4.steps_in_flight);
+    jb_int(b, "workflows_in_flight_at_kill", W4.workflows_in_flight);
+  }
   free(hist);
   free(counts);
 }
@@ -1060,7 +1105,9 @@ int main(int argc, char **argv) {
   snprintf(G.prefix, sizeof G.prefix, "w%c-", G.w[1]);
   const char *dir = getenv("ENGINE_BENCH_DIR");
   if (!dir || !*dir) dir = ENGINE_BENCH_DIR;
-  snprintf(G.chain, sizeof G.chain, "%s/chain10.lua", dir);
+  /* ENGINE_BENCH_CHAIN: chain10_local.lua for the row of local activities */
+  const char *chain = getenv("ENGINE_BENCH_CHAIN");
+  snprintf(G.chain, sizeof G.chain, "%s/%s", dir, chain && *chain ? chain : "chain10.lua");
   snprintf(G.waiter, sizeof G.waiter, "%s/waiter.lua", dir);
   const char *db = getenv("ENGINE_BENCH_DB");
   snprintf(G.db, sizeof G.db, "%s", db && *db ? db : "bench.db");
@@ -1139,6 +1186,11 @@ int main(int argc, char **argv) {
     fol.watch = dbwatch_start(G.loop, G.st, follow_changed, NULL);
   }
   if (strcmp(G.w, "w4b") == 0) {
+    W4.steps_in_flight = -1;
+    if (!G.client) {
+      W4.steps_in_flight = 0;
+      w4_in_flight();
+    }
     W4.done_flag = calloc((size_t)W4.n, 1);
     W4.never = calloc((size_t)W4.n, sizeof(int));
     W4.unfinished = calloc((size_t)W4.n, 1);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the peer benchmark (../shared/peers) with the engine as a third peer and
 # prints the table.
-#   tests/bench/run_peers.sh                         engine, DBOS, Restate; all workloads (~8 min)
+#   tests/bench/run_peers.sh                         engine (durable steps, and every step local),
+#                                                    DBOS, Restate; all workloads (~10 min)
 #   PEERS_LIST=engine tests/bench/run_peers.sh       the engine alone
 #   PEERS_LIST="engine engine-pg engine-pg1 engine-pg2 engine-pg3 dbos" tests/bench/run_peers.sh
 #                                                    the engine on SQLite, on PostgreSQL embedded
@@ -38,9 +39,11 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   fi
 fi
 
-mkdir -p "$PEERS_DIR/engine"
-cp "$HERE/engine/ctl.sh" "$PEERS_DIR/engine/ctl.sh"
-chmod +x "$PEERS_DIR/engine/ctl.sh"
+for p in engine engine-local; do
+  mkdir -p "$PEERS_DIR/$p"
+  cp "$HERE/engine/ctl.sh" "$PEERS_DIR/$p/ctl.sh"
+  chmod +x "$PEERS_DIR/$p/ctl.sh"
+done
 # the PostgreSQL peers: one script, the worker count taken from its directory's name
 for p in engine-pg engine-pg1 engine-pg2 engine-pg3; do
   mkdir -p "$PEERS_DIR/$p"
@@ -50,7 +53,9 @@ done
 
 cd "$PEERS_DIR"
 export RESULTS_FILE="${RESULTS_FILE:-$PEERS_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).jsonl}"
-PEERS_LIST="${PEERS_LIST:-engine dbos restate}" ./run.sh
+# W4's kill lands mid-run (at 1 s every engine workflow has finished)
+export W4_KILL_AFTER_S="${W4_KILL_AFTER_S:-0.1}"
+PEERS_LIST="${PEERS_LIST:-engine engine-local dbos restate}" ./run.sh
 # what the harness's W4 table has no column for: the engine peers' takeover
 # (from the kill until the workflows it interrupted had ended) beside the
 # harness's recovery (until all had ended, the never-submitted started anew)
@@ -64,6 +69,25 @@ const body = rows.map((r) => [r.peer, r.kill_target, r.killed_worker_leases ?? "
 const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
 const line = (c) => "| " + c.map((x, i) => x.padEnd(w[i])).join(" | ") + " |";
 console.log("\nW4 takeover (engine peers: kill -9 until every workflow it interrupted had ended)");
+console.log(line(head));
+console.log("|" + w.map((x) => "-".repeat(x + 2)).join("|") + "|");
+for (const b of body) console.log(line(b));
+' "$RESULTS_FILE"
+# steps run again after W4's kill, every peer: executions beyond the first
+# (from its histogram of step-body runs), beside the steps the engine peers
+# had in flight at the kill (begun, completion not committed): the bound
+node -e '
+const fs = require("fs");
+const rows = fs.readFileSync(process.argv[1], "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l))
+  .filter((r) => r.workload === "W4" && r.step_exec_hist);
+if (!rows.length) process.exit(0);
+const twice = (r) => r.steps_run_twice ?? Object.entries(r.step_exec_hist).reduce((a, [c, n]) => a + Math.max(0, c - 1) * n, 0);
+const head = ["peer", "killed", "steps run twice", "workflows with a re-run", "steps in flight at kill", "workflows in flight"];
+const body = rows.map((r) => [r.peer, r.kill_target ?? "-", twice(r), r.workflows_with_reexecuted_steps ?? "-",
+  r.steps_in_flight_at_kill ?? "-", r.workflows_in_flight_at_kill ?? "-"].map(String));
+const w = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+const line = (c) => "| " + c.map((x, i) => x.padEnd(w[i])).join(" | ") + " |";
+console.log("\nW4 steps run again (kill at W4_KILL_AFTER_S=" + (process.env.W4_KILL_AFTER_S || "1") + " s)");
 console.log(line(head));
 console.log("|" + w.map((x) => "-".repeat(x + 2)).join("|") + "|");
 for (const b of body) console.log(line(b));

@@ -18,6 +18,12 @@ DBDIR="$DATA/engine"
 ENGINE_BUILD="${ENGINE_BUILD:-/work/main/build}"
 DRIVER="$ENGINE_BUILD/tests/bench/engine_driver"
 export ENGINE_BENCH_DB="$DBDIR/bench.db"
+# installed as engine-local too: the same engine with every chain step a local
+# activity ({local = true}, chain10_local.lua), its own database and records
+if [ "$(basename "$HERE")" = engine-local ]; then
+  DBDIR="$DATA/engine-local"
+  export ENGINE_BENCH_DB="$DBDIR/bench.db" ENGINE_BENCH_CHAIN=chain10_local.lua ENGINE_BENCH_PEER=engine-local
+fi
 # durability stays the engine's default (synchronous=FULL)
 unset ENGINE_SYNCHRONOUS
 mkdir -p "$DATA" "$LOGS" "$DBDIR"
@@ -51,12 +57,13 @@ case "${1:-}" in
     ;;
   w4)
     need_driver
-    export STEP_COUNTER_FILE="$DATA/engine-w4-steps.txt"; rm -f "$STEP_COUNTER_FILE"; touch "$STEP_COUNTER_FILE"
-    rm -f "$LOGS/engine-w4a.log"
-    "$DRIVER" w4a > "$LOGS/engine-w4a.log" 2>&1 &
+    NAME="$(basename "$HERE")"
+    export STEP_COUNTER_FILE="$DATA/$NAME-w4-steps.txt"; rm -f "$STEP_COUNTER_FILE"; touch "$STEP_COUNTER_FILE"
+    rm -f "$LOGS/$NAME-w4a.log"
+    "$DRIVER" w4a > "$LOGS/$NAME-w4a.log" 2>&1 &
     W=$!
-    # kill ~1 s after the first workflow is submitted
-    for _ in $(seq 1 600); do grep -q SUBMITTING "$LOGS/engine-w4a.log" 2>/dev/null && break; sleep 0.05; done
+    # kill ~1 s after the first workflow is submitted (W4_KILL_AFTER_S)
+    for _ in $(seq 1 600); do grep -q SUBMITTING "$LOGS/$NAME-w4a.log" 2>/dev/null && break; sleep 0.05; done
     sleep "${W4_KILL_AFTER_S:-1}"
     kill -9 "$W" 2>/dev/null || echo "NOTE: worker had already exited before the kill"; wait "$W" 2>/dev/null || true
     echo "killed worker pid $W; $(wc -l < "$STEP_COUNTER_FILE") step bodies had run"
