@@ -190,7 +190,8 @@ static void on_store_retry(uv_timer_t *t) {
     if (!STRMAP_LIVE(&e->attempts, i)) continue;
     attempt *a = e->attempts.vals[i];
     int64_t now = util_now_ms();
-    bad = store_task_put(e->st, a->wf_id, "activity", a->seq, now, a->n + 1, a->first_at, e->owner,
+    int next = a->after_batch ? a->n : a->n + 1; /* a deferred one has not begun: the same attempt */
+    bad = store_task_put(e->st, a->wf_id, "activity", a->seq, now, next, a->first_at, e->owner,
                          now + a->lease_ms) != STORE_OK;
   }
   e->recovering = 0;

@@ -46,7 +46,8 @@ declare -A INPUT=(
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
   [http_window_acts]="activity module" [timeout_acts]="activity module" [numbers_acts]="activity module"
-  [json_meaning_acts]="activity module" [live_text_acts]="activity module"
+  [json_meaning_acts]="activity module" [live_text_acts]="activity module" [durable_acts]="activity module"
+  [durable_steps]="its steps read the log through a query the test gives them (test_durable_steps.sh)"
   [live_text]="waits for a signal, then streams live text (test_cli_server.sh)"
   [transcript]="waits for an approval (test_terminal_progress.sh)"
   [sse_emitter]="waits for signals (sse_suite.py)"
