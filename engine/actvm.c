@@ -37,6 +37,10 @@ struct actvm {
   act_call *running; /* the call being resumed: its coroutines' deadline */
   char *instance, *db_dir; /* activity.worker(): which database this worker serves */
   actvm_observer obs;      /* activity.live, activity.usage */
+  /* the last options parsed and what they gave: a workflow's steps mostly
+   * repeat theirs, and parsing them is a Lua decode per attempt */
+  char *opts_text;
+  act_opts opts;
 };
 
 struct act_call {
@@ -515,6 +519,7 @@ void actvm_free(actvm *a) {
   free(a->lua_dir);
   free(a->instance);
   free(a->db_dir);
+  free(a->opts_text);
   free(a);
 }
 
@@ -792,11 +797,12 @@ static int check_keys(lua_State *L, int t, const char *const *allowed, const cha
 
 static int parse_options(lua_State *L) {
   act_opts *o = lua_touserdata(L, 1);
-  const char *payload = lua_tostring(L, 2);
+  size_t n;
+  const char *text = lua_tolstring(L, 2, &n); /* the options' own JSON */
   char *err = lua_touserdata(L, 3);
   size_t errlen = (size_t)lua_tointeger(L, 4);
-  json_decode(L, payload, strlen(payload));
-  if (lua_getfield(L, -1, "options") != LUA_TTABLE) return 0;
+  json_decode(L, text, n);
+  if (!lua_istable(L, -1)) return 0;
   int t = lua_gettop(L);
   static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", "local", NULL};
   static const char *const retry[] = {"initial_interval", "backoff", "max_interval", "max_attempts",
@@ -858,17 +864,30 @@ int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, s
   o->max_interval = 100;
   o->max_attempts = 5;
   /* the payload is {"args":...,"options":...}: without options, the defaults stand */
-  if (!strstr(payload, "\"options\":")) return 0;
+  const char *v;
+  size_t vn;
+  if (!strstr(payload, "\"options\":") || json_get(payload, strlen(payload), "options", &v, &vn) != 1) return 0;
+  if (a->opts_text && strlen(a->opts_text) == vn && memcmp(a->opts_text, v, vn) == 0) {
+    *o = a->opts;
+    return 0;
+  }
   lua_State *L = a->L;
   int top = lua_gettop(L);
   lua_pushcfunction(L, parse_options);
   lua_pushlightuserdata(L, o);
-  lua_pushstring(L, payload);
+  lua_pushlstring(L, v, vn);
   lua_pushlightuserdata(L, err);
   lua_pushinteger(L, (lua_Integer)errlen);
   int rc = lua_pcall(L, 4, 1, 0);
   int bad = rc != LUA_OK || (lua_isboolean(L, -1) && !lua_toboolean(L, -1));
   if (rc != LUA_OK) util_seterr(err, errlen, "invalid activity payload: %s", lua_tostring(L, -1));
   lua_settop(L, top);
+  if (!bad) { /* only what parsed is kept */
+    free(a->opts_text);
+    a->opts_text = util_xmalloc(vn + 1);
+    memcpy(a->opts_text, v, vn);
+    a->opts_text[vn] = 0;
+    a->opts = *o;
+  }
   return bad ? -1 : 0;
 }
