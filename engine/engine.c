@@ -233,6 +233,12 @@ static void tell_waiters(engine *e, int ok) {
 
 void engine_dispatch_now(engine *e) { dispatch_due(e); }
 
+int engine_begin_deferred(engine *e) {
+  int n = (int)e->ndeferred;
+  attempts_begin_deferred(e);
+  return n;
+}
+
 void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const char *status), void *ud) {
   e->status_watch = cb;
   e->status_watch_ud = ud;

@@ -52,6 +52,10 @@ int engine_commit(engine *e);
 void engine_when_committed(engine *e, void (*cb)(void *ud, int ok), void *ud);
 /* Dispatches due tasks now (after a client wrote one into the batch). */
 void engine_dispatch_now(engine *e);
+/* Begins the activity attempts that waited for a commit now answered (the
+ * loop does so on its next turn; a driver without the loop, engine test,
+ * calls it after engine_commit). How many waited. */
+int engine_begin_deferred(engine *e);
 /* cb runs after each commit for every workflow whose status it changed, as
  * cfg.on_status does: a second observer for a module inside the worker
  * (schedules.c); NULL removes it. */
