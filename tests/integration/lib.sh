@@ -11,6 +11,21 @@ export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-2000}"
 FAILS=0
 PIDS=()
 
+# Deadlines. Every wait in the tests polls for the state it needs and gives up
+# at one generous deadline; TEST_TIMEOUT_SCALE (default 1; 3 in a sanitizer
+# build) multiplies every one of them, for slow or busy machines. A deadline is
+# written as `$(scaled N)` or through wait_for/wait_status/wait_until, never as
+# a bare number.
+if [ -z "${TEST_TIMEOUT_SCALE:-}" ]; then
+  TEST_TIMEOUT_SCALE=1
+  [ "${ENGINE_SANITIZED:-0}" = 1 ] && TEST_TIMEOUT_SCALE=3
+fi
+export TEST_TIMEOUT_SCALE
+# scaled SECONDS: SECONDS x TEST_TIMEOUT_SCALE, rounded up to whole seconds
+scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(v); if (i < v) i++; print i }'; }
+# now_ms: the wall clock in milliseconds
+now_ms() { local t="$EPOCHREALTIME"; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
+
 # ENGINE_TEST_STORE=postgres (the pg_ flavour of the core tests, CMakeLists):
 # ENGINE_DB is a fresh database of its own on one private cluster shared by
 # the run (scripts/start-postgres, started under a lock by the first test),
@@ -38,10 +53,11 @@ fi
 WORKSPACES="$T/workspaces"
 [ -n "$PG_TEST_DB" ] && WORKSPACES="$T/data/workspaces"
 # api_url FILE: the base URL `engine serve --listen` announces on its stderr,
-# written to FILE (waits up to 10 s; empty when it never does)
+# written to FILE (waits up to 10 s, scaled; empty when it never does)
 api_url() {
-  local u="" i
-  for i in $(seq 200); do
+  local u="" end
+  end=$(( $(now_ms) + $(scaled 10) * 1000 ))
+  while [ "$(now_ms)" -lt "$end" ]; do
     u="$(grep -o 'API on http://[0-9.:]*' "$1" 2>/dev/null | cut -c8- || true)"
     [ -n "$u" ] && break
     sleep 0.05
@@ -76,7 +92,42 @@ steps_histogram() {
     "$TEST_SIDE_EFFECTS" | sort -n -t'|' -k2
 }
 
+# log_tail: the last lines of the engine's logs in $T (the newest *.log and
+# *.err files), on stderr: what a failure's reader needs beside the check
+log_tail() {
+  local f
+  for f in $(ls -t "$T"/*.log "$T"/*.err "$T"/*/*.log "$T"/*/*.err 2>/dev/null | head -4); do
+    [ -s "$f" ] || continue
+    echo "--- the last lines of $f:" >&2
+    tail -n 15 "$f" | cut -c1-400 >&2
+  done
+}
+
+# wait_for SECONDS WHAT CONDITION [SHOW]: evaluates the shell text CONDITION
+# (in this shell: what it assigns stays) every 50 ms until it holds, for at
+# most SECONDS x TEST_TIMEOUT_SCALE. On timeout it fails, printing WHAT, what
+# it saw last (the output of the shell text SHOW, else CONDITION's own) and
+# the engine logs' tail, and returns 1.
+wait_for() {
+  local secs what="$2" cond="$3" show="${4:-}" end seen
+  secs="$(scaled "$1")"
+  end=$(( $(now_ms) + secs * 1000 ))
+  while :; do
+    if eval "$cond" >"$T/.wait_seen" 2>&1; then return 0; fi
+    [ "$(now_ms)" -ge "$end" ] && break
+    sleep 0.05
+  done
+  if [ -n "$show" ]; then seen="$(eval "$show" 2>&1 | tail -c 2000)"; else seen="$(tail -c 2000 "$T/.wait_seen")"; fi
+  fail "timeout after ${secs}s waiting for: $what
+  (until: $cond)
+  last seen: ${seen:-(nothing)}"
+  log_tail
+  return 1
+}
+
 cleanup() {
+  local rc=$?
+  [ "$FAILS" -ne 0 ] || [ "$rc" -ne 0 ] && log_tail
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   if [ -n "$PG_TEST_DB" ] && [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then
     "$PG_BIN/dropdb" -h 127.0.0.1 -p "$PG_PORT" -U engine --force "$PG_TEST_DB" 2>/dev/null || true
@@ -119,7 +170,7 @@ start_model_server() {
   python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario "$1" \
     >/dev/null 2>"$T/mserver.log" &
   PIDS+=($!)
-  for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
+  wait_for 10 "the model server's port" '[ -s "$T/mport" ]' 'cat "$T/mserver.log"'
   PORT="$(cat "$T/mport")"
   MURL="http://127.0.0.1:$PORT"
 }
@@ -133,15 +184,21 @@ nreq() { requests | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
 # status ID -> prints the workflow's status
 status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
 
-# wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS
+# wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS (for at
+# most SECONDS x TEST_TIMEOUT_SCALE); on timeout says what it saw (engine
+# show) and returns 1, for the caller's check to fail
 wait_status() {
-  local id="$1" want="$2" secs="${3:-20}" i=0 s=""
-  while [ $i -lt $((secs * 50)) ]; do
+  local id="$1" want="$2" secs s="" end
+  secs="$(scaled "${3:-20}")"
+  end=$(( $(now_ms) + secs * 1000 ))
+  while :; do
     s="$(status "$id" || true)"
     [ "$s" == "$want" ] && return 0
-    sleep 0.02; i=$((i + 1))
+    [ "$(now_ms)" -ge "$end" ] && break
+    sleep 0.02
   done
-  echo "timeout waiting for $id to be $want (is: $s)" >&2
+  echo "timeout after ${secs}s waiting for $id to be $want (is: $s); engine show $id:" >&2
+  engine show "$id" 2>&1 | head -20 | sed 's/^/  /' >&2 || true
   return 1
 }
 
@@ -158,7 +215,7 @@ bg() {
 serve_api() {
   : >"$T/serve.log"
   bg S engine serve --listen 127.0.0.1:0 "$@" 2>>"$T/serve.log"
-  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
+  wait_for 10 "engine serve --listen to announce its API" 'grep -q "API on" "$T/serve.log"' || true
   URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
   [ -n "$URL" ] || fail "engine serve --listen did not start: $(cat "$T/serve.log")"
 }
@@ -170,6 +227,13 @@ verify_history() {
 }
 verify_events() {
   engine events "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" events
+}
+
+# serve_bg [ARGS...]: `engine serve` in the background (its log in
+# $T/serve.log), returning once it says it serves; sets S (its pid)
+serve_bg() {
+  bg S engine serve "$@" 2>>"$T/serve.log"
+  wait_for 10 "engine serve to start serving" 'grep -q "engine: serving" "$T/serve.log"'
 }
 
 finish() {
