@@ -180,9 +180,16 @@ start_model_server() {
 scenario() { curl -sf -X POST "http://127.0.0.1:$PORT/_scenario" -d "$1" >/dev/null || fail "bad scenario: $1"; curl -sf -X DELETE "http://127.0.0.1:$PORT/_requests" >/dev/null; }
 requests() { curl -sf "http://127.0.0.1:$PORT/_requests"; }
 nreq() { requests | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
+# model_health FIELD: one field of its /_health (held, active, peak_active, ...);
+# release GATE: the requests held at GATE (a step's "hold") go on
+model_health() { curl -sf "$MURL/_health" | jget "$1"; }
+release() { curl -sf -X POST "$MURL/_release?gate=$1" >/dev/null || fail "the model server did not open gate $1"; }
 
 # status ID -> prints the workflow's status
 status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
+
+# statuses: how many workflows have each status, on one line (for a wait's "last seen")
+statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k in n) printf "%s %d; ", k, n[k]; print ""}'; }
 
 # wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS (for at
 # most SECONDS x TEST_TIMEOUT_SCALE); on timeout says what it saw (engine

@@ -9,7 +9,6 @@ N="${CONCURRENCY_N:-500}"
 start_model_server <(echo \
   '{"default":{"hold":"all","reply":{"text":"one two three four five six seven eight","usage":{"input_tokens":5,"output_tokens":8}},"chunk_delay":0.05}}')
 BASE="$MURL/v1"
-health() { curl -sf "$MURL/_health" | jget "$1"; }
 export ENGINE_MAX_CACHED_RUNS=64
 # 8 starters and a serve committing 500 runs contend for the write lock; under
 # ASan on a loaded machine a start can wait past lib.sh's 2 s and be refused
@@ -30,12 +29,12 @@ sample() {
   [ "$r" -gt "$max_rss" ] && max_rss=$r
   return 0
 }
-wait_for 240 "all $N model calls held at the server at once" 'sample; [ "$(health held)" -ge "$N" ]' \
-  'echo "held: $(health held), runs: $(engine list | tail -n +2 | awk "{print \$2}" | sort | uniq -c | tr "\n" " ")"' || true
-curl -sf -X POST "$MURL/_release?gate=all" >/dev/null
+wait_for 240 "all $N model calls held at the server at once" 'sample; [ "$(model_health held)" -ge "$N" ]' \
+  'echo "held: $(model_health held), runs: $(statuses)"' || true
+release all
 wait_for 240 "all $N model calls completed" 'sample; [ "$(engine list --status completed | tail -n +2 | wc -l)" -ge "$N" ]' \
-  'engine list | tail -n +2 | awk "{print \$2}" | sort | uniq -c' || true
-peak_active="$(health peak_active)"
+  'statuses' || true
+peak_active="$(model_health peak_active)"
 kill "$S"; wait "$S" 2>/dev/null || true
 if [ "$(engine list --status completed | tail -n +2 | wc -l)" -ne "$N" ]; then
   # say which run did not complete and why, so a failure here can be understood from the log
