@@ -118,12 +118,16 @@ wait_for() {
     sleep 0.05
   done
   if [ -n "$show" ]; then seen="$(eval "$show" 2>&1 | tail -c 2000)"; else seen="$(tail -c 2000 "$T/.wait_seen")"; fi
+  [ "$what" == "$cond" ] || what="$what
+  (until: $cond)"
   fail "timeout after ${secs}s waiting for: $what
-  (until: $cond)
   last seen: ${seen:-(nothing)}"
   log_tail
   return 1
 }
+
+# wait_true SECONDS CONDITION [SHOW]: wait_for, named by its condition
+wait_true() { wait_for "$1" "$2" "$2" "${3:-}"; }
 
 cleanup() {
   local rc=$?

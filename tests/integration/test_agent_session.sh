@@ -23,7 +23,7 @@ pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' ||
 decided() { engine events "$1" --json | grep -c '"type":"approval.decided"' || true; }
 # waits until session $1 has asked for approval number $2
 wait_approval() {
-  for _ in $(seq 600); do [ "$(pending "$1")" -ge "$2" ] && return 0; sleep 0.1; done
+  wait_true 60 '[ "$(pending "$1")" -ge "$2" ]' && return 0
   fail "$1 never asked for approval $2 (status $(status "$1"))"; return 1
 }
 # a session input: the example with overrides (jq-like merge in Lua)
@@ -117,7 +117,7 @@ kill "$S"; wait "$S" 2>/dev/null || true
 S=$!; PIDS+=("$S")
 sleep 0.5
 printf '%s\n' 'return function(req) this is not lua end' >"$T/policies/06-broken.lua"
-for _ in $(seq 50); do grep -q "policies rejected" "$T/serve.log" && break; sleep 0.1; done
+wait_true 30 'grep -q "policies rejected" "$T/serve.log"' || true
 assert_contains "a broken policy file is refused with its error" "06-broken.lua" "$(cat "$T/serve.log")"
 "$ENGINE" start "$WF" --input @"$PE" --id pe2 --detach >/dev/null 2>&1 || true
 wait_approval pe2 1
@@ -126,7 +126,7 @@ assert_contains "sessions still decide with the previous set" '"ok":true' \
 rm "$T/policies/06-broken.lua"
 printf '%s\n' '-- test: publishing is allowed outright' 'return function(req)' \
   '  if req.tool == "publish_review" then return "allow", "test" end' 'end' >"$T/policies/07-publish-ok.lua"
-for _ in $(seq 50); do grep -q "policies reloaded" "$T/serve.log" && break; sleep 0.1; done
+wait_true 30 'grep -q "policies reloaded" "$T/serve.log"' || true
 assert_contains "a good edit is loaded" "policies reloaded" "$(cat "$T/serve.log")"
 engine approve pe2 >/dev/null 2>&1
 wait_status pe2 completed 60
@@ -137,7 +137,7 @@ reloads="$(grep -c "policies reloaded" "$T/serve.log" || true)"
 printf '%s\n' '-- test: four eyes' 'return function(req)' \
   '  if req.approval and req.approval.approver == req.identity then' \
   '    return "deny", "self-approval: " .. req.identity end' 'end' >"$T/policies/08-four-eyes.lua"
-for _ in $(seq 50); do [ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$reloads" ] && break; sleep 0.1; done
+wait_true 30 '[ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$reloads" ]' || true
 USER=alice "$ENGINE" start "$WF" --input @examples/pr-review.json --id fe1 --detach >/dev/null 2>&1 || true
 USER=alice "$ENGINE" start "$WF" --input @examples/pr-review.json --id fe2 --detach >/dev/null 2>&1 || true
 wait_approval fe1 1
@@ -199,7 +199,7 @@ assert_contains "the cost is reported" '"cost_usd"' "$(engine show lco --json)"
 # --- kill -9 during a tool execution: the tool runs again, the session completes once
 ST="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/slow_tool.jsonl\"}}")"
 "$ENGINE" start "$WF" --input @"$ST" --id st --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do engine events st --json 2>/dev/null | grep -q '"type":"tool.requested"' && break; sleep 0.1; done
+wait_true 30 'engine events st --json 2>/dev/null | grep -q '\''"type":"tool.requested"'\''' || true
 sleep 1 # the shell command is running in the sandbox now
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve
@@ -214,10 +214,10 @@ python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --sc
   '{"default":{"reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}},"delay":3}}') \
   >/dev/null 2>"$T/mserver.log" &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
+wait_true 30 '[ -s "$T/mport" ]' || true
 MC="$(input_with "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"http://127.0.0.1:$(cat "$T/mport")/v1\"}}")"
 "$ENGINE" start "$WF" --input @"$MC" --id mc --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do engine events mc --json 2>/dev/null | grep -q '"RUNNING"' && break; sleep 0.1; done
+wait_true 30 'engine events mc --json 2>/dev/null | grep -q '\''"RUNNING"'\''' || true
 sleep 1 # the model call is in flight (the server answers after 3 s)
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve

@@ -43,7 +43,7 @@ api() {
 sse() { $PY "$CHECK" sse "$DOC" "$URL" "$@"; }
 summary_field() { api GET "/v1/workflows/$1"; jget "$2" <<<"$BODY"; }
 wait_field() { # ID FIELD VALUE: until the summary's FIELD is VALUE
-  for _ in $(seq 200); do [ "$(summary_field "$1" "$2")" == "$3" ] && return 0; sleep 0.05; done
+  wait_true 30 '[ "$(summary_field "$1" "$2")" == "$3" ]' && return 0
   fail "$1: $2 never became $3 (is: $(summary_field "$1" "$2"))"
 }
 
@@ -52,7 +52,7 @@ wait_field() { # ID FIELD VALUE: until the summary's FIELD is VALUE
   --input '{"requests":[{"id":"r1","tool":"shell","timeout":3600}]}' >/dev/null 2>&1 &
 P=$!
 PIDS+=("$P")
-for _ in $(seq 200); do engine history ap1 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.05; done
+wait_true 30 'engine history ap1 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 kill -9 "$P"
 wait "$P" 2>/dev/null || true
 

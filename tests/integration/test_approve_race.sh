@@ -71,7 +71,7 @@ assert_eq "no answer left over" 0 "$(signals ap3)"
 # --- a workflow that waits on something else; a request never asked
 "$ENGINE" start "$SRC/workflows/hello.lua" --id ap4 --input '{"name":"x","n":1}' >/dev/null 2>&1 &
 P=$!; PIDS+=("$P")
-for _ in $(seq 600); do engine history ap4 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.05; done
+wait_true 30 'engine history ap4 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 assert_exit "nothing pending while it waits on a plain signal" 2 engine approve ap4
 assert_contains "says so" "no approval is pending for ap4" "$ERR"
 assert_exit "a request it never asked" 2 engine approve ap4 --request zz

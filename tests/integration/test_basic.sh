@@ -50,11 +50,11 @@ assert_contains "it never had to wait for it" "SignalReceived" "$(engine history
 
 # --- a timer that falls due while the engine is down fires after the restart
 assert_exit "start a sleeper" 3 engine start "$HELLO" --id h3 --detach --input '{"n":1,"sleep":1.5}'
-for _ in $(seq 100); do engine history h3 | grep -q TimerStarted && break; sleep 0.02; done
+wait_true 30 'engine history h3 | grep -q TimerStarted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 sleep 2 # the due time passes while nothing runs
 bg S engine serve
-for _ in $(seq 200); do engine history h3 | grep -q SignalWaitStarted && break; sleep 0.02; done
+wait_true 30 'engine history h3 | grep -q SignalWaitStarted' || true
 assert_contains "timer fired after the restart" "TimerFired" "$(engine history h3)"
 # --- events --follow sees the rest of the session live, then returns
 bg F sh -c "'$ENGINE' events h3 --follow >'$T/follow.out'"

@@ -140,7 +140,7 @@ SLOW='{"body_has":"'"$MARK"'","step":{"delay":3,"reply":{"text":"SUMMARY-7Q: the
 scenario "{\"routes\":[$SLOW],\"steps\":[$(reads 10),$FINAL]}"
 bg S engine serve
 "$ENGINE" start "$WF" --input @"$A" --id ck --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(bodies | grep -c '^routes')" -ge 1 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(bodies | grep -c '\''^routes'\'')" -ge 1 ]' || true
 sleep 0.5 # the summariser's request is in flight
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve
@@ -203,7 +203,7 @@ sed -i 's/"maxModelTurns":30/"maxModelTurns":600/' "$K"
 bg S engine serve
 "$ENGINE" start "$WF" --input @"$K" --id kk --detach >/dev/null 2>&1 || true
 for kill_at in 150 400; do
-  for _ in $(seq 600); do [ "$(engine events kk --json 2>/dev/null | grep -c '"type":"agent.message"' || true)" -ge "$kill_at" ] && break; sleep 0.02; done
+  wait_true 30 '[ "$(engine events kk --json 2>/dev/null | grep -c '\''"type":"agent.message"'\'' || true)" -ge "$kill_at" ]' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   echo "# killed at $(engine events kk --json | grep -c '"type":"agent.message"') turns, run $(engine show kk --json | jget run)"
   bg S engine serve

@@ -88,12 +88,12 @@ assert_exit "replay of the current run" 0 engine replay cnt
 fresh cancel
 serve
 start "$WF/cancel_activity.lua" c2 '{}'
-for _ in $(seq 250); do grep -Eq "^c2/([0-9]+/)?2 slow" "$T/effects" 2>/dev/null && break; sleep 0.02; done
+wait_true 30 'grep -Eq "^c2/([0-9]+/)?2 slow" "$T/effects" 2>/dev/null' || true
 engine cancel c2 >/dev/null
 wait_status c2 cancelled 10 || fail "c2: $(status c2)"
 assert_contains "cleanup saw the Cancelled error" '"cleanup":"Cancelled"' "$(engine history c2 --json)"
 start "$HELLO" c3 '{"n":1,"sleep":3600}'
-for _ in $(seq 250); do engine history c3 | tail -1 | grep -q TimerStarted && break; sleep 0.02; done
+wait_true 30 'engine history c3 | tail -1 | grep -q TimerStarted' || true
 engine cancel c3 >/dev/null
 wait_status c3 cancelled 10 || fail "c3: $(status c3)"
 assert_contains "a cancelled timer ends the run cancelled" "last=WorkflowCancelled" "$(verify_history c3)"
@@ -130,8 +130,8 @@ run_killed() {
   : >"$T/effects"
   serve
   start "$WF/futures.lua" mix '{"mode":"mixed","seconds":1.5}'
-  for _ in $(seq 300); do [ "$(grep -c ' window-start' "$T/effects")" -ge 2 ] && grep -q ' echo ' "$T/effects" && break; sleep 0.02; done
-  for _ in $(seq 300); do engine history mix | grep -q ActivityCompleted && break; sleep 0.02; done
+  wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
+  wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   local ended; ended="$(grep -c ' window-end' "$T/effects" || true)"
   serve
@@ -163,7 +163,7 @@ fresh faults
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 start "$FWF" lk '{"retry":0.3,"sleep":0.5,"slow":0.5}'
 "$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
-for _ in $(seq 250); do [ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
 # another session holds the write lock for 3 s (the busy timeout is 2 s)
 psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep(3); COMMIT;" >/dev/null
 wait_status lk completed 30 || true
@@ -193,7 +193,7 @@ fresh restart
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 start "$FWF" rs '{"retry":0.3,"sleep":1.5,"slow":0.5}'
 "$ENGINE" serve 2>"$T/rs1.err" & S1=$!; PIDS+=("$S1")
-for _ in $(seq 250); do [ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ]' || true
 "$SRC/scripts/start-postgres" --stop "$T/pg"
 sleep 1
 [ "$("$SRC/scripts/start-postgres" "$T/pg")" == "$URL" ] && pass "the cluster restarts on its URL" || fail "restart: another URL"

@@ -33,12 +33,11 @@ containers() {
 events() { engine events "$1" --json; }
 count() { events "$1" | grep -c "\"type\":\"$2\"" || true; }
 wait_event() { # ID TYPE N SECONDS
-  for _ in $(seq $(($4 * 10))); do [ "$(count "$1" "$2")" -ge "$3" ] && return 0; sleep 0.1; done
-  fail "$1: no $3 $2 event(s) in $4 s (status $(status "$1"))"; return 1
+  wait_for "$4" "$3 $2 event(s) of $1" '[ "$(count "$1" "$2")" -ge "$3" ]' 'echo "status $(status "$1"), $(count "$1" "$2") $2"'
 }
 # waits for log file $1 to contain $2
 wait_log() {
-  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  wait_true 30 'grep -q "$2" "$1" 2>/dev/null' && return 0
   fail "never logged [$2] in $1: $(tail -5 "$1" 2>/dev/null)"; return 1
 }
 
@@ -65,7 +64,7 @@ assert_eq "nothing left" 0 "$(containers gone "$HOST")"
 # an orphan while the worker runs: the periodic sweep (every 500 ms here) takes it
 docker create --label engine.managed=true --label "engine.instance=$INSTANCE" --label engine.session=ghost \
   --label "engine.host=$HOST" --network none engine-sandbox:latest sleep infinity >/dev/null
-for _ in $(seq 100); do [ "$(containers ghost "$HOST")" == 0 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(containers ghost "$HOST")" == 0 ]' || true
 assert_eq "the periodic sweep removed an orphan" 0 "$(containers ghost "$HOST")"
 kill "$S"; wait "$S" 2>/dev/null || true
 unset ENGINE_SWEEP_INTERVAL_MS

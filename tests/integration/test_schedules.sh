@@ -14,7 +14,7 @@ started() { q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:$1:2*'"; }
 skipped() { q "SELECT skipped_count FROM schedules WHERE name='$1'"; }
 # id_secs ID: the UTC instant in an id's FIRETIME, in epoch seconds
 id_secs() { local t="${1##*:}"; date -u -d "${t:0:8} ${t:9:2}:${t:11:2}:${t:13:2}" +%s; }
-serve() { bg S engine serve 2>>"$T/serve.log"; for _ in $(seq 100); do grep -q "serving" "$T/serve.log" && break; sleep 0.05; done; }
+serve() { bg S engine serve 2>>"$T/serve.log"; wait_true 30 'grep -q "serving" "$T/serve.log"' || true; }
 stop_serve() { kill "$S"; wait "$S" 2>/dev/null || true; }
 
 # --- bad input: exit 2, the problem named, nothing written

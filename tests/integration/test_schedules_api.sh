@@ -18,7 +18,7 @@ out="$(call POST /v1/schedules '{"name":"tick","cron":"* * * * * *","workflow":"
 assert_eq "create: 201" 201 "$(code "$out")"
 assert_contains "create answers the schedule" '"name":"tick"' "$(body "$out")"
 assert_contains "with its next fire" '"next_fire_at":"20' "$(body "$out")"
-for _ in $(seq 100); do [ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -ge 2 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(engine list | awk '\''$1 ~ /^sched:tick:2/'\'' | wc -l)" -ge 2 ]' || true
 assert_eq "a schedule created over HTTP fires at once, every second" 1 \
   "$([ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -ge 2 ] && echo 1 || echo 0)"
 assert_contains "fires carry the schedule's identity" '"identity":"schedule:tick"' \
@@ -51,7 +51,7 @@ assert_contains "it starts a manual run" '"id":"sched:tick:manual-' "$out"
 assert_contains "with the caller's identity" '"identity":"anonymous"' \
   "$(engine show "$(engine list | awk '$1 ~ /^sched:tick:manual-/ {print $1; exit}')" --json)"
 assert_contains "resume: 200, not paused" '"paused":false' "$(call POST /v1/schedules/tick/resume)"
-for _ in $(seq 50); do [ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -gt "$n1" ] && break; sleep 0.1; done
+wait_true 30 '[ "$(engine list | awk '\''$1 ~ /^sched:tick:2/'\'' | wc -l)" -gt "$n1" ]' || true
 assert_eq "fires again after resume" 1 "$([ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -gt "$n1" ] && echo 1 || echo 0)"
 assert_contains "GET one" '"cron":"* * * * * *"' "$(call GET /v1/schedules/tick)"
 out="$(call DELETE /v1/schedules/tick)"

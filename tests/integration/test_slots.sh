@@ -13,13 +13,13 @@ slots_rows() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM slots WHERE key='$1'";
 counter() { sqlite3 "$ENGINE_DB" "SELECT CAST(coalesce((SELECT value FROM counters WHERE name='total:$1'),0) AS INTEGER)"; }
 start() { local id="$1"; shift; "$ENGINE" start "$WF" --id "$id" --detach --input "$1" >/dev/null 2>&1 || true; }
 wait_last() { # wait_last ID EVENT-TYPE: until the run's last history event is of that type
-  for _ in $(seq 500); do engine history "$1" 2>/dev/null | tail -1 | grep -q "$2" && return 0; sleep 0.02; done
+  wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | grep -q "$2"' && return 0
   fail "$1 never reached $2: $(engine history "$1" 2>&1 | tail -2)"
 }
 
 "$ENGINE" serve --listen 127.0.0.1:0 2>"$T/serve.err" &
 S=$!; PIDS+=("$S")
-for _ in $(seq 100); do grep -q "API on" "$T/serve.err" 2>/dev/null && break; sleep 0.05; done
+wait_true 30 'grep -q "API on" "$T/serve.err" 2>/dev/null' || true
 U="$(grep -o 'http://[0-9.:]*' "$T/serve.err")"
 
 # --- a limit of 2 over 8 runs: never more than 2 hold it, and all finish

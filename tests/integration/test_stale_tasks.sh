@@ -23,7 +23,7 @@ serve_until() {
 # ---------------------------------------------------------------- 1 ---
 engine start "$WF/stale_signal.lua" --id sig --detach --input '{"timeout":1}' >/dev/null || true
 bg S engine serve
-for _ in $(seq 500); do engine history sig 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+wait_true 30 'engine history sig 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_exit "signal while no worker runs" 0 engine signal sig approval '{"approved":true}'
 deadline="$(engine history sig --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)

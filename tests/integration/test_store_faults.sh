@@ -41,7 +41,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK="$(getconf CLK_TCK)"
 count() { grep -c "$1" "$2" || true; }
 # wait_line FILE PATTERN: until FILE has a line matching PATTERN (up to 30 s)
-wait_line() { for _ in $(seq 1500); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.02; done; return 1; }
+wait_line() { wait_true 30 'grep -q "$2" "$1" 2>/dev/null' && return 0; return 1; }
 
 # ------------------------------------------------------- 1. disk full ---
 # 6 MiB: the WAL grows to about 4 MiB before its first checkpoint, so a
@@ -57,7 +57,7 @@ for i in $(seq 1 8); do
   ids+=" full$i"
 done
 bg S engine serve 2>"$T/serve1.err"
-for _ in $(seq 500); do [ "$(engine history full8 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine history full8 2>/dev/null | wc -l)" -ge 3 ]' || true
 dd if=/dev/zero of="$M/filler" bs=16k 2>/dev/null || true # until the disk is full
 wait_line "$T/serve1.err" "$INCIDENT" || true
 assert_contains "the full disk is reported" "$INCIDENT" "$(cat "$T/serve1.err")"
@@ -83,10 +83,10 @@ hold_during_run() {
     ids+=" $prefix$i"
   done
   bg S engine serve 2>"$T/$prefix.err"
-  for _ in $(seq 500); do [ "$(engine history "${prefix}8" 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+  wait_true 30 '[ "$(engine history "${prefix}8" 2>/dev/null | wc -l)" -ge 3 ]' || true
   python3 "$SRC/tests/integration/hold_lock.py" "$ENGINE_DB" "$secs" >"$T/$prefix.lock" &
   local h=$!
-  for _ in $(seq 500); do grep -q locked "$T/$prefix.lock" && break; sleep 0.01; done
+  wait_true 30 'grep -q locked "$T/$prefix.lock"' || true
   local c0; c0="$(cpu_ticks "$S")"
   wait "$h"
   local c1; c1="$(cpu_ticks "$S")"
@@ -109,13 +109,13 @@ assert_eq "and its end once" 1 "$(count "$RECOVERED" "$T/long.err")"
 # SIGTERM while the lock is held: serve stops, the next one finishes the work
 for i in 1 2 3; do engine start "$WF" --id "term$i" --detach --input '{"retry":0.3,"sleep":0.3}' >/dev/null || true; done
 bg S engine serve 2>"$T/term.err"
-for _ in $(seq 500); do [ "$(engine history term3 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine history term3 2>/dev/null | wc -l)" -ge 3 ]' || true
 python3 "$SRC/tests/integration/hold_lock.py" "$ENGINE_DB" 30 >"$T/term.lock" &
 H=$!; PIDS+=("$H")
-for _ in $(seq 500); do grep -q locked "$T/term.lock" && break; sleep 0.01; done
+wait_true 30 'grep -q locked "$T/term.lock"' || true
 sleep 0.5
 kill -TERM "$S" 2>/dev/null || true
-for _ in $(seq 1500); do kill -0 "$S" 2>/dev/null || break; sleep 0.01; done
+wait_for 15 "serve to stop on SIGTERM" '! kill -0 "$S" 2>/dev/null' 'tail -n 3 "$T/term.err"' || true
 if kill -0 "$S" 2>/dev/null; then fail "SIGTERM did not stop serve while the lock was held"; kill -9 "$S"
 else pass "SIGTERM stops serve while another process holds the lock"; fi
 kill -0 "$H" 2>/dev/null && pass "(the lock was still held)" || fail "the lock holder ended before serve stopped"

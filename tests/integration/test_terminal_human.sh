@@ -51,7 +51,7 @@ raw() {
   tm pipe-pane -t t -o "cat >>'$T/pane'"
   type_line "printf '\\074\\074out\\076\\076\\n'; $1; printf '\\074\\074/out\\076\\076\\n'"
   wait_done "${3:-30}"
-  for _ in $(seq 50); do grep -q '<</out>>' "$T/pane" && break; sleep 0.1; done
+  wait_true 30 'grep -q '\''<</out>>'\'' "$T/pane"' || true
   tm pipe-pane -t t
   python3 - "$T/pane" "$2" <<'PY'
 import sys

@@ -41,12 +41,10 @@ dead() { [ -s "$T/$1.rc" ]; }
 exit_of() { cat "$T/$1.rc"; }
 # wait_screen NAME ERE [SECONDS]: until a visible row matches
 wait_screen() {
-  for _ in $(seq $((${3:-20} * 10))); do screen "$1" | grep -Eq -- "$2" && return 0; sleep 0.1; done
-  fail "$1: no row matches /$2/ on: $(screen "$1")"; return 1
+  wait_for "${3:-20}" "$1: a row matching /$2/" 'screen "$1" | grep -Eq -- "$2"' 'screen "$1"'
 }
 wait_dead() {
-  for _ in $(seq $((${2:-30} * 10))); do dead "$1" && return 0; sleep 0.1; done
-  fail "$1 did not end: $(screen "$1")"; return 1
+  wait_for "${2:-30}" "$1 to end" 'dead "$1"' 'screen "$1"'
 }
 # the status rows: they start with the spinner
 status_rows() { grep -E '^[-\|/\\] ' || true; }
@@ -55,7 +53,7 @@ norm() { sed -E 's/^(#[0-9]+ +)[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z/\1HH:MM:SS.
 # --- a transcript to read: a long message, a 122-line tool result, an approval
 python3 "$SRC/tests/integration/transcript_input.py" >"$T/tin.json"
 "$ENGINE" start "$TWF/transcript.lua" --id TR --input @"$T/tin.json" >"$T/TR.out" 2>"$T/TR.err" & PTR=$!; PIDS+=("$PTR")
-for _ in $(seq 100); do engine approve TR --request publish-1 --reason "fine by me" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_true 30 'engine approve TR --request publish-1 --reason "fine by me" >/dev/null 2>&1' || true
 wait "$PTR" || fail "the transcript workflow: $(cat "$T/TR.err")"
 
 # --- piped: the bytes of before, whatever the environment says of a terminal
@@ -160,7 +158,7 @@ assert_eq "... and gone when it ends" 0 "$(scrollback MT | status_rows | wc -l)"
 
 # --- not a terminal: plain lines, only when the state changes
 "$ENGINE" start "$TWF/live_text.lua" --id LP >"$T/LP.out" 2>"$T/LP.err" & PLP=$!; PIDS+=("$PLP")
-for _ in $(seq 100); do grep -q "waiting for signal" "$T/LP.err" 2>/dev/null && break; sleep 0.1; done
+wait_true 30 'grep -q "waiting for signal" "$T/LP.err" 2>/dev/null' || true
 engine signal LP go >/dev/null 2>&1
 wait "$PLP"
 LP="$(cat "$T/LP.err")"
@@ -196,7 +194,7 @@ kinds="$(sort -u "$seen" | sed -E 's/ (running|since|streaming|:).*//' | sort -u
 [ "$(sort -u "$seen" | wc -l)" -ge 2 ] && pass "the status changed as the session ran: $kinds" || fail "too few states seen: $(sort -u "$seen")"
 assert_contains "... through its activities" "activity " "$kinds"
 engine approve PR --request "$RID" --reason "ship it" >/dev/null 2>&1
-for _ in $(seq 600); do screen PR | grep -q '^exit=' && break; sleep 0.1; done
+wait_true 60 'screen PR | grep -q '\''^exit='\''' || true
 S="$(scrollback PR)"
 assert_contains "it ends as documented" "exit=0" "$S"
 assert_contains "the answer stands out in its transcript" "ok APPROVED by local:tester (request $RID)" "$S"

@@ -52,7 +52,8 @@ crashes=0
 for round in 1 2 3 4 5 6; do
   "$ENGINE" serve 2>"$T/serve.$round.err" &
   p=$!
-  while kill -0 "$p" 2>/dev/null && [ "$(status crasher)" != failed ]; do sleep 0.02; done
+  wait_for 60 "serve $round to crash, or crasher to be failed" '! kill -0 "$p" 2>/dev/null || [ "$(status crasher)" == failed ]' \
+    'tail -n 3 "$T/serve.$round.err"' || true
   kill -0 "$p" 2>/dev/null && break
   set +e; wait "$p"; rc=$?; set -e
   [ "$rc" == 134 ] || fail "serve $round ended with exit $rc, not SIGABRT: $(tail -2 "$T/serve.$round.err")"
@@ -76,7 +77,7 @@ assert_exit "start a workflow that waits" 3 engine start "$WF/nondet_fixed.lua" 
 for round in 1 2 3 4; do
   "$ENGINE" serve 2>/dev/null &
   p=$!
-  for _ in $(seq 200); do engine history killed 2>/dev/null | grep -q SignalWaitStarted && break; sleep 0.02; done
+  wait_true 30 'engine history killed 2>/dev/null | grep -q SignalWaitStarted' || true
   kill -9 "$p"; wait "$p" 2>/dev/null || true
 done
 bg S engine serve
