@@ -103,31 +103,33 @@ log_tail() {
   done
 }
 
-# wait_for SECONDS WHAT CONDITION [SHOW]: evaluates the shell text CONDITION
-# (in this shell: what it assigns stays) every 50 ms until it holds, for at
-# most SECONDS x TEST_TIMEOUT_SCALE. On timeout it fails, printing WHAT, what
-# it saw last (the output of the shell text SHOW, else CONDITION's own) and
-# the engine logs' tail, and returns 1.
+# wait_for SECONDS WHAT CONDITION [SHOW [ARGS...]]: evaluates the shell text
+# CONDITION (in this shell: what it assigns stays; ARGS are its $1, $2, ...)
+# every 50 ms until it holds, for at most SECONDS x TEST_TIMEOUT_SCALE. On
+# timeout it fails, printing WHAT, what it saw last (the output of the shell
+# text SHOW, else CONDITION's own) and the engine logs' tail, and returns 1.
 wait_for() {
-  local secs what="$2" cond="$3" show="${4:-}" end seen
-  secs="$(scaled "$1")"
-  end=$(( $(now_ms) + secs * 1000 ))
+  local __wf_secs __wf_what="$2" __wf_cond="$3" __wf_show="${4:-}" __wf_end __wf_seen
+  __wf_secs="$(scaled "$1")"
+  shift $(($# < 4 ? $# : 4))
+  __wf_end=$(( $(now_ms) + __wf_secs * 1000 ))
   while :; do
-    if eval "$cond" >"$T/.wait_seen" 2>&1; then return 0; fi
-    [ "$(now_ms)" -ge "$end" ] && break
+    if eval "$__wf_cond" >"$T/.wait_seen" 2>&1; then return 0; fi
+    [ "$(now_ms)" -ge "$__wf_end" ] && break
     sleep 0.05
   done
-  if [ -n "$show" ]; then seen="$(eval "$show" 2>&1 | tail -c 2000)"; else seen="$(tail -c 2000 "$T/.wait_seen")"; fi
-  [ "$what" == "$cond" ] || what="$what
-  (until: $cond)"
-  fail "timeout after ${secs}s waiting for: $what
-  last seen: ${seen:-(nothing)}"
+  if [ -n "$__wf_show" ]; then __wf_seen="$(eval "$__wf_show" 2>&1 | tail -c 2000)"; else __wf_seen="$(tail -c 2000 "$T/.wait_seen")"; fi
+  [ "$__wf_what" == "$__wf_cond" ] || __wf_what="$__wf_what
+  (until: $__wf_cond)"
+  [ $# -eq 0 ] || __wf_what="$__wf_what (with \$@: $*)"
+  fail "timeout after ${__wf_secs}s waiting for: $__wf_what
+  last seen: ${__wf_seen:-(nothing)}"
   log_tail
   return 1
 }
 
-# wait_true SECONDS CONDITION [SHOW]: wait_for, named by its condition
-wait_true() { wait_for "$1" "$2" "$2" "${3:-}"; }
+# wait_true SECONDS CONDITION [SHOW [ARGS...]]: wait_for, named by its condition
+wait_true() { local __wt_c="$2"; wait_for "$1" "$__wt_c" "$__wt_c" "${@:3}"; }
 
 cleanup() {
   local rc=$?
@@ -243,8 +245,15 @@ verify_events() {
 # serve_bg [ARGS...]: `engine serve` in the background (its log in
 # $T/serve.log), returning once it says it serves; sets S (its pid)
 serve_bg() {
+  local before
+  before="$(grep -c "engine: serving" "$T/serve.log" 2>/dev/null || true)"
   bg S engine serve "$@" 2>>"$T/serve.log"
-  wait_for 10 "engine serve to start serving" 'grep -q "engine: serving" "$T/serve.log"'
+  wait_serving "$T/serve.log" "$before"
+}
+# wait_serving LOG [BEFORE]: until the `engine serve` whose stderr goes to LOG
+# says it serves (more than BEFORE such lines there, default 0)
+wait_serving() {
+  wait_for 10 "engine serve to start serving ($1)" '[ "$(grep -c "engine: serving" "$1" 2>/dev/null)" -gt "${2:-0}" ]' 'tail -n 5 "$1"' "$@"
 }
 
 finish() {

@@ -23,7 +23,7 @@ pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' ||
 decided() { engine events "$1" --json | grep -c '"type":"approval.decided"' || true; }
 # waits until session $1 has asked for approval number $2
 wait_approval() {
-  wait_true 60 '[ "$(pending "$1")" -ge "$2" ]' && return 0
+  wait_true 60 '[ "$(pending "$1")" -ge "$2" ]' '' "$@" && return 0
   fail "$1 never asked for approval $2 (status $(status "$1"))"; return 1
 }
 # a session input: the example with overrides (jq-like merge in Lua)
@@ -43,8 +43,7 @@ for p in "objective is missing" "unknown tool 'teleport'" "no-such-skill" "maxMo
 done
 assert_eq "no sandbox was started" 0 "$(containers bad)"
 
-bg S engine serve
-sleep 0.3
+serve_bg
 
 # --- the PR-review example: one approval, then a completed review
 "$ENGINE" start "$WF" --input @examples/pr-review.json --id pr1 --detach >/dev/null 2>&1 || true
@@ -72,8 +71,7 @@ assert_eq "history dense, each step once" "ok" \
 wait_approval pr2 1
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "its sandbox survives the crash" 1 "$(containers pr2)"
-bg S engine serve
-sleep 0.5
+serve_bg
 assert_exit "approve after the restart" 0 engine approve pr2
 wait_status pr2 completed 120
 assert_eq "same result as without the crash" "$(jget summary <<<"$res")" "$(engine show pr2 --json | jget result.summary)"
@@ -99,8 +97,7 @@ wait_approval pe 1
 printf '%s\n' '-- test: shell is now forbidden' 'return function(req)' \
   '  if req.tool == "shell" then return "deny", "shell is off for now" end' 'end' >"$T/policies/05-no-shell.lua"
 kill -9 "$S"; wait "$S" 2>/dev/null || true  # the restart replays the first decision from the log
-bg S engine serve
-sleep 0.5
+serve_bg
 engine approve pe >/dev/null 2>&1
 wait_status pe completed 120
 results="$(engine events pe --json | grep '"type":"tool.result"')"

@@ -43,7 +43,7 @@ api() {
 sse() { $PY "$CHECK" sse "$DOC" "$URL" "$@"; }
 summary_field() { api GET "/v1/workflows/$1"; jget "$2" <<<"$BODY"; }
 wait_field() { # ID FIELD VALUE: until the summary's FIELD is VALUE
-  wait_true 30 '[ "$(summary_field "$1" "$2")" == "$3" ]' && return 0
+  wait_true 30 '[ "$(summary_field "$1" "$2")" == "$3" ]' '' "$@" && return 0
   fail "$1: $2 never became $3 (is: $(summary_field "$1" "$2"))"
 }
 

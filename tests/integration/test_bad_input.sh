@@ -41,8 +41,7 @@ assert_eq "database unchanged by all of the above" "$before" "$(db_sum)"
 assert_eq "no workflow was half-created" "" "$(engine list | grep -w bad || true)"
 
 # --- a second serve on the same database
-bg S engine serve
-sleep 0.3
+serve_bg
 assert_exit "second engine serve" 2 engine serve
 assert_contains "names the holder" "already served by engine serve (pid $S)" "$ERR"; one_line "second serve"
 kill "$S"; wait "$S" 2>/dev/null || true

@@ -205,14 +205,14 @@ tmux -S "$SOCK" new-session -d -s comp -n hold -x 160 -y 40 -c "$T/work" "sleep 
 screen() { tmux -S "$SOCK" capture-pane -p -t "comp:$1"; }
 # until NAME TEXT: waits (up to 10 s) for the window's screen to show TEXT
 until_shows() {
-  wait_true 30 'screen "$1" | grep -qF -- "$2"' && return 0
+  wait_true 30 'screen "$1" | grep -qF -- "$2"' '' "$@" && return 0
   fail "$1: the screen never showed [$2]:"
   screen "$1" >&2
   return 1
 }
 # until_line NAME LINE: the same for a whole line (tmux drops trailing blanks)
 until_line() {
-  wait_true 30 'screen "$1" | grep -qxF -- "$2"' && return 0
+  wait_true 30 'screen "$1" | grep -qxF -- "$2"' '' "$@" && return 0
   fail "$1: the screen never showed the line [$2]:"
   screen "$1" >&2
   return 1

@@ -143,7 +143,7 @@ API="$API" REC="$T/rec/review.jsonl" input_for >"$T/input.json"
 posts() { [ -f "$GH/posted.jsonl" ] && wc -l <"$GH/posted.jsonl" | tr -d ' ' || echo 0; }
 pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' || true; }
 wait_approval() {
-  wait_true 90 '[ "$(pending "$1")" -ge 1 ]' && return 0
+  wait_true 90 '[ "$(pending "$1")" -ge 1 ]' '' "$@" && return 0
   fail "$1 never asked for approval (status $(status "$1")): $(engine events "$1" 2>&1 | tail -5)"; return 1
 }
 

@@ -33,18 +33,18 @@ containers() {
 events() { engine events "$1" --json; }
 count() { events "$1" | grep -c "\"type\":\"$2\"" || true; }
 wait_event() { # ID TYPE N SECONDS
-  wait_for "$4" "$3 $2 event(s) of $1" '[ "$(count "$1" "$2")" -ge "$3" ]' 'echo "status $(status "$1"), $(count "$1" "$2") $2"'
+  wait_for "$4" "$3 $2 event(s) of $1" '[ "$(count "$1" "$2")" -ge "$3" ]' 'echo "status $(status "$1"), $(count "$1" "$2") $2"' "$@"
 }
 # waits for log file $1 to contain $2
 wait_log() {
-  wait_true 30 'grep -q "$2" "$1" 2>/dev/null' && return 0
+  wait_true 30 'grep -q "$2" "$1" 2>/dev/null' '' "$@" && return 0
   fail "never logged [$2] in $1: $(tail -5 "$1" 2>/dev/null)"; return 1
 }
 
 # ---- SQLite, one host: a container gone while its session waits ----
 export ENGINE_SWEEP_INTERVAL_MS=500
 bg S engine serve 2>>"$T/sqlite.log"
-sleep 0.3
+wait_serving "$T/sqlite.log"
 INSTANCE="$(sqlite3 "$ENGINE_DB" "SELECT value FROM meta WHERE key='instance_id'")"
 HOST="$(hostname)"
 "$ENGINE" start "$WF" --input @"$INPUT" --id gone --detach >/dev/null 2>&1 || true

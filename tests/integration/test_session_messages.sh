@@ -34,7 +34,7 @@ user_msgs() {
 nreq() { curl -sf "$MURL/_requests" | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
 last_status() { engine events "$1" --json | grep '"session.status"' | tail -1 | jget payload.status; }
 wait_waiting() { # ID: until the session waits for a message
-  wait_true 30 '[ "$(last_status "$1")" == WAITING_FOR_MESSAGE ]' && return 0
+  wait_true 30 '[ "$(last_status "$1")" == WAITING_FOR_MESSAGE ]' '' "$@" && return 0
   fail "$1 never waited for a message ($(status "$1"))"
 }
 ev_count() { engine events "$1" --json | grep -c "\"type\":\"$2\"" || true; }

@@ -13,7 +13,7 @@ slots_rows() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM slots WHERE key='$1'";
 counter() { sqlite3 "$ENGINE_DB" "SELECT CAST(coalesce((SELECT value FROM counters WHERE name='total:$1'),0) AS INTEGER)"; }
 start() { local id="$1"; shift; "$ENGINE" start "$WF" --id "$id" --detach --input "$1" >/dev/null 2>&1 || true; }
 wait_last() { # wait_last ID EVENT-TYPE: until the run's last history event is of that type
-  wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | grep -q "$2"' && return 0
+  wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | grep -q "$2"' '' "$@" && return 0
   fail "$1 never reached $2: $(engine history "$1" 2>&1 | tail -2)"
 }
 

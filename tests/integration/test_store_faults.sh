@@ -41,7 +41,7 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK="$(getconf CLK_TCK)"
 count() { grep -c "$1" "$2" || true; }
 # wait_line FILE PATTERN: until FILE has a line matching PATTERN (up to 30 s)
-wait_line() { wait_true 30 'grep -q "$2" "$1" 2>/dev/null' && return 0; return 1; }
+wait_line() { wait_true 30 'grep -q "$2" "$1" 2>/dev/null' '' "$@" && return 0; return 1; }
 
 # ------------------------------------------------------- 1. disk full ---
 # 6 MiB: the WAL grows to about 4 MiB before its first checkpoint, so a

@@ -41,10 +41,10 @@ dead() { [ -s "$T/$1.rc" ]; }
 exit_of() { cat "$T/$1.rc"; }
 # wait_screen NAME ERE [SECONDS]: until a visible row matches
 wait_screen() {
-  wait_for "${3:-20}" "$1: a row matching /$2/" 'screen "$1" | grep -Eq -- "$2"' 'screen "$1"'
+  wait_for "${3:-20}" "$1: a row matching /$2/" 'screen "$1" | grep -Eq -- "$2"' 'screen "$1"' "$@"
 }
 wait_dead() {
-  wait_for "${2:-30}" "$1 to end" 'dead "$1"' 'screen "$1"'
+  wait_for "${2:-30}" "$1 to end" 'dead "$1"' 'screen "$1"' "$@"
 }
 # the status rows: they start with the spinner
 status_rows() { grep -E '^[-\|/\\] ' || true; }
