@@ -215,6 +215,15 @@ wait_status() {
   return 1
 }
 
+# wait_due ID: until the clock has passed the due time of every durable task
+# of the workflow (its timers, retries, wake-ups), for the tests in which that
+# time passes while no engine runs
+wait_due() {
+  local due
+  due="$(sql "SELECT coalesce(max(run_at), 0) FROM tasks WHERE wf_id='$1'")"
+  wait_for 120 "the clock past the due time of $1's tasks ($due)" '[ "$(now_ms)" -gt "$due" ]' 'now_ms'
+}
+
 # bg VAR command...: starts command in the background, its pid in VAR
 bg() {
   local __v="$1"; shift

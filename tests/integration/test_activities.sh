@@ -71,7 +71,7 @@ bg S engine serve
 wait_true 30 '[ "$(attempts later)" -ge 1 ]' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "first attempt failed before the kill" 1 "$(attempts later)"
-sleep 1.6
+wait_due later # its retry falls due while no engine runs
 bg S engine serve
 wait_status later completed
 assert_contains "the retry ran after the restart" '"result":{"ok":true,"value":"ok after 2"}' "$(engine show later --json)"

@@ -112,7 +112,7 @@ rm "$T/policies/05-no-shell.lua"
 kill "$S"; wait "$S" 2>/dev/null || true
 "$ENGINE" serve 2>"$T/serve.log" &
 S=$!; PIDS+=("$S")
-sleep 0.5
+wait_serving "$T/serve.log"
 printf '%s\n' 'return function(req) this is not lua end' >"$T/policies/06-broken.lua"
 wait_true 30 'grep -q "policies rejected" "$T/serve.log"' || true
 assert_contains "a broken policy file is refused with its error" "06-broken.lua" "$(cat "$T/serve.log")"
@@ -197,7 +197,7 @@ assert_contains "the cost is reported" '"cost_usd"' "$(engine show lco --json)"
 ST="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/slow_tool.jsonl\"}}")"
 "$ENGINE" start "$WF" --input @"$ST" --id st --detach >/dev/null 2>&1 || true
 wait_true 30 'engine events st --json 2>/dev/null | grep -q '\''"type":"tool.requested"'\''' || true
-sleep 1 # the shell command is running in the sandbox now
+wait_true 60 'pgrep -f "sleep 3; echo slept" >/dev/null' # the shell command runs in the sandbox now
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve
 wait_status st completed 120
@@ -208,15 +208,17 @@ assert_eq "dense event stream" ok "$(engine events st --json | lua5.4 "$SRC/test
 
 # --- kill -9 during a model call (a slow local model server): the call is made again
 python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario <(echo \
-  '{"default":{"reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}},"delay":3}}') \
+  '{"steps":[{"hold":"mc","reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}}}],"default":{"reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}}}}') \
   >/dev/null 2>"$T/mserver.log" &
 PIDS+=($!)
 wait_true 30 '[ -s "$T/mport" ]' || true
+MURL="http://127.0.0.1:$(cat "$T/mport")"
 MC="$(input_with "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"http://127.0.0.1:$(cat "$T/mport")/v1\"}}")"
 "$ENGINE" start "$WF" --input @"$MC" --id mc --detach >/dev/null 2>&1 || true
 wait_true 30 'engine events mc --json 2>/dev/null | grep -q '\''"RUNNING"'\''' || true
-sleep 1 # the model call is in flight (the server answers after 3 s)
+wait_true 60 '[ "$(model_health held)" -ge 1 ]' # the model call is in flight (held until released)
 kill -9 "$S"; wait "$S" 2>/dev/null || true
+release mc
 bg S engine serve
 wait_status mc completed 120
 assert_eq "the session completed with the model's answer" "answered by the slow model" "$(engine show mc --json | jget result.summary)"

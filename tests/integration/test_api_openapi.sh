@@ -154,7 +154,7 @@ assert_eq "answered already: 409" 409 "$STATUS"
 sse /v1/workflows/h1/events -H "Last-Event-ID: 5" --seconds 15 >"$T/sse.h1" 2>"$T/sse.h1.err" &
 S=$!
 PIDS+=("$S")
-sleep 0.5
+wait_true 30 'curl -s "$URL/metrics" | grep -q "^engine_sse_streams 1"' # the stream is open
 api POST /v1/workflows/h1/signals/approval -d '{"approved":true}'
 assert_eq "signal" "200 approval anonymous" "$STATUS $(jget signal <<<"$BODY") $(jget sent_by <<<"$BODY")"
 if wait "$S"; then pass "the stream's frames are as documented"; else fail "the stream: $(cat "$T/sse.h1.err")"; fi

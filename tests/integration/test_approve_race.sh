@@ -40,7 +40,7 @@ assert_contains "says so" "workflow 'ap1' is completed" "$ERR"
 P=$!; PIDS+=("$P")
 wait_requests ap2 1
 kill -9 "$P"; wait "$P" 2>/dev/null || true
-sleep 1.2 # past t1's deadline
+wait_due ap2 # past t1's deadline
 assert_exit "approving after the deadline is refused" 2 engine approve ap2 --request t1
 assert_contains "names the timeout" "request 't1' of ap2 timed out" "$ERR"
 assert_eq "nothing was buffered" 0 "$(signals ap2)"

@@ -49,9 +49,9 @@ kill "$S"; wait "$S" 2>/dev/null || true
 # --- a database locked by another process
 sync
 before="$(db_sum)"
-( echo "BEGIN EXCLUSIVE; SELECT 1;"; sleep 4; echo "COMMIT;" ) | sqlite3 "$ENGINE_DB" >/dev/null &
+python3 "$SRC/tests/integration/hold_lock.py" "$ENGINE_DB" 4 >"$T/lock.out" &
 L=$!; PIDS+=("$L")
-sleep 0.5
+wait_true 30 'grep -q locked "$T/lock.out"'
 ENGINE_BUSY_TIMEOUT_MS=300 assert_exit "locked database" 2 env ENGINE_BUSY_TIMEOUT_MS=300 "$ENGINE" signal done approval '{}'
 assert_contains "says it is locked" "locked" "$ERR"; one_line "locked database"
 wait "$L" 2>/dev/null || true

@@ -12,9 +12,7 @@ PIDS+=($!)
 wait_true 30 'PORT="$(grep -o '\''port [0-9]*'\'' "$T/http.log" | grep -o '\''[0-9]*$'\'' || true)"; [ -n "$PORT" ]' || true
 [ -n "$PORT" ] || { fail "the test's HTTP server did not start"; finish; }
 
-bg S engine serve
-wait_true 30 '[ -e "$ENGINE_DB" ]' || true
-sleep 0.3
+serve_bg
 before="$(awk '$1 == "VmRSS:" {print $2}' "/proc/$S/status")"
 for how in read read_into; do
   into=false; [ "$how" == read_into ] && into=true

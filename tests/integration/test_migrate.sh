@@ -103,8 +103,9 @@ assert_exit "the same database twice" 2 engine migrate --from "$A" --to "$T/./a.
 assert_contains "says so" "the same database" "$ERR"
 assert_exit "a missing source" 2 engine migrate --from "$T/nope.db" --to "$P"
 assert_contains "names it" "no database at $T/nope.db" "$ERR"
+n_serving="$(grep -c "engine: serving" "$T/serve.err" || true)"
 ENGINE_DB="$A" "$ENGINE" serve 2>>"$T/serve.err" & S=$!; PIDS+=("$S")
-sleep 1
+wait_serving "$T/serve.err" "$n_serving"
 assert_exit "a serve holds the source" 2 engine migrate --from "$A" --to "$P"
 assert_contains "says who" "in use" "$ERR"
 kill "$S"; wait "$S" 2>/dev/null || true

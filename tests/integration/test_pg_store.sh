@@ -50,7 +50,7 @@ shape() {
 run_hello() {
   bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":2}' >"$T/h1.out" 2>"$T/h1.err"
   wait_status h1 waiting || fail "h1 never waited ($ENGINE_DB): $(cat "$T/h1.err")"
-  sleep 0.3
+  wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3' || true
   engine signal h1 approval '{"approved":true}' >/dev/null
   set +e; wait "$P"; rc=$?; set -e
   echo "rc=$rc $(cat "$T/h1.out") $(verify_history h1) $(verify_events h1)"
@@ -100,8 +100,9 @@ assert_contains "a cancelled timer ends the run cancelled" "last=WorkflowCancell
 
 # --- the worker lock: workers share it (each workflow runs under its lease,
 # test_pg_workers.sh); migrate needs it alone and is refused beside a serve
+n_serving="$(grep -c "engine: serving" "$T/serve.err" || true)"
 "$ENGINE" serve 2>>"$T/serve.err" & S2=$!; PIDS+=("$S2")
-sleep 0.5
+wait_serving "$T/serve.err" "$n_serving" || true
 assert_eq "a second serve runs beside the first" "" "$(kill -0 "$S2" 2>&1)"
 kill "$S2"; wait "$S2" 2>/dev/null || true
 assert_exit "migrate is refused beside a serve" 2 env ENGINE_DB="${ENGINE_DB/engine@/engine:s3cret@}" \

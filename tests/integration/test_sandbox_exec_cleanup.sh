@@ -130,9 +130,8 @@ printf '%s\n' '{"limits": {"memoryMb": 128, "pids": 256, "cpu": 1}, "steps": [' 
 for driver in "${DRIVERS[@]}"; do
   export ENGINE_DB="$T/flood-$driver.db"
   export ENGINE_SANDBOX_DRIVER="$driver"
-  bg S engine serve
-  wait_true 30 '[ -e "$ENGINE_DB" ]' || true
-  sleep 0.5
+  : >"$T/serve.log"
+  serve_bg
   before="$(awk '$1 == "VmRSS:" {print $2}' "/proc/$S/status")"
   for k in $(seq $K); do engine start "$WF" --id "fl-$driver-$k" --detach --input @"$T/flood.json" >/dev/null 2>&1 || true; done
   for k in $(seq $K); do wait_status "fl-$driver-$k" completed 600 || break; done

@@ -116,7 +116,7 @@ assert_contains "the model heard the message after the interrupt" "go on with th
 assert_contains "the API's sender is recorded" '"sender":"token:talker"' "$(engine events intr --json | grep '"user.message"')"
 
 # --- an interrupt during a model call abandons it: its late answer is never part of the conversation
-model "[{\"reply\": {\"text\": \"the slow answer\"}, \"delay\": 2}, $(text '{\"summary\": \"the answer after the message\", \"result\": {}}')]"
+model "[{\"reply\": {\"text\": \"the slow answer\"}, \"hold\": \"ab\"}, $(text '{\"summary\": \"the answer after the message\", \"result\": {}}')]"
 input ''
 "$ENGINE" start "$WF" --input @"$T/input.json" --id ab --detach >/dev/null 2>&1 || true
 wait_true 30 '[ "$(nreq)" -ge 1 ]' || true
@@ -124,7 +124,9 @@ assert_exit "interrupt during the model call" 0 engine interrupt ab --reason "to
 wait_waiting ab
 assert_contains "session.interrupted says the call was abandoned" "during a model turn (abandoned)" \
   "$(engine events ab --json | grep '"session.interrupted"')"
-sleep 2.2 # the abandoned call's answer is logged meanwhile
+served="$(model_health served)"
+release ab # the abandoned call's answer comes now
+wait_true 30 '[ "$(model_health served)" -gt "$served" ]'
 assert_exit "a message after the interrupt" 0 engine message ab "try again"
 wait_status ab completed 60 || fail "ab: $(status ab)"
 assert_eq "its result is the next turn's" "the answer after the message" "$(engine show ab --json | jget result.summary)"
@@ -137,11 +139,12 @@ verify_history ab >/dev/null || fail "ab history"
 
 # --- the same under the engine's cap on model calls (the call holds a slot): abandoned, the slot is given back
 printf 'model_calls = { default = 2 }\n' >"$(dirname "$ENGINE_DB")/limits.lua"
-model "[{\"reply\": {\"text\": \"the slow answer\"}, \"delay\": 2}, $(text '{\"summary\": \"capped and answered\", \"result\": {}}')]"
+model "[{\"reply\": {\"text\": \"the slow answer\"}, \"hold\": \"abc\"}, $(text '{\"summary\": \"capped and answered\", \"result\": {}}')]"
 "$ENGINE" start "$WF" --input @"$T/input.json" --id abc --detach >/dev/null 2>&1 || true
 wait_true 30 '[ "$(nreq)" -ge 1 ]' || true
 assert_exit "interrupt a capped model call" 0 engine interrupt abc
 wait_waiting abc
+release abc # the abandoned call's answer, whenever it comes, is not the session's
 assert_exit "a message after it" 0 engine message abc "again"
 wait_status abc completed 60 || fail "abc: $(status abc)"
 assert_eq "capped: its result is the next turn's" "capped and answered" "$(engine show abc --json | jget result.summary)"

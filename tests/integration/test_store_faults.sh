@@ -113,7 +113,7 @@ wait_true 30 '[ "$(engine history term3 2>/dev/null | wc -l)" -ge 3 ]' || true
 python3 "$SRC/tests/integration/hold_lock.py" "$ENGINE_DB" 30 >"$T/term.lock" &
 H=$!; PIDS+=("$H")
 wait_true 30 'grep -q locked "$T/term.lock"' || true
-sleep 0.5
+wait_due term3 # serve has had work to write since the lock was taken
 kill -TERM "$S" 2>/dev/null || true
 wait_for 15 "serve to stop on SIGTERM" '! kill -0 "$S" 2>/dev/null' 'tail -n 3 "$T/term.err"' || true
 if kill -0 "$S" 2>/dev/null; then fail "SIGTERM did not stop serve while the lock was held"; kill -9 "$S"
