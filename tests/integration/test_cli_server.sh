@@ -228,7 +228,7 @@ remote events F2 --follow --json >"$T/F2.json" 2>"$T/F2.err" & PJ=$!; PIDS+=("$P
 wait_streams 1
 port="${URL##*:}"
 kill -9 "$SERVE"; wait "$SERVE" 2>/dev/null || true
-sleep 0.3
+wait_true 30 '! curl -s -o /dev/null "$URL/healthz"' # nothing answers there now
 serve "$port"
 engine signal F2 approval '{"approved":true}' 2>/dev/null
 set +e; wait "$PJ"; rj=$?; set -e

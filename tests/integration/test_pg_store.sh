@@ -196,7 +196,7 @@ start "$FWF" rs '{"retry":0.3,"sleep":1.5,"slow":0.5}'
 "$ENGINE" serve 2>"$T/rs1.err" & S1=$!; PIDS+=("$S1")
 wait_true 30 '[ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ]' || true
 "$SRC/scripts/start-postgres" --stop "$T/pg"
-sleep 1
+sleep 1 # the server stays down for a second (pacing the outage, not a wait)
 [ "$("$SRC/scripts/start-postgres" "$T/pg")" == "$URL" ] && pass "the cluster restarts on its URL" || fail "restart: another URL"
 "$ENGINE" serve 2>"$T/rs2.err" & S2=$!; PIDS+=("$S2")
 wait_status rs completed 30 || fail "rs after the restart: $(status rs)"

@@ -24,7 +24,7 @@ echo "host secret" >"$T/hostsecret"
 python3 -m http.server 18099 --bind 0.0.0.0 >/dev/null 2>&1 &
 PIDS+=($!)
 HOSTIP="$(hostname -I | awk '{print $1}')"
-sleep 0.3
+wait_true 30 'curl -s -o /dev/null http://127.0.0.1:18099/' # it listens
 
 # The steps, as JSON. (Written with printf, not a heredoc, so no line of it can
 # ever end a heredoc early and run as a command.)

@@ -79,11 +79,11 @@ worker() { # HOST VAR: a worker of that host in the background, its log in $T/HO
   PIDS+=("$!")
 }
 worker host-a A
-for _ in $(seq 100); do INSTANCE="$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d hosts -XAtqc \
-  "SELECT value FROM meta WHERE key='instance_id'" 2>/dev/null || true)"; [ -n "$INSTANCE" ] && break; sleep 0.1; done
+wait_true 30 'INSTANCE="$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d hosts -XAtqc \
+  "SELECT value FROM meta WHERE key='\''instance_id'\''" 2>/dev/null || true)"; [ -n "$INSTANCE" ]' || true
 "$ENGINE" start "$WF" --input @"$INPUT" --id mv --detach >/dev/null 2>&1 || true
 wait_event mv tool.requested 1 120
-sleep 1 # the slow command runs in host-a's sandbox now
+wait_true 60 'pgrep -f "sleep 4; echo slept" >/dev/null' # the slow command runs in host-a's sandbox now
 assert_eq "host-a made the sandbox" 1 "$(containers mv host-a)"
 worker host-b B
 kill -9 "$A"; wait "$A" 2>/dev/null || true

@@ -61,7 +61,7 @@ wait_true 30 '[ "$(engine history full8 2>/dev/null | wc -l)" -ge 3 ]' || true
 dd if=/dev/zero of="$M/filler" bs=16k 2>/dev/null || true # until the disk is full
 wait_line "$T/serve1.err" "$INCIDENT" || true
 assert_contains "the full disk is reported" "$INCIDENT" "$(cat "$T/serve1.err")"
-sleep 1 # retries fail meanwhile, with backoff
+sleep 1 # the disk stays full for a second (pacing the fault, not a wait): retries fail meanwhile, with backoff
 rm -f "$M/filler"
 all_status completed $ids || true
 wait_line "$T/serve1.err" "$RECOVERED" || true

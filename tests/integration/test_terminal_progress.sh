@@ -113,7 +113,7 @@ assert_eq "... folded nowhere" 0 "$(grep -c 'bytes more' <<<"$FULL")"
 pane H1 100 30 "\"$ENGINE\" start workflows/hello.lua --id H1 --input '{\"name\":\"Ada\",\"n\":2}'"
 wait_screen H1 "waiting for signal 'approval' since [0-9:]{8} \([0-9]+ s\)"
 A="$(screen H1 | status_rows)"
-sleep 1.3
+wait_true 30 '[ "$(screen H1 | status_rows)" != "$A" ]' 'screen H1' || true # its clock ticks
 B="$(screen H1 | status_rows)"
 assert_contains "the status says what it waits on" "waiting for signal 'approval' since" "$A"
 [ -n "$A" ] && [ "$A" != "$B" ] && pass "the status line changes while it waits ($(cut -c1-60 <<<"$B"))" || fail "status did not change: [$A] [$B]"
@@ -150,8 +150,7 @@ scenario "{\"steps\":[{\"reply\":{\"text\":\"$TEXT\"},\"fragment_size\":6,\"chun
 pane MT 100 30 "\"$ENGINE\" start '$TWF/model_call.lua' --id MT --input '{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$MURL/v1\"},\"options\":{\"stream\":true}}'"
 wait_screen MT "model turn 1 streaming: [0-9]+ characters so far"
 n1="$(screen MT | grep -Eo 'streaming: [0-9]+' | grep -Eo '[0-9]+')"
-sleep 0.8
-n2="$(screen MT | grep -Eo 'streaming: [0-9]+' | grep -Eo '[0-9]+' || echo 0)"
+wait_true 30 'n2="$(screen MT | grep -Eo "streaming: [0-9]+" | grep -Eo "[0-9]+" || echo 0)"; [ "$n2" -gt "$n1" ]' 'screen MT' || true
 [ -n "$n1" ] && [ "$n2" -gt "$n1" ] && pass "model turn 1 streaming: $n1, then $n2 characters so far" || fail "no growing count: $n1 $n2 $(screen MT)"
 wait_dead MT
 assert_eq "... and gone when it ends" 0 "$(scrollback MT | status_rows | wc -l)"
@@ -178,11 +177,9 @@ tm new-session -d -s PR -x 100 -y 40 "env -u NO_COLOR bash --norc --noprofile"
 tm send-keys -t "=PR:" "PS1='$ '; cd '$SRC'; export TERM=xterm-256color; clear" Enter
 tm send-keys -t "=PR:" "\"$ENGINE\" start workflows/agent_session.lua --id PR --input @examples/pr-review.json; echo \"exit=\$?\"" Enter
 seen="$T/PR.status"; : >"$seen"
-for _ in $(seq 1200); do
-  screen PR | status_rows | cut -c3- | sed -E 's/[0-9]+ (s|min)\b.*//' >>"$seen"
-  screen PR | grep -q "waiting for approval of publish_review" && break
-  sleep 0.1
-done
+# the status rows sampled as it goes (every 50 ms), until the approval prompt
+wait_for 120 "the approval prompt" 'screen PR | status_rows | cut -c3- | sed -E "s/[0-9]+ (s|min)\b.*//" >>"$seen"
+  screen PR | grep -q "waiting for approval of publish_review"' 'screen PR' || true
 RID="$(engine show PR --json | jget waits.request_id)"
 S="$(screen PR)"
 assert_contains "the approval prompt: what it waits for" "waiting for approval of publish_review since" "$S"
