@@ -211,11 +211,7 @@ serve_api ENGINE_HTTP_MAX_CONNECTIONS=1
 curl -sN -H "Accept: text/event-stream" -H "Authorization: Bearer $READ_TOKEN" "$URL/v1/events" >/dev/null &
 HOLD=$!
 PIDS+=("$HOLD")
-for _ in $(seq 100); do # until the stream holds the one connection
-  api GET /healthz
-  [ "$STATUS" == 503 ] && break
-  sleep 0.05
-done
+wait_true 30 'api GET /healthz; [ "$STATUS" == 503 ]' || true # until the stream holds the one connection
 assert_eq "a connection past the limit: 503" 503 "$STATUS"
 kill "$HOLD"
 wait "$HOLD" 2>/dev/null || true

@@ -8,11 +8,9 @@ WF="$SRC/tests/integration/wf/approvals.lua"
 signals() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM signals WHERE wf_id='$1'"; }
 requested() { engine events "$1" --json 2>/dev/null | grep -c "\"type\":\"approval.requested\"" || true; }
 wait_requests() { # ID N: until the workflow has asked N times and waits
-  for _ in $(seq 600); do
-    [ "$(requested "$1")" -ge "$2" ] && engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted && return 0
-    sleep 0.05
-  done
-  fail "$1 never asked for approval $2"
+  wait_for 30 "$1 to ask for approval $2" \
+    '[ "$(requested "$1")" -ge "$2" ] && engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted' \
+    'engine history "$1" 2>/dev/null | tail -3' "$@"
 }
 
 # --- the request the operator saw timed out; another one is pending now

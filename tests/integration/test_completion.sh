@@ -222,7 +222,7 @@ typed() {
   local win="$1"
   shift
   tmux -S "$SOCK" send-keys -t "comp:$win" C-e C-u C-l
-  sleep 0.2
+  sleep 0.2 # the keystrokes' pace (the terminal redraws), not a wait for the engine
   tmux -S "$SOCK" send-keys -t "comp:$win" "$@"
 }
 cat >"$T/rc.bash" <<EOF

@@ -31,12 +31,9 @@ settle() {
   local s=$!
   PIDS+=("$s")
   local n=0 n2=0
-  for _ in $(seq 600); do
-    n="$(count "$db" "$status")"
-    [ -n "$want2" ] && n2="$(count "$db" "$status2")"
-    [ "$n" -ge "$want" ] && { [ -z "$want2" ] || [ "$n2" -ge "$want2" ]; } && break
-    sleep 0.2
-  done
+  wait_for 120 "$want workflows $status${want2:+ and $want2 $status2} on $(basename "$db")" \
+    'n="$(count "$db" "$status")"; [ -z "$want2" ] || n2="$(count "$db" "$status2")"
+    [ "$n" -ge "$want" ] && { [ -z "$want2" ] || [ "$n2" -ge "$want2" ]; }' 'echo "$n $status, $n2 $status2"' || true
   kill "$s"; wait "$s" 2>/dev/null || true
   assert_eq "$want workflows $status on $(basename "$db")" "$want" "$n"
   [ -z "$want2" ] || assert_eq "$want2 workflows $status2 on $(basename "$db")" "$want2" "$n2"

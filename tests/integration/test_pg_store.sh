@@ -205,12 +205,11 @@ start "$FWF" rs_after '{"retry":0.3,"sleep":0.2,"slow":0.2}'
 wait_status rs_after completed 30 || fail "rs_after: $(status rs_after)"
 # a serve takes its lock again at its next batch after the restart (its
 # lease heartbeat makes one every few seconds when it has nothing else to do)
-for _ in $(seq 200); do
-  holders="$(psql_on restart "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid
-    WHERE l.locktype='advisory' AND l.granted AND l.objid=1 AND a.datname='restart' ORDER BY 1" | tr '\n' ' ')"
-  [[ "$holders" == *"(pid $S1)"* && "$holders" == *"(pid $S2)"* ]] && break
-  sleep 0.1
-done
+holders() {
+  psql_on restart "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid
+    WHERE l.locktype='advisory' AND l.granted AND l.objid=1 AND a.datname='restart' ORDER BY 1" | tr '\n' ' '
+}
+wait_true 30 'holders="$(holders)"; [[ "$holders" == *"(pid $S1)"* && "$holders" == *"(pid $S2)"* ]]' || true
 assert_contains "both serves hold the shared worker lock" "engine serve (pid $S1)" "$holders"
 assert_contains "the second one too" "engine serve (pid $S2)" "$holders"
 assert_contains "the first serve saw the server go" "cannot write to the store" "$(cat "$T/rs1.err")"
@@ -263,7 +262,7 @@ assert_eq "none of our tables added" "0" "$(psql_on foreign "SELECT count(*) FRO
 
 # --- the API's list on PostgreSQL (the web page's table): both orders, the cursor, the text filter
 fresh pages
-for i in 1 2 3; do start "$HELLO" "pg-$i" "{\"name\":\"Ada $i\",\"n\":1}"; sleep 0.01; done
+for i in 1 2 3; do start "$HELLO" "pg-$i" "{\"name\":\"Ada $i\",\"n\":1}"; sleep 0.01; done # paced: distinct creation times
 : >"$T/serve-api.err"
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve-api.err" & S=$!; PIDS+=("$S")
 API="$(api_url "$T/serve-api.err")"

@@ -40,10 +40,7 @@ assert_exit "the log replays" 0 engine replay sig
 # ---------------------------------------------------------------- 2 ---
 engine start "$WF/stale_retry.lua" --id ret --detach --input '{"interval":1}' >/dev/null || true
 bg S engine serve
-for _ in $(seq 500); do
-  [ -n "$(sql "SELECT 1 FROM tasks WHERE wf_id='ret' AND kind='activity' AND attempt=2" 2>/dev/null)" ] && break
-  sleep 0.02
-done
+wait_true 30 '[ -n "$(sql "SELECT 1 FROM tasks WHERE wf_id='\''ret'\'' AND kind='\''activity'\'' AND attempt=2" 2>/dev/null)" ]' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "the first attempt failed" 1 "$(grep -c "^ret/.* flaky 1$" "$T/effects")"
 assert_exit "cancel while no worker runs" 0 engine cancel ret

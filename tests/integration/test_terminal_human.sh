@@ -35,13 +35,7 @@ type_line() {
 }
 # wait_done [SECONDS]: until the line typed last has finished; RC = its exit code
 wait_done() {
-  local i
-  for ((i = 0; i < ${1:-30} * 10; i++)); do
-    RC="$(screen | sed -n "s/^done-$N rc=\([0-9]*\).*/\1/p")"
-    [ -n "$RC" ] && return 0
-    sleep 0.1
-  done
-  fail "line $N did not finish; the screen:"$'\n'"$(screen)"
+  wait_for "${1:-30}" "line $N to finish" 'RC="$(screen | sed -n "s/^done-$N rc=\([0-9]*\).*/\1/p")"; [ -n "$RC" ]' screen && return 0
   RC=x
 }
 # raw LINE FILE: what LINE writes to the terminal, byte for byte (tmux
@@ -80,10 +74,7 @@ plain() { python3 -c 'import re,sys; sys.stdout.buffer.write(re.sub(rb"\x1b\[[0-
 widest() { plain "$1" | python3 -c 'import sys; print(max(len(l) for l in sys.stdin.buffer.read().decode().split("\n") if " " in l.strip()))'; }
 # approve_when_asked ID: approves the session's request once it is asked
 approve_when_asked() {
-  for _ in $(seq 1200); do
-    engine events "$1" --json 2>/dev/null | grep -q '"type":"approval.requested"' && break
-    sleep 0.1
-  done
+  wait_true 120 'engine events "$1" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' '' "$@" || true
   assert_exit "$1: engine approve" 0 engine approve "$1"
 }
 stored() { sqlite3 "$ENGINE_DB" "SELECT $2 FROM workflows WHERE id='$1'"; }

@@ -16,12 +16,8 @@ WF="$SRC/tests/integration/wf"
 
 # wait_end ID PID: until ID is failed or completed, or the process PID died
 wait_end() {
-  for _ in $(seq 1000); do
-    case "$(status "$1")" in failed | completed) return 0 ;; esac
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.02
-  done
-  return 1
+  wait_true 20 'case "$(status "$1")" in failed | completed) true ;; *) ! kill -0 "$2" 2>/dev/null ;; esac' '' "$@" || return 1
+  case "$(status "$1")" in failed | completed) return 0 ;; *) return 1 ;; esac
 }
 
 # ---------------------------------------------------------------- part 1 ---
