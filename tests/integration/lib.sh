@@ -78,7 +78,7 @@ own_pg_cluster() {
     fail "no PostgreSQL cluster: $(cat "$T/pg.err") (is postgresql-15 installed? scripts/install-deps)"
     finish
   fi
-  trap '"$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
+  trap 'EXIT_RC=$?; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
   PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
   PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
 }
@@ -131,8 +131,9 @@ wait_for() {
 # wait_true SECONDS CONDITION [SHOW [ARGS...]]: wait_for, named by its condition
 wait_true() { local __wt_c="$2"; wait_for "$1" "$__wt_c" "$__wt_c" "${@:3}"; }
 
+# cleanup: the EXIT trap (a test's own trap sets EXIT_RC=$? first, then calls it)
 cleanup() {
-  local rc=$?
+  local rc="${EXIT_RC:-$?}"
   [ "$FAILS" -ne 0 ] || [ "$rc" -ne 0 ] && log_tail
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   if [ -n "$PG_TEST_DB" ] && [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then

@@ -198,7 +198,7 @@ done
 # --- real shells on a terminal (tmux): type, press Tab, read the screen
 export TERM="${TERM:-xterm}"
 SOCK="$T/tmux.sock"
-trap 'tmux -S "$SOCK" kill-server 2>/dev/null; cleanup' EXIT
+trap 'EXIT_RC=$?; tmux -S "$SOCK" kill-server 2>/dev/null; cleanup' EXIT
 # shell NAME COMMAND: a new window running COMMAND in $T/work
 shell() { tmux -S "$SOCK" new-window -d -t comp -n "$1" -c "$T/work" "$2"; }
 tmux -S "$SOCK" new-session -d -s comp -n hold -x 160 -y 40 -c "$T/work" "sleep 3600"

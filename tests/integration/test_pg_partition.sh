@@ -41,7 +41,7 @@ if ! ip netns add "$NS" 2>"$T/netns.err"; then
 fi
 # the veth goes with the namespace; deleted by name too, in case it never moved there
 net_cleanup() { ip netns del "$NS" 2>/dev/null || true; ip link del "$HOSTIF" 2>/dev/null || true; }
-trap 'net_cleanup; cleanup' EXIT
+trap 'EXIT_RC=$?; net_cleanup; cleanup' EXIT
 if ! ip link add "$HOSTIF" type veth peer name "$NSIF" netns "$NS" 2>"$T/netns.err"; then
   echo "skip: no veth pair here: $(cat "$T/netns.err")"; exit 0
 fi
@@ -63,7 +63,7 @@ ip -n "$NS" link set lo up
 own_pg_cluster
 # own_pg_cluster set its own EXIT trap: the workers go first (one of them
 # may hang on a dead link), then the namespace, then the server
-trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; net_cleanup;
+trap 'EXIT_RC=$?; for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; net_cleanup;
   "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
 # the server listens on the host's end of the veth too, and trusts its /30
 # as it trusts loopback (initdb --auth=trust); start-postgres gives

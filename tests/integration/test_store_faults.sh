@@ -49,7 +49,7 @@ wait_line() { wait_true 30 'grep -q "$2" "$1" 2>/dev/null' '' "$@" && return 0; 
 M="$T/small"
 mkdir -p "$M"
 mount -t tmpfs -o size=6m tmpfs "$M" || { echo "test_store_faults mounts a tmpfs: it needs root" >&2; exit 1; }
-trap 'umount -l "$M" 2>/dev/null || true; cleanup' EXIT
+trap 'EXIT_RC=$?; umount -l "$M" 2>/dev/null || true; cleanup' EXIT
 export ENGINE_DB="$M/engine.db"
 ids=""
 for i in $(seq 1 8); do

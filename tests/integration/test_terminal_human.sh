@@ -23,7 +23,7 @@ TWF="$SRC/tests/integration/wf"
 
 # this test's own tmux server: its socket is in $T, and it goes with the test
 tm() { tmux -S "$T/tmux.sock" "$@"; }
-trap 'tm kill-server 2>/dev/null || true; cleanup' EXIT
+trap 'EXIT_RC=$?; tm kill-server 2>/dev/null || true; cleanup' EXIT
 tm new-session -d -s t -x 120 -y 40 -c "$SRC" "env PS1='$ ' E='$ENGINE' sh"
 
 screen() { tm capture-pane -p -t t; }

@@ -20,7 +20,7 @@ GOLD="$SRC/tests/integration/golden"
 
 SOCK="engine-test-$$"
 tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
-trap 'tm kill-server 2>/dev/null || true; cleanup' EXIT
+trap 'EXIT_RC=$?; tm kill-server 2>/dev/null || true; cleanup' EXIT
 tm new-session -d -s idle -x 80 -y 24 "sleep 3600"
 tm set-option -g remain-on-exit on
 tm set-option -g history-limit 5000
