@@ -53,10 +53,10 @@ fi
 WORKSPACES="$T/workspaces"
 [ -n "$PG_TEST_DB" ] && WORKSPACES="$T/data/workspaces"
 # api_url FILE: the base URL `engine serve --listen` announces on its stderr,
-# written to FILE (waits up to 10 s, scaled; empty when it never does)
+# written to FILE (waits up to 30 s, scaled; empty when it never does)
 api_url() {
   local u="" end
-  end=$(( $(now_ms) + $(scaled 10) * 1000 ))
+  end=$(( $(now_ms) + $(scaled 30) * 1000 ))
   while [ "$(now_ms)" -lt "$end" ]; do
     u="$(grep -o 'API on http://[0-9.:]*' "$1" 2>/dev/null | cut -c8- || true)"
     [ -n "$u" ] && break
@@ -177,7 +177,7 @@ start_model_server() {
   python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario "$1" \
     >/dev/null 2>"$T/mserver.log" &
   PIDS+=($!)
-  wait_for 10 "the model server's port" '[ -s "$T/mport" ]' 'cat "$T/mserver.log"'
+  wait_for 30 "the model server's port" '[ -s "$T/mport" ]' 'cat "$T/mserver.log"'
   PORT="$(cat "$T/mport")"
   MURL="http://127.0.0.1:$PORT"
 }
@@ -238,7 +238,7 @@ bg() {
 serve_api() {
   : >"$T/serve.log"
   bg S engine serve --listen 127.0.0.1:0 "$@" 2>>"$T/serve.log"
-  wait_for 10 "engine serve --listen to announce its API" 'grep -q "API on" "$T/serve.log"' || true
+  wait_for 30 "engine serve --listen to announce its API" 'grep -q "API on" "$T/serve.log"' || true
   URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
   [ -n "$URL" ] || fail "engine serve --listen did not start: $(cat "$T/serve.log")"
 }
@@ -263,7 +263,7 @@ serve_bg() {
 # wait_serving LOG [BEFORE]: until the `engine serve` whose stderr goes to LOG
 # says it serves (more than BEFORE such lines there, default 0)
 wait_serving() {
-  wait_for 10 "engine serve to start serving ($1)" '[ "$(grep -c "engine: serving" "$1" 2>/dev/null)" -gt "${2:-0}" ]' 'tail -n 5 "$1"' "$@"
+  wait_for 30 "engine serve to start serving ($1)" '[ "$(grep -c "engine: serving" "$1" 2>/dev/null)" -gt "${2:-0}" ]' 'tail -n 5 "$1"' "$@"
 }
 
 finish() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# engine migrate: a SQLite database of 300 finished and 30 waiting
+# engine migrate: a SQLite database of 100 finished and 20 waiting
 # workflows (random draws, checkpoints, activities, timers, domain events,
 # buffered signals, a cancelled one, a token, a schedule) copied to a private
 # PostgreSQL (scripts/start-postgres) and back to a new SQLite file: every
@@ -15,13 +15,11 @@ MIX="$SRC/tests/integration/wf/migrate_mix.lua"
 A="$T/a.db" B="$T/b.db"
 export ENGINE_BUSY_TIMEOUT_MS=30000
 export ENGINE_DATA_DIR="$T/data"
-# 300 and 30 in the plain build (the history table still spans several of
-# migrate's 1,000-row pages); each workflow's show and history are read three
-# times, one process each, which took over 10 minutes for 1,100 on a busy
-# 2-core machine: MIGRATE_DONE=1000 MIGRATE_WAITING=100 is the full size. The
-# sanitized run, slower by far, on fewer.
-if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then NDONE=${MIGRATE_DONE:-100} NWAIT=${MIGRATE_WAITING:-20}
-else NDONE=${MIGRATE_DONE:-300} NWAIT=${MIGRATE_WAITING:-30}; fi
+# 100 and 20 (the history table still spans two of migrate's 1,000-row
+# pages): each workflow's show and history are read three times, one process
+# each, which took over 10 minutes for 1,100, and for 330, on a busy 2-core
+# machine. MIGRATE_DONE=1000 MIGRATE_WAITING=100 is the full size.
+NDONE=${MIGRATE_DONE:-100} NWAIT=${MIGRATE_WAITING:-20}
 
 own_pg_cluster
 newdb() { "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine "$1"; echo "postgres://engine@127.0.0.1:$PGPORT/$1"; }
