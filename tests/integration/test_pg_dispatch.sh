@@ -32,7 +32,7 @@ assert_eq "two tasks each, due within 10 ms" "$N" \
   "$(q "SELECT count(*) FROM (SELECT wf_id FROM tasks GROUP BY wf_id HAVING count(*)=2 AND max(run_at)-min(run_at)<=10) x")"
 due_at="$(q "SELECT min(run_at) FROM tasks")"
 now_ms() { date +%s%3N; }
-while [ "$(now_ms)" -lt $((due_at - 300)) ]; do sleep 0.05; done
+while [ "$(now_ms)" -lt $((due_at - 300)) ]; do sleep 0.05; done # the wall clock to a time (no engine state), polled
 # the even ones are signalled around the deadline; the serve dies half-way through
 for i in $(seq 2 2 "$N"); do
   "$ENGINE" signal "d-$i" go "{\"k\":$i}" >/dev/null 2>&1 &

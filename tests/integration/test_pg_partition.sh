@@ -133,7 +133,7 @@ wait_true 30 '[ "$(completed)" -ge "$N" ]' || true
 t2="$(now_ms)"
 assert_eq "every workflow completed while it was cut off" "$N" "$(completed)"
 # down for two leases at least: it has had time to notice, and to retry
-while [ $(( $(now_ms) - t0 )) -lt $((2 * ENGINE_LEASE_MS)) ]; do sleep 0.1; done
+while [ $(( $(now_ms) - t0 )) -lt $((2 * ENGINE_LEASE_MS)) ]; do sleep 0.1; done # the wall clock past two leases (no engine state), polled
 ip link set "$HOSTIF" up
 t3="$(now_ms)"
 wait_true 30 'grep -q "lost the lease of workflow p-" "$T/worker3.err"' || true

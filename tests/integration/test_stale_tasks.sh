@@ -12,7 +12,7 @@ WF="$SRC/tests/integration/wf"
 
 now_ms() { date +%s%3N; }
 # wait_past MS: until the clock is past MS (a deadline the log recorded)
-wait_past() { while [ "$(now_ms)" -le "$1" ]; do sleep 0.05; done; }
+wait_past() { while [ "$(now_ms)" -le "$1" ]; do sleep 0.05; done; } # the wall clock past a time (no engine state)
 # serve_until ID STATUS: one serve run until ID has STATUS (or a timeout)
 serve_until() {
   bg S engine serve
