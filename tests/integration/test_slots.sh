@@ -96,16 +96,23 @@ waited="$(for i in $(seq 6); do result "r$i" waited; done | sort -n | tail -1)"
 awk -v w="$waited" 'BEGIN{exit !(w > 0.5)}' && pass "the last ones waited for a window ($waited s)" || fail "nobody waited: $waited"
 
 # --- a pause (a provider's 429) holds back every run of the rate: p2 is
-# waiting at its gate when p1 pauses the rate, so it asks within the pause
+# waiting at its gate when p1 pauses the rate and is let go the moment the
+# pause is recorded, so it asks within the pause. The pause is a time (what a
+# provider's retry-after says): 10 s, scaled, outlasts the few engine steps
+# between the two on a busy machine (3 s did not, beside stress-ng at a load
+# of 15 on 2 cores)
+PAUSE="$(scaled 10)"
 start p2 '{"key":"pause","limit":5,"rate":{"limit":100,"per":1},"gate":"go"}'
 wait_last p2 SignalWaitStarted
-start p1 '{"key":"pause","limit":5,"rate":{"limit":100,"per":1},"pause":3}'
-wait_status p1 completed 10 || fail "p1 did not complete"
+start p1 "{\"key\":\"pause\",\"limit\":5,\"rate\":{\"limit\":100,\"per\":1},\"pause\":$PAUSE}"
+wait_true 30 'engine history p1 2>/dev/null | grep -q RateCharged' || true
 go p2
 wait_last p2 RateRequested
-assert_eq "the next run waits for the pause" queued "$(status p2)"
-assert_eq "show says what it waits on" rate "$(engine show p2 --json | jget waits.kind)"
-wait_status p2 completed 10 || fail "p2 did not complete"
+p2="$(engine show p2 --json)"
+assert_eq "the next run waits for the pause" queued "$(jget status <<<"$p2")"
+assert_eq "show says what it waits on" rate "$(jget waits.kind <<<"$p2")"
+wait_status p1 completed 10 || fail "p1 did not complete"
+wait_status p2 completed $((PAUSE + 10)) || fail "p2 did not complete"
 w="$(result p2 waited)"
 awk -v w="$w" 'BEGIN{exit !(w > 0.8)}' && pass "it waited out the pause ($w s)" || fail "it did not wait: $w"
 kill "$S" 2>/dev/null; wait "$S" 2>/dev/null || true
