@@ -28,9 +28,10 @@ tool_msg() {
       if m.role == "tool" and m.tool_call_id == os.getenv("CID") then io.write(m.content) end end' <<<"$(requests)"
 }
 # a call's timeout that a working call never meets, however busy the machine;
-# the hangs under test are on servers of their own with a short one (a hang
-# never answers, so that timeout is the only way it can end)
-CALL_TIMEOUT="$(scaled 60)"
+# the hangs under test are on servers of their own with a shorter one (a hang
+# never answers, so that timeout is the only way it can end; it also bounds
+# the server's start and tools/list at prepare: 3 s ran out at a load of 23)
+CALL_TIMEOUT="$(scaled 60)" HANG_TIMEOUT="$(scaled 10)"
 stdio_server() { # MODE [TIMEOUT] [LOG NAME] -> the mcpServers entry of the stdio test server
   printf '{"command": "%s", "args": ["%s", "--stdio", "--mode", "%s", "--log", "%s"], "timeoutSeconds": %s,
     "env_from_credentials": {"MCP_TEST_SECRET": "MCP_SECRET_CRED"}}' "$PY" "$MCP" "$1" "$T/stdio-${3:-$1}.log" "${2:-3}"
@@ -65,7 +66,7 @@ input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
 } >"$T/scenario.json"
 start_model_server "$T/scenario.json"
 serve_bg
-IN="$(input "{\"srv\": $(stdio_server ok "$CALL_TIMEOUT"), \"hang\": $(stdio_server ok 3 hang)}" \
+IN="$(input "{\"srv\": $(stdio_server ok "$CALL_TIMEOUT"), \"hang\": $(stdio_server ok "$HANG_TIMEOUT" hang)}" \
   '{"tools": [], "requiresApproval": ["mcp__srv__add"]}')"
 "$ENGINE" start "$WF" --input @"$IN" --id m1 --detach >/dev/null 2>&1 || true
 wait_for 60 "m1 to ask for the approval of add" 'engine events m1 --json 2>/dev/null | grep -q approval.requested' \
@@ -126,7 +127,7 @@ scenario "{\"steps\": [$(call he mcp__web__echo '{"text": "over http"}'), $(call
 web_server() { # TIMEOUT -> the mcpServers entry of the HTTP test server
   printf '{"url": "%s", "timeoutSeconds": %s, "headers_from_credentials": {"Authorization": "Bearer ${MCP_TOKEN_CRED}"}}' "$HURL" "$1"
 }
-IN="$(input "{\"web\": $(web_server "$CALL_TIMEOUT"), \"webhang\": $(web_server 2)}" '{"tools": []}')"
+IN="$(input "{\"web\": $(web_server "$CALL_TIMEOUT"), \"webhang\": $(web_server "$HANG_TIMEOUT")}" '{"tools": []}')"
 "$ENGINE" start "$WF" --input @"$IN" --id h1 --detach >/dev/null 2>&1 || true
 wait_status h1 completed 120
 assert_contains "an MCP tool over HTTP (an SSE answer)" "echo: over http" "$(tool_msg he)"
