@@ -34,7 +34,7 @@ tool_msg() {
 CALL_TIMEOUT="$(scaled 60)" HANG_TIMEOUT="$(scaled 10)"
 stdio_server() { # MODE [TIMEOUT] [LOG NAME] -> the mcpServers entry of the stdio test server
   printf '{"command": "%s", "args": ["%s", "--stdio", "--mode", "%s", "--log", "%s"], "timeoutSeconds": %s,
-    "env_from_credentials": {"MCP_TEST_SECRET": "MCP_SECRET_CRED"}}' "$PY" "$MCP" "$1" "$T/stdio-${3:-$1}.log" "${2:-3}"
+    "env_from_credentials": {"MCP_TEST_SECRET": "MCP_SECRET_CRED"}}' "$PY" "$MCP" "$1" "$T/stdio-${3:-$1}.log" "${2:-$CALL_TIMEOUT}"
 }
 input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
   printf '{"objective": "use the MCP tools", "mcpServers": %s, "permissions": %s, "limits": {"maxModelTurns": 30},
