@@ -48,12 +48,10 @@ count_status() { engine list --status "$1" 2>/dev/null | tail -n +2 | grep -c . 
 # history_has ID TEXT: whether the workflow's history holds TEXT
 history_has() { engine history "$1" --json 2>/dev/null | grep -q -- "$2"; }
 
-# wait_until SECONDS WHAT COMMAND...: polls COMMAND every 50 ms
+# wait_until SECONDS WHAT COMMAND...: polls COMMAND every 50 ms (wait_for)
 wait_until() {
   local secs="$1" what="$2"; shift 2
-  for _ in $(seq $((secs * 20))); do "$@" && return 0; sleep 0.05; done
-  fail "timeout after ${secs}s waiting for: $what"
-  return 1
+  wait_for "$secs" "$what" "$(printf '%q ' "$@")"
 }
 
 # slot rows left in the database (held or queued): 0 once every run has ended

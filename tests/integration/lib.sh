@@ -11,6 +11,21 @@ export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-2000}"
 FAILS=0
 PIDS=()
 
+# Deadlines. Every wait in the tests polls for the state it needs and gives up
+# at one generous deadline; TEST_TIMEOUT_SCALE (default 1; 3 in a sanitizer
+# build) multiplies every one of them, for slow or busy machines. A deadline is
+# written as `$(scaled N)` or through wait_for/wait_status/wait_until, never as
+# a bare number.
+if [ -z "${TEST_TIMEOUT_SCALE:-}" ]; then
+  TEST_TIMEOUT_SCALE=1
+  [ "${ENGINE_SANITIZED:-0}" = 1 ] && TEST_TIMEOUT_SCALE=3
+fi
+export TEST_TIMEOUT_SCALE
+# scaled SECONDS: SECONDS x TEST_TIMEOUT_SCALE, rounded up to whole seconds
+scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(v); if (i < v) i++; print i }'; }
+# now_ms: the wall clock in milliseconds
+now_ms() { local t="$EPOCHREALTIME"; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
+
 # ENGINE_TEST_STORE=postgres (the pg_ flavour of the core tests, CMakeLists):
 # ENGINE_DB is a fresh database of its own on one private cluster shared by
 # the run (scripts/start-postgres, started under a lock by the first test),
@@ -38,10 +53,11 @@ fi
 WORKSPACES="$T/workspaces"
 [ -n "$PG_TEST_DB" ] && WORKSPACES="$T/data/workspaces"
 # api_url FILE: the base URL `engine serve --listen` announces on its stderr,
-# written to FILE (waits up to 10 s; empty when it never does)
+# written to FILE (waits up to 30 s, scaled; empty when it never does)
 api_url() {
-  local u="" i
-  for i in $(seq 200); do
+  local u="" end
+  end=$(( $(now_ms) + $(scaled 30) * 1000 ))
+  while [ "$(now_ms)" -lt "$end" ]; do
     u="$(grep -o 'API on http://[0-9.:]*' "$1" 2>/dev/null | cut -c8- || true)"
     [ -n "$u" ] && break
     sleep 0.05
@@ -62,7 +78,7 @@ own_pg_cluster() {
     fail "no PostgreSQL cluster: $(cat "$T/pg.err") (is postgresql-15 installed? scripts/install-deps)"
     finish
   fi
-  trap '"$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
+  trap 'EXIT_RC=$?; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
   PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
   PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
 }
@@ -76,7 +92,49 @@ steps_histogram() {
     "$TEST_SIDE_EFFECTS" | sort -n -t'|' -k2
 }
 
+# log_tail: the last lines of the engine's logs in $T (the newest *.log and
+# *.err files), on stderr: what a failure's reader needs beside the check
+log_tail() {
+  local f
+  for f in $(ls -t "$T"/*.log "$T"/*.err "$T"/*/*.log "$T"/*/*.err 2>/dev/null | head -4); do
+    [ -s "$f" ] || continue
+    echo "--- the last lines of $f:" >&2
+    tail -n 15 "$f" | cut -c1-400 >&2
+  done
+}
+
+# wait_for SECONDS WHAT CONDITION [SHOW [ARGS...]]: evaluates the shell text
+# CONDITION (in this shell: what it assigns stays; ARGS are its $1, $2, ...)
+# every 50 ms until it holds, for at most SECONDS x TEST_TIMEOUT_SCALE. On
+# timeout it fails, printing WHAT, what it saw last (the output of the shell
+# text SHOW, else CONDITION's own) and the engine logs' tail, and returns 1.
+wait_for() {
+  local __wf_secs __wf_what="$2" __wf_cond="$3" __wf_show="${4:-}" __wf_end __wf_seen
+  __wf_secs="$(scaled "$1")"
+  shift $(($# < 4 ? $# : 4))
+  __wf_end=$(( $(now_ms) + __wf_secs * 1000 ))
+  while :; do
+    if eval "$__wf_cond" >"$T/.wait_seen" 2>&1; then return 0; fi
+    [ "$(now_ms)" -ge "$__wf_end" ] && break
+    sleep 0.05
+  done
+  if [ -n "$__wf_show" ]; then __wf_seen="$(eval "$__wf_show" 2>&1 | tail -c 2000)"; else __wf_seen="$(tail -c 2000 "$T/.wait_seen")"; fi
+  [ "$__wf_what" == "$__wf_cond" ] || __wf_what="$__wf_what
+  (until: $__wf_cond)"
+  [ $# -eq 0 ] || __wf_what="$__wf_what (with \$@: $*)"
+  fail "timeout after ${__wf_secs}s waiting for: $__wf_what
+  last seen: ${__wf_seen:-(nothing)}"
+  log_tail
+  return 1
+}
+
+# wait_true SECONDS CONDITION [SHOW [ARGS...]]: wait_for, named by its condition
+wait_true() { local __wt_c="$2"; wait_for "$1" "$__wt_c" "$__wt_c" "${@:3}"; }
+
+# cleanup: the EXIT trap (a test's own trap sets EXIT_RC=$? first, then calls it)
 cleanup() {
+  local rc="${EXIT_RC:-$?}"
+  [ "$FAILS" -ne 0 ] || [ "$rc" -ne 0 ] && log_tail
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done
   if [ -n "$PG_TEST_DB" ] && [ "$FAILS" -eq 0 ] && [ -z "${KEEP:-}" ]; then
     "$PG_BIN/dropdb" -h 127.0.0.1 -p "$PG_PORT" -U engine --force "$PG_TEST_DB" 2>/dev/null || true
@@ -119,7 +177,7 @@ start_model_server() {
   python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario "$1" \
     >/dev/null 2>"$T/mserver.log" &
   PIDS+=($!)
-  for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
+  wait_for 30 "the model server's port" '[ -s "$T/mport" ]' 'cat "$T/mserver.log"'
   PORT="$(cat "$T/mport")"
   MURL="http://127.0.0.1:$PORT"
 }
@@ -129,20 +187,42 @@ start_model_server() {
 scenario() { curl -sf -X POST "http://127.0.0.1:$PORT/_scenario" -d "$1" >/dev/null || fail "bad scenario: $1"; curl -sf -X DELETE "http://127.0.0.1:$PORT/_requests" >/dev/null; }
 requests() { curl -sf "http://127.0.0.1:$PORT/_requests"; }
 nreq() { requests | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
+# model_health FIELD: one field of its /_health (held, active, peak_active, ...);
+# release GATE: the requests held at GATE (a step's "hold") go on
+model_health() { curl -sf "$MURL/_health" | jget "$1"; }
+release() { curl -sf -X POST "$MURL/_release?gate=$1" >/dev/null || fail "the model server did not open gate $1"; }
 
 # status ID -> prints the workflow's status
 status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
 
-# wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS
+# statuses: how many workflows have each status, on one line (for a wait's "last seen")
+statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k in n) printf "%s %d; ", k, n[k]; print ""}'; }
+
+# wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS (for at
+# most SECONDS x TEST_TIMEOUT_SCALE); on timeout says what it saw (engine
+# show) and returns 1, for the caller's check to fail
 wait_status() {
-  local id="$1" want="$2" secs="${3:-20}" i=0 s=""
-  while [ $i -lt $((secs * 50)) ]; do
+  local id="$1" want="$2" secs s="" end
+  secs="$(scaled "${3:-20}")"
+  end=$(( $(now_ms) + secs * 1000 ))
+  while :; do
     s="$(status "$id" || true)"
     [ "$s" == "$want" ] && return 0
-    sleep 0.02; i=$((i + 1))
+    [ "$(now_ms)" -ge "$end" ] && break
+    sleep 0.02
   done
-  echo "timeout waiting for $id to be $want (is: $s)" >&2
+  echo "timeout after ${secs}s waiting for $id to be $want (is: $s); engine show $id:" >&2
+  engine show "$id" 2>&1 | head -20 | sed 's/^/  /' >&2 || true
   return 1
+}
+
+# wait_due ID: until the clock has passed the due time of every durable task
+# of the workflow (its timers, retries, wake-ups), for the tests in which that
+# time passes while no engine runs
+wait_due() {
+  local due
+  due="$(sql "SELECT coalesce(max(run_at), 0) FROM tasks WHERE wf_id='$1'")"
+  wait_for 120 "the clock past the due time of $1's tasks ($due)" '[ "$(now_ms)" -gt "$due" ]' 'now_ms'
 }
 
 # bg VAR command...: starts command in the background, its pid in VAR
@@ -158,7 +238,7 @@ bg() {
 serve_api() {
   : >"$T/serve.log"
   bg S engine serve --listen 127.0.0.1:0 "$@" 2>>"$T/serve.log"
-  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
+  wait_for 30 "engine serve --listen to announce its API" 'grep -q "API on" "$T/serve.log"' || true
   URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
   [ -n "$URL" ] || fail "engine serve --listen did not start: $(cat "$T/serve.log")"
 }
@@ -170,6 +250,20 @@ verify_history() {
 }
 verify_events() {
   engine events "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" events
+}
+
+# serve_bg [ARGS...]: `engine serve` in the background (its log in
+# $T/serve.log), returning once it says it serves; sets S (its pid)
+serve_bg() {
+  local before
+  before="$(grep -c "engine: serving" "$T/serve.log" 2>/dev/null || true)"
+  bg S engine serve "$@" 2>>"$T/serve.log"
+  wait_serving "$T/serve.log" "$before"
+}
+# wait_serving LOG [BEFORE]: until the `engine serve` whose stderr goes to LOG
+# says it serves (more than BEFORE such lines there, default 0)
+wait_serving() {
+  wait_for 30 "engine serve to start serving ($1)" '[ "$(grep -c "engine: serving" "$1" 2>/dev/null)" -gt "${2:-0}" ]' 'tail -n 5 "$1"' "$@"
 }
 
 finish() {

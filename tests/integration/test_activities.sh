@@ -68,10 +68,10 @@ assert_contains "a misspelt option is refused by name" "unknown activity option 
 # a retry waiting for its backoff survives a restart and runs once it is due
 "$ENGINE" start "$WF" --id later --detach --input '{"activity":"acts.flaky","args":{"succeed_on":2},"options":{"retry":{"initial_interval":1.5}}}' >/dev/null 2>&1 || true
 bg S engine serve
-for _ in $(seq 100); do [ "$(attempts later)" -ge 1 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(attempts later)" -ge 1 ]' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "first attempt failed before the kill" 1 "$(attempts later)"
-sleep 1.6
+wait_due later # its retry falls due while no engine runs
 bg S engine serve
 wait_status later completed
 assert_contains "the retry ran after the restart" '"result":{"ok":true,"value":"ok after 2"}' "$(engine show later --json)"

@@ -23,7 +23,7 @@ pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' ||
 decided() { engine events "$1" --json | grep -c '"type":"approval.decided"' || true; }
 # waits until session $1 has asked for approval number $2
 wait_approval() {
-  for _ in $(seq 600); do [ "$(pending "$1")" -ge "$2" ] && return 0; sleep 0.1; done
+  wait_true 60 '[ "$(pending "$1")" -ge "$2" ]' '' "$@" && return 0
   fail "$1 never asked for approval $2 (status $(status "$1"))"; return 1
 }
 # a session input: the example with overrides (jq-like merge in Lua)
@@ -43,8 +43,7 @@ for p in "objective is missing" "unknown tool 'teleport'" "no-such-skill" "maxMo
 done
 assert_eq "no sandbox was started" 0 "$(containers bad)"
 
-bg S engine serve
-sleep 0.3
+serve_bg
 
 # --- the PR-review example: one approval, then a completed review
 "$ENGINE" start "$WF" --input @examples/pr-review.json --id pr1 --detach >/dev/null 2>&1 || true
@@ -72,8 +71,7 @@ assert_eq "history dense, each step once" "ok" \
 wait_approval pr2 1
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "its sandbox survives the crash" 1 "$(containers pr2)"
-bg S engine serve
-sleep 0.5
+serve_bg
 assert_exit "approve after the restart" 0 engine approve pr2
 wait_status pr2 completed 120
 assert_eq "same result as without the crash" "$(jget summary <<<"$res")" "$(engine show pr2 --json | jget result.summary)"
@@ -99,8 +97,7 @@ wait_approval pe 1
 printf '%s\n' '-- test: shell is now forbidden' 'return function(req)' \
   '  if req.tool == "shell" then return "deny", "shell is off for now" end' 'end' >"$T/policies/05-no-shell.lua"
 kill -9 "$S"; wait "$S" 2>/dev/null || true  # the restart replays the first decision from the log
-bg S engine serve
-sleep 0.5
+serve_bg
 engine approve pe >/dev/null 2>&1
 wait_status pe completed 120
 results="$(engine events pe --json | grep '"type":"tool.result"')"
@@ -115,9 +112,9 @@ rm "$T/policies/05-no-shell.lua"
 kill "$S"; wait "$S" 2>/dev/null || true
 "$ENGINE" serve 2>"$T/serve.log" &
 S=$!; PIDS+=("$S")
-sleep 0.5
+wait_serving "$T/serve.log"
 printf '%s\n' 'return function(req) this is not lua end' >"$T/policies/06-broken.lua"
-for _ in $(seq 50); do grep -q "policies rejected" "$T/serve.log" && break; sleep 0.1; done
+wait_true 30 'grep -q "policies rejected" "$T/serve.log"' || true
 assert_contains "a broken policy file is refused with its error" "06-broken.lua" "$(cat "$T/serve.log")"
 "$ENGINE" start "$WF" --input @"$PE" --id pe2 --detach >/dev/null 2>&1 || true
 wait_approval pe2 1
@@ -126,7 +123,7 @@ assert_contains "sessions still decide with the previous set" '"ok":true' \
 rm "$T/policies/06-broken.lua"
 printf '%s\n' '-- test: publishing is allowed outright' 'return function(req)' \
   '  if req.tool == "publish_review" then return "allow", "test" end' 'end' >"$T/policies/07-publish-ok.lua"
-for _ in $(seq 50); do grep -q "policies reloaded" "$T/serve.log" && break; sleep 0.1; done
+wait_true 30 'grep -q "policies reloaded" "$T/serve.log"' || true
 assert_contains "a good edit is loaded" "policies reloaded" "$(cat "$T/serve.log")"
 engine approve pe2 >/dev/null 2>&1
 wait_status pe2 completed 60
@@ -137,7 +134,7 @@ reloads="$(grep -c "policies reloaded" "$T/serve.log" || true)"
 printf '%s\n' '-- test: four eyes' 'return function(req)' \
   '  if req.approval and req.approval.approver == req.identity then' \
   '    return "deny", "self-approval: " .. req.identity end' 'end' >"$T/policies/08-four-eyes.lua"
-for _ in $(seq 50); do [ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$reloads" ] && break; sleep 0.1; done
+wait_true 30 '[ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$reloads" ]' || true
 USER=alice "$ENGINE" start "$WF" --input @examples/pr-review.json --id fe1 --detach >/dev/null 2>&1 || true
 USER=alice "$ENGINE" start "$WF" --input @examples/pr-review.json --id fe2 --detach >/dev/null 2>&1 || true
 wait_approval fe1 1
@@ -199,8 +196,8 @@ assert_contains "the cost is reported" '"cost_usd"' "$(engine show lco --json)"
 # --- kill -9 during a tool execution: the tool runs again, the session completes once
 ST="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/slow_tool.jsonl\"}}")"
 "$ENGINE" start "$WF" --input @"$ST" --id st --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do engine events st --json 2>/dev/null | grep -q '"type":"tool.requested"' && break; sleep 0.1; done
-sleep 1 # the shell command is running in the sandbox now
+wait_true 30 'engine events st --json 2>/dev/null | grep -q '\''"type":"tool.requested"'\''' || true
+wait_true 60 'pgrep -f "sleep 3; echo slept" >/dev/null' # the shell command runs in the sandbox now
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve
 wait_status st completed 120
@@ -211,15 +208,17 @@ assert_eq "dense event stream" ok "$(engine events st --json | lua5.4 "$SRC/test
 
 # --- kill -9 during a model call (a slow local model server): the call is made again
 python3 "$SRC/tests/model_server/server.py" --port 0 --port-file "$T/mport" --scenario <(echo \
-  '{"default":{"reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}},"delay":3}}') \
+  '{"steps":[{"hold":"mc","reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}}}],"default":{"reply":{"text":"{\"summary\": \"answered by the slow model\", \"result\": {}}","usage":{"input_tokens":10,"output_tokens":5}}}}') \
   >/dev/null 2>"$T/mserver.log" &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/mport" ] && break; sleep 0.05; done
+wait_true 30 '[ -s "$T/mport" ]' || true
+MURL="http://127.0.0.1:$(cat "$T/mport")"
 MC="$(input_with "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"http://127.0.0.1:$(cat "$T/mport")/v1\"}}")"
 "$ENGINE" start "$WF" --input @"$MC" --id mc --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do engine events mc --json 2>/dev/null | grep -q '"RUNNING"' && break; sleep 0.1; done
-sleep 1 # the model call is in flight (the server answers after 3 s)
+wait_true 30 'engine events mc --json 2>/dev/null | grep -q '\''"RUNNING"'\''' || true
+wait_true 60 '[ "$(model_health held)" -ge 1 ]' # the model call is in flight (held until released)
 kill -9 "$S"; wait "$S" 2>/dev/null || true
+release mc
 bg S engine serve
 wait_status mc completed 120
 assert_eq "the session completed with the model's answer" "answered by the slow model" "$(engine show mc --json | jget result.summary)"

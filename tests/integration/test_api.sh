@@ -18,7 +18,7 @@ fi
 mkdir -p "$T/nowf"
 (cd "$T/nowf" && exec "$ENGINE" serve --db "$T/nowf/n.db" --listen 127.0.0.1:0 2>"$T/nowf/serve.err") &
 NS=$!; PIDS+=("$NS")
-for _ in $(seq 100); do grep -q "API on" "$T/nowf/serve.err" 2>/dev/null && break; sleep 0.05; done
+wait_true 30 'grep -q "API on" "$T/nowf/serve.err" 2>/dev/null' || true
 U="$(grep -o 'http://[0-9.:]*' "$T/nowf/serve.err")"
 assert_contains "no ./workflows: a start names what is missing" "no workflows directory" \
   "$(curl -s -X POST "$U/v1/workflows" -d '{"script":"hello.lua"}')"

@@ -43,7 +43,7 @@ api() {
 sse() { $PY "$CHECK" sse "$DOC" "$URL" "$@"; }
 summary_field() { api GET "/v1/workflows/$1"; jget "$2" <<<"$BODY"; }
 wait_field() { # ID FIELD VALUE: until the summary's FIELD is VALUE
-  for _ in $(seq 200); do [ "$(summary_field "$1" "$2")" == "$3" ] && return 0; sleep 0.05; done
+  wait_true 30 '[ "$(summary_field "$1" "$2")" == "$3" ]' '' "$@" && return 0
   fail "$1: $2 never became $3 (is: $(summary_field "$1" "$2"))"
 }
 
@@ -52,7 +52,7 @@ wait_field() { # ID FIELD VALUE: until the summary's FIELD is VALUE
   --input '{"requests":[{"id":"r1","tool":"shell","timeout":3600}]}' >/dev/null 2>&1 &
 P=$!
 PIDS+=("$P")
-for _ in $(seq 200); do engine history ap1 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.05; done
+wait_true 30 'engine history ap1 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 kill -9 "$P"
 wait "$P" 2>/dev/null || true
 
@@ -154,7 +154,7 @@ assert_eq "answered already: 409" 409 "$STATUS"
 sse /v1/workflows/h1/events -H "Last-Event-ID: 5" --seconds 15 >"$T/sse.h1" 2>"$T/sse.h1.err" &
 S=$!
 PIDS+=("$S")
-sleep 0.5
+wait_true 30 'curl -s "$URL/metrics" | grep -q "^engine_sse_streams 1"' # the stream is open
 api POST /v1/workflows/h1/signals/approval -d '{"approved":true}'
 assert_eq "signal" "200 approval anonymous" "$STATUS $(jget signal <<<"$BODY") $(jget sent_by <<<"$BODY")"
 if wait "$S"; then pass "the stream's frames are as documented"; else fail "the stream: $(cat "$T/sse.h1.err")"; fi
@@ -211,11 +211,7 @@ serve_api ENGINE_HTTP_MAX_CONNECTIONS=1
 curl -sN -H "Accept: text/event-stream" -H "Authorization: Bearer $READ_TOKEN" "$URL/v1/events" >/dev/null &
 HOLD=$!
 PIDS+=("$HOLD")
-for _ in $(seq 100); do # until the stream holds the one connection
-  api GET /healthz
-  [ "$STATUS" == 503 ] && break
-  sleep 0.05
-done
+wait_true 30 'api GET /healthz; [ "$STATUS" == 503 ]' || true # until the stream holds the one connection
 assert_eq "a connection past the limit: 503" 503 "$STATUS"
 kill "$HOLD"
 wait "$HOLD" 2>/dev/null || true

@@ -8,11 +8,9 @@ WF="$SRC/tests/integration/wf/approvals.lua"
 signals() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM signals WHERE wf_id='$1'"; }
 requested() { engine events "$1" --json 2>/dev/null | grep -c "\"type\":\"approval.requested\"" || true; }
 wait_requests() { # ID N: until the workflow has asked N times and waits
-  for _ in $(seq 600); do
-    [ "$(requested "$1")" -ge "$2" ] && engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted && return 0
-    sleep 0.05
-  done
-  fail "$1 never asked for approval $2"
+  wait_for 30 "$1 to ask for approval $2" \
+    '[ "$(requested "$1")" -ge "$2" ] && engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted' \
+    'engine history "$1" 2>/dev/null | tail -3' "$@"
 }
 
 # --- the request the operator saw timed out; another one is pending now
@@ -40,7 +38,7 @@ assert_contains "says so" "workflow 'ap1' is completed" "$ERR"
 P=$!; PIDS+=("$P")
 wait_requests ap2 1
 kill -9 "$P"; wait "$P" 2>/dev/null || true
-sleep 1.2 # past t1's deadline
+wait_due ap2 # past t1's deadline
 assert_exit "approving after the deadline is refused" 2 engine approve ap2 --request t1
 assert_contains "names the timeout" "request 't1' of ap2 timed out" "$ERR"
 assert_eq "nothing was buffered" 0 "$(signals ap2)"
@@ -71,7 +69,7 @@ assert_eq "no answer left over" 0 "$(signals ap3)"
 # --- a workflow that waits on something else; a request never asked
 "$ENGINE" start "$SRC/workflows/hello.lua" --id ap4 --input '{"name":"x","n":1}' >/dev/null 2>&1 &
 P=$!; PIDS+=("$P")
-for _ in $(seq 600); do engine history ap4 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.05; done
+wait_true 30 'engine history ap4 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 assert_exit "nothing pending while it waits on a plain signal" 2 engine approve ap4
 assert_contains "says so" "no approval is pending for ap4" "$ERR"
 assert_exit "a request it never asked" 2 engine approve ap4 --request zz

@@ -41,8 +41,7 @@ assert_eq "database unchanged by all of the above" "$before" "$(db_sum)"
 assert_eq "no workflow was half-created" "" "$(engine list | grep -w bad || true)"
 
 # --- a second serve on the same database
-bg S engine serve
-sleep 0.3
+serve_bg
 assert_exit "second engine serve" 2 engine serve
 assert_contains "names the holder" "already served by engine serve (pid $S)" "$ERR"; one_line "second serve"
 kill "$S"; wait "$S" 2>/dev/null || true
@@ -50,9 +49,9 @@ kill "$S"; wait "$S" 2>/dev/null || true
 # --- a database locked by another process
 sync
 before="$(db_sum)"
-( echo "BEGIN EXCLUSIVE; SELECT 1;"; sleep 4; echo "COMMIT;" ) | sqlite3 "$ENGINE_DB" >/dev/null &
+python3 "$SRC/tests/integration/hold_lock.py" "$ENGINE_DB" 4 >"$T/lock.out" &
 L=$!; PIDS+=("$L")
-sleep 0.5
+wait_true 30 'grep -q locked "$T/lock.out"'
 ENGINE_BUSY_TIMEOUT_MS=300 assert_exit "locked database" 2 env ENGINE_BUSY_TIMEOUT_MS=300 "$ENGINE" signal done approval '{}'
 assert_contains "says it is locked" "locked" "$ERR"; one_line "locked database"
 wait "$L" 2>/dev/null || true

@@ -9,8 +9,8 @@ export HELLO_SIDE_EFFECTS="$T/effects"
 # --- foreground start, woken by a signal from "another terminal"
 bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":3}' >"$T/h1.out" 2>"$T/h1.err"
 wait_status h1 waiting
-sleep 0.3 # the timer comes first, then the signal wait
-wait_status h1 waiting
+# the timer comes first, then the signal wait
+wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3'
 assert_exit "signal a waiting workflow" 0 engine signal h1 approval '{"approved":true}'
 set +e; wait "$P"; rc=$?; set -e
 assert_eq "foreground start exits 0 on completion" 0 "$rc"
@@ -50,15 +50,15 @@ assert_contains "it never had to wait for it" "SignalReceived" "$(engine history
 
 # --- a timer that falls due while the engine is down fires after the restart
 assert_exit "start a sleeper" 3 engine start "$HELLO" --id h3 --detach --input '{"n":1,"sleep":1.5}'
-for _ in $(seq 100); do engine history h3 | grep -q TimerStarted && break; sleep 0.02; done
+wait_true 30 'engine history h3 | grep -q TimerStarted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
-sleep 2 # the due time passes while nothing runs
+wait_due h3 # the due time passes while nothing runs
 bg S engine serve
-for _ in $(seq 200); do engine history h3 | grep -q SignalWaitStarted && break; sleep 0.02; done
+wait_true 30 'engine history h3 | grep -q SignalWaitStarted' || true
 assert_contains "timer fired after the restart" "TimerFired" "$(engine history h3)"
 # --- events --follow sees the rest of the session live, then returns
 bg F sh -c "'$ENGINE' events h3 --follow >'$T/follow.out'"
-sleep 0.2
+wait_true 30 'grep -q session.created "$T/follow.out"' # it follows
 engine signal h3 approval '{"approved":true}'
 wait "$F"
 assert_contains "follow printed events up to completion" "session.completed" "$(cat "$T/follow.out")"

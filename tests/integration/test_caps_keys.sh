@@ -7,8 +7,7 @@
 source "$(dirname "$0")/caps_lib.sh"
 # slow turns: the earlier pushes are still at work when the next one comes
 start_model_server <(echo "{\"default\":$FINAL}" | sed 's/"reply"/"delay":1.5,"reply"/')
-bg S engine serve
-sleep 0.3
+serve_bg
 PR='{"concurrency":{"key":"repo/pr-7","strategy":"cancel_in_progress"}}'
 
 # --- cancel_in_progress: pushes 1-3 once the one before is at work, 4 and 5 back to back

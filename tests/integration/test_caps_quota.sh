@@ -8,8 +8,7 @@
 # the file, the field and the value.
 source "$(dirname "$0")/caps_lib.sh"
 start_model_server <(echo "{\"default\":$AGAIN}" | sed 's/"reply"/"delay":0.4,"reply"/')
-bg S engine serve
-sleep 0.3
+serve_bg
 
 # --- no limits file: the session's history is what it was
 start_session plain '{"limits":{"maxModelTurns":1}}'

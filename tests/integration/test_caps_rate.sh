@@ -11,13 +11,12 @@ source "$(dirname "$0")/caps_lib.sh"
 N=20 LIMIT=10 WINDOW=2
 start_model_server <(echo "{\"default\":$AGAIN}")
 limits "rate = { openai = { requests_per_minute = $((LIMIT * 60 / WINDOW)), window_seconds = $WINDOW } }"
-bg S engine serve
-sleep 0.3
+serve_bg
 
 # --- requests per window, across sessions
 seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --input @"$(session_input '{"limits":{"maxModelTurns":2}}')" \
   --id "r{}" --detach >/dev/null 2>&1 || true
-for _ in $(seq 1200); do [ "$(count_status completed)" -ge "$N" ] && break; sleep 0.1; done
+wait_for 120 "all $N sessions completed" '[ "$(count_status completed)" -ge "$N" ]' statuses || true
 assert_eq "all $N sessions completed" "$N" "$(count_status completed)"
 assert_contains "each ended at its own turn limit" '"limit":"maxModelTurns"' "$(engine show r1 --json | jget result.limit)"
 requests | LIMIT=$LIMIT WINDOW=$WINDOW lua5.4 -e '
@@ -37,13 +36,11 @@ requests | LIMIT=$LIMIT WINDOW=$WINDOW lua5.4 -e '
   for _, n in pairs(aligned) do if n > most then most = n end end
   print(#t, worst, most, string.format("%.2f", t[#t] - t[1]))' >"$T/rate"
 read -r total worst most span <"$T/rate"
-echo "# $total requests over ${span}s; at most $worst in any ${WINDOW}s, $most in one of the engine's windows"
+# what the server saw is a note, not a check: a request granted at the end
+# of a window reaches it later on a busy machine (the engine's own log below
+# is what holds the limit)
+echo "# $total requests over ${span}s; at most $worst in any ${WINDOW}s, $most in one of the engine's windows, at the server"
 assert_eq "the server saw every turn" $((N * 2)) "$total"
-# two fixed windows side by side may both be full (the burst), and a request
-# granted at the end of one may reach the server just after it (seen once
-# under ASan on a loaded machine: 21 of 20)
-[ "$worst" -le $((2 * LIMIT + 2)) ] && pass "no ${WINDOW}s holds more than the limit plus one burst ($worst <= $((2 * LIMIT + 2)))" ||
-  fail "$worst requests in ${WINDOW}s (limit $LIMIT per window)"
 # The invariant, from the engine's own log: the grants of each of its windows
 # (RateGranted of requests:openai, stamped when granted) never pass the limit.
 granted="$(for i in $(seq "$N"); do engine history "r$i" --json; done | WINDOW=$WINDOW lua5.4 -e '
@@ -60,11 +57,8 @@ granted="$(for i in $(seq "$N"); do engine history "r$i" --json; done | WINDOW=$
   print(most)')"
 [ "$granted" -gt 0 ] && [ "$granted" -le "$LIMIT" ] && pass "the engine granted at most $granted in one of its windows" ||
   fail "the engine granted $granted in one window (limit $LIMIT)"
-# at the server, a request granted at the end of a window may arrive just
-# after it (in transit: more of them on a loaded machine)
-[ "$most" -le $((LIMIT + LIMIT / 2)) ] && pass "one window at the server held at most $most requests" ||
-  fail "$most requests in one window at the server (limit $LIMIT)"
-# 40 requests at 10 per window touch at least 4 windows: more than 2 whole ones apart
+# 40 requests at 10 per window touch at least 4 windows: more than 2 whole
+# ones apart (a lower bound: a busy machine only spreads them more)
 awk -v s="$span" -v w="$WINDOW" -v n="$total" -v l="$LIMIT" 'BEGIN { exit !(s >= (n / l - 2) * w) }' &&
   pass "the requests were spread over the windows they need (${span}s)" || fail "all requests within ${span}s: nothing was limited"
 assert_eq "no slot left held or queued" 0 "$(slot_rows)"
@@ -78,14 +72,20 @@ scenario "{\"default\":$AGAIN}"
 for i in 1 2; do start_session "t$i" '{"limits":{"maxModelTurns":2}}'; done
 for i in 1 2; do wait_status "t$i" completed 60 || true; done
 assert_eq "both completed" "completed completed" "$(for i in 1 2; do printf '%s ' "$(status "t$i")"; done | sed 's/ $//')"
-windows="$(requests | WINDOW=$WINDOW lua5.4 -e '
-  local w, seen, n = tonumber(os.getenv("WINDOW")), {}, 0
-  for _, r in ipairs(require"cjson".decode(io.read("a"))) do
-    local k = math.floor(r.time / w)
-    if not seen[k] then seen[k], n = true, n + 1 end
+# the windows of the engine's grants (RateGranted of tokens:openai, stamped when granted)
+windows="$(for i in 1 2; do engine history "t$i" --json; done | WINDOW=$WINDOW lua5.4 -e '
+  local per, req, seen, n = tonumber(os.getenv("WINDOW")) * 1000, {}, {}, 0
+  for l in io.lines() do
+    local e = require"cjson".decode(l)
+    if e.type == "WorkflowStarted" then req = {} end
+    if e.type == "RateRequested" and e.name == "tokens:openai" then req[e.seq] = true end
+    if e.type == "RateGranted" and req[e.ref] then
+      local k = math.floor(e.time / per)
+      if not seen[k] then seen[k], n = true, n + 1 end
+    end
   end
   print(n)')"
-[ "$windows" -ge 3 ] && pass "the four turns took $windows windows" || fail "the four turns took only $windows windows"
+[ "$windows" -ge 3 ] && pass "the engine granted the four turns in $windows windows" || fail "the engine granted the four turns in only $windows windows"
 assert_contains "the second turn reserved the first one's tokens" '"cost":50' \
   "$(engine history t1 --json | grep '"type":"RateRequested"' | tail -1)"
 
@@ -97,9 +97,11 @@ start_session p1
 seen() { [ "$(nreq)" -ge "$1" ]; }
 wait_until 30 "p1 met the 429" seen 1
 t429="$(requests | jget 1.time)"
+# p1 itself waits out the pause it set (retry-after), from the moment its turn
+# fails until the pause ends: engine show names it, polled until it does
+wait_for 30 "engine show p1 to name the paused rate" 'engine show p1 | grep -q "waits on: *rate .requests:openai."' \
+  'engine show p1' && pass "engine show names the paused rate"
 for i in 2 3 4 5; do start_session "p$i"; done
-wait_status p2 queued 20 || true
-assert_contains "engine show names the paused rate" "rate 'requests:openai'" "$(engine show p2 --json)"
 for i in 1 2 3 4 5; do wait_status "p$i" completed 60 || true; done
 assert_eq "all five completed" "completed completed completed completed completed" \
   "$(for i in 1 2 3 4 5; do printf '%s ' "$(status "p$i")"; done | sed 's/ $//')"

@@ -18,7 +18,7 @@ one_line() { [ "$(printf '%s' "$ERR" | grep -c .)" == 1 ] && pass "$1: one line"
 serve() {
   : >"$T/serve.log"
   bg SERVE engine serve --listen "127.0.0.1:${1:-0}" --workflows "$WF" 2>>"$T/serve.log"
-  for _ in $(seq 200); do grep -q "API on" "$T/serve.log" && break; sleep 0.05; done
+  wait_true 30 'grep -q "API on" "$T/serve.log"' || true
   URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
   [ -n "$URL" ] || { fail "serve did not start: $(cat "$T/serve.log")"; finish; }
 }
@@ -40,11 +40,11 @@ shape() { sed -e "s/\b$2\b/ID/g" -e 's/[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]\{
   -e 's/\(sent\|requested\) by [^ ]*$/\1 by WHO/' \
   -e 's/[0-9a-f]\{8\}-[0-9a-f-]\{27\}/UUID/g' -e 's/pid [0-9]*/pid N/g' <<<"$1"; }
 waits_on() { # ID TEXT: until `show` says it waits on TEXT
-  for _ in $(seq 400); do engine show "$1" 2>/dev/null | grep -q "waits on:  $2" && return 0; sleep 0.05; done
+  wait_true 30 'engine show "$1" 2>/dev/null | grep -q "waits on:  $2"' '' "$@" && return 0
   fail "$1 never waited on $2: $(engine show "$1" 2>&1)"
 }
 streams() { curl -s "$URL/metrics" | sed -n 's/^engine_sse_streams \([0-9]*\)$/\1/p'; }
-wait_streams() { for _ in $(seq 200); do [ "$(streams)" == "$1" ] && return 0; sleep 0.05; done; fail "never $1 open streams"; }
+wait_streams() { wait_true 30 '[ "$(streams)" == "$1" ]' '' "$@" && return 0; fail "never $1 open streams"; }
 
 serve
 
@@ -228,7 +228,7 @@ remote events F2 --follow --json >"$T/F2.json" 2>"$T/F2.err" & PJ=$!; PIDS+=("$P
 wait_streams 1
 port="${URL##*:}"
 kill -9 "$SERVE"; wait "$SERVE" 2>/dev/null || true
-sleep 0.3
+wait_true 30 '! curl -s -o /dev/null "$URL/healthz"' # nothing answers there now
 serve "$port"
 engine signal F2 approval '{"approved":true}' 2>/dev/null
 set +e; wait "$PJ"; rj=$?; set -e

@@ -136,13 +136,14 @@ assert_exit "a context-length error with nothing to fold fails" 1 "$ENGINE" star
 assert_contains "  and says so" "there is nothing left to compact" "$ERR"
 
 # --- kill -9 while the summary is being written: the session resumes, one compaction
-SLOW='{"body_has":"'"$MARK"'","step":{"delay":3,"reply":{"text":"SUMMARY-7Q: the agent read task.md a few times."}}}'
+SLOW='{"body_has":"'"$MARK"'","step":{"hold":"summary","reply":{"text":"SUMMARY-7Q: the agent read task.md a few times."}}}'
 scenario "{\"routes\":[$SLOW],\"steps\":[$(reads 10),$FINAL]}"
 bg S engine serve
 "$ENGINE" start "$WF" --input @"$A" --id ck --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(bodies | grep -c '^routes')" -ge 1 ] && break; sleep 0.05; done
-sleep 0.5 # the summariser's request is in flight
+wait_true 30 '[ "$(bodies | grep -c '\''^routes'\'')" -ge 1 ]' || true
+wait_true 60 '[ "$(model_health held)" -ge 1 ]' # the summariser's request is in flight (held until released)
 kill -9 "$S"; wait "$S" 2>/dev/null || true
+release summary
 bg S engine serve
 wait_status ck completed 120 || fail "ck did not complete"
 assert_eq "the interrupted summary was asked for again" 3 "$(bodies | grep -c '^routes')"
@@ -203,7 +204,7 @@ sed -i 's/"maxModelTurns":30/"maxModelTurns":600/' "$K"
 bg S engine serve
 "$ENGINE" start "$WF" --input @"$K" --id kk --detach >/dev/null 2>&1 || true
 for kill_at in 150 400; do
-  for _ in $(seq 600); do [ "$(engine events kk --json 2>/dev/null | grep -c '"type":"agent.message"' || true)" -ge "$kill_at" ] && break; sleep 0.02; done
+  wait_true 30 '[ "$(engine events kk --json 2>/dev/null | grep -c '\''"type":"agent.message"'\'' || true)" -ge "$kill_at" ]' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   echo "# killed at $(engine events kk --json | grep -c '"type":"agent.message"') turns, run $(engine show kk --json | jget run)"
   bg S engine serve

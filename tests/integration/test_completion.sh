@@ -198,21 +198,21 @@ done
 # --- real shells on a terminal (tmux): type, press Tab, read the screen
 export TERM="${TERM:-xterm}"
 SOCK="$T/tmux.sock"
-trap 'tmux -S "$SOCK" kill-server 2>/dev/null; cleanup' EXIT
+trap 'EXIT_RC=$?; tmux -S "$SOCK" kill-server 2>/dev/null; cleanup' EXIT
 # shell NAME COMMAND: a new window running COMMAND in $T/work
 shell() { tmux -S "$SOCK" new-window -d -t comp -n "$1" -c "$T/work" "$2"; }
 tmux -S "$SOCK" new-session -d -s comp -n hold -x 160 -y 40 -c "$T/work" "sleep 3600"
 screen() { tmux -S "$SOCK" capture-pane -p -t "comp:$1"; }
 # until NAME TEXT: waits (up to 10 s) for the window's screen to show TEXT
 until_shows() {
-  for _ in $(seq 200); do screen "$1" | grep -qF -- "$2" && return 0; sleep 0.05; done
+  wait_true 30 'screen "$1" | grep -qF -- "$2"' '' "$@" && return 0
   fail "$1: the screen never showed [$2]:"
   screen "$1" >&2
   return 1
 }
 # until_line NAME LINE: the same for a whole line (tmux drops trailing blanks)
 until_line() {
-  for _ in $(seq 200); do screen "$1" | grep -qxF -- "$2" && return 0; sleep 0.05; done
+  wait_true 30 'screen "$1" | grep -qxF -- "$2"' '' "$@" && return 0
   fail "$1: the screen never showed the line [$2]:"
   screen "$1" >&2
   return 1
@@ -222,7 +222,7 @@ typed() {
   local win="$1"
   shift
   tmux -S "$SOCK" send-keys -t "comp:$win" C-e C-u C-l
-  sleep 0.2
+  sleep 0.2 # the keystrokes' pace (the terminal redraws), not a wait for the engine
   tmux -S "$SOCK" send-keys -t "comp:$win" "$@"
 }
 cat >"$T/rc.bash" <<EOF

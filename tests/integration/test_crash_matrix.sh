@@ -31,7 +31,7 @@ run_until_exit() {
     if [ "$signalled" == 0 ] && engine history "$id" 2>/dev/null | tail -1 | grep -q SignalWaitStarted; then
       engine signal "$id" approval '{"approved":true}' 2>/dev/null && signalled=1
     fi
-    sleep 0.01
+    sleep 0.01 # the driver's pace while the process runs (ctest's timeout bounds it)
   done
   wait "$pid" 2>/dev/null || true
   echo "$signalled"
@@ -102,11 +102,8 @@ for round in 1 2 3 4; do
 done
 "$ENGINE" serve >/dev/null 2>&1 &
 p=$!; PIDS+=("$p")
-for _ in $(seq 300); do
-  signal_waiting
-  [ "$(engine list --status completed | tail -n +2 | grep -c '^s[0-9]')" -ge $N ] && break
-  sleep 0.05
-done
+wait_for 60 "all $N runs completed (signalling the waiting ones)" \
+  'signal_waiting; [ "$(engine list --status completed | tail -n +2 | grep -c "^s[0-9]")" -ge $N ]' statuses || true
 kill "$p"; wait "$p" 2>/dev/null || true
 for i in $(seq 1 $N); do
   [ "$(status "s$i")" == completed ] || { fail "s$i not completed after random kills: $(status "s$i")"; continue; }

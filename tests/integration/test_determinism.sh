@@ -74,17 +74,17 @@ bg S engine serve
 # drive each run to its end: signals when it waits for one, a cancel while it runs its slow activity
 for name in "${ids[@]}"; do
   id="p-$name"
-  for _ in $(seq 1500); do
-    st="$(status "$id")"
-    case "$st" in completed | failed | cancelled | stuck) break ;; esac
-    last="$(engine history "$id" 2>/dev/null | tail -1)"
-    case "$name:$last" in
+  # drive: one step of driving the run, true once it has ended
+  drive() {
+    case "$(status "$id")" in completed | failed | cancelled | stuck) return 0 ;; esac
+    case "$name:$(engine history "$id" 2>/dev/null | tail -1)" in
       hello:*SignalWaitStarted*) engine signal "$id" approval '{"approved":true}' 2>/dev/null || true ;;
       nondet*:*SignalWaitStarted*) engine signal "$id" go '"now"' 2>/dev/null || true ;;
       cancel_activity:*ActivityScheduled*) engine cancel "$id" >/dev/null 2>&1 || true ;;
     esac
-    sleep 0.02
-  done
+    return 1
+  }
+  wait_for 60 "$id to end" drive 'engine history "$id" 2>/dev/null | tail -3' || true
   case "$(status "$id"):$NEGATIVE" in
     completed:* | failed:* | cancelled:* | stuck:*" $name "*) ;;
     *) fail "$id did not end: $(status "$id")" ;;

@@ -29,8 +29,8 @@ assert_contains "scheduled together" "WorkflowStarted ActivityScheduled Activity
 # --- kill -9 while two of three run: the quick one is not run again
 : >"$T/effects"
 start mix '{"mode":"mixed","seconds":2}'
-for _ in $(seq 200); do [ "$(grep -c ' window-start' "$T/effects")" -ge 2 ] && grep -q ' echo ' "$T/effects" && break; sleep 0.02; done
-for _ in $(seq 200); do engine history mix | grep -q ActivityCompleted && break; sleep 0.02; done
+wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
+wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "killed with two still running" 0 "$(grep -c ' window-end' "$T/effects")"
 serve
@@ -42,7 +42,7 @@ assert_contains "mixed: each completed once" "activities_completed=3 open_comman
 
 # --- a signal beats an activity that runs in memory; the activity is stopped
 start race '{"mode":"race","seconds":30}'
-for _ in $(seq 200); do grep -q "^race/.* window-start" "$T/effects" && break; sleep 0.02; done
+wait_true 30 'grep -q "^race/.* window-start" "$T/effects"' || true
 engine signal race go '{"won":"signal"}' >/dev/null
 wait_status race completed 10 || fail "race: $(status race)"
 assert_eq "the signal settled first" '1 signal' "$(result race first) $(result race value.won)"
@@ -50,7 +50,7 @@ assert_eq "no task left behind" 0 "$(sql "SELECT count(*) FROM tasks WHERE wf_id
 
 # --- cancel: both pending futures are cancelled, the clean-up runs
 start can '{"mode":"cancel"}'
-for _ in $(seq 200); do engine history can | grep -q TimerStarted && break; sleep 0.02; done
+wait_true 30 'engine history can | grep -q TimerStarted' || true
 engine cancel can >/dev/null
 wait_status can cancelled 10 || fail "can: $(status can)"
 assert_eq "a CommandCancelled for each pending future" 2 "$(engine history can | grep -c CommandCancelled)"

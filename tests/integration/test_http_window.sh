@@ -9,12 +9,10 @@ BYTES=40000000
 mkdir -p "$T/www"; head -c "$BYTES" /dev/zero >"$T/www/big"
 python3 -m http.server 0 --bind 127.0.0.1 --directory "$T/www" >"$T/http.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 100); do PORT="$(grep -o 'port [0-9]*' "$T/http.log" | grep -o '[0-9]*$' || true)"; [ -n "$PORT" ] && break; sleep 0.05; done
+wait_true 30 'PORT="$(grep -o '\''port [0-9]*'\'' "$T/http.log" | grep -o '\''[0-9]*$'\'' || true)"; [ -n "$PORT" ]' || true
 [ -n "$PORT" ] || { fail "the test's HTTP server did not start"; finish; }
 
-bg S engine serve
-for _ in $(seq 100); do [ -e "$ENGINE_DB" ] && break; sleep 0.05; done
-sleep 0.3
+serve_bg
 before="$(awk '$1 == "VmRSS:" {print $2}' "/proc/$S/status")"
 for how in read read_into; do
   into=false; [ "$how" == read_into ] && into=true

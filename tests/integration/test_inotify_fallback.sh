@@ -20,26 +20,26 @@ printf '%s\n' 'local wf = require "workflow"' \
 
 "${AS_U[@]}" /usr/bin/python3 "$SRC/tests/integration/hold_inotify.py" "$T/db/held" </dev/null >/dev/null 2>&1 &
 PIDS+=("$!")
-for _ in $(seq 100); do [ -s "$T/db/held" ] && break; sleep 0.05; done
+wait_true 30 '[ -s "$T/db/held" ]' || true
 held="$(cat "$T/db/held" 2>/dev/null || echo 0)"
 [ "$held" -gt 0 ] && pass "holding all $held inotify instances of uid $U" || fail "could not take inotify instances"
 
 as_u "$ENGINE" start "$T/wait.lua" --id w1 --detach >/dev/null 2>&1 || true
 "${AS_U[@]}" "$ENGINE" serve </dev/null >/dev/null 2>"$T/serve.log" &
 S=$!; PIDS+=("$S")
-for _ in $(seq 100); do grep -q "polling it every" "$T/serve.log" && break; sleep 0.05; done
+wait_true 30 'grep -q "polling it every" "$T/serve.log"' || true
 log="$(cat "$T/serve.log")"
 assert_contains "the policy watch says it polls" "cannot watch $T/policies-link with inotify" "$log"
 assert_contains "the commit watch says it polls" "cannot watch $T/db for commits" "$log"
 
-sleep 0.5
+wait_true 30 'engine history w1 | tail -1 | grep -q SignalWaitStarted' 'engine history w1 | tail -3'
 as_u "$ENGINE" signal w1 go '{"n":7}' >/dev/null
 wait_status w1 completed 10 && pass "a signal from another process wakes the workflow" || fail "w1 did not complete"
 assert_eq "with its payload" 7 "$(engine show w1 --json | jget result.got.n)"
 
 printf '%s\n' '-- test: one more file' 'return function(req) end' >"$T/policies/90-extra.lua"
 chown $U:$U "$T/policies/90-extra.lua"
-for _ in $(seq 100); do grep -q "policies reloaded" "$T/serve.log" && break; sleep 0.1; done
+wait_true 30 'grep -q "policies reloaded" "$T/serve.log"' || true
 assert_contains "an edit of the policies is loaded by polling" "policies reloaded" "$(cat "$T/serve.log")"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish

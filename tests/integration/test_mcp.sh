@@ -27,9 +27,14 @@ tool_msg() {
     for _, m in ipairs(r and r.body.messages or {}) do
       if m.role == "tool" and m.tool_call_id == os.getenv("CID") then io.write(m.content) end end' <<<"$(requests)"
 }
-stdio_server() { # MODE -> the mcpServers entry of the stdio test server
+# a call's timeout that a working call never meets, however busy the machine;
+# the hangs under test are on servers of their own with a shorter one (a hang
+# never answers, so that timeout is the only way it can end; it also bounds
+# the server's start and tools/list at prepare: 3 s ran out at a load of 23)
+CALL_TIMEOUT="$(scaled 60)" HANG_TIMEOUT="$(scaled 10)"
+stdio_server() { # MODE [TIMEOUT] [LOG NAME] -> the mcpServers entry of the stdio test server
   printf '{"command": "%s", "args": ["%s", "--stdio", "--mode", "%s", "--log", "%s"], "timeoutSeconds": %s,
-    "env_from_credentials": {"MCP_TEST_SECRET": "MCP_SECRET_CRED"}}' "$PY" "$MCP" "$1" "$T/stdio-$1.log" "${2:-3}"
+    "env_from_credentials": {"MCP_TEST_SECRET": "MCP_SECRET_CRED"}}' "$PY" "$MCP" "$1" "$T/stdio-${3:-$1}.log" "${2:-$CALL_TIMEOUT}"
 }
 input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
   printf '{"objective": "use the MCP tools", "mcpServers": %s, "permissions": %s, "limits": {"maxModelTurns": 30},
@@ -46,7 +51,7 @@ input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
   call f1 mcp__srv__fail '{}'; echo ,
   call r1 mcp__srv__rpcerror '{}'; echo ,
   call c1 mcp__srv__crash '{}'; echo ,
-  call s1 mcp__srv__slow '{"seconds": 30}'; echo ,
+  call s1 mcp__hang__slow '{"seconds": -1}'; echo ,
   call g1 mcp__srv__garbage '{}'; echo ,
   call k1 mcp__srv__secret '{}'; echo ,
   call b1 mcp__srv__big '{"bytes": 100000}'; echo ,
@@ -60,10 +65,12 @@ input() { # MCPSERVERS_JSON [PERMISSIONS_JSON] -> the input file
   echo '], "default": {"reply": {"text": "{\"summary\": \"done\", \"result\": {}}"}}}'
 } >"$T/scenario.json"
 start_model_server "$T/scenario.json"
-bg S engine serve
-IN="$(input "{\"srv\": $(stdio_server ok 3)}" '{"tools": [], "requiresApproval": ["mcp__srv__add"]}')"
+serve_bg
+IN="$(input "{\"srv\": $(stdio_server ok "$CALL_TIMEOUT"), \"hang\": $(stdio_server ok "$HANG_TIMEOUT" hang)}" \
+  '{"tools": [], "requiresApproval": ["mcp__srv__add"]}')"
 "$ENGINE" start "$WF" --input @"$IN" --id m1 --detach >/dev/null 2>&1 || true
-for _ in $(seq 600); do engine events m1 --json 2>/dev/null | grep -q approval.requested && break; sleep 0.1; done
+wait_for 60 "m1 to ask for the approval of add" 'engine events m1 --json 2>/dev/null | grep -q approval.requested' \
+  'engine show m1' || true
 assert_contains "the MCP tools are offered under mcp__srv__ names" "mcp__srv__echo" \
   "$(engine events m1 --json | grep session.created)"
 assert_contains "the model saw echo's schema" '"text"' "$(requests | lua5.4 -e 'local r=require"cjson".decode(io.read("a"))[1]
@@ -95,8 +102,9 @@ assert_eq "an empty required list is not sent to the model as {}" 0 "$(requests 
 sec="$(tool_msg k1)"
 assert_contains "the server got its credential, redacted in its answer" "my secret is [redacted]" "$sec"
 assert_contains "the child's env: only what it is given plus PATH" "HOME is unset" "$sec"
-sleep 1
-assert_eq "the hung server was killed" "" "$(pgrep -f "stdio-ok.log" || true)"
+wait_for 10 "the hung server to be stopped" '! pgrep -f "stdio-hang.log"' 'pgrep -af "stdio-hang.log"' || true
+assert_eq "the hung server was killed" "" "$(pgrep -f "stdio-hang.log" || true)"
+assert_eq "... and the other one ended with the session" "" "$(pgrep -f "stdio-ok.log" || true)"
 assert_eq "initialize, initialized, tools/list pages" "initialize notifications/initialized tools/list tools/list tools/list tools/list tools/list" \
   "$(head -7 "$T/stdio-ok.log" | tr '\n' ' ' | sed 's/ $//')"
 # the credential never left the trusted side
@@ -111,12 +119,15 @@ assert_contains "the history names the credential, not its value" "MCP_SECRET_CR
 rm -f "$T/hport"
 MCP_TEST_TOKEN="$TOKEN" python3 "$MCP" --http --port-file "$T/hport" --log "$T/http.log" 2>"$T/http.err" &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/hport" ] && break; sleep 0.05; done
+wait_for 10 "the MCP HTTP server's port" '[ -s "$T/hport" ]' 'cat "$T/http.err"' 
 HURL="http://127.0.0.1:$(cat "$T/hport")/mcp"
 scenario "{\"steps\": [$(call he mcp__web__echo '{"text": "over http"}'), $(call hr mcp__web__rpcerror '{}'),
-  $(call hs mcp__web__slow '{"seconds": 8}'), $(call hf mcp__web__fail '{}')],
+  $(call hs mcp__webhang__slow '{"seconds": -1}'), $(call hf mcp__web__fail '{}')],
   \"default\": {\"reply\": {\"text\": \"{\\\"summary\\\": \\\"done\\\", \\\"result\\\": {}}\"}}}"
-IN="$(input "{\"web\": {\"url\": \"$HURL\", \"timeoutSeconds\": 2, \"headers_from_credentials\": {\"Authorization\": \"Bearer \${MCP_TOKEN_CRED}\"}}}" '{"tools": []}')"
+web_server() { # TIMEOUT -> the mcpServers entry of the HTTP test server
+  printf '{"url": "%s", "timeoutSeconds": %s, "headers_from_credentials": {"Authorization": "Bearer ${MCP_TOKEN_CRED}"}}' "$HURL" "$1"
+}
+IN="$(input "{\"web\": $(web_server "$CALL_TIMEOUT"), \"webhang\": $(web_server "$HANG_TIMEOUT")}" '{"tools": []}')"
 "$ENGINE" start "$WF" --input @"$IN" --id h1 --detach >/dev/null 2>&1 || true
 wait_status h1 completed 120
 assert_contains "an MCP tool over HTTP (an SSE answer)" "echo: over http" "$(tool_msg he)"

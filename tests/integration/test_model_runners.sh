@@ -8,7 +8,7 @@ WF="$SRC/tests/integration/wf/model_call.lua"
 python3 "$SRC/tests/model_server/server.py" --scenario <(echo '{"steps":[]}') --port 0 --port-file "$T/port" \
   >/dev/null 2>"$T/server.log" &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+wait_true 30 '[ -s "$T/port" ]' || true
 PORT="$(cat "$T/port")"
 BASE="http://127.0.0.1:$PORT/v1"
 export OPENAI_API_KEY="sk-test-OPENAIKEY-0123456789" ANTHROPIC_API_KEY="ant-test-ANTHROPICKEY-0123456789"

@@ -21,7 +21,7 @@ fi
 python3 "$SRC/tests/model_server/server.py" --scenario <(echo '{"steps":[]}') --port 0 --port-file "$T/port" \
   >/dev/null 2>"$T/server.log" &
 PIDS+=($!)
-for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+wait_true 30 '[ -s "$T/port" ]' || true
 PORT="$(cat "$T/port")"
 BASE="http://127.0.0.1:$PORT/v1"
 TOOLS='[{"name":"read_file","parameters":{"type":"object","properties":{"path":{"type":"string"}}}},{"name":"list_dir","parameters":{"type":"object","properties":{"path":{"type":"string"}}}}]'

@@ -81,8 +81,8 @@ assert_eq "the execs ran in call order" "s1 s2 " "$done_order"
 # --- two need approval: asked together, answered in any order
 model "{\"reply\": {\"tool_calls\": [$(call a1 'echo needs-ok-1'), $(call a2 'echo needs-ok-2'), $(call a3 'echo free')]}}"
 "$ENGINE" start "$WF" --input @"$T/input.json" --id p2 --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(engine events p2 --json | grep -c '"approval.requested"')" -ge 2 ] && break; sleep 0.1; done
-for _ in $(seq 100); do [ "$(engine history p2 | grep -c 'SignalWaitStarted')" -ge 2 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(engine events p2 --json | grep -c '\''"approval.requested"'\'')" -ge 2 ]' || true
+wait_true 30 '[ "$(engine history p2 | grep -c '\''SignalWaitStarted'\'')" -ge 2 ]' || true
 assert_eq "both requests asked before any answer" "tool.requested:a1 tool.requested:a2 tool.requested:a3 approval.requested:" \
   "$(ev_types p2 | sed 's/approval.requested:[^ ]* approval.requested:[^ ]* $/approval.requested:/')"
 rids="$(engine events p2 --json | lua5.4 -e 'for l in io.lines() do local e = require"cjson".decode(l)
@@ -97,7 +97,7 @@ assert_exit "approve without naming one of two" 2 engine approve p2
 assert_contains "says there are two to choose from" "waits on 2 approval requests" "$ERR"
 assert_exit "approve the second first" 0 engine approve p2 --request "$r2" --reason "second ok"
 # (answers that come together are taken in the order the session asked them)
-for _ in $(seq 200); do [ "$(engine events p2 --json | grep -c '"approval.decided"')" -ge 1 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(engine events p2 --json | grep -c '\''"approval.decided"'\'')" -ge 1 ]' || true
 assert_exit "deny the first" 0 engine approve p2 --request "$r1" --deny --reason "not this one"
 wait_status p2 completed 120 || fail "p2: $(status p2)"
 tm="$(tool_msgs 2)"
@@ -113,11 +113,8 @@ verify_history p2 >/dev/null || fail "p2 history"
 : >"$T/mcp.log"
 model "{\"reply\": {\"tool_calls\": [$(call k1 'echo quick'), $(slow k2 3), $(slow k3 3)]}}"
 "$ENGINE" start "$WF" --input @"$T/input.json" --id p3 --detach >/dev/null 2>&1 || true
-for _ in $(seq 600); do
-  engine history p3 --json 2>/dev/null | grep '"ActivityCompleted"' | grep -q '"tool_call_id":"k1"' &&
-    [ "$(mcp_calls)" -ge 2 ] && break
-  sleep 0.05
-done
+wait_true 30 'engine history p3 --json 2>/dev/null | grep "\"ActivityCompleted\"" | grep -q "\"tool_call_id\":\"k1\"" &&
+  [ "$(mcp_calls)" -ge 2 ]' || true
 assert_eq "both slow calls were running at the kill" 2 "$(mcp_calls)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 serve_api

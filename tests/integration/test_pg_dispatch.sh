@@ -25,14 +25,14 @@ seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF/due_together.lua" --id "d-{}" --
   --input "{\"seconds\":$SECS,\"k\":{}}" >/dev/null 2>>"$T/start.err" || true
 assert_eq "every start accepted" "" "$(cat "$T/start.err")"
 bg S engine serve 2>>"$T/serve1.err"
-for _ in $(seq 600); do [ "$(q "SELECT count(*) FROM workflows WHERE status='waiting'")" = "$N" ] && break; sleep 0.1; done
+wait_true 60 '[ "$(q "SELECT count(*) FROM workflows WHERE status='\''waiting'\''")" = "$N" ]' || true
 assert_eq "all $N wait on their timer and signal" "$N" "$(q "SELECT count(*) FROM workflows WHERE status='waiting'")"
 # (each deadline is the clock when it was recorded: the two may be a few ms apart)
 assert_eq "two tasks each, due within 10 ms" "$N" \
   "$(q "SELECT count(*) FROM (SELECT wf_id FROM tasks GROUP BY wf_id HAVING count(*)=2 AND max(run_at)-min(run_at)<=10) x")"
 due_at="$(q "SELECT min(run_at) FROM tasks")"
 now_ms() { date +%s%3N; }
-while [ "$(now_ms)" -lt $((due_at - 300)) ]; do sleep 0.05; done
+while [ "$(now_ms)" -lt $((due_at - 300)) ]; do sleep 0.05; done # the wall clock to a time (no engine state), polled
 # the even ones are signalled around the deadline; the serve dies half-way through
 for i in $(seq 2 2 "$N"); do
   "$ENGINE" signal "d-$i" go "{\"k\":$i}" >/dev/null 2>&1 &
@@ -41,7 +41,7 @@ done
 wait_signals() { for p in $(jobs -p); do [ "$p" = "$S" ] || wait "$p" 2>/dev/null || true; done; }
 wait_signals
 bg S engine serve 2>>"$T/serve2.err"
-for _ in $(seq 1200); do [ "$(q "SELECT count(*) FROM workflows WHERE status='completed'")" = "$N" ] && break; sleep 0.1; done
+wait_true 120 '[ "$(q "SELECT count(*) FROM workflows WHERE status='\''completed'\''")" = "$N" ]' || true
 assert_eq "all $N completed after the kill" "$N" "$(q "SELECT count(*) FROM workflows WHERE status='completed'")"
 assert_eq "each command has exactly one outcome" "0" "$(q "SELECT count(*) FROM (SELECT wf_id, run, ref FROM history
   WHERE ref>0 GROUP BY 1,2,3 HAVING count(*)<>1) x")"
@@ -64,7 +64,7 @@ assert_eq "every result agrees with its log" 0 "$bad"
 echo "# $signalled of $N took the signal, the others timed out"
 [ "$signalled" -le $((N / 2)) ] || fail "more signals taken ($signalled) than sent ($((N / 2)))"
 assert_eq "no task left" 0 "$(q "SELECT count(*) FROM tasks")"
-for _ in $(seq 100); do [ "$(q "SELECT count(*) FROM leases")" = 0 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(q "SELECT count(*) FROM leases")" = 0 ]' || true
 assert_eq "no lease left" 0 "$(q "SELECT count(*) FROM leases")"
 [ "$(q "SELECT count(*) FROM leases")" = 0 ] || q "SELECT wf_id, owner, epoch FROM leases LIMIT 10" >&2
 kill "$S"; wait "$S" 2>/dev/null || true
@@ -76,7 +76,7 @@ export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/chains" DBNAME=chains
 seq "$M" | xargs -P 8 -I{} "$ENGINE" start "$WF/chain10.lua" --id "c-{}" --detach --input '{"seconds":0}' \
   >/dev/null 2>>"$T/start2.err" || true
 serve_api
-for _ in $(seq 1200); do [ "$(q "SELECT count(*) FROM workflows WHERE status='completed'")" = "$M" ] && break; sleep 0.1; done
+wait_true 120 '[ "$(q "SELECT count(*) FROM workflows WHERE status='\''completed'\''")" = "$M" ]' || true
 assert_eq "all $M chains completed" "$M" "$(q "SELECT count(*) FROM workflows WHERE status='completed'")"
 rt="$(curl -sf "$URL/metrics" | awk '$1 == "engine_store_round_trips_total" { print int($2) }')"
 echo "# $rt round trips waited for by the loop for $M chain10 workflows"

@@ -41,7 +41,7 @@ if ! ip netns add "$NS" 2>"$T/netns.err"; then
 fi
 # the veth goes with the namespace; deleted by name too, in case it never moved there
 net_cleanup() { ip netns del "$NS" 2>/dev/null || true; ip link del "$HOSTIF" 2>/dev/null || true; }
-trap 'net_cleanup; cleanup' EXIT
+trap 'EXIT_RC=$?; net_cleanup; cleanup' EXIT
 if ! ip link add "$HOSTIF" type veth peer name "$NSIF" netns "$NS" 2>"$T/netns.err"; then
   echo "skip: no veth pair here: $(cat "$T/netns.err")"; exit 0
 fi
@@ -63,7 +63,7 @@ ip -n "$NS" link set lo up
 own_pg_cluster
 # own_pg_cluster set its own EXIT trap: the workers go first (one of them
 # may hang on a dead link), then the namespace, then the server
-trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; net_cleanup;
+trap 'EXIT_RC=$?; for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true; done; net_cleanup;
   "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; cleanup' EXIT
 # the server listens on the host's end of the veth too, and trusts its /30
 # as it trusts loopback (initdb --auth=trust); start-postgres gives
@@ -110,11 +110,11 @@ assert_eq "every start accepted" "" "$(cat "$T/start.err")"
 # and load it was seen to start so late that the others ran every workflow
 ns_worker 3
 CUT=${W[3]} ts="$(now_ms)"
-for _ in $(seq 600); do [ "$(leases_of "$CUT")" -ge 10 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(leases_of "$CUT")" -ge 10 ]' || true
 echo "# the namespaced worker held $(leases_of "$CUT") leases $(( $(now_ms) - ts )) ms after it started"
 worker 1; worker 2
 # cut while it holds leases, the run under way
-for _ in $(seq 400); do [ "$(leases_of "$CUT")" -ge 10 ] && [ "$(completed)" -ge $((N / 10)) ] && break; sleep 0.05; done
+wait_true 30 '[ "$(leases_of "$CUT")" -ge 10 ] && [ "$(completed)" -ge $((N / 10)) ]' || true
 owner="$(q "SELECT owner FROM leases WHERE owner LIKE '$CUT-%' LIMIT 1")"
 held="$(leases_of "$CUT")" done_at_cut="$(completed)"
 [ "$held" -gt 0 ] || fail "the namespaced worker held no lease to cut off (it logged: $(tail -n 3 "$T/worker3.err"))"
@@ -125,18 +125,18 @@ t0="$(now_ms)"
 mine() { q "SELECT count(*) FROM leases WHERE owner='$owner'"; }
 held="$(mine)" # what the server still gives it once the link is down
 [ "$held" -gt 0 ] || fail "the namespaced worker held no lease once cut off: the test shows nothing"
-for _ in $(seq 300); do [ "$(mine)" == 0 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(mine)" == 0 ]' || true
 t1="$(now_ms)" left="$(mine)"
 assert_eq "cut off holding $held leases: the others took them over" 0 "$left"
 [ "$left" == 0 ] || diagnose
-for _ in $(seq 300); do [ "$(completed)" -ge "$N" ] && break; sleep 0.1; done
+wait_true 30 '[ "$(completed)" -ge "$N" ]' || true
 t2="$(now_ms)"
 assert_eq "every workflow completed while it was cut off" "$N" "$(completed)"
 # down for two leases at least: it has had time to notice, and to retry
-while [ $(( $(now_ms) - t0 )) -lt $((2 * ENGINE_LEASE_MS)) ]; do sleep 0.1; done
+while [ $(( $(now_ms) - t0 )) -lt $((2 * ENGINE_LEASE_MS)) ]; do sleep 0.1; done # the wall clock past two leases (no engine state), polled
 ip link set "$HOSTIF" up
 t3="$(now_ms)"
-for _ in $(seq 300); do grep -q "lost the lease of workflow p-" "$T/worker3.err" && break; sleep 0.1; done
+wait_true 30 'grep -q "lost the lease of workflow p-" "$T/worker3.err"' || true
 t4="$(now_ms)"
 if grep -q "lost the lease of workflow p-" "$T/worker3.err"; then
   pass "back on the link, it logs that it lost the lease ($((t4 - t3)) ms after)"
@@ -164,8 +164,7 @@ for k in 1 2; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
 if wait_status after completed 30; then pass "alone, the returning worker runs a new workflow"
 else fail "the returning worker did not run a new workflow: $(status after); $(tail -n 3 "$T/worker3.err")"; fi
 kill "$CUT"
-for _ in $(seq 300); do kill -0 "$CUT" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$CUT" 2>/dev/null && fail "the returning worker did not stop on SIGTERM within 30 s"
+wait_for 30 "the returning worker to stop on SIGTERM" '! kill -0 "$CUT" 2>/dev/null' 'tail -n 3 "$T/worker3.err"' || true
 wait "$CUT" 2>/dev/null || true
 assert_eq "a clean stop leaves no lease" 0 "$(q "SELECT count(*) FROM leases")"
 

@@ -50,7 +50,7 @@ shape() {
 run_hello() {
   bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":2}' >"$T/h1.out" 2>"$T/h1.err"
   wait_status h1 waiting || fail "h1 never waited ($ENGINE_DB): $(cat "$T/h1.err")"
-  sleep 0.3
+  wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3' || true
   engine signal h1 approval '{"approved":true}' >/dev/null
   set +e; wait "$P"; rc=$?; set -e
   echo "rc=$rc $(cat "$T/h1.out") $(verify_history h1) $(verify_events h1)"
@@ -88,20 +88,21 @@ assert_exit "replay of the current run" 0 engine replay cnt
 fresh cancel
 serve
 start "$WF/cancel_activity.lua" c2 '{}'
-for _ in $(seq 250); do grep -Eq "^c2/([0-9]+/)?2 slow" "$T/effects" 2>/dev/null && break; sleep 0.02; done
+wait_true 30 'grep -Eq "^c2/([0-9]+/)?2 slow" "$T/effects" 2>/dev/null' || true
 engine cancel c2 >/dev/null
 wait_status c2 cancelled 10 || fail "c2: $(status c2)"
 assert_contains "cleanup saw the Cancelled error" '"cleanup":"Cancelled"' "$(engine history c2 --json)"
 start "$HELLO" c3 '{"n":1,"sleep":3600}'
-for _ in $(seq 250); do engine history c3 | tail -1 | grep -q TimerStarted && break; sleep 0.02; done
+wait_true 30 'engine history c3 | tail -1 | grep -q TimerStarted' || true
 engine cancel c3 >/dev/null
 wait_status c3 cancelled 10 || fail "c3: $(status c3)"
 assert_contains "a cancelled timer ends the run cancelled" "last=WorkflowCancelled" "$(verify_history c3)"
 
 # --- the worker lock: workers share it (each workflow runs under its lease,
 # test_pg_workers.sh); migrate needs it alone and is refused beside a serve
+n_serving="$(grep -c "engine: serving" "$T/serve.err" || true)"
 "$ENGINE" serve 2>>"$T/serve.err" & S2=$!; PIDS+=("$S2")
-sleep 0.5
+wait_serving "$T/serve.err" "$n_serving" || true
 assert_eq "a second serve runs beside the first" "" "$(kill -0 "$S2" 2>&1)"
 kill "$S2"; wait "$S2" 2>/dev/null || true
 assert_exit "migrate is refused beside a serve" 2 env ENGINE_DB="${ENGINE_DB/engine@/engine:s3cret@}" \
@@ -130,8 +131,8 @@ run_killed() {
   : >"$T/effects"
   serve
   start "$WF/futures.lua" mix '{"mode":"mixed","seconds":1.5}'
-  for _ in $(seq 300); do [ "$(grep -c ' window-start' "$T/effects")" -ge 2 ] && grep -q ' echo ' "$T/effects" && break; sleep 0.02; done
-  for _ in $(seq 300); do engine history mix | grep -q ActivityCompleted && break; sleep 0.02; done
+  wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
+  wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   local ended; ended="$(grep -c ' window-end' "$T/effects" || true)"
   serve
@@ -163,7 +164,7 @@ fresh faults
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 start "$FWF" lk '{"retry":0.3,"sleep":0.5,"slow":0.5}'
 "$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
-for _ in $(seq 250); do [ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
 # another session holds the write lock for 3 s (the busy timeout is 2 s)
 psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep(3); COMMIT;" >/dev/null
 wait_status lk completed 30 || true
@@ -193,9 +194,9 @@ fresh restart
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 start "$FWF" rs '{"retry":0.3,"sleep":1.5,"slow":0.5}'
 "$ENGINE" serve 2>"$T/rs1.err" & S1=$!; PIDS+=("$S1")
-for _ in $(seq 250); do [ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine history rs 2>/dev/null | wc -l)" -ge 3 ]' || true
 "$SRC/scripts/start-postgres" --stop "$T/pg"
-sleep 1
+sleep 1 # the server stays down for a second (pacing the outage, not a wait)
 [ "$("$SRC/scripts/start-postgres" "$T/pg")" == "$URL" ] && pass "the cluster restarts on its URL" || fail "restart: another URL"
 "$ENGINE" serve 2>"$T/rs2.err" & S2=$!; PIDS+=("$S2")
 wait_status rs completed 30 || fail "rs after the restart: $(status rs)"
@@ -204,12 +205,11 @@ start "$FWF" rs_after '{"retry":0.3,"sleep":0.2,"slow":0.2}'
 wait_status rs_after completed 30 || fail "rs_after: $(status rs_after)"
 # a serve takes its lock again at its next batch after the restart (its
 # lease heartbeat makes one every few seconds when it has nothing else to do)
-for _ in $(seq 200); do
-  holders="$(psql_on restart "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid
-    WHERE l.locktype='advisory' AND l.granted AND l.objid=1 AND a.datname='restart' ORDER BY 1" | tr '\n' ' ')"
-  [[ "$holders" == *"(pid $S1)"* && "$holders" == *"(pid $S2)"* ]] && break
-  sleep 0.1
-done
+holders() {
+  psql_on restart "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid
+    WHERE l.locktype='advisory' AND l.granted AND l.objid=1 AND a.datname='restart' ORDER BY 1" | tr '\n' ' '
+}
+wait_true 30 'holders="$(holders)"; [[ "$holders" == *"(pid $S1)"* && "$holders" == *"(pid $S2)"* ]]' || true
 assert_contains "both serves hold the shared worker lock" "engine serve (pid $S1)" "$holders"
 assert_contains "the second one too" "engine serve (pid $S2)" "$holders"
 assert_contains "the first serve saw the server go" "cannot write to the store" "$(cat "$T/rs1.err")"
@@ -262,7 +262,7 @@ assert_eq "none of our tables added" "0" "$(psql_on foreign "SELECT count(*) FRO
 
 # --- the API's list on PostgreSQL (the web page's table): both orders, the cursor, the text filter
 fresh pages
-for i in 1 2 3; do start "$HELLO" "pg-$i" "{\"name\":\"Ada $i\",\"n\":1}"; sleep 0.01; done
+for i in 1 2 3; do start "$HELLO" "pg-$i" "{\"name\":\"Ada $i\",\"n\":1}"; sleep 0.01; done # paced: distinct creation times
 : >"$T/serve-api.err"
 "$ENGINE" serve --listen 127.0.0.1:0 --workflows "$SRC/workflows" 2>"$T/serve-api.err" & S=$!; PIDS+=("$S")
 API="$(api_url "$T/serve-api.err")"

@@ -46,24 +46,24 @@ for k in 1 2 3; do worker "$k"; done
 # threshold, it came so late that the worker had finished its share
 declare -A O
 for k in 1 2 3; do
-  for _ in $(seq 500); do O[$k]="$(owner_of "${W[$k]}")"; [ -n "${O[$k]}" ] && break; sleep 0.02; done
+  wait_true 30 'O[$k]="$(owner_of "${W[$k]}")"; [ -n "${O[$k]}" ]' || true
 done
 completed() { q "SELECT count(*) FROM workflows WHERE status='completed'"; }
 TAKE=()
 for k in 1 2 3; do
   # worker k dies when a fifth, two fifths, three fifths are done (early
   # enough that each still has a share in hand, however fast they drain)
-  for _ in $(seq 1500); do [ "$(completed)" -ge $((k * N / 5)) ] && break; sleep 0.05; done
+  wait_true 75 '[ "$(completed)" -ge $((k * N / 5)) ]' || true
   pid="${W[$k]}" owner="${O[$k]}"
   # killed at once when it is seen holding some (near the end they come and go fast)
   held=0
-  for _ in $(seq 500); do held="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"; [ "$held" -gt 0 ] && break; sleep 0.02; done
+  wait_true 30 'held="$(q "SELECT count(*) FROM leases WHERE owner='\''$owner'\''")"; [ "$held" -gt 0 ]' || true
   kill -9 "$pid"; wait "$pid" 2>/dev/null || true
   t0="$(date +%s%N)" at_kill="$(completed)"
   # taken over: no lease of the dead worker's left (each one claimed by
   # another, or its workflow ended). Its session ended, so they are free at
   # once; the others take them as fast as their own ENGINE_MAX_LEASES allows
-  for _ in $(seq 3000); do [ "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")" == 0 ] && break; sleep 0.02; done
+  wait_true 60 '[ "$(q "SELECT count(*) FROM leases WHERE owner='\''$owner'\''")" == 0 ]' || true
   t1="$(date +%s%N)"
   left="$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
   [ "$held" -gt 0 ] || fail "worker $k held no workflow when it was killed (nothing to take over)"
@@ -71,7 +71,7 @@ for k in 1 2 3; do
   TAKE+=("| worker $k (kill -9) | $held | $(( (t1 - t0) / 1000000 )) ms | $at_kill of $N |")
   worker "$k"
 done
-for _ in $(seq 1500); do [ "$(completed)" -ge "$N" ] && break; sleep 0.2; done
+wait_true 300 '[ "$(completed)" -ge "$N" ]' || true
 assert_eq "every workflow completed" "$N" "$(completed)"
 assert_eq "with the right total (55)" "$N" "$(q "SELECT count(*) FROM workflows WHERE result LIKE '%\"total\":55%'")"
 assert_eq "no history with a gap or a seq twice" 0 \
@@ -96,7 +96,7 @@ echo
 for k in 2 3; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
 echo "---- cut" >>"$T/worker1.err"
 seq 20 | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "cut-{}" --detach --input '{"seconds":0.4}' >/dev/null 2>&1 || true
-for _ in $(seq 250); do [ "$(q "SELECT count(*) FROM leases WHERE wf_id LIKE 'cut-%'")" -ge 20 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(q "SELECT count(*) FROM leases WHERE wf_id LIKE '\''cut-%'\''")" -ge 20 ]' || true
 owner="$(owner_of "${W[1]}")"
 assert_eq "worker 1 holds the 20 new workflows" 20 "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
 # cut off: its sessions ended by the server, and the process stalled past its lease
@@ -104,12 +104,12 @@ kill -STOP "${W[1]}"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine%(pid ${W[1]})'
    OR application_name='engine worker $owner'" >/dev/null
 worker 2; worker 3
-for _ in $(seq 500); do [ "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")" == 0 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(q "SELECT count(*) FROM leases WHERE owner='\''$owner'\''")" == 0 ]' || true
 assert_eq "the others took its workflows over" 0 "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
-sleep 2 # its lease has run out by now, whatever it thinks
+# the others took its workflows over (above): its leases have run out, whatever it thinks
 kill -CONT "${W[1]}"
 cutdone() { q "SELECT count(*) FROM workflows WHERE id LIKE 'cut-%' AND status='completed'"; }
-for _ in $(seq 600); do [ "$(cutdone)" -ge 20 ] && grep -q "lost the lease of workflow" "$T/worker1.err" && break; sleep 0.1; done
+wait_true 60 '[ "$(cutdone)" -ge 20 ] && grep -q "lost the lease of workflow" "$T/worker1.err"' || true
 assert_eq "the 20 workflows completed" 20 "$(cutdone)"
 assert_contains "the returning worker logs that it lost its leases" "lost the lease of workflow cut-" "$(cat "$T/worker1.err")"
 assert_eq "nothing stale appended: dense histories" 0 \
@@ -128,7 +128,7 @@ assert_eq "a clean stop leaves no lease" 0 "$(q "SELECT count(*) FROM leases")"
 # ---- commits are announced (LISTEN/NOTIFY): with its safety-net poll ten
 # minutes apart, a worker still hears of a start and a signal from other processes
 ENGINE_PG_POLL_MS=600000 worker 1
-for _ in $(seq 250); do [ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name='engine (listening)'")" -ge 1 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_name='\''engine (listening)'\''")" -ge 1 ]' || true
 "$ENGINE" start "$WF" --id heard --detach --input '{"steps":2}' >/dev/null 2>&1 || true
 wait_status heard completed 20 || fail "a start from another process was not heard: $(status heard)"
 "$ENGINE" start "$SRC/tests/integration/wf/migrate_mix.lua" --id heard-signal --detach --input '{"i":1,"wait":true}' \

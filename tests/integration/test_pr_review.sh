@@ -72,7 +72,7 @@ git -C "$GH/git/Codertocat/Hello-World.git" config uploadpack.allowAnySHA1InWant
 # --- the stub, then the payload pointed at it
 python3 "$SRC/tests/integration/github_stub.py" "$GH" "$TOKEN" 2>"$T/stub.log" &
 STUB=$!; PIDS+=("$STUB")
-for _ in $(seq 100); do [ -s "$GH/port" ] && break; sleep 0.05; done
+wait_true 30 '[ -s "$GH/port" ]' || true
 GPORT="$(cat "$GH/port")"
 API="http://127.0.0.1:$GPORT"
 python3 - "$SRC/tests/fixtures/github/pull_request.opened.payload.json" "$T/payload.json" "$GH" "$W" "$BASE" "$HEAD" "$API" <<'PY'
@@ -143,7 +143,7 @@ API="$API" REC="$T/rec/review.jsonl" input_for >"$T/input.json"
 posts() { [ -f "$GH/posted.jsonl" ] && wc -l <"$GH/posted.jsonl" | tr -d ' ' || echo 0; }
 pending() { engine events "$1" --json | grep -c '"type":"approval.requested"' || true; }
 wait_approval() {
-  for _ in $(seq 900); do [ "$(pending "$1")" -ge 1 ] && return 0; sleep 0.1; done
+  wait_true 90 '[ "$(pending "$1")" -ge 1 ]' '' "$@" && return 0
   fail "$1 never asked for approval (status $(status "$1")): $(engine events "$1" 2>&1 | tail -5)"; return 1
 }
 
@@ -190,7 +190,7 @@ assert_contains "git fetched with the token (private repository)" "git-upload-pa
 # after GitHub has the review and before the engine recorded it
 touch "$GH/hold"
 assert_exit "engine approve" 0 engine approve "$ID" --reason "ship it"
-for _ in $(seq 300); do [ "$(posts)" -ge 1 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(posts)" -ge 1 ]' || true
 assert_eq "the review was posted" 1 "$(posts)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 rm -f "$GH/hold"

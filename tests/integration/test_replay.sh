@@ -13,7 +13,7 @@ export HELLO_SIDE_EFFECTS="$T/effects"
 bg S engine serve
 assert_exit "start a run" 3 engine start "$T/wf/hello.lua" --id p1 --detach --input '{"n":2,"sleep":0}'
 wait_status p1 waiting
-for _ in $(seq 100); do engine history p1 | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+wait_true 30 'engine history p1 | tail -1 | grep -q SignalWaitStarted' || true
 # the edit adds an activity in front of the greetings and changes the result
 sed -i 's/local greetings = {}/local greetings = {}; wf.activity("hello_activities.cleanup", {ticket = "edit"})/' "$T/wf/hello.lua"
 sed -i 's/return { greetings = greetings,/return { edited = true, greetings = greetings,/' "$T/wf/hello.lua"
@@ -38,7 +38,7 @@ assert_contains "reports ok" "ok:" "$OUT"
 # --- replay determinism: a new run replays to the same result in a fresh VM
 assert_exit "start a second run" 3 engine start "$SRC/workflows/hello.lua" --id p2 --detach --input '{"n":1,"sleep":0}'
 wait_status p2 waiting
-for _ in $(seq 100); do engine history p2 | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+wait_true 30 'engine history p2 | tail -1 | grep -q SignalWaitStarted' || true
 kill "$S"; wait "$S" 2>/dev/null || true   # evicted and the process gone: next wake replays from the log
 before="$(engine history p2 --json | head -3)"
 bg S engine serve

@@ -25,7 +25,7 @@ assert_exit "start o1 (another script)" 3 engine start "$T/wf/other.lua" --id o1
 assert_exit "start done1 (finishes)" 3 engine start "$T/wf/w.lua" --id done1 --detach --input '{"n":5}'
 for id in r1 r2 r3 o1 done1; do
   wait_status "$id" waiting
-  for _ in $(seq 100); do engine history "$id" | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+  wait_true 30 'engine history "$id" | tail -1 | grep -q SignalWaitStarted' || true
 done
 engine signal done1 go '"x"'
 wait_status done1 completed

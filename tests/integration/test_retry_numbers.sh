@@ -84,20 +84,20 @@ assert_contains "a signal name with a NUL" "wf.wait_signal: the name contains a 
 engine start "$WF" --id cap --detach --input '{"case":"activity","options":{"retry":{"initial_interval":3600,"max_interval":0,"max_attempts":0}}}' >/dev/null || true
 task() { sqlite3 "$ENGINE_DB" "SELECT attempt || ' ' || run_at FROM tasks WHERE wf_id='cap' AND kind='activity'"; }
 bg S engine serve
-for _ in $(seq 500); do [ "$(task | cut -d' ' -f1)" == 2 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(task | cut -d'\'' '\'' -f1)" == 2 ]' || true
 kill "$S"; wait "$S" 2>/dev/null || true
 assert_eq "attempt 1 failed, attempt 2 waits an hour" 2 "$(task | cut -d' ' -f1)"
 assert_eq "show: it waits on attempt 2" 2 "$(engine show cap --json | jget waits.attempt)"
 # while an attempt runs, its task holds the next one's number: show names the running one
 bg S engine serve
 engine start "$SRC/tests/integration/wf/chain10.lua" --id slow --detach --input '{"steps":1,"seconds":20}' >/dev/null || true
-for _ in $(seq 500); do [ "$(engine show slow --json | jget waits.kind)" == activity ] && break; sleep 0.02; done
+wait_true 30 '[ "$(engine show slow --json | jget waits.kind)" == activity ]' || true
 assert_eq "show: attempt 1 runs" 1 "$(engine show slow --json | jget waits.attempt)"
 engine cancel slow >/dev/null
 kill "$S"; wait "$S" 2>/dev/null || true
 sqlite3 "$ENGINE_DB" "UPDATE tasks SET attempt=2000, run_at=0 WHERE wf_id='cap' AND kind='activity'"
 bg S engine serve
-for _ in $(seq 500); do [ "$(task | cut -d' ' -f1)" == 2001 ] && break; sleep 0.02; done
+wait_true 30 '[ "$(task | cut -d'\'' '\'' -f1)" == 2001 ]' || true
 kill "$S"; wait "$S" 2>/dev/null || true
 assert_eq "attempt 2000 failed once and attempt 2001 is scheduled" 2001 "$(task | cut -d' ' -f1)"
 assert_eq "attempt 2000 ran once (not again at once: 3600 * 2^1999 is inf)" 2 "$(attempts cap)"

@@ -24,7 +24,7 @@ echo "host secret" >"$T/hostsecret"
 python3 -m http.server 18099 --bind 0.0.0.0 >/dev/null 2>&1 &
 PIDS+=($!)
 HOSTIP="$(hostname -I | awk '{print $1}')"
-sleep 0.3
+wait_true 30 'curl -s -o /dev/null http://127.0.0.1:18099/' # it listens
 
 # The steps, as JSON. (Written with printf, not a heredoc, so no line of it can
 # ever end a heredoc early and run as a command.)
@@ -142,7 +142,7 @@ no_workspace_left "Docker engine down"
 # --- cancellation destroys the sandbox
 bg S engine serve
 engine start "$WF" --id sb5 --detach --input '{"steps":[{"op":"wait","name":"w","signal":"go"}]}' >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(containers sb5)" == 1 ] && engine history sb5 | tail -1 | grep -q SignalWaitStarted && break; sleep 0.1; done
+wait_true 30 '[ "$(containers sb5)" == 1 ] && engine history sb5 | tail -1 | grep -q SignalWaitStarted' || true
 assert_eq "a live sandbox" 1 "$(containers sb5)"
 engine cancel sb5
 wait_status sb5 cancelled 60
@@ -150,7 +150,7 @@ assert_eq "cancel removed the container" 0 "$(containers sb5)"
 
 # --- kill -9 while a container runs: the live session keeps it, then finishes
 engine start "$WF" --id sb6 --detach --input '{"steps":[{"op":"exec","name":"long","cmd":"sleep 3; echo done","timeout":30}]}' >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(containers sb6)" == 1 ] && engine history sb6 | grep -q "sandbox.exec" && break; sleep 0.1; done
+wait_true 30 '[ "$(containers sb6)" == 1 ] && engine history sb6 | grep -q "sandbox.exec"' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "the container outlives the engine" 1 "$(containers sb6)"
 # an orphan: a labelled container of this database whose session is unknown
@@ -163,7 +163,7 @@ bg S engine serve
 wait_status sb6 completed 120
 assert_eq "the live session re-attached and finished" "done" "$(engine show sb6 --json | jget result.results.long.stdout | tr -d '\n')"
 assert_eq "its container removed at the end" 0 "$(containers sb6)"
-for _ in $(seq 50); do [ "$(containers ghost)" == 0 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(containers ghost)" == 0 ]' || true
 assert_eq "the orphan of an unknown session was swept at start-up" 0 "$(containers ghost)"
 assert_eq "another database's container was left alone" 1 \
   "$(docker ps -aq --filter label=engine.instance=someone-else --filter label=engine.session=ghost2 | wc -l)"

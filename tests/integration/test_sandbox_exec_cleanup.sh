@@ -78,11 +78,11 @@ for driver in "${DRIVERS[@]}"; do
   k=0
   for a in $ATTEMPTS; do
     name="${a%%:*}" secs="${a##*:}"; k=$((k + 1))
-    for _ in $(seq 600); do [ "$(waits "$id")" -ge "$k" ] && break; sleep 0.1; done
+    wait_true 60 '[ "$(waits "$id")" -ge "$k" ]' || true
     [ "$(waits "$id")" -ge "$k" ] || { fail "$driver: the session never got past $name ($(status "$id"))"; break; }
     # a process killed by the exec's clean-up may take the kernel a moment to
     # tear down on a loaded machine: it must be gone within 2 s, not live on
-    for _ in $(seq 20); do n="$(ps -eo args | leftovers "$secs")"; [ "$n" == 0 ] && break; sleep 0.1; done
+    wait_true 30 'n="$(ps -eo args | leftovers "$secs")"; [ "$n" == 0 ]' || true
     check "$name: after the exec (host)" "$driver" "$n" "$n process(es) of the attempt outlived its exec"
     # what they are, so that a failure explains itself (state D: stuck in the kernel)
     [ "$n" == 0 ] || ps -eo pid,ppid,stat,wchan:24,uid,etimes,args | grep -E "PID|[7]30$secs" >&2
@@ -130,9 +130,8 @@ printf '%s\n' '{"limits": {"memoryMb": 128, "pids": 256, "cpu": 1}, "steps": [' 
 for driver in "${DRIVERS[@]}"; do
   export ENGINE_DB="$T/flood-$driver.db"
   export ENGINE_SANDBOX_DRIVER="$driver"
-  bg S engine serve
-  for _ in $(seq 100); do [ -e "$ENGINE_DB" ] && break; sleep 0.05; done
-  sleep 0.5
+  : >"$T/serve.log"
+  serve_bg
   before="$(awk '$1 == "VmRSS:" {print $2}' "/proc/$S/status")"
   for k in $(seq $K); do engine start "$WF" --id "fl-$driver-$k" --detach --input @"$T/flood.json" >/dev/null 2>&1 || true; done
   for k in $(seq $K); do wait_status "fl-$driver-$k" completed 600 || break; done

@@ -33,19 +33,18 @@ containers() {
 events() { engine events "$1" --json; }
 count() { events "$1" | grep -c "\"type\":\"$2\"" || true; }
 wait_event() { # ID TYPE N SECONDS
-  for _ in $(seq $(($4 * 10))); do [ "$(count "$1" "$2")" -ge "$3" ] && return 0; sleep 0.1; done
-  fail "$1: no $3 $2 event(s) in $4 s (status $(status "$1"))"; return 1
+  wait_for "$4" "$3 $2 event(s) of $1" '[ "$(count "$1" "$2")" -ge "$3" ]' 'echo "status $(status "$1"), $(count "$1" "$2") $2"' "$@"
 }
 # waits for log file $1 to contain $2
 wait_log() {
-  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  wait_true 30 'grep -q "$2" "$1" 2>/dev/null' '' "$@" && return 0
   fail "never logged [$2] in $1: $(tail -5 "$1" 2>/dev/null)"; return 1
 }
 
 # ---- SQLite, one host: a container gone while its session waits ----
 export ENGINE_SWEEP_INTERVAL_MS=500
 bg S engine serve 2>>"$T/sqlite.log"
-sleep 0.3
+wait_serving "$T/sqlite.log"
 INSTANCE="$(sqlite3 "$ENGINE_DB" "SELECT value FROM meta WHERE key='instance_id'")"
 HOST="$(hostname)"
 "$ENGINE" start "$WF" --input @"$INPUT" --id gone --detach >/dev/null 2>&1 || true
@@ -65,7 +64,7 @@ assert_eq "nothing left" 0 "$(containers gone "$HOST")"
 # an orphan while the worker runs: the periodic sweep (every 500 ms here) takes it
 docker create --label engine.managed=true --label "engine.instance=$INSTANCE" --label engine.session=ghost \
   --label "engine.host=$HOST" --network none engine-sandbox:latest sleep infinity >/dev/null
-for _ in $(seq 100); do [ "$(containers ghost "$HOST")" == 0 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(containers ghost "$HOST")" == 0 ]' || true
 assert_eq "the periodic sweep removed an orphan" 0 "$(containers ghost "$HOST")"
 kill "$S"; wait "$S" 2>/dev/null || true
 unset ENGINE_SWEEP_INTERVAL_MS
@@ -80,11 +79,11 @@ worker() { # HOST VAR: a worker of that host in the background, its log in $T/HO
   PIDS+=("$!")
 }
 worker host-a A
-for _ in $(seq 100); do INSTANCE="$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d hosts -XAtqc \
-  "SELECT value FROM meta WHERE key='instance_id'" 2>/dev/null || true)"; [ -n "$INSTANCE" ] && break; sleep 0.1; done
+wait_true 30 'INSTANCE="$("$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d hosts -XAtqc \
+  "SELECT value FROM meta WHERE key='\''instance_id'\''" 2>/dev/null || true)"; [ -n "$INSTANCE" ]' || true
 "$ENGINE" start "$WF" --input @"$INPUT" --id mv --detach >/dev/null 2>&1 || true
 wait_event mv tool.requested 1 120
-sleep 1 # the slow command runs in host-a's sandbox now
+wait_true 60 'pgrep -f "sleep 4; echo slept" >/dev/null' # the slow command runs in host-a's sandbox now
 assert_eq "host-a made the sandbox" 1 "$(containers mv host-a)"
 worker host-b B
 kill -9 "$A"; wait "$A" 2>/dev/null || true

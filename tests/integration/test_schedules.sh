@@ -5,16 +5,20 @@
 # pause stops the fires, resume starts again without catching up, trigger
 # runs now; the overlap policies with a workflow that outlives its interval;
 # kill -9 of serve: fires missed within the catch-up window run once, older
-# ones are skipped and counted, none starts twice. Real time, short intervals.
+# ones are skipped and counted, none starts twice. Real time, short intervals;
+# what is checked is read from the fires' own ids and rows (when each fired,
+# started and ended), never counted over a stretch of wall-clock time, so a
+# busy machine changes how many fires there are, not whether the checks hold.
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf/sched_sleep.lua"
 q() { sqlite3 "$ENGINE_DB" "$1"; }
 # started NAME: how many workflows schedule NAME's fires started
 started() { q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:$1:2*'"; }
 skipped() { q "SELECT skipped_count FROM schedules WHERE name='$1'"; }
+notdone() { q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:$1:*' AND status <> 'completed'"; }
 # id_secs ID: the UTC instant in an id's FIRETIME, in epoch seconds
 id_secs() { local t="${1##*:}"; date -u -d "${t:0:8} ${t:9:2}:${t:11:2}:${t:13:2}" +%s; }
-serve() { bg S engine serve 2>>"$T/serve.log"; for _ in $(seq 100); do grep -q "serving" "$T/serve.log" && break; sleep 0.05; done; }
+serve() { bg S engine serve 2>>"$T/serve.log"; wait_true 30 'grep -q "serving" "$T/serve.log"' || true; }
 stop_serve() { kill "$S"; wait "$S" 2>/dev/null || true; }
 
 # --- bad input: exit 2, the problem named, nothing written
@@ -72,27 +76,29 @@ assert_contains "says so" "no schedule named ber" "$ERR"
 # --- every second: fires with the right ids
 assert_exit "create tick" 0 engine schedule create tick --cron '* * * * * *' --workflow "$WF" --input '{"seconds":0}'
 serve
-sleep 3.5
-N="$(started tick)"
-if [ "$N" -ge 2 ] && [ "$N" -le 5 ]; then pass "tick fired $N times in 3.5 s"; else fail "tick fired $N times in 3.5 s"; fi
+wait_true 60 '[ "$(started tick)" -ge 3 ]' 'started tick; tail -n 3 "$T/serve.log"' || true
+# fire_secs NAME: its fires' instants (epoch seconds, from the ids), in order
+fire_secs() { for id in $(q "SELECT id FROM workflows WHERE id GLOB 'sched:$1:2*' ORDER BY id"); do id_secs "$id"; done; }
+N="$(started tick)" SPAN="$(fire_secs tick | awk 'NR == 1 {f = $1} {l = $1} END {print l - f + 1}')"
+if [ "$N" -ge 3 ] && [ "$N" -le "$SPAN" ]; then pass "tick fired $N times, at most once a second ($SPAN s)"; else fail "tick fired $N times over $SPAN s"; fi
 BAD="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:tick:*' AND id NOT GLOB 'sched:tick:[0-9][0-9][0-9][0-9][0-1][0-9][0-3][0-9]T[0-2][0-9][0-5][0-9][0-5][0-9]Z'")"
 assert_eq "every id is sched:tick:YYYYMMDDTHHMMSSZ" "" "$BAD"
 FIRST="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:tick:*' ORDER BY id LIMIT 1")"
 CREATED="$(q "SELECT created_at/1000 FROM workflows WHERE id='$FIRST'")"
 D=$((CREATED - $(id_secs "$FIRST")))
-if [ "$D" -ge 0 ] && [ "$D" -le 2 ]; then pass "a fire starts at its FIRETIME"; else fail "$FIRST started $D s after its time"; fi
+if [ "$D" -ge 0 ] && [ "$D" -le "$(scaled 10)" ]; then pass "a fire starts at its FIRETIME, not before"; else fail "$FIRST started $D s after its time"; fi
 wait_status "$FIRST" completed 10 && pass "a fire runs to completion" || fail "$FIRST did not complete"
 assert_eq "the input has the schedule as identity" "schedule:tick" "$(engine show "$FIRST" --json | jget result.by)"
 
 # --- pause, resume, trigger
 assert_exit "pause" 0 engine schedule pause tick
 P0="$(started tick)"; PAUSED_AT="$(date +%s)"
-sleep 2.2
+sleep 2.2 # an observation window (nothing may fire in it), not a wait
 assert_eq "no fire while paused" "$P0" "$(started tick)"
 assert_contains "list says paused" "paused" "$(engine schedule list | grep '^tick ')"
 assert_exit "resume" 0 engine schedule resume tick
 RESUMED_AT="$(date +%s)"
-sleep 2.2
+wait_true 60 '[ "$(started tick)" -gt "$P0" ]' || true
 P1="$(started tick)"
 if [ "$P1" -gt "$P0" ]; then pass "fires again after resume ($P0 -> $P1)"; else fail "no fire after resume ($P0 -> $P1)"; fi
 INPAUSE=0
@@ -107,7 +113,7 @@ wait_status "$TID" completed 10 && pass "the triggered run completes" || fail "$
 assert_exit "trigger an unknown schedule" 2 engine schedule trigger nope
 assert_exit "pause an unknown schedule" 2 engine schedule pause nope
 engine schedule delete tick 2>/dev/null
-D0="$(started tick)"; sleep 1.5
+D0="$(started tick)"; sleep 1.5 # an observation window (nothing may fire in it), not a wait
 assert_eq "a deleted schedule fires no more" "$D0" "$(started tick)"
 
 # --- overlap policies: runs of 2.5 s (3.5 s for cancel) on an every-second schedule
@@ -115,21 +121,32 @@ engine schedule create oskip --cron '* * * * * *' --workflow "$WF" --input '{"se
 engine schedule create obuf --cron '* * * * * *' --workflow "$WF" --input '{"seconds":2.5}' --overlap buffer_one 2>/dev/null
 engine schedule create oall --cron '* * * * * *' --workflow "$WF" --input '{"seconds":2.5}' --overlap allow_all 2>/dev/null
 engine schedule create ocan --cron '*/2 * * * * *' --workflow "$WF" --input '{"seconds":30}' --overlap cancel_other 2>/dev/null
-sleep 6.2
+# until each policy has shown itself (the number of fires that takes depends
+# on the machine's pace, not the checks)
+overlap_seen() {
+  [ "$(started oskip)" -ge 2 ] && [ "$(skipped oskip)" -ge 3 ] && [ "$(started obuf)" -ge 2 ] &&
+    [ "$(skipped obuf)" -ge 1 ] && [ "$(started oall)" -ge 5 ] && [ "$(started ocan)" -ge 3 ]
+}
+wait_true 120 overlap_seen 'for n in oskip obuf oall ocan; do echo "$n: $(started $n) started, $(skipped $n) skipped"; done' || true
 for n in oskip obuf oall ocan; do engine schedule pause "$n" 2>/dev/null; done
 NS="$(started oskip)" NB="$(started obuf)" NA="$(started oall)" NC="$(started ocan)"
-if [ "$NS" -ge 2 ] && [ "$NS" -le 3 ]; then pass "skip: $NS runs in 6 s"; else fail "skip: $NS runs in 6 s"; fi
+# overlaps SCHEDULE: how many of its runs started before the one before it ended
+overlaps() { q "SELECT count(*) FROM workflows a JOIN workflows b ON b.id = (SELECT min(id) FROM workflows WHERE id GLOB 'sched:$1:2*' AND id > a.id) WHERE a.id GLOB 'sched:$1:2*' AND b.created_at < a.updated_at"; }
+[ "$NS" -ge 2 ] && pass "skip: $NS runs" || fail "skip: $NS runs"
+assert_eq "skip: no run started before the one before it ended" 0 "$(overlaps oskip)"
 if [ "$(skipped oskip)" -ge 3 ]; then pass "skip counts the skipped fires ($(skipped oskip))"; else fail "skip counted $(skipped oskip)"; fi
-if [ "$NA" -ge 5 ]; then pass "allow_all: $NA runs in 6 s"; else fail "allow_all: $NA runs in 6 s"; fi
+if [ "$NA" -ge 5 ]; then pass "allow_all: $NA runs"; else fail "allow_all: $NA runs"; fi
 assert_eq "allow_all skips nothing" 0 "$(skipped oall)"
-if [ "$NB" -ge 2 ] && [ "$NB" -le 3 ]; then pass "buffer_one: $NB runs in 6 s"; else fail "buffer_one: $NB runs in 6 s"; fi
+[ "$(overlaps oall)" -ge 1 ] && pass "allow_all: runs overlap ($(overlaps oall))" || fail "allow_all: no two runs overlapped"
+[ "$NB" -ge 2 ] && pass "buffer_one: $NB runs" || fail "buffer_one: $NB runs"
 if [ "$(skipped obuf)" -ge 1 ]; then pass "buffer_one skips beyond the one buffered ($(skipped obuf))"; else fail "buffer_one skipped none"; fi
 # a buffered run starts only once the one before it has ended, and at once
-OVER="$(q "SELECT count(*) FROM workflows a JOIN workflows b ON b.id = (SELECT min(id) FROM workflows WHERE id GLOB 'sched:obuf:2*' AND id > a.id) WHERE a.id GLOB 'sched:obuf:2*' AND (b.created_at < a.updated_at OR b.created_at > a.updated_at + 1500)")"
+# (within 1.5 s, scaled: the scheduler's reaction, on a busy machine too)
+OVER="$(q "SELECT count(*) FROM workflows a JOIN workflows b ON b.id = (SELECT min(id) FROM workflows WHERE id GLOB 'sched:obuf:2*' AND id > a.id) WHERE a.id GLOB 'sched:obuf:2*' AND (b.created_at < a.updated_at OR b.created_at > a.updated_at + $(scaled 1.5)000)")"
 assert_eq "buffer_one: each run starts when the previous ends" 0 "$OVER"
 RUNNING_OBUF="$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:obuf:*' AND status IN ('running','waiting')")"
 if [ "$RUNNING_OBUF" -le 1 ]; then pass "buffer_one: never two at once"; else fail "buffer_one: $RUNNING_OBUF running"; fi
-sleep 1
+wait_true 60 '[ "$(q "SELECT count(*) FROM workflows WHERE id GLOB '\''sched:ocan:*'\'' AND status='\''cancelled'\''")" -ge $((NC - 1)) ]' || true
 CANCELLED="$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:ocan:*' AND status='cancelled'")"
 LIVE="$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:ocan:*' AND status IN ('running','waiting')")"
 if [ "$NC" -ge 3 ] && [ "$CANCELLED" -eq $((NC - 1)) ]; then pass "cancel_other: $CANCELLED of $NC cancelled"; else fail "cancel_other: $CANCELLED of $NC cancelled"; fi
@@ -138,13 +155,15 @@ for n in oskip obuf oall ocan; do engine schedule delete "$n" 2>/dev/null; done
 
 # --- kill -9 of serve: catch-up within the window, older fires skipped and counted, none twice
 engine schedule create cu --cron '* * * * * *' --workflow "$WF" --input '{"seconds":0}' --overlap allow_all --catchup-window 3s 2>/dev/null
-sleep 2.5
+wait_true 60 '[ "$(started cu)" -ge 2 ]' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 KILLED_AT="$(date +%s)"; SK0="$(skipped cu)"
-sleep 7
+sleep 7 # serve stays down for 7 s (pacing the outage past the 3 s window), not a wait
 RESTART_AT="$(date +%s)"
+C0="$(started cu)"
 serve
-sleep 1.5
+wait_true 60 '[ "$(started cu)" -gt "$C0" ] && [ "$(skipped cu)" -gt "$SK0" ] && [ "$(notdone cu)" == 0 ]' \
+  'echo "started $(started cu), skipped $(skipped cu), not completed $(notdone cu)"' || true
 stop_serve
 MISSED=0; TOO_OLD=0
 for id in $(q "SELECT id FROM workflows WHERE id GLOB 'sched:cu:2*'"); do
@@ -158,7 +177,7 @@ assert_eq "fires older than the window did not run" 0 "$TOO_OLD"
 SK1="$(skipped cu)"
 if [ $((SK1 - SK0)) -ge 2 ]; then pass "older fires are counted skipped ($SK0 -> $SK1)"; else fail "skipped $SK0 -> $SK1"; fi
 assert_eq "each fire started once" "$(q "SELECT count(DISTINCT id) FROM workflows WHERE id GLOB 'sched:*'")" "$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:*'")"
-NOTDONE="$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:cu:*' AND status <> 'completed'")"
+NOTDONE="$(notdone cu)"
 assert_eq "every catch-up run completed, none failed" 0 "$NOTDONE"
 ATTEMPTS="$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cu:*' AND type='WorkflowStarted'")"
 assert_eq "one start in each history" "$(started cu)" "$ATTEMPTS"
@@ -173,20 +192,22 @@ for point in schedule.fired:3 schedule.committed:3; do
   bg S env ENGINE_CRASH="$point" "$ENGINE" serve 2>>"$T/serve.log"
   set +e; wait "$S"; RC=$?; set -e
   assert_eq "serve died at $point" 137 "$RC"
+  C0="$(started cr)"
   serve
-  sleep 2.2
+  wait_true 60 '[ "$(started cr)" -ge $((C0 + 2)) ] && [ "$(notdone cr)" == 0 ]' || true
   stop_serve
   IDS="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:cr:2*' ORDER BY id")"
   FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | head -1)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
   NIDS="$(printf '%s\n' "$IDS" | grep -c .)"
   assert_eq "after $point: every second fired once, none lost" $((LAST_S - FIRST_S + 1)) "$NIDS"
   assert_eq "after $point: one start in each history" "$NIDS" "$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cr:*' AND type='WorkflowStarted'")"
-  assert_eq "after $point: all completed" 0 "$(q "SELECT count(*) FROM workflows WHERE id GLOB 'sched:cr:*' AND status <> 'completed'")"
+  assert_eq "after $point: all completed" 0 "$(notdone cr)"
 done
 # a write of a schedule that fails (ENGINE_STORE_FAIL) loses its batch, fires included: retried, each once
 : >"$T/serve.log"
+C0="$(started cr)"
 bg S env ENGINE_STORE_FAIL=schedule:3 "$ENGINE" serve 2>>"$T/serve.log"
-sleep 3.2
+wait_true 60 'grep -q "writable again" "$T/serve.log" && [ "$(started cr)" -ge $((C0 + 3)) ]' 'tail -n 3 "$T/serve.log"' || true
 stop_serve
 assert_contains "the failed write was reported" "cannot write to the store" "$(cat "$T/serve.log")"
 IDS="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:cr:2*' ORDER BY id")"

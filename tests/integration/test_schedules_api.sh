@@ -18,7 +18,7 @@ out="$(call POST /v1/schedules '{"name":"tick","cron":"* * * * * *","workflow":"
 assert_eq "create: 201" 201 "$(code "$out")"
 assert_contains "create answers the schedule" '"name":"tick"' "$(body "$out")"
 assert_contains "with its next fire" '"next_fire_at":"20' "$(body "$out")"
-for _ in $(seq 100); do [ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -ge 2 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(engine list | awk '\''$1 ~ /^sched:tick:2/'\'' | wc -l)" -ge 2 ]' || true
 assert_eq "a schedule created over HTTP fires at once, every second" 1 \
   "$([ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -ge 2 ] && echo 1 || echo 0)"
 assert_contains "fires carry the schedule's identity" '"identity":"schedule:tick"' \
@@ -38,12 +38,19 @@ assert_eq "a bad jitter: 400" 400 "$(code "$(call POST /v1/schedules '{"name":"b
 assert_contains "none of them was created" '"schedules":[{"name":"tick"' "$(body "$(call GET /v1/schedules)")"
 assert_eq "only tick exists" 1 "$(body "$(call GET /v1/schedules)" | grep -o '"name":' | wc -l)"
 
+# fires_after EPOCH: tick's fires whose FIRETIME (in the id) is after EPOCH
+fires_after() {
+  engine list | awk '$1 ~ /^sched:tick:2/ {print $1}' | while read -r id; do
+    t="${id##*:}"; [ "$(date -u -d "${t:0:8} ${t:9:2}:${t:11:2}:${t:13:2}" +%s)" -gt "$1" ] && echo "$id"
+  done | wc -l
+}
 out="$(call POST /v1/schedules/tick/pause)"
+PAUSED_AT="$(date +%s)"
 assert_eq "pause: 200" 200 "$(code "$out")"
 assert_contains "paused" '"paused":true' "$out"
-sleep 1.5
-n1="$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)"; sleep 2
-assert_eq "no fires while paused" "$n1" "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)"
+n1="$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)"
+sleep 2 # an observation window (nothing may fire in it), not a wait
+assert_eq "no fires while paused" 0 "$(fires_after "$PAUSED_AT")"
 assert_contains "the CLI sees it paused" "paused" "$(engine schedule list | grep '^tick')"
 out="$(call POST /v1/schedules/tick/trigger)"
 assert_eq "trigger: 202" 202 "$(code "$out")"
@@ -51,7 +58,7 @@ assert_contains "it starts a manual run" '"id":"sched:tick:manual-' "$out"
 assert_contains "with the caller's identity" '"identity":"anonymous"' \
   "$(engine show "$(engine list | awk '$1 ~ /^sched:tick:manual-/ {print $1; exit}')" --json)"
 assert_contains "resume: 200, not paused" '"paused":false' "$(call POST /v1/schedules/tick/resume)"
-for _ in $(seq 50); do [ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -gt "$n1" ] && break; sleep 0.1; done
+wait_true 30 '[ "$(engine list | awk '\''$1 ~ /^sched:tick:2/'\'' | wc -l)" -gt "$n1" ]' || true
 assert_eq "fires again after resume" 1 "$([ "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)" -gt "$n1" ] && echo 1 || echo 0)"
 assert_contains "GET one" '"cron":"* * * * * *"' "$(call GET /v1/schedules/tick)"
 out="$(call DELETE /v1/schedules/tick)"
@@ -60,9 +67,9 @@ assert_contains "deleted" '"deleted":true' "$out"
 assert_eq "then it is unknown" 404 "$(code "$(call GET /v1/schedules/tick)")"
 assert_eq "and deleting it again is 404" 404 "$(code "$(call DELETE /v1/schedules/tick)")"
 assert_eq "pausing an unknown one is 404" 404 "$(code "$(call POST /v1/schedules/nosuch/pause)")"
-sleep 1.5
-n2="$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)"; sleep 1.5
-assert_eq "no fires after delete" "$n2" "$(engine list | awk '$1 ~ /^sched:tick:2/' | wc -l)"
+DELETED_AT="$(date +%s)"
+sleep 1.5 # an observation window (nothing may fire in it), not a wait
+assert_eq "no fires after delete" 0 "$(fires_after "$DELETED_AT")"
 kill "$S"; wait "$S" 2>/dev/null || true
 
 # --- scopes: reading is not scheduling

@@ -34,7 +34,7 @@ user_msgs() {
 nreq() { curl -sf "$MURL/_requests" | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
 last_status() { engine events "$1" --json | grep '"session.status"' | tail -1 | jget payload.status; }
 wait_waiting() { # ID: until the session waits for a message
-  for _ in $(seq 300); do [ "$(last_status "$1")" == WAITING_FOR_MESSAGE ] && return 0; sleep 0.1; done
+  wait_true 30 '[ "$(last_status "$1")" == WAITING_FOR_MESSAGE ]' '' "$@" && return 0
   fail "$1 never waited for a message ($(status "$1"))"
 }
 ev_count() { engine events "$1" --json | grep -c "\"type\":\"$2\"" || true; }
@@ -47,7 +47,7 @@ input ', "waitForMessages": true'
 wait_waiting chat
 assert_eq "it answered and waits (still running)" waiting "$(status chat)"
 assert_exit "engine message" 0 engine message chat "also check the tests"
-for _ in $(seq 300); do [ "$(nreq)" -ge 2 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(nreq)" -ge 2 ]' || true
 wait_waiting chat
 assert_contains "the model heard the message in its next turn" "|also check the tests" "$(user_msgs 2)"
 ev="$(engine events chat --json | grep '"user.message"')"
@@ -56,7 +56,7 @@ assert_contains "and who sent it (the local user)" "\"sender\":\"local:" "$ev"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_exit "a message while the engine is down is kept" 0 engine message chat "and the docs"
 serve_api
-for _ in $(seq 300); do [ "$(nreq)" -ge 3 ] && break; sleep 0.1; done
+wait_true 30 '[ "$(nreq)" -ge 3 ]' || true
 wait_waiting chat
 assert_contains "after kill -9, the message joins once" "|also check the tests|and the docs" "$(user_msgs 3)"
 assert_eq "each message recorded once" 2 "$(ev_count chat user.message)"
@@ -75,7 +75,7 @@ input ', "waitForMessages": true, "compaction": {"runEvents": 200}, "limits": {"
 wait_waiting long
 for i in $(seq 30); do
   engine message long "m$i" >/dev/null
-  for _ in $(seq 200); do [ "$(nreq)" -gt "$i" ] && break; sleep 0.05; done
+  wait_true 30 '[ "$(nreq)" -gt "$i" ]' || true
 done
 wait_waiting long
 engine close long >/dev/null
@@ -97,7 +97,7 @@ assert_eq "session.idle says so" 1 "$(ev_count idle session.idle)"
 model "[{\"reply\": {\"tool_calls\": [{\"id\": \"t1\", \"name\": \"shell\", \"arguments\": {\"command\": \"touch /workspace/working/started; sleep 2; echo done\"}}]}}]"
 input ''
 "$ENGINE" start "$WF" --input @"$T/input.json" --id intr --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do ls "$T"/workspaces/*/working/started >/dev/null 2>&1 && break; sleep 0.05; done
+wait_true 30 'ls "$T"/workspaces/*/working/started >/dev/null 2>&1' || true
 assert_exit "engine interrupt" 0 engine interrupt intr --reason "wrong direction"
 wait_waiting intr
 assert_eq "one model turn before the interrupt took effect" 1 "$(nreq)"
@@ -116,15 +116,17 @@ assert_contains "the model heard the message after the interrupt" "go on with th
 assert_contains "the API's sender is recorded" '"sender":"token:talker"' "$(engine events intr --json | grep '"user.message"')"
 
 # --- an interrupt during a model call abandons it: its late answer is never part of the conversation
-model "[{\"reply\": {\"text\": \"the slow answer\"}, \"delay\": 2}, $(text '{\"summary\": \"the answer after the message\", \"result\": {}}')]"
+model "[{\"reply\": {\"text\": \"the slow answer\"}, \"hold\": \"ab\"}, $(text '{\"summary\": \"the answer after the message\", \"result\": {}}')]"
 input ''
 "$ENGINE" start "$WF" --input @"$T/input.json" --id ab --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(nreq)" -ge 1 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(nreq)" -ge 1 ]' || true
 assert_exit "interrupt during the model call" 0 engine interrupt ab --reason "too slow"
 wait_waiting ab
 assert_contains "session.interrupted says the call was abandoned" "during a model turn (abandoned)" \
   "$(engine events ab --json | grep '"session.interrupted"')"
-sleep 2.2 # the abandoned call's answer is logged meanwhile
+served="$(model_health served)"
+release ab # the abandoned call's answer comes now
+wait_true 30 '[ "$(model_health served)" -gt "$served" ]'
 assert_exit "a message after the interrupt" 0 engine message ab "try again"
 wait_status ab completed 60 || fail "ab: $(status ab)"
 assert_eq "its result is the next turn's" "the answer after the message" "$(engine show ab --json | jget result.summary)"
@@ -137,11 +139,12 @@ verify_history ab >/dev/null || fail "ab history"
 
 # --- the same under the engine's cap on model calls (the call holds a slot): abandoned, the slot is given back
 printf 'model_calls = { default = 2 }\n' >"$(dirname "$ENGINE_DB")/limits.lua"
-model "[{\"reply\": {\"text\": \"the slow answer\"}, \"delay\": 2}, $(text '{\"summary\": \"capped and answered\", \"result\": {}}')]"
+model "[{\"reply\": {\"text\": \"the slow answer\"}, \"hold\": \"abc\"}, $(text '{\"summary\": \"capped and answered\", \"result\": {}}')]"
 "$ENGINE" start "$WF" --input @"$T/input.json" --id abc --detach >/dev/null 2>&1 || true
-for _ in $(seq 300); do [ "$(nreq)" -ge 1 ] && break; sleep 0.05; done
+wait_true 30 '[ "$(nreq)" -ge 1 ]' || true
 assert_exit "interrupt a capped model call" 0 engine interrupt abc
 wait_waiting abc
+release abc # the abandoned call's answer, whenever it comes, is not the session's
 assert_exit "a message after it" 0 engine message abc "again"
 wait_status abc completed 60 || fail "abc: $(status abc)"
 assert_eq "capped: its result is the next turn's" "capped and answered" "$(engine show abc --json | jget result.summary)"

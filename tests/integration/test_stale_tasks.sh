@@ -12,7 +12,7 @@ WF="$SRC/tests/integration/wf"
 
 now_ms() { date +%s%3N; }
 # wait_past MS: until the clock is past MS (a deadline the log recorded)
-wait_past() { while [ "$(now_ms)" -le "$1" ]; do sleep 0.05; done; }
+wait_past() { while [ "$(now_ms)" -le "$1" ]; do sleep 0.05; done; } # the wall clock past a time (no engine state)
 # serve_until ID STATUS: one serve run until ID has STATUS (or a timeout)
 serve_until() {
   bg S engine serve
@@ -23,7 +23,7 @@ serve_until() {
 # ---------------------------------------------------------------- 1 ---
 engine start "$WF/stale_signal.lua" --id sig --detach --input '{"timeout":1}' >/dev/null || true
 bg S engine serve
-for _ in $(seq 500); do engine history sig 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.02; done
+wait_true 30 'engine history sig 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_exit "signal while no worker runs" 0 engine signal sig approval '{"approved":true}'
 deadline="$(engine history sig --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)
@@ -40,10 +40,7 @@ assert_exit "the log replays" 0 engine replay sig
 # ---------------------------------------------------------------- 2 ---
 engine start "$WF/stale_retry.lua" --id ret --detach --input '{"interval":1}' >/dev/null || true
 bg S engine serve
-for _ in $(seq 500); do
-  [ -n "$(sql "SELECT 1 FROM tasks WHERE wf_id='ret' AND kind='activity' AND attempt=2" 2>/dev/null)" ] && break
-  sleep 0.02
-done
+wait_true 30 '[ -n "$(sql "SELECT 1 FROM tasks WHERE wf_id='\''ret'\'' AND kind='\''activity'\'' AND attempt=2" 2>/dev/null)" ]' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "the first attempt failed" 1 "$(grep -c "^ret/.* flaky 1$" "$T/effects")"
 assert_exit "cancel while no worker runs" 0 engine cancel ret

@@ -24,7 +24,7 @@ TWF="$SRC/tests/integration/wf"
 
 # this test's own tmux server: its socket is in $T, and it goes with the test
 tm() { tmux -S "$T/tmux.sock" "$@"; }
-trap 'tm kill-server 2>/dev/null || true; cleanup' EXIT
+trap 'EXIT_RC=$?; tm kill-server 2>/dev/null || true; cleanup' EXIT
 tm new-session -d -s t -x 120 -y 40 -c "$SRC" "env PS1='$ ' E='$ENGINE' sh"
 
 screen() { tm capture-pane -p -t t; }
@@ -36,13 +36,7 @@ type_line() {
 }
 # wait_done [SECONDS]: until the line typed last has finished; RC = its exit code
 wait_done() {
-  local i
-  for ((i = 0; i < ${1:-30} * 10; i++)); do
-    RC="$(screen | sed -n "s/^done-$N rc=\([0-9]*\).*/\1/p")"
-    [ -n "$RC" ] && return 0
-    sleep 0.1
-  done
-  fail "line $N did not finish; the screen:"$'\n'"$(screen)"
+  wait_for "${1:-30}" "line $N to finish" 'RC="$(screen | sed -n "s/^done-$N rc=\([0-9]*\).*/\1/p")"; [ -n "$RC" ]' screen && return 0
   RC=x
 }
 # raw LINE FILE: what LINE writes to the terminal, byte for byte (tmux
@@ -52,7 +46,7 @@ raw() {
   tm pipe-pane -t t -o "cat >>'$T/pane'"
   type_line "printf '\\074\\074out\\076\\076\\n'; $1; printf '\\074\\074/out\\076\\076\\n'"
   wait_done "${3:-30}"
-  for _ in $(seq 50); do grep -q '<</out>>' "$T/pane" && break; sleep 0.1; done
+  wait_true 30 'grep -q '\''<</out>>'\'' "$T/pane"' || true
   tm pipe-pane -t t
   python3 - "$T/pane" "$2" <<'PY'
 import sys
@@ -81,10 +75,7 @@ plain() { python3 -c 'import re,sys; sys.stdout.buffer.write(re.sub(rb"\x1b\[[0-
 widest() { plain "$1" | python3 -c 'import sys; print(max(len(l) for l in sys.stdin.buffer.read().decode().split("\n") if " " in l.strip()))'; }
 # approve_when_asked ID: approves the session's request once it is asked
 approve_when_asked() {
-  for _ in $(seq 1200); do
-    engine events "$1" --json 2>/dev/null | grep -q '"type":"approval.requested"' && break
-    sleep 0.1
-  done
+  wait_true 120 'engine events "$1" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' '' "$@" || true
   assert_exit "$1: engine approve" 0 engine approve "$1"
 }
 stored() { sqlite3 "$ENGINE_DB" "SELECT $2 FROM workflows WHERE id='$1'"; }

@@ -20,7 +20,7 @@ GOLD="$SRC/tests/integration/golden"
 
 SOCK="engine-test-$$"
 tm() { tmux -L "$SOCK" -f /dev/null "$@"; }
-trap 'tm kill-server 2>/dev/null || true; cleanup' EXIT
+trap 'EXIT_RC=$?; tm kill-server 2>/dev/null || true; cleanup' EXIT
 tm new-session -d -s idle -x 80 -y 24 "sleep 3600"
 tm set-option -g remain-on-exit on
 tm set-option -g history-limit 5000
@@ -41,12 +41,10 @@ dead() { [ -s "$T/$1.rc" ]; }
 exit_of() { cat "$T/$1.rc"; }
 # wait_screen NAME ERE [SECONDS]: until a visible row matches
 wait_screen() {
-  for _ in $(seq $((${3:-20} * 10))); do screen "$1" | grep -Eq -- "$2" && return 0; sleep 0.1; done
-  fail "$1: no row matches /$2/ on: $(screen "$1")"; return 1
+  wait_for "${3:-20}" "$1: a row matching /$2/" 'screen "$1" | grep -Eq -- "$2"' 'screen "$1"' "$@"
 }
 wait_dead() {
-  for _ in $(seq $((${2:-30} * 10))); do dead "$1" && return 0; sleep 0.1; done
-  fail "$1 did not end: $(screen "$1")"; return 1
+  wait_for "${2:-30}" "$1 to end" 'dead "$1"' 'screen "$1"' "$@"
 }
 # the status rows: they start with the spinner
 status_rows() { grep -E '^[-\|/\\] ' || true; }
@@ -55,7 +53,7 @@ norm() { sed -E 's/^(#[0-9]+ +)[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z/\1HH:MM:SS.
 # --- a transcript to read: a long message, a 122-line tool result, an approval
 python3 "$SRC/tests/integration/transcript_input.py" >"$T/tin.json"
 "$ENGINE" start "$TWF/transcript.lua" --id TR --input @"$T/tin.json" >"$T/TR.out" 2>"$T/TR.err" & PTR=$!; PIDS+=("$PTR")
-for _ in $(seq 100); do engine approve TR --request publish-1 --reason "fine by me" >/dev/null 2>&1 && break; sleep 0.1; done
+wait_true 30 'engine approve TR --request publish-1 --reason "fine by me" >/dev/null 2>&1' || true
 wait "$PTR" || fail "the transcript workflow: $(cat "$T/TR.err")"
 
 # --- piped: the bytes of before, whatever the environment says of a terminal
@@ -115,7 +113,7 @@ assert_eq "... folded nowhere" 0 "$(grep -c 'bytes more' <<<"$FULL")"
 pane H1 100 30 "\"$ENGINE\" start workflows/hello.lua --id H1 --input '{\"name\":\"Ada\",\"n\":2}'"
 wait_screen H1 "waiting for signal 'approval' since [0-9:]{8} \([0-9]+ s\)"
 A="$(screen H1 | status_rows)"
-sleep 1.3
+wait_true 30 '[ "$(screen H1 | status_rows)" != "$A" ]' 'screen H1' || true # its clock ticks
 B="$(screen H1 | status_rows)"
 assert_contains "the status says what it waits on" "waiting for signal 'approval' since" "$A"
 [ -n "$A" ] && [ "$A" != "$B" ] && pass "the status line changes while it waits ($(cut -c1-60 <<<"$B"))" || fail "status did not change: [$A] [$B]"
@@ -152,15 +150,14 @@ scenario "{\"steps\":[{\"reply\":{\"text\":\"$TEXT\"},\"fragment_size\":6,\"chun
 pane MT 100 30 "\"$ENGINE\" start '$TWF/model_call.lua' --id MT --input '{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"$MURL/v1\"},\"options\":{\"stream\":true}}'"
 wait_screen MT "model turn 1 streaming: [0-9]+ characters so far"
 n1="$(screen MT | grep -Eo 'streaming: [0-9]+' | grep -Eo '[0-9]+')"
-sleep 0.8
-n2="$(screen MT | grep -Eo 'streaming: [0-9]+' | grep -Eo '[0-9]+' || echo 0)"
+wait_true 30 'n2="$(screen MT | grep -Eo "streaming: [0-9]+" | grep -Eo "[0-9]+" || echo 0)"; [ "$n2" -gt "$n1" ]' 'screen MT' || true
 [ -n "$n1" ] && [ "$n2" -gt "$n1" ] && pass "model turn 1 streaming: $n1, then $n2 characters so far" || fail "no growing count: $n1 $n2 $(screen MT)"
 wait_dead MT
 assert_eq "... and gone when it ends" 0 "$(scrollback MT | status_rows | wc -l)"
 
 # --- not a terminal: plain lines, only when the state changes
 "$ENGINE" start "$TWF/live_text.lua" --id LP >"$T/LP.out" 2>"$T/LP.err" & PLP=$!; PIDS+=("$PLP")
-for _ in $(seq 100); do grep -q "waiting for signal" "$T/LP.err" 2>/dev/null && break; sleep 0.1; done
+wait_true 30 'grep -q "waiting for signal" "$T/LP.err" 2>/dev/null' || true
 engine signal LP go >/dev/null 2>&1
 wait "$PLP"
 LP="$(cat "$T/LP.err")"
@@ -180,11 +177,9 @@ tm new-session -d -s PR -x 100 -y 40 "env -u NO_COLOR bash --norc --noprofile"
 tm send-keys -t "=PR:" "PS1='$ '; cd '$SRC'; export TERM=xterm-256color; clear" Enter
 tm send-keys -t "=PR:" "\"$ENGINE\" start workflows/agent_session.lua --id PR --input @examples/pr-review.json; echo \"exit=\$?\"" Enter
 seen="$T/PR.status"; : >"$seen"
-for _ in $(seq 1200); do
-  screen PR | status_rows | cut -c3- | sed -E 's/[0-9]+ (s|min)\b.*//' >>"$seen"
-  screen PR | grep -q "waiting for approval of publish_review" && break
-  sleep 0.1
-done
+# the status rows sampled as it goes (every 50 ms), until the approval prompt
+wait_for 120 "the approval prompt" 'screen PR | status_rows | cut -c3- | sed -E "s/[0-9]+ (s|min)\b.*//" >>"$seen"
+  screen PR | grep -q "waiting for approval of publish_review"' 'screen PR' || true
 RID="$(engine show PR --json | jget waits.request_id)"
 S="$(screen PR)"
 assert_contains "the approval prompt: what it waits for" "waiting for approval of publish_review since" "$S"
@@ -196,7 +191,7 @@ kinds="$(sort -u "$seen" | sed -E 's/ (running|since|streaming|:).*//' | sort -u
 [ "$(sort -u "$seen" | wc -l)" -ge 2 ] && pass "the status changed as the session ran: $kinds" || fail "too few states seen: $(sort -u "$seen")"
 assert_contains "... through its activities" "activity " "$kinds"
 engine approve PR --request "$RID" --reason "ship it" >/dev/null 2>&1
-for _ in $(seq 600); do screen PR | grep -q '^exit=' && break; sleep 0.1; done
+wait_true 60 'screen PR | grep -q '\''^exit='\''' || true
 S="$(scrollback PR)"
 assert_contains "it ends as documented" "exit=0" "$S"
 assert_contains "the answer stands out in its transcript" "ok APPROVED by local:tester (request $RID)" "$S"

@@ -26,7 +26,7 @@ printf '{"objective": "make the repo", "permissions": {"tools": ["shell"]}, "lim
 bg S engine serve
 "$ENGINE" start "$WF" --input @"$T/input.json" --id tr --detach >/dev/null 2>&1 || true
 # the first attempt is inside its command once its marker exists in the workspace
-for _ in $(seq 600); do ls "$WORKSPACES"/*/working/started >/dev/null 2>&1 && break; sleep 0.05; done
+wait_true 30 'ls "$WORKSPACES"/*/working/started >/dev/null 2>&1' || true
 ls "$WORKSPACES"/*/working/started >/dev/null 2>&1 || fail "the first attempt never started its command"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve

@@ -83,7 +83,7 @@ if sqlite3 "$ENGINE_DB" .dump | grep -qF "$TEST_GH_SECRET"; then fail "the secre
 
 # --- hot reload: a broken edit keeps the set in force, a good one replaces it
 printf 'return {' >"$HOOKS/triggers/zz_broken.lua"
-for _ in $(seq 400); do grep -q "triggers rejected" "$T/serve.log" && break; sleep 0.05; done
+wait_true 30 'grep -q "triggers rejected" "$T/serve.log"' || true
 assert_contains "a broken edit is refused and said" "triggers rejected, the previous set stays in force" "$(cat "$T/serve.log")"
 b='{"key":"after-broken"}'
 code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/hooks/gh" -H "X-GitHub-Delivery: ab-1" \
@@ -91,7 +91,7 @@ code="$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/hooks/gh" -H "X-Git
 assert_eq "the previous set still answers" "202" "$code"
 rm "$HOOKS/triggers/zz_broken.lua"
 sed 's/"gh:" .. req.json.key/"gh2:" .. req.json.key/' "$HOOKS/triggers/gh.lua" >"$HOOKS/triggers/gh.lua.new" && mv "$HOOKS/triggers/gh.lua.new" "$HOOKS/triggers/gh.lua"
-for _ in $(seq 400); do grep -q "triggers reloaded" "$T/serve.log" && break; sleep 0.05; done
+wait_true 30 'grep -q "triggers reloaded" "$T/serve.log"' || true
 b='{"key":"after-fix"}'
 out="$(curl -s -X POST "$URL/hooks/gh" -H "X-GitHub-Delivery: af-1" \
   -H "X-Hub-Signature-256: sha256=$(printf '%s' "$b" | openssl dgst -sha256 -hmac "$TEST_GH_SECRET" -r | cut -d' ' -f1)" --data-binary "$b")"

@@ -148,7 +148,7 @@ assert_eq "a text nothing has: an empty page" '[]' \
 # newest first, paged with the cursor: three more workflows, two per page
 for i in 1 2 3; do
   curl -s -o /dev/null -H "Authorization: Bearer $ADMIN" -X POST "$URL/v1/workflows" -d "{\"script\":\"hello.lua\",\"id\":\"h-$i\",\"input\":{\"name\":\"n$i\"}}"
-  sleep 0.01
+  sleep 0.01 # paced: distinct creation times
 done
 ids() { lua5.4 -e 'local j=require"cjson".decode(io.read("a")); local t={} for _,w in ipairs(j.workflows) do t[#t+1]=w.id end io.write(table.concat(t," "), "|", tostring(j.next_cursor ~= require"cjson".null and j.next_cursor or "")) '; }
 P1="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=newest&limit=2" | ids)"

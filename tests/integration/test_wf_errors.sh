@@ -16,12 +16,8 @@ WF="$SRC/tests/integration/wf"
 
 # wait_end ID PID: until ID is failed or completed, or the process PID died
 wait_end() {
-  for _ in $(seq 1000); do
-    case "$(status "$1")" in failed | completed) return 0 ;; esac
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.02
-  done
-  return 1
+  wait_true 20 'case "$(status "$1")" in failed | completed) true ;; *) ! kill -0 "$2" 2>/dev/null ;; esac' '' "$@" || return 1
+  case "$(status "$1")" in failed | completed) return 0 ;; *) return 1 ;; esac
 }
 
 # ---------------------------------------------------------------- part 1 ---
@@ -52,7 +48,8 @@ crashes=0
 for round in 1 2 3 4 5 6; do
   "$ENGINE" serve 2>"$T/serve.$round.err" &
   p=$!
-  while kill -0 "$p" 2>/dev/null && [ "$(status crasher)" != failed ]; do sleep 0.02; done
+  wait_for 60 "serve $round to crash, or crasher to be failed" '! kill -0 "$p" 2>/dev/null || [ "$(status crasher)" == failed ]' \
+    'tail -n 3 "$T/serve.$round.err"' || true
   kill -0 "$p" 2>/dev/null && break
   set +e; wait "$p"; rc=$?; set -e
   [ "$rc" == 134 ] || fail "serve $round ended with exit $rc, not SIGABRT: $(tail -2 "$T/serve.$round.err")"
@@ -76,7 +73,7 @@ assert_exit "start a workflow that waits" 3 engine start "$WF/nondet_fixed.lua" 
 for round in 1 2 3 4; do
   "$ENGINE" serve 2>/dev/null &
   p=$!
-  for _ in $(seq 200); do engine history killed 2>/dev/null | grep -q SignalWaitStarted && break; sleep 0.02; done
+  wait_true 30 'engine history killed 2>/dev/null | grep -q SignalWaitStarted' || true
   kill -9 "$p"; wait "$p" 2>/dev/null || true
 done
 bg S engine serve

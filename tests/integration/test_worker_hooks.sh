@@ -15,7 +15,7 @@ cp -r "$SRC/lua" "$T/lua"
 printf '%s\n' 'return {  -- an edit that broke it' 'watches = function() end end' >"$T/lua/activities/worker.lua"
 export ENGINE_LUA_DIR="$T/lua"
 bg S engine serve 2>"$T/serve1.log"
-sleep 0.3
+wait_serving "$T/serve1.log"
 assert_exit "a workflow runs beside broken hooks" 0 engine start "$T/w.lua" --id w1 --quiet
 log="$(cat "$T/serve1.log")"
 assert_contains "worker.watches is named" "engine: worker.watches failed" "$log"
@@ -33,7 +33,7 @@ printf '%s\n' 'return {' \
   '  gc = function() error({ type = "Boom", message = "gc broke" }) end,' \
   '}' >"$T/lua/activities/worker.lua"
 bg S engine serve 2>"$T/serve2.log"
-sleep 0.5
+wait_serving "$T/serve2.log"
 assert_exit "a workflow runs beside failing hooks" 0 engine start "$T/w.lua" --id w2 --quiet
 log="$(cat "$T/serve2.log")"
 assert_contains "a directory that cannot be watched is named" "/nonexistent/dir" "$log"

@@ -13,7 +13,7 @@ export TEST_SIDE_EFFECTS="$T/effects"
 # --- A waits on a signal in the foreground; B, started from another process, completes
 "$ENGINE" start "$HELLO" --id A --input '{"name":"A","n":1}' >"$T/A.out" 2>"$T/A.err" &
 PA=$!; PIDS+=("$PA")
-for _ in $(seq 600); do engine history A 2>/dev/null | tail -1 | grep -q SignalWaitStarted && break; sleep 0.05; done
+wait_true 30 'engine history A 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
 assert_eq "A waits for its signal" waiting "$(status A)"
 assert_exit "engine start B completes while A waits" 0 timeout -s KILL 60 "$ENGINE" start "$RETRY" --id B \
   --input '{"activity":"acts.echo","args":{"v":1}}'
@@ -28,7 +28,7 @@ wait "$PA" && pass "A completes once signalled" || fail "A: $(cat "$T/A.err")"
 mkdir -p "$T/sub"
 ln -s "$ENGINE_DB" "$T/link.db"
 bg S engine serve
-for _ in $(seq 100); do [ -e "$ENGINE_DB.lock" ] && grep -q serve "$ENGINE_DB.lock" && break; sleep 0.05; done
+wait_true 30 '[ -e "$ENGINE_DB.lock" ] && grep -q serve "$ENGINE_DB.lock"' || true
 assert_exit "a second serve through a symlink is refused" 2 timeout -s KILL 30 "$ENGINE" serve --db "$T/link.db"
 assert_contains "naming the worker" "already served by engine serve (pid $S)" "$ERR"
 assert_exit "and through x/../engine.db" 2 timeout -s KILL 30 "$ENGINE" serve --db "$T/sub/../engine.db"
@@ -41,7 +41,7 @@ kill "$S"; wait "$S" 2>/dev/null || true
 # a symlink to a database that does not exist yet: its target's lock
 ln -s "$T/later.db" "$T/dangling.db"
 bg S2 engine serve --db "$T/dangling.db"
-for _ in $(seq 100); do [ -e "$T/later.db.lock" ] && break; sleep 0.05; done
+wait_true 30 '[ -e "$T/later.db.lock" ]' || true
 assert_exit "the target by its own name is refused while the link is served" 2 timeout -s KILL 30 "$ENGINE" serve --db "$T/later.db"
 kill "$S2"; wait "$S2" 2>/dev/null || true
 finish

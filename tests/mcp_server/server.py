@@ -4,7 +4,8 @@
     server.py --stdio [--mode MODE] [--log FILE]
     server.py --http --port-file FILE [--mode MODE] [--log FILE]
 
-Tools: echo {text}, add {a, b}, slow {seconds}, crash {}, fail {} (isError),
+Tools: echo {text}, add {a, b}, slow {seconds} (a negative number: it never
+answers, a hang that no machine's speed turns into an answer), crash {}, fail {} (isError),
 rpcerror {} (a JSON-RPC error), garbage {} (non-JSON on stdout), secret {}
 (returns its MCP_TEST_SECRET env value), big {bytes}, badutf8 {}, fds {} (its
 open descriptors), admin.tools.list {} (a dotted name), fancy {v} (a schema
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 
 OBJ = {"type": "object", "additionalProperties": False}
@@ -107,6 +109,8 @@ def handle(args, msg, out_raw):
         if name == "add":
             return {"result": text(str(a["a"] + a["b"]))}
         if name == "slow":
+            if float(a.get("seconds", 1)) < 0:
+                threading.Event().wait()  # until the process is stopped
             time.sleep(float(a.get("seconds", 1)))
             return {"result": text("slept")}
         if name == "crash":

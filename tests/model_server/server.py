@@ -7,6 +7,7 @@ Speaks three provider wire formats over plain HTTP/1.1 on 127.0.0.1:
   POST /v1/messages           Anthropic Messages      (JSON or SSE)
 and a few control endpoints:
   GET /_requests   DELETE /_requests   GET|POST /_scenario   GET /_health
+  POST /_release?gate=NAME (the requests held at gate NAME go on)
 
 Every model request consumes the next step of the scenario (see README.md).
 Python 3.11 standard library only; asyncio, so thousands of slow streams cost
@@ -33,7 +34,7 @@ ENDPOINTS = {
     "/v1/responses": "responses",
     "/v1/messages": "anthropic",
 }
-CONTROL_PATHS = ("/_requests", "/_scenario", "/_health")
+CONTROL_PATHS = ("/_requests", "/_scenario", "/_health", "/_release")
 
 JSON_CT = "application/json"
 SSE_CT = "text/event-stream; charset=utf-8"
@@ -45,7 +46,7 @@ STEP_KEYS = {
     "reply", "status", "headers", "body", "content_type", "delay", "chunk_delay",
     "cut_after_events", "cut_after_bytes", "raw", "fixture", "bad_arguments",
     "expect", "stream_error", "fragment_size", "comment",
-    "chunk_bytes", "line_endings", "end_after_events", "framing",
+    "chunk_bytes", "line_endings", "end_after_events", "framing", "hold",
 }
 LINE_ENDINGS = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
 FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
@@ -120,6 +121,8 @@ def validate_step(step, where, fixtures_dir):
         h = step["headers"]
         if not isinstance(h, dict) or not all(isinstance(v, (str, int, float)) for v in h.values()):
             raise ScenarioError(f"{where}: headers must be an object of strings")
+    if "hold" in step and (not isinstance(step["hold"], str) or not step["hold"]):
+        raise ScenarioError(f"{where}: hold must be a gate's name (a non-empty string)")
     for k in ("delay", "chunk_delay"):
         if k in step and (not isinstance(step[k], (int, float)) or step[k] < 0):
             raise ScenarioError(f"{where}: {k} must be a number >= 0")
@@ -721,6 +724,8 @@ class ModelServer:
         self.active = 0
         self.peak = 0
         self.served = 0
+        self.gates = {}  # name -> asyncio.Event, set once POST /_release opened it
+        self.held = 0
         self.verbose = verbose
 
     def log(self, msg):
@@ -781,7 +786,11 @@ class ModelServer:
                 "ok": True, "cursor": self.cursor, "steps": len(self.scenario["steps"]),
                 "has_default": self.scenario.get("default") is not None,
                 "requests": len(self.requests), "active": self.active, "peak_active": self.peak,
-                "served": self.served})
+                "served": self.served, "held": self.held})
+        if path == "/_release" and req.method == "POST":
+            name = dict(p.split("=", 1) for p in (req.query or "").split("&") if "=" in p).get("gate", "")
+            self.gate(name).set()
+            return await self.send_simple(writer, 200, {"ok": True, "gate": name, "held": self.held})
         if path == "/_requests":
             if req.method == "GET":
                 return await self.send_simple(writer, 200, self.requests)
@@ -804,6 +813,11 @@ class ModelServer:
                 self.log(f"scenario replaced: {len(sc['steps'])} steps")
                 return await self.send_simple(writer, 200, {"ok": True, "steps": len(sc["steps"])})
         return await self.send_simple(writer, 405, {"error": f"method {req.method} not allowed on {path}"})
+
+    def gate(self, name):
+        if name not in self.gates:
+            self.gates[name] = asyncio.Event()
+        return self.gates[name]
 
     # -- model endpoints -------------------------------------------------------
     def next_step(self, raw=b""):
@@ -898,6 +912,12 @@ class ModelServer:
                 print(msg, file=sys.stderr, flush=True)
                 return await self.send_simple(writer, 400, error_body(kind, 400, msg, ctx.seq),
                                               extra=[("x-model-server-error", "expectation-failed")])
+        if step.get("hold"):  # waits for POST /_release?gate=NAME: slow, deterministically
+            self.held += 1
+            try:
+                await self.gate(step["hold"]).wait()
+            finally:
+                self.held -= 1
         if step.get("delay"):
             await asyncio.sleep(step["delay"])
         extra = [(k, str(v)) for k, v in (step.get("headers") or {}).items()]
