@@ -30,16 +30,15 @@ want_result() { case "$1" in chain | timer) echo 6 ;; futures) echo 10 ;; signal
 
 # signal_when_waiting ID PID: sends the signal once the log shows the wait
 # (or not, when process PID ended first: killed, or the signal is in already)
+has_event() { [ -n "$(sql "select 1 from history where wf_id = '$1' and type = '$2' limit 1")" ]; }
+waits_or_ended() { has_event "$1" SignalWaitStarted || ! kill -0 "$2" 2>/dev/null; }
 signal_when_waiting() {
   local id="$1" p="$2"
-  [ -n "$(sql "select 1 from history where wf_id = '$id' and type = 'SignalReceived'")" ] && return
-  while kill -0 "$p" 2>/dev/null; do
-    if [ -n "$(sql "select 1 from history where wf_id = '$id' and type = 'SignalWaitStarted'")" ]; then
-      engine signal "$id" go '{"n":5}' >/dev/null 2>&1 && early=1 # sent once
-      return
-    fi
-    sleep 0.02 # polls the log for the wait: no moment is asserted
-  done
+  has_event "$id" SignalReceived && return
+  wait_for 60 "$id waits for its signal, or its run ended" 'waits_or_ended "$1" "$2"' "" "$id" "$p" || return 0
+  if has_event "$id" SignalWaitStarted; then
+    engine signal "$id" go '{"n":5}' >/dev/null 2>&1 && early=1 # sent once
+  fi
 }
 
 cases=0 hit=0 reran=0
