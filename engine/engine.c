@@ -68,6 +68,8 @@ int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq) {
   return u->run < run || (u->run == run && u->seq < seq) ? u->batch : 0;
 }
 
+static void forget_unsettled(engine *e) { strmap_clear(&e->unsettled, free); }
+
 static void on_effects(uv_timer_t *t) { attempts_begin_deferred(t->data); }
 
 /* Batch `no` is durable: its results are forgotten, and what waited for it
@@ -80,19 +82,10 @@ static void settle_batch(engine *e, int64_t no) {
     if (u->batch > e->durable) continue;
     free(strmap_del(&e->unsettled, e->unsettled.keys[i]));
   }
-  if (!e->unsettled.len) { /* drop the tombstones */
-    strmap_free(&e->unsettled);
-    strmap_init(&e->unsettled);
-  }
+  if (!e->unsettled.len) forget_unsettled(e); /* drops the tombstones */
   if (e->ndeferred) uv_timer_start(&e->effects_timer, on_effects, 0, 0);
 }
 
-static void forget_unsettled(engine *e) {
-  for (size_t i = 0; i < e->unsettled.cap; i++)
-    if (STRMAP_LIVE(&e->unsettled, i)) free(e->unsettled.vals[i]);
-  strmap_free(&e->unsettled);
-  strmap_init(&e->unsettled);
-}
 
 /* ------------------------------------------------------------- commit --- */
 

@@ -121,16 +121,9 @@ static void scriptbuf_free(void *p) {
   free(sb);
 }
 
-static void clear_map(strmap *m, void (*free_val)(void *)) {
-  for (size_t i = 0; i < m->cap; i++)
-    if (STRMAP_LIVE(m, i)) free_val(m->vals[i]);
-  strmap_free(m);
-  strmap_init(m);
-}
-
 void run_clear_codecache(engine *e) {
-  clear_map(&e->bytecode, codebuf_free);
-  clear_map(&e->scripts, scriptbuf_free);
+  strmap_clear(&e->bytecode, codebuf_free);
+  strmap_clear(&e->scripts, scriptbuf_free);
 }
 
 /* Builds a VM for the workflow's current run and replays it; the run then

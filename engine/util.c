@@ -386,6 +386,13 @@ void *strmap_del(strmap *m, const char *key) {
   return v;
 }
 
+void strmap_clear(strmap *m, void (*free_val)(void *)) {
+  for (size_t i = 0; i < m->cap; i++)
+    if (STRMAP_LIVE(m, i)) free_val(m->vals[i]);
+  strmap_free(m);
+  strmap_init(m);
+}
+
 int util_check_seconds(double v, const char *what, char *err, size_t errlen) {
   if (v >= 0 && v <= UTIL_MAX_SECONDS) return 0; /* false for NaN too */
   char shown[32];

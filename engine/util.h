@@ -117,6 +117,8 @@ void strmap_free(strmap *m); /* frees keys, not values */
 void *strmap_get(const strmap *m, const char *key);
 void strmap_put(strmap *m, const char *key, void *val); /* copies key */
 void *strmap_del(strmap *m, const char *key);          /* returns old value */
+/* Empties m, freeing each value with free_val (and the tombstones with it). */
+void strmap_clear(strmap *m, void (*free_val)(void *));
 /* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->keys[i] && m->keys[i] != STRMAP_TOMB) */
 extern char strmap_tomb_[1];
 #define STRMAP_TOMB strmap_tomb_
