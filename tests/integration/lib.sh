@@ -7,7 +7,6 @@ SRC="${ENGINE_SRC:?ENGINE_SRC must point at the source tree}"
 export ENGINE_LUA_DIR="$SRC/lua"
 T="$(mktemp -d "${TMPDIR:-/tmp}/engine-test.XXXXXX")"
 export ENGINE_DB="$T/engine.db"
-export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-2000}"
 FAILS=0
 PIDS=()
 
@@ -21,6 +20,10 @@ if [ -z "${TEST_TIMEOUT_SCALE:-}" ]; then
   [ "${ENGINE_SANITIZED:-0}" = 1 ] && TEST_TIMEOUT_SCALE=3
 fi
 export TEST_TIMEOUT_SCALE
+# how long a command waits for the database's write lock: short, so a test of
+# a locked database ends soon, scaled, so a busy machine's serve does not
+# starve a CLI command beside it
+export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-$((2000 * TEST_TIMEOUT_SCALE))}"
 # scaled SECONDS: SECONDS x TEST_TIMEOUT_SCALE, rounded up to whole seconds
 scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(v); if (i < v) i++; print i }'; }
 # now_ms: the wall clock in milliseconds

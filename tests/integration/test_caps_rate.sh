@@ -7,6 +7,8 @@
 # windows. Then a
 # 429 with retry-after that one session meets pauses the shared window: the
 # sessions started after it send nothing until the pause is over.
+# eight starts at once beside a serve: each may wait its turn for the write lock
+export ENGINE_BUSY_TIMEOUT_MS=30000
 source "$(dirname "$0")/caps_lib.sh"
 N=20 LIMIT=10 WINDOW=2
 start_model_server <(echo "{\"default\":$AGAIN}")
@@ -15,7 +17,8 @@ serve_bg
 
 # --- requests per window, across sessions
 seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --input @"$(session_input '{"limits":{"maxModelTurns":2}}')" \
-  --id "r{}" --detach >/dev/null 2>&1 || true
+  --id "r{}" --detach >/dev/null 2>>"$T/starts.err" || true
+[ -s "$T/starts.err" ] && fail "every start was taken: $(head -3 "$T/starts.err")"
 wait_for 120 "all $N sessions completed" '[ "$(count_status completed)" -ge "$N" ]' statuses || true
 assert_eq "all $N sessions completed" "$N" "$(count_status completed)"
 assert_contains "each ended at its own turn limit" '"limit":"maxModelTurns"' "$(engine show r1 --json | jget result.limit)"

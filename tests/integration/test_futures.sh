@@ -28,12 +28,15 @@ assert_contains "scheduled together" "WorkflowStarted ActivityScheduled Activity
 
 # --- kill -9 while two of three run: the quick one is not run again
 : >"$T/effects"
-start mix '{"mode":"mixed","seconds":2}'
+rm -f "$T/gate"
+# the two windows end once $T/gate exists: after the kill and the restart
+start mix "{\"mode\":\"mixed\",\"gate\":\"$T/gate\"}"
 wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
 wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "killed with two still running" 0 "$(grep -c ' window-end' "$T/effects")"
 serve
+touch "$T/gate"
 wait_status mix completed 30 || fail "mix after restart: $(status mix)"
 assert_eq "mixed: result" 'true [1,2]' "$(result mix quick) $(result mix slow)"
 assert_eq "the finished one ran once" 1 "$(grep -c ' echo ' "$T/effects")"

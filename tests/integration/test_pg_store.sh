@@ -129,13 +129,16 @@ assert_eq "futures on PostgreSQL: results and histories as on SQLite" "$want" "$
 # --- kill -9 of serve while two of three activities run, then resume
 run_killed() {
   : >"$T/effects"
+  rm -f "$T/gate"
   serve
-  start "$WF/futures.lua" mix '{"mode":"mixed","seconds":1.5}'
+  # the two windows end once $T/gate exists: after the kill and the restart
+  start "$WF/futures.lua" mix "{\"mode\":\"mixed\",\"gate\":\"$T/gate\"}"
   wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
   wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   local ended; ended="$(grep -c ' window-end' "$T/effects" || true)"
   serve
+  touch "$T/gate"
   wait_status mix completed 30 || echo "mix: $(status mix)"
   stop_serve
   echo "ended_before_kill=$ended $(result mix quick) $(result mix slow) echo_runs=$(grep -c ' echo ' "$T/effects")" \
@@ -168,6 +171,8 @@ wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
 # another session holds the write lock for 3 s (the busy timeout is 2 s)
 psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep(3); COMMIT;" >/dev/null
 wait_status lk completed 30 || true
+# the recovery is told once the store has stayed writable a while: wait for it
+wait_true 30 'grep -q "writable again" "$T/lock.err"' || true
 stop_serve
 assert_contains "the held lock is reported" "cannot write to the store" "$(cat "$T/lock.err")"
 assert_contains "and the recovery" "the store is writable again" "$(cat "$T/lock.err")"

@@ -44,10 +44,18 @@ end
 
 function M.slow(args) mark("slow"); activity.sleep(args.seconds or 5); return "slept" end
 
--- marks its start and its end: activities that overlap show every start before an end
+-- marks its start and its end: activities that overlap show every start
+-- before an end. With args.gate (a file) it ends once the test creates it,
+-- so a kill in between finds it running however slow the machine is.
 function M.window(args)
   mark("window-start")
-  activity.sleep(args.seconds or 0.5)
+  if args.gate then
+    local f = io.open(args.gate)
+    while not f do activity.sleep(0.05); f = io.open(args.gate) end
+    f:close()
+  else
+    activity.sleep(args.seconds or 0.5)
+  end
   mark("window-end")
   return args.n
 end

@@ -14,8 +14,8 @@ end
 -- one quick activity beside slow ones (killed in between)
 function modes.mixed(input)
   local quick = wf.start_activity("acts.echo", { quick = true })
-  local slow1 = wf.start_activity("acts.window", { n = 1, seconds = input.seconds or 2 })
-  local slow2 = wf.start_activity("acts.window", { n = 2, seconds = input.seconds or 2 })
+  local slow1 = wf.start_activity("acts.window", { n = 1, seconds = input.seconds or 2, gate = input.gate })
+  local slow2 = wf.start_activity("acts.window", { n = 2, seconds = input.seconds or 2, gate = input.gate })
   local r = wf.all({ quick, slow1, slow2 })
   return { quick = r[1].quick, slow = { r[2], r[3] } }
 end
