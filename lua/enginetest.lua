@@ -1,4 +1,4 @@
--- enginetest: the API of `engine test` files (engine/wftest.c runs them).
+-- enginetest: the API of `engine test` files (engine/worker/wftest.c runs them).
 --
 --   local t = require "enginetest"
 --   t.case("NAME", function() ... end)

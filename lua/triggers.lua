@@ -21,7 +21,7 @@
 -- default 300) bounds a signed timestamp's age either way (standard, stripe).
 -- The delivery id is webhook-id (standard), X-GitHub-Delivery (github), the
 -- event's "id" (stripe), or the delivery_header named; a redelivery of an
--- accepted id starts nothing (engine/api.c records it in one transaction with
+-- accepted id starts nothing (engine/server/api.c records it in one transaction with
 -- the start).
 --
 -- map(req) gets a copy of {trigger, headers (lower-case names), body (the

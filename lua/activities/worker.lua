@@ -1,5 +1,5 @@
 -- The worker's hooks: what an engine worker does besides running workflows.
--- The engine calls these by name in the activity VM (engine/hooks.c has the
+-- The engine calls these by name in the activity VM (engine/worker/hooks.c has the
 -- contract); each returns a table whose `log` lines the engine prints.
 --   watches()        at start-up: the directories whose changes matter
 --   start{live=, sandboxes=}  at start-up, after recovery: load the policy
@@ -33,7 +33,7 @@ local function policy_line(r)
   if r.replaced then return "policies reloaded: " .. json.encode(r) end
 end
 
--- The triggers directory a server with --listen answers for (engine/api.c
+-- The triggers directory a server with --listen answers for (engine/server/api.c
 -- sets ENGINE_TRIGGERS_DIR to its workflows directory's triggers/ when unset).
 local function triggers_dir() return os.getenv("ENGINE_TRIGGERS_DIR") end
 

@@ -1113,7 +1113,7 @@ int main(int argc, char **argv) {
   snprintf(G.db, sizeof G.db, "%s", db && *db ? db : "bench.db");
   const char *peer = getenv("ENGINE_BENCH_PEER");
   if (peer && *peer) peer_name = peer;
-  G.pg = store_pg_is_url(G.db);
+  G.pg = store_is_url(G.db);
   G.client = env_int("ENGINE_BENCH_CLIENT", 0) != 0;
   if (G.client && !G.pg) die("client mode (ENGINE_BENCH_CLIENT=1) needs a PostgreSQL URL in ENGINE_BENCH_DB");
   if (G.pg) {

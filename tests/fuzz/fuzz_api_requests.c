@@ -1,6 +1,6 @@
 /* fuzz_api_requests: the HTTP API on one request at a time, end to end: the
- * bytes go over a loopback socket to the real server (engine/httpd.c, then
- * engine/api.c's router, authentication, handlers and event streams) of a
+ * bytes go over a loopback socket to the real server (engine/server/httpd.c, then
+ * engine/server/api.c's router, authentication, handlers and event streams) of a
  * real engine on a SQLite store, and the answer is read back and checked.
  * No seam: what is fuzzed is what `engine serve --listen` runs. The harness
  * drives the engine's loop itself, committing before each wait as the
@@ -49,7 +49,7 @@
  *     the library's memory holds (MAX_QUERY_PARTS);
  *   - HTTP/1.1 without Host answered other than 400 (or 413, 414, 431); a
  *     chunked body over the limit other than 413 (or 400, 414, 431);
- *   - a status engine/openapi.json does not give for the route (on any
+ *   - a status engine/server/openapi.json does not give for the route (on any
  *     route 413, 414 and 431 too; where no route takes the request 404, 405,
  *     or 400 for a path segment that does not decode), any 503 (the store is
  *     healthy, the connections few), a 2xx on a path no route has;
@@ -421,7 +421,7 @@ typedef struct op {
 static op ops[MAX_OPS];
 static size_t nops;
 
-/* engine/openapi.json as built into the server: each operation, its
+/* engine/server/openapi.json as built into the server: each operation, its
  * statuses and the scope its bearer requirement names. */
 static void load_openapi(void) {
   char err[512];
@@ -1097,7 +1097,7 @@ static void check_answer(request *q, answer *an, int64_t version_at_answer) {
 
   /* what came back */
   int head = strcmp(q->method, "HEAD") == 0;
-  /* the web page's files (engine/web_static.c): only from its two routes */
+  /* the web page's files (engine/server/web_static.c): only from its two routes */
   int web = o && (strcmp(o->pattern, "/") == 0 || strcmp(o->pattern, "/web/{name}") == 0);
   if (!an->ctype[0]) {
     if (st == 304 && web) {

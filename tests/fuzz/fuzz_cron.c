@@ -1,4 +1,4 @@
-/* fuzz_cron: engine/cron.c's parser and next-fire computation on arbitrary
+/* fuzz_cron: engine/base/cron.c's parser and next-fire computation on arbitrary
  * expressions, instants and time zones.
  *
  * The input: 8 bytes of an instant (reduced to 1970-2100), 1 byte choosing a

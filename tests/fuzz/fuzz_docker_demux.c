@@ -1,4 +1,4 @@
-/* fuzz_docker_demux: the Docker exec stream demultiplexer (engine/docker.c,
+/* fuzz_docker_demux: the Docker exec stream demultiplexer (engine/vm/docker.c,
  * "docker.native".demuxer(max_bytes)) on arbitrary bytes.
  *
  * Input: byte 0-1 choose max_bytes (0 to 65535, little-endian), bytes 2-5

@@ -1,4 +1,4 @@
-/* fuzz_json: engine/json.c on arbitrary bytes.
+/* fuzz_json: engine/base/json.c on arbitrary bytes.
  *
  * Properties (a violation aborts with the reason, so libFuzzer keeps the input):
  *   - decode either gives a value or a "json: ..." error; never a crash;

@@ -1,4 +1,4 @@
-/* fuzz_safefs_paths: engine/safefs.c path resolution as a property: whatever
+/* fuzz_safefs_paths: engine/base/safefs.c path resolution as a property: whatever
  * the sandbox planted in the workspace and whatever relative path the model
  * names, no safefs call reads, writes or lists anything outside the root.
  *

@@ -1,4 +1,4 @@
-/* fuzz_webhook_verify: engine/webhook_verify.c on arbitrary headers, secrets
+/* fuzz_webhook_verify: engine/base/webhook_verify.c on arbitrary headers, secrets
  * and bodies.
  *
  * The input is four lines and the body: SECRET, ID, TS, HEADER, then the rest

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The metrics registry's output (engine/metrics.c, GET /metrics) read by a
+"""The metrics registry's output (engine/server/metrics.c, GET /metrics) read by a
 real parser: metrics_sample prints a registry using every feature; this
 checks it line by line against the grammar of text format 0.0.4, then parses
 it with the Prometheus client's parser (Debian: python3-prometheus-client)

@@ -1,4 +1,4 @@
-/* Prints a metrics registry (engine/metrics.c) that uses every feature of
+/* Prints a metrics registry (engine/server/metrics.c) that uses every feature of
  * the format: counters, gauges with NaN and infinities, histograms with
  * labels, escapes in help and label values, invalid UTF-8 and control
  * characters, and a family past the series cap. metrics_format.py parses the

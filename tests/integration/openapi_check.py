@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""engine/openapi.json against the OpenAPI 3.1 rules and against the server
+"""engine/server/openapi.json against the OpenAPI 3.1 rules and against the server
 that serves it (tests/integration/test_api_openapi.sh drives it).
 
 Debian has no OpenAPI 3.1 validator, so the document's structure is checked
@@ -47,7 +47,7 @@ except ImportError:
     sys.exit("openapi_check.py: python3-jsonschema is missing (scripts/install-deps)")
 
 METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"]
-LIBRARY_ANSWERS = (400, 413, 414, 431)  # may be answered by libmicrohttpd, not by engine/api.c
+LIBRARY_ANSWERS = (400, 413, 414, 431)  # may be answered by libmicrohttpd, not by engine/server/api.c
 UNKNOWN = {"id": "no-such-workflow", "name": "no-such-signal", "request_id": "no-such-request"}
 
 problems = []

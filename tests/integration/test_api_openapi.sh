@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# engine/openapi.json describes the server as it answers: GET /v1/openapi.json
+# engine/server/openapi.json describes the server as it answers: GET /v1/openapi.json
 # serves that file; it is a valid OpenAPI 3.1 document; every operation it
 # names is a route (never 405, a 404 only for an unknown workflow) and every
 # other method on its paths is 405 with Allow naming exactly its methods; the
 # real answers of a session's life (start, show, list, events as a page and as
 # a stream, history, signals, cancel, approvals, the feed, metrics, the
 # limits) match its schemas field for field; every operation needs exactly the
-# scope it documents. tests/unit/test_api_routes.c holds engine/api.c's route
+# scope it documents. tests/unit/test_api_routes.c holds engine/server/api.c's route
 # table against the same file. The checks: tests/integration/openapi_check.py.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3 # Debian's interpreter: python3-jsonschema is installed for it
@@ -59,8 +59,8 @@ wait "$P" 2>/dev/null || true
 # --- the document, served and valid
 serve_api
 if curl -sf "$URL/v1/openapi.json" -o "$DOC"; then pass "GET /v1/openapi.json"; else fail "GET /v1/openapi.json"; fi
-if cmp -s "$DOC" "$SRC/engine/openapi.json"; then pass "the server serves engine/openapi.json"
-else fail "the served document is not engine/openapi.json (re-run cmake)"; fi
+if cmp -s "$DOC" "$SRC/engine/openapi.json"; then pass "the server serves engine/server/openapi.json"
+else fail "the served document is not engine/server/openapi.json (re-run cmake)"; fi
 assert_exit "a valid OpenAPI 3.1 document" 0 $PY "$CHECK" validate "$DOC"
 echo "   $OUT"
 api GET /v1/openapi.json

@@ -146,7 +146,7 @@ assert_exit "migrate back to SQLite" 0 engine migrate --from "$P" --to "$B"
 snapshot "$B" "$T/b.snap"
 if cmp -s "$T/a.snap" "$T/b.snap"; then pass "show and history of every workflow identical after the round trip"
 else fail "the round trip differs: $(diff "$T/a.snap" "$T/b.snap" | head -5)"; fi
-# a table the schema gained must be in engine/store.c's list (and here), or it is not moved
+# a table the schema gained must be in engine/store/store.c's list (and here), or it is not moved
 assert_eq "the tables compared are the schema's" "$(echo $TABLES | tr ' ' '\n' | sort | tr '\n' ' ')" \
   "$(sqlite3 "$A" "SELECT name FROM sqlite_master WHERE type='table' ORDER BY name" | tr '\n' ' ')"
 tables "$A" >"$T/a.tables"; tables "$B" >"$T/b.tables"

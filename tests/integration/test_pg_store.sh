@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine on PostgreSQL (engine/store_pg.c): a private cluster
+# The engine on PostgreSQL (engine/store/pg.c): a private cluster
 # (scripts/start-postgres) in the test's directory, a fresh database per case,
 # real workflows through `engine start` and `engine serve`: activities,
 # signals, timers, cancel, continue-as-new, futures (fanout, spawn), a kill -9

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine's durable limits (engine/slots.c) through wf.acquire, wf.release,
+# The engine's durable limits (engine/worker/slots.c) through wf.acquire, wf.release,
 # wf.counter and wf.rate (tests/integration/wf/slots.lua), under `engine serve`:
 # a limit is never exceeded; the queue is first come first served and shows
 # its places; a queued run can be cancelled; cancel_in_progress and drop;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The worker's hooks (lua/activities/worker.lua, contract in engine/hooks.c):
+# The worker's hooks (lua/activities/worker.lua, contract in engine/worker/hooks.c):
 # a user's broken edit of them, or hooks that fail, are said on stderr by name
 # and the worker goes on running workflows; `gc` and `policy check` say what
 # failed and exit 2. A hook that returns log lines has them printed

@@ -1,5 +1,5 @@
-/* The HTTP API's route table (api_route, engine/api.c) against its OpenAPI
- * description (engine/openapi.json, read from the source tree): every route
+/* The HTTP API's route table (api_route, engine/server/api.c) against its OpenAPI
+ * description (engine/server/openapi.json, read from the source tree): every route
  * is documented as "METHOD path", every documented operation is a route, and
  * the copy built into the binary (GET /v1/openapi.json) is that file byte for
  * byte. tests/integration/test_api_openapi.sh checks the same against the
@@ -21,7 +21,7 @@
 #include "json.h"
 
 #ifndef ENGINE_OPENAPI_JSON
-#error "ENGINE_OPENAPI_JSON must name engine/openapi.json (tests/unit/CMakeLists.txt sets it)"
+#error "ENGINE_OPENAPI_JSON must name engine/server/openapi.json (tests/unit/CMakeLists.txt sets it)"
 #endif
 
 extern const unsigned char api_openapi_json[];
@@ -78,7 +78,7 @@ static char *read_file(const char *path, size_t *len) {
   return buf;
 }
 
-/* The operations engine/openapi.json describes, "METHOD path" each. */
+/* The operations engine/server/openapi.json describes, "METHOD path" each. */
 static void documented(ops *out) {
   size_t len;
   char *text = read_file(ENGINE_OPENAPI_JSON, &len), err[512];
@@ -127,7 +127,7 @@ static void test_every_route_is_documented(void **state) {
   int missing = 0;
   for (size_t i = 0; i < table.n; i++)
     if (!ops_has(&doc, table.v[i])) {
-      print_error("route %s (engine/api.c) is not in engine/openapi.json\n", table.v[i]);
+      print_error("route %s (engine/server/api.c) is not in engine/server/openapi.json\n", table.v[i]);
       missing++;
     }
   ops_free(&doc);
@@ -143,7 +143,7 @@ static void test_every_operation_is_a_route(void **state) {
   int extra = 0;
   for (size_t i = 0; i < doc.n; i++)
     if (!ops_has(&table, doc.v[i])) {
-      print_error("operation %s of engine/openapi.json is no route of engine/api.c\n", doc.v[i]);
+      print_error("operation %s of engine/server/openapi.json is no route of engine/server/api.c\n", doc.v[i]);
       extra++;
     }
   ops_free(&doc);
@@ -158,7 +158,7 @@ static void test_the_binary_serves_the_file(void **state) {
   size_t len;
   char *text = read_file(ENGINE_OPENAPI_JSON, &len);
   if (len != api_openapi_json_len || memcmp(text, api_openapi_json, len) != 0)
-    fail_msg("the built-in copy of engine/openapi.json (%lu bytes) differs from the file (%zu bytes): re-run cmake",
+    fail_msg("the built-in copy of engine/server/openapi.json (%lu bytes) differs from the file (%zu bytes): re-run cmake",
              api_openapi_json_len, len);
   free(text);
 }

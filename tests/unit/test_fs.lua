@@ -1,4 +1,4 @@
--- Tests for the native fs module (engine/lua_fs.c), loaded as build/fs.so
+-- Tests for the native fs module (engine/vm/lua_fs.c), loaded as build/fs.so
 -- into plain lua5.4 -- the same source the engine registers in its activity VM.
 --   LUA_CPATH_5_4='build/?.so;;' lua5.4 tests/unit/test_fs.lua   (ctest sets it)
 -- Fixtures live in one directory made with mktemp -d, removed at the end.

@@ -1,7 +1,7 @@
 /* Unit tests for engine/json: canonical encoding, decoding errors, json_quote.
  *
  * Tests whose name starts with BUG_ document an engine defect: they fail
- * against the current engine/json.c and pass once it is fixed (see the comment
+ * against the current engine/base/json.c and pass once it is fixed (see the comment
  * at each one for the cause). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -223,7 +223,7 @@ static void test_arrays_vs_objects(void **state) {
  * names are the decimal keys, sorted as strings ("10" < "3"), each still paired
  * with its own value.
  *
- * BUG (engine/json.c, encode_table): for integer keys jkey.s is set to point at
+ * BUG (engine/base/json.c, encode_table): for integer keys jkey.s is set to point at
  * the jkey's own num[] buffer *before* qsort; qsort then moves the structs but
  * not what s points to, so after sorting keys[i].s names the key that used to be
  * in slot i while keys[i].ival (used to fetch the value) is the moved key. Both
@@ -267,7 +267,7 @@ static void test_non_string_keys(void **state) {
  * drops one of the two. The encoder must reject it like any other value JSON
  * cannot hold.
  *
- * BUG (engine/json.c, encode_table): integer keys are converted to their decimal
+ * BUG (engine/base/json.c, encode_table): integer keys are converted to their decimal
  * text without checking for a string key of the same text, so {[1]="a",["1"]="b"}
  * encodes as {"1":"a","1":"b"} (or the reverse: qsort is not stable, so the
  * order of the two equal names is whatever the table traversal gave). */
@@ -358,7 +358,7 @@ static void test_integers_and_floats(void **state) {
 /* The canonical bytes of a decoded value equal the bytes it was decoded from:
  * encode(decode(s)) == s for canonical s.
  *
- * BUG (engine/json.c, json_decode): decoding goes through Debian's lua-cjson
+ * BUG (engine/base/json.c, json_decode): decoding goes through Debian's lua-cjson
  * 2.1.0, which turns every JSON number into a Lua float (lua_pushnumber). An
  * integer above 2^53 that the encoder wrote exactly ("9007199254740993") comes
  * back rounded (9007199254740992.0), so 64-bit ids passed between activities and
@@ -670,7 +670,7 @@ static void test_payload_limit(void **state) {
   unsetenv("ENGINE_MAX_PAYLOAD_BYTES");
 }
 
-/* BUG (engine/json.c, put_number; found by tests/fuzz/fuzz_json): -0.0 was
+/* BUG (engine/base/json.c, put_number; found by tests/fuzz/fuzz_json): -0.0 was
  * written "-0", which decodes as the integer 0 and is written "0" the next
  * time, so the canonical form of "-0.0" was not a fixed point (a payload
  * checked once and hashed again changed its bytes). -0.0 == 0 in Lua, as 3.0
@@ -685,7 +685,7 @@ static void BUG_negative_zero_canonical(void **state) {
   assert_true(ok);
 }
 
-/* BUG (engine/json.c, dec_string; found by tests/fuzz/fuzz_json): a \u high
+/* BUG (engine/base/json.c, dec_string; found by tests/fuzz/fuzz_json): a \u high
  * surrogate followed by a \u escape that is not a low surrogate gave U+FFFD
  * for the first and then wrote the second as it was, so "\ud83d\ud83d" put
  * the surrogate U+D83D into the string as the bytes ED A0 BD: not UTF-8, in a

@@ -1,4 +1,4 @@
-/* Unit tests for the terminal layout (engine/pretty.c): JSON folded to a
+/* Unit tests for the terminal layout (engine/base/pretty.c): JSON folded to a
  * width and a depth, strings cut with the bytes left out and never inside a
  * character or an escape, a workflow's outcome with its findings table, and
  * what reaches the terminal: only this module's SGR codes, nothing from the

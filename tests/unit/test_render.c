@@ -1,5 +1,5 @@
 /* Unit tests for text that reaches people and JSON readers: the UTF-8 decoder
- * (util_utf8_decode), the renderer for terminals (engine/render.c), the JSON
+ * (util_utf8_decode), the renderer for terminals (engine/base/render.c), the JSON
  * output filter (json_for_output) and the workflow id rule (engine_check_id).
  *
  * Tests whose name starts with BUG_ document a defect of the code this

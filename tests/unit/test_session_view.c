@@ -1,7 +1,7 @@
 /* Unit tests for what a terminal shows of a session: the layout of text in
  * rows (view_wrap), events as transcript rows (view_event_transcript: wrapped,
  * folded with the bytes left out, approvals marked) and the status of a
- * foreground start (engine/progress.c: its words, and how it draws and erases
+ * foreground start (engine/cli/progress.c: its words, and how it draws and erases
  * its area so that no half line is left). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* Unit tests for engine/store on real SQLite files in a temporary directory.
  *
  * Tests whose name starts with BUG_ document an engine defect: they run as the
- * ctest entry unit_store_bugs, fail against the current engine/store.c and pass
+ * ctest entry unit_store_bugs, fail against the current engine/store/store.c and pass
  * once it is fixed (see the comment at each one for the cause). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,7 +104,7 @@ static char *read_bytes(const char *path, size_t *len) {
 
 /* Runs one SQL statement on a separate raw sqlite3 connection. */
 static void raw_exec(const char *path, const char *sql) {
-  if (store_pg_is_url(path)) {
+  if (store_is_url(path)) {
     PGconn *c = PQconnectdb(path);
     PGresult *r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
@@ -122,7 +122,7 @@ static void raw_exec(const char *path, const char *sql) {
 
 /* Returns the first column of the first row of sql as a malloc'd string. */
 static char *raw_query(const char *path, const char *sql) {
-  if (store_pg_is_url(path)) {
+  if (store_is_url(path)) {
     PGconn *c = PQconnectdb(path);
     PGresult *r = PQexec(c, sql);
     if (PQresultStatus(r) != PGRES_TUPLES_OK) fail_msg("raw query failed: %s: %s", sql, PQerrorMessage(c));
@@ -1469,7 +1469,7 @@ static void test_begin_busy_when_other_writer(void **state) {
 
 /* A connection must see another connection's commits after any read call.
  *
- * BUG (engine/store.c, store_task_get): on SQLITE_ROW it returns without
+ * BUG (engine/store/store.c, store_task_get): on SQLITE_ROW it returns without
  * sqlite3_reset, so the statement stays active and keeps the connection's WAL
  * read transaction (its snapshot) open. Every later read on that connection sees
  * the database as it was at the store_task_get call, until the same statement is
@@ -1503,7 +1503,7 @@ static void BUG_task_get_keeps_snapshot_open(void **state) {
 
 /* A zero-length source (an empty module file) can be stored and read back.
  *
- * BUG (engine/store.c, store_code_get): for a zero-length blob
+ * BUG (engine/store/store.c, store_code_get): for a zero-length blob
  * sqlite3_column_blob returns NULL, and memcpy(out, NULL, 0) is undefined
  * behaviour; the engine's own sanitizer build (-DENGINE_SANITIZE=ON, UBSan with
  * -fno-sanitize-recover) aborts the process there ("null pointer passed as
@@ -1536,7 +1536,7 @@ static void BUG_code_get_empty_source(void **state) {
 
 /* store_signal_take returns 1 with *payload malloc'd, else nothing to free.
  *
- * BUG (engine/store.c, store_signal_take): the payload is copied into *payload
+ * BUG (engine/store/store.c, store_signal_take): the payload is copied into *payload
  * before WRITE_BEGIN; when the write transaction cannot be opened (the database
  * is locked by another writer) the macro returns STORE_ERR and leaves *payload
  * set to a malloc'd string the caller never frees (a leak on every busy retry,
@@ -1624,7 +1624,7 @@ static void test_bind_failure_writes_nothing(void **state) {
 /* The store's message names a failed bind: the operation, the parameter,
  * its size and the limit, and SQLite's reason.
  *
- * BUG (engine/store.c, fail): a failed bind was kept (the statement did not
+ * BUG (engine/store/store.c, fail): a failed bind was kept (the statement did not
  * run) but the message came from sqlite3_errmsg, which every later successful
  * bind of the statement resets: "append history: not an error". Fix: the bind
  * helpers record which parameter failed and why; fail() reports that. */
@@ -1653,7 +1653,7 @@ static void BUG_bind_failure_named(void **state) {
     fail_msg("message is \"%s\"", msg2);
 }
 
-/* BUG (engine/store.c, store_meta_get): it stepped with sqlite3_step
+/* BUG (engine/store/store.c, store_meta_get): it stepped with sqlite3_step
  * directly, past the bind check: a key that could not be bound ran the query
  * with NULL and answered "no such value" (0) instead of an error. Fix: step()
  * like every other statement. */
@@ -1674,7 +1674,7 @@ static void BUG_meta_get_checks_bind(void **state) {
 
 /* Processes that open one new file at once all get the engine's database.
  *
- * BUG (engine/store.c, open_once): the schema version and the count of tables
+ * BUG (engine/store/store.c, open_once): the schema version and the count of tables
  * were read in two statements; another process's creation committed between
  * them read as "no version, but tables": "is not an engine database" (CI:
  * `engine start` beside a starting `engine serve`). Fix: both in one snapshot,
@@ -1787,7 +1787,7 @@ static void drop_lock_sessions(const char *url) {
   fail_msg("the lock sessions did not end");
 }
 
-/* PostgreSQL's worker lock (store_pg_lock): one holder; a lock whose session
+/* PostgreSQL's worker lock (store_remote_lock): one holder; a lock whose session
  * the server dropped is taken again at the next batch, and when another
  * worker has taken it meanwhile no batch of this process writes. */
 static void test_pg_worker_lock(void **state) {
@@ -1796,20 +1796,20 @@ static void test_pg_worker_lock(void **state) {
   store_close(open_ok(f->db));
   char holder[512] = "";
   /* serves share it; migrate and a foreground start take it alone */
-  int w1 = store_pg_lock(f->db, "serve", holder, sizeof holder), w2 = store_pg_lock(f->db, "serve", holder, sizeof holder);
+  int w1 = store_remote_lock(f->db, "serve", holder, sizeof holder), w2 = store_remote_lock(f->db, "serve", holder, sizeof holder);
   assert_true(w1 >= 0 && w2 >= 0);
-  assert_int_equal(store_pg_lock(f->db, "migrate", holder, sizeof holder), -1);
-  assert_int_equal(store_pg_lock(f->db, "start", holder, sizeof holder), -1);
+  assert_int_equal(store_remote_lock(f->db, "migrate", holder, sizeof holder), -1);
+  assert_int_equal(store_remote_lock(f->db, "start", holder, sizeof holder), -1);
   char want[64];
   snprintf(want, sizeof want, "(pid %d)", (int)getpid());
   assert_non_null(strstr(holder, want)); /* who holds it, as the lock file says */
   for (int *w = (int[]){w1, w2, -1}; *w >= 0; w++) {
-    assert_int_equal(store_pg_unlock(*w), 1);
+    assert_int_equal(store_remote_unlock(*w), 1);
     close(*w);
   }
-  int fd = store_pg_lock(f->db, "migrate", holder, sizeof holder);
+  int fd = store_remote_lock(f->db, "migrate", holder, sizeof holder);
   assert_true(fd >= 0);
-  assert_int_equal(store_pg_lock(f->db, "serve", holder, sizeof holder), -1);
+  assert_int_equal(store_remote_lock(f->db, "serve", holder, sizeof holder), -1);
   snprintf(want, sizeof want, "engine migrate (pid %d)", (int)getpid());
   assert_string_equal(holder, want);
   store *s = open_ok(f->db);
@@ -1826,7 +1826,7 @@ static void test_pg_worker_lock(void **state) {
 
   /* dropped again, and another worker takes it first: this one writes nothing */
   drop_lock_sessions(f->db);
-  int other = store_pg_lock(f->db, "migrate", holder, sizeof holder);
+  int other = store_remote_lock(f->db, "migrate", holder, sizeof holder);
   assert_true(other >= 0);
   hist_event e = {3, "X", 0, NULL, NULL, NULL, 3};
   assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
@@ -1834,11 +1834,11 @@ static void test_pg_worker_lock(void **state) {
   assert_int_equal(store_commit(s), STORE_ERR);
   assert_int_equal(hist_count(s, "wf", 1), 2);
   store_close(s);
-  assert_int_equal(store_pg_unlock(other), 1);
+  assert_int_equal(store_remote_unlock(other), 1);
   close(other);
-  assert_int_equal(store_pg_unlock(fd), 1);
+  assert_int_equal(store_remote_unlock(fd), 1);
   close(fd);
-  assert_int_equal(store_pg_unlock(fd), 0);
+  assert_int_equal(store_remote_unlock(fd), 0);
 }
 
 /* ---- leases: several workers on one PostgreSQL ---- */

@@ -256,7 +256,7 @@ static void test_crash_note_names_oom(void **state) {
   assert_string_equal(r.note_what, what);
 }
 
-/* BUG (engine/util.c, util_fmt): vasprintf's failure came back as NULL, and
+/* BUG (engine/base/util.c, util_fmt): vasprintf's failure came back as NULL, and
  * callers use the string at once (error_json, kill reasons, paths): a NULL
  * dereference far from the cause. Fix: util_fmt allocates with util_xmalloc
  * and aborts with the size it could not get. */
@@ -277,7 +277,7 @@ static void BUG_fmt_out_of_memory_named(void **state) {
   expect_oom_abort(&r, "268435457 bytes)");
 }
 
-/* BUG (engine/util.c, ubuf_add): growth that failed returned -1, which most
+/* BUG (engine/base/util.c, ubuf_add): growth that failed returned -1, which most
  * callers ignore (render, json_for_output, the CLI's artifact list), going on
  * with a short or NULL buffer. Fix: ubuf_add aborts with the size; the
  * callers that can answer a failure call ubuf_try_add. */

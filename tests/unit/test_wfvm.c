@@ -5,7 +5,7 @@
  * (-DENGINE_SANITIZE=ON) any leak fails the suite.
  *
  * Tests whose name starts with BUG_ document an engine defect: they run as the
- * ctest entry unit_wfvm_bugs, fail against the current engine/wfvm.c and pass
+ * ctest entry unit_wfvm_bugs, fail against the current engine/vm/wfvm.c and pass
  * once it is fixed (see the comment at each one for the cause). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -583,7 +583,7 @@ static void test_memory_limit(void **state) {
 /* A script that fills its memory with small objects is stopped, and the engine
  * process survives.
  *
- * BUG (engine/wfvm.c, resume/message_json): when the limit stops a script, the
+ * BUG (engine/vm/wfvm.c, resume/message_json): when the limit stops a script, the
  * VM's memory is full to within a few bytes, and vm_alloc keeps refusing growth
  * (vm->co is still set). resume() then builds the KILLED output with
  * message_json(vm->L, ...), which allocates a table and strings in the main
@@ -663,7 +663,7 @@ static void test_sandbox(void **state) {
 
 /* string.dump is removed from the sandbox's string table.
  *
- * BUG (engine/wfvm.c, build_sandbox): only the sandbox's *copy* of string loses
+ * BUG (engine/vm/wfvm.c, build_sandbox): only the sandbox's *copy* of string loses
  * dump; the string metatable's __index is still the VM's original string
  * library, so ("").dump, ("x"):dump and getmetatable("").__index.dump all reach
  * string.dump (and the original library, which scripts can also modify). Fix:
@@ -1579,7 +1579,7 @@ static void test_limits_bad_arguments(void **state) {
 /* wf.now() must give the same value live and on replay (design: "deterministic
  * replacements (workflow.now() ...) come from the log").
  *
- * BUG (engine/wfvm.c, append and l_patched): after a live non-blocking command
+ * BUG (engine/vm/wfvm.c, append and l_patched): after a live non-blocking command
  * (checkpoint, emit, patched) the VM sets now_ms = util_now_ms() *after*
  * host.append returned, while the log holds the time the host stamped on the
  * event (engine.c run_append stamps util_now_ms() before the SQLite insert). On
@@ -1628,7 +1628,7 @@ static void BUG_now_after_checkpoint_differs_on_replay(void **state) {
 /* A wait computed from a deadline (timeout = deadline - wf.now()) must not end
  * before the deadline, or the script wakes with time still left and carries on.
  *
- * BUG (engine/wfvm.c, l_sleep/l_wait_signal): the due time was now +
+ * BUG (engine/vm/wfvm.c, l_sleep/l_wait_signal): the due time was now +
  * (int64_t)(seconds * 1000), truncated, so 0.0004 s became 0 ms and a 2.9999 s
  * remainder fired a millisecond early; the agent session's timeoutSeconds then
  * saw 1 ms left after its approval wait, asked the model once more and finished
@@ -1665,7 +1665,7 @@ static void BUG_timeout_rounds_down_to_early_fire(void **state) {
  * comparator, a string.gsub callback, a __tostring called by tostring, ...) must
  * fail without touching the history.
  *
- * BUG (engine/wfvm.c, block_on/check_primitive): check_primitive only checks
+ * BUG (engine/vm/wfvm.c, block_on/check_primitive): check_primitive only checks
  * that L is the workflow coroutine, not lua_isyieldable(L); block_on appends the
  * ActivityScheduled (or TimerStarted / SignalWaitStarted) event through the host
  * and only then calls lua_yieldk, which raises "attempt to yield across a C-call
@@ -1698,7 +1698,7 @@ static void BUG_unyieldable_primitive_appends_orphan_command(void **state) {
 
 /* print(a, b) in a live workflow hands the host the arguments joined by tabs.
  *
- * BUG (engine/wfvm.c, l_print): n = lua_gettop(L) is read *after*
+ * BUG (engine/vm/wfvm.c, l_print): n = lua_gettop(L) is read *after*
  * luaL_buffinit, which in Lua 5.4 pushes a placeholder onto the stack, so the
  * loop also prints the placeholder: print('hello', 42) comes out as
  * "hello\t42\tuserdata: 0x7ffc...". Fix: take lua_gettop before luaL_buffinit. */
@@ -1739,7 +1739,7 @@ static void expect_child_state(const char *src, wfvm_state want, const char *nee
 /* An error value whose metatable raises (the "strict class" idiom), loops, or
  * lies must fail the one workflow with a clear error.
  *
- * BUG (engine/wfvm.c, error_json): the error was read with lua_getfield on the
+ * BUG (engine/vm/wfvm.c, error_json): the error was read with lua_getfield on the
  * dead coroutine, outside any protected call: __index ran there, its error had
  * no handler, Lua's panic function ran and abort()ed the engine (every
  * workflow with it, and again at each restart). Fix: read the error raw, under
@@ -1778,7 +1778,7 @@ static void BUG_error_object_with_raising_metatable_aborts(void **state) {
 /* The instruction budget is per wake-up; replaying a run that never exceeded
  * it must not exceed it either.
  *
- * BUG (engine/wfvm.c, resume): the count was reset once per lua_resume, and a
+ * BUG (engine/vm/wfvm.c, resume): the count was reset once per lua_resume, and a
  * replay is one resume over every wake-up in the history: a run whose wake-ups
  * each stayed under the budget was killed on its first replay, durably. Fix:
  * restart the count wherever the live run was woken (each outcome a replay
@@ -1851,7 +1851,7 @@ static void run_done(const char *src, char *out, size_t n) {
   fake_free(&f);
 }
 
-/* BUG (engine/wfvm.c, build_sandbox): tostring, print and string.format('%s')
+/* BUG (engine/vm/wfvm.c, build_sandbox): tostring, print and string.format('%s')
  * showed tables, functions and coroutines by address, and '%p' printed the
  * address itself; addresses differ between the live run and its replay (the
  * agent session built an approval id from tostring(update) and waited on
@@ -1894,7 +1894,7 @@ static void BUG_tostring_shows_addresses(void **state) {
   fake_free(&f);
 }
 
-/* BUG (engine/wfvm.c, l_pairs): keys that are tables, functions or coroutines
+/* BUG (engine/vm/wfvm.c, l_pairs): keys that are tables, functions or coroutines
  * were visited in raw next() order, which follows addresses. Fix: one such key
  * has a fixed place (last); two or more are refused, naming the problem. */
 static void BUG_pairs_orders_table_keys_by_address(void **state) {
@@ -1913,7 +1913,7 @@ static void BUG_pairs_orders_table_keys_by_address(void **state) {
   assert_contains(out, "\"seen\":\"number,string,table\"");
 }
 
-/* BUG (engine/wfvm.c, build_sandbox): collectgarbage('count') gave the VM's
+/* BUG (engine/vm/wfvm.c, build_sandbox): collectgarbage('count') gave the VM's
  * memory use, which differs between a live run and its replay. Fix: refused
  * like every other collectgarbage option. */
 static void BUG_collectgarbage_count_allowed(void **state) {
@@ -1928,7 +1928,7 @@ static void BUG_collectgarbage_count_allowed(void **state) {
   assert_contains(out, "\"e\":\"collectgarbage('count') is not available to workflows");
 }
 
-/* BUG (engine/wfvm.c, build_sandbox): __gc finalizers and weak tables (__mode)
+/* BUG (engine/vm/wfvm.c, build_sandbox): __gc finalizers and weak tables (__mode)
  * act when the garbage collector runs, which differs between a live run and
  * its replay, and a finalizer ran on the engine's main thread with no
  * instruction budget (a looping one hung the engine). Fix: setmetatable in
@@ -1960,7 +1960,7 @@ static void BUG_setmetatable_allows_gc_and_mode(void **state) {
   assert_contains(out, "\"cleared\":true");
 }
 
-/* BUG (engine/wfvm.c, resume): coroutine.yield() in the workflow body (not in
+/* BUG (engine/vm/wfvm.c, resume): coroutine.yield() in the workflow body (not in
  * a coroutine the script made) looked like a primitive's yield: the engine
  * re-ran the previous command or waited on a signal named "(null)". Fix: a
  * bare yield is an error at the call; the script's own coroutines work as in
@@ -2002,7 +2002,7 @@ static void replay_done(const fake *f, const char *src, char *out, size_t n) {
   wfvm_free(vm);
 }
 
-/* BUG (engine/wfvm.c, l_info): wf.info().history_length was the length of
+/* BUG (engine/vm/wfvm.c, l_info): wf.info().history_length was the length of
  * the history loaded into the VM: 1 for a run that went live at once, the
  * whole history on a replay. Fix: the number of events up to the current
  * point of the script (the seq of the last one it has seen), the same live
@@ -2039,7 +2039,7 @@ static void BUG_history_length_differs_on_replay(void **state) {
   fake_free(&f);
 }
 
-/* BUG (engine/wfvm.c, build_sandbox): Lua's table.sort is a quicksort that
+/* BUG (engine/vm/wfvm.c, build_sandbox): Lua's table.sort is a quicksort that
  * picks a "random" pivot from clock() and time() when a partition is
  * unbalanced, so elements that compare equal come out in an order that can
  * differ between the live run and its replay. Fix: the sandbox's table.sort is
@@ -2074,7 +2074,7 @@ static void BUG_table_sort_unstable(void **state) {
 /* wf.random / wf.uuid drawn inside a checkpoint function must not change the
  * values drawn outside it.
  *
- * BUG (engine/wfvm.c, l_random/l_uuid): draws inside the function advanced the
+ * BUG (engine/vm/wfvm.c, l_random/l_uuid): draws inside the function advanced the
  * run's generator live, but on replay the function does not run: every later
  * draw differed after a restart (here the activity's arguments, so the run
  * went stuck). Fix: a checkpoint function draws from a stream of its own; the
@@ -2126,7 +2126,7 @@ static void BUG_random_in_checkpoint_breaks_replay(void **state) {
 /* A checkpoint whose function raised records nothing; its replay must not
  * take the next event for a mismatch.
  *
- * BUG (engine/wfvm.c, l_checkpoint): on replay the checkpoint expected its
+ * BUG (engine/vm/wfvm.c, l_checkpoint): on replay the checkpoint expected its
  * CheckpointRecorded at the next event, found the command that came after the
  * failure instead, and the run went stuck. Fix: when the history does not hold
  * this checkpoint next, the function runs again (as it did live); only if it

@@ -1,7 +1,7 @@
 /* dbfile: the database file itself. The worker lock lets one worker run a
  * database's workflows at a time; the watch tells a process (a worker, a
  * client following a session) soon after another process commits to it. */
-#include "engine.h"
+#include "dbfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -70,7 +70,7 @@ static int canonical_db_path(const char *db_path, char *out) {
 
 int engine_lock(const char *db_path, const char *mode, char *holder, size_t holderlen) {
   /* PostgreSQL: a session-level advisory lock held by a connection of its own */
-  if (store_pg_is_url(db_path)) return store_pg_lock(db_path, mode, holder, holderlen);
+  if (store_is_url(db_path)) return store_remote_lock(db_path, mode, holder, holderlen);
   /* beside the file itself: a symlink or "x/../engine.db" to the same
    * database must find the same lock, or two workers run one workflow */
   char real[PATH_MAX], path[PATH_MAX + 8];
@@ -102,14 +102,14 @@ int engine_lock(const char *db_path, const char *mode, char *holder, size_t hold
 
 void engine_unlock(int fd) {
   if (fd < 0) return;
-  store_pg_unlock(fd); /* ends the lock's session when fd is one */
+  store_remote_unlock(fd); /* ends the lock's session when fd is one */
   close(fd);
 }
 
-int engine_db_missing(const char *db) { return store_pg_is_url(db) || access(db, F_OK) == 0 ? 0 : -1; }
+int engine_db_missing(const char *db) { return store_is_url(db) || access(db, F_OK) == 0 ? 0 : -1; }
 
 const char *engine_db_shown(const char *db, char *buf, size_t n) {
-  if (!store_pg_is_url(db)) return db;
+  if (!store_is_url(db)) return db;
   const char *user = strstr(db, "://") + 3, *end = user + strcspn(user, "/?#"), *at = NULL;
   for (const char *p = user; p < end; p++)
     if (*p == '@') at = p;
@@ -121,7 +121,7 @@ const char *engine_db_shown(const char *db, char *buf, size_t n) {
 
 int engine_data_dir(const char *db, char *out) {
   *out = 0;
-  if (!store_pg_is_url(db)) {
+  if (!store_is_url(db)) {
     char *tmp = util_strdup(db);
     int ok = realpath(dirname(tmp), out) != NULL;
     free(tmp);
@@ -184,7 +184,7 @@ static void listen_start(dbwatch *w) {
 
 static void on_poll(uv_timer_t *t) {
   dbwatch *w = t->data;
-  if (!w->listen && store_pg_is_url(store_path(w->st)) && util_mono_ms() >= w->listen_retry_at) {
+  if (!w->listen && store_is_url(store_path(w->st)) && util_mono_ms() >= w->listen_retry_at) {
     w->listen_retry_at = util_mono_ms() + 5000;
     listen_start(w);
   }
@@ -202,7 +202,7 @@ dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *u
   uv_timer_init(loop, &w->poll);
   w->fs.data = w->poll.data = w;
   w->listen_fd = -1;
-  if (store_pg_is_url(store_path(st))) {
+  if (store_is_url(store_path(st))) {
     /* no file to watch: every commit notifies (LISTEN), and the commits
      * counter is polled as the safety net (store_data_version), often
      * while the listening connection cannot be opened */

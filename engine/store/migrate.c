@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "crash.h"
-#include "engine.h"
+#include "dbfile.h"
 #include "store.h"
 #include "util.h"
 
@@ -132,7 +132,7 @@ static int table_pass(store *from, store *to, const store_table *t, char hex[65]
 /* Both paths name one database (one file by two names, or one URL). */
 static int same_database(const char *a, const char *b) {
   if (strcmp(a, b) == 0) return 1;
-  if (store_pg_is_url(a) || store_pg_is_url(b)) return 0;
+  if (store_is_url(a) || store_is_url(b)) return 0;
   char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
   int same = ra && rb && strcmp(ra, rb) == 0;
   free(ra);

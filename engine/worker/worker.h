@@ -62,13 +62,6 @@ typedef struct codebuf {
   size_t len;
 } codebuf;
 
-typedef struct scriptbuf {
-  int64_t mtime_ns, size;
-  char *src;
-  size_t len;
-  char hash[65];
-} scriptbuf;
-
 /* A status change, delivered to engine_config.on_status after its commit. */
 typedef struct note {
   char *id, *status, *detail;

@@ -1,4 +1,4 @@
-/* The store's seam: a backend (store_sqlite.c; PostgreSQL next) fills a
+/* The store's seam: a backend (sqlite.c; PostgreSQL next) fills a
  * table of the operations store.h declares, and store.c dispatches to it.
  * A backend's own struct begins with struct store. Only store.c and the
  * backends include this. */
@@ -121,15 +121,18 @@ typedef struct store_ops {
  * "append history") is to fail as an I/O error does, in every backend alike. */
 int store_fault_hit(const char *what);
 
-/* SQLite (store_sqlite.c): a database file. */
+/* SQLite (sqlite.c): a database file. */
 extern const store_ops store_sqlite_ops;
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
 int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
 
-/* PostgreSQL (store_pg.c): a database URL, postgres:// or postgresql://. */
+/* PostgreSQL (pg.c): a database URL, postgres:// or postgresql://. */
 extern const store_ops store_pg_ops;
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
+/* The worker lock of a PostgreSQL database (store_remote_lock). */
+int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);
+int store_pg_unlock(int fd);
 
 /* The statements of store_table_* for table t, built alike for both
  * backends ($N parameters; pg: PostgreSQL's names and upsert), malloc'd;

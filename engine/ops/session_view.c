@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "approval.h"
-#include "engine.h"
+#include "workflow_ops.h"
 #include "json.h"
 #include "pretty.h"
 #include "render.h"

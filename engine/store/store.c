@@ -1,12 +1,12 @@
 /* store: what store.h declares, dispatched to the backend that opened the
- * store (store_backend.h). */
+ * store (backend.h). */
 #include "store.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "store_backend.h"
+#include "backend.h"
 
 #include <string.h>
 
@@ -43,12 +43,12 @@ int store_fault_hit(const char *what) {
 }
 
 int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
-  if (store_pg_is_url(path)) return store_pg_open(path, must_exist, out, err, errlen);
+  if (store_is_url(path)) return store_pg_open(path, must_exist, out, err, errlen);
   return store_sqlite_open(path, must_exist, out, err, errlen);
 }
 
 int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen) {
-  if (store_pg_is_url(path)) return store_pg_open_readonly(path, busy_ms, out, err, errlen);
+  if (store_is_url(path)) return store_pg_open_readonly(path, busy_ms, out, err, errlen);
   return store_sqlite_open_readonly(path, busy_ms, out, err, errlen);
 }
 
@@ -302,7 +302,7 @@ int store_delivery_list(store *s, const char *trigger, int limit, store_delivery
 
 #define TABLE(name, types, nkey, ...) {name, (const char *const[]){__VA_ARGS__}, types, \
     sizeof((const char *const[]){__VA_ARGS__}) / sizeof(char *), nkey, 0}
-/* Both backends' schema (store_sqlite.c, store_pg.c), column by column; the
+/* Both backends' schema (sqlite.c, pg.c), column by column; the
  * PostgreSQL store's own commits counter is not data. */
 const store_table store_tables[] = {
     TABLE("meta", "tt", 1, "key", "value"),
@@ -433,3 +433,38 @@ int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *u
 int store_schedule_list(store *s, store_schedule_cb cb, void *ud) { SETTLE(s); return s->ops->schedule_list(s, cb, ud); }
 
 int store_schedule_del(store *s, const char *name) { SETTLE(s); return s->ops->schedule_del(s, name); }
+
+/* ---- what every backend shares ---- */
+
+int store_is_url(const char *path) {
+  return path && (strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0);
+}
+
+int store_remote_lock(const char *url, const char *mode, char *holder, size_t holderlen) {
+  return store_pg_lock(url, mode, holder, holderlen);
+}
+
+int store_remote_unlock(int fd) { return store_pg_unlock(fd); }
+
+void wf_row_free(wf_row *w) {
+  free(w->id);
+  free(w->status);
+  free(w->script_name);
+  free(w->script_dir);
+  free(w->code_hash);
+  free(w->input);
+  free(w->result);
+  free(w->error);
+  memset(w, 0, sizeof *w);
+}
+
+void hist_list_free(hist_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free((char *)l->v[i].type);
+    free((char *)l->v[i].name);
+    free((char *)l->v[i].hash);
+    free((char *)l->v[i].payload);
+  }
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine.h"
+#include "workflow_ops.h"
 #include "render.h"
 #include "util.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine.h"
+#include "script_file.h"
 #include "util.h"
 
 /* Finds a module's source on disk: beside the script, then in the Lua

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "workflow_ops.h"
 #include "json.h"
 #include "util.h"
 

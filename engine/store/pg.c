@@ -1,5 +1,5 @@
 /* store_pg: the store on PostgreSQL (libpq), for a database URL
- * (postgres://... or postgresql://...). The same tables as store_sqlite.c,
+ * (postgres://... or postgresql://...). The same tables as sqlite.c,
  * in PostgreSQL's types, and the same semantics:
  *
  * - Group commit: the batch opens one transaction per loop iteration, at
@@ -39,7 +39,7 @@
  * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent
  * and read in binary. Every text column sorts with COLLATE "C", bytewise as
  * SQLite does, whatever the database's locale. */
-#include "store_backend.h"
+#include "backend.h"
 
 #include <fcntl.h>
 #include <libpq-fe.h>
@@ -374,7 +374,7 @@ static const char *SQL[Q__N] = {
 #define PIPE_MAX 128
 
 typedef struct pg {
-  store base; /* first: the seam (store_backend.h) */
+  store base; /* first: the seam (backend.h) */
   PGconn *conn;
   char prepared[Q__N];
   char table_prepared[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*) */
@@ -856,10 +856,6 @@ static char *prefix_above(const char *prefix) {
 }
 
 /* ---- opening ---- */
-
-int store_pg_is_url(const char *path) {
-  return path && (strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0);
-}
 
 static void ignore_notice(void *arg, const char *message) {
   (void)arg;

@@ -18,15 +18,6 @@
 #include "json.h"
 #include "render.h"
 
-const char *engine_lua_dir(void) {
-  const char *d = getenv("ENGINE_LUA_DIR");
-  return d && *d ? d : ENGINE_DEFAULT_LUA_DIR;
-}
-
-int engine_status_terminal(const char *s) {
-  return strcmp(s, "completed") == 0 || strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0;
-}
-
 void engine_log_err(engine *e, const char *what) {
   /* a lost batch is one incident, reported once when it is handled (batch_lost) */
   if (store_batch_failed(e->st)) return;
@@ -523,7 +514,7 @@ int engine_run(engine *e) {
   /* a crash while a workflow's code runs leaves a note naming it (fatal.h) */
   /* beside the database; for a URL, in the data directory (engine_data_dir) */
   char dir[PATH_MAX];
-  char *note = !store_pg_is_url(store_path(e->st)) ? util_fmt("%s.crash", store_path(e->st))
+  char *note = !store_is_url(store_path(e->st)) ? util_fmt("%s.crash", store_path(e->st))
                : engine_data_dir(store_path(e->st), dir) == 0 ? util_fmt("%s/engine.crash", dir)
                                                              : util_strdup("engine.crash");
   recover_crashed(e, note);

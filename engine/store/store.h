@@ -83,14 +83,14 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
 int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
 void store_close(store *s);
 /* 1 when path is a PostgreSQL URL (postgres:// or postgresql://): store_open
- * opens it with store_pg.c, and no file is involved. */
-int store_pg_is_url(const char *path);
+ * opens it with the PostgreSQL backend, and no file is involved. */
+int store_is_url(const char *path);
 /* The worker lock of the PostgreSQL database at url (engine_lock): a
- * descriptor to hand to store_pg_unlock, or -1 with holder saying who has
- * it (or why it could not be taken). */
-int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);
+ * descriptor to hand to store_remote_unlock, or -1 with holder saying who
+ * has it (or why it could not be taken). */
+int store_remote_lock(const char *url, const char *mode, char *holder, size_t holderlen);
 /* Releases the lock behind fd: 1, or 0 when fd is not such a lock. */
-int store_pg_unlock(int fd);
+int store_remote_unlock(int fd);
 const char *store_errmsg(store *s);
 const char *store_path(store *s);
 /* The database's random instance id (labels its sandboxes). */

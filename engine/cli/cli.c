@@ -134,7 +134,7 @@ static pretty_opts stdout_layout(const common *c) {
  * to open database file" there, and the worker lock only that its file cannot
  * be opened: say which file or directory is read-only instead. */
 static const char *unwritable(const char *db, char *why, size_t n) {
-  if (store_pg_is_url(db)) return NULL; /* PostgreSQL's own message says it */
+  if (store_is_url(db)) return NULL; /* PostgreSQL's own message says it */
   char *tmp = util_strdup(db);
   const char *dir = dirname(tmp);
   const char *out = why;

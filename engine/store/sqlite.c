@@ -1,4 +1,4 @@
-#include "store_backend.h"
+#include "backend.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -293,7 +293,7 @@ static const char *SQL[Q__N] = {
 };
 
 typedef struct sq {
-  store base; /* first: the seam (store_backend.h) */
+  store base; /* first: the seam (backend.h) */
   sqlite3 *db;
   sqlite3_stmt *q[Q__N];
   sqlite3_stmt *tq[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*), made when first used */
@@ -801,18 +801,6 @@ static int64_t sq_data_version(store *st_) {
 
 /* ---- workflows ---- */
 
-void wf_row_free(wf_row *w) {
-  free(w->id);
-  free(w->status);
-  free(w->script_name);
-  free(w->script_dir);
-  free(w->code_hash);
-  free(w->input);
-  free(w->result);
-  free(w->error);
-  memset(w, 0, sizeof *w);
-}
-
 static int sq_wf_insert(store *st_, const wf_row *w) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
@@ -991,17 +979,6 @@ static int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int l
 }
 
 /* ---- history ---- */
-
-void hist_list_free(hist_list *l) {
-  for (size_t i = 0; i < l->n; i++) {
-    free((char *)l->v[i].type);
-    free((char *)l->v[i].name);
-    free((char *)l->v[i].hash);
-    free((char *)l->v[i].payload);
-  }
-  free(l->v);
-  memset(l, 0, sizeof *l);
-}
 
 static int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e) {
   sq *s = (sq *)st_;

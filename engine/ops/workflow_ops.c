@@ -1,0 +1,288 @@
+/* workflow_ops: what a client does to a workflow with only the database:
+ * create it, signal it, request its cancellation, each one transaction
+ * committed on return; and the checks each of them makes first (a script
+ * that starts, an input that is an object, a session message). The CLI uses
+ * them on a local database; the worker (client.c) writes the same rows into
+ * its own batch through the ops_* parts. */
+#include "workflow_ops.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "json.h"
+#include "modules.h"
+#include "names.h"
+#include "script_file.h"
+#include "util.h"
+#include "wfvm.h"
+
+void engine_unknown_id(const char *id, char *err, size_t errlen) {
+  if (engine_check_id(id, err, errlen) == 0) util_seterr(err, errlen, "unknown workflow '%s'", id);
+}
+
+int engine_check_script(const char *path, const char *src, size_t len, char *err, size_t errlen) {
+  char chunk[PATH_MAX + 2], absdir[PATH_MAX], why[768];
+  snprintf(chunk, sizeof chunk, "@%s", path);
+  if (wfvm_check_syntax(src, len, chunk, err, errlen) != 0) return -1;
+  /* before anything is written: a script that cannot start leaves no failed row */
+  char *tmp = util_strdup(path);
+  if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+  free(tmp);
+  modhost m = {NULL, NULL, 0, absdir, engine_lua_dir(), 0};
+  wfvm_host host = {&m, NULL, NULL, modules_load, NULL};
+  if (wfvm_check_main(&host, src, len, chunk, why, sizeof why) == 0) return 0;
+  util_seterr(err, errlen, "workflow script %s %s", path, why);
+  return -1;
+}
+
+char *engine_session_input(const char *kind, const char *text, const char *sender, char *err, size_t errlen) {
+  text = text ? text : "";
+  size_t n = strlen(text);
+  char why[128];
+  if (strcmp(kind, "message") && strcmp(kind, "interrupt") && strcmp(kind, "close")) {
+    util_seterr(err, errlen, "unknown kind '%.40s' (message, interrupt or close)", kind);
+    return NULL;
+  }
+  if (strcmp(kind, "message") == 0 && n == 0) {
+    util_seterr(err, errlen, "the message is empty");
+    return NULL;
+  }
+  size_t max = strcmp(kind, "message") == 0 ? ENGINE_MESSAGE_MAX : 4096;
+  if (n > max) {
+    util_seterr(err, errlen, "the %s is %zu bytes, more than %zu", strcmp(kind, "message") == 0 ? "message" : "reason", n,
+                max);
+    return NULL;
+  }
+  if (util_text_problem(text, n, 1, why, sizeof why) != 0) {
+    util_seterr(err, errlen, "invalid %s: %s", strcmp(kind, "message") == 0 ? "message" : "reason", why);
+    return NULL;
+  }
+  char *qk = json_quote(kind), *qs = json_quote(sender ? sender : ""), *qt = json_quote(text);
+  char *out = util_fmt("{\"kind\":%s,\"sender\":%s,\"text\":%s}", qk, qs, qt);
+  free(qk);
+  free(qs);
+  free(qt);
+  return out;
+}
+
+char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
+                                 size_t errlen) {
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    util_seterr(err, errlen, "out of memory");
+    return NULL;
+  }
+  char *out = NULL;
+  const char *first = input_json + strspn(input_json, " \t\r\n");
+  if (json_decode_safe(L, input_json, strlen(input_json), err, errlen) == 0) {
+    int obj = *first == '{'; /* decoded, an empty array and an empty object look alike */
+    if (obj) {
+      lua_pushstring(L, identity);
+      lua_setfield(L, -2, "identity");
+    }
+    if (obj || !required) {
+      size_t len;
+      const char *text = json_encode(L, -1, &len);
+      out = util_xmalloc(len + 1);
+      memcpy(out, text, len + 1);
+    } else {
+      util_seterr(err, errlen, "the workflow input must be a JSON object (the engine records who started it in "
+                  "its \"identity\" field)");
+    }
+  }
+  lua_close(L);
+  return out;
+}
+
+static int commit_or_fail(store *st, char *err, size_t errlen) {
+  if (store_commit(st) != STORE_OK) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
+                          const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen) {
+  *existed = 0;
+  size_t len = 0;
+  char *src;
+  char hash[65];
+  if (pre) { /* read, hashed and checked before, unchanged since */
+    src = util_xmalloc(pre->len + 1);
+    memcpy(src, pre->src, pre->len + 1);
+    len = pre->len;
+    memcpy(hash, pre->hash, sizeof hash);
+  } else {
+    src = engine_read_script(script_path, &len, err, errlen);
+    if (!src) return -1;
+    if (engine_check_script(script_path, src, len, err, errlen) != 0) {
+      free(src);
+      return -1;
+    }
+    util_sha256_hex(src, len, hash);
+  }
+  /* the log holds the input in canonical form: one line, stable bytes; a bad
+   * one is refused before the transaction begins */
+  char *canon = json_accept(input_json, strlen(input_json), "the workflow input", err, errlen);
+  if (!canon) {
+    free(src);
+    return -1;
+  }
+  char absdir[PATH_MAX];
+  char *tmp = util_strdup(script_path);
+  if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
+  free(tmp);
+  if (store_begin(st) != STORE_OK) {
+    free(src);
+    free(canon);
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found == 1) {
+    wf_row_free(&w);
+    free(src);
+    free(canon);
+    *existed = 1;
+    return 0;
+  }
+  if (engine_check_id(id, err, errlen) != 0) {
+    free(src);
+    free(canon);
+    return -1;
+  }
+  int64_t now = util_now_ms();
+  wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
+                NULL, NULL, 0, now, now};
+  char seed[17];
+  snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
+  row.input = canon;
+  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", canon, seed);
+  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
+  int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
+            store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
+            (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
+  if (made && !bad) {
+    made->w = (wf_row){util_strdup(id), 1, util_strdup("running"), util_strdup(script_path), util_strdup(absdir),
+                       util_strdup(hash), util_strdup(canon), NULL, NULL, 0, now, now};
+    made->h.v = util_xcalloc(1, sizeof *made->h.v);
+    made->h.n = made->h.cap = 1;
+    made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now};
+    payload = NULL;
+  }
+  free(payload);
+  free(canon);
+  free(src);
+  if (bad) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                           int *existed, char *err, size_t errlen) {
+  if (ops_write_workflow(st, id, script_path, input_json, 1, NULL, existed, NULL, err, errlen) != 0) {
+    store_rollback(st);
+    return -1;
+  }
+  if (*existed) {
+    store_rollback(st);
+    return 0;
+  }
+  return commit_or_fail(st, err, errlen);
+}
+
+/* Checks, inside the open transaction, that workflow id exists and has not
+ * finished; *cancel gets its cancel state. Nothing is written. */
+int ops_check_live(store *st, const char *id, const char *what, int *cancel, char *err, size_t errlen) {
+  wf_row w;
+  int found = store_wf_get(st, id, &w);
+  if (found != 1) {
+    if (found == 0) engine_unknown_id(id, err, errlen);
+    else util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  int rc = 0;
+  if (engine_status_terminal(w.status)) {
+    util_seterr(err, errlen, "workflow '%s' is %s; %s not delivered", id, w.status, what);
+    rc = -1;
+  }
+  if (cancel) *cancel = w.cancel;
+  wf_row_free(&w);
+  return rc;
+}
+
+/* Who asked, as a domain event of the session (see engine.h). */
+int ops_record_who(store *st, const char *id, const char *type, const char *name, const char *identity) {
+  if (!identity) return 0;
+  char *qb = json_quote(identity), *qn = name ? json_quote(name) : NULL;
+  char *payload = qn ? util_fmt("{\"by\":%s,\"name\":%s}", qb, qn) : util_fmt("{\"by\":%s}", qb);
+  int rc = store_domain_append(st, id, type, util_now_ms(), payload) < 0 ? -1 : 0;
+  free(payload);
+  free(qb);
+  free(qn);
+  return rc;
+}
+
+/* The writes of a signal (buffered, and a wake-up task) into the open
+ * transaction, for every client. */
+static int write_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
+                        char *err, size_t errlen) {
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
+  if (!canon) return -1;
+  if (store_begin(st) != STORE_OK || ops_check_live(st, id, "signal", NULL, err, errlen) != 0) {
+    if (store_batch_failed(st)) util_seterr(err, errlen, "%s", store_errmsg(st));
+    free(canon);
+    return -1;
+  }
+  int64_t now = util_now_ms();
+  int rc = store_signal_put(st, id, name, canon, now) != STORE_OK ||
+           store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK ||
+           ops_record_who(st, id, "signal.sent", name, identity) != 0;
+  free(canon);
+  if (rc) util_seterr(err, errlen, "%s", store_errmsg(st));
+  return rc ? -1 : 0;
+}
+
+int ops_write_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen) {
+  int cancel = 0;
+  if (store_begin(st) != STORE_OK || ops_check_live(st, id, "cancellation", &cancel, err, errlen) != 0) {
+    if (store_batch_failed(st)) util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  if (cancel == 0 && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
+                      store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK ||
+                      ops_record_who(st, id, "cancel.requested", NULL, identity) != 0)) {
+    util_seterr(err, errlen, "%s", store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+int engine_send_signal(store *st, const char *id, const char *name, const char *payload, const char *identity,
+                       char *err, size_t errlen) {
+  if (write_signal(st, id, name, payload, identity, err, errlen) != 0) {
+    store_rollback(st);
+    return -1;
+  }
+  return commit_or_fail(st, err, errlen);
+}
+
+int engine_request_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen) {
+  if (ops_write_cancel(st, id, identity, err, errlen) != 0) {
+    store_rollback(st);
+    return -1;
+  }
+  return commit_or_fail(st, err, errlen);
+}

@@ -1,0 +1,110 @@
+/* client: the client operations of workflow_ops.h (create, signal, cancel)
+ * for a client inside a running engine (the HTTP API, schedules, benchmarks,
+ * engine test): their writes join the engine's current batch and the
+ * workflow runs at once. */
+#include "worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "json.h"
+#include "modules.h"
+#include "render.h"
+
+/* The script at path, read once and re-read only when the file changes. */
+static const scriptbuf *cached_script(engine *e, const char *path, char *err, size_t errlen) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  scriptbuf *s = strmap_get(&e->scripts, path);
+  if (s && s->mtime_ns == mt && s->size == (int64_t)sb.st_size) return s;
+  size_t len;
+  char *src = engine_read_script(path, &len, err, errlen);
+  if (!src) return NULL;
+  if (engine_check_script(path, src, len, err, errlen) != 0) {
+    free(src);
+    return NULL;
+  }
+  if (!s) {
+    s = util_xcalloc(1, sizeof *s);
+    strmap_put(&e->scripts, path, s);
+  }
+  free(s->src);
+  s->src = src;
+  s->len = len;
+  s->mtime_ns = mt;
+  s->size = (int64_t)sb.st_size;
+  util_sha256_hex(src, len, s->hash);
+  return s;
+}
+
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
+                  char *err, size_t errlen) {
+  int found = 0;
+  const scriptbuf *pre = cached_script(e, script_path, err, errlen);
+  if (!pre) return -1;
+  made_wf made = {0};
+  if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, &found, &made, err, errlen) != 0) return -1;
+  if (existed) *existed = found;
+  if (found) {
+    if (existed) return 0;
+    util_seterr(err, errlen, "workflow '%s' already exists", id);
+    return -1;
+  }
+  engine_unsettle(e, id, 1, 1); /* its first step begins once the start is committed */
+  run_load(e, &made.w, &made.h); /* from what was just written: no read back */
+  wf_row_free(&made.w);
+  hist_list_free(&made.h);
+  return 0;
+}
+
+/* No wake-up task: the run takes the signal in this same batch (a waiting run
+ * is not in memory, and loading it takes what is buffered). */
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
+                        char *err, size_t errlen) {
+  if (engine_check_signal_name(name, err, errlen) != 0) return -1;
+  char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
+  if (!canon) return -1;
+  if (ops_check_live(e->st, id, "signal", NULL, err, errlen) != 0) {
+    free(canon);
+    return -1;
+  }
+  int rc = store_signal_put(e->st, id, name, canon, util_now_ms()) != STORE_OK ||
+           ops_record_who(e->st, id, "signal.sent", name, identity) != 0;
+  free(canon);
+  if (rc) {
+    util_seterr(err, errlen, "%s", store_errmsg(e->st));
+    return -1;
+  }
+  wfrun *r = strmap_get(&e->runs, id);
+  if (r) run_evict(r); /* in memory while an activity of it runs: loaded again, it takes the signal */
+  run_load_id(e, id);
+  return 0;
+}
+
+int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
+  if (ops_write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
+  dispatch_due(e);
+  return 0;
+}
+
+int engine_cancel_in_batch(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
+  if (ops_write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
+  engine_touch(e, id);
+  dispatch_arm(e, util_now_ms());
+  return 0;
+}
+

@@ -1,0 +1,100 @@
+/* engine: the worker and its clients. A worker (engine_open/run) drives
+ * workflow VMs, activity attempts, durable timers and the group commit of the
+ * store on one libuv loop; the client operations (create, signal, cancel,
+ * checks, replay) work on a database from any process. worker.h lists the
+ * files that implement it, each with what it owns. */
+#ifndef ENGINE_ENGINE_H
+#define ENGINE_ENGINE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "dbfile.h"
+#include "names.h"
+#include "script_file.h"
+#include "store.h"
+#include "workflow_ops.h"
+
+typedef struct engine engine;
+
+typedef struct engine_config {
+  const char *db_path;
+  const char *lua_dir;
+  /* Called after the commit that made a workflow reach status (any change). */
+  void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
+  /* Called after each commit (start uses it to print new domain events). */
+  void (*on_commit)(void *ud);
+  /* An ephemeral event of a running activity (activity.live: a model's text
+   * as it streams, "agent.delta"): never in the log, for live watchers only. */
+  void (*on_live)(void *ud, const char *wf_id, const char *type, const char *json);
+  /* An activity attempt ended after seconds (ok: it returned a result). */
+  void (*on_activity)(void *ud, const char *name, double seconds, int ok);
+  /* A model turn's token counts (activity.usage), by provider. */
+  void (*on_usage)(void *ud, const char *provider, double input_tokens, double output_tokens);
+  /* `engine test`: runs every activity attempt in place of the activity VM,
+   * synchronously: returns 1 with *json (malloc'd) the result, or 0 with *json
+   * the error object {type, message, non_retryable?}. NULL: the activity VM. */
+  int (*call_activity)(void *ud, const char *wf_id, int64_t seq, int attempt, const char *name, const char *payload,
+                       char **json);
+  void *ud;
+} engine_config;
+
+/* Opens the store (creating it), the activity VM and the loop. */
+int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen);
+/* Recovers every due task and runs the loop until engine_stop(). */
+int engine_run(engine *e);
+void engine_stop(engine *e);
+void engine_free(engine *e);
+store *engine_store(engine *e);
+uv_loop_t *engine_loop(engine *e);
+/* Commits pending writes now (the loop does so every iteration). */
+int engine_commit(engine *e);
+/* cb(ud, 1) runs after the commit that makes what was written so far durable
+ * (the next one, or at once from within it), cb(ud, 0) when that batch is
+ * lost instead (nothing of it was written): how a client inside the worker
+ * (the HTTP API) acknowledges a write only once it is on disk. */
+void engine_when_committed(engine *e, void (*cb)(void *ud, int ok), void *ud);
+/* Dispatches due tasks now (after a client wrote one into the batch). */
+void engine_dispatch_now(engine *e);
+/* Begins the activity attempts that waited for a commit now answered (the
+ * loop does so on its next turn; a driver without the loop, engine test,
+ * calls it after engine_commit). How many waited. */
+int engine_begin_deferred(engine *e);
+/* cb runs after each commit for every workflow whose status it changed, as
+ * cfg.on_status does: a second observer for a module inside the worker
+ * (schedules.c); NULL removes it. */
+void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const char *status), void *ud);
+
+/* ---- clients inside the worker (workflow_ops.h has the same on a database) ---- */
+
+/* In-process clients of a running engine (benchmarks, embedding, the HTTP
+ * API): the writes join the engine's current batch and the workflow runs at
+ * once; engine_when_committed tells when they are durable. With existed
+ * NULL, an existing id is an error; else *existed is set and nothing written. */
+int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
+                  char *err, size_t errlen);
+int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
+                        char *err, size_t errlen);
+int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen);
+
+/* Replays workflow id's current run against script_path (NULL: its pinned
+ * code) without side effects. Returns 0 when it replays cleanly, 1 when it
+ * diverges (report says where), -1 on error. With apply and a clean replay the
+ * run moves to that code, and a stuck run is queued to resume. */
+int engine_replay_check(store *st, const char *id, const char *script_path, int apply, char *report,
+                        size_t reportlen);
+
+/* Runs the maintenance hook worker.NAME of the Lua library (see hooks.c) on a
+ * loop of its own and waits for it: `engine gc` ("gc": sandboxes of finished
+ * or unknown sessions), `engine policy check` ("policy_check"). args_json is
+ * the hook's args; NULL means {live = [ids of st's unfinished workflows]}.
+ * report gets the hook's result JSON, or its error. Returns 0 or -1. */
+int engine_maintenance(store *st, const char *name, const char *args_json, char *report, size_t reportlen);
+
+/* Calls worker.NAME (lua/activities/worker.lua) on the running worker's own
+ * activity VM, for a hook that never waits (the webhook mapping: no IO that
+ * yields). Returns 1 with *ok and *json (malloc'd: the result, or the error
+ * JSON), or 0 when the hook would have waited (abandoned). */
+int engine_hook_now(engine *e, const char *name, const char *payload, int *ok, char **json);
+
+#endif
