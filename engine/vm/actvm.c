@@ -7,18 +7,11 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "docker.h"
 #include "http.h"
-#include "safefs.h"
-#include "sandbox_native.h"
 #include "json.h"
-#include "lua_fs.h"
-#include "lua_http.h"
-#include "lua_proc.h"
 #include "child.h"
 #include "fatal.h"
 #include "util.h"
-#include "webhook_verify.h"
 
 
 #define REG_ACTVM "engine.actvm"
@@ -30,6 +23,7 @@ struct actvm {
   uv_loop_t *loop;
   lua_State *L;
   char *lua_dir;
+  const actvm_module *modules; /* the native modules of activity_modules.c, or another table */
   int pending;
   http_ctx *http;
   actvm_history_fn history; /* reads the calling workflow's own history */
@@ -470,15 +464,13 @@ static int setup(lua_State *L) {
   lua_setfield(L, -2, "cjson");
   lua_pop(L, 1);
   lua_pushvalue(L, -1); /* in place of the module requiref would have left */
-  luaL_requiref(L, "http", luaopen_engine_http, 0);
-  luaL_requiref(L, "safefs", luaopen_engine_safefs, 0);
-  luaL_requiref(L, "docker.native", luaopen_engine_docker, 0);
-  luaL_requiref(L, "proc", luaopen_engine_proc, 0);
-  luaL_requiref(L, "sandbox.native", luaopen_engine_sandbox_native, 0);
-  luaL_requiref(L, "fs", luaopen_engine_fs, 0); /* no shell on the loop thread: realpath, ls, mkdir -p, ... */
-  /* webhook signatures, for the trigger HTTP handler: secrets stay in this VM */
-  luaL_requiref(L, "webhook.verify", luaopen_engine_webhook_verify, 0);
-  lua_pop(L, 10);
+  lua_pop(L, 3);
+  /* the native modules its creator hands in (activity_modules.c): they call
+   * back into this VM's yield and resume, so it does not name them itself */
+  for (const actvm_module *m = a->modules; m && m->name; m++) {
+    luaL_requiref(L, m->name, m->open, 0);
+    lua_pop(L, 1);
+  }
   /* require() for activity modules also finds the engine's Lua library */
   lua_getglobal(L, "package");
   lua_pushfstring(L, "%s/?.lua;%s/?/init.lua;", a->lua_dir, a->lua_dir);
@@ -489,9 +481,10 @@ static int setup(lua_State *L) {
   return 0;
 }
 
-actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen) {
+actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, const actvm_module *modules, char *err, size_t errlen) {
   actvm *a = util_xcalloc(1, sizeof *a);
   a->loop = loop;
+  a->modules = modules;
   a->lua_dir = util_strdup(lua_dir);
   a->L = luaL_newstate();
   if (!a->L) {

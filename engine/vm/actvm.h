@@ -39,7 +39,15 @@ typedef struct act_opts {
   int n_non_retryable;
 } act_opts;
 
-actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, char *err, size_t errlen);
+/* A native module an activity can require (name, its luaopen function). */
+typedef struct actvm_module {
+  const char *name;
+  lua_CFunction open;
+} actvm_module;
+/* The activity VM, on loop, with the Lua library at lua_dir and the native
+ * modules of the table (ended by a {NULL, NULL}; activity_modules for the
+ * engine's own: activity_modules.h) besides activity and json. */
+actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, const actvm_module *modules, char *err, size_t errlen);
 
 /* Returns a malloc'd JSON array of the workflow's history events from..to. */
 typedef char *(*actvm_history_fn)(void *ud, const char *wf_id, int64_t from, int64_t to);

@@ -6,6 +6,8 @@
  * the count of crashes that stops a workflow from crash-looping the engine. */
 #include "worker.h"
 
+#include "activity_modules.h"
+
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -436,7 +438,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   e->lease_ms = lm && atoll(lm) >= 100 ? atoll(lm) : 10000;
   const char *ml = getenv("ENGINE_MAX_LEASES");
   e->max_leases = ml && atoll(ml) > 0 ? atoll(ml) : 256;
-  e->act = actvm_new(&e->loop, e->lua_dir, err, errlen);
+  e->act = actvm_new(&e->loop, e->lua_dir, activity_modules, err, errlen);
   if (!e->act) {
     engine_free(e);
     return -1;

@@ -19,6 +19,8 @@
  * of a result's `log` list (terminal-safe); the rest is the hook's own. */
 #include "worker.h"
 
+#include "activity_modules.h"
+
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -405,7 +407,7 @@ int engine_maintenance(store *st, const char *name, const char *args_json, char 
     return -1;
   }
   char err[512], fn[80];
-  actvm *act = actvm_new(&loop, engine_lua_dir(), err, sizeof err);
+  actvm *act = actvm_new(&loop, engine_lua_dir(), activity_modules, err, sizeof err);
   if (!act) {
     util_seterr(report, reportlen, "%s", err);
     uv_loop_close(&loop);

@@ -59,7 +59,7 @@ wait "$P" 2>/dev/null || true
 # --- the document, served and valid
 serve_api
 if curl -sf "$URL/v1/openapi.json" -o "$DOC"; then pass "GET /v1/openapi.json"; else fail "GET /v1/openapi.json"; fi
-if cmp -s "$DOC" "$SRC/engine/openapi.json"; then pass "the server serves engine/server/openapi.json"
+if cmp -s "$DOC" "$SRC/engine/server/openapi.json"; then pass "the server serves engine/server/openapi.json"
 else fail "the served document is not engine/server/openapi.json (re-run cmake)"; fi
 assert_exit "a valid OpenAPI 3.1 document" 0 $PY "$CHECK" validate "$DOC"
 echo "   $OUT"

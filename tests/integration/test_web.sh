@@ -87,7 +87,7 @@ for bad in '..%2Fapi.c' '..%2F..%2Fengine%2Fapi.c' '.hidden.js' 'nothing.js' 'in
   [ "$code" == 404 ] || [ "$code" == 400 ] && ! grep -q '#include' "$T/body" && pass "/web/$bad refused ($code)" ||
     fail "/web/$bad: $code $(head -c 200 "$T/body")"
 done
-assert_eq "/web/../ normalised by no one: not a route" 404 "$(curl -s --path-as-is -o /dev/null -w '%{http_code}' "$URL/web/../engine/api.c")"
+assert_eq "/web/../ normalised by no one: not a route" 404 "$(curl -s --path-as-is -o /dev/null -w '%{http_code}' "$URL/web/../engine/server/api.c")"
 assert_eq "POST / is 405" 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/")"
 
 # ---- whoami: the token's identity and scopes
