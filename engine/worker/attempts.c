@@ -97,7 +97,7 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
     free(payload);
     if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
       engine_log_err(e, "retry");
-    dispatch_arm(e, retry_at);
+    tasks_arm(e, retry_at);
     return 0;
   }
   crash_point("activity.record");

@@ -101,10 +101,3 @@ int engine_cancel_local(engine *e, const char *id, const char *identity, char *e
   return 0;
 }
 
-int engine_cancel_in_batch(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
-  if (ops_write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
-  engine_touch(e, id);
-  dispatch_arm(e, util_now_ms());
-  return 0;
-}
-

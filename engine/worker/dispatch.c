@@ -212,18 +212,12 @@ static void due_free(due_ctx *d) {
   strmap_free(&d->seen);
 }
 
-static void on_task_timer(uv_timer_t *t) {
-  engine *e = t->data;
-  e->task_timer_at = 0;
-  dispatch_due(e);
-}
-
 /* Runs every due task (bounded per call), then arms the timer for the next.
  * While the store is failing the retry timer calls it instead (backoff). */
 void dispatch_due(engine *e) {
   if (e->stopping || e->recovering) return;
   if (e->dispatching) { /* asked from inside a dispatch (a step of it): right after it */
-    dispatch_arm(e, util_now_ms());
+    tasks_arm(e, util_now_ms());
     return;
   }
   due_ctx d = {e, 0, 0, 0, NULL, NULL, 0, 0, {0}};
@@ -248,21 +242,10 @@ void dispatch_due(engine *e) {
     return;
   }
   if (next < 0) {
-    uv_timer_stop(&e->task_timer);
-    e->task_timer_at = 0;
+    tasks_disarm(e);
     return;
   }
-  dispatch_arm(e, next);
+  tasks_arm(e, next);
 }
 
-void dispatch_arm(engine *e, int64_t at) {
-  if (e->stopping || e->recovering) return;
-  if (e->task_timer_at && e->task_timer_at <= at && uv_is_active((uv_handle_t *)&e->task_timer)) return;
-  /* at least 1 ms: libuv (1.44) runs a 0 ms timer started from its own
-   * callback again at once, without polling for I/O or signals */
-  int64_t delay = at - util_now_ms();
-  if (delay < 1) delay = 1;
-  e->task_timer_at = at;
-  uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
-}
-
+void dispatch_init(engine *e) { tasks_on_due(e, dispatch_due); }

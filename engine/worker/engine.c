@@ -117,8 +117,7 @@ void engine_store_incident(engine *e) {
   e->recovering = 1;
   e->backoff_ms = e->backoff_ms ? e->backoff_ms * 2 : BACKOFF_MIN_MS;
   if (e->backoff_ms > BACKOFF_MAX_MS) e->backoff_ms = BACKOFF_MAX_MS;
-  uv_timer_stop(&e->task_timer);
-  e->task_timer_at = 0;
+  tasks_disarm(e);
   uv_timer_start(&e->retry_timer, on_store_retry, (uint64_t)e->backoff_ms, 0);
 }
 
@@ -159,8 +158,7 @@ static void batch_lost(engine *e, int incident) {
     engine_store_incident(e);
   } else { /* a lease was lost, the store is fine: set the task leases right at once */
     e->recovering = 1;
-    uv_timer_stop(&e->task_timer);
-    e->task_timer_at = 0;
+    tasks_disarm(e);
     uv_timer_start(&e->retry_timer, on_store_retry, 1, 0);
   }
 }
@@ -275,12 +273,10 @@ struct inflight {
   uv_poll_t *poll;
 };
 
-void engine_free_handle(uv_handle_t *h) { free(h); }
-
 static int inflight_done(engine *e, int rc) {
   struct inflight *f = e->inflight;
   e->inflight = NULL;
-  if (f->poll) uv_close((uv_handle_t *)f->poll, engine_free_handle);
+  if (f->poll) uv_close((uv_handle_t *)f->poll, uvloop_free_handle);
   int done = commit_done(e, rc, f->no, f->notes, f->nnotes, f->waiters, f->nwaiters);
   free(f);
   return done;
@@ -457,6 +453,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   }
   e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e->lease_timer.data =
       e->effects_timer.data = e;
+  dispatch_init(e);
   hooks_open(e);
   *out = e;
   return 0;
@@ -551,21 +548,6 @@ void engine_stop(engine *e) {
 store *engine_store(engine *e) { return e->st; }
 uv_loop_t *engine_loop(engine *e) { return &e->loop; }
 
-static void walk_close(uv_handle_t *h, void *arg) {
-  (void)arg;
-  if (!uv_is_closing(h)) uv_close(h, NULL);
-}
-
-/* Handles may be embedded in their owners: close them all, then drain the
- * loop; a pending uv_stop makes the first uv_run return at once, hence the
- * repetition. */
-void engine_drain_loop(uv_loop_t *loop) {
-  uv_walk(loop, walk_close, NULL);
-  do {
-    uv_run(loop, UV_RUN_NOWAIT);
-  } while (uv_loop_close(loop) == UV_EBUSY);
-}
-
 void engine_free(engine *e) {
   if (!e) return;
   if (e->inflight) { /* answered, and no one is told any more */
@@ -573,7 +555,7 @@ void engine_free(engine *e) {
     for (size_t i = 0; i < e->inflight->nnotes; i++) free_note(&e->inflight->notes[i]);
     free(e->inflight->notes);
     free(e->inflight->waiters);
-    if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, engine_free_handle);
+    if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, uvloop_free_handle);
     free(e->inflight);
     e->inflight = NULL;
   }
@@ -597,7 +579,7 @@ void engine_free(engine *e) {
   if (e->watch) dbwatch_stop(e->watch);
   hooks_free(e);
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
-  engine_drain_loop(&e->loop);
+  uvloop_drain(&e->loop);
   drop_notes(e);
   free(e->notes);
   free(e->waiters); /* a client still waiting is gone with the loop */

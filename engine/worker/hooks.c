@@ -362,7 +362,7 @@ void hooks_free(engine *e) {
       actvm_cancel(h->calls[i]->call);
       free(h->calls[i]);
     }
-  if (h->sweep) uv_close((uv_handle_t *)h->sweep, engine_free_handle);
+  if (h->sweep) uv_close((uv_handle_t *)h->sweep, uvloop_free_handle);
   for (int i = 0; i < h->nwatches; i++) {
     watch *w = h->watches[i];
     uv_close((uv_handle_t *)&w->fs, watch_closed);
@@ -429,7 +429,7 @@ int engine_maintenance(store *st, const char *name, const char *args_json, char 
   while (!s.done && uv_run(&loop, UV_RUN_ONCE)) {
   }
   actvm_free(act);
-  engine_drain_loop(&loop);
+  uvloop_drain(&loop);
   util_seterr(report, reportlen, "%s", s.json ? s.json : "no result");
   free(s.json);
   free(payload);

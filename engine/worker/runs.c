@@ -301,8 +301,7 @@ static int start_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, kept *keep
   if (strcmp(c->kind, "timer") == 0) {
     if (c->is_new) {
       int64_t at = json_int_field(c->payload, "fire_at", util_now_ms());
-      store_task_put(e->st, r->id, "timer", c->seq, at, 0, 0, NULL, 0);
-      dispatch_arm(e, at);
+      tasks_put(e, r->id, "timer", c->seq, at);
     }
     return 0;
   }
@@ -323,8 +322,7 @@ static int start_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, kept *keep
   if (c->is_new) {
     int64_t deadline = json_int_field(c->payload, "deadline", -1);
     if (deadline >= 0) {
-      store_task_put(e->st, r->id, "signal_timeout", c->seq, deadline, 0, 0, NULL, 0);
-      dispatch_arm(e, deadline);
+      tasks_put(e, r->id, "signal_timeout", c->seq, deadline);
     }
   }
   return 0;
@@ -417,8 +415,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         store_task_del_wf(e->st, r->id);
         cancel_attempts(r);
         slots_release_all(e, r->id); /* a new run asks again */
-        store_task_put(e->st, r->id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0);
-        dispatch_arm(e, util_now_ms());
+        tasks_put(e, r->id, "workflow", 0, util_now_ms());
         free(payload);
         free(input);
         engine_notify(e, r->id, "running", "continued as new");

@@ -55,8 +55,7 @@ static int slots_grant(engine *e, const char *pool, const char *key, const char 
     if (store_slot_hold(e->st, head.wf_id, pool, key, now) != STORE_OK) return -1;
     crash_point("slot.grant");
     if (!self || strcmp(head.wf_id, self) != 0) {
-      if (store_task_put(e->st, head.wf_id, "wake", head.seq, now, 0, 0, NULL, 0) != STORE_OK) return -1;
-      dispatch_arm(e, now);
+      if (tasks_put(e, head.wf_id, "wake", head.seq, now) != 0) return -1;
     }
   }
   return 0;
@@ -126,8 +125,13 @@ static int cancel_others(wfrun *r, const char *pool, const char *key) {
   char who[400], err[512];
   snprintf(who, sizeof who, "engine:concurrency:%s", r->id);
   for (size_t i = 0; i < x.n; i++) {
-    if (rc == 0 && engine_cancel_in_batch(r->e, x.v[i], who, err, sizeof err) != 0 && store_batch_failed(r->e->st))
+    /* in this batch, without dispatching now (a run is being handled) */
+    if (rc == 0 && ops_write_cancel(r->e->st, x.v[i], who, err, sizeof err) == 0) {
+      engine_touch(r->e, x.v[i]);
+      tasks_arm(r->e, util_now_ms());
+    } else if (rc == 0 && store_batch_failed(r->e->st)) {
       rc = -1;
+    }
     free(x.v[i]);
   }
   free(x.v);
@@ -273,8 +277,7 @@ static int rate(wfrun *r, const wfvm_cmd *c, hist_event *ev) {
     fmt_number(p, sizeof p, (double)(now - c->time) / 1000.0);
     return answer(r, c, "RateGranted", p, ev);
   }
-  if (store_task_put(r->e->st, r->id, "wake", c->seq, until, 0, 0, NULL, 0) != STORE_OK) return -1;
-  dispatch_arm(r->e, until);
+  if (tasks_put(r->e, r->id, "wake", c->seq, until) != 0) return -1;
   char detail[400];
   snprintf(detail, sizeof detail, "rate %s (%s until %lld)", c->name, row.paused_until > now ? "paused" : "full",
            (long long)until);

@@ -18,6 +18,7 @@
 #include "actvm.h"
 #include "engine.h"
 #include "util.h"
+#include "uvloop.h"
 #include "wfvm.h"
 
 /* Tasks dispatched per call: bounded so that I/O is served in between. */
@@ -89,6 +90,7 @@ struct engine {
   uv_prepare_t prep;
   uv_timer_t task_timer;
   int64_t task_timer_at;
+  void (*on_due)(engine *e); /* dispatch_due, registered by dispatch_init (tasks.c) */
   dbwatch *watch;
   uv_signal_t sigint, sigterm;
   note *notes;
@@ -141,10 +143,6 @@ void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq);
  * id may begin: one that holds a result recorded before it; 0 when every
  * result before it is durable. */
 int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
-/* A close callback for a handle allocated on its own (the sweep timer, a commit's poll). */
-void engine_free_handle(uv_handle_t *h);
-/* Closes every handle of loop and runs it until it can be closed. */
-void engine_drain_loop(uv_loop_t *loop);
 
 /* runs.c */
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash, const char *payload,
@@ -179,11 +177,21 @@ void attempts_begin_deferred(engine *e);
 /* Forgets the deferred attempts' keys (a lost batch or a stop dropped them). */
 void attempts_clear_deferred(engine *e);
 
-/* dispatch.c */
-void dispatch_due(engine *e);
+/* tasks.c */
 /* A task due at `at` was written: the task timer fires by then (a run woken
  * by an in-process client, not by dispatch, writes its timers too). */
-void dispatch_arm(engine *e, int64_t at);
+void tasks_arm(engine *e, int64_t at);
+/* Writes task (wf_id, kind, seq) due at `at` into the batch and arms the
+ * timer for it: 0, or -1 when the write failed. */
+int tasks_put(engine *e, const char *wf_id, const char *kind, int64_t seq, int64_t at);
+void tasks_disarm(engine *e);
+/* fn runs when the timer fires (dispatch_init registers dispatch_due). */
+void tasks_on_due(engine *e, void (*fn)(engine *));
+
+/* dispatch.c */
+void dispatch_due(engine *e);
+/* Registers dispatch_due with the task timer: once, at start-up. */
+void dispatch_init(engine *e);
 
 /* slots.c */
 /* A run blocked on a command of kind slot, release, counter, rate or
@@ -192,11 +200,6 @@ void dispatch_arm(engine *e, int64_t at);
 int slots_command(wfrun *r, const wfvm_cmd *c, hist_event *ev);
 /* A run ended: what it held or queued for goes to the next in line. */
 void slots_release_all(engine *e, const char *wf_id);
-
-/* client.c */
-/* engine cancel from inside the engine, in the current batch, without
- * dispatching now (a run is being handled): 0, or -1 with err. */
-int engine_cancel_in_batch(engine *e, const char *id, const char *identity, char *err, size_t errlen);
 
 /* hooks.c */
 void hooks_open(engine *e);
