@@ -334,3 +334,36 @@ char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to
   return b.p;
 }
 
+/* A lost batch: an attempt in flight stays only if the log still shows its
+ * command waiting (and its lease here), else it is abandoned (its command,
+ * or the start of this attempt, was in the lost batch and comes again). */
+void attempts_drop_unlogged(engine *e) {
+  for (size_t i = 0; i < e->attempts.cap; i++) {
+    if (!STRMAP_LIVE(&e->attempts, i)) continue;
+    attempt *a = e->attempts.vals[i];
+    wf_row w;
+    hist_list h = {0};
+    int open = store_wf_get(e->st, a->wf_id, &w) == 1;
+    if (open) {
+      open = attempt_open(e, a->wf_id, w.run, a->seq, &h) && store_lease_held(e->st, a->wf_id);
+      wf_row_free(&w);
+    }
+    hist_list_free(&h);
+    if (open) continue;
+    strmap_del(&e->attempts, a->key);
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+}
+
+/* Another worker took workflow id over: its attempts here stop, unwritten. */
+void attempts_drop_wf(engine *e, const char *id) {
+  for (size_t i = 0; i < e->attempts.cap; i++) {
+    if (!STRMAP_LIVE(&e->attempts, i)) continue;
+    attempt *a = e->attempts.vals[i];
+    if (strcmp(a->wf_id, id) != 0) continue;
+    strmap_del(&e->attempts, a->key);
+    actvm_cancel(a->call);
+    attempt_free(a);
+  }
+}

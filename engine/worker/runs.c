@@ -445,3 +445,11 @@ void run_handle_state(wfrun *r, wfvm_state st) {
   }
 }
 
+/* A lost batch: every cached run goes (a task, a signal or an attempt's
+ * outcome brings each back, replayed from the log). */
+void runs_drop_all(engine *e) {
+  for (size_t i = 0; i < e->runs.cap; i++)
+    if (STRMAP_LIVE(&e->runs, i)) run_free(e->runs.vals[i]);
+  strmap_free(&e->runs);
+  strmap_init(&e->runs);
+}

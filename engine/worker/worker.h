@@ -91,6 +91,10 @@ struct engine {
   uv_timer_t task_timer;
   int64_t task_timer_at;
   void (*on_due)(engine *e); /* dispatch_due, registered by dispatch_init (tasks.c) */
+  /* what follows a batch (batch.c), wired by engine.c at open: */
+  void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
+  void (*on_lost)(engine *e);    /* it is lost: drop what the log does not hold */
+  void (*on_retry)(engine *e);   /* the backoff is over, or the store is writable again */
   dbwatch *watch;
   uv_signal_t sigint, sigterm;
   note *notes;
@@ -127,7 +131,13 @@ struct engine {
   uv_timer_t effects_timer; /* starts them once their commit is answered */
 };
 
-/* engine.c */
+/* batch.c */
+/* The loop's group commit: the open batch sent without waiting. */
+void batch_commit_nowait(engine *e);
+/* At engine_free: the commit on its way answered and dropped; then, once
+ * the loop is closed, the notes, waiters and marks freed. */
+void batch_abandon(engine *e);
+void batch_free(engine *e);
 void engine_log_err(engine *e, const char *what);
 void engine_notify(engine *e, const char *id, const char *status, const char *detail);
 void engine_store_incident(engine *e);
@@ -145,6 +155,8 @@ void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq);
 int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
 
 /* runs.c */
+/* A lost batch: every cached run goes (replayed from the log when needed). */
+void runs_drop_all(engine *e);
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash, const char *payload,
                    hist_event *out);
 void run_set_status(wfrun *r, const char *status, const char *result, const char *error, const char *detail);
@@ -163,6 +175,10 @@ void run_handle_state(wfrun *r, wfvm_state st);
 wfrun *run_detached(engine *e, const char *id);
 
 /* attempts.c */
+/* A lost batch: the attempts whose command the log does not show waiting go. */
+void attempts_drop_unlogged(engine *e);
+/* Another worker took workflow id over: its attempts here stop. */
+void attempts_drop_wf(engine *e, const char *id);
 void attempt_free(attempt *a);
 int attempt_start(engine *e, wfrun *r, const char *wf_id, const char *script_dir, int64_t seq, int n,
                   int64_t first_at, const char *name, const char *payload, hist_event *ev, attempt **keep);
