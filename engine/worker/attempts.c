@@ -367,3 +367,33 @@ void attempts_drop_wf(engine *e, const char *id) {
     attempt_free(a);
   }
 }
+
+/* ---------------------------------------------- the run's "activity" --- */
+
+/* A run blocked on an activity's command (runs.c): a new one starts its
+ * first attempt; one scheduled before a restart is run by its task. */
+static int start_activity(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
+  if (!c->is_new) return 0;
+  attempt *a = NULL;
+  if (attempt_start(r->e, r, r->id, r->script_dir, c->seq, 1, util_now_ms(), c->name, c->payload, ev, &a)) {
+    *keep = a; /* ev points into it until it is delivered */
+    return 1;
+  }
+  return 0; /* running, or failed once and waits for a retry */
+}
+
+static void release_activity(void *a) { attempt_free(a); }
+
+/* The command is cancelled, or its run ended: its attempt here stops. */
+static void drop_activity(wfrun *r, int64_t seq) {
+  char key[160];
+  snprintf(key, sizeof key, "%s/%lld", r->id, (long long)seq);
+  attempt *a = strmap_del(&r->e->attempts, key);
+  if (!a) return;
+  actvm_cancel(a->call);
+  attempt_free(a);
+}
+
+static const run_command activity_command = {"activity", start_activity, release_activity, drop_activity};
+
+void attempts_init(engine *e) { runs_register(e, &activity_command); }

@@ -152,6 +152,9 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   }
   e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e->lease_timer.data =
       e->effects_timer.data = e;
+  runs_init(e); /* the kinds of command, then who answers the others */
+  attempts_init(e);
+  slots_init(e);
   dispatch_init(e);
   e->on_settled = on_settled; /* what follows a batch (batch.c) */
   e->on_lost = on_batch_lost;

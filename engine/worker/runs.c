@@ -207,6 +207,8 @@ void run_deliver(engine *e, const char *id, const hist_event *ev) {
 
 /* ------------------------------------------------------------ commands --- */
 
+static const run_command *command_of(engine *e, const char *kind);
+
 /* Cancellation is delivered as the outcome of every command pending when it
  * comes (what the run's futures wait on), in issue order; what the script
  * issues after it (clean-up) runs. Returns the VM's state after the last, or
@@ -225,13 +227,8 @@ int run_cancel_pending(wfrun *r, wfvm_state *st) {
     const wfvm_cmd *c = NULL;
     for (size_t k = 0; !c; k++)
       if (wfvm_pending_at(r->vm, k)->seq == seqs[i]) c = wfvm_pending_at(r->vm, k);
-    char key[160];
-    snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
-    attempt *a = strmap_del(&e->attempts, key);
-    if (a) {
-      actvm_cancel(a->call);
-      attempt_free(a);
-    }
+    const run_command *k = command_of(e, c->kind);
+    if (k && k->drop) k->drop(r, c->seq);
     store_task_del(e->st, r->id, "activity", c->seq);
     store_task_del(e->st, r->id, "timer", c->seq);
     store_task_del(e->st, r->id, "signal_timeout", c->seq);
@@ -247,85 +244,88 @@ int run_cancel_pending(wfrun *r, wfvm_state *st) {
   return rc;
 }
 
-/* Stops the attempts of the run's pending activities running here: futures
- * nobody waits for once the run has ended. */
-static void cancel_attempts(wfrun *r) {
+/* Stops what runs here for the run's pending commands (its activities'
+ * attempts): futures nobody waits for once the run has ended. */
+static void drop_pending(wfrun *r) {
   for (size_t i = 0; i < wfvm_pending_count(r->vm); i++) {
     const wfvm_cmd *c = wfvm_pending_at(r->vm, i);
-    if (strcmp(c->kind, "activity") != 0) continue;
-    char key[160];
-    snprintf(key, sizeof key, "%s/%lld", r->id, (long long)c->seq);
-    attempt *a = strmap_del(&r->e->attempts, key);
-    if (a) {
-      actvm_cancel(a->call);
-      attempt_free(a);
-    }
+    const run_command *k = command_of(r->e, c->kind);
+    if (k && k->drop) k->drop(r, c->seq);
   }
 }
 
 void run_finish(wfrun *r, const char *status, const char *event, const char *result, const char *error) {
   engine *e = r->e;
   if (event) run_append(r, event, 0, NULL, NULL, result ? result : error, NULL);
-  if (r->vm) cancel_attempts(r);
+  if (r->vm) drop_pending(r);
   store_task_del_wf(e->st, r->id);
   store_signal_del_wf(e->st, r->id);
   /* its slots are its current run's (continue-as-new releases them): a
    * VM that never asked for one skips the round trip */
-  if (!r->vm || wfvm_issued_slot(r->vm)) slots_release_all(e, r->id);
+  if ((!r->vm || wfvm_issued_slot(r->vm)) && e->on_run_end) e->on_run_end(e, r->id);
   run_set_status(r, status, result, error, NULL);
   if (store_lease_release(e->st, e->owner, r->id) != STORE_OK) engine_log_err(e, "release lease");
   run_evict(r);
 }
 
-/* Starts what a pending command asks of the engine, or (replayed) looks at it
- * again. Returns 1 with *ev when its outcome is logged at once (deliver it), 0
- * when it waits, -1 when the batch failed. *keep holds what *ev points at,
- * for the caller to free once it is delivered. */
-typedef struct kept {
-  char *payload; /* a signal's */
-  attempt *a;    /* an attempt that ended at once */
-} kept;
+/* A timer: its task fires it (dispatch.c). */
+static int start_timer(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
+  (void)ev;
+  (void)keep;
+  if (c->is_new) tasks_put(r->e, r->id, "timer", c->seq, json_int_field(c->payload, "fire_at", util_now_ms()));
+  return 0;
+}
 
-static int start_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, kept *keep) {
+/* A signal wait: a signal buffered before it (or while the run was out of
+ * memory) is its outcome at once; else a timeout's task, if it has one. */
+static int start_signal(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   engine *e = r->e;
-  if (strcmp(c->kind, "activity") == 0) {
-    run_set_status(r, "running", NULL, NULL, NULL);
-    if (!c->is_new) return 0; /* scheduled before a restart: its task runs it */
-    attempt *a = NULL;
-    if (attempt_start(e, r, r->id, r->script_dir, c->seq, 1, util_now_ms(), c->name, c->payload, ev, &a)) {
-      keep->a = a;
-      return 1;
-    }
-    return 0; /* running, or failed once and waits for a retry */
-  }
-  if (strcmp(c->kind, "timer") == 0) {
-    if (c->is_new) {
-      int64_t at = json_int_field(c->payload, "fire_at", util_now_ms());
-      tasks_put(e, r->id, "timer", c->seq, at);
-    }
-    return 0;
-  }
-  if (strcmp(c->kind, "signal") != 0) { /* limits: slots.c */
-    int got = slots_command(r, c, ev);
-    return got > 0 ? 1 : got;
-  }
-  /* a signal buffered before the wait (or while the run was out of memory) */
   char *payload = NULL;
   int got = store_signal_take(e->st, r->id, c->name, &payload);
   if (got == 1) {
     crash_point("signal.take");
     store_task_del(e->st, r->id, "signal_timeout", c->seq);
-    keep->payload = payload;
+    *keep = payload;
     return run_append(r, "SignalReceived", c->seq, c->name, NULL, payload, ev) < 0 ? -1 : 1;
   }
   if (got < 0) return -1;
   if (c->is_new) {
     int64_t deadline = json_int_field(c->payload, "deadline", -1);
-    if (deadline >= 0) {
-      tasks_put(e, r->id, "signal_timeout", c->seq, deadline);
-    }
+    if (deadline >= 0) tasks_put(e, r->id, "signal_timeout", c->seq, deadline);
   }
   return 0;
+}
+
+static const run_command timer_command = {"timer", start_timer, NULL, NULL};
+static const run_command signal_command = {"signal", start_signal, NULL, NULL};
+
+void runs_register(engine *e, const run_command *k) {
+  if (e->ncommands < sizeof e->commands / sizeof *e->commands) e->commands[e->ncommands++] = k;
+}
+
+void runs_init(engine *e) {
+  runs_register(e, &timer_command);
+  runs_register(e, &signal_command);
+}
+
+static const run_command *command_of(engine *e, const char *kind) {
+  for (size_t i = 0; i < e->ncommands; i++)
+    if (strcmp(e->commands[i]->kind, kind) == 0) return e->commands[i];
+  return NULL;
+}
+
+/* Starts what a pending command asks of the engine, or (replayed) looks at it
+ * again, through k, the handler of its kind. Returns 1 with *ev when its
+ * outcome is logged at once (deliver it), 0 when it waits, -1 when the batch
+ * failed. *keep holds what *ev points at, for release once it is delivered. */
+static int start_command(wfrun *r, const wfvm_cmd *c, const run_command *k, hist_event *ev, void **keep) {
+  if (strcmp(c->kind, "activity") == 0) run_set_status(r, "running", NULL, NULL, NULL);
+  if (!k) {
+    render_line(stderr, 0, "engine: workflow %s blocks on a command of unknown kind '%s'", r->id, c->kind);
+    return 0;
+  }
+  int got = k->start(r, c, ev, keep);
+  return got > 0 ? 1 : got;
 }
 
 /* Every thread of the run waits: the status says on what, and the run stays
@@ -413,8 +413,8 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         store_hist_append(e->st, r->id, next, &ev);
         engine_unsettle(e, r->id, next, 1);
         store_task_del_wf(e->st, r->id);
-        cancel_attempts(r);
-        slots_release_all(e, r->id); /* a new run asks again */
+        drop_pending(r);
+        if (e->on_run_end) e->on_run_end(e, r->id); /* a new run asks again */
         tasks_put(e, r->id, "workflow", 0, util_now_ms());
         free(payload);
         free(input);
@@ -432,11 +432,12 @@ void run_handle_state(wfrun *r, wfvm_state st) {
     const wfvm_cmd *c = wfvm_next_command(r->vm);
     if (c) {
       hist_event ev;
-      kept keep = {0};
-      int got = start_command(r, c, &ev, &keep);
+      void *keep = NULL;
+      const run_command *k = command_of(e, c->kind); /* c goes with the delivery */
+      int got = start_command(r, c, k, &ev, &keep);
       if (got > 0) st = wfvm_deliver(r->vm, &ev);
-      free(keep.payload);
-      attempt_free(keep.a);
+      if (k && k->release) k->release(keep);
+      else free(keep);
       if (got < 0) return;
       continue;
     }

@@ -297,10 +297,24 @@ static int rate_charge(wfrun *r, const wfvm_cmd *c, hist_event *ev) {
   return answer(r, c, "RateCharged", "true", ev);
 }
 
-int slots_command(wfrun *r, const wfvm_cmd *c, hist_event *ev) {
+static int slots_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
+  (void)keep;
   if (strcmp(c->kind, "slot") == 0) return acquire(r, c, ev);
   if (strcmp(c->kind, "release") == 0) return release(r, c, ev);
   if (strcmp(c->kind, "counter") == 0) return counter(r, c, ev);
   if (strcmp(c->kind, "rate") == 0) return rate(r, c, ev);
-  return rate_charge(r, c, ev);
+  if (strcmp(c->kind, "ratecharge") == 0) return rate_charge(r, c, ev);
+  return 0;
+}
+
+/* The kinds of command this file answers (runs.c asks it through them). */
+static const run_command slot_commands[] = {
+    {"slot", slots_command, NULL, NULL},    {"release", slots_command, NULL, NULL},
+    {"counter", slots_command, NULL, NULL}, {"rate", slots_command, NULL, NULL},
+    {"ratecharge", slots_command, NULL, NULL},
+};
+
+void slots_init(engine *e) {
+  for (size_t i = 0; i < sizeof slot_commands / sizeof *slot_commands; i++) runs_register(e, &slot_commands[i]);
+  e->on_run_end = slots_release_all; /* what a run held or queued for goes to the next in line */
 }

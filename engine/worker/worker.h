@@ -91,6 +91,11 @@ struct engine {
   uv_timer_t task_timer;
   int64_t task_timer_at;
   void (*on_due)(engine *e); /* dispatch_due, registered by dispatch_init (tasks.c) */
+  /* the kinds of command runs answer (runs_register), and what a run's end
+   * releases (slots.c) */
+  const struct run_command *commands[16];
+  size_t ncommands;
+  void (*on_run_end)(engine *e, const char *wf_id);
   /* what follows a batch (batch.c), wired by engine.c at open: */
   void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
   void (*on_lost)(engine *e);    /* it is lost: drop what the log does not hold */
@@ -155,6 +160,19 @@ void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq);
 int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
 
 /* runs.c */
+/* A kind of command a run blocks on (wfvm_cmd.kind), and what answers it.
+ * runs.c has timer and signal; attempts.c and slots.c register theirs at
+ * start-up, so the runs call none of them by name. */
+typedef struct run_command {
+  const char *kind;
+  /* 1 with its outcome appended into *ev (deliver it; *keep holds what ev
+   * points at until then), 0 when it waits, -1 when the batch failed */
+  int (*start)(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep);
+  void (*release)(void *keep);         /* after delivery (NULL: free) */
+  void (*drop)(wfrun *r, int64_t seq); /* the command is cancelled or its run ended: stop what runs for it */
+} run_command;
+void runs_init(engine *e);
+void runs_register(engine *e, const run_command *k);
 /* A lost batch: every cached run goes (replayed from the log when needed). */
 void runs_drop_all(engine *e);
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash, const char *payload,
@@ -175,6 +193,8 @@ void run_handle_state(wfrun *r, wfvm_state st);
 wfrun *run_detached(engine *e, const char *id);
 
 /* attempts.c */
+/* Registers the "activity" command with the runs. */
+void attempts_init(engine *e);
 /* A lost batch: the attempts whose command the log does not show waiting go. */
 void attempts_drop_unlogged(engine *e);
 /* Another worker took workflow id over: its attempts here stop. */
@@ -210,10 +230,10 @@ void dispatch_due(engine *e);
 void dispatch_init(engine *e);
 
 /* slots.c */
-/* A run blocked on a command of kind slot, release, counter, rate or
- * ratecharge: 1 with its outcome appended into *ev (deliver it), 0 when it
- * waits (status queued; the caller evicts it), -1 when the store failed. */
-int slots_command(wfrun *r, const wfvm_cmd *c, hist_event *ev);
+/* Registers the kinds slot, release, counter, rate and ratecharge with the
+ * runs (each answers with its outcome at once, or the run waits queued) and
+ * what a run's end releases. */
+void slots_init(engine *e);
 /* A run ended: what it held or queued for goes to the next in line. */
 void slots_release_all(engine *e, const char *wf_id);
 
