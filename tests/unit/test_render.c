@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
+#include "workflow_ops.h"
 #include "json.h"
 #include "render.h"
 #include "util.h"
