@@ -103,23 +103,19 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   crash_point("activity.record");
   store_task_del(e->st, a->wf_id, "activity", a->seq);
   if (a->n > 1) store_meta_put(e->st, key, NULL);
-  wfrun *detached = NULL;
-  if (!r && !(r = detached = run_detached(e, a->wf_id))) { /* not in memory: append after its last event */
-    free(payload);
-    return 0;
-  }
-  static char type_ok[] = "ActivityCompleted", type_fail[] = "ActivityFailed";
-  int64_t seq = run_append(r, ok ? type_ok : type_fail, a->seq, a->name, NULL, ok ? json : payload, ev);
-  if (seq >= 0) {
+  (void)r; /* in memory or not: run_outcome finds it */
+  int got = run_outcome(e, a->wf_id, ok ? "ActivityCompleted" : "ActivityFailed", a->seq, a->name,
+                        ok ? json : payload, ev);
+  if (got > 0) {
     /* the event's strings must outlive this call: keep copies on the attempt */
     free(a->payload);
     a->payload = util_strdup(ok ? json : payload);
     ev->payload = a->payload;
     ev->name = a->name;
+    ev->type = ok ? "ActivityCompleted" : "ActivityFailed";
   }
   free(payload);
-  if (detached) run_free(detached);
-  return seq >= 0;
+  return got > 0;
 }
 
 static void tell_latency(attempt *a, int ok) {

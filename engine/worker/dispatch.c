@@ -16,14 +16,10 @@
  * delivered; only if the log shows the command still waiting (a signal may
  * have answered it, in memory or not, earlier in this very batch). */
 static void fire_timer(engine *e, const char *id, const char *kind, int64_t seq) {
-  wfrun *r = strmap_get(&e->runs, id), *detached = NULL;
-  if (!r && !(r = detached = run_detached(e, id))) return;
   hist_event ev;
   crash_point("timer.fire");
-  int fired = r->next_seq > 0 && !attempt_answered(e, id, r, seq) &&
-              run_append(r, strcmp(kind, "timer") == 0 ? "TimerFired" : "SignalTimedOut", seq, NULL, NULL, NULL,
-                         &ev) >= 0;
-  if (detached) run_free(detached);
+  int fired = !attempt_answered(e, id, strmap_get(&e->runs, id), seq) &&
+              run_outcome(e, id, strcmp(kind, "timer") == 0 ? "TimerFired" : "SignalTimedOut", seq, NULL, NULL, &ev) > 0;
   if (fired) run_deliver(e, id, &ev);
 }
 

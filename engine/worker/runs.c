@@ -193,6 +193,22 @@ void run_load_id(engine *e, const char *id) {
   if (found == 1) wf_row_free(&w);
 }
 
+/* The one way an outcome that arrives from outside a run's own step (an
+ * activity's attempt, a timer, a signal's timeout) enters its log: appended
+ * to the run in memory, or after the last event of the log when it is not
+ * (a detached run, freed here). 1 with *ev (its name and payload are the
+ * caller's strings), 0 when the workflow is not this worker's to write (or
+ * gone), -1 when the batch failed. Deliver it with run_deliver once the
+ * strings *ev points at are kept. */
+int run_outcome(engine *e, const char *id, const char *type, int64_t ref, const char *name, const char *payload,
+                hist_event *ev) {
+  wfrun *r = strmap_get(&e->runs, id), *detached = NULL;
+  if (!r && !(r = detached = run_detached(e, id))) return 0;
+  int rc = run_append(r, type, ref, name, NULL, payload, ev) >= 0 ? 1 : -1;
+  if (detached) run_free(detached);
+  return rc;
+}
+
 /* Hands the outcome event of the command a run waits on to the run: directly
  * when it is in memory, else by replaying it (the outcome is already logged). */
 void run_deliver(engine *e, const char *id, const hist_event *ev) {

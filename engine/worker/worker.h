@@ -175,6 +175,11 @@ void runs_init(engine *e);
 void runs_register(engine *e, const run_command *k);
 /* A lost batch: every cached run goes (replayed from the log when needed). */
 void runs_drop_all(engine *e);
+/* An outcome from outside a run's step (an attempt, a timer, a timeout)
+ * appended to workflow id's log, the run in memory or not: 1 with *ev, 0
+ * when it is not this worker's to write, -1 when the batch failed. */
+int run_outcome(engine *e, const char *id, const char *type, int64_t ref, const char *name, const char *payload,
+                hist_event *ev);
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash, const char *payload,
                    hist_event *out);
 void run_set_status(wfrun *r, const char *status, const char *result, const char *error, const char *detail);
