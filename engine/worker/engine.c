@@ -1,9 +1,11 @@
-/* engine: the worker's loop. One libuv loop drives workflow VMs (runs.c),
- * activity attempts (attempts.c), due tasks and timers (dispatch.c) and the
- * worker's hooks (hooks.c). This file owns the loop's life (open, run, stop,
- * free), the group commit with the status notes it delivers, the handling of
- * a store that cannot be written (rollback, backoff, leases set right), and
- * the count of crashes that stops a workflow from crash-looping the engine. */
+/* engine: the worker's composition root. One libuv loop drives workflow VMs
+ * (runs.c), activity attempts (attempts.c), due tasks and timers (dispatch.c,
+ * tasks.c), the group commit (batch.c) and the worker's hooks (hooks.c).
+ * This file owns the loop's life (open, run, stop, free) and wires the
+ * callbacks by which the lower files reach the higher ones (what follows a
+ * batch, the kinds of command, the task timer); besides, the lease
+ * heartbeat, setting the leases right after an incident, and the count of
+ * crashes that stops a workflow from crash-looping the engine. */
 #include "worker.h"
 
 #include "activity_modules.h"

@@ -1,17 +1,24 @@
 /* worker: the state a running engine shares among its own files, and only
- * them (engine.h is the interface for everyone else).
+ * them (engine.h is the interface for everyone else). From the bottom:
  *
- *   engine.c    the loop, the group commit, store incidents, crash loops
- *   runs.c      the run cache: a workflow's VM, its history appends and
- *               status, and what it does when it blocks on a command
- *   attempts.c  activity attempts, their leases and retries
- *   dispatch.c  due tasks: workflow wake-ups, activity (re)tries, timers
+ *   batch.c     the group commit, store incidents, which results are not
+ *               durable yet, the lease checks of a write
+ *   tasks.c     the timer of the due tasks (tasks_put writes and arms)
+ *   runs.c      the run cache: a workflow's VM, its history appends
+ *               (run_append, run_outcome) and status; the commands it
+ *               blocks on go to the handler of their kind (run_command)
+ *   attempts.c  activity attempts, their leases and retries ("activity")
  *   slots.c     durable limits: slots (concurrency, caps), counters, rates
+ *   dispatch.c  due tasks: workflow wake-ups, activity (re)tries, timers
+ *   client.c    in-process clients: create, signal, cancel in the batch
  *   hooks.c     the worker's hooks in the Lua library (lua/activities/worker.lua)
- *   client.c    operations that need no loop: create, signal, cancel, checks
- *   modules.c   a workflow's modules: found on disk, pinned by content hash
+ *   schedules.c schedules firing inside `engine serve`
  *   replay.c    the replay check of a run against a script
- *   dbfile.c    the database file: the worker lock and the commit watch */
+ *   wftest.c    `engine test`: workflows against stubs in virtual time
+ *   engine.c    the composition root: open (wiring the callbacks above),
+ *               run, stop, free; the lease heartbeat and the crash-loop guard
+ *
+ * Each part's state in struct engine is marked with its owner. */
 #ifndef ENGINE_WORKER_H
 #define ENGINE_WORKER_H
 
@@ -71,6 +78,7 @@ typedef struct note {
 typedef struct hooks hooks;
 
 struct engine {
+  /* ---- engine.c: the composition root (open, run, stop, free) ---- */
   uv_loop_t loop;
   store *st;
   actvm *act;
@@ -78,62 +86,74 @@ struct engine {
   engine_config cfg;
   char *lua_dir;
   char owner[40];
-  strmap runs;     /* id -> wfrun*, live runs kept in memory */
-  strmap bytecode; /* code hash -> compiled chunk (codebuf*): replays skip the parser */
-  strmap scripts;  /* path -> scriptbuf*: engine_submit skips re-reading unchanged files */
-  strmap attempts; /* "id/seq" -> attempt* */
-  /* while a dispatch acts on the tasks it started together (dispatch.c):
-   * the workflows written to since, whose rows and history read with the
-   * tasks are stale (engine_touch) */
-  int dispatching;
-  strmap touched;
-  uv_prepare_t prep;
-  uv_timer_t task_timer;
-  int64_t task_timer_at;
-  void (*on_due)(engine *e); /* dispatch_due, registered by dispatch_init (tasks.c) */
-  /* the kinds of command runs answer (runs_register), and what a run's end
-   * releases (slots.c) */
-  const struct run_command *commands[16];
-  size_t ncommands;
-  void (*on_run_end)(engine *e, const char *wf_id);
-  /* what follows a batch (batch.c), wired by engine.c at open: */
-  void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
-  void (*on_lost)(engine *e);    /* it is lost: drop what the log does not hold */
-  void (*on_retry)(engine *e);   /* the backoff is over, or the store is writable again */
   dbwatch *watch;
   uv_signal_t sigint, sigterm;
-  note *notes;
-  size_t nnotes, capnotes;
-  /* engine_watch_status: a second observer of the status notes (schedules.c) */
-  void (*status_watch)(void *ud, const char *id, const char *status);
-  void *status_watch_ud;
-  struct waiter *waiters; /* engine_when_committed */
-  size_t nwaiters, capwaiters;
-  struct inflight *inflight; /* a group commit whose answer is still to come (engine.c) */
   int stopping;
-  int failed_commit; /* the store could not be written and has not recovered yet */
-  /* a store incident (a lost batch, a failed query): retried with backoff */
-  uv_timer_t retry_timer;
-  int64_t backoff_ms, incident_since, recovered_at;
-  int incident_failures;
-  int recovering; /* dispatch waits until our leases are set right again */
-  size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
+  uv_timer_t effects_timer; /* begins the deferred attempts once their commit is answered */
   /* several workers share the store (PostgreSQL): each workflow is run under
    * a lease of lease_ms (ENGINE_LEASE_MS), renewed by lease_timer */
   int shared;
   int64_t lease_ms;
   int64_t max_leases; /* workflows it runs at once at most (ENGINE_MAX_LEASES): the rest are the others' */
   uv_timer_t lease_timer;
-  hooks *hooks;
+  hooks *hooks; /* hooks.c */
+
+  /* ---- batch.c: the group commit ---- */
+  uv_prepare_t prep;
+  note *notes; /* status changes, told after their commit */
+  size_t nnotes, capnotes;
+  /* engine_watch_status: a second observer of the status notes (schedules.c) */
+  void (*status_watch)(void *ud, const char *id, const char *status);
+  void *status_watch_ud;
+  struct waiter *waiters; /* engine_when_committed */
+  size_t nwaiters, capwaiters;
+  struct inflight *inflight; /* a group commit whose answer is still to come */
+  int failed_commit; /* the store could not be written and has not recovered yet */
+  /* a store incident (a lost batch, a failed query): retried with backoff */
+  uv_timer_t retry_timer;
+  int64_t backoff_ms, incident_since, recovered_at;
+  int incident_failures;
+  int recovering; /* dispatch waits until our leases are set right again */
   /* A step acts only on durable results: batches are numbered as they are
    * written; a workflow with a result in a batch not yet committed keeps the
    * effects it issues after it (activity bodies) until that commit. */
   int64_t batch;    /* the batch being written, from 1 */
   int64_t durable;  /* the last batch whose commit was answered */
   strmap unsettled; /* id -> unsettled*: its first result that is not durable yet */
-  char **deferred;  /* keys of attempts waiting for a commit (attempts.c) */
+  /* what follows a batch, wired by engine.c at open: */
+  void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
+  void (*on_lost)(engine *e);    /* it is lost: drop what the log does not hold */
+  void (*on_retry)(engine *e);   /* the backoff is over, or the store is writable again */
+
+  /* ---- tasks.c: the timer of the due tasks ---- */
+  uv_timer_t task_timer;
+  int64_t task_timer_at;
+  void (*on_due)(engine *e); /* dispatch_due, registered by dispatch_init */
+
+  /* ---- dispatch.c ---- */
+  /* while a dispatch acts on the tasks it started together: the workflows
+   * written to since, whose rows and history read with the tasks are stale
+   * (engine_touch, batch.c) */
+  int dispatching;
+  strmap touched;
+
+  /* ---- runs.c: the run cache ---- */
+  strmap runs;     /* id -> wfrun*, live runs kept in memory */
+  strmap bytecode; /* code hash -> compiled chunk (codebuf*): replays skip the parser */
+  size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
+  /* the kinds of command runs answer (runs_register), and what a run's end
+   * releases (slots.c) */
+  const struct run_command *commands[16];
+  size_t ncommands;
+  void (*on_run_end)(engine *e, const char *wf_id);
+
+  /* ---- attempts.c ---- */
+  strmap attempts; /* "id/seq" -> attempt* */
+  char **deferred; /* keys of attempts waiting for a commit */
   size_t ndeferred, capdeferred;
-  uv_timer_t effects_timer; /* starts them once their commit is answered */
+
+  /* ---- client.c ---- */
+  strmap scripts; /* path -> scriptbuf*: engine_submit skips re-reading unchanged files */
 };
 
 /* batch.c */
