@@ -88,7 +88,14 @@ end
 
 -- The input checked and resolved (session.prepare), or, in a later run of a
 -- session that continued as new (lua/compaction.lua), what its first run
--- prepared. Returns the session's state.
+-- prepared. Returns the session's state, which the stages fill in:
+--   id, input, prep, limits, perms, caps, provider, carried   (prepare)
+--   started, deadline_ms          the session's clock (prepare, admit)
+--   sb                            the sandbox handle (provision, reprovision)
+--   turns, calls, tokens, cost, repairs, prices, quota, gate, context,
+--   parallel_tools, inbox, interrupted, closing, abandoned, abandoned_at,
+--   model_calls                   the agent loop's (start_agent)
+--   final, outcome, exceeded      how it ended (run_agent, validate_result)
 local function prepare(input)
   local s = { id = wf.info().id }
   local carried = compaction.carried(wf, input)
