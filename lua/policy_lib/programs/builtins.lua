@@ -1,6 +1,7 @@
--- policy_lib.programs.builtins: the shell's built-ins (printf -v, test, [[ ]], set, export, declare, read, cd, ...).
--- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
--- what an entry is and what its checkers get).
+-- policy_lib.programs.builtins: the shell's built-ins (printf -v, test, [[ ]],
+-- set, unset, export, declare, read, wait, cd). One family of
+-- policy_lib.programs' table (lua/policy_lib/programs.lua says what an entry is
+-- and what its checkers get).
 local lib = require "policy_lib.programs.lib"
 local options = require "policy_lib.options"
 

@@ -1,5 +1,5 @@
--- policy_lib.programs.git: git: the subcommands that only read, their dangerous options, and git clone
--- from a local source.
+-- policy_lib.programs.git: git: the subcommands that only read, the options of
+-- theirs that write a file or run a program, and git clone from a local source.
 -- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
 -- what an entry is and what its checkers get).
 local lib = require "policy_lib.programs.lib"

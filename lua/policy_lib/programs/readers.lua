@@ -1,8 +1,9 @@
--- policy_lib.programs.readers: programs that read: those read-only whatever their arguments ("any"), and
--- the readers whose options can write files or run programs (sort -o, sed w, awk
--- system(), find -exec, tar without -t, ...).
--- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
--- what an entry is and what its checkers get).
+-- policy_lib.programs.readers: programs that read: those read-only whatever
+-- their arguments ("any"), and the readers whose options can write files or run
+-- programs (sort -o, uniq OUTPUT, find -exec, rg --pre, sed w and e, awk
+-- system(), tar without -t, date --set). One family of policy_lib.programs'
+-- table (lua/policy_lib/programs.lua says what an entry is and what its
+-- checkers get).
 local lib = require "policy_lib.programs.lib"
 local options = require "policy_lib.options"
 

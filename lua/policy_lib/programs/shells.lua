@@ -1,7 +1,7 @@
--- policy_lib.programs.shells: shells given a script on the command line (sh/bash/dash -c 'SCRIPT'): the
--- script is checked like the command line.
--- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
--- what an entry is and what its checkers get).
+-- policy_lib.programs.shells: shells given a script on the command line
+-- (sh/bash/dash -c 'SCRIPT'): the script is checked like the command line. One
+-- family of policy_lib.programs' table (lua/policy_lib/programs.lua says what
+-- an entry is and what its checkers get).
 local lib = require "policy_lib.programs.lib"
 local options = require "policy_lib.options"
 

@@ -1,7 +1,8 @@
--- policy_lib.programs.test_runners: test runners (pytest, python -m pytest, make test, npm test): the project's own
--- code, only when the policy lets tests run.
--- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
--- what an entry is and what its checkers get).
+-- policy_lib.programs.test_runners: test runners (pytest, python -m pytest,
+-- make test, npm test): the project's own code, run only when the policy lets
+-- tests run. One family of policy_lib.programs' table
+-- (lua/policy_lib/programs.lua says what an entry is and what its checkers
+-- get).
 local lib = require "policy_lib.programs.lib"
 
 local parse = lib.parse

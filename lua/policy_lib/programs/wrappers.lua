@@ -1,7 +1,8 @@
--- policy_lib.programs.wrappers: programs that run another command (env, nice, timeout, nohup, stdbuf, time,
--- command, builtin, exec, xargs): that command is checked in turn.
--- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
--- what an entry is and what its checkers get).
+-- policy_lib.programs.wrappers: programs that run another command (env, nice,
+-- timeout, nohup, stdbuf, time, command, builtin, exec, xargs): that command is
+-- checked in turn. One family of policy_lib.programs' table
+-- (lua/policy_lib/programs.lua says what an entry is and what its checkers
+-- get).
 local lib = require "policy_lib.programs.lib"
 -- xargs runs only what reads whatever its arguments
 local READ_ONLY = require("policy_lib.programs.readers").table

@@ -1,7 +1,8 @@
--- policy_lib.programs.writers: programs that write files (cp, mv, ln, rm, mkdir, tee, chmod, dd, gzip, ...):
--- allowed when every path they write is under the writable roots.
--- One family of policy_lib.programs' table (lua/policy_lib/programs.lua says
--- what an entry is and what its checkers get).
+-- policy_lib.programs.writers: programs that write files (cp, mv, ln, rm,
+-- rmdir, mkdir, touch, tee, truncate, shred, chmod/chown/chgrp, install, dd,
+-- gzip and bzip2): allowed when every path they write is under the writable
+-- roots. One family of policy_lib.programs' table (lua/policy_lib/programs.lua
+-- says what an entry is and what its checkers get).
 local lib = require "policy_lib.programs.lib"
 local options = require "policy_lib.options"
 
