@@ -15,6 +15,7 @@ local has_slash = lib.has_slash
 
 local P = {}
 
+-- read-only whatever their arguments
 for _, n in ipairs({ "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "echo", "pwd", "true", "false", ":",
   "stat", "du", "df", "which", "whoami", "id", "groups", "uname", "arch", "tty", "diff", "cmp", "tr", "cut", "paste",
   "nl", "od", "hexdump", "basename", "dirname", "realpath", "readlink", "seq", "jq", "column", "comm", "fold", "fmt",
@@ -24,6 +25,8 @@ for _, n in ipairs({ "ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep"
   "shift", "exit", "return", "break", "continue" }) do
   P[n] = "any"
 end
+
+-- checked readers: the options that write files or run programs are refused
 
 local SORT = {
   short = "bdfgiMhnRrVcCmsuz",
