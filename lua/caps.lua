@@ -20,8 +20,10 @@
 -- each identity that has no entry of its own (its own budget, not a shared one).
 --
 -- Sessions read the file at session.prepare, so an edit applies to the
--- sessions that start after it. This module is plain Lua (tests/unit/test_caps.lua);
--- the workflow VM requires it for M.period only.
+-- sessions that start after it. This module is plain Lua (tests/unit/test_caps.lua):
+-- activities read the file with it (M.load, M.caps), and workflows keep to
+-- what session.prepare recorded with its workflow side (the end of this file:
+-- slots, quotas, and a model call under the provider's caps).
 local M = {}
 
 local TOP = { sessions = true, sandboxes = true, model_calls = true, rate = true, quotas = true }
@@ -268,6 +270,123 @@ end
 -- The parts of a counter name made by counter_name: identity, quota, period.
 function M.parse_counter_name(name)
   return name:match("^quota:(.+):([%a_]+):(%d%d%d%d%-%d%d[%-%d]*)$")
+end
+
+-- ------------------------------------------------------- workflow side --
+-- What a workflow does with the caps that session.prepare recorded (M.caps's
+-- table, or nil when nothing applies). wf is the workflow module: every call
+-- below is durable (wf.acquire, wf.release, wf.rate, wf.counter), so a
+-- workflow makes them at the same points on replay; none is made for a cap
+-- that is not set.
+
+-- Holds a slot of the engine-wide cap `what` ("sessions" or "sandboxes") when
+-- it is set, waiting in line for one (the slot is held until M.release or the
+-- run's end). Returns whether it held one.
+function M.hold(wf, caps, what)
+  if not (caps and caps[what]) then return false end
+  wf.acquire(what, { limit = caps[what] })
+  return true
+end
+
+-- Gives back the slot M.hold took (nothing when the cap is not set).
+function M.release(wf, caps, what)
+  if caps and caps[what] then wf.release(what) end
+end
+
+-- Quotas (caps.quota = {identity=, tokens_per_day=, ...}): the identity's use
+-- this UTC day and month, kept by the engine across sessions and restarts.
+-- The first quota already used up, as {quota=, limit=, used=, identity=}, or
+-- nil (also without a quota).
+function M.quota_reached(wf, quota)
+  if not quota then return nil end
+  local t = wf.now()
+  for _, q in ipairs(M.QUOTAS) do
+    if quota[q] then
+      local used = wf.counter(M.counter_name(quota.identity, q, t), 0)
+      if used >= quota[q] then return { quota = q, limit = quota[q], used = used, identity = quota.identity } end
+    end
+  end
+  return nil
+end
+
+-- Counts tokens and cost (USD) against the quotas that are set.
+function M.count_quota(wf, quota, tokens, cost)
+  if not quota then return end
+  local t = wf.now()
+  for _, q in ipairs(M.QUOTAS) do
+    local delta = q:match("^tokens") and tokens or cost
+    if quota[q] and delta > 0 then wf.counter(M.counter_name(quota.identity, q, t), delta) end
+  end
+end
+
+-- Model calls under the provider's caps: a slot of its concurrent calls
+-- (caps.model_calls), then room in its shared rate windows (caps.rate). With
+-- a rate set, a 429 with a retry-after comes back at once (the call's option
+-- defer_rate_limit) and pauses the shared window, so every session on this
+-- provider waits it out (durably) rather than meeting 429s of its own. A
+-- turn's tokens are known once it is done: it reserves what the last turn
+-- through this gate took (sessions that start together in a window then do
+-- not all pass it) and is charged the rest afterwards. last_tokens is that
+-- count (0 for a first turn; a session carries it across its runs).
+local Gate = {}
+Gate.__index = Gate
+
+function M.gate(wf, caps, provider, last_tokens)
+  return setmetatable({ wf = wf, caps = caps or {}, provider = provider, last_tokens = last_tokens or 0 }, Gate)
+end
+
+-- Whether any cap applies to the calls (else Gate:turn only calls).
+function Gate:capped()
+  return (self.caps.model_calls or self.caps.rate) and true or false
+end
+
+-- Pauses the provider's shared rate window for seconds (at most a day).
+function Gate:pause(seconds)
+  local rate = self.caps.rate
+  local name = rate.requests and "requests:" or "tokens:"
+  self.wf.rate(name .. self.provider, { per = rate.window, charge = 0, pause = math.min(86400, seconds) })
+end
+
+-- One model call: call(opts) -> the turn, or nil when it was abandoned;
+-- remaining() -> the seconds the caller has left. Returns the turn, or nil
+-- when the call was abandoned or the time ran out waiting for a slot or the
+-- rate. A rate-limited call (RateLimited with retry_after) is paused for and
+-- made again, at most 5 times; any other error is raised.
+function Gate:turn(opts, call, remaining)
+  local wf, caps, provider = self.wf, self.caps, self.provider
+  if not self:capped() then return call(opts) end
+  local rate = caps.rate
+  if rate then opts.defer_rate_limit = true end
+  local rate_limited, reserved = 0, 0
+  while true do
+    if caps.model_calls then wf.acquire("model-calls", { key = provider, limit = caps.model_calls }) end
+    if rate and rate.requests then wf.rate("requests:" .. provider, { limit = rate.requests, per = rate.window }) end
+    if rate and rate.tokens then
+      wf.rate("tokens:" .. provider, { limit = rate.tokens, per = rate.window, cost = self.last_tokens })
+      reserved = reserved + self.last_tokens
+    end
+    if remaining() <= 0 then
+      if caps.model_calls then wf.release("model-calls", { key = provider }) end
+      return nil
+    end
+    local ok, turn = pcall(call, opts)
+    if caps.model_calls then wf.release("model-calls", { key = provider }) end
+    if ok and not turn then return nil end -- abandoned
+    if ok then
+      local u = turn.usage or {}
+      self.last_tokens = (u.input_tokens or 0) + (u.output_tokens or 0)
+      if rate and rate.tokens and self.last_tokens > reserved then
+        wf.rate("tokens:" .. provider, { per = rate.window, charge = self.last_tokens - reserved })
+      end
+      return turn
+    end
+    if rate and type(turn) == "table" and turn.type == "RateLimited" and turn.retry_after and rate_limited < 5 then
+      rate_limited = rate_limited + 1
+      self:pause(turn.retry_after)
+    else
+      error(turn, 0)
+    end
+  end
 end
 
 return M

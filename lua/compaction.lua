@@ -36,40 +36,19 @@ M.SUMMARISER = table.concat({
 
 local function is_int(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v)) end
 
--- Validates model.contextTokens and the compaction options (session.prepare);
--- problem(fmt, ...) names each bad value. Returns the normalized options.
-function M.options(model, opts, problem)
+-- The compaction options of a session: the defaults above, then
+-- model.contextTokens and the input's compaction {threshold=, keepTurns=,
+-- runEvents=}. session.prepare has checked them against the input's schema
+-- (lua/types/agent_session_input.schema.json, which names a bad value); a
+-- value that is not what the schema asks for is left out here.
+function M.options(model, opts)
   local out = { threshold = M.THRESHOLD, keep_turns = M.KEEP_TURNS, run_events = M.RUN_EVENTS }
   local ct = type(model) == "table" and model.contextTokens or nil
-  if ct ~= nil then
-    if type(ct) ~= "number" or not is_int(ct) or ct < 1 or ct > 100000000 then
-      problem("model.contextTokens must be a positive whole number of tokens, at most 100000000 (got %s)", tostring(ct))
-    else
-      out.context_tokens = math.tointeger(ct)
-    end
-  end
-  if opts == nil then return out end
-  if type(opts) ~= "table" or (next(opts) ~= nil and opts[1] ~= nil) then
-    problem("compaction must be an object {threshold=, keepTurns=, runEvents=}")
-    return out
-  end
-  for k, v in pairs(opts) do
-    if k == "threshold" then
-      if type(v) ~= "number" or v <= 0 or v > 1 then
-        problem("compaction.threshold must be a number above 0 and at most 1 (got %s)", tostring(v))
-      else out.threshold = v end
-    elseif k == "keepTurns" then
-      if type(v) ~= "number" or not is_int(v) or v < 0 or v > 1000 then
-        problem("compaction.keepTurns must be a whole number from 0 to 1000 (got %s)", tostring(v))
-      else out.keep_turns = math.tointeger(v) end
-    elseif k == "runEvents" then
-      if type(v) ~= "number" or not is_int(v) or v < 200 or v > 1000000 then
-        problem("compaction.runEvents must be a whole number from 200 to 1000000 (got %s)", tostring(v))
-      else out.run_events = math.tointeger(v) end
-    else
-      problem("unknown field 'compaction.%s' (threshold, keepTurns, runEvents)", tostring(k))
-    end
-  end
+  if type(ct) == "number" and is_int(ct) then out.context_tokens = math.tointeger(ct) end
+  if type(opts) ~= "table" then return out end
+  if type(opts.threshold) == "number" then out.threshold = opts.threshold end
+  if type(opts.keepTurns) == "number" and is_int(opts.keepTurns) then out.keep_turns = math.tointeger(opts.keepTurns) end
+  if type(opts.runEvents) == "number" and is_int(opts.runEvents) then out.run_events = math.tointeger(opts.runEvents) end
   return out
 end
 
@@ -174,7 +153,7 @@ Session.__index = Session
 -- remaining=function() -> the session's seconds left}
 function M.session(args)
   local prep = args.prep
-  local s = setmetatable({ wf = args.wf, prep = prep, opts = prep.compaction or M.options(prep.model, nil, error),
+  local s = setmetatable({ wf = args.wf, prep = prep, opts = prep.compaction or M.options(prep.model),
     model_options = args.model_options, on_usage = args.on_usage, remaining = args.remaining }, Session)
   local st = args.state
   if st then

@@ -135,7 +135,7 @@ end
 -- The time limit is enforced inside the container, where the process lives
 -- (timeout(1): SIGTERM at the limit, SIGKILL 2 s later). Around the command,
 -- reap() ends every process the command's user may signal: the container's
--- init and keep-alive run as another user (sandbox.container_spec), so
+-- init and keep-alive run as another user (lua/sandbox/docker.lua), so
 -- `kill -9 -1` as the command's user takes setsid'd, nohup'd, double-forked
 -- and disowned processes and a fork bomb's children, and spares the
 -- container; kill(-1) signals them all in one call, so none forks away. It

@@ -10,9 +10,20 @@
 -- number, string, array, object), properties, required, additionalProperties
 -- (false or a schema), enum, const, items (one schema for every element),
 -- minItems, maxItems, minLength, maxLength (in UTF-8 characters), minimum,
--- maximum, pattern. Annotation keywords (description, default, title,
--- examples, $schema, $comment) are accepted and ignored; any other keyword is
+-- maximum, exclusiveMinimum, exclusiveMaximum (numbers, as since draft 6),
+-- pattern. Annotation keywords (description, default, title, examples,
+-- $schema, $id, $comment) are accepted and ignored; any other keyword is
 -- refused by check_schema, so a typo never silently validates nothing.
+--
+-- errorMessage (as ajv-errors names it; a subset) words the errors of one
+-- schema node for people: a string stands for every error the node raises
+-- itself (said once), a table {keyword = message} for the errors of the
+-- keywords it names (the others keep the wording below). Its `required` may
+-- be one message or {property = message}. The errors of the node's
+-- subschemas (properties, items, additionalProperties) are theirs to word. A
+-- message is used as it is, without the path in front; in it, {value} is the
+-- value (as Lua's tostring writes it; nil for a missing property) and {key}
+-- the property's name (required, additionalProperties).
 --
 -- `pattern` is an ECMA-262 regular expression, as JSON Schema says, of this
 -- subset; check_schema refuses anything else, so no pattern is ever read with
@@ -370,14 +381,42 @@ end
 
 local validate_node
 
-local function check_type(schema, value, path, errors)
+-- An errorMessage template with its {value} and {key} filled in.
+local function render(template, value, key)
+  return (template:gsub("{(%a+)}", function(name)
+    if name == "value" then return tostring(value) end
+    if name == "key" then return tostring(key) end
+  end))
+end
+
+-- The function that adds the errors a node raises itself: fail(keyword,
+-- default message, value, key), worded by the node's errorMessage if it has one.
+local function reporter(schema, errors)
+  local em = schema.errorMessage
+  if em == nil then
+    return function(_, default) errors[#errors + 1] = default end
+  end
+  local said = false
+  return function(keyword, default, value, key)
+    if type(em) == "string" then
+      if not said then errors[#errors + 1] = render(em, value, key) end
+      said = true
+      return
+    end
+    local t = em[keyword]
+    if type(t) == "table" then t = t[key] end
+    errors[#errors + 1] = type(t) == "string" and render(t, value, key) or default
+  end
+end
+
+local function check_type(schema, value, path, fail)
   local t = schema.type
   if t == nil then return true end
   local names = type(t) == "table" and t or { t }
   for _, name in ipairs(names) do
     if has_type(value, name) then return true end
   end
-  errors[#errors + 1] = string.format("%s: expected %s, got %s", path, table.concat(names, " or "), type_name(value))
+  fail("type", string.format("%s: expected %s, got %s", path, table.concat(names, " or "), type_name(value)), value)
   return false
 end
 
@@ -387,10 +426,11 @@ function validate_node(schema, value, path, errors)
     errors[#errors + 1] = path .. ": no value is allowed here"
     return
   end
-  if not check_type(schema, value, path, errors) then return end
+  local fail = reporter(schema, errors)
+  if not check_type(schema, value, path, fail) then return end
 
   if schema.const ~= nil and not deep_equal(schema.const, value) then
-    errors[#errors + 1] = string.format("%s: must be %s", path, show(schema.const))
+    fail("const", string.format("%s: must be %s", path, show(schema.const)), value)
   end
   if schema.enum ~= nil then
     local found = false
@@ -400,32 +440,38 @@ function validate_node(schema, value, path, errors)
     if not found then
       local opts = {}
       for i, e in ipairs(schema.enum) do opts[i] = show(e) end
-      errors[#errors + 1] = string.format("%s: must be one of %s, got %s", path, table.concat(opts, ", "), show(value))
+      fail("enum", string.format("%s: must be one of %s, got %s", path, table.concat(opts, ", "), show(value)), value)
     end
   end
 
   if type(value) == "string" then
     local n = str_len(value)
     if schema.minLength and n < schema.minLength then
-      errors[#errors + 1] = string.format("%s: must be at least %d characters long", path, schema.minLength)
+      fail("minLength", string.format("%s: must be at least %d characters long", path, schema.minLength), value)
     end
     if schema.maxLength and n > schema.maxLength then
-      errors[#errors + 1] = string.format("%s: must be at most %d characters long", path, schema.maxLength)
+      fail("maxLength", string.format("%s: must be at most %d characters long", path, schema.maxLength), value)
     end
     if schema.pattern then
       local re, why = pattern(schema.pattern)
       if not re then
-        errors[#errors + 1] = string.format("%s: the schema's pattern is not supported (%s)", path, why)
+        fail("pattern", string.format("%s: the schema's pattern is not supported (%s)", path, why), value)
       elseif not pattern_find(re, value) then
-        errors[#errors + 1] = string.format("%s: does not match the pattern %s", path, schema.pattern)
+        fail("pattern", string.format("%s: does not match the pattern %s", path, schema.pattern), value)
       end
     end
   elseif type(value) == "number" then
     if schema.minimum and value < schema.minimum then
-      errors[#errors + 1] = string.format("%s: must be >= %s", path, tostring(schema.minimum))
+      fail("minimum", string.format("%s: must be >= %s", path, tostring(schema.minimum)), value)
     end
     if schema.maximum and value > schema.maximum then
-      errors[#errors + 1] = string.format("%s: must be <= %s", path, tostring(schema.maximum))
+      fail("maximum", string.format("%s: must be <= %s", path, tostring(schema.maximum)), value)
+    end
+    if schema.exclusiveMinimum and value <= schema.exclusiveMinimum then
+      fail("exclusiveMinimum", string.format("%s: must be > %s", path, tostring(schema.exclusiveMinimum)), value)
+    end
+    if schema.exclusiveMaximum and value >= schema.exclusiveMaximum then
+      fail("exclusiveMaximum", string.format("%s: must be < %s", path, tostring(schema.exclusiveMaximum)), value)
     end
   elseif type(value) == "table" and not is_null(value) then
     local kind = table_kind(value)
@@ -433,10 +479,10 @@ function validate_node(schema, value, path, errors)
         and not schema.properties and not schema.required) then
       local n = #value
       if schema.minItems and n < schema.minItems then
-        errors[#errors + 1] = string.format("%s: must have at least %d items", path, schema.minItems)
+        fail("minItems", string.format("%s: must have at least %d items", path, schema.minItems), value)
       end
       if schema.maxItems and n > schema.maxItems then
-        errors[#errors + 1] = string.format("%s: must have at most %d items", path, schema.maxItems)
+        fail("maxItems", string.format("%s: must have at most %d items", path, schema.maxItems), value)
       end
       if schema.items ~= nil then
         for i = 1, n do validate_node(schema.items, value[i], child_path(path, i), errors) end
@@ -446,7 +492,7 @@ function validate_node(schema, value, path, errors)
       local props = schema.properties or {}
       for _, name in ipairs(schema.required or {}) do
         if value[name] == nil then
-          errors[#errors + 1] = child_path(path, name) .. ": is required"
+          fail("required", child_path(path, name) .. ": is required", nil, name)
         end
       end
       for _, k in ipairs(sorted_keys(value)) do
@@ -455,7 +501,7 @@ function validate_node(schema, value, path, errors)
         if props[k] ~= nil then
           validate_node(props[k], v, p, errors)
         elseif schema.additionalProperties == false then
-          errors[#errors + 1] = p .. ": unexpected property"
+          fail("additionalProperties", p .. ": unexpected property", v, k)
         elseif type(schema.additionalProperties) == "table" then
           validate_node(schema.additionalProperties, v, p, errors)
         end
@@ -476,7 +522,34 @@ end
 -- ------------------------------------------------------------ schemas --
 
 local TYPES = { null = true, boolean = true, integer = true, number = true, string = true, array = true, object = true }
-local ANNOTATIONS = { description = true, default = true, title = true, examples = true, ["$schema"] = true, ["$comment"] = true }
+local ANNOTATIONS = { description = true, default = true, title = true, examples = true, ["$schema"] = true,
+  ["$id"] = true, ["$comment"] = true }
+-- the keywords whose errors an errorMessage table may word
+local WORDED = { type = true, const = true, enum = true, minLength = true, maxLength = true, pattern = true,
+  minimum = true, maximum = true, exclusiveMinimum = true, exclusiveMaximum = true, minItems = true, maxItems = true,
+  required = true, additionalProperties = true }
+
+local function check_error_message(v, p, errors)
+  if type(v) == "string" then return end
+  if type(v) ~= "table" or table_kind(v) == "array" or table_kind(v) == "table" then
+    errors[#errors + 1] = p .. ": must be a message or a table {keyword = message}"
+    return
+  end
+  for _, k in ipairs(sorted_keys(v)) do
+    local m = v[k]
+    if not WORDED[k] then
+      errors[#errors + 1] = p .. ": " .. show(k) .. " is not a keyword whose errors it can word"
+    elseif k == "required" and type(m) == "table" then
+      for _, name in ipairs(sorted_keys(m)) do
+        if type(name) ~= "string" or type(m[name]) ~= "string" then
+          errors[#errors + 1] = child_path(p .. ".required", name) .. ": must be a message"
+        end
+      end
+    elseif type(m) ~= "string" then
+      errors[#errors + 1] = child_path(p, k) .. ": must be a message"
+    end
+  end
+end
 
 -- JSON has one kind of number: 3 may arrive as the float 3.0
 local function is_nonneg_int(v) return type(v) == "number" and v >= 0 and v == math.floor(v) and v < math.huge end
@@ -525,8 +598,10 @@ local function check_node(s, path, errors)
       -- any value
     elseif k == "minItems" or k == "maxItems" or k == "minLength" or k == "maxLength" then
       if not is_nonneg_int(v) then errors[#errors + 1] = p .. ": must be a non-negative integer" end
-    elseif k == "minimum" or k == "maximum" then
+    elseif k == "minimum" or k == "maximum" or k == "exclusiveMinimum" or k == "exclusiveMaximum" then
       if type_name(v) ~= "number" then errors[#errors + 1] = p .. ": must be a number" end
+    elseif k == "errorMessage" then
+      check_error_message(v, p, errors)
     elseif k == "pattern" then
       if type(v) ~= "string" then
         errors[#errors + 1] = p .. ": must be a string (a regular expression)"

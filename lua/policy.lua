@@ -135,7 +135,11 @@ end
 
 -- ------------------------------------------------------------ policylib --
 
-local LIB_MODULES = { "paths", "hosts", "options", "shell", "programs", "commands" }
+-- every module of the library, each program family of programs too (the set
+-- hash names the code that is loaded)
+local LIB_MODULES = { "paths", "hosts", "options", "shell", "programs.lib", "programs.readers", "programs.builtins",
+  "programs.git", "programs.writers", "programs.wrappers", "programs.shells", "programs.test_runners", "programs",
+  "commands" }
 local EXPOSED = { "paths", "hosts", "options", "shell", "commands" }
 
 -- A read-only view of t: reads go through, writes raise, and every table
@@ -175,7 +179,7 @@ do
     local f = assert(io.open(path, "rb"))
     local content = f:read("a")
     f:close()
-    lib_sources[#lib_sources + 1] = { name = "policy_lib/" .. m .. ".lua", content = content }
+    lib_sources[#lib_sources + 1] = { name = "policy_lib/" .. m:gsub("%.", "/") .. ".lua", content = content }
     modules[m] = require(modname)
   end
   local exposed = {}

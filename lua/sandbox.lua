@@ -12,14 +12,35 @@
 -- built here from nothing. The untrusted model's commands run only there;
 -- files are read and written by the trusted side through safefs (no "..", no
 -- absolute paths, no symlinks, only under the writable paths).
-local docker = require "docker"
+--
+-- This file is the interface and the workspace (on the host, the same for
+-- every driver); what runs the commands is a driver, one file each, chosen
+-- by name (provision's opts.driver, else ENGINE_SANDBOX_DRIVER, else docker)
+-- and recorded in the handle (sb.driver):
+--
+--   lua/sandbox/docker.lua   a hardened container per session (Docker Engine)
+--   lua/sandbox/bwrap.lua    bubblewrap, a fresh sandbox per command
+--
+-- A driver D provides:
+--   D.new(sb, opts)          the handle's driver fields, before the workspace exists
+--   D.clear(session_id)      removes what an earlier attempt of this provision left
+--   D.owner(sb)              owner ("uid:gid" or nil) and mode of working/ and output/
+--   D.start(sb, opts)        starts the sandbox over its workspace (raises on failure)
+--   D.abort(sb)              undoes D.start after a failure part-way
+--   D.exec(sb, argv, opts)   runs a command: {exit_code, stdout, stderr, timed_out,
+--                            oom_killed, truncated, output_bytes, ...}
+--   D.copy_in(sb, dest, files), D.copy_out(sb, path, max_bytes)
+--   D.destroy(sb)            removes the sandbox (not the workspace): whether it was there
+--   D.reachable(sb)          true, or false and why (the workspace is known to be there)
+--   D.destroy_session(session_id, pause)  what a provision cut short left: whether any went
+--   D.sweep(unwanted, remove_workspace, removed)  removes what no live session wants
 local fs = require "fs"
-local json = require "json"
 local safefs = require "safefs"
+local common = require "sandbox.common"
 
 local M = {}
 
-M.UID = "10001:10001"
+M.UID = common.UID
 M.DEFAULT_IMAGE = os.getenv("ENGINE_SANDBOX_IMAGE") or "engine-sandbox:latest"
 local WRITABLE = { "working", "output" }
 local TOP = { input = true, working = true, output = true, ["task.md"] = true, ["simple.md"] = true, skills = true }
@@ -28,57 +49,30 @@ local util = require "util"
 local raise = util.raise
 
 local native = require "sandbox.native"
-local is_root -- whether the engine runs as root (below, with the bubblewrap driver)
+local is_root = common.is_root -- whether the engine runs as root
+local host = common.host_command
+local safe_name = common.safe_name
+local instance = common.instance
 
--- A host program on the loop (mkfs, mount): ok, its output on failure.
-local function host(argv, timeout)
-  local r = require("proc").run({ argv = argv, env = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C" },
-    timeout = timeout or 60, max_output = 8192 })
-  return r.exit_code == 0, (r.stderr ~= "" and r.stderr or r.stdout):gsub("%s+$", "")
+-- The drivers by name; the message lists them in this order.
+local DRIVERS = { docker = "sandbox.docker", bwrap = "sandbox.bwrap" }
+local DRIVER_NAMES = { "docker", "bwrap" }
+
+local function driver(name)
+  local mod = DRIVERS[name]
+  if not mod then
+    raise("InvalidInput", "unknown sandbox driver '" .. tostring(name) .. "' (" .. table.concat(DRIVER_NAMES, ", ") .. ")",
+      { non_retryable = true })
+  end
+  return require(mod)
 end
 
--- Which worker this is (activity.worker()): its database's instance id and
--- directory; empty outside the engine.
-local function worker()
-  local ok, activity = pcall(require, "activity")
-  return ok and activity.worker and activity.worker() or {}
-end
+-- The driver of a handle (a handle from before drivers were named is Docker's).
+local function driver_of(sb) return driver(sb.driver or "docker") end
 
--- Workspaces live beside the database unless ENGINE_WORKSPACES says otherwise.
-function M.workspace_root()
-  local db_dir = worker().db_dir
-  return os.getenv("ENGINE_WORKSPACES") or (db_dir and db_dir .. "/workspaces") or "/tmp/engine-workspaces"
-end
-
-local function safe_name(s) return (tostring(s):gsub("[^%w_.-]", "_")):sub(1, 100) end
-
--- Sandboxes are labelled with it: two databases on one Docker engine never
--- touch each other's.
-local function instance() return worker().instance or "default" end
-
--- The host this worker runs on (ENGINE_HOST_ID, else its host name): a
--- sandbox belongs to the host that made it, and only there can it be reached
--- (several workers on several hosts share a PostgreSQL store).
-function M.host() return worker().host or "localhost" end
-
--- One name per (database, host, workflow id): a readable prefix of the id for
--- people, then a hash of all three, so ids that read alike ("pr:1", "pr_1",
--- two long ids with one prefix) never share a container or a workspace, two
--- databases on one Docker engine never touch each other's sandboxes, and a
--- session provisioned again by another host never takes the first one's name.
-function M.sandbox_name(session_id)
-  local id = tostring(session_id)
-  return safe_name(id):sub(1, 24) .. "-" .. native.sha256(instance() .. "\0" .. M.host() .. "\0" .. id):sub(1, 24)
-end
-
--- A host uid for a bubblewrap session: 20000-59999, from its name's hash.
-local function host_uid(name)
-  return 20000 + tonumber(name:sub(-8), 16) % 40000
-end
-
-local function container_name(session_id)
-  return "engine-" .. safe_name(instance()):sub(1, 40) .. "-" .. M.sandbox_name(session_id)
-end
+M.workspace_root = common.workspace_root
+M.host = common.host
+M.sandbox_name = common.sandbox_name
 
 -- A path as errors quote it: bounded and safe to print (the sandbox made it).
 local function q(path) return safefs.render(tostring(path)) end
@@ -107,54 +101,13 @@ local function writable_roots(sb)
   return roots
 end
 
--- The container create body for a session.
-function M.container_spec(sb, opts)
-  local limits = opts.limits or {}
-  local binds = {
-    sb.workspace .. "/input:/workspace/input:ro",
-    sb.workspace .. "/working:/workspace/working:rw",
-    sb.workspace .. "/output:/workspace/output:rw",
-    sb.workspace .. "/task.md:/workspace/task.md:ro",
-    sb.workspace .. "/simple.md:/workspace/simple.md:ro",
-    sb.workspace .. "/skills:/workspace/skills:ro",
-  }
-  for _, s in ipairs(opts.skills or {}) do
-    binds[#binds + 1] = s.dir .. ":/workspace/skills/" .. safe_name(s.name) .. ":ro"
-  end
-  local memory = math.floor((limits.memoryMb or 512) * 1024 * 1024)
-  return {
-    Image = sb.image,
-    Cmd = { "sleep", "infinity" },
-    -- init and keep-alive run as another user than the commands (M.UID), so
-    -- an exec's clean-up (kill -9 -1 as M.UID, lua/docker.lua) spares them
-    User = "10002:10002",
-    WorkingDir = "/workspace/working",
-    Env = { "HOME=/tmp", "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8" },
-    NetworkDisabled = true,
-    Labels = { ["engine.managed"] = "true", ["engine.session"] = sb.session_id,
-      ["engine.workspace"] = sb.workspace, ["engine.instance"] = instance(), ["engine.host"] = sb.host },
-    HostConfig = {
-      Binds = binds,
-      NetworkMode = "none",
-      ReadonlyRootfs = true,
-      CapDrop = { "ALL" },
-      SecurityOpt = { "no-new-privileges" },
-      Tmpfs = { ["/tmp"] = "rw,nosuid,nodev,size=" .. M.TMP_BYTES },
-      ShmSize = M.SHM_BYTES,
-      Init = true,
-      Memory = memory,
-      MemorySwap = memory,
-      NanoCpus = math.floor((limits.cpu or 1) * 1e9),
-      PidsLimit = limits.pids or 256,
-      AutoRemove = false,
-    },
-  }
-end
+-- The container create body for a session (the Docker driver's).
+function M.container_spec(sb, opts) return driver("docker").container_spec(sb, opts) end
 
 -- Scratch space inside the sandbox, both drivers: /tmp and /dev/shm are
 -- tmpfs of these sizes (RAM; in Docker charged to the memory limit).
-M.TMP_BYTES = 64 * 1024 * 1024
-M.SHM_BYTES = 16 * 1024 * 1024
+M.TMP_BYTES = common.TMP_BYTES
+M.SHM_BYTES = common.SHM_BYTES
 M.DEFAULT_DISK_MB = 1024
 
 -- ---------------------------------------------------------- workspace --
@@ -222,17 +175,7 @@ local function mark_owner(sb)
   f:close()
 end
 
--- Who owns working/ and output/ on the host, and their mode: the sandbox's
--- user and no one else. In Docker that is 10001; under bubblewrap as root, the
--- session's own host uid (sandbox_user_prefix). Without root nothing can be
--- given away: bubblewrap then runs as the engine's user, who owns them
--- already, but Docker's 10001 gets in only by mode 0777.
-local function workspace_owner(sb)
-  if is_root() then return sb.driver == "bwrap" and (sb.host_uid .. ":" .. sb.host_uid) or M.UID, "0700" end
-  return nil, sb.driver == "bwrap" and "0700" or "0777"
-end
-
--- Builds the workspace on the host and starts the container. opts: {session_id,
+-- Builds the workspace on the host and starts the sandbox (its driver). opts: {session_id, driver,
 -- image, limits={cpu, memoryMb, pids, diskMb}, writable={"working","output"},
 -- task, simple, files={{src=host path, dest=relative path under input/}},
 -- skills={{name=, dir=host path}}}. Returns the sandbox handle (a plain table,
@@ -240,11 +183,9 @@ end
 function M.provision(opts)
   if type(opts.session_id) ~= "string" or opts.session_id == "" then raise("InvalidInput", "session_id is required") end
   local limits = opts.limits or {}
-  local driver = opts.driver or os.getenv("ENGINE_SANDBOX_DRIVER") or "docker"
-  if driver ~= "docker" and driver ~= "bwrap" then
-    raise("InvalidInput", "unknown sandbox driver '" .. tostring(driver) .. "' (docker, bwrap)", { non_retryable = true })
-  end
-  local sb = { session_id = opts.session_id, image = opts.image or M.DEFAULT_IMAGE, driver = driver, host = M.host(),
+  local name = opts.driver or os.getenv("ENGINE_SANDBOX_DRIVER") or "docker"
+  local d = driver(name)
+  local sb = { session_id = opts.session_id, image = opts.image or M.DEFAULT_IMAGE, driver = name, host = M.host(),
     workspace = M.workspace_root() .. "/" .. M.sandbox_name(opts.session_id), writable = opts.writable or WRITABLE,
     memory_mb = limits.memoryMb or 512, cpu = limits.cpu or 1, pids = limits.pids or 256,
     disk_mb = limits.diskMb or M.DEFAULT_DISK_MB }
@@ -259,17 +200,10 @@ function M.provision(opts)
       raise("InvalidInput", "writable paths must be under working/ or output/: " .. q(p), { non_retryable = true })
     end
   end
-  local name = container_name(opts.session_id)
-  -- an earlier attempt of this same step (the name is this session's alone) may have left its container
-  if driver == "docker" then pcall(docker.remove, name) end
+  -- an earlier attempt of this same step (the names are this session's alone) may have left its sandbox
+  d.clear(opts.session_id)
   remove_workspace(sb.workspace)
-  if driver == "bwrap" then
-    sb.image = nil
-    sb.host_uid = host_uid(M.sandbox_name(opts.session_id))
-    sb.rootfs = opts.rootfs or os.getenv("ENGINE_SANDBOX_ROOTFS") or "/var/cache/engine/sandbox-rootfs"
-    sb.skills = {}
-    for _, sk in ipairs(opts.skills or {}) do sb.skills[#sb.skills + 1] = { name = safe_name(sk.name), dir = sk.dir } end
-  end
+  d.new(sb, opts)
   local ok, err = pcall(function()
     if not host({ "mkdir", "-p", "-m", "0711", "--", sb.workspace }) then
       raise("WorkspaceError", "cannot create the workspace " .. sb.workspace)
@@ -282,7 +216,8 @@ function M.provision(opts)
         sb.disk_mb, M.workspace_root(), free // (1024 * 1024)))
     end
     sb.disk = mount_workspace(sb.workspace, sb.disk_mb)
-    local owner, mode = workspace_owner(sb)
+    -- the sandbox's user and no one else (the driver says who that is on the host)
+    local owner, mode = d.owner(sb)
     local working, output = sb.workspace .. "/working", sb.workspace .. "/output"
     local dirs = { "mkdir", "-p", "--", sb.workspace .. "/input", sb.workspace .. "/skills" }
     for _, s in ipairs(opts.skills or {}) do dirs[#dirs + 1] = sb.workspace .. "/skills/" .. safe_name(s.name) end
@@ -304,19 +239,10 @@ function M.provision(opts)
       local okw, werr = safefs.write(sb.workspace, rel, data)
       if not okw then raise("InvalidInput", "cannot place " .. f.src .. ": " .. werr, { non_retryable = true }) end
     end
-    if driver == "docker" then
-      sb.container_id = docker.create(M.container_spec(sb, opts), name)
-      docker.start(sb.container_id)
-    else
-      local probe = M.exec(sb, { "true" }, { timeout = 30 })
-      if probe.exit_code ~= 0 then
-        raise("SandboxUnavailable", "bubblewrap cannot start a sandbox (rootfs " .. sb.rootfs .. "): " ..
-          (probe.stderr ~= "" and probe.stderr or ("exit " .. tostring(probe.exit_code))), { non_retryable = true })
-      end
-    end
+    d.start(sb, opts)
   end)
   if not ok then
-    if sb.container_id then pcall(docker.remove, sb.container_id) end
+    d.abort(sb)
     remove_workspace(sb.workspace)
     error(err, 0)
   end
@@ -339,13 +265,7 @@ function M.exec(sb, cmd, opts)
   opts = opts or {}
   local argv = type(cmd) == "string" and { "sh", "-c", cmd } or cmd
   if type(argv) ~= "table" or #argv == 0 then raise("InvalidInput", "a command is required") end
-  local r
-  if sb.driver == "bwrap" then
-    r = M.bwrap_exec(sb, argv, opts)
-  else
-    r = docker.exec(sb.container_id, argv, { user = M.UID, workdir = opts.workdir or "/workspace/working",
-      timeout = opts.timeout or 60, max_output = opts.max_output or 256 * 1024 })
-  end
+  local r = driver_of(sb).exec(sb, argv, opts)
   if r.oom_killed then
     r.error = "the command was killed: the sandbox ran out of memory (limit " .. tostring(sb.memory_mb or "?") .. " MB)"
   elseif r.timed_out then
@@ -361,71 +281,9 @@ function M.exec(sb, cmd, opts)
   return r
 end
 
--- The bubblewrap driver: each command runs in a fresh sandbox over the same
--- workspace (read-only rootfs and input, writable working/output, no network,
--- new pid/ipc/uts/user namespaces and no further user namespaces, a seccomp
--- filter, a new session, no capabilities, an empty environment), as an
--- unprivileged host user, under rlimits for address space (memory), processes
--- and CPU time. /tmp and /dev/shm are sized tmpfs; /dev and the /workspace
--- mount points are read-only. Nothing outlives a command.
-local root_user
-is_root = function()
-  if root_user == nil then root_user = fs.getuid() == 0 end
-  return root_user
-end
-
--- As root, rlimits on processes would not bind: run as an unprivileged host
--- user of the session's own (sb.host_uid), so that the process limit counts
--- this sandbox's processes only, not every sandbox's (nor a Docker
--- container's, whose user 10001 is the host's 10001 too). Inside, it is 10001.
-local function sandbox_user_prefix(sb)
-  if not is_root() then return {} end
-  local uid = tostring(sb.host_uid or 10001)
-  return { "/usr/bin/setpriv", "--reuid", uid, "--regid", uid, "--clear-groups" }
-end
-
-
-function M.bwrap_exec(sb, argv, opts)
-  local proc = require "proc"
-  local ws = sb.workspace
-  local mem = math.floor((sb.memory_mb or 512) * 1024 * 1024)
-  local timeout = opts.timeout or 60
-  local seccomp, serr = native.seccomp_program()
-  if not seccomp then raise("SandboxUnavailable", "no seccomp filter for bubblewrap: " .. tostring(serr)) end
-  local a = sandbox_user_prefix(sb)
-  for _, x in ipairs({ "/usr/bin/prlimit", "--as=" .. mem, "--nproc=" .. (sb.pids or 256),
-    "--cpu=" .. math.ceil(timeout + 1), "--fsize=" .. (1024 * 1024 * 1024), "--",
-    "bwrap", "--ro-bind", sb.rootfs, "/", "--proc", "/proc", "--dev", "/dev",
-    "--size", tostring(M.SHM_BYTES), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-    "--size", tostring(M.TMP_BYTES), "--tmpfs", "/tmp",
-    "--size", "65536", "--tmpfs", "/workspace", -- mount points for the binds below, over the read-only rootfs
-    "--ro-bind", ws .. "/input", "/workspace/input", "--bind", ws .. "/working", "/workspace/working",
-    "--bind", ws .. "/output", "/workspace/output", "--ro-bind", ws .. "/task.md", "/workspace/task.md",
-    "--ro-bind", ws .. "/simple.md", "/workspace/simple.md", "--ro-bind", ws .. "/skills", "/workspace/skills" }) do
-    a[#a + 1] = x
-  end
-  for _, sk in ipairs(sb.skills or {}) do
-    for _, x in ipairs({ "--ro-bind", sk.dir, "/workspace/skills/" .. sk.name }) do a[#a + 1] = x end
-  end
-  for _, x in ipairs({ "--remount-ro", "/workspace", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "10001", "--gid", "10001",
-    "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--seccomp", "3", "--clearenv",
-    "--setenv", "HOME", "/tmp", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
-    "--chdir", opts.workdir or "/workspace/working", "--" }) do a[#a + 1] = x end
-  for _, x in ipairs(argv) do a[#a + 1] = tostring(x) end
-  local r = proc.run({ argv = a, env = { "PATH=/usr/bin:/bin" }, timeout = timeout, fd3 = seccomp,
-    max_output = opts.max_output or 256 * 1024 })
-  -- prlimit's address-space cap shows as MemoryError / ENOMEM / SIGKILL by the kernel
-  if (r.stderr or ""):find("MemoryError") or (r.stderr or ""):find("Cannot allocate memory") then
-    r.oom_killed = true
-  end
-  -- the process rlimit shows as fork failing with EAGAIN
-  local err = r.stderr or ""
-  if r.exit_code ~= 0 and (err:find("Cannot fork", 1, true) or err:find("Resource temporarily unavailable", 1, true)) then
-    r.pids_limit_hit, r.pids_limit = true, sb.pids or 256
-    r.error = "a process could not be created: the sandbox's pids limit (" .. r.pids_limit .. ") was reached"
-  end
-  return r
-end
+-- Runs argv under bubblewrap, as exec does with the bwrap driver, without
+-- exec's reading of the result.
+function M.bwrap_exec(sb, argv, opts) return driver("bwrap").exec(sb, argv, opts) end
 
 -- Reads a workspace file on the trusted side (no symlinks followed).
 function M.read_file(sb, path, max_bytes)
@@ -538,31 +396,17 @@ end
 -- Copies files into the running container through the Docker archive API
 -- (for paths that are not part of the workspace, e.g. /tmp). files:
 -- {{name = "rel/path", data = "...", mode = 420}}; dest: an absolute directory.
-function M.copy_in(sb, dest, files)
-  if sb.driver ~= "docker" then raise("Unsupported", "copy_in needs the docker driver (bwrap shares the workspace)") end
-  local tar = require "tar"
-  -- owned by the sandbox's user, so the sandbox can work with what it was given
-  docker.put_archive(sb.container_id, dest, tar.pack(files, { uid = 10001, gid = 10001 }))
-  return { files = #files }
-end
+function M.copy_in(sb, dest, files) return driver_of(sb).copy_in(sb, dest, files) end
 
 -- Copies a path out of the running container: {{name=, data=, type=, size=}}.
-function M.copy_out(sb, path, max_bytes)
-  if sb.driver ~= "docker" then raise("Unsupported", "copy_out needs the docker driver (read the workspace instead)") end
-  local tar = require "tar"
-  return tar.unpack(docker.get_archive(sb.container_id, path, max_bytes or 16 * 1024 * 1024), max_bytes)
-end
+function M.copy_out(sb, path, max_bytes) return driver_of(sb).copy_out(sb, path, max_bytes) end
 
 -- Removes the container and the workspace. Safe to call again.
 function M.destroy(sb)
   -- another host's sandbox cannot be reached from here: its host's sweep
   -- removes it once the session has ended
   if not M.here(sb) then return { removed = false, elsewhere = sb.host } end
-  local removed = false
-  if sb.driver ~= "bwrap" then
-    if sb.container_id then removed = docker.remove(sb.container_id) end
-    pcall(docker.remove, container_name(sb.session_id))
-  end
+  local removed = driver_of(sb).destroy(sb)
   remove_workspace(sb.workspace)
   return { removed = removed }
 end
@@ -578,33 +422,24 @@ function M.reachable(sb)
   if not M.here(sb) then return false, "the sandbox is on host " .. tostring(sb.host) .. ", not on this one" end
   local st = sb.workspace and fs.lstat(sb.workspace)
   if not (st and st.type == "dir") then return false, "its workspace is gone" end
-  if sb.driver == "bwrap" then return true end
-  local ok, info = pcall(docker.inspect, sb.container_id)
-  if not ok then
-    if type(info) == "table" and info.type == "NoSuchContainer" then return false, "its container is gone" end
-    error(info, 0)
-  end
-  if not (info.State and info.State.Running) then return false, "its container is not running" end
-  return true
+  return driver_of(sb).reachable(sb)
 end
 
 -- What a provision cut short (cancelled, or failed part-way) may have left:
--- the session's container and workspace, found by the names provision gives
--- them. A create Docker took before the cut may still be under way, so a miss
--- is looked at again a moment later. Returns {removed = bool}.
+-- the session's sandbox (each driver's, by the names provision gives them)
+-- and workspace. A create Docker took before the cut may still be under way,
+-- so a miss is looked at again a moment later. Returns {removed = bool}.
 function M.destroy_session(session_id, pause)
   local removed = false
-  for look = 1, 2 do
-    local ok, gone = pcall(docker.remove, container_name(session_id))
-    if ok and gone then removed = true break end
-    if look == 1 and pause then pause(0.5) end
+  for _, name in ipairs(DRIVER_NAMES) do
+    if driver(name).destroy_session(session_id, pause) then removed = true end
   end
   remove_workspace(M.workspace_root() .. "/" .. M.sandbox_name(session_id))
   return { removed = removed }
 end
 
--- Removes what belongs to no live session here: every labelled container
--- (running or not) and every workspace of this database whose session is not
+-- Removes what belongs to no live session here: every sandbox a driver
+-- keeps (Docker's labelled containers, running or not) and every workspace of this database whose session is not
 -- in live (a set of workflow ids), or whose session is live but has its
 -- sandbox on another host now (sandboxes: session id -> the payload of its
 -- latest sandbox.ready or sandbox.reprovisioned event, which names the
@@ -639,22 +474,7 @@ function M.sweep(live, sandboxes)
       end
     end
   end
-  local mine = { ["engine.managed"] = "true", ["engine.instance"] = instance() }
-  local okl, list = pcall(docker.list, mine)
-  if not okl then
-    if type(list) == "table" and list.type == "DockerUnavailable" then return removed end
-    error(list, 0)
-  end
-  for _, c in ipairs(list) do
-    local labels = c.Labels or {}
-    local session = labels["engine.session"]
-    local why = unwanted(session, labels["engine.host"])
-    if why then
-      docker.remove(c.Id)
-      remove_workspace(labels["engine.workspace"])
-      removed[#removed + 1] = { id = c.Id, session = session, reason = why }
-    end
-  end
+  for _, name in ipairs(DRIVER_NAMES) do driver(name).sweep(unwanted, remove_workspace, removed) end
   return removed
 end
 

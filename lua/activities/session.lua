@@ -39,13 +39,6 @@ local function under(path, roots)
   return false
 end
 
-local TOP = { sessionId = 1, objective = 1, context = 1, skills = 1, memoryFile = 1, permissions = 1, limits = 1,
-  model = 1, resultSchema = 1, approvalTimeoutSeconds = 1, modelOptions = 1, identity = 1, concurrency = 1,
-  mcpServers = 1, compaction = 1, waitForMessages = 1, idleTimeoutSeconds = 1 }
-local STRATEGIES = { queue = true, cancel_in_progress = true, drop = true }
-local LIMITS = { timeoutSeconds = 3600, maxModelTurns = 40, maxToolCalls = 100, maxTokens = 2000000, maxCostUsd = 0,
-  cpu = 1, memoryMb = 1024, diskMb = 1024 }
-
 -- The regular files under dir (recursively, .git and anything not a
 -- regular file or directory left out) appended to out as {src, dest=prefix/rel};
 -- false and why past max files.
@@ -70,173 +63,122 @@ end
 
 local function is_list(v) return type(v) == "table" and (next(v) == nil or v[1] ~= nil) end
 
--- Validates AgentSessionInput, naming every problem; resolves files, skills and
--- the memory file; computes the effective permissions (requested tools that
--- exist) and the limits; builds the system prompt, task.md and the first
--- message. Returns {ok=false, problems={...}} or the prepared session.
-function M.prepare(args)
-  local input, problems = args.input, {}
-  local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
-  if type(input) ~= "table" then return { ok = false, problems = { "the input must be a JSON object" } } end
-  for k in pairs(input) do
-    if not TOP[k] then problem("unknown field '%s'", tostring(k)) end
-  end
-  if type(input.objective) ~= "string" or not input.objective:match("%S") then problem("objective is missing") end
-  -- a chat session: after each answer it waits for the next message (engine message), until engine close or idle
-  if input.waitForMessages ~= nil and type(input.waitForMessages) ~= "boolean" then
-    problem("waitForMessages must be true or false")
-  end
-  local idle = input.idleTimeoutSeconds
-  if idle ~= nil and (type(idle) ~= "number" or idle ~= idle or idle <= 0 or idle > 30 * 86400) then
-    problem("idleTimeoutSeconds must be a number of seconds above 0, at most 30 days")
-  end
-  -- who started the session: set by the engine (token:NAME, local:USER), never trusted from a caller
-  if input.identity ~= nil and (type(input.identity) ~= "string" or #input.identity > 300) then
-    problem("identity must be a string of at most 300 bytes")
-  end
-  local model = input.model
-  if type(model) ~= "table" or type(model.name) ~= "string" or model.name == "" then
-    problem("model.name is missing")
-  elseif model.apiKey or model.api_key then
-    problem("model must not carry an API key (the engine reads keys from its environment)")
-  elseif model.prices ~= nil and (type(model.prices) ~= "table" or type(model.prices.input or 0) ~= "number"
-      or type(model.prices.output or 0) ~= "number" or (model.prices.input or 0) < 0 or (model.prices.output or 0) < 0) then
-    problem("model.prices must be {input=, output=}: USD per million tokens, >= 0")
-  end
-  -- model.contextTokens and the compaction options (lua/compaction.lua)
-  local compaction = require("compaction").options(model, input.compaction, problem)
-  -- limits
-  local limits = {}
-  for k, d in pairs(LIMITS) do limits[k] = d end
-  if input.limits ~= nil then
-    if type(input.limits) ~= "table" then problem("limits must be an object") else
-      for k, v in pairs(input.limits) do
-        if LIMITS[k] == nil then problem("unknown limit '%s'", tostring(k))
-        elseif type(v) ~= "number" or v < 0 or (v == 0 and k ~= "maxCostUsd") then
-          problem("limits.%s must be a positive number (got %s)", k, tostring(v))
-        else limits[k] = v end
-      end
-    end
-  end
-  -- permissions and tools
-  local tools = require "tools"
-  local known = tools.load_all()
-  local perms = input.permissions or {}
-  local requested = perms.tools or { "read_file", "list_files", "search" }
+-- ------------------------------------------------------------ the input --
+-- AgentSessionInput is declared once, as data, in
+-- lua/types/agent_session_input.schema.json: its fields, their defaults, and
+-- the problem each bad value is named by (errorMessage). prepare checks an
+-- input against it (lua/jsonschema.lua), then checks in Lua what a schema
+-- cannot say: lengths in bytes (JSON Schema counts characters), tools and
+-- skills that must exist, writable paths (under working/ or output/, no ".."),
+-- context and memory files on this host, the model's provider, the engine's
+-- limits file, the MCP servers, and the result schema itself.
+
+-- The input's schema (read at each prepare: an edit applies to the next session).
+function M.input_schema()
+  local path = lua_dir() .. "/types/agent_session_input.schema.json"
+  local f, err = io.open(path, "rb")
+  if not f then raise("InputSchemaMissing", "cannot read the input's schema: " .. tostring(err)) end
+  local text = f:read("a")
+  f:close()
+  return json.decode(text)
+end
+
+-- The requested tools that exist (MCP tools are checked once their servers
+-- have listed theirs).
+local function effective_tools(input, requested, known, problem)
   local effective = {}
-  if not is_list(requested) then problem("permissions.tools must be a list") else
-    for _, name in ipairs(requested) do
-      if type(name) == "string" and name:match("^mcp__") and input.mcpServers ~= nil then
-        -- an MCP tool: checked once its server has listed its tools
-      elseif not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
-    end
+  if not is_list(requested) then return effective end
+  for _, name in ipairs(requested) do
+    if type(name) == "string" and name:match("^mcp__") and input.mcpServers ~= nil then
+      -- an MCP tool: checked once its server has listed its tools
+    elseif not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
   end
-  local mcp_defs, mcp
-  if input.mcpServers ~= nil and #problems == 0 then
-    mcp_defs, mcp = M.mcp_prepare(input.mcpServers, is_list(requested) and requested or {}, problem)
-  end
-  for _, key in ipairs({ "networkAllowlist", "writablePaths", "requiresApproval" }) do
-    if perms[key] ~= nil and not is_list(perms[key]) then problem("permissions.%s must be a list", key) end
-  end
-  local writable = perms.writablePaths or { "/workspace/working", "/workspace/output" }
+  return effective
+end
+
+local function check_writable(writable, problem)
   for _, p in ipairs(is_list(writable) and writable or {}) do
     if type(p) ~= "string" or not (p:match("^/workspace/working") or p:match("^/workspace/output")) or p:find("%.%.") then
       problem("writable path %s is not under /workspace/working or /workspace/output", tostring(p))
     end
   end
-  -- context files under the allowed roots
-  local roots, files = allowed_roots(), {}
-  local ctx = input.context or {}
-  if type(ctx) ~= "table" then problem("context must be an object"); ctx = {} end
+end
+
+-- The context files, under the allowed roots: {{src=, dest=}} (a directory:
+-- its tree under its name, without .git, symlinks or special files).
+local function context_files(ctx, roots, problem)
+  local files = {}
   for _, f in ipairs(is_list(ctx.files) and ctx.files or {}) do
     local rp = type(f) == "string" and realpath(f)
     if not rp then problem("context file %s does not exist", tostring(f))
     elseif not under(rp, roots) then problem("context file %s is outside the allowed roots (%s)", f, table.concat(roots, ":"))
     elseif (fs.lstat(rp) or {}).type == "dir" then
-      -- a directory (a checked-out pull request): its tree under its name,
-      -- without .git, symlinks or special files
       local n0 = #files
       local ok, err = M.walk_dir(rp, rp:match("[^/]+$"), files, MAX_DIR_FILES)
       if not ok then problem("context directory %s: %s", f, err) end
       if #files == n0 then problem("context directory %s holds no files", f) end
     else files[#files + 1] = { src = rp, dest = rp:match("[^/]+$") } end
   end
-  if ctx.files ~= nil and not is_list(ctx.files) then problem("context.files must be a list") end
-  -- skills
+  return files
+end
+
+local function load_skills(names, problem)
   local selected = {}
-  if input.skills ~= nil then
-    if not is_list(input.skills) then problem("skills must be a list of names") else
-      local skills = require "skills"
-      for _, name in ipairs(input.skills) do
-        local s, err = skills.load(M.skills_root(), tostring(name))
-        if not s then problem("%s", tostring(err)) else selected[#selected + 1] = s end
-      end
-    end
+  if not is_list(names) then return selected end
+  local skills = require "skills"
+  for _, name in ipairs(names) do
+    local s, err = skills.load(M.skills_root(), tostring(name))
+    if not s then problem("%s", tostring(err)) else selected[#selected + 1] = s end
   end
-  -- memory
-  local memory = ""
-  if input.memoryFile ~= nil then
-    local mf = type(input.memoryFile) == "string" and input.memoryFile
-    local dir = mf and realpath(mf:match("^(.*)/[^/]*$") or ".")
-    if not mf or not dir or not under(dir, roots) then
-      problem("memoryFile %s is outside the allowed roots", tostring(input.memoryFile))
-    else
-      local f = io.open(mf, "r")
-      if f then memory = f:read("a"); f:close() end
-    end
+  return selected
+end
+
+-- The memory file's text ("" when it does not exist yet), under the allowed roots.
+local function read_memory(memory_file, roots, problem)
+  if memory_file == nil then return "" end
+  local mf = type(memory_file) == "string" and memory_file
+  local dir = mf and realpath(mf:match("^(.*)/[^/]*$") or ".")
+  if not mf or not dir or not under(dir, roots) then
+    problem("memoryFile %s is outside the allowed roots", tostring(memory_file))
+    return ""
   end
-  -- concurrency = {key=, limit=, strategy=}: at most limit sessions with this key at once
-  local concurrency
-  if input.concurrency ~= nil then
-    local c = input.concurrency
-    if type(c) ~= "table" or is_list(c) and next(c) ~= nil then
-      problem("concurrency must be an object {key=, limit=, strategy=}")
-    else
-      for k in pairs(c) do
-        if k ~= "key" and k ~= "limit" and k ~= "strategy" then
-          problem("unknown field 'concurrency.%s' (key, limit, strategy)", tostring(k))
-        end
-      end
-      local limit, strategy = c.limit or 1, c.strategy or "queue"
-      if type(c.key) ~= "string" or c.key == "" or #c.key > 256 then
-        problem("concurrency.key must be a string of 1-256 bytes (got %s)", tostring(c.key))
-      end
-      if math.type(limit) ~= "integer" and not (type(limit) == "number" and limit == math.floor(limit)) or
-          limit < 1 or limit > 1000000 then
-        problem("concurrency.limit must be a whole number from 1 to 1000000 (got %s)", tostring(c.limit))
-      end
-      if not STRATEGIES[strategy] then
-        problem("concurrency.strategy must be queue, cancel_in_progress or drop (got %s)", tostring(c.strategy))
-      end
-      concurrency = { key = c.key, limit = math.tointeger(limit) or limit, strategy = strategy }
-    end
+  local f = io.open(mf, "r")
+  if not f then return "" end
+  local memory = f:read("a")
+  f:close()
+  return memory
+end
+
+-- concurrency = {key=, limit=, strategy=} with its defaults: at most limit
+-- sessions with this key at once.
+local function concurrency_of(c, props, problem)
+  if type(c) ~= "table" then return nil end
+  if type(c.key) == "string" and #c.key > 256 then
+    problem("concurrency.key must be a string of 1-256 bytes (got %s)", c.key)
   end
-  -- the provider the model's calls count against, and the engine's limits
-  -- that apply (recorded with this result, so the workflow replays them)
-  local provider
+  local limit = c.limit or props.limit.default
+  return { key = c.key, limit = math.tointeger(limit) or limit, strategy = c.strategy or props.strategy.default }
+end
+
+-- The provider the model's calls count against, and the engine's limits that
+-- apply (recorded with the prepared session, so the workflow replays them).
+local function provider_and_caps(model, identity, problem)
+  local provider, caps
   if type(model) == "table" and type(model.name) == "string" and model.name ~= "" then
     local okp, p = pcall(require("runners").provider_of, model)
     if okp then provider = p else problem("%s", type(p) == "table" and tostring(p.message) or tostring(p)) end
   end
-  local caps
-  local limits_file = require("caps").path(activity.worker().db_dir)
+  local lim = require "caps"
+  local limits_file = lim.path(activity.worker().db_dir)
   if limits_file then
-    local lim = require "caps"
     local cfg, lerr = lim.load(limits_file)
-    if not cfg then problem("%s", lerr) else caps = lim.caps(cfg, provider, input.identity or "anonymous") end
+    if not cfg then problem("%s", lerr) else caps = lim.caps(cfg, provider, identity or "anonymous") end
   end
-  -- the result schema is checked now, not when the answer comes back
-  if input.resultSchema ~= nil then
-    local ok, errs = require("jsonschema").check_schema(input.resultSchema, "resultSchema")
-    if not ok then
-      for _, e in ipairs(errs) do problem("%s", e) end
-    end
-  end
-  if #problems > 0 then return { ok = false, problems = problems } end
+  return provider, caps
+end
 
-  local skill_list = {}
-  for i, s in ipairs(selected) do skill_list[i] = { name = s.name, dir = s.dir } end
-  local skills_text = #selected > 0 and require("skills").prompt_section(selected) or ""
+-- task.md: the objective, the context's text and references, the files in input/.
+local function task_text(input, ctx, files)
   local task = "# Task\n\n" .. input.objective .. "\n"
   if type(ctx.text) == "string" and ctx.text ~= "" then task = task .. "\n## Context\n\n" .. ctx.text .. "\n" end
   if is_list(ctx.references) and #ctx.references > 0 then
@@ -255,7 +197,12 @@ function M.prepare(args)
       end
     end
   end
-  local system = table.concat({
+  return task
+end
+
+local function system_prompt(selected)
+  local skills_text = #selected > 0 and require("skills").prompt_section(selected) or ""
+  return table.concat({
     "You are an agent working in a sandbox on one task. Your tools run inside the sandbox, which has no network:",
     "/workspace/task.md is the task, /workspace/input holds the context (read-only), /workspace/working and",
     "/workspace/output are yours to write, /workspace/simple.md is the memory of earlier sessions (read-only),",
@@ -264,18 +211,73 @@ function M.prepare(args)
     "\"memory_updates\": [\"facts worth remembering\"]} and nothing else.",
     skills_text,
   }, "\n")
+end
+
+-- Checks AgentSessionInput, naming every problem; resolves files, skills and
+-- the memory file; computes the effective permissions (requested tools that
+-- exist) and the limits; builds the system prompt, task.md and the first
+-- message. Returns {ok=false, problems={...}} or the prepared session.
+function M.prepare(args)
+  local input, problems = args.input, {}
+  local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
+  local schema = M.input_schema()
+  local _, errors = require("jsonschema").validate(schema, input, "input")
+  for _, e in ipairs(errors or {}) do problems[#problems + 1] = e end
+  if type(input) ~= "table" then return { ok = false, problems = problems } end
+  local P = schema.properties
+  -- what the schema cannot say
+  if type(input.identity) == "string" and #input.identity > 300 then
+    problem("identity must be a string of at most 300 bytes")
+  end
+  local model = input.model
+  local compaction = require("compaction").options(model, input.compaction)
+  local limits = {}
+  for k, p in pairs(P.limits.properties) do limits[k] = p.default end
+  if type(input.limits) == "table" then
+    for k, v in pairs(input.limits) do limits[k] = v end
+  end
+  local tools = require "tools"
+  local perms = type(input.permissions) == "table" and input.permissions or {}
+  local PP = P.permissions.properties
+  local requested = perms.tools or PP.tools.default
+  local effective = effective_tools(input, requested, tools.load_all(), problem)
+  local mcp_defs, mcp
+  if input.mcpServers ~= nil and #problems == 0 then
+    mcp_defs, mcp = M.mcp_prepare(input.mcpServers, is_list(requested) and requested or {}, problem)
+  end
+  local writable = perms.writablePaths or PP.writablePaths.default
+  check_writable(writable, problem)
+  local roots = allowed_roots()
+  local ctx = type(input.context) == "table" and input.context or {}
+  local files = context_files(ctx, roots, problem)
+  local selected = load_skills(input.skills, problem)
+  local memory = read_memory(input.memoryFile, roots, problem)
+  local concurrency = concurrency_of(input.concurrency, P.concurrency.properties, problem)
+  local provider, caps = provider_and_caps(model, input.identity, problem)
+  -- the result schema is checked now, not when the answer comes back
+  if input.resultSchema ~= nil then
+    local ok, errs = require("jsonschema").check_schema(input.resultSchema, "resultSchema")
+    if not ok then
+      for _, e in ipairs(errs) do problem("%s", e) end
+    end
+  end
+  if #problems > 0 then return { ok = false, problems = problems } end
+
+  local skill_list = {}
+  for i, s in ipairs(selected) do skill_list[i] = { name = s.name, dir = s.dir } end
   return {
-    ok = true, session_id = args.session_id, system = system, task = task, simple = memory,
+    ok = true, session_id = args.session_id, system = system_prompt(selected), task = task_text(input, ctx, files),
+    simple = memory,
     first_message = { role = "user", content = input.objective .. "\n\nThe full task is in /workspace/task.md." },
     files = files, skills = skill_list, limits = limits, model = model,
-    permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or {}, writablePaths = writable,
-      requiresApproval = perms.requiresApproval or {} },
+    permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or PP.networkAllowlist.default,
+      writablePaths = writable, requiresApproval = perms.requiresApproval or PP.requiresApproval.default },
     tool_definitions = M.with_mcp(tools.definitions(effective), effective, mcp_defs),
     exclusive_tools = M.exclusive_tools(tools, effective),
     mcp = mcp,
     memory_file = input.memoryFile, result_schema = input.resultSchema,
-    approval_timeout = input.approvalTimeoutSeconds or 86400,
-    chat = input.waitForMessages == true and { idle = input.idleTimeoutSeconds or 3600 } or nil,
+    approval_timeout = input.approvalTimeoutSeconds or P.approvalTimeoutSeconds.default,
+    chat = input.waitForMessages == true and { idle = input.idleTimeoutSeconds or P.idleTimeoutSeconds.default } or nil,
     provider = provider, caps = caps, concurrency = concurrency, compaction = compaction,
   }
 end

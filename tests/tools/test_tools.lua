@@ -220,6 +220,39 @@ test("jsonschema: additionalProperties false and as a schema", function()
   eq(e2[1], "args.a: expected integer, got string")
 end)
 
+test("jsonschema: exclusiveMinimum and exclusiveMaximum", function()
+  local s = { type = "number", exclusiveMinimum = 0, exclusiveMaximum = 10 }
+  ok(jsonschema.validate(s, 0.5))
+  local _, e1 = jsonschema.validate(s, 0, "args")
+  eq(e1[1], "args: must be > 0")
+  local _, e2 = jsonschema.validate(s, 10, "args")
+  eq(e2[1], "args: must be < 10")
+  ok(jsonschema.check_schema(s))
+  ok(not jsonschema.check_schema({ exclusiveMinimum = "0" }), "a number")
+end)
+
+test("jsonschema: errorMessage words a node's own errors", function()
+  local s = {
+    type = "object", additionalProperties = false, required = { "a", "b" },
+    errorMessage = { additionalProperties = "unknown field '{key}'", required = { a = "a is missing" } },
+    properties = {
+      a = { type = "string", minLength = 1, pattern = "x", errorMessage = "a must be a string with an x (got {value})" },
+      b = { type = "integer", minimum = 1, errorMessage = { minimum = "b is {value}, below 1" } },
+    },
+  }
+  ok(jsonschema.check_schema(s))
+  local _, e1 = jsonschema.validate(s, { z = 1 }, "in")
+  eq(table.concat(e1, "|"), "a is missing|in.b: is required|unknown field 'z'", "a string, a table without b, the default")
+  local _, e2 = jsonschema.validate(s, { a = "", b = 0 }, "in")
+  eq(table.concat(e2, "|"), "a must be a string with an x (got )|b is 0, below 1", "a node's message is said once")
+  local _, e3 = jsonschema.validate(s, { a = 5, b = "1" }, "in")
+  eq(table.concat(e3, "|"), "a must be a string with an x (got 5)|in.b: expected integer, got string")
+  local bad, errs = jsonschema.check_schema({ errorMessage = { nope = "x", type = 5, required = { a = 1 } } })
+  ok(not bad)
+  eq(#errs, 3, table.concat(errs, "; "))
+  ok(not jsonschema.check_schema({ errorMessage = { "x" } }), "a list is not a table of messages")
+end)
+
 test("jsonschema: enum and const", function()
   local _, errs = jsonschema.validate(S, { path = "a", mode = "c" }, "args")
   has(errs[1], "args.mode: must be one of \"a\", \"b\"")

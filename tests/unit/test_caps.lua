@@ -135,4 +135,81 @@ test("counter names parse back, with colons in the identity", function()
   ok(long ~= caps.counter_name(string.rep("x", 299) .. "y", "tokens_per_day", 0), "long identities stay apart")
 end)
 
+-- ------------------------------------------------------- workflow side --
+
+-- a stand-in for the workflow API that records each durable call
+local function fake_wf(t0)
+  local wf = { calls = {}, counters = {} }
+  local function rec(...) wf.calls[#wf.calls + 1] = table.concat({ ... }, " ") end
+  function wf.now() return t0 end
+  function wf.acquire(name, o) rec("acquire", name, tostring(o.key), tostring(o.limit)) return true end
+  function wf.release(name, o) rec("release", name, o and tostring(o.key) or "") end
+  function wf.rate(name, o)
+    rec("rate", name, tostring(o.limit), tostring(o.per), tostring(o.cost), tostring(o.charge), tostring(o.pause))
+  end
+  function wf.counter(name, delta)
+    rec("counter", name, tostring(delta))
+    wf.counters[name] = (wf.counters[name] or 0) + delta
+    return wf.counters[name]
+  end
+  return wf
+end
+
+test("hold and release: a slot only for a cap that is set", function()
+  local wf = fake_wf(0)
+  eq(caps.hold(wf, { sandboxes = 2 }, "sandboxes"), true)
+  eq(caps.hold(wf, { sandboxes = 2 }, "sessions"), false)
+  eq(caps.hold(wf, nil, "sessions"), false)
+  caps.release(wf, { sandboxes = 2 }, "sandboxes")
+  caps.release(wf, {}, "sandboxes")
+  eq(table.concat(wf.calls, "|"), "acquire sandboxes nil 2|release sandboxes ")
+end)
+
+test("quotas: the first one used up, and the use counted", function()
+  local day = 86400 * 20000
+  local wf = fake_wf(day)
+  local quota = { identity = "token:ci", tokens_per_day = 100, cost_usd_per_month = 5 }
+  eq(caps.quota_reached(wf, nil), nil)
+  eq(#wf.calls, 0, "no quota: no call")
+  eq(caps.quota_reached(wf, quota), nil)
+  caps.count_quota(wf, quota, 120, 0)
+  local q = caps.quota_reached(wf, quota)
+  eq(q.quota, "tokens_per_day")
+  eq(q.limit, 100)
+  eq(q.used, 120)
+  eq(q.identity, "token:ci")
+  local day_name = caps.counter_name("token:ci", "tokens_per_day", day)
+  eq(wf.calls[3], "counter " .. day_name .. " 120", "a cost of 0 is not counted")
+end)
+
+test("the gate: slots and rate windows around a model call", function()
+  local wf = fake_wf(0)
+  local calls = 0
+  local function call(opts)
+    calls = calls + 1
+    if calls == 1 then error({ type = "RateLimited", retry_after = 30 }, 0) end
+    return { usage = { input_tokens = 70, output_tokens = 30 } }
+  end
+  local g = caps.gate(wf, { model_calls = 2, rate = { window = 60, tokens = 1000 } }, "openai", 40)
+  eq(g:capped(), true)
+  local opts = {}
+  local turn = g:turn(opts, call, function() return 100 end)
+  eq(turn.usage.input_tokens, 70)
+  eq(opts.defer_rate_limit, true, "a 429 comes back at once")
+  eq(g.last_tokens, 100)
+  eq(table.concat(wf.calls, "|"), table.concat({
+    "acquire model-calls openai 2", "rate tokens:openai 1000 60 40 nil nil", "release model-calls openai",
+    "rate tokens:openai nil 60 nil 0 30",
+    "acquire model-calls openai 2", "rate tokens:openai 1000 60 40 nil nil", "release model-calls openai",
+    "rate tokens:openai nil 60 nil 20 nil" }, "|"), "reserves the last turn's tokens, is charged the rest")
+  local plain = caps.gate(wf, nil, "openai")
+  eq(plain:capped(), false)
+  local n0 = #wf.calls
+  eq(plain:turn({}, function() return "t" end, function() return 0 end), "t", "no caps: just the call")
+  eq(#wf.calls, n0)
+  local late = caps.gate(wf, { model_calls = 1 }, "openai")
+  eq(late:turn({}, call, function() return 0 end), nil, "out of time waiting: nil, the slot given back")
+  eq(wf.calls[#wf.calls], "release model-calls openai")
+end)
+
 t.finish()
