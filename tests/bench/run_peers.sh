@@ -10,6 +10,8 @@
 #                                                    workers (engine-pgK), beside DBOS on the
 #                                                    same PostgreSQL (engine-pg/ctl.sh)
 #   WORKLOADS="w1 w2" W3_N=2000 tests/bench/run_peers.sh   (any run.sh/params.js override)
+#   ENGINE_BEFORE_BUILD=/path/to/build-of-an-earlier-commit PEERS_LIST="engine engine-before" \
+#     WORKLOADS=w1 tests/bench/run_peers.sh      this build against the build before it, in one run
 # PEERS_SRC (default /work/shared/peers) is read-only: it is copied once to the
 # writable PEERS_DIR (default /tmp/peers) and set up there (setup.sh: apt + npm ci).
 # ENGINE_BUILD (default <repo>/build) is where the driver is built; SKIP_BUILD=1 skips it.
@@ -39,7 +41,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   fi
 fi
 
-for p in engine engine-local; do
+for p in engine engine-local engine-before; do
   mkdir -p "$PEERS_DIR/$p"
   cp "$HERE/engine/ctl.sh" "$PEERS_DIR/$p/ctl.sh"
   chmod +x "$PEERS_DIR/$p/ctl.sh"

@@ -24,6 +24,14 @@ if [ "$(basename "$HERE")" = engine-local ]; then
   DBDIR="$DATA/engine-local"
   export ENGINE_BENCH_DB="$DBDIR/bench.db" ENGINE_BENCH_CHAIN=chain10_local.lua ENGINE_BENCH_PEER=engine-local
 fi
+# installed as engine-before too: the same workloads on an earlier build of the
+# engine (ENGINE_BEFORE_BUILD, a build directory of another commit), so a
+# change is measured against the build before it in one run
+if [ "$(basename "$HERE")" = engine-before ]; then
+  DRIVER="${ENGINE_BEFORE_BUILD:?engine-before needs ENGINE_BEFORE_BUILD (a build directory of the earlier commit)}/tests/bench/engine_driver"
+  DBDIR="$DATA/engine-before"
+  export ENGINE_BENCH_DB="$DBDIR/bench.db" ENGINE_BENCH_PEER=engine-before
+fi
 # durability stays the engine's default (synchronous=FULL)
 unset ENGINE_SYNCHRONOUS
 mkdir -p "$DATA" "$LOGS" "$DBDIR"
