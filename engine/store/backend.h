@@ -1,5 +1,6 @@
-/* The store's seam: a backend (sqlite.c; PostgreSQL next) fills a
- * table of the operations store.h declares, and store.c dispatches to it.
+/* The store's seam: a backend (SQLite: sqlite.c and the sqlite_*.c beside
+ * it; PostgreSQL: pg.c and the pg_*.c) fills a table of the operations
+ * store.h declares, and store.c dispatches to it.
  * A backend's own struct begins with struct store. Only store.c and the
  * backends include this. */
 #ifndef ENGINE_STORE_BACKEND_H
@@ -130,7 +131,7 @@ int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char 
 extern const store_ops store_pg_ops;
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
-/* The worker lock of a PostgreSQL database (store_remote_lock). */
+/* The worker lock of a PostgreSQL database (store_remote_lock; pg_conn.c). */
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);
 int store_pg_unlock(int fd);
 

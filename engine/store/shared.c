@@ -1,4 +1,4 @@
-/* shared: what both backends (sqlite.c, pg.c) and the dispatch (store.c)
+/* shared: what both backends (sqlite*.c, pg*.c) and the dispatch (store.c)
  * use alike: the tables' schema and the statements made from it, the rows'
  * free functions, and the knob that fails a write on purpose. Nothing here
  * calls a backend, so the backends and the dispatch do not call each other
