@@ -122,6 +122,19 @@ typedef struct store_ops {
  * "append history") is to fail as an I/O error does, in every backend alike. */
 int store_fault_hit(const char *what);
 
+/* What both backends read alike (shared.c): ENGINE_BUSY_TIMEOUT_MS (ms a
+ * write waits for a lock; 5000 when unset), and ENGINE_STORE_MAX_LENGTH (the
+ * longest value a parameter takes, for tests; 0 when unset). */
+int store_busy_timeout_ms(void);
+int store_max_length(void);
+/* A run's history read into h from index from on is whole: dense from seq 1
+ * (a hole is damage, never a shorter history). STORE_OK, or STORE_ERR with
+ * err saying which event is missing. */
+int store_hist_whole(const char *wf_id, const hist_list *h, size_t from, char *err, size_t errlen);
+/* 1 when a delivery of this outcome holds its (trigger, delivery id) key
+ * (store_delivery_put). */
+int store_delivery_accepted(const char *outcome);
+
 /* SQLite (sqlite.c): a database file. */
 extern const store_ops store_sqlite_ops;
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);

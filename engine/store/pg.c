@@ -158,8 +158,7 @@ static pg *new_pg(const char *url, PGconn *c, const char *where, const char *set
   s->conn = c;
   s->path = util_strdup(url);
   snprintf(s->where, sizeof s->where, "%s", where);
-  const char *maxlen = getenv("ENGINE_STORE_MAX_LENGTH");
-  if (maxlen && atoi(maxlen) > 0) s->max_length = atoi(maxlen);
+  s->max_length = store_max_length();
   strmap_init(&s->held);
   strmap_init(&s->claimed);
   strmap_init(&s->fenced);
@@ -180,9 +179,8 @@ int store_pg_open(const char *url, int must_exist, store **out, char *err, size_
   char where[256], why[384];
   PGconn *c = pg_connect_url(url, "engine", "10", where, sizeof where, err, errlen);
   if (!c) return STORE_ERR;
-  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
   char settings[160];
-  set_session(c, settings, sizeof settings, btm ? atoi(btm) : 5000, 0, 0);
+  set_session(c, settings, sizeof settings, store_busy_timeout_ms(), 0, 0);
   int other, have = schema_state(c, &other), kind = STORE_ERR;
   if (have < 0) {
     pq_reason(c, NULL, why, sizeof why);

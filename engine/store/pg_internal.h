@@ -176,7 +176,6 @@ int pg_wf_page(store *st_, const char *status, const char *script, int64_t after
 int pg_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
 int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
 void pg_events_from(const PGresult *r, hist_list *out);
-int pg_events_whole(pg *s, const char *wf_id, const hist_list *out, size_t from);
 int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out);
 int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 int pg_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out);

@@ -336,7 +336,7 @@ int pg_delivery_put(store *st_, const delivery_row *d) {
   pg_bind_text(s, d->detail);
   if (pg_exec_write(s, Q_DLV_PUT, "record delivery") != STORE_OK) return STORE_ERR;
   if (s->changes == 0) return 1;
-  if (strcmp(d->outcome, "started") == 0 || strcmp(d->outcome, "existing") == 0) return 0;
+  if (store_delivery_accepted(d->outcome)) return 0;
   pg_params_start(s);
   pg_bind_text(s, d->trigger);
   return pg_exec_write(s, Q_DLV_PRUNE, "prune deliveries");

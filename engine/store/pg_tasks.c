@@ -98,7 +98,7 @@ int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, tas
     if (t[i].found) pg_read_wf(r[2], 0, &t[i].w);
     if (t[i].found && t[i].history) {
       pg_events_from(r[3], &t[i].h);
-      rc = pg_events_whole(s, t[i].wf_id, &t[i].h, 0);
+      rc = store_hist_whole(t[i].wf_id, &t[i].h, 0, s->err, sizeof s->err);
     }
   }
   for (size_t i = 0; i < n * START_STMTS; i++) PQclear(res[i]);

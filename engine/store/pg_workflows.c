@@ -194,17 +194,6 @@ static int read_events(pg *s, int q, hist_list *out) {
   return STORE_OK;
 }
 
-/* A run's whole history, from seq 1 without a gap, else the database is damaged. */
-int pg_events_whole(pg *s, const char *wf_id, const hist_list *out, size_t from) {
-  for (size_t i = from; i < out->n; i++)
-    if (out->v[i].seq != (int64_t)(i - from) + 1) {
-      util_seterr(s->err, sizeof s->err, "load history: event #%lld of %s is missing (the database is damaged)",
-                  (long long)(i - from) + 1, wf_id);
-      return STORE_ERR;
-    }
-  return STORE_OK;
-}
-
 int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
   pg *s = (pg *)st_;
   pg_params_start(s);
@@ -212,7 +201,7 @@ int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
   pg_bind_int(s, run);
   size_t from = out->n;
   if (read_events(s, Q_HIST_LOAD, out) != STORE_OK) return STORE_ERR;
-  return pg_events_whole(s, wf_id, out, from);
+  return store_hist_whole(wf_id, out, from, s->err, sizeof s->err);
 }
 
 int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
@@ -352,7 +341,7 @@ int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, voi
     pg_events_from(r[1], &out->h);
     out->tasks = (int)pg_col_int(r[2], 0, 0);
     out->signals = (int)pg_col_int(r[3], 0, 0);
-    if (pg_events_whole(s, id, &out->h, 0) != STORE_OK) found = -1;
+    if (store_hist_whole(id, &out->h, 0, s->err, sizeof s->err) != STORE_OK) found = -1;
     for (int i = 0, n = PQntuples(r[4]); i < n && found == 1; i++) {
       domain_event e = {pg_col_text(r[4], i, 0), pg_col_int(r[4], i, 1), pg_col_text(r[4], i, 2), pg_col_int(r[4], i, 3),
                         pg_col_text(r[4], i, 4)};

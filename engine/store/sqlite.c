@@ -100,8 +100,7 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
  * (SQLite reports those as busy without waiting), so busy opens are retried
  * for as long as the busy timeout allows. */
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
-  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
-  int64_t deadline = util_mono_ms() + (btm ? atoi(btm) : 5000);
+  int64_t deadline = util_mono_ms() + store_busy_timeout_ms();
   for (;;) {
     int rc = open_once(path, must_exist, out, err, errlen);
     if (rc != STORE_EBUSY || util_mono_ms() >= deadline) return rc;
@@ -147,10 +146,9 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
   s->path = util_strdup(path);
   /* ENGINE_STORE_MAX_LENGTH (bytes), for tests: SQLite's limit on a string or
    * blob, lowered so a bind fails for real without a gigabyte value */
-  const char *maxlen = getenv("ENGINE_STORE_MAX_LENGTH");
-  if (maxlen && atoi(maxlen) > 0) sqlite3_limit(s->db, SQLITE_LIMIT_LENGTH, atoi(maxlen));
-  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
-  sqlite3_busy_timeout(s->db, btm ? atoi(btm) : 5000);
+  int maxlen = store_max_length();
+  if (maxlen > 0) sqlite3_limit(s->db, SQLITE_LIMIT_LENGTH, maxlen);
+  sqlite3_busy_timeout(s->db, store_busy_timeout_ms());
   const char *sync = getenv("ENGINE_SYNCHRONOUS");
   char pragmas[256];
   /* cell_size_check: a damaged page is an error when it is read, not a scan

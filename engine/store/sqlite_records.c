@@ -335,10 +335,6 @@ int sq_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *u
 
 /* ---- webhook deliveries ---- */
 
-static int delivery_accepted(const char *outcome) {
-  return strcmp(outcome, "started") == 0 || strcmp(outcome, "existing") == 0;
-}
-
 int sq_delivery_put(store *st_, const delivery_row *d) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
@@ -353,7 +349,7 @@ int sq_delivery_put(store *st_, const delivery_row *d) {
   sq_bind_text(s, st, 7, d->detail);
   if (sq_exec_write(s, st, "record delivery") != STORE_OK) return STORE_ERR;
   if (sqlite3_changes(s->db) == 0) return 1;
-  if (delivery_accepted(d->outcome)) return 0;
+  if (store_delivery_accepted(d->outcome)) return 0;
   st = sq_stmt(s, Q_DLV_PRUNE);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, d->trigger);

@@ -208,13 +208,7 @@ int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
   size_t from = out->n;
   if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
   /* a run's history is dense from 1: a hole is damage, never a shorter history */
-  for (size_t i = from; i < out->n; i++)
-    if (out->v[i].seq != (int64_t)(i - from) + 1) {
-      util_seterr(s->err, sizeof s->err, "load history: event #%lld of %s is missing (the database is damaged)",
-                  (long long)(i - from) + 1, wf_id);
-      return STORE_ERR;
-    }
-  return STORE_OK;
+  return store_hist_whole(wf_id, out, from, s->err, sizeof s->err);
 }
 
 int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
