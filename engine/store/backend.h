@@ -117,8 +117,9 @@ typedef struct store_ops {
   int (*op_schedule_get)(store *s, const char *name, store_schedule_cb cb, void *ud);
   int (*op_schedule_list)(store *s, store_schedule_cb cb, void *ud);
   int (*op_schedule_del)(store *s, const char *name);
-  int (*op_group_count)(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
-  int (*op_live_list)(store *s, store_live_cb cb, void *ud);
+  int (*op_group_count)(store *s, store_group what, const char *const *types,
+                        int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+  int (*op_live_list)(store *s, const char *const *types, store_live_cb cb, void *ud);
   int64_t (*op_count)(store *s, const char *what, const char *wf_id);
 } store_ops;
 

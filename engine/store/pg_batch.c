@@ -34,7 +34,7 @@ void pg_claimed(pg *s, const char *wf_id, int64_t epoch) {
 
 /* Appends v to the PostgreSQL array literal being built in *buf ("{" first,
  * then "," between), quoted and escaped when quote; v NULL closes it. */
-static void array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote) {
+void pg_array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote) {
   size_t need = *len + 2 * (v ? strlen(v) : 0) + 4;
   if (need > *cap) {
     *cap = need * 2;
@@ -83,11 +83,11 @@ static void fence_params(pg *s, const strmap *ids) {
     char ep[24];
     intptr_t epoch = pg_lease_epoch(s, ids->keys[i]);
     snprintf(ep, sizeof ep, "%lld", (long long)(epoch ? epoch : (intptr_t)strmap_get(&s->releasing, ids->keys[i])));
-    array_add(&s->fence_ids, &il, &ic, ids->keys[i], 1);
-    array_add(&s->fence_eps, &el, &ec, ep, 0);
+    pg_array_add(&s->fence_ids, &il, &ic, ids->keys[i], 1);
+    pg_array_add(&s->fence_eps, &el, &ec, ep, 0);
   }
-  array_add(&s->fence_ids, &il, &ic, NULL, 0);
-  array_add(&s->fence_eps, &el, &ec, NULL, 0);
+  pg_array_add(&s->fence_ids, &il, &ic, NULL, 0);
+  pg_array_add(&s->fence_eps, &el, &ec, NULL, 0);
   pg_params_start(s);
   pg_bind_text(s, s->fence_ids);
   pg_bind_text(s, s->fence_eps);

@@ -32,7 +32,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_SANDBOXES, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -143,6 +143,7 @@ int pg_commit_fd(store *st_, int old);
 int pg_commit_drain(store *st_, int fd);
 
 /* pg_batch.c */
+void pg_array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote);
 void pg_map_reset(strmap *m);
 intptr_t pg_lease_epoch(pg *s, const char *wf_id);
 void pg_claimed(pg *s, const char *wf_id, int64_t epoch);
@@ -247,8 +248,9 @@ int pg_schedule_update(store *st_, const schedule_row *r);
 int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud);
 int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud);
 int pg_schedule_del(store *st_, const char *name);
-int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
-int pg_live_list(store *st_, store_live_cb cb, void *ud);
+int pg_group_count(store *st_, store_group what, const char *const *types,
+                   int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+int pg_live_list(store *st_, const char *const *types, store_live_cb cb, void *ud);
 int64_t pg_count(store *st_, const char *what, const char *wf_id);
 
 /* pg_tables.c */

@@ -456,14 +456,28 @@ int pg_schedule_del(store *st_, const char *name) {
 
 /* ---- counts ---- */
 
-int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
+/* The event types asked for (a NULL-terminated list) as a text[] literal,
+ * malloc'd: $1 of Q_GROUP_LIVE_WITH and Q_LIVE_LIST. */
+static char *type_array(const char *const *types) {
+  char *buf = NULL;
+  size_t len = 0, cap = 0;
+  for (; types && *types; types++) pg_array_add(&buf, &len, &cap, *types, 1);
+  pg_array_add(&buf, &len, &cap, NULL, 0);
+  return buf;
+}
+
+int pg_group_count(store *st_, store_group what, const char *const *types,
+                   int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
   pg *s = (pg *)st_;
   int q = what == STORE_GROUP_STATUS  ? Q_GROUP_STATUS
           : what == STORE_GROUP_TASKS ? Q_GROUP_TASKS
           : what == STORE_GROUP_SLOTS ? Q_GROUP_SLOTS
-                                      : Q_GROUP_SANDBOXES;
+                                      : Q_GROUP_LIVE_WITH;
+  char *among = q == Q_GROUP_LIVE_WITH ? type_array(types) : NULL;
   pg_params_start(s);
+  if (among) pg_bind_text(s, among);
   PGresult *r = pq_run(s, q, 0, "count");
+  free(among);
   if (!r) return STORE_ERR;
   for (int i = 0, n = PQntuples(r); i < n; i++)
     if (cb(ud, pg_col_text(r, i, 0), pg_col_int(r, i, 1))) break;
@@ -471,10 +485,13 @@ int pg_group_count(store *st_, store_group what, int (*cb)(void *ud, const char 
   return STORE_OK;
 }
 
-int pg_live_list(store *st_, store_live_cb cb, void *ud) {
+int pg_live_list(store *st_, const char *const *types, store_live_cb cb, void *ud) {
   pg *s = (pg *)st_;
+  char *among = type_array(types);
   pg_params_start(s);
+  pg_bind_text(s, among);
   PGresult *r = pq_run(s, Q_LIVE_LIST, 0, "list live workflows");
+  free(among);
   if (!r) return STORE_ERR;
   for (int i = 0, n = PQntuples(r); i < n; i++)
     if (cb(ud, pg_col_text(r, i, 0), pg_col_text(r, i, 1))) break;

@@ -124,11 +124,12 @@ const char *const pg_sql[Q__N] = {
                        "AND (created_at, id) < ($3::bigint, $4::text) ORDER BY created_at DESC, id DESC LIMIT $5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
     [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",
-    [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
+    /* $1: the event types asked for, a text[] (type_array, pg_records.c) */
+    [Q_GROUP_LIVE_WITH] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
                           "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
-                          "d.type='sandbox.ready')",
-    [Q_LIVE_LIST] = "SELECT w.id, (SELECT d.payload FROM domain_events d WHERE d.session_id=w.id AND d.type IN "
-                    "('sandbox.ready','sandbox.reprovisioned') ORDER BY d.seq DESC LIMIT 1) FROM workflows w "
+                          "d.type=ANY($1::text[]))",
+    [Q_LIVE_LIST] = "SELECT w.id, (SELECT d.payload FROM domain_events d WHERE d.session_id=w.id AND "
+                    "d.type=ANY($1::text[]) ORDER BY d.seq DESC LIMIT 1) FROM workflows w "
                     "WHERE w.status NOT IN ('completed','failed','cancelled')",
     [Q_GROUP_SLOTS] = "SELECT pool||chr(31)||(CASE WHEN held<>0 THEN 'held' ELSE 'queued' END), count(*) FROM slots "
                       "GROUP BY pool, held",

@@ -55,7 +55,7 @@ enum {
   Q_WF_PAGE_DESC,
   Q_GROUP_STATUS,
   Q_GROUP_TASKS,
-  Q_GROUP_SANDBOXES,
+  Q_GROUP_LIVE_WITH,
   Q_LIVE_LIST,
   Q_GROUP_SLOTS,
   Q_DATA_VERSION,
@@ -210,8 +210,9 @@ int sq_schedule_update(store *st_, const schedule_row *r);
 int sq_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud);
 int sq_schedule_list(store *st_, store_schedule_cb cb, void *ud);
 int sq_schedule_del(store *st_, const char *name);
-int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
-int sq_live_list(store *st_, store_live_cb cb, void *ud);
+int sq_group_count(store *st_, store_group what, const char *const *types,
+                   int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+int sq_live_list(store *st_, const char *const *types, store_live_cb cb, void *ud);
 int64_t sq_count(store *st_, const char *what, const char *wf_id);
 
 /* sqlite_tables.c */

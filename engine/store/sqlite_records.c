@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "util.h"
 
 /* ---- domain events ---- */
@@ -476,14 +477,35 @@ int sq_schedule_del(store *st_, const char *name) {
 
 /* ---- counts ---- */
 
-int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
+/* The event types asked for (a NULL-terminated list) as a JSON array,
+ * malloc'd: ?1 of Q_GROUP_LIVE_WITH and Q_LIVE_LIST (json_each). */
+static char *type_list(const char *const *types) {
+  ubuf b = {0};
+  ubuf_add(&b, "[", 1);
+  for (size_t i = 0; types && types[i]; i++) {
+    char *q = json_quote(types[i]);
+    if (i) ubuf_add(&b, ",", 1);
+    ubuf_add(&b, q, strlen(q));
+    free(q);
+  }
+  ubuf_add(&b, "]", 2); /* and its NUL */
+  return b.p;
+}
+
+int sq_group_count(store *st_, store_group what, const char *const *types,
+                   int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
   sq *s = (sq *)st_;
   int q = what == STORE_GROUP_STATUS  ? Q_GROUP_STATUS
           : what == STORE_GROUP_TASKS ? Q_GROUP_TASKS
           : what == STORE_GROUP_SLOTS ? Q_GROUP_SLOTS
-                                      : Q_GROUP_SANDBOXES;
+                                      : Q_GROUP_LIVE_WITH;
   sqlite3_stmt *st = sq_stmt(s, q);
   if (!st) return STORE_ERR;
+  if (q == Q_GROUP_LIVE_WITH) {
+    char *among = type_list(types);
+    sq_bind_text(s, st, 1, among); /* bound as a copy */
+    free(among);
+  }
   int rc;
   while ((rc = sq_step(s, st)) == SQLITE_ROW)
     if (cb(ud, (const char *)sqlite3_column_text(st, 0), sqlite3_column_int64(st, 1))) break;
@@ -491,10 +513,13 @@ int sq_group_count(store *st_, store_group what, int (*cb)(void *ud, const char 
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail(s, "count");
 }
 
-int sq_live_list(store *st_, store_live_cb cb, void *ud) {
+int sq_live_list(store *st_, const char *const *types, store_live_cb cb, void *ud) {
   sq *s = (sq *)st_;
   sqlite3_stmt *st = sq_stmt(s, Q_LIVE_LIST);
   if (!st) return STORE_ERR;
+  char *among = type_list(types);
+  sq_bind_text(s, st, 1, among); /* bound as a copy */
+  free(among);
   int rc;
   while ((rc = sq_step(s, st)) == SQLITE_ROW)
     if (cb(ud, (const char *)sqlite3_column_text(st, 0), (const char *)sqlite3_column_text(st, 1))) break;

@@ -75,13 +75,14 @@ const char *const sq_sql[Q__N] = {
                        "AND (created_at<?3 OR (created_at=?3 AND id<?4)) ORDER BY created_at DESC, id DESC LIMIT ?5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
     [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",
-    /* unfinished sessions that reported a sandbox ready (it is destroyed before they finish) */
-    [Q_GROUP_SANDBOXES] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
+    /* unfinished workflows with an event of the types asked for (?1: a JSON
+     * array of them, type_list in sqlite_records.c) */
+    [Q_GROUP_LIVE_WITH] = "SELECT 'live', count(*) FROM workflows w WHERE w.status NOT IN ('completed','failed',"
                           "'cancelled') AND EXISTS(SELECT 1 FROM domain_events d WHERE d.session_id=w.id AND "
-                          "d.type='sandbox.ready')",
-    /* the unfinished ones and where each one's sandbox is now (store_live_list) */
+                          "d.type IN (SELECT value FROM json_each(?1)))",
+    /* the unfinished ones and the payload of each one's latest such event (store_live_list) */
     [Q_LIVE_LIST] = "SELECT w.id, (SELECT d.payload FROM domain_events d WHERE d.session_id=w.id AND d.type IN "
-                    "('sandbox.ready','sandbox.reprovisioned') ORDER BY d.seq DESC LIMIT 1) FROM workflows w "
+                    "(SELECT value FROM json_each(?1)) ORDER BY d.seq DESC LIMIT 1) FROM workflows w "
                     "WHERE w.status NOT IN ('completed','failed','cancelled')",
     [Q_GROUP_SLOTS] = "SELECT pool||char(31)||(CASE WHEN held THEN 'held' ELSE 'queued' END), count(*) FROM slots "
                       "GROUP BY pool, held",

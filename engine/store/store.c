@@ -296,8 +296,15 @@ int store_counter_put(store *s, const char *name, const counter_row *c) { SETTLE
 
 int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud) { SETTLE(s); return s->ops->op_counter_list(s, prefix, cb, ud); }
 
-int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud) { SETTLE(s); return s->ops->op_group_count(s, what, cb, ud); }
-int store_live_list(store *s, store_live_cb cb, void *ud) { SETTLE(s); return s->ops->op_live_list(s, cb, ud); }
+int store_group_count(store *s, store_group what, const char *const *types,
+                      int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
+  SETTLE(s);
+  return s->ops->op_group_count(s, what, types, cb, ud);
+}
+int store_live_list(store *s, const char *const *types, store_live_cb cb, void *ud) {
+  SETTLE(s);
+  return s->ops->op_live_list(s, types, cb, ud);
+}
 
 int64_t store_count(store *s, const char *what, const char *wf_id) { SETTLE(s); return s->ops->op_count(s, what, wf_id); }
 
