@@ -83,13 +83,15 @@ void api_h_metrics(api *a, httpd_req *r, ctx *c) {
   metrics_clear(m, "engine_tasks");
   metrics_clear(m, "engine_slots");
   group_ctx g = {m, "engine_workflows", "status", 0};
-  int bad = store_group_count(a->rd, STORE_GROUP_STATUS, set_group, &g) != STORE_OK;
+  int bad = store_group_count(a->rd, STORE_GROUP_STATUS, NULL, set_group, &g) != STORE_OK;
   g = (group_ctx){m, "engine_tasks", "kind", 0};
-  bad |= store_group_count(a->rd, STORE_GROUP_TASKS, set_group, &g) != STORE_OK;
+  bad |= store_group_count(a->rd, STORE_GROUP_TASKS, NULL, set_group, &g) != STORE_OK;
   metrics_set(m, "engine_timers_pending", NULL, (double)g.timers);
+  /* the unfinished sessions that reported a sandbox ready (it is destroyed before they finish) */
+  static const char *const sandbox_ready[] = {"sandbox.ready", NULL};
   group_ctx sb = {m, "engine_sandboxes_live", NULL, 0};
-  bad |= store_group_count(a->rd, STORE_GROUP_SANDBOXES, set_group, &sb) != STORE_OK;
-  bad |= store_group_count(a->rd, STORE_GROUP_SLOTS, set_slots, m) != STORE_OK;
+  bad |= store_group_count(a->rd, STORE_GROUP_LIVE_WITH, sandbox_ready, set_group, &sb) != STORE_OK;
+  bad |= store_group_count(a->rd, STORE_GROUP_SLOTS, NULL, set_slots, m) != STORE_OK;
   approvals_ctx x = {a, {0}, 0, 0};
   bad |= store_wf_list(a->rd, "waiting", count_pending, &x) != STORE_OK;
   if (bad) return api_reply_store_error(a, r, a->rd);

@@ -1,5 +1,6 @@
-/* The store's seam: a backend (sqlite.c; PostgreSQL next) fills a
- * table of the operations store.h declares, and store.c dispatches to it.
+/* The store's seam: a backend (SQLite: sqlite.c and the sqlite_*.c beside
+ * it; PostgreSQL: pg.c and the pg_*.c) fills a table of the operations
+ * store.h declares, and store.c dispatches to it.
  * A backend's own struct begins with struct store. Only store.c and the
  * backends include this. */
 #ifndef ENGINE_STORE_BACKEND_H
@@ -13,113 +14,131 @@ struct store {
   int pending_rc; /* its result once answered */
 };
 
+/* Every field is named op_ and, where it serves one store.h function, that
+ * function's name without store_ (store_token_revoke: op_token_revoke), so
+ * that no field has the name of a public function (tokens.c's token_revoke
+ * is not the table's op_token_revoke). */
 typedef struct store_ops {
-  void (*close)(store *s);
-  const char *(*errmsg)(store *s);
-  const char *(*path)(store *s);
-  int (*instance_id)(store *s, char *out, size_t n);
-  int (*begin)(store *s);
-  int (*commit)(store *s);
-  /* NULL in a backend that commits at once (store.c uses commit) */
-  int (*commit_start)(store *s);
-  int (*commit_socket)(store *s, int *writable);
-  int (*commit_progress)(store *s); /* without waiting: STORE_PENDING or the result */
-  int (*commit_settle)(store *s);   /* waiting: the result */
-  void (*rollback)(store *s);
-  int (*in_txn)(store *s);
-  int (*batch_failed)(store *s);
-  int64_t (*batch_writes)(store *s);
-  int64_t (*round_trips)(store *s); /* NULL: none (an embedded database) */
-  int64_t (*data_version)(store *s);
-  int (*commit_fd)(store *s, int old); /* NULL: none */
-  int (*commit_drain)(store *s, int fd);
-  int (*wf_insert)(store *s, const wf_row *w);
-  int (*wf_get)(store *s, const char *id, wf_row *out);
-  int (*wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
-  int (*wf_set_cancel)(store *s, const char *id, int cancel);
-  int (*wf_set_code)(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
-  int (*wf_new_run)(store *s, const char *id, int64_t run, const char *input);
-  int (*wf_list)(store *s, const char *status, store_wf_cb cb, void *ud);
-  int (*wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud);
-  int (*wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
-  int (*hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
-  int (*hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);
-  int (*hist_range)(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
-  int64_t (*hist_max_seq)(store *s, const char *wf_id, int64_t run);
-  int (*hist_outcome)(store *s, const char *wf_id, int64_t run, int64_t seq);
-  int (*hist_get)(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
-  int (*code_put)(store *s, const char *hash, const char *name, const char *src, size_t len);
-  char *(*code_get)(store *s, const char *hash, size_t *len);
-  int (*module_pin)(store *s, const char *wf_id, int64_t run, const char *module, const char *hash);
-  char *(*module_get)(store *s, const char *wf_id, int64_t run, const char *module);
-  int (*modules_clear)(store *s, const char *wf_id, int64_t run);
-  int (*modules_copy)(store *s, const char *wf_id, int64_t from_run, int64_t to_run);
-  int (*task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until);
-  int (*task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
-  int (*task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
-  /* NULL: store.c makes it of lease_claim, task_take, wf_get and hist_load */
-  int (*task_start)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
-  int (*task_release)(store *s, const char *owner);
-  int (*task_del_wf)(store *s, const char *wf_id);
-  int (*task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
-  int (*task_due)(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
-  int64_t (*task_next_at)(store *s, const char *owner);
-  int (*task_count)(store *s, const char *wf_id);
+  void (*op_close)(store *s);
+  const char *(*op_errmsg)(store *s);
+  const char *(*op_path)(store *s);
+  int (*op_instance_id)(store *s, char *out, size_t n);
+  int (*op_begin)(store *s);
+  int (*op_commit)(store *s);
+  /* NULL in a backend that commits at once (store.c uses op_commit) */
+  int (*op_commit_start)(store *s);
+  int (*op_commit_socket)(store *s, int *writable);
+  int (*op_commit_progress)(store *s); /* without waiting: STORE_PENDING or the result */
+  int (*op_commit_settle)(store *s);   /* waiting: the result */
+  void (*op_rollback)(store *s);
+  int (*op_in_txn)(store *s);
+  int (*op_batch_failed)(store *s);
+  int64_t (*op_batch_writes)(store *s);
+  int64_t (*op_round_trips)(store *s); /* NULL: none (an embedded database) */
+  int64_t (*op_data_version)(store *s);
+  int (*op_commit_fd)(store *s, int old); /* NULL: none */
+  int (*op_commit_drain)(store *s, int fd);
+  int (*op_wf_insert)(store *s, const wf_row *w);
+  int (*op_wf_get)(store *s, const char *id, wf_row *out);
+  int (*op_wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
+  int (*op_wf_set_cancel)(store *s, const char *id, int cancel);
+  int (*op_wf_set_code)(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
+  int (*op_wf_new_run)(store *s, const char *id, int64_t run, const char *input);
+  int (*op_wf_list)(store *s, const char *status, store_wf_cb cb, void *ud);
+  int (*op_wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud);
+  int (*op_wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
+  int (*op_hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
+  int (*op_hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);
+  int (*op_hist_range)(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
+  int64_t (*op_hist_max_seq)(store *s, const char *wf_id, int64_t run);
+  int (*op_hist_outcome)(store *s, const char *wf_id, int64_t run, int64_t seq);
+  int (*op_hist_get)(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
+  int (*op_code_put)(store *s, const char *hash, const char *name, const char *src, size_t len);
+  char *(*op_code_get)(store *s, const char *hash, size_t *len);
+  int (*op_module_pin)(store *s, const char *wf_id, int64_t run, const char *module, const char *hash);
+  char *(*op_module_get)(store *s, const char *wf_id, int64_t run, const char *module);
+  int (*op_modules_clear)(store *s, const char *wf_id, int64_t run);
+  int (*op_modules_copy)(store *s, const char *wf_id, int64_t from_run, int64_t to_run);
+  int (*op_task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until);
+  int (*op_task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
+  int (*op_task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
+  /* NULL: store.c makes it of op_lease_claim, op_task_take, op_wf_get and op_hist_load */
+  int (*op_task_start)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+  int (*op_task_release)(store *s, const char *owner);
+  int (*op_task_del_wf)(store *s, const char *wf_id);
+  int (*op_task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
+  int (*op_task_due)(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
+  int64_t (*op_task_next_at)(store *s, const char *owner);
+  int (*op_task_count)(store *s, const char *wf_id);
   /* leases: NULL in a backend one worker holds (store.c answers for it) */
-  int (*lease_claim)(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until);
-  int (*lease_held)(store *s, const char *wf_id);
-  int64_t (*lease_count)(store *s);
-  int (*lease_fence)(store *s, const char *wf_id);
-  int (*lease_renew)(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id), void *ud);
-  int (*lease_release)(store *s, const char *owner, const char *wf_id);
-  int (*signal_put)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
-  int (*signal_take)(store *s, const char *wf_id, const char *name, char **payload);
-  int (*signal_count)(store *s, const char *wf_id);
-  int (*signal_has)(store *s, const char *wf_id, const char *name);
-  int (*signal_del_wf)(store *s, const char *wf_id);
-  int64_t (*domain_append)(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
-  int (*domain_list)(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
-  /* NULL: store.c makes it of wf_get, hist_load, task_count, signal_count and domain_list */
-  int (*wf_view)(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud);
-  int (*feed_after)(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
-  int64_t (*feed_last)(store *s);
-  int (*meta_get)(store *s, const char *key, char **value);
-  int (*meta_put)(store *s, const char *key, const char *value);
-  int (*token_put)(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
-  int (*token_revoke)(store *s, const char *name, int64_t revoked_at);
-  int (*token_list)(store *s, store_token_cb cb, void *ud);
-  int (*token_live)(store *s, store_token_cb cb, void *ud);
-  int64_t (*token_live_count)(store *s);
-  int (*slot_put)(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit, int64_t since);
-  int (*slot_get)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
-  int (*slot_head)(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud);
-  int64_t (*slot_count)(store *s, const char *pool, const char *key, int held);
-  int (*slot_hold)(store *s, const char *wf_id, const char *pool, const char *key, int64_t since);
-  int (*slot_del)(store *s, const char *wf_id, const char *pool, const char *key);
-  int (*slot_list)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
-  int (*table_page)(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud);
-  int (*table_insert)(store *s, const store_table *t, const store_value *row, int replace);
-  int64_t (*table_count)(store *s, const store_table *t);
-  int (*table_finish)(store *s, const store_table *t);
-  int (*counter_get)(store *s, const char *name, counter_row *out);
-  int (*counter_put)(store *s, const char *name, const counter_row *c);
-  int (*counter_list)(store *s, const char *prefix, store_counter_cb cb, void *ud);
-  int (*delivery_put)(store *s, const delivery_row *d);
-  int (*delivery_find)(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
-  int (*delivery_list)(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud);
-  int (*schedule_insert)(store *s, const schedule_row *r);
-  int (*schedule_update)(store *s, const schedule_row *r);
-  int (*schedule_get)(store *s, const char *name, store_schedule_cb cb, void *ud);
-  int (*schedule_list)(store *s, store_schedule_cb cb, void *ud);
-  int (*schedule_del)(store *s, const char *name);
-  int (*group_count)(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
-  int (*live_list)(store *s, store_live_cb cb, void *ud);
-  int64_t (*count)(store *s, const char *what, const char *wf_id);
+  int (*op_lease_claim)(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until);
+  int (*op_lease_held)(store *s, const char *wf_id);
+  int64_t (*op_lease_count)(store *s);
+  int (*op_lease_fence)(store *s, const char *wf_id);
+  int (*op_lease_renew)(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id), void *ud);
+  int (*op_lease_release)(store *s, const char *owner, const char *wf_id);
+  int (*op_signal_put)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
+  int (*op_signal_take)(store *s, const char *wf_id, const char *name, char **payload);
+  int (*op_signal_count)(store *s, const char *wf_id);
+  int (*op_signal_has)(store *s, const char *wf_id, const char *name);
+  int (*op_signal_del_wf)(store *s, const char *wf_id);
+  int64_t (*op_domain_append)(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
+  int (*op_domain_list)(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+  /* NULL: store.c makes it of op_wf_get, op_hist_load, op_task_count, op_signal_count and op_domain_list */
+  int (*op_wf_view)(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud);
+  int (*op_feed_after)(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
+  int64_t (*op_feed_last)(store *s);
+  int (*op_meta_get)(store *s, const char *key, char **value);
+  int (*op_meta_put)(store *s, const char *key, const char *value);
+  int (*op_token_put)(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+  int (*op_token_revoke)(store *s, const char *name, int64_t revoked_at);
+  int (*op_token_list)(store *s, store_token_cb cb, void *ud);
+  int (*op_token_live)(store *s, store_token_cb cb, void *ud);
+  int64_t (*op_token_live_count)(store *s);
+  int (*op_slot_put)(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit, int64_t since);
+  int (*op_slot_get)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int (*op_slot_head)(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int64_t (*op_slot_count)(store *s, const char *pool, const char *key, int held);
+  int (*op_slot_hold)(store *s, const char *wf_id, const char *pool, const char *key, int64_t since);
+  int (*op_slot_del)(store *s, const char *wf_id, const char *pool, const char *key);
+  int (*op_slot_list)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
+  int (*op_table_page)(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud);
+  int (*op_table_insert)(store *s, const store_table *t, const store_value *row, int replace);
+  int64_t (*op_table_count)(store *s, const store_table *t);
+  int (*op_table_finish)(store *s, const store_table *t);
+  int (*op_counter_get)(store *s, const char *name, counter_row *out);
+  int (*op_counter_put)(store *s, const char *name, const counter_row *c);
+  int (*op_counter_list)(store *s, const char *prefix, store_counter_cb cb, void *ud);
+  int (*op_delivery_put)(store *s, const delivery_row *d);
+  int (*op_delivery_find)(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud);
+  int (*op_delivery_list)(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud);
+  int (*op_schedule_insert)(store *s, const schedule_row *r);
+  int (*op_schedule_update)(store *s, const schedule_row *r);
+  int (*op_schedule_get)(store *s, const char *name, store_schedule_cb cb, void *ud);
+  int (*op_schedule_list)(store *s, store_schedule_cb cb, void *ud);
+  int (*op_schedule_del)(store *s, const char *name);
+  int (*op_group_count)(store *s, store_group what, const char *const *types,
+                        int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+  int (*op_live_list)(store *s, const char *const *types, store_live_cb cb, void *ud);
+  int64_t (*op_count)(store *s, const char *what, const char *wf_id);
 } store_ops;
 
 /* ENGINE_STORE_FAIL (crash.h): 1 when this write (named by what, e.g.
  * "append history") is to fail as an I/O error does, in every backend alike. */
 int store_fault_hit(const char *what);
+
+/* What both backends read alike (shared.c): ENGINE_BUSY_TIMEOUT_MS (ms a
+ * write waits for a lock; 5000 when unset), and ENGINE_STORE_MAX_LENGTH (the
+ * longest value a parameter takes, for tests; 0 when unset). */
+int store_busy_timeout_ms(void);
+int store_max_length(void);
+/* A run's history read into h from index from on is whole: dense from seq 1
+ * (a hole is damage, never a shorter history). STORE_OK, or STORE_ERR with
+ * err saying which event is missing. */
+int store_hist_whole(const char *wf_id, const hist_list *h, size_t from, char *err, size_t errlen);
+/* 1 when a delivery of this outcome holds its (trigger, delivery id) key
+ * (store_delivery_put). */
+int store_delivery_accepted(const char *outcome);
 
 /* SQLite (sqlite.c): a database file. */
 extern const store_ops store_sqlite_ops;
@@ -130,7 +149,7 @@ int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char 
 extern const store_ops store_pg_ops;
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
-/* The worker lock of a PostgreSQL database (store_remote_lock). */
+/* The worker lock of a PostgreSQL database (store_remote_lock; pg_conn.c). */
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);
 int store_pg_unlock(int fd);
 

@@ -1,6 +1,8 @@
-/* shared: what both backends (sqlite.c, pg.c) and the dispatch (store.c)
+/* shared: what both backends (sqlite*.c, pg*.c) and the dispatch (store.c)
  * use alike: the tables' schema and the statements made from it, the rows'
- * free functions, and the knob that fails a write on purpose. Nothing here
+ * free functions, the knob that fails a write on purpose and the others
+ * both read, the check of a run's history and what makes a delivery
+ * accepted. Nothing here
  * calls a backend, so the backends and the dispatch do not call each other
  * in a loop. */
 #include "store.h"
@@ -30,6 +32,34 @@ int store_fault_hit(const char *what) {
   int hit = fault_point(fault_kind(what));
   if (fault_point("write")) hit = 1;
   return hit;
+}
+
+/* ENGINE_BUSY_TIMEOUT_MS: how long a write waits for another's lock. */
+int store_busy_timeout_ms(void) {
+  const char *btm = getenv("ENGINE_BUSY_TIMEOUT_MS");
+  return btm ? atoi(btm) : 5000;
+}
+
+/* ENGINE_STORE_MAX_LENGTH (bytes), for tests: the longest value a parameter
+ * takes, lowered so a bind fails for real without a gigabyte value; 0 when
+ * unset (the backend's own limit). */
+int store_max_length(void) {
+  const char *maxlen = getenv("ENGINE_STORE_MAX_LENGTH");
+  return maxlen && atoi(maxlen) > 0 ? atoi(maxlen) : 0;
+}
+
+int store_hist_whole(const char *wf_id, const hist_list *h, size_t from, char *err, size_t errlen) {
+  for (size_t i = from; i < h->n; i++)
+    if (h->v[i].seq != (int64_t)(i - from) + 1) {
+      util_seterr(err, errlen, "load history: event #%lld of %s is missing (the database is damaged)",
+                  (long long)(i - from) + 1, wf_id);
+      return STORE_ERR;
+    }
+  return STORE_OK;
+}
+
+int store_delivery_accepted(const char *outcome) {
+  return strcmp(outcome, "started") == 0 || strcmp(outcome, "existing") == 0;
 }
 
 void store_wf_view_free(wf_view *v) {

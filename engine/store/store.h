@@ -399,18 +399,23 @@ int store_schedule_list(store *s, store_schedule_cb cb, void *ud);
 /* 1 deleted, 0 none, -1 error. */
 int store_schedule_del(store *s, const char *name);
 
-/* Counts for /metrics: workflows by status, tasks by kind, the sandboxes of
- * unfinished sessions (one row, key "live"), or slots by pool and state (key
- * "POOL\x1fheld" or "POOL\x1fqueued"). */
-typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_SANDBOXES, STORE_GROUP_SLOTS } store_group;
-int store_group_count(store *s, store_group what, int (*cb)(void *ud, const char *key, int64_t n), void *ud);
+/* Counts for /metrics: workflows by status, tasks by kind, the workflows
+ * that have not finished and have a domain event (under their id as
+ * session_id) of one of types (one row, key "live"), or slots by pool and
+ * state (key "POOL\x1fheld" or "POOL\x1fqueued"). types: a NULL-terminated
+ * list of event types, read for STORE_GROUP_LIVE_WITH only (NULL for the
+ * others; the caller names what it counts, the store knows no event). */
+typedef enum { STORE_GROUP_STATUS, STORE_GROUP_TASKS, STORE_GROUP_LIVE_WITH, STORE_GROUP_SLOTS } store_group;
+int store_group_count(store *s, store_group what, const char *const *types,
+                      int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 
-/* Every workflow that has not finished, with the payload of its session's
- * latest sandbox.ready or sandbox.reprovisioned domain event (NULL when it
- * has none): where its sandbox is now, for the orphan sweeps of each host.
- * cb returning nonzero stops. */
-typedef int (*store_live_cb)(void *ud, const char *wf_id, const char *sandbox);
-int store_live_list(store *s, store_live_cb cb, void *ud);
+/* Every workflow that has not finished, with the payload of the latest of
+ * its domain events (under its id as session_id) whose type is one of types
+ * (a NULL-terminated list), or NULL when it has none: what the orphan sweeps
+ * of each host read (hooks.c names the event types). cb returning nonzero
+ * stops. */
+typedef int (*store_live_cb)(void *ud, const char *wf_id, const char *payload);
+int store_live_list(store *s, const char *const *types, store_live_cb cb, void *ud);
 
 /* ---- whole tables, for engine migrate (migrate.c): every durable table
  * of either backend, read in key order and written with its own ids ---- */

@@ -81,12 +81,15 @@ static int add_live(void *ud, const char *wf_id, const char *sandbox) {
   return 0;
 }
 
+/* The domain events that say where a session's sandbox is (the latest one's payload names its host). */
+static const char *const SANDBOX_AT[] = {"sandbox.ready", "sandbox.reprovisioned", NULL};
+
 /* {"args":{"live":[ids of workflows that have not finished],"sandboxes":{id:
  * its latest sandbox.ready or sandbox.reprovisioned payload}}}, or NULL when
  * the list cannot be read (a sweep must never take a live one for finished). */
 static char *live_payload(store *st) {
   live_ctx l = {0};
-  int rc = store_live_list(st, add_live, &l);
+  int rc = store_live_list(st, SANDBOX_AT, add_live, &l);
   char *out = NULL;
   if (rc == STORE_OK)
     out = util_fmt("{\"args\":{\"live\":[%.*s],\"sandboxes\":{%.*s}}}", (int)l.ids.n, l.ids.p ? l.ids.p : "",

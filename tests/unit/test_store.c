@@ -2127,6 +2127,90 @@ static void test_whole_tables(void **state) {
   store_close(s);
 }
 
+/* The workflows that have not finished, each with the payload of its latest
+ * domain event of the types the caller names (store_live_list), and how
+ * many have one (STORE_GROUP_LIVE_WITH): the store names no event itself,
+ * and a type is matched as it is, quotes and backslashes included. */
+typedef struct live_seen {
+  int n;
+  char ids[4][8], payloads[4][16]; /* payload "" when NULL */
+} live_seen;
+
+static int collect_live(void *ud, const char *wf_id, const char *payload) {
+  live_seen *l = ud;
+  assert_true(l->n < 4);
+  snprintf(l->ids[l->n], sizeof l->ids[0], "%s", wf_id);
+  snprintf(l->payloads[l->n], sizeof l->payloads[0], "%s", payload ? payload : "");
+  l->n++;
+  return 0;
+}
+
+/* The payload listed for wf_id ("" for NULL); fails when it is not listed. */
+static const char *live_of(const live_seen *l, const char *wf_id) {
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->ids[i], wf_id)) return l->payloads[i];
+  fail_msg("%s is not listed", wf_id);
+  return NULL;
+}
+
+static int group_live(void *ud, const char *key, int64_t n) {
+  assert_string_equal(key, "live");
+  *(int64_t *)ud = n;
+  return 0;
+}
+
+static int64_t count_live_with(store *s, const char *const *types) {
+  int64_t n = -1;
+  assert_int_equal(store_group_count(s, STORE_GROUP_LIVE_WITH, types, group_live, &n), STORE_OK);
+  return n;
+}
+
+static void test_live_list_types(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row a = sample_wf("a"), b = sample_wf("b"), c = sample_wf("c");
+  assert_int_equal(store_wf_insert(s, &a), STORE_OK);
+  assert_int_equal(store_wf_insert(s, &b), STORE_OK);
+  assert_int_equal(store_wf_insert(s, &c), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "c", "completed", "{}", NULL), STORE_OK);
+  assert_true(store_domain_append(s, "a", "up", 1, "{\"n\":1}") > 0);
+  assert_true(store_domain_append(s, "a", "other", 2, "{\"n\":2}") > 0);
+  assert_true(store_domain_append(s, "a", "moved", 3, "{\"n\":3}") > 0);
+  assert_true(store_domain_append(s, "a", "other", 4, "{\"n\":4}") > 0);
+  assert_true(store_domain_append(s, "b", "other", 1, "{\"n\":5}") > 0);
+  assert_true(store_domain_append(s, "b", "q\"u\\ote", 2, "{\"n\":7}") > 0);
+  assert_true(store_domain_append(s, "c", "up", 1, "{\"n\":6}") > 0); /* c has finished */
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  static const char *const both[] = {"up", "moved", NULL}, *const up[] = {"up", NULL},
+                           *const other[] = {"other", NULL}, *const odd[] = {"q\"u\\ote", NULL},
+                           *const none[] = {NULL};
+  live_seen l = {0};
+  assert_int_equal(store_live_list(s, both, collect_live, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(live_of(&l, "a"), "{\"n\":3}"); /* the latest of either type */
+  assert_string_equal(live_of(&l, "b"), "");
+  l = (live_seen){0};
+  assert_int_equal(store_live_list(s, up, collect_live, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(live_of(&l, "a"), "{\"n\":1}");
+  l = (live_seen){0};
+  assert_int_equal(store_live_list(s, odd, collect_live, &l), STORE_OK);
+  assert_string_equal(live_of(&l, "a"), "");
+  assert_string_equal(live_of(&l, "b"), "{\"n\":7}");
+  l = (live_seen){0};
+  assert_int_equal(store_live_list(s, none, collect_live, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(live_of(&l, "a"), "");
+
+  assert_int_equal(count_live_with(s, up), 1); /* a: c has finished */
+  assert_int_equal(count_live_with(s, both), 1);
+  assert_int_equal(count_live_with(s, other), 2);
+  assert_int_equal(count_live_with(s, odd), 1);
+  assert_int_equal(count_live_with(s, none), 0);
+  store_close(s);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(int argc, char **argv) {
@@ -2167,6 +2251,7 @@ int main(int argc, char **argv) {
       T(test_leases),
       T(test_task_start),
       T(test_wf_view),
+      T(test_live_list_types),
       T(test_text_not_utf8),
       T(test_commit_without_waiting),
   };

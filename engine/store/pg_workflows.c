@@ -1,0 +1,354 @@
+/* pg_workflows: the PostgreSQL store's statements of workflows, their
+ * history, code and pinned modules, and what a workflow's page reads in one
+ * round trip (store_wf_view). pg.c has the overview. */
+#include "pg_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- workflows ---- */
+
+int pg_wf_insert(store *st_, const wf_row *w) {
+  pg *s = (pg *)st_;
+  ORDERED_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, w->id);
+  pg_bind_int(s, w->run);
+  pg_bind_text(s, w->status);
+  pg_bind_text(s, w->script_name);
+  pg_bind_text(s, w->script_dir);
+  pg_bind_text(s, w->code_hash);
+  pg_bind_text(s, w->input);
+  pg_bind_text(s, w->result);
+  pg_bind_text(s, w->error);
+  pg_bind_int(s, w->cancel);
+  pg_bind_int(s, w->created_at);
+  pg_bind_int(s, w->updated_at);
+  return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
+}
+
+void pg_read_wf(const PGresult *r, int i, wf_row *w) {
+  w->id = pg_col_dup(r, i, 0);
+  w->run = pg_col_int(r, i, 1);
+  w->status = pg_col_dup(r, i, 2);
+  w->script_name = pg_col_dup(r, i, 3);
+  w->script_dir = pg_col_dup(r, i, 4);
+  w->code_hash = pg_col_dup(r, i, 5);
+  w->input = pg_col_dup(r, i, 6);
+  w->result = pg_col_dup(r, i, 7);
+  w->error = pg_col_dup(r, i, 8);
+  w->cancel = (int)pg_col_int(r, i, 9);
+  w->created_at = pg_col_int(r, i, 10);
+  w->updated_at = pg_col_int(r, i, 11);
+}
+
+int pg_wf_get(store *st_, const char *id, wf_row *out) {
+  pg *s = (pg *)st_;
+  memset(out, 0, sizeof *out);
+  pg_params_start(s);
+  pg_bind_text(s, id);
+  PGresult *r = pq_run(s, s->client && s->in_txn && !s->failed ? Q_WF_GET_SHARE : Q_WF_GET, 0, "get workflow");
+  if (!r) return STORE_ERR;
+  int found = PQntuples(r) > 0;
+  if (found) pg_read_wf(r, 0, out);
+  PQclear(r);
+  return found;
+}
+
+int pg_wf_set_status(store *st_, const char *id, const char *status, const char *result, const char *error) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, status);
+  pg_bind_text(s, result);
+  pg_bind_text(s, error);
+  pg_bind_int(s, util_now_ms());
+  pg_bind_text(s, id);
+  return pg_exec_defer(s, Q_WF_STATUS, "set workflow status");
+}
+
+int pg_wf_set_cancel(store *st_, const char *id, int cancel) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_int(s, cancel);
+  pg_bind_int(s, util_now_ms());
+  pg_bind_text(s, id);
+  return pg_exec_defer(s, Q_WF_CANCEL, "set cancel");
+}
+
+int pg_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
+                   const char *script_dir) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, code_hash);
+  pg_bind_text(s, script_name);
+  pg_bind_text(s, script_dir);
+  pg_bind_int(s, util_now_ms());
+  pg_bind_text(s, id);
+  return pg_exec_defer(s, Q_WF_CODE, "set code");
+}
+
+int pg_wf_new_run(store *st_, const char *id, int64_t run, const char *input) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_int(s, run);
+  pg_bind_text(s, input);
+  pg_bind_int(s, util_now_ms());
+  pg_bind_text(s, id);
+  return pg_exec_defer(s, Q_WF_NEWRUN, "new run");
+}
+
+/* Runs the bound workflow query q, each row to cb (nonzero stops). */
+static int each_wf(pg *s, int q, store_wf_cb cb, void *ud) {
+  PGresult *r = pq_run(s, q, 0, "list workflows");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    wf_row w;
+    pg_read_wf(r, i, &w);
+    int stop = cb(ud, &w);
+    wf_row_free(&w);
+    if (stop) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}
+
+int pg_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  if (status) pg_bind_text(s, status);
+  return each_wf(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST, cb, ud);
+}
+
+int pg_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id,
+               int newest_first, int limit, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, status);
+  pg_bind_text(s, script);
+  pg_bind_int(s, after_created);
+  pg_bind_text(s, after_id ? after_id : "");
+  pg_bind_int(s, limit);
+  return each_wf(s, newest_first ? Q_WF_PAGE_DESC : Q_WF_PAGE, cb, ud);
+}
+
+int pg_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  char *above = pg_prefix_above(prefix), *among = statuses ? util_fmt(",%s,", statuses) : NULL;
+  pg_params_start(s);
+  pg_bind_text(s, prefix);
+  if (above) pg_bind_text(s, above);
+  pg_bind_text(s, among);
+  pg_bind_int(s, limit);
+  int rc = each_wf(s, above ? Q_WF_IDS : Q_WF_IDS_FROM, cb, ud);
+  free(above);
+  free(among);
+  return rc;
+}
+
+/* ---- history ---- */
+
+int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  pg_bind_int(s, e->seq);
+  pg_bind_text(s, e->type);
+  pg_bind_int(s, e->ref);
+  pg_bind_text(s, e->name);
+  pg_bind_text(s, e->hash);
+  pg_bind_text(s, e->payload);
+  pg_bind_int(s, e->time);
+  return pg_exec_defer(s, Q_HIST_APPEND, "append history");
+}
+
+void pg_events_from(const PGresult *r, hist_list *out) {
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    if (out->n == out->cap) {
+      out->cap = out->cap ? out->cap * 2 : 16;
+      out->v = util_xrealloc(out->v, out->cap * sizeof(hist_event));
+    }
+    hist_event *e = &out->v[out->n++];
+    e->seq = pg_col_int(r, i, 0);
+    e->type = pg_col_dup(r, i, 1);
+    e->ref = pg_col_int(r, i, 2);
+    e->name = pg_col_dup(r, i, 3);
+    e->hash = pg_col_dup(r, i, 4);
+    e->payload = pg_col_dup(r, i, 5);
+    e->time = pg_col_int(r, i, 6);
+  }
+}
+
+static int read_events(pg *s, int q, hist_list *out) {
+  PGresult *r = pq_run(s, q, 0, "load history");
+  if (!r) return STORE_ERR;
+  pg_events_from(r, out);
+  PQclear(r);
+  return STORE_OK;
+}
+
+int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  size_t from = out->n;
+  if (read_events(s, Q_HIST_LOAD, out) != STORE_OK) return STORE_ERR;
+  return store_hist_whole(wf_id, out, from, s->err, sizeof s->err);
+}
+
+int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  pg_bind_int(s, from_seq);
+  pg_bind_int(s, to_seq);
+  return read_events(s, Q_HIST_RANGE, out);
+}
+
+int pg_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  pg_bind_int(s, seq);
+  size_t before = out->n;
+  if (read_events(s, Q_HIST_GET, out) != STORE_OK) return STORE_ERR;
+  return out->n > before;
+}
+
+int64_t pg_hist_max_seq(store *st_, const char *wf_id, int64_t run) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  int64_t v;
+  return pg_query_int(s, Q_HIST_MAX, 0, &v) == STORE_OK ? v : -1;
+}
+
+int pg_hist_outcome(store *st_, const char *wf_id, int64_t run, int64_t seq) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  pg_bind_int(s, seq);
+  pg_bind_int(s, seq);
+  int64_t v;
+  if (pg_query_int(s, Q_HIST_OUTCOME, 0, &v) != STORE_OK) return STORE_ERR;
+  return v != 0;
+}
+
+/* ---- code ---- */
+
+int pg_code_put(store *st_, const char *hash, const char *name, const char *src, size_t len) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, hash);
+  pg_bind_text(s, name);
+  pg_bind_blob(s, src, len);
+  return pg_exec_defer(s, Q_CODE_PUT, "store code");
+}
+
+char *pg_code_get(store *st_, const char *hash, size_t *len) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, hash);
+  PGresult *r = pq_run(s, Q_CODE_GET, 1, "get code"); /* binary: the source's bytes as they are */
+  if (!r) return NULL;
+  char *out = NULL;
+  if (PQntuples(r) > 0) {
+    int n = PQgetlength(r, 0, 0);
+    out = util_xmalloc((size_t)n + 1);
+    if (n > 0) memcpy(out, PQgetvalue(r, 0, 0), (size_t)n);
+    out[n] = 0;
+    if (len) *len = (size_t)n;
+  }
+  PQclear(r);
+  return out;
+}
+
+int pg_module_pin(store *st_, const char *wf_id, int64_t run, const char *module, const char *hash) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  pg_bind_text(s, module);
+  pg_bind_text(s, hash);
+  return pg_exec_defer(s, Q_MOD_PIN, "pin module");
+}
+
+char *pg_module_get(store *st_, const char *wf_id, int64_t run, const char *module) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  pg_bind_text(s, module);
+  PGresult *r = pq_run(s, Q_MOD_GET, 0, "get module");
+  if (!r) return NULL;
+  char *out = PQntuples(r) > 0 ? pg_col_dup(r, 0, 0) : NULL;
+  PQclear(r);
+  return out;
+}
+
+int pg_modules_clear(store *st_, const char *wf_id, int64_t run) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, run);
+  return pg_exec_defer(s, Q_MOD_CLEAR, "clear modules");
+}
+
+int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_int(s, to_run);
+  pg_bind_text(s, wf_id);
+  pg_bind_int(s, from_run);
+  return pg_exec_defer(s, Q_MOD_COPY, "copy modules");
+}
+
+/* ---- tasks ---- */
+/* store_wf_view: the five reads in one pipeline, so in one snapshot (one
+ * implicit transaction, or the batch's own) and one round trip. */
+int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  static const int Q[] = {Q_WF_GET, Q_HIST_LOAD_CURRENT, Q_TASK_COUNT, Q_SIG_COUNT, Q_DOM_LIST};
+  static const char *what[] = {"get workflow", "load history", "count tasks", "count signals", "list domain events"};
+  PGresult *r[5] = {0}; /* filled by the drain before this returns (a send that fails drains too) */
+  int rc = STORE_OK;
+  for (int i = 0; i < 5 && rc == STORE_OK; i++) {
+    pg_params_start(s);
+    pg_bind_text(s, id);
+    if (Q[i] == Q_DOM_LIST) pg_bind_int(s, 0);
+    rc = pg_pipe_send_q(s, Q[i], what[i], &r[i]);
+  }
+  if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
+  int found = rc == STORE_OK ? PQntuples(r[0]) > 0 : -1;
+  if (found == 1) {
+    pg_read_wf(r[0], 0, &out->w);
+    pg_events_from(r[1], &out->h);
+    out->tasks = (int)pg_col_int(r[2], 0, 0);
+    out->signals = (int)pg_col_int(r[3], 0, 0);
+    if (store_hist_whole(id, &out->h, 0, s->err, sizeof s->err) != STORE_OK) found = -1;
+    for (int i = 0, n = PQntuples(r[4]); i < n && found == 1; i++) {
+      domain_event e = {pg_col_text(r[4], i, 0), pg_col_int(r[4], i, 1), pg_col_text(r[4], i, 2), pg_col_int(r[4], i, 3),
+                        pg_col_text(r[4], i, 4)};
+      if (cb(ud, &e)) break;
+    }
+  }
+  for (int i = 0; i < 5; i++) PQclear(r[i]);
+  if (found != 1) store_wf_view_free(out);
+  return found;
+}

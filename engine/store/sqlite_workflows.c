@@ -1,0 +1,338 @@
+/* sqlite_workflows: the SQLite store's statements of workflows, their
+ * history, code and pinned modules. sqlite.c has the overview. */
+#include "sqlite_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- workflows ---- */
+
+int sq_wf_insert(store *st_, const wf_row *w) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_INSERT);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, w->id);
+  sq_bind_int(s, st, 2, w->run);
+  sq_bind_text(s, st, 3, w->status);
+  sq_bind_text(s, st, 4, w->script_name);
+  sq_bind_text(s, st, 5, w->script_dir);
+  sq_bind_text(s, st, 6, w->code_hash);
+  sq_bind_text(s, st, 7, w->input);
+  sq_bind_text(s, st, 8, w->result);
+  sq_bind_text(s, st, 9, w->error);
+  sq_bind_int(s, st, 10, w->cancel);
+  sq_bind_int(s, st, 11, w->created_at);
+  sq_bind_int(s, st, 12, w->updated_at);
+  return sq_exec_write(s, st, "insert workflow");
+}
+
+static void read_wf(sqlite3_stmt *st, wf_row *w) {
+  w->id = sq_col_dup(st, 0);
+  w->run = sqlite3_column_int64(st, 1);
+  w->status = sq_col_dup(st, 2);
+  w->script_name = sq_col_dup(st, 3);
+  w->script_dir = sq_col_dup(st, 4);
+  w->code_hash = sq_col_dup(st, 5);
+  w->input = sq_col_dup(st, 6);
+  w->result = sq_col_dup(st, 7);
+  w->error = sq_col_dup(st, 8);
+  w->cancel = sqlite3_column_int(st, 9);
+  w->created_at = sqlite3_column_int64(st, 10);
+  w->updated_at = sqlite3_column_int64(st, 11);
+}
+
+int sq_wf_get(store *st_, const char *id, wf_row *out) {
+  sq *s = (sq *)st_;
+  memset(out, 0, sizeof *out);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_GET);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, id);
+  int rc = sq_step(s, st);
+  if (rc == SQLITE_ROW) {
+    read_wf(st, out);
+    sqlite3_reset(st);
+    return 1;
+  }
+  sqlite3_reset(st);
+  if (rc == SQLITE_DONE) return 0;
+  return sq_fail(s, "get workflow");
+}
+
+int sq_wf_set_status(store *st_, const char *id, const char *status, const char *result, const char *error) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_STATUS);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, status);
+  sq_bind_text(s, st, 2, result);
+  sq_bind_text(s, st, 3, error);
+  sq_bind_int(s, st, 4, util_now_ms());
+  sq_bind_text(s, st, 5, id);
+  return sq_exec_write(s, st, "set workflow status");
+}
+
+int sq_wf_set_cancel(store *st_, const char *id, int cancel) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_CANCEL);
+  if (!st) return STORE_ERR;
+  sq_bind_int(s, st, 1, cancel);
+  sq_bind_int(s, st, 2, util_now_ms());
+  sq_bind_text(s, st, 3, id);
+  return sq_exec_write(s, st, "set cancel");
+}
+
+int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
+                   const char *script_dir) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_CODE);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, code_hash);
+  sq_bind_text(s, st, 2, script_name);
+  sq_bind_text(s, st, 3, script_dir);
+  sq_bind_int(s, st, 4, util_now_ms());
+  sq_bind_text(s, st, 5, id);
+  return sq_exec_write(s, st, "set code");
+}
+
+int sq_wf_new_run(store *st_, const char *id, int64_t run, const char *input) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_NEWRUN);
+  if (!st) return STORE_ERR;
+  sq_bind_int(s, st, 1, run);
+  sq_bind_text(s, st, 2, input);
+  sq_bind_int(s, st, 3, util_now_ms());
+  sq_bind_text(s, st, 4, id);
+  return sq_exec_write(s, st, "new run");
+}
+
+/* Runs the bound workflow query st, each row to cb (nonzero stops). */
+static int each_wf(sq *s, sqlite3_stmt *st, store_wf_cb cb, void *ud) {
+  int rc;
+  while ((rc = sq_step(s, st)) == SQLITE_ROW) {
+    wf_row w;
+    read_wf(st, &w);
+    int stop = cb(ud, &w);
+    wf_row_free(&w);
+    if (stop) break;
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail(s, "list workflows");
+}
+
+int sq_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id,
+               int newest_first, int limit, store_wf_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, newest_first ? Q_WF_PAGE_DESC : Q_WF_PAGE);
+  if (!st) return STORE_ERR;
+  if (status) sq_bind_text(s, st, 1, status);
+  if (script) sq_bind_text(s, st, 2, script);
+  sq_bind_int(s, st, 3, after_created);
+  sq_bind_text(s, st, 4, after_id ? after_id : "");
+  sq_bind_int(s, st, 5, limit);
+  return each_wf(s, st, cb, ud);
+}
+
+int sq_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, status ? Q_WF_LIST_STATUS : Q_WF_LIST);
+  if (!st) return STORE_ERR;
+  if (status) sq_bind_text(s, st, 1, status);
+  return each_wf(s, st, cb, ud);
+}
+
+int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_IDS);
+  if (!st) return STORE_ERR;
+  char *above = util_fmt("%s\xff", prefix), *among = statuses ? util_fmt(",%s,", statuses) : NULL;
+  sq_bind_text(s, st, 1, prefix);
+  sq_bind_text(s, st, 2, above);
+  sq_bind_text(s, st, 3, among);
+  sq_bind_int(s, st, 4, limit);
+  free(above); /* bound as copies */
+  free(among);
+  return each_wf(s, st, cb, ud);
+}
+
+/* ---- history ---- */
+
+int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_HIST_APPEND);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  sq_bind_int(s, st, 3, e->seq);
+  sq_bind_text(s, st, 4, e->type);
+  sq_bind_int(s, st, 5, e->ref);
+  sq_bind_text(s, st, 6, e->name);
+  sq_bind_text(s, st, 7, e->hash);
+  sq_bind_text(s, st, 8, e->payload);
+  sq_bind_int(s, st, 9, e->time);
+  return sq_exec_write(s, st, "append history");
+}
+
+static int read_events(sq *s, sqlite3_stmt *st, hist_list *out) {
+  int rc;
+  while ((rc = sq_step(s, st)) == SQLITE_ROW) {
+    if (out->n == out->cap) {
+      out->cap = out->cap ? out->cap * 2 : 16;
+      out->v = util_xrealloc(out->v, out->cap * sizeof(hist_event));
+    }
+    hist_event *e = &out->v[out->n++];
+    e->seq = sqlite3_column_int64(st, 0);
+    e->type = sq_col_dup(st, 1);
+    e->ref = sqlite3_column_int64(st, 2);
+    e->name = sq_col_dup(st, 3);
+    e->hash = sq_col_dup(st, 4);
+    e->payload = sq_col_dup(st, 5);
+    e->time = sqlite3_column_int64(st, 6);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_DONE ? STORE_OK : sq_fail(s, "load history");
+}
+
+int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_HIST_LOAD);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  size_t from = out->n;
+  if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
+  /* a run's history is dense from 1: a hole is damage, never a shorter history */
+  return store_hist_whole(wf_id, out, from, s->err, sizeof s->err);
+}
+
+int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_HIST_RANGE);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  sq_bind_int(s, st, 3, from_seq);
+  sq_bind_int(s, st, 4, to_seq);
+  return read_events(s, st, out);
+}
+
+int sq_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_HIST_GET);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  sq_bind_int(s, st, 3, seq);
+  size_t before = out->n;
+  if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
+  return out->n > before;
+}
+
+int64_t sq_hist_max_seq(store *st_, const char *wf_id, int64_t run) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_HIST_MAX);
+  if (!st) return -1;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  int64_t v;
+  return sq_query_int(s, st, 0, &v) == STORE_OK ? v : -1;
+}
+
+int sq_hist_outcome(store *st_, const char *wf_id, int64_t run, int64_t seq) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_HIST_OUTCOME);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  sq_bind_int(s, st, 3, seq);
+  sq_bind_int(s, st, 4, seq);
+  int64_t v;
+  if (sq_query_int(s, st, 0, &v) != STORE_OK) return STORE_ERR;
+  return v != 0;
+}
+
+/* ---- code ---- */
+
+int sq_code_put(store *st_, const char *hash, const char *name, const char *src, size_t len) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_CODE_PUT);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, hash);
+  sq_bind_text(s, st, 2, name);
+  sq_bind_blob(s, st, 3, src, len);
+  return sq_exec_write(s, st, "store code");
+}
+
+char *sq_code_get(store *st_, const char *hash, size_t *len) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_CODE_GET);
+  if (!st) return NULL;
+  sq_bind_text(s, st, 1, hash);
+  char *out = NULL;
+  int rc = sq_step(s, st);
+  if (rc == SQLITE_ROW) {
+    int n = sqlite3_column_bytes(st, 0);
+    out = util_xmalloc((size_t)n + 1);
+    if (n > 0) memcpy(out, sqlite3_column_blob(st, 0), (size_t)n);
+    out[n] = 0;
+    if (len) *len = (size_t)n;
+  }
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) sq_fail(s, "get code");
+  return out;
+}
+
+int sq_module_pin(store *st_, const char *wf_id, int64_t run, const char *module, const char *hash) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_MOD_PIN);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  sq_bind_text(s, st, 3, module);
+  sq_bind_text(s, st, 4, hash);
+  return sq_exec_write(s, st, "pin module");
+}
+
+char *sq_module_get(store *st_, const char *wf_id, int64_t run, const char *module) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_MOD_GET);
+  if (!st) return NULL;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  sq_bind_text(s, st, 3, module);
+  char *out = NULL;
+  int rc = sq_step(s, st);
+  if (rc == SQLITE_ROW) out = sq_col_dup(st, 0);
+  sqlite3_reset(st);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) sq_fail(s, "get module");
+  return out;
+}
+
+int sq_modules_clear(store *st_, const char *wf_id, int64_t run) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_MOD_CLEAR);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, run);
+  return sq_exec_write(s, st, "clear modules");
+}
+
+int sq_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_MOD_COPY);
+  if (!st) return STORE_ERR;
+  sq_bind_int(s, st, 1, to_run);
+  sq_bind_text(s, st, 2, wf_id);
+  sq_bind_int(s, st, 3, from_run);
+  return sq_exec_write(s, st, "copy modules");
+}
