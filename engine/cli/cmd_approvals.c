@@ -1,0 +1,92 @@
+/* cmd_approvals: `engine approve`, once for both ways (client_ops.h). Which
+ * request is answered is decided here alone: the one named (--request), else
+ * the one request the workflow waits on, from the client's pending
+ * approvals; the answer itself is checked again where it is written (the
+ * ops layer's approval_answer, locally or in the server), so an answer never
+ * lands on a request that timed out or was answered meanwhile. */
+#include <stdio.h>
+#include <string.h>
+
+#include "approval.h"
+#include "client_ops.h"
+#include "render.h"
+
+static const char *APPROVE_HELP =
+    "usage: engine approve ID [--request RID] [--deny] [--reason TEXT] [--db PATH]\n"
+    "\n"
+    "Answers the approval request session ID waits on (delivered as the signal\n"
+    "approval:RID) and says which one it answered. With --request RID it answers\n"
+    "only that request: when another one is pending instead (RID timed out or was\n"
+    "answered meanwhile) nothing is sent and it exits 2, as it does when nothing\n"
+    "is pending, the request's deadline passed or it is answered already.\n"
+    "When the session waits on several (a turn with several calls that need one),\n"
+    "--request says which: without it nothing is sent and it names them.\n"
+    "With --server the approver recorded is the token's identity (token:NAME).\n";
+
+typedef struct pending {
+  approval_request oldest;
+  int n;
+} pending;
+
+static int count_pending(void *ud, const approval_request *r) {
+  pending *p = ud;
+  if (p->n++ == 0) p->oldest = *r;
+  return 0;
+}
+
+/* The request to answer when none is named: the one workflow id waits on,
+ * into rid; else the exit code after saying why there is none to answer. */
+static int choose(client *cl, const char *id, char *rid, size_t n) {
+  char status[32];
+  pending p = {.n = 0};
+  client_err e;
+  if (cl->ops->pending(cl, id, status, count_pending, &p, &e) != 0) return client_fail(&e, "approve: ");
+  if (engine_status_terminal(status))
+    return cli_die(EXIT_USAGE, "approve: workflow '%s' is %s: no approval is pending", id, status);
+  if (p.n == 0) return cli_die(EXIT_USAGE, "approve: no approval is pending for %s", id);
+  if (p.n > 1)
+    return cli_die(EXIT_USAGE, "approve: %s waits on %d approval requests (the oldest is '%s'%s%s): name the one you answer",
+                   id, p.n, p.oldest.request_id, *p.oldest.tool ? " for tool " : "", p.oldest.tool);
+  snprintf(rid, n, "%s", p.oldest.request_id);
+  return EXIT_OK;
+}
+
+int cmd_approve(args *a, common *c) {
+  const char *id = NULL, *request = NULL, *reason = "";
+  int deny = 0, bad = 0, rc;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = cli_flag_value(a, "--request", &bad))) request = v;
+    else if ((v = cli_flag_value(a, "--reason", &bad))) reason = v;
+    else if (cli_is_flag(cur, "--deny")) deny = 1;
+    else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(APPROVE_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return cli_die(EXIT_USAGE, "approve: unknown option %s", cur);
+    else if (!id) id = cur;
+    else return cli_die(EXIT_USAGE, "approve: unexpected argument %s", cur);
+  }
+  if (!id) return cli_die(EXIT_USAGE, "approve: missing ID (see engine approve --help)");
+  char err[1024];
+  if (approval_check_reason(reason, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "approve: %s", err);
+  client *cl;
+  if ((rc = client_open(c, &cl))) return rc;
+  client_err e;
+  if (cl->ops->approver(cl, &e) != 0) return client_close(cl), client_fail(&e, "approve: ");
+  char rid[sizeof ((approval_request *)0)->request_id];
+  if (!request) {
+    if ((rc = choose(cl, id, rid, sizeof rid))) return client_close(cl), rc;
+    request = rid;
+  }
+  approval_request done;
+  if (cl->ops->answer(cl, id, request, !deny, reason, &done, &e) != 0) {
+    client_close(cl);
+    return client_fail(&e, "approve: ");
+  }
+  client_close(cl);
+  char about[300] = "";
+  if (*done.tool) snprintf(about, sizeof about, " (tool %.200s)", done.tool);
+  else if (*done.kind) snprintf(about, sizeof about, " (%.200s)", done.kind);
+  render_line(stderr, DIE_MAX, "engine: %s request %s%s of %s", deny ? "denied" : "approved", done.request_id, about, id);
+  return EXIT_OK;
+}

@@ -1,0 +1,191 @@
+/* cmd_start: `engine start`, once for both ways (client_ops.h): the client
+ * records the start (or, locally with no worker running, says this process
+ * is to run it), the command follows its events until it ends and prints the
+ * outcome from the workflow's summary, the same lines either way. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client_ops.h"
+#include "json.h"
+#include "render.h"
+#include "util.h"
+
+static const char *START_HELP =
+    "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--json] [--color WHEN]\n"
+    "                    [--db PATH]\n"
+    "\n"
+    "Starts a workflow and runs it in the foreground until it completes (exit 0),\n"
+    "fails (exit 1) or is stuck (exit 3). While it waits for a signal or a timer it\n"
+    "keeps running; `engine signal` from another terminal wakes it at once.\n"
+    "With --id of an existing workflow, carries that workflow on from its log.\n"
+    "An ID is 1-128 bytes of A-Z a-z 0-9 . _ : @ -, starting with a letter or digit,\n"
+    "without \"..\"; without --id one is made from the script's name and 8 hex digits.\n"
+    "With --detach it only records the start (exit 3) for `engine serve` to run.\n"
+    "Domain events are printed to stderr as they happen; the result goes to stdout:\n"
+    "on a terminal as the outcome for people (status, summary, verdict, usage, the\n"
+    "findings as a table, artifacts), else (a pipe, a file, or with --json) as the\n"
+    "result's JSON on one line.\n"
+    "When this process runs the workflow (not engine serve) and stderr is a\n"
+    "terminal, the events read as a transcript (as engine events shows them) and\n"
+    "a status line below them says what the session does now: a model turn\n"
+    "streaming and its characters so far, a tool or an activity running and for\n"
+    "how long, an approval or a signal it waits for since when, with the command\n"
+    "that answers it. It is redrawn in place every second and erased before the\n"
+    "result; the text a model streams shows above it until the turn's message is\n"
+    "recorded. Elsewhere (a pipe, a file, TERM=dumb) the same goes out as plain\n"
+    "lines, one each time it changes (\"~ model turn 2\", \"~ tool shell running\",\n"
+    "\"engine: ID is waiting for approval RID; ...\"), the events one per line and\n"
+    "the streamed text on lines that start with \"~ live (step N): \". Colour only\n"
+    "on a terminal, never with NO_COLOR set. --quiet prints the outcome alone.\n"
+    "\n"
+    "With engine --server URL start ..., the server starts it: FILE.lua names a script\n"
+    "in its workflows directory (serve --workflows), like hello.lua, and its token's\n"
+    "identity is recorded as who started it. The events and the outcome print as\n"
+    "when a local start finds engine serve running it (one line per event, no\n"
+    "status line), and the text a model streams too, on lines that start with\n"
+    "\"~ live\".\n";
+
+static int exit_for_status(const char *status) {
+  if (strcmp(status, "completed") == 0) return EXIT_OK;
+  if (strcmp(status, "failed") == 0 || strcmp(status, "cancelled") == 0) return EXIT_FAILED;
+  return EXIT_WAITING;
+}
+
+static int is_invalid_input(const char *error) {
+  char type[64];
+  return strcmp(view_json_field(error, "type", type, sizeof type), "InvalidInput") == 0;
+}
+
+/* Prints the outcome of a finished (or stuck, or still waiting) workflow from
+ * its summary (view_summary_json, what GET /v1/workflows/ID answers); returns
+ * the exit code. */
+static int report_outcome(const char *id, const char *json, size_t n, const common *c) {
+  char *status = json_get_string(json, n, "status");
+  if (!status) return cli_die(EXIT_USAGE, "the summary of %s has no status", id);
+  const char *v;
+  size_t vn;
+  char *error = view_json_member(json, n, "error"); /* as the row holds it */
+  int code = exit_for_status(status);
+  if (strcmp(status, "completed") == 0) {
+    pretty_opts o = cli_stdout_layout(c);
+    char *human = cli_human_stdout(c) ? pretty_outcome(json, n, &o) : NULL;
+    if (human) fputs(human, stdout);
+    else cli_put_json(stdout, json_get(json, n, "result", &v, &vn) == 1 ? util_fmt("%.*s", (int)vn, v) : NULL);
+    free(human);
+  } else if (strcmp(status, "stuck") == 0) {
+    render_line(stderr, 0, "engine: %s is stuck: %s", id, error ? error : "");
+    render_line(stderr, 0, "engine: fix the script, check it with: engine replay %s --script FILE, then add --apply", id);
+  } else if (strcmp(status, "failed") == 0 && error && is_invalid_input(error)) {
+    /* the workflow refused its input before doing anything: a usage error.
+     * The message is decoded, not scanned: a problem may quote a value. */
+    char msg[4096];
+    view_json_field(error, "message", msg, sizeof msg);
+    render_line(stderr, 0, "engine: %s: %s", id, *msg ? msg : "invalid input");
+    code = EXIT_USAGE;
+  } else if (engine_status_terminal(status)) {
+    render_line(stderr, 0, "engine: %s %s: %s", id, status, error ? error : "");
+  } else {
+    render_line(stderr, 0, "engine: %s is %s", id, status);
+  }
+  free(status);
+  free(error);
+  return code;
+}
+
+/* The outcome of a run in this process; one that did not end was interrupted
+ * (a stuck one said what to do). */
+typedef struct here_ctx {
+  const common *c;
+  const char *id, *script;
+} here_ctx;
+
+static int report_here(void *ud, const char *summary, size_t n) {
+  here_ctx *h = ud;
+  int code = report_outcome(h->id, summary, n, h->c);
+  char *status = json_get_string(summary, n, "status");
+  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0))
+    render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
+                h->script, h->id);
+  free(status);
+  return code;
+}
+
+/* Another process runs it (engine serve, another start, the server): its
+ * events as lines on stderr until it ends or is stuck, then its outcome.
+ * *took_over: that process went away and this one is to carry it on. */
+static int follow_start(client *cl, const char *id, int quiet, const common *c, int *took_over) {
+  cli_printer p = {stderr, 0, NULL, 1, 0, 0};
+  client_sink sink = {quiet ? NULL : cli_print_event, quiet ? NULL : cli_print_live, &p};
+  client_err err;
+  int rc = cl->ops->follow(cl, id, CLIENT_FOLLOW_START, &sink, took_over, &err);
+  cli_print_end(&p);
+  if (rc) return client_fail(&err, NULL);
+  if (*took_over) return EXIT_OK;
+  char *summary;
+  if (cl->ops->summary(cl, id, &summary, &err) != 0) return client_fail(&err, NULL);
+  rc = report_outcome(id, summary, strlen(summary), c);
+  free(summary);
+  return rc;
+}
+
+int cmd_start(args *a, common *c) {
+  const char *script = NULL, *input_spec = "{}", *id = NULL;
+  int detach = 0, quiet = 0, bad = 0, rc;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i], *v;
+    if ((v = cli_flag_value(a, "--input", &bad))) input_spec = v;
+    else if ((v = cli_flag_value(a, "--id", &bad))) id = v;
+    else if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
+    else if (cli_is_flag(cur, "--detach")) detach = 1;
+    else if (cli_is_flag(cur, "--quiet") || cli_is_flag(cur, "-q")) quiet = 1;
+    else if (cli_is_flag(cur, "--json")) c->json = 1;
+    else if ((v = cli_flag_value(a, "--color", &bad))) c->color = v;
+    else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(START_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return cli_die(EXIT_USAGE, "start: unknown option %s (see engine start --help)", cur);
+    else if (!script) script = cur;
+    else return cli_die(EXIT_USAGE, "start: unexpected argument %s", cur);
+    if (bad) return EXIT_USAGE;
+  }
+  if (!script) return cli_die(EXIT_USAGE, "start: missing FILE.lua (see engine start --help)");
+  if ((rc = cli_check_color(c))) return rc;
+  char *input = NULL;
+  if ((rc = cli_read_input(input_spec, &input))) return rc;
+  client *cl;
+  if ((rc = client_open(c, &cl))) return free(input), rc;
+  client_start_req req = {script, id, input, detach, quiet};
+  client_started s;
+  client_err err;
+  if (cl->ops->start(cl, &req, &s, &err) != 0) {
+    free(input);
+    client_close(cl);
+    return client_fail(&err, NULL);
+  }
+  free(input);
+  int took_over = 0;
+  if (!s.here) {
+    if (s.existed) render_line(stderr, DIE_MAX, "engine: %s already exists; following it", s.id);
+    if (detach) {
+      render_line(stdout, 0, "%s", s.id);
+      rc = EXIT_WAITING;
+      goto out;
+    }
+    if (!quiet) render_line(stderr, DIE_MAX, "engine: %s started; %s runs it", s.id, s.runner);
+    rc = follow_start(cl, s.id, quiet, c, &took_over);
+    if (rc != EXIT_OK || !took_over) goto out;
+    if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
+  }
+  /* no other process runs it (any more): this one does */
+  here_ctx h = {c, s.id, script};
+  client_run run = {s.id, script, quiet, cli_color_on(c, STDERR_FILENO), report_here, &h};
+  if (!cl->ops->run_here) {
+    rc = cli_die(EXIT_USAGE, "%s cannot run here: nothing runs it", s.id);
+  } else if (cl->ops->run_here(cl, &run, &rc, &err) != 0) {
+    rc = client_fail(&err, NULL);
+  }
+out:
+  free(s.id);
+  client_close(cl);
+  return rc;
+}
