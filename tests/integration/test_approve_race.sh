@@ -34,7 +34,9 @@ assert_exit "nothing to approve in a finished session" 2 engine approve ap1
 assert_contains "says so" "workflow 'ap1' is completed" "$ERR"
 
 # --- the deadline passed while no worker ran: refused, the restart times it out
-"$ENGINE" start "$WF" --id ap2 --input '{"requests":[{"id":"t1","tool":"shell","timeout":1}]}' >/dev/null 2>&1 &
+# t1's deadline is long enough to see the request before it passes on a busy
+# machine (scaled), and wait_due waits it out after the kill
+"$ENGINE" start "$WF" --id ap2 --input "{\"requests\":[{\"id\":\"t1\",\"tool\":\"shell\",\"timeout\":$(scaled 5)}]}" >/dev/null 2>&1 &
 P=$!; PIDS+=("$P")
 wait_requests ap2 1
 kill -9 "$P"; wait "$P" 2>/dev/null || true
