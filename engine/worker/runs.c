@@ -316,7 +316,11 @@ static const run_command timer_command = {"timer", start_timer, NULL, NULL};
 static const run_command signal_command = {"signal", start_signal, NULL, NULL};
 
 void runs_register(engine *e, const run_command *k) {
-  if (e->ncommands < sizeof e->commands / sizeof *e->commands) e->commands[e->ncommands++] = k;
+  if (e->ncommands == sizeof e->commands / sizeof *e->commands) { /* a kind added without room: a build error, said at start */
+    render_line(stderr, 0, "engine: no room for the command kind '%s' (worker.h: commands)", k->kind);
+    abort();
+  }
+  e->commands[e->ncommands++] = k;
 }
 
 void runs_init(engine *e) {
