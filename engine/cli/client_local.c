@@ -116,12 +116,18 @@ static int local_start(client *cl, const client_start_req *req, client_started *
   store *st;
   if (store_open(lc->db, 0, &st, msg, sizeof msg) != STORE_OK) {
     free(input);
+    free(out->id); /* a failed start leaves the caller nothing to free */
+    out->id = NULL;
     return say(err, 0, "%s", msg);
   }
   int rc = engine_create_workflow(st, out->id, req->script, input, &out->existed, msg, sizeof msg);
   store_close(st);
   free(input);
-  if (rc) return say(err, 1, "%s", msg);
+  if (rc) {
+    free(out->id);
+    out->id = NULL;
+    return say(err, 1, "%s", msg);
+  }
   snprintf(out->runner, sizeof out->runner, "%s", holder);
   return 0;
 }

@@ -155,7 +155,7 @@ int cmd_start(args *a, common *c) {
   client *cl;
   if ((rc = client_open(c, &cl))) return free(input), rc;
   client_start_req req = {script, id, input, detach, quiet};
-  client_started s;
+  client_started s = {0};
   client_err err;
   if (cl->ops->start(cl, &req, &s, &err) != 0) {
     free(input);

@@ -165,11 +165,20 @@ check_faulted() {
 }
 fresh faults
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
-start "$FWF" lk '{"retry":0.3,"sleep":0.5,"slow":0.5}'
-"$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
+# its slow step outlasts the moment the lock is taken, on a busy machine too
+start "$FWF" lk "{\"retry\":0.3,\"sleep\":0.5,\"slow\":$(scaled 3)}"
+# the serve's busy timeout is 2 s whatever TEST_TIMEOUT_SCALE says: the lock is held longer
+ENGINE_BUSY_TIMEOUT_MS=2000 "$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
 wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
-# another session holds the write lock for 3 s (the busy timeout is 2 s)
-psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep(3); COMMIT;" >/dev/null
+# another session holds the write lock (the busy timeout is 2 s) until the
+# serve says it cannot write, then lets go
+psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep($(scaled 120)); COMMIT;" \
+  >/dev/null 2>&1 &
+LOCKER=$!; PIDS+=("$LOCKER")
+wait_true 60 'grep -q "cannot write to the store" "$T/lock.err"' || true
+psql_on faults "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
+  AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$LOCKER" 2>/dev/null || true
 wait_status lk completed 30 || true
 # the recovery is told once the store has stayed writable a while: wait for it
 wait_true 30 'grep -q "writable again" "$T/lock.err"' || true
