@@ -107,21 +107,28 @@ static const char *POLICY_HELP =
     "sessions do and reports its hash and files, or the file and line of the first\n"
     "error (exit 2). A broken set is never used: sessions keep the last good one.\n";
 
+/* Runs the check hook of the Lua library (policy_check, trigger_check) on
+ * dir (NULL: its own default) and prints its report; exit 2 with the report
+ * when it is not ok. */
+static int check_hook(const char *hook, const char *dir, const char *what) {
+  char report[16384];
+  char *q = dir ? json_quote(dir) : NULL, *args_json = util_fmt("{\"dir\":%s}", q ? q : "null");
+  int rc = engine_maintenance(NULL, hook, args_json, report, sizeof report);
+  free(q);
+  free(args_json);
+  char ok[8];
+  if (rc || strcmp(view_json_field(report, "ok", ok, sizeof ok), "true") != 0)
+    return cli_die(EXIT_USAGE, "%s: %s", what, report);
+  cli_put_json(stdout, util_strdup(report));
+  return EXIT_OK;
+}
+
 int cmd_policy(args *a, common *c) {
   const char *pos[2] = {NULL, NULL};
   int rc = cli_parse_simple(a, c, POLICY_HELP, pos, 2, 1);
   if (rc || c->help) return rc;
   if (strcmp(pos[0], "check") != 0) return cli_die(EXIT_USAGE, "policy: unknown subcommand '%s' (see --help)", pos[0]);
-  char report[8192];
-  char *q = json_quote(pos[1] ? pos[1] : ""), *args = util_fmt("{\"dir\":%s}", pos[1] ? q : "null");
-  rc = engine_maintenance(NULL, "policy_check", args, report, sizeof report);
-  free(q);
-  free(args);
-  char ok[8];
-  if (rc || strcmp(view_json_field(report, "ok", ok, sizeof ok), "true") != 0)
-    return cli_die(EXIT_USAGE, "policy check: %s", report);
-  cli_put_json(stdout, util_strdup(report));
-  return EXIT_OK;
+  return check_hook("policy_check", pos[1], "policy check");
 }
 
 /* -------------------------------------------------------------- trigger --- */
@@ -303,16 +310,7 @@ int cmd_trigger(args *a, common *c) {
   const char *pos[1] = {NULL};
   int rc = cli_parse_simple(a, c, TRIGGER_HELP, pos, 1, 0);
   if (rc || c->help) return rc;
-  char report[16384];
-  char *q = json_quote(pos[0] ? pos[0] : default_triggers_dir()), *args_json = util_fmt("{\"dir\":%s}", q);
-  rc = engine_maintenance(NULL, "trigger_check", args_json, report, sizeof report);
-  free(q);
-  free(args_json);
-  char ok[8];
-  if (rc || strcmp(view_json_field(report, "ok", ok, sizeof ok), "true") != 0)
-    return cli_die(EXIT_USAGE, "trigger check: %s", report);
-  cli_put_json(stdout, util_strdup(report));
-  return EXIT_OK;
+  return check_hook("trigger_check", pos[0] ? pos[0] : default_triggers_dir(), "trigger check");
 }
 
 /* ------------------------------------------------------------------- gc --- */

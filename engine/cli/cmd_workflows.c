@@ -126,18 +126,24 @@ static void list_header(list_out *l) {
   l->header = 1;
 }
 
+/* An item of a list or a history: its JSON as it is (--json), else the line
+ * line_of makes of it. */
+static void print_item(int json, const char *item, size_t n, char *(*line_of)(const char *, size_t)) {
+  if (json) {
+    cli_put_json(stdout, util_fmt("%.*s", (int)n, item));
+    return;
+  }
+  char *line = line_of(item, n);
+  printf("%s\n", line);
+  free(line);
+}
+
 /* One workflow of a list, from its JSON (view_list_item_json, an item of
  * GET /v1/workflows). */
 static int print_list_item(void *ud, const char *item, size_t n) {
   list_out *l = ud;
   list_header(l);
-  if (l->c->json) {
-    cli_put_json(stdout, util_fmt("%.*s", (int)n, item));
-  } else {
-    char *line = view_list_line(item, n);
-    printf("%s\n", line);
-    free(line);
-  }
+  print_item(l->c->json, item, n, view_list_line);
   return 0;
 }
 
@@ -230,13 +236,7 @@ static const char *HISTORY_HELP =
  * GET /v1/workflows/ID/history). */
 static int print_hist_item(void *ud, const char *item, size_t n) {
   const common *c = ud;
-  if (c->json) {
-    cli_put_json(stdout, util_fmt("%.*s", (int)n, item));
-  } else {
-    char *line = view_hist_line(item, n);
-    printf("%s\n", line);
-    free(line);
-  }
+  print_item(c->json, item, n, view_hist_line);
   return 0;
 }
 
