@@ -37,8 +37,3 @@ char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen
   *len = b.n - 1;
   return b.p;
 }
-
-const char *engine_lua_dir(void) {
-  const char *d = getenv("ENGINE_LUA_DIR");
-  return d && *d ? d : ENGINE_DEFAULT_LUA_DIR;
-}

@@ -1,5 +1,4 @@
-/* script_file: reading a workflow script from disk, and where the engine's
- * own Lua library is. */
+/* script_file: reading a workflow script from disk. */
 #ifndef ENGINE_SCRIPT_FILE_H
 #define ENGINE_SCRIPT_FILE_H
 
@@ -9,8 +8,5 @@
  * directory is refused by name, never read). Returns the malloc'd source
  * (NUL-terminated, *len without it), or NULL with err. */
 char *engine_read_script(const char *path, size_t *len, char *err, size_t errlen);
-
-/* Where the engine's Lua library lives: ENGINE_LUA_DIR or the build default. */
-const char *engine_lua_dir(void);
 
 #endif

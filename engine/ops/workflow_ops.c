@@ -16,6 +16,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "home.h"
 #include "json.h"
 #include "modules.h"
 #include "names.h"

@@ -11,11 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "home.h"
 #include "util.h"
-
-#ifndef ENGINE_DEFAULT_WEB_DIR
-#define ENGINE_DEFAULT_WEB_DIR "web"
-#endif
 
 #define WEB_MAX_FILE (4u << 20) /* a page's file is small; anything bigger is not one of ours */
 
@@ -33,35 +30,10 @@ const char *const WEB_SECURITY_HEADERS[] = {WEB_CSP,
                                             "Cross-Origin-Resource-Policy: same-origin",
                                             NULL};
 
-static int is_dir_with_index(const char *dir) {
-  char p[PATH_MAX + 64];
-  struct stat st;
-  snprintf(p, sizeof p, "%s/index.html", dir);
-  return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 void web_static_dir(char *out, size_t n) {
   const char *env = getenv("ENGINE_WEB_DIR");
-  if (env && *env) {
-    snprintf(out, n, "%s", env);
-    return;
-  }
-  char exe[PATH_MAX];
-  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (len > 0) {
-    exe[len] = 0;
-    char *slash = strrchr(exe, '/');
-    if (slash) {
-      *slash = 0;
-      char installed[PATH_MAX];
-      int w = snprintf(installed, sizeof installed, "%.3800s/../share/engine/web", exe);
-      if (w > 0 && (size_t)w < sizeof installed && is_dir_with_index(installed)) {
-        snprintf(out, n, "%s", installed);
-        return;
-      }
-    }
-  }
-  snprintf(out, n, "%s", ENGINE_DEFAULT_WEB_DIR); /* run from a build directory */
+  if (env && *env) snprintf(out, n, "%s", env);
+  else engine_home_path("web", out, n); /* installed: share/engine/web; a build: the source tree's web/ */
 }
 
 const char *web_static_type(const char *name) {

@@ -6,6 +6,7 @@
  * batch, the kinds of command, the task timer); besides, the lease
  * heartbeat, setting the leases right after an incident, and the count of
  * crashes that stops a workflow from crash-looping the engine. */
+#include "home.h"
 #include "worker.h"
 
 #include "activity_modules.h"

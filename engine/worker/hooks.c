@@ -17,6 +17,7 @@
  * a sandbox to their latest sandbox.ready or sandbox.reprovisioned payload
  * (its host). The engine prints each line
  * of a result's `log` list (terminal-safe); the rest is the hook's own. */
+#include "home.h"
 #include "worker.h"
 
 #include "activity_modules.h"

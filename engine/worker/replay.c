@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "home.h"
 #include "modules.h"
 #include "util.h"
 #include "wfvm.h"

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "engine.h"
+#include "home.h"
 #include "json.h"
 #include "render.h"
 #include "store.h"

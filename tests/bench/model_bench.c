@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "home.h"
 #include "util.h"
 
 typedef struct bench {
