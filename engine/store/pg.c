@@ -63,7 +63,7 @@
  * plus the commits row store_data_version reads; 5: the leases of several
  * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
  * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first) */
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
  * caller): the schema's creation */

@@ -24,7 +24,7 @@
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
  * 3: slots (concurrency limits and caps) and counters (quotas, rate windows)
  * 4: deliveries (webhook deliveries and their outcomes) and schedules */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
 

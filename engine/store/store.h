@@ -15,6 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The schema versions this build reads and writes (engine --version): an
+ * older database is migrated up at open, a newer one refused. */
+#define STORE_SQLITE_SCHEMA_VERSION 4
+#define STORE_PG_SCHEMA_VERSION 6
+
 typedef struct store store;
 
 /* STORE_ELEASE: store_commit refused a batch whose fenced lease is not ours any more;
