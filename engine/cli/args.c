@@ -1,6 +1,7 @@
 /* args: a command's arguments (flags, positional arguments, --help) and
  * --input, read and checked before anything is opened. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,12 +9,23 @@
 #include <unistd.h>
 
 #include "cli_internal.h"
+#include "home.h"
 #include "json.h"
 #include "util.h"
 
 const char *cli_default_db(void) {
   const char *e = getenv("ENGINE_DB");
   return e && *e ? e : "engine.db";
+}
+
+const char *cli_workflows_dir(void) {
+  static char dir[PATH_MAX];
+  const char *e = getenv("ENGINE_WORKFLOWS_DIR");
+  struct stat st;
+  if (e && *e) return e;
+  if (stat("workflows", &st) == 0 && S_ISDIR(st.st_mode)) return "workflows";
+  if (!*engine_home_path("workflows", dir, sizeof dir)) return "workflows"; /* no home: the error names ./workflows */
+  return dir;
 }
 
 int cli_is_flag(const char *a, const char *name) { return strcmp(a, name) == 0; }

@@ -43,6 +43,9 @@ typedef struct common {
 
 /* $ENGINE_DB, else engine.db. */
 const char *cli_default_db(void);
+/* The workflows of serve and the triggers' default folder: $ENGINE_WORKFLOWS_DIR,
+ * else ./workflows when it exists, else the engine home's workflows/. */
+const char *cli_workflows_dir(void);
 int cli_is_flag(const char *a, const char *name);
 /* Takes the value of --flag VALUE or --flag=VALUE; returns NULL if the
  * current argument is not it (*err set, after saying so, when the value is

@@ -11,6 +11,7 @@
 
 #include "api.h"
 #include "cli_internal.h"
+#include "config.h"
 #include "engine.h"
 #include "json.h"
 #include "migrate.h"
@@ -33,7 +34,9 @@ static const char *SERVE_HELP =
     "--listen ADDR also answers the HTTP API on ADDR (127.0.0.1:7420, [::1]:7420;\n"
     "port 0 picks a free one, printed at start). An address that is not loopback\n"
     "needs an API token first (engine token create). POST /v1/workflows starts\n"
-    "scripts of --workflows DIR (default ./workflows). No TLS: put a reverse proxy\n"
+    "scripts of --workflows DIR (else the workflows_dir setting, else ./workflows\n"
+    "when it exists, else the installed workflows). ADDR defaults to the listen\n"
+    "setting (engine config). No TLS: put a reverse proxy\n"
     "in front for that.\n";
 
 /* Raises the open-file limit to its hard limit: each HTTP connection is one. */
@@ -48,13 +51,14 @@ static void raise_nofile(void) {
 int cmd_serve(args *a, common *c) {
   char shown[1024]; /* c->db in messages (engine_db_shown) */
   int bad = 0;
-  const char *listen = NULL, *workflows = "workflows";
-  int workflows_default = 1;
+  const char *listen = getenv("ENGINE_LISTEN"), *workflows = cli_workflows_dir();
+  int workflows_default = !getenv("ENGINE_WORKFLOWS_DIR");
+  if (listen && !*listen) listen = NULL;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
-    else if ((v = cli_flag_value(a, "--listen", &bad))) listen = v;
-    else if ((v = cli_flag_value(a, "--workflows", &bad))) workflows = v, workflows_default = 0;
+    else if ((v = cli_flag_value(a, "--listen", &bad))) listen = v, config_flag("listen", v);
+    else if ((v = cli_flag_value(a, "--workflows", &bad))) workflows = v, workflows_default = 0, config_flag("workflows_dir", v);
     else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(SERVE_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else return cli_die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
@@ -150,8 +154,11 @@ static const char *TRIGGER_HELP =
 
 
 static const char *default_triggers_dir(void) {
+  static char dir[PATH_MAX + 16];
   const char *d = getenv("ENGINE_TRIGGERS_DIR");
-  return d && *d ? d : "workflows/triggers";
+  if (d && *d) return d;
+  snprintf(dir, sizeof dir, "%s/triggers", cli_workflows_dir());
+  return dir;
 }
 
 /* "Name: value" lines as a JSON list of [name, value] pairs, or NULL with err. */

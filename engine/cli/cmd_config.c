@@ -20,7 +20,7 @@ static const char *CONFIG_HELP =
     "type or out of range stops every command with the file, the line and the key.\n"
     "The environment variable of a setting (ENGINE_ and the key in capitals)\n"
     "overrides the file; a flag overrides both. --json: {file, home, settings:\n"
-    "[{key, env, value, source, default, reloadable}]}. docs/operations.md has the table.\n";
+    "[{key, env, value, source, default, reloadable, help}]}. docs/operations.md has the table.\n";
 
 static const char *shown_value(const config_entry *e) {
   if (!e->value) return NULL;
@@ -43,11 +43,11 @@ int cmd_config(args *a, common *c) {
       config_get(i, &e);
       const char *v = shown_value(&e);
       char *key = json_quote(e.s->key), *val = v ? json_quote(v) : util_strdup("null"), *src = json_quote(e.source),
-           *dflt = json_quote(e.s->dflt);
-      char *item = util_fmt("%s{\"key\":%s,\"env\":\"%s\",\"value\":%s,\"source\":%s,\"default\":%s,\"reloadable\":%s}",
-                            i ? "," : "", key, e.s->env, val, src, dflt, e.s->reloadable ? "true" : "false");
+           *dflt = json_quote(e.s->dflt), *help = json_quote(e.s->help);
+      char *item = util_fmt("%s{\"key\":%s,\"env\":\"%s\",\"value\":%s,\"source\":%s,\"default\":%s,\"reloadable\":%s,\"help\":%s}",
+                            i ? "," : "", key, e.s->env, val, src, dflt, e.s->reloadable ? "true" : "false", help);
       ubuf_add(&b, item, strlen(item));
-      free(item), free(key), free(val), free(src), free(dflt);
+      free(item), free(key), free(val), free(src), free(dflt), free(help);
     }
     ubuf_add(&b, "]}", 3);
     cli_put_json(stdout, b.p);

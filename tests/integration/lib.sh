@@ -5,6 +5,7 @@ set -euo pipefail
 ENGINE="${ENGINE_BIN:?ENGINE_BIN must point at the engine binary}"
 SRC="${ENGINE_SRC:?ENGINE_SRC must point at the source tree}"
 export ENGINE_LUA_DIR="$SRC/lua"
+export ENGINE_CONFIG=none # the host's /etc/engine/engine.conf is not the test's
 T="$(mktemp -d "${TMPDIR:-/tmp}/engine-test.XXXXXX")"
 export ENGINE_DB="$T/engine.db"
 FAILS=0
