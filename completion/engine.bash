@@ -10,11 +10,11 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate completion)
+_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --server --token --color --db --from --to --input --id --listen --workflows --request --reason --status --run --script --scopes "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --request --reason --status --run --script --scopes "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
@@ -28,7 +28,7 @@ _engine_options() {
     events) opts=(--follow -f --full --json --color --db --help -h) ;;
     history) opts=(--run --json --db --help -h) ;;
     replay) opts=(--script --apply --all --status --json --db --help -h) ;;
-    quota) opts=(--json --db --help -h) ;;
+    quota | config) opts=(--json --db --help -h) ;;
     migrate) opts=(--db --from --to --help -h) ;;
     test) opts=(--json --run --help -h) ;;
     token)
@@ -200,7 +200,7 @@ _engine() {
   elif ((cword > 1)) && [[ $_engine_valued == *" $prev "* ]]; then
     _engine_value "$prev" "" "$cur"
   elif [[ -z $cmd && $cur == -* ]]; then
-    _engine_add --server --token --color --help -h
+    _engine_add --config --server --token --color --version --help -h
   elif [[ -z $cmd ]]; then
     _engine_add "${_engine_commands[@]}"
   elif [[ $cur == -* ]]; then
