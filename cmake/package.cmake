@@ -3,7 +3,7 @@
 # engine_VERSION_ARCH.deb from the install rules (CMakeLists.txt), under /usr.
 # The maintainer scripts (packaging/debian/) make the `engine` user, the state
 # directory /var/lib/engine and a commented /etc/engine/engine.conf, and
-# enable engine.service without starting it. docs/operations-package.md says
+# enable engine.service without starting it. docs/operations.md ("The Debian package") says
 # what the package holds and does; tests/integration/test_deb.sh installs it
 # into a fresh Debian 12 root.
 
