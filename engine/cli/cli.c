@@ -39,6 +39,7 @@ static const char *MAIN_HELP =
     "  quota list                         quotas of the limits file: use and limits\n"
     "  schedule create|list|pause|resume|trigger|delete   cron schedules that engine serve starts\n"
     "  migrate [--from DB --to DB]        schema up to date; or copy a database (SQLite <-> PostgreSQL)\n"
+    "  doctor [--json]                    check this host for a first session: database, sandbox, keys, ...\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
@@ -87,6 +88,7 @@ static const command COMMANDS[] = {
     {"quota", cmd_quota, 1},
     {"schedule", cmd_schedule, 1},
     {"migrate", cmd_migrate, 1},
+    {"doctor", cmd_doctor, 1},
 };
 
 int cli_main(int argc, char **argv) {

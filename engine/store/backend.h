@@ -38,6 +38,8 @@ typedef struct store_ops {
   int64_t (*op_data_version)(store *s);
   int (*op_commit_fd)(store *s, int old); /* NULL: none */
   int (*op_commit_drain)(store *s, int fd);
+  int (*op_write_probe)(store *s, char *err, size_t errlen);
+  int (*op_clock_skew)(store *s, int64_t *skew_ms, int64_t *rtt_ms); /* NULL: no server */
   int (*op_wf_insert)(store *s, const wf_row *w);
   int (*op_wf_get)(store *s, const char *id, wf_row *out);
   int (*op_wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
@@ -144,11 +146,13 @@ int store_delivery_accepted(const char *outcome);
 extern const store_ops store_sqlite_ops;
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
 int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
+int store_sqlite_schema_version(void);
 
 /* PostgreSQL (pg.c): a database URL, postgres:// or postgresql://. */
 extern const store_ops store_pg_ops;
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
+int store_pg_schema_version(void);
 /* The worker lock of a PostgreSQL database (store_remote_lock; pg_conn.c). */
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);
 int store_pg_unlock(int fd);
