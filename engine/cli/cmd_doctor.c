@@ -60,6 +60,7 @@ typedef struct doctor {
   int lua_asked;
   char *lua_report; /* worker.doctor's answer, or its error */
   int lua_failed;
+  int home_failed; /* the engine files row failed: what needs the Lua library is not checked */
   row *rows;
   size_t nrows, cap;
 } doctor;
@@ -108,6 +109,7 @@ static void check_config(doctor *d, const char *name) {
 static void check_home(doctor *d, const char *name) {
   const char *home = engine_home();
   if (!home) {
+    d->home_failed = 1;
     add_row(d, name, ST_FAIL, engine_home_error(),
             "set ENGINE_HOME to the folder that holds lua/, workflows/, policies/, skills/ and web/ (an installed "
             "engine's is PREFIX/share/engine)");
@@ -122,6 +124,7 @@ static void check_home(doctor *d, const char *name) {
   const char *lua = getenv("ENGINE_LUA_DIR");
   char also[PATH_MAX + 64] = "";
   if (lua && *lua) snprintf(also, sizeof also, "; the Lua library from ENGINE_LUA_DIR=%s", lua);
+  if (*missing) d->home_failed = 1;
   if (*missing)
     add_rowf(d, name, ST_FAIL, "install the engine again (cmake --install), or set ENGINE_HOME to a complete one",
              "%s (%s) lacks %s%s", home, engine_home_source(), missing, also);
@@ -158,8 +161,8 @@ static void check_database(doctor *d, const char *name) {
     else add_rowf(d, name, ST_OK, "", "%s (SQLite, %lld KiB)", d->db, stat(d->db, &sb) == 0 ? (long long)sb.st_size / 1024 : 0LL);
   } else if (rc == STORE_EMPTY) {
     d->dbs = DB_EMPTY;
-    add_rowf(d, name, ST_OK, "", "%s (%s): %s; the engine makes its tables at first start", d->shown,
-             url ? "PostgreSQL" : "SQLite", err);
+    add_rowf(d, name, ST_OK, "", "%s (%s) holds no engine data yet: the engine makes its tables at first start",
+             d->shown, url ? "PostgreSQL" : "SQLite");
   } else {
     d->dbs = DB_FAILED;
     if (!url && cli_unwritable(d->db, why, sizeof why)) snprintf(err + strlen(err), sizeof err - strlen(err), " (%s)", why);
@@ -272,6 +275,12 @@ static void check_clock(doctor *d, const char *name) {
            (long long)mag, skew < 0 ? "behind" : "ahead of", (long long)rtt, (long long)lease);
 }
 
+/* A row whose check needs the engine's Lua library, which did not run (why). */
+static void lua_unrun(doctor *d, const char *name, const char *why) {
+  if (d->home_failed) add_row(d, name, ST_WARN, "not checked: the engine's files are missing", "see the engine files row");
+  else add_rowf(d, name, ST_FAIL, "", "cannot run the engine's Lua library: %s", why);
+}
+
 /* The checks of lua/doctor.lua: asked once, for every row of CHECKS that
  * names check_lua, and each row then takes its own. */
 static void check_lua(doctor *d, const char *name);
@@ -285,7 +294,7 @@ static int count_item(void *ud, const char *v, size_t vn) {
 static void check_policies(doctor *d, const char *name) {
   char report[16384];
   if (engine_maintenance(NULL, "policy_check", "{}", report, sizeof report) != 0) {
-    add_rowf(d, name, ST_FAIL, "see the engine files row", "cannot run the engine's Lua library: %s", report);
+    lua_unrun(d, name, report);
     return;
   }
   size_t n = strlen(report);
@@ -343,7 +352,7 @@ static void check_triggers(doctor *d, const char *name) {
   free(q);
   free(args_json);
   if (rc != 0) {
-    add_rowf(d, name, ST_FAIL, "see the engine files row", "cannot run the engine's Lua library: %s", report);
+    lua_unrun(d, name, report);
     return;
   }
   size_t n = strlen(report);
@@ -437,8 +446,7 @@ static void check_lua(doctor *d, const char *name) {
   size_t vn, rn, n = strlen(d->lua_report);
   if (d->lua_failed || json_get(d->lua_report, n, "checks", &v, &vn) != 1 || json_get(v, vn, name, &rows, &rn) != 1 ||
       *rows != '[') {
-    add_rowf(d, name, ST_FAIL, "see the engine files row", "cannot run the engine's Lua library: %s",
-             d->lua_failed ? d->lua_report : "lua/doctor.lua did not answer for this check");
+    lua_unrun(d, name, d->lua_failed ? d->lua_report : "lua/doctor.lua did not answer for this check");
     return;
   }
   lua_rows l = {d, name};
