@@ -26,7 +26,7 @@
 #include "util.h"
 
 static const char *DOCTOR_HELP =
-    "usage: engine doctor [--db PATH|URL] [--json]\n"
+    "usage: engine doctor [--json] [--color WHEN] [--db PATH|URL]\n"
     "\n"
     "Checks what a first session needs of this host and prints a row per check:\n"
     "its state (ok, warn or FAIL), what it saw, and the fix (a command or a setting).\n"
