@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -68,8 +69,7 @@ typedef struct doctor {
 static void add_row(doctor *d, const char *check, state st, const char *detail, const char *fix) {
   if (d->nrows == d->cap) {
     d->cap = d->cap ? d->cap * 2 : 32;
-    d->rows = realloc(d->rows, d->cap * sizeof *d->rows);
-    if (!d->rows) abort();
+    d->rows = util_xrealloc(d->rows, d->cap * sizeof *d->rows);
   }
   d->rows[d->nrows++] = (row){util_strdup(check), util_strdup(detail ? detail : ""), util_strdup(fix ? fix : ""), st};
 }
@@ -77,12 +77,12 @@ static void add_row(doctor *d, const char *check, state st, const char *detail, 
 static void add_rowf(doctor *d, const char *check, state st, const char *fix, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 static void add_rowf(doctor *d, const char *check, state st, const char *fix, const char *fmt, ...) {
-  char detail[4096];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
+  char *detail = util_vfmt(fmt, ap);
   va_end(ap);
   add_row(d, check, st, detail, fix);
+  free(detail);
 }
 
 static int is_dir(const char *p) {
