@@ -14,7 +14,7 @@ _engine_commands=(start serve signal approve cancel list show events history rep
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --server --token --color --db --from --to --input --id --listen --workflows --request --reason --status --run --script --scopes "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --request --reason --status --run --script --scopes "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
@@ -123,7 +123,7 @@ _engine_value() {
   local opt=$1 pre=$2 val=$3 s have
   local -a list lines
   case $opt in
-    --db | --from | --to) _engine_files "$pre" "$val" ;;
+    --db | --from | --to | --config) _engine_files "$pre" "$val" ;;
     --script) _engine_files "$pre" "$val" lua ;;
     --workflows) _engine_files "$pre" "$val" / ;;
     --input) [[ $val == @* ]] && _engine_files "$pre@" "${val#@}" ;;
@@ -201,7 +201,7 @@ _engine() {
   elif ((cword > 1)) && [[ $_engine_valued == *" $prev "* ]]; then
     _engine_value "$prev" "" "$cur"
   elif [[ -z $cmd && $cur == -* ]]; then
-    _engine_add --server --token --color --help -h
+    _engine_add --config --server --token --color --help -h
   elif [[ -z $cmd ]]; then
     _engine_add "${_engine_commands[@]}"
   elif [[ $cur == -* ]]; then

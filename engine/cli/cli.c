@@ -11,13 +11,16 @@
 
 #include "cli_internal.h"
 #include "completion.h"
+#include "config.h"
 #include "json.h"
+#include "store.h"
 #include "wftest.h"
 
 static const char *MAIN_HELP =
     "engine: durable workflows for long-running agent sessions\n"
     "\n"
-    "usage: engine [--server URL] [--token TOKEN] [--color WHEN] COMMAND [options]   (engine COMMAND --help)\n"
+    "usage: engine [--config FILE] [--server URL] [--token TOKEN] [--color WHEN] COMMAND [options]   (engine COMMAND --help)\n"
+    "       engine --version\n"
     "\n"
     "  start FILE.lua [--input JSON|@file] [--id ID] [--detach]   run until done or waiting\n"
     "  serve [--listen ADDR] [--workflows DIR]   worker for every workflow; --listen: the HTTP API\n"
@@ -41,6 +44,7 @@ static const char *MAIN_HELP =
     "  migrate [--from DB --to DB]        schema up to date; or copy a database (SQLite <-> PostgreSQL)\n"
     "  doctor [--json]                    check this host for a first session: database, sandbox, keys, ...\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
+    "  config [--json]                    every setting, its value and where it came from\n"
     "\n"
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
     "  database (its limits.lua and workspaces are in $ENGINE_DATA_DIR, else ./engine-data)\n"
@@ -51,6 +55,8 @@ static const char *MAIN_HELP =
     "Output: on a terminal, start and show print for people; piped, or with --json, what\n"
     "  scripts read. --color auto|always|never (before or after the command): auto colours\n"
     "  a terminal's output unless NO_COLOR is set (not empty) or TERM is dumb\n"
+    "Configuration: --config FILE, else $ENGINE_CONFIG, else /etc/engine/engine.conf when it\n"
+    "  exists (\"none\": no file); the environment overrides the file, a flag both (engine config)\n"
     "Exit codes: 0 success, 1 workflow failed, 2 usage or input error, 3 waiting or stuck\n";
 
 static int cmd_message(args *a, common *c) { return cmd_session_input(a, c, "message"); }
@@ -88,31 +94,41 @@ static const command COMMANDS[] = {
     {"quota", cmd_quota, 1},
     {"schedule", cmd_schedule, 1},
     {"migrate", cmd_migrate, 1},
+    {"config", cmd_config, 0},
     {"doctor", cmd_doctor, 1},
 };
 
+/* engine --version: what this binary is and which databases it reads. */
+static int print_version(void) {
+  printf("engine %s (commit %s)\nstore schema: SQLite %d, PostgreSQL %d\n", engine_build_version, engine_build_commit,
+         STORE_SQLITE_SCHEMA_VERSION, STORE_PG_SCHEMA_VERSION);
+  return EXIT_OK;
+}
+
 int cli_main(int argc, char **argv) {
-  const char *server = getenv("ENGINE_SERVER"), *token = getenv("ENGINE_TOKEN");
-  common c = {cli_default_db(), 0, 0, NULL, server && *server ? server : NULL, token, server && *server, NULL};
-  c.db_default = c.db;
-  /* the options before the command: where the command goes */
+  /* the options before the command: which configuration, where the command goes */
+  const char *config = NULL, *server = NULL, *token = NULL, *color = NULL;
   args a = {argc, argv, 1};
   for (; a.i < argc; a.i++) {
     int bad = 0;
     const char *v;
-    if ((v = cli_flag_value(&a, "--server", &bad))) {
-      c.server = v;
-      c.server_from_env = 0;
-    } else if ((v = cli_flag_value(&a, "--token", &bad))) {
-      c.token = v;
-    } else if ((v = cli_flag_value(&a, "--color", &bad))) {
-      c.color = v;
-    } else if (bad) {
-      return EXIT_USAGE;
-    } else {
-      break;
-    }
+    if ((v = cli_flag_value(&a, "--config", &bad))) config = v;
+    else if ((v = cli_flag_value(&a, "--server", &bad))) server = v;
+    else if ((v = cli_flag_value(&a, "--token", &bad))) token = v;
+    else if ((v = cli_flag_value(&a, "--color", &bad))) color = v;
+    else if (bad) return EXIT_USAGE;
+    else if (cli_is_flag(argv[a.i], "--version")) return print_version();
+    else break;
   }
+  /* the file first: what it sets is the environment's default from here on */
+  char err[1024];
+  if (config_load(config, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "%s", err);
+  const char *env_server = getenv("ENGINE_SERVER");
+  common c = {cli_default_db(), 0, 0, NULL, NULL, token ? token : getenv("ENGINE_TOKEN"), 0, color};
+  c.db_default = c.db;
+  if (server) c.server = server, config_flag("server", server);
+  else if (env_server && *env_server) c.server = env_server, c.server_from_env = 1;
+  if (token) config_flag("token", token);
   if (a.i >= argc || cli_is_flag(argv[a.i], "--help") || cli_is_flag(argv[a.i], "-h") || cli_is_flag(argv[a.i], "help")) {
     fputs(MAIN_HELP, a.i >= argc ? stderr : stdout);
     return a.i >= argc ? EXIT_USAGE : EXIT_OK;
@@ -121,7 +137,6 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "completion") == 0) return completion_script(argc - a.i, argv + a.i);
   if (strcmp(cmd, "__complete") == 0) return completion_query(argc - a.i, argv + a.i); /* for the scripts */
   if (strcmp(cmd, "test") == 0) return wftest_main(argc - a.i, argv + a.i); /* no database, no server */
-  char err[256];
   if (json_max_payload_check(err, sizeof err) != 0) return cli_die(EXIT_USAGE, "%s", err);
   if (cli_check_color(&c)) return EXIT_USAGE;
   const command *found = NULL;

@@ -114,6 +114,9 @@ void cli_local_identity(char *out, size_t n);
 int cmd_start(args *a, common *c);
 /* cmd_workflows.c */
 int cmd_signal(args *a, common *c);
+/* cmd_config.c */
+int cmd_config(args *a, common *c);
+extern const char engine_build_version[], engine_build_commit[]; /* version.c, generated */
 int cmd_session_input(args *a, common *c, const char *kind);
 int cmd_cancel(args *a, common *c);
 int cmd_list(args *a, common *c);

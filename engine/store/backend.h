@@ -146,13 +146,11 @@ int store_delivery_accepted(const char *outcome);
 extern const store_ops store_sqlite_ops;
 int store_sqlite_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
 int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
-int store_sqlite_schema_version(void);
 
 /* PostgreSQL (pg.c): a database URL, postgres:// or postgresql://. */
 extern const store_ops store_pg_ops;
 int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
-int store_pg_schema_version(void);
 /* The worker lock of a PostgreSQL database (store_remote_lock; pg_conn.c). */
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);
 int store_pg_unlock(int fd);

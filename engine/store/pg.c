@@ -64,7 +64,7 @@
  * plus the commits row store_data_version reads; 5: the leases of several
  * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
  * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first) */
-#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
  * caller): the schema's creation */
@@ -271,8 +271,6 @@ int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err,
   *out = &new_pg(url, c, where, settings)->base;
   return STORE_OK;
 }
-
-int store_pg_schema_version(void) { return SCHEMA_VERSION; }
 
 /* A read-write transaction that rewrites the schema version's row as it is,
  * then rolls back (a read-only open's sessions default to read only). */

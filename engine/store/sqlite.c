@@ -24,7 +24,7 @@
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
  * 3: slots (concurrency limits and caps) and counters (quotas, rate windows)
  * 4: deliveries (webhook deliveries and their outcomes) and schedules */
-#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -303,8 +303,6 @@ static void sq_close(store *st_) {
   free(s->path);
   free(s);
 }
-
-int store_sqlite_schema_version(void) { return SCHEMA_VERSION; }
 
 /* A write transaction that rewrites the schema version's row as it is, then
  * rolls back: the file, its -wal and -shm and the directory take writes.

@@ -35,7 +35,7 @@ int store_open_readonly(const char *path, int busy_ms, store **out, char *err, s
 }
 
 int store_schema_version(const char *path) {
-  return store_is_url(path) ? store_pg_schema_version() : store_sqlite_schema_version();
+  return store_is_url(path) ? STORE_PG_SCHEMA_VERSION : STORE_SQLITE_SCHEMA_VERSION;
 }
 
 int store_write_probe(store *s, char *err, size_t errlen) { SETTLE(s); return s->ops->op_write_probe(s, err, errlen); }

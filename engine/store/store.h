@@ -15,6 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The schema versions this build reads and writes (engine --version): an
+ * older database is migrated up at open, a newer one refused. */
+#define STORE_SQLITE_SCHEMA_VERSION 4
+#define STORE_PG_SCHEMA_VERSION 6
+
 typedef struct store store;
 
 /* STORE_ELEASE: store_commit refused a batch whose fenced lease is not ours any more;
@@ -89,8 +94,8 @@ int store_open_readonly(const char *path, int busy_ms, store **out, char *err, s
 
 /* ---- what `engine doctor` asks, changing nothing ---- */
 /* The schema version this engine reads and writes for the database at path
- * (its backend's: SQLite's and PostgreSQL's differ). The database's own is
- * store_meta_get's "schema_version". */
+ * (STORE_SQLITE_SCHEMA_VERSION or STORE_PG_SCHEMA_VERSION). The database's
+ * own is store_meta_get's "schema_version". */
 int store_schema_version(const char *path);
 /* Whether the database takes writes: a write transaction that touches a row
  * and rolls back (also on a store_open_readonly store). 0, or -1 with err. */

@@ -61,7 +61,7 @@ assert_eq "complete -p names the function" "complete -F _engine engine" \
 assert_eq "engine ap completes to approve" "approve" "$(c "engine ap" | lines)"
 assert_eq "every command" "approve cancel completion doctor events gc history list migrate policy quota replay schedule serve show signal start test token trigger" \
   "$(c "engine " | lines)"
-assert_eq "global options before the command" "--color --help --server --token" "$(c "engine --" | lines)"
+assert_eq "global options before the command" "--color --config --help --server --token" "$(c "engine --" | lines)"
 assert_eq "a command after --server URL" "schedule serve show signal start" "$(c "engine --server http://127.0.0.1:1 s" | lines)"
 assert_eq "list --status offers the statuses" "cancelled completed failed queued running stuck waiting" \
   "$(c "engine list --status " | lines)"

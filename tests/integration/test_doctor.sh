@@ -7,7 +7,8 @@
 # a database whose folder is missing or read-only, an ENGINE_HOME without the
 # engine's files. A key in the credentials file is "set (credentials file)"
 # and no key's value is ever printed. On PostgreSQL the server's clock is
-# compared with ours. --server is refused.
+# compared with ours. The config file is named and its settings are the
+# ones checked. --server is refused.
 source "$(dirname "$0")/lib.sh"
 unset ENGINE_SERVER ENGINE_TOKEN ENGINE_SANDBOX_DRIVER ENGINE_SANDBOX_IMAGE ENGINE_POLICIES_DIR ENGINE_TRIGGERS_DIR \
   ENGINE_CREDENTIALS_FILE ENGINE_HOME DOCKER_HOST OPENAI_API_KEY ANTHROPIC_API_KEY GITHUB_WEBHOOK_SECRET
@@ -117,6 +118,13 @@ ENGINE_SANDBOX_IMAGE=engine-sandbox:does-not-exist doctor
 assert_eq "missing image: exit 1" 1 "$RC"
 row_is "missing image" "sandbox image" FAIL "engine-sandbox:does-not-exist" "scripts/build-sandbox-image"
 row_is "missing image" docker ok
+
+# --- the config file: named, and its settings are what doctor checks ---
+printf 'sandbox_image = "engine-sandbox:from-the-config-file"\n' >"$T/engine.conf"
+set +e; OUT="$("$ENGINE" --config "$T/engine.conf" doctor --json 2>"$T/stderr")"; RC=$?; set -e
+assert_eq "config file: exit 1 (its image is not there)" 1 "$RC"
+row_is "config file" "config file" ok "$T/engine.conf"
+row_is "config file" "sandbox image" FAIL "engine-sandbox:from-the-config-file"
 
 # --- the database's folder: missing, read-only ---
 doctor --db "$T/nowhere/sub/engine.db"
