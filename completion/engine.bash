@@ -10,7 +10,7 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate completion config)
+_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate doctor completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
@@ -30,6 +30,7 @@ _engine_options() {
     replay) opts=(--script --apply --all --status --json --db --help -h) ;;
     quota | config) opts=(--json --db --help -h) ;;
     migrate) opts=(--db --from --to --help -h) ;;
+    doctor) opts=(--json --color --db --help -h) ;;
     test) opts=(--json --run --help -h) ;;
     token)
       case $2 in
@@ -122,7 +123,7 @@ _engine_value() {
   local opt=$1 pre=$2 val=$3 s have
   local -a list lines
   case $opt in
-    --db | --from | --to) _engine_files "$pre" "$val" ;;
+    --db | --from | --to | --config) _engine_files "$pre" "$val" ;;
     --script) _engine_files "$pre" "$val" lua ;;
     --workflows) _engine_files "$pre" "$val" / ;;
     --input) [[ $val == @* ]] && _engine_files "$pre@" "${val#@}" ;;

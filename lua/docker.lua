@@ -84,6 +84,14 @@ local function urlencode(s)
   return (tostring(s):gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end))
 end
 
+-- The image NAME (repo:tag, or an id) as the Engine has it, or nil when it has none.
+function M.image(name)
+  local path = "/images/" .. (tostring(name):gsub("[^%w%-%._~/:@]", function(c) return string.format("%%%02X", c:byte()) end))
+  local res = request("GET", path .. "/json", nil, { timeout = 10 })
+  if res.status == 404 then return nil end
+  return decode(expect(res, { 200 }, "image " .. tostring(name)))
+end
+
 -- Creates a container; spec is the Engine's create body. Returns its id.
 function M.create(spec, name)
   local path = "/containers/create" .. (name and ("?name=" .. urlencode(name)) or "")

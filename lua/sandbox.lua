@@ -67,6 +67,10 @@ local function driver(name)
   return require(mod)
 end
 
+-- The driver names, and the one a provision without opts.driver uses.
+M.DRIVER_NAMES = DRIVER_NAMES
+function M.default_driver() return os.getenv("ENGINE_SANDBOX_DRIVER") or "docker" end
+
 -- The driver of a handle (a handle from before drivers were named is Docker's).
 local function driver_of(sb) return driver(sb.driver or "docker") end
 
@@ -183,7 +187,7 @@ end
 function M.provision(opts)
   if type(opts.session_id) ~= "string" or opts.session_id == "" then raise("InvalidInput", "session_id is required") end
   local limits = opts.limits or {}
-  local name = opts.driver or os.getenv("ENGINE_SANDBOX_DRIVER") or "docker"
+  local name = opts.driver or M.default_driver()
   local d = driver(name)
   local sb = { session_id = opts.session_id, image = opts.image or M.DEFAULT_IMAGE, driver = name, host = M.host(),
     workspace = M.workspace_root() .. "/" .. M.sandbox_name(opts.session_id), writable = opts.writable or WRITABLE,

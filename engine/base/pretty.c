@@ -800,3 +800,55 @@ char *pretty_outcome(const char *json, size_t n, const pretty_opts *o) {
   free(status);
   return out.p;
 }
+
+/* -------------------------------------------------------------- table --- */
+
+static enum sgr tone_color(pretty_tone t) {
+  switch (t) {
+  case PRETTY_GOOD: return SGR_GREEN;
+  case PRETTY_WARN: return SGR_YELLOW;
+  case PRETTY_BAD: return SGR_RED;
+  case PRETTY_QUIET: return SGR_DIM;
+  default: return SGR_NONE;
+  }
+}
+
+char *pretty_table(const char *const *header, size_t ncols, const pretty_cell *cells, size_t nrows,
+                   const pretty_opts *o) {
+  ubuf out = {0};
+  pp p = {&out, 0, 0, 0, o};
+  if (!ncols) return ubuf_add(&out, "", 1), out.p;
+  size_t n = ncols * nrows, *width = util_xcalloc(ncols, sizeof *width), max = o->width / 3 > 8 ? o->width / 3 : 8;
+  char **shown = util_xcalloc(n ? n : 1, sizeof *shown);
+  for (size_t c = 0; c < ncols; c++) width[c] = cols(header[c], strlen(header[c]));
+  for (size_t i = 0; i < n; i++) {
+    shown[i] = shown_text(cells[i].text ? cells[i].text : "", 0);
+    size_t c = i % ncols, w = cols(shown[i], strlen(shown[i]));
+    if (w > width[c]) width[c] = w;
+  }
+  size_t *at = util_xcalloc(ncols, sizeof *at); /* where each column starts */
+  for (size_t c = 1; c < ncols; c++) at[c] = at[c - 1] + (width[c - 1] < max ? width[c - 1] : max) + 2;
+  for (size_t r = 0; r <= nrows; r++) {
+    if (r == 0) sgr(&p, SGR_BOLD);
+    for (size_t c = 0; c < ncols; c++) {
+      const char *t = r ? shown[(r - 1) * ncols + c] : header[c];
+      enum sgr tone = r ? tone_color(cells[(r - 1) * ncols + c].tone) : SGR_NONE;
+      if (c && *t) pad_to(&p, at[c]);
+      if (c + 1 < ncols) {
+        sgr(&p, tone);
+        put_tail(&p, t, max);
+        if (tone != SGR_NONE) sgr(&p, SGR_RESET);
+      } else {
+        wrap(&p, t, strlen(t), at[c], o->width > at[c] + 10 ? o->width : at[c] + 10, 0, tone);
+      }
+    }
+    if (r == 0) sgr(&p, SGR_RESET);
+    newline(&p, 0);
+  }
+  for (size_t i = 0; i < n; i++) free(shown[i]);
+  free(shown);
+  free(width);
+  free(at);
+  ubuf_add(&out, "", 1);
+  return out.p;
+}

@@ -57,4 +57,20 @@ char *pretty_outcome(const char *json, size_t n, const pretty_opts *o);
  * without a newline at the end. Malloc'd. */
 char *pretty_review(const char *json, size_t n, const pretty_opts *o);
 
+/* The tone of a table's cell: its colour on a terminal. */
+typedef enum pretty_tone { PRETTY_PLAIN = 0, PRETTY_GOOD, PRETTY_WARN, PRETTY_BAD, PRETTY_QUIET } pretty_tone;
+typedef struct pretty_cell {
+  const char *text;
+  pretty_tone tone;
+} pretty_cell;
+
+/* A table for people: the header (bold) over nrows rows of ncols cells each
+ * (cells[r * ncols + c]), their text rendered (render.h). Each column but the
+ * last is as wide as its widest cell, up to a third of o->width (a longer
+ * cell shows its end), and two spaces apart; the last column's text wraps at
+ * spaces to o->width, its further lines indented to its column. Lines end
+ * in newlines. Malloc'd. */
+char *pretty_table(const char *const *header, size_t ncols, const pretty_cell *cells, size_t nrows,
+                   const pretty_opts *o);
+
 #endif

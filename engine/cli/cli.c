@@ -42,6 +42,7 @@ static const char *MAIN_HELP =
     "  quota list                         quotas of the limits file: use and limits\n"
     "  schedule create|list|pause|resume|trigger|delete   cron schedules that engine serve starts\n"
     "  migrate [--from DB --to DB]        schema up to date; or copy a database (SQLite <-> PostgreSQL)\n"
+    "  doctor [--json]                    check this host for a first session: database, sandbox, keys, ...\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "  config [--json]                    every setting, its value and where it came from\n"
     "\n"
@@ -94,6 +95,7 @@ static const command COMMANDS[] = {
     {"schedule", cmd_schedule, 1},
     {"migrate", cmd_migrate, 1},
     {"config", cmd_config, 0},
+    {"doctor", cmd_doctor, 1},
 };
 
 /* engine --version: what this binary is and which databases it reads. */

@@ -116,7 +116,8 @@ static const char *POLICY_HELP =
  * when it is not ok. */
 static int check_hook(const char *hook, const char *dir, const char *what) {
   char report[16384];
-  char *q = dir ? json_quote(dir) : NULL, *args_json = util_fmt("{\"dir\":%s}", q ? q : "null");
+  /* no dir: the hook's default (a JSON null would reach it as a value) */
+  char *q = dir ? json_quote(dir) : NULL, *args_json = q ? util_fmt("{\"dir\":%s}", q) : util_strdup("{}");
   int rc = engine_maintenance(NULL, hook, args_json, report, sizeof report);
   free(q);
   free(args_json);
@@ -153,7 +154,7 @@ static const char *TRIGGER_HELP =
     "  with their outcome: started, existing, duplicate, ignored or rejected.\n";
 
 
-static const char *default_triggers_dir(void) {
+const char *cli_triggers_dir(void) {
   static char dir[PATH_MAX + 16];
   const char *d = getenv("ENGINE_TRIGGERS_DIR");
   if (d && *d) return d;
@@ -199,7 +200,7 @@ static char *header_pairs(const char *path, char *err, size_t errlen) {
 }
 
 static int trigger_test(args *a, common *c) {
-  const char *name = NULL, *body_file = NULL, *headers_file = NULL, *dir = default_triggers_dir();
+  const char *name = NULL, *body_file = NULL, *headers_file = NULL, *dir = cli_triggers_dir();
   int bad = 0, verify = 1;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
@@ -317,7 +318,7 @@ int cmd_trigger(args *a, common *c) {
   const char *pos[1] = {NULL};
   int rc = cli_parse_simple(a, c, TRIGGER_HELP, pos, 1, 0);
   if (rc || c->help) return rc;
-  return check_hook("trigger_check", pos[0] ? pos[0] : default_triggers_dir(), "trigger check");
+  return check_hook("trigger_check", pos[0] ? pos[0] : cli_triggers_dir(), "trigger check");
 }
 
 /* ------------------------------------------------------------------- gc --- */

@@ -38,6 +38,8 @@ typedef struct store_ops {
   int64_t (*op_data_version)(store *s);
   int (*op_commit_fd)(store *s, int old); /* NULL: none */
   int (*op_commit_drain)(store *s, int fd);
+  int (*op_write_probe)(store *s, char *err, size_t errlen);
+  int (*op_clock_skew)(store *s, int64_t *skew_ms, int64_t *rtt_ms); /* NULL: no server */
   int (*op_wf_insert)(store *s, const wf_row *w);
   int (*op_wf_get)(store *s, const char *id, wf_row *out);
   int (*op_wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);

@@ -56,6 +56,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util.h"
 
@@ -252,6 +253,9 @@ int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err,
     pq_reason(c, NULL, why, sizeof why);
     util_seterr(err, errlen, "cannot read database %s: %s", where, why);
     kind = STORE_ERR;
+  } else if (have == 0 && other == 0) {
+    util_seterr(err, errlen, "database %s holds no engine data yet", where);
+    kind = STORE_EMPTY;
   } else if (have == 0) {
     util_seterr(err, errlen, "%s is not an engine database", where);
     kind = STORE_ECORRUPT;
@@ -265,6 +269,45 @@ int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err,
     return kind;
   }
   *out = &new_pg(url, c, where, settings)->base;
+  return STORE_OK;
+}
+
+/* A read-write transaction that rewrites the schema version's row as it is,
+ * then rolls back (a read-only open's sessions default to read only). */
+static int pg_write_probe(store *st_, char *err, size_t errlen) {
+  pg *s = (pg *)st_;
+  char why[384];
+  if (s->in_txn) {
+    util_seterr(err, errlen, "a batch is open");
+    return STORE_ERR;
+  }
+  int ok = pg_simple(s->conn, "BEGIN READ WRITE; UPDATE meta SET value=value WHERE key='schema_version'", why,
+                     sizeof why, NULL);
+  if (!ok) util_seterr(err, errlen, "a write to %s failed: %s", s->where, why);
+  PQclear(PQexec(s->conn, "ROLLBACK"));
+  return ok ? STORE_OK : STORE_ERR;
+}
+
+/* The server's clock_timestamp() against ours (the wall clock, never a test's
+ * virtual one) at the middle of the round trip. */
+static int pg_clock_skew(store *st_, int64_t *skew_ms, int64_t *rtt_ms) {
+  pg *s = (pg *)st_;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t t0 = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, m0 = util_mono_ms();
+  PGresult *r = PQexec(s->conn, "SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint");
+  int64_t m1 = util_mono_ms();
+  if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+    char why[384];
+    pq_reason(s->conn, r, why, sizeof why);
+    util_seterr(s->err, sizeof s->err, "the clock of %s: %s", s->where, why);
+    PQclear(r);
+    return STORE_ERR;
+  }
+  int64_t server = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+  PQclear(r);
+  *rtt_ms = m1 - m0;
+  *skew_ms = server - (t0 + *rtt_ms / 2);
   return STORE_OK;
 }
 
@@ -315,6 +358,8 @@ const store_ops store_pg_ops = {
     .op_round_trips = pg_round_trips,
     .op_data_version = pg_data_version,
     .op_commit_fd = pg_commit_fd,
+    .op_write_probe = pg_write_probe,
+    .op_clock_skew = pg_clock_skew,
     .op_commit_drain = pg_commit_drain,
     .op_lease_claim = pg_lease_claim,
     .op_lease_held = pg_lease_held,

@@ -257,10 +257,20 @@ int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char 
       rc = sqlite3_extended_errcode(s->db); /* busy, not a database, I/O */
     sqlite3_finalize(st);
   }
-  int kind = STORE_OK;
+  int kind = STORE_OK, objects = -1;
+  if (rc == SQLITE_OK && have <= 0) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM sqlite_master", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      objects = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+  }
   if (rc != SQLITE_OK) {
     kind = rc == SQLITE_CANTOPEN ? STORE_ERR : sq_classify(rc);
     util_seterr(err, errlen, "cannot open database %s: %s", path, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+  } else if (have <= 0 && objects == 0) {
+    kind = STORE_EMPTY;
+    util_seterr(err, errlen, "%s holds no engine data yet", path);
   } else if (have <= 0) {
     kind = STORE_ECORRUPT;
     util_seterr(err, errlen, "%s is not an engine database", path);
@@ -294,6 +304,34 @@ static void sq_close(store *st_) {
   free(s);
 }
 
+/* A write transaction that rewrites the schema version's row as it is, then
+ * rolls back: the file, its -wal and -shm and the directory take writes.
+ * PRAGMA query_only (a read-only open) is off meanwhile. */
+static int sq_write_probe(store *st_, char *err, size_t errlen) {
+  sq *s = (sq *)st_;
+  if (s->in_txn) {
+    util_seterr(err, errlen, "a batch is open");
+    return STORE_ERR;
+  }
+  if (sqlite3_db_readonly(s->db, "main") == 1) {
+    util_seterr(err, errlen, "SQLite opened %s read-only (the file or its directory is not writable)", s->path);
+    return STORE_ERR;
+  }
+  sqlite3_stmt *st = NULL;
+  int query_only = 0, rc;
+  if (sqlite3_prepare_v2(s->db, "PRAGMA query_only", -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    query_only = sqlite3_column_int(st, 0);
+  sqlite3_finalize(st);
+  char *emsg = NULL;
+  rc = sqlite3_exec(s->db, "PRAGMA query_only=OFF; BEGIN IMMEDIATE; "
+                    "UPDATE meta SET value=value WHERE key='schema_version'", NULL, NULL, &emsg);
+  if (rc != SQLITE_OK) util_seterr(err, errlen, "a write to %s failed: %s", s->path, emsg ? emsg : sqlite3_errmsg(s->db));
+  sqlite3_free(emsg);
+  if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+  if (query_only) sqlite3_exec(s->db, "PRAGMA query_only=ON", NULL, NULL, NULL);
+  return rc == SQLITE_OK ? STORE_OK : STORE_ERR;
+}
+
 static const char *sq_errmsg(store *st_) {
   sq *s = (sq *)st_; return s->err; }
 
@@ -324,6 +362,7 @@ const store_ops store_sqlite_ops = {
     .op_batch_failed = sq_batch_failed,
     .op_batch_writes = sq_batch_writes,
     .op_data_version = sq_data_version,
+    .op_write_probe = sq_write_probe,
     .op_wf_insert = sq_wf_insert,
     .op_wf_get = sq_wf_get,
     .op_wf_set_status = sq_wf_set_status,

@@ -34,6 +34,19 @@ int store_open_readonly(const char *path, int busy_ms, store **out, char *err, s
   return store_sqlite_open_readonly(path, busy_ms, out, err, errlen);
 }
 
+int store_schema_version(const char *path) {
+  return store_is_url(path) ? STORE_PG_SCHEMA_VERSION : STORE_SQLITE_SCHEMA_VERSION;
+}
+
+int store_write_probe(store *s, char *err, size_t errlen) { SETTLE(s); return s->ops->op_write_probe(s, err, errlen); }
+
+int store_clock_skew(store *s, int64_t *skew_ms, int64_t *rtt_ms) {
+  *skew_ms = *rtt_ms = 0;
+  if (!s->ops->op_clock_skew) return 1;
+  SETTLE(s);
+  return s->ops->op_clock_skew(s, skew_ms, rtt_ms);
+}
+
 void store_close(store *s) {
   if (!s) return;
   SETTLE(s);

@@ -24,7 +24,11 @@ typedef struct store store;
 
 /* STORE_ELEASE: store_commit refused a batch whose fenced lease is not ours any more;
  * STORE_PENDING: store_commit_start sent a commit whose answer is still to come */
-enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3, STORE_ELEASE = -4, STORE_PENDING = 1 };
+/* STORE_EMPTY: store_open_readonly found nothing of the engine's there yet
+ * (an empty file, or a PostgreSQL database with no tables): a store_open
+ * creates the schema */
+enum { STORE_OK = 0, STORE_ERR = -1, STORE_EBUSY = -2, STORE_ECORRUPT = -3, STORE_ELEASE = -4, STORE_EMPTY = -5,
+       STORE_PENDING = 1 };
 
 typedef struct wf_row {
   char *id;
@@ -84,8 +88,22 @@ int store_open(const char *path, int must_exist, store **out, char *err, size_t 
 /* Opens the engine database at path for reading only (PRAGMA query_only),
  * waiting at most busy_ms for a lock, creating and migrating nothing: what
  * shell completion reads, which must answer at once and leave the database
- * as it was. STORE_ECORRUPT when the file is not an engine database. */
+ * as it was. STORE_ECORRUPT when the file is not an engine database,
+ * STORE_EMPTY when it holds nothing yet. An older schema opens as it is. */
 int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen);
+
+/* ---- what `engine doctor` asks, changing nothing ---- */
+/* The schema version this engine reads and writes for the database at path
+ * (STORE_SQLITE_SCHEMA_VERSION or STORE_PG_SCHEMA_VERSION). The database's
+ * own is store_meta_get's "schema_version". */
+int store_schema_version(const char *path);
+/* Whether the database takes writes: a write transaction that touches a row
+ * and rolls back (also on a store_open_readonly store). 0, or -1 with err. */
+int store_write_probe(store *s, char *err, size_t errlen);
+/* The database server's clock: *skew_ms is how far it is ahead of this
+ * host's (negative: behind), measured at the middle of the round trip of
+ * *rtt_ms. 0; 1 when there is no server (SQLite); -1 with store_errmsg. */
+int store_clock_skew(store *s, int64_t *skew_ms, int64_t *rtt_ms);
 void store_close(store *s);
 /* 1 when path is a PostgreSQL URL (postgres:// or postgresql://): store_open
  * opens it with the PostgreSQL backend, and no file is involved. */

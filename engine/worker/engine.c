@@ -102,6 +102,11 @@ static void on_lease_timer(uv_timer_t *t) {
 
 /* -------------------------------------------------------------- setup --- */
 
+int64_t engine_lease_ms(void) {
+  const char *lm = getenv("ENGINE_LEASE_MS");
+  return lm && atoll(lm) >= 100 ? atoll(lm) : 10000;
+}
+
 int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen) {
   *out = NULL;
   engine *e = util_xcalloc(1, sizeof *e);
@@ -132,8 +137,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
     return -1;
   }
   e->shared = store_shared(e->st);
-  const char *lm = getenv("ENGINE_LEASE_MS");
-  e->lease_ms = lm && atoll(lm) >= 100 ? atoll(lm) : 10000;
+  e->lease_ms = engine_lease_ms();
   const char *ml = getenv("ENGINE_MAX_LEASES");
   e->max_leases = ml && atoll(ml) > 0 ? atoll(ml) : 256;
   e->act = actvm_new(&e->loop, e->lua_dir, activity_modules, err, errlen);

@@ -84,6 +84,10 @@ int engine_cancel_local(engine *e, const char *id, const char *identity, char *e
 int engine_replay_check(store *st, const char *id, const char *script_path, int apply, char *report,
                         size_t reportlen);
 
+/* How long a worker's lease on a workflow lasts on PostgreSQL (ENGINE_LEASE_MS,
+ * at least 100; default 10000): a worker renews its leases well within it. */
+int64_t engine_lease_ms(void);
+
 /* Runs the maintenance hook worker.NAME of the Lua library (see hooks.c) on a
  * loop of its own and waits for it: `engine gc` ("gc": sandboxes of finished
  * or unknown sessions), `engine policy check` ("policy_check"). args_json is

@@ -12,6 +12,7 @@
 --   quota_list{counters=}  `engine quota list`: the quota counters with their limits
 --   trigger{dir=, name=, headers=, body=, now=}  a webhook delivery (lua/triggers.lua)
 --   trigger_check{dir=}  `engine trigger check`; trigger_test{...} `engine trigger test`
+--   doctor{checks=}  `engine doctor`: the checks lua/doctor.lua makes
 -- live lists the workflows that have not finished: their sandboxes stay,
 -- unless sandboxes (id -> its latest sandbox event) says it is on another host now.
 -- ENGINE_NO_POLICY_WATCH=1 and ENGINE_NO_SWEEP=1 turn the start-up work off.
@@ -117,6 +118,7 @@ function M.gc(args)
 end
 
 function M.policy_check(args) return session.policy_check(args) end
+function M.doctor(args) return require("doctor").run(args) end
 
 local function fmt_amount(quota, v)
   if v == nil then return "-" end

@@ -58,6 +58,7 @@ function M.provider_of(model) return PROVIDER[module_for(M.resolve(model))] end
 -- recording offline and talks to the real model when a key is there).
 local KEY_ENV = { openai = "OPENAI_API_KEY", ["openai-chat"] = "OPENAI_API_KEY", ["openai-responses"] = "OPENAI_API_KEY",
   anthropic = "ANTHROPIC_API_KEY" }
+M.KEY_ENV = KEY_ENV -- engine doctor reports each one
 function M.resolve(model)
   local live = type(model) == "table" and model.live
   if type(live) == "table" then

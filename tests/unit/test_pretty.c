@@ -431,6 +431,35 @@ static void test_color_modes(void **state) {
   close(fd);
 }
 
+/* pretty_table: columns as wide as their widest cell, the last one wrapped
+ * to the width and indented to its column, an empty cell left blank, the
+ * tones' colours only when asked for, and the data rendered inert. */
+static void test_table(void **state) {
+  (void)state;
+  static const char *const head[] = {"CHECK", "STATE", "DETAIL"};
+  pretty_cell cells[] = {
+      {"database", PRETTY_PLAIN}, {"ok", PRETTY_GOOD},  {"/var/lib/engine/engine.db (SQLite)", PRETTY_PLAIN},
+      {"docker", PRETTY_PLAIN},   {"FAIL", PRETTY_BAD}, {"cannot reach the Docker engine at /var/run/docker.sock", PRETTY_PLAIN},
+      {"", PRETTY_PLAIN},         {"", PRETTY_PLAIN},   {"fix: start it\x1b[2J", PRETTY_QUIET},
+  };
+  pretty_opts o = pretty_defaults(44, 0);
+  char *t = pretty_table(head, 3, cells, 3, &o);
+  assert_string_equal(t, "CHECK     STATE  DETAIL\n"
+                         "database  ok     /var/lib/engine/engine.db\n"
+                         "                 (SQLite)\n"
+                         "docker    FAIL   cannot reach the Docker\n"
+                         "                 engine at\n"
+                         "                 /var/run/docker.sock\n"
+                         "                 fix: start it\\x1b[2J\n");
+  free(t);
+  o = pretty_defaults(1000, 1);
+  t = pretty_table(head, 3, cells, 2, &o);
+  assert_non_null(strstr(t, "\x1b[1mCHECK"));
+  assert_non_null(strstr(t, "\x1b[32mok\x1b[0m"));
+  assert_non_null(strstr(t, "\x1b[31mFAIL\x1b[0m"));
+  free(t);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fits_on_one_line),
@@ -448,6 +477,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_outcome_of_other_results),
       cmocka_unit_test(test_long_summary_is_cut),
       cmocka_unit_test(test_color_modes),
+      cmocka_unit_test(test_table),
   };
   const struct CMUnitTest bugs[] = {
       cmocka_unit_test(test_cut_never_splits_a_character), /* no defect found yet; the entry must run something */

@@ -863,6 +863,51 @@ static void test_open_readonly(void **state) {
   free(other);
 }
 
+/* What `engine doctor` asks, on either backend: a database with nothing in
+ * it yet is STORE_EMPTY (an empty file, a fresh PostgreSQL database); then
+ * the schema version read matches the one this engine writes, a write probe
+ * passes on a read-only connection and changes nothing (the connection stays
+ * read-only), and only a server has a clock to compare. */
+static void test_doctor_probes(void **state) {
+  fixture *f = *state;
+  store *s = (store *)1;
+  char err[512] = "";
+  if (!pg_url()) fclose(fopen(f->db, "w"));
+  assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_EMPTY);
+  assert_null(s);
+  assert_non_null(strstr(err, "holds no engine data yet"));
+  s = open_ok(f->db);
+  wf_row w = sample_wf("a");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_OK);
+  char *v = NULL;
+  assert_int_equal(store_meta_get(s, "schema_version", &v), 1);
+  assert_int_equal(atoi(v), store_schema_version(f->db));
+  free(v);
+  assert_int_equal(store_write_probe(s, err, sizeof err), STORE_OK);
+  w = sample_wf("b");
+  if (store_wf_insert(s, &w) == STORE_OK) /* still read-only (PostgreSQL says so at the commit) */
+    assert_int_not_equal(store_commit(s), STORE_OK);
+  store_rollback(s);
+  int64_t skew = -1, rtt = -1;
+  if (pg_url()) {
+    assert_int_equal(store_clock_skew(s, &skew, &rtt), STORE_OK);
+    assert_true(rtt >= 0);
+    assert_true(skew < 1000 + rtt && skew > -1000 - rtt); /* the server runs on this host */
+  } else {
+    assert_int_equal(store_clock_skew(s, &skew, &rtt), 1);
+  }
+  store_close(s);
+  s = open_ok(f->db);
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "a", &got), 1);
+  wf_row_free(&got);
+  assert_int_equal(store_wf_get(s, "b", &got), 0);
+  store_close(s);
+}
+
 /* --------------------------------------------------------------- tasks --- */
 
 typedef struct tasklist {
@@ -2233,6 +2278,7 @@ int main(int argc, char **argv) {
       T(test_workflow_rows),
       T(test_workflow_ids_by_prefix),
       T(test_open_readonly),
+      T(test_doctor_probes),
       T(test_tasks_due_and_leases),
       T(test_tasks_due_callback_writes),
       T(test_task_take_and_release),
