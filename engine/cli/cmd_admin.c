@@ -67,8 +67,8 @@ typedef struct serving {
 
 static void serve_ready(void *ud, char *status, size_t statuslen) {
   serving *s = ud;
-  char shown[1024];
-  engine_db_shown(s->db, shown, sizeof shown);
+  char buf[1024];
+  const char *shown = engine_db_shown(s->db, buf, sizeof buf);
   if (s->http) {
     log_msg(LOGL_INFO, "serving %s (pid %d), API on %s", shown, (int)getpid(), api_url(s->http));
     snprintf(status, statuslen, "serving %s, API on %s", shown, api_url(s->http));

@@ -97,18 +97,20 @@ function M.start(args)
 end
 
 -- SIGHUP: a line for each set, said even when nothing changed (the
--- operator asked); a set that does not load leaves the one in force.
+-- operator asked; "replaced" tells), the policy set even with the watch off;
+-- a set that does not load leaves the one in force.
 function M.reload()
-  local log = {}
-  if not off("ENGINE_NO_POLICY_WATCH") then
-    local r = session.policy_reload({})
-    log[#log + 1] = r.ok and ("policies reloaded on SIGHUP" .. (r.replaced and "" or " (unchanged)") .. ": "
-      .. json.encode(r)) or policy_line(r)
+  local function line(what, r, ok_text)
+    if not r.ok then return warning(what .. " rejected on SIGHUP, the previous set stays in force: " .. json.encode(r)) end
+    return what .. " reloaded on SIGHUP: " .. ok_text
   end
+  local log = {}
+  local p = session.policy_reload({})
+  log[#log + 1] = line("policies", p, json.encode(p))
   if is_dir(triggers_dir()) then
-    local r = require("triggers").reload(triggers_dir())
-    log[#log + 1] = r.ok and ("triggers reloaded on SIGHUP" .. (r.replaced and "" or " (unchanged)") .. ": "
-      .. #r.files .. " file(s) in " .. r.dir) or trigger_line(r)
+    local t = require("triggers").reload(triggers_dir())
+    log[#log + 1] = line("triggers", t, t.ok and json.encode({ dir = t.dir, files = #t.files, hash = t.hash,
+      replaced = t.replaced }))
   end
   return { log = log }
 end
