@@ -163,7 +163,7 @@ static void stop_as_service(engine *e, int signum) {
     engine_stop(e);
     return;
   }
-  e->stopping = 1; /* no dispatch, no attempt begins (dispatch.c, attempts.c) */
+  e->stopping = e->draining = 1; /* no dispatch, no attempt begins (dispatch.c, attempts.c) */
   sdnotify("STOPPING=1\nSTATUS=stopping");
   long bound = stop_bound_s();
   log_msg(LOGL_INFO, "stopping (%s): no new requests; answering those in flight within %ld s", name, bound);
@@ -197,7 +197,7 @@ static void on_lease_lost(void *ud, const char *id) {
  * times a lease, in the batch this loop iteration commits. */
 static void on_lease_timer(uv_timer_t *t) {
   engine *e = t->data;
-  if (e->stopping || e->recovering) return;
+  if ((e->stopping && !e->draining) || e->recovering) return; /* a service's stop still holds them while it drains */
   if (store_lease_renew(e->st, e->owner, util_now_ms() + e->lease_ms, on_lease_lost, e) != STORE_OK)
     engine_log_err(e, "renew leases");
 }

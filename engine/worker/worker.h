@@ -93,6 +93,7 @@ struct engine {
    * watchdog's pings and the bound of a stop */
   engine_service svc;
   int service, ready;
+  int draining; /* SIGTERM: stopping, and the loop runs on until the API is drained or the bound */
   char status[256];
   uv_timer_t watchdog_timer, stop_timer;
   uv_timer_t effects_timer; /* begins the deferred attempts once their commit is answered */

@@ -178,6 +178,19 @@ assert_contains "the stop is logged too" '"msg":"stopped"' "$(tail -n 1 "$T/json
 assert_contains "the same way" '"level":"info"' "$(tail -n 1 "$T/json2.log")"
 kill "$LP"
 
+# --- the bound: a request that never arrives whole does not hold the stop
+ENGINE_STOP_TIMEOUT_S=1 serve_api --db "$T/bound.db"
+port="${URL##*:}"
+exec 9<>"/dev/tcp/127.0.0.1/$port"
+printf 'POST /v1/workflows HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"half":' >&9
+# another request answered after it was sent: the server has read its head
+curl -sf "$URL/healthz" >/dev/null || fail "no answer beside the half request"
+kill -TERM "$S"
+wait_for 30 "the stop to give up on the half request" 'gone "$S"' 'tail -n 3 "$T/serve.log"'
+assert_eq "it exits 0 all the same" 0 "$(exit_of "$S")"
+assert_contains "saying the bound passed" "engine: warning: the stop took longer than 1 s (ENGINE_STOP_TIMEOUT_S)" "$(cat "$T/serve.log")"
+exec 9>&-
+
 # --- ENGINE_LOG_FORMAT, and the journal's levels
 assert_exit "an unknown ENGINE_LOG_FORMAT is refused" 2 env ENGINE_LOG_FORMAT=xml "$ENGINE" serve --db "$T/other.db"
 assert_contains "saying so" "ENGINE_LOG_FORMAT must be text or json, not 'xml'" "$ERR"
