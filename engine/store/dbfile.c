@@ -227,7 +227,7 @@ dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *u
   if (rc != 0) {
     every = 100;
     log_msg(LOGL_WARNING, "cannot watch %s for commits (%s); polling every %d ms instead", dir,
-                uv_strerror(rc), (int)every);
+            uv_strerror(rc), (int)every);
   }
   free(p1);
   free(p2);

@@ -106,7 +106,7 @@ void engine_store_incident(engine *e) {
   if (!e->incident_since) {
     e->incident_since = util_mono_ms();
     log_msg(LOGL_ERROR, "cannot write to the store: %s; retrying with backoff (nothing is lost)",
-                store_errmsg(e->st));
+            store_errmsg(e->st));
   }
   e->incident_failures++;
   e->failed_commit = 1;
@@ -143,8 +143,8 @@ static void batch_lost(engine *e, int incident) {
 static void on_store_calm(uv_timer_t *t) {
   engine *e = t->data;
   log_msg(LOGL_INFO, "the store is writable again (%d failed attempt%s over %.1f s)",
-              e->incident_failures, e->incident_failures == 1 ? "" : "s",
-              (double)(e->recovered_at - e->incident_since) / 1000.0);
+          e->incident_failures, e->incident_failures == 1 ? "" : "s",
+          (double)(e->recovered_at - e->incident_since) / 1000.0);
   e->incident_since = e->recovered_at = e->backoff_ms = 0;
   e->incident_failures = 0;
 }

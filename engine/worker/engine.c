@@ -297,7 +297,7 @@ static void recover_crashed(engine *e, const char *note) {
     if (strcmp(pown, owner) != 0) { /* not counted yet (a crash right after counting leaves the note) */
       n = prun == w.run && pat == at ? n + 1 : 1;
       log_msg(LOGL_ERROR, "the engine crashed (%s) while running workflow %s (%d of %d in a row)", what, id,
-                  n, ENGINE_CRASH_LIMIT);
+              n, ENGINE_CRASH_LIMIT);
       char val[160];
       snprintf(val, sizeof val, "%s %lld %lld %d", owner, (long long)w.run, (long long)at, n);
       if (store_meta_put(e->st, key, n >= ENGINE_CRASH_LIMIT ? NULL : val) != STORE_OK)

@@ -307,7 +307,7 @@ static void watch_dir(hooks *h, const char *dir) {
   if (rc != 0) {
     /* inotify exhausted (its instance or watch limit) or unsupported here */
     log_msg(LOGL_WARNING, "cannot watch %s with inotify (%s); polling it every %d ms instead", dir,
-                uv_strerror(rc), WATCH_POLL_MS);
+            uv_strerror(rc), WATCH_POLL_MS);
     w->stamp = dir_stamp(dir);
     uv_timer_start(&w->poll, on_poll, WATCH_POLL_MS, WATCH_POLL_MS);
   }
