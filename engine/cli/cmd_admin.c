@@ -17,6 +17,7 @@
 #include "migrate.h"
 #include "render.h"
 #include "schedules.h"
+#include "sdnotify.h"
 #include "tokens.h"
 #include "util.h"
 
@@ -102,6 +103,7 @@ int cmd_serve(args *a, common *c) {
   }
   char err[1024], holder[256], why[768];
   if (log_configure(log_format, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "serve: %s", err);
+  sdnotify_init(); /* NOTIFY_SOCKET and the watchdog's variables out of the environment before any thread */
   if (cli_unwritable(c->db, why, sizeof why)) return cli_die(EXIT_USAGE, "serve: cannot serve %s: %s", engine_db_shown(c->db, shown, sizeof shown), why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
   if (lockfd < 0) return cli_die(EXIT_USAGE, "serve: %s is already served by %s", engine_db_shown(c->db, shown, sizeof shown), holder);
