@@ -6,12 +6,14 @@
 # READY=1 comes once it serves, WATCHDOG=1 keeps coming, SIGHUP reloads (the
 # configuration, an edited policy set, the triggers) between RELOADING=1 and
 # READY=1, and SIGTERM exits 0 with STOPPING=1 while a session waits for an
-# approval, which completes after a restart. --log-format json and the
+# approval, which completes after a restart (an activity still running is
+# abandoned and runs again then). --log-format json and the
 # journal's level prefixes too. No systemd runs here; where systemd-analyze
 # is installed, the unit is verified with it.
 source "$(dirname "$0")/lib.sh"
 UNIT="$SRC/packaging/engine.service"
 export ENGINE_NO_SWEEP=1 # no Docker to ask here
+export TEST_SIDE_EFFECTS="$T/effects"
 
 # --- the unit file
 unit_value() { sed -n "s/^$1=//p" "$UNIT"; }
@@ -150,8 +152,32 @@ wait_for 60 "READY=1 after the restart" '[ "$(count s2 "^READY=1")" -ge 1 ]' 'st
 assert_exit "the approval is sent" 0 engine signal H1 approval '{"approved":true}'
 wait_status H1 completed 60 || fail "H1 did not complete after the restart"
 assert_eq "approved" true "$(engine show H1 --json | jget result.approved)"
+
+# --- an activity still running at SIGTERM is abandoned, and runs again at the next start
+mkdir -p "$T/gate"
+printf '%s\n' 'local activity = require "activity"' 'return { wait = function(a)' \
+  '  local f = assert(io.open(os.getenv("TEST_SIDE_EFFECTS"), "a")); f:write("gate ", activity.info().attempt, "\n"); f:close()' \
+  '  while not io.open(a.file) do activity.sleep(0.05) end' '  return "opened"' 'end }' >"$T/gate/gate_acts.lua"
+printf '%s\n' 'local wf = require "workflow"' \
+  'return function(input) return wf.activity("gate_acts.wait", { file = input.file }, { start_to_close = 3600 }) end' \
+  >"$T/gate/gate.lua"
+assert_exit "a session whose activity waits for a gate" 3 engine start "$T/gate/gate.lua" --id G1 --detach \
+  --input "{\"file\":\"$T/gate.open\"}"
+wait_for 60 "the gate activity to run" 'grep -q "^gate" "$TEST_SIDE_EFFECTS" 2>/dev/null'
 kill -TERM "$S"
 wait_for 30 "the second run to exit" 'gone "$S"'
+assert_eq "it exits 0 with the activity still running" 0 "$(exit_of "$S")"
+assert_eq "the session has not finished" running "$(status G1)"
+kill "$LP"
+touch "$T/gate.open"
+listen "$T/notify.sock3" s3
+unit s3 "$T/notify.sock3"
+wait_for 60 "READY=1 of the third run" '[ "$(count s3 "^READY=1")" -ge 1 ]' 'states s3; tail -n 5 "$T/s3.log"'
+wait_status G1 completed 60 || fail "G1 did not complete after the restart"
+assert_eq "the activity ran again, as after a crash" 2 "$(grep -c "^gate" "$TEST_SIDE_EFFECTS")"
+assert_eq "and its outcome is recorded once" 1 "$(engine history G1 --json | grep -o '"type":"ActivityCompleted"' | wc -l)"
+kill -TERM "$S"
+wait_for 30 "the third run to exit" 'gone "$S"'
 assert_eq "it exits 0 too" 0 "$(exit_of "$S")"
 kill "$LP"
 
