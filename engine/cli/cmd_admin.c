@@ -24,7 +24,8 @@
 /* ---------------------------------------------------------------- serve --- */
 
 static const char *SERVE_HELP =
-    "usage: engine serve [--db PATH] [--listen ADDR] [--workflows DIR] [--log-format text|json]\n"
+    "usage: engine serve [--db PATH] [--listen ADDR] [--workflows DIR]\n"
+    "                    [--log-format text|json]\n"
     "\n"
     "Runs the worker for every workflow in the database: recovers whatever a crash\n"
     "interrupted, runs activities and timers, and wakes workflows when `engine\n"
