@@ -14,13 +14,13 @@ _engine_commands=(start serve signal approve cancel list show events history rep
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --request --reason --status --run --script --scopes "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
   case $1 in
     start) opts=(--input --id --detach --quiet -q --json --color --db --help -h) ;;
-    serve) opts=(--db --listen --workflows --help -h) ;;
+    serve) opts=(--db --listen --workflows --log-format --help -h) ;;
     signal | cancel | gc) opts=(--color --db --help -h) ;;
     approve) opts=(--request --deny --reason --db --help -h) ;;
     list) opts=(--status --json --db --help -h) ;;
@@ -130,6 +130,7 @@ _engine_value() {
     --id) _engine_ids "$pre" "$val" ;;
     --status) _engine_add "${_engine_statuses[@]/#/$pre}" ;;
     --color) _engine_add "${pre}auto" "${pre}always" "${pre}never" ;;
+    --log-format) _engine_add "${pre}text" "${pre}json" ;;
     --scopes)
       have=${val%"${val##*,}"} # the scopes before the last comma
       for s in "${_engine_scopes[@]}"; do

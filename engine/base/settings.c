@@ -38,8 +38,8 @@ const setting SETTINGS[] = {
     /* serving */
     {"listen", "ENGINE_LISTEN", SET_STRING, "", 0, 0, NULL, 0,
      "serve's HTTP API address (as --listen), e.g. 127.0.0.1:8420"},
-    {"log_format", "ENGINE_LOG_FORMAT", SET_ENUM, "text", 0, 0, "text|json", 1, "serve's log lines: text or json"},
-    {"stop_timeout_s", "ENGINE_STOP_TIMEOUT_S", SET_INT, "10", 1, 3600, NULL, 1,
+    {"log_format", "ENGINE_LOG_FORMAT", SET_ENUM, "text", 0, 0, "text|json", 0, "serve's log lines: text or json (as --log-format)"},
+    {"stop_timeout_s", "ENGINE_STOP_TIMEOUT_S", SET_INT, "10", 0, 3600, NULL, 1,
      "how long SIGTERM waits for what is in flight"},
     {"host_id", "ENGINE_HOST_ID", SET_STRING, "the host name", 0, 0, NULL, 0, "this worker's host, in sandbox labels"},
     {"lease_ms", "ENGINE_LEASE_MS", SET_INT, "10000", 100, 3600000, NULL, 0, "a worker's lease on a workflow"},

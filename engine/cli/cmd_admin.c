@@ -14,9 +14,11 @@
 #include "config.h"
 #include "engine.h"
 #include "json.h"
+#include "log.h"
 #include "migrate.h"
 #include "render.h"
 #include "schedules.h"
+#include "sdnotify.h"
 #include "tokens.h"
 #include "util.h"
 
@@ -24,12 +26,25 @@
 
 static const char *SERVE_HELP =
     "usage: engine serve [--db PATH] [--listen ADDR] [--workflows DIR]\n"
+    "                    [--log-format text|json]\n"
     "\n"
     "Runs the worker for every workflow in the database: recovers whatever a crash\n"
     "interrupted, runs activities and timers, and wakes workflows when `engine\n"
     "signal` or `engine cancel` write to the database. One worker per SQLite\n"
     "database; on PostgreSQL several share it, each workflow under a lease.\n"
-    "Stop it with Ctrl-C or SIGTERM; nothing is lost.\n"
+    "It says \"engine: serving ...\" once ready (the policy set loaded, the API\n"
+    "listening), and tells systemd so (Type=notify; WATCHDOG=1 when asked).\n"
+    "\n"
+    "SIGHUP reloads the configuration file's reloadable settings, the policy set\n"
+    "and the webhook triggers (a set that does not load leaves the one in force).\n"
+    "SIGTERM or Ctrl-C stops: no new requests, those in flight are answered, the\n"
+    "current batch is committed, within ENGINE_STOP_TIMEOUT_S (default 10 s);\n"
+    "activities still running run again at the next start. Nothing is lost. A\n"
+    "second signal stops at once.\n"
+    "\n"
+    "--log-format json writes the log as one JSON object per line (ts, level,\n"
+    "pid, msg) for log shippers; text (the default) is \"engine: [LEVEL: ]MESSAGE\".\n"
+    "ENGINE_LOG_FORMAT sets it too.\n"
     "\n"
     "--listen ADDR also answers the HTTP API on ADDR (127.0.0.1:7420, [::1]:7420;\n"
     "port 0 picks a free one, printed at start). An address that is not loopback\n"
@@ -48,10 +63,37 @@ static void raise_nofile(void) {
   }
 }
 
+/* engine serve's side of the worker's life as a service (engine.h). */
+typedef struct serving {
+  engine *e;
+  api *http;
+  const char *db;
+} serving;
+
+static void serve_ready(void *ud, char *status, size_t statuslen) {
+  serving *s = ud;
+  char buf[1024];
+  const char *shown = engine_db_shown(s->db, buf, sizeof buf);
+  if (s->http) {
+    log_msg(LOGL_INFO, "serving %s (pid %d), API on %s", shown, (int)getpid(), api_url(s->http));
+    snprintf(status, statuslen, "serving %s, API on %s", shown, api_url(s->http));
+  } else {
+    log_msg(LOGL_INFO, "serving %s (pid %d)", shown, (int)getpid());
+    snprintf(status, statuslen, "serving %s", shown);
+  }
+}
+
+static void serve_drained(void *ud) { engine_stop(((serving *)ud)->e); }
+
+static int serve_stopping(void *ud) {
+  serving *s = ud;
+  return api_drain(s->http, serve_drained, s);
+}
+
 int cmd_serve(args *a, common *c) {
   char shown[1024]; /* c->db in messages (engine_db_shown) */
   int bad = 0;
-  const char *listen = getenv("ENGINE_LISTEN"), *workflows = cli_workflows_dir();
+  const char *listen = getenv("ENGINE_LISTEN"), *workflows = cli_workflows_dir(), *log_format = NULL;
   int workflows_default = !getenv("ENGINE_WORKFLOWS_DIR");
   if (listen && !*listen) listen = NULL;
   for (; a->i < a->argc; a->i++) {
@@ -59,11 +101,14 @@ int cmd_serve(args *a, common *c) {
     if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
     else if ((v = cli_flag_value(a, "--listen", &bad))) listen = v, config_flag("listen", v);
     else if ((v = cli_flag_value(a, "--workflows", &bad))) workflows = v, workflows_default = 0, config_flag("workflows_dir", v);
+    else if ((v = cli_flag_value(a, "--log-format", &bad))) log_format = v, config_flag("log_format", v);
     else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(SERVE_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else return cli_die(EXIT_USAGE, "serve: unknown argument %s (see engine serve --help)", cur);
   }
   char err[1024], holder[256], why[768];
+  if (log_configure(log_format, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "serve: %s", err);
+  sdnotify_init(); /* NOTIFY_SOCKET and the watchdog's variables out of the environment before any thread */
   if (cli_unwritable(c->db, why, sizeof why)) return cli_die(EXIT_USAGE, "serve: cannot serve %s: %s", engine_db_shown(c->db, shown, sizeof shown), why);
   int lockfd = engine_lock(c->db, "serve", holder, sizeof holder);
   if (lockfd < 0) return cli_die(EXIT_USAGE, "serve: %s is already served by %s", engine_db_shown(c->db, shown, sizeof shown), holder);
@@ -86,10 +131,12 @@ int cmd_serve(args *a, common *c) {
       engine_unlock(lockfd);
       return cli_die(EXIT_USAGE, "serve: %s", err);
     }
-    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d), API on %s", engine_db_shown(c->db, shown, sizeof shown), (int)getpid(), api_url(http));
-  } else {
-    render_line(stderr, DIE_MAX, "engine: serving %s (pid %d)", engine_db_shown(c->db, shown, sizeof shown), (int)getpid());
   }
+  /* "serving" and READY=1 once the worker is ready: after recovery and
+   * worker.start (the policy set, the triggers), the API listening */
+  serving sv = {e, http, c->db};
+  engine_service svc = {serve_ready, serve_stopping, &sv};
+  engine_serve_as_service(e, &svc);
   schedules *sched = schedules_start(e);
   if (http) api_set_schedules(http, sched);
   int rc = engine_run(e);
@@ -98,7 +145,8 @@ int cmd_serve(args *a, common *c) {
   engine_free(e);
   api_free(http);
   engine_unlock(lockfd);
-  fprintf(stderr, "engine: stopped\n");
+  if (rc == 0) log_msg(LOGL_INFO, "stopped");
+  else log_msg(LOGL_ERROR, "stopped while the store could not be written (what was not committed runs again at the next start)");
   return rc == 0 ? EXIT_OK : EXIT_FAILED;
 }
 

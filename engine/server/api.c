@@ -268,6 +268,10 @@ const char *api_url(const api *a) { return a->url; }
 
 void api_set_schedules(api *a, struct schedules *s) { a->schedules = s; }
 
+int api_drain(api *a, void (*drained)(void *ud), void *ud) {
+  return a && a->http ? httpd_drain(a->http, drained, ud) : 0;
+}
+
 void api_stop(api *a) {
   if (!a) return;
   if (a->http) httpd_stop(a->http); /* ends the streams: their subscribers go */

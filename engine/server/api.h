@@ -32,6 +32,10 @@ struct schedules;
 void api_set_schedules(api *a, struct schedules *s);
 /* "http://127.0.0.1:7420" once listening. */
 const char *api_url(const api *a);
+/* A graceful stop begins (SIGTERM): no new connection or request, streams
+ * end, the requests in flight are answered. 0 when none is in flight,
+ * else 1 and drained(ud) runs once they have been answered. */
+int api_drain(api *a, void (*drained)(void *ud), void *ud);
 /* Ends every stream and closes the server; before engine_free. */
 void api_stop(api *a);
 void api_free(api *a);

@@ -99,6 +99,9 @@ struct httpd {
   httpd_req *parked; /* suspended until httpd_respond */
   unsigned nconns, nstreams;
   httpd_stream *streams;
+  int draining;                /* httpd_drain: no new request */
+  void (*drained)(void *ud);   /* told once no request is in flight */
+  void *drained_ud;
 };
 
 /* ------------------------------------------------------------- limits --- */
@@ -240,10 +243,25 @@ static void stream_unlink(httpd_stream *s) {
   h->nstreams--;
 }
 
+/* A request is in flight from its request line until its end. */
+static int in_flight(const httpd *h) {
+  for (const conn_rec *c = h->conns; c; c = c->next)
+    if (c->req || c->handled) return 1;
+  return 0;
+}
+
+/* While draining: tells once when the last request in flight has ended. */
+static void check_drained(httpd *h) {
+  if (!h->draining || !h->drained || in_flight(h)) return;
+  void (*cb)(void *ud) = h->drained;
+  h->drained = NULL;
+  cb(h->drained_ud);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)cls;
   (void)c;
   (void)toe;
+  httpd *h = cls;
   httpd_req *r = *con_cls;
   if (!r) return;
   *con_cls = NULL;
@@ -252,6 +270,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     r->conn->receiving_since = util_mono_ms();
   }
   req_free(r);
+  check_drained(h);
 }
 
 /* Frees a request that has ended (its stream ends with it). */
@@ -422,6 +441,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                h->lim.max_header);
       return queue_error(r, line > h->lim.max_header ? 414 : 431, msg);
     }
+    if (h->draining) return queue_error(r, 503, "the server is stopping");
     if (h->nconns > h->lim.max_connections) {
       char msg[96];
       snprintf(msg, sizeof msg, "too many connections (the limit is %u); retry later", h->lim.max_connections);
@@ -649,6 +669,21 @@ void httpd_stop(httpd *h) {
   if (n >= 1) uv_close((uv_handle_t *)&h->poll, on_handle_closed);
   if (n >= 2) uv_close((uv_handle_t *)&h->timer, on_handle_closed);
   if (n >= 3) uv_close((uv_handle_t *)&h->sweep, on_handle_closed);
+}
+
+int httpd_drain(httpd *h, void (*drained)(void *ud), void *ud) {
+  if (!h || h->closing) return 0;
+  if (!h->draining) {
+    h->draining = 1;
+    /* external polling: the listening socket is ours to close at once */
+    MHD_socket fd = MHD_quiesce_daemon(h->d);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+    for (httpd_stream *s = h->streams; s; s = s->next) httpd_stream_end(s); /* what is queued is still sent */
+  }
+  if (!in_flight(h)) return 0;
+  h->drained = drained;
+  h->drained_ud = ud;
+  return 1;
 }
 
 /* ----------------------------------------------------------- requests --- */

@@ -40,6 +40,12 @@ httpd *httpd_start(uv_loop_t *loop, const char *addr, const httpd_limits *lim, h
 const char *httpd_address(const httpd *h);
 /* Ends every stream and closes the server; run the loop afterwards. */
 void httpd_stop(httpd *h);
+/* The start of a graceful stop: the listening socket closes (a new
+ * connection is refused), a new request on an open connection gets 503
+ * and the connection closes, streams end, and the requests in flight go on
+ * to their answers. Returns 0 when none is in flight, else 1, and
+ * drained(ud) runs on the loop once the last one has been answered. */
+int httpd_drain(httpd *h, void (*drained)(void *ud), void *ud);
 
 typedef struct httpd_stats {
   unsigned connections, streams;

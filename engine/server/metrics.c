@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
 
 /* 1 ms .. 60 s: activity, model-turn and HTTP latencies. */
@@ -56,7 +57,7 @@ static void say(family *f, int kind, const char *fmt, ...) {
   va_start(ap, fmt);
   char *msg = util_vfmt(fmt, ap);
   va_end(ap);
-  fprintf(stderr, "engine: metrics: %s\n", msg);
+  log_msg(LOGL_WARNING, "metrics: %s", msg);
   free(msg);
 }
 

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "render.h"
 #include "util.h"
 
@@ -225,8 +226,8 @@ dbwatch *dbwatch_start(uv_loop_t *loop, store *st, void (*cb)(void *ud), void *u
   uint64_t every = 1000;
   if (rc != 0) {
     every = 100;
-    render_line(stderr, 0, "engine: cannot watch %s for commits (%s); polling every %d ms instead", dir,
-                uv_strerror(rc), (int)every);
+    log_msg(LOGL_WARNING, "cannot watch %s for commits (%s); polling every %d ms instead", dir,
+            uv_strerror(rc), (int)every);
   }
   free(p1);
   free(p2);

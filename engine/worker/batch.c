@@ -16,12 +16,13 @@
 #include <string.h>
 
 #include "crash.h"
+#include "log.h"
 #include "render.h"
 
 void engine_log_err(engine *e, const char *what) {
   /* a lost batch is one incident, reported once when it is handled (batch_lost) */
   if (store_batch_failed(e->st)) return;
-  render_line(stderr, 0, "engine: %s: %s", what, store_errmsg(e->st));
+  log_msg(LOGL_ERROR, "%s: %s", what, store_errmsg(e->st));
 }
 
 /* Queues a status notification, delivered after the commit that makes it true. */
@@ -104,8 +105,8 @@ void engine_store_incident(engine *e) {
   e->recovered_at = 0;
   if (!e->incident_since) {
     e->incident_since = util_mono_ms();
-    render_line(stderr, 0, "engine: cannot write to the store: %s; retrying with backoff (nothing is lost)",
-                store_errmsg(e->st));
+    log_msg(LOGL_ERROR, "cannot write to the store: %s; retrying with backoff (nothing is lost)",
+            store_errmsg(e->st));
   }
   e->incident_failures++;
   e->failed_commit = 1;
@@ -141,9 +142,9 @@ static void batch_lost(engine *e, int incident) {
 
 static void on_store_calm(uv_timer_t *t) {
   engine *e = t->data;
-  render_line(stderr, 0, "engine: the store is writable again (%d failed attempt%s over %.1f s)",
-              e->incident_failures, e->incident_failures == 1 ? "" : "s",
-              (double)(e->recovered_at - e->incident_since) / 1000.0);
+  log_msg(LOGL_INFO, "the store is writable again (%d failed attempt%s over %.1f s)",
+          e->incident_failures, e->incident_failures == 1 ? "" : "s",
+          (double)(e->recovered_at - e->incident_since) / 1000.0);
   e->incident_since = e->recovered_at = e->backoff_ms = 0;
   e->incident_failures = 0;
 }
@@ -178,7 +179,7 @@ static void tell_waiters(engine *e, int ok) {
 static int commit_done(engine *e, int rc, int64_t no, note *notes, size_t nnotes, waiter *w, size_t nw) {
   if (rc == STORE_OK) settle_batch(e, no);
   if (rc == STORE_ELEASE) /* another worker runs that workflow now: it is not ours to write */
-    render_line(stderr, 0, "engine: %s", store_errmsg(e->st));
+    log_msg(LOGL_ERROR, "%s", store_errmsg(e->st));
   if (rc == STORE_OK) crash_point("commit.after");
   if (rc == STORE_OK && e->recovering) {
     /* writable again: set the leases right now rather than after the backoff */

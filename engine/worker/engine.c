@@ -4,8 +4,10 @@
  * This file owns the loop's life (open, run, stop, free) and wires the
  * callbacks by which the lower files reach the higher ones (what follows a
  * batch, the kinds of command, the task timer); besides, the lease
- * heartbeat, setting the leases right after an incident, and the count of
- * crashes that stops a workflow from crash-looping the engine. */
+ * heartbeat, setting the leases right after an incident, the count of
+ * crashes that stops a workflow from crash-looping the engine, and the
+ * signals: engine serve's life as a service (readiness, SIGHUP's reload,
+ * SIGTERM's stop within a bound, the watchdog's pings). */
 #include "home.h"
 #include "worker.h"
 
@@ -18,10 +20,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "crash.h"
 #include "fatal.h"
 #include "json.h"
-#include "render.h"
+#include "log.h"
+#include "sdnotify.h"
 
 static void on_effects(uv_timer_t *t) { attempts_begin_deferred(t->data); }
 
@@ -74,9 +78,107 @@ static void on_prepare(uv_prepare_t *p) { batch_commit_nowait(p->data); }
 
 static void on_external(void *ud) { dispatch_due(ud); }
 
+/* ------------------------------------------------------------ service --- */
+
+void engine_serve_as_service(engine *e, const engine_service *svc) {
+  e->svc = *svc;
+  e->service = 1;
+  sdnotify_init(); /* takes NOTIFY_SOCKET from the environment before a thread or a child starts */
+}
+
+static void notify_ready(engine *e) {
+  char *msg = util_fmt("READY=1\nSTATUS=%s", *e->status ? e->status : "ready");
+  sdnotify(msg);
+  free(msg);
+}
+
+/* worker.start has ended: the policy set and the triggers are loaded. */
+static void on_started(engine *e) {
+  if (!e->service || e->stopping) return;
+  *e->status = 0;
+  if (e->svc.ready) e->svc.ready(e->svc.ud, e->status, sizeof e->status);
+  for (char *p = e->status; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' '; /* STATUS= is one line of the datagram */
+  e->ready = 1;
+  notify_ready(e);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+  (void)t;
+  sdnotify("WATCHDOG=1");
+}
+
+/* SIGHUP, part one: the configuration file's reloadable settings. */
+static void reload_config(void) {
+  char changed[2048], restart[2048], err[1024];
+  if (config_reload(changed, sizeof changed, restart, sizeof restart, err, sizeof err) != 0) {
+    log_msg(LOGL_ERROR, "cannot reload the configuration: %s (the settings in force stay)", err);
+    return;
+  }
+  if (*changed) log_msg(LOGL_INFO, "reloaded the configuration: changed %s", changed);
+  if (*restart) log_msg(LOGL_WARNING, "reloaded the configuration: needs a restart: %s", restart);
+  if (!*changed && !*restart) log_msg(LOGL_INFO, "reloaded the configuration: nothing changed");
+}
+
+/* SIGHUP, the end: worker.reload has reloaded the policy set and the triggers. */
+static void on_reloaded(engine *e) {
+  if (e->ready && !e->stopping) notify_ready(e);
+}
+
+static void reload(engine *e) {
+  if (e->stopping) return;
+  if (e->ready) { /* before it, READY=1 is still to come and says it all */
+    char msg[96];
+    snprintf(msg, sizeof msg, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading",
+             (unsigned long long)sdnotify_monotonic_usec());
+    sdnotify(msg);
+  }
+  reload_config();
+  hooks_reload(e, on_reloaded);
+}
+
+/* How long a stop may take (ENGINE_STOP_TIMEOUT_S), in seconds. */
+static long stop_bound_s(void) {
+  const char *v = getenv("ENGINE_STOP_TIMEOUT_S");
+  char *end;
+  long s = v && *v ? strtol(v, &end, 10) : -1;
+  return v && *v && !*end && s >= 0 && s <= 3600 ? s : 10;
+}
+
+static void on_stop_bound(uv_timer_t *t) {
+  engine *e = t->data;
+  log_msg(LOGL_WARNING, "the stop took longer than %ld s (ENGINE_STOP_TIMEOUT_S): stopping with what is committed; "
+                        "requests still open are cut off",
+          stop_bound_s());
+  engine_stop(e);
+}
+
+/* SIGTERM or SIGINT to a service: no new work, what is in flight answered,
+ * within the bound; a second one stops at once. Activities still running
+ * are abandoned: their tasks stay due and run again at the next start. */
+static void stop_as_service(engine *e, int signum) {
+  const char *name = signum == SIGINT ? "SIGINT" : "SIGTERM";
+  if (e->stopping) {
+    log_msg(LOGL_WARNING, "a second %s: stopping now", name);
+    engine_stop(e);
+    return;
+  }
+  e->stopping = e->draining = 1; /* no dispatch, no attempt begins (dispatch.c, attempts.c) */
+  sdnotify("STOPPING=1\nSTATUS=stopping");
+  long bound = stop_bound_s();
+  log_msg(LOGL_INFO, "stopping (%s): no new requests; answering those in flight within %ld s", name, bound);
+  if (!e->svc.stopping || !e->svc.stopping(e->svc.ud)) {
+    engine_stop(e);
+    return;
+  }
+  uv_timer_start(&e->stop_timer, on_stop_bound, (uint64_t)bound * 1000, 0);
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
-  (void)signum;
-  engine_stop(s->data);
+  engine *e = s->data;
+  if (signum == SIGHUP) reload(e);
+  else if (e->service) stop_as_service(e, signum);
+  else engine_stop(e);
 }
 
 /* ------------------------------------------------------------- leases --- */
@@ -85,7 +187,7 @@ static void on_signal(uv_signal_t *s, int signum) {
  * its lease): what runs of it here stops at once, without a write. */
 static void on_lease_lost(void *ud, const char *id) {
   engine *e = ud;
-  render_line(stderr, 0, "engine: lost the lease of workflow %s: another worker runs it now; stopped here", id);
+  log_msg(LOGL_WARNING, "lost the lease of workflow %s: another worker runs it now; stopped here", id);
   wfrun *r = strmap_get(&e->runs, id);
   if (r) run_evict(r);
   attempts_drop_wf(e, id);
@@ -95,7 +197,7 @@ static void on_lease_lost(void *ud, const char *id) {
  * times a lease, in the batch this loop iteration commits. */
 static void on_lease_timer(uv_timer_t *t) {
   engine *e = t->data;
-  if (e->stopping || e->recovering) return;
+  if ((e->stopping && !e->draining) || e->recovering) return; /* a service's stop still holds them while it drains */
   if (store_lease_renew(e->st, e->owner, util_now_ms() + e->lease_ms, on_lease_lost, e) != STORE_OK)
     engine_log_err(e, "renew leases");
 }
@@ -151,14 +253,15 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   if ((uv = uv_prepare_init(&e->loop, &e->prep)) != 0 || (uv = uv_timer_init(&e->loop, &e->task_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->lease_timer)) != 0 || (uv = uv_timer_init(&e->loop, &e->effects_timer)) != 0 ||
-      (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 ||
-      (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0) {
+      (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0 ||
+      (uv = uv_signal_init(&e->loop, &e->sighup)) != 0 || (uv = uv_timer_init(&e->loop, &e->watchdog_timer)) != 0 ||
+      (uv = uv_timer_init(&e->loop, &e->stop_timer)) != 0) {
     util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
     engine_free(e);
     return -1;
   }
   e->prep.data = e->task_timer.data = e->retry_timer.data = e->sigint.data = e->sigterm.data = e->lease_timer.data =
-      e->effects_timer.data = e;
+      e->effects_timer.data = e->sighup.data = e->watchdog_timer.data = e->stop_timer.data = e;
   runs_init(e); /* the kinds of command, then who answers the others */
   attempts_init(e);
   slots_init(e);
@@ -197,8 +300,8 @@ static void recover_crashed(engine *e, const char *note) {
     int64_t at = store_hist_max_seq(e->st, id, w.run);
     if (strcmp(pown, owner) != 0) { /* not counted yet (a crash right after counting leaves the note) */
       n = prun == w.run && pat == at ? n + 1 : 1;
-      render_line(stderr, 0, "engine: the engine crashed (%s) while running workflow %s (%d of %d in a row)", what, id,
-                  n, ENGINE_CRASH_LIMIT);
+      log_msg(LOGL_ERROR, "the engine crashed (%s) while running workflow %s (%d of %d in a row)", what, id,
+              n, ENGINE_CRASH_LIMIT);
       char val[160];
       snprintf(val, sizeof val, "%s %lld %lld %d", owner, (long long)w.run, (long long)at, n);
       if (store_meta_put(e->st, key, n >= ENGINE_CRASH_LIMIT ? NULL : val) != STORE_OK)
@@ -233,16 +336,23 @@ int engine_run(engine *e) {
   free(note);
   int uv;
   if ((uv = uv_prepare_start(&e->prep, on_prepare)) != 0 || (uv = uv_signal_start(&e->sigint, on_signal, SIGINT)) != 0 ||
-      (uv = uv_signal_start(&e->sigterm, on_signal, SIGTERM)) != 0) {
-    render_line(stderr, 0, "engine: cannot start the event loop: %s", uv_strerror(uv));
+      (uv = uv_signal_start(&e->sigterm, on_signal, SIGTERM)) != 0 ||
+      (e->service && (uv = uv_signal_start(&e->sighup, on_signal, SIGHUP)) != 0)) {
+    log_msg(LOGL_ERROR, "cannot start the event loop: %s", uv_strerror(uv));
     fatal_disarm();
     return -1;
+  }
+  if (e->service) {
+    sdnotify("STATUS=starting: recovering, then loading the policy set and the triggers");
+    /* systemd watches from READY=1 on; a loop that is stuck stops the pings */
+    uint64_t ms = sdnotify_watchdog_usec() / 2000;
+    if (sdnotify_watchdog_usec()) uv_timer_start(&e->watchdog_timer, on_watchdog, ms ? ms : 1, ms ? ms : 1);
   }
   e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
   if (e->shared) uv_timer_start(&e->lease_timer, on_lease_timer, (uint64_t)e->lease_ms / 3, (uint64_t)e->lease_ms / 3);
   dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
   engine_commit(e);
-  hooks_start(e); /* the Lua library's own start-up work: sandbox sweep, policies */
+  hooks_start(e, on_started); /* the Lua library's own start-up work: policies, triggers, then the sandbox sweep */
   if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
   engine_commit(e);
   /* a clean stop hands this worker's workflows to the others at once */

@@ -6,6 +6,7 @@
 #ifndef ENGINE_ENGINE_H
 #define ENGINE_ENGINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -38,6 +39,29 @@ typedef struct engine_config {
                        char **json);
   void *ud;
 } engine_config;
+
+/* engine serve as a service (engine_serve_as_service): what the worker
+ * tells the process that serves, on the loop's thread. The worker itself
+ * speaks to systemd (sdnotify.h): READY=1 after ready, RELOADING=1 and
+ * READY=1 around a SIGHUP's reload, STOPPING=1 at SIGTERM or SIGINT, and
+ * WATCHDOG=1 from a timer on its loop when the manager asks for it. */
+typedef struct engine_service {
+  /* The worker is ready: recovery is done and worker.start has loaded the
+   * policy set and the triggers. status gets what READY=1's STATUS= says. */
+  void (*ready)(void *ud, char *status, size_t statuslen);
+  /* SIGTERM or SIGINT: stop taking work (the API its requests) and answer
+   * what is in flight. Returns 1 to be waited for: it calls engine_stop
+   * once done; 0 stops at once. Within ENGINE_STOP_TIMEOUT_S (default 10)
+   * the worker stops anyway, with what is committed. */
+  int (*stopping)(void *ud);
+  void *ud;
+} engine_service;
+
+/* Before engine_run: run as engine serve does (the above, SIGHUP reloads:
+ * the configuration file's reloadable settings, the policy set, the
+ * triggers; SIGTERM stops within the bound). Without it SIGTERM and SIGINT
+ * stop at once and SIGHUP is not handled. */
+void engine_serve_as_service(engine *e, const engine_service *svc);
 
 /* Opens the store (creating it), the activity VM and the loop. */
 int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen);

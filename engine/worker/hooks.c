@@ -5,18 +5,25 @@
  *
  *   worker.watches()      at start-up: {dirs = {...}} to watch; a change in
  *                         one calls worker.changed{dir = D}, debounced
- *   worker.start{live=, sandboxes=}  at start-up, after recovery
- *   worker.sweep{live=, sandboxes=}  every ENGINE_SWEEP_INTERVAL_MS (default
- *                         5 min; 0: never): another host may have taken a
- *                         session over and provisioned its sandbox again
+ *   worker.start{live=, sandboxes=}  at start-up, after recovery: what
+ *                         the worker loads before it is ready (the policy
+ *                         set, the triggers); its end, whether it returned
+ *                         or failed, is the worker's readiness (hooks_start)
+ *   worker.sweep{live=, sandboxes=}  right after start, then every
+ *                         ENGINE_SWEEP_INTERVAL_MS (default 5 min; 0: only
+ *                         the first): another host may have taken a session
+ *                         over and provisioned its sandbox again
  *   worker.changed{dir=}
+ *   worker.reload{}       SIGHUP (engine serve): the policy set and the
+ *                         triggers again (hooks_reload)
  *   worker.NAME{...}      a maintenance command (engine_maintenance), run on
  *                         a loop of its own: `engine gc`, `engine policy check`
  *
  * live lists the workflows that have not finished; sandboxes maps those with
  * a sandbox to their latest sandbox.ready or sandbox.reprovisioned payload
- * (its host). The engine prints each line
- * of a result's `log` list (terminal-safe); the rest is the hook's own. */
+ * (its host). The engine logs each line of a result's `log` list (log.h:
+ * a string, or {level = "warning"|"error"|"info", msg = ...}); the rest is
+ * the hook's own. */
 #include "home.h"
 #include "worker.h"
 
@@ -31,6 +38,7 @@
 #include <lauxlib.h>
 
 #include "json.h"
+#include "log.h"
 #include "render.h"
 
 #define HOOK_TIMEOUT_MS 120000
@@ -52,9 +60,16 @@ typedef struct watch {
 
 typedef struct hook_call hook_call;
 
+/* The places of the pending hook calls in hooks.calls. */
+enum { SLOT_START, SLOT_SWEEP, SLOT_RELOAD, SLOT_WATCH /* and one more per watch */ };
+
 struct hooks {
   engine *e;
-  hook_call *calls[2 + HOOK_MAX_WATCHES]; /* pending hook calls (start, sweep, watches), cancelled on free */
+  hook_call *calls[SLOT_WATCH + HOOK_MAX_WATCHES]; /* pending hook calls, cancelled on free */
+  void (*started)(engine *e);  /* told once when worker.start has ended */
+  int start_ended;
+  void (*reloaded)(engine *e); /* told when worker.reload has ended */
+  int reload_again;            /* a SIGHUP came while it ran: once more after it */
   uv_timer_t *sweep;                      /* the periodic worker.sweep; NULL when off */
   watch *watches[HOOK_MAX_WATCHES];
   int nwatches;
@@ -113,7 +128,7 @@ static void tell_worker(actvm *act, store *st) {
 /* Prints the lines of the result's "log" list; a failed hook is one line. */
 static void print_log(const char *name, int ok, const char *json) {
   if (!ok) {
-    render_line(stderr, 0, "engine: %s failed: %s", name, json);
+    log_msg(LOGL_ERROR, "%s failed: %s", name, json);
     return;
   }
   lua_State *L = luaL_newstate();
@@ -122,8 +137,23 @@ static void print_log(const char *name, int ok, const char *json) {
   if (json_decode_safe(L, json, strlen(json), err, sizeof err) == 0 && lua_istable(L, -1)) {
     lua_getfield(L, -1, "log");
     if (lua_istable(L, -1))
-      for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++, lua_pop(L, 1))
-        render_line(stderr, 0, "engine: %s", lua_tostring(L, -1));
+      for (lua_Integer i = 1;; i++, lua_pop(L, 1)) {
+        int t = lua_rawgeti(L, -1, i);
+        if (t == LUA_TSTRING) {
+          log_msg(LOGL_INFO, "%s", lua_tostring(L, -1));
+          continue;
+        }
+        if (t != LUA_TTABLE) break;
+        lua_getfield(L, -1, "level");
+        lua_getfield(L, -2, "msg");
+        const char *lv = lua_tostring(L, -2), *msg = lua_tostring(L, -1);
+        log_level level = !lv                          ? LOGL_INFO
+                          : strcmp(lv, "error") == 0   ? LOGL_ERROR
+                          : strcmp(lv, "warning") == 0 ? LOGL_WARNING
+                                                       : LOGL_INFO;
+        if (msg) log_msg(level, "%s", msg);
+        lua_pop(L, 2);
+      }
   }
   lua_close(L);
 }
@@ -137,6 +167,8 @@ struct hook_call {
 };
 
 static void changed_done(watch *w);
+static void start_done(hooks *h);
+static void reload_done(hooks *h);
 
 static void hook_done(void *ud, act_call *call, int ok, const char *json) {
   (void)call;
@@ -144,6 +176,8 @@ static void hook_done(void *ud, act_call *call, int ok, const char *json) {
   if (c->h->calls[c->slot] == c) c->h->calls[c->slot] = NULL;
   print_log(c->name, ok, json);
   if (c->w) changed_done(c->w);
+  else if (c->slot == SLOT_START) start_done(c->h);
+  else if (c->slot == SLOT_RELOAD) reload_done(c->h);
   free(c);
 }
 
@@ -244,7 +278,7 @@ static void watch_closed(uv_handle_t *handle) {
 
 static void watch_dir(hooks *h, const char *dir) {
   if (h->nwatches == HOOK_MAX_WATCHES) {
-    render_line(stderr, 0, "engine: more than %d directories to watch; %s is not watched", HOOK_MAX_WATCHES, dir);
+    log_msg(LOGL_WARNING, "more than %d directories to watch; %s is not watched", HOOK_MAX_WATCHES, dir);
     return;
   }
   uv_loop_t *loop = &h->e->loop;
@@ -258,7 +292,7 @@ static void watch_dir(hooks *h, const char *dir) {
       (rc = uv_timer_init(loop, &w->poll)) == 0)
     ++inited;
   if (rc != 0) { /* the handles that were put on the loop come off it; the last one frees w */
-    render_line(stderr, 0, "engine: cannot watch %s: %s", dir, uv_strerror(rc));
+    log_msg(LOGL_WARNING, "cannot watch %s: %s", dir, uv_strerror(rc));
     w->closed = 3 - inited;
     for (int i = 0; i < inited; i++) uv_close(handles[i], watch_closed);
     if (!inited) {
@@ -267,13 +301,13 @@ static void watch_dir(hooks *h, const char *dir) {
     }
     return;
   }
-  w->slot = 2 + h->nwatches;
+  w->slot = SLOT_WATCH + h->nwatches;
   h->watches[h->nwatches++] = w;
   rc = uv_fs_event_start(&w->fs, on_change, dir, 0);
   if (rc != 0) {
     /* inotify exhausted (its instance or watch limit) or unsupported here */
-    render_line(stderr, 0, "engine: cannot watch %s with inotify (%s); polling it every %d ms instead", dir,
-                uv_strerror(rc), WATCH_POLL_MS);
+    log_msg(LOGL_WARNING, "cannot watch %s with inotify (%s); polling it every %d ms instead", dir,
+            uv_strerror(rc), WATCH_POLL_MS);
     w->stamp = dir_stamp(dir);
     uv_timer_start(&w->poll, on_poll, WATCH_POLL_MS, WATCH_POLL_MS);
   }
@@ -288,12 +322,12 @@ static void start_watches(hooks *h) {
   act_call *pending = NULL;
   if (!actvm_call(h->e->act, &info, "{\"args\":{}}", NULL, NULL, &ok, &json, &pending)) {
     actvm_cancel(pending);
-    render_line(stderr, 0, "engine: worker.watches did not return at once; nothing is watched");
+    log_msg(LOGL_WARNING, "worker.watches did not return at once; nothing is watched");
     return;
   }
   lua_State *L = luaL_newstate();
   char err[128];
-  if (!ok) render_line(stderr, 0, "engine: worker.watches failed: %s", json);
+  if (!ok) log_msg(LOGL_ERROR, "worker.watches failed: %s", json);
   else if (L && json_decode_safe(L, json, strlen(json), err, sizeof err) == 0 && lua_istable(L, -1)) {
     lua_getfield(L, -1, "dirs");
     if (lua_istable(L, -1))
@@ -327,14 +361,14 @@ static void call_live_hook(hooks *h, int slot, const char *name) {
   if (h->calls[slot]) return;
   char *payload = live_payload(h->e->st);
   if (!payload) {
-    render_line(stderr, 0, "engine: cannot list live workflows for worker.%s: %s", name, store_errmsg(h->e->st));
+    log_msg(LOGL_ERROR, "cannot list live workflows for worker.%s: %s", name, store_errmsg(h->e->st));
     return;
   }
   call_hook(h, slot, name, payload, NULL);
   free(payload);
 }
 
-static void on_sweep(uv_timer_t *t) { call_live_hook(t->data, 1, "sweep"); }
+static void on_sweep(uv_timer_t *t) { call_live_hook(t->data, SLOT_SWEEP, "sweep"); }
 
 static void start_sweeps(hooks *h) {
   const char *v = getenv("ENGINE_SWEEP_INTERVAL_MS");
@@ -351,11 +385,40 @@ static void start_sweeps(hooks *h) {
   uv_unref((uv_handle_t *)h->sweep); /* never what keeps the loop running */
 }
 
-void hooks_start(engine *e) {
+/* worker.start has ended (or could not be called): the worker is ready;
+ * then the first sweep. */
+static void start_done(hooks *h) {
+  if (h->start_ended) return;
+  h->start_ended = 1;
+  if (h->started) h->started(h->e);
+  call_live_hook(h, SLOT_SWEEP, "sweep");
+}
+
+void hooks_start(engine *e, void (*started)(engine *e)) {
   hooks *h = e->hooks;
+  h->started = started;
   start_watches(h);
-  call_live_hook(h, 0, "start");
+  call_live_hook(h, SLOT_START, "start");
+  if (!h->calls[SLOT_START]) start_done(h); /* it returned at once, or the live list could not be read */
   start_sweeps(h);
+}
+
+static void call_reload(hooks *h) { call_hook(h, SLOT_RELOAD, "reload", "{\"args\":{}}", NULL); }
+
+static void reload_done(hooks *h) {
+  if (h->reload_again) {
+    h->reload_again = 0;
+    call_reload(h);
+    return;
+  }
+  if (h->reloaded) h->reloaded(h->e);
+}
+
+void hooks_reload(engine *e, void (*reloaded)(engine *e)) {
+  hooks *h = e->hooks;
+  h->reloaded = reloaded;
+  if (h->calls[SLOT_RELOAD]) h->reload_again = 1; /* the one running may have read the files before the edit */
+  else call_reload(h);
 }
 
 void hooks_free(engine *e) {

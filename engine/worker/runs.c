@@ -13,6 +13,7 @@
 #include "crash.h"
 #include "json.h"
 #include "modules.h"
+#include "log.h"
 #include "render.h"
 
 /* ------------------------------------------------------------ history --- */
@@ -71,7 +72,7 @@ static int64_t host_emit(void *ud, const char *type, const char *payload) {
 
 static void host_print(void *ud, const char *msg) {
   wfrun *r = ud;
-  render_line(stderr, 0, "[%s] %s", r->id, msg); /* a script's print may carry model text */
+  log_workflow(r->id, msg); /* a script's print may carry model text: rendered */
 }
 
 static char *host_load_module(void *ud, const char *name, size_t *len, char **chunkname, char *err, size_t errlen) {
@@ -317,7 +318,7 @@ static const run_command signal_command = {"signal", start_signal, NULL, NULL};
 
 void runs_register(engine *e, const run_command *k) {
   if (e->ncommands == sizeof e->commands / sizeof *e->commands) { /* a kind added without room: a build error, said at start */
-    render_line(stderr, 0, "engine: no room for the command kind '%s' (worker.h: commands)", k->kind);
+    log_msg(LOGL_ERROR, "no room for the command kind '%s' (worker.h: commands)", k->kind);
     abort();
   }
   e->commands[e->ncommands++] = k;
@@ -341,7 +342,7 @@ static const run_command *command_of(engine *e, const char *kind) {
 static int start_command(wfrun *r, const wfvm_cmd *c, const run_command *k, hist_event *ev, void **keep) {
   if (strcmp(c->kind, "activity") == 0) run_set_status(r, "running", NULL, NULL, NULL);
   if (!k) {
-    render_line(stderr, 0, "engine: workflow %s blocks on a command of unknown kind '%s'", r->id, c->kind);
+    log_msg(LOGL_ERROR, "workflow %s blocks on a command of unknown kind '%s'", r->id, c->kind);
     return 0;
   }
   int got = k->start(r, c, ev, keep);
@@ -415,7 +416,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
       }
       case WFVM_KILLED: run_finish(r, "failed", "WorkflowFailed", NULL, wfvm_output(r->vm)); return;
       case WFVM_STUCK:
-        render_line(stderr, 0, "engine: workflow %s is stuck: %s", r->id, wfvm_output(r->vm));
+        log_msg(LOGL_WARNING, "workflow %s is stuck: %s", r->id, wfvm_output(r->vm));
         run_set_status(r, "stuck", NULL, wfvm_output(r->vm), NULL);
         run_evict(r);
         return;

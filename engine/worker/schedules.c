@@ -11,6 +11,7 @@
 #include "crash.h"
 #include "cron.h"
 #include "json.h"
+#include "log.h"
 #include "render.h"
 #include "util.h"
 
@@ -394,7 +395,7 @@ static int start_fire(schedules *sc, const sched *s, int64_t nominal_ms) {
   int existed = 0;
   int ok = input && engine_submit(sc->e, id, s->r.script, input, &existed, err, sizeof err) == 0;
   free(input);
-  if (!ok) render_line(stderr, 0, "engine: schedule %s: cannot start %s: %s", s->r.name, id, err);
+  if (!ok) log_msg(LOGL_ERROR, "schedule %s: cannot start %s: %s", s->r.name, id, err);
   sc->fired += ok;
   return ok;
 }
@@ -436,7 +437,7 @@ static int64_t advance(schedules *sc, sched *s, int64_t now) {
       continue;
     }
     r->next_fire_at = next_after(&c, r->tz, t, why, sizeof why);
-    if (!r->next_fire_at) render_line(stderr, 0, "engine: schedule %s fires no more: %s", r->name, why);
+    if (!r->next_fire_at) log_msg(LOGL_WARNING, "schedule %s fires no more: %s", r->name, why);
     if (at < now - window) {
       r->skipped_count++; /* missed beyond the catch-up window */
       continue;
@@ -448,7 +449,7 @@ static int64_t advance(schedules *sc, sched *s, int64_t now) {
     }
     due[ndue++] = t;
   }
-  if (!parsed) render_line(stderr, 0, "engine: schedule %s: %s", r->name, why);
+  if (!parsed) log_msg(LOGL_WARNING, "schedule %s: %s", r->name, why);
   const char *o = r->overlap;
   int cancel_other = strcmp(o, "cancel_other") == 0;
   for (int i = 0; i < ndue; i++) {
@@ -470,7 +471,7 @@ static int64_t advance(schedules *sc, sched *s, int64_t now) {
     for (int k = 0; cancel_other && k < run.n; k++) {
       char err[512];
       if (engine_cancel_local(sc->e, run.ids[k], "schedule:overlap", err, sizeof err) != 0)
-        render_line(stderr, 0, "engine: schedule %s: cannot cancel %s: %s", r->name, run.ids[k], err);
+        log_msg(LOGL_WARNING, "schedule %s: cannot cancel %s: %s", r->name, run.ids[k], err);
     }
     if (start_fire(sc, s, due[i])) {
       r->last_fire_at = due[i];
@@ -481,7 +482,7 @@ static int64_t advance(schedules *sc, sched *s, int64_t now) {
   }
   if (changed) {
     r->updated_at = now;
-    if (store_schedule_update(st, r) < 0) render_line(stderr, 0, "engine: schedule %s: %s", r->name, store_errmsg(st));
+    if (store_schedule_update(st, r) < 0) log_msg(LOGL_ERROR, "schedule %s: %s", r->name, store_errmsg(st));
   }
   if (!r->next_fire_at) return INT64_MAX;
   return schedule_fire_at(r->name, r->next_fire_at, r->jitter_ms);
@@ -532,7 +533,7 @@ static void pass(schedules *sc) {
     rc = store_begin(st) == STORE_OK ? store_schedule_list(st, add_sched, &l) : STORE_ERR;
   }
   if (rc != STORE_OK) {
-    render_line(stderr, 0, "engine: cannot read the schedules: %s", store_errmsg(st));
+    log_msg(LOGL_ERROR, "cannot read the schedules: %s", store_errmsg(st));
     earliest = now + 1000;
   }
   for (size_t i = 0; i < l.n; i++) {

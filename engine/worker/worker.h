@@ -87,8 +87,15 @@ struct engine {
   char *lua_dir;
   char owner[40];
   dbwatch *watch;
-  uv_signal_t sigint, sigterm;
+  uv_signal_t sigint, sigterm, sighup;
   int stopping;
+  /* engine_serve_as_service: the service's callbacks, READY=1's status, the
+   * watchdog's pings and the bound of a stop */
+  engine_service svc;
+  int service, ready;
+  int draining; /* SIGTERM: stopping, and the loop runs on until the API is drained or the bound */
+  char status[256];
+  uv_timer_t watchdog_timer, stop_timer;
   uv_timer_t effects_timer; /* begins the deferred attempts once their commit is answered */
   /* several workers share the store (PostgreSQL): each workflow is run under
    * a lease of lease_ms (ENGINE_LEASE_MS), renewed by lease_timer */
@@ -264,7 +271,11 @@ void slots_release_all(engine *e, const char *wf_id);
 
 /* hooks.c */
 void hooks_open(engine *e);
-void hooks_start(engine *e);
+/* Starts the watches and calls worker.start; started(e) runs once it has
+ * ended (at once, or later on the loop), before the first sweep. */
+void hooks_start(engine *e, void (*started)(engine *e));
+/* Calls worker.reload (SIGHUP); reloaded(e) runs once it has ended. */
+void hooks_reload(engine *e, void (*reloaded)(engine *e));
 void hooks_free(engine *e);
 
 #endif

@@ -3,10 +3,13 @@
 -- contract); each returns a table whose `log` lines the engine prints.
 --   watches()        at start-up: the directories whose changes matter
 --   start{live=, sandboxes=}  at start-up, after recovery: load the policy
---                    set, then sweep sandboxes orphaned by a crash
---   sweep{live=, sandboxes=}  now and then (ENGINE_SWEEP_INTERVAL_MS): the
---                    sweep again (another host may have taken sessions over)
+--                    set and the triggers; the worker is ready once it returns
+--   sweep{live=, sandboxes=}  right after start (sandboxes orphaned by a
+--                    crash), then now and then (ENGINE_SWEEP_INTERVAL_MS):
+--                    another host may have taken sessions over
 --   changed{dir=}    a watched directory changed (debounced)
+--   reload{}         SIGHUP to `engine serve`: the policy set and the triggers
+--                    again, one log line each
 --   gc{live=}        `engine gc`
 --   policy_check{dir=}  `engine policy check`
 --   quota_list{counters=}  `engine quota list`: the quota counters with their limits
@@ -29,8 +32,11 @@ local function set_of(list)
   return s
 end
 
+-- A log line the engine prints at a level (engine/worker/hooks.c).
+local function warning(msg) return { level = "warning", msg = msg } end
+
 local function policy_line(r)
-  if not r.ok then return "policies rejected, the previous set stays in force: " .. json.encode(r) end
+  if not r.ok then return warning("policies rejected, the previous set stays in force: " .. json.encode(r)) end
   if r.replaced then return "policies reloaded: " .. json.encode(r) end
 end
 
@@ -39,7 +45,7 @@ end
 local function triggers_dir() return os.getenv("ENGINE_TRIGGERS_DIR") end
 
 local function trigger_line(r)
-  if not r.ok then return "triggers rejected, the previous set stays in force: " .. json.encode(r) end
+  if not r.ok then return warning("triggers rejected, the previous set stays in force: " .. json.encode(r)) end
   if r.replaced then return "triggers reloaded: " .. json.encode(r) end
 end
 
@@ -87,8 +93,26 @@ function M.start(args)
     log[#log + 1] = r.ok and ("triggers: " .. #r.files .. " file(s) in " .. r.dir) or trigger_line(r)
   end
   local _, _, lerr = limits_in_force()
-  if lerr then log[#log + 1] = lerr .. " (sessions are refused until it is fixed)" end
-  if not off("ENGINE_NO_SWEEP") then log[#log + 1] = M.sweep(args).log[1] end
+  if lerr then log[#log + 1] = warning(lerr .. " (sessions are refused until it is fixed)") end
+  return { log = log }
+end
+
+-- SIGHUP: a line for each set, said even when nothing changed (the
+-- operator asked; "replaced" tells), the policy set even with the watch off;
+-- a set that does not load leaves the one in force.
+function M.reload()
+  local function line(what, r, ok_text)
+    if not r.ok then return warning(what .. " rejected on SIGHUP, the previous set stays in force: " .. json.encode(r)) end
+    return what .. " reloaded on SIGHUP: " .. ok_text
+  end
+  local log = {}
+  local p = session.policy_reload({})
+  log[#log + 1] = line("policies", p, json.encode(p))
+  if is_dir(triggers_dir()) then
+    local t = require("triggers").reload(triggers_dir())
+    log[#log + 1] = line("triggers", t, t.ok and json.encode({ dir = t.dir, files = #t.files, hash = t.hash,
+      replaced = t.replaced }))
+  end
   return { log = log }
 end
 

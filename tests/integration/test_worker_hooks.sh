@@ -18,8 +18,8 @@ bg S engine serve 2>"$T/serve1.log"
 wait_serving "$T/serve1.log"
 assert_exit "a workflow runs beside broken hooks" 0 engine start "$T/w.lua" --id w1 --quiet
 log="$(cat "$T/serve1.log")"
-assert_contains "worker.watches is named" "engine: worker.watches failed" "$log"
-assert_contains "worker.start is named" "engine: worker.start failed" "$log"
+assert_contains "worker.watches is named" "engine: error: worker.watches failed" "$log"
+assert_contains "worker.start is named" "engine: error: worker.start failed" "$log"
 assert_contains "with the syntax error's place" "worker.lua:2:" "$log"
 assert_exit "gc says the hook failed" 2 engine gc
 assert_contains "gc names it" "worker.lua:2:" "$ERR"
