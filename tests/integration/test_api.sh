@@ -13,14 +13,14 @@ else
 fi
 
 # serve --listen without --workflows where ./workflows does not exist: it
-# serves, and a start says what is missing; a --workflows that is missing is
-# refused at once
+# serves the engine's own workflows (its home's, as an installed engine
+# does); a --workflows that is missing is refused at once
 mkdir -p "$T/nowf"
 (cd "$T/nowf" && exec "$ENGINE" serve --db "$T/nowf/n.db" --listen 127.0.0.1:0 2>"$T/nowf/serve.err") &
 NS=$!; PIDS+=("$NS")
 wait_true 30 'grep -q "API on" "$T/nowf/serve.err" 2>/dev/null' || true
 U="$(grep -o 'http://[0-9.:]*' "$T/nowf/serve.err")"
-assert_contains "no ./workflows: a start names what is missing" "no workflows directory" \
+assert_contains "no ./workflows: the engine's own workflows" "\"script\":\"$SRC/workflows/hello.lua\"" \
   "$(curl -s -X POST "$U/v1/workflows" -d '{"script":"hello.lua"}')"
 kill "$NS"; wait "$NS" 2>/dev/null || true
 assert_exit "a --workflows that does not exist is refused" 2 engine serve --db "$T/nowf/m.db" --listen 127.0.0.1:0 \
