@@ -93,5 +93,22 @@ wait_for 30 "serve announces the API from the file's listen" 'grep -q "API on" "
 URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
 assert_contains "it serves the file's database" "serving $T/served.db" "$(cat "$T/serve.log")"
 [ -n "$URL" ] && assert_eq "the API answers" 200 "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/workflows")"
+# --- SIGHUP: the reloadable settings change, the others wait for a restart,
+# and a broken file changes nothing
+cat >"$CONF" <<CONF
+db = "$T/served.db"
+listen = "127.0.0.1:0"
+mcp_allow = "npx"
+lease_ms = 5000
+CONF
+kill -HUP "$S"
+wait_for 30 "the reload's lines" 'grep -q "reloaded the configuration: needs a restart" "$T/serve.log"' 'tail -5 "$T/serve.log"'
+assert_contains "a reloadable setting is applied" "reloaded the configuration: changed mcp_allow" "$(cat "$T/serve.log")"
+assert_contains "one that needs a restart is named" "needs a restart: lease_ms" "$(cat "$T/serve.log")"
+printf 'db = "%s"\nlease_ms = "soon"\n' "$T/served.db" >"$CONF"
+kill -HUP "$S"
+wait_for 30 "the rejected reload" 'grep -q "cannot reload the configuration" "$T/serve.log"' 'tail -5 "$T/serve.log"'
+assert_contains "names the file, line and key" "engine.conf:2: lease_ms must be a whole number" "$(grep "cannot reload" "$T/serve.log")"
+assert_eq "and the API still answers" 200 "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/workflows")"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish
