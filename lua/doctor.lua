@@ -15,13 +15,7 @@ local function row(check, state, detail, fix) return { check = check, state = st
 
 local function message(e) return type(e) == "table" and tostring(e.message or json.encode(e)) or tostring(e) end
 
-local function readable(path)
-  local f = io.open(path, "r")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local readable = require("util").read_file
 
 local function exists(path) return require("fs").lstat(path) ~= nil end
 

@@ -12,6 +12,15 @@ end
 -- s quoted for /bin/sh as one word.
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+-- A file's whole text, or nil and why (a missing file, a folder, no permission).
+function M.read_file(path)
+  local f, err = io.open(path, "r")
+  if not f then return nil, err end
+  local s, rerr = f:read("a")
+  f:close()
+  return s, rerr
+end
+
 -- Whether list (a sequence; anything else counts as empty) holds value.
 function M.contains(list, value)
   if type(list) ~= "table" then return false end
