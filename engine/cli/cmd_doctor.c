@@ -8,6 +8,7 @@
  * check` and `engine trigger check` load them. Nothing is created, migrated
  * or changed: the database is opened read-only, and its write test is a
  * transaction that rolls back. */
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -378,6 +379,56 @@ static void check_triggers(doctor *d, const char *name) {
   ubuf_free(&rs.unset);
 }
 
+/* The Docker daemon's process on this host (its /proc/PID/comm is dockerd),
+ * or 0: whose mount namespace the workspaces must be in. */
+static long dockerd_pid(void) {
+  DIR *dir = opendir("/proc");
+  long found = 0;
+  struct dirent *de;
+  while (dir && !found && (de = readdir(dir))) {
+    char *end, p[64], comm[32] = "";
+    long pid = strtol(de->d_name, &end, 10);
+    if (*end || pid <= 0) continue;
+    snprintf(p, sizeof p, "/proc/%ld/comm", pid);
+    FILE *f = fopen(p, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f) && strcmp(comm, "dockerd\n") == 0) found = pid;
+    fclose(f);
+  }
+  if (dir) closedir(dir);
+  return found;
+}
+
+/* As root the engine mounts each workspace's file system itself; in a mount
+ * namespace other than the Docker daemon's (a unit's ProtectSystem= or
+ * PrivateTmp=, unshare -m) those mounts are invisible to the daemon, which
+ * then bind-mounts an empty folder or fails. Compared with the local
+ * dockerd's namespace, else PID 1's. */
+static void check_mount_ns(doctor *d, const char *name) {
+  const char *driver = getenv("ENGINE_SANDBOX_DRIVER");
+  if (geteuid() != 0 || (driver && *driver && strcmp(driver, "docker") != 0)) {
+    add_row(d, name, ST_OK, "nothing to share: the engine mounts nothing for Docker (not root, or not the Docker driver)", "");
+    return;
+  }
+  long pid = dockerd_pid();
+  char other[64];
+  snprintf(other, sizeof other, "/proc/%ld/ns/mnt", pid ? pid : 1L);
+  const char *whose = pid ? "the Docker daemon's" : "PID 1's";
+  struct stat self, them;
+  if (stat("/proc/self/ns/mnt", &self) != 0 || stat(other, &them) != 0) {
+    add_rowf(d, name, ST_OK, "", "cannot compare with %s (%s: %s)", whose, other, strerror(errno));
+    return;
+  }
+  if (self.st_ino == them.st_ino && self.st_dev == them.st_dev) {
+    add_rowf(d, name, ST_OK, "", "%s: the daemon sees the workspaces the engine mounts", whose);
+    return;
+  }
+  add_rowf(d, name, ST_WARN,
+           "run it as a user (engine.service's User=engine), in the daemon's mount namespace, or with the bwrap driver",
+           "the engine runs as root in a mount namespace other than %s: the workspace file systems it mounts are "
+           "not seen by the Docker daemon, and sandboxes start without them (or not at all)", whose);
+}
+
 /* ---------------------------------------------------------- the table --- */
 
 typedef struct check {
@@ -400,6 +451,7 @@ static const check CHECKS[] = {
     {"user namespaces", check_lua},
     {"sandbox rootfs", check_lua},
     {"workspace file system", check_lua},
+    {"mount namespace", check_mount_ns},
     {"policies", check_policies},
     {"triggers", check_triggers},
     {"credentials", check_lua},

@@ -39,7 +39,7 @@ row_is() {
 }
 
 ROWS=("config file" "engine files" "database" "schema" "writable" "disk space" "clock skew" "sandbox driver" "docker"
-  "sandbox image" "bubblewrap" "user namespaces" "sandbox rootfs" "workspace file system" "policies" "triggers"
+  "sandbox image" "bubblewrap" "user namespaces" "sandbox rootfs" "workspace file system" "mount namespace" "policies" "triggers"
   "credentials: openai" "credentials: anthropic")
 
 # --- a healthy host, with a database still to be made ---
@@ -125,6 +125,17 @@ set +e; OUT="$("$ENGINE" --config "$T/engine.conf" doctor --json 2>"$T/stderr")"
 assert_eq "config file: exit 1 (its image is not there)" 1 "$RC"
 row_is "config file" "config file" ok "$T/engine.conf"
 row_is "config file" "sandbox image" FAIL "engine-sandbox:from-the-config-file"
+
+# --- as root in a mount namespace of its own, the Docker driver's workspaces
+# are not the daemon's: a warning with the fix (compared with the local dockerd's)
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+  set +e; OUT="$(unshare --mount "$ENGINE" doctor --json 2>"$T/stderr")"; set -e
+  row_is "own mount namespace" "mount namespace" warn "a mount namespace other than the Docker daemon's" "User=engine"
+  doctor
+  row_is "the daemon's mount namespace" "mount namespace" ok "the Docker daemon's: the daemon sees"
+  set +e; OUT="$(ENGINE_SANDBOX_DRIVER=bwrap unshare --mount "$ENGINE" doctor --json 2>"$T/stderr")"; set -e
+  row_is "bubblewrap mounts in its own namespace" "mount namespace" ok "nothing to share"
+fi
 
 # --- the database's folder: missing, read-only ---
 doctor --db "$T/nowhere/sub/engine.db"
