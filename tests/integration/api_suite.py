@@ -1323,8 +1323,14 @@ def section_conformance():
                            "-H 'Transfer-Encoding: chunked' --data-binary @- -X POST "
                            "http://127.0.0.1:%d/v1/workflows" % port, shell=True, capture_output=True, timeout=60)
         code, _, up = p.stdout.decode().partition(" ")
-        check("curl's 100 MB chunked upload: 413 after a few MB at most", code == "413" and up.isdigit() and
-              int(up) < 32 << 20, repr(p.stdout + p.stderr[:200]))
+        # the 413 is sent and the connection closed while curl still sends: on a
+        # busy machine the reset can reach curl before it reads the answer (the
+        # server does no lingering close), so curl may report a send failure
+        # instead; what holds either way is that the upload was cut off early
+        # (the raw client above reads the 413 itself)
+        cut = code == "413" or (p.returncode == 55 and b"Send failure" in p.stderr)
+        check("curl's 100 MB chunked upload: cut off (413, or reset) after a few MB at most",
+              cut and up.isdigit() and int(up) < 32 << 20, repr(p.stdout + p.stderr[:200]))
         st, _, _ = srv.req("GET", "/healthz")
         check_eq("the server still answers", 200, st)
     finally:
