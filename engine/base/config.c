@@ -260,6 +260,13 @@ int config_load(const char *path, char *err, size_t errlen) {
   if (!path || !*path) path = CONFIG_DEFAULT_PATH, must_exist = 0;
   if (strcmp(path, "none") == 0) return 0;
   if (!must_exist && access(path, F_OK) != 0) return 0;
+  if (!must_exist && access(path, R_OK) != 0) {
+    /* the service's file (root:engine 0640) on a machine where this user is
+     * not in its group: the command runs with the environment's settings */
+    fprintf(stderr, "engine: %s is not readable by this user (%s): its settings do not apply here; ENGINE_CONFIG=none "
+            "says so on purpose\n", path, strerror(errno));
+    return 0;
+  }
   file_values fv;
   if (read_file(path, &fv, err, errlen) != 0) return -1;
   for (size_t i = 0; i < SETTINGS_COUNT; i++)

@@ -29,7 +29,8 @@ extern const size_t SETTINGS_COUNT;
 #define CONFIG_DEFAULT_PATH "/etc/engine/engine.conf"
 
 /* Reads the configuration file: PATH (from --config), else $ENGINE_CONFIG,
- * else CONFIG_DEFAULT_PATH when it exists; "none" reads none. Every key is
+ * else CONFIG_DEFAULT_PATH when it exists (one this user cannot read is
+ * skipped with a warning on stderr); "none" reads none. Every key is
  * checked (unknown: "did you mean"; type; range) and nothing is applied if
  * one is wrong: err names the file, the line and the key. Then each setting
  * the environment does not set is set from the file. 0, or -1 with err. */
