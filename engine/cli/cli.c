@@ -12,6 +12,7 @@
 #include "cli_internal.h"
 #include "completion.h"
 #include "config.h"
+#include "home.h"
 #include "json.h"
 #include "store.h"
 #include "wftest.h"
@@ -134,6 +135,11 @@ int cli_main(int argc, char **argv) {
     return a.i >= argc ? EXIT_USAGE : EXIT_OK;
   }
   const char *cmd = argv[a.i++];
+  /* a home that is named must be right (nothing else is looked at); doctor
+   * and config report it in their tables instead */
+  const char *home = getenv("ENGINE_HOME");
+  if (home && *home && !engine_home() && strcmp(cmd, "doctor") != 0 && strcmp(cmd, "config") != 0)
+    return cli_die(EXIT_USAGE, "%s", engine_home_error());
   if (strcmp(cmd, "completion") == 0) return completion_script(argc - a.i, argv + a.i);
   if (strcmp(cmd, "__complete") == 0) return completion_query(argc - a.i, argv + a.i); /* for the scripts */
   if (strcmp(cmd, "test") == 0) return wftest_main(argc - a.i, argv + a.i); /* no database, no server */

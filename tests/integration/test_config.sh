@@ -42,6 +42,14 @@ ENGINE_CONFIG="$T/nope.conf" assert_exit "so is one named by ENGINE_CONFIG" 2 en
 assert_exit "a directory is not a configuration file" 2 engine --config "$T" list
 assert_contains "says it is a directory" "is a directory" "$ERR"
 
+# --- a home that is named must hold the engine's files
+mkdir -p "$T/emptyhome"
+ENGINE_HOME="$T/emptyhome" assert_exit "an ENGINE_HOME without lua/ is refused" 2 engine list --db "$T/h.db"
+assert_contains "names it" "ENGINE_HOME=$T/emptyhome has no lua/ folder" "$ERR"
+printf 'home = "%s"\n' "$T/emptyhome" >"$CONF"
+assert_exit "so is the file's home" 2 engine --config "$CONF" list --db "$T/h.db"
+[ -e "$T/h.db" ] && fail "a refused home still wrote $T/h.db"
+
 # --- a good file steers the engine: its database, with each value's source
 cat >"$CONF" <<CONF
 -- the engine's configuration
