@@ -825,6 +825,18 @@ static void test_workflow_ids_by_prefix(void **state) {
   store_close(s);
 }
 
+/* The database at db with one workflow, "a", committed by a writer, then
+ * opened read-only. */
+static store *readonly_with_wf_a(const char *db, char *err, size_t errlen) {
+  store *s = open_ok(db);
+  wf_row w = sample_wf("a");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  assert_int_equal(store_open_readonly(db, 100, &s, err, errlen), STORE_OK);
+  return s;
+}
+
 /* The completion's connection reads, refuses to write, creates nothing and
  * leaves no -wal or -shm file behind. */
 static void test_open_readonly(void **state) {
@@ -835,12 +847,8 @@ static void test_open_readonly(void **state) {
   assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_ERR);
   assert_null(s);
   assert_int_equal(access(f->db, F_OK), -1); /* not created */
-  s = open_ok(f->db);
-  wf_row w = sample_wf("a");
-  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
-  assert_int_equal(store_commit(s), STORE_OK);
-  store_close(s);
-  assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_OK);
+  s = readonly_with_wf_a(f->db, err, sizeof err);
+  wf_row w;
   wf_row got;
   assert_int_equal(store_wf_get(s, "a", &got), 1);
   wf_row_free(&got);
@@ -876,12 +884,8 @@ static void test_doctor_probes(void **state) {
   assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_EMPTY);
   assert_null(s);
   assert_non_null(strstr(err, "holds no engine data yet"));
-  s = open_ok(f->db);
-  wf_row w = sample_wf("a");
-  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
-  assert_int_equal(store_commit(s), STORE_OK);
-  store_close(s);
-  assert_int_equal(store_open_readonly(f->db, 100, &s, err, sizeof err), STORE_OK);
+  s = readonly_with_wf_a(f->db, err, sizeof err);
+  wf_row w;
   char *v = NULL;
   assert_int_equal(store_meta_get(s, "schema_version", &v), 1);
   assert_int_equal(atoi(v), store_schema_version(f->db));
