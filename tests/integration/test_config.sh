@@ -101,6 +101,13 @@ wait_for 30 "serve announces the API from the file's listen" 'grep -q "API on" "
 URL="$(sed -n 's/.*API on \(http:[^ ]*\).*/\1/p' "$T/serve.log")"
 assert_contains "it serves the file's database" "serving $T/served.db" "$(cat "$T/serve.log")"
 [ -n "$URL" ] && assert_eq "the API answers" 200 "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/workflows")"
+# --- the online backup operations.md gives, taken while serve runs: a
+# consistent copy the engine reads
+engine start "$T/echo.lua" --db "$T/served.db" --input '{"b":1}' --id bk1 --detach >/dev/null 2>&1 || true
+ENGINE_DB="$T/served.db" wait_status bk1 completed 30 || fail "bk1 did not complete under the served database"
+assert_exit "sqlite3 .backup while serving" 0 sqlite3 "$T/served.db" ".backup '$T/backup.db'"
+assert_contains "the copy holds the workflow, completed" "completed" "$(engine list --db "$T/backup.db" | grep bk1)"
+
 # --- SIGHUP: the reloadable settings change, the others wait for a restart,
 # and a broken file changes nothing
 cat >"$CONF" <<CONF
