@@ -35,8 +35,8 @@
  * are %-escaped; header names keep token characters, values lose CR, LF and
  * NUL; Connection, Keep-Alive, Expect, Upgrade and TE are dropped, and
  * Transfer-Encoding unless a Content-Length is there too (then the request is
- * ambiguous) or it is "chunked" (then the body is sent in chunks of 4096
- * bytes). Host is added when missing (unless @NOHOST), Content-Length when
+ * ambiguous) or it is "chunked" (then one such header stays, the others go,
+ * and the body is sent in chunks of 4096 bytes). Host is added when missing (unless @NOHOST), Content-Length when
  * the body is not empty and not chunked, and the body sent is cut or padded
  * with spaces to a Content-Length of digits within the body limit (none is
  * sent past it: the answer is 413). An absolute-form target without a path
@@ -693,13 +693,17 @@ static void parse_request(const char *data, size_t size, server *sv, request *q)
   q->has_length = cl != NULL;
   q->has_host = hdr(q, "Host") != NULL;
   if (cl) q->chunked = 0;
-  if (has_te && !cl && !q->chunked) { /* framing the body does not have: the request would never end */
-    int w = 0;
+  if (has_te && !cl) { /* framing the body does not have: the request would never end */
+    int w = 0, kept = 0;
     for (int i = 0; i < q->nh; i++) {
-      if (strcasecmp(q->h[i].name, "Transfer-Encoding") == 0) {
+      /* one "Transfer-Encoding: chunked" stays when the body is chunked; any
+       * other (another coding, a second one) is dropped */
+      if (strcasecmp(q->h[i].name, "Transfer-Encoding") == 0 &&
+          (!q->chunked || kept || strcasecmp(q->h[i].value, "chunked") != 0)) {
         free(q->h[i].value);
         continue;
       }
+      if (strcasecmp(q->h[i].name, "Transfer-Encoding") == 0) kept = 1;
       q->h[w++] = q->h[i];
     }
     q->nh = w;
