@@ -34,7 +34,8 @@ static char *flag_value[MAX_SETTINGS];
 
 const char *config_file(void) { return file_path; }
 
-const setting *config_find(const char *key) {
+/* The setting named KEY, or NULL. */
+static const setting *config_find(const char *key) {
   for (size_t i = 0; i < SETTINGS_COUNT; i++)
     if (strcmp(SETTINGS[i].key, key) == 0) return &SETTINGS[i];
   return NULL;

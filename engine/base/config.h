@@ -59,7 +59,4 @@ typedef struct config_entry {
 /* Fills e for SETTINGS[i]. */
 void config_get(size_t i, config_entry *e);
 
-/* The setting named KEY, or NULL. */
-const setting *config_find(const char *key);
-
 #endif

@@ -27,7 +27,8 @@ static int has_lua(const char *dir) {
   return w > 0 && (size_t)w < sizeof p && is_dir(p);
 }
 
-const char *engine_exe_dir(void) {
+/* The directory of the running binary (from /proc/self/exe), or "". */
+static const char *exe_folder(void) {
   if (!*exe_dir) {
     ssize_t len = readlink("/proc/self/exe", exe_dir, sizeof exe_dir - 1);
     if (len <= 0) return exe_dir[0] = 0, exe_dir;
@@ -70,7 +71,7 @@ static void find_home(void) {
     home_source = "ENGINE_HOME";
     return;
   }
-  const char *exe = engine_exe_dir();
+  const char *exe = exe_folder();
   char p[PATH_MAX];
   if (*exe && snprintf(p, sizeof p, "%.3900s/../share/engine", exe) > 0 && has_lua(p)) {
     if (!realpath(p, home)) snprintf(home, sizeof home, "%s", p);

@@ -29,7 +29,4 @@ char *engine_home_path(const char *sub, char *out, size_t n);
  * to the working directory when no home is found, so the error names it). */
 const char *engine_lua_dir(void);
 
-/* The directory of the running binary (from /proc/self/exe), or "" . */
-const char *engine_exe_dir(void);
-
 #endif
