@@ -29,6 +29,16 @@ export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-$((2000 * TEST_TIMEOUT_
 scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(v); if (i < v) i++; print i }'; }
 # now_ms: the wall clock in milliseconds
 now_ms() { local t="$EPOCHREALTIME"; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
+# poll_pause N: the pause before a wait's N-th look (N from 1): 20 ms, growing
+# by half each time to 250 ms. A look runs processes (`engine show`, sqlite3)
+# that take CPU from the engine under test: on a busy 2-core machine a wait
+# that looked every 20 ms for a minute starved what it waited for.
+poll_pause() {
+  local ms=20 i=1
+  while [ "$i" -lt "$1" ] && [ "$ms" -lt 250 ]; do ms=$(( ms * 3 / 2 )); i=$((i + 1)); done
+  [ "$ms" -le 250 ] || ms=250
+  sleep "0.$(printf '%03d' "$ms")"
+}
 
 # ENGINE_TEST_STORE=postgres (the pg_ flavour of the core tests, CMakeLists):
 # ENGINE_DB is a fresh database of its own on one private cluster shared by
@@ -59,12 +69,12 @@ WORKSPACES="$T/workspaces"
 # api_url FILE: the base URL `engine serve --listen` announces on its stderr,
 # written to FILE (waits up to 30 s, scaled; empty when it never does)
 api_url() {
-  local u="" end
+  local u="" end n=0
   end=$(( $(now_ms) + $(scaled 30) * 1000 ))
   while [ "$(now_ms)" -lt "$end" ]; do
     u="$(grep -o 'API on http://[0-9.:]*' "$1" 2>/dev/null | cut -c8- || true)"
     [ -n "$u" ] && break
-    sleep 0.05
+    n=$((n + 1)); poll_pause "$n"
   done
   echo "$u"
 }
@@ -109,18 +119,18 @@ log_tail() {
 
 # wait_for SECONDS WHAT CONDITION [SHOW [ARGS...]]: evaluates the shell text
 # CONDITION (in this shell: what it assigns stays; ARGS are its $1, $2, ...)
-# every 50 ms until it holds, for at most SECONDS x TEST_TIMEOUT_SCALE. On
+# (20 ms apart at first, then further: poll_pause) until it holds, for at most SECONDS x TEST_TIMEOUT_SCALE. On
 # timeout it fails, printing WHAT, what it saw last (the output of the shell
 # text SHOW, else CONDITION's own) and the engine logs' tail, and returns 1.
 wait_for() {
-  local __wf_secs __wf_what="$2" __wf_cond="$3" __wf_show="${4:-}" __wf_end __wf_seen
+  local __wf_secs __wf_what="$2" __wf_cond="$3" __wf_show="${4:-}" __wf_end __wf_seen __wf_n=0
   __wf_secs="$(scaled "$1")"
   shift $(($# < 4 ? $# : 4))
   __wf_end=$(( $(now_ms) + __wf_secs * 1000 ))
   while :; do
     if eval "$__wf_cond" >"$T/.wait_seen" 2>&1; then return 0; fi
     [ "$(now_ms)" -ge "$__wf_end" ] && break
-    sleep 0.05
+    __wf_n=$((__wf_n + 1)); poll_pause "$__wf_n"
   done
   if [ -n "$__wf_show" ]; then __wf_seen="$(eval "$__wf_show" 2>&1 | tail -c 2000)"; else __wf_seen="$(tail -c 2000 "$T/.wait_seen")"; fi
   [ "$__wf_what" == "$__wf_cond" ] || __wf_what="$__wf_what
@@ -206,14 +216,14 @@ statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k i
 # most SECONDS x TEST_TIMEOUT_SCALE); on timeout says what it saw (engine
 # show) and returns 1, for the caller's check to fail
 wait_status() {
-  local id="$1" want="$2" secs s="" end
+  local id="$1" want="$2" secs s="" end n=0
   secs="$(scaled "${3:-20}")"
   end=$(( $(now_ms) + secs * 1000 ))
   while :; do
     s="$(status "$id" || true)"
     [ "$s" == "$want" ] && return 0
     [ "$(now_ms)" -ge "$end" ] && break
-    sleep 0.02
+    n=$((n + 1)); poll_pause "$n"
   done
   echo "timeout after ${secs}s waiting for $id to be $want (is: $s); engine show $id:" >&2
   engine show "$id" 2>&1 | head -20 | sed 's/^/  /' >&2 || true
