@@ -103,10 +103,8 @@ done
 # kind drawn, no line of raw JSON; the JSON stays one command away (engine events --json)
 for cols in 80 160; do
   tm resize-window -t t -x "$cols" -y 40
-  (for _ in $(seq 1200); do
-    engine events "k$cols" --json 2>/dev/null | grep -q '"type":"approval.requested"' && break
-    sleep 0.1
-  done
+  # the operator answers once the request is there (the main line's checks fail if it never is)
+  (wait_true 120 'engine events "k$cols" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' >/dev/null 2>&1
   engine approve "k$cols" >/dev/null 2>&1) &
   tm clear-history -t t
   type_line "$MAIN --id k$cols"
