@@ -151,6 +151,11 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
                    "{\"message\":\"cancelled while stuck: the workflow's clean-up did not run\",\"type\":\"Cancelled\"}");
     }
   } else if (strcmp(ts->kind, "activity") == 0) {
+    /* a cancellation asked for and not yet delivered: no new attempt. The
+     * request's own task wakes the workflow, which cancels this command; on
+     * a busy machine the retry fell due first and its attempt ran (and the
+     * workflow completed) before the cancellation was delivered */
+    if (w->cancel == 1) return 0;
     hist_list h = {0};
     wfrun *r = strmap_get(&e->runs, id);
     /* still scheduled and without an outcome (else the task was an orphan) */

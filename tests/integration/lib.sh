@@ -21,10 +21,10 @@ if [ -z "${TEST_TIMEOUT_SCALE:-}" ]; then
   [ "${ENGINE_SANITIZED:-0}" = 1 ] && TEST_TIMEOUT_SCALE=3
 fi
 export TEST_TIMEOUT_SCALE
-# how long a command waits for the database's write lock: short, so a test of
-# a locked database ends soon, scaled, so a busy machine's serve does not
-# starve a CLI command beside it
-export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-$((2000 * TEST_TIMEOUT_SCALE))}"
+# how long a command waits for the database's write lock: 10 s, scaled. On a
+# busy machine eight parallel starts beside a serve waited longer than 2 s,
+# and one failed; a test of a locked database sets its own, shorter one
+export ENGINE_BUSY_TIMEOUT_MS="${ENGINE_BUSY_TIMEOUT_MS:-$((10000 * TEST_TIMEOUT_SCALE))}"
 # scaled SECONDS: SECONDS x TEST_TIMEOUT_SCALE, rounded up to whole seconds
 scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(v); if (i < v) i++; print i }'; }
 # now_ms: the wall clock in milliseconds

@@ -26,7 +26,8 @@ serve_bg
 ( while [ ! -e "$T/stop" ]; do containers >>"$T/samples"; sleep 0.1; done ) &
 SAMPLER=$!
 PIDS+=($!)
-seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --input @"$(session_input)" --id "s{}" --detach >/dev/null 2>&1 || true
+seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --input @"$(session_input)" --id "s{}" --detach >/dev/null 2>>"$T/start.err" || true
+assert_eq "every start accepted" "" "$(cat "$T/start.err")"
 wait_for 300 "the caps full: 2 model calls held, $CAP containers" \
   '[ "$(model_health held)" -eq 2 ] && [ "$(containers)" -eq "$CAP" ]' \
   'echo "held $(model_health held), containers $(containers)"; statuses' || true

@@ -6,6 +6,8 @@
 #      restart the signal wakes the wait; the stale timeout must not land too.
 #   2. a cancel while no worker runs, then the activity's retry falls due: on
 #      restart the cancellation wins; the cancelled activity must not run again.
+#   3. the same, the cancel asked for after the retry fell due (so the retry's
+#      task comes first in the dispatch): the cancellation still wins.
 source "$(dirname "$0")/lib.sh"
 export TEST_SIDE_EFFECTS="$T/effects"
 WF="$SRC/tests/integration/wf"
@@ -20,36 +22,65 @@ serve_until() {
   kill "$S"; wait "$S" 2>/dev/null || true
 }
 
+# Each case kills the serve once the log has the wait (or the retry) and
+# before its deadline: on a busy machine the deadline can pass first, and the
+# serve act on it before the kill. Then the case is set up again with a
+# deadline twice as far (a new workflow), up to five times.
+
 # ---------------------------------------------------------------- 1 ---
-engine start "$WF/stale_signal.lua" --id sig --detach --input '{"timeout":1}' >/dev/null || true
-bg S engine serve
-wait_true 30 'engine history sig 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
-kill -9 "$S"; wait "$S" 2>/dev/null || true
-assert_exit "signal while no worker runs" 0 engine signal sig approval '{"approved":true}'
-deadline="$(engine history sig --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)
+# set_up_sig ID TIMEOUT: killed while the wait is open (0), or the timeout came first (1)
+set_up_sig() {
+  engine start "$WF/stale_signal.lua" --id "$1" --detach --input "{\"timeout\":$2}" >/dev/null || true
+  bg S engine serve
+  wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted' '' "$1" || true
+  kill -9 "$S"; wait "$S" 2>/dev/null || true
+  engine history "$1" | tail -1 | grep -q SignalWaitStarted
+}
+t=1
+for k in 1 2 3 4 5; do sig="sig$k"; set_up_sig "$sig" "$t" && break; echo "# $sig: its timeout came before the kill; again"; t=$((t * 2)); done
+assert_exit "signal while no worker runs" 0 engine signal "$sig" approval '{"approved":true}'
+deadline="$(engine history "$sig" --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)
   if e.type=="SignalWaitStarted" then io.write(e.payload.deadline) end end')"
 wait_past "$((deadline + 100))"
-serve_until sig completed
-assert_eq "the signal won, the stale timeout did not land" completed "$(status sig)"
-assert_contains "the workflow got the signal" '"approved":true' "$(engine show sig --json)"
+serve_until "$sig" completed
+assert_eq "the signal won, the stale timeout did not land" completed "$(status "$sig")"
+assert_contains "the workflow got the signal" '"approved":true' "$(engine show "$sig" --json)"
 assert_eq "one outcome per command" "events=6 activities_completed=1 open_commands=0 last=WorkflowCompleted" \
-  "$(verify_history sig 2>&1)"
-assert_eq "no SignalTimedOut in the log" 0 "$(engine history sig | grep -c SignalTimedOut || true)"
-assert_exit "the log replays" 0 engine replay sig
+  "$(verify_history "$sig" 2>&1)"
+assert_eq "no SignalTimedOut in the log" 0 "$(engine history "$sig" | grep -c SignalTimedOut || true)"
+assert_exit "the log replays" 0 engine replay "$sig"
 
 # ---------------------------------------------------------------- 2 ---
-engine start "$WF/stale_retry.lua" --id ret --detach --input '{"interval":1}' >/dev/null || true
-bg S engine serve
-wait_true 30 '[ -n "$(sql "SELECT 1 FROM tasks WHERE wf_id='\''ret'\'' AND kind='\''activity'\'' AND attempt=2" 2>/dev/null)" ]' || true
-kill -9 "$S"; wait "$S" 2>/dev/null || true
-assert_eq "the first attempt failed" 1 "$(grep -c "^ret/.* flaky 1$" "$T/effects")"
-assert_exit "cancel while no worker runs" 0 engine cancel ret
-retry_at="$(sql "SELECT run_at FROM tasks WHERE wf_id='ret' AND kind='activity'")"
+# set_up_ret ID INTERVAL: killed while the retry waits (0), or it ran first (1)
+retry_task() { sql "SELECT run_at FROM tasks WHERE wf_id='$1' AND kind='activity' AND attempt=2" 2>/dev/null; }
+set_up_ret() {
+  engine start "$WF/stale_retry.lua" --id "$1" --detach --input "{\"interval\":$2}" >/dev/null || true
+  bg S engine serve
+  wait_true 30 '[ -n "$(retry_task "$1")" ]' '' "$1" || true
+  kill -9 "$S"; wait "$S" 2>/dev/null || true
+  [ -n "$(retry_task "$1")" ] && [ "$(grep -c "^$1/.* flaky " "$T/effects")" == 1 ]
+}
+t=1
+for k in 1 2 3 4 5; do ret="ret$k"; set_up_ret "$ret" "$t" && break; echo "# $ret: its retry ran before the kill; again"; t=$((t * 2)); done
+assert_eq "the first attempt failed" 1 "$(grep -c "^$ret/.* flaky 1$" "$T/effects")"
+assert_exit "cancel while no worker runs" 0 engine cancel "$ret"
+retry_at="$(retry_task "$ret")"
 wait_past "$((retry_at + 100))"
-serve_until ret cancelled
-assert_eq "cancelled" cancelled "$(status ret)"
-assert_eq "the cancelled activity did not run again" 1 "$(grep -c "^ret/.* flaky " "$T/effects")"
-assert_eq "the cleanup ran once" 1 "$(grep -c "^ret/.* echo 1$" "$T/effects")"
+serve_until "$ret" cancelled
+assert_eq "cancelled" cancelled "$(status "$ret")"
+assert_eq "the cancelled activity did not run again" 1 "$(grep -c "^$ret/.* flaky " "$T/effects")"
+assert_eq "the cleanup ran once" 1 "$(grep -c "^$ret/.* echo 1$" "$T/effects")"
 assert_eq "one outcome per command" "events=6 activities_completed=1 open_commands=0 last=WorkflowCancelled" \
-  "$(verify_history ret 2>&1)"
+  "$(verify_history "$ret" 2>&1)"
+
+# ---------------------------------------------------------------- 3 ---
+t=1
+for k in 1 2 3 4 5; do late="late$k"; set_up_ret "$late" "$t" && break; echo "# $late: its retry ran before the kill; again"; t=$((t * 2)); done
+wait_past "$(( $(retry_task "$late") + 100 ))"
+assert_exit "cancel after the retry fell due, while no worker runs" 0 engine cancel "$late"
+serve_until "$late" cancelled
+assert_eq "cancelled, though the retry was due first" cancelled "$(status "$late")"
+assert_eq "and the activity did not run again" 1 "$(grep -c "^$late/.* flaky " "$T/effects")"
+assert_eq "one outcome per command, the cleanup's too" \
+  "events=6 activities_completed=1 open_commands=0 last=WorkflowCancelled" "$(verify_history "$late" 2>&1)"
 finish

@@ -12,6 +12,9 @@
 #   3. fault injection: ENGINE_STORE_FAIL=write:n fails each write of a run in
 #      turn (BEGIN and COMMIT included).
 source "$(dirname "$0")/lib.sh"
+# serve's wait for the write lock before it counts a write as failed: 2 s
+# (the holds below are shorter and longer than that)
+export ENGINE_BUSY_TIMEOUT_MS=$((2000 * TEST_TIMEOUT_SCALE))
 export TEST_SIDE_EFFECTS="$T/effects" ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 WF="$SRC/tests/integration/wf/store_faults.lua"
 WANT_HISTORY="events=13 activities_completed=3 open_commands=0 last=WorkflowCompleted"
