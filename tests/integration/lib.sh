@@ -10,6 +10,8 @@ T="$(mktemp -d "${TMPDIR:-/tmp}/engine-test.XXXXXX")"
 export ENGINE_DB="$T/engine.db"
 FAILS=0
 PIDS=()
+source "$SRC/tests/debian_python.sh"
+use_debian_python "$T/.bin"
 
 # Deadlines. Every wait in the tests polls for the state it needs and gives up
 # at one generous deadline; TEST_TIMEOUT_SCALE (default 1; 3 in a sanitizer

@@ -7,6 +7,8 @@ SRC="${ENGINE_SRC:?ENGINE_SRC must point at the source tree}"
 BUILD="${ENGINE_BUILD:?ENGINE_BUILD must point at the build directory}"
 CHECK="$SRC/scripts/check-layers"
 T="$(mktemp -d "${TMPDIR:-/tmp}/check-layers.XXXXXX")"
+source "$SRC/tests/debian_python.sh"
+use_debian_python "$T/.bin"
 trap 'rm -rf "$T"' EXIT
 FAILS=0
 pass() { echo "ok - $1"; }

@@ -14,6 +14,8 @@ GOLDEN=$HERE/golden
 SERVER=$HERE/server.py
 CHECK=$HERE/check.py
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/model_server_selftest.XXXXXX")
+source "$HERE/../debian_python.sh"
+use_debian_python "$TMP/.bin"
 PID=""
 PORT=""
 URL=""

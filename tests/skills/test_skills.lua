@@ -35,8 +35,10 @@ local TMP = t.tmpdir("skills-test")
 
 local function mkdir(p) sh("mkdir -p -- " .. shell_quote(p)) end
 
+local made = {} -- the folders write has made: one `mkdir -p` each, not one per file (2,000 files below)
 local function write(path, content)
-  mkdir(path:match("^(.*)/[^/]*$"))
+  local dir = path:match("^(.*)/[^/]*$")
+  if not made[dir] then mkdir(dir); made[dir] = true end
   local f = assert(io.open(path, "wb"))
   f:write(content)
   f:close()
