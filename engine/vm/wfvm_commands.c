@@ -135,7 +135,7 @@ static int push_outcome(lua_State *L, const hist_event *e) {
   const char *t = e->type;
   if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0 || strcmp(t, "SlotGranted") == 0 ||
       strcmp(t, "SlotReleased") == 0 || strcmp(t, "CounterUpdated") == 0 || strcmp(t, "RateGranted") == 0 ||
-      strcmp(t, "RateCharged") == 0) {
+      strcmp(t, "RateCharged") == 0 || strcmp(t, "ChildCompleted") == 0) {
     wfvm_decode_or_nil(L, e->payload);
     return 1;
   }
@@ -151,9 +151,10 @@ static int push_outcome(lua_State *L, const hist_event *e) {
     return 2;
   }
   if (strcmp(t, "CommandCancelled") == 0) return wfvm_raise_error(L, "Cancelled", "the workflow was cancelled");
-  if (strcmp(t, "ActivityFailed") == 0) {
+  if (strcmp(t, "ActivityFailed") == 0 || strcmp(t, "ChildFailed") == 0 || strcmp(t, "ChildCancelled") == 0) {
     wfvm_decode_or_nil(L, e->payload);
-    if (!lua_istable(L, -1)) return wfvm_raise_error(L, "ActivityError", "activity failed");
+    if (!lua_istable(L, -1))
+      return wfvm_raise_error(L, t[0] == 'A' ? "ActivityError" : "ChildError", t[0] == 'A' ? "activity failed" : "child failed");
     luaL_setmetatable(L, ERROR_MT);
     return lua_error(L);
   }
@@ -161,7 +162,8 @@ static int push_outcome(lua_State *L, const hist_event *e) {
 }
 
 static int outcome_is_error(const char *t) {
-  return strcmp(t, "CommandCancelled") == 0 || strcmp(t, "ActivityFailed") == 0;
+  return strcmp(t, "CommandCancelled") == 0 || strcmp(t, "ActivityFailed") == 0 || strcmp(t, "ChildFailed") == 0 ||
+         strcmp(t, "ChildCancelled") == 0;
 }
 
 void wfvm_free_cmd(wfvm_cmd *c) {
