@@ -283,6 +283,29 @@ static void add_value(ubuf *out, const char *label, const char *value, view_fold
   free(folded);
 }
 
+/* One child of a summary's "children" as a line under "children:". */
+static int add_child_line(void *ud, const char *v, size_t vn) {
+  ubuf *out = ud;
+  char *id = member_str(v, vn, "id"), *status = member_str(v, vn, "status"), *script = member_str(v, vn, "script"),
+       *close = member_str(v, vn, "parent_close");
+  const char *base = strrchr(script, '/');
+  add_line(out, 0, "  %-32s %-10s %s%s%s", id, status, base ? base + 1 : script,
+           strcmp(close, "terminate") == 0 || !*close ? "" : "  parent_close ", strcmp(close, "terminate") ? close : "");
+  ubuf_add(out, "\n", 1);
+  free(id);
+  free(status);
+  free(script);
+  free(close);
+  return 0;
+}
+
+static int count_child(void *ud, const char *v, size_t vn) {
+  (void)v;
+  (void)vn;
+  (*(int *)ud)++;
+  return 0;
+}
+
 char *view_summary_text(const char *json, size_t n) { return view_summary_text_folded(json, n, NULL, NULL); }
 
 char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void *ud) {
@@ -350,6 +373,19 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
     add_value(&out, "artifacts: ", artifacts, fold, ud);
     ubuf_add(&out, "\n", 1);
   }
+  char *parent = member_str(json, n, "parent"), *children = member_raw(json, n, "children");
+  if (*parent) {
+    add_line(&out, 0, "parent:    %s", parent);
+    ubuf_add(&out, "\n", 1);
+  }
+  int nchildren = 0;
+  if (children && json_each(children, strlen(children), count_child, &nchildren) == 0 && nchildren > 0) {
+    add_line(&out, 0, "children:  %d", nchildren);
+    ubuf_add(&out, "\n", 1);
+    json_each(children, strlen(children), add_child_line, &out);
+  }
+  free(parent);
+  free(children);
   ubuf_add(&out, "", 1);
   free(id);
   free(status);

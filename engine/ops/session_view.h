@@ -37,6 +37,7 @@ typedef struct view_summary {
   char *artifacts;   /* JSON array of artifact.saved payloads, or NULL */
   char *waits;       /* what it waits on as JSON ({"kind":"approval"|"signal"|"timer"|"activity",...}), or NULL */
   int nartifacts;
+  char *children;    /* JSON array of the workflows it started as children ([] when none) */
 } view_summary;
 
 /* Loads the summary of workflow id: 1, 0 when there is no such workflow, -1
