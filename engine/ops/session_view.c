@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "names.h"
 #include "render.h"
 #include "session_view_internal.h"
 #include "util.h"
@@ -222,7 +223,9 @@ char *view_live_text(const char *json, size_t n, int64_t *step) {
   return out;
 }
 
-char *view_list_line(const char *item, size_t n) {
+char *view_list_line(const char *item, size_t n) { return view_list_line_at(item, n, 0); }
+
+char *view_list_line_at(const char *item, size_t n, int depth) {
   char t[40];
   view_time(json_get_int(item, n, "updated_at", 0), t, sizeof t);
   char *id = member_str(item, n, "id"), *st = member_str(item, n, "status"), *sc = member_str(item, n, "script");
@@ -233,7 +236,9 @@ char *view_list_line(const char *item, size_t n) {
   if (json_get(item, n, "queue", &q, &qn) == 1 && json_get_int(q, qn, "position", 0) > 0)
     snprintf(status, sizeof status, "%s #%lld", st, (long long)json_get_int(q, qn, "position", 0)); /* place in line */
   ubuf out = {0};
-  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", id, status, (long long)json_get_int(item, n, "run", 0), t, sc);
+  char shown[ENGINE_ID_MAX + 64];
+  snprintf(shown, sizeof shown, "%*s%s%s", depth > 1 ? 2 * (depth - 1) : 0, "", depth > 0 ? "- " : "", id);
+  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", shown, status, (long long)json_get_int(item, n, "run", 0), t, sc);
   ubuf_add(&out, "", 1);
   free(id);
   free(st);

@@ -266,10 +266,13 @@ char *view_list_item_json(store *st, const wf_row *w) {
   char *id = json_quote(w->id), *sc = json_quote(w->script_name);
   queue_place q = {st, w->id, NULL};
   if (strcmp(w->status, "queued") == 0) store_slot_list(st, w->id, NULL, NULL, find_queued, &q);
+  char *parent = w->parent ? json_quote(w->parent) : NULL;
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
-                       "\"updated_at\":%lld%s%s}",
+                       "\"updated_at\":%lld%s%s%s%s}",
                        id, w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at,
-                       q.json ? ",\"queue\":" : "", q.json ? q.json : "");
+                       q.json ? ",\"queue\":" : "", q.json ? q.json : "", parent ? ",\"parent\":" : "",
+                       parent ? parent : "");
+  free(parent);
   free(id);
   free(sc);
   free(q.json);

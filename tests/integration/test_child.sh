@@ -43,6 +43,13 @@ assert_eq "show --json: children and parent" "4 nil ref" \
 assert_eq "a child's item" "ref.2 failed terminate" \
   "$(engine show ref --json | jget children.2.id) $(engine show ref --json | jget children.2.status) $(engine show ref --json | jget children.2.parent_close)"
 
+# --- list --tree: each child under its parent
+TREE="$(engine list --tree)"
+assert_contains "list --tree puts the children under their parent" "ref  " "$(echo "$TREE" | grep -A4 '^ref ' | head -1)"
+assert_eq "the four children right under it, indented" "- ref.1 - ref.2 - ref.3 - ref.4" \
+  "$(echo "$TREE" | grep -A4 '^ref ' | tail -4 | awk '{printf "%s %s ", $1, $2}' | sed 's/ $//')"
+assert_contains "list --json items name their parent" '"parent":"ref"' "$(engine list --json | grep '"id":"ref.1"')"
+
 # --- replay: the parent and every child replay their pinned code
 for id in ref ref.1 ref.2 ref.3 ref.4; do
   engine replay "$id" >"$T/replay.out" 2>&1 && pass "replay of $id" || fail "replay of $id: $(cat "$T/replay.out")"
