@@ -38,6 +38,34 @@ void wfvm_command_hash(const char *kind, const char *name, const char *args, cha
   out[16] = 0;
 }
 
+/* Arguments are checked before anything is recorded. A name is a C string in
+ * the log, so one with a NUL byte would be cut there: it is refused. */
+const char *wfvm_check_name(lua_State *L, int arg, const char *what) {
+  size_t n;
+  const char *s = luaL_checklstring(L, arg, &n);
+  if (strlen(s) != n) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "wf.%s: the name contains a NUL byte at byte %zu", what, strlen(s) + 1);
+    wfvm_raise_error(L, "InvalidArgument", msg);
+  }
+  size_t fn;
+  char *fixed = util_utf8_repair(s, n, &fn);
+  if (fixed) { /* the log's text is UTF-8 (PostgreSQL holds nothing else): U+FFFD, live and on replay alike */
+    lua_pushlstring(L, fixed, fn);
+    free(fixed);
+    lua_replace(L, arg);
+    s = lua_tostring(L, arg);
+  }
+  return s;
+}
+
+/* Durations: inf, NaN, negative or past 100 years would be an undefined
+ * conversion to milliseconds and "inf" in the log; they are refused. */
+void wfvm_check_seconds(lua_State *L, lua_Number v, const char *type, const char *what) {
+  char msg[200];
+  if (util_check_seconds(v, what, msg, sizeof msg) != 0) wfvm_raise_error(L, type, msg);
+}
+
 /* Stops the run as stuck: yields (so pcall cannot catch it) and never resumes. */
 int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg) {
   if (!vm->stuck_msg) vm->stuck_msg = util_strdup(msg);

@@ -127,6 +127,11 @@ static inline int live(wfvm *vm) { return peek(vm) == NULL; }
 
 /* ----------------------------------------------------- wfvm_commands.c --- */
 
+/* Checks a name argument (no NUL; repaired to UTF-8 in place), and a
+ * duration in seconds (raising type with what named); both raise before
+ * anything is recorded. */
+const char *wfvm_check_name(lua_State *L, int arg, const char *what);
+void wfvm_check_seconds(lua_State *L, lua_Number v, const char *type, const char *what);
 void wfvm_script_where(lua_State *L, char *out, size_t n);
 void wfvm_command_hash(const char *kind, const char *name, const char *args, char out[17]);
 int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg);
@@ -162,12 +167,6 @@ void wfvm_check_size(lua_State *L, size_t len, const char *what);
 int wfvm_open_workflow(lua_State *L);
 /* Makes the metatable of futures (FUTURE_MT) in a new VM. */
 void wfvm_future_metatable(lua_State *L);
-
-/* Checks a name argument (no NUL; repaired to UTF-8 in place), and a
- * duration in seconds (raising type with what named); both raise before
- * anything is recorded. */
-const char *wfvm_check_name(lua_State *L, int arg, const char *what);
-void wfvm_check_seconds(lua_State *L, lua_Number v, const char *type, const char *what);
 
 /* ------------------------------------------------------- wfvm_child.c --- */
 
