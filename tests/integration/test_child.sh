@@ -55,6 +55,16 @@ for id in ref ref.1 ref.2 ref.3 ref.4; do
   engine replay "$id" >"$T/replay.out" 2>&1 && pass "replay of $id" || fail "replay of $id: $(cat "$T/replay.out")"
 done
 
+# --- the child's code is pinned at its start: an edit of its file later does not change its replay
+mkdir -p "$T/wfcopy"
+cp "$WF" "$SRC/tests/integration/wf/child_worker.lua" "$SRC/tests/integration/wf/acts.lua" "$T/wfcopy/"
+engine start "$T/wfcopy/child_parent.lua" --id cp --input '{"mode":"all3"}' --quiet >/dev/null 2>"$T/cp.err" || fail "cp: $(cat "$T/cp.err")"
+assert_eq "a copy beside its children completes" completed "$(status cp)"
+sed -i 's/acts.echo/acts.fail/' "$T/wfcopy/child_worker.lua"
+engine replay cp.1 >"$T/replay.out" 2>&1 && pass "the child replays its pinned code after its file changed" \
+  || fail "replay of cp.1 after its file changed: $(cat "$T/replay.out")"
+assert_exit "the edited file itself diverges" 1 engine replay cp.1 --script "$T/wfcopy/child_worker.lua"
+
 # --- non-determinism: another child, or none, where the log has ChildStarted
 assert_exit "a script starting another child diverges" 1 engine replay ref --script "$SRC/tests/integration/wf/child_nondet.lua"
 assert_contains "named at the ChildStarted" "history has ChildStarted 'ref.1'" "$OUT$ERR"
