@@ -147,4 +147,22 @@ assert_contains "naming the file" "no_such_child.lua" "$(result pns message)"
 kill "$S" 2>/dev/null || true
 wait "$S" 2>/dev/null || true
 
+# --- PostgreSQL: two workers, one killed -9 while the children wait: the
+# other carries parent and children on (any worker may run either)
+if on_postgres; then
+  serve_bg; S1=$S
+  serve_bg; S2=$S
+  start fan '{"mode":"fan","n":6}'
+  wait_for 60 "six children waiting" \
+    '[ "$(sql "SELECT count(*) FROM workflows WHERE parent='"'"'fan'"'"' AND status='"'"'waiting'"'"'")" == 6 ]'
+  wait_status fan waiting 30 || fail "fan: $(status fan)"
+  kill -9 "$S1"; wait "$S1" 2>/dev/null || true
+  for i in 1 2 3 4 5 6; do engine signal "fan.$i" go '{}' >/dev/null; done
+  wait_status fan completed 60 || fail "fan after a worker's kill: $(status fan)"
+  assert_eq "the other worker carried parent and children on" 21 "$(result fan sum)"
+  assert_contains "one outcome per child" "open_commands=0 last=WorkflowCompleted" "$(verify_history fan)"
+  kill "$S2" 2>/dev/null || true
+  wait "$S2" 2>/dev/null || true
+fi
+
 finish

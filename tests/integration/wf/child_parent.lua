@@ -18,6 +18,15 @@ function modes.all3(input)
   return out
 end
 
+-- n children that each wait for their signal "go": the sum of their numbers
+function modes.fan(input)
+  local fs = {}
+  for i = 1, input.n do fs[i] = wf.start_child("child_worker", { n = i, wait = true }) end
+  local sum = 0
+  for _, r in ipairs(wf.all(fs)) do sum = sum + r.n end
+  return { sum = sum }
+end
+
 -- children waiting for a signal; the parent ends at once (completes)
 function modes.close(input)
   for i, mode in ipairs(input.modes) do
