@@ -6,9 +6,12 @@
 # taking it) and around them leaves every child created once with one
 # outcome, and the parent's result equal to an uninterrupted run's; the three
 # parent_close modes; cancelling a parent cancels its child (whose clean-up
-# runs); a child's timeout; an id in use and a missing script; replay of
-# parent and children; non-determinism; what show, show --json and the
-# reserved signal names say.
+# runs); a child's timeout; kill -9 while a parent's end applies
+# parent_close and at a timeout; an id in use and a missing script; replay
+# of parent and children (a child's code pinned when its file changes);
+# non-determinism; what show, show --json, list --tree and the reserved
+# signal names say. On PostgreSQL also: two workers, one killed -9 while
+# the children wait, the other carries parent and children on.
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf/child_parent.lua"
 export TEST_SIDE_EFFECTS="$T/effects"
@@ -144,6 +147,32 @@ start pns '{"mode":"noscript"}'
 wait_status pns completed 30 || fail "pns: $(status pns)"
 assert_eq "a missing script: ChildStartFailed" "ChildStartFailed" "$(result pns type)"
 assert_contains "naming the file" "no_such_child.lua" "$(result pns message)"
+kill "$S" 2>/dev/null || true
+wait "$S" 2>/dev/null || true
+
+# --- kill -9 while a parent's end applies parent_close, and at a child's timeout
+crash_serve() { # POINT: engine serve until the point kills it (at most 60 s, scaled)
+  set +e
+  ENGINE_CRASH="$1" timeout "$(scaled 60)" "$ENGINE" serve 2>>"$T/serve.log" &
+  local p=$!
+  wait "$p"; local rc=$?
+  set -e
+  assert_eq "$1 was reached (killed by SIGKILL)" 137 "$rc"
+}
+start cc '{"mode":"close","prefix":"cc-","modes":["terminate","request_cancel","abandon"]}'
+crash_serve child.close:2
+start ct '{"mode":"timeout","timeout":0.5}'
+crash_serve child.timeout:1
+serve_bg
+wait_status cc completed 30 || fail "cc: $(status cc)"
+wait_status cc-terminate cancelled 30 || fail "cc-terminate: $(status cc-terminate)"
+wait_status cc-request_cancel cancelled 30 || fail "cc-request_cancel: $(status cc-request_cancel)"
+assert_eq "after the kill: terminated, cancelled, abandoned" "Terminated Cancelled waiting" \
+  "$(engine show cc-terminate --json | jget error.type) $(engine show cc-request_cancel --json | jget error.type) $(status cc-abandon)"
+wait_status ct completed 30 || fail "ct: $(status ct)"
+assert_eq "after the kill: the timeout" "Timeout" "$(result ct type)"
+wait_status ct.1 cancelled 30 || fail "ct.1: $(status ct.1)"
+assert_contains "the parent has one outcome per child" "open_commands=0 last=WorkflowCompleted" "$(verify_history ct)"
 kill "$S" 2>/dev/null || true
 wait "$S" 2>/dev/null || true
 
