@@ -231,12 +231,18 @@ static void tell_parent(wfrun *r, const char *status, const char *result, const 
       char *base = child_error(r->id, "ChildCancelled", msg);
       payload = util_fmt("%.*s,\"cause\":%s}", (int)strlen(base) - 1, base, detail);
       free(base);
+    } else if (strcmp(detail, "{}") == 0) {
+      payload = child_error(r->id, "Error", "the child failed");
+    } else if (json_get(detail, strlen(detail), "child", &(const char *){0}, &(size_t){0}) == 1) {
+      /* it raised a child's error of its own: its type and message, the whole as the cause */
+      char *t = json_get_string(detail, strlen(detail), "type"), *m = json_get_string(detail, strlen(detail), "message");
+      char *base = child_error(r->id, t ? t : "Error", m ? m : "");
+      payload = util_fmt("%.*s,\"cause\":%s}", (int)strlen(base) - 1, base, detail);
+      free(base);
+      free(t);
+      free(m);
     } else {
       payload = util_fmt("{\"child\":%s,%s", q, detail + 1); /* {"child":ID, then the error's own members */
-      if (strcmp(detail, "{}") == 0) {
-        free(payload);
-        payload = child_error(r->id, "Error", "the child failed");
-      }
     }
     end = util_fmt("{\"event\":\"%s\",\"payload\":%s}", cancelled ? "ChildCancelled" : "ChildFailed", payload);
     free(payload);
