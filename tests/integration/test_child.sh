@@ -108,9 +108,16 @@ done
 assert_eq "every crash point was reached (killed by SIGKILL)" "$cases" "$hit"
 echo "# child activity executions beyond one each, over all cases: $(( $(grep -c '^k[0-9]*\.' "$T/effects") - 4 * cases ))"
 
-# --- with engine serve: parent_close, cancel, timeout, start errors
+# --- with engine serve: the API's tree, parent_close, cancel, timeout, start errors
 : >"$T/serve.log"
-serve_bg
+serve_api
+cnt() { lua5.4 -e 'print(#require"cjson".decode(io.read("a")).children)'; }
+assert_eq "GET /v1/workflows/ref: its children" 4 "$(curl -sf "$URL/v1/workflows/ref" | cnt)"
+assert_eq "GET /v1/workflows/ref.2: its parent" ref "$(curl -sf "$URL/v1/workflows/ref.2" | jget parent)"
+assert_eq "a child's item of its parent" "ref.2 failed" \
+  "$(curl -sf "$URL/v1/workflows/ref" | jget children.2.id) $(curl -sf "$URL/v1/workflows/ref" | jget children.2.status)"
+assert_eq "the API refuses a signal named child:*" 403 \
+  "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/workflows/ref/signals/child:ref.1" -d '{}')"
 start pc '{"mode":"close","prefix":"pc-","modes":["terminate","request_cancel","abandon"]}'
 wait_status pc completed 30 || fail "pc: $(status pc)"
 wait_status pc-terminate cancelled 30 || fail "terminate: $(status pc-terminate)"
