@@ -23,7 +23,7 @@ _engine_options() {
     serve) opts=(--db --listen --workflows --log-format --help -h) ;;
     signal | cancel | gc) opts=(--color --db --help -h) ;;
     approve) opts=(--request --deny --reason --db --help -h) ;;
-    list) opts=(--status --json --db --help -h) ;;
+    list) opts=(--status --tree --json --db --help -h) ;;
     show) opts=(--json --color --db --help -h) ;;
     events) opts=(--follow -f --full --json --color --db --help -h) ;;
     history) opts=(--run --json --db --help -h) ;;

@@ -180,10 +180,22 @@ local function decode(text)
   return text
 end
 
+-- The run an activity's workflow is, or whose child it is (wf.child's
+-- derived ids are the parent's and ".N"): a child uses its root's stubs.
+local function run_of(wf_id)
+  local run = current and current.runs[wf_id]
+  if run or not current then return run end
+  local best
+  for id, r in pairs(current.runs) do
+    if wf_id:sub(1, #id + 1) == id .. "." and (not best or #id > #best) then best, run = id, r end
+  end
+  return run
+end
+
 -- The stub dispatcher the engine calls for every activity attempt
 -- (wftest.c): returns ok, JSON of the result or of the error.
 local function call_activity(wf_id, seq, attempt, name, payload)
-  local run = current and current.runs[wf_id]
+  local run = run_of(wf_id)
   local p = decode(payload) or {}
   local args = type(p) == "table" and p.args or nil
   if args == json.null then args = nil end

@@ -81,6 +81,11 @@ int engine_check_signal_name(const char *name, char *err, size_t errlen) {
 }
 
 int engine_reserved_signal(const char *name, char *err, size_t errlen) {
+  if (strncmp(name, "child:", 6) == 0) {
+    util_seterr(err, errlen, "signals named child:* are the engine's: a child workflow's end reaches its parent "
+                "under that name (wf.child)");
+    return 1;
+  }
   if (strncmp(name, "session:", 8) != 0) return 0;
   util_seterr(err, errlen, "session signals are sent as what they are (engine message, interrupt or close, or POST "
               "/v1/workflows/{id}/messages), so the session knows who sent them");

@@ -32,7 +32,8 @@ int engine_check_signal_name(const char *name, char *err, size_t errlen);
 #define ENGINE_SESSION_SIGNAL "session:input"
 #define ENGINE_MESSAGE_MAX 65536
 /* 1 when name is a session signal (session:*), which only
- * engine_session_input's callers send, with err saying how. */
+ * engine_session_input's callers send, or the engine's own (child:*, a
+ * child workflow's end for its parent), with err saying why. */
 int engine_reserved_signal(const char *name, char *err, size_t errlen);
 
 /* 1 for the statuses a workflow never leaves: completed, failed, cancelled. */

@@ -112,13 +112,26 @@ int cmd_cancel(args *a, common *c) {
 /* ----------------------------------------------------------- list / show --- */
 
 static const char *LIST_HELP =
-    "usage: engine list [--status S] [--json] [--db PATH]\n"
+    "usage: engine list [--status S] [--tree] [--json] [--db PATH]\n"
     "\n"
-    "Lists workflows (S: running, waiting, queued, completed, failed, cancelled, stuck).\n";
+    "Lists workflows (S: running, waiting, queued, completed, failed, cancelled, stuck).\n"
+    "--tree puts each child workflow (wf.child) under its parent, indented; a child\n"
+    "whose parent is not listed (another status) is a root of its own. With --json\n"
+    "the items come in that order (a child's has \"parent\").\n";
+
+/* An item of `list --tree`, kept until every page came. */
+typedef struct tree_item {
+  char *id, *parent, *item;
+  size_t n;
+  int shown;
+} tree_item;
 
 typedef struct list_out {
   const common *c;
   int header; /* the header line is printed */
+  int tree;
+  tree_item *v;
+  size_t nv, capv;
 } list_out;
 
 static void list_header(list_out *l) {
@@ -142,19 +155,66 @@ static void print_item(int json, const char *item, size_t n, char *(*line_of)(co
  * GET /v1/workflows). */
 static int print_list_item(void *ud, const char *item, size_t n) {
   list_out *l = ud;
+  if (l->tree) {
+    if (l->nv == l->capv) {
+      l->capv = l->capv ? 2 * l->capv : 64;
+      l->v = util_xrealloc(l->v, l->capv * sizeof *l->v);
+    }
+    char *id = json_get_string(item, n, "id"), *parent = json_get_string(item, n, "parent");
+    l->v[l->nv++] = (tree_item){id ? id : util_strdup(""), parent, util_fmt("%.*s", (int)n, item), n, 0};
+    return 0;
+  }
   list_header(l);
   print_item(l->c->json, item, n, view_list_line);
   return 0;
 }
 
+/* Item i and, under it, the items whose parent it is, depth first. */
+static void print_subtree(list_out *l, size_t i, int depth) {
+  tree_item *t = &l->v[i];
+  if (t->shown) return; /* each once, whatever the rows say */
+  t->shown = 1;
+  if (l->c->json) {
+    cli_put_json(stdout, util_strdup(t->item));
+  } else {
+    char *line = view_list_line_at(t->item, t->n, depth);
+    printf("%s\n", line);
+    free(line);
+  }
+  for (size_t k = 0; k < l->nv; k++)
+    if (l->v[k].parent && strcmp(l->v[k].parent, t->id) == 0) print_subtree(l, k, depth + 1);
+}
+
+/* --tree: the roots in list order (a workflow without a parent, or whose
+ * parent is not in the list), each with its children under it. */
+static void print_tree(list_out *l) {
+  list_header(l);
+  for (size_t i = 0; i < l->nv; i++) {
+    int root = 1;
+    for (size_t k = 0; l->v[i].parent && k < l->nv && root; k++) root = strcmp(l->v[k].id, l->v[i].parent) != 0;
+    if (root) print_subtree(l, i, 0);
+  }
+  for (size_t i = 0; i < l->nv; i++) print_subtree(l, i, 0); /* a cycle no root reaches */
+}
+
+static void tree_free(list_out *l) {
+  for (size_t i = 0; i < l->nv; i++) {
+    free(l->v[i].id);
+    free(l->v[i].parent);
+    free(l->v[i].item);
+  }
+  free(l->v);
+}
+
 int cmd_list(args *a, common *c) {
   const char *status = NULL;
-  int bad = 0;
+  int bad = 0, tree = 0;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
     else if ((v = cli_flag_value(a, "--status", &bad))) status = v;
     else if (cli_is_flag(cur, "--json")) c->json = 1;
+    else if (cli_is_flag(cur, "--tree")) tree = 1;
     else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(LIST_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
     else return cli_die(EXIT_USAGE, "list: unknown argument %s", cur);
@@ -169,17 +229,19 @@ int cmd_list(args *a, common *c) {
   int rc = client_open(c, &cl);
   if (rc) return rc;
   /* page by page; the header once the first page came (not before an error) */
-  list_out l = {c, 0};
+  list_out l = {c, 0, tree, NULL, 0, 0};
   char *cursor = NULL;
   do {
     char *next = NULL;
     client_err e;
     if (cl->ops->list(cl, status, cursor, print_list_item, &l, &next, &e) != 0) rc = client_fail(&e, NULL);
-    else list_header(&l);
+    else if (!tree) list_header(&l);
     free(cursor);
     cursor = next;
   } while (cursor && rc == EXIT_OK);
   free(cursor);
+  if (tree && rc == EXIT_OK) print_tree(&l);
+  tree_free(&l);
   fflush(stdout);
   client_close(cl);
   return rc;

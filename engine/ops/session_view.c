@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "json.h"
+#include "names.h"
 #include "render.h"
 #include "session_view_internal.h"
 #include "util.h"
@@ -222,7 +223,9 @@ char *view_live_text(const char *json, size_t n, int64_t *step) {
   return out;
 }
 
-char *view_list_line(const char *item, size_t n) {
+char *view_list_line(const char *item, size_t n) { return view_list_line_at(item, n, 0); }
+
+char *view_list_line_at(const char *item, size_t n, int depth) {
   char t[40];
   view_time(json_get_int(item, n, "updated_at", 0), t, sizeof t);
   char *id = member_str(item, n, "id"), *st = member_str(item, n, "status"), *sc = member_str(item, n, "script");
@@ -233,7 +236,9 @@ char *view_list_line(const char *item, size_t n) {
   if (json_get(item, n, "queue", &q, &qn) == 1 && json_get_int(q, qn, "position", 0) > 0)
     snprintf(status, sizeof status, "%s #%lld", st, (long long)json_get_int(q, qn, "position", 0)); /* place in line */
   ubuf out = {0};
-  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", id, status, (long long)json_get_int(item, n, "run", 0), t, sc);
+  char shown[ENGINE_ID_MAX + 64];
+  snprintf(shown, sizeof shown, "%*s%s%s", depth > 1 ? 2 * (depth - 1) : 0, "", depth > 0 ? "- " : "", id);
+  add_line(&out, 0, "%-36s %-10s %4lld  %s  %s", shown, status, (long long)json_get_int(item, n, "run", 0), t, sc);
   ubuf_add(&out, "", 1);
   free(id);
   free(st);
@@ -281,6 +286,29 @@ static void add_value(ubuf *out, const char *label, const char *value, view_fold
     add_line(out, 0, "%s%s", label, value);
   }
   free(folded);
+}
+
+/* One child of a summary's "children" as a line under "children:". */
+static int add_child_line(void *ud, const char *v, size_t vn) {
+  ubuf *out = ud;
+  char *id = member_str(v, vn, "id"), *status = member_str(v, vn, "status"), *script = member_str(v, vn, "script"),
+       *close = member_str(v, vn, "parent_close");
+  const char *base = strrchr(script, '/');
+  add_line(out, 0, "  %-32s %-10s %s%s%s", id, status, base ? base + 1 : script,
+           strcmp(close, "terminate") == 0 || !*close ? "" : "  parent_close ", strcmp(close, "terminate") ? close : "");
+  ubuf_add(out, "\n", 1);
+  free(id);
+  free(status);
+  free(script);
+  free(close);
+  return 0;
+}
+
+static int count_child(void *ud, const char *v, size_t vn) {
+  (void)v;
+  (void)vn;
+  (*(int *)ud)++;
+  return 0;
 }
 
 char *view_summary_text(const char *json, size_t n) { return view_summary_text_folded(json, n, NULL, NULL); }
@@ -350,6 +378,19 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
     add_value(&out, "artifacts: ", artifacts, fold, ud);
     ubuf_add(&out, "\n", 1);
   }
+  char *parent = member_str(json, n, "parent"), *children = member_raw(json, n, "children");
+  if (*parent) {
+    add_line(&out, 0, "parent:    %s", parent);
+    ubuf_add(&out, "\n", 1);
+  }
+  int nchildren = 0;
+  if (children && json_each(children, strlen(children), count_child, &nchildren) == 0 && nchildren > 0) {
+    add_line(&out, 0, "children:  %d", nchildren);
+    ubuf_add(&out, "\n", 1);
+    json_each(children, strlen(children), add_child_line, &out);
+  }
+  free(parent);
+  free(children);
   ubuf_add(&out, "", 1);
   free(id);
   free(status);

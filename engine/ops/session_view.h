@@ -37,6 +37,7 @@ typedef struct view_summary {
   char *artifacts;   /* JSON array of artifact.saved payloads, or NULL */
   char *waits;       /* what it waits on as JSON ({"kind":"approval"|"signal"|"timer"|"activity",...}), or NULL */
   int nartifacts;
+  char *children;    /* JSON array of the workflows it started as children ([] when none) */
 } view_summary;
 
 /* Loads the summary of workflow id: 1, 0 when there is no such workflow, -1
@@ -69,9 +70,13 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
 
 /* One workflow of a list (`list --json`, an item of GET /v1/workflows) and
  * its line (ID, status, run, updated, script). */
-/* A queued workflow's item has "queue": {pool, key, position} (1 is next). */
+/* A queued workflow's item has "queue": {pool, key, position} (1 is next);
+ * a child's has "parent" (the id of the workflow that started it). */
 char *view_list_item_json(store *st, const wf_row *w);
 char *view_list_line(const char *item, size_t n);
+/* The same for `list --tree`: the id indented by its depth under its root
+ * (0: a root), "- " before a child's. */
+char *view_list_line_at(const char *item, size_t n, int depth);
 
 /* One history event (`history --json`, an item of GET .../history) and its
  * line, without a newline. */

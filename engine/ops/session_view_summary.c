@@ -86,6 +86,8 @@ static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
       out = util_fmt("{\"kind\":\"signal\",\"signal\":%s,\"since\":%lld,\"deadline\":%s}", name,
                      (long long)last->time, dl);
     }
+  } else if (strcmp(last->type, "ChildStarted") == 0) {
+    out = util_fmt("{\"kind\":\"child\",\"child\":%s,\"since\":%lld}", name, (long long)last->time);
   } else if (strcmp(last->type, "TimerStarted") == 0) {
     out = util_fmt("{\"kind\":\"timer\",\"since\":%lld,\"due_at\":%lld}", (long long)last->time,
                    (long long)json_int_field(last->payload, "fire_at", -1));
@@ -114,6 +116,22 @@ static char *waits_json(store *st, const wf_row *w, const hist_event *last) {
   return out;
 }
 
+/* A child as an item of its parent's "children". */
+static int add_child(void *ud, const wf_row *w) {
+  ubuf *b = ud;
+  char *id = json_quote(w->id), *sc = json_quote(w->script_name),
+       *pc = json_quote(w->parent_close ? w->parent_close : "terminate");
+  char *item = util_fmt("%s{\"id\":%s,\"status\":\"%s\",\"script\":%s,\"parent_close\":%s,\"created_at\":%lld,"
+                        "\"updated_at\":%lld}",
+                        b->n > 1 ? "," : "", id, w->status, sc, pc, (long long)w->created_at, (long long)w->updated_at);
+  ubuf_add(b, item, strlen(item));
+  free(item);
+  free(id);
+  free(sc);
+  free(pc);
+  return 0;
+}
+
 int view_summary_load(store *st, const char *id, view_summary *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   scan c = {s, {0}};
@@ -134,6 +152,17 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
     s->artifacts = c.artifacts.p;
   }
   s->history_events = h.n;
+  ubuf kids = {0};
+  ubuf_add(&kids, "[", 1);
+  if (store_wf_children(st, id, add_child, &kids) != STORE_OK) {
+    util_seterr(err, errlen, "cannot read the children of workflow %s: %s", id, store_errmsg(st));
+    ubuf_free(&kids);
+    hist_list_free(&h);
+    view_summary_free(s);
+    return -1;
+  }
+  ubuf_add(&kids, "]", 2); /* with the NUL */
+  s->children = kids.p;
   if (!engine_status_terminal(s->w.status) && h.n) {
     const hist_event *last = &h.v[h.n - 1];
     if (strcmp(last->type, "SignalWaitStarted") == 0)
@@ -144,6 +173,8 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
       snprintf(s->waiting, sizeof s->waiting, "activity '%s' (event #%lld)", last->name, (long long)last->seq);
     else if (strcmp(last->type, "RateRequested") == 0)
       snprintf(s->waiting, sizeof s->waiting, "rate '%s' (event #%lld)", last->name, (long long)last->seq);
+    else if (strcmp(last->type, "ChildStarted") == 0)
+      snprintf(s->waiting, sizeof s->waiting, "child '%s' (event #%lld)", last->name, (long long)last->seq);
     s->waits = waits_json(st, &s->w, last);
     if (strcmp(last->type, "SlotRequested") == 0 && s->waits) {
       size_t n = strlen(s->waits);
@@ -164,15 +195,18 @@ char *view_summary_json(const view_summary *s) {
   const wf_row *w = &s->w;
   char *id = json_quote(w->id), *sc = json_quote(w->script_name), *wt = json_quote(s->waiting);
   char *er = !w->error ? util_strdup("null") : w->error[0] == '{' ? util_strdup(w->error) : json_quote(w->error);
+  char *parent = w->parent ? json_quote(w->parent) : util_strdup("null");
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
                        "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
                        "\"waiting_on\":%s,\"waits\":%s,\"history_events\":%zu,\"tasks\":%d,"
-                       "\"buffered_signals\":%d,\"cancel_requested\":%s,\"sandbox\":%s,\"artifacts\":%s}",
+                       "\"buffered_signals\":%d,\"cancel_requested\":%s,\"sandbox\":%s,\"artifacts\":%s,"
+                       "\"parent\":%s,\"children\":%s}",
                        id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
                        (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
                        s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals,
                        w->cancel == 1 ? "true" : "false", s->sandbox ? s->sandbox : "null",
-                       s->artifacts ? s->artifacts : "null");
+                       s->artifacts ? s->artifacts : "null", parent, s->children ? s->children : "[]");
+  free(parent);
   free(id);
   free(sc);
   free(wt);
@@ -185,7 +219,8 @@ void view_summary_free(view_summary *s) {
   free(s->artifacts);
   free(s->waits);
   free(s->sandbox);
-  s->artifacts = s->waits = s->sandbox = NULL;
+  free(s->children);
+  s->artifacts = s->waits = s->sandbox = s->children = NULL;
 }
 
 int view_waits_now(store *st, const char *id, char **waits, int64_t *seq) {
@@ -231,10 +266,13 @@ char *view_list_item_json(store *st, const wf_row *w) {
   char *id = json_quote(w->id), *sc = json_quote(w->script_name);
   queue_place q = {st, w->id, NULL};
   if (strcmp(w->status, "queued") == 0) store_slot_list(st, w->id, NULL, NULL, find_queued, &q);
+  char *parent = w->parent ? json_quote(w->parent) : NULL;
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
-                       "\"updated_at\":%lld%s%s}",
+                       "\"updated_at\":%lld%s%s%s%s}",
                        id, w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at,
-                       q.json ? ",\"queue\":" : "", q.json ? q.json : "");
+                       q.json ? ",\"queue\":" : "", q.json ? q.json : "", parent ? ",\"parent\":" : "",
+                       parent ? parent : "");
+  free(parent);
   free(id);
   free(sc);
   free(q.json);

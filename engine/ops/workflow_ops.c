@@ -110,8 +110,10 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
   return 0;
 }
 
-int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                          const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen) {
+/* ops_write_workflow, and a child's row naming its parent (NULL for none). */
+static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
+                          const scriptbuf *pre, const char *parent, const char *parent_close, int *existed,
+                          made_wf *made, char *err, size_t errlen) {
   *existed = 0;
   size_t len = 0;
   char *src;
@@ -163,7 +165,7 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
   }
   int64_t now = util_now_ms();
   wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
-                NULL, NULL, 0, now, now};
+                NULL, NULL, 0, now, now, (char *)parent, (char *)parent_close};
   char seed[17];
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
   row.input = canon;
@@ -174,7 +176,8 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
             (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
   if (made && !bad) {
     made->w = (wf_row){util_strdup(id), 1, util_strdup("running"), util_strdup(script_path), util_strdup(absdir),
-                       util_strdup(hash), util_strdup(canon), NULL, NULL, 0, now, now};
+                       util_strdup(hash), util_strdup(canon), NULL, NULL, 0, now, now,
+                       parent ? util_strdup(parent) : NULL, parent_close ? util_strdup(parent_close) : NULL};
     made->h.v = util_xcalloc(1, sizeof *made->h.v);
     made->h.n = made->h.cap = 1;
     made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now};
@@ -188,6 +191,16 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
     return -1;
   }
   return 0;
+}
+
+int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
+                       const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, existed, made, err, errlen);
+}
+
+int ops_write_child(store *st, const char *id, const char *script_path, const char *input_json, const char *parent,
+                    const char *parent_close, int *existed, char *err, size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, 1, NULL, parent, parent_close, existed, NULL, err, errlen);
 }
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,

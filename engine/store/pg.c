@@ -63,7 +63,8 @@
 /* 4: SQLite's schema version 4 (slots, counters, tokens, the event feed),
  * plus the commits row store_data_version reads; 5: the leases of several
  * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
- * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first) */
+ * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first);
+ * 7: workflows.parent and parent_close (child workflows) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -83,6 +84,10 @@ static const char *SCHEMA =
     "  created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
     "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
+    /* version 7: a child's parent (wf.child), at the end of the table in an older one too */
+    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS parent " T ";"
+    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS parent_close " T ";"
+    "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
@@ -376,6 +381,7 @@ const store_ops store_pg_ops = {
     .op_wf_list = pg_wf_list,
     .op_wf_page = pg_wf_page,
     .op_wf_ids = pg_wf_ids,
+    .op_wf_children = pg_wf_children,
     .op_hist_append = pg_hist_append,
     .op_hist_load = pg_hist_load,
     .op_hist_range = pg_hist_range,

@@ -28,30 +28,32 @@
   "buffered_fire_at,skipped_count,updated_at,created_at"
 const char *const pg_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)",
-    [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows WHERE id=$1",
+                    "created_at,updated_at,parent,parent_close) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
+    [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows WHERE id=$1",
     /* in a client's batch (store_begin): its check holds to its commit (a
      * worker's status change waits, or is seen) */
-    [Q_WF_GET_SHARE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_GET_SHARE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                        "WHERE id=$1 FOR SHARE",
     [Q_WF_STATUS] = "UPDATE workflows SET status=$1, result=$2, error=$3, updated_at=$4 WHERE id=$5",
     [Q_WF_CANCEL] = "UPDATE workflows SET cancel=$1, updated_at=$2 WHERE id=$3",
     [Q_WF_CODE] = "UPDATE workflows SET code_hash=$1, script_name=$2, script_dir=$3, updated_at=$4 WHERE id=$5",
     [Q_WF_NEWRUN] = "UPDATE workflows SET run=$1, input=$2, status='running', result=NULL, error=NULL, "
                     "updated_at=$3 WHERE id=$4",
-    [Q_WF_LIST] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_LIST] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                   "ORDER BY created_at, id",
-    [Q_WF_LIST_STATUS] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_LIST_STATUS] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                          "WHERE status=$1 ORDER BY created_at, id",
     /* a range of the primary key: $2 is the least string above every id
      * that starts with $1 (pg_prefix_above); $3 is ",status,...," or NULL */
-    [Q_WF_IDS] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_IDS] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                  "WHERE id>=$1 AND id<$2 AND ($3::text IS NULL OR strpos($3, ','||status||',')>0) "
                  "ORDER BY id LIMIT $4",
     /* "" or a prefix with no string above it: from $1 on */
-    [Q_WF_IDS_FROM] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_IDS_FROM] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                       "WHERE id>=$1 AND starts_with(id, $1) AND ($2::text IS NULL OR "
                       "strpos($2, ','||status||',')>0) ORDER BY id LIMIT $3",
+    [Q_WF_CHILDREN] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close "
+                      "FROM workflows WHERE parent=$1 ORDER BY created_at, id",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) "
                       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 ORDER BY seq",
@@ -116,10 +118,10 @@ const char *const pg_sql[Q__N] = {
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
                      "ON d.session_id=f.session_id AND d.seq=f.seq WHERE f.id>$1 ORDER BY f.id LIMIT $2",
     [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
-    [Q_WF_PAGE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_PAGE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                   "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
                   "AND (created_at, id) > ($3::bigint, $4::text) ORDER BY created_at, id LIMIT $5",
-    [Q_WF_PAGE_DESC] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at FROM workflows "
+    [Q_WF_PAGE_DESC] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
                        "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
                        "AND (created_at, id) < ($3::bigint, $4::text) ORDER BY created_at DESC, id DESC LIMIT $5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",

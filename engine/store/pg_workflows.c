@@ -26,6 +26,8 @@ int pg_wf_insert(store *st_, const wf_row *w) {
   pg_bind_int(s, w->cancel);
   pg_bind_int(s, w->created_at);
   pg_bind_int(s, w->updated_at);
+  pg_bind_text(s, w->parent);
+  pg_bind_text(s, w->parent_close);
   return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
 }
 
@@ -42,6 +44,8 @@ void pg_read_wf(const PGresult *r, int i, wf_row *w) {
   w->cancel = (int)pg_col_int(r, i, 9);
   w->created_at = pg_col_int(r, i, 10);
   w->updated_at = pg_col_int(r, i, 11);
+  w->parent = pg_col_dup(r, i, 12);
+  w->parent_close = pg_col_dup(r, i, 13);
 }
 
 int pg_wf_get(store *st_, const char *id, wf_row *out) {
@@ -149,6 +153,13 @@ int pg_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, s
   free(above);
   free(among);
   return rc;
+}
+
+int pg_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, parent);
+  return each_wf(s, Q_WF_CHILDREN, cb, ud);
 }
 
 /* ---- history ---- */

@@ -23,7 +23,8 @@
 
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
  * 3: slots (concurrency limits and caps) and counters (quotas, rate windows)
- * 4: deliveries (webhook deliveries and their outcomes) and schedules */
+ * 4: deliveries (webhook deliveries and their outcomes) and schedules
+ * 5: workflows.parent and parent_close (child workflows) */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -34,8 +35,10 @@ static const char *SCHEMA =
     "  id TEXT PRIMARY KEY, run INTEGER NOT NULL, status TEXT NOT NULL,"
     "  script_name TEXT NOT NULL, script_dir TEXT NOT NULL, code_hash TEXT NOT NULL,"
     "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
-    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT);"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
+    /* a parent's children (wf.child): few workflows have a parent */
+    "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
     /* the API's pages (either direction) read a range of it, not the table sorted */
     "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
     "CREATE TABLE IF NOT EXISTS history("
@@ -83,6 +86,12 @@ static const char *SCHEMA =
     "  last_fire_at INTEGER NOT NULL DEFAULT 0, buffered_fire_at INTEGER NOT NULL DEFAULT 0,"
     "  skipped_count INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";
 
+/* The columns a database older than version 5 lacks, added before SCHEMA
+ * runs again (its index on them needs them; SQLite has no ADD COLUMN IF NOT
+ * EXISTS). At the end of the table, as a new database has them. */
+static const char *MIGRATE_5 =
+    "ALTER TABLE workflows ADD COLUMN parent TEXT; ALTER TABLE workflows ADD COLUMN parent_close TEXT;";
+
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
  * it has, in the order they were written. */
@@ -129,6 +138,20 @@ static void schema_state(sq *s, int *have, int *other) {
       sqlite3_step(st) == SQLITE_ROW)
     *have = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
+}
+
+/* Whether table has column (a version label set back by hand keeps the
+ * columns it had: they are not added twice). */
+static int has_column(sq *s, const char *table, const char *column) {
+  sqlite3_stmt *st = NULL;
+  int has = 0;
+  if (sqlite3_prepare_v2(s->db, "SELECT count(*) FROM pragma_table_info(?) WHERE name=?", -1, &st, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, column, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) has = sqlite3_column_int(st, 0) > 0;
+  }
+  sqlite3_finalize(st);
+  return has;
 }
 
 static int open_once(const char *path, int must_exist, store **out, char *err, size_t errlen) {
@@ -194,6 +217,8 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
       sq_close(&s->base);
       return have > SCHEMA_VERSION ? STORE_ERR : STORE_ECORRUPT;
     }
+    if (rc == SQLITE_OK && have > 0 && have < 5 && !has_column(s, "workflows", "parent"))
+      rc = sqlite3_exec(s->db, MIGRATE_5, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION)
@@ -372,6 +397,7 @@ const store_ops store_sqlite_ops = {
     .op_wf_list = sq_wf_list,
     .op_wf_page = sq_wf_page,
     .op_wf_ids = sq_wf_ids,
+    .op_wf_children = sq_wf_children,
     .op_hist_append = sq_hist_append,
     .op_hist_load = sq_hist_load,
     .op_hist_range = sq_hist_range,

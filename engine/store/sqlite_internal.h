@@ -20,6 +20,7 @@ enum {
   Q_WF_LIST,
   Q_WF_LIST_STATUS,
   Q_WF_IDS,
+  Q_WF_CHILDREN,
   Q_HIST_APPEND,
   Q_HIST_LOAD,
   Q_HIST_GET,
@@ -149,6 +150,7 @@ int sq_wf_page(store *st_, const char *status, const char *script, int64_t after
                int newest_first, int limit, store_wf_cb cb, void *ud);
 int sq_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud);
 int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
+int sq_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud);
 int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
 int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out);
 int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);

@@ -10,24 +10,26 @@
 
 const char *const sq_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "created_at,updated_at,parent,parent_close) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [Q_WF_GET] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
-                 "updated_at FROM workflows WHERE id=?",
+                 "updated_at,parent,parent_close FROM workflows WHERE id=?",
     [Q_WF_STATUS] = "UPDATE workflows SET status=?, result=?, error=?, updated_at=? WHERE id=?",
     [Q_WF_CANCEL] = "UPDATE workflows SET cancel=?, updated_at=? WHERE id=?",
     [Q_WF_CODE] = "UPDATE workflows SET code_hash=?, script_name=?, script_dir=?, updated_at=? WHERE id=?",
     [Q_WF_NEWRUN] = "UPDATE workflows SET run=?, input=?, status='running', result=NULL, error=NULL, updated_at=? "
                     "WHERE id=?",
     [Q_WF_LIST] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
-                  "updated_at FROM workflows ORDER BY created_at, id",
+                  "updated_at,parent,parent_close FROM workflows ORDER BY created_at, id",
     [Q_WF_LIST_STATUS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
-                         "updated_at FROM workflows WHERE status=? ORDER BY created_at, id",
+                         "updated_at,parent,parent_close FROM workflows WHERE status=? ORDER BY created_at, id",
     /* a range of the primary key's index (?2 is the prefix and a 0xff byte,
      * above every id that starts with it): a few rows read, however many
      * workflows there are; ?3 is ",status,...," or NULL */
-    [Q_WF_IDS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,NULL,cancel,created_at,updated_at "
-                 "FROM workflows WHERE id>=?1 AND id<?2 AND (?3 IS NULL OR instr(?3, ','||status||',')>0) "
+    [Q_WF_IDS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,NULL,cancel,created_at,updated_at,"
+                 "parent,parent_close FROM workflows WHERE id>=?1 AND id<?2 AND (?3 IS NULL OR instr(?3, ','||status||',')>0) "
                  "ORDER BY id LIMIT ?4",
+    [Q_WF_CHILDREN] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
+                      "updated_at,parent,parent_close FROM workflows WHERE parent=? ORDER BY created_at, id",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
@@ -68,10 +70,10 @@ const char *const sq_sql[Q__N] = {
     [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
     /* keyset pagination: (created_at, id) after the cursor, filters optional */
     [Q_WF_PAGE] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
-                  "updated_at FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
+                  "updated_at,parent,parent_close FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
                   "AND (created_at>?3 OR (created_at=?3 AND id>?4)) ORDER BY created_at, id LIMIT ?5",
     [Q_WF_PAGE_DESC] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
-                       "updated_at FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
+                       "updated_at,parent,parent_close FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
                        "AND (created_at<?3 OR (created_at=?3 AND id<?4)) ORDER BY created_at DESC, id DESC LIMIT ?5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
     [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",

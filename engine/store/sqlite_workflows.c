@@ -26,6 +26,8 @@ int sq_wf_insert(store *st_, const wf_row *w) {
   sq_bind_int(s, st, 10, w->cancel);
   sq_bind_int(s, st, 11, w->created_at);
   sq_bind_int(s, st, 12, w->updated_at);
+  sq_bind_text(s, st, 13, w->parent);
+  sq_bind_text(s, st, 14, w->parent_close);
   return sq_exec_write(s, st, "insert workflow");
 }
 
@@ -42,6 +44,8 @@ static void read_wf(sqlite3_stmt *st, wf_row *w) {
   w->cancel = sqlite3_column_int(st, 9);
   w->created_at = sqlite3_column_int64(st, 10);
   w->updated_at = sqlite3_column_int64(st, 11);
+  w->parent = sq_col_dup(st, 12);
+  w->parent_close = sq_col_dup(st, 13);
 }
 
 int sq_wf_get(store *st_, const char *id, wf_row *out) {
@@ -157,6 +161,14 @@ int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, s
   sq_bind_int(s, st, 4, limit);
   free(above); /* bound as copies */
   free(among);
+  return each_wf(s, st, cb, ud);
+}
+
+int sq_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_CHILDREN);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, parent);
   return each_wf(s, st, cb, ud);
 }
 

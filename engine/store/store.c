@@ -124,6 +124,7 @@ int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) { SETT
 int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_page(s, status, script, after_created, after_id, newest_first, limit, cb, ud); }
 
 int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_ids(s, prefix, statuses, limit, cb, ud); }
+int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_children(s, parent, cb, ud); }
 
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e) { SETTLE(s); return s->ops->op_hist_append(s, wf_id, run, e); }
 

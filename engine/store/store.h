@@ -17,8 +17,8 @@
 
 /* The schema versions this build reads and writes (engine --version): an
  * older database is migrated up at open, a newer one refused. */
-#define STORE_SQLITE_SCHEMA_VERSION 4
-#define STORE_PG_SCHEMA_VERSION 6
+#define STORE_SQLITE_SCHEMA_VERSION 5
+#define STORE_PG_SCHEMA_VERSION 7
 
 typedef struct store store;
 
@@ -40,8 +40,10 @@ typedef struct wf_row {
   char *input;
   char *result;
   char *error;
-  int cancel; /* 0 none, 1 requested, 2 delivered */
+  int cancel; /* 0 none, 1 requested, 2 delivered, 3 terminate (a parent's close: no clean-up runs) */
   int64_t created_at, updated_at;
+  char *parent;       /* the workflow that started it as a child (wf.child), or NULL */
+  char *parent_close; /* what its parent's end does to it while it runs: terminate, request_cancel, abandon */
 } wf_row;
 void wf_row_free(wf_row *w);
 
@@ -177,6 +179,9 @@ int store_wf_page(store *s, const char *status, const char *script, int64_t afte
  * id, run, status, script and times are read. A range of the id index, so as
  * quick with 100,000 workflows as with ten (shell completion). */
 int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
+/* The workflows parent started as children (wf.child), oldest first; the
+ * rows have no input and no result. */
+int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud);
 
 /* ---- history ---- */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);

@@ -420,6 +420,7 @@ const wfvm_cmd *wfvm_next_command(wfvm *vm) {
 
 int wfvm_waits_on(const wfvm *vm, int64_t seq) { return wfvm_find_pending(vm, seq) != NULL; }
 int wfvm_issued_slot(const wfvm *vm) { return vm->issued_slot; }
+int64_t wfvm_children_started(const wfvm *vm) { return vm->nchildren; }
 size_t wfvm_pending_count(const wfvm *vm) { return vm->npend; }
 const wfvm_cmd *wfvm_pending_at(const wfvm *vm, size_t i) { return i < vm->npend ? &vm->pend[i].cmd : NULL; }
 const char *wfvm_output(const wfvm *vm) { return vm->output ? vm->output : "null"; }

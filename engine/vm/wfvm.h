@@ -48,7 +48,7 @@ typedef enum wfvm_state {
 } wfvm_state;
 
 typedef struct wfvm_cmd {
-  char kind[16]; /* activity | timer | signal | slot | release | counter | rate | ratecharge */
+  char kind[16]; /* activity | timer | signal | slot | release | counter | rate | ratecharge | child */
   int64_t seq;
   char *name;
   char *payload;
@@ -89,6 +89,8 @@ int wfvm_waits_on(const wfvm *vm, int64_t seq);
 /* 1 when the run asked for a slot (wf.limit's concurrency or cap), replayed
  * or live: only then can it hold or queue for one. */
 int wfvm_issued_slot(const wfvm *vm);
+/* How many wf.child commands the run issued (replayed or live). */
+int64_t wfvm_children_started(const wfvm *vm);
 /* The next pending command not handed out before by this VM, or NULL: each
  * is given to the engine once per VM (live ones to start, replayed ones to
  * look at again). */

@@ -38,6 +38,34 @@ void wfvm_command_hash(const char *kind, const char *name, const char *args, cha
   out[16] = 0;
 }
 
+/* Arguments are checked before anything is recorded. A name is a C string in
+ * the log, so one with a NUL byte would be cut there: it is refused. */
+const char *wfvm_check_name(lua_State *L, int arg, const char *what) {
+  size_t n;
+  const char *s = luaL_checklstring(L, arg, &n);
+  if (strlen(s) != n) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "wf.%s: the name contains a NUL byte at byte %zu", what, strlen(s) + 1);
+    wfvm_raise_error(L, "InvalidArgument", msg);
+  }
+  size_t fn;
+  char *fixed = util_utf8_repair(s, n, &fn);
+  if (fixed) { /* the log's text is UTF-8 (PostgreSQL holds nothing else): U+FFFD, live and on replay alike */
+    lua_pushlstring(L, fixed, fn);
+    free(fixed);
+    lua_replace(L, arg);
+    s = lua_tostring(L, arg);
+  }
+  return s;
+}
+
+/* Durations: inf, NaN, negative or past 100 years would be an undefined
+ * conversion to milliseconds and "inf" in the log; they are refused. */
+void wfvm_check_seconds(lua_State *L, lua_Number v, const char *type, const char *what) {
+  char msg[200];
+  if (util_check_seconds(v, what, msg, sizeof msg) != 0) wfvm_raise_error(L, type, msg);
+}
+
 /* Stops the run as stuck: yields (so pcall cannot catch it) and never resumes. */
 int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg) {
   if (!vm->stuck_msg) vm->stuck_msg = util_strdup(msg);
@@ -135,7 +163,7 @@ static int push_outcome(lua_State *L, const hist_event *e) {
   const char *t = e->type;
   if (strcmp(t, "ActivityCompleted") == 0 || strcmp(t, "SignalReceived") == 0 || strcmp(t, "SlotGranted") == 0 ||
       strcmp(t, "SlotReleased") == 0 || strcmp(t, "CounterUpdated") == 0 || strcmp(t, "RateGranted") == 0 ||
-      strcmp(t, "RateCharged") == 0) {
+      strcmp(t, "RateCharged") == 0 || strcmp(t, "ChildCompleted") == 0) {
     wfvm_decode_or_nil(L, e->payload);
     return 1;
   }
@@ -151,9 +179,10 @@ static int push_outcome(lua_State *L, const hist_event *e) {
     return 2;
   }
   if (strcmp(t, "CommandCancelled") == 0) return wfvm_raise_error(L, "Cancelled", "the workflow was cancelled");
-  if (strcmp(t, "ActivityFailed") == 0) {
+  if (strcmp(t, "ActivityFailed") == 0 || strcmp(t, "ChildFailed") == 0 || strcmp(t, "ChildCancelled") == 0) {
     wfvm_decode_or_nil(L, e->payload);
-    if (!lua_istable(L, -1)) return wfvm_raise_error(L, "ActivityError", "activity failed");
+    if (!lua_istable(L, -1))
+      return wfvm_raise_error(L, t[0] == 'A' ? "ActivityError" : "ChildError", t[0] == 'A' ? "activity failed" : "child failed");
     luaL_setmetatable(L, ERROR_MT);
     return lua_error(L);
   }
@@ -161,7 +190,8 @@ static int push_outcome(lua_State *L, const hist_event *e) {
 }
 
 static int outcome_is_error(const char *t) {
-  return strcmp(t, "CommandCancelled") == 0 || strcmp(t, "ActivityFailed") == 0;
+  return strcmp(t, "CommandCancelled") == 0 || strcmp(t, "ActivityFailed") == 0 || strcmp(t, "ChildFailed") == 0 ||
+         strcmp(t, "ChildCancelled") == 0;
 }
 
 void wfvm_free_cmd(wfvm_cmd *c) {

@@ -6,6 +6,8 @@
  *                      settle, the threads' waits
  *   wfvm_limits.c      what stops a runaway script: the memory limit, the
  *                      instruction budget, the payload size; their defaults
+ *   wfvm_child.c       wf.child and wf.start_child: their options, the
+ *                      child's id, the ChildStarted command
  *   wfvm_primitives.c  the `workflow` module a script requires (wf.activity,
  *                      wf.sleep, ..., futures and wf.spawn)
  *   wfvm_sandbox.c     the environment a script sees: the safe globals and
@@ -81,6 +83,7 @@ struct wfvm {
   pending *pend; /* commands issued and not answered, in issue order */
   size_t npend, cappend;
   int issued_slot; /* a command of kind slot was issued (replayed or live) */
+  int64_t nchildren; /* wf.child commands issued (replayed or live): numbers the ids made for them */
   vthread *threads; /* in creation order: the order they are resumed in */
   size_t nthreads, capthreads;
   lua_State *current; /* the thread running now, NULL between resumes */
@@ -124,6 +127,11 @@ static inline int live(wfvm *vm) { return peek(vm) == NULL; }
 
 /* ----------------------------------------------------- wfvm_commands.c --- */
 
+/* Checks a name argument (no NUL; repaired to UTF-8 in place), and a
+ * duration in seconds (raising type with what named); both raise before
+ * anything is recorded. */
+const char *wfvm_check_name(lua_State *L, int arg, const char *what);
+void wfvm_check_seconds(lua_State *L, lua_Number v, const char *type, const char *what);
 void wfvm_script_where(lua_State *L, char *out, size_t n);
 void wfvm_command_hash(const char *kind, const char *name, const char *args, char out[17]);
 int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg);
@@ -159,6 +167,11 @@ void wfvm_check_size(lua_State *L, size_t len, const char *what);
 int wfvm_open_workflow(lua_State *L);
 /* Makes the metatable of futures (FUTURE_MT) in a new VM. */
 void wfvm_future_metatable(lua_State *L);
+
+/* ------------------------------------------------------- wfvm_child.c --- */
+
+/* wf.child (wait) and wf.start_child (its future). */
+int wfvm_child_command(lua_State *L, int wait);
 
 /* ------------------------------------------------------ wfvm_sandbox.c --- */
 

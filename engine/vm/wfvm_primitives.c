@@ -1,6 +1,7 @@
 /* wfvm_primitives: the `workflow` module a script requires (wf.activity,
  * wf.sleep, wf.wait_signal, wf.checkpoint, wf.emit, wf.patched, wf.now,
- * wf.random, wf.acquire, wf.rate, ..., futures, wf.all, wf.any, wf.spawn):
+ * wf.random, wf.acquire, wf.rate, ..., futures, wf.all, wf.any, wf.spawn;
+ * wf.child's own checks are in wfvm_child.c):
  * each checks its arguments before anything is recorded, then issues its
  * command (wfvm_commands.c) or reads what the log says. */
 #include <lauxlib.h>
@@ -14,34 +15,6 @@
 
 /* ----------------------------------------------------------- primitives --- */
 
-/* Arguments are checked before anything is recorded. A name is a C string in
- * the log, so one with a NUL byte would be cut there: it is refused. */
-static const char *check_name(lua_State *L, int arg, const char *what) {
-  size_t n;
-  const char *s = luaL_checklstring(L, arg, &n);
-  if (strlen(s) != n) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "wf.%s: the name contains a NUL byte at byte %zu", what, strlen(s) + 1);
-    wfvm_raise_error(L, "InvalidArgument", msg);
-  }
-  size_t fn;
-  char *fixed = util_utf8_repair(s, n, &fn);
-  if (fixed) { /* the log's text is UTF-8 (PostgreSQL holds nothing else): U+FFFD, live and on replay alike */
-    lua_pushlstring(L, fixed, fn);
-    free(fixed);
-    lua_replace(L, arg);
-    s = lua_tostring(L, arg);
-  }
-  return s;
-}
-
-/* Durations: inf, NaN, negative or past 100 years would be an undefined
- * conversion to milliseconds and "inf" in the log; they are refused. */
-static void check_seconds(lua_State *L, lua_Number v, const char *type, const char *what) {
-  char msg[200];
-  if (util_check_seconds(v, what, msg, sizeof msg) != 0) wfvm_raise_error(L, type, msg);
-}
-
 /* The activity options JSON cannot hold (inf, NaN), and durations out of
  * range, as the InvalidOptions the activity VM gives for the rest; checked
  * in a fixed order, so the message is the same in a run and its replay. */
@@ -53,7 +26,7 @@ static void check_activity_options(lua_State *L, int t) {
     lua_pushstring(L, *k);
     if (lua_rawget(L, t) == LUA_TNUMBER) {
       snprintf(what, sizeof what, "activity option '%s'", *k);
-      check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", what);
+      wfvm_check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", what);
     }
     lua_pop(L, 1);
   }
@@ -69,7 +42,7 @@ static void check_activity_options(lua_State *L, int t) {
       lua_pushstring(L, *k);
       if (lua_rawget(L, r) == LUA_TNUMBER) {
         snprintf(what, sizeof what, "activity option 'retry.%s'", *k);
-        check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", what);
+        wfvm_check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", what);
       }
       lua_pop(L, 1);
     }
@@ -92,7 +65,7 @@ static void check_activity_options(lua_State *L, int t) {
 static int activity_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
   const char *what = wait ? "activity" : "start_activity";
-  const char *name = check_name(L, 1, what);
+  const char *name = wfvm_check_name(L, 1, what);
   if (!lua_isnoneornil(L, 3)) luaL_checktype(L, 3, LUA_TTABLE);
   if (!lua_isnoneornil(L, 3)) check_activity_options(L, 3);
   if (wait) wfvm_check_blocking(L, vm, what);
@@ -124,6 +97,9 @@ static int activity_command(lua_State *L, int wait) {
 static int l_activity(lua_State *L) { return activity_command(L, 1); }
 static int l_start_activity(lua_State *L) { return activity_command(L, 0); }
 
+static int l_child(lua_State *L) { return wfvm_child_command(L, 1); }
+static int l_start_child(lua_State *L) { return wfvm_child_command(L, 0); }
+
 /* Shortest decimal form of a number that reads back the same. */
 static void fmt_num(char *out, size_t n, lua_Number v) {
   snprintf(out, n, "%.15g", (double)v);
@@ -138,7 +114,7 @@ static int64_t seconds_to_ms(lua_Number secs) { return (int64_t)ceil(secs * 1000
 static int timer_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
   lua_Number secs = luaL_checknumber(L, 1);
-  check_seconds(L, secs, "InvalidArgument", wait ? "wf.sleep: seconds" : "wf.start_timer: seconds");
+  wfvm_check_seconds(L, secs, "InvalidArgument", wait ? "wf.sleep: seconds" : "wf.start_timer: seconds");
   if (wait) wfvm_check_blocking(L, vm, "sleep");
   else wfvm_check_primitive(L, vm, "start_timer");
   char args[64], payload[128];
@@ -155,13 +131,13 @@ static int l_start_timer(lua_State *L) { return timer_command(L, 0); }
  * wf.start_wait_signal(name, opts) its future. */
 static int signal_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
-  const char *name = check_name(L, 1, wait ? "wait_signal" : "start_wait_signal");
+  const char *name = wfvm_check_name(L, 1, wait ? "wait_signal" : "start_wait_signal");
   lua_Number timeout = -1;
   if (!lua_isnoneornil(L, 2)) {
     luaL_checktype(L, 2, LUA_TTABLE);
     if (lua_getfield(L, 2, "timeout") != LUA_TNIL) {
       timeout = luaL_checknumber(L, -1);
-      check_seconds(L, timeout, "InvalidArgument", wait ? "wf.wait_signal: timeout" : "wf.start_wait_signal: timeout");
+      wfvm_check_seconds(L, timeout, "InvalidArgument", wait ? "wf.wait_signal: timeout" : "wf.start_wait_signal: timeout");
     }
     lua_pop(L, 1);
   }
@@ -239,7 +215,7 @@ static int block_on_table(lua_State *L, wfvm *vm, const char *kind, const char *
  * end of the run. */
 static int l_acquire(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *pool = check_name(L, 1, "acquire");
+  const char *pool = wfvm_check_name(L, 1, "acquire");
   if (!*pool || strlen(pool) > 128)
     wfvm_raise_error(L, "InvalidArgument", "wf.acquire: the pool name must be 1-128 bytes");
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
@@ -264,7 +240,7 @@ static int l_acquire(lua_State *L) {
 /* wf.release(pool, {key=}) -> true when this run held it */
 static int l_release(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *pool = check_name(L, 1, "release");
+  const char *pool = wfvm_check_name(L, 1, "release");
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   const char *key = opt_string(L, 2, "key", "", SLOT_KEY_MAX, "wf.release");
   wfvm_check_blocking(L, vm, "release");
@@ -280,7 +256,7 @@ static int l_release(lua_State *L) {
  * total kept by the engine across runs and restarts (quotas). */
 static int l_counter(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *name = check_name(L, 1, "counter");
+  const char *name = wfvm_check_name(L, 1, "counter");
   if (!*name || strlen(name) > 256) wfvm_raise_error(L, "InvalidArgument", "wf.counter: the name must be 1-256 bytes");
   lua_Number delta = luaL_optnumber(L, 2, 0);
   if (!(delta >= -1e15 && delta <= 1e15))
@@ -303,7 +279,7 @@ static int l_counter(lua_State *L) {
  * lets nothing through for that many seconds (a provider's 429). */
 static int l_rate(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *name = check_name(L, 1, "rate");
+  const char *name = wfvm_check_name(L, 1, "rate");
   if (!*name || strlen(name) > 256) wfvm_raise_error(L, "InvalidArgument", "wf.rate: the name must be 1-256 bytes");
   luaL_checktype(L, 2, LUA_TTABLE);
   lua_Number per = opt_number(L, 2, "per", 60, 0.001, 86400, 0, "wf.rate");
@@ -359,7 +335,7 @@ static int checkpoint_k(lua_State *L, int status, lua_KContext replaying) {
 /* wf.checkpoint(name, fn): runs fn once and records its value. */
 static int l_checkpoint(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *name = check_name(L, 1, "checkpoint");
+  const char *name = wfvm_check_name(L, 1, "checkpoint");
   luaL_checktype(L, 2, LUA_TFUNCTION);
   wfvm_check_primitive(L, vm, "checkpoint");
   lua_settop(L, 2);
@@ -389,7 +365,7 @@ static int l_checkpoint(lua_State *L) {
 /* wf.emit(type, payload): one domain event, exactly once per run. */
 static int l_emit(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *type = check_name(L, 1, "emit");
+  const char *type = wfvm_check_name(L, 1, "emit");
   wfvm_check_primitive(L, vm, "emit");
   if (lua_isnoneornil(L, 2)) {
     lua_newtable(L);
@@ -414,7 +390,7 @@ static int l_emit(lua_State *L) {
 /* wf.patched(id): true for runs that reach this point with the new code. */
 static int l_patched(lua_State *L) {
   wfvm *vm = get_vm(L);
-  const char *id = check_name(L, 1, "patched");
+  const char *id = wfvm_check_name(L, 1, "patched");
   wfvm_check_primitive(L, vm, "patched");
   if (vm->cursor < vm->hist.n) {
     const hist_event *e = &vm->hist.v[vm->cursor];
@@ -563,7 +539,7 @@ static void check_futures(lua_State *L, const char *what) {
       wfvm_raise_error(L, "InvalidArgument",
                        lua_pushfstring(L,
                                        "wf.%s: item %I is a %s, not a future (from wf.start_activity, "
-                                       "wf.start_timer, wf.start_wait_signal or wf.spawn)",
+                                       "wf.start_timer, wf.start_wait_signal, wf.start_child or wf.spawn)",
                                        what, (lua_Integer)i, luaL_typename(L, -1)));
     lua_rawseti(L, -2, i);
   }
@@ -628,6 +604,7 @@ static const luaL_Reg workflow_lib[] = {
     {"start_activity", l_start_activity}, {"start_timer", l_start_timer},
     {"start_wait_signal", l_start_wait_signal}, {"all", l_all},
     {"any", l_any},             {"spawn", l_spawn},
+    {"child", l_child},         {"start_child", l_start_child},
     {NULL, NULL}};
 
 int wfvm_open_workflow(lua_State *L) {

@@ -129,7 +129,9 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
     if (engine_status_terminal(w->status) && !strmap_get(&e->runs, id))
       store_lease_release(e->st, e->owner, id); /* a stale wake-up of an ended one */
     wfrun *r = strmap_get(&e->runs, id);
-    if (r) {
+    if (children_terminate(e, r, w)) {
+      /* its parent's close ended it */
+    } else if (r) {
       r->cancel = w->cancel;
       wfvm_state st;
       if (w->cancel == 1) {
@@ -175,6 +177,8 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
     if (r && wfvm_waits_on(r->vm, ts->seq)) run_evict(r);
     else if (r) return 0; /* in memory doing something else: not waiting on it */
     run_load_id(e, id);
+  } else if (strcmp(ts->kind, "child_timeout") == 0) {
+    children_timeout(e, id, w->run, ts->seq);
   } else {
     fire_timer(e, id, ts->kind, ts->seq);
   }

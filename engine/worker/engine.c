@@ -265,6 +265,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   runs_init(e); /* the kinds of command, then who answers the others */
   attempts_init(e);
   slots_init(e);
+  children_init(e);
   dispatch_init(e);
   e->on_settled = on_settled; /* what follows a batch (batch.c) */
   e->on_lost = on_batch_lost;

@@ -23,7 +23,8 @@
 static int issues_command(const char *type) {
   static const char *const issued[] = {"ActivityScheduled", "TimerStarted",      "SignalWaitStarted",
                                        "SlotRequested",     "SlotReleaseRequested", "CounterRequested",
-                                       "RateRequested",     "RateChargeRequested",  NULL};
+                                       "RateRequested",     "RateChargeRequested",  "ChildStarted",
+                                       NULL};
   for (const char *const *t = issued; *t; t++)
     if (strcmp(type, *t) == 0) return 1;
   return 0;
@@ -86,6 +87,7 @@ static char *host_load_module(void *ud, const char *name, size_t *len, char **ch
 void run_free(wfrun *r) {
   wfvm_free(r->vm);
   free(r->id);
+  free(r->parent);
   free(r->script_dir);
   free(r);
 }
@@ -98,6 +100,7 @@ wfrun *run_detached(engine *e, const char *id) {
   r->id = util_strdup(id);
   r->run = w.run;
   r->script_dir = util_strdup(w.script_dir);
+  r->parent = w.parent ? util_strdup(w.parent) : NULL;
   r->cancel = w.cancel;
   snprintf(r->status, sizeof r->status, "%s", w.status);
   r->next_seq = store_hist_max_seq(e->st, id, w.run) + 1;
@@ -137,6 +140,7 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
   r->id = util_strdup(w->id);
   r->run = w->run;
   r->script_dir = util_strdup(w->script_dir);
+  r->parent = w->parent ? util_strdup(w->parent) : NULL;
   r->cancel = w->cancel;
   snprintf(r->status, sizeof r->status, "%s", w->status);
   hist_list h = {0};
@@ -275,6 +279,7 @@ void run_finish(wfrun *r, const char *status, const char *event, const char *res
   engine *e = r->e;
   if (event) run_append(r, event, 0, NULL, NULL, result ? result : error, NULL);
   if (r->vm) drop_pending(r);
+  if (e->on_close) e->on_close(r, status, result, error); /* its parent told, its children closed */
   store_task_del_wf(e->st, r->id);
   store_signal_del_wf(e->st, r->id);
   /* its slots are its current run's (continue-as-new releases them): a
@@ -358,7 +363,7 @@ static void settle_status(wfrun *r) {
   /* what it waits on, said: an activity (running), a slot or a rate (queued:
    * slots.c said so), else the newest signal wait (an approval asked after
    * the session's open wait for messages), else a timer */
-  const wfvm_cmd *signal = NULL, *timer = NULL;
+  const wfvm_cmd *signal = NULL, *timer = NULL, *child = NULL;
   for (size_t i = 0; i < wfvm_pending_count(r->vm); i++) {
     const wfvm_cmd *c = wfvm_pending_at(r->vm, i);
     if (strcmp(c->kind, "activity") == 0) {
@@ -370,6 +375,8 @@ static void settle_status(wfrun *r) {
       signal = c;
     } else if (strcmp(c->kind, "timer") == 0) {
       timer = c;
+    } else if (strcmp(c->kind, "child") == 0) {
+      child = c;
     } else {
       limit = 1;
     }
@@ -379,6 +386,10 @@ static void settle_status(wfrun *r) {
   } else if (!limit && signal) {
     char detail[300];
     snprintf(detail, sizeof detail, "signal %s", signal->name);
+    run_set_status(r, "waiting", NULL, NULL, detail);
+  } else if (!limit && child) {
+    char detail[300];
+    snprintf(detail, sizeof detail, "child %s", child->name);
     run_set_status(r, "waiting", NULL, NULL, detail);
   } else if (!limit && timer) {
     run_set_status(r, "waiting", NULL, NULL, "timer");
@@ -435,6 +446,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         engine_unsettle(e, r->id, next, 1);
         store_task_del_wf(e->st, r->id);
         drop_pending(r);
+        if (e->on_close) e->on_close(r, "continued", NULL, NULL);
         if (e->on_run_end) e->on_run_end(e, r->id); /* a new run asks again */
         tasks_put(e, r->id, "workflow", 0, util_now_ms());
         free(payload);

@@ -9,6 +9,8 @@
  *               blocks on go to the handler of their kind (run_command)
  *   attempts.c  activity attempts, their leases and retries ("activity")
  *   slots.c     durable limits: slots (concurrency, caps), counters, rates
+ *   children.c  child workflows: the "child" command, a child's end told to
+ *               its parent, parent_close, a child's timeout
  *   dispatch.c  due tasks: workflow wake-ups, activity (re)tries, timers
  *   client.c    in-process clients: create, signal, cancel in the batch
  *   hooks.c     the worker's hooks in the Lua library (lua/activities/worker.lua)
@@ -37,8 +39,9 @@ typedef struct wfrun {
   char *id;
   int64_t run;
   char *script_dir;
+  char *parent; /* the workflow that started it as a child, or NULL */
   char status[16];
-  int cancel; /* 1 requested, 2 delivered */
+  int cancel; /* 1 requested, 2 delivered, 3 terminate (children.c) */
   int64_t next_seq;
   wfvm *vm;
   char answer[128]; /* the payload of an outcome slots.c appended, until it is delivered */
@@ -153,6 +156,8 @@ struct engine {
   const struct run_command *commands[16];
   size_t ncommands;
   void (*on_run_end)(engine *e, const char *wf_id);
+  /* a run closed: status terminal, or "continued" (children.c) */
+  void (*on_close)(struct wfrun *r, const char *status, const char *result, const char *error);
 
   /* ---- attempts.c ---- */
   strmap attempts; /* "id/seq" -> attempt* */
@@ -268,6 +273,18 @@ void dispatch_init(engine *e);
 void slots_init(engine *e);
 /* A run ended: what it held or queued for goes to the next in line. */
 void slots_release_all(engine *e, const char *wf_id);
+
+/* children.c */
+/* Registers the "child" command with the runs, and what a run's close
+ * does for its parent and its children. */
+void children_init(engine *e);
+/* A wake-up of workflow w (r: its run in memory, or NULL) whose parent's
+ * close terminates it (cancel 3): it ends now as cancelled (Terminated), no
+ * clean-up. 1 when it was that, 0 when not. */
+int children_terminate(engine *e, wfrun *r, const wf_row *w);
+/* The "child_timeout" task of workflow id's command at seq (run): the wait
+ * raises Timeout unless the child ended first, and the child is cancelled. */
+void children_timeout(engine *e, const char *id, int64_t run, int64_t seq);
 
 /* hooks.c */
 void hooks_open(engine *e);

@@ -130,6 +130,27 @@ function workflow.start_timer(seconds) end
 ---@return Future
 function workflow.start_wait_signal(name, options) end
 
+---@class ChildOptions
+---@field id? string the child's workflow id (default: this workflow's id and a number, `P.1`)
+---@field parent_close? "terminate"|"request_cancel"|"abandon" what this run's end does to the child still running (default terminate)
+---@field timeout? number seconds: past them the wait raises Timeout and the child is cancelled
+
+--- Starts a child workflow and waits for it: its result, or raises its
+--- error {type, message, child}. `script` is a path beside this script
+--- (".lua" added to a bare name) or an absolute one.
+---@param script string
+---@param input? table
+---@param options? ChildOptions
+---@return any
+function workflow.child(script, input, options) end
+
+--- wf.child without waiting.
+---@param script string
+---@param input? table
+---@param options? ChildOptions
+---@return Future
+function workflow.start_child(script, input, options) end
+
 --- Waits until every future settled: their first values in list order, or
 --- the first error in list order (raised once all have settled).
 ---@param futures Future[]

@@ -42,6 +42,10 @@ declare -A INPUT=(
   [migrate_mix]='{"i":1}'
   [chain10]='{"steps":3}'
   [due_together]='{"seconds":0.05,"k":1}'
+  [child_parent]='{"mode":"all3"}'
+  [child_worker]='{"n":1}'
+  [child_nondet]='{}'
+  [child_none]='{}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"

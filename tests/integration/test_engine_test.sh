@@ -30,6 +30,7 @@ assert_eq "every case passes" "8 cases: 8 passed, 0 failed" "$(tail -1 <<<"$OUT"
 echo "# 8 cases over 30 virtual days in $ms ms of wall time"
 assert_exit "futures_test passes" 0 engine test futures_test.lua
 assert_eq "futures: both cases" "2 cases: 2 passed, 0 failed" "$(tail -1 <<<"$OUT" | sed 's/ (.*//')"
+assert_exit "children_test passes (a child's activities use its root's stubs)" 0 engine test children_test.lua
 assert_exit "clock_test passes" 0 engine test clock_test.lua
 assert_contains "retries back off in virtual time" \
   "ok - a stub that raises is retried with backoff in virtual time, then the run fails" "$OUT"

@@ -172,7 +172,7 @@ for pair in "name:legacy-name" "all:legacy-all"; do
   col="${pair%%:*}"
   sqlite3 "$ENGINE_DB" "
     INSERT INTO workflows SELECT CAST(X'$(text "$col" hex)' AS TEXT), run, status, script_name, script_dir, code_hash,
-      input, result, error, cancel, created_at, updated_at FROM workflows WHERE id = 'hostile-ok';
+      input, result, error, cancel, created_at, updated_at, parent, parent_close FROM workflows WHERE id = 'hostile-ok';
     INSERT INTO history SELECT CAST(X'$(text "$col" hex)' AS TEXT), run, seq, type, ref, name, hash, payload, time
       FROM history WHERE wf_id = 'hostile-ok';
     INSERT INTO domain_events SELECT CAST(X'$(text "$col" hex)' AS TEXT), seq, type, time, payload

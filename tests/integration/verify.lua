@@ -18,6 +18,7 @@ if mode == "history" then
   local outcome_of, commands, completed = {}, {}, 0
   for _, r in ipairs(rows) do
     if r.type == "ActivityScheduled" or r.type == "TimerStarted" or r.type == "SignalWaitStarted"
+        or r.type == "ChildStarted" -- child workflows
         or (r.type:match("Requested$") and r.type ~= "CancelRequested") then -- slots, counters, rates
       commands[r.seq] = r
     end

@@ -991,6 +991,106 @@ static void test_activity_failure_is_catchable_table(void **state) {
   fake_free(&f);
 }
 
+/* ---------------------------------------------------------- children --- */
+
+/* wf.child and wf.start_child: the ChildStarted command (named by the
+ * child's id, made from the run's id and a number unless opts.id), its
+ * outcomes as results and errors, its replay and a replay that starts
+ * another child; options checked before anything is recorded. */
+static void test_child_commands(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local a = wf.start_child('kid', {n = 1})\n"
+      "  local b = wf.start_child('kid.lua', {n = 2}, {id = 'mine', parent_close = 'abandon', timeout = 5})\n"
+      "  local ok, e = pcall(wf.all, {a, b})\n"
+      "  local c = wf.child('kid', nil)\n"
+      "  return {ok = ok, type = e.type, child = e.child, c = c, a = a:wait()}\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  assert_int_equal(wfvm_pending_count(vm), 2);
+  assert_string_equal(wfvm_pending_at(vm, 0)->kind, "child");
+  assert_string_equal(wfvm_pending_at(vm, 0)->name, "wf-1.1");
+  assert_string_equal(wfvm_pending_at(vm, 1)->name, "mine");
+  assert_string_equal(wfvm_pending_at(vm, 0)->payload, "{\"input\":{\"n\":1},\"options\":{},\"script\":\"kid\"}");
+  assert_contains(wfvm_pending_at(vm, 1)->payload, "\"parent_close\":\"abandon\"");
+  assert_string_equal(f.rec.v[1].type, "ChildStarted");
+  /* outcomes in log order: the second fails, then the first completes */
+  int64_t seq_a = wfvm_pending_at(vm, 0)->seq, seq_b = wfvm_pending_at(vm, 1)->seq;
+  hpush(&f.rec, next_seq(&f), "ChildFailed", seq_b, "mine", NULL,
+        "{\"child\":\"mine\",\"message\":\"no\",\"type\":\"KidError\"}", stamp(&f));
+  st = wfvm_deliver(vm, &f.rec.v[f.rec.n - 1]);
+  assert_state(vm, st, WFVM_BLOCKED);
+  hpush(&f.rec, next_seq(&f), "ChildCompleted", seq_a, "wf-1.1", NULL, "{\"r\":1}", stamp(&f));
+  st = wfvm_deliver(vm, &f.rec.v[f.rec.n - 1]);
+  assert_state(vm, st, WFVM_BLOCKED);
+  assert_string_equal(wfvm_blocked(vm)->name, "wf-1.3"); /* numbered with the one that had its own id */
+  assert_int_equal(wfvm_children_started(vm), 3);
+  st = deliver(&f, vm, "ChildCompleted", "7");
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "{\"a\":{\"r\":1},\"c\":7,\"child\":\"mine\",\"ok\":false,\"type\":\"KidError\"}");
+  wfvm_free(vm);
+
+  /* replay: the same commands, no appends, the same result */
+  fake g;
+  memset(&g, 0, sizeof g);
+  vm = vm_new(&g, &cfg, &f.rec);
+  st = start(vm, src);
+  assert_state(vm, st, WFVM_DONE);
+  assert_int_equal(g.appends, 0);
+  assert_contains(wfvm_output(vm), "\"c\":7");
+  wfvm_free(vm);
+
+  /* a script that starts another child where the log has one: stuck */
+  const char *other =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local a = wf.start_child('kid', {n = 99})\n"
+      "  return a:wait()\n"
+      "end\n";
+  memset(&g, 0, sizeof g);
+  vm = vm_new(&g, &cfg, &f.rec);
+  st = start(vm, other);
+  assert_state(vm, st, WFVM_STUCK);
+  assert_contains(wfvm_output(vm), "history has ChildStarted 'wf-1.1'");
+  wfvm_free(vm);
+  fake_free(&f);
+
+  /* options checked first: nothing recorded */
+  static const struct {
+    const char *call, *want;
+  } bad[] = {
+      {"wf.child('kid', {}, {retry = {}})", "InvalidOptions: wf.child: unknown option 'retry'"},
+      {"wf.child('kid', {}, {parent_close = 'never'})", "parent_close' must be terminate, request_cancel or abandon"},
+      {"wf.child('kid', {}, {timeout = -1})", "InvalidOptions"},
+      {"wf.child('kid', 5)", "InvalidArgument: wf.child: the input must be a table"},
+      {"wf.child('', {})", "the script must be 1-1024 bytes"},
+      {"wf.child('kid', {}, {id = 'a b'})", "InvalidArgument: wf.child: the child's id"},
+      {"wf.child('kid', {}, {id = 'wf-1'})", "its own child"},
+      {"wf.start_child('kid', {}, 'x')", "the options must be a table"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *code = util_fmt("local wf = require 'workflow'\nreturn function()\n"
+                          "  local ok, e = pcall(function() return %s end)\n  return tostring(e)\nend\n",
+                          bad[i].call);
+    fake h;
+    fake_init(&h, "{}", SEED);
+    vm = run_live(&h, &cfg, code, &st);
+    assert_state(vm, st, WFVM_DONE);
+    assert_contains(wfvm_output(vm), bad[i].want);
+    assert_int_equal(h.appends, 0);
+    wfvm_free(vm);
+    fake_free(&h);
+    free(code);
+  }
+}
+
 /* ---------------------------------------------------- timers and signals --- */
 
 static void test_sleep_and_signals(void **state) {
@@ -2184,6 +2284,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_checkpoint_once),
       cmocka_unit_test(test_patched),
       cmocka_unit_test(test_activity_failure_is_catchable_table),
+      cmocka_unit_test(test_child_commands),
       cmocka_unit_test(test_sleep_and_signals),
       cmocka_unit_test(test_emit_once),
       cmocka_unit_test(test_check_only_ends_at_history_end),

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Child workflows (wf.child, wf.start_child; tests/integration/wf/child_parent.lua
+# and child_worker.lua): a parent starting three children with wf.all, one
+# failing, gets the right result; kill -9 of the engine at the crash points of
+# the new paths (a child's start, its end told to the parent, the parent
+# taking it) and around them leaves every child created once with one
+# outcome, and the parent's result equal to an uninterrupted run's; the three
+# parent_close modes; cancelling a parent cancels its child (whose clean-up
+# runs); a child's timeout; kill -9 while a parent's end applies
+# parent_close and at a timeout; an id in use and a missing script; replay
+# of parent and children (a child's code pinned when its file changes);
+# non-determinism; what show, show --json, list --tree and the reserved
+# signal names say. On PostgreSQL also: two workers, one killed -9 while
+# the children wait, the other carries parent and children on.
+source "$(dirname "$0")/lib.sh"
+WF="$SRC/tests/integration/wf/child_parent.lua"
+export TEST_SIDE_EFFECTS="$T/effects"
+result() { engine show "$1" --json | jget "result${2:+.$2}"; }
+start() { "$ENGINE" start "$WF" --id "$1" --detach --input "$2" >/dev/null 2>&1 || true; }
+# the result field by field, the parent's id taken out (children's ids carry it)
+norm() { echo "$(result "$1" ok) $(result "$1" error_type) $(result "$1" child) $(result "$1" sum) $(result "$1" first) $(result "$1" error_message)" | sed "s/\b$1\./P./g"; }
+nchildren() { engine show "$1" --json | lua5.4 -e 'print(#require"cjson".decode(io.read("a")).children)'; }
+
+# --- uninterrupted: three children with wf.all, the second failing
+engine start "$WF" --id ref --input '{"mode":"all3"}' --quiet >/dev/null 2>"$T/ref.err" || fail "ref: $(cat "$T/ref.err")"
+assert_eq "ref completed" completed "$(status ref)"
+assert_eq "wf.all raised the failed child's error" "false ChildBoom ref.2" \
+  "$(result ref ok) $(result ref error_type) $(result ref child)"
+assert_eq "its message" "child 2 failed on purpose" "$(result ref error_message)"
+assert_eq "the others' results, and a blocking wf.child after them" "4 10" "$(result ref sum) $(result ref first)"
+assert_eq "four children, each once" "ref.1 ref.2 ref.3 ref.4" \
+  "$(sql "SELECT id FROM workflows WHERE parent='ref' ORDER BY id" | tr '\n' ' ' | sed 's/ $//')"
+assert_eq "each child's activity ran once" 4 "$(grep -c '^ref\.' "$T/effects")"
+assert_contains "the parent's history" "ChildStarted ChildStarted ChildStarted ChildCompleted ChildFailed ChildCompleted ChildStarted ChildCompleted WorkflowCompleted" \
+  "$(engine history ref | awk '{printf "%s ", $3}')"
+assert_contains "each command one outcome" "open_commands=0 last=WorkflowCompleted" "$(verify_history ref)"
+REF="$(norm ref)"
+
+# --- show: the children and their status, a child's parent
+SH="$(engine show ref)"
+assert_contains "show lists the children" "children:  4" "$SH"
+assert_contains "with their status" "ref.2                            failed" "$SH"
+assert_contains "a child shows its parent" "parent:    ref" "$(engine show ref.1)"
+assert_eq "show --json: children and parent" "4 nil ref" \
+  "$(nchildren ref) $(engine show ref --json | jget parent) $(engine show ref.3 --json | jget parent)"
+assert_eq "a child's item" "ref.2 failed terminate" \
+  "$(engine show ref --json | jget children.2.id) $(engine show ref --json | jget children.2.status) $(engine show ref --json | jget children.2.parent_close)"
+
+# --- list --tree: each child under its parent
+TREE="$(engine list --tree)"
+assert_contains "list --tree puts the children under their parent" "ref  " "$(echo "$TREE" | grep -A4 '^ref ' | head -1)"
+assert_eq "the four children right under it, indented" "- ref.1 - ref.2 - ref.3 - ref.4" \
+  "$(echo "$TREE" | grep -A4 '^ref ' | tail -4 | awk '{printf "%s %s ", $1, $2}' | sed 's/ $//')"
+assert_contains "list --json items name their parent" '"parent":"ref"' "$(engine list --json | grep '"id":"ref.1"')"
+
+# --- replay: the parent and every child replay their pinned code
+for id in ref ref.1 ref.2 ref.3 ref.4; do
+  engine replay "$id" >"$T/replay.out" 2>&1 && pass "replay of $id" || fail "replay of $id: $(cat "$T/replay.out")"
+done
+
+# --- the child's code is pinned at its start: an edit of its file later does not change its replay
+mkdir -p "$T/wfcopy"
+cp "$WF" "$SRC/tests/integration/wf/child_worker.lua" "$SRC/tests/integration/wf/acts.lua" "$T/wfcopy/"
+engine start "$T/wfcopy/child_parent.lua" --id cp --input '{"mode":"all3"}' --quiet >/dev/null 2>"$T/cp.err" || fail "cp: $(cat "$T/cp.err")"
+assert_eq "a copy beside its children completes" completed "$(status cp)"
+sed -i 's/acts.echo/acts.fail/' "$T/wfcopy/child_worker.lua"
+engine replay cp.1 >"$T/replay.out" 2>&1 && pass "the child replays its pinned code after its file changed" \
+  || fail "replay of cp.1 after its file changed: $(cat "$T/replay.out")"
+assert_exit "the edited file itself diverges" 1 engine replay cp.1 --script "$T/wfcopy/child_worker.lua"
+
+# --- non-determinism: another child, or none, where the log has ChildStarted
+assert_exit "a script starting another child diverges" 1 engine replay ref --script "$SRC/tests/integration/wf/child_nondet.lua"
+assert_contains "named at the ChildStarted" "history has ChildStarted 'ref.1'" "$OUT$ERR"
+assert_exit "a script starting none diverges" 1 engine replay ref --script "$SRC/tests/integration/wf/child_none.lua"
+assert_contains "named at the first ChildStarted" "ChildStarted 'ref.1'" "$OUT$ERR"
+
+# --- kill -9 at the crash points of the new paths and around them
+POINTS="child.start:1 child.start:2 child.start:4 child.end:1 child.end:2 child.end:3 child.end:4"
+POINTS+=" child.take:1 child.take:2 child.take:4 append:3 append:6 append:12 append:18 append:21"
+POINTS+=" commit.before:2 commit.after:2 commit.before:4 commit.after:4"
+cases=0 hit=0
+for pt in $POINTS; do
+  cases=$((cases + 1))
+  id="k$cases"
+  set +e
+  ENGINE_CRASH="$pt" "$ENGINE" start "$WF" --id "$id" --input '{"mode":"all3"}' --quiet >/dev/null 2>"$T/crash.err"
+  rc=$?
+  set -e
+  [ "$rc" == 137 ] && hit=$((hit + 1)) || echo "# $pt: not reached (exit $rc)"
+  for attempt in 1 2 3; do # resume in the foreground: the one process runs parent and children
+    [ "$(status "$id")" == completed ] && break
+    "$ENGINE" start "$WF" --id "$id" --quiet >/dev/null 2>"$T/resume.err" || true
+  done
+  if [ "$(status "$id")" != completed ]; then
+    fail "$pt: not completed after resume ($(status "$id")): $(cat "$T/resume.err")"
+    continue
+  fi
+  assert_eq "$pt: the parent's result is the uninterrupted run's" "$REF" "$(norm "$id")"
+  kids="$(sql "SELECT id || ':' || status FROM workflows WHERE parent='$id' ORDER BY id" | tr '\n' ' ' | sed 's/ $//')"
+  assert_eq "$pt: each child created once, each ended" "$id.1:completed $id.2:failed $id.3:completed $id.4:completed" "$kids"
+  assert_contains "$pt: the parent has one outcome per child" "open_commands=0 last=WorkflowCompleted" "$(verify_history "$id")"
+  assert_eq "$pt: four ChildStarted" 4 "$(engine history "$id" | grep -c ChildStarted)"
+  for k in 1 2 3 4; do
+    assert_eq "$pt: child $k started once" 1 "$(engine history "$id.$k" | grep -c WorkflowStarted)"
+    grep -q "^$id\.$k/" "$T/effects" || fail "$pt: the side effect of child $k never happened"
+  done
+done
+assert_eq "every crash point was reached (killed by SIGKILL)" "$cases" "$hit"
+echo "# child activity executions beyond one each, over all cases: $(( $(grep -c '^k[0-9]*\.' "$T/effects") - 4 * cases ))"
+
+# --- with engine serve: the API's tree, parent_close, cancel, timeout, start errors
+: >"$T/serve.log"
+serve_api
+cnt() { lua5.4 -e 'print(#require"cjson".decode(io.read("a")).children)'; }
+assert_eq "GET /v1/workflows/ref: its children" 4 "$(curl -sf "$URL/v1/workflows/ref" | cnt)"
+assert_eq "GET /v1/workflows/ref.2: its parent" ref "$(curl -sf "$URL/v1/workflows/ref.2" | jget parent)"
+assert_eq "a child's item of its parent" "ref.2 failed" \
+  "$(curl -sf "$URL/v1/workflows/ref" | jget children.2.id) $(curl -sf "$URL/v1/workflows/ref" | jget children.2.status)"
+assert_eq "the API refuses a signal named child:*" 403 \
+  "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/workflows/ref/signals/child:ref.1" -d '{}')"
+start pc '{"mode":"close","prefix":"pc-","modes":["terminate","request_cancel","abandon"]}'
+wait_status pc completed 30 || fail "pc: $(status pc)"
+wait_status pc-terminate cancelled 30 || fail "terminate: $(status pc-terminate)"
+assert_eq "terminate: ended as Terminated" "Terminated" "$(engine show pc-terminate --json | jget error.type)"
+assert_eq "terminate: no clean-up ran" 0 "$(engine history pc-terminate --json | grep -c child_cleanup || true)"
+wait_status pc-request_cancel cancelled 30 || fail "request_cancel: $(status pc-request_cancel)"
+assert_eq "request_cancel: ended as Cancelled" "Cancelled" "$(engine show pc-request_cancel --json | jget error.type)"
+assert_contains "request_cancel: who asked" "engine:parent:pc" "$(engine events pc-request_cancel --json)"
+wait_status pc-abandon waiting 30 || fail "abandon: $(status pc-abandon)"
+assert_eq "a child's signals are the engine's own" 2 "$(set +e; engine signal pc-abandon child:x '{}' >/dev/null 2>&1; echo $?)"
+engine signal pc-abandon go '{}' >/dev/null
+wait_status pc-abandon completed 30 || fail "abandon after its signal: $(status pc-abandon)"
+assert_eq "the abandoned child ran on to its end" "3" "$(result pc-abandon n)"
+
+start pcan '{"mode":"cancel"}'
+wait_status pcan.1 waiting 30 || fail "pcan.1: $(status pcan.1)"
+engine cancel pcan >/dev/null
+wait_status pcan cancelled 30 || fail "pcan: $(status pcan)"
+wait_status pcan.1 cancelled 30 || fail "pcan.1 after its parent's cancel: $(status pcan.1)"
+assert_contains "the child's clean-up ran" "child_cleanup" "$(engine history pcan.1 --json)"
+assert_contains "the parent's clean-up ran" "parent_cleanup" "$(engine history pcan --json)"
+
+start pto '{"mode":"timeout","timeout":0.5}'
+wait_status pto completed 30 || fail "pto: $(status pto)"
+assert_eq "a child past its timeout: Timeout" "Timeout pto.1" "$(result pto type) $(result pto child)"
+wait_status pto.1 cancelled 30 || fail "pto.1: $(status pto.1)"
+assert_contains "and it was cancelled (its clean-up ran)" "child_cleanup" "$(engine history pto.1 --json)"
+
+start pid '{"mode":"idinuse","id":"ref"}'
+wait_status pid completed 30 || fail "pid: $(status pid)"
+assert_eq "an id in use: WorkflowIdInUse" "WorkflowIdInUse" "$(result pid type)"
+assert_contains "naming the id" "workflow id 'ref' is already in use" "$(result pid message)"
+start pns '{"mode":"noscript"}'
+wait_status pns completed 30 || fail "pns: $(status pns)"
+assert_eq "a missing script: ChildStartFailed" "ChildStartFailed" "$(result pns type)"
+assert_contains "naming the file" "no_such_child.lua" "$(result pns message)"
+kill "$S" 2>/dev/null || true
+wait "$S" 2>/dev/null || true
+
+# --- kill -9 while a parent's end applies parent_close, and at a child's timeout
+crash_serve() { # POINT: engine serve until the point kills it (at most 60 s, scaled)
+  set +e
+  ENGINE_CRASH="$1" timeout "$(scaled 60)" "$ENGINE" serve 2>>"$T/serve.log" &
+  local p=$!
+  wait "$p"; local rc=$?
+  set -e
+  assert_eq "$1 was reached (killed by SIGKILL)" 137 "$rc"
+}
+start cc '{"mode":"close","prefix":"cc-","modes":["terminate","request_cancel","abandon"]}'
+crash_serve child.close:2
+start ct '{"mode":"timeout","timeout":0.5}'
+crash_serve child.timeout:1
+serve_bg
+wait_status cc completed 30 || fail "cc: $(status cc)"
+wait_status cc-terminate cancelled 30 || fail "cc-terminate: $(status cc-terminate)"
+wait_status cc-request_cancel cancelled 30 || fail "cc-request_cancel: $(status cc-request_cancel)"
+assert_eq "after the kill: terminated, cancelled, abandoned" "Terminated Cancelled waiting" \
+  "$(engine show cc-terminate --json | jget error.type) $(engine show cc-request_cancel --json | jget error.type) $(status cc-abandon)"
+wait_status ct completed 30 || fail "ct: $(status ct)"
+assert_eq "after the kill: the timeout" "Timeout" "$(result ct type)"
+wait_status ct.1 cancelled 30 || fail "ct.1: $(status ct.1)"
+assert_contains "the parent has one outcome per child" "open_commands=0 last=WorkflowCompleted" "$(verify_history ct)"
+kill "$S" 2>/dev/null || true
+wait "$S" 2>/dev/null || true
+
+# --- PostgreSQL: two workers, one killed -9 while the children wait: the
+# other carries parent and children on (any worker may run either)
+if on_postgres; then
+  serve_bg; S1=$S
+  serve_bg; S2=$S
+  start fan '{"mode":"fan","n":6}'
+  wait_for 60 "six children waiting" \
+    '[ "$(sql "SELECT count(*) FROM workflows WHERE parent='"'"'fan'"'"' AND status='"'"'waiting'"'"'")" == 6 ]'
+  wait_status fan waiting 30 || fail "fan: $(status fan)"
+  kill -9 "$S1"; wait "$S1" 2>/dev/null || true
+  for i in 1 2 3 4 5 6; do engine signal "fan.$i" go '{}' >/dev/null; done
+  wait_status fan completed 60 || fail "fan after a worker's kill: $(status fan)"
+  assert_eq "the other worker carried parent and children on" 21 "$(result fan sum)"
+  assert_contains "one outcome per child" "open_commands=0 last=WorkflowCompleted" "$(verify_history fan)"
+  kill "$S2" 2>/dev/null || true
+  wait "$S2" 2>/dev/null || true
+fi
+
+finish
