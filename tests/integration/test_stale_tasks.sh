@@ -2,8 +2,9 @@
 # A task that is due in the same dispatch as another task that made it stale
 # acts only if this dispatch claimed it (deleted its row), and nothing gives a
 # command a second outcome:
-#   1. a signal sent while no worker runs, then its wait's timeout passes: on
-#      restart the signal wakes the wait; the stale timeout must not land too.
+#   1. a signal sent while no worker runs (before its wait's deadline), then
+#      the deadline passes: on restart the signal wakes the wait; the stale
+#      timeout must not land too.
 #   2. a cancel while no worker runs, then the activity's retry falls due: on
 #      restart the cancellation wins; the cancelled activity must not run again.
 #   3. the same, the cancel asked for after the retry fell due (so the retry's
@@ -28,19 +29,23 @@ serve_until() {
 # deadline twice as far (a new workflow), up to five times.
 
 # ---------------------------------------------------------------- 1 ---
-# set_up_sig ID TIMEOUT: killed while the wait is open (0), or the timeout came first (1)
+# set_up_sig ID TIMEOUT: the wait open at the kill and the signal in before
+# its deadline (0), or the timeout or the deadline came first (1). (A signal
+# that arrives after the deadline loses to the timeout, as it should.)
+wait_deadline() { engine history "$1" --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)
+  if e.type=="SignalWaitStarted" then io.write(e.payload.deadline) end end'; }
 set_up_sig() {
   engine start "$WF/stale_signal.lua" --id "$1" --detach --input "{\"timeout\":$2}" >/dev/null || true
   bg S engine serve
   wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted' '' "$1" || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
-  engine history "$1" | tail -1 | grep -q SignalWaitStarted
+  engine history "$1" | tail -1 | grep -q SignalWaitStarted || return 1
+  assert_exit "signal while no worker runs" 0 engine signal "$1" approval '{"approved":true}'
+  [ "$(sql "SELECT time FROM signals WHERE wf_id='$1'")" -lt "$(wait_deadline "$1")" ]
 }
 t=1
-for k in 1 2 3 4 5; do sig="sig$k"; set_up_sig "$sig" "$t" && break; echo "# $sig: its timeout came before the kill; again"; t=$((t * 2)); done
-assert_exit "signal while no worker runs" 0 engine signal "$sig" approval '{"approved":true}'
-deadline="$(engine history "$sig" --json | lua5.4 -e 'for l in io.lines() do local e=require"cjson".decode(l)
-  if e.type=="SignalWaitStarted" then io.write(e.payload.deadline) end end')"
+for k in 1 2 3 4 5; do sig="sig$k"; set_up_sig "$sig" "$t" && break; echo "# $sig: its deadline came before the kill or the signal; again"; t=$((t * 2)); done
+deadline="$(wait_deadline "$sig")"
 wait_past "$((deadline + 100))"
 serve_until "$sig" completed
 assert_eq "the signal won, the stale timeout did not land" completed "$(status "$sig")"
