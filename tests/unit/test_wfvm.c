@@ -165,6 +165,17 @@ static const char *state_name(wfvm_state s) {
     if (!strstr(h_, (needle))) fail_msg("\"%s\" does not contain \"%s\"", h_, (needle)); \
   } while (0)
 
+/* A replay of history through src in a fresh VM (g, cleared): it must run to
+ * its end appending nothing. Returns the VM, for the caller's checks. */
+static wfvm *replayed(fake *g, const wfvm_config *cfg, const hist_list *history, const char *src) {
+  memset(g, 0, sizeof *g);
+  wfvm *vm = vm_new(g, cfg, history);
+  wfvm_state st = start(vm, src);
+  assert_state(vm, st, WFVM_DONE);
+  assert_int_equal(g->appends, 0);
+  return vm;
+}
+
 /* Runs src live from a fresh history to its first state; the history grows in f. */
 static wfvm *run_live(fake *f, const wfvm_config *cfg, const char *src, wfvm_state *st) {
   wfvm *vm = vm_new(f, cfg, &f->rec);
@@ -246,12 +257,8 @@ static void test_full_replay_no_appends_same_result(void **state) {
 
   /* replay the whole recorded history in a new VM */
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replayed(&g, &cfg, &f.rec, src);
   assert_string_equal(wfvm_output(vm), live);
-  assert_int_equal(g.appends, 0);
   assert_int_equal(wfvm_cursor(vm), f.rec.n);
   assert_int_equal(wfvm_history_len(vm), f.rec.n);
   wfvm_free(vm);
@@ -855,13 +862,9 @@ static void test_checkpoint_once(void **state) {
   free((char *)f.rec.v[1].payload);
   f.rec.v[1].payload = util_strdup("{\"s\":\"recorded\",\"x\":99}");
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, CKPT);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replayed(&g, &cfg, &f.rec, CKPT);
   assert_contains(wfvm_output(vm), "\"calls\":0");
   assert_contains(wfvm_output(vm), "\"v\":{\"s\":\"recorded\",\"x\":99}");
-  assert_int_equal(g.appends, 0);
   wfvm_free(vm);
   fake_free(&f);
 }
@@ -895,12 +898,8 @@ static void test_patched(void **state) {
   wfvm_free(vm);
   /* replaying that history: true again, nothing appended */
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, PATCHED);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replayed(&g, &cfg, &f.rec, PATCHED);
   assert_string_equal(wfvm_output(vm), "{\"branch\":\"new\",\"r\":1}");
-  assert_int_equal(g.appends, 0);
   wfvm_free(vm);
   fake_free(&f);
 
@@ -1039,11 +1038,7 @@ static void test_child_commands(void **state) {
 
   /* replay: the same commands, no appends, the same result */
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
-  assert_int_equal(g.appends, 0);
+  vm = replayed(&g, &cfg, &f.rec, src);
   assert_contains(wfvm_output(vm), "\"c\":7");
   wfvm_free(vm);
 
@@ -1157,12 +1152,8 @@ static void test_emit_once(void **state) {
   wfvm_free(vm);
 
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replayed(&g, &cfg, &f.rec, src);
   assert_int_equal(g.emits, 0);   /* not emitted again on replay */
-  assert_int_equal(g.appends, 0);
   assert_string_equal(g.prints, ""); /* nor printed */
   wfvm_free(vm);
   fake_free(&f);
