@@ -39,9 +39,15 @@ assert_contains "the cancellation says who asked" '"by":"engine:concurrency:push
 assert_eq "no container left" 0 "$(containers)"
 
 # --- queue: the second waits in line (queued, its place shown); cancelled there, it leaves nothing
+# q-1's model turn waits at the server's gate "q1" until q-2 has been seen in
+# line and cancelled there (with a turn of 1.5 s, a busy machine's q-1 had
+# finished before q-2 started)
 Q='{"concurrency":{"key":"repo/pr-8"}}'
-start_session q-1 "$Q"
+scenario "{\"default\":$(sed 's/"reply"/"delay":1.5,"reply"/' <<<"$FINAL"),
+  \"routes\":[{\"body_has\":\"hold q-1\",\"step\":$(sed 's/^{/{"hold":"q1",/' <<<"$FINAL")}]}"
+start_session q-1 '{"concurrency":{"key":"repo/pr-8"},"objective":"hold q-1"}'
 wait_until 30 "q-1 holds the key" history_has q-1 '"SlotGranted"'
+wait_for 60 "q-1's model turn held at the gate" '[ "$(model_health held)" -ge 1 ]' 'model_health held' || true
 start_session q-2 "$Q"
 wait_status q-2 queued 30 || true
 assert_contains "engine show names the key and the place in line" "slot 'session-key' key 'repo/pr-8': #1 in line of 1, 1 of 1 held" \
@@ -51,6 +57,7 @@ assert_exit "engine cancel while in line" 0 engine cancel q-2
 wait_status q-2 cancelled 30 || true
 assert_eq "q-2 cancelled" cancelled "$(status q-2)"
 assert_eq "q-2 never had a sandbox" 0 "$(engine history q-2 --json | grep -c '"name":"sandbox.provision"' || true)"
+release q1
 wait_status q-1 completed 30 || true
 assert_eq "q-1 completed" completed "$(status q-1)"
 
