@@ -165,13 +165,19 @@ static const char *state_name(wfvm_state s) {
     if (!strstr(h_, (needle))) fail_msg("\"%s\" does not contain \"%s\"", h_, (needle)); \
   } while (0)
 
-/* A replay of history through src in a fresh VM (g, cleared): it must run to
- * its end appending nothing. Returns the VM, for the caller's checks. */
-static wfvm *replayed(fake *g, const wfvm_config *cfg, const hist_list *history, const char *src) {
+/* A replay of history through src in a fresh VM (g, cleared) to the state want. */
+static wfvm *replay_as(fake *g, const wfvm_config *cfg, const hist_list *history, const char *src, wfvm_state want) {
   memset(g, 0, sizeof *g);
   wfvm *vm = vm_new(g, cfg, history);
   wfvm_state st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
+  assert_state(vm, st, want);
+  return vm;
+}
+
+/* A replay of history through src in a fresh VM (g, cleared): it must run to
+ * its end appending nothing. Returns the VM, for the caller's checks. */
+static wfvm *replayed(fake *g, const wfvm_config *cfg, const hist_list *history, const char *src) {
+  wfvm *vm = replay_as(g, cfg, history, src, WFVM_DONE);
   assert_int_equal(g->appends, 0);
   return vm;
 }
@@ -905,10 +911,7 @@ static void test_patched(void **state) {
 
   /* an old history (recorded before the patch: activity 'a', no marker) */
   record_a(&f);
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, PATCHED);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replay_as(&g, &cfg, &f.rec, PATCHED, WFVM_DONE);
   assert_string_equal(wfvm_output(vm), "{\"branch\":\"old\",\"r\":\"done-a\"}");
   assert_int_equal(g.appends, 0);
   wfvm_free(vm);
@@ -925,10 +928,7 @@ static void test_patched(void **state) {
   const char *patch_removed =
       "local wf = require 'workflow'\n"
       "return function() return {branch = 'only', r = wf.activity('b')} end\n";
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, patch_removed);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replay_as(&g, &cfg, &f.rec, patch_removed, WFVM_DONE);
   assert_string_equal(wfvm_output(vm), "{\"branch\":\"only\",\"r\":1}");
   assert_int_equal(g.appends, 0);
   wfvm_free(vm);
@@ -981,10 +981,7 @@ static void test_activity_failure_is_catchable_table(void **state) {
   wfvm_free(vm);
   /* replay gives the same */
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src2);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replay_as(&g, &cfg, &f.rec, src2, WFVM_DONE);
   assert_contains(wfvm_output(vm), "\"s\":\"Boom: it broke\"");
   wfvm_free(vm);
   fake_free(&f);
@@ -1049,10 +1046,7 @@ static void test_child_commands(void **state) {
       "  local a = wf.start_child('kid', {n = 99})\n"
       "  return a:wait()\n"
       "end\n";
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, other);
-  assert_state(vm, st, WFVM_STUCK);
+  vm = replay_as(&g, &cfg, &f.rec, other, WFVM_STUCK);
   assert_contains(wfvm_output(vm), "history has ChildStarted 'wf-1.1'");
   wfvm_free(vm);
   fake_free(&f);
@@ -1362,10 +1356,7 @@ static void test_limits_commands(void **state) {
   assert_string_equal(wfvm_output(vm), want);
   wfvm_free(vm);
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replay_as(&g, &cfg, &f.rec, src, WFVM_DONE);
   assert_string_equal(wfvm_output(vm), want);
   wfvm_free(vm);
   fake_free(&f);
@@ -1705,10 +1696,7 @@ static void BUG_now_after_checkpoint_differs_on_replay(void **state) {
   snprintf(live, sizeof live, "%s", wfvm_output(vm));
   wfvm_free(vm);
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replay_as(&g, &cfg, &f.rec, src, WFVM_DONE);
   char replay[256];
   snprintf(replay, sizeof replay, "%s", wfvm_output(vm));
   wfvm_free(vm);
@@ -1904,10 +1892,7 @@ static void BUG_budget_counts_the_replayed_prefix(void **state) {
   wfvm_free(vm);
   /* the whole history, replayed in one resume */
   fake g;
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, src);
-  assert_state(vm, st, WFVM_DONE);
+  vm = replay_as(&g, &cfg, &f.rec, src, WFVM_DONE);
   assert_string_equal(wfvm_output(vm), live);
   wfvm_free(vm);
   /* a script that loops only while replaying is still stopped */
@@ -1920,10 +1905,7 @@ static void BUG_budget_counts_the_replayed_prefix(void **state) {
       "  end\n"
       "  return 1\n"
       "end\n";
-  memset(&g, 0, sizeof g);
-  vm = vm_new(&g, &cfg, &f.rec);
-  st = start(vm, replay_loop);
-  assert_state(vm, st, WFVM_KILLED);
+  vm = replay_as(&g, &cfg, &f.rec, replay_loop, WFVM_KILLED);
   assert_contains(wfvm_output(vm), "instruction budget");
   wfvm_free(vm);
   fake_free(&f);
