@@ -27,6 +27,17 @@ serve_until() {
 # before its deadline: on a busy machine the deadline can pass first, and the
 # serve act on it before the kill. Then the case is set up again with a
 # deadline twice as far (a new workflow), up to five times.
+# set_up VAR PREFIX SETUP: runs SETUP ID SECONDS for ids PREFIX1, PREFIX2, ...
+# with 1, 2, 4, ... seconds until it returns 0 (at most five); the id in VAR
+set_up() {
+  local __v="$1" t=1 k
+  for k in 1 2 3 4 5; do
+    printf -v "$__v" '%s' "$2$k"
+    "$3" "$2$k" "$t" && return 0
+    echo "# $2$k: its deadline came first; set up again with twice the time"
+    t=$((t * 2))
+  done
+}
 
 # ---------------------------------------------------------------- 1 ---
 # set_up_sig ID TIMEOUT: the wait open at the kill and the signal in before
@@ -43,8 +54,7 @@ set_up_sig() {
   assert_exit "signal while no worker runs" 0 engine signal "$1" approval '{"approved":true}'
   [ "$(sql "SELECT time FROM signals WHERE wf_id='$1'")" -lt "$(wait_deadline "$1")" ]
 }
-t=1
-for k in 1 2 3 4 5; do sig="sig$k"; set_up_sig "$sig" "$t" && break; echo "# $sig: its deadline came before the kill or the signal; again"; t=$((t * 2)); done
+set_up sig sig set_up_sig
 deadline="$(wait_deadline "$sig")"
 wait_past "$((deadline + 100))"
 serve_until "$sig" completed
@@ -65,8 +75,7 @@ set_up_ret() {
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   [ -n "$(retry_task "$1")" ] && [ "$(grep -c "^$1/.* flaky " "$T/effects")" == 1 ]
 }
-t=1
-for k in 1 2 3 4 5; do ret="ret$k"; set_up_ret "$ret" "$t" && break; echo "# $ret: its retry ran before the kill; again"; t=$((t * 2)); done
+set_up ret ret set_up_ret
 assert_eq "the first attempt failed" 1 "$(grep -c "^$ret/.* flaky 1$" "$T/effects")"
 assert_exit "cancel while no worker runs" 0 engine cancel "$ret"
 retry_at="$(retry_task "$ret")"
@@ -79,8 +88,7 @@ assert_eq "one outcome per command" "events=6 activities_completed=1 open_comman
   "$(verify_history "$ret" 2>&1)"
 
 # ---------------------------------------------------------------- 3 ---
-t=1
-for k in 1 2 3 4 5; do late="late$k"; set_up_ret "$late" "$t" && break; echo "# $late: its retry ran before the kill; again"; t=$((t * 2)); done
+set_up late late set_up_ret
 wait_past "$(( $(retry_task "$late") + 100 ))"
 assert_exit "cancel after the retry fell due, while no worker runs" 0 engine cancel "$late"
 serve_until "$late" cancelled
