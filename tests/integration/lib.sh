@@ -80,6 +80,10 @@ api_url() {
   done
   echo "$u"
 }
+# sqlite3: the test's own reads wait for the write lock like the engine does
+# (a bare sqlite3 answers "database is locked" at once: beside a busy serve the
+# test read an empty instance id and counted 0 containers)
+sqlite3() { command sqlite3 -cmd ".timeout $ENGINE_BUSY_TIMEOUT_MS" "$@"; }
 # sql QUERY: one value-per-line answer from the test's database, either store
 sql() {
   if [ -n "$PG_TEST_DB" ]; then "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U engine -d "$PG_TEST_DB" -Atqc "$1"
