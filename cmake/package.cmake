@@ -45,8 +45,10 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${ENGINE_PACKAGE_MAINTAINER}")
 # packages of what `readelf -d engine` lists as NEEDED); then what the Lua
 # library and the workflows use at run time: lua-yaml (lua/skills.lua reads a
 # skill's frontmatter with it) and git (the pull-request review's checkout).
-# lua-cjson is not one: the engine builds its own "cjson" module in.
-set(ENGINE_DEB_RUNTIME_DEPENDS "lua-yaml, git")
+# lua-cjson is not one: the engine builds its own "cjson" module in. The
+# libraries the engine opens at their first use (engine/base/lazylib.h) are
+# not NEEDED, so dpkg-shlibdeps cannot see them: named here.
+set(ENGINE_DEB_RUNTIME_DEPENDS "libcurl4, libmicrohttpd12, libpq5, lua-yaml, git")
 find_program(ENGINE_DPKG_SHLIBDEPS dpkg-shlibdeps)
 find_program(ENGINE_FILE_PROGRAM file) # CPack's shlibdeps step needs file(1) too
 if(ENGINE_DPKG_SHLIBDEPS AND ENGINE_FILE_PROGRAM)
@@ -55,7 +57,7 @@ if(ENGINE_DPKG_SHLIBDEPS AND ENGINE_FILE_PROGRAM)
 else()
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
-      "libc6, liblua5.4-0, libuv1, libsqlite3-0, libssl3, libcurl4, libseccomp2, libmicrohttpd12, libpq5, ${ENGINE_DEB_RUNTIME_DEPENDS}")
+      "libc6, liblua5.4-0, libuv1, libsqlite3-0, libssl3, libseccomp2, ${ENGINE_DEB_RUNTIME_DEPENDS}")
 endif()
 # a sandbox driver (Docker, else bubblewrap) and mkfs.ext4 for workspaces
 # with a disk quota; adduser makes the engine user (useradd from passwd, which
