@@ -315,6 +315,32 @@ void config_flag(const char *key, const char *value) {
   flag_value[i] = util_strdup(value);
 }
 
+int config_int(const char *key, long long *out, char *err, size_t errlen) {
+  const setting *s = config_find(key);
+  *out = 0;
+  if (!s || s->type != SET_INT) {
+    util_seterr(err, errlen, "%s is not a whole-number setting", key);
+    return -1;
+  }
+  *out = strtoll(s->dflt, NULL, 10);
+  const char *v = getenv(s->env);
+  if (!v || !*v) return 0;
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (errno || *end || end == v || n < s->min || n > s->max) {
+    char shown[48];
+    snprintf(shown, sizeof shown, "%.40s", v);
+    for (char *p = shown; *p; p++) /* it goes to a terminal */
+      if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    util_seterr(err, errlen, "%s must be a whole number from %lld to %lld, not \"%s\"", s->env, s->min, s->max,
+                shown);
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
 void config_get(size_t i, config_entry *e) {
   memset(e, 0, sizeof *e);
   e->s = &SETTINGS[i];

@@ -59,4 +59,11 @@ typedef struct config_entry {
 /* Fills e for SETTINGS[i]. */
 void config_get(size_t i, config_entry *e);
 
+/* A whole-number setting (SET_INT, by key) as it is now: its environment
+ * variable (where the file's value went too), else its default. 0; or -1
+ * with err when the variable is not a whole number in the setting's range
+ * ("ENGINE_X must be a whole number from 0 to 100, not \"abc\""), and *out
+ * is the default then. */
+int config_int(const char *key, long long *out, char *err, size_t errlen);
+
 #endif

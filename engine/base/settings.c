@@ -77,6 +77,10 @@ const setting SETTINGS[] = {
     {"wf_memory_mb", "ENGINE_WF_MEMORY_MB", SET_INT, "64", 1, 65536, NULL, 0, "a workflow's Lua memory"},
     {"wf_instructions", "ENGINE_WF_INSTRUCTIONS", SET_INT, "200000000", 1000, 1000000000000LL, NULL, 0,
      "a workflow's instructions per step"},
+    {"child_max_depth", "ENGINE_CHILD_MAX_DEPTH", SET_INT, "3", 0, 100, NULL, 1,
+     "how deep a tree of child workflows goes (a root is depth 0; 0: no children)"},
+    {"child_max_fanout", "ENGINE_CHILD_MAX_FANOUT", SET_INT, "8", 1, 100000, NULL, 1,
+     "children one workflow has running at once at most"},
     /* sandboxes */
     {"sandbox_driver", "ENGINE_SANDBOX_DRIVER", SET_ENUM, "docker", 0, 0, "docker|bwrap", 1,
      "how sandboxes run: Docker or bubblewrap"},

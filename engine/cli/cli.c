@@ -144,6 +144,12 @@ int cli_main(int argc, char **argv) {
   if (strcmp(cmd, "__complete") == 0) return completion_query(argc - a.i, argv + a.i); /* for the scripts */
   if (strcmp(cmd, "test") == 0) return wftest_main(argc - a.i, argv + a.i); /* no database, no server */
   if (json_max_payload_check(err, sizeof err) != 0) return cli_die(EXIT_USAGE, "%s", err);
+  /* read where a child starts, deep in a run: a bad value stops the command here instead */
+  static const char *const checked_ints[] = {"child_max_depth", "child_max_fanout"};
+  for (size_t i = 0; i < sizeof checked_ints / sizeof *checked_ints; i++) {
+    long long v;
+    if (config_int(checked_ints[i], &v, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "%s", err);
+  }
   if (cli_check_color(&c)) return EXIT_USAGE;
   const command *found = NULL;
   for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS && !found; i++)

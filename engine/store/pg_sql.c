@@ -54,6 +54,12 @@ const char *const pg_sql[Q__N] = {
                       "strpos($2, ','||status||',')>0) ORDER BY id LIMIT $3",
     [Q_WF_CHILDREN] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close "
                       "FROM workflows WHERE parent=$1 ORDER BY created_at, id",
+    /* up the parent column from $1, at most $2 steps: the last step's number is the depth */
+    [Q_WF_DEPTH] = "WITH RECURSIVE up(id,parent,n) AS (SELECT id,parent,0 FROM workflows WHERE id=$1 UNION ALL "
+                   "SELECT w.id,w.parent,up.n+1 FROM workflows w JOIN up ON w.id=up.parent WHERE up.n<$2::bigint) "
+                   "SELECT coalesce(max(n),0) FROM up",
+    [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=$1 "
+                              "AND status NOT IN ('completed','failed','cancelled')",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) "
                       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 ORDER BY seq",

@@ -162,6 +162,23 @@ int pg_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
   return each_wf(s, Q_WF_CHILDREN, cb, ud);
 }
 
+int64_t pg_wf_depth(store *st_, const char *id, int64_t cap) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, id);
+  pg_bind_int(s, cap);
+  int64_t v;
+  return pg_query_int(s, Q_WF_DEPTH, 0, &v) == STORE_OK ? v : -1;
+}
+
+int64_t pg_wf_children_running(store *st_, const char *parent) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, parent);
+  int64_t v;
+  return pg_query_int(s, Q_WF_CHILDREN_RUNNING, 0, &v) == STORE_OK ? v : -1;
+}
+
 /* ---- history ---- */
 
 int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e) {

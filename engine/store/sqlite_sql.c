@@ -30,6 +30,12 @@ const char *const sq_sql[Q__N] = {
                  "ORDER BY id LIMIT ?4",
     [Q_WF_CHILDREN] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
                       "updated_at,parent,parent_close FROM workflows WHERE parent=? ORDER BY created_at, id",
+    /* up the parent column from ?1, at most ?2 steps: the last step's number is the depth */
+    [Q_WF_DEPTH] = "WITH RECURSIVE up(id,parent,n) AS (SELECT id,parent,0 FROM workflows WHERE id=?1 UNION ALL "
+                   "SELECT w.id,w.parent,up.n+1 FROM workflows w JOIN up ON w.id=up.parent WHERE up.n<?2) "
+                   "SELECT coalesce(max(n),0) FROM up",
+    [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=? "
+                              "AND status NOT IN ('completed','failed','cancelled')",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
     [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",

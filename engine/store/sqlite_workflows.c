@@ -172,6 +172,25 @@ int sq_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
   return each_wf(s, st, cb, ud);
 }
 
+int64_t sq_wf_depth(store *st_, const char *id, int64_t cap) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_DEPTH);
+  if (!st) return -1;
+  sq_bind_text(s, st, 1, id);
+  sq_bind_int(s, st, 2, cap);
+  int64_t v;
+  return sq_query_int(s, st, 0, &v) == STORE_OK ? v : -1;
+}
+
+int64_t sq_wf_children_running(store *st_, const char *parent) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_CHILDREN_RUNNING);
+  if (!st) return -1;
+  sq_bind_text(s, st, 1, parent);
+  int64_t v;
+  return sq_query_int(s, st, 0, &v) == STORE_OK ? v : -1;
+}
+
 /* ---- history ---- */
 
 int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e) {

@@ -182,6 +182,13 @@ int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, 
 /* The workflows parent started as children (wf.child), oldest first; the
  * rows have no input and no result. */
 int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud);
+/* How deep workflow id sits in a tree of children: the parents that lead up
+ * from it by the parent column (0: it has none, or it is unknown), followed
+ * at most cap steps (a longer chain answers cap). One query; -1 on error. */
+int64_t store_wf_depth(store *s, const char *id, int64_t cap);
+/* How many of the workflows parent started as children have not ended (a
+ * status other than completed, failed and cancelled); -1 on error. */
+int64_t store_wf_children_running(store *s, const char *parent);
 
 /* ---- history ---- */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);

@@ -13,7 +13,7 @@
 #include "util.h"
 #include "wfvm_internal.h"
 
-static const char *const option_names[] = {"id", "parent_close", "timeout", NULL};
+static const char *const option_names[] = {"id", "max_depth", "max_fanout", "parent_close", "timeout", NULL};
 
 static int known_option(const char *k) {
   for (const char *const *o = option_names; *o; o++)
@@ -41,7 +41,21 @@ static void check_option_names(lua_State *L, int t, const char *what) {
   }
   if (found)
     wfvm_raise_error(L, "InvalidOptions",
-                     lua_pushfstring(L, "wf.%s: unknown option '%s' (id, parent_close, timeout)", what, worst));
+                     lua_pushfstring(L, "wf.%s: unknown option '%s' (id, max_depth, max_fanout, parent_close, timeout)",
+                                     what, worst));
+}
+
+/* A limit the call asks for (max_depth, max_fanout): a whole number, 1 or
+ * more. Whether it is within the engine's limit the worker decides, and
+ * records, so that a replay does not depend on the setting. */
+static void check_limit_option(lua_State *L, const char *what, const char *key) {
+  if (lua_getfield(L, 3, key) != LUA_TNIL) {
+    lua_Number v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+    if (lua_type(L, -1) != LUA_TNUMBER || v != v || v < 1 || v > 1e9 || v != (lua_Number)(long long)v)
+      wfvm_raise_error(L, "InvalidOptions",
+                       lua_pushfstring(L, "wf.%s: option '%s' must be a whole number from 1 to 1000000000", what, key));
+  }
+  lua_pop(L, 1);
 }
 
 /* The id of the n-th child of this run: the parent's id and the number, so
@@ -56,7 +70,8 @@ static void derived_id(const wfvm *vm, int64_t n, char *out, size_t len) {
  * {type, message, child}; wf.start_child(...) -> its future. opts: id (the
  * child's workflow id), parent_close (terminate | request_cancel | abandon:
  * what this run's end does to a child still running), timeout (seconds: the
- * child is cancelled past it and the wait raises Timeout). */
+ * child is cancelled past it and the wait raises Timeout), max_depth and
+ * max_fanout (less than the engine's child_max_depth, child_max_fanout). */
 int wfvm_child_command(lua_State *L, int wait) {
   wfvm *vm = get_vm(L);
   const char *what = wait ? "child" : "start_child";
@@ -104,6 +119,8 @@ int wfvm_child_command(lua_State *L, int wait) {
     wfvm_check_seconds(L, lua_tonumber(L, -1), "InvalidOptions", w);
   }
   lua_pop(L, 1);
+  check_limit_option(L, what, "max_depth");
+  check_limit_option(L, what, "max_fanout");
   if (wait) wfvm_check_blocking(L, vm, what);
   else wfvm_check_primitive(L, vm, what);
   /* numbered whether or not it has an id of its own: the next derived one

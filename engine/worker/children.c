@@ -18,7 +18,11 @@
  *   cancel        cancelling a parent cancels the children it waits on (not
  *                 abandon ones): their clean-up runs.
  *   timeout       a "child_timeout" task of the parent: past it the wait
- *                 raises Timeout and the child is cancelled. */
+ *                 raises Timeout and the child is cancelled.
+ *
+ * A start over child_max_depth or child_max_fanout (child_limits.c) is
+ * refused like an id in use: ChildFailed is recorded at once and no child
+ * is created. */
 #include "worker.h"
 
 #include <limits.h>
@@ -99,6 +103,13 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   if (!script || !input) {
     rc = answer(r, c, "ChildFailed", child_error(c->name, "ChildStartFailed", "the command has no script or input"),
                 ev, keep);
+    goto out;
+  }
+  char *refused = NULL;
+  int over = child_limits_check(e, r, c->name, options, &refused);
+  if (over != 0) { /* no child row: the refusal is the outcome, which a replay takes whatever the limits are then */
+    rc = over < 0 ? -1 : answer(r, c, "ChildFailed", refused, ev, keep);
+    if (rc > 0) crash_point("child.limit");
     goto out;
   }
   char *path = script_path(r, script);

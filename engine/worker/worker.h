@@ -9,8 +9,10 @@
  *               blocks on go to the handler of their kind (run_command)
  *   attempts.c  activity attempts, their leases and retries ("activity")
  *   slots.c     durable limits: slots (concurrency, caps), counters, rates
+ *   child_limits.c  how deep a tree of children goes and how many run
+ *               at once under one parent (child_max_depth, child_max_fanout)
  *   children.c  child workflows: the "child" command, a child's end told to
- *               its parent, parent_close, a child's timeout
+ *               its parent, parent_close, a child's timeout, the limits' refusals
  *   dispatch.c  due tasks: workflow wake-ups, activity (re)tries, timers
  *   client.c    in-process clients: create, signal, cancel in the batch
  *   hooks.c     the worker's hooks in the Lua library (lua/activities/worker.lua)
@@ -273,6 +275,14 @@ void dispatch_init(engine *e);
 void slots_init(engine *e);
 /* A run ended: what it held or queued for goes to the next in line. */
 void slots_release_all(engine *e, const char *wf_id);
+
+/* child_limits.c */
+/* Whether run r may start child id, with the options of its command (its
+ * "options" object as JSON): 0 yes; 1 no, *refusal (malloc'd) the error to
+ * record as the child's outcome: ChildLimit over child_max_depth or
+ * child_max_fanout (or the call's max_depth, max_fanout), InvalidOptions for
+ * an option over the engine's limit; -1 when the store failed. */
+int child_limits_check(engine *e, const wfrun *r, const char *id, const char *options, char **refusal);
 
 /* children.c */
 /* Registers the "child" command with the runs, and what a run's close

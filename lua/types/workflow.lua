@@ -134,10 +134,14 @@ function workflow.start_wait_signal(name, options) end
 ---@field id? string the child's workflow id (default: this workflow's id and a number, `P.1`)
 ---@field parent_close? "terminate"|"request_cancel"|"abandon" what this run's end does to the child still running (default terminate)
 ---@field timeout? number seconds: past them the wait raises Timeout and the child is cancelled
+---@field max_depth? integer the child's depth at most (a root is 0), below the engine's child_max_depth: deeper raises ChildLimit
+---@field max_fanout? integer this workflow's children running at once at most, the new one included, below the engine's child_max_fanout
 
 --- Starts a child workflow and waits for it: its result, or raises its
 --- error {type, message, child}. `script` is a path beside this script
---- (".lua" added to a bare name) or an absolute one.
+--- (".lua" added to a bare name) or an absolute one. A start over the depth
+--- or fan-out limit raises ChildLimit {type, message, child, limit, max,
+--- depth or running}, and no child is created.
 ---@param script string
 ---@param input? table
 ---@param options? ChildOptions

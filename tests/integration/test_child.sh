@@ -10,8 +10,12 @@
 # parent_close and at a timeout; an id in use and a missing script; replay
 # of parent and children (a child's code pinned when its file changes);
 # non-determinism; what show, show --json, list --tree and the reserved
-# signal names say. On PostgreSQL also: two workers, one killed -9 while
-# the children wait, the other carries parent and children on.
+# signal names say. The limits: a chain one deeper than child_max_depth,
+# a parent starting more children at once than child_max_fanout (ChildLimit,
+# recorded, no child row; a new start once one ended), a call's max_depth
+# and max_fanout, replay under other limits, kill -9 at the refusal. On
+# PostgreSQL also: two workers, one killed -9 while the children wait, the
+# other carries parent and children on.
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf/child_parent.lua"
 export TEST_SIDE_EFFECTS="$T/effects"
@@ -108,6 +112,69 @@ done
 assert_eq "every crash point was reached (killed by SIGKILL)" "$cases" "$hit"
 echo "# child activity executions beyond one each, over all cases: $(( $(grep -c '^k[0-9]*\.' "$T/effects") - 4 * cases ))"
 
+# --- depth: with child_max_depth 2 (the setting, from the environment), a
+# chain asked to go 5 deep is refused at depth 3, in the workflow at depth 2;
+# the rest of the tree completes, and the refused child has no row
+CHAIN="$SRC/tests/integration/wf/child_chain.lua"
+chain() { # ID INPUT [ENV...]: a chain in the foreground, to its end
+  local id="$1" input="$2"; shift 2
+  env "$@" "$ENGINE" start "$CHAIN" --id "$id" --input "$input" --quiet >/dev/null 2>"$T/$id.err" \
+    || fail "$id: $(cat "$T/$id.err")"
+}
+leaf() { # ID: the refusal the chain's last workflow returned, field by field
+  echo "$(result "$1" depth) $(result "$1" refused) $(result "$1" limit) $(result "$1" max) $(result "$1" child_depth) $(result "$1" child)"
+}
+chain dc '{"to":5}' ENGINE_CHILD_MAX_DEPTH=2
+assert_eq "the tree completed" "completed completed completed" "$(status dc) $(status dc.1) $(status dc.1.1)"
+assert_eq "refused at depth 3, in the workflow at depth 2" "2 ChildLimit child_max_depth 2 3 dc.1.1.1" "$(leaf dc.1.1)"
+assert_eq "the message names the limit, its value and the depth asked" \
+  "child depth 3 is over child_max_depth 2 (its parent dc.1.1 is at depth 2)" "$(result dc.1.1 message)"
+assert_eq "the refused child has no row" 0 "$(sql "SELECT count(*) FROM workflows WHERE id LIKE 'dc.1.1.%'")"
+assert_contains "the refusal is the child's recorded outcome" "ChildStarted ChildFailed WorkflowCompleted" \
+  "$(engine history dc.1.1 | awk '{printf "%s ", $3}')"
+assert_contains "one outcome per command" "open_commands=0 last=WorkflowCompleted" "$(verify_history dc.1.1)"
+assert_eq "the parents got their child's result" "0 1 2" \
+  "$(result dc depth) $(engine show dc --json | jget result.below.depth) $(engine show dc --json | jget result.below.below.depth)"
+for id in dc dc.1 dc.1.1; do # the operator's limit changed since: the replay takes the recorded refusal
+  ENGINE_CHILD_MAX_DEPTH=10 engine replay "$id" >"$T/replay.out" 2>&1 && pass "replay of $id under another limit" \
+    || fail "replay of $id under another limit: $(cat "$T/replay.out")"
+done
+chain dd '{"to":9}'
+assert_eq "the default child_max_depth is 3" "3 ChildLimit child_max_depth 3 4 dd.1.1.1.1" "$(leaf dd.1.1.1)"
+printf 'child_max_depth = 1\n' >"$T/depth.conf"
+chain dconf '{"to":9}' ENGINE_CONFIG="$T/depth.conf"
+assert_eq "the configuration file's child_max_depth" "1 ChildLimit child_max_depth 1 2 dconf.1.1" "$(leaf dconf.1)"
+chain dopt '{"to":9,"opts":{"max_depth":1}}' ENGINE_CHILD_MAX_DEPTH=2
+assert_eq "a call's max_depth asks for less" "1 ChildLimit max_depth 1 2 dopt.1.1" "$(leaf dopt.1)"
+assert_eq "named as the call's" "child depth 2 is over the call's max_depth 1 (its parent dopt.1 is at depth 1)" \
+  "$(result dopt.1 message)"
+chain dmore '{"to":9,"opts":{"max_depth":4}}' ENGINE_CHILD_MAX_DEPTH=2
+assert_eq "a call cannot ask for more: InvalidOptions naming both numbers" \
+  "InvalidOptions option 'max_depth' is 4, more than the engine's child_max_depth 2" \
+  "$(result dmore refused) $(result dmore message)"
+assert_eq "and starts no child" 0 "$(sql "SELECT count(*) FROM workflows WHERE parent='dmore'")"
+ENGINE_CHILD_MAX_DEPTH=deep assert_exit "a bad ENGINE_CHILD_MAX_DEPTH stops the command" 2 engine list
+assert_contains "naming the variable, its range and the value" \
+  'ENGINE_CHILD_MAX_DEPTH must be a whole number from 0 to 100, not "deep"' "$ERR"
+ENGINE_CHILD_MAX_FANOUT=0 assert_exit "so does a child_max_fanout out of range" 2 engine list
+
+# --- kill -9 at the refusal (child.limit, before its commit): after the
+# restart the depth is read again from the store, and the tree ends as before
+set +e
+ENGINE_CRASH=child.limit:1 ENGINE_CHILD_MAX_DEPTH=2 "$ENGINE" start "$CHAIN" --id kl --input '{"to":5}' --quiet \
+  >/dev/null 2>"$T/kl.err"
+rc=$?
+set -e
+assert_eq "child.limit was reached (killed by SIGKILL)" 137 "$rc"
+for attempt in 1 2 3; do
+  [ "$(status kl)" == completed ] && break
+  ENGINE_CHILD_MAX_DEPTH=2 "$ENGINE" start "$CHAIN" --id kl --quiet >/dev/null 2>"$T/resume.err" || true
+done
+assert_eq "after the kill: the same refusal at the same depth" "2 ChildLimit child_max_depth 2 3 kl.1.1.1" "$(leaf kl.1.1)"
+assert_eq "the tree completed, each once" "kl.1:completed kl.1.1:completed" \
+  "$(sql "SELECT id || ':' || status FROM workflows WHERE id LIKE 'kl.%' ORDER BY id" | tr '\n' ' ' | sed 's/ $//')"
+assert_eq "one refusal recorded" 1 "$(engine history kl.1.1 | grep -c ChildFailed)"
+
 # --- with engine serve: the API's tree, parent_close, cancel, timeout, start errors
 : >"$T/serve.log"
 serve_api
@@ -180,6 +247,52 @@ wait_status ct completed 30 || fail "ct: $(status ct)"
 assert_eq "after the kill: the timeout" "Timeout" "$(result ct type)"
 wait_status ct.1 cancelled 30 || fail "ct.1: $(status ct.1)"
 assert_contains "the parent has one outcome per child" "open_commands=0 last=WorkflowCompleted" "$(verify_history ct)"
+kill "$S" 2>/dev/null || true
+wait "$S" 2>/dev/null || true
+
+# --- fan-out: with child_max_fanout 3, a parent starting five children at
+# once gets ChildLimit for the fourth and fifth (no rows) while three run;
+# once one of them ended, a new start succeeds. The first such parent is
+# killed -9 at its first refusal (child.limit): the serve after it counts
+# the running children again from the store
+fanlimit_ids() { sql "SELECT id FROM workflows WHERE parent='$1' ORDER BY id" | tr '\n' ' ' | sed 's/ $//'; }
+waiting_children() { sql "SELECT count(*) FROM workflows WHERE parent='$1' AND status='waiting'"; }
+start fk '{"mode":"fanlimit","n":5}'
+ENGINE_CHILD_MAX_FANOUT=3 crash_serve child.limit:1
+ENGINE_CHILD_MAX_FANOUT=3 serve_bg
+start fl '{"mode":"fanlimit","n":5}'
+for p in fl fk; do
+  wait_for 60 "three children of $p waiting" '[ "$(waiting_children "$1")" == 3 ]' 'fanlimit_ids "$1"' "$p"
+  wait_status "$p" waiting 30 || fail "$p: $(status "$p")"
+  assert_eq "$p: three run, the refused ones have no row" "$p.1 $p.2 $p.3" "$(fanlimit_ids "$p")"
+  assert_eq "$p: two refusals recorded" 2 "$(engine history "$p" | grep ChildFailed | grep -c ChildLimit || true)"
+  engine signal "$p.1" go '{}' >/dev/null
+  wait_status "$p.6" completed 30 || fail "$p.6, the start after one ended: $(status "$p.6")"
+  assert_eq "$p: started while two still run" "waiting waiting" "$(status "$p.2") $(status "$p.3")"
+  engine signal "$p.2" go '{}' >/dev/null
+  engine signal "$p.3" go '{}' >/dev/null
+  wait_status "$p" completed 30 || fail "$p: $(status "$p")"
+  assert_eq "$p: the refusals name the limit, its value and the children running" \
+    "$p.4 ChildLimit: parent $p has 3 children running, child_max_fanout is 3 (child_max_fanout 3, running 3)" \
+    "$(result "$p" refused.1)"
+  assert_eq "$p: the fifth too; three ran, and the one after" "$p.5 ChildLimit 3 100" \
+    "$(result "$p" refused.2 | cut -d: -f1) $(engine show "$p" --json | jget result.running | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))') $(result "$p" extra)"
+  assert_contains "$p: one outcome per command" "open_commands=0 last=WorkflowCompleted" "$(verify_history "$p")"
+  for lim in 1 8; do # the operator's limit changed since: the replay takes the recorded refusals
+    ENGINE_CHILD_MAX_FANOUT=$lim engine replay "$p" >"$T/replay.out" 2>&1 && pass "$p: replay under child_max_fanout $lim" \
+      || fail "$p: replay under child_max_fanout $lim: $(cat "$T/replay.out")"
+  done
+done
+for k in 1 2 3 6; do assert_eq "fk.$k started once" 1 "$(engine history "fk.$k" | grep -c WorkflowStarted)"; done
+start flo '{"mode":"fanlimit","n":3,"opts":{"max_fanout":2}}'
+wait_for 60 "two children of flo waiting" '[ "$(waiting_children flo)" == 2 ]' 'fanlimit_ids flo'
+wait_status flo waiting 30 || fail "flo: $(status flo)"
+engine signal flo.1 go '{}' >/dev/null
+engine signal flo.2 go '{}' >/dev/null
+wait_status flo completed 30 || fail "flo: $(status flo)"
+assert_eq "a call's max_fanout asks for less" \
+  "flo.3 ChildLimit: parent flo has 2 children running, the call's max_fanout is 2 (max_fanout 2, running 2)" \
+  "$(result flo refused.1)"
 kill "$S" 2>/dev/null || true
 wait "$S" 2>/dev/null || true
 

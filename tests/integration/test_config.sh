@@ -24,6 +24,7 @@ lease_ms = "5000"|engine.conf:1: lease_ms must be a whole number, not string
 lease_ms = 1.5|lease_ms must be a whole number, not 1.5
 lease_ms = 5|engine.conf:1: lease_ms = 5 is out of range (100 to 3600000)
 max_payload_bytes = 1e12|max_payload_bytes = 1000000000000 is out of range
+child_max_fanout = 0|engine.conf:1: child_max_fanout = 0 is out of range (1 to 100000)
 db = 3|engine.conf:1: db must be a string, not an integer
 db = ""|engine.conf:1: db is an empty path
 no_sweep = "yes"|engine.conf:1: no_sweep must be true or false, not string

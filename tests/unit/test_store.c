@@ -787,6 +787,37 @@ static void test_workflow_rows(void **state) {
   store_close(s);
 }
 
+/* A tree of children (the limits of child_limits.c): a workflow's depth
+ * follows the parent column up to a root, at most cap steps; a parent's
+ * running children are those not ended, those of the open batch included. */
+static void test_workflow_tree(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  const char *ids[][2] = {{"r", NULL}, {"r.1", "r"}, {"r.2", "r"}, {"r.3", "r"}, {"r.1.1", "r.1"}, {"r.1.1.1", "r.1.1"}};
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+    wf_row w = sample_wf(ids[i][0]);
+    w.parent = (char *)ids[i][1];
+    w.parent_close = ids[i][1] ? "terminate" : NULL;
+    assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  }
+  assert_int_equal(store_wf_children_running(s, "r"), 3); /* seen before the commit, in the batch */
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_wf_depth(s, "r", 100), 0);
+  assert_int_equal(store_wf_depth(s, "r.2", 100), 1);
+  assert_int_equal(store_wf_depth(s, "r.1.1.1", 100), 3);
+  assert_int_equal(store_wf_depth(s, "r.1.1.1", 2), 2); /* the cap */
+  assert_int_equal(store_wf_depth(s, "nobody", 100), 0);
+  assert_int_equal(store_wf_set_status(s, "r.1", "completed", "{}", NULL), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "r.2", "waiting", NULL, NULL), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "r.3", "cancelled", NULL, "{}"), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_wf_children_running(s, "r"), 1); /* r.2, waiting */
+  assert_int_equal(store_wf_children_running(s, "r.1"), 1); /* a parent that ended may have children running */
+  assert_int_equal(store_wf_children_running(s, "r.1.1.1"), 0);
+  assert_int_equal(store_wf_depth(s, "r.1.1.1", 100), 3); /* its parent's end changes no depth */
+  store_close(s);
+}
+
 /* Ids by prefix (shell completion): the prefix's range of the id index, a
  * prefix that is a whole id included, statuses and the limit applied. */
 static void test_workflow_ids_by_prefix(void **state) {
@@ -2282,6 +2313,7 @@ int main(int argc, char **argv) {
       T(test_rollback_discards),
       T(test_workflow_rows),
       T(test_workflow_ids_by_prefix),
+      T(test_workflow_tree),
       T(test_open_readonly),
       T(test_doctor_probes),
       T(test_tasks_due_and_leases),

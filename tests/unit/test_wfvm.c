@@ -992,14 +992,16 @@ static void test_activity_failure_is_catchable_table(void **state) {
 /* wf.child and wf.start_child: the ChildStarted command (named by the
  * child's id, made from the run's id and a number unless opts.id), its
  * outcomes as results and errors, its replay and a replay that starts
- * another child; options checked before anything is recorded. */
+ * another child; options checked before anything is recorded (max_depth and
+ * max_fanout only as numbers: the worker weighs them against the engine's). */
 static void test_child_commands(void **state) {
   (void)state;
   const char *src =
       "local wf = require 'workflow'\n"
       "return function()\n"
       "  local a = wf.start_child('kid', {n = 1})\n"
-      "  local b = wf.start_child('kid.lua', {n = 2}, {id = 'mine', parent_close = 'abandon', timeout = 5})\n"
+      "  local b = wf.start_child('kid.lua', {n = 2}, {id = 'mine', parent_close = 'abandon', timeout = 5,\n"
+      "                                               max_depth = 2, max_fanout = 4})\n"
       "  local ok, e = pcall(wf.all, {a, b})\n"
       "  local c = wf.child('kid', nil)\n"
       "  return {ok = ok, type = e.type, child = e.child, c = c, a = a:wait()}\n"
@@ -1016,6 +1018,7 @@ static void test_child_commands(void **state) {
   assert_string_equal(wfvm_pending_at(vm, 1)->name, "mine");
   assert_string_equal(wfvm_pending_at(vm, 0)->payload, "{\"input\":{\"n\":1},\"options\":{},\"script\":\"kid\"}");
   assert_contains(wfvm_pending_at(vm, 1)->payload, "\"parent_close\":\"abandon\"");
+  assert_contains(wfvm_pending_at(vm, 1)->payload, "\"max_depth\":2,\"max_fanout\":4"); /* the worker weighs them */
   assert_string_equal(f.rec.v[1].type, "ChildStarted");
   /* outcomes in log order: the second fails, then the first completes */
   int64_t seq_a = wfvm_pending_at(vm, 0)->seq, seq_b = wfvm_pending_at(vm, 1)->seq;
@@ -1063,6 +1066,10 @@ static void test_child_commands(void **state) {
       {"wf.child('kid', {}, {id = 'a b'})", "InvalidArgument: wf.child: the child's id"},
       {"wf.child('kid', {}, {id = 'wf-1'})", "its own child"},
       {"wf.start_child('kid', {}, 'x')", "the options must be a table"},
+      {"wf.child('kid', {}, {max_depth = 0})", "InvalidOptions: wf.child: option 'max_depth' must be a whole number"},
+      {"wf.start_child('kid', {}, {max_fanout = 2.5})", "option 'max_fanout' must be a whole number from 1"},
+      {"wf.child('kid', {}, {max_fanout = '3'})", "option 'max_fanout' must be a whole number"},
+      {"wf.child('kid', {}, {max_depth = 0/0})", "option 'max_depth' must be a whole number"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char *code = util_fmt("local wf = require 'workflow'\nreturn function()\n"

@@ -1,5 +1,5 @@
 -- A parent of child workflows (test_child.sh): wf.child, wf.start_child with
--- wf.all, parent_close, cancel, timeout, an id in use.
+-- wf.all, parent_close, cancel, timeout, an id in use, the fan-out limit.
 local wf = require "workflow"
 
 local modes = {}
@@ -25,6 +25,29 @@ function modes.fan(input)
   local sum = 0
   for _, r in ipairs(wf.all(fs)) do sum = sum + r.n end
   return { sum = sum }
+end
+
+-- n children at once, more than the fan-out limit allows: the refused ones
+-- settle at once (their refusal is their outcome); once the first accepted
+-- one ended (the test signals it), one more start fits; then the rest end
+function modes.fanlimit(input)
+  local fs = {}
+  for i = 1, input.n do fs[i] = wf.start_child("child_worker", { n = i, wait = true }, input.opts) end
+  pcall(fs[input.n].wait, fs[input.n]) -- the refusals come in one commit: after the last, all have settled
+  local out = { refused = {}, running = {} }
+  for i, f in ipairs(fs) do
+    if f:ready() then
+      local _, err = pcall(f.wait, f)
+      out.refused[#out.refused + 1] = string.format("%s %s: %s (%s %s, running %s)", err.child, err.type, err.message,
+        err.limit, err.max, err.running)
+    else
+      out.running[#out.running + 1] = i
+    end
+  end
+  fs[out.running[1]]:wait()
+  out.extra = wf.child("child_worker", { n = 100 }, input.opts).n
+  for k = 2, #out.running do fs[out.running[k]]:wait() end
+  return out
 end
 
 -- children waiting for a signal; the parent ends at once (completes)
