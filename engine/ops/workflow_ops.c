@@ -198,9 +198,9 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
   return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, existed, made, err, errlen);
 }
 
-int ops_write_child(store *st, const char *id, const char *script_path, const char *input_json, const char *parent,
-                    const char *parent_close, int *existed, char *err, size_t errlen) {
-  return write_workflow(st, id, script_path, input_json, 1, NULL, parent, parent_close, existed, NULL, err, errlen);
+int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
+                    const char *parent, const char *parent_close, int *existed, char *err, size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, existed, NULL, err, errlen);
 }
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,

@@ -72,8 +72,8 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
                        const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen);
 /* The same for a child workflow (wf.child): queued, its row naming its
  * parent and what the parent's end does to it (parent_close). */
-int ops_write_child(store *st, const char *id, const char *script_path, const char *input_json, const char *parent,
-                    const char *parent_close, int *existed, char *err, size_t errlen);
+int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
+                    const char *parent, const char *parent_close, int *existed, char *err, size_t errlen);
 /* Checks, inside the open transaction, that workflow id exists and has not
  * finished; *cancel gets its cancel state. Nothing is written. */
 int ops_check_live(store *st, const char *id, const char *what, int *cancel, char *err, size_t errlen);

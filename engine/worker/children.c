@@ -114,8 +114,11 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   }
   char *path = script_path(r, script);
   int existed = 0;
-  int bad = ops_write_child(e->st, c->name, path, input, r->id, close ? close : "terminate", &existed, err,
-                            sizeof err);
+  /* read and checked once per change of the file, as engine_submit's: a
+   * check builds a whole sandbox, most of a child's start when repeated */
+  const scriptbuf *pre = run_script(e, path, err, sizeof err);
+  int bad = !pre || ops_write_child(e->st, c->name, path, pre, input, r->id, close ? close : "terminate", &existed,
+                                    err, sizeof err);
   free(path);
   if (bad && store_batch_failed(e->st)) {
     rc = -1;

@@ -4,14 +4,12 @@
  * workflow runs at once. */
 #include "worker.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <lauxlib.h>
@@ -21,40 +19,10 @@
 #include "modules.h"
 #include "render.h"
 
-/* The script at path, read once and re-read only when the file changes. */
-static const scriptbuf *cached_script(engine *e, const char *path, char *err, size_t errlen) {
-  struct stat sb;
-  if (stat(path, &sb) != 0) {
-    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
-    return NULL;
-  }
-  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-  scriptbuf *s = strmap_get(&e->scripts, path);
-  if (s && s->mtime_ns == mt && s->size == (int64_t)sb.st_size) return s;
-  size_t len;
-  char *src = engine_read_script(path, &len, err, errlen);
-  if (!src) return NULL;
-  if (engine_check_script(path, src, len, err, errlen) != 0) {
-    free(src);
-    return NULL;
-  }
-  if (!s) {
-    s = util_xcalloc(1, sizeof *s);
-    strmap_put(&e->scripts, path, s);
-  }
-  free(s->src);
-  s->src = src;
-  s->len = len;
-  s->mtime_ns = mt;
-  s->size = (int64_t)sb.st_size;
-  util_sha256_hex(src, len, s->hash);
-  return s;
-}
-
 int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
                   char *err, size_t errlen) {
   int found = 0;
-  const scriptbuf *pre = cached_script(e, script_path, err, errlen);
+  const scriptbuf *pre = run_script(e, script_path, err, errlen);
   if (!pre) return -1;
   made_wf made = {0};
   if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, &found, &made, err, errlen) != 0) return -1;

@@ -3,12 +3,15 @@
  * reaches it directly when cached, else by a replay (run_deliver). This file
  * owns a run's history appends and status, and what a run does when its VM
  * blocks on a command (run_handle_state): start an activity attempt, take a
- * buffered signal, put a timer task, or finish. */
+ * buffered signal, put a timer task, or finish; and the code caches: the
+ * compiled chunks replays load, the scripts starts write (run_script). */
 #include "worker.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "crash.h"
 #include "json.h"
@@ -128,6 +131,35 @@ static void scriptbuf_free(void *p) {
 void run_clear_codecache(engine *e) {
   strmap_clear(&e->bytecode, codebuf_free);
   strmap_clear(&e->scripts, scriptbuf_free);
+}
+
+const scriptbuf *run_script(engine *e, const char *path, char *err, size_t errlen) {
+  struct stat sb;
+  if (stat(path, &sb) != 0) {
+    util_seterr(err, errlen, "cannot read workflow script %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  int64_t mt = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+  scriptbuf *s = strmap_get(&e->scripts, path);
+  if (s && s->mtime_ns == mt && s->size == (int64_t)sb.st_size) return s;
+  size_t len;
+  char *src = engine_read_script(path, &len, err, errlen);
+  if (!src) return NULL;
+  if (engine_check_script(path, src, len, err, errlen) != 0) {
+    free(src);
+    return NULL;
+  }
+  if (!s) {
+    s = util_xcalloc(1, sizeof *s);
+    strmap_put(&e->scripts, path, s);
+  }
+  free(s->src);
+  s->src = src;
+  s->len = len;
+  s->mtime_ns = mt;
+  s->size = (int64_t)sb.st_size;
+  util_sha256_hex(src, len, s->hash);
+  return s;
 }
 
 /* Builds a VM for the workflow's current run and replays it; the run then

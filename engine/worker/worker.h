@@ -6,7 +6,8 @@
  *   tasks.c     the timer of the due tasks (tasks_put writes and arms)
  *   runs.c      the run cache: a workflow's VM, its history appends
  *               (run_append, run_outcome) and status; the commands it
- *               blocks on go to the handler of their kind (run_command)
+ *               blocks on go to the handler of their kind (run_command);
+ *               the scripts and chunks that starts and replays reuse
  *   attempts.c  activity attempts, their leases and retries ("activity")
  *   slots.c     durable limits: slots (concurrency, caps), counters, rates
  *   child_limits.c  how deep a tree of children goes and how many run
@@ -152,6 +153,7 @@ struct engine {
   /* ---- runs.c: the run cache ---- */
   strmap runs;     /* id -> wfrun*, live runs kept in memory */
   strmap bytecode; /* code hash -> compiled chunk (codebuf*): replays skip the parser */
+  strmap scripts;  /* path -> scriptbuf*: starts skip re-reading and re-checking unchanged files */
   size_t max_cached; /* runs kept in memory while their activity runs (ENGINE_MAX_CACHED_RUNS) */
   /* the kinds of command runs answer (runs_register), and what a run's end
    * releases (slots.c) */
@@ -165,9 +167,6 @@ struct engine {
   strmap attempts; /* "id/seq" -> attempt* */
   char **deferred; /* keys of attempts waiting for a commit */
   size_t ndeferred, capdeferred;
-
-  /* ---- client.c ---- */
-  strmap scripts; /* path -> scriptbuf*: engine_submit skips re-reading unchanged files */
 };
 
 /* batch.c */
@@ -220,6 +219,10 @@ void run_set_status(wfrun *r, const char *status, const char *result, const char
 void run_free(wfrun *r);
 void run_evict(wfrun *r);
 void run_clear_codecache(engine *e);
+/* The workflow script at path read, checked (engine_check_script) and
+ * hashed once, again only when its file changes (mtime, size): what a start
+ * in the worker writes (engine_submit, a child's start). NULL with err. */
+const scriptbuf *run_script(engine *e, const char *path, char *err, size_t errlen);
 void run_load(engine *e, const wf_row *w, hist_list *loaded);
 void run_load_id(engine *e, const char *id);
 void run_deliver(engine *e, const char *id, const hist_event *ev);
