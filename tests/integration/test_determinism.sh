@@ -46,6 +46,7 @@ declare -A INPUT=(
   [child_worker]='{"n":1}'
   [child_nondet]='{}'
   [child_none]='{}'
+  [child_chain]='{"to":2}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
