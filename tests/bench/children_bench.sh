@@ -22,6 +22,8 @@ PARENTS="${PARENTS:-1000}" CHILDREN="${CHILDREN:-10}" LANES="${LANES:-20}" STEPS
 ROUNDS="${ROUNDS:-3}" CG_N="${CG_N:-20}" STORES="${STORES:-sqlite postgres}"
 BIN="$BUILD/tests/bench/children_bench"
 export ENGINE_LUA_DIR="$SRC/lua"
+# every parent runs its CHILDREN at once: the fan-out limit (default 8) lets them
+export ENGINE_CHILD_MAX_FANOUT="$(( CHILDREN > 8 ? CHILDREN : 8 ))"
 T="$(mktemp -d "${TMPDIR:-/tmp}/children-bench.XXXXXX")"
 trap '[ -d "$T/pg" ] && "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1; rm -rf "$T"' EXIT
 chmod 711 "$T" # the PostgreSQL server may run as nobody (scripts/start-postgres)
