@@ -48,25 +48,19 @@ LAZY_FN(curl, CURLUcode, curl_url_set, (CURLU *u, CURLUPart what, const char *pa
        ? f(handle, option, va_arg(ap, curl_off_t))                                           \
        : f(handle, option, va_arg(ap, void *)))
 
-typedef CURLcode ret_curl_easy_setopt;
-CURLcode curl_easy_setopt(CURL *c, CURLoption option, ...) {
-  LAZY_LOOKUP(curl, curl_easy_setopt, (CURL *, CURLoption, ...))
-  va_list ap;
-  va_start(ap, option);
-  CURLcode rc = FORWARD_BY_TYPE(f, c, option, ap);
-  va_end(ap);
-  return rc;
-}
-
-typedef CURLMcode ret_curl_multi_setopt;
-CURLMcode curl_multi_setopt(CURLM *m, CURLMoption option, ...) {
-  LAZY_LOOKUP(curl, curl_multi_setopt, (CURLM *, CURLMoption, ...))
-  va_list ap;
-  va_start(ap, option);
-  CURLMcode rc = FORWARD_BY_TYPE(f, m, option, ap);
-  va_end(ap);
-  return rc;
-}
+/* SETOPT(name, handle type, option type, result type): one of them */
+#define SETOPT(name, handle_t, option_t, ret_t)              \
+  typedef ret_t ret_##name;                                  \
+  ret_t name(handle_t *h, option_t option, ...) {            \
+    LAZY_LOOKUP(curl, name, (handle_t *, option_t, ...))     \
+    va_list ap;                                              \
+    va_start(ap, option);                                    \
+    ret_t rc = FORWARD_BY_TYPE(f, h, option, ap);            \
+    va_end(ap);                                              \
+    return rc;                                               \
+  }
+SETOPT(curl_easy_setopt, CURL, CURLoption, CURLcode)
+SETOPT(curl_multi_setopt, CURLM, CURLMoption, CURLMcode)
 
 /* every CURLINFO_* takes a pointer to where the answer goes */
 typedef CURLcode ret_curl_easy_getinfo;
