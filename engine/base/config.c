@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "render.h"
 #include "util.h"
 
 #define CONFIG_MAX_BYTES (1 << 20)
@@ -329,10 +330,8 @@ int config_int(const char *key, long long *out, char *err, size_t errlen) {
   errno = 0;
   long long n = strtoll(v, &end, 10);
   if (errno || *end || end == v || n < s->min || n > s->max) {
-    char shown[48];
-    snprintf(shown, sizeof shown, "%.40s", v);
-    for (char *p = shown; *p; p++) /* it goes to a terminal */
-      if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+    char shown[64]; /* it goes to a terminal */
+    render_buf(shown, sizeof shown, v, strlen(v), 0);
     util_seterr(err, errlen, "%s must be a whole number from %lld to %lld, not \"%s\"", s->env, s->min, s->max,
                 shown);
     return -1;

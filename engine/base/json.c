@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "render.h"
 #include "util.h"
 
 
@@ -632,9 +633,8 @@ size_t json_max_payload(void) {
 int json_max_payload_check(char *err, size_t errlen) {
   if (payload_env() >= 0) return 0;
   char shown[64];
-  snprintf(shown, sizeof shown, "%.40s", getenv("ENGINE_MAX_PAYLOAD_BYTES"));
-  for (char *p = shown; *p; p++)
-    if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+  const char *v = getenv("ENGINE_MAX_PAYLOAD_BYTES");
+  render_buf(shown, sizeof shown, v, strlen(v), 0);
   util_seterr(err, errlen, "ENGINE_MAX_PAYLOAD_BYTES must be a number of bytes from %d to %d, not \"%s\"", PAYLOAD_MIN,
               PAYLOAD_MAX, shown);
   return -1;
