@@ -667,7 +667,17 @@ end
 -- session's result, or raises its error.
 local function destroy(s, ok, res)
   status("DESTROYING")
-  wf.activity("sandbox.destroy", { sandbox = s.sb }, { retry = { max_attempts = 10, initial_interval = 1 } })
+  local args, opts = { sandbox = s.sb }, { retry = { max_attempts = 10, initial_interval = 1 } }
+  local destroyed, err = pcall(wf.activity, "sandbox.destroy", args, opts)
+  if not destroyed then
+    -- a cancel that comes while the sandbox is being destroyed (a newer
+    -- start on the session's concurrency key) abandons that attempt: the
+    -- clean-up runs again (a cancel is raised once) and the session ends
+    -- cancelled
+    if not (type(err) == "table" and err.type == "Cancelled") then error(err, 0) end
+    wf.activity("sandbox.destroy", args, opts)
+    ok, res = false, err
+  end
   caps.release(wf, s.caps, "sandboxes")
   if not ok then
     wf.emit("session.failed", { error = type(res) == "table" and res.message or tostring(res) })

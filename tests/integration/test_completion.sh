@@ -131,7 +131,7 @@ assert_eq "test: more files after one" "review.lua sub" "$(c "engine test review
 assert_eq "test --run takes free text" "" "$(c "engine test --run " | lines)"
 assert_eq "nothing on stderr while completing" "" "$(cat "$T/comp.err")"
 
-# --- engine __complete itself: quiet, read-only, quick on 10,000 workflows
+# --- engine __complete itself: quiet and read-only on 10,000 workflows
 B="$T/bulk.db"
 engine start "$WF/tiny.lua" --id seed --db "$B" >/dev/null 2>&1
 sqlite3 "$B" "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000)
@@ -156,11 +156,8 @@ assert_eq "--db=PATH (bash cuts at =)" "bulk-10000" \
   "$(comp "bulk-1" "engine show --db=$B bulk-1" engine show --db = "$B" bulk-1 | lines)"
 assert_eq "--db ~/PATH (a ~ the shell has not expanded yet)" "bulk-10000" \
   "$(HOME="$T" c "engine show --db ~/bulk.db bulk-1" | lines)"
-start_ms=$(date +%s%3N)
+# (how quick: tests/bench/completion_bench.sh, on a database like this one)
 for p in bulk-0 bulk-05 bulk-077 bulk-0999 bulk-1 seed x; do c "engine show --db $B $p" >/dev/null; done
-took=$(($(date +%s%3N) - start_ms))
-if [ "$took" -lt 7000 ]; then pass "7 completions of ids among 10,001 workflows took $took ms"; else
-  fail "7 completions of ids among 10,001 workflows took $took ms"; fi
 assert_eq "the database is left as it was (bytes and files)" "$before" \
   "$(sha256sum "$B" | cut -c1-64) $(cd "$T" && ls bulk.db*)"
 echo "not a database" >"$T/junk.db"
