@@ -5,8 +5,10 @@
 # with drop, a second start on a busy key fails ConcurrencyDropped before any
 # sandbox. Bad concurrency fields are refused with each problem named.
 source "$(dirname "$0")/caps_lib.sh"
-# slow turns: the earlier pushes are still at work when the next one comes
-start_model_server <(echo "{\"default\":$FINAL}" | sed 's/"reply"/"delay":1.5,"reply"/')
+# every model turn waits at the server's gate "push" until the test opens it:
+# each push is still at work when the next one comes, however busy the machine
+# (with turns of 1.5 s, a busy machine's pushes finished before the next began)
+start_model_server <(echo "{\"default\":$(sed 's/^{/{"hold":"push",/' <<<"$FINAL")}")
 serve_bg
 PR='{"concurrency":{"key":"repo/pr-7","strategy":"cancel_in_progress"}}'
 
@@ -18,8 +20,9 @@ done
 start_session push-4 "$PR"
 wait_until 20 "push-4 is in line for the key" history_has push-4 '"SlotRequested"'
 start_session push-5 "$PR"
+for i in 1 2 3 4; do wait_status "push-$i" cancelled 60 || true; done
+release push # push-5's turn (and those the cancelled ones abandoned) go on
 wait_status push-5 completed 60 || true
-for i in 1 2 3 4; do wait_status "push-$i" cancelled 30 || true; done
 assert_eq "the newest push completed" completed "$(status push-5)"
 assert_eq "the four before it were cancelled" "cancelled cancelled cancelled cancelled" \
   "$(for i in 1 2 3 4; do printf '%s ' "$(status "push-$i")"; done | sed 's/ $//')"

@@ -371,6 +371,32 @@ req badfx POST /_scenario --data-binary '{"steps":[{"fixture":"../model/anthropi
 check "a fixture path out of the fixtures directory is refused" eq "$(code badfx) $(jget badfx '"fixture must be" in d["error"]')" "400 true"
 stop_server
 
+echo "== hold_after_events: a stream held mid-way until its gate opens"
+cat >"$TMP/mid.json" <<'EOF'
+{"steps":[{"reply":{"text":"one two three four five six"},"fragment_size":4,"hold_after_events":[{"events":3,"gate":"mid"},{"events":5,"gate":"mid2"}]}]}
+EOF
+start_server "$TMP/mid.json"
+held() { curl -s "$URL/_health" | py 'import json,sys; print(json.load(sys.stdin)["held"])'; }
+req mid POST /v1/chat/completions -H 'Content-Type: application/json' \
+    -d '{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}' &
+CURL=$!
+# held until released, however slow the machine: looked for up to 60 s
+for _ in $(seq 1 1200); do [ "$(held)" = 1 ] && [ "$(grep -c '^data: ' "$TMP/mid.body" 2>/dev/null)" = 3 ] && break; sleep 0.05; done
+check "held after 3 events: held is 1, the body so far has 3 events" eq \
+    "$(held) $(grep -c '^data: ' "$TMP/mid.body")" "1 3"
+curl -s -X POST "$URL/_release?gate=mid" >/dev/null
+for _ in $(seq 1 1200); do [ "$(held)" = 1 ] && [ "$(grep -c '^data: ' "$TMP/mid.body" 2>/dev/null)" = 5 ] && break; sleep 0.05; done
+check "then held again after 5 events (the second gate)" eq "$(held) $(grep -c '^data: ' "$TMP/mid.body")" "1 5"
+curl -s -X POST "$URL/_release?gate=mid2" >/dev/null
+wait "$CURL"
+check "released: the rest follows, and the turn is whole" eq "$(turn stream chat mid | py 'import json,sys; print(json.load(sys.stdin)["text"])')" \
+    "one two three four five six"
+req midbad POST /_scenario --data-binary '{"steps":[{"reply":{"text":"x"},"hold_after_events":{"events":0,"gate":"g"}}]}'
+check "hold_after_events of 0 events is refused" eq "$(code midbad)" "400"
+req midbad2 POST /_scenario --data-binary '{"steps":[{"reply":{"text":"x"},"hold_after_events":[{"events":4,"gate":"g"},{"events":2,"gate":"h"}]}]}'
+check "holds out of order are refused" eq "$(code midbad2)" "400"
+stop_server
+
 if [ "${SKIP_LOAD:-}" != 1 ]; then
     echo "== load: 1,000 concurrent slow streams"
     cat >"$TMP/load.json" <<'EOF'

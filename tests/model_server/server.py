@@ -47,6 +47,7 @@ STEP_KEYS = {
     "cut_after_events", "cut_after_bytes", "raw", "fixture", "bad_arguments",
     "expect", "stream_error", "fragment_size", "comment",
     "chunk_bytes", "line_endings", "end_after_events", "framing", "hold",
+    "hold_after_events",
 }
 LINE_ENDINGS = {"lf": b"\n", "crlf": b"\r\n", "cr": b"\r"}
 FIXTURE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)*$")
@@ -123,6 +124,17 @@ def validate_step(step, where, fixtures_dir):
             raise ScenarioError(f"{where}: headers must be an object of strings")
     if "hold" in step and (not isinstance(step["hold"], str) or not step["hold"]):
         raise ScenarioError(f"{where}: hold must be a gate's name (a non-empty string)")
+    if "hold_after_events" in step:
+        holds = step["hold_after_events"]
+        holds = [holds] if isinstance(holds, dict) else holds
+        if not (isinstance(holds, list) and holds and all(
+                isinstance(h, dict) and set(h) == {"events", "gate"} and isinstance(h["events"], int)
+                and h["events"] >= 1 and isinstance(h["gate"], str) and h["gate"] for h in holds)
+                and all(a["events"] < b["events"] for a, b in zip(holds, holds[1:]))):
+            raise ScenarioError(f"{where}: hold_after_events must be {{\"events\": N >= 1, \"gate\": NAME}} "
+                                "or a list of them with N increasing")
+        if "chunk_bytes" in step:
+            raise ScenarioError(f"{where}: hold_after_events and chunk_bytes exclude each other")
     for k in ("delay", "chunk_delay"):
         if k in step and (not isinstance(step[k], (int, float)) or step[k] < 0):
             raise ScenarioError(f"{where}: {k} must be a number >= 0")
@@ -1023,7 +1035,18 @@ class ModelServer:
                 kept.append(piece)
                 n += len(piece)
             send, cut = [p for p in kept if p], 0
+        # hold_after_events {events: N, gate} (or a list of them): N events
+        # sent, the rest waits for POST /_release?gate=NAME (a stream that is
+        # mid-way, deterministically)
+        holds = step.get("hold_after_events") or []
+        holds = {h["events"]: h["gate"] for h in ([holds] if isinstance(holds, dict) else holds)}
         for i, piece in enumerate(send):
+            if i in holds:
+                self.held += 1
+                try:
+                    await self.gate(holds[i]).wait()
+                finally:
+                    self.held -= 1
             if i and delay:
                 await asyncio.sleep(delay)
             writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)

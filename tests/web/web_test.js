@@ -15,6 +15,11 @@ const base = env.WEB_URL;
 const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
 const ID = "web-1";
+// Deadlines: every wait is for a state, given at least a minute, times
+// TEST_TIMEOUT_SCALE (tests/integration/lib.sh): a busy machine's browser
+// took longer than 5 s to draw a panel. A deadline is written within(ms).
+const SCALE = Number(env.TEST_TIMEOUT_SCALE) > 0 ? Number(env.TEST_TIMEOUT_SCALE) : 1;
+function within(ms) { return { timeout: Math.max(ms, 60000) * SCALE }; }
 
 let failures = 0;
 function check(what, ok, detail) {
@@ -27,6 +32,7 @@ let tolerate = null; // a console error expected now (a refused request the test
 
 async function newPage(ctx, label) {
   const page = await ctx.newPage();
+  page.setDefaultTimeout(within(60000).timeout); // goto and the waits without their own
   await page.setViewport({ width: 1200, height: 900 });
   page.on("console", (m) => {
     if (m.type() !== "error") return;
@@ -44,10 +50,10 @@ async function newPage(ctx, label) {
 
 async function signIn(page, token, hash) {
   await page.goto(base + "/" + (hash || ""), { waitUntil: "domcontentloaded" });
-  await page.waitForSelector("#token", { timeout: 10000 });
+  await page.waitForSelector("#token", within(10000));
   await page.type("#token", token);
   await page.keyboard.press("Enter");
-  await page.waitForFunction(() => document.getElementById("who").textContent.length > 0, { timeout: 10000 });
+  await page.waitForFunction(() => document.getElementById("who").textContent.length > 0, within(10000));
 }
 
 async function axe(page, what) {
@@ -62,6 +68,11 @@ async function axe(page, what) {
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// opens a gate of the model server (WEB_MODEL): the stream held there goes on
+async function release(gate) {
+  const r = await fetch(env.WEB_MODEL + "/_release?gate=" + gate, { method: "POST" });
+  check(`the model server opened gate ${gate}`, r.ok, String(r.status));
+}
 const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => "");
 
 (async () => {
@@ -76,7 +87,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     const adminCtx = await browser.createBrowserContext({ downloadBehavior: { policy: "allow", downloadPath: downloads } });
     const page = await newPage(adminCtx, "admin");
     await signIn(page, env.WEB_ADMIN);
-    await page.waitForSelector("table.sessions tbody", { timeout: 10000 });
+    await page.waitForSelector("table.sessions tbody", within(10000));
     check("the token is kept in sessionStorage, not in a cookie or the URL",
       await page.evaluate((t) => sessionStorage.getItem("engine.token") === t && !document.cookie && !location.href.includes(t), env.WEB_ADMIN));
     check("the page shows who the token is", (await text(page, "#who")).includes("token:alice"));
@@ -87,40 +98,46 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
       body: JSON.stringify({ script: "agent_session.lua", id: ID, input: JSON.parse(env.WEB_INPUT) }),
     });
     check("the session started (201)", res.status === 201, res.status + " " + (await res.text()));
-    await page.waitForSelector(`tr[data-id="${ID}"]`, { timeout: 15000 }).catch(() => null);
+    await page.waitForSelector(`tr[data-id="${ID}"]`, within(15000)).catch(() => null);
     check("the list shows the started session, live", !!(await page.$(`tr[data-id="${ID}"]`)));
     check("with its objective as text", (await text(page, `tr[data-id="${ID}"] td.objective`)).includes("<b>code</b>"));
 
     // keyboard: the session's link, then Enter
     await page.focus(`tr[data-id="${ID}"] a`);
     await page.keyboard.press("Enter");
-    await page.waitForSelector("#panel", { timeout: 5000 });
+    await page.waitForSelector("#panel", within(5000));
 
-    // the model's words as they are written (the model server sends a piece every 120 ms)
-    await page.waitForFunction(() => {
+    // the model's words as they are written: the model server holds its
+    // stream after 6 events (gate w1) and after 12 (gate w2) until the test
+    // opens each, so the page is seen mid-stream however slow the machine
+    const liveLonger = (n) => page.waitForFunction((n) => {
       const t = document.querySelector(".ev.live .text");
-      return t && t.textContent.length > 5;
-    }, { timeout: 60000 }).catch(() => null);
+      return t && t.textContent.length > n;
+    }, within(60000), n).catch(() => null);
+    const hasMessage = async () => !!(await page.$('li[data-type="agent.message"]'));
+    await liveLonger(5);
     const first = await text(page, ".ev.live .text");
     const whyStreaming = await text(page, "#why");
-    const messageBefore = !!(await page.$('li[data-type="agent.message"]'));
-    await sleep(700);
+    const messageBefore = await hasMessage();
+    await release("w1");
+    await liveLonger(first.length);
     const second = await text(page, ".ev.live .text");
     check("agent.delta text shows while the model writes", first.length > 5 && !messageBefore, `${first.length} chars, message already: ${messageBefore}`);
-    check("and grows as it streams", second.length > first.length, `${first.length} then ${second.length}`);
-    // while it streams, the header says what it waits on: the model call, for how long, which attempt
+    check("and grows as it streams", second.length > first.length && !(await hasMessage()), `${first.length} then ${second.length}`);
+    // while it streams (held at w2), the header says what it waits on: the model call, for how long, which attempt
     const why2 = await text(page, "#why");
+    await release("w2");
     check("while it streams, the header says a model call is in flight, for how long and its attempt",
       /^model call in flight for \d+ s, attempt \d/.test(whyStreaming) || /^model call in flight for \d+ s, attempt \d/.test(why2),
       whyStreaming + " / " + why2);
     check("the admin has signal and cancel", !!(await page.$("#sig-name")) && !!(await page.$("button.deny")));
     const box1 = await page.$eval("#panel", (el) => el.getBoundingClientRect().top);
 
-    await page.waitForSelector('li[data-type="approval.requested"]', { timeout: 60000 }).catch(() => null);
+    await page.waitForSelector('li[data-type="approval.requested"]', within(60000)).catch(() => null);
     check("the approval request is in the transcript", !!(await page.$('li[data-type="approval.requested"]')));
     const box2 = await page.$eval("#panel", (el) => el.getBoundingClientRect().top);
     check("no layout shift above the transcript while it streams", Math.abs(box2 - box1) < 1, `${box1} -> ${box2}`);
-    await page.waitForFunction(() => /waiting for approval of \S+ since/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
+    await page.waitForFunction(() => /waiting for approval of \S+ since/.test(document.getElementById("why").textContent), within(10000)).catch(() => null);
     check("the header says why it waits", /^waiting for approval of (shell|publish_review) since \d/.test(await text(page, "#why")), await text(page, "#why"));
     check("the shell command is highlighted", (await text(page, 'li[data-type="approval.requested"] code.cmd')) === "echo hello > /workspace/output/note.txt");
     const msg = await text(page, 'li[data-type="agent.message"] .text');
@@ -134,11 +151,11 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     const viewer = await newPage(viewCtx, "viewer");
     await viewer.emulateTimezone("Asia/Kolkata"); // UTC+5:30: the page's times must follow the viewer's zone
     await signIn(viewer, env.WEB_VIEWER, "#/approvals");
-    await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
+    await viewer.waitForSelector(".approval-card", within(10000)).catch(() => null);
     check("the viewer's inbox shows the pending request", !!(await viewer.$(".approval-card")));
     check("but no approve or deny button", !(await viewer.$("button.approve, button.deny")));
     await viewer.goto(base + "/#/s/" + ID);
-    await viewer.waitForSelector('li[data-type="approval.requested"]', { timeout: 10000 }).catch(() => null);
+    await viewer.waitForSelector('li[data-type="approval.requested"]', within(10000)).catch(() => null);
     check("nor on the session page, nor signal or cancel",
       !!(await viewer.$('li[data-type="approval.requested"]')) && !(await viewer.$("button.approve, button.deny, #sig-name")));
     const shown = await viewer.$eval('li[data-seq="1"] time', (t) => ({ iso: t.getAttribute("datetime"), text: t.textContent }));
@@ -146,7 +163,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
       { timeZone: "Asia/Kolkata", dateStyle: "short", timeStyle: "medium" }).format(new Date(shown.iso));
     check("times are in the viewer's time zone", shown.text === want, `${shown.iso} shown as ${shown.text}, want ${want}`);
     await viewer.goto(base + "/#/approvals");
-    await viewer.waitForSelector(".approval-card", { timeout: 10000 }).catch(() => null);
+    await viewer.waitForSelector(".approval-card", within(10000)).catch(() => null);
     tolerate = /403/;
     const forged = await viewer.evaluate(async (id, token) => {
       const a = await (await fetch("/v1/approvals", { headers: { Authorization: "Bearer " + token } })).json();
@@ -162,7 +179,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
 
     // the inbox: the exact call, the policy's reason, approve with a reason
     await page.goto(base + "/#/approvals");
-    await page.waitForFunction(() => document.querySelectorAll(".approval-card button.approve").length === 2, { timeout: 10000 }).catch(() => null);
+    await page.waitForFunction(() => document.querySelectorAll(".approval-card button.approve").length === 2, within(10000)).catch(() => null);
     const cards = await page.$$eval(".approval-card", (cs) => cs.map((c) => c.dataset.key));
     check("the inbox shows both requests of the turn", cards.length === 2, JSON.stringify(cards));
     const shellSel = ".approval-card:has(code.cmd)", pubSel = ".approval-card:has(.draft)";
@@ -179,21 +196,21 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     await page.type(shellSel + " input", "typed in the browser");
     await page.click(shellSel + " button.approve");
     const t0 = Date.now();
-    await page.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, { timeout: 10000 }).catch(() => null);
+    await page.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, within(10000)).catch(() => null);
     check("the answered request leaves the approver's inbox", (await page.$$(".approval-card")).length === 1 && !(await page.$(shellSel)));
-    await viewer.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, { timeout: 5000 }).catch(() => null);
+    await viewer.waitForFunction(() => document.querySelectorAll(".approval-card").length === 1, within(5000)).catch(() => null);
     const gone = Date.now() - t0;
     check(`and every other open inbox at once (${gone} ms)`, (await viewer.$$(".approval-card")).length === 1 && !(await viewer.$(shellSel)) && gone < 5000);
     await page.type(pubSel + " input", "typed in the browser");
     await page.click(pubSel + " button.approve");
-    await page.waitForFunction(() => !document.querySelector(".approval-card"), { timeout: 10000 }).catch(() => null);
+    await page.waitForFunction(() => !document.querySelector(".approval-card"), within(10000)).catch(() => null);
     check("the publish approved too: the inbox is empty", !(await page.$(".approval-card")));
 
     // the session completes: who decided and why, the findings, the artifacts
     await page.goto(base + "/#/s/" + ID);
-    await page.waitForSelector('#panel[data-ended="completed"]', { timeout: 90000 }).catch(() => null);
+    await page.waitForSelector('#panel[data-ended="completed"]', within(90000)).catch(() => null);
     check("the session completes", !!(await page.$('#panel[data-ended="completed"]')), await text(page, "#why"));
-    await page.waitForSelector("table.findings", { timeout: 10000 }).catch(() => null);
+    await page.waitForSelector("table.findings", within(10000)).catch(() => null);
     const decided = await text(page, 'li[data-type="approval.decided"]');
     check("the transcript says who approved, and why", decided.includes("Approved by token:alice") && decided.includes("typed in the browser"), decided);
     check("no approve button for a decided request", !(await page.$('li[data-type="approval.requested"] button.approve')));
@@ -231,7 +248,7 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     check("the findings as a table with file and line", findings.includes("src/bucket.py") && findings.includes("42"), findings);
     check("a finding's markup stays text", findings.includes("<script>") && !(await page.$("main script")) &&
       (await page.evaluate(() => window.__pwned === undefined)));
-    await page.waitForSelector("table.artifacts", { timeout: 10000 }).catch(() => null);
+    await page.waitForSelector("table.artifacts", within(10000)).catch(() => null);
     const arts = await text(page, "table.artifacts");
     check("the artifacts listed with size and hash", /note\.txt/.test(arts) && /6 B/.test(arts), arts);
     // the download button: the bytes of the artifact, fetched with the token
@@ -249,19 +266,19 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     // the engine's history tab, by keyboard
     await page.focus("#tab-history");
     await page.keyboard.press("Enter");
-    await page.waitForSelector('#panel[data-loaded="true"] .history .row', { timeout: 10000 }).catch(() => null);
+    await page.waitForSelector('#panel[data-loaded="true"] .history .row', within(10000)).catch(() => null);
     check("the engine's history opens in its tab", (await page.$$(".history .row")).length > 5);
 
     // a stuck workflow says why: the event and the script line
     await page.goto(base + "/#/s/nd");
-    await page.waitForFunction(() => /^stuck/.test(document.getElementById("why").textContent), { timeout: 10000 }).catch(() => null);
+    await page.waitForFunction(() => /^stuck/.test(document.getElementById("why").textContent), within(10000)).catch(() => null);
     const stuck = await text(page, "#why");
     check("a stuck workflow's header names the event and the script line",
       /non-determinism at event #2/.test(stuck) && /nondet\.lua:5/.test(stuck), stuck);
 
     // the list once it ended: its numbers in the row
     await page.goto(base + "/#/");
-    await page.waitForSelector(`tr[data-id="${ID}"]`, { timeout: 10000 }).catch(() => null);
+    await page.waitForSelector(`tr[data-id="${ID}"]`, within(10000)).catch(() => null);
     const row = await text(page, `tr[data-id="${ID}"]`);
     check("the list's row has the session's numbers (turns, tool calls, tokens)", /completed/.test(row) && /180/.test(row), row);
     await page.screenshot({ path: path.join(env.WEB_OUT, "sessions.png") });
