@@ -32,8 +32,8 @@ void trace_cache_put(const char *id, int64_t run, const char *started_payload) {
   t->tracestate = NULL;
   t->run = run;
   trace_start rec;
-  if (trace_of_run(id, started_payload, &t->ctx) && trace_start_of_payload(started_payload, &rec) && rec.tracestate[0])
-    t->tracestate = util_strdup(rec.tracestate);
+  trace_start_of_payload(started_payload, &rec); /* one read of the payload, however big its input */
+  if (trace_of_start(id, &rec, &t->ctx) && rec.tracestate[0]) t->tracestate = util_strdup(rec.tracestate);
   span_id_of_step(id, run, 0, "run", t->run_span);
 }
 

@@ -131,15 +131,19 @@ int trace_start_of_payload(const char *started_payload, trace_start *out) {
   return ok;
 }
 
-int trace_of_run(const char *workflow_id, const char *started_payload, trace_ctx *out) {
-  trace_start rec;
+int trace_of_start(const char *workflow_id, const trace_start *recorded, trace_ctx *out) {
   char why[8];
-  if (trace_start_of_payload(started_payload, &rec) && traceparent_parse(rec.traceparent, out, why, sizeof why))
-    return 1;
+  if (recorded->traceparent[0] && traceparent_parse(recorded->traceparent, out, why, sizeof why)) return 1;
   trace_id_of_workflow(workflow_id, out->trace_id);
   out->span_id[0] = 0;
   out->sampled = -1;
   return 0;
+}
+
+int trace_of_run(const char *workflow_id, const char *started_payload, trace_ctx *out) {
+  trace_start rec;
+  trace_start_of_payload(started_payload, &rec);
+  return trace_of_start(workflow_id, &rec, out);
 }
 
 void trace_step_parent(const trace_ctx *run_trace, const char *workflow_id, int64_t run, int64_t seq, const char *kind,

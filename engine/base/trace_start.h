@@ -59,6 +59,10 @@ int trace_start_of_payload(const char *started_payload, trace_start *out);
  * with out the workflow's own trace (trace_id_of_workflow), span_id "" and
  * sampled -1. */
 int trace_of_run(const char *workflow_id, const char *started_payload, trace_ctx *out);
+/* The same from what the start recorded (trace_start_of_payload's answer;
+ * empty: none), for a caller that wants both without reading the payload
+ * twice. */
+int trace_of_start(const char *workflow_id, const trace_start *recorded, trace_ctx *out);
 
 /* The traceparent a step of a run hands on (an attempt's requests, a
  * child's start): 00-{run's trace id}-{span_id_of_step(workflow_id, run,
