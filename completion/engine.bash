@@ -19,7 +19,7 @@ _engine_valued=" --config --server --token --color --db --from --to --input --id
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
   case $1 in
-    start) opts=(--input --id --detach --quiet -q --json --color --db --help -h) ;;
+    start) opts=(--input --id --detach --quiet -q --json --color --traceparent --tracestate --db --help -h) ;;
     serve) opts=(--db --listen --workflows --log-format --help -h) ;;
     signal | cancel | gc) opts=(--color --db --help -h) ;;
     approve) opts=(--request --deny --reason --db --help -h) ;;

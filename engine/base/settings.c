@@ -39,6 +39,8 @@ const setting SETTINGS[] = {
     {"listen", "ENGINE_LISTEN", SET_STRING, "", 0, 0, NULL, 0,
      "serve's HTTP API address (as --listen), e.g. 127.0.0.1:8420"},
     {"log_format", "ENGINE_LOG_FORMAT", SET_ENUM, "text", 0, 0, "text|json", 0, "serve's log lines: text or json (as --log-format)"},
+    {"log_level", "ENGINE_LOG_LEVEL", SET_ENUM, "info", 0, 0, "error|warning|info|debug", 0,
+     "the least severe of serve's log lines shown"},
     {"stop_timeout_s", "ENGINE_STOP_TIMEOUT_S", SET_INT, "10", 0, 3600, NULL, 1,
      "how long SIGTERM waits for what is in flight"},
     {"host_id", "ENGINE_HOST_ID", SET_STRING, "the host name", 0, 0, NULL, 0, "this worker's host, in sandbox labels"},

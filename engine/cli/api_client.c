@@ -105,8 +105,10 @@ char *api_client_escape(const char *s) {
 }
 
 /* The headers of every request: the token, what is sent and expected. */
-static struct curl_slist *headers_for(const api_client *c, const char *accept, int json_body, const char *last_id) {
+static struct curl_slist *headers_for(const api_client *c, const char *accept, int json_body, const char *last_id,
+                                      const char *const *extra) {
   struct curl_slist *h = NULL;
+  for (const char *const *x = extra; x && *x; x++) h = curl_slist_append(h, *x);
   for (struct curl_slist *s = c->auth; s; s = s->next) h = curl_slist_append(h, s->data);
   char *a = util_fmt("Accept: %s", accept);
   h = curl_slist_append(h, a);
@@ -167,6 +169,11 @@ static void no_answer(const api_client *c, api_reply *r, CURLcode cc, const char
 }
 
 int api_client_call(api_client *c, const char *method, const char *path, const char *body, api_reply *r) {
+  return api_client_call_h(c, method, path, body, NULL, r);
+}
+
+int api_client_call_h(api_client *c, const char *method, const char *path, const char *body, const char *const *headers,
+                      api_reply *r) {
   memset(r, 0, sizeof *r);
   CURL *e = curl_easy_init();
   if (!e) {
@@ -174,7 +181,7 @@ int api_client_call(api_client *c, const char *method, const char *path, const c
     return -1;
   }
   char errbuf[CURL_ERROR_SIZE], *url = util_fmt("%s%s", c->url, path);
-  struct curl_slist *h = headers_for(c, "application/json", body != NULL, NULL);
+  struct curl_slist *h = headers_for(c, "application/json", body != NULL, NULL, headers);
   ubuf b = {0};
   common_options(e, url, h, errbuf);
   curl_easy_setopt(e, CURLOPT_TIMEOUT, (long)CALL_TIMEOUT_S);
@@ -361,7 +368,7 @@ static int stream_once(api_client *c, const char *url, const api_stream *o, sse_
     return CONN_FATAL;
   }
   char errbuf[CURL_ERROR_SIZE];
-  struct curl_slist *h = headers_for(c, "text/event-stream", 0, p->last_id);
+  struct curl_slist *h = headers_for(c, "text/event-stream", 0, p->last_id, NULL);
   h = curl_slist_append(h, "Cache-Control: no-cache");
   conn k = {e, p, 0, 0, 0, 0, {0}};
   common_options(e, url, h, errbuf);

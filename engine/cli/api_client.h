@@ -38,6 +38,10 @@ typedef struct api_reply {
  * at URL: ..." when no answer came, "the server at URL failed (HTTP N): ..."
  * for a 5xx. api_reply_free after either. */
 int api_client_call(api_client *c, const char *method, const char *path, const char *body, api_reply *r);
+/* The same with more request headers ("Name: value", NULL-terminated; NULL:
+ * none), e.g. a start's traceparent. */
+int api_client_call_h(api_client *c, const char *method, const char *path, const char *body, const char *const *headers,
+                      api_reply *r);
 void api_reply_free(api_reply *r);
 
 /* ---- Server-Sent Events ---- */

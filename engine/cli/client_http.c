@@ -39,13 +39,19 @@ static char *api_path(const char *fmt, const char *a, const char *b) {
   return out;
 }
 
-/* One request: 0 with *r (api_reply_free it), or -1 with err. */
-static int call(http_client *h, const char *method, const char *path, const char *body, api_reply *r,
-                client_err *err) {
-  if (api_client_call(h->api, method, path, body, r) == 0) return 0;
+/* One request with more headers (NULL: none): 0 with *r (api_reply_free
+ * it), or -1 with err. */
+static int call_h(http_client *h, const char *method, const char *path, const char *body, const char *const *headers,
+                  api_reply *r, client_err *err) {
+  if (api_client_call_h(h->api, method, path, body, headers, r) == 0) return 0;
   say(err, r->status == 400 || r->status == 404 || r->status == 409, "%s", r->message);
   api_reply_free(r);
   return -1;
+}
+
+static int call(http_client *h, const char *method, const char *path, const char *body, api_reply *r,
+                client_err *err) {
+  return call_h(h, method, path, body, NULL, r, err);
 }
 
 /* The same, for a request whose answer is not read. */
@@ -80,7 +86,8 @@ static void server_holder(http_client *h, char *out, size_t n) {
 }
 
 /* POST /v1/workflows: the server checks the script in its own directory and
- * records its token's identity as who started it. */
+ * records its token's identity as who started it, and the caller's trace
+ * from the traceparent and tracestate headers. */
 static int http_start(client *cl, const client_start_req *req, client_started *out, client_err *err) {
   http_client *h = (http_client *)cl;
   memset(out, 0, sizeof *out);
@@ -89,8 +96,18 @@ static int http_start(client *cl, const client_start_req *req, client_started *o
                   : util_fmt("{\"script\":%s,\"input\":%s}", qs, req->input);
   free(qs);
   free(qi);
+  char tp[TRACEPARENT_LEN + 16] = "", ts[TRACESTATE_MAX + 16] = "";
+  const char *headers[3] = {NULL, NULL, NULL};
+  if (req->trace && req->trace->traceparent[0]) {
+    snprintf(tp, sizeof tp, "traceparent: %s", req->trace->traceparent);
+    headers[0] = tp;
+    if (req->trace->tracestate[0]) {
+      snprintf(ts, sizeof ts, "tracestate: %s", req->trace->tracestate);
+      headers[1] = ts;
+    }
+  }
   api_reply r;
-  int rc = call(h, "POST", "/v1/workflows", body, &r, err);
+  int rc = call_h(h, "POST", "/v1/workflows", body, headers, &r, err);
   free(body);
   if (rc) return -1;
   out->id = json_get_string(r.body, r.len, "id");

@@ -21,6 +21,7 @@ typedef struct local_client {
   store *st;   /* opened at the first operation that reads or writes */
   int lockfd;  /* the worker lock this process holds (a start that runs here), or -1 */
   char *input; /* what run_here starts the workflow with */
+  trace_start trace; /* and the caller's trace it records */
 } local_client;
 
 static int say(client_err *err, int refused, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -105,6 +106,7 @@ static int local_start(client *cl, const client_start_req *req, client_started *
     out->id = util_strdup(req->id);
   }
   int lockfd = req->detach ? -1 : engine_lock(lc->db, "start", holder, sizeof holder);
+  if (req->trace) lc->trace = *req->trace;
   if (lockfd >= 0) { /* no worker: this process is to be it, and creates the workflow in its engine */
     lc->lockfd = lockfd;
     free(lc->input);
@@ -120,7 +122,7 @@ static int local_start(client *cl, const client_start_req *req, client_started *
     out->id = NULL;
     return say(err, 0, "%s", msg);
   }
-  int rc = engine_create_workflow(st, out->id, req->script, input, &out->existed, msg, sizeof msg);
+  int rc = engine_create_workflow(st, out->id, req->script, input, &lc->trace, &out->existed, msg, sizeof msg);
   store_close(st);
   free(input);
   if (rc) {
@@ -140,7 +142,7 @@ static int local_run_here(client *cl, const client_run *run, int *code, client_e
     lc->st = NULL;
   }
   char msg[1024];
-  if (foreground_run(lc->db, run, lc->input ? lc->input : "{}", code, msg, sizeof msg) != 0)
+  if (foreground_run(lc->db, run, lc->input ? lc->input : "{}", &lc->trace, code, msg, sizeof msg) != 0)
     return say(err, 0, "%s", msg);
   return 0;
 }
@@ -428,6 +430,6 @@ static const client_ops LOCAL = {
 
 client *client_local_new(const char *path) {
   local_client *lc = util_xmalloc(sizeof *lc);
-  *lc = (local_client){{&LOCAL}, path, NULL, -1, NULL};
+  *lc = (local_client){{&LOCAL}, path, NULL, -1, NULL, {{0}, {0}}};
   return &lc->base;
 }

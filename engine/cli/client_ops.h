@@ -22,6 +22,7 @@
 #include "cli_internal.h"
 #include "names.h"
 #include "store.h"
+#include "trace_start.h"
 
 typedef struct client_err {
   int refused;
@@ -49,6 +50,7 @@ typedef struct client_start_req {
   const char *id;     /* NULL: one is made from the script's name */
   const char *input;  /* canonical JSON */
   int detach, quiet;
+  const trace_start *trace; /* the caller's trace (--traceparent, TRACEPARENT), recorded in the start; NULL: none */
 } client_start_req;
 
 typedef struct client_started {

@@ -13,7 +13,7 @@
 
 static const char *START_HELP =
     "usage: engine start FILE.lua [--input JSON|@file] [--id ID] [--detach] [--quiet] [--json] [--color WHEN]\n"
-    "                    [--db PATH]\n"
+    "                    [--traceparent TP [--tracestate TS]] [--db PATH]\n"
     "\n"
     "Starts a workflow and runs it in the foreground until it completes (exit 0),\n"
     "fails (exit 1) or is stuck (exit 3). While it waits for a signal or a timer it\n"
@@ -44,7 +44,16 @@ static const char *START_HELP =
     "identity is recorded as who started it. The events and the outcome print as\n"
     "when a local start finds engine serve running it (one line per event, no\n"
     "status line), and the text a model streams too, on lines that start with\n"
-    "\"~ live\".\n";
+    "\"~ live\".\n"
+    "\n"
+    "--traceparent TP (a W3C traceparent, 00-TRACEID-PARENTID-FLAGS) links the\n"
+    "workflow's trace to the caller's: it is recorded in the workflow's start, so\n"
+    "its spans, its log lines and its outgoing requests are in that trace; a value\n"
+    "that is not a valid traceparent is refused (exit 2). --tracestate TS goes with\n"
+    "it. Without the flag, the TRACEPARENT and TRACESTATE environment variables\n"
+    "(OpenTelemetry's environment carrier, as a CI job may set them) are used; an\n"
+    "invalid TRACEPARENT there is ignored with a warning. A start of an id that\n"
+    "exists keeps the trace it recorded.\n";
 
 static int exit_for_status(const char *status) {
   if (strcmp(status, "completed") == 0) return EXIT_OK;
@@ -129,13 +138,38 @@ static int follow_start(client *cl, const char *id, int quiet, const common *c, 
   return rc;
 }
 
+/* The caller's trace for the start: --traceparent (and --tracestate), which
+ * must be valid, else TRACEPARENT and TRACESTATE from the environment (the
+ * OpenTelemetry environment carrier), ignored with a warning when invalid
+ * (the W3C rule for a header no one typed). 0, or the exit code after saying
+ * what is wrong with a flag. */
+static int read_trace(const char *traceparent, const char *tracestate, trace_start *out) {
+  char why[200], note[200];
+  if (tracestate && !traceparent) return cli_die(EXIT_USAGE, "start: --tracestate needs --traceparent");
+  if (traceparent) {
+    if (!trace_start_read(traceparent, tracestate, out, why, sizeof why, note, sizeof note))
+      return cli_die(EXIT_USAGE, "start: --traceparent: %s", why);
+    if (*note) return cli_die(EXIT_USAGE, "start: --tracestate: %s", note);
+    return 0;
+  }
+  const char *env = getenv("TRACEPARENT");
+  if (!env || !*env) return 0;
+  if (!trace_start_read(env, getenv("TRACESTATE"), out, why, sizeof why, note, sizeof note))
+    render_line(stderr, DIE_MAX, "engine: warning: TRACEPARENT is ignored: %s", why);
+  else if (*note)
+    render_line(stderr, DIE_MAX, "engine: warning: TRACESTATE is ignored: %s", note);
+  return 0;
+}
+
 int cmd_start(args *a, common *c) {
-  const char *script = NULL, *input_spec = "{}", *id = NULL;
+  const char *script = NULL, *input_spec = "{}", *id = NULL, *traceparent = NULL, *tracestate = NULL;
   int detach = 0, quiet = 0, bad = 0, rc;
   for (; a->i < a->argc; a->i++) {
     const char *cur = a->argv[a->i], *v;
     if ((v = cli_flag_value(a, "--input", &bad))) input_spec = v;
     else if ((v = cli_flag_value(a, "--id", &bad))) id = v;
+    else if ((v = cli_flag_value(a, "--traceparent", &bad))) traceparent = v;
+    else if ((v = cli_flag_value(a, "--tracestate", &bad))) tracestate = v;
     else if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
     else if (cli_is_flag(cur, "--detach")) detach = 1;
     else if (cli_is_flag(cur, "--quiet") || cli_is_flag(cur, "-q")) quiet = 1;
@@ -150,11 +184,14 @@ int cmd_start(args *a, common *c) {
   }
   if (!script) return cli_die(EXIT_USAGE, "start: missing FILE.lua (see engine start --help)");
   if ((rc = cli_check_color(c))) return rc;
+  trace_start trace;
+  memset(&trace, 0, sizeof trace);
+  if ((rc = read_trace(traceparent, tracestate, &trace))) return rc;
   char *input = NULL;
   if ((rc = cli_read_input(input_spec, &input))) return rc;
   client *cl;
   if ((rc = client_open(c, &cl))) return free(input), rc;
-  client_start_req req = {script, id, input, detach, quiet};
+  client_start_req req = {script, id, input, detach, quiet, trace.traceparent[0] ? &trace : NULL};
   client_started s = {0};
   client_err err;
   if (cl->ops->start(cl, &req, &s, &err) != 0) {

@@ -83,7 +83,8 @@ static int report(fg *s, const client_run *run, int *code, char *err, size_t err
   return 0;
 }
 
-int foreground_run(const char *db, const client_run *run, const char *input, int *code, char *err, size_t errlen) {
+int foreground_run(const char *db, const client_run *run, const char *input, const trace_start *trace, int *code,
+                   char *err, size_t errlen) {
   fg s = {NULL, run->id, 0, run->quiet, NULL};
   /* the worker runs every workflow of the database, not only this one: a
    * start that follows it must not wait for a worker that never runs it */
@@ -96,7 +97,7 @@ int foreground_run(const char *db, const client_run *run, const char *input, int
     s.prog = progress_new(stderr, engine_store(s.e), run->id, tty, run->color);
   }
   int existed = 0;
-  if (engine_create_workflow(engine_store(s.e), run->id, run->script, input, &existed, err, errlen) != 0) {
+  if (engine_create_workflow(engine_store(s.e), run->id, run->script, input, trace, &existed, err, errlen) != 0) {
     engine_free(s.e);
     progress_free(s.prog);
     return -1;

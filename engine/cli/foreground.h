@@ -9,10 +9,12 @@
 
 #include "client_ops.h"
 
-/* Creates run->id from run->script with input (or finds it) and runs it, the
- * caller holding the worker lock of db, until it ends, is stuck or the
- * process is interrupted; then hands its summary to run->report, whose exit
- * code goes to *code. 0, or -1 with err (nothing reported). */
-int foreground_run(const char *db, const client_run *run, const char *input, int *code, char *err, size_t errlen);
+/* Creates run->id from run->script with input and trace (NULL: none; what
+ * its WorkflowStarted records of the caller's trace) or finds it, and runs
+ * it, the caller holding the worker lock of db, until it ends, is stuck or
+ * the process is interrupted; then hands its summary to run->report, whose
+ * exit code goes to *code. 0, or -1 with err (nothing reported). */
+int foreground_run(const char *db, const client_run *run, const char *input, const trace_start *trace, int *code,
+                   char *err, size_t errlen);
 
 #endif

@@ -112,8 +112,8 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
 
 /* ops_write_workflow, and a child's row naming its parent (NULL for none). */
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                          const scriptbuf *pre, const char *parent, const char *parent_close, int *existed,
-                          made_wf *made, char *err, size_t errlen) {
+                          const scriptbuf *pre, const char *parent, const char *parent_close, const trace_start *trace,
+                          int *existed, made_wf *made, char *err, size_t errlen) {
   *existed = 0;
   size_t len = 0;
   char *src;
@@ -169,7 +169,10 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   char seed[17];
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
   row.input = canon;
-  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", canon, seed);
+  /* the caller's trace, in the log: a replay or another worker finds it there */
+  char *traced = trace_start_members(trace);
+  char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"%s}", canon, seed, traced);
+  free(traced);
   hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
   int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
             store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
@@ -194,18 +197,21 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
 }
 
 int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                       const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen) {
-  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, existed, made, err, errlen);
+                       const scriptbuf *pre, const trace_start *trace, int *existed, made_wf *made, char *err,
+                       size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, trace, existed, made, err, errlen);
 }
 
 int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
-                    const char *parent, const char *parent_close, int *existed, char *err, size_t errlen) {
-  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, existed, NULL, err, errlen);
+                    const char *parent, const char *parent_close, const trace_start *trace, int *existed, char *err,
+                    size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, trace, existed, NULL, err,
+                        errlen);
 }
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
-                           int *existed, char *err, size_t errlen) {
-  if (ops_write_workflow(st, id, script_path, input_json, 1, NULL, existed, NULL, err, errlen) != 0) {
+                           const trace_start *trace, int *existed, char *err, size_t errlen) {
+  if (ops_write_workflow(st, id, script_path, input_json, 1, NULL, trace, existed, NULL, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }
@@ -236,15 +242,31 @@ int ops_check_live(store *st, const char *id, const char *what, int *cancel, cha
   return rc;
 }
 
-/* Who asked, as a domain event of the session (see engine.h). */
-int ops_record_who(store *st, const char *id, const char *type, const char *name, const char *identity) {
-  if (!identity) return 0;
-  char *qb = json_quote(identity), *qn = name ? json_quote(name) : NULL;
-  char *payload = qn ? util_fmt("{\"by\":%s,\"name\":%s}", qb, qn) : util_fmt("{\"by\":%s}", qb);
-  int rc = store_domain_append(st, id, type, util_now_ms(), payload) < 0 ? -1 : 0;
-  free(payload);
-  free(qb);
-  free(qn);
+/* Who asked, as a domain event of the session (see workflow_ops.h). */
+int ops_record_who(store *st, const char *id, const char *type, const char *name, const char *identity,
+                   const trace_start *trace) {
+  if (!identity && !(trace && trace->traceparent[0])) return 0;
+  ubuf b = {0};
+  ubuf_add(&b, "{", 1);
+  if (identity) {
+    char *qb = json_quote(identity);
+    ubuf_add(&b, "\"by\":", 5);
+    ubuf_add(&b, qb, strlen(qb));
+    free(qb);
+  }
+  if (name) {
+    char *qn = json_quote(name);
+    if (b.n > 1) ubuf_add(&b, ",", 1);
+    ubuf_add(&b, "\"name\":", 7);
+    ubuf_add(&b, qn, strlen(qn));
+    free(qn);
+  }
+  char *traced = trace_start_members(trace); /* ,"traceparent":...: after a member, or in place of one */
+  if (*traced) ubuf_add(&b, b.n > 1 ? traced : traced + 1, strlen(traced) - (b.n > 1 ? 0 : 1));
+  free(traced);
+  ubuf_add(&b, "}", 2); /* with the NUL */
+  int rc = store_domain_append(st, id, type, util_now_ms(), b.p) < 0 ? -1 : 0;
+  ubuf_free(&b);
   return rc;
 }
 
@@ -263,7 +285,7 @@ static int write_signal(store *st, const char *id, const char *name, const char 
   int64_t now = util_now_ms();
   int rc = store_signal_put(st, id, name, canon, now) != STORE_OK ||
            store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK ||
-           ops_record_who(st, id, "signal.sent", name, identity) != 0;
+           ops_record_who(st, id, "signal.sent", name, identity, NULL) != 0;
   free(canon);
   if (rc) util_seterr(err, errlen, "%s", store_errmsg(st));
   return rc ? -1 : 0;
@@ -277,7 +299,7 @@ int ops_write_cancel(store *st, const char *id, const char *identity, char *err,
   }
   if (cancel == 0 && (store_wf_set_cancel(st, id, 1) != STORE_OK ||
                       store_task_put(st, id, "workflow", 0, util_now_ms(), 0, 0, NULL, 0) != STORE_OK ||
-                      ops_record_who(st, id, "cancel.requested", NULL, identity) != 0)) {
+                      ops_record_who(st, id, "cancel.requested", NULL, identity, NULL) != 0)) {
     util_seterr(err, errlen, "%s", store_errmsg(st));
     return -1;
   }

@@ -8,6 +8,7 @@
 
 #include "names.h"
 #include "store.h"
+#include "trace_start.h"
 
 /* The error for an id that names no workflow: what is wrong with the id, or
  * "unknown workflow 'ID'". */
@@ -21,9 +22,11 @@ int engine_check_script(const char *path, const char *src, size_t len, char *err
 /* ---- each is one transaction, committed on return ---- */
 
 /* Creates workflow id from script (stored by content hash) with input JSON and
- * queues it. *existed is set (and nothing written) when id already exists. */
+ * queues it; trace (NULL: none) is its caller's trace context, recorded in
+ * its WorkflowStarted (trace_start.h). *existed is set (and nothing written,
+ * the trace recorded before kept) when id already exists. */
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
-                           int *existed, char *err, size_t errlen);
+                           const trace_start *trace, int *existed, char *err, size_t errlen);
 
 /* A signal and a cancellation record who asked (identity, e.g. "local:ada",
  * "token:ci") as the session's domain event signal.sent {name, by} or
@@ -66,20 +69,28 @@ typedef struct made_wf {
 
 /* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
  * set) into the open transaction, and into *made when given; pre, when given,
- * is the script already read and checked. Nothing is written when the script
- * cannot be read or parsed, or when id exists (*existed). */
+ * is the script already read and checked; trace (NULL: none) goes into its
+ * WorkflowStarted. Nothing is written when the script cannot be read or
+ * parsed, or when id exists (*existed). */
 int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                       const scriptbuf *pre, int *existed, made_wf *made, char *err, size_t errlen);
+                       const scriptbuf *pre, const trace_start *trace, int *existed, made_wf *made, char *err,
+                       size_t errlen);
 /* The same for a child workflow (wf.child): queued, its row naming its
- * parent and what the parent's end does to it (parent_close). */
+ * parent and what the parent's end does to it (parent_close); trace is the
+ * parent's step that starts it (children.c). */
 int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
-                    const char *parent, const char *parent_close, int *existed, char *err, size_t errlen);
+                    const char *parent, const char *parent_close, const trace_start *trace, int *existed, char *err,
+                    size_t errlen);
 /* Checks, inside the open transaction, that workflow id exists and has not
  * finished; *cancel gets its cancel state. Nothing is written. */
 int ops_check_live(store *st, const char *id, const char *what, int *cancel, char *err, size_t errlen);
 /* Who asked, as a domain event of the session (type signal.sent or
- * cancel.requested); nothing when identity is NULL. */
-int ops_record_who(store *st, const char *id, const char *type, const char *name, const char *identity);
+ * cancel.requested): {"by", "name"}, and the sender's "traceparent" and
+ * "tracestate" when trace (NULL: none) has them, so the span of the wait
+ * that takes the signal can link to the sender's; nothing when identity
+ * and trace are both NULL. */
+int ops_record_who(store *st, const char *id, const char *type, const char *name, const char *identity,
+                   const trace_start *trace);
 /* The cancellation's writes (the flag, a wake-up task, who asked) into the
  * open transaction. */
 int ops_write_cancel(store *st, const char *id, const char *identity, char *err, size_t errlen);

@@ -31,6 +31,7 @@
 #include "session_view.h"
 #include "store.h"
 #include "tokens.h"
+#include "trace_start.h"
 #include "util.h"
 
 struct api {
@@ -97,6 +98,10 @@ int api_resolve_script(api *a, httpd_req *r, const char *script, char *path, siz
 int api_find_for_write(api *a, httpd_req *r, const char *id, wf_row *w);
 int api_find_for_read(api *a, httpd_req *r, const char *id, wf_row *w);
 int api_load_summary(api *a, httpd_req *r, const char *id, view_summary *s);
+/* The caller's traceparent and tracestate headers into *out: 1 when they
+ * are kept, 0 with *out empty when there is no traceparent or it is invalid
+ * (said at debug level, and otherwise ignored, as the W3C spec asks). */
+int api_trace_context(httpd_req *r, trace_start *out);
 
 /* ---------------------------------------------------------- api_auth.c --- */
 

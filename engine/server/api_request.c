@@ -1,14 +1,17 @@
 /* api_request: what a route reads of its request: the path's and the query's
  * parameters (percent-decoded), the JSON body (only known keys), the script a
- * start names (inside the workflows directory), the workflow it is about. */
+ * start names (inside the workflows directory), the workflow it is about, the
+ * caller's trace context. */
 #include <ctype.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api_internal.h"
 #include "json.h"
+#include "log.h"
 
 /* ------------------------------------------------------------ request --- */
 
@@ -246,4 +249,43 @@ int api_load_summary(api *a, httpd_req *r, const char *id, view_summary *s) {
     api_reply_error(r, 404, "%s", err);
   }
   return found == 1;
+}
+
+/* ---------------------------------------------------------- trace context --- */
+
+typedef struct trace_headers {
+  const char *traceparent;
+  int ntraceparent;
+  ubuf tracestate; /* repeated headers joined by commas, as HTTP reads them */
+} trace_headers;
+
+static int trace_header(void *ud, const char *name, const char *value) {
+  trace_headers *t = ud;
+  if (strcasecmp(name, "traceparent") == 0) {
+    if (!t->ntraceparent++) t->traceparent = value;
+  } else if (strcasecmp(name, "tracestate") == 0) {
+    if (t->tracestate.n) ubuf_add(&t->tracestate, ",", 1);
+    ubuf_add(&t->tracestate, value, strlen(value));
+  }
+  return 0;
+}
+
+int api_trace_context(httpd_req *r, trace_start *out) {
+  trace_headers t = {NULL, 0, {0}};
+  httpd_each_header(r, trace_header, &t);
+  ubuf_add(&t.tracestate, "", 1);
+  char why[160] = "", note[160] = "";
+  int ok = 0;
+  if (t.ntraceparent > 1) /* two parents: which one is the caller's cannot be told */
+    snprintf(why, sizeof why, "%d traceparent headers", t.ntraceparent);
+  else
+    ok = trace_start_read(t.traceparent, t.tracestate.n > 1 ? t.tracestate.p : NULL, out, why, sizeof why, note,
+                          sizeof note);
+  if (!ok) memset(out, 0, sizeof *out);
+  /* the W3C spec: an invalid header is ignored, the request goes on, and the
+   * workflow starts a trace of its own */
+  if (*why) log_msg(LOGL_DEBUG, "%s %s: ignored its traceparent: %s", httpd_method(r), httpd_path(r), why);
+  if (*note) log_msg(LOGL_DEBUG, "%s %s: dropped its tracestate: %s", httpd_method(r), httpd_path(r), note);
+  ubuf_free(&t.tracestate);
+  return ok;
 }

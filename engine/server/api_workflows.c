@@ -144,7 +144,9 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
     return;
   }
   int existed = 0;
-  int rc = engine_submit(a->e, id, path, with, &existed, err, sizeof err);
+  trace_start trace; /* the caller's trace, recorded in the start (an existing id's above is kept as it is) */
+  api_trace_context(r, &trace);
+  int rc = engine_submit_traced(a->e, id, path, with, &trace, &existed, err, sizeof err);
   free(with);
   if (rc != 0) {
     if (api_store_down(a, r)) return;
@@ -376,7 +378,9 @@ void api_h_signal(api *a, httpd_req *r, ctx *c) {
   if (done) api_reply_error(r, 409, "workflow '%s' is %s; signal not delivered", c->p1, w.status);
   wf_row_free(&w);
   if (done) return free(payload);
-  int rc = engine_signal_local(a->e, c->p1, c->p2, payload, c->identity, err, sizeof err);
+  trace_start trace; /* the sender's trace, beside who sent it (signal.sent) */
+  api_trace_context(r, &trace);
+  int rc = engine_signal_traced(a->e, c->p1, c->p2, payload, c->identity, &trace, err, sizeof err);
   free(payload);
   if (rc != 0) {
     if (api_store_down(a, r)) return;
@@ -428,7 +432,9 @@ void api_h_message(api *a, httpd_req *r, ctx *c) {
     free(kind);
     return free(payload);
   }
-  int rc = engine_signal_local(a->e, c->p1, ENGINE_SESSION_SIGNAL, payload, c->identity, err, sizeof err);
+  trace_start trace;
+  api_trace_context(r, &trace);
+  int rc = engine_signal_traced(a->e, c->p1, ENGINE_SESSION_SIGNAL, payload, c->identity, &trace, err, sizeof err);
   free(payload);
   if (rc != 0) {
     free(kind);

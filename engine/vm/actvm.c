@@ -48,6 +48,7 @@ struct act_call {
   int64_t seq;
   int64_t run;
   int attempt;
+  char *traceparent, *tracestate; /* handed on in outgoing requests (lua_http.c), or NULL */
   int64_t deadline_mono; /* 0: none */
   int64_t start_to_close_ms, heartbeat_ms;
   uv_timer_t *deadline_timer, *hb_timer, *sleep_timer;
@@ -114,6 +115,8 @@ static void call_free(act_call *c) {
   }
   free(c->wf_id);
   free(c->name);
+  free(c->traceparent);
+  free(c->tracestate);
   free(c);
 }
 
@@ -257,6 +260,8 @@ static void resume_call(act_call *c, int nargs) {
 
 act_call *actvm_current(lua_State *L) { return current_call(L); }
 lua_State *actvm_thread(act_call *c) { return c->co; }
+const char *actvm_traceparent(const act_call *c) { return c ? c->traceparent : NULL; }
+const char *actvm_tracestate(const act_call *c) { return c ? c->tracestate : NULL; }
 void actvm_set_pending(act_call *c, void (*cancel)(void *op), void *op) {
   c->cancel_op = cancel;
   c->op = op;
@@ -350,6 +355,9 @@ static int l_info(lua_State *L) {
   /* the run too: each run of a workflow (continue_as_new) numbers its commands from 1 */
   lua_pushfstring(L, "%s/%I/%I", c->wf_id, (lua_Integer)c->run, (lua_Integer)c->seq);
   lua_setfield(L, -2, "idempotency_key");
+  /* what its http requests carry, for a request made another way (a tool's process) */
+  if (c->traceparent) lua_pushstring(L, c->traceparent), lua_setfield(L, -2, "traceparent");
+  if (c->tracestate) lua_pushstring(L, c->tracestate), lua_setfield(L, -2, "tracestate");
   return 1;
 }
 
@@ -634,6 +642,8 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
   c->seq = info->seq;
   c->run = info->run;
   c->attempt = info->attempt;
+  c->traceparent = info->traceparent ? util_strdup(info->traceparent) : NULL;
+  c->tracestate = info->traceparent && info->tracestate ? util_strdup(info->tracestate) : NULL;
   c->start_to_close_ms = info->start_to_close_ms;
   c->heartbeat_ms = info->heartbeat_ms;
   if (c->start_to_close_ms > 0) c->deadline_mono = util_mono_ms() + c->start_to_close_ms;

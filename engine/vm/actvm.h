@@ -21,6 +21,8 @@ typedef struct act_info {
   int64_t start_to_close_ms; /* 0: none */
   int64_t heartbeat_ms;      /* 0: none */
   int64_t run;               /* the workflow's run: part of the idempotency key */
+  const char *traceparent;   /* what its outgoing requests carry (trace_start.h), or NULL: none */
+  const char *tracestate;    /* the run's caller's, handed on with it, or NULL */
 } act_info;
 
 /* Called once when a pending attempt ends: ok=1 with the result JSON, or ok=0
@@ -92,6 +94,10 @@ char *actvm_failure(actvm *a, const char *err_json, int attempts, act_failure *w
 typedef struct http_ctx http_ctx;
 /* The activity call whose coroutine is L, or NULL outside an activity. */
 act_call *actvm_current(lua_State *L);
+/* The traceparent and tracestate a call's outgoing requests carry (NULL:
+ * none): what act_info gave it. */
+const char *actvm_traceparent(const act_call *c);
+const char *actvm_tracestate(const act_call *c);
 /* The coroutine of a call: bindings push results onto it before resuming. */
 lua_State *actvm_thread(act_call *c);
 /* Records the operation a suspended call waits on; cancel(op) runs if the

@@ -14,6 +14,12 @@
  * pauses until the reader takes them, so a slow reader (or a flood) costs a
  * window, not the flood.
  *
+ * A request an activity makes carries its attempt's traceparent (and the
+ * run's tracestate) when the worker gave it one (actvm_traceparent: tracing
+ * is on), unless the script sets its own, so every model, MCP or GitHub call
+ * joins the workflow's trace without its caller remembering; never over a
+ * unix socket (the Docker engine's API is no service of the trace).
+ *
  * HTTP error statuses are responses, not errors. Transport failures raise
  * {type=, message=}: ConnectionError, Timeout, IdleTimeout, ResponseTooLarge,
  * TransferError (the connection broke mid-response). The calling coroutine
@@ -23,6 +29,7 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "actvm.h"
 #include "http.h"
@@ -335,8 +342,9 @@ static int l_request(lua_State *L) {
   q.max_bytes = (size_t)luaL_optinteger(L, -1, 0);
   if (stream) q.window = STREAM_WINDOW;
   /* headers: {name = value}; "Name: value" lines live on the Lua stack */
-  const char *lines[64];
+  const char *lines[64 + 2]; /* and the trace's two */
   size_t n = 0;
+  int own_traceparent = 0, own_tracestate = 0;
   if (lua_getfield(L, 1, "headers") == LUA_TTABLE) {
     int ht = lua_gettop(L);
     lua_pushnil(L);
@@ -346,6 +354,8 @@ static int l_request(lua_State *L) {
       const char *v = lua_tostring(L, -1);
       if (strpbrk(v, "\r\n") || strpbrk(lua_tostring(L, -2), "\r\n: "))
         return luaL_error(L, "http.request: header %s has a forbidden character", lua_tostring(L, -2));
+      own_traceparent |= strcasecmp(lua_tostring(L, -2), "traceparent") == 0;
+      own_tracestate |= strcasecmp(lua_tostring(L, -2), "tracestate") == 0;
       lua_pushfstring(L, "%s: %s", lua_tostring(L, -2), v);
       lines[n++] = lua_tostring(L, -1);
       lua_insert(L, ht); /* keep the string alive below the iteration */
@@ -353,6 +363,11 @@ static int l_request(lua_State *L) {
       lua_pop(L, 1);
     }
   }
+  /* the attempt's trace, unless the script hands on one of its own */
+  const char *traceparent = q.unix_socket || own_traceparent ? NULL : actvm_traceparent(ac);
+  const char *tracestate = traceparent && !own_tracestate ? actvm_tracestate(ac) : NULL;
+  if (traceparent) lines[n++] = lua_pushfstring(L, "traceparent: %s", traceparent);
+  if (tracestate) lines[n++] = lua_pushfstring(L, "tracestate: %s", tracestate);
   q.headers = lines;
   q.nheaders = n;
   hreq *r = lua_newuserdatauv(L, sizeof(hreq), 1);

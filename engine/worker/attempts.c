@@ -153,6 +153,21 @@ static int attempt_end_at_once(attempt *a, wfrun *r, int ok, char *json, hist_ev
   return outcome;
 }
 
+/* The traceparent attempt a's outgoing requests carry, into out
+ * (TRACEPARENT_LEN bytes; "" for none): its run's trace, its own span
+ * (otel_export.h: "attempt N" of the ActivityScheduled step), when tracing
+ * is on. Returns the run's tracestate to hand on with it, or NULL. */
+static const char *attempt_traceparent(const attempt *a, char *out) {
+  *out = 0;
+  if (!trace_propagate_outgoing()) return NULL;
+  const run_trace *t = run_trace_of(a->e, a->wf_id, a->run);
+  if (!t) return NULL;
+  char kind[32];
+  snprintf(kind, sizeof kind, "attempt %d", a->n);
+  trace_step_parent(&t->ctx, a->wf_id, a->run, a->seq, kind, out);
+  return t->tracestate;
+}
+
 /* Begins attempt a's body. Returns 1 with *ev when it ended at once with an
  * outcome (a is then the caller's to free after delivery, as ev points into
  * it); 0 when it runs on (a is in engine.attempts), or a retry is scheduled
@@ -165,7 +180,10 @@ static int attempt_begin(attempt *a, wfrun *r, hist_event *ev) {
     if (left < 1) left = 1;
     if (stc == 0 || left < stc) stc = left;
   }
-  act_info info = {a->wf_id, a->seq, a->n, a->name, a->script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), a->run};
+  char traceparent[TRACEPARENT_LEN] = "";
+  const char *tracestate = attempt_traceparent(a, traceparent);
+  act_info info = {a->wf_id, a->seq, a->n, a->name, a->script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), a->run,
+                   *traceparent ? traceparent : NULL, tracestate};
   act_call *call = NULL;
   int ok = 0;
   char *json = NULL;

@@ -75,6 +75,22 @@ static int answer(wfrun *r, const wfvm_cmd *c, const char *type, char *payload, 
   return run_append(r, type, c->seq, c->name, NULL, payload, ev) < 0 ? -1 : 1;
 }
 
+/* The trace context a child started at seq of run r records: the parent's
+ * trace, its parent span the ChildStarted step's (otel_export.h), and the
+ * parent's tracestate handed on. */
+static void child_trace(wfrun *r, int64_t seq, trace_start *out) {
+  memset(out, 0, sizeof *out);
+  const run_trace *t = run_trace_of(r->e, r->id, r->run);
+  trace_ctx own;
+  if (!t) { /* no WorkflowStarted to read (a broken log): the workflow's own trace */
+    trace_id_of_workflow(r->id, own.trace_id);
+    own.span_id[0] = 0;
+    own.sampled = -1;
+  }
+  trace_step_parent(t ? &t->ctx : &own, r->id, r->run, seq, "child", out->traceparent);
+  if (t && t->tracestate) snprintf(out->tracestate, sizeof out->tracestate, "%s", t->tracestate);
+}
+
 /* A new ChildStarted: the child is created in this batch, or the start
  * fails at once (the id in use, a script that does not load). */
 static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
@@ -117,8 +133,10 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   /* read and checked once per change of the file, as engine_submit's: a
    * check builds a whole sandbox, most of a child's start when repeated */
   const scriptbuf *pre = run_script(e, path, err, sizeof err);
-  int bad = !pre || ops_write_child(e->st, c->name, path, pre, input, r->id, close ? close : "terminate", &existed,
-                                    err, sizeof err);
+  trace_start trace;
+  child_trace(r, c->seq, &trace);
+  int bad = !pre || ops_write_child(e->st, c->name, path, pre, input, r->id, close ? close : "terminate", &trace,
+                                    &existed, err, sizeof err);
   free(path);
   if (bad && store_batch_failed(e->st)) {
     rc = -1;
@@ -174,7 +192,7 @@ static int child_command(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **kee
   const char *type = outcome_type(event); /* the event points at it until it is delivered */
   int rc = type && payload ? answer(r, c, type, payload, ev, keep) : 0;
   if (!(type && payload)) {
-    log_msg(LOGL_ERROR, "workflow %s: the end of child %s is not readable: %s", r->id, c->name, end);
+    log_wf(LOGL_ERROR, r->id, "workflow %s: the end of child %s is not readable: %s", r->id, c->name, end);
     free(payload);
   }
   free(event);

@@ -21,11 +21,16 @@
 
 int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
                   char *err, size_t errlen) {
+  return engine_submit_traced(e, id, script_path, input_json, NULL, existed, err, errlen);
+}
+
+int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen) {
   int found = 0;
   const scriptbuf *pre = run_script(e, script_path, err, errlen);
   if (!pre) return -1;
   made_wf made = {0};
-  if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, &found, &made, err, errlen) != 0) return -1;
+  if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, trace, &found, &made, err, errlen) != 0) return -1;
   if (existed) *existed = found;
   if (found) {
     if (existed) return 0;
@@ -43,6 +48,11 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
  * is not in memory, and loading it takes what is buffered). */
 int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
                         char *err, size_t errlen) {
+  return engine_signal_traced(e, id, name, payload, identity, NULL, err, errlen);
+}
+
+int engine_signal_traced(engine *e, const char *id, const char *name, const char *payload, const char *identity,
+                         const trace_start *trace, char *err, size_t errlen) {
   if (engine_check_signal_name(name, err, errlen) != 0) return -1;
   char *canon = json_accept(payload, strlen(payload), "the signal payload", err, errlen);
   if (!canon) return -1;
@@ -51,7 +61,7 @@ int engine_signal_local(engine *e, const char *id, const char *name, const char 
     return -1;
   }
   int rc = store_signal_put(e->st, id, name, canon, util_now_ms()) != STORE_OK ||
-           ops_record_who(e->st, id, "signal.sent", name, identity) != 0;
+           ops_record_who(e->st, id, "signal.sent", name, identity, trace) != 0;
   free(canon);
   if (rc) {
     util_seterr(err, errlen, "%s", store_errmsg(e->st));

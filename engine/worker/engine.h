@@ -99,6 +99,13 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
                   char *err, size_t errlen);
 int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
                         char *err, size_t errlen);
+/* The same with the caller's trace context (NULL: none): a start records it
+ * in its WorkflowStarted, a signal in its signal.sent event (trace_start.h,
+ * workflow_ops.h). */
+int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen);
+int engine_signal_traced(engine *e, const char *id, const char *name, const char *payload, const char *identity,
+                         const trace_start *trace, char *err, size_t errlen);
 int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen);
 
 /* Replays workflow id's current run against script_path (NULL: its pinned

@@ -18,6 +18,7 @@
 #include "modules.h"
 #include "log.h"
 #include "render.h"
+#include "trace_cache.h"
 
 /* ------------------------------------------------------------ history --- */
 
@@ -186,6 +187,9 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
     return;
   }
   r->next_seq = h.n ? h.v[h.n - 1].seq + 1 : 1;
+  /* the run's trace, kept while it is at hand: its log lines, its
+   * attempts' requests and its children name it without a read */
+  if (h.n && strcmp(h.v[0].type, "WorkflowStarted") == 0) trace_cache_put(w->id, w->run, h.v[0].payload);
   char *chunk = util_fmt("@%s", w->script_name);
   codebuf *cb = strmap_get(&e->bytecode, w->code_hash);
   if (!cb) {
@@ -228,6 +232,18 @@ void run_load_id(engine *e, const char *id) {
   int found = store_wf_get(e->st, id, &w);
   if (found == 1 && !engine_status_terminal(w.status) && strcmp(w.status, "stuck") != 0) run_load(e, &w, NULL);
   if (found == 1) wf_row_free(&w);
+}
+
+const run_trace *run_trace_of(engine *e, const char *id, int64_t run) {
+  const run_trace *t = trace_cache_get(id, run);
+  if (t) return t;
+  hist_list h = {0};
+  if (store_hist_get(e->st, id, run, 1, &h) == 1 && strcmp(h.v[0].type, "WorkflowStarted") == 0) {
+    trace_cache_put(id, run, h.v[0].payload);
+    t = trace_cache_get(id, run);
+  }
+  hist_list_free(&h);
+  return t;
 }
 
 /* The one way an outcome that arrives from outside a run's own step (an
@@ -379,7 +395,7 @@ static const run_command *command_of(engine *e, const char *kind) {
 static int start_command(wfrun *r, const wfvm_cmd *c, const run_command *k, hist_event *ev, void **keep) {
   if (strcmp(c->kind, "activity") == 0) run_set_status(r, "running", NULL, NULL, NULL);
   if (!k) {
-    log_msg(LOGL_ERROR, "workflow %s blocks on a command of unknown kind '%s'", r->id, c->kind);
+    log_wf(LOGL_ERROR, r->id, "workflow %s blocks on a command of unknown kind '%s'", r->id, c->kind);
     return 0;
   }
   int got = k->start(r, c, ev, keep);
@@ -459,7 +475,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
       }
       case WFVM_KILLED: run_finish(r, "failed", "WorkflowFailed", NULL, wfvm_output(r->vm)); return;
       case WFVM_STUCK:
-        log_msg(LOGL_WARNING, "workflow %s is stuck: %s", r->id, wfvm_output(r->vm));
+        log_wf(LOGL_WARNING, r->id, "workflow %s is stuck: %s", r->id, wfvm_output(r->vm));
         run_set_status(r, "stuck", NULL, wfvm_output(r->vm), NULL);
         run_evict(r);
         return;
@@ -470,7 +486,17 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         int64_t next = r->run + 1;
         char seed[17];
         snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
-        char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"}", input, seed);
+        /* the next run stays in its caller's trace: the same traceparent and
+         * tracestate; a run without one keeps the workflow's own trace */
+        trace_start rec = {{0}, {0}};
+        const run_trace *t = run_trace_of(e, r->id, r->run);
+        if (t && t->ctx.span_id[0]) {
+          traceparent_format(t->ctx.trace_id, t->ctx.span_id, t->ctx.sampled, rec.traceparent);
+          if (t->tracestate) snprintf(rec.tracestate, sizeof rec.tracestate, "%s", t->tracestate);
+        }
+        char *traced = trace_start_members(&rec);
+        char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"%s}", input, seed, traced);
+        free(traced);
         hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, util_now_ms()};
         store_modules_copy(e->st, r->id, r->run, next);
         store_wf_new_run(e->st, r->id, next, input);

@@ -287,7 +287,7 @@ static int manual_start(store *st, engine *e, const char *name, const char *iden
   rc = -1;
   char *input = fire_input(&s, identity, err, errlen);
   if (input && (e ? engine_submit(e, id, s.r.script, input, &existed, err, errlen)
-                  : engine_create_workflow(st, id, s.r.script, input, &existed, err, errlen)) == 0) {
+                  : engine_create_workflow(st, id, s.r.script, input, NULL, &existed, err, errlen)) == 0) {
     rc = 0;
     if (existed) {
       util_seterr(err, errlen, "%s exists already (triggered in this millisecond)", id);

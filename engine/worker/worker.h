@@ -29,6 +29,7 @@
 
 #include "actvm.h"
 #include "engine.h"
+#include "trace_cache.h"
 #include "util.h"
 #include "uvloop.h"
 #include "wfvm.h"
@@ -225,6 +226,10 @@ void run_clear_codecache(engine *e);
 const scriptbuf *run_script(engine *e, const char *path, char *err, size_t errlen);
 void run_load(engine *e, const wf_row *w, hist_list *loaded);
 void run_load_id(engine *e, const char *id);
+/* The trace of run of workflow id (trace_cache.h): kept since the run was
+ * loaded, else read once from its WorkflowStarted event; NULL when the log
+ * has none. The pointer lasts until the next load of a run. */
+const run_trace *run_trace_of(engine *e, const char *id, int64_t run);
 void run_deliver(engine *e, const char *id, const hist_event *ev);
 int run_cancel_pending(wfrun *r, wfvm_state *st);
 void run_finish(wfrun *r, const char *status, const char *event, const char *result, const char *error);

@@ -482,7 +482,7 @@ static int submit(int i, const char *script, const char *input) {
     /* a client's start: one transaction, committed on return */
     int existed = 0;
     double t0 = now_ms();
-    int rc = engine_create_workflow(G.st, id, script, input, &existed, err, sizeof err);
+    int rc = engine_create_workflow(G.st, id, script, input, NULL, &existed, err, sizeof err);
     fol.write_ms += now_ms() - t0;
     fol.writes++;
     if (rc != 0 || existed) {

@@ -47,11 +47,13 @@ declare -A INPUT=(
   [child_nondet]='{}'
   [child_none]='{}'
   [child_chain]='{"to":2}'
+  [trace_prop]='{"child":true,"print":"a line","again":1}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
   [http_window_acts]="activity module" [timeout_acts]="activity module" [numbers_acts]="activity module"
   [json_meaning_acts]="activity module" [live_text_acts]="activity module" [durable_acts]="activity module"
+  [trace_prop_acts]="activity module"
   [durable_steps]="its steps read the log through a query the test gives them (test_durable_steps.sh)"
   [live_text]="waits for a signal, then streams live text (test_cli_server.sh)"
   [transcript]="waits for an approval (test_terminal_progress.sh)"
