@@ -32,8 +32,10 @@ import { pathToFileURL } from "node:url";
 
 const require = createRequire(import.meta.url);
 const root = require("@opentelemetry/otlp-transformer/build/src/generated/root.js");
-const $protobuf = require("protobufjs/minimal");
-const Long = require("long");
+// the protobufjs (and long) the generated code itself loads, not another copy
+const fromRoot = createRequire(require.resolve("@opentelemetry/otlp-transformer/build/src/generated/root.js"));
+const $protobuf = fromRoot("protobufjs/minimal");
+const Long = $protobuf.util.Long;
 const pb = root.opentelemetry.proto;
 
 // ---- the trace messages, as OTLP/JSON names their fields
@@ -96,7 +98,7 @@ for (const [t, s] of Object.entries(SCHEMA)) {
     process.exit(2);
   }
 }
-if (!$protobuf.util.Long) {
+if (!Long) {
   console.error("decode.mjs: protobufjs found no 'long': 64-bit values would lose precision");
   process.exit(2);
 }
