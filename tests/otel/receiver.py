@@ -405,6 +405,8 @@ def main():
     args = ap.parse_args()
 
     st = State(args.out, args.success_body, args.max_body)
+    if args.out:  # there from the start: a reader sees "no request yet", not a missing file
+        os.close(os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     if args.script:
         try:
             text = open(args.script[1:]).read() if args.script.startswith("@") else args.script

@@ -25,13 +25,9 @@ cleanup() {
 trap cleanup EXIT
 finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit; }
 
-# node and the pinned packages, as tests/integration/test_web.sh does (no lock
-# file: it would name a registry); installed only when a version differs
-command -v node >/dev/null && command -v npm >/dev/null || { bad "no node/npm (scripts/install-deps)"; finish; }
-if ! (cd "$HERE" && node -e 'const p=require("./package.json");for(const [n,v] of Object.entries(p.dependencies)){if(require(n+"/package.json").version!==v)process.exit(1)}') 2>/dev/null; then
-  (cd "$HERE" && npm install --no-package-lock --no-audit --no-fund --loglevel=error >/dev/null) ||
-    { bad "npm install in tests/otel"; finish; }
-fi
+# node and the pinned packages (tests/otel/node_deps.sh)
+source "$HERE/node_deps.sh"
+why="$(otel_node_deps)" || { bad "$why"; finish; }
 
 # ---- the Python pieces' own tests
 for t in test_receiver.py test_check_trace.py; do
