@@ -249,7 +249,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             if u.path == "/_script":
                 return self.reply(200, st.rules)
         if u.path == "/v1/traces":
-            return self.fail(405, "POST only")
+            return self.fail(405, "POST only", {"Allow": "POST"})
         return self.fail(404, f"no route {u.path}")
 
     def do_DELETE(self):
