@@ -62,6 +62,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import otlp_json  # noqa: E402
 
 KIND_BY_NAME = {v: k for k, v in otlp_json.SPAN_KINDS.items()}
+TOP_KEYS = {"trace_id", "external_parents", "roots", "time_slack_ns", "allow_other_spans", "spans", "values", "sums", "comment"}
+RULE_KEYS = {"name", "name_re", "count", "min", "max", "kind", "attributes", "absent_attributes",
+             "resource_attributes", "scope", "status_code", "parent", "ancestor", "comment"}
+VALUES_KEYS = {"name", "name_re", "attributes", "equals"}
+SUMS_KEYS = {"name", "name_re", "attribute", "equals"}
 HEX = re.compile(r"^[0-9a-fA-F]*$")
 
 
@@ -115,8 +120,34 @@ def check_attr(where, attrs, key, spec, diffs):
         diffs.append(f"{where}: {key} is {v!r}, expected to match /{spec['re']}/")
 
 
+def check_expect(expect):
+    """Refuses an expectation file with a key it does not know: a misspelt
+    rule would otherwise check nothing, silently."""
+    def keys(obj, allowed, where):
+        if not isinstance(obj, dict):
+            raise ValueError(f"{where}: an object expected")
+        unknown = set(obj) - allowed
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    keys(expect, TOP_KEYS, "expect")
+    for i, r in enumerate(expect.get("spans", [])):
+        keys(r, RULE_KEYS, f"expect.spans[{i}]")
+        for k in ("parent", "ancestor"):
+            if k not in r:
+                continue
+            if isinstance(r[k], dict):
+                keys(r[k], {"name", "name_re"}, f"expect.spans[{i}].{k}")
+            elif not (k == "parent" and r[k] == "external"):
+                raise ValueError(f"expect.spans[{i}].{k}: {{name|name_re}}" + (' or "external"' if k == "parent" else ""))
+    for i, v in enumerate(expect.get("values", [])):
+        keys(v, VALUES_KEYS, f"expect.values[{i}]")
+    for i, v in enumerate(expect.get("sums", [])):
+        keys(v, SUMS_KEYS, f"expect.sums[{i}]")
+
+
 def check(spans, expect):
     """The list of differences (strings) between spans and expect."""
+    check_expect(expect)
     diffs = []
     if not spans:
         return ["no spans at all"]
@@ -329,6 +360,11 @@ def main():
             expect = json.load(f)
     except (OSError, ValueError) as e:
         print(f"check_trace: {e}", file=sys.stderr)
+        return 2
+    try:
+        check_expect(expect)
+    except ValueError as e:
+        print(f"check_trace: {args.expect}: {e}", file=sys.stderr)
         return 2
     if args.tree:
         print(tree(spans))

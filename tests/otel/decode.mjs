@@ -23,9 +23,9 @@
 //
 // Stricter than a collector on purpose: the spec tells receivers to ignore
 // unknown fields, but an unknown field in the engine's output is a
-// misspelling, so it fails here; so do null values' absence aside, empty
-// envelopes (the spec: senders SHOULD NOT send them), duplicate JSON keys,
-// and spans without ids, name or times.
+// misspelling, so it fails here; so do empty envelopes (the spec: senders
+// SHOULD NOT send them), duplicate JSON keys, and spans without ids, name or
+// times. A null value passes: the proto3 mapping reads it as the default.
 import { createRequire } from "node:module";
 import { readFileSync, realpathSync } from "node:fs";
 import { pathToFileURL } from "node:url";
@@ -213,7 +213,7 @@ function checkScalar(type, v, path, errs) {
   if (type.startsWith("enum:")) {
     const names = ENUMS[type.slice(5)];
     if (typeof v === "string") {
-      const hint = v in names ? ` (${v} is ${names[v]})` : "";
+      const hint = Object.hasOwn(names, v) ? ` (${v} is ${names[v]})` : "";
       return bad(`${show(v)} is a string: OTLP/JSON writes enums as integers${hint}`);
     }
     if (typeof v !== "number" || !Number.isInteger(v)) return bad(`${show(v)} is not an integer enum value`);
@@ -236,10 +236,10 @@ function checkMessage(type, v, path, errs) {
   let ok = true, members = [];
   for (const [k, raw] of Object.entries(v)) {
     const p = path ? `${path}.${k}` : k;
-    const f = s.fields[k];
+    const f = Object.hasOwn(s.fields, k) ? s.fields[k] : null; // not "constructor" & co.
     if (!f) {
       const c = camel(k);
-      errs.push(s.fields[c] && c !== k
+      errs.push(Object.hasOwn(s.fields, c) && c !== k
         ? `${p}: '${k}' is the proto field name; OTLP/JSON keys are lowerCamelCase: '${c}'`
         : `${p}: unknown field '${k}' of ${protoName(type)} (it has: ${Object.keys(s.fields).join(", ")})`);
       ok = false; continue;

@@ -182,6 +182,14 @@ class CheckTraceTest(unittest.TestCase):
         ss[CHAT1]["startTimeUnixNano"] = int(ss[CHAT1]["startTimeUnixNano"])  # a number is as good
         self.assertEqual(check_trace.check(ss, EXPECT), [])
 
+    def test_a_misspelt_expectation_is_refused(self):
+        with self.assertRaisesRegex(ValueError, r"expect.spans\[0\]: unknown key\(s\) \['cout'\]"):
+            check_trace.check(spans(), {"spans": [{"name": "invoke_agent", "cout": 1}]})
+        with self.assertRaisesRegex(ValueError, r"expect: unknown key\(s\) \['trace'\]"):
+            check_trace.check(spans(), {"trace": "x"})
+        with self.assertRaisesRegex(ValueError, r"expect.spans\[0\].parent"):
+            check_trace.check(spans(), {"spans": [{"name": "invoke_agent", "parent": "outside"}]})
+
     def test_the_command(self):
         """Every form of --spans gives the same verdict; the exit codes."""
         with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as d:
@@ -214,6 +222,11 @@ class CheckTraceTest(unittest.TestCase):
             p = run("--spans", os.path.join(d, "nothing"), "--expect", good)
             self.assertEqual(p.returncode, 2)
             self.assertIn("check_trace:", p.stderr)
+            with open(bad, "w") as f:
+                json.dump({"spans": [{"nmae": "x"}]}, f)
+            p = run("--spans", lines, "--expect", bad)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("unknown key(s) ['nmae']", p.stderr)
 
 
 if __name__ == "__main__":
