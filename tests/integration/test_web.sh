@@ -47,7 +47,7 @@ cat >"$T/scenario.json" <<'EOF'
                                      {"id": "c2", "name": "publish_review", "arguments": {"summary": "the bucket loses a token", "verdict": "request_changes",
                                        "findings": [{"title": "off by one", "severity": "major", "file": "src/bucket.py", "line": 42, "body": "<img src=x onerror=\"window.__pwned=5\">"}]}}],
                       "usage": {"input_tokens": 50, "output_tokens": 40}},
-            "chunk_delay": 0.05, "hold_after_events": [{"events": 6, "gate": "w1"}, {"events": 12, "gate": "w2"}]}],
+            "chunk_delay": 0.05, "hold": "w0", "hold_after_events": [{"events": 6, "gate": "w1"}, {"events": 12, "gate": "w2"}]}],
  "default": {"reply": {"text": "{\"summary\": \"one finding\", \"result\": {\"findings\": [{\"file\": \"src/bucket.py\", \"line\": 42, \"severity\": \"major\", \"title\": \"off by one\", \"body\": \"<script>window.__pwned=4</script> the last token is lost\"}]}}",
                        "usage": {"input_tokens": 60, "output_tokens": 30}},
              "chunk_delay": 0.05}}

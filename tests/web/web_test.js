@@ -107,14 +107,18 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     await page.keyboard.press("Enter");
     await page.waitForSelector("#panel", within(5000));
 
-    // the model's words as they are written: the model server holds its
-    // stream after 6 events (gate w1) and after 12 (gate w2) until the test
-    // opens each, so the page is seen mid-stream however slow the machine
+    // the model's words as they are written: the model server holds the turn
+    // until the page reads the session's stream (gate w0: the words are not
+    // kept for a page that comes later), then after 6 events (gate w1) and
+    // after 12 (gate w2) until the test opens each, so the page is seen
+    // mid-stream however slow the machine
     const liveLonger = (n) => page.waitForFunction((n) => {
       const t = document.querySelector(".ev.live .text");
       return t && t.textContent.length > n;
     }, within(60000), n).catch(() => null);
     const hasMessage = async () => !!(await page.$('li[data-type="agent.message"]'));
+    await page.waitForSelector("#panel li[data-type]", within(60000)).catch(() => null);
+    await release("w0");
     await liveLonger(5);
     const first = await text(page, ".ev.live .text");
     const whyStreaming = await text(page, "#why");
