@@ -150,6 +150,17 @@ wait_for() {
 
 # wait_true SECONDS CONDITION [SHOW [ARGS...]]: wait_for, named by its condition
 wait_true() { local __wt_c="$2"; wait_for "$1" "$__wt_c" "$__wt_c" "${@:3}"; }
+# try_until SECONDS CONDITION [ARGS...]: as wait_true, but the deadline is no
+# failure: 1 when it passed (a set-up that is made again when it did not hold)
+try_until() {
+  local __tu_c="$2" __tu_end __tu_n=0
+  __tu_end=$(( $(now_ms) + $(scaled "$1") * 1000 ))
+  shift 2
+  while ! eval "$__tu_c" >/dev/null 2>&1; do
+    [ "$(now_ms)" -ge "$__tu_end" ] && return 1
+    __tu_n=$((__tu_n + 1)); poll_pause "$__tu_n"
+  done
+}
 
 # cleanup: the EXIT trap (a test's own trap sets EXIT_RC=$? first, then calls it)
 cleanup() {
