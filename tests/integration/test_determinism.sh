@@ -47,6 +47,7 @@ declare -A INPUT=(
   [child_nondet]='{}'
   [child_none]='{}'
   [child_chain]='{"to":2}'
+  [otel_describe]='{"succeed_on":2}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"
