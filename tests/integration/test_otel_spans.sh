@@ -12,15 +12,21 @@
 #      answered after: each step's span once, the approval's from its wait
 #   4. kill -9 while an attempt runs: the attempt cut short has no span; the
 #      one that ran after it (attempt 2) has
-# On this branch the spans are read through the THROWAWAY file exporter
-# (engine/worker/otel_export.c: ENGINE_TEST_SPANS_FILE, one span's JSON per
-# line), not a collector: the end-to-end test with a real OTLP receiver is
-# another test's.
+# The spans are read from one file, one span's JSON per line, written either
+# by the branch otel-spans' THROWAWAY test exporter (ENGINE_TEST_SPANS_FILE)
+# or, with the real exporter, by otlp_sink.py, a minimal OTLP/HTTP receiver
+# (OTEL_EXPORTER_OTLP_ENDPOINT); each command ends (a serve is stopped)
+# before its spans are read, and a stop sends what is queued. The end-to-end
+# test with the PR-review example and a real collector is another test's.
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf"
 export TEST_SIDE_EFFECTS="$T/effects"
 SPANS="$T/spans.jsonl"
 export ENGINE_TEST_SPANS_FILE="$SPANS"
+python3 "$SRC/tests/integration/otlp_sink.py" "$SPANS" "$T/sink.port" 2>"$T/sink.err" &
+PIDS+=($!)
+wait_true 30 '[ -s "$T/sink.port" ]' 'cat "$T/sink.err"'
+export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat "$T/sink.port")" OTEL_BSP_SCHEDULE_DELAY=50
 
 # spans ID: one line per span of workflow ID, in export order:
 #   NAME kind=K attempt=N parent=run|ID|- error=TYPE|- retry=true|false|- [KEY=VALUE of the test.* attributes]
@@ -76,7 +82,7 @@ acts.flaky kind=1 attempt=1 parent=run error=Flaky retry=true
 acts.flaky kind=1 attempt=2 parent=run error=- retry=-
 invoke_agent tester kind=1 attempt=- parent=- error=- retry=-" "$(spans described)"
 before="$(lines)"
-out="$(ENGINE_TEST_SPANS_FILE= engine start "$WF/otel_describe.lua" --id untraced --quiet --input '{"succeed_on":1}')"
+out="$(ENGINE_TEST_SPANS_FILE= OTEL_EXPORTER_OTLP_ENDPOINT= engine start "$WF/otel_describe.lua" --id untraced --quiet --input '{"succeed_on":1}')"
 assert_contains "tracing off: the activity is told so" '"traced":false' "$out"
 assert_eq "tracing off: no span" "$before" "$(lines)"
 
