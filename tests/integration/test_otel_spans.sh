@@ -12,6 +12,8 @@
 #      answered after: each step's span once, the approval's from its wait
 #   4. kill -9 while an attempt runs: the attempt cut short has no span; the
 #      one that ran after it (attempt 2) has
+#   5. on PostgreSQL (the pg flavour), two workers and a workflow waiting for
+#      its approval: one worker is killed, the other ends the workflow
 # The spans are read from one file, one span's JSON per line, written either
 # by the branch otel-spans' THROWAWAY test exporter (ENGINE_TEST_SPANS_FILE)
 # or, with the real exporter, by otlp_sink.py, a minimal OTLP/HTTP receiver
@@ -126,6 +128,27 @@ assert_eq "kill -9 mid-attempt: the attempt cut short has no span, the one after
 acts.flaky kind=1 attempt=1 parent=run error=- retry=-
 acts.window kind=1 attempt=2 parent=run error=- retry=-
 invoke_agent tester kind=1 attempt=- parent=- error=- retry=-" "$(spans killed)"
+
+# ---------------------------------------------------------------- 5 ---
+# PostgreSQL: two workers share the workflow; one is killed while it waits
+# for its approval, the other takes it up when the answer comes
+if on_postgres; then
+  bg S1 engine serve
+  bg S2 engine serve
+  engine start "$WF/otel_describe.lua" --id taken --detach --input '{"succeed_on":2,"approval":"t1"}' \
+    >/dev/null 2>&1 || true
+  wait_status taken waiting 60 || fail "taken: never waited for its approval"
+  kill -9 "$S1"; wait "$S1" 2>/dev/null || true
+  assert_exit "the approval is answered with one worker left" 0 engine approve taken --reason fine
+  wait_status taken completed 60 || fail "taken: the other worker did not end it"
+  kill "$S2"; wait "$S2" 2>/dev/null || true
+  assert_eq "another worker took it over: each step's span once" \
+    "described kind=3 attempt=1 parent=run error=- retry=- test.count=7 test.who=the activity test.workflow=yes
+acts.flaky kind=1 attempt=1 parent=run error=Flaky retry=true
+acts.flaky kind=1 attempt=2 parent=run error=- retry=-
+await_approval kind=1 attempt=- parent=run error=- retry=- engine.approval.outcome=approved
+invoke_agent tester kind=1 attempt=- parent=- error=- retry=-" "$(spans taken)"
+fi
 
 assert_eq "no span id was exported twice" "" "$(dup_ids)"
 finish
