@@ -177,7 +177,9 @@ static void add_json_member(void *ud, const char *key, const char *v, size_t vn)
   attrs_set(a, key, value, text);
 }
 
-int otel_attrs_json(otel_attrs *a, const char *obj, size_t n) { return each_member(obj, n, add_json_member, a); }
+int otel_attrs_json(otel_attrs *a, const char *obj, size_t n) {
+  return each_member(obj, n, add_json_member, a);
+}
 
 /* ----------------------------------------------------------------- span --- */
 
@@ -296,11 +298,13 @@ char *otel_run_span(const otel_run_trace *t, const otel_run_facts *f, size_t *le
   if (!name) {
     const char *op = otel_attrs_text(&a, "gen_ai.operation.name");
     const char *agent = otel_attrs_text(&a, "gen_ai.agent.name");
-    if (op && strcmp(op, "invoke_agent") == 0) name = util_fmt("invoke_agent %s", agent ? agent : stem);
-    else name = util_fmt("invoke_workflow %s", stem);
+    if (op && strcmp(op, "invoke_agent") == 0)
+      name = util_fmt("invoke_agent %s", agent ? agent : stem);
+    else
+      name = util_fmt("invoke_workflow %s", stem);
   }
-  otel_span s = {t->trace_id, t->run_span, t->parent, name, OTEL_KIND_INTERNAL, f->start_ns, f->end_ns,
-                 etype, emsg, &a};
+  otel_span s = {t->trace_id, t->run_span, t->parent, name, OTEL_KIND_INTERNAL,
+                 f->start_ns, f->end_ns,   etype,     emsg, &a};
   char *out = otel_span_json(&s, len);
   free(name);
   free(etype);
@@ -321,8 +325,7 @@ char *otel_attempt_span(const otel_run_trace *t, const otel_attempt_facts *f, si
   char key[512];
   snprintf(key, sizeof key, "%s/%" PRId64 "/%" PRId64, f->wf_id, f->run, f->seq);
   otel_attrs_str(&a, "engine.activity.idempotency_key", key);
-  if (f->workflow_attrs && *f->workflow_attrs == '{')
-    otel_attrs_json(&a, f->workflow_attrs, strlen(f->workflow_attrs));
+  if (f->workflow_attrs && *f->workflow_attrs == '{') otel_attrs_json(&a, f->workflow_attrs, strlen(f->workflow_attrs));
   annotation_attrs(&a, f->annotation); /* the activity knows best what it did */
   char *etype = NULL, *emsg = NULL;
   if (!f->ok) {
@@ -342,9 +345,16 @@ char *otel_attempt_span(const otel_run_trace *t, const otel_attempt_facts *f, si
   if (etype) otel_attrs_str(&a, "error.type", etype);
   char *name = annotation_str(f->annotation, "name");
   char *kind = annotation_str(f->annotation, "kind");
-  otel_span s = {t->trace_id, id, t->run_span, name ? name : f->name,
+  otel_span s = {t->trace_id,
+                 id,
+                 t->run_span,
+                 name ? name : f->name,
                  kind && strcmp(kind, "client") == 0 ? OTEL_KIND_CLIENT : OTEL_KIND_INTERNAL,
-                 f->start_ns, f->end_ns, etype, emsg, &a};
+                 f->start_ns,
+                 f->end_ns,
+                 etype,
+                 emsg,
+                 &a};
   char *out = otel_span_json(&s, len);
   free(name);
   free(kind);
@@ -369,8 +379,8 @@ char *otel_approval_span(const otel_run_trace *t, const otel_approval_facts *f, 
     free(approver);
     free(reason);
   }
-  otel_span s = {t->trace_id, id, t->run_span, "await_approval", OTEL_KIND_INTERNAL, f->start_ns, f->end_ns,
-                 NULL, NULL, &a};
+  otel_span s = {t->trace_id, id,   t->run_span, "await_approval", OTEL_KIND_INTERNAL, f->start_ns, f->end_ns,
+                 NULL,        NULL, &a};
   char *out = otel_span_json(&s, len);
   otel_attrs_free(&a);
   return out;

@@ -85,8 +85,8 @@ void otel_run_trace_of(const char *wf_id, int64_t run, const char *started_paylo
 typedef struct otel_run_facts {
   const char *wf_id;
   int64_t run;
-  const char *script; /* the script's file name: "agent_session.lua" */
-  const char *status; /* completed | failed | cancelled | continued */
+  const char *script;          /* the script's file name: "agent_session.lua" */
+  const char *status;          /* completed | failed | cancelled | continued */
   const char *result_or_error; /* the terminal event's payload: the error of a failed run */
   const char *annotation;      /* what the workflow said with wf.span{} (JSON), or NULL */
   int64_t start_ns, end_ns;
@@ -100,8 +100,8 @@ typedef struct otel_attempt_facts {
   int attempt; /* from 1 */
   const char *name;
   int ok;
-  const char *error;   /* the failure's JSON {"type":..,"message":..} when !ok */
-  int retry_scheduled; /* it failed and another attempt follows */
+  const char *error;          /* the failure's JSON {"type":..,"message":..} when !ok */
+  int retry_scheduled;        /* it failed and another attempt follows */
   const char *workflow_attrs; /* the command's option span_attributes (a JSON object), or NULL */
   const char *annotation;     /* what the activity said with activity.span{} (JSON), or NULL */
   int64_t start_ns, end_ns;

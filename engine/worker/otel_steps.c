@@ -86,7 +86,9 @@ int otel_steps_traced(engine *e, const char *id, int64_t run) {
   return t && t->sampled;
 }
 
-void otel_steps_forget(engine *e) { strmap_clear(&e->otel_traces, free_trace); }
+void otel_steps_forget(engine *e) {
+  strmap_clear(&e->otel_traces, free_trace);
+}
 
 /* ------------------------------------------- held until the commit --- */
 
@@ -167,14 +169,14 @@ static int command_event(engine *e, const char *id, int64_t run, int64_t seq, hi
 static void run_end(wfrun *r, const hist_event *ev, const char *status) {
   run_trace *t = sampled_trace(r->e, r->id, r->run);
   if (!t) return;
-  otel_run_facts f = {r->id,
-                      r->run,
-                      t->script,
-                      status,
-                      ev->payload,
-                      r->vm ? wfvm_span(r->vm) : NULL,
-                      t->started_ms * 1000000,
-                      otel_steps_now_ns()};
+  otel_run_facts f = {.wf_id = r->id,
+                      .run = r->run,
+                      .script = t->script,
+                      .status = status,
+                      .result_or_error = ev->payload,
+                      .annotation = r->vm ? wfvm_span(r->vm) : NULL, /* a run without a VM (terminated) said nothing */
+                      .start_ns = t->started_ms * 1000000,
+                      .end_ns = otel_steps_now_ns()};
   hold(r->e, otel_run_span(&t->t, &f, NULL));
 }
 
@@ -200,7 +202,14 @@ static void approval_end(wfrun *r, const hist_event *ev) {
   } else if (strcmp(ev->type, "SignalTimedOut") == 0) {
     outcome = "timeout";
   }
-  otel_approval_facts f = {r->id, r->run, ev->ref, rid, outcome, answer, wait->time * 1000000, otel_steps_now_ns()};
+  otel_approval_facts f = {.wf_id = r->id,
+                           .run = r->run,
+                           .seq = ev->ref,
+                           .request_id = rid,
+                           .outcome = outcome,
+                           .answer = answer,
+                           .start_ns = wait->time * 1000000,
+                           .end_ns = otel_steps_now_ns()};
   hold(e, otel_approval_span(&t->t, &f, NULL));
 out:
   hist_list_free(&h);
@@ -216,9 +225,15 @@ static void child_end(wfrun *r, const hist_event *ev) {
   }
   const char *p = h.v[0].payload;
   char *script = p ? json_get_string(p, strlen(p), "script") : NULL;
-  otel_child_facts f = {r->id,   r->run,      ev->ref,
-                        h.v[0].name ? h.v[0].name : "", script, ev->type,
-                        ev->payload, h.v[0].time * 1000000, otel_steps_now_ns()};
+  otel_child_facts f = {.wf_id = r->id,
+                        .run = r->run,
+                        .seq = ev->ref,
+                        .child = h.v[0].name ? h.v[0].name : "",
+                        .script = script,
+                        .outcome = ev->type,
+                        .payload = ev->payload,
+                        .start_ns = h.v[0].time * 1000000,
+                        .end_ns = otel_steps_now_ns()};
   hold(e, otel_child_span(&t->t, &f, NULL));
   free(script);
   hist_list_free(&h);
@@ -259,8 +274,18 @@ void otel_steps_attempt(engine *e, const attempt *a, int ok, const char *error, 
   if (!t) return;
   char *wattrs = workflow_attrs(a->payload);
   int64_t now = otel_steps_now_ns();
-  otel_attempt_facts f = {a->wf_id, a->run,  a->seq,        a->n, a->name, ok, error, retry, wattrs, a->span_note,
-                          a->begun_ns ? a->begun_ns : now, now};
+  otel_attempt_facts f = {.wf_id = a->wf_id,
+                          .run = a->run,
+                          .seq = a->seq,
+                          .attempt = a->n,
+                          .name = a->name,
+                          .ok = ok,
+                          .error = error,
+                          .retry_scheduled = retry,
+                          .workflow_attrs = wattrs,
+                          .annotation = a->span_note,
+                          .start_ns = a->begun_ns ? a->begun_ns : now, /* never begun: invalid options */
+                          .end_ns = now};
   hold(e, otel_attempt_span(&t->t, &f, NULL));
   free(wattrs);
 }

@@ -71,12 +71,12 @@ typedef struct expect_attr {
 typedef struct span_case {
   const char *what;
   char *(*build)(const otel_run_trace *t, size_t *len); /* the step's facts, built under trace t */
-  const char *started;     /* the run's WorkflowStarted payload (its trace) */
+  const char *started;                                  /* the run's WorkflowStarted payload (its trace) */
   const char *name;
   int kind;
-  const char *id_kind;     /* span_id_of_step's kind, seq SEQ; NULL: the run span */
-  const char *parent;      /* "run": the run span; a hex id; NULL: none */
-  const char *status;      /* the status message; NULL: no status */
+  const char *id_kind; /* span_id_of_step's kind, seq SEQ; NULL: the run span */
+  const char *parent;  /* "run": the run span; a hex id; NULL: none */
+  const char *status;  /* the status message; NULL: no status */
   expect_attr attrs[12];
 } span_case;
 
@@ -88,8 +88,9 @@ static char *ok_attempt(const otel_run_trace *t, size_t *len) {
 }
 
 static char *retried_attempt(const otel_run_trace *t, size_t *len) {
-  otel_attempt_facts f = {WF, 1, SEQ, 2, "acts.flaky", 0, "{\"attempts\":2,\"message\":\"attempt 2 fails\",\"type\":\"Flaky\"}",
-                          1, NULL, NULL, 1000, 2000};
+  otel_attempt_facts f = {
+      WF, 1,    SEQ,  2,    "acts.flaky", 0, "{\"attempts\":2,\"message\":\"attempt 2 fails\",\"type\":\"Flaky\"}",
+      1,  NULL, NULL, 1000, 2000};
   return otel_attempt_span(t, &f, len);
 }
 
@@ -114,20 +115,24 @@ static char *model_turn(const otel_run_trace *t, size_t *len) {
 
 /* a tool call that ran and failed (a result saying so), after an approval */
 static char *tool_call(const otel_run_trace *t, size_t *len) {
-  static const char *wattrs = "{\"engine.approval.approved\":true,\"engine.approval.approver\":\"alice\","
-                              "\"engine.policy.decision\":\"approve\",\"gen_ai.tool.name\":\"overridden\"}";
-  static const char *note = "{\"attributes\":{\"gen_ai.operation.name\":\"execute_tool\",\"gen_ai.tool.call.id\":"
-                            "\"call_7\",\"gen_ai.tool.name\":\"shell\",\"gen_ai.tool.type\":\"function\"},"
-                            "\"error\":{\"message\":\"exit status 1\",\"type\":\"ToolError\"},"
-                            "\"kind\":\"internal\",\"name\":\"execute_tool shell\"}";
+  static const char *wattrs =
+      "{\"engine.approval.approved\":true,\"engine.approval.approver\":\"alice\","
+      "\"engine.policy.decision\":\"approve\",\"gen_ai.tool.name\":\"overridden\"}";
+  static const char *note =
+      "{\"attributes\":{\"gen_ai.operation.name\":\"execute_tool\",\"gen_ai.tool.call.id\":"
+      "\"call_7\",\"gen_ai.tool.name\":\"shell\",\"gen_ai.tool.type\":\"function\"},"
+      "\"error\":{\"message\":\"exit status 1\",\"type\":\"ToolError\"},"
+      "\"kind\":\"internal\",\"name\":\"execute_tool shell\"}";
   otel_attempt_facts f = {WF, 1, SEQ, 1, "session.tool", 1, NULL, 0, wattrs, note, 1000, 2000};
   return otel_attempt_span(t, &f, len);
 }
 
 static char *approval_approved(const otel_run_trace *t, size_t *len) {
-  otel_approval_facts f = {WF, 1, SEQ, "call_7-1a2b3c4d", "approved",
-                           "{\"approved\":true,\"approver\":\"bob\",\"reason\":\"looks fine\",\"request_id\":\"x\"}",
-                           1000, 2000};
+  otel_approval_facts f = {
+      WF,         1,
+      SEQ,        "call_7-1a2b3c4d",
+      "approved", "{\"approved\":true,\"approver\":\"bob\",\"reason\":\"looks fine\",\"request_id\":\"x\"}",
+      1000,       2000};
   return otel_approval_span(t, &f, len);
 }
 
@@ -142,10 +147,16 @@ static char *run_completed(const otel_run_trace *t, size_t *len) {
 }
 
 static char *agent_failed(const otel_run_trace *t, size_t *len) {
-  static const char *note = "{\"attributes\":{\"gen_ai.agent.name\":\"agent_session\",\"gen_ai.conversation.id\":"
-                            "\"pr-42\",\"gen_ai.operation.name\":\"invoke_agent\",\"gen_ai.provider.name\":\"openai\"}}";
-  otel_run_facts f = {WF, 1, "agent_session.lua", "failed",
-                      "{\"message\":\"invalid input: objective is missing\",\"type\":\"InvalidInput\"}", note, 1000,
+  static const char *note =
+      "{\"attributes\":{\"gen_ai.agent.name\":\"agent_session\",\"gen_ai.conversation.id\":"
+      "\"pr-42\",\"gen_ai.operation.name\":\"invoke_agent\",\"gen_ai.provider.name\":\"openai\"}}";
+  otel_run_facts f = {WF,
+                      1,
+                      "agent_session.lua",
+                      "failed",
+                      "{\"message\":\"invalid input: objective is missing\",\"type\":\"InvalidInput\"}",
+                      note,
+                      1000,
                       2000};
   return otel_run_span(t, &f, len);
 }
@@ -156,13 +167,27 @@ static char *run_continued(const otel_run_trace *t, size_t *len) {
 }
 
 static char *child_failed(const otel_run_trace *t, size_t *len) {
-  otel_child_facts f = {WF,        1, SEQ, "pr-42.1", "child_worker", "ChildFailed",
-                        "{\"child\":\"pr-42.1\",\"message\":\"boom\",\"type\":\"ChildBoom\"}", 1000, 2000};
+  otel_child_facts f = {WF,
+                        1,
+                        SEQ,
+                        "pr-42.1",
+                        "child_worker",
+                        "ChildFailed",
+                        "{\"child\":\"pr-42.1\",\"message\":\"boom\",\"type\":\"ChildBoom\"}",
+                        1000,
+                        2000};
   return otel_child_span(t, &f, len);
 }
 
 static const span_case CASES[] = {
-    {"an activity attempt that succeeds", ok_attempt, NULL, "acts.echo", 1, "attempt 1", "run", NULL,
+    {"an activity attempt that succeeds",
+     ok_attempt,
+     NULL,
+     "acts.echo",
+     1,
+     "attempt 1",
+     "run",
+     NULL,
      {{"engine.workflow.id", "{\"stringValue\":\"pr-42\"}"},
       {"engine.workflow.run", "{\"intValue\":\"1\"}"},
       {"engine.step.seq", "{\"intValue\":\"5\"}"},
@@ -171,15 +196,34 @@ static const span_case CASES[] = {
       {"engine.activity.idempotency_key", "{\"stringValue\":\"pr-42/1/5\"}"},
       {"error.type", NULL},
       {"engine.activity.retry_scheduled", NULL}}},
-    {"an attempt that fails before a retry", retried_attempt, NULL, "acts.flaky", 1, "attempt 2", "run",
+    {"an attempt that fails before a retry",
+     retried_attempt,
+     NULL,
+     "acts.flaky",
+     1,
+     "attempt 2",
+     "run",
      "attempt 2 fails",
      {{"engine.activity.attempt", "{\"intValue\":\"2\"}"},
       {"error.type", "{\"stringValue\":\"Flaky\"}"},
       {"engine.activity.retry_scheduled", "{\"boolValue\":true}"}}},
-    {"an attempt that fails for good with no error type", failed_attempt, NULL, "acts.fail", 1, "attempt 3", "run",
+    {"an attempt that fails for good with no error type",
+     failed_attempt,
+     NULL,
+     "acts.fail",
+     1,
+     "attempt 3",
+     "run",
      "no type",
      {{"error.type", "{\"stringValue\":\"_OTHER\"}"}, {"engine.activity.retry_scheduled", "{\"boolValue\":false}"}}},
-    {"a model turn (chat, CLIENT)", model_turn, NULL, "chat claude-sonnet-4-5", 3, "attempt 1", "run", NULL,
+    {"a model turn (chat, CLIENT)",
+     model_turn,
+     NULL,
+     "chat claude-sonnet-4-5",
+     3,
+     "attempt 1",
+     "run",
+     NULL,
      {{"gen_ai.operation.name", "{\"stringValue\":\"chat\"}"},
       {"gen_ai.provider.name", "{\"stringValue\":\"anthropic\"}"},
       {"gen_ai.request.model", "{\"stringValue\":\"claude-sonnet-4-5\"}"},
@@ -192,7 +236,13 @@ static const span_case CASES[] = {
       {"gen_ai.request.temperature", "{\"doubleValue\":0.2}"},
       {"gen_ai.request.stream", "{\"boolValue\":true}"},
       {"gen_ai.conversation.id", "{\"stringValue\":\"pr-42\"}"}}},
-    {"a tool call that ran after an approval and failed", tool_call, NULL, "execute_tool shell", 1, "attempt 1", "run",
+    {"a tool call that ran after an approval and failed",
+     tool_call,
+     NULL,
+     "execute_tool shell",
+     1,
+     "attempt 1",
+     "run",
      "exit status 1",
      {{"gen_ai.operation.name", "{\"stringValue\":\"execute_tool\"}"},
       {"gen_ai.tool.name", "{\"stringValue\":\"shell\"}"}, /* the activity's word over the workflow's */
@@ -201,34 +251,72 @@ static const span_case CASES[] = {
       {"engine.approval.approved", "{\"boolValue\":true}"},
       {"engine.approval.approver", "{\"stringValue\":\"alice\"}"},
       {"error.type", "{\"stringValue\":\"ToolError\"}"}}},
-    {"an approval answered", approval_approved, NULL, "await_approval", 1, "approval", "run", NULL,
+    {"an approval answered",
+     approval_approved,
+     NULL,
+     "await_approval",
+     1,
+     "approval",
+     "run",
+     NULL,
      {{"engine.approval.request_id", "{\"stringValue\":\"call_7-1a2b3c4d\"}"},
       {"engine.approval.outcome", "{\"stringValue\":\"approved\"}"},
       {"engine.approval.approver", "{\"stringValue\":\"bob\"}"},
       {"engine.approval.reason", "{\"stringValue\":\"looks fine\"}"},
       {"engine.step.seq", "{\"intValue\":\"5\"}"}}},
-    {"an approval that timed out", approval_timeout, NULL, "await_approval", 1, "approval", "run", NULL,
+    {"an approval that timed out",
+     approval_timeout,
+     NULL,
+     "await_approval",
+     1,
+     "approval",
+     "run",
+     NULL,
      {{"engine.approval.outcome", "{\"stringValue\":\"timeout\"}"}, {"engine.approval.approver", NULL}}},
-    {"a run that completes, started with no traceparent", run_completed, "{\"input\":{},\"seed\":\"00ff\"}",
-     "invoke_workflow hello", 1, NULL, NULL, NULL,
+    {"a run that completes, started with no traceparent",
+     run_completed,
+     "{\"input\":{},\"seed\":\"00ff\"}",
+     "invoke_workflow hello",
+     1,
+     NULL,
+     NULL,
+     NULL,
      {{"gen_ai.operation.name", "{\"stringValue\":\"invoke_workflow\"}"},
       {"gen_ai.workflow.name", "{\"stringValue\":\"hello\"}"},
       {"engine.workflow.status", "{\"stringValue\":\"completed\"}"},
       {"engine.step.seq", NULL},
       {"error.type", NULL}}},
-    {"an agent session that fails, under a recorded traceparent", agent_failed,
+    {"an agent session that fails, under a recorded traceparent",
+     agent_failed,
      "{\"input\":{\"traceparent\":\"nested, not ours\"},\"seed\":\"00ff\",\"traceparent\":\"" TRACEPARENT "\"}",
-     "invoke_agent agent_session", 1, NULL, TP_SPAN, "invalid input: objective is missing",
+     "invoke_agent agent_session",
+     1,
+     NULL,
+     TP_SPAN,
+     "invalid input: objective is missing",
      {{"gen_ai.operation.name", "{\"stringValue\":\"invoke_agent\"}"},
       {"gen_ai.agent.name", "{\"stringValue\":\"agent_session\"}"},
       {"gen_ai.provider.name", "{\"stringValue\":\"openai\"}"},
       {"gen_ai.conversation.id", "{\"stringValue\":\"pr-42\"}"},
       {"error.type", "{\"stringValue\":\"InvalidInput\"}"},
       {"engine.workflow.status", "{\"stringValue\":\"failed\"}"}}},
-    {"a run that continues as new, named by the workflow", run_continued, "{\"input\":{},\"seed\":\"00ff\"}",
-     "my session", 1, NULL, NULL, NULL,
+    {"a run that continues as new, named by the workflow",
+     run_continued,
+     "{\"input\":{},\"seed\":\"00ff\"}",
+     "my session",
+     1,
+     NULL,
+     NULL,
+     NULL,
      {{"engine.workflow.run", "{\"intValue\":\"2\"}"}, {"engine.workflow.status", "{\"stringValue\":\"continued\"}"}}},
-    {"a child that failed", child_failed, NULL, "child child_worker", 1, "child", "run", "boom",
+    {"a child that failed",
+     child_failed,
+     NULL,
+     "child child_worker",
+     1,
+     "child",
+     "run",
+     "boom",
      {{"engine.child.id", "{\"stringValue\":\"pr-42.1\"}"},
       {"engine.child.outcome", "{\"stringValue\":\"ChildFailed\"}"},
       {"error.type", "{\"stringValue\":\"ChildBoom\"}"}}},
@@ -254,14 +342,18 @@ static void test_steps(void **state) {
     free(v);
     /* ids: from the log alone (otel_export.h) */
     char want[SPAN_ID_HEX];
-    if (c->id_kind) span_id_of_step(WF, run, SEQ, c->id_kind, want);
-    else span_id_of_step(WF, run, 0, "run", want);
+    if (c->id_kind)
+      span_id_of_step(WF, run, SEQ, c->id_kind, want);
+    else
+      span_id_of_step(WF, run, 0, "run", want);
     v = member(span, "spanId");
     if (strcmp(v, want) != 0) fail_msg("%s: span id %s, not %s", c->what, v, want);
     free(v);
     char trace[TRACE_ID_HEX];
-    if (c->started && strstr(c->started, TRACEPARENT)) snprintf(trace, sizeof trace, "%s", TP_TRACE);
-    else trace_id_of_workflow(WF, trace);
+    if (c->started && strstr(c->started, TRACEPARENT))
+      snprintf(trace, sizeof trace, "%s", TP_TRACE);
+    else
+      trace_id_of_workflow(WF, trace);
     v = member(span, "traceId");
     if (strcmp(v, trace) != 0) fail_msg("%s: trace id %s, not %s", c->what, v, trace);
     free(v);
@@ -321,8 +413,9 @@ static void test_attribute_values(void **state) {
   otel_attrs_int(&a, "i", -7);
   otel_attrs_bool(&a, "b", 0);
   otel_attrs_str(&a, "none", NULL); /* nothing */
-  const char *obj = "{\"s\":\"second\",\"big\":9007199254740993,\"d\":1.5e3,\"t\":true,\"n\":null,"
-                    "\"arr\":[1,\"x\",2.5,null,[3]],\"o\":{\"k\":[1]},\"bad\":\"\\u00e9\\ud800\"}";
+  const char *obj =
+      "{\"s\":\"second\",\"big\":9007199254740993,\"d\":1.5e3,\"t\":true,\"n\":null,"
+      "\"arr\":[1,\"x\",2.5,null,[3]],\"o\":{\"k\":[1]},\"bad\":\"\\u00e9\\ud800\"}";
   assert_int_equal(otel_attrs_json(&a, obj, strlen(obj)), 0);
   assert_int_equal(otel_attrs_json(&a, "{\"x\":", 5), -1); /* cut: nothing added */
   assert_int_equal(otel_attrs_json(&a, "[1]", 3), -1);
@@ -333,9 +426,10 @@ static void test_attribute_values(void **state) {
       {"big", "{\"intValue\":\"9007199254740993\"}"}, /* past a double's integers, exact */
       {"d", "{\"doubleValue\":1.5e3}"},
       {"t", "{\"boolValue\":true}"},
-      {"arr", "{\"arrayValue\":{\"values\":[{\"intValue\":\"1\"},{\"stringValue\":\"x\"},{\"doubleValue\":2.5},"
-              "{\"stringValue\":\"[3]\"}]}}"},
-      {"o", "{\"stringValue\":\"{\\\"k\\\":[1]}\"}"}, /* an object: its JSON text */
+      {"arr",
+       "{\"arrayValue\":{\"values\":[{\"intValue\":\"1\"},{\"stringValue\":\"x\"},{\"doubleValue\":2.5},"
+       "{\"stringValue\":\"[3]\"}]}}"},
+      {"o", "{\"stringValue\":\"{\\\"k\\\":[1]}\"}"},        /* an object: its JSON text */
       {"bad", "{\"stringValue\":\"\xc3\xa9\xef\xbf\xbd\"}"}, /* a lone surrogate: U+FFFD */
   };
   assert_int_equal(a.n, sizeof want / sizeof want[0]);
@@ -357,7 +451,8 @@ static void test_span_json(void **state) {
   otel_span s = {TP_TRACE, TP_SPAN, "", "n\"ame", OTEL_KIND_INTERNAL, 5000, 4000, NULL, NULL, &a};
   size_t len;
   char *j = otel_span_json(&s, &len);
-  assert_string_equal(j, "{\"traceId\":\"" TP_TRACE "\",\"spanId\":\"" TP_SPAN "\",\"name\":\"n\\\"ame\",\"kind\":1,"
+  assert_string_equal(j, "{\"traceId\":\"" TP_TRACE "\",\"spanId\":\"" TP_SPAN
+                         "\",\"name\":\"n\\\"ame\",\"kind\":1,"
                          "\"startTimeUnixNano\":\"5000\",\"endTimeUnixNano\":\"5000\",\"attributes\":[{\"key\":\"k\","
                          "\"value\":{\"stringValue\":\"line\\nbreak \\\"quoted\\\" \\u0001 and \xef\xbf\xbd\"}}]}");
   assert_int_equal(len, strlen(j));
