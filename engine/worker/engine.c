@@ -38,6 +38,7 @@ static void on_settled(engine *e) { uv_timer_start(&e->effects_timer, on_effects
 static void on_batch_lost(engine *e) {
   runs_drop_all(e);
   attempts_drop_unlogged(e);
+  otel_steps_forget(e); /* a run it started may be gone: its trace is read again */
 }
 
 /* After a lost batch the leases in the log may not match the attempts in
@@ -224,6 +225,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   strmap_init(&e->bytecode);
   strmap_init(&e->scripts);
   strmap_init(&e->unsettled);
+  strmap_init(&e->otel_traces);
   e->batch = 1;
   int uv = uv_loop_init(&e->loop);
   if (uv != 0) {
@@ -395,6 +397,7 @@ void engine_free(engine *e) {
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
   uvloop_drain(&e->loop);
   batch_free(e); /* a client still waiting is gone with the loop */
+  otel_steps_free(e); /* spans whose commit was never answered */
   store_close(e->st);
   free(e->lua_dir);
   free(e);
