@@ -1,6 +1,8 @@
 /* worker: the state a running engine shares among its own files, and only
  * them (engine.h is the interface for everyone else). From the bottom:
  *
+ *   otel_config.c, otel_export.c  spans to an OpenTelemetry collector: the
+ *               OTEL_* settings; the queue, batches, OTLP/HTTP and retries
  *   batch.c     the group commit, store incidents, which results are not
  *               durable yet, the lease checks of a write
  *   tasks.c     the timer of the due tasks (tasks_put writes and arms)
@@ -29,6 +31,7 @@
 
 #include "actvm.h"
 #include "engine.h"
+#include "otel_export.h"
 #include "util.h"
 #include "uvloop.h"
 #include "wfvm.h"
@@ -110,6 +113,9 @@ struct engine {
   int64_t max_leases; /* workflows it runs at once at most (ENGINE_MAX_LEASES): the rest are the others' */
   uv_timer_t lease_timer;
   hooks *hooks; /* hooks.c */
+  /* spans to an OpenTelemetry collector (otel_export.c), NULL when tracing
+   * is off: every producer checks it first */
+  otel_exporter *otel;
 
   /* ---- batch.c: the group commit ---- */
   uv_prepare_t prep;
