@@ -165,6 +165,7 @@ static void stop_as_service(engine *e, int signum) {
     return;
   }
   e->stopping = e->draining = 1; /* no dispatch, no attempt begins (dispatch.c, attempts.c) */
+  e->stop_began = util_mono_ms();
   sdnotify("STOPPING=1\nSTATUS=stopping");
   long bound = stop_bound_s();
   log_msg(LOGL_INFO, "stopping (%s): no new requests; answering those in flight within %ld s", name, bound);
@@ -334,8 +335,10 @@ static void recover_crashed(engine *e, const char *note) {
 }
 
 /* The spans still queued go to the collector before the engine stops: the
- * loop runs on until they are sent, for the stop's bound at most (the
- * exporter's own is OTEL_BSP_EXPORT_TIMEOUT); a second signal ends it. No
+ * loop runs on until they are sent, within what is left of the stop's
+ * bound (ENGINE_STOP_TIMEOUT_S from the stop's beginning: a service's drain
+ * and this flush together stay inside systemd's TimeoutStopSec) and the
+ * exporter's own (OTEL_BSP_EXPORT_TIMEOUT); a second signal ends it. No
  * work begins meanwhile (stopping); what was in flight may still end and
  * is committed after. */
 static void on_spans_flushed(void *ud) { uv_stop(&((engine *)ud)->loop); }
@@ -343,8 +346,9 @@ static void on_flush_bound(uv_timer_t *t) { uv_stop(&((engine *)t->data)->loop);
 
 static void flush_spans(engine *e) {
   if (!e->otel) return;
+  int64_t left = stop_bound_s() * 1000 - (e->stop_began ? util_mono_ms() - e->stop_began : 0);
   otel_exporter_flush(e->otel, on_spans_flushed, e);
-  uv_timer_start(&e->stop_timer, on_flush_bound, (uint64_t)stop_bound_s() * 1000, 0);
+  uv_timer_start(&e->stop_timer, on_flush_bound, left > 0 ? (uint64_t)left : 0, 0);
   uv_run(&e->loop, UV_RUN_DEFAULT);
   uv_timer_stop(&e->stop_timer);
 }
@@ -389,6 +393,7 @@ int engine_run(engine *e) {
 }
 
 void engine_stop(engine *e) {
+  if (!e->stop_began) e->stop_began = util_mono_ms();
   e->stopping = 1;
   uv_stop(&e->loop);
 }

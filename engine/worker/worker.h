@@ -103,6 +103,7 @@ struct engine {
   engine_service svc;
   int service, ready;
   int draining; /* SIGTERM: stopping, and the loop runs on until the API is drained or the bound */
+  int64_t stop_began; /* util_mono_ms() when the stop began: the span flush has what is left of the bound */
   char status[256];
   uv_timer_t watchdog_timer, stop_timer;
   uv_timer_t effects_timer; /* begins the deferred attempts once their commit is answered */
