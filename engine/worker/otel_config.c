@@ -223,6 +223,16 @@ static char *traces_url(int *rc, char *err, size_t errlen) {
   return util_fmt("%s%sv1/traces", v, v[strlen(v) - 1] == '/' ? "" : "/");
 }
 
+/* url for the log (malloc'd): scheme://host[:port]/path, without the
+ * user:password@ and the ?query or #fragment that may carry a credential. */
+static char *url_for_log(const char *url) {
+  const char *host = strstr(url, "://") + 3, *end = host + strcspn(host, "/?#");
+  const char *at = memchr(host, '@', (size_t)(end - host));
+  const char *from = at ? at + 1 : host, *path_end = end + strcspn(end, "?#");
+  return util_fmt("%.*s%s%.*s%.*s", (int)(host - url), url, at ? "***@" : "", (int)(end - from), from,
+                  (int)(path_end - end), end);
+}
+
 /* A whole-number setting of the table (settings.c, where its range is), in
  * *out; an empty or unset one is its default. */
 static int setting_int(const char *key, long long *out, char *err, size_t errlen) {
@@ -390,6 +400,7 @@ int otel_config_read(otel_config *c, char *err, size_t errlen) {
   c->url = traces_url(&rc, err, errlen);
   if (rc) return -1;
   if (!c->url) return 0; /* no endpoint: off (SDKs default to localhost:4318; the engine sends nothing unasked) */
+  c->url_shown = url_for_log(c->url);
   c->version = util_strdup(ENGINE_VERSION);
   long long timeout, delay, export_timeout, queue, batch;
   const char *tname;
@@ -427,6 +438,7 @@ int otel_config_read(otel_config *c, char *err, size_t errlen) {
 
 void otel_config_free(otel_config *c) {
   free(c->url);
+  free(c->url_shown);
   for (size_t i = 0; i < c->nheaders; i++) free(c->headers[i]);
   free(c->headers);
   free(c->resource);

@@ -30,6 +30,7 @@ typedef enum { OTEL_ROOT_ALWAYS_ON, OTEL_ROOT_ALWAYS_OFF, OTEL_ROOT_RATIO } otel
 
 typedef struct otel_config {
   char *url;         /* where a batch is POSTed */
+  char *url_shown;   /* url for the log: without a user:password@ or a ?query (either may hold a key) */
   char **headers;    /* "Name: value" lines: the configured ones, Content-Type, User-Agent */
   size_t nheaders;
   long timeout_ms;   /* one request at most (OTEL_EXPORTER_OTLP_TIMEOUT); 0: no limit */

@@ -150,7 +150,7 @@ static void end_batch(otel_exporter *x) {
 static void give_up(otel_exporter *x, const char *why) {
   x->st.exports_failed++;
   x->st.spans_dropped_export += x->batch_n;
-  report(x, x->batch_n, "dropped a batch of %zu spans for %s: %s", x->batch_n, x->cfg.url, why);
+  report(x, x->batch_n, "dropped a batch of %zu spans for %s: %s", x->batch_n, x->cfg.url_shown, why);
   end_batch(x);
 }
 
@@ -319,7 +319,7 @@ static void on_response(void *ud) {
     x->st.exports_ok++;
     x->st.spans_exported += x->batch_n - rejected;
     x->st.spans_rejected += rejected;
-    if (rejected) report(x, rejected, "the collector at %s rejected %llu of %zu spans: %s", x->cfg.url,
+    if (rejected) report(x, rejected, "the collector at %s rejected %llu of %zu spans: %s", x->cfg.url_shown,
                          (unsigned long long)rejected, x->batch_n, *partial ? partial : "(no message)");
     end_batch(x);
   } else if (status == 429 || status == 502 || status == 503 || status == 504) {
@@ -436,7 +436,7 @@ void otel_export_span(otel_exporter *x, const char *span_json, size_t len) {
   if (x->len == x->cfg.max_queue) {
     x->st.spans_dropped_queue_full++;
     report(x, 1, "the span queue is full (%zu, OTEL_BSP_MAX_QUEUE_SIZE; %s is slow or away): dropping new spans",
-           x->cfg.max_queue, x->cfg.url);
+           x->cfg.max_queue, x->cfg.url_shown);
     return;
   }
   queued *q = &x->ring[(x->head + x->len) % x->cfg.max_queue];
@@ -465,7 +465,7 @@ static void on_flush_bound(uv_timer_t *t) {
   }
   ubuf_free(&x->body);
   x->batch_n = 0;
-  if (lost) report(x, lost, "stopping: %zu spans not sent to %s within OTEL_BSP_EXPORT_TIMEOUT", lost, x->cfg.url);
+  if (lost) report(x, lost, "stopping: %zu spans not sent to %s within OTEL_BSP_EXPORT_TIMEOUT", lost, x->cfg.url_shown);
   flush_finished(x);
 }
 

@@ -488,8 +488,11 @@ static void test_refused_batch_dropped(void **state) {
   (void)state;
   plan("[{\"status\":400,\"body\":\"{\\\"code\\\":3,\\\"message\\\":\\\"bad span\\\"}\"},{\"status\":400},"
        "{\"status\":401}]");
-  const char *const kv[] = {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1", NULL};
+  /* credentials in the URL stay out of the log */
+  char *endpoint = util_fmt("http://user:pw@127.0.0.1:%d/v1/traces?key=k3y#f", H.port);
+  const char *const kv[] = {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", endpoint, NULL};
   start(kv);
+  free(endpoint);
   stderr_capture();
   for (int i = 1; i <= 3; i++) export_span(0, (uint64_t)i);
   wait_stat(STAT(exports_failed), 3, "exports_failed");
@@ -503,6 +506,9 @@ static void test_refused_batch_dropped(void **state) {
   if (occurrences(log, "tracing: dropped a batch") != 1)
     fail_msg("three dropped batches made %zu reports, not one a minute:\n%s", occurrences(log, "tracing: dropped a batch"), log);
   if (!strstr(log, "HTTP 400") || !strstr(log, "bad span")) fail_msg("the report does not say why: %s", log);
+  char *shown = util_fmt("for http://***@127.0.0.1:%d/v1/traces:", H.port);
+  if (!strstr(log, shown) || strstr(log, "pw") || strstr(log, "k3y")) fail_msg("the report shows the URL's secrets: %s", log);
+  free(shown);
   free(log);
   /* the plan is spent: the next one goes through */
   export_span(0, 4);
