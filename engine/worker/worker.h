@@ -1,6 +1,8 @@
 /* worker: the state a running engine shares among its own files, and only
  * them (engine.h is the interface for everyone else). From the bottom:
  *
+ *   otel_config.c, otel_export.c  spans to an OpenTelemetry collector: the
+ *               OTEL_* settings; the queue, batches, OTLP/HTTP and retries
  *   batch.c     the group commit, store incidents, which results are not
  *               durable yet, the lease checks of a write
  *   otel_spans.c  a step's facts -> its OTLP span (pure; otel_spans.h)
@@ -109,6 +111,7 @@ struct engine {
   engine_service svc;
   int service, ready;
   int draining; /* SIGTERM: stopping, and the loop runs on until the API is drained or the bound */
+  int64_t stop_began; /* util_mono_ms() when the stop began: the span flush has what is left of the bound */
   char status[256];
   uv_timer_t watchdog_timer, stop_timer;
   uv_timer_t effects_timer; /* begins the deferred attempts once their commit is answered */
@@ -119,7 +122,9 @@ struct engine {
   int64_t max_leases; /* workflows it runs at once at most (ENGINE_MAX_LEASES): the rest are the others' */
   uv_timer_t lease_timer;
   hooks *hooks; /* hooks.c */
-  otel_exporter *otel; /* the span exporter (otel_export.c); NULL: tracing is off */
+  /* spans to an OpenTelemetry collector (otel_export.c), NULL when tracing
+   * is off: every producer checks it first */
+  otel_exporter *otel;
 
   /* ---- batch.c: the group commit ---- */
   uv_prepare_t prep;
