@@ -32,26 +32,28 @@ int64_t otel_steps_now_ns(void) {
 
 /* ----------------------------------------------------- a run's trace --- */
 
-/* What every span of a run needs, read once from its WorkflowStarted. */
-typedef struct run_trace {
+/* What every span of a run needs, read once from its WorkflowStarted (the
+ * trace through trace_of_run, and what only the spans need: its start, its
+ * script, the sampler's answer). */
+typedef struct traced_run {
   otel_run_trace t;
   int sampled;
   int64_t started_ms;
   char *script;
-} run_trace;
+} traced_run;
 
 #define TRACES_KEPT 4096
 
 static void free_trace(void *p) {
-  run_trace *t = p;
+  traced_run *t = p;
   free(t->script);
   free(t);
 }
 
 /* The trace of workflow id's run, or NULL when the log does not show it. */
-static run_trace *trace_of(engine *e, const char *id, int64_t run) {
+static traced_run *trace_of(engine *e, const char *id, int64_t run) {
   char *key = util_fmt("%s/%" PRId64, id, run);
-  run_trace *t = strmap_get(&e->otel_traces, key);
+  traced_run *t = strmap_get(&e->otel_traces, key);
   if (t) {
     free(key);
     return t;
@@ -82,7 +84,7 @@ static run_trace *trace_of(engine *e, const char *id, int64_t run) {
 
 int otel_steps_traced(engine *e, const char *id, int64_t run) {
   if (!e->otel) return 0;
-  run_trace *t = trace_of(e, id, run);
+  traced_run *t = trace_of(e, id, run);
   return t && t->sampled;
 }
 
@@ -156,8 +158,8 @@ void otel_steps_free(engine *e) {
 /* ------------------------------------------------------------ steps --- */
 
 /* The run's trace when its spans are exported, else NULL. */
-static run_trace *sampled_trace(engine *e, const char *id, int64_t run) {
-  run_trace *t = trace_of(e, id, run);
+static traced_run *sampled_trace(engine *e, const char *id, int64_t run) {
+  traced_run *t = trace_of(e, id, run);
   return t && t->sampled ? t : NULL;
 }
 
@@ -167,7 +169,7 @@ static int command_event(engine *e, const char *id, int64_t run, int64_t seq, hi
 }
 
 static void run_end(wfrun *r, const hist_event *ev, const char *status) {
-  run_trace *t = sampled_trace(r->e, r->id, r->run);
+  traced_run *t = sampled_trace(r->e, r->id, r->run);
   if (!t) return;
   otel_run_facts f = {.wf_id = r->id,
                       .run = r->run,
@@ -185,7 +187,7 @@ static void run_end(wfrun *r, const hist_event *ev, const char *status) {
 static void approval_end(wfrun *r, const hist_event *ev) {
   engine *e = r->e;
   if (ev->name && !approval_request_of(ev->name)) return; /* named: no read for the others */
-  run_trace *t = sampled_trace(e, r->id, r->run);
+  traced_run *t = sampled_trace(e, r->id, r->run);
   hist_list h = {0};
   if (!t || !command_event(e, r->id, r->run, ev->ref, &h)) goto out;
   const hist_event *wait = &h.v[0];
@@ -217,7 +219,7 @@ out:
 
 static void child_end(wfrun *r, const hist_event *ev) {
   engine *e = r->e;
-  run_trace *t = sampled_trace(e, r->id, r->run);
+  traced_run *t = sampled_trace(e, r->id, r->run);
   hist_list h = {0};
   if (!t || !command_event(e, r->id, r->run, ev->ref, &h) || strcmp(h.v[0].type, "ChildStarted") != 0) {
     hist_list_free(&h);
@@ -270,7 +272,7 @@ static char *workflow_attrs(const char *payload) {
 }
 
 void otel_steps_attempt(engine *e, const attempt *a, int ok, const char *error, int retry) {
-  run_trace *t = sampled_trace(e, a->wf_id, a->run);
+  traced_run *t = sampled_trace(e, a->wf_id, a->run);
   if (!t) return;
   char *wattrs = workflow_attrs(a->payload);
   int64_t now = otel_steps_now_ns();

@@ -25,7 +25,7 @@ function activity.info() end
 ---@return boolean
 function activity.traced() end
 
---- Describes this attempt's span in a trace (docs/tracing-spans.md): a later
+--- Describes this attempt's span in a trace (docs/tracing.md, Spans): a later
 --- name, kind or error replaces the earlier, attributes merge key by key. A
 --- no-op unless activity.traced().
 ---@param d {name?: string, kind?: "client"|"internal", attributes?: table<string, any>, error?: {type: string, message?: string}}

@@ -98,7 +98,7 @@ function workflow.info() end
 function workflow.is_replaying() end
 
 --- How the run's span in a trace describes it (telemetry only: nothing is
---- recorded; the last call wins). docs/tracing-spans.md
+--- recorded; the last call wins). docs/tracing.md, Spans
 ---@param d {name?: string, attributes?: table<string, any>}
 function workflow.span(d) end
 
