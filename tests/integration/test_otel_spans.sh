@@ -14,18 +14,16 @@
 #      one that ran after it (attempt 2) has
 #   5. on PostgreSQL (the pg flavour), two workers and a workflow waiting for
 #      its approval: one worker is killed, the other ends the workflow
-# The spans are read from one file, one span's JSON per line, written either
-# by the branch otel-spans' THROWAWAY test exporter (ENGINE_TEST_SPANS_FILE)
-# or, with the real exporter, by otlp_sink.py, a minimal OTLP/HTTP receiver
-# (OTEL_EXPORTER_OTLP_ENDPOINT); each command ends (a serve is stopped)
+# The spans are read from one file, one span's JSON per line, written by
+# the tests' OTLP/HTTP receiver (tests/otel/receiver.py --spans-out) that
+# OTEL_EXPORTER_OTLP_ENDPOINT names; each command ends (a serve is stopped)
 # before its spans are read, and a stop sends what is queued. The end-to-end
 # test with the PR-review example and a real collector is another test's.
 source "$(dirname "$0")/lib.sh"
 WF="$SRC/tests/integration/wf"
 export TEST_SIDE_EFFECTS="$T/effects"
 SPANS="$T/spans.jsonl"
-export ENGINE_TEST_SPANS_FILE="$SPANS"
-python3 "$SRC/tests/integration/otlp_sink.py" "$SPANS" "$T/sink.port" 2>"$T/sink.err" &
+python3 "$SRC/tests/otel/receiver.py" --spans-out "$SPANS" --port-file "$T/sink.port" 2>"$T/sink.err" &
 PIDS+=($!)
 wait_true 30 '[ -s "$T/sink.port" ]' 'cat "$T/sink.err"'
 export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat "$T/sink.port")" OTEL_BSP_SCHEDULE_DELAY=50
@@ -84,7 +82,7 @@ acts.flaky kind=1 attempt=1 parent=run error=Flaky retry=true
 acts.flaky kind=1 attempt=2 parent=run error=- retry=-
 invoke_agent tester kind=1 attempt=- parent=- error=- retry=-" "$(spans described)"
 before="$(lines)"
-out="$(ENGINE_TEST_SPANS_FILE= OTEL_EXPORTER_OTLP_ENDPOINT= engine start "$WF/otel_describe.lua" --id untraced --quiet --input '{"succeed_on":1}')"
+out="$(OTEL_EXPORTER_OTLP_ENDPOINT= engine start "$WF/otel_describe.lua" --id untraced --quiet --input '{"succeed_on":1}')"
 assert_contains "tracing off: the activity is told so" '"traced":false' "$out"
 assert_eq "tracing off: no span" "$before" "$(lines)"
 
