@@ -381,6 +381,7 @@ local function collect_decisions(plan)
     if p.deciding then
       local d = p.deciding:wait()
       p.decision, p.reason = d.decision, d.reason
+      p.policy = { decision = d.decision, reason = d.reason, hash = d.hash } -- for its span
       if p.decision == "approve" then
         p.rid = p.call.id .. "-" .. digest(p.call.arguments_json or "")
         wf.emit("approval.requested", { request_id = p.rid, tool = p.call.name, args = p.call.arguments,
@@ -446,6 +447,16 @@ local function deny_if_interrupted(s, plan)
   end
 end
 
+-- What the call's spans in a trace say of how it was let run: the policy's
+-- decision and the approval (options only: telemetry, not the call's arguments).
+local function tool_span(p)
+  local policy = p.policy or {}
+  return { ["engine.policy.decision"] = policy.decision, ["engine.policy.reason"] = policy.reason,
+    ["engine.policy.hash"] = policy.hash, ["engine.approval.request_id"] = p.rid,
+    ["engine.approval.approved"] = p.answer and true or nil,
+    ["engine.approval.approver"] = p.answer and p.answer.approver or nil }
+end
+
 -- 6. the allowed calls start: those of tools that run a process in the
 -- sandbox one after another (in call order, each after the one before it
 -- ended), the others at once.
@@ -462,9 +473,11 @@ local function start_calls(s, plan)
       end
       local args = { tool = p.call.name, tool_call_id = p.call.id, args = p.call.arguments, sandbox = s.sb,
         permissions = s.perms, limits = s.limits, session_id = s.id, mcp = m }
+      local span = tool_span(p)
       local function run()
         return wf.start_activity("session.tool", args,
-          { start_to_close = math.max(1, math.min(900, remaining(s))), retry = { max_attempts = 2 } })
+          { start_to_close = math.max(1, math.min(900, remaining(s))), retry = { max_attempts = 2 },
+            span_attributes = span })
       end
       p.args, p.run = args, run
       if exclusive[p.call.name] then
@@ -690,8 +703,19 @@ end
 
 -- ------------------------------------------------------------- session --
 
+-- The session's run in a trace (engine/worker/otel_spans.h): an agent's
+-- invocation, with its model once prepared. Telemetry only: nothing is
+-- recorded, a replay says the same.
+local function describe(s)
+  wf.span({ attributes = { ["gen_ai.operation.name"] = "invoke_agent", ["gen_ai.agent.name"] = "agent_session",
+    ["gen_ai.conversation.id"] = wf.info().id, ["gen_ai.provider.name"] = s and s.provider,
+    ["gen_ai.request.model"] = s and s.prep.model and s.prep.model.name } })
+end
+
 return function(input)
+  describe(nil)
   local s = prepare(input)
+  describe(s)
   admit(s)
   provision(s)
   start_agent(s)

@@ -1,6 +1,7 @@
 /* settings: every setting of the engine, one row each (config.h). The key in
  * the configuration file is the environment variable's name without ENGINE_,
- * in lower case, so the two never drift apart; docs/operations.md has the
+ * in lower case (the OpenTelemetry ones, OTEL_*, keep their standard names:
+ * otel_*), so the two never drift apart; docs/operations.md has the
  * same table for people, and test_config checks that it names every row. */
 #include "config.h"
 
@@ -99,6 +100,41 @@ const setting SETTINGS[] = {
      "the model of the pull-request review, JSON {\"name\":...}"},
     {"publish_url", "ENGINE_PUBLISH_URL", SET_STRING, "", 0, 0, NULL, 1, "where publish_review also POSTs a review"},
     {"publish_token", "ENGINE_PUBLISH_TOKEN", SET_SECRET, "", 0, 0, NULL, 1, "the bearer token of publish_url"},
+    /* tracing: the OpenTelemetry SDK's own variables (docs/tracing.md), read
+     * by engine/worker/otel_config.c; each takes effect at a restart */
+    {"otel_exporter_otlp_endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT", SET_STRING, "", 0, 0, NULL, 0,
+     "tracing: the OTLP/HTTP collector; spans go to its /v1/traces (unset: no tracing)"},
+    {"otel_exporter_otlp_traces_endpoint", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", SET_STRING, "", 0, 0, NULL, 0,
+     "tracing: the URL spans are POSTed to, as it is (over otel_exporter_otlp_endpoint)"},
+    {"otel_exporter_otlp_headers", "OTEL_EXPORTER_OTLP_HEADERS", SET_SECRET, "", 0, 0, NULL, 0,
+     "tracing: headers of every export, name=value comma-separated, values percent-encoded"},
+    {"otel_exporter_otlp_traces_headers", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", SET_SECRET, "", 0, 0, NULL, 0,
+     "tracing: the exports' headers, in place of otel_exporter_otlp_headers"},
+    {"otel_exporter_otlp_timeout", "OTEL_EXPORTER_OTLP_TIMEOUT", SET_INT, "10000", 0, 2147483647LL, NULL, 0,
+     "tracing: one export request at most, in ms (0: no limit)"},
+    {"otel_exporter_otlp_traces_timeout", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", SET_INT, "otel_exporter_otlp_timeout",
+     0, 2147483647LL, NULL, 0, "tracing: one export request at most, in place of otel_exporter_otlp_timeout"},
+    {"otel_exporter_otlp_protocol", "OTEL_EXPORTER_OTLP_PROTOCOL", SET_ENUM, "http/json", 0, 0,
+     "http/json|http/protobuf|grpc", 0, "tracing: the OTLP transport; http/json is the one built"},
+    {"otel_exporter_otlp_traces_protocol", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", SET_ENUM, "otel_exporter_otlp_protocol",
+     0, 0, "http/json|http/protobuf|grpc", 0, "tracing: the OTLP transport, in place of otel_exporter_otlp_protocol"},
+    {"otel_service_name", "OTEL_SERVICE_NAME", SET_STRING, "engine", 0, 0, NULL, 0,
+     "tracing: the resource's service.name (over otel_resource_attributes)"},
+    {"otel_resource_attributes", "OTEL_RESOURCE_ATTRIBUTES", SET_STRING, "", 0, 0, NULL, 0,
+     "tracing: more resource attributes, key=value comma-separated, percent-encoded"},
+    {"otel_traces_sampler", "OTEL_TRACES_SAMPLER", SET_ENUM, "parentbased_always_on", 0, 0,
+     "always_on|always_off|traceidratio|parentbased_always_on|parentbased_always_off|parentbased_traceidratio", 0,
+     "tracing: which traces are kept"},
+    {"otel_traces_sampler_arg", "OTEL_TRACES_SAMPLER_ARG", SET_STRING, "1.0", 0, 0, NULL, 0,
+     "tracing: the ratio of traces the traceidratio samplers keep, 0 to 1"},
+    {"otel_bsp_schedule_delay", "OTEL_BSP_SCHEDULE_DELAY", SET_INT, "5000", 0, 2147483647LL, NULL, 0,
+     "tracing: a batch leaves at most this long (ms) after its first span"},
+    {"otel_bsp_max_queue_size", "OTEL_BSP_MAX_QUEUE_SIZE", SET_INT, "2048", 1, 1000000, NULL, 0,
+     "tracing: spans waiting at most; more are dropped (counted)"},
+    {"otel_bsp_max_export_batch_size", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", SET_INT, "512", 1, 1000000, NULL, 0,
+     "tracing: spans in one export at most (at most the queue's size)"},
+    {"otel_bsp_export_timeout", "OTEL_BSP_EXPORT_TIMEOUT", SET_INT, "30000", 0, 2147483647LL, NULL, 0,
+     "tracing: one batch's export with its retries at most, in ms (0: no limit)"},
     /* the command line as a client */
     {"server", "ENGINE_SERVER", SET_STRING, "", 0, 0, NULL, 0,
      "commands go to this engine serve --listen (http:// or https://)"},

@@ -75,7 +75,7 @@ void trace_step_parent(const trace_ctx *run_trace, const char *workflow_id, int6
  * when tracing is on (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
  * OTEL_EXPORTER_OTLP_ENDPOINT set, as for the exporter) and OTEL_PROPAGATORS,
  * when set, names tracecontext. A user who never turned tracing on sends no
- * extra header to a model provider (docs/tracing-propagation.md). */
+ * extra header to a model provider (docs/tracing.md, Trace context propagation). */
 int trace_propagate_outgoing(void);
 
 #endif

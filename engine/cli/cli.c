@@ -14,6 +14,7 @@
 #include "config.h"
 #include "home.h"
 #include "json.h"
+#include "otel_export.h"
 #include "store.h"
 #include "wftest.h"
 
@@ -150,6 +151,10 @@ int cli_main(int argc, char **argv) {
     long long v;
     if (config_int(checked_ints[i], &v, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "%s", err);
   }
+  /* the commands that may run workflows in this process export their spans:
+   * a bad OTEL_* variable stops them before anything is written */
+  if ((strcmp(cmd, "serve") == 0 || (strcmp(cmd, "start") == 0 && !c.server)) && otel_config_check(err, sizeof err) != 0)
+    return cli_die(EXIT_USAGE, "%s", err);
   if (cli_check_color(&c)) return EXIT_USAGE;
   const command *found = NULL;
   for (size_t i = 0; i < sizeof COMMANDS / sizeof *COMMANDS && !found; i++)

@@ -18,8 +18,9 @@ static const char *CONFIG_HELP =
     "\"(set)\". The file is --config FILE, else $ENGINE_CONFIG, else\n"
     "/etc/engine/engine.conf when it exists; a key that is unknown, of the wrong\n"
     "type or out of range stops every command with the file, the line and the key.\n"
-    "The environment variable of a setting (ENGINE_ and the key in capitals)\n"
-    "overrides the file; a flag overrides both. --json: {file, home, settings:\n"
+    "The environment variable of a setting (ENGINE_ and the key in capitals; the\n"
+    "otel_* keys are the OpenTelemetry variables in capitals, OTEL_*) overrides\n"
+    "the file; a flag overrides both. --json: {file, home, settings:\n"
     "[{key, env, value, source, default, reloadable, help}]}. docs/operations.md has the table.\n";
 
 static const char *shown_value(const config_entry *e) {

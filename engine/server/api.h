@@ -40,6 +40,15 @@ int api_drain(api *a, void (*drained)(void *ud), void *ud);
 void api_stop(api *a);
 void api_free(api *a);
 
+/* The span exporter's counts (otel_export.h) into m, declaring their
+ * families on first use: engine_otel_spans_total{outcome},
+ * engine_otel_exports_total{result}, engine_otel_queue_spans. GET /metrics
+ * calls it only while tracing is on, so an engine that does not trace shows
+ * none of them (public for its unit test). */
+struct metrics;
+struct otel_stats;
+void api_metrics_otel(struct metrics *m, const struct otel_stats *s);
+
 /* The routes the server answers, for the OpenAPI check: method and path
  * pattern ("/v1/workflows/{id}") of route i, 0 past the last one. */
 int api_route(size_t i, const char **method, const char **pattern);

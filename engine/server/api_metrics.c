@@ -1,12 +1,14 @@
 /* api_metrics: GET /metrics, the engine's metrics in the Prometheus text
- * format (metrics.c): what the worker's callbacks counted (api.c) and what is
- * read from the store when asked. */
+ * format (metrics.c): what the worker's callbacks counted (api.c), what is
+ * read from the store when asked, and the span exporter's counts while
+ * tracing is on. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api_internal.h"
 #include "approval.h"
+#include "otel_export.h"
 
 /* ----------------------------------------------------------- metrics --- */
 
@@ -31,6 +33,38 @@ void api_declare_metrics(metrics *m) {
   metrics_declare(m, "engine_approvals_pending", METRIC_GAUGE, "Approval requests waiting for an answer.", NULL, 0);
   metrics_declare(m, "engine_slots", METRIC_GAUGE, "Slots of concurrency limits and caps, held or queued, by pool.",
                   NULL, 0);
+}
+
+void api_metrics_otel(metrics *m, const otel_stats *s) {
+  metrics_declare(m, "engine_otel_spans_total", METRIC_COUNTER,
+                  "Spans of the OpenTelemetry exporter by outcome: exported (the collector took them), "
+                  "dropped_queue_full, dropped_export (their batch was given up on), rejected (by the collector), "
+                  "dropped_invalid (not one JSON object).",
+                  NULL, 0);
+  metrics_declare(m, "engine_otel_exports_total", METRIC_COUNTER,
+                  "Export requests of the OpenTelemetry exporter: ok (a batch taken), failed (a batch given up on), "
+                  "retry (a request tried again).",
+                  NULL, 0);
+  metrics_declare(m, "engine_otel_queue_spans", METRIC_GAUGE,
+                  "Spans waiting for their batch (OTEL_BSP_MAX_QUEUE_SIZE at most).", NULL, 0);
+  const struct {
+    const char *label;
+    uint64_t n;
+  } spans[] = {{"exported", s->spans_exported},
+               {"dropped_queue_full", s->spans_dropped_queue_full},
+               {"dropped_export", s->spans_dropped_export},
+               {"rejected", s->spans_rejected},
+               {"dropped_invalid", s->spans_dropped_invalid}},
+    exports[] = {{"ok", s->exports_ok}, {"failed", s->exports_failed}, {"retry", s->export_retries}};
+  for (size_t i = 0; i < sizeof spans / sizeof *spans; i++) {
+    const char *labels[] = {"outcome", spans[i].label, NULL};
+    metrics_set(m, "engine_otel_spans_total", labels, (double)spans[i].n); /* mirrored from the exporter's count */
+  }
+  for (size_t i = 0; i < sizeof exports / sizeof *exports; i++) {
+    const char *labels[] = {"result", exports[i].label, NULL};
+    metrics_set(m, "engine_otel_exports_total", labels, (double)exports[i].n);
+  }
+  metrics_set(m, "engine_otel_queue_spans", NULL, (double)s->queue_len);
 }
 
 typedef struct group_ctx {
@@ -101,6 +135,12 @@ void api_h_metrics(api *a, httpd_req *r, ctx *c) {
   metrics_set(m, "engine_http_connections", NULL, hs.connections);
   metrics_set(m, "engine_sse_streams", NULL, hs.streams);
   metrics_set(m, "engine_store_round_trips_total", NULL, (double)store_round_trips(engine_store(a->e)));
+  otel_exporter *otel = engine_otel(a->e);
+  if (otel) {
+    otel_stats os;
+    otel_exporter_stats(otel, &os);
+    api_metrics_otel(m, &os);
+  }
   char *text = metrics_render(m);
   httpd_respond(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text), NULL);
 }

@@ -35,6 +35,7 @@ struct actvm {
    * repeat theirs, and parsing them is a Lua decode per attempt */
   char *opts_text;
   act_opts opts;
+  char *ended_span; /* activity.span{} of the attempt that ended last (actvm_take_span) */
 };
 
 struct act_call {
@@ -55,6 +56,8 @@ struct act_call {
   int timed_out;
   void (*cancel_op)(void *op); /* what a suspended binding waits on */
   void *op;
+  int traced;   /* act_info.traced */
+  int span_ref; /* activity.span{}'s table in the registry, or LUA_NOREF */
 };
 
 /* ---------------------------------------------------------------- calls --- */
@@ -113,6 +116,7 @@ static void call_free(act_call *c) {
     lua_pop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, c->co_ref);
   }
+  luaL_unref(L, LUA_REGISTRYINDEX, c->span_ref);
   free(c->wf_id);
   free(c->name);
   free(c->traceparent);
@@ -241,10 +245,13 @@ static int step(act_call *c, int nargs, int *ok, char **json) {
   return 1;
 }
 
+static void keep_span(act_call *c);
+
 static void finish_async(act_call *c, int ok, char *json) {
   actvm_done_cb cb = c->cb;
   void *ud = c->ud;
   c->a->pending--;
+  keep_span(c);
   call_free(c);
   cb(ud, c, ok, json); /* c is dangling here: identity only */
   free(json);
@@ -439,9 +446,85 @@ static int l_usage(lua_State *L) {
   return 0;
 }
 
+/* ------------------------------------------------------------- its span --- */
+
+/* activity.traced() -> whether this attempt's span is exported (tracing is
+ * on and its trace sampled): what to describe is worth building only then. */
+static int l_traced(lua_State *L) {
+  act_call *c = current_call(L);
+  lua_pushboolean(L, c && c->traced);
+  return 1;
+}
+
+/* Copies t[key] (absent: left as it is) into the description d. */
+static void copy_field(lua_State *L, int t, int d, const char *key) {
+  if (lua_getfield(L, t, key) != LUA_TNIL) lua_setfield(L, d, key);
+  else lua_pop(L, 1);
+}
+
+/* activity.span{name=, kind="client"|"internal", attributes={...},
+ * error={type=, message=}}: how this attempt's span describes it (a model
+ * turn is a CLIENT span "chat MODEL" with the GenAI attributes). Calls add
+ * up: a later name, kind or error replaces the earlier, attributes merge key
+ * by key. A no-op unless activity.traced(). */
+static int l_span(lua_State *L) {
+  act_call *c = current_call(L);
+  if (!c) return luaL_error(L, "activity.span called outside an activity");
+  luaL_checktype(L, 1, LUA_TTABLE);
+  if (!c->traced) return 0;
+  lua_settop(L, 1);
+  if (c->span_ref == LUA_NOREF) {
+    lua_createtable(L, 0, 4);
+    lua_newtable(L);
+    lua_setfield(L, -2, "attributes");
+    c->span_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->span_ref); /* 2: the description */
+  copy_field(L, 1, 2, "name");
+  copy_field(L, 1, 2, "kind");
+  copy_field(L, 1, 2, "error");
+  if (lua_getfield(L, 1, "attributes") == LUA_TTABLE) { /* 3 */
+    lua_getfield(L, 2, "attributes"); /* 4 */
+    lua_pushnil(L);
+    while (lua_next(L, 3)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_settable(L, 4);
+    }
+  }
+  lua_settop(L, 1);
+  return 0;
+}
+
+static int encode_span(lua_State *L) {
+  json_encode(L, 1, NULL);
+  return 1;
+}
+
+/* The ending call's description becomes the VM's ended_span (a description
+ * JSON cannot hold is dropped: telemetry never fails an attempt). */
+static void keep_span(act_call *c) {
+  actvm *a = c->a;
+  free(a->ended_span);
+  a->ended_span = NULL;
+  if (c->span_ref == LUA_NOREF) return;
+  lua_State *L = a->L;
+  lua_pushcfunction(L, encode_span);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, c->span_ref);
+  if (lua_pcall(L, 1, 1, 0) == LUA_OK) a->ended_span = util_strdup(lua_tostring(L, -1));
+  lua_pop(L, 1);
+}
+
+char *actvm_take_span(actvm *a) {
+  char *s = a->ended_span;
+  a->ended_span = NULL;
+  return s;
+}
+
 static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
                                         {"history", l_history},     {"worker", l_worker}, {"live", l_live},
-                                        {"usage", l_usage},         {NULL, NULL}};
+                                        {"usage", l_usage},         {"traced", l_traced}, {"span", l_span},
+                                        {NULL, NULL}};
 
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
   a->history = fn;
@@ -521,6 +604,7 @@ void actvm_free(actvm *a) {
   free(a->instance);
   free(a->db_dir);
   free(a->opts_text);
+  free(a->ended_span);
   free(a);
 }
 
@@ -606,6 +690,8 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
                char **json, act_call **out) {
   lua_State *L = a->L;
   *out = NULL;
+  free(a->ended_span); /* an attempt that fails before it runs said nothing */
+  a->ended_span = NULL;
   char err[1024];
   const char *dot = strrchr(info->name, '.');
   if (!valid_name(info->name) || !dot) {
@@ -646,6 +732,8 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
   c->tracestate = info->traceparent && info->tracestate ? util_strdup(info->tracestate) : NULL;
   c->start_to_close_ms = info->start_to_close_ms;
   c->heartbeat_ms = info->heartbeat_ms;
+  c->traced = info->traced;
+  c->span_ref = LUA_NOREF;
   if (c->start_to_close_ms > 0) c->deadline_mono = util_mono_ms() + c->start_to_close_ms;
   c->co = lua_newthread(L);
   c->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -682,6 +770,7 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
     return 1;
   }
   if (step(c, 1, ok, json)) {
+    keep_span(c);
     call_free(c);
     return 1;
   }
@@ -807,7 +896,10 @@ static int parse_options(lua_State *L) {
   json_decode(L, text, n);
   if (!lua_istable(L, -1)) return 0;
   int t = lua_gettop(L);
-  static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", "local", NULL};
+  /* span_attributes: what the workflow adds to the spans of the activity's
+   * attempts (a tool call's policy decision and approval): telemetry only */
+  static const char *const top[] = {"start_to_close", "schedule_to_close", "heartbeat", "retry", "local",
+                                    "span_attributes", NULL};
   static const char *const retry[] = {"initial_interval", "backoff", "max_interval", "max_attempts",
                                       "non_retryable", NULL};
   if (check_keys(L, t, top, "activity", err, errlen) ||
@@ -825,6 +917,13 @@ static int parse_options(lua_State *L) {
   }
   o->local = lua_toboolean(L, -1);
   lua_pop(L, 1);
+  int st = lua_getfield(L, t, "span_attributes");
+  lua_pop(L, 1);
+  if (st != LUA_TNIL && st != LUA_TTABLE) {
+    util_seterr(err, errlen, "activity option 'span_attributes' must be a table");
+    lua_pushboolean(L, 0);
+    return 1;
+  }
   if (lua_getfield(L, t, "retry") == LUA_TTABLE) {
     int r = lua_gettop(L);
     double max_attempts = o->max_attempts;

@@ -23,6 +23,7 @@ typedef struct act_info {
   int64_t run;               /* the workflow's run: part of the idempotency key */
   const char *traceparent;   /* what its outgoing requests carry (trace_start.h), or NULL: none */
   const char *tracestate;    /* the run's caller's, handed on with it, or NULL */
+  int traced;                /* its span is exported: activity.traced(), activity.span{} kept */
 } act_info;
 
 /* Called once when a pending attempt ends: ok=1 with the result JSON, or ok=0
@@ -73,6 +74,11 @@ int actvm_call(actvm *a, const act_info *info, const char *payload, actvm_done_c
                char **json, act_call **call);
 /* Abandons a pending attempt: its callback will not fire. */
 void actvm_cancel(act_call *call);
+/* What the attempt that ended last said of its span with activity.span{}
+ * (JSON {name?, kind?, attributes?, error?}), or NULL: malloc'd, the
+ * caller's. Take it in the attempt's callback, or right after actvm_call
+ * returned 1, before another attempt can end. */
+char *actvm_take_span(actvm *a);
 
 /* Parses options (defaults filled in); returns -1 with err on invalid options. */
 int actvm_parse_options(actvm *a, const char *payload, act_opts *o, char *err, size_t errlen);

@@ -55,6 +55,7 @@ void wfvm_free(wfvm *vm) {
   free(vm->output);
   free(vm->kill_reason);
   free(vm->stuck_msg);
+  free(vm->span);
   free(vm);
 }
 
@@ -424,6 +425,7 @@ int64_t wfvm_children_started(const wfvm *vm) { return vm->nchildren; }
 size_t wfvm_pending_count(const wfvm *vm) { return vm->npend; }
 const wfvm_cmd *wfvm_pending_at(const wfvm *vm, size_t i) { return i < vm->npend ? &vm->pend[i].cmd : NULL; }
 const char *wfvm_output(const wfvm *vm) { return vm->output ? vm->output : "null"; }
+const char *wfvm_span(const wfvm *vm) { return vm->span; }
 const char *wfvm_error_type(const wfvm *vm) { return vm->error_type; }
 size_t wfvm_cursor(const wfvm *vm) { return vm->cursor; }
 size_t wfvm_history_len(const wfvm *vm) { return vm->hist.n; }

@@ -99,6 +99,10 @@ const wfvm_cmd *wfvm_next_command(wfvm *vm);
  * one thing at a time, the one it waits on. */
 const wfvm_cmd *wfvm_blocked(const wfvm *vm);
 const char *wfvm_output(const wfvm *vm);
+/* What the script said of its run's span with wf.span{} (JSON: {name?,
+ * attributes?}), the last call's, or NULL. Never recorded: a replay makes the
+ * same calls, so a run in memory knows it whenever it ends. */
+const char *wfvm_span(const wfvm *vm);
 /* The top-level type of the error the script raised (WFVM_FAILED), read
  * without metamethods; "" otherwise. */
 const char *wfvm_error_type(const wfvm *vm);

@@ -95,6 +95,7 @@ struct wfvm {
   int cas;          /* continue_as_new requested */
   int engine_yield; /* the last yield was the engine's own (a primitive, a stop), not the script's */
   int broken;       /* an error in the engine's own work in this VM: never entered again */
+  char *span;       /* wf.span's description of the run's span (JSON), or NULL */
 };
 
 /* The VM of a Lua state (any of its threads). */

@@ -387,6 +387,27 @@ static int l_emit(lua_State *L) {
   return 0;
 }
 
+/* wf.span{name=, attributes={...}}: how the run's span in a trace describes
+ * it (an agent session says invoke_agent and its gen_ai.agent.* attributes).
+ * Telemetry only: nothing is recorded and the script's course does not
+ * change, so it may be called, changed or removed in any version of a
+ * script; the last call wins. */
+#define WF_SPAN_MAX 16384
+static int l_span(lua_State *L) {
+  wfvm *vm = get_vm(L);
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 1);
+  size_t n;
+  const char *json = json_encode(L, 1, &n);
+  if (n > WF_SPAN_MAX) return wfvm_raise_error(L, "InvalidArgument", "wf.span: the description is over 16 KiB");
+  char *copy = malloc(n + 1);
+  if (!copy) return luaL_error(L, "not enough memory");
+  memcpy(copy, json, n + 1);
+  free(vm->span);
+  vm->span = copy;
+  return 0;
+}
+
 /* wf.patched(id): true for runs that reach this point with the new code. */
 static int l_patched(lua_State *L) {
   wfvm *vm = get_vm(L);
@@ -599,6 +620,7 @@ static const luaL_Reg workflow_lib[] = {
     {"continue_as_new", l_continue_as_new}, {"now", l_now},
     {"random", l_random},       {"uuid", l_uuid},
     {"info", l_info},           {"is_replaying", l_is_replaying},
+    {"span", l_span},
     {"acquire", l_acquire},     {"release", l_release},
     {"counter", l_counter},     {"rate", l_rate},
     {"start_activity", l_start_activity}, {"start_timer", l_start_timer},

@@ -22,6 +22,7 @@ void attempt_free(attempt *a) {
   free(a->name);
   free(a->payload);
   free(a->script_dir);
+  free(a->span_note);
   free(a);
 }
 
@@ -94,10 +95,12 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   if (!ok && should_retry(a, &why, &retry_at)) {
     /* what `show` and the API tell of an activity between its attempts */
     if (strlen(payload) <= LAST_ERROR_MAX) store_meta_put(e->st, key, payload);
-    free(payload);
     if (store_task_put(e->st, a->wf_id, "activity", a->seq, retry_at, a->n + 1, a->first_at, NULL, 0) != STORE_OK)
       engine_log_err(e, "retry");
+    else if (e->otel) /* the retry's task is this failure's record: the span goes with its batch */
+      otel_steps_attempt(e, a, 0, payload, 1);
     tasks_arm(e, retry_at);
+    free(payload);
     return 0;
   }
   crash_point("activity.record");
@@ -106,6 +109,7 @@ static int attempt_record(attempt *a, wfrun *r, int ok, const char *json, hist_e
   (void)r; /* in memory or not: run_outcome finds it */
   int got = run_outcome(e, a->wf_id, ok ? "ActivityCompleted" : "ActivityFailed", a->seq, a->name,
                         ok ? json : payload, ev);
+  if (got > 0 && e->otel) otel_steps_attempt(e, a, ok, payload, 0); /* before a->payload is the outcome's */
   if (got > 0) {
     /* the event's strings must outlive this call: keep copies on the attempt */
     free(a->payload);
@@ -127,6 +131,7 @@ static void attempt_done(void *ud, act_call *call, int ok, const char *json) {
   (void)call;
   attempt *a = ud;
   engine *e = a->e;
+  a->span_note = actvm_take_span(e->act); /* before anything else can end an attempt */
   tell_latency(a, ok);
   strmap_del(&e->attempts, a->key);
   crash_point("activity.done");
@@ -183,11 +188,12 @@ static int attempt_begin(attempt *a, wfrun *r, hist_event *ev) {
   char traceparent[TRACEPARENT_LEN] = "";
   const char *tracestate = attempt_traceparent(a, traceparent);
   act_info info = {a->wf_id, a->seq, a->n, a->name, a->script_dir, stc, (int64_t)(a->opts.heartbeat * 1000.0), a->run,
-                   *traceparent ? traceparent : NULL, tracestate};
+                   *traceparent ? traceparent : NULL, tracestate, e->otel && otel_steps_traced(e, a->wf_id, a->run)};
   act_call *call = NULL;
   int ok = 0;
   char *json = NULL;
   a->started_mono = util_mono_ms();
+  if (e->otel) a->begun_ns = otel_steps_now_ns();
   crash_point("activity.start");
   if (e->cfg.call_activity) {
     ok = e->cfg.call_activity(e->cfg.ud, a->wf_id, a->seq, a->n, a->name, a->payload, &json);
@@ -200,6 +206,8 @@ static int attempt_begin(attempt *a, wfrun *r, hist_event *ev) {
     store_task_put(e->st, a->wf_id, "activity", a->seq, util_now_ms(), a->n + 1, a->first_at, e->owner,
                    util_now_ms() + a->lease_ms);
     return 0;
+  } else {
+    a->span_note = actvm_take_span(e->act); /* it ended at once */
   }
   crash_point("activity.end");
   return attempt_end_at_once(a, r, ok, json, ev);

@@ -7,7 +7,8 @@
  * heartbeat, setting the leases right after an incident, the count of
  * crashes that stops a workflow from crash-looping the engine, and the
  * signals: engine serve's life as a service (readiness, SIGHUP's reload,
- * SIGTERM's stop within a bound, the watchdog's pings). */
+ * SIGTERM's stop within a bound, the watchdog's pings); the span exporter's
+ * life (otel_export.c: opened with the engine, flushed at its stop). */
 #include "home.h"
 #include "worker.h"
 
@@ -38,6 +39,7 @@ static void on_settled(engine *e) { uv_timer_start(&e->effects_timer, on_effects
 static void on_batch_lost(engine *e) {
   runs_drop_all(e);
   attempts_drop_unlogged(e);
+  otel_steps_forget(e); /* a run it started may be gone: its trace is read again */
 }
 
 /* After a lost batch the leases in the log may not match the attempts in
@@ -164,6 +166,7 @@ static void stop_as_service(engine *e, int signum) {
     return;
   }
   e->stopping = e->draining = 1; /* no dispatch, no attempt begins (dispatch.c, attempts.c) */
+  e->stop_began = util_mono_ms();
   sdnotify("STOPPING=1\nSTATUS=stopping");
   long bound = stop_bound_s();
   log_msg(LOGL_INFO, "stopping (%s): no new requests; answering those in flight within %ld s", name, bound);
@@ -211,6 +214,8 @@ int64_t engine_lease_ms(void) {
 
 int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen) {
   *out = NULL;
+  /* a bad OTEL_* variable stops the open before the store is touched */
+  if (!cfg->no_tracing && otel_config_check(err, errlen) != 0) return -1;
   engine *e = util_xcalloc(1, sizeof *e);
   e->cfg = *cfg;
   e->lua_dir = util_strdup(cfg->lua_dir ? cfg->lua_dir : engine_lua_dir());
@@ -224,6 +229,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   strmap_init(&e->bytecode);
   strmap_init(&e->scripts);
   strmap_init(&e->unsettled);
+  strmap_init(&e->otel_traces);
   e->batch = 1;
   int uv = uv_loop_init(&e->loop);
   if (uv != 0) {
@@ -250,6 +256,11 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   actvm_set_history(e->act, attempt_history_json, e);
   actvm_observer obs = {cfg->on_live, cfg->on_usage, cfg->ud};
   actvm_set_observer(e->act, &obs);
+  /* its own HTTP client: a collector that hangs holds none of the activities' connections */
+  if (!cfg->no_tracing && !(e->otel = otel_exporter_new(&e->loop, NULL, err, errlen)) && *err) {
+    engine_free(e);
+    return -1;
+  }
   if ((uv = uv_prepare_init(&e->loop, &e->prep)) != 0 || (uv = uv_timer_init(&e->loop, &e->task_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->retry_timer)) != 0 ||
       (uv = uv_timer_init(&e->loop, &e->lease_timer)) != 0 || (uv = uv_timer_init(&e->loop, &e->effects_timer)) != 0 ||
@@ -325,6 +336,25 @@ static void recover_crashed(engine *e, const char *note) {
   if (engine_commit(e) == 0) fatal_clear_note(note);
 }
 
+/* The spans still queued go to the collector before the engine stops: the
+ * loop runs on until they are sent, within what is left of the stop's
+ * bound (ENGINE_STOP_TIMEOUT_S from the stop's beginning: a service's drain
+ * and this flush together stay inside systemd's TimeoutStopSec) and the
+ * exporter's own (OTEL_BSP_EXPORT_TIMEOUT); a second signal ends it. No
+ * work begins meanwhile (stopping); what was in flight may still end and
+ * is committed after. */
+static void on_spans_flushed(void *ud) { uv_stop(&((engine *)ud)->loop); }
+static void on_flush_bound(uv_timer_t *t) { uv_stop(&((engine *)t->data)->loop); }
+
+static void flush_spans(engine *e) {
+  if (!e->otel) return;
+  int64_t left = stop_bound_s() * 1000 - (e->stop_began ? util_mono_ms() - e->stop_began : 0);
+  otel_exporter_flush(e->otel, on_spans_flushed, e);
+  uv_timer_start(&e->stop_timer, on_flush_bound, left > 0 ? (uint64_t)left : 0, 0);
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+  uv_timer_stop(&e->stop_timer);
+}
+
 int engine_run(engine *e) {
   /* a crash while a workflow's code runs leaves a note naming it (fatal.h) */
   /* beside the database; for a URL, in the data directory (engine_data_dir) */
@@ -355,6 +385,7 @@ int engine_run(engine *e) {
   engine_commit(e);
   hooks_start(e, on_started); /* the Lua library's own start-up work: policies, triggers, then the sandbox sweep */
   if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
+  flush_spans(e);
   engine_commit(e);
   /* a clean stop hands this worker's workflows to the others at once */
   if (e->shared && !store_batch_failed(e->st) && store_lease_release(e->st, e->owner, NULL) == STORE_OK)
@@ -364,12 +395,14 @@ int engine_run(engine *e) {
 }
 
 void engine_stop(engine *e) {
+  if (!e->stop_began) e->stop_began = util_mono_ms();
   e->stopping = 1;
   uv_stop(&e->loop);
 }
 
 store *engine_store(engine *e) { return e->st; }
 uv_loop_t *engine_loop(engine *e) { return &e->loop; }
+otel_exporter *engine_otel(engine *e) { return e->otel; }
 
 void engine_free(engine *e) {
   if (!e) return;
@@ -392,9 +425,11 @@ void engine_free(engine *e) {
   strmap_free(&e->scripts);
   if (e->watch) dbwatch_stop(e->watch);
   hooks_free(e);
+  otel_exporter_free(e->otel); /* what it still holds is dropped: the stop's flush had its chance */
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
   uvloop_drain(&e->loop);
   batch_free(e); /* a client still waiting is gone with the loop */
+  otel_steps_free(e); /* spans whose commit was never answered */
   store_close(e->st);
   free(e->lua_dir);
   free(e);

@@ -37,6 +37,8 @@ typedef struct engine_config {
    * the error object {type, message, non_retryable?}. NULL: the activity VM. */
   int (*call_activity)(void *ud, const char *wf_id, int64_t seq, int attempt, const char *name, const char *payload,
                        char **json);
+  /* 1: no span exporter even when OTEL_* configures one (engine test) */
+  int no_tracing;
   void *ud;
 } engine_config;
 
@@ -63,7 +65,9 @@ typedef struct engine_service {
  * stop at once and SIGHUP is not handled. */
 void engine_serve_as_service(engine *e, const engine_service *svc);
 
-/* Opens the store (creating it), the activity VM and the loop. */
+/* Opens the store (creating it), the activity VM, the loop and, when the
+ * OTEL_* variables configure one, the span exporter (otel_export.h; a bad
+ * variable fails the open with err naming it). */
 int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen);
 /* Recovers every due task and runs the loop until engine_stop(). */
 int engine_run(engine *e);
@@ -71,6 +75,8 @@ void engine_stop(engine *e);
 void engine_free(engine *e);
 store *engine_store(engine *e);
 uv_loop_t *engine_loop(engine *e);
+/* The span exporter, or NULL when tracing is off (/metrics reads its stats). */
+struct otel_exporter *engine_otel(engine *e);
 /* Commits pending writes now (the loop does so every iteration). */
 int engine_commit(engine *e);
 /* cb(ud, 1) runs after the commit that makes what was written so far durable

@@ -188,7 +188,7 @@ static void call_hook(hooks *h, int slot, const char *name, const char *payload,
   c->slot = slot;
   c->w = w;
   snprintf(c->name, sizeof c->name, "worker.%s", name);
-  act_info info = {"engine", 0, 1, c->name, NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL};
+  act_info info = {"engine", 0, 1, c->name, NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL, 0};
   int ok = 0;
   char *json = NULL;
   act_call *pending = NULL;
@@ -316,7 +316,7 @@ static void watch_dir(hooks *h, const char *dir) {
 /* The directories worker.watches() names: called synchronously at start-up
  * (the hook must not wait on anything). */
 static void start_watches(hooks *h) {
-  act_info info = {"engine", 0, 1, "worker.watches", NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL};
+  act_info info = {"engine", 0, 1, "worker.watches", NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL, 0};
   int ok = 0;
   char *json = NULL;
   act_call *pending = NULL;
@@ -348,7 +348,7 @@ void hooks_open(engine *e) {
 int engine_hook_now(engine *e, const char *name, const char *payload, int *ok, char **json) {
   char fn[80];
   snprintf(fn, sizeof fn, "worker.%s", name);
-  act_info info = {"engine", 0, 1, fn, NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL};
+  act_info info = {"engine", 0, 1, fn, NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL, 0};
   act_call *pending = NULL;
   *json = NULL;
   if (actvm_call(e->act, &info, payload, NULL, NULL, ok, json, &pending)) return 1;
@@ -484,7 +484,7 @@ int engine_maintenance(store *st, const char *name, const char *args_json, char 
   if (st) tell_worker(act, st);
   snprintf(fn, sizeof fn, "worker.%s", name);
   standalone s = {0};
-  act_info info = {"engine", 0, 1, fn, NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL};
+  act_info info = {"engine", 0, 1, fn, NULL, HOOK_TIMEOUT_MS, 0, 0, NULL, NULL, 0};
   int ok = 0;
   char *json = NULL;
   act_call *call = NULL;

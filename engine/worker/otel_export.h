@@ -42,14 +42,22 @@ typedef struct otel_stats {
   uint64_t spans_dropped_queue_full;
   uint64_t spans_dropped_export; /* in a batch given up on (a 4xx, retries spent, the stop's bound) */
   uint64_t spans_rejected;  /* partial_success.rejectedSpans */
+  uint64_t spans_dropped_invalid; /* not one JSON object: dropped before the queue (a producer's bug) */
   uint64_t exports_ok, exports_failed, export_retries;
-  size_t queue_len;
+  size_t queue_len;         /* waiting for their batch */
+  size_t in_flight;         /* in the batch being sent (or waiting for its retry) */
 } otel_stats;
 
 /* Reads the configuration from the environment. NULL with *err empty when
  * no endpoint is set (tracing off), NULL with err set when a variable is bad
- * (naming it and its value), else an exporter using http (the loop's). */
+ * (naming it and its value), else an exporter using http, or with http
+ * NULL an HTTP client of its own on loop (a collector that hangs then holds
+ * none of the activities' connections), freed with it. */
 otel_exporter *otel_exporter_new(uv_loop_t *loop, struct http_ctx *http, char *err, size_t errlen);
+/* Checks the configuration without starting anything: 0 when tracing is
+ * off or configured right, -1 with err as otel_exporter_new's (the CLI
+ * refuses to start with it, exit 2). */
+int otel_config_check(char *err, size_t errlen);
 /* Whether spans of this trace are kept (the sampler). parent_sampled: the
  * recorded traceparent's flag, or -1 with none (the parentbased samplers
  * follow it). */
@@ -59,9 +67,14 @@ int otel_sampled(const otel_exporter *x, const char *trace_id_hex, int parent_sa
  * "endTimeUnixNano":"...", "attributes":[...], ...}), copied. A full queue
  * drops it (counted). Never blocks. */
 void otel_export_span(otel_exporter *x, const char *span_json, size_t len);
-/* At a stop: sends what is queued, for at most the export timeout; then
- * otel_exporter_free. */
+/* At a stop: sends what is queued at once, batch after batch, for at most
+ * the export timeout (OTEL_BSP_EXPORT_TIMEOUT; spans it could not send are
+ * counted dropped_export), then calls done(ud) once, from the loop (never
+ * from inside this call): run the loop until then. Spans queued meanwhile
+ * go too. Then otel_exporter_free. */
 void otel_exporter_flush(otel_exporter *x, void (*done)(void *ud), void *ud);
+/* Drops what is queued or in flight and frees the exporter; its handles
+ * close on the loop (run it, as uvloop_drain does). NULL is fine. */
 void otel_exporter_free(otel_exporter *x);
 void otel_exporter_stats(const otel_exporter *x, otel_stats *out);
 

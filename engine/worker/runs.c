@@ -46,6 +46,7 @@ int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, co
   crash_point("append");
   if (!issues_command(type)) engine_unsettle(r->e, r->id, r->run, ev.seq);
   r->next_seq++;
+  if (r->e->otel) otel_steps_appended(r, &ev); /* a run's end, an approval's answer: held with this batch */
   if (out) *out = ev;
   return ev.seq;
 }

@@ -1,8 +1,13 @@
 /* worker: the state a running engine shares among its own files, and only
  * them (engine.h is the interface for everyone else). From the bottom:
  *
+ *   otel_config.c, otel_export.c  spans to an OpenTelemetry collector: the
+ *               OTEL_* settings; the queue, batches, OTLP/HTTP and retries
  *   batch.c     the group commit, store incidents, which results are not
  *               durable yet, the lease checks of a write
+ *   otel_spans.c  a step's facts -> its OTLP span (pure; otel_spans.h)
+ *   otel_steps.c  the spans of the steps recorded, held with their batch
+ *               and exported once it is committed (tracing: e->otel)
  *   tasks.c     the timer of the due tasks (tasks_put writes and arms)
  *   runs.c      the run cache: a workflow's VM, its history appends
  *               (run_append, run_outcome) and status; the commands it
@@ -29,6 +34,7 @@
 
 #include "actvm.h"
 #include "engine.h"
+#include "otel_export.h"
 #include "trace_cache.h"
 #include "util.h"
 #include "uvloop.h"
@@ -70,6 +76,10 @@ typedef struct attempt {
    * a step never acts on a result that is not durable (attempts.c) */
   int64_t after_batch;
   char key[160];
+  /* its span, when tracing (otel_steps.c): when its body began (wall clock,
+   * ns) and what it said of itself (activity.span{}) */
+  int64_t begun_ns;
+  char *span_note;
 } attempt;
 
 typedef struct codebuf {
@@ -101,6 +111,7 @@ struct engine {
   engine_service svc;
   int service, ready;
   int draining; /* SIGTERM: stopping, and the loop runs on until the API is drained or the bound */
+  int64_t stop_began; /* util_mono_ms() when the stop began: the span flush has what is left of the bound */
   char status[256];
   uv_timer_t watchdog_timer, stop_timer;
   uv_timer_t effects_timer; /* begins the deferred attempts once their commit is answered */
@@ -111,6 +122,9 @@ struct engine {
   int64_t max_leases; /* workflows it runs at once at most (ENGINE_MAX_LEASES): the rest are the others' */
   uv_timer_t lease_timer;
   hooks *hooks; /* hooks.c */
+  /* spans to an OpenTelemetry collector (otel_export.c), NULL when tracing
+   * is off: every producer checks it first */
+  otel_exporter *otel;
 
   /* ---- batch.c: the group commit ---- */
   uv_prepare_t prep;
@@ -138,6 +152,11 @@ struct engine {
   void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
   void (*on_lost)(engine *e);    /* it is lost: drop what the log does not hold */
   void (*on_retry)(engine *e);   /* the backoff is over, or the store is writable again */
+
+  /* ---- otel_steps.c: spans held until their outcome is committed ---- */
+  strmap otel_traces;             /* "id/run" -> the run's trace, read once from its WorkflowStarted */
+  struct held_spans *otel_open;   /* the spans of the batch being written */
+  struct held_spans *otel_held;   /* every batch's spans still waiting for its commit's answer */
 
   /* ---- tasks.c: the timer of the due tasks ---- */
   uv_timer_t task_timer;
@@ -192,6 +211,28 @@ void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq);
  * id may begin: one that holds a result recorded before it; 0 when every
  * result before it is durable. */
 int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
+
+/* otel_steps.c: each step's span, built where its outcome is appended and
+ * exported only once that batch is committed (dropped with a lost one);
+ * never for a replayed step, which appends nothing. Every hook is called
+ * only when e->otel is set: tracing that is off costs a pointer test. */
+struct wfrun;
+/* Whether spans of workflow id's run are exported (its trace is sampled):
+ * what an attempt tells its activity (activity.traced()). */
+int otel_steps_traced(engine *e, const char *id, int64_t run);
+/* An event appended to run r's log (run_append): its end, an approval's
+ * answer, a child's end make their span. */
+void otel_steps_appended(struct wfrun *r, const hist_event *ev);
+/* Attempt a ended: ok with its result, or failed with error (the error as
+ * the workflow sees it); retry: another attempt follows, recorded in this
+ * batch too. */
+void otel_steps_attempt(engine *e, const attempt *a, int ok, const char *error, int retry);
+/* The wall clock in ns: when an attempt began (only when tracing). */
+int64_t otel_steps_now_ns(void);
+/* A lost batch: the traces kept are read again from the log. */
+void otel_steps_forget(engine *e);
+/* At engine_free: what still waits for a commit is dropped. */
+void otel_steps_free(engine *e);
 
 /* runs.c */
 /* A kind of command a run blocks on (wfvm_cmd.kind), and what answers it.

@@ -5,7 +5,8 @@
 -- transcript from the workflow's own history up to itself (lua/transcript.lua)
 -- instead of from its arguments. turn.rate_limited is the largest retry-after
 -- (seconds) of the 429s the turn waited out; options.defer_rate_limit = true
--- raises such a 429 at once instead (lua/runners/common.lua).
+-- raises such a 429 at once instead (lua/runners/common.lua). Traced, the
+-- turn describes its span with the GenAI conventions (lua/otel_genai.lua).
 local activity = require "activity"
 local runners = require "runners"
 
@@ -34,7 +35,15 @@ function M.turn(args)
     system, tools, messages = transcript.for_step(activity.history, info.idempotency_key:match("^(.*)/[^/]*$"),
       info.seq - 1)
   end
+  -- the turn's span in a trace: described only when it is exported (the
+  -- request first, so a turn that fails still names its model)
+  local genai = activity.traced() and require "otel_genai"
+  if genai then activity.span(genai.chat_request(args.model, opts, step.workflow_id)) end
   local turn = runners.turn(args.model or {}, { system = system, messages = messages or {}, tools = tools }, opts)
+  if genai then
+    activity.span(genai.chat_response(turn))
+    if genai.capture_content() then activity.span(genai.chat_content(system, messages, turn)) end
+  end
   turn.deltas = deltas
   turn.rate_limited = rate_limited
   local usage = turn.usage or {}

@@ -410,6 +410,8 @@ end
 -- or in the sandbox. Tool failures come back as results, not errors.
 function M.tool(args)
   local tools = require "tools"
+  local genai = activity.traced() and require "otel_genai" -- its span in a trace: execute_tool NAME
+  if genai then activity.span(genai.tool(args.tool, args.tool_call_id, args.mcp)) end
   local ctx = { sandbox = args.sandbox, permissions = args.permissions or {}, limits = args.limits or {},
     session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
       ((require("sandbox").workspace_root():match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
@@ -422,11 +424,15 @@ function M.tool(args)
     -- a Docker engine that cannot be asked: the tool says so itself, below
     local okr, here, why = pcall(require("sandbox").reachable, args.sandbox)
     if okr and not here then
+      if genai then activity.span({ error = { type = "SandboxLost", message = tostring(why) } }) end
       return { ok = false, sandbox_lost = why, content = "SandboxLost: " .. why, tool = args.tool,
         tool_call_id = args.tool_call_id }
     end
   end
   local r = args.mcp and mcp_tool(args) or tools.run(args.tool, ctx, args.args or {})
+  if genai and type(r.error) == "table" then -- a failed call is a result, and an error in the span
+    activity.span({ error = { type = tostring(r.error.type or "ToolError"), message = tostring(r.error.message or "") } })
+  end
   local content = r.content or (r.error and ("error: " .. tostring(r.error.message or r.error.type)) or "")
   if #content > 20000 then content = content:sub(1, 20000) .. "\n[truncated]" end
   -- An earlier attempt of this call was cut short (the engine died, or it

@@ -67,6 +67,12 @@ local function from_message(msg)
   local u = type(msg.usage) == "table" and msg.usage or {}
   turn.usage = { input_tokens = C.count(u.input_tokens) + C.count(u.cache_read_input_tokens)
     + C.count(u.cache_creation_input_tokens), output_tokens = C.count(u.output_tokens) }
+  -- the cache's share of input_tokens, when the API says it (a trace shows it)
+  if u.cache_read_input_tokens ~= nil then turn.usage.cache_read_input_tokens = C.count(u.cache_read_input_tokens) end
+  if u.cache_creation_input_tokens ~= nil then
+    turn.usage.cache_creation_input_tokens = C.count(u.cache_creation_input_tokens)
+  end
+  if type(msg.id) == "string" then turn.id = msg.id end
   return turn
 end
 

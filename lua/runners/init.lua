@@ -10,7 +10,10 @@
 --              max_retries=2}
 --   turn    = {text=, tool_calls={{id=, name=, arguments=<table>,
 --              arguments_json=}}, finish_reason= "stop"|"tool_calls"|"length"|...,
---              usage={input_tokens=, output_tokens=}, model=, provider=}
+--              usage={input_tokens=, output_tokens=, cache_read_input_tokens=,
+--              cache_creation_input_tokens= (the cache's share of input_tokens,
+--              when the API reports it)}, model=, provider=, id= (the
+--              response's id, when the API gives one)}
 --
 -- Errors are tables {type=, message=, status=, requests=, non_retryable=}:
 -- RateLimited, Overloaded, ServerError, Timeout, Conflict, ConnectionError,

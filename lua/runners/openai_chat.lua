@@ -44,7 +44,11 @@ local FINISH = { stop = "stop", tool_calls = "tool_calls", length = "length", co
 
 local function usage_of(u)
   if type(u) ~= "table" then return { input_tokens = 0, output_tokens = 0 } end
-  return { input_tokens = C.count(u.prompt_tokens), output_tokens = C.count(u.completion_tokens) }
+  local out = { input_tokens = C.count(u.prompt_tokens), output_tokens = C.count(u.completion_tokens) }
+  -- the cache's share of prompt_tokens, when the API says it (a trace shows it)
+  local d = type(u.prompt_tokens_details) == "table" and u.prompt_tokens_details or {}
+  if d.cached_tokens ~= nil then out.cache_read_input_tokens = C.count(d.cached_tokens) end
+  return out
 end
 
 -- The call a streamed tool_calls delta belongs to: the one being built at its
@@ -81,7 +85,7 @@ function M.turn(model, req, opts)
   local on_delta = opts.on_delta or function() end
 
   local function from_stream(res)
-    local text, calls, finish, usage, model_name, done = {}, {}, nil, nil, nil, false
+    local text, calls, finish, usage, model_name, done, id = {}, {}, nil, nil, nil, false, nil
     local at_index = {} -- the call each tool_calls index is building now
     C.read_sse(res, function(ev)
       if ev.data == "[DONE]" then done = true return end
@@ -92,6 +96,7 @@ function M.turn(model, req, opts)
         C.raise(e.type, "the stream reported an error: " .. e.message, { non_retryable = e.non_retryable })
       end
       model_name = chunk.model or model_name
+      if type(chunk.id) == "string" then id = chunk.id end
       if type(chunk.usage) == "table" then usage = usage_of(chunk.usage) end
       for _, choice in ipairs(type(chunk.choices) == "table" and chunk.choices or {}) do
         if type(choice) == "table" and (type(choice.index) ~= "number" or choice.index == 0) then -- the first answer
@@ -122,7 +127,7 @@ function M.turn(model, req, opts)
       return done or finish ~= nil
     end)
     local turn = { text = table.concat(text), tool_calls = {}, finish_reason = FINISH[finish] or finish or "stop",
-      usage = usage or { input_tokens = 0, output_tokens = 0 }, model = model_name }
+      usage = usage or { input_tokens = 0, output_tokens = 0 }, model = model_name, id = id }
     for i, c in ipairs(calls) do
       turn.tool_calls[i] = { id = c.id or ("call_" .. i), name = c.name, arguments_json = table.concat(c.args) }
     end
@@ -139,7 +144,7 @@ function M.turn(model, req, opts)
     local msg = choice.message
     turn = { text = type(msg.content) == "string" and msg.content or "", tool_calls = {},
       finish_reason = FINISH[choice.finish_reason] or choice.finish_reason or "stop",
-      usage = usage_of(result.usage), model = result.model }
+      usage = usage_of(result.usage), model = result.model, id = type(result.id) == "string" and result.id or nil }
     for _, tc in ipairs(type(msg.tool_calls) == "table" and msg.tool_calls or {}) do
       if type(tc) == "table" then -- anything else is no call
         local fn = type(tc["function"]) == "table" and tc["function"] or {}

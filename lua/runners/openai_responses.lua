@@ -54,7 +54,11 @@ local function from_response(r)
   turn.text = table.concat(text)
   if type(r.usage) == "table" then
     turn.usage = { input_tokens = C.count(r.usage.input_tokens), output_tokens = C.count(r.usage.output_tokens) }
+    -- the cache's share of input_tokens, when the API says it (a trace shows it)
+    local d = type(r.usage.input_tokens_details) == "table" and r.usage.input_tokens_details or {}
+    if d.cached_tokens ~= nil then turn.usage.cache_read_input_tokens = C.count(d.cached_tokens) end
   end
+  if type(r.id) == "string" then turn.id = r.id end
   if r.status == "incomplete" then
     local reason = type(r.incomplete_details) == "table" and r.incomplete_details.reason
     turn.finish_reason = reason == "max_output_tokens" and "length" or (reason or "incomplete")

@@ -20,4 +20,15 @@ function activity.sleep(seconds) end
 ---@return ActivityInfo
 function activity.info() end
 
+--- Whether this attempt's span is exported (tracing on, its trace sampled):
+--- build a span's description only then.
+---@return boolean
+function activity.traced() end
+
+--- Describes this attempt's span in a trace (docs/tracing.md, Spans): a later
+--- name, kind or error replaces the earlier, attributes merge key by key. A
+--- no-op unless activity.traced().
+---@param d {name?: string, kind?: "client"|"internal", attributes?: table<string, any>, error?: {type: string, message?: string}}
+function activity.span(d) end
+
 return activity

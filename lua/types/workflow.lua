@@ -20,6 +20,7 @@
 ---@field schedule_to_close? number seconds for all attempts together (default none)
 ---@field heartbeat? number seconds between activity.heartbeat() calls before the attempt times out
 ---@field retry? RetryPolicy
+---@field span_attributes? table<string, any> added to the spans of its attempts in a trace (telemetry only)
 
 ---@class WorkflowInfo
 ---@field id string
@@ -95,6 +96,11 @@ function workflow.info() end
 
 ---@return boolean
 function workflow.is_replaying() end
+
+--- How the run's span in a trace describes it (telemetry only: nothing is
+--- recorded; the last call wins). docs/tracing.md, Spans
+---@param d {name?: string, attributes?: table<string, any>}
+function workflow.span(d) end
 
 --- A command started without waiting (or a wf.spawn coroutine): settles with
 --- its outcome, in the order the log records outcomes.

@@ -48,6 +48,7 @@ declare -A INPUT=(
   [child_none]='{}'
   [child_chain]='{"to":2}'
   [trace_prop]='{"child":true,"print":"a line","again":1}'
+  [otel_describe]='{"succeed_on":2}'
 )
 declare -A SKIP=(
   [acts]="activity module" [det_acts]="activity module" [hostile_text_acts]="activity module"

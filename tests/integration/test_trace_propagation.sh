@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# W3C trace context propagation (docs/tracing-propagation.md), over real
+# W3C trace context propagation (docs/tracing.md, Trace context propagation), over real
 # HTTP on loopback: a traceparent (and tracestate) on POST /v1/workflows, on
 # a webhook delivery and on a signal is recorded in the log (the start's
 # WorkflowStarted payload, the signal's signal.sent event); invalid ones are

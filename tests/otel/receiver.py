@@ -99,13 +99,27 @@ def check_rule(r, where="rule"):
     return dict(r, count=count)
 
 
+def append_lines(path, objs):
+    """objs as JSON lines, in one write with O_APPEND: a reader never sees half
+    a record. ASCII: a lone surrogate a client sent must not stop the write."""
+    if not objs:
+        return
+    data = "".join(json.dumps(o, separators=(",", ":")) + "\n" for o in objs).encode()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 class State:
     """Everything the receiver remembers; one lock guards it all."""
 
-    def __init__(self, out_path, success_body, max_body):
+    def __init__(self, out_path, success_body, max_body, spans_out=None):
         self.lock = threading.Lock()
         self.released = threading.Condition(self.lock)
         self.out_path = out_path
+        self.spans_out = spans_out
         self.success_body = success_body
         self.max_body = max_body
         self.reset_locked()
@@ -341,14 +355,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             rec = {"seq": seq, "time_unix_nano": arrived, "headers": entry["headers"],
                    "request": request, "body": body.decode("utf-8")}
             if st.out_path:
-                # one write of one whole line, O_APPEND: a reader never sees half a record
-                # ASCII: a lone surrogate a client sent must not stop the write
-                line = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
-                fd = os.open(st.out_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-                try:
-                    os.write(fd, line)
-                finally:
-                    os.close(fd)
+                append_lines(st.out_path, [rec])
+            if st.spans_out:  # each span's own JSON, one a line, as the request had it
+                append_lines(st.spans_out, [sp for rs in request.get("resourceSpans", [])
+                                            for ss in rs.get("scopeSpans", []) for sp in ss.get("spans", [])])
             flat = otlp_json.flatten(request, seq)
             st.stored.append((seq, request))
             st.spans.extend(flat)
@@ -397,6 +407,7 @@ def main():
     ap.add_argument("--port", type=int, default=0, help="port to bind (0: a free one)")
     ap.add_argument("--port-file", help="write the bound port here once listening")
     ap.add_argument("--out", help="append each stored request to this JSON-lines file")
+    ap.add_argument("--spans-out", help="append each stored span's JSON to this file, one a line")
     ap.add_argument("--script", help="rules to queue at start: JSON, or @FILE")
     ap.add_argument("--success-body", choices=("collector", "empty"), default="collector",
                     help='a full success answers {"partialSuccess":{}} (collector) or {} (empty)')
@@ -404,7 +415,7 @@ def main():
     ap.add_argument("--verbose", "-v", action="store_true")
     args = ap.parse_args()
 
-    st = State(args.out, args.success_body, args.max_body)
+    st = State(args.out, args.success_body, args.max_body, args.spans_out)
     if args.out:  # there from the start: a reader sees "no request yet", not a missing file
         os.close(os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))
     if args.script:

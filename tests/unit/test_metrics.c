@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "metrics.h"
+#include "otel_export.h"
 #include "util.h"
 
 /* The registry renders exactly want. */
@@ -551,6 +553,39 @@ static void BUG_integer_in_exponent_form(void **state) {
   metrics_free(m);
 }
 
+/* The span exporter's counts (api_metrics_otel, GET /metrics while tracing
+ * is on): each field of otel_stats in its series. */
+static void test_otel_families(void **state) {
+  (void)state;
+  metrics *m = metrics_new();
+  otel_stats s = {.spans_queued = 99, .spans_exported = 11, .spans_dropped_queue_full = 12,
+                  .spans_dropped_export = 13, .spans_rejected = 14, .spans_dropped_invalid = 15,
+                  .exports_ok = 21, .exports_failed = 22, .export_retries = 23, .queue_len = 31, .in_flight = 2};
+  api_metrics_otel(m, &s);
+  s.spans_exported = 41; /* set, not added: the counts are the exporter's */
+  api_metrics_otel(m, &s);
+  char *text = metrics_render(m);
+  static const char *const want[] = {
+      "# TYPE engine_otel_spans_total counter\n",
+      "engine_otel_spans_total{outcome=\"exported\"} 41\n",
+      "engine_otel_spans_total{outcome=\"dropped_queue_full\"} 12\n",
+      "engine_otel_spans_total{outcome=\"dropped_export\"} 13\n",
+      "engine_otel_spans_total{outcome=\"rejected\"} 14\n",
+      "engine_otel_spans_total{outcome=\"dropped_invalid\"} 15\n",
+      "# TYPE engine_otel_exports_total counter\n",
+      "engine_otel_exports_total{result=\"ok\"} 21\n",
+      "engine_otel_exports_total{result=\"failed\"} 22\n",
+      "engine_otel_exports_total{result=\"retry\"} 23\n",
+      "# TYPE engine_otel_queue_spans gauge\n",
+      "engine_otel_queue_spans 31\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+    if (!strstr(text, want[i])) fail_msg("no line %s in:\n%s", want[i], text);
+  assert_int_equal(count_lines(text, "engine_otel_"), 9);
+  free(text);
+  metrics_free(m);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_counter),
@@ -567,6 +602,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_declare_twice),
       cmocka_unit_test(test_use_before_declare),
       cmocka_unit_test(test_misuse_dropped),
+      cmocka_unit_test(test_otel_families),
   };
   const struct CMUnitTest bugs[] = {
       cmocka_unit_test(BUG_integer_in_exponent_form),

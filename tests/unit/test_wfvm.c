@@ -1162,6 +1162,43 @@ static void test_emit_once(void **state) {
 
 /* ----------------------------------------------------------- check_only --- */
 
+/* wf.span: the run's description for its span in a trace, the last call's,
+ * the same on replay; nothing recorded. */
+static void test_span_description(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  wf.span({attributes = {['gen_ai.operation.name'] = 'invoke_workflow'}})\n"
+      "  wf.activity('a')\n"
+      "  wf.span({name = 'invoke_agent s', attributes = {['gen_ai.agent.name'] = 's', n = 2}})\n"
+      "  local ok, err = pcall(wf.span, {big = string.rep('x', 20000)})\n"
+      "  return {ok = ok, type = type(err) == 'table' and err.type}\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  assert_string_equal(wfvm_span(vm), "{\"attributes\":{\"gen_ai.operation.name\":\"invoke_workflow\"}}");
+  size_t events = f.rec.n;
+  st = deliver(&f, vm, "ActivityCompleted", "null");
+  assert_state(vm, st, WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "{\"ok\":false,\"type\":\"InvalidArgument\"}"); /* over 16 KiB */
+  const char *last = "{\"attributes\":{\"gen_ai.agent.name\":\"s\",\"n\":2},\"name\":\"invoke_agent s\"}";
+  assert_string_equal(wfvm_span(vm), last);
+  assert_int_equal(f.rec.n, events + 1); /* the activity's outcome only: a description is no event */
+  wfvm_free(vm);
+
+  fake g;
+  vm = replayed(&g, &cfg, &f.rec, src);
+  assert_string_equal(wfvm_span(vm), last);
+  wfvm_free(vm);
+  fake_free(&f);
+  fake_free(&g);
+}
+
 static void test_check_only_ends_at_history_end(void **state) {
   (void)state;
   fake f;
@@ -2267,6 +2304,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_child_commands),
       cmocka_unit_test(test_sleep_and_signals),
       cmocka_unit_test(test_emit_once),
+      cmocka_unit_test(test_span_description),
       cmocka_unit_test(test_check_only_ends_at_history_end),
       cmocka_unit_test(test_script_failures),
       cmocka_unit_test(test_continue_as_new),

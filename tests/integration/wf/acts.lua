@@ -42,6 +42,17 @@ function M.step(args)
   return { total = args.total + args.i }
 end
 
+-- describes its own span when the engine exports it (test_otel_spans.sh):
+-- two calls, merged; its word wins over the workflow's for the same key
+function M.describe(args)
+  mark("describe")
+  if activity.traced() then
+    activity.span({ name = "described", kind = "client", attributes = { ["test.who"] = "the activity" } })
+    activity.span({ attributes = { ["test.count"] = 7 } })
+  end
+  return activity.traced()
+end
+
 function M.slow(args) mark("slow"); activity.sleep(args.seconds or 5); return "slept" end
 
 -- marks its start and its end: activities that overlap show every start
