@@ -122,7 +122,14 @@ static inline const hist_event *peek(wfvm *vm) {
   return vm->cursor < vm->hist.n ? &vm->hist.v[vm->cursor] : NULL;
 }
 
-static inline int live(wfvm *vm) { return peek(vm) == NULL; }
+/* Whether the script is past its recorded history. A question, not a step:
+ * it moves no cursor, so a patch marker is still there for the wf.patched()
+ * that comes after (wf.info() before it made a replay take the old branch). */
+static inline int live(const wfvm *vm) {
+  size_t c = vm->cursor;
+  while (c < vm->hist.n && is_marker(&vm->hist.v[c])) c++;
+  return c >= vm->hist.n;
+}
 
 /* What each file gives the others; each is described where it is defined. */
 

@@ -1748,6 +1748,41 @@ static void BUG_now_after_checkpoint_differs_on_replay(void **state) {
   assert_string_equal(replay, live);
 }
 
+/* Asking whether the run replays must not change how it replays.
+ *
+ * BUG (engine/vm/wfvm_internal.h, live): live() asked peek(), which skips the
+ * patch markers at the cursor (those of a removed wf.patched() call) by moving
+ * the cursor past them; a wf.info() or wf.is_replaying() right before a
+ * wf.patched() so consumed its marker, and on replay wf.patched() answered
+ * false: the old branch, and the run stuck (an agent session continued as new
+ * that named itself in its span with wf.info() before wf.patched("parallel-
+ * tool-calls"); test_compaction, under load, in CI). Fix: live() looks past
+ * the markers without moving the cursor. */
+static void BUG_info_before_patched_takes_the_old_branch(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function()\n"
+      "  local replaying = wf.is_replaying() or wf.info().replaying\n"
+      "  if wf.patched('new-step') then return {branch = 'new', r = wf.activity('b')} end\n"
+      "  return {branch = 'old', r = wf.activity('a', {n = 1})}\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm_state st;
+  wfvm *vm = run_live(&f, &cfg, src, &st);
+  assert_state(vm, st, WFVM_BLOCKED);
+  st = deliver(&f, vm, "ActivityCompleted", "1");
+  assert_state(vm, st, WFVM_DONE);
+  wfvm_free(vm);
+  fake g;
+  vm = replayed(&g, &cfg, &f.rec, src);
+  assert_string_equal(wfvm_output(vm), "{\"branch\":\"new\",\"r\":1}");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
 /* A wait computed from a deadline (timeout = deadline - wf.now()) must not end
  * before the deadline, or the script wakes with time still left and carries on.
  *
@@ -2323,6 +2358,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(BUG_string_dump_reachable_via_metatable),
       cmocka_unit_test(BUG_print_adds_buffer_placeholder),
       cmocka_unit_test(BUG_now_after_checkpoint_differs_on_replay),
+      cmocka_unit_test(BUG_info_before_patched_takes_the_old_branch),
       cmocka_unit_test(BUG_unyieldable_primitive_appends_orphan_command),
       cmocka_unit_test(BUG_timeout_rounds_down_to_early_fire),
       cmocka_unit_test(BUG_error_object_with_raising_metatable_aborts),
