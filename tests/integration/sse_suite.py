@@ -26,6 +26,9 @@ import sys
 import threading
 import time
 
+# every deadline times TEST_TIMEOUT_SCALE (tests/integration/lib.sh exports it)
+SCALE = float(os.environ.get("TEST_TIMEOUT_SCALE") or 1)
+
 ENGINE = os.environ["ENGINE_BIN"]
 SRC = os.environ["ENGINE_SRC"]
 WF_DIR = os.path.join(SRC, "tests", "integration", "wf")
@@ -676,9 +679,12 @@ def section_delta(work):
 def section_kill(work):
     """kill -9 of engine serve under load: nothing acknowledged is lost."""
     db = os.path.join(work, "kill.db")
-    rounds = [0.4, 1.0, 1.8]
+    # each round kills the serve once this round has had so many starts and
+    # signals acknowledged (a state, not a time: under ASan, 0.4 s held 6
+    # starts and no signal), so each kill comes further into the load
+    rounds = [(3, 1), (15, 10), (30, 30)]
     acked_starts, acked_signals = {}, {}  # id -> input k; tag -> workflow id
-    for rnd_no, when in enumerate(rounds):
+    for rnd_no, (want_starts, want_signals) in enumerate(rounds):
         srv = Serve(db)
         port = srv.port
         stop = threading.Event()
@@ -732,13 +738,18 @@ def section_kill(work):
         threads += [threading.Thread(target=signaller, args=(t,)) for t in range(6)]
         for t in threads:
             t.start()
-        time.sleep(when)
+        deadline = time.monotonic() + 120 * SCALE
+        while time.monotonic() < deadline:
+            with lock:
+                if counts["start"] >= want_starts and counts["signal"] >= want_signals:
+                    break
+            time.sleep(0.01)
         srv.kill9()  # requests in flight
         stop.set()
         for t in threads:
             t.join(30)
         in_flight = [k for k in cut if k != "ConnectionRefusedError"]
-        print(f"   round {rnd_no + 1}: kill -9 after {when} s: {counts['start']} starts and {counts['signal']} signals "
+        print(f"   round {rnd_no + 1}: kill -9 after {want_starts} starts and {want_signals} signals: {counts['start']} starts and {counts['signal']} signals "
               f"acknowledged; {len(in_flight)} requests cut off in flight ({', '.join(sorted(set(cut)))})")
         check(f"round {rnd_no + 1}: requests were in flight when the server died",
               counts["start"] > 0 and counts["signal"] > 0 and in_flight, str(counts))
@@ -887,8 +898,9 @@ def main():
         return 2
     work = os.path.join(sys.argv[2], sys.argv[1])
     os.makedirs(work, exist_ok=True)
-    signal.signal(signal.SIGALRM, lambda *_: (fail(f"section {sys.argv[1]} took over 300 s"), os._exit(1)))
-    signal.alarm(300)
+    bound = int(300 * SCALE)
+    signal.signal(signal.SIGALRM, lambda *_: (fail(f"section {sys.argv[1]} took over {bound} s"), os._exit(1)))
+    signal.alarm(bound)
     try:
         SECTIONS[sys.argv[1]](work)
     except Exception as ex:  # noqa: BLE001 - a crash of the suite is a failure
