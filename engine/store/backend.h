@@ -36,6 +36,8 @@ typedef struct store_ops {
   int64_t (*op_batch_writes)(store *s);
   int64_t (*op_round_trips)(store *s); /* NULL: none (an embedded database) */
   int64_t (*op_data_version)(store *s);
+  void (*op_wal_stats)(store *s, int64_t *frames, int64_t *checkpoint_ns); /* NULL: no WAL of its own */
+  int (*op_checkpoint)(store *s, int64_t *log, int64_t *copied);           /* NULL: none to do */
   int (*op_commit_fd)(store *s, int old); /* NULL: none */
   int (*op_commit_drain)(store *s, int fd);
   int (*op_write_probe)(store *s, char *err, size_t errlen);

@@ -7,6 +7,7 @@
  * opens a database (its pragmas, creating or migrating its schema) and
  * holds the operations' table (store_sqlite_ops); sqlite_exec.c runs
  * statements (prepared once, bound, their errors kept) and the batch;
+ * sqlite_wal.c copies the WAL into the database file (checkpoints);
  * sqlite_sql.c has the statements' text; and the statements, by what they
  * store: sqlite_workflows.c (workflows, history, code and modules),
  * sqlite_tasks.c (tasks, signals), sqlite_records.c (domain events and the
@@ -180,6 +181,7 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
            "PRAGMA journal_mode=WAL; PRAGMA synchronous=%s; PRAGMA foreign_keys=OFF; PRAGMA temp_store=MEMORY; "
            "PRAGMA cell_size_check=ON;",
            sync && *sync ? sync : "FULL");
+  snprintf(s->sync, sizeof s->sync, "%s", sync && *sync && strlen(sync) < sizeof s->sync ? sync : "FULL");
   char *emsg = NULL;
   /* The first statement reads the header: a file that is not SQLite fails here.
    * Nothing is written (not even WAL mode) before we know the file is ours. */
@@ -200,6 +202,8 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
       return STORE_ECORRUPT;
     }
     rc = sqlite3_exec(s->db, pragmas, NULL, NULL, &emsg);
+    /* in place of SQLite's auto-checkpoint inside a commit (sqlite_wal.c) */
+    if (rc == SQLITE_OK) sqlite3_wal_hook(s->db, sq_on_wal_commit, s);
   }
   if (rc == SQLITE_OK && have < SCHEMA_VERSION) {
     sqlite3_free(emsg);
@@ -324,6 +328,7 @@ static void sq_close(store *st_) {
   for (int i = 0; i < Q__N; i++) sqlite3_finalize(s->q[i]);
   for (int i = 0; i < STORE_TABLES_MAX; i++)
     for (int j = 0; j < STORE_TABLE_STMTS; j++) sqlite3_finalize(s->tq[i][j]);
+  sqlite3_close(s->ckpt_db);
   sqlite3_close(s->db);
   free(s->path);
   free(s);
@@ -387,6 +392,8 @@ const store_ops store_sqlite_ops = {
     .op_batch_failed = sq_batch_failed,
     .op_batch_writes = sq_batch_writes,
     .op_data_version = sq_data_version,
+    .op_wal_stats = sq_wal_stats,
+    .op_checkpoint = sq_checkpoint,
     .op_write_probe = sq_write_probe,
     .op_wf_insert = sq_wf_insert,
     .op_wf_get = sq_wf_get,

@@ -116,6 +116,11 @@ typedef struct sq {
    * running, sq_fail() names it. sq_stmt() starts each statement clean. */
   int bind_rc;
   char bind_err[192];
+  /* the WAL as the last commit left it (sq_on_wal_commit): frames in it, and
+   * the ns a checkpoint took inside that commit (store_wal_stats) */
+  int64_t wal_frames, commit_checkpoint_ns;
+  char sync[16];    /* PRAGMA synchronous, for the checkpoint's connection too */
+  sqlite3 *ckpt_db; /* store_checkpoint's own connection, used by one thread at a time */
 } sq;
 
 /* What one file of the backend uses of another's, by file. */
@@ -139,6 +144,11 @@ void sq_rollback(store *st_);
 int sq_in_txn(store *st_);
 int sq_batch_failed(store *st_);
 int64_t sq_data_version(store *st_);
+
+/* sqlite_wal.c */
+int sq_on_wal_commit(void *ud, sqlite3 *db, const char *name, int frames);
+void sq_wal_stats(store *st_, int64_t *frames, int64_t *checkpoint_ns);
+int sq_checkpoint(store *st_, int64_t *log, int64_t *copied);
 
 /* sqlite_workflows.c */
 int sq_wf_insert(store *st_, const wf_row *w);

@@ -104,6 +104,15 @@ int64_t store_batch_writes(store *s) { SETTLE(s); return s->ops->op_batch_writes
 int64_t store_round_trips(store *s) { return s->ops->op_round_trips ? s->ops->op_round_trips(s) : 0; }
 
 int64_t store_data_version(store *s) { SETTLE(s); return s->ops->op_data_version(s); }
+void store_wal_stats(store *s, int64_t *frames, int64_t *checkpoint_ns) {
+  *frames = *checkpoint_ns = 0;
+  if (s->ops->op_wal_stats) s->ops->op_wal_stats(s, frames, checkpoint_ns);
+}
+/* no SETTLE: it runs on another thread, beside the store's own calls */
+int store_checkpoint(store *s, int64_t *log, int64_t *copied) {
+  *log = *copied = 0;
+  return s->ops->op_checkpoint ? s->ops->op_checkpoint(s, log, copied) : STORE_OK;
+}
 int store_commit_fd(store *s, int old) { return s->ops->op_commit_fd ? s->ops->op_commit_fd(s, old) : -1; }
 int store_commit_drain(store *s, int fd) { return s->ops->op_commit_drain ? s->ops->op_commit_drain(s, fd) : 0; }
 

@@ -147,6 +147,21 @@ int64_t store_batch_writes(store *s);
 int64_t store_round_trips(store *s);
 /* Changes whenever another connection commits (PRAGMA data_version). */
 int64_t store_data_version(store *s);
+/* What the last commit left in SQLite's WAL: its frames (pages), and the ns
+ * a checkpoint took inside that commit; zeros for PostgreSQL. */
+void store_wal_stats(store *s, int64_t *frames, int64_t *checkpoint_ns);
+/* SQLite's WAL is copied into the database file inside a commit only once
+ * it holds this many frames (4 MB of 4 KiB pages, SQLite's own default
+ * auto-checkpoint); the worker copies it in the background from half of it
+ * (store_checkpoint). */
+#define STORE_WAL_MAX_FRAMES 1000
+/* Copies the WAL's committed frames into the database file (SQLite; 0 and
+ * nothing done for PostgreSQL) without waiting for the store's writer or
+ * blocking it, on a connection of its own. Unlike every other call it may
+ * run on another thread while the store is in use, one call at a time, and
+ * store_close only after it returned. *log: frames in the WAL when it
+ * began; *copied: how many of them are in the database file now. */
+int store_checkpoint(store *s, int64_t *log, int64_t *copied);
 /* A descriptor that becomes readable when another process may have
  * committed (PostgreSQL: a LISTEN connection of its own for each caller;
  * every commit that wrote notifies), or -1 where there is none (SQLite:

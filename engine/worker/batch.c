@@ -177,6 +177,14 @@ static void tell_waiters(engine *e, int ok) {
  * it committed (detached arrays, freed here): on success the notes are
  * delivered and the waiters told; on failure they go with the lost batch. */
 static int commit_done(engine *e, int rc, int64_t no, note *notes, size_t nnotes, waiter *w, size_t nw) {
+  if (rc == STORE_OK && e->on_committed) e->on_committed(e);
+  if (e->cfg.on_commit_stages) {
+    engine_commit_stages cs = {.begin = e->commit_began, .done = uv_hrtime(), .ok = rc == STORE_OK};
+    int64_t ckpt;
+    store_wal_stats(e->st, &cs.wal_frames, &ckpt);
+    cs.checkpoint_ns = (uint64_t)ckpt;
+    e->cfg.on_commit_stages(e->cfg.ud, &cs);
+  }
   if (rc == STORE_OK) settle_batch(e, no);
   if (rc == STORE_ELEASE) /* another worker runs that workflow now: it is not ours to write */
     log_msg(LOGL_ERROR, "%s", store_errmsg(e->st));
@@ -270,6 +278,7 @@ static int commit_batch(engine *e, int nowait) {
   e->waiters = NULL;
   e->nwaiters = e->capwaiters = 0;
   int64_t no = e->batch++; /* what is written from now on waits for the next commit */
+  if (e->cfg.on_commit_stages) e->commit_began = uv_hrtime();
   int rc = nowait ? store_commit_start(e->st) : store_commit(e->st);
   if (rc != STORE_PENDING) return commit_done(e, rc, no, notes, nnotes, w, nw);
   struct inflight *f = util_xcalloc(1, sizeof *f);

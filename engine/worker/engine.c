@@ -266,7 +266,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
       (uv = uv_timer_init(&e->loop, &e->lease_timer)) != 0 || (uv = uv_timer_init(&e->loop, &e->effects_timer)) != 0 ||
       (uv = uv_signal_init(&e->loop, &e->sigint)) != 0 || (uv = uv_signal_init(&e->loop, &e->sigterm)) != 0 ||
       (uv = uv_signal_init(&e->loop, &e->sighup)) != 0 || (uv = uv_timer_init(&e->loop, &e->watchdog_timer)) != 0 ||
-      (uv = uv_timer_init(&e->loop, &e->stop_timer)) != 0) {
+      (uv = uv_timer_init(&e->loop, &e->stop_timer)) != 0 || (uv = checkpoints_init(e)) != 0) {
     util_seterr(err, errlen, "cannot start the event loop: %s", uv_strerror(uv));
     engine_free(e);
     return -1;
@@ -281,6 +281,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   e->on_settled = on_settled; /* what follows a batch (batch.c) */
   e->on_lost = on_batch_lost;
   e->on_retry = on_store_retry;
+  e->on_committed = checkpoints_after_commit;
   hooks_open(e);
   *out = e;
   return 0;

@@ -18,6 +18,16 @@
 
 typedef struct engine engine;
 
+/* The stages of one group commit (engine_config.on_commit_stages), in
+ * uv_hrtime() nanoseconds: for benchmarks, which time a round trip's stages. */
+typedef struct engine_commit_stages {
+  uint64_t begin;         /* the commit began (the loop's batch tick, or engine_commit) */
+  uint64_t done;          /* the store answered: the batch is durable (or lost) */
+  uint64_t checkpoint_ns; /* of begin..done, a WAL checkpoint SQLite ran inside the commit */
+  int64_t wal_frames;     /* frames in SQLite's WAL after it */
+  int ok;                 /* the batch committed */
+} engine_commit_stages;
+
 typedef struct engine_config {
   const char *db_path;
   const char *lua_dir;
@@ -25,6 +35,9 @@ typedef struct engine_config {
   void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
   /* Called after each commit (start uses it to print new domain events). */
   void (*on_commit)(void *ud);
+  /* Benchmarks only (NULL normally): each commit's stages, called when the
+   * store answered, before the status notes of the batch are delivered. */
+  void (*on_commit_stages)(void *ud, const engine_commit_stages *s);
   /* An ephemeral event of a running activity (activity.live: a model's text
    * as it streams, "agent.delta"): never in the log, for live watchers only. */
   void (*on_live)(void *ud, const char *wf_id, const char *type, const char *json);

@@ -5,6 +5,8 @@
  *               OTEL_* settings; the queue, batches, OTLP/HTTP and retries
  *   batch.c     the group commit, store incidents, which results are not
  *               durable yet, the lease checks of a write
+ *   checkpoints.c  SQLite's WAL copied into the database file in the
+ *               background, off the commits' path
  *   otel_spans.c  a step's facts -> its OTLP span (pure; otel_spans.h)
  *   otel_steps.c  the spans of the steps recorded, held with their batch
  *               and exported once it is committed (tracing: e->otel)
@@ -152,6 +154,19 @@ struct engine {
   void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
   void (*on_lost)(engine *e);    /* it is lost: drop what the log does not hold */
   void (*on_retry)(engine *e);   /* the backoff is over, or the store is writable again */
+  void (*on_committed)(engine *e); /* a commit was answered: it wrote */
+  uint64_t commit_began; /* uv_hrtime() when the last commit began (engine_config.on_commit_stages) */
+
+  /* ---- checkpoints.c: SQLite's WAL copied into the database file on
+   * libuv's thread pool (store_checkpoint), off the commits' path ---- */
+  uv_work_t ckpt_req;
+  uv_timer_t ckpt_timer; /* starts one once the loop pauses */
+  int ckpt_running;
+  int64_t wal_frames;    /* in the WAL after the last commit */
+  int64_t wal_copied;    /* of them, copied by the last background checkpoint */
+  int64_t wal_restarts;  /* times the WAL was seen starting over */
+  int64_t ckpt_restarts; /* wal_restarts when the running checkpoint began */
+  int64_t ckpt_log, ckpt_copied; /* its answer (written on the pool's thread) */
 
   /* ---- otel_steps.c: spans held until their outcome is committed ---- */
   strmap otel_traces;             /* "id/run" -> the run's trace, read once from its WorkflowStarted */
@@ -211,6 +226,12 @@ void engine_unsettle(engine *e, const char *id, int64_t run, int64_t seq);
  * id may begin: one that holds a result recorded before it; 0 when every
  * result before it is durable. */
 int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
+
+/* checkpoints.c */
+/* Arms the idle timer (at open; a libuv error number, 0 when it could). */
+int checkpoints_init(engine *e);
+/* After each commit that wrote: starts a background checkpoint when due. */
+void checkpoints_after_commit(engine *e);
 
 /* otel_steps.c: each step's span, built where its outcome is appended and
  * exported only once that batch is committed (dropped with a lost one);

@@ -37,6 +37,7 @@
  * engine from there is not safe, so they only queue what they saw and kick a
  * uv_idle handle; the workload logic runs from that handle (or from timers). */
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
@@ -344,13 +345,41 @@ static int status_kind(const char *status) {
   return 0;
 }
 
+static void w2_saw_done(int idx);
 static void on_status(void *ud, const char *id, const char *status, const char *detail) {
   (void)ud;
   (void)detail;
   size_t pl = strlen(G.prefix);
   if (strncmp(id, G.prefix, pl) != 0) return;
   int kind = status_kind(status);
+  if (kind == EV_DONE && G.w[1] == '2') w2_saw_done(atoi(id + pl));
   if (kind) push_event(kind, atoi(id + pl));
+}
+
+/* ns this thread has waited on a run queue for a CPU so far (the second
+ * field of /proc/thread-self/schedstat; 0 when it cannot be read): a stage's
+ * time minus its share of it is the stage's own (CPU and I/O). */
+static uint64_t run_delay_ns(void) {
+  static int fd = -2;
+  if (fd == -2) fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  char buf[128];
+  ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  unsigned long long cpu = 0, wait = 0;
+  return sscanf(buf, "%llu %llu", &cpu, &wait) == 2 ? wait : 0;
+}
+
+/* The last commit's stages (engine_config.on_commit_stages), how many so
+ * far, and the run-queue wait when it was answered. */
+static engine_commit_stages last_commit;
+static uint64_t last_commit_wait;
+static long stage_commits;
+static void on_commit_stages(void *ud, const engine_commit_stages *cs) {
+  (void)ud;
+  last_commit = *cs;
+  last_commit_wait = run_delay_ns();
+  stage_commits++;
 }
 
 static int acked; /* submits/signals made durable by the commits so far */
@@ -627,19 +656,159 @@ static void w1_idle(void) {
 
 /* ---------------------------------------------------------------- W2 --- */
 
+/* The stages of one signal's round trip (embedded mode), in ms: the call
+ * (the signal written, the workflow loaded, replayed and resumed to its end,
+ * all in the open batch), the wait for the batch's commit to begin, the
+ * commit (COMMIT: the WAL written and fdatasync'd), a checkpoint SQLite ran
+ * inside it, the status note's delivery, and the client's turn (the loop's
+ * next idle tick, the result read and checked). */
+enum { ST_TOTAL, ST_WAIT, ST_CALL, ST_TO_COMMIT, ST_COMMIT, ST_COMMIT_WAIT, ST_CHECKPOINT, ST_NOTIFY, ST_CLIENT, ST__N };
+static const char *const stage_names[ST__N] = {"round trip",
+                                               "  of it waiting for a CPU (run queue)",
+                                               "signal call (write, load, replay, resume)",
+                                               "wait for the commit to begin",
+                                               "commit (WAL write + fdatasync), own time",
+                                               "commit: waiting for a CPU (run queue)",
+                                               "checkpoint inside the commit",
+                                               "status note delivered",
+                                               "client turn (idle tick, result read)"};
+static const char *const stage_keys[ST__N] = {"total",  "cpu_wait",   "call",   "to_commit", "commit",
+                                              "commit_cpu_wait", "checkpoint", "notify", "client"};
+typedef struct w2sample {
+  double ms[ST__N];
+  long commits; /* commits from the call's return to the completion's note */
+  int64_t wal_frames;
+} w2sample;
+
 static struct {
   int n, warmup, i;
   int phase; /* 0 start, 1 wait parked, 2 settling, 3 wait result */
   double t0;
   double *lat;
   int nlat;
+  uint64_t h0, h1, hdone; /* uv_hrtime: signal call, its return, the completion's note */
+  uint64_t w0, w1, wdone;  /* run_delay_ns at the call, its return, the completion's commit */
+  long commits_at_call;
+  engine_commit_stages done_commit; /* the commit whose note said completed */
+  w2sample *samples;
 } W2;
+
+static void w2_saw_done(int idx) {
+  if (idx != W2.i || W2.phase != 3) return;
+  W2.hdone = uv_hrtime();
+  W2.done_commit = last_commit;
+  W2.wdone = last_commit_wait;
+  W2.commits_at_call = stage_commits - W2.commits_at_call;
+}
 
 static void w2_signal(uv_timer_t *t) {
   (void)t;
   W2.t0 = now_ms();
+  W2.w0 = run_delay_ns();
+  W2.h0 = uv_hrtime();
   if (signal_go(W2.i) != 0) die("W2: cannot signal");
+  W2.h1 = uv_hrtime();
+  W2.w1 = run_delay_ns();
+  W2.commits_at_call = stage_commits;
   W2.phase = 3;
+}
+
+static double ns_ms(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1e6 : 0; }
+
+static void w2_sample(w2sample *x, uint64_t hend, uint64_t wend) {
+  const engine_commit_stages *c = &W2.done_commit;
+  memset(x, 0, sizeof *x);
+  x->ms[ST_TOTAL] = ns_ms(W2.h0, hend);
+  x->ms[ST_WAIT] = ns_ms(W2.w0, wend);
+  x->ms[ST_CALL] = ns_ms(W2.h0, W2.h1);
+  x->commits = W2.commits_at_call;
+  if (!G.client && c->done) {
+    x->ms[ST_TO_COMMIT] = ns_ms(W2.h1, c->begin);
+    x->ms[ST_CHECKPOINT] = (double)c->checkpoint_ns / 1e6;
+    x->ms[ST_COMMIT_WAIT] = ns_ms(W2.w1, W2.wdone);
+    x->ms[ST_COMMIT] = ns_ms(c->begin, c->done) - x->ms[ST_CHECKPOINT] - x->ms[ST_COMMIT_WAIT];
+    if (x->ms[ST_COMMIT] < 0) x->ms[ST_COMMIT] = 0;
+    x->ms[ST_NOTIFY] = ns_ms(c->done, W2.hdone);
+    x->wal_frames = c->wal_frames;
+  }
+  x->ms[ST_CLIENT] = ns_ms(W2.hdone ? W2.hdone : W2.h1, hend);
+}
+
+static int cmp_sample_desc(const void *a, const void *b) {
+  double x = ((const w2sample *)a)->ms[ST_TOTAL], y = ((const w2sample *)b)->ms[ST_TOTAL];
+  return x > y ? -1 : x < y;
+}
+
+/* Column k of stage st over n samples: sorted copy into v. */
+static void stage_values(const w2sample *s, size_t n, int st, double *v) {
+  for (size_t k = 0; k < n; k++) v[k] = s[k].ms[st];
+  qsort(v, n, sizeof(double), cmp_double);
+}
+
+/* The stage table of the slowest 2% of the round trips beside all of them,
+ * and their histogram (how many of the slowest fell in each bucket, per
+ * stage); the slowest 2%'s mean per stage goes into the record. */
+static void w2_stage_table(jbuf *b) {
+  size_t n = (size_t)W2.nlat, slow = (n + 49) / 50;
+  if (!n || G.client) return;
+  qsort(W2.samples, n, sizeof *W2.samples, cmp_sample_desc);
+  double *v = malloc(n * sizeof(double));
+  static const double edges[] = {0.25, 0.5, 1, 2, 4, 8, 16, 32};
+  enum { NB = sizeof edges / sizeof edges[0] + 1 };
+  printf("\nW2 stages: the slowest 2%% (%zu of %zu round trips) beside all (ms)\n", slow, n);
+  printf("| %-41s | all p50 | all p99 | slow p50 | slow mean | slow max | share of slow |\n", "stage");
+  printf("|%s|---------|---------|----------|-----------|----------|---------------|\n",
+         "-------------------------------------------");
+  double slow_total = 0;
+  for (size_t k = 0; k < slow; k++) slow_total += W2.samples[k].ms[ST_TOTAL];
+  jb_key(b, "slowest_2pct_stage_mean_ms");
+  jb_raw(b, "{");
+  for (int st = 0; st < ST__N; st++) {
+    double sum = 0;
+    for (size_t k = 0; k < slow; k++) sum += W2.samples[k].ms[st];
+    stage_values(W2.samples, n, st, v);
+    double ap50 = percentile(v, n, 50), ap99 = percentile(v, n, 99);
+    stage_values(W2.samples, slow, st, v);
+    printf("| %-41s | %7.2f | %7.2f | %8.2f | %9.2f | %8.2f | %12.0f%% |\n", stage_names[st], ap50, ap99,
+           percentile(v, slow, 50), sum / (double)slow, v[slow - 1], slow_total > 0 ? 100 * sum / slow_total : 0);
+    char num[32];
+    fmt_num(num, sizeof num, sum / (double)slow, 2);
+    jb_raw(b, "%s\"%s\":%s", st ? "," : "", stage_keys[st], num);
+  }
+  jb_raw(b, "}");
+  printf("\nW2 stages of the slowest 2%%: how many fell in each bucket (ms)\n| %-41s |", "stage");
+  for (int k = 0; k < NB; k++) {
+    char h[16];
+    if (k < NB - 1) snprintf(h, sizeof h, "<%g", edges[k]);
+    else snprintf(h, sizeof h, ">=%g", edges[NB - 2]);
+    printf(" %5s |", h);
+  }
+  printf("\n|-------------------------------------------|");
+  for (int k = 0; k < NB; k++) printf("-------|");
+  printf("\n");
+  for (int st = 0; st < ST__N; st++) {
+    int cnt[NB] = {0};
+    for (size_t k = 0; k < slow; k++) {
+      int bk = 0;
+      while (bk < NB - 1 && W2.samples[k].ms[st] >= edges[bk]) bk++;
+      cnt[bk]++;
+    }
+    printf("| %-41s |", stage_names[st]);
+    for (int k = 0; k < NB; k++) printf(" %5d |", cnt[k]);
+    printf("\n");
+  }
+  int ckpt_slow = 0, ckpt_all = 0;
+  long more_slow = 0;
+  for (size_t k = 0; k < n; k++) {
+    ckpt_all += W2.samples[k].ms[ST_CHECKPOINT] > 0;
+    if (k < slow) ckpt_slow += W2.samples[k].ms[ST_CHECKPOINT] > 0, more_slow += W2.samples[k].commits > 1;
+  }
+  printf("\ncommits with a checkpoint inside: %d of the slowest %zu, %d of all %zu; slowest with more than one commit: "
+         "%ld\n\n",
+         ckpt_slow, slow, ckpt_all, n, more_slow);
+  jb_int(b, "slowest_with_checkpoint", ckpt_slow);
+  jb_int(b, "all_with_checkpoint", ckpt_all);
+  free(v);
 }
 
 static void w2_idle(void) {
@@ -654,7 +823,9 @@ static void w2_idle(void) {
     } else if (ev.kind == EV_DONE && W2.phase == 3) {
       if (!result_is(W2.i, "\"go\"", 0)) die("W2: bad result for w2-%d", W2.i);
       double dt = now_ms() - W2.t0;
-      if (W2.i >= W2.warmup) W2.lat[W2.nlat++] = dt;
+      if (W2.i >= W2.warmup) w2_sample(&W2.samples[W2.nlat], uv_hrtime(), run_delay_ns()), W2.lat[W2.nlat++] = dt;
+      W2.hdone = 0;
+      memset(&W2.done_commit, 0, sizeof W2.done_commit);
       W2.i++;
       W2.phase = 0;
     } else if (ev.kind == EV_DONE) {
@@ -676,6 +847,7 @@ static void w2_idle(void) {
   jb_num(&b, "p99_ms", percentile(W2.lat, (size_t)W2.nlat, 99), 2);
   jb_num(&b, "max_ms", W2.nlat ? W2.lat[W2.nlat - 1] : NAN, 2);
   jb_num(&b, "mean_ms", W2.nlat ? sum / W2.nlat : NAN, 2);
+  w2_stage_table(&b);
   record_emit(&b);
   finish_run();
 }
@@ -1146,6 +1318,7 @@ int main(int argc, char **argv) {
     lockfd = engine_lock(G.db, G.pg ? "serve" : "bench", holder, sizeof holder);
     if (lockfd < 0) die("%s is in use: %s", G.db, holder);
     engine_config cfg = {.db_path = G.db, .on_status = on_status, .on_commit = on_commit};
+    if (strcmp(G.w, "w2") == 0) cfg.on_commit_stages = on_commit_stages;
     if (engine_open(&G.e, &cfg, err, sizeof err) != 0) die("%s", err);
     G.st = engine_store(G.e);
     G.loop = engine_loop(G.e);
@@ -1166,6 +1339,7 @@ int main(int argc, char **argv) {
     W2.warmup = env_int("W2_WARMUP", 5);
     nwf = W2.n + W2.warmup;
     W2.lat = calloc((size_t)W2.n + 1, sizeof(double));
+    W2.samples = calloc((size_t)W2.n + 1, sizeof *W2.samples);
   } else if (strcmp(G.w, "w3") == 0) {
     nwf = W3.n = env_int("W3_N", 10000);
     W3.settle_ms = env_int("W3_SETTLE_MS", 5000);

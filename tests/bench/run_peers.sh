@@ -57,6 +57,8 @@ cd "$PEERS_DIR"
 export RESULTS_FILE="${RESULTS_FILE:-$PEERS_DIR/results/$(date -u +%Y%m%dT%H%M%SZ).jsonl}"
 # W4's kill lands mid-run (at 1 s every engine workflow has finished)
 export W4_KILL_AFTER_S="${W4_KILL_AFTER_S:-0.1}"
+# W2's p99 from 1,000 round trips (the harness's 200 give it from the two slowest)
+export W2_N="${W2_N:-1000}"
 PEERS_LIST="${PEERS_LIST:-engine engine-local dbos restate}" ./run.sh
 # what the harness's W4 table has no column for: the engine peers' takeover
 # (from the kill until the workflows it interrupted had ended) beside the

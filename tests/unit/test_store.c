@@ -12,6 +12,7 @@
 #include <libpq-fe.h>
 #include <sqlite3.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2292,11 +2293,164 @@ static void test_live_list_types(void **state) {
   store_close(s);
 }
 
+/* ---- WAL checkpoints off the commit's path (sqlite_wal.c) ---- */
+
+/* One batch of about 16 KiB (four pages or so in the WAL). */
+static void commit_big(store *s, const char *wf, int64_t seq) {
+  static char payload[16384];
+  if (!payload[0]) {
+    memset(payload, 'x', sizeof payload - 3);
+    payload[0] = payload[sizeof payload - 3] = '"';
+  }
+  append_ev(s, wf, 1, seq, "Big", 0, NULL, NULL, payload, seq);
+  assert_int_equal(store_commit(s), STORE_OK);
+}
+
+/* A commit checkpoints inside itself only once the WAL holds the bound
+ * (SQLite's own auto-checkpoint did it at the same size, in the commit that
+ * reached it): below it, nothing; at it, the commit reports the time. The
+ * WAL starts over after the copy. PostgreSQL: zeros, nothing to do. */
+static void test_wal_checkpoint_in_commit_only_at_the_bound(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  int64_t frames = -1, ns = -1, log = -1, copied = -1;
+  if (pg_url()) {
+    commit_big(s, "wf", 1);
+    store_wal_stats(s, &frames, &ns);
+    assert_int_equal(frames, 0);
+    assert_int_equal(ns, 0);
+    assert_int_equal(store_checkpoint(s, &log, &copied), STORE_OK);
+    assert_int_equal(log + copied, 0);
+    store_close(s);
+    return;
+  }
+  int64_t seq = 1, prev = 0, inside = 0, restarted = 0;
+  for (; seq < 2000 && !(inside && restarted); seq++) {
+    commit_big(s, "wf", seq);
+    store_wal_stats(s, &frames, &ns);
+    if (frames < prev) restarted = seq; /* it started over after the copy */
+    if (ns > 0) {
+      assert_true(frames >= STORE_WAL_MAX_FRAMES); /* never below the bound */
+      if (!inside) inside = seq;
+    } else if (!inside) {
+      assert_true(frames < STORE_WAL_MAX_FRAMES);
+    }
+    prev = frames;
+  }
+  assert_true(inside > 0);
+  assert_true(restarted > inside);
+  assert_int_equal(hist_count(s, "wf", 1), (size_t)(seq - 1));
+  store_close(s);
+}
+
+typedef struct ckpt_thread {
+  store *s;
+  volatile int stop;
+  int runs, copied_any, errors;
+} ckpt_thread;
+
+static void *ckpt_loop(void *ud) {
+  ckpt_thread *c = ud;
+  while (!c->stop) {
+    int64_t log = 0, copied = 0;
+    int rc = store_checkpoint(c->s, &log, &copied);
+    c->runs++;
+    if (rc != STORE_OK && rc != STORE_EBUSY) c->errors++;
+    if (copied > 0) c->copied_any = 1;
+    usleep(1000);
+  }
+  return NULL;
+}
+
+/* A checkpoint on another thread, on a connection of its own, while the
+ * store's connection commits: every commit goes through, none had to
+ * checkpoint inside itself, the WAL starts over again and again, and the
+ * file holds every event and passes SQLite's integrity check. */
+static void test_wal_checkpoint_beside_commits(void **state) {
+  SQLITE_ONLY();
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  ckpt_thread c = {.s = s};
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, ckpt_loop, &c), 0);
+  int64_t frames, ns, prev = 0, restarts = 0, inside = 0;
+  for (int64_t seq = 1; seq <= 1500; seq++) {
+    commit_big(s, "wf", seq);
+    store_wal_stats(s, &frames, &ns);
+    restarts += frames < prev;
+    inside += ns > 0;
+    prev = frames;
+  }
+  c.stop = 1;
+  pthread_join(th, NULL);
+  assert_int_equal(c.errors, 0);
+  assert_true(c.copied_any);
+  assert_true(restarts >= 2); /* 1,500 batches of ~4 pages: the bound passed several times over */
+  printf("# %d background checkpoints, %lld restarts of the WAL, %lld commits checkpointed inside\n", c.runs,
+         (long long)restarts, (long long)inside);
+  assert_int_equal(hist_count(s, "wf", 1), 1500);
+  store_close(s);
+  char *ok = raw_query(f->db, "PRAGMA integrity_check");
+  assert_string_equal(ok, "ok");
+  free(ok);
+}
+
+/* kill -9 of a process while its background checkpoint copies and its
+ * connection commits: every commit it reported is in the file after, in
+ * order, and the file passes the integrity check. Five kills, each after a
+ * different number of commits. */
+static void test_wal_checkpoint_kill9(void **state) {
+  SQLITE_ONLY();
+  fixture *f = *state;
+  int64_t done = 0;
+  for (int round = 0; round < 5; round++) {
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+      close(fds[0]);
+      store *s = NULL;
+      char err[256];
+      if (store_open(f->db, 0, &s, err, sizeof err) != STORE_OK) _exit(10);
+      ckpt_thread c = {.s = s};
+      pthread_t th;
+      if (pthread_create(&th, NULL, ckpt_loop, &c) != 0) _exit(11);
+      for (int64_t seq = done + 1;; seq++) {
+        commit_big(s, "wf", seq);
+        if (write(fds[1], &seq, sizeof seq) != sizeof seq) _exit(12); /* told once committed */
+      }
+    }
+    close(fds[1]);
+    int64_t seq = 0, last = done;
+    int64_t stop_at = done + 150 + 97 * round; /* a different point of the WAL each round */
+    while (last < stop_at && read(fds[0], &seq, sizeof seq) == sizeof seq) last = seq;
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    while (read(fds[0], &seq, sizeof seq) == sizeof seq) last = seq; /* told before the kill */
+    close(fds[0]);
+    store *s = open_ok(f->db);
+    size_t have = hist_count(s, "wf", 1);
+    assert_true(have >= (size_t)last); /* one more may have committed unreported */
+    assert_true(have <= (size_t)last + 1);
+    done = (int64_t)have;
+    store_close(s);
+    char *ok = raw_query(f->db, "PRAGMA integrity_check");
+    assert_string_equal(ok, "ok");
+    free(ok);
+  }
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       T(test_open_creates_schema),
+      T(test_wal_checkpoint_in_commit_only_at_the_bound),
+      T(test_wal_checkpoint_beside_commits),
+      T(test_wal_checkpoint_kill9),
       T(test_open_must_exist),
       T(test_deliveries_once),
       T(test_schedules),
