@@ -24,6 +24,10 @@ void api_declare_metrics(metrics *m) {
   metrics_declare(m, "engine_commits_total", METRIC_COUNTER, "Group commits of the store.", NULL, 0);
   metrics_declare(m, "engine_store_round_trips_total", METRIC_COUNTER,
                   "Round trips the worker's loop waited for the database server (PostgreSQL; 0 on SQLite).", NULL, 0);
+  metrics_declare(m, "engine_wal_checkpoints_total", METRIC_COUNTER,
+                  "SQLite's WAL copied into the database file: in the background (off the commits' path), or "
+                  "in_commit (a commit reached the WAL's bound and waited for it). 0 on PostgreSQL.",
+                  NULL, 0);
   metrics_declare(m, "engine_commit_writes", METRIC_HISTOGRAM, "Rows written per group commit.", COMMIT_BUCKETS,
                   sizeof COMMIT_BUCKETS / sizeof *COMMIT_BUCKETS);
   metrics_declare(m, "engine_http_connections", METRIC_GAUGE, "Open HTTP connections.", NULL, 0);
@@ -135,6 +139,13 @@ void api_h_metrics(api *a, httpd_req *r, ctx *c) {
   metrics_set(m, "engine_http_connections", NULL, hs.connections);
   metrics_set(m, "engine_sse_streams", NULL, hs.streams);
   metrics_set(m, "engine_store_round_trips_total", NULL, (double)store_round_trips(engine_store(a->e)));
+  int64_t ckpt[2];
+  engine_wal_checkpoints(a->e, &ckpt[0], &ckpt[1]);
+  static const char *const where[] = {"background", "in_commit"};
+  for (int i = 0; i < 2; i++) {
+    const char *labels[] = {"where", where[i], NULL};
+    metrics_set(m, "engine_wal_checkpoints_total", labels, (double)ckpt[i]); /* mirrored from the worker's count */
+  }
   otel_exporter *otel = engine_otel(a->e);
   if (otel) {
     otel_stats os;

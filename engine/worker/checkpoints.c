@@ -19,6 +19,7 @@ static void ckpt_work(uv_work_t *w) {
 static void ckpt_after(uv_work_t *w, int status) {
   engine *e = w->data;
   e->ckpt_running = 0;
+  e->ckpt_background += status == 0 && e->ckpt_copied > 0; /* one that copied nothing is not counted */
   /* what it copied counts only while the WAL it copied from is the current one */
   if (status == 0 && e->ckpt_restarts == e->wal_restarts) e->wal_copied = e->ckpt_copied;
 }
@@ -41,6 +42,7 @@ static void on_ckpt_idle(uv_timer_t *t) { ckpt_start(t->data); }
 void checkpoints_after_commit(engine *e) {
   int64_t frames, ns;
   store_wal_stats(e->st, &frames, &ns);
+  e->ckpt_in_commit += ns > 0;
   if (frames < e->wal_frames) { /* the WAL started over: nothing of it is copied */
     e->wal_restarts++;
     e->wal_copied = 0;
@@ -52,6 +54,11 @@ void checkpoints_after_commit(engine *e) {
   if (e->ckpt_running || e->stopping || frames - e->wal_copied < due) return;
   if (frames - e->wal_copied >= STORE_WAL_MAX_FRAMES * 3 / 4) ckpt_start(e);
   else uv_timer_start(&e->ckpt_timer, on_ckpt_idle, CKPT_IDLE_MS, 0);
+}
+
+void engine_wal_checkpoints(engine *e, int64_t *background, int64_t *in_commit) {
+  *background = e->ckpt_background;
+  *in_commit = e->ckpt_in_commit;
 }
 
 int checkpoints_init(engine *e) {

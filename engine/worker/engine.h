@@ -90,6 +90,9 @@ store *engine_store(engine *e);
 uv_loop_t *engine_loop(engine *e);
 /* The span exporter, or NULL when tracing is off (/metrics reads its stats). */
 struct otel_exporter *engine_otel(engine *e);
+/* SQLite's WAL copied into the database file so far: by the worker in the
+ * background (checkpoints.c), and inside a commit that reached the bound. */
+void engine_wal_checkpoints(engine *e, int64_t *background, int64_t *in_commit);
 /* Commits pending writes now (the loop does so every iteration). */
 int engine_commit(engine *e);
 /* cb(ud, 1) runs after the commit that makes what was written so far durable

@@ -167,6 +167,7 @@ struct engine {
   int64_t wal_restarts;  /* times the WAL was seen starting over */
   int64_t ckpt_restarts; /* wal_restarts when the running checkpoint began */
   int64_t ckpt_log, ckpt_copied; /* its answer (written on the pool's thread) */
+  int64_t ckpt_background, ckpt_in_commit; /* how many ran, for /metrics */
 
   /* ---- otel_steps.c: spans held until their outcome is committed ---- */
   strmap otel_traces;             /* "id/run" -> the run's trace, read once from its WorkflowStarted */
