@@ -4,13 +4,16 @@ local activity = require "activity"
 
 local M = {}
 
--- Appends a line to $HELLO_SIDE_EFFECTS (when set) so tests can count executions.
+-- Appends a line to $HELLO_SIDE_EFFECTS (when set) so tests can count
+-- executions (the non-empty lines). Each begins with a newline of its own: a
+-- kill -9 can cut a write short where it crosses a page of the file, and the
+-- torn line must not swallow the start of the next one.
 local function side_effect(what)
   local path = os.getenv("HELLO_SIDE_EFFECTS")
   if not path then return end
   local f = assert(io.open(path, "a"))
   local info = activity.info()
-  f:write(string.format("%s %s %d\n", info.idempotency_key, what, info.attempt))
+  f:write(string.format("\n%s %s %d\n", info.idempotency_key, what, info.attempt))
   f:close()
 end
 

@@ -22,7 +22,7 @@ assert_eq "domain events in order, once each" \
   "session.created,agent.message,agent.message,agent.message,approval.requested,approval.decided,session.completed" \
   "$(verify_events h1)"
 assert_contains "the signal records who sent it" '"type":"signal.sent"' "$(engine events h1 --json | grep '"by":"local:')"
-assert_eq "each activity ran once" 4 "$(wc -l <"$T/effects")"
+assert_eq "each activity ran once" 4 "$(grep -c . "$T/effects")"
 
 # --- inspection commands
 assert_exit "list" 0 engine list
@@ -37,7 +37,7 @@ assert_contains "replay reports clean" "ok:" "$OUT"
 # --- starting a finished workflow again runs nothing
 assert_exit "start --id of a finished workflow" 0 engine start "$HELLO" --id h1
 assert_contains "prints its result" '"approved":true' "$OUT"
-assert_eq "no activity ran again" 4 "$(wc -l <"$T/effects")"
+assert_eq "no activity ran again" 4 "$(grep -c . "$T/effects")"
 
 # --- a signal sent before the workflow waits is buffered
 assert_exit "detached start" 3 engine start "$HELLO" --id h2 --detach --input '{"n":1,"sleep":0.5}'

@@ -2,12 +2,18 @@
 local activity = require "activity"
 local M = {}
 
+-- One line "<key> <what> <attempt>" in $TEST_SIDE_EFFECTS, begun with a
+-- newline of its own: a kill -9 can cut a write short where it crosses a
+-- page of the file (Linux stops a write between pages for a fatal signal),
+-- and the torn line must not swallow the start of the next writer's (a CI
+-- run lost a step's mark so: "c-472/1/12 sc-483/1/12 step 1"). Readers match
+-- whole lines, so the empty ones count for nothing.
 local function mark(what)
   local path = os.getenv("TEST_SIDE_EFFECTS")
   if not path then return end
   local f = assert(io.open(path, "a"))
   local i = activity.info()
-  f:write(string.format("%s %s %d\n", i.idempotency_key, what, i.attempt))
+  f:write(string.format("\n%s %s %d\n", i.idempotency_key, what, i.attempt))
   f:close()
 end
 

@@ -6,10 +6,13 @@
 local activity = require "activity"
 local M = {}
 
+-- begun with a newline of its own: a kill -9 can cut a write short where it
+-- crosses a page of the file, and the torn line must not swallow the start
+-- of the next one (readers match whole lines; empty ones count for nothing)
 local function append(line)
   local f = assert(io.open(assert(os.getenv("TEST_SIDE_EFFECTS")), "a"))
   f:setvbuf("no")
-  f:write(line .. "\n")
+  f:write("\n" .. line .. "\n")
   f:close()
 end
 
