@@ -79,7 +79,7 @@ outcome() { engine show "$1" --json | lua5.4 -e 'local r = require"cjson".decode
     r.sub_sessions.turns, r.sub_sessions.tokens)'; }
 both_running() { [ "$(status "$1.1")" = running ] && [ "$(status "$1.2")" = running ] && [ "$(model_health held)" -ge 2 ]; }
 
-serve_bg
+serve_api
 
 # --- two sub-sessions at once, a third refused
 scenario_with_gates a1 b1
@@ -121,7 +121,7 @@ scenario_with_gates a2 b2
 engine start "$WF" --input @"$T/input.json" --id p2 --detach >/dev/null 2>&1 || true
 wait_true 120 'both_running p2' 'statuses; model_health held' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
-serve_bg
+serve_api
 release a2; release b2
 wait_status p2 completed 180 || fail "p2: $(status p2)"
 assert_eq "the same result as without the crash" "$(outcome p1)" "$(outcome p2)"
@@ -130,4 +130,27 @@ assert_eq "each child answered once" "1 1" "$(count p2.1 ActivityCompleted model
 assert_eq "each child's tokens counted once" 3340 "$(engine show p2 --json | jget result.tokens)"
 assert_eq "the sandboxes are gone" "0 0" "$(containers p2.1) $(containers p2.2)"
 verify_history p2 >/dev/null || fail "p2 history"
+
+# --- a sub-session's approval: in the same inbox, naming its parent. The
+# parent's requiresApproval is the child's too.
+cat >"$T/scenario.json" <<'EOF'
+{"steps": [
+  {"reply": {"tool_calls": [{"id": "e1", "name": "delegate", "arguments": {"objective": "Read part E", "tools": ["read_file"]}}]}},
+  {"reply": {"text": "{\"summary\": \"E done\", \"result\": {}}"}}],
+ "routes": [
+  {"body_has": "return 1; }", "step": {"reply": {"text": "{\"summary\": \"E read\", \"result\": {}}"}}},
+  {"body_has": "Read part E\\n\\nThe full task", "step": {"reply": {"tool_calls": [
+     {"id": "r1", "name": "read_file", "arguments": {"path": "/workspace/input/code/a.c"}}]}}}]}
+EOF
+curl -sf -X POST "$MURL/_scenario" -d @"$T/scenario.json" >/dev/null || fail "scenario"
+lua5.4 "$SRC/tests/integration/merge_json.lua" "$T/input.json" \
+  '{"permissions": {"tools": ["read_file", "list_files"], "requiresApproval": ["read_file"]}}' >"$T/input3.json"
+engine start "$WF" --input @"$T/input3.json" --id p3 --detach >/dev/null 2>&1 || true
+inbox() { curl -sf "$URL/v1/approvals" | lua5.4 -e 'for _, a in ipairs(require"cjson".decode(io.read("a")).approvals) do
+  io.write(a.session_id, " ", tostring(a.parent), " ", tostring(a.request.parent_session), " ", a.tool, "\n") end'; }
+wait_true 120 '[ -n "$(inbox)" ]' 'inbox; statuses' || true
+assert_eq "the child's approval is in the inbox, naming its parent" "p3.1 p3 p3 read_file" "$(inbox)"
+assert_exit "approved like any session's" 0 engine approve p3.1 --reason "fine"
+wait_status p3 completed 120 || fail "p3: $(status p3)"
+assert_contains "the child's answer came back after the approval" '"summary":"E read"' "$(tool_msgs)"
 finish
