@@ -590,7 +590,13 @@ local function join_delegates(plan)
   if #waits == 0 then return end
   local all = wf.all(waits)
   for _, p in ipairs(plan) do
-    if p.joined then p.ended = all[p.joined] end
+    if p.joined then
+      p.ended = all[p.joined]
+      -- this session was cancelled: its clean-up runs (the children are
+      -- cancelled by their parent_close); a child cancelled alone is ChildCancelled
+      local e = p.ended[2]
+      if not p.ended[1] and type(e) == "table" and e.type == "Cancelled" then error(e, 0) end
+    end
   end
 end
 

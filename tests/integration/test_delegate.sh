@@ -131,6 +131,16 @@ assert_eq "each child's tokens counted once" 3340 "$(engine show p2 --json | jge
 assert_eq "the sandboxes are gone" "0 0" "$(containers p2.1) $(containers p2.2)"
 verify_history p2 >/dev/null || fail "p2 history"
 
+# --- the parent cancelled while both run: the children are cancelled, their clean-up runs
+scenario_with_gates a4 b4
+engine start "$WF" --input @"$T/input.json" --id p4 --detach >/dev/null 2>&1 || true
+wait_true 120 'both_running p4' 'statuses; model_health held' || true
+assert_exit "engine cancel of the parent" 0 engine cancel p4
+wait_status p4 cancelled 120 || fail "p4: $(status p4)"
+wait_true 120 '[ "$(status p4.1) $(status p4.2)" = "cancelled cancelled" ]' 'statuses' || true
+wait_true 120 '[ "$(containers p4) $(containers p4.1) $(containers p4.2)" = "0 0 0" ]' || true
+assert_eq "no sandbox is left" "0 0 0" "$(containers p4) $(containers p4.1) $(containers p4.2)"
+
 # --- a sub-session's approval: in the same inbox, naming its parent. The
 # parent's requiresApproval is the child's too.
 cat >"$T/scenario.json" <<'EOF'
