@@ -130,6 +130,9 @@ assert_eq "each child answered once" "1 1" "$(count p2.1 ActivityCompleted model
 assert_eq "each child's tokens counted once" 3340 "$(engine show p2 --json | jget result.tokens)"
 assert_eq "the sandboxes are gone" "0 0" "$(containers p2.1) $(containers p2.2)"
 verify_history p2 >/dev/null || fail "p2 history"
+for id in p1 p1.1 p2 p2.2; do # the parent's log and its children's replay against the script
+  engine replay "$id" >"$T/replay.out" 2>&1 && pass "replay of $id" || fail "replay of $id: $(cat "$T/replay.out")"
+done
 
 # --- the parent cancelled while both run: the children are cancelled, their clean-up runs
 scenario_with_gates a4 b4
