@@ -48,7 +48,7 @@ local null_value -- json.null, looked up lazily (the module may not exist in tes
 local function is_null(v)
   if v == nil then return true end
   if null_value == nil then
-    local json = package.loaded["json"]
+    local json = type(package) == "table" and package.loaded["json"] or nil -- a workflow's VM has no package
     if type(json) == "table" and json.null ~= nil then null_value = json.null end
   end
   return null_value ~= nil and v == null_value

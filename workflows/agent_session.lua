@@ -19,10 +19,25 @@
 local wf = require "workflow"
 local caps = require "caps"             -- the engine's caps, rates and quotas (workflow side)
 local compaction = require "compaction" -- context compaction, bounded runs
+local delegation = require "delegation" -- sub-sessions: permissions and budgets that only shrink
 
 local MAX_REPAIRS = 2 -- turns that may fix an answer that cannot be used
 
 -- ------------------------------------------------------------ helpers --
+
+-- A counter of the session's (turns, calls, tokens, cost) with what its
+-- ended sub-sessions spent (delegate): what its limits are checked against.
+local function used(s, c)
+  return s[c] + (s.sub and s.sub[c] or 0)
+end
+
+-- What its sub-sessions spent, in its result (its tokens and cost include
+-- it; its turns and tool calls are its own): nil when it has none.
+local function sub_totals(s)
+  if not s.sub or s.sub.count == 0 then return nil end
+  return { count = s.sub.count, turns = s.sub.turns, tool_calls = s.sub.calls, tokens = s.sub.tokens,
+    cost_usd = s.prices and s.sub.cost or nil }
+end
 
 local function status(name, extra)
   local p = { status = name }
@@ -108,6 +123,7 @@ local function prepare(input)
       problems = prep.problems }, 0)
   end
   s.input, s.carried, s.prep = input, carried, prep
+  s.parent = type(input.subSession) == "table" and input.subSession.parent or nil -- a sub-session's delegating session
   s.limits, s.perms = prep.limits, prep.permissions
   s.caps, s.provider = prep.caps or {}, prep.provider
   start_clock(s)
@@ -117,7 +133,7 @@ local function prepare(input)
   else
     wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = s.perms.tools,
       skills = input.skills or {}, limits = s.limits, identity = input.identity, caps = prep.caps,
-      concurrency = prep.concurrency })
+      concurrency = prep.concurrency, parent_session = s.parent })
     wf.checkpoint("message", function() return prep.first_message end)
   end
   return s
@@ -358,8 +374,8 @@ local function request_calls(s, list)
       -- not a tool it was offered, or arguments that are not JSON: the model hears why
       p.content = "error: " .. tostring(call.error.message)
       wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = p.content })
-    elseif s.calls >= s.limits.maxToolCalls then
-      over(s, "maxToolCalls", s.limits.maxToolCalls, s.calls)
+    elseif used(s, "calls") >= s.limits.maxToolCalls then
+      over(s, "maxToolCalls", s.limits.maxToolCalls, used(s, "calls"))
       p.content = "denied: the session's tool call limit is reached"
     elseif remaining(s) <= 0 then
       over_time(s)
@@ -375,7 +391,7 @@ end
 
 -- 2. the decisions, in call order; the calls that need a person are asked
 -- for (approval.requested) and returned.
-local function collect_decisions(plan)
+local function collect_decisions(s, plan)
   local asks = {}
   for _, p in ipairs(plan) do
     if p.deciding then
@@ -385,7 +401,7 @@ local function collect_decisions(plan)
       if p.decision == "approve" then
         p.rid = p.call.id .. "-" .. digest(p.call.arguments_json or "")
         wf.emit("approval.requested", { request_id = p.rid, tool = p.call.name, args = p.call.arguments,
-          reason = p.reason, policy_hash = d.hash })
+          reason = p.reason, policy_hash = d.hash, parent_session = s.parent })
         asks[#asks + 1] = p
       end
     end
@@ -457,14 +473,174 @@ local function tool_span(p)
     ["engine.approval.approver"] = p.answer and p.answer.approver or nil }
 end
 
+-- ----------------------------------------------------------- delegate --
+-- A delegate call (input.delegation) starts a sub-session: this script as a
+-- child workflow, with a subset of this session's permissions and limits
+-- reserved out of what it has left (lua/delegation.lua). What it asks that
+-- this session lacks, or a budget too small, is refused before anything
+-- starts; the call's result says why. The children of a turn run at once.
+
+-- The child's input: this session's model, files and approvals, what the
+-- call asked (checked), the limits reserved.
+local function sub_input(s, args, asked, limits, timeout)
+  local from = s.prep.delegation.from
+  local mcp
+  for _, t in ipairs(asked.tools) do
+    local server = t:match("^mcp__(.-)__.")
+    if server and type(from.mcpServers) == "table" and from.mcpServers[server] then
+      mcp = mcp or {}
+      mcp[server] = from.mcpServers[server]
+    end
+  end
+  local lim = { timeoutSeconds = timeout, cpu = s.limits.cpu, memoryMb = s.limits.memoryMb, diskMb = s.limits.diskMb }
+  for k, v in pairs(limits) do lim[k] = v end
+  return { objective = args.objective, context = { text = args.context, files = from.context_files },
+    skills = asked.skills, permissions = { tools = asked.tools, networkAllowlist = asked.networkAllowlist,
+      writablePaths = asked.writablePaths, requiresApproval = s.perms.requiresApproval },
+    limits = lim, model = from.model, modelOptions = from.modelOptions, identity = s.input.identity,
+    mcpServers = mcp, compaction = from.compaction, approvalTimeoutSeconds = from.approvalTimeoutSeconds,
+    resultSchema = args.outputSchema, subSession = { parent = s.id } }
+end
+
+-- What a delegate call asks, checked: {tools, skills, networkAllowlist,
+-- writablePaths} (the parent's where it asks nothing), or nil and why.
+local function sub_permissions(s, args)
+  local from = s.prep.delegation.from
+  local own = { tools = {}, skills = from.skills, networkAllowlist = s.perms.networkAllowlist,
+    writablePaths = s.perms.writablePaths }
+  for _, t in ipairs(s.perms.tools) do
+    if t ~= "delegate" then own.tools[#own.tools + 1] = t end
+  end
+  local asked = { tools = args.tools or own.tools, skills = args.skills or own.skills,
+    networkAllowlist = args.networkAllowlist or own.networkAllowlist, writablePaths = args.writablePaths or own.writablePaths }
+  own.tools = s.perms.tools -- delegate itself is named as what a sub-session cannot have
+  local why = delegation.lacks(own, asked)
+  if why then return nil, why end
+  return asked
+end
+
+-- Starts a delegate call's sub-session (p.child, p.reservation), or says
+-- why not (p.content). ways: this turn's delegate calls still to start,
+-- this one included, and the session itself (for the shares).
+local function start_delegate(s, p, ways)
+  local jsonschema = require "jsonschema"
+  local args = type(p.call.arguments) == "table" and p.call.arguments or {}
+  local def = require "tools.delegate"
+  local valid, errs = jsonschema.validate(def.parameters, args, "args")
+  if not valid then
+    p.content = "error: delegate: " .. table.concat(errs, "; ")
+    return
+  end
+  if s.sub.started >= s.prep.delegation.maxSubSessions then
+    p.content = string.format("refused: this session has started its %d sub-sessions (delegation.maxSubSessions)",
+      s.prep.delegation.maxSubSessions)
+    return
+  end
+  local asked, why = sub_permissions(s, args)
+  if not asked then
+    p.content = why
+    return
+  end
+  if args.outputSchema ~= nil then
+    local ok, problems = jsonschema.check_schema(args.outputSchema, "outputSchema")
+    if not ok then
+      p.content = "error: delegate: " .. table.concat(problems, "; ")
+      return
+    end
+  end
+  local left_time = math.floor(remaining(s))
+  local asked_limits = args.limits or {}
+  local timeout = asked_limits.timeoutSeconds or left_time
+  if left_time < 1 or timeout > left_time then
+    p.content = string.format("refused: this session has not enough budget left for the sub-session: "
+      .. "timeoutSeconds %s asked, %d left", tostring(timeout), math.max(0, left_time))
+    return
+  end
+  local counted = {}
+  for _, b in ipairs(delegation.BUDGET) do counted[b.counter] = used(s, b.counter) end
+  local limits, short = delegation.reserve(delegation.left(s.limits, counted, s.reserved),
+    { maxModelTurns = asked_limits.maxModelTurns, maxToolCalls = asked_limits.maxToolCalls,
+      maxTokens = asked_limits.maxTokens, maxCostUsd = asked_limits.maxCostUsd }, ways)
+  if not limits then
+    p.content = short
+    return
+  end
+  for _, b in ipairs(delegation.BUDGET) do s.reserved[b.counter] = s.reserved[b.counter] + limits[b.limit] end
+  s.sub.started = s.sub.started + 1
+  local id = s.id .. "." .. s.sub.started
+  limits.timeoutSeconds = timeout
+  wf.emit("delegation.started", { id = p.call.id, child = id, objective = args.objective, tools = asked.tools,
+    limits = limits })
+  p.child_id, p.reservation = id, limits
+  -- the parent's end (a cancel) cancels it, and its clean-up runs: no sandbox is left
+  p.child = wf.start_child("agent_session", sub_input(s, args, asked, limits, timeout),
+    { id = id, parent_close = "request_cancel", timeout = math.max(1, remaining(s)) })
+end
+
+-- The children of a turn, joined: each one's {ok, value} (a child's error is
+-- its call's result, never the session's).
+local function join_delegates(plan)
+  local waits = {}
+  for _, p in ipairs(plan) do
+    if p.child then
+      waits[#waits + 1] = wf.spawn(function(f) return { pcall(f.wait, f) } end, p.child)
+      p.joined = #waits
+    end
+  end
+  if #waits == 0 then return end
+  local all = wf.all(waits)
+  for _, p in ipairs(plan) do
+    if p.joined then
+      p.ended = all[p.joined]
+      -- this session was cancelled: its clean-up runs (the children are
+      -- cancelled by their parent_close); a child cancelled alone is ChildCancelled
+      local e = p.ended[2]
+      if not p.ended[1] and type(e) == "table" and e.type == "Cancelled" then error(e, 0) end
+    end
+  end
+end
+
+-- A delegate call's result: its child's answer (or its error), and its
+-- actual spend in place of its reservation.
+local function finish_delegate(s, p)
+  local ok, r = p.ended[1], p.ended[2]
+  local spend = delegation.spend_of(ok and r or (type(r) == "table" and r.usage))
+  delegation.settle(s.sub, s.reserved, p.reservation, spend)
+  s.sub.count = s.sub.count + 1
+  local json = require "json"
+  local outcome = ok and r.outcome or (type(r) == "table" and r.type or "error")
+  wf.emit("delegation.ended", { id = p.call.id, child = p.child_id, ok = ok and outcome == "completed", outcome = outcome,
+    tokens = spend and spend.tokens, turns = spend and spend.turns, tool_calls = spend and spend.calls,
+    charged_reservation = not spend or nil })
+  if not ok then
+    local msg = type(r) == "table" and tostring(r.message) or tostring(r)
+    return false, string.format("error: the sub-session %s failed: %s", p.child_id, msg)
+  end
+  if outcome == "invalid_result" then
+    return false, string.format("error: the sub-session %s gave no answer matching its outputSchema: %s", p.child_id,
+      tostring(r.raw))
+  end
+  return outcome == "completed", string.format("sub-session %s (%s): %s", p.child_id, tostring(outcome),
+    json.encode({ summary = r.summary, result = r.result, turns = r.turns, tool_calls = r.tool_calls, tokens = r.tokens,
+      cost_usd = r.cost_usd, limit = r.limit }))
+end
+
 -- 6. the allowed calls start: those of tools that run a process in the
 -- sandbox one after another (in call order, each after the one before it
 -- ended), the others at once.
 local function start_calls(s, plan)
   local prep = s.prep
   local exclusive, last_exclusive = prep.exclusive_tools or {}, nil
+  local delegates = 0
   for _, p in ipairs(plan) do
-    if p.decision == "allow" then
+    if p.decision == "allow" and s.sub and p.call.name == "delegate" then delegates = delegates + 1 end
+  end
+  for _, p in ipairs(plan) do
+    if p.decision == "allow" and s.sub and p.call.name == "delegate" then
+      p.delegate = true
+      start_delegate(s, p, delegates + 1)
+      delegates = delegates - 1
+    elseif p.decision == "allow" then
       -- an MCP tool's call carries its server (names of credentials, never values) and schema
       local m = prep.mcp and prep.mcp.tools[p.call.name]
       if m then
@@ -496,9 +672,18 @@ end
 -- 7. the results, in call order: a call that found the sandbox lost runs
 -- again in a new one; a call that did not run is recorded once, as denied.
 local function finish_calls(s, plan)
+  join_delegates(plan)
   for _, p in ipairs(plan) do
     local call = p.call
-    if p.running then
+    if p.delegate then
+      local ok = false
+      if p.child then ok, p.content = finish_delegate(s, p) end
+      wf.emit("tool.result", { id = call.id, tool = call.name, ok = ok, content = p.content:sub(1, 2000),
+        truncated = #p.content > 2000 or nil, denied = not p.child or nil, child = p.child_id })
+      wf.checkpoint("message", function()
+        return { role = "tool", tool_call_id = call.id, name = call.name, content = p.content }
+      end)
+    elseif p.running then
       local r = p.running:wait()
       if r.sandbox_lost then
         reprovision(s, p.args.sandbox, r.sandbox_lost)
@@ -529,7 +714,7 @@ end
 
 local function run_calls(s, list)
   local plan = request_calls(s, list)
-  local asks = collect_decisions(plan)
+  local asks = collect_decisions(s, plan)
   if #asks > 0 then
     await_approvals(s, asks)
     redecide_approved(s, asks)
@@ -553,6 +738,12 @@ local function start_agent(s)
     s.turns, s.calls, s.tokens, s.cost, s.repairs, last_tokens = c.turns, c.calls, c.tokens, c.cost, c.repairs,
       c.last_tokens
   end
+  if s.prep.delegation then
+    -- what its ended sub-sessions spent (counted against its limits) and
+    -- what its running ones have reserved
+    s.sub = carried and carried.counters.sub or { turns = 0, calls = 0, tokens = 0, cost = 0, started = 0, count = 0 }
+    s.reserved = { turns = 0, calls = 0, tokens = 0, cost = 0 }
+  end
   s.outcome, s.prices, s.quota = "completed", s.prep.model.prices, s.caps.quota
   s.gate = caps.gate(wf, s.caps, s.provider, last_tokens)
   -- the transcript's size: compacted before a turn that would not fit
@@ -569,9 +760,11 @@ end
 -- A run's history is bounded: the session goes on in a new run with what it
 -- keeps (lua/compaction.lua). Returns only when this run goes on.
 local function maybe_continue(s)
-  s.context:maybe_continue({ input = { modelOptions = s.input.modelOptions, identity = s.input.identity },
+  s.context:maybe_continue({ input = { modelOptions = s.input.modelOptions, identity = s.input.identity,
+      subSession = s.input.subSession },
     prep = s.prep, sandbox = s.sb, started = s.started, deadline_ms = s.deadline_ms, counters = { turns = s.turns,
-      calls = s.calls, tokens = s.tokens, cost = s.cost, repairs = s.repairs, last_tokens = s.gate.last_tokens },
+      calls = s.calls, tokens = s.tokens, cost = s.cost, repairs = s.repairs, last_tokens = s.gate.last_tokens,
+      sub = s.sub },
     inbox = { interrupted = s.interrupted, closing = s.closing } })
 end
 
@@ -579,10 +772,11 @@ end
 local function limit_reached(s)
   local limits = s.limits
   if remaining(s) <= 0 then over_time(s) return true end
-  if s.turns >= limits.maxModelTurns then over(s, "maxModelTurns", limits.maxModelTurns, s.turns) return true end
-  if s.tokens >= limits.maxTokens then over(s, "maxTokens", limits.maxTokens, s.tokens) return true end
-  if s.prices and limits.maxCostUsd > 0 and s.cost >= limits.maxCostUsd then
-    over(s, "maxCostUsd", limits.maxCostUsd, s.cost)
+  local turns, tokens, cost = used(s, "turns"), used(s, "tokens"), used(s, "cost")
+  if turns >= limits.maxModelTurns then over(s, "maxModelTurns", limits.maxModelTurns, turns) return true end
+  if tokens >= limits.maxTokens then over(s, "maxTokens", limits.maxTokens, tokens) return true end
+  if s.prices and limits.maxCostUsd > 0 and cost >= limits.maxCostUsd then
+    over(s, "maxCostUsd", limits.maxCostUsd, cost)
     return true
   end
   local q = caps.quota_reached(wf, s.quota)
@@ -694,6 +888,11 @@ local function destroy(s, ok, res)
   caps.release(wf, s.caps, "sandboxes")
   if not ok then
     wf.emit("session.failed", { error = type(res) == "table" and res.message or tostring(res) })
+    if s.parent and type(res) == "table" and s.turns then
+      -- a sub-session's spend goes back with its error: its parent counts it
+      res.usage = { turns = s.turns, tool_calls = s.calls, tokens = used(s, "tokens"), cost_usd = used(s, "cost"),
+        sub_sessions = sub_totals(s) }
+    end
     error(res, 0)
   end
   wf.emit("session.completed", { outcome = res.outcome, summary = res.summary, turns = res.turns,
@@ -725,7 +924,8 @@ return function(input)
     local saved = persist_artifacts(s)
     update_memory(s, result)
     return { summary = result and result.summary or s.final, result = result and result.result, raw = s.final,
-      turns = s.turns, tool_calls = s.calls, tokens = s.tokens, cost_usd = s.prices and s.cost or nil,
+      turns = s.turns, tool_calls = s.calls, tokens = used(s, "tokens"),
+      cost_usd = s.prices and used(s, "cost") or nil, sub_sessions = sub_totals(s),
       artifacts = saved, outcome = s.outcome, limit = s.exceeded }
   end)
   return destroy(s, ok, res)

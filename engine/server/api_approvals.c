@@ -30,6 +30,7 @@ static char *json_member(const char *text, const char *key) {
 typedef struct pending_of {
   approvals_ctx *x;
   const char *id;
+  const char *parent; /* the session that delegated it (the workflows row's parent), or NULL */
 } pending_of;
 
 static int pending_item(void *ud, const approval_request *p) {
@@ -40,11 +41,13 @@ static int pending_item(void *ud, const approval_request *p) {
   if (!event) event = util_strdup("null");
   char *args = json_member(event, "args"), *reason = json_member(event, "reason");
   char *qi = json_quote(o->id), *qr = json_quote(p->request_id), *qt = json_quote(p->tool), *qk = json_quote(p->kind);
+  char *qp = o->parent ? json_quote(o->parent) : util_strdup("null");
   char dl[32] = "null";
   if (p->deadline >= 0) snprintf(dl, sizeof dl, "%lld", (long long)p->deadline);
-  char *item = util_fmt("%s{\"session_id\":%s,\"request_id\":%s,\"tool\":%s,\"kind\":%s,\"arguments\":%s,"
-                        "\"reason\":%s,\"since\":%lld,\"deadline\":%s,\"request\":%s}",
-                        x->n ? "," : "", qi, qr, qt, qk, args, reason, (long long)p->since, dl, event);
+  char *item = util_fmt("%s{\"session_id\":%s,\"parent\":%s,\"request_id\":%s,\"tool\":%s,\"kind\":%s,"
+                        "\"arguments\":%s,\"reason\":%s,\"since\":%lld,\"deadline\":%s,\"request\":%s}",
+                        x->n ? "," : "", qi, qp, qr, qt, qk, args, reason, (long long)p->since, dl, event);
+  free(qp);
   ubuf_add(&x->b, item, strlen(item));
   x->n++;
   free(item);
@@ -62,7 +65,7 @@ static int pending_item(void *ud, const approval_request *p) {
 static int pending_row(void *ud, const wf_row *w) {
   approvals_ctx *x = ud;
   char err[512];
-  pending_of o = {x, w->id};
+  pending_of o = {x, w->id, w->parent};
   if (approval_each_pending(x->a->rd, w->id, pending_item, &o, err, sizeof err) != 0) {
     x->failed = 1;
     return 1;

@@ -91,6 +91,9 @@ local function effective_tools(input, requested, known, problem)
   for _, name in ipairs(requested) do
     if type(name) == "string" and name:match("^mcp__") and input.mcpServers ~= nil then
       -- an MCP tool: checked once its server has listed its tools
+    elseif name == "delegate" then
+      -- the delegation's (added with the others' definitions), not the registry's
+      if not require("delegation").options(input) then problem("the tool 'delegate' needs delegation.enabled") end
     elseif not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
   end
   return effective
@@ -245,6 +248,8 @@ function M.prepare(args)
   if input.mcpServers ~= nil and #problems == 0 then
     mcp_defs, mcp = M.mcp_prepare(input.mcpServers, is_list(requested) and requested or {}, problem)
   end
+  local delegation = require("delegation").options(input)
+  if delegation and not require("util").contains(effective, "delegate") then effective[#effective + 1] = "delegate" end
   local writable = perms.writablePaths or PP.writablePaths.default
   check_writable(writable, problem)
   local roots = allowed_roots()
@@ -265,6 +270,16 @@ function M.prepare(args)
 
   local skill_list = {}
   for i, s in ipairs(selected) do skill_list[i] = { name = s.name, dir = s.dir } end
+  local defs = M.with_mcp(tools.definitions(effective), effective, mcp_defs)
+  if delegation then
+    local d = require "tools.delegate"
+    defs[#defs + 1] = { name = d.name, description = d.description, parameters = d.parameters }
+    -- what a sub-session's input is made from (kept with the prepared
+    -- session: a continued run has only part of its input)
+    delegation.from = { context_files = ctx.files, skills = input.skills or {}, model = model,
+      modelOptions = input.modelOptions, mcpServers = input.mcpServers, compaction = input.compaction,
+      approvalTimeoutSeconds = input.approvalTimeoutSeconds, limits = limits }
+  end
   return {
     ok = true, session_id = args.session_id, system = system_prompt(selected), task = task_text(input, ctx, files),
     simple = memory,
@@ -272,7 +287,7 @@ function M.prepare(args)
     files = files, skills = skill_list, limits = limits, model = model,
     permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or PP.networkAllowlist.default,
       writablePaths = writable, requiresApproval = perms.requiresApproval or PP.requiresApproval.default },
-    tool_definitions = M.with_mcp(tools.definitions(effective), effective, mcp_defs),
+    tool_definitions = defs, delegation = delegation,
     exclusive_tools = M.exclusive_tools(tools, effective),
     mcp = mcp,
     memory_file = input.memoryFile, result_schema = input.resultSchema,

@@ -176,7 +176,8 @@ end
 -- may do anything its server does: it counts as writing, and req.mcp names
 -- its server.
 function M.policy_request(name, args, ctx)
-  local t = M.load_all()[name] or {}
+  -- delegate is the workflow's own (lua/tools/delegate.lua): not in the registry
+  local t = M.load_all()[name] or (name == "delegate" and require("tools.delegate")) or {}
   ctx = ctx or {}
   local server = type(name) == "string" and name:match("^mcp__(.-)__.") or nil
   if server then t = { side = "trusted", writes = true } end

@@ -145,6 +145,22 @@ test("compaction", function()
       "compaction.runEvents must be a whole number from 200 to 1000000 (got 199)" })
 end)
 
+test("delegation and subSession", function()
+  named(with({ delegation = { enabled = true } }), {})
+  named(with({ delegation = { enabled = true, maxSubSessions = 8, workspace = "own" } }), {})
+  named(with({ delegation = true }), { "delegation must be an object {enabled=, maxSubSessions=, workspace=}" })
+  named(with({ delegation = { maxSubSessions = 0, workspace = "read_only", depth = 2 } }),
+    { "delegation.enabled must be true or false",
+      "delegation.maxSubSessions must be a whole number from 1 to 100 (got 0)",
+      "delegation.workspace must be \"own\" (a sandbox of its own; a read-only view of the parent's workspace is not built) (got read_only)",
+      "unknown field 'delegation.depth' (enabled, maxSubSessions, workspace)" })
+  named(with({ subSession = { parent = "p1" } }), {})
+  named(with({ subSession = { parent = "" } }), { "subSession.parent must be a session id" })
+  named(with({ subSession = { id = 1 } }), { "subSession.parent must be a session id",
+    "unknown field 'subSession.id' (parent)" })
+  eq(schema.properties.delegation.properties.maxSubSessions.default, require("delegation").DEFAULT_MAX_SUB_SESSIONS)
+end)
+
 test("the schema's defaults are the engine's", function()
   local P = schema.properties
   local o = compaction.options({ name = "m" })
