@@ -126,6 +126,16 @@ local function prepare(input)
   s.parent = type(input.subSession) == "table" and input.subSession.parent or nil -- a sub-session's delegating session
   s.limits, s.perms = prep.limits, prep.permissions
   s.caps, s.provider = prep.caps or {}, prep.provider
+  if s.parent then
+    -- a sub-session runs in its parent's slots of the engine-wide caps:
+    -- waiting for one of its own while its parent holds one and waits for it
+    -- would never end once parents hold every slot. A tree is bounded by
+    -- child_max_fanout and delegation.maxSubSessions instead.
+    local own = {}
+    for k, v in pairs(s.caps) do own[k] = v end
+    own.sessions, own.sandboxes = nil, nil
+    s.caps = own
+  end
   start_clock(s)
   if carried then
     s.started, s.deadline_ms = carried.started, carried.deadline_ms

@@ -166,4 +166,19 @@ assert_eq "the child's approval is in the inbox, naming its parent" "p3.1 p3 p3 
 assert_exit "approved like any session's" 0 engine approve p3.1 --reason "fine"
 wait_status p3 completed 120 || fail "p3: $(status p3)"
 assert_contains "the child's answer came back after the approval" '"summary":"E read"' "$(tool_msgs)"
+
+# --- the engine-wide caps at one session and one sandbox, held by the
+# parent: its sub-sessions run in its slots (waiting for slots of their own
+# while it waits for them would never end)
+printf 'sessions = 1\nsandboxes = 1\n' >"$T/limits.lua"
+scenario_with_gates a5 b5
+held0="$(model_health held)" # the cancelled p4's children's turns are still held there
+engine start "$WF" --input @"$T/input.json" --id p5 --detach >/dev/null 2>&1 || true
+wait_true 120 '[ "$(status p5.1) $(status p5.2) $(( $(model_health held) - held0 ))" = "running running 2" ]' \
+  'statuses; model_health held' || true
+assert_eq "under caps of one session and one sandbox, both sub-sessions run beside their parent" "running running 2" \
+  "$(status p5.1) $(status p5.2) $(( $(model_health held) - held0 ))"
+release a5; release b5
+wait_status p5 completed 120 || fail "p5: $(status p5)"
+assert_eq "and the parent completes with their answers" "$(outcome p1)" "$(outcome p5)"
 finish
