@@ -428,6 +428,7 @@ void engine_free(engine *e) {
   hooks_free(e);
   otel_exporter_free(e->otel); /* what it still holds is dropped: the stop's flush had its chance */
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
+  checkpoints_stop(e); /* before the store is closed */
   uvloop_drain(&e->loop);
   batch_free(e); /* a client still waiting is gone with the loop */
   otel_steps_free(e); /* spans whose commit was never answered */

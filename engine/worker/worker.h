@@ -157,16 +157,22 @@ struct engine {
   void (*on_committed)(engine *e); /* a commit was answered: it wrote */
   uint64_t commit_began; /* uv_hrtime() when the last commit began (engine_config.on_commit_stages) */
 
-  /* ---- checkpoints.c: SQLite's WAL copied into the database file on
-   * libuv's thread pool (store_checkpoint), off the commits' path ---- */
-  uv_work_t ckpt_req;
+  /* ---- checkpoints.c: SQLite's WAL copied into the database file on a
+   * thread of its own (store_checkpoint), off the commits' path ---- */
+  uv_thread_t ckpt_tid;
+  uv_mutex_t ckpt_mu; /* guards ckpt_asked, ckpt_quit and the answer below */
+  uv_cond_t ckpt_cv;
+  uv_async_t ckpt_done; /* the thread's answer, heard on the loop */
+  int ckpt_thread;      /* 1: the thread runs; -1: it could not be started */
+  int ckpt_asked, ckpt_quit;
   uv_timer_t ckpt_timer; /* starts one once the loop pauses */
   int ckpt_running;
   int64_t wal_frames;    /* in the WAL after the last commit */
   int64_t wal_copied;    /* of them, copied by the last background checkpoint */
   int64_t wal_restarts;  /* times the WAL was seen starting over */
   int64_t ckpt_restarts; /* wal_restarts when the running checkpoint began */
-  int64_t ckpt_log, ckpt_copied; /* its answer (written on the pool's thread) */
+  int64_t ckpt_log, ckpt_copied; /* its answer (written by the thread) */
+  int ckpt_rc;
   int64_t ckpt_background, ckpt_in_commit; /* how many ran, for /metrics */
 
   /* ---- otel_steps.c: spans held until their outcome is committed ---- */
@@ -233,6 +239,9 @@ int64_t engine_unsettled(engine *e, const char *id, int64_t run, int64_t seq);
 int checkpoints_init(engine *e);
 /* After each commit that wrote: starts a background checkpoint when due. */
 void checkpoints_after_commit(engine *e);
+/* At engine_free, before the loop is closed: the thread ends (a checkpoint
+ * under way finishes first) and is joined, so the store may be closed. */
+void checkpoints_stop(engine *e);
 
 /* otel_steps.c: each step's span, built where its outcome is appended and
  * exported only once that batch is committed (dropped with a lost one);

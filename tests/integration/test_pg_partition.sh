@@ -107,20 +107,20 @@ diagnose() {
 seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "p-{}" --detach --input "{\"seconds\":$STEP}" \
   >/dev/null 2>>"$T/start.err" || true
 assert_eq "every start accepted" "" "$(cat "$T/start.err")"
-# the namespaced one first, and the others once it holds some: under ASan
-# and load it was seen to start so late that the others ran every workflow
+# the namespaced one alone first, cut off while it holds leases, and the
+# others only then: started beside it, on a loaded machine they were seen
+# to take every workflow while it held none (ran all before it started, or
+# claimed all it finished), and there was nothing to cut off.
 ns_worker 3
 CUT=${W[3]} ts="$(now_ms)"
 wait_true 30 '[ "$(leases_of "$CUT")" -ge 10 ]' || true
 echo "# the namespaced worker held $(leases_of "$CUT") leases $(( $(now_ms) - ts )) ms after it started"
-worker 1; worker 2
-# cut while it holds leases, the run under way. What it holds at the cut is
-# read from the server once the link is down: when the commit in flight had
-# released them all, the link comes back at once (well within a lease) and
-# the cut is made again
+# What it holds at the cut is read from the server once the link is down:
+# when the commit in flight had released them all, the link comes back at
+# once (well within a lease) and the cut is made again
 mine() { q "SELECT count(*) FROM leases WHERE owner='$owner'"; }
 for try in 1 2 3 4 5; do
-  wait_true 30 '[ "$(leases_of "$CUT")" -ge 10 ] && [ "$(completed)" -ge $((N / 10)) ]' || true
+  wait_true 30 '[ "$(leases_of "$CUT")" -ge 1 ]' || true
   owner="$(q "SELECT owner FROM leases WHERE owner LIKE '$CUT-%' LIMIT 1")"
   [ -n "$owner" ] || fail "the namespaced worker held no lease to cut off (it logged: $(tail -n 3 "$T/worker3.err"))"
   done_at_cut="$(completed)"
@@ -132,6 +132,8 @@ for try in 1 2 3 4 5; do
   echo "# cut $try fell when it held none: the link up again, and another cut"
   ip link set "$HOSTIF" up
 done
+echo "# cut off holding $held leases, $done_at_cut of $N completed"
+worker 1; worker 2 # the others take its workflows over, and run the rest
 [ "$held" -gt 0 ] || fail "the namespaced worker held no lease once cut off: the test shows nothing"
 wait_true 30 '[ "$(mine)" == 0 ]' || true
 t1="$(now_ms)" left="$(mine)"

@@ -96,10 +96,15 @@ echo
 # chains of slow steps, so that worker 1 has attempts in flight when it is cut off
 for k in 2 3; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
 echo "---- cut" >>"$T/worker1.err"
-seq 20 | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "cut-{}" --detach --input '{"seconds":0.4}' >/dev/null 2>&1 || true
-wait_true 30 '[ "$(q "SELECT count(*) FROM leases WHERE wf_id LIKE '\''cut-%'\''")" -ge 20 ]' || true
+# (1 s steps: a chain lasts 10 s at least, so none ends before all 20 are
+# leased; with 0.4 s ones on a loaded machine two had ended by the check)
 owner="$(owner_of "${W[1]}")"
-assert_eq "worker 1 holds the 20 new workflows" 20 "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
+seq 20 | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "cut-{}" --detach --input '{"seconds":1}' >/dev/null 2>&1 || true
+# the 20 leased, all by worker 1: one snapshot, asserted as read
+cut_leases() { q "SELECT count(*) FILTER (WHERE owner='$owner') || ' of ' || count(*) FROM leases WHERE wf_id LIKE 'cut-%'"; }
+held_cut=""
+wait_true 60 'held_cut="$(cut_leases)"; [ "$held_cut" == "20 of 20" ]' || true
+assert_eq "worker 1 holds the 20 new workflows" "20 of 20" "$held_cut"
 # cut off: its sessions ended by the server, and the process stalled past its lease
 kill -STOP "${W[1]}"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine%(pid ${W[1]})'
