@@ -165,8 +165,9 @@ check_faulted() {
 }
 fresh faults
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
-# its slow step outlasts the moment the lock is taken, on a busy machine too
-start "$FWF" lk "{\"retry\":0.3,\"sleep\":0.5,\"slow\":$(scaled 3)}"
+# its slow step ends once the lock is taken (a gate the test opens), so the
+# write of its end meets the lock however slow the machine is
+start "$FWF" lk "{\"retry\":0.3,\"sleep\":0.5,\"gate\":\"$T/lk-gate\"}"
 # the serve's busy timeout is 2 s whatever TEST_TIMEOUT_SCALE says: the lock is held longer
 ENGINE_BUSY_TIMEOUT_MS=2000 "$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
 wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
@@ -175,6 +176,9 @@ wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
 psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep($(scaled 120)); COMMIT;" \
   >/dev/null 2>&1 &
 LOCKER=$!; PIDS+=("$LOCKER")
+wait_true 60 '[ "$(psql_on faults "SELECT count(*) FROM pg_locks WHERE locktype = '\''advisory'\'' AND granted
+  AND classid = 1701734249 AND objid = 2")" == 1 ]' || true
+touch "$T/lk-gate"
 wait_true 60 'grep -q "cannot write to the store" "$T/lock.err"' || true
 psql_on faults "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
   AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()" >/dev/null

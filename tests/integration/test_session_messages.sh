@@ -94,11 +94,15 @@ wait_status idle completed 60 || fail "idle: $(status idle)"
 assert_eq "session.idle says so" 1 "$(ev_count idle session.idle)"
 
 # --- interrupt: a non-chat session stops before its next turn and waits for a message
-model "[{\"reply\": {\"tool_calls\": [{\"id\": \"t1\", \"name\": \"shell\", \"arguments\": {\"command\": \"touch /workspace/working/started; sleep 2; echo done\"}}]}}]"
+# (its tool call runs until the test opens a gate, once the interrupt is
+# recorded: with a 2 s sleep a loaded machine let the call end first, and
+# the interrupt fell in the next model turn)
+model "[{\"reply\": {\"tool_calls\": [{\"id\": \"t1\", \"name\": \"shell\", \"arguments\": {\"command\": \"touch /workspace/working/started; while [ ! -e /workspace/working/go ]; do sleep 0.1; done; echo done\"}}]}}]"
 input ''
 "$ENGINE" start "$WF" --input @"$T/input.json" --id intr --detach >/dev/null 2>&1 || true
 wait_true 30 'ls "$T"/workspaces/*/working/started >/dev/null 2>&1' || true
 assert_exit "engine interrupt" 0 engine interrupt intr --reason "wrong direction"
+for d in "$T"/workspaces/*/working; do touch "$d/go"; done
 wait_waiting intr
 assert_eq "one model turn before the interrupt took effect" 1 "$(nreq)"
 iv="$(engine events intr --json | grep '"session.interrupted"')"

@@ -59,20 +59,25 @@ function M.describe(args)
   return activity.traced()
 end
 
-function M.slow(args) mark("slow"); activity.sleep(args.seconds or 5); return "slept" end
+-- until the file gate exists (polled; the activity yields meanwhile), else
+-- for seconds: a test holds an activity in flight as long as it needs to,
+-- however slow the machine is
+local function pause(gate, seconds)
+  if not gate then return activity.sleep(seconds) end
+  local f = io.open(gate)
+  while not f do activity.sleep(0.05); f = io.open(gate) end
+  f:close()
+end
+
+-- with args.gate, it ends once the test creates that file
+function M.slow(args) mark("slow"); pause(args.gate, args.seconds or 5); return "slept" end
 
 -- marks its start and its end: activities that overlap show every start
 -- before an end. With args.gate (a file) it ends once the test creates it,
 -- so a kill in between finds it running however slow the machine is.
 function M.window(args)
   mark("window-start")
-  if args.gate then
-    local f = io.open(args.gate)
-    while not f do activity.sleep(0.05); f = io.open(args.gate) end
-    f:close()
-  else
-    activity.sleep(args.seconds or 0.5)
-  end
+  pause(args.gate, args.seconds or 0.5)
   mark("window-end")
   return args.n
 end

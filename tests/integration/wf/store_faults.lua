@@ -8,7 +8,7 @@ return function(input)
   local flaky = wf.activity("acts.flaky", { succeed_on = 2 },
     { retry = { initial_interval = input.retry or 0.05, max_attempts = 5 } })
   wf.sleep(input.sleep or 0.05)
-  local slow = wf.activity("acts.slow", { seconds = input.slow or 0.05 })
+  local slow = wf.activity("acts.slow", { seconds = input.slow or 0.05, gate = input.gate })
   wf.emit("agent.message", { step = 2 })
   local c = wf.checkpoint("c", function() return 7 end)
   return { echo = echo.n, flaky = flaky, slow = slow, c = c }
