@@ -482,6 +482,7 @@ function sessionView(main, id, tab) {
   return { stop() { stopped = true; clearInterval(tick); clearInterval(poll); if (sub) sub.stop(); } };
 }
 
+function plural(n, what) { return num(n) + " " + what + (n === 1 ? "" : "s"); }
 function fmtUsd(v) { return "$" + v.toFixed(4); }
 
 // The workflows it started (its sub-sessions), each a link with its status,
@@ -720,7 +721,7 @@ function paintDelegation(d) {
       d.child ? " " : null, statusBadge(status),
       Array.isArray(tools) ? h("span", { className: "muted" }, " tools: " + tools.join(", ")) : null),
     en && typeof en.tokens === "number" ? h("p", { className: "muted deleg-spend" },
-      num(en.tokens) + " tokens · " + num(en.turns) + " turns · " + num(en.tool_calls) + " tool calls" +
+      num(en.tokens) + " tokens · " + plural(en.turns, "turn") + " · " + plural(en.tool_calls, "tool call") +
       (en.charged_reservation ? " (its spend unknown: charged its whole reservation)" : "")) : null,
     res ? (res.denied && !d.child ? h("p", { className: "reason" }, String(res.content || "")) : folded(res.content !== undefined ? res.content : res)) : null,
     jsonExpander(Object.values(d.parts).sort((a, b) => a.seq - b.seq).map((e) => ({ seq: e.seq, type: e.type, payload: e.payload })), "Its events (JSON)"));
