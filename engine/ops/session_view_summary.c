@@ -1,6 +1,7 @@
 /* session_view_summary: a workflow's summary as the store has it (status,
- * counts, its sandbox and artifacts) and what it waits on now: an approval,
- * a signal, a timer, a slot (its place in line), a rate or an activity. */
+ * counts, its sandbox and artifacts, its children and its tree's cost and
+ * tokens) and what it waits on now: an approval, a signal, a timer, a slot
+ * (its place in line), a rate or an activity. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
