@@ -675,8 +675,9 @@ function transcriptTab(panel, id, onChange) {
 // opens the sub-session it started
 
 // The event's part of a delegation: the item when it is the delegation's
-// first event (to add), null when it was drawn into its delegation's item,
-// undefined when it is not a delegation's. map: call id -> delegation.
+// first event or its item is no longer in the list (to add), null when it was
+// drawn into its delegation's item, undefined when it is not a delegation's.
+// map: call id -> delegation.
 function delegationPart(map, e) {
   const p = e.payload || {};
   const mine = ((e.type === "tool.requested" || e.type === "tool.result") && p.tool === "delegate") ||
@@ -700,7 +701,8 @@ function delegationPart(map, e) {
   if (e.type === "tool.result") d.done = true;
   if (e.seq < d.first.seq) d.first = e;
   paintDelegation(d);
-  return fresh ? d.el : null;
+  // its item left the window (or a long backlog cleared the list): drawn again, last
+  return fresh || d.el.parentNode === null ? d.el : null;
 }
 
 function paintDelegation(d) {
