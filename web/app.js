@@ -425,7 +425,8 @@ function sessionView(main, id, tab) {
     paintWhy();
     const input = summary.input || {};
     const r = summary.result && typeof summary.result === "object" ? summary.result : {};
-    clear(meta).append(
+    // (append would write a null as the text "null": the parts left out are filtered)
+    clear(meta).append(...[
       summary.parent ? h("span", { id: "parent-link" }, "sub-session of ", h("a", { href: sessionHref(summary.parent) }, summary.parent)) : null,
       h("span", {}, "status ", statusBadge(summary.status)),
       input.identity ? h("span", {}, "started by " + input.identity) : null,
@@ -433,7 +434,8 @@ function sessionView(main, id, tab) {
       h("span", {}, "updated " + fmtTime(summary.updated_at)),
       h("span", {}, "run " + summary.run),
       h("span", {}, (summary.history_events || 0) + " history events"),
-      typeof r.tokens === "number" ? h("span", { id: "own-spend" }, num(r.tokens) + " tokens" + (typeof r.cost_usd === "number" ? " · " + fmtUsd(r.cost_usd) : "")) : null);
+      typeof r.tokens === "number" ? h("span", { id: "own-spend" }, num(r.tokens) + " tokens" + (typeof r.cost_usd === "number" ? " · " + fmtUsd(r.cost_usd) : "")) : null,
+    ].filter(Boolean));
     paintTree(tree, summary);
     paintActions();
     paintResult(result, summary);

@@ -323,6 +323,9 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
         parent.tree && parent.tree.tokens === 3340 && total.sessions === "3" && total.tokens === String(parent.tree.tokens) &&
         total.text.includes("$" + parent.tree.cost_usd.toFixed(4)), JSON.stringify({ tree: parent.tree, shown: total }));
       check("its sub-sessions listed with their status", (await page.$$("#tree ul.children li")).length === 2);
+      const meta = await text(page, ".meta");
+      check("the header has the session's tokens and cost (its result's), and no part left out shows as null",
+        /3\D?340 tokens · \$0\.3340/.test(meta) && !/\bnull\b/.test(meta), meta);
       await axe(page, "a delegating session's page");
       await page.screenshot({ path: path.join(env.WEB_OUT, "tree-parent.png"), fullPage: true });
 
