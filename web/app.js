@@ -297,7 +297,7 @@ function listView(main, params) {
     prev.disabled = page === 0;
     next.disabled = !data.next_cursor;
     clear(body);
-    for (const w of data.workflows) body.append(listRow(w));
+    for (const { w, depth, parentShown } of treeOrder(data.workflows)) body.append(listRow(w, depth, parentShown));
     if (!data.workflows.length) body.append(h("tr", {}, h("td", { colspan: 10, className: "muted" }, "No sessions.")));
     info.textContent = "Page " + (page + 1) + " · " + data.workflows.length + " shown";
   }
@@ -308,9 +308,39 @@ function listView(main, params) {
   return { stop() { feed.stop(); if (ctl) ctl.abort(); } };
 }
 
-function listRow(w) {
-  return h("tr", { "data-id": w.id },
-    h("td", {}, h("a", { href: sessionHref(w.id) }, w.id)),
+// The page's rows with each child right under its parent when both are on
+// the page (oldest child first, indented by its depth); a child whose parent
+// is on another page stays in its place, marked with its parent.
+function treeOrder(ws) {
+  const byId = new Map(ws.map((w) => [w.id, w]));
+  const kids = new Map();
+  for (const w of ws) {
+    if (!w.parent || !byId.has(w.parent) || w.parent === w.id) continue;
+    if (!kids.has(w.parent)) kids.set(w.parent, []);
+    kids.get(w.parent).push(w);
+  }
+  for (const list of kids.values())
+    list.sort((a, b) => a.created_at - b.created_at || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const out = [], seen = new Set();
+  const visit = (w, depth) => {
+    if (seen.has(w.id)) return;
+    seen.add(w.id);
+    out.push({ w, depth, parentShown: depth > 0 });
+    for (const k of kids.get(w.id) || []) visit(k, depth + 1);
+  };
+  for (const w of ws) if (!w.parent || !byId.has(w.parent)) visit(w, 0);
+  for (const w of ws) visit(w, 0); // a loop of parents (never written by the engine): each row once
+  return out;
+}
+
+function listRow(w, depth, parentShown) {
+  const sub = !!w.parent;
+  return h("tr", { "data-id": w.id, "data-parent": w.parent, className: sub ? "child depth-" + Math.min(depth || 0, 4) : undefined },
+    h("td", { className: "sid-cell" }, sub ? h("span", { className: "sub-mark", "aria-hidden": "true" }, "↳ ") : null,
+      h("a", { href: sessionHref(w.id) }, w.id),
+      sub && !parentShown ? h("span", { className: "muted parent-note" }, " sub-session of ",
+        h("a", { href: sessionHref(w.parent) }, w.parent)) : null,
+      sub && parentShown ? h("span", { className: "visually-hidden" }, " (sub-session of " + w.parent + ")") : null),
     h("td", {}, statusBadge(w.status)),
     h("td", { className: "objective" }, w.objective || h("span", { className: "muted" }, w.script.split("/").pop())),
     h("td", { className: "hide-narrow" }, w.started_by || ""),
@@ -374,8 +404,9 @@ function sessionView(main, id, tab) {
   const panel = h("div", { id: "panel", role: "tabpanel", "aria-labelledby": tab === "history" ? "tab-history" : "tab-transcript" });
   const result = h("section", { "aria-label": "Result" });
   const arts = h("section", { "aria-label": "Artifacts" });
+  const tree = h("section", { id: "tree", "aria-label": "Sub-sessions" });
   // the result and the artifacts above the transcript: a long one would push them out of reach
-  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, result, arts, actions,
+  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, tree, result, arts, actions,
     h("div", { className: "tabs", role: "tablist", "aria-label": "Views" }, tabT, tabH), panel);
   let summary = null, stopped = false;
   const tick = setInterval(() => { if (summary) paintWhy(); }, 1000);
@@ -393,13 +424,19 @@ function sessionView(main, id, tab) {
     if (stopped) return;
     paintWhy();
     const input = summary.input || {};
-    clear(meta).append(
+    const r = summary.result && typeof summary.result === "object" ? summary.result : {};
+    // (append would write a null as the text "null": the parts left out are filtered)
+    clear(meta).append(...[
+      summary.parent ? h("span", { id: "parent-link" }, "sub-session of ", h("a", { href: sessionHref(summary.parent) }, summary.parent)) : null,
       h("span", {}, "status ", statusBadge(summary.status)),
       input.identity ? h("span", {}, "started by " + input.identity) : null,
       h("span", {}, "started " + fmtTime(summary.created_at)),
       h("span", {}, "updated " + fmtTime(summary.updated_at)),
       h("span", {}, "run " + summary.run),
-      h("span", {}, (summary.history_events || 0) + " history events"));
+      h("span", {}, (summary.history_events || 0) + " history events"),
+      typeof r.tokens === "number" ? h("span", { id: "own-spend" }, num(r.tokens) + " tokens" + (typeof r.cost_usd === "number" ? " · " + fmtUsd(r.cost_usd) : "")) : null,
+    ].filter(Boolean));
+    paintTree(tree, summary);
     paintActions();
     paintResult(result, summary);
     paintArtifacts(arts, id, summary.artifacts);
@@ -445,6 +482,27 @@ function sessionView(main, id, tab) {
   if (tab === "history") historyTab(panel, id);
   else sub = transcriptTab(panel, id, later);
   return { stop() { stopped = true; clearInterval(tick); clearInterval(poll); if (sub) sub.stop(); } };
+}
+
+function plural(n, what) { return num(n) + " " + what + (n === 1 ? "" : "s"); }
+function fmtUsd(v) { return "$" + v.toFixed(4); }
+
+// The workflows it started (its sub-sessions), each a link with its status,
+// and the whole tree's cost and tokens (the API's "tree": each session's own
+// spend counted once).
+function paintTree(el, s) {
+  clear(el);
+  const kids = Array.isArray(s.children) ? s.children : [];
+  if (!kids.length) return;
+  const t = s.tree || {};
+  const parts = [num(t.sessions) + " sessions", num(t.tokens) + " tokens"];
+  if (typeof t.cost_usd === "number") parts.push(fmtUsd(t.cost_usd));
+  if (t.running) parts.push(t.running + " not ended");
+  el.append(h("h2", {}, "Sub-sessions"),
+    h("p", { id: "tree-total", "data-sessions": String(t.sessions), "data-tokens": String(t.tokens) },
+      h("strong", {}, "The tree: "), parts.join(" · ")),
+    h("ul", { className: "children" }, kids.map((c) => h("li", { "data-id": c.id },
+      h("a", { href: sessionHref(c.id) }, c.id), " ", statusBadge(c.status)))));
 }
 
 function paintResult(el, s) {
@@ -528,10 +586,15 @@ function transcriptTab(panel, id, onChange) {
   const events = [];
   let shownFrom = 0, pending = [], scheduled = false, live = new Map(), done = false;
   const decided = new Set();
+  const delegations = new Map(); // a delegate call's id -> its one item (delegationPart)
   more.addEventListener("click", () => {
     const from = Math.max(0, shownFrom - TRANSCRIPT_WINDOW);
     const frag = document.createDocumentFragment();
-    for (let i = from; i < shownFrom; i++) frag.append(eventItem(id, events[i]));
+    const older = new Map(); // the earlier window's delegations, grouped among themselves
+    for (let i = from; i < shownFrom; i++) {
+      const item = delegationPart(older, events[i]);
+      if (item !== null) frag.append(item || eventItem(id, events[i]));
+    }
     list.prepend(frag);
     shownFrom = from;
     more.hidden = shownFrom === 0;
@@ -550,7 +613,9 @@ function transcriptTab(panel, id, onChange) {
     }
     const frag = document.createDocumentFragment();
     for (const e of todo) {
-      const item = eventItem(id, e);
+      const merged = delegationPart(delegations, e);
+      if (merged === null) continue; // drawn in its delegation's item
+      const item = merged || eventItem(id, e);
       if (e.type === "approval.requested" && e.payload) item.dataset.rid = String(e.payload.request_id);
       frag.append(item);
     }
@@ -605,6 +670,65 @@ function transcriptTab(panel, id, onChange) {
     if (!scheduled) { scheduled = true; requestAnimationFrame(flush); }
   }, { after: 0 });
   return sub;
+}
+
+// ---- a delegation: the delegate call's events (tool.requested,
+// delegation.started, delegation.ended, tool.result) drawn as one item that
+// opens the sub-session it started
+
+// The event's part of a delegation: the item when it is the delegation's
+// first event or its item is no longer in the list (to add), null when it was
+// drawn into its delegation's item, undefined when it is not a delegation's.
+// map: call id -> delegation.
+function delegationPart(map, e) {
+  const p = e.payload || {};
+  const mine = ((e.type === "tool.requested" || e.type === "tool.result") && p.tool === "delegate") ||
+    e.type === "delegation.started" || e.type === "delegation.ended";
+  if (!mine || p.id === undefined || p.id === null) return undefined;
+  const key = String(p.id);
+  let d = map.get(key);
+  // a call id the model uses again in a later turn is another delegation
+  if (d && d.done && e.type === "tool.requested") d = null;
+  const fresh = !d;
+  if (fresh) {
+    d = { parts: {}, done: false, el: h("li", { className: "ev delegation", "data-type": "delegation", "data-seq": String(e.seq), "data-call": key }) };
+    d.first = e;
+    d.el.addEventListener("click", (ev) => {
+      if (!d.child || ev.target.closest("a, button, summary, details, input")) return;
+      location.hash = sessionHref(d.child);
+    });
+    map.set(key, d);
+  }
+  d.parts[e.type] = e;
+  if (e.type === "tool.result") d.done = true;
+  if (e.seq < d.first.seq) d.first = e;
+  paintDelegation(d);
+  // its item left the window (or a long backlog cleared the list): drawn again, last
+  return fresh || d.el.parentNode === null ? d.el : null;
+}
+
+function paintDelegation(d) {
+  const req = (d.parts["tool.requested"] || {}).payload || {}, st = (d.parts["delegation.started"] || {}).payload;
+  const en = (d.parts["delegation.ended"] || {}).payload, res = (d.parts["tool.result"] || {}).payload;
+  const args = req.args && typeof req.args === "object" ? req.args : {};
+  d.child = (st && st.child) || (en && en.child) || (res && res.child) || null;
+  const objective = (st && st.objective) || args.objective;
+  const status = en ? (en.ok ? "completed" : String(en.outcome || "failed")) : d.child ? "running" : res ? "refused" : "asked";
+  const el = clear(d.el);
+  el.dataset.status = status;
+  if (d.child) { el.dataset.child = d.child; el.classList.add("opens"); }
+  const tools = (st && st.tools) || args.tools;
+  el.append(head(d.first, "delegation" + (d.child ? " · sub-session " + d.child : "")),
+    objective ? h("p", { className: "text" }, String(objective)) : null,
+    h("p", { className: "deleg-line" },
+      d.child ? h("a", { href: sessionHref(d.child), className: "open-child" }, "Open sub-session " + d.child) : null,
+      d.child ? " " : null, statusBadge(status),
+      Array.isArray(tools) ? h("span", { className: "muted" }, " tools: " + tools.join(", ")) : null),
+    en && typeof en.tokens === "number" ? h("p", { className: "muted deleg-spend" },
+      num(en.tokens) + " tokens · " + plural(en.turns, "turn") + " · " + plural(en.tool_calls, "tool call") +
+      (en.charged_reservation ? " (its spend unknown: charged its whole reservation)" : "")) : null,
+    res ? (res.denied && !d.child ? h("p", { className: "reason" }, String(res.content || "")) : folded(res.content !== undefined ? res.content : res)) : null,
+    jsonExpander(Object.values(d.parts).sort((a, b) => a.seq - b.seq).map((e) => ({ seq: e.seq, type: e.type, payload: e.payload })), "Its events (JSON)"));
 }
 
 function head(e, label) {

@@ -304,6 +304,27 @@ static int add_child_line(void *ud, const char *v, size_t vn) {
   return 0;
 }
 
+/* "tree:" and what the workflow and every one under it spent (its "tree"):
+ * sessions, tokens, the cost when known, how many still run. */
+static void add_tree_line(ubuf *out, const char *json, size_t n) {
+  const char *v, *c;
+  size_t vn, cn;
+  if (json_get(json, n, "tree", &v, &vn) != 1 || vn == 0 || *v != '{') return;
+  char cost[64] = "";
+  if (json_get(v, vn, "cost_usd", &c, &cn) == 1 && cn > 0 && cn < 40 && (*c == '-' || (*c >= '0' && *c <= '9'))) {
+    char num[48];
+    memcpy(num, c, cn);
+    num[cn] = 0;
+    snprintf(cost, sizeof cost, ", $%.4f", strtod(num, NULL));
+  }
+  int64_t running = json_get_int(v, vn, "running", 0);
+  char run[48] = "";
+  if (running > 0) snprintf(run, sizeof run, ", %lld running", (long long)running);
+  add_line(out, 0, "tree:      %lld sessions, %lld tokens%s%s", (long long)json_get_int(v, vn, "sessions", 0),
+           (long long)json_get_int(v, vn, "tokens", 0), cost, run);
+  ubuf_add(out, "\n", 1);
+}
+
 static int count_child(void *ud, const char *v, size_t vn) {
   (void)v;
   (void)vn;
@@ -388,6 +409,7 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
     add_line(&out, 0, "children:  %d", nchildren);
     ubuf_add(&out, "\n", 1);
     json_each(children, strlen(children), add_child_line, &out);
+    add_tree_line(&out, json, n);
   }
   free(parent);
   free(children);

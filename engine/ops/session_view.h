@@ -28,6 +28,45 @@ char *view_event_line(const domain_event *e);
 /* The event as a JSON object {session_id, seq, type, time, payload}. Malloc'd. */
 char *view_event_json(const domain_event *e);
 
+/* ---- cost and tokens of a tree of sessions ----
+ * A session's own spend is what its own model turns used: its result's (or,
+ * for a sub-session that failed, its error's "usage") `tokens` and
+ * `cost_usd` less its `sub_sessions`' (a delegating session's totals include
+ * what its ended sub-sessions spent). A tree's spend is the sum of the own
+ * spend of the workflow and every workflow under it by the parent column, so
+ * nothing is counted twice. A workflow that has not ended (or ended with no
+ * numbers) counts nothing yet; `running` says how many have not ended. */
+typedef struct view_spend {
+  int64_t tokens;
+  double cost_usd;
+  int known;  /* the result (or error usage) had tokens */
+  int priced; /* it had cost_usd */
+} view_spend;
+
+/* The own spend of a workflow from its result and error texts (either may be
+ * NULL): 1 with *out filled when it has numbers, else 0 (*out zero). */
+int view_own_spend(const char *result, const char *error, view_spend *out);
+
+typedef struct view_tree {
+  int64_t sessions; /* the workflow and those under it */
+  int64_t running;  /* of them, those not ended */
+  int64_t tokens;   /* the sum of their own tokens */
+  double cost_usd;  /* the sum of their own cost */
+  int priced;       /* a session of it had a cost (else the cost is unknown: null) */
+} view_tree;
+
+/* At most this many workflows under one are counted (a tree is bounded by
+ * child_max_depth and child_max_fanout far below it). */
+#define VIEW_TREE_MAX 10000
+
+/* Adds a workflow (its status, result and error) to t. */
+void view_tree_add(view_tree *t, const wf_row *w);
+/* The tree of workflow w (w itself and every workflow under it): 0, or -1
+ * when the store cannot be read (err says what). */
+int view_tree_load(store *st, const wf_row *w, view_tree *t, char *err, size_t errlen);
+/* The tree as JSON {sessions, tokens, cost_usd, running}. Malloc'd. */
+char *view_tree_json(const view_tree *t);
+
 typedef struct view_summary {
   wf_row w;
   char waiting[512]; /* what it waits on ("signal 'x' (event #4)"), or "" */
@@ -38,6 +77,7 @@ typedef struct view_summary {
   char *waits;       /* what it waits on as JSON ({"kind":"approval"|"signal"|"timer"|"activity",...}), or NULL */
   int nartifacts;
   char *children;    /* JSON array of the workflows it started as children ([] when none) */
+  view_tree tree;    /* it and every workflow under it: cost and tokens rolled up */
 } view_summary;
 
 /* Loads the summary of workflow id: 1, 0 when there is no such workflow, -1

@@ -4,8 +4,8 @@
  *   session_view.c             an event as a line or as JSON, and the lines of
  *                              what the HTTP API answers (a summary, a list, a
  *                              history); the Lua state that decodes payloads
- *   session_view_summary.c     a workflow's summary read from the store, and
- *                              what it waits on now
+ *   session_view_summary.c     a workflow's summary read from the store, what
+ *                              it waits on now, and its tree's cost and tokens
  *   session_view_transcript.c  events laid out for a terminal (wrapped,
  *                              folded, approvals marked, each kind of event
  *                              as web/event_kinds.json describes it)

@@ -1,6 +1,7 @@
 /* session_view_summary: a workflow's summary as the store has it (status,
- * counts, its sandbox and artifacts) and what it waits on now: an approval,
- * a signal, a timer, a slot (its place in line), a rate or an activity. */
+ * counts, its sandbox and artifacts, its children and its tree's cost and
+ * tokens) and what it waits on now: an approval, a signal, a timer, a slot
+ * (its place in line), a rate or an activity. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,89 @@
 #include "session_view_internal.h"
 #include "util.h"
 #include "workflow_ops.h"
+
+/* ------------------------------------------------------------ the tree --- */
+
+/* Member key of the JSON object text[0..n) when it is a number: 1 with *out. */
+static int number_member(const char *text, size_t n, const char *key, double *out) {
+  const char *v;
+  size_t vn;
+  if (!text || json_get(text, n, key, &v, &vn) != 1 || vn == 0 || vn > 40) return 0;
+  if (!(*v == '-' || (*v >= '0' && *v <= '9'))) return 0;
+  char num[48], *end;
+  memcpy(num, v, vn);
+  num[vn] = 0;
+  double d = strtod(num, &end);
+  if (end == num) return 0;
+  *out = d;
+  return 1;
+}
+
+/* The own spend of one object of counts ({tokens, cost_usd, sub_sessions}). */
+static int own_of(const char *obj, size_t n, view_spend *out) {
+  double tokens, cost, sub = 0;
+  if (!number_member(obj, n, "tokens", &tokens)) return 0;
+  const char *v;
+  size_t vn;
+  int has_sub = json_get(obj, n, "sub_sessions", &v, &vn) == 1 && vn > 0 && *v == '{';
+  if (has_sub) number_member(v, vn, "tokens", &sub);
+  out->tokens = (int64_t)(tokens - sub);
+  out->known = 1;
+  if (number_member(obj, n, "cost_usd", &cost)) {
+    double sub_cost = 0;
+    if (has_sub) number_member(v, vn, "cost_usd", &sub_cost);
+    out->cost_usd = cost - sub_cost;
+    if (out->cost_usd < 0) out->cost_usd = 0;
+    out->priced = 1;
+  }
+  if (out->tokens < 0) out->tokens = 0;
+  return 1;
+}
+
+int view_own_spend(const char *result, const char *error, view_spend *out) {
+  memset(out, 0, sizeof *out);
+  if (result && *result == '{' && own_of(result, strlen(result), out)) return 1;
+  const char *v;
+  size_t vn;
+  /* a sub-session that failed gives its spend back with its error */
+  if (error && *error == '{' && json_get(error, strlen(error), "usage", &v, &vn) == 1 && vn > 0 && *v == '{' &&
+      own_of(v, vn, out))
+    return 1;
+  memset(out, 0, sizeof *out);
+  return 0;
+}
+
+void view_tree_add(view_tree *t, const wf_row *w) {
+  t->sessions++;
+  if (!engine_status_terminal(w->status)) t->running++;
+  view_spend s;
+  if (!view_own_spend(w->result, w->error, &s)) return;
+  t->tokens += s.tokens;
+  t->cost_usd += s.cost_usd;
+  t->priced |= s.priced;
+}
+
+static int add_to_tree(void *ud, const wf_row *w) {
+  view_tree_add(ud, w);
+  return 0;
+}
+
+int view_tree_load(store *st, const wf_row *w, view_tree *t, char *err, size_t errlen) {
+  memset(t, 0, sizeof *t);
+  view_tree_add(t, w);
+  if (store_wf_subtree(st, w->id, VIEW_TREE_MAX, VIEW_TREE_MAX, add_to_tree, t) != STORE_OK) {
+    util_seterr(err, errlen, "cannot read the workflows under %s: %s", w->id, store_errmsg(st));
+    return -1;
+  }
+  return 0;
+}
+
+char *view_tree_json(const view_tree *t) {
+  char cost[40] = "null";
+  if (t->priced) snprintf(cost, sizeof cost, "%.10g", t->cost_usd);
+  return util_fmt("{\"sessions\":%lld,\"tokens\":%lld,\"cost_usd\":%s,\"running\":%lld}", (long long)t->sessions,
+                  (long long)t->tokens, cost, (long long)t->running);
+}
 
 /* ------------------------------------------------------------ summary --- */
 
@@ -163,6 +247,11 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
   }
   ubuf_add(&kids, "]", 2); /* with the NUL */
   s->children = kids.p;
+  if (view_tree_load(st, &s->w, &s->tree, err, errlen) != 0) {
+    hist_list_free(&h);
+    view_summary_free(s);
+    return -1;
+  }
   if (!engine_status_terminal(s->w.status) && h.n) {
     const hist_event *last = &h.v[h.n - 1];
     if (strcmp(last->type, "SignalWaitStarted") == 0)
@@ -195,17 +284,18 @@ char *view_summary_json(const view_summary *s) {
   const wf_row *w = &s->w;
   char *id = json_quote(w->id), *sc = json_quote(w->script_name), *wt = json_quote(s->waiting);
   char *er = !w->error ? util_strdup("null") : w->error[0] == '{' ? util_strdup(w->error) : json_quote(w->error);
-  char *parent = w->parent ? json_quote(w->parent) : util_strdup("null");
+  char *parent = w->parent ? json_quote(w->parent) : util_strdup("null"), *tree = view_tree_json(&s->tree);
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"code_hash\":\"%s\","
                        "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
                        "\"waiting_on\":%s,\"waits\":%s,\"history_events\":%zu,\"tasks\":%d,"
                        "\"buffered_signals\":%d,\"cancel_requested\":%s,\"sandbox\":%s,\"artifacts\":%s,"
-                       "\"parent\":%s,\"children\":%s}",
+                       "\"parent\":%s,\"children\":%s,\"tree\":%s}",
                        id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
                        (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
                        s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals,
                        w->cancel == 1 ? "true" : "false", s->sandbox ? s->sandbox : "null",
-                       s->artifacts ? s->artifacts : "null", parent, s->children ? s->children : "[]");
+                       s->artifacts ? s->artifacts : "null", parent, s->children ? s->children : "[]", tree);
+  free(tree);
   free(parent);
   free(id);
   free(sc);

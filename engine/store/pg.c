@@ -382,6 +382,7 @@ const store_ops store_pg_ops = {
     .op_wf_page = pg_wf_page,
     .op_wf_ids = pg_wf_ids,
     .op_wf_children = pg_wf_children,
+    .op_wf_subtree = pg_wf_subtree,
     .op_wf_depth = pg_wf_depth,
     .op_wf_children_running = pg_wf_children_running,
     .op_hist_append = pg_hist_append,

@@ -162,6 +162,15 @@ int pg_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
   return each_wf(s, Q_WF_CHILDREN, cb, ud);
 }
 
+int pg_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, root);
+  pg_bind_int(s, depth);
+  pg_bind_int(s, limit);
+  return each_wf(s, Q_WF_SUBTREE, cb, ud);
+}
+
 int64_t pg_wf_depth(store *st_, const char *id, int64_t cap) {
   pg *s = (pg *)st_;
   pg_params_start(s);

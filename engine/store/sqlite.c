@@ -405,6 +405,7 @@ const store_ops store_sqlite_ops = {
     .op_wf_page = sq_wf_page,
     .op_wf_ids = sq_wf_ids,
     .op_wf_children = sq_wf_children,
+    .op_wf_subtree = sq_wf_subtree,
     .op_wf_depth = sq_wf_depth,
     .op_wf_children_running = sq_wf_children_running,
     .op_hist_append = sq_hist_append,

@@ -30,6 +30,12 @@ const char *const sq_sql[Q__N] = {
                  "ORDER BY id LIMIT ?4",
     [Q_WF_CHILDREN] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
                       "updated_at,parent,parent_close FROM workflows WHERE parent=? ORDER BY created_at, id",
+    /* down the parent column from ?1, at most ?2 levels, at most ?3 rows */
+    [Q_WF_SUBTREE] = "WITH RECURSIVE down(id,n) AS (SELECT id,1 FROM workflows WHERE parent=?1 UNION ALL "
+                     "SELECT w.id,down.n+1 FROM workflows w JOIN down ON w.parent=down.id WHERE down.n<?2) "
+                     "SELECT w.id,w.run,w.status,w.script_name,w.script_dir,w.code_hash,NULL,w.result,w.error,w.cancel,"
+                     "w.created_at,w.updated_at,w.parent,w.parent_close FROM down JOIN workflows w ON w.id=down.id "
+                     "ORDER BY w.created_at, w.id LIMIT ?3",
     /* up the parent column from ?1, at most ?2 steps: the last step's number is the depth */
     [Q_WF_DEPTH] = "WITH RECURSIVE up(id,parent,n) AS (SELECT id,parent,0 FROM workflows WHERE id=?1 UNION ALL "
                    "SELECT w.id,w.parent,up.n+1 FROM workflows w JOIN up ON w.id=up.parent WHERE up.n<?2) "

@@ -172,6 +172,16 @@ int sq_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
   return each_wf(s, st, cb, ud);
 }
 
+int sq_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_SUBTREE);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, root);
+  sq_bind_int(s, st, 2, depth);
+  sq_bind_int(s, st, 3, limit);
+  return each_wf(s, st, cb, ud);
+}
+
 int64_t sq_wf_depth(store *st_, const char *id, int64_t cap) {
   sq *s = (sq *)st_;
   sqlite3_stmt *st = sq_stmt(s, Q_WF_DEPTH);

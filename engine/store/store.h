@@ -197,6 +197,10 @@ int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, 
 /* The workflows parent started as children (wf.child), oldest first; the
  * rows have no input and no result. */
 int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud);
+/* The workflows under root by the parent column (its children, theirs, ...;
+ * not root itself), at most depth levels down and at most limit rows, oldest
+ * first; the rows have their result and error, no input. One query. */
+int store_wf_subtree(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
 /* How deep workflow id sits in a tree of children: the parents that lead up
  * from it by the parent column (0: it has none, or it is unknown), followed
  * at most cap steps (a longer chain answers cap). One query; -1 on error. */

@@ -221,6 +221,31 @@ start pns '{"mode":"noscript"}'
 wait_status pns completed 30 || fail "pns: $(status pns)"
 assert_eq "a missing script: ChildStartFailed" "ChildStartFailed" "$(result pns type)"
 assert_contains "naming the file" "no_such_child.lua" "$(result pns message)"
+
+# --- cost and tokens rolled up over the tree: two children report spend as
+# sessions do, the parent's totals hold theirs (as a delegating session's
+# do); the tree counts each one's own spend once (10 + 100 + 200, not 610)
+start sp '{"mode":"spend"}'
+wait_status sp.1 completed 30 || fail "sp.1: $(status sp.1)"
+wait_status sp.2 waiting 30 || fail "sp.2: $(status sp.2)"
+J="$(curl -sf "$URL/v1/workflows/sp")"
+assert_eq "while a child runs: the tree counts what ended, and how many run" "3 100 0.01 2" \
+  "$(jget tree.sessions <<<"$J") $(jget tree.tokens <<<"$J") $(jget tree.cost_usd <<<"$J") $(jget tree.running <<<"$J")"
+assert_contains "show says so under the children" "tree:      3 sessions, 100 tokens, \$0.0100, 2 running" "$(engine show sp)"
+engine signal sp.2 go '{}' >/dev/null
+wait_status sp completed 30 || fail "sp: $(status sp)"
+J="$(curl -sf "$URL/v1/workflows/sp")"
+assert_eq "the parent's own total holds its children's" 310 "$(jget result.tokens <<<"$J")"
+assert_eq "GET /v1/workflows/sp: the tree, each session's own spend once" "3 310 0.031 0" \
+  "$(jget tree.sessions <<<"$J") $(jget tree.tokens <<<"$J") $(jget tree.cost_usd <<<"$J") $(jget tree.running <<<"$J")"
+tree_of() { lua5.4 -e 'local t = require"cjson".decode(io.read("a")).tree print(t.sessions, t.tokens, t.cost_usd, t.running)'; }
+assert_eq "show --json has the same tree" "$(tree_of <<<"$J")" "$(engine show sp --json | tree_of)"
+assert_contains "engine show: the tree's line" "tree:      3 sessions, 310 tokens, \$0.0310" "$(engine show sp)"
+assert_eq "a child's tree is itself" "1 200 0" \
+  "$(curl -sf "$URL/v1/workflows/sp.2" | jget tree.sessions) $(curl -sf "$URL/v1/workflows/sp.2" | jget tree.tokens) $(curl -sf "$URL/v1/workflows/sp.2" | jget tree.running)"
+[[ "$(engine show sp.2)" != *tree:* ]] && pass "no tree line for a workflow without children" || fail "sp.2 shows a tree line"
+assert_eq "a tree without spend: tokens 0, cost null" "5 0 nil" \
+  "$(curl -sf "$URL/v1/workflows/ref" | jget tree.sessions) $(curl -sf "$URL/v1/workflows/ref" | jget tree.tokens) $(curl -sf "$URL/v1/workflows/ref" | jget tree.cost_usd)"
 kill "$S" 2>/dev/null || true
 wait "$S" 2>/dev/null || true
 

@@ -2,12 +2,15 @@
 # The web page (web/, served by `engine serve --listen`), against the real
 # server, a real sandbox and the local model server streaming slowly:
 # first over plain HTTP (content types, caching, the security headers, names
-# that are not files, whoami, the list's filter, artifact downloads), then in
-# Debian's headless chromium driven by puppeteer-core (tests/web/web_test.js):
-# the list, the live transcript with its deltas, the inbox, an approval given
-# in the browser, a token without approve, hostile model text, no console
-# error, no request to another origin, axe-core on both pages. Screenshots go
-# to $ENGINE_WEB_ARTIFACTS (default: build/test-artifacts/web).
+# that are not files, whoami, the list's filter, artifact downloads, a tree
+# of sessions' roll-up), then in Debian's headless chromium driven by
+# puppeteer-core (tests/web/web_test.js): the list, the live transcript with
+# its deltas, the inbox, an approval given in the browser, a token without
+# approve, hostile model text, a delegating session (each delegation one item
+# that opens its sub-session, the child's link back, the tree's totals,
+# children under their parent in the list), no console error, no request to
+# another origin, axe-core on every page. Screenshots go to
+# $ENGINE_WEB_ARTIFACTS (default: build/test-artifacts/web).
 source "$(dirname "$0")/lib.sh"
 chmod 0711 "$T" # as root, the bwrap driver runs sandboxes as uid 10001, which must reach the workspace
 
@@ -53,6 +56,28 @@ cat >"$T/scenario.json" <<'EOF'
              "chunk_delay": 0.05}}
 EOF
 start_model_server "$T/scenario.json"
+WEB_MURL="$MURL"
+
+# a tree of sessions, on a model server of its own: a parent delegates two
+# sub-reviews in one turn (each child's one turn is a route, told apart by its
+# first message), then answers; the model has prices, so each has a cost
+cat >"$T/tree-scenario.json" <<'EOF'
+{"steps": [
+  {"reply": {"tool_calls": [
+     {"id": "d1", "name": "delegate", "arguments": {"objective": "Review part A", "tools": ["read_file"]}},
+     {"id": "d2", "name": "delegate", "arguments": {"objective": "Review part B", "tools": ["read_file", "list_files"]}}],
+   "usage": {"input_tokens": 10, "output_tokens": 5}}},
+  {"reply": {"text": "{\"summary\": \"both parts reviewed\", \"result\": {\"parts\": 2}}",
+   "usage": {"input_tokens": 20, "output_tokens": 5}}}],
+ "routes": [
+  {"body_has": "Review part A\\n\\nThe full task", "step": {
+   "reply": {"text": "{\"summary\": \"A is fine\", \"result\": {\"part\": \"A\"}}", "usage": {"input_tokens": 1000, "output_tokens": 100}}}},
+  {"body_has": "Review part B\\n\\nThe full task", "step": {
+   "reply": {"text": "{\"summary\": \"B is fine\", \"result\": {\"part\": \"B\"}}", "usage": {"input_tokens": 2000, "output_tokens": 200}}}}]}
+EOF
+start_model_server "$T/tree-scenario.json"
+TREE_MURL="$MURL"
+MURL="$WEB_MURL"
 
 # a stuck workflow: started here, replayed by serve into another branch (tests/integration/wf/nondet.lua)
 mkdir -p "$T/wf" && cp "$SRC/tests/integration/wf/nondet.lua" "$SRC/tests/integration/wf/acts.lua" "$T/wf/"
@@ -66,6 +91,20 @@ URL="$(api_url "$T/serve.err")"
 
 engine signal nd go '"now"' >/dev/null # wakes it: the replay takes the other branch
 wait_status nd stuck || fail "nd did not get stuck"
+
+# the tree: started before the browser, to its end (the page reads it after)
+cat >"$T/tree-input.json" <<EOF
+{"script": "agent_session.lua", "id": "tree-1", "input": {"objective": "Review the code in two parts", "context": {"files": []},
+ "permissions": {"tools": ["read_file", "list_files"]}, "delegation": {"enabled": true, "maxSubSessions": 2},
+ "limits": {"maxModelTurns": 6, "maxTokens": 100000, "memoryMb": 256, "timeoutSeconds": 300},
+ "model": {"name": "m", "provider": "openai", "baseUrl": "$TREE_MURL/v1", "prices": {"input": 100, "output": 100}}}}
+EOF
+assert_eq "the tree's parent started" 201 \
+  "$(curl -s -o "$T/tree-start.json" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" -X POST "$URL/v1/workflows" -d @"$T/tree-input.json")"
+wait_status tree-1 completed 180 || fail "tree-1: $(status tree-1) $(status tree-1.1) $(status tree-1.2) $(cat "$T/tree-start.json")"
+TJ="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/tree-1")"
+assert_eq "the tree: two sub-sessions, each one's own spend once (40 + 1100 + 2200 tokens, at \$100 per million)" \
+  "3 3340 0.334 0" "$(jget tree.sessions <<<"$TJ") $(jget tree.tokens <<<"$TJ") $(jget tree.cost_usd <<<"$TJ") $(jget tree.running <<<"$TJ")"
 
 # ---- plain HTTP: the files, their headers, names that are not files
 hdr() { curl -s -D - -o /dev/null "$@" | tr -d '\r'; }
@@ -110,7 +149,7 @@ INPUT="$(cat <<EOF
 EOF
 )"
 set +e
-WEB_URL="$URL" WEB_MODEL="$MURL" WEB_ADMIN="$ADMIN" WEB_VIEWER="$VIEWER" WEB_INPUT="$INPUT" WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
+WEB_URL="$URL" WEB_MODEL="$MURL" WEB_TREE=tree-1 WEB_ADMIN="$ADMIN" WEB_VIEWER="$VIEWER" WEB_INPUT="$INPUT" WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
   timeout "$(scaled 900)" node "$WEBT/web_test.js"
 rc=$?
 set -e
@@ -155,7 +194,7 @@ P1="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=newest
 assert_eq "order=newest: the newest first" "h-3 h-2" "${P1%%|*}"
 P2="$(curl -s -H "Authorization: Bearer $VIEWER" --get --data-urlencode "cursor=${P1#*|}" "$URL/v1/workflows?order=newest&limit=2" | ids)"
 assert_eq "and its cursor reads on, older" "h-1 web-1" "${P2%%|*}"
-assert_eq "the default order is still the oldest first" "nd web-1" \
+assert_eq "the default order is still the oldest first" "nd tree-1" \
   "$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?limit=2" | ids | cut -d'|' -f1)"
 assert_eq "an unknown order is 400" 400 "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=sideways")"
 echo "# screenshots: $OUTDIR"

@@ -2,7 +2,9 @@
  * rows (view_wrap), events as transcript rows (view_event_transcript: wrapped,
  * folded with the bytes left out, approvals marked) and the status of a
  * foreground start (engine/cli/progress.c: its words, and how it draws and erases
- * its area so that no half line is left). */
+ * its area so that no half line is left); a session's own spend and a tree's
+ * cost and tokens rolled up (view_own_spend, view_tree_*), and the line
+ * `engine show` prints of it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -476,6 +478,107 @@ static void test_progress_draws_in_place(void **state) {
   free(c.buf);
 }
 
+/* ------------------------------------------------- cost and tokens rolled up --- */
+
+/* A session's own spend: its result's tokens and cost less its ended
+ * sub-sessions' (which its totals include), or its error's usage; nothing for
+ * a workflow without numbers. */
+static void test_own_spend(void **state) {
+  (void)state;
+  view_spend s;
+  assert_int_equal(view_own_spend("{\"tokens\":1100,\"cost_usd\":0.0011,\"turns\":1}", NULL, &s), 1);
+  assert_int_equal(s.tokens, 1100);
+  assert_true(s.priced && s.cost_usd > 0.00109 && s.cost_usd < 0.00111);
+  /* a delegating session: 3340 tokens with its sub-sessions' 3300 */
+  assert_int_equal(view_own_spend("{\"tokens\":3340,\"cost_usd\":0.05,\"sub_sessions\":{\"count\":2,\"tokens\":3300,"
+                                  "\"cost_usd\":0.04}}",
+                                  NULL, &s),
+                   1);
+  assert_int_equal(s.tokens, 40);
+  assert_true(s.cost_usd > 0.0099 && s.cost_usd < 0.0101);
+  /* no prices: tokens only */
+  assert_int_equal(view_own_spend("{\"tokens\":7}", NULL, &s), 1);
+  assert_int_equal(s.tokens, 7);
+  assert_false(s.priced);
+  /* a sub-session that failed: its error's usage */
+  assert_int_equal(view_own_spend(NULL, "{\"type\":\"Boom\",\"usage\":{\"tokens\":30,\"turns\":1}}", &s), 1);
+  assert_int_equal(s.tokens, 30);
+  /* nothing to count: a workflow's plain result, a running one, an error without usage */
+  assert_int_equal(view_own_spend("{\"sum\":4}", NULL, &s), 0);
+  assert_int_equal(view_own_spend("42", NULL, &s), 0);
+  assert_int_equal(view_own_spend(NULL, NULL, &s), 0);
+  assert_int_equal(view_own_spend(NULL, "{\"type\":\"Boom\"}", &s), 0);
+  assert_int_equal(view_own_spend("{\"tokens\":\"many\"}", NULL, &s), 0);
+  assert_int_equal(s.tokens, 0);
+}
+
+static wf_row row(const char *id, const char *status, const char *result, const char *error) {
+  wf_row w = {0};
+  w.id = (char *)id;
+  w.status = (char *)status;
+  w.result = (char *)result;
+  w.error = (char *)error;
+  return w;
+}
+
+/* A tree: a parent that delegated to two sub-sessions (its totals hold
+ * theirs), one more that failed, one still running. Each one's own spend
+ * counted once. */
+static void test_tree_rollup(void **state) {
+  (void)state;
+  view_tree t = {0};
+  wf_row ws[] = {
+      row("p", "completed",
+          "{\"tokens\":3340,\"cost_usd\":0.0334,\"sub_sessions\":{\"count\":2,\"tokens\":3300,\"cost_usd\":0.033}}",
+          NULL),
+      row("p.1", "completed", "{\"tokens\":1100,\"cost_usd\":0.011}", NULL),
+      row("p.2", "completed", "{\"tokens\":2200,\"cost_usd\":0.022}", NULL),
+      row("p.3", "failed", NULL, "{\"type\":\"X\",\"usage\":{\"tokens\":5,\"cost_usd\":0.00005}}"),
+      row("p.4", "running", NULL, NULL),
+  };
+  for (size_t i = 0; i < sizeof ws / sizeof *ws; i++) view_tree_add(&t, &ws[i]);
+  assert_int_equal(t.sessions, 5);
+  assert_int_equal(t.running, 1);
+  assert_int_equal(t.tokens, 40 + 1100 + 2200 + 5);
+  assert_true(t.priced);
+  char *j = view_tree_json(&t);
+  assert_string_equal(j, "{\"sessions\":5,\"tokens\":3345,\"cost_usd\":0.03345,\"running\":1}");
+  free(j);
+  /* nothing priced: the cost is null, not 0 */
+  view_tree u = {0};
+  wf_row plain = row("w", "waiting", NULL, NULL), done = row("w.1", "completed", "{\"tokens\":9}", NULL);
+  view_tree_add(&u, &plain);
+  view_tree_add(&u, &done);
+  j = view_tree_json(&u);
+  assert_string_equal(j, "{\"sessions\":2,\"tokens\":9,\"cost_usd\":null,\"running\":1}");
+  free(j);
+}
+
+/* `engine show`: the tree's line under the children, only when there are children. */
+static void test_show_tree_line(void **state) {
+  (void)state;
+  const char *with = "{\"id\":\"p\",\"status\":\"waiting\",\"run\":1,\"script\":\"/w/agent_session.lua\",\"code_hash\":\"ab\","
+                     "\"created_at\":0,\"updated_at\":0,\"input\":{},\"result\":null,\"error\":null,\"waiting_on\":\"\","
+                     "\"history_events\":3,\"tasks\":0,\"buffered_signals\":0,\"parent\":null,"
+                     "\"children\":[{\"id\":\"p.1\",\"status\":\"completed\",\"script\":\"agent_session.lua\","
+                     "\"parent_close\":\"request_cancel\"}],"
+                     "\"tree\":{\"sessions\":2,\"tokens\":1140,\"cost_usd\":0.0114,\"running\":1}}";
+  char *text = view_summary_text(with, strlen(with));
+  assert_non_null(strstr(text, "children:  1\n"));
+  assert_non_null(strstr(text, "\ntree:      2 sessions, 1140 tokens, $0.0114, 1 running\n"));
+  free(text);
+  const char *unpriced = "{\"id\":\"p\",\"status\":\"completed\",\"children\":[{\"id\":\"p.1\",\"status\":\"completed\"}],"
+                         "\"tree\":{\"sessions\":2,\"tokens\":9,\"cost_usd\":null,\"running\":0}}";
+  text = view_summary_text(unpriced, strlen(unpriced));
+  assert_non_null(strstr(text, "\ntree:      2 sessions, 9 tokens\n"));
+  free(text);
+  const char *leaf = "{\"id\":\"q\",\"status\":\"completed\",\"children\":[],"
+                     "\"tree\":{\"sessions\":1,\"tokens\":9,\"cost_usd\":null,\"running\":0}}";
+  text = view_summary_text(leaf, strlen(leaf));
+  assert_null(strstr(text, "tree:"));
+  free(text);
+}
+
 int main(int argc, char **argv) {
   setenv("TZ", "UTC", 1);
   tzset();
@@ -495,6 +598,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_progress_words),
       cmocka_unit_test(test_progress_plain_lines),
       cmocka_unit_test(test_progress_draws_in_place),
+      cmocka_unit_test(test_own_spend),
+      cmocka_unit_test(test_tree_rollup),
+      cmocka_unit_test(test_show_tree_line),
   };
   (void)argc;
   (void)argv;

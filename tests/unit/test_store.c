@@ -788,9 +788,34 @@ static void test_workflow_rows(void **state) {
   store_close(s);
 }
 
+typedef struct subtree {
+  idlist l;
+  int results, errors;
+  char ids_sorted[256];
+} subtree;
+
+static int cmp_id(const void *a, const void *b) { return strcmp(a, b); }
+
+/* Collects a subtree's rows: their ids, sorted into ids_sorted once more come. */
+static int collect_subtree(void *ud, const wf_row *w) {
+  subtree *t = ud;
+  collect_wf(&t->l, w);
+  t->results += w->result != NULL;
+  t->errors += w->error != NULL;
+  qsort(t->l.ids, (size_t)t->l.n, sizeof t->l.ids[0], cmp_id);
+  t->ids_sorted[0] = 0;
+  for (int i = 0; i < t->l.n; i++) {
+    strcat(t->ids_sorted, t->l.ids[i]);
+    strcat(t->ids_sorted, " ");
+  }
+  return 0;
+}
+
 /* A tree of children (the limits of child_limits.c): a workflow's depth
  * follows the parent column up to a root, at most cap steps; a parent's
- * running children are those not ended, those of the open batch included. */
+ * running children are those not ended, those of the open batch included;
+ * the subtree under one (store_wf_subtree) has every level, each row's
+ * result and error, and keeps to its depth and row limits. */
 static void test_workflow_tree(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
@@ -816,6 +841,25 @@ static void test_workflow_tree(void **state) {
   assert_int_equal(store_wf_children_running(s, "r.1"), 1); /* a parent that ended may have children running */
   assert_int_equal(store_wf_children_running(s, "r.1.1.1"), 0);
   assert_int_equal(store_wf_depth(s, "r.1.1.1", 100), 3); /* its parent's end changes no depth */
+  /* the subtree: every workflow under one, with its result and error */
+  subtree t = {0};
+  assert_int_equal(store_wf_subtree(s, "r", 100, 100, collect_subtree, &t), STORE_OK);
+  assert_int_equal(t.l.n, 5);
+  assert_string_equal(t.ids_sorted, "r.1 r.1.1 r.1.1.1 r.2 r.3 ");
+  assert_int_equal(t.results, 1); /* r.1's "{}" */
+  assert_int_equal(t.errors, 1);  /* r.3's */
+  memset(&t, 0, sizeof t);
+  assert_int_equal(store_wf_subtree(s, "r", 1, 100, collect_subtree, &t), STORE_OK);
+  assert_string_equal(t.ids_sorted, "r.1 r.2 r.3 "); /* one level down */
+  memset(&t, 0, sizeof t);
+  assert_int_equal(store_wf_subtree(s, "r", 100, 2, collect_subtree, &t), STORE_OK);
+  assert_int_equal(t.l.n, 2); /* the limit */
+  memset(&t, 0, sizeof t);
+  assert_int_equal(store_wf_subtree(s, "r.1", 100, 100, collect_subtree, &t), STORE_OK);
+  assert_string_equal(t.ids_sorted, "r.1.1 r.1.1.1 ");
+  memset(&t, 0, sizeof t);
+  assert_int_equal(store_wf_subtree(s, "r.1.1.1", 100, 100, collect_subtree, &t), STORE_OK);
+  assert_int_equal(t.l.n, 0); /* a leaf */
   store_close(s);
 }
 

@@ -293,9 +293,82 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     check("the list's row has the session's numbers (turns, tool calls, tokens)", /completed/.test(row) && /180/.test(row), row);
     await page.screenshot({ path: path.join(env.WEB_OUT, "sessions.png") });
 
+    // ---- a tree of sessions (WEB_TREE: test_web.sh started it and waited for
+    // its end): a parent that delegated two sub-reviews in one turn
+    const TREE = env.WEB_TREE;
+    if (TREE) {
+      const parent = await (await fetch(base + "/v1/workflows/" + TREE, { headers: { Authorization: "Bearer " + env.WEB_ADMIN } })).json();
+      const kids = (parent.children || []).map((c) => c.id);
+      check("the parent has two sub-sessions", kids.length === 2, JSON.stringify(kids));
+      await page.goto(base + "/#/s/" + TREE);
+      await page.waitForFunction((n) => document.querySelectorAll('#panel li[data-type="delegation"][data-status="completed"]').length === n &&
+        document.getElementById("panel").hasAttribute("data-ended") && document.getElementById("tree-total"), within(60000), kids.length).catch(() => null);
+      const items = await page.$$eval('#panel li[data-type="delegation"]', (ls) => ls.map((li) => {
+        const a = li.querySelector("a.open-child");
+        const spend = li.querySelector(".deleg-spend");
+        return { child: li.dataset.child, status: li.dataset.status, href: a ? a.getAttribute("href") : "", text: li.textContent,
+          spend: spend ? spend.textContent : "" };
+      }));
+      check("each delegation is one item of the parent's transcript, naming its sub-session",
+        items.length === 2 && items.map((i) => i.child).join(" ") === kids.join(" ") &&
+        items.every((i, k) => i.href === "#/s/" + kids[k] && i.status === "completed"), JSON.stringify(items));
+      check("with its objective and its spend", /Review part A/.test(items[0] && items[0].text) && /Review part B/.test(items[1] && items[1].text) &&
+        /^1\D?100 tokens · 1 turn · 0 tool calls/.test(items[0] && items[0].spend) && /^2\D?200 tokens/.test(items[1] && items[1].spend),
+        JSON.stringify(items.map((i) => i.spend)));
+      const apart = await page.evaluate(() => document.querySelectorAll('#panel li[data-type^="delegation."]').length +
+        [...document.querySelectorAll('#panel li[data-type^="tool."] .kind')].filter((k) => /delegate/.test(k.textContent)).length);
+      check("its events (the call, started, ended, the result) are not items of their own", apart === 0, String(apart));
+      const total = await page.$eval("#tree-total", (p) => ({ sessions: p.dataset.sessions, tokens: p.dataset.tokens, text: p.textContent })).catch(() => ({}));
+      check("the tree's totals: three sessions, each one's own spend once (the API's tree)",
+        parent.tree && parent.tree.tokens === 3340 && total.sessions === "3" && total.tokens === String(parent.tree.tokens) &&
+        total.text.includes("$" + parent.tree.cost_usd.toFixed(4)), JSON.stringify({ tree: parent.tree, shown: total }));
+      check("its sub-sessions listed with their status", (await page.$$("#tree ul.children li")).length === 2);
+      const meta = await text(page, ".meta");
+      check("the header has the session's tokens and cost (its result's), and no part left out shows as null",
+        /3\D?340 tokens · \$0\.3340/.test(meta) && !/\bnull\b/.test(meta), meta);
+      await axe(page, "a delegating session's page");
+      await page.screenshot({ path: path.join(env.WEB_OUT, "tree-parent.png"), fullPage: true });
+
+      // a click on the item (on its text, not its link) opens the sub-session
+      const sidIs = (id) => page.waitForFunction((id) => {
+        const s = document.querySelector("h1 .sid");
+        return s && s.textContent === id && document.getElementById("why").textContent !== "…";
+      }, within(30000), id).catch(() => null);
+      await page.click(`#panel li[data-type="delegation"][data-child="${kids[0]}"] p.text`);
+      await sidIs(kids[0]);
+      check("a click on the delegation opens its sub-session", (await page.evaluate(() => location.hash)) === "#/s/" + kids[0] &&
+        (await text(page, "h1 .sid")) === kids[0], await page.evaluate(() => location.hash));
+      await page.waitForSelector("#parent-link a", within(30000)).catch(() => null);
+      const back = await page.$eval("#parent-link a", (a) => ({ text: a.textContent, href: a.getAttribute("href") })).catch(() => ({}));
+      check("the sub-session names its parent, with a link", back.text === TREE && back.href === "#/s/" + TREE, JSON.stringify(back));
+      await axe(page, "a sub-session's page");
+      await page.screenshot({ path: path.join(env.WEB_OUT, "tree-child.png"), fullPage: true });
+      await page.click("#parent-link a");
+      await sidIs(TREE);
+      check("which leads back to the parent", (await text(page, "h1 .sid")) === TREE);
+      // by keyboard: the item's link, then Enter
+      const link = `#panel li[data-type="delegation"] a.open-child[href="#/s/${kids[1]}"]`;
+      await page.waitForSelector(link, within(30000)).catch(() => null);
+      await page.focus(link).catch(() => null);
+      await page.keyboard.press("Enter");
+      await sidIs(kids[1]);
+      check("Enter on a delegation's link opens the other sub-session", (await text(page, "h1 .sid")) === kids[1]);
+
+      // the list: the sub-sessions right under their parent, marked
+      await page.goto(base + "/#/");
+      await page.waitForSelector(`tr[data-id="${kids[1]}"]`, within(30000)).catch(() => null);
+      const rows = await page.$$eval("table.sessions tbody tr", (trs) => trs.map((tr) => ({ id: tr.dataset.id, cls: tr.className })));
+      const at = rows.findIndex((r) => r.id === TREE);
+      check("the list puts the sub-sessions right under their parent, indented",
+        at >= 0 && rows.slice(at + 1, at + 3).map((r) => r.id).join(" ") === kids.join(" ") &&
+        rows.slice(at + 1, at + 3).every((r) => /\bchild\b/.test(r.cls) && /\bdepth-1\b/.test(r.cls)), JSON.stringify(rows.slice(Math.max(0, at), at + 3)));
+      await axe(page, "the sessions list with a tree");
+      await page.screenshot({ path: path.join(env.WEB_OUT, "sessions-tree.png") });
+    }
+
     // a phone's width: nothing wider than the screen
     await page.setViewport({ width: 375, height: 800 });
-    for (const hash of ["#/", "#/approvals", "#/s/" + ID]) {
+    for (const hash of ["#/", "#/approvals", "#/s/" + ID].concat(TREE ? ["#/s/" + TREE] : [])) {
       await page.goto(base + "/" + hash);
       await sleep(600);
       const w = await page.evaluate(() => document.documentElement.scrollWidth);
@@ -305,7 +378,8 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
 
     check("no console error on any page", consoleErrors.length === 0, JSON.stringify(consoleErrors.slice(0, 5)));
     check("no request to another origin", foreign.length === 0, JSON.stringify(foreign.slice(0, 5)));
-    console.log("# screenshots in " + env.WEB_OUT + ": sessions.png, session-waiting.png, inbox.png, session.png, session-kinds.png, session-phone.png");
+    console.log("# screenshots in " + env.WEB_OUT + ": sessions.png, session-waiting.png, inbox.png, session.png, session-kinds.png, session-phone.png" +
+      (TREE ? ", tree-parent.png, tree-child.png, sessions-tree.png" : ""));
   } finally {
     await browser.close();
   }

@@ -1,5 +1,6 @@
 -- A parent of child workflows (test_child.sh): wf.child, wf.start_child with
--- wf.all, parent_close, cancel, timeout, an id in use, the fan-out limit.
+-- wf.all, parent_close, cancel, timeout, an id in use, the fan-out limit,
+-- spend rolled up over the tree.
 local wf = require "workflow"
 
 local modes = {}
@@ -16,6 +17,17 @@ function modes.all3(input)
   out.sum = a.n + b.n
   out.first = wf.child("child_worker", { n = 10 }).n -- blocking form, after the others
   return out
+end
+
+-- two children that report spend as sessions do (the second waits for its
+-- signal "go"); the parent's own spend is 10 tokens and $0.001, and its
+-- result's totals include its children's, as a delegating session's do
+function modes.spend(input)
+  local a = wf.start_child("child_worker", { n = 1, tokens = 100, cost_usd = 0.01 })
+  local b = wf.start_child("child_worker", { n = 2, tokens = 200, cost_usd = 0.02, wait = true })
+  local ra, rb = a:wait(), b:wait()
+  local sub = { count = 2, tokens = ra.tokens + rb.tokens, cost_usd = ra.cost_usd + rb.cost_usd }
+  return { tokens = 10 + sub.tokens, cost_usd = 0.001 + sub.cost_usd, sub_sessions = sub }
 end
 
 -- n children that each wait for their signal "go": the sum of their numbers

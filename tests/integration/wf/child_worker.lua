@@ -1,6 +1,7 @@
 -- A child workflow (test_child.sh, started by child_parent.lua): one
 -- activity (its side effect marks each run), then it fails, waits for a
--- signal, or returns. A cancelled one runs its clean-up activity.
+-- signal, or returns (with the tokens and cost it was given, as a session's
+-- result has them). A cancelled one runs its clean-up activity.
 local wf = require "workflow"
 
 return function(input)
@@ -13,5 +14,6 @@ return function(input)
       error(err)
     end
   end
-  return { n = r.child, id = wf.info().id }
+  -- spend as a session's result reports it (the tree's roll-up reads it)
+  return { n = r.child, id = wf.info().id, tokens = input.tokens, cost_usd = input.cost_usd }
 end
