@@ -154,6 +154,23 @@ int sq_signal_put(store *st_, const char *wf_id, const char *name, const char *p
   return sq_exec_write(s, st, "put signal");
 }
 
+int sq_signal_wake(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_SIG_WAKE_PUT);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_text(s, st, 2, name);
+  sq_bind_text(s, st, 3, payload);
+  sq_bind_int(s, st, 4, time);
+  if (sq_exec_write(s, st, "put signal") != STORE_OK) return STORE_ERR;
+  st = sq_stmt(s, Q_SIG_WAKE_TASK);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, time);
+  return sq_exec_write(s, st, "put task");
+}
+
 int sq_signal_take(store *st_, const char *wf_id, const char *name, char **payload) {
   sq *s = (sq *)st_;
   *payload = NULL;
