@@ -110,7 +110,8 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
   return 0;
 }
 
-/* ops_write_workflow, and a child's row naming its parent (NULL for none). */
+/* ops_write_workflow, and a child's row naming its parent (NULL for none),
+ * whose id the caller read free in the open transaction (not read again). */
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
                           const scriptbuf *pre, const char *parent, const char *parent_close, const trace_start *trace,
                           int *existed, made_wf *made, char *err, size_t errlen) {
@@ -150,7 +151,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
     return -1;
   }
   wf_row w;
-  int found = store_wf_get(st, id, &w);
+  int found = parent ? 0 : store_wf_get(st, id, &w);
   if (found == 1) {
     wf_row_free(&w);
     free(src);
@@ -203,9 +204,9 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
 }
 
 int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
-                    const char *parent, const char *parent_close, const trace_start *trace, int *existed, char *err,
-                    size_t errlen) {
-  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, trace, existed, NULL, err,
+                    const char *parent, const char *parent_close, const trace_start *trace, char *err, size_t errlen) {
+  int existed;
+  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, trace, &existed, NULL, err,
                         errlen);
 }
 

@@ -77,10 +77,11 @@ int ops_write_workflow(store *st, const char *id, const char *script_path, const
                        size_t errlen);
 /* The same for a child workflow (wf.child): queued, its row naming its
  * parent and what the parent's end does to it (parent_close); trace is the
- * parent's step that starts it (children.c). */
+ * parent's step that starts it (children.c). The caller has read id free
+ * inside the open transaction (store_begin, then store_wf_get), so it is
+ * not read again: one round trip less on PostgreSQL. */
 int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
-                    const char *parent, const char *parent_close, const trace_start *trace, int *existed, char *err,
-                    size_t errlen);
+                    const char *parent, const char *parent_close, const trace_start *trace, char *err, size_t errlen);
 /* Checks, inside the open transaction, that workflow id exists and has not
  * finished; *cancel gets its cancel state. Nothing is written. */
 int ops_check_live(store *st, const char *id, const char *what, int *cancel, char *err, size_t errlen);

@@ -87,6 +87,7 @@ typedef struct store_ops {
   int (*op_lease_release)(store *s, const char *owner, const char *wf_id);
   int (*op_signal_put)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
   int (*op_signal_take)(store *s, const char *wf_id, const char *name, char **payload);
+  int (*op_signal_wake)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
   int (*op_signal_count)(store *s, const char *wf_id);
   int (*op_signal_has)(store *s, const char *wf_id, const char *name);
   int (*op_signal_del_wf)(store *s, const char *wf_id);

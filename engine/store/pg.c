@@ -410,6 +410,7 @@ const store_ops store_pg_ops = {
     .op_task_count = pg_task_count,
     .op_signal_put = pg_signal_put,
     .op_signal_take = pg_signal_take,
+    .op_signal_wake = pg_signal_wake,
     .op_signal_count = pg_signal_count,
     .op_signal_has = pg_signal_has,
     .op_signal_del_wf = pg_signal_del_wf,

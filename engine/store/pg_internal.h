@@ -30,7 +30,7 @@ enum {
   Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
   Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
-  Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_DEL,
+  Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
   Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
@@ -215,6 +215,7 @@ int pg_lease_renew(store *st_, const char *owner, int64_t until, void (*lost)(vo
 int pg_lease_release(store *st_, const char *owner, const char *wf_id);
 int pg_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time);
 int pg_signal_take(store *st_, const char *wf_id, const char *name, char **payload);
+int pg_signal_wake(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time);
 int pg_signal_has(store *st_, const char *wf_id, const char *name);
 int pg_signal_count(store *st_, const char *wf_id);
 int pg_signal_del_wf(store *st_, const char *wf_id);

@@ -119,7 +119,19 @@ const char *const pg_sql[Q__N] = {
     [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=$1",
     [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES($1,$2,$3,$4)",
     [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=$1 AND name=$2 ORDER BY id LIMIT 1",
-    [Q_SIG_DEL] = "DELETE FROM signals WHERE id=$1",
+    /* the oldest of the name, taken in one round trip: a batch that took it
+     * first (its row deleted while this one waited for its lock) leaves none */
+    [Q_SIG_TAKE] = "DELETE FROM signals WHERE id=(SELECT id FROM signals WHERE wf_id=$1 AND name=$2 ORDER BY id "
+                   "LIMIT 1) RETURNING payload",
+    /* store_signal_wake: the signal and the wake-up (Q_TASK_PUT's), both
+     * only while the workflow has not ended, in one statement */
+    [Q_SIG_WAKE] = "WITH live AS (SELECT 1 FROM workflows WHERE id=$1 AND status NOT IN "
+                   "('completed','failed','cancelled')), "
+                   "sig AS (INSERT INTO signals(wf_id,name,payload,time) SELECT $1,$2::text,$3::text,$4::bigint FROM live) "
+                   "INSERT INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                   "SELECT $1,'workflow'::text,0,$4,0,0,NULL::text,0 FROM live ON CONFLICT(wf_id,kind,seq) DO UPDATE SET "
+                   "id=excluded.id, run_at=excluded.run_at, attempt=excluded.attempt, first_at=excluded.first_at, "
+                   "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=$1",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=$1",
     [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=$1",

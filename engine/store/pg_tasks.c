@@ -290,6 +290,8 @@ int pg_signal_put(store *st_, const char *wf_id, const char *name, const char *p
   return pg_exec_defer(s, Q_SIG_PUT, "put signal");
 }
 
+/* One round trip (Q_SIG_TAKE): found and deleted in one statement; none
+ * when there is none, or another batch took it first. */
 int pg_signal_take(store *st_, const char *wf_id, const char *name, char **payload) {
   pg *s = (pg *)st_;
   *payload = NULL;
@@ -297,23 +299,29 @@ int pg_signal_take(store *st_, const char *wf_id, const char *name, char **paylo
   pg_params_start(s);
   pg_bind_text(s, wf_id);
   pg_bind_text(s, name);
-  PGresult *r = pq_run(s, Q_SIG_FIND, 0, "find signal");
+  if (pg_injected(s, "take signal")) {
+    s->bind_failed = 0;
+    return STORE_ERR;
+  }
+  PGresult *r = pq_run(s, Q_SIG_TAKE, 0, "take signal");
   if (!r) return STORE_ERR;
-  if (PQntuples(r) == 0) {
-    PQclear(r);
-    return 0;
-  }
-  int64_t id = pg_col_int(r, 0, 0);
-  *payload = pg_col_dup(r, 0, 1);
+  s->writes++;
+  int got = PQntuples(r) > 0;
+  if (got) *payload = pg_col_dup(r, 0, 0);
   PQclear(r);
+  return got;
+}
+
+/* Sent in the batch's pipeline: nothing waits for it (Q_SIG_WAKE). */
+int pg_signal_wake(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
+  pg *s = (pg *)st_;
+  ORDERED_BEGIN(s);
   pg_params_start(s);
-  pg_bind_int(s, id);
-  if (pg_exec_write(s, Q_SIG_DEL, "take signal") != STORE_OK || s->changes == 0) {
-    free(*payload); /* none, or another batch took it first */
-    *payload = NULL;
-    return s->changes == 0 && !s->failed ? 0 : STORE_ERR;
-  }
-  return 1;
+  pg_bind_text(s, wf_id);
+  pg_bind_text(s, name);
+  pg_bind_text(s, payload);
+  pg_bind_int(s, time);
+  return pg_exec_defer(s, Q_SIG_WAKE, "put signal");
 }
 
 int pg_signal_has(store *st_, const char *wf_id, const char *name) {

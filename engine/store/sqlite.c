@@ -431,6 +431,7 @@ const store_ops store_sqlite_ops = {
     .op_task_count = sq_task_count,
     .op_signal_put = sq_signal_put,
     .op_signal_take = sq_signal_take,
+    .op_signal_wake = sq_signal_wake,
     .op_signal_count = sq_signal_count,
     .op_signal_has = sq_signal_has,
     .op_signal_del_wf = sq_signal_del_wf,

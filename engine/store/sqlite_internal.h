@@ -47,6 +47,8 @@ enum {
   Q_SIG_PUT,
   Q_SIG_FIND,
   Q_SIG_DEL,
+  Q_SIG_WAKE_PUT,
+  Q_SIG_WAKE_TASK,
   Q_SIG_COUNT,
   Q_SIG_DEL_WF,
   Q_DOM_MAX,
@@ -193,6 +195,7 @@ int64_t sq_task_next_at(store *st_, const char *owner);
 int sq_task_count(store *st_, const char *wf_id);
 int sq_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time);
 int sq_signal_take(store *st_, const char *wf_id, const char *name, char **payload);
+int sq_signal_wake(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time);
 int sq_signal_has(store *st_, const char *wf_id, const char *name);
 int sq_signal_count(store *st_, const char *wf_id);
 int sq_signal_del_wf(store *st_, const char *wf_id);

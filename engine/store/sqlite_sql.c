@@ -70,6 +70,12 @@ const char *const sq_sql[Q__N] = {
     [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES(?,?,?,?)",
     [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=? AND name=? ORDER BY id LIMIT 1",
     [Q_SIG_DEL] = "DELETE FROM signals WHERE id=?",
+    /* store_signal_wake: Q_SIG_PUT and Q_TASK_PUT, only while the workflow has not ended */
+    [Q_SIG_WAKE_PUT] = "INSERT INTO signals(wf_id,name,payload,time) SELECT ?1,?2,?3,?4 WHERE EXISTS(SELECT 1 FROM "
+                       "workflows WHERE id=?1 AND status NOT IN ('completed','failed','cancelled'))",
+    [Q_SIG_WAKE_TASK] = "INSERT OR REPLACE INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                        "SELECT ?1,'workflow',0,?2,0,0,NULL,0 WHERE EXISTS(SELECT 1 FROM workflows WHERE id=?1 AND "
+                        "status NOT IN ('completed','failed','cancelled'))",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=?",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=?",
     [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=?",

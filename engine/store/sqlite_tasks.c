@@ -142,16 +142,30 @@ int sq_task_count(store *st_, const char *wf_id) {
 
 /* ---- signals ---- */
 
-int sq_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
-  sq *s = (sq *)st_;
+/* The signal's row, by Q_SIG_PUT or Q_SIG_WAKE_PUT (their parameters alike). */
+static int signal_insert(sq *s, int q, const char *wf_id, const char *name, const char *payload, int64_t time) {
   WRITE_BEGIN(s);
-  sqlite3_stmt *st = sq_stmt(s, Q_SIG_PUT);
+  sqlite3_stmt *st = sq_stmt(s, q);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, wf_id);
   sq_bind_text(s, st, 2, name);
   sq_bind_text(s, st, 3, payload);
   sq_bind_int(s, st, 4, time);
   return sq_exec_write(s, st, "put signal");
+}
+
+int sq_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
+  return signal_insert((sq *)st_, Q_SIG_PUT, wf_id, name, payload, time);
+}
+
+int sq_signal_wake(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
+  sq *s = (sq *)st_;
+  if (signal_insert(s, Q_SIG_WAKE_PUT, wf_id, name, payload, time) != STORE_OK) return STORE_ERR;
+  sqlite3_stmt *st = sq_stmt(s, Q_SIG_WAKE_TASK);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  sq_bind_int(s, st, 2, time);
+  return sq_exec_write(s, st, "put task");
 }
 
 int sq_signal_take(store *st_, const char *wf_id, const char *name, char **payload) {

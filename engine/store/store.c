@@ -240,6 +240,8 @@ int store_signal_put(store *s, const char *wf_id, const char *name, const char *
 
 int store_signal_take(store *s, const char *wf_id, const char *name, char **payload) { SETTLE(s); return s->ops->op_signal_take(s, wf_id, name, payload); }
 
+int store_signal_wake(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) { SETTLE(s); return s->ops->op_signal_wake(s, wf_id, name, payload, time); }
+
 int store_signal_count(store *s, const char *wf_id) { SETTLE(s); return s->ops->op_signal_count(s, wf_id); }
 
 int store_signal_has(store *s, const char *wf_id, const char *name) { SETTLE(s); return s->ops->op_signal_has(s, wf_id, name); }

@@ -311,6 +311,12 @@ int store_lease_release(store *s, const char *owner, const char *wf_id);
 int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
 /* Takes the oldest buffered signal named name: returns 1 with *payload malloc'd. */
 int store_signal_take(store *s, const char *wf_id, const char *name, char **payload);
+/* Buffers a signal for wf_id and puts its wake-up (a "workflow" task at seq
+ * 0, due at time), both only while wf_id exists and has not ended (its
+ * status none of completed, failed, cancelled): nothing is written for one
+ * that ended or is not there. In the batch; PostgreSQL sends it without
+ * waiting for an answer (an error loses the batch, store_batch_failed). */
+int store_signal_wake(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
 int store_signal_count(store *s, const char *wf_id);
 /* 1 when a signal named name is buffered for wf_id, 0 when not, -1 on error. */
 int store_signal_has(store *s, const char *wf_id, const char *name);

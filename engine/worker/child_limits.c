@@ -11,6 +11,17 @@
  * run starts its children, under its lease, so no other worker adds one
  * between the count and the start.
  *
+ * What was measured is kept in the run as an upper bound (wfrun's
+ * depth_bound and running_bound), so a parent starting ten children counts
+ * once, not ten times (a round trip each on PostgreSQL): its depth can only
+ * shrink (a row purged), its children running only by ending, and only its
+ * own starts, each added to the bound, raise the count while its run is
+ * cached (a cached run holds its lease: one released or lost drops the run,
+ * engine/worker/runs.c). A bound under the limit lets the start go; one at
+ * or over it is measured again in the store, and only that measure
+ * refuses, so every refusal and every start is what a count in the store
+ * would decide.
+ *
  * A start over a limit is refused with ChildLimit (an option over the
  * operator's limit with InvalidOptions), which children.c records as the
  * child's outcome: a replay takes the recorded refusal whatever the limits
@@ -92,13 +103,34 @@ static const char *limit_name(const char *limit, char *buf, size_t len) {
   return buf;
 }
 
-int child_limits_check(engine *e, const wfrun *r, const char *child, const char *options, char **out) {
+/* r's depth: its bound (*kept set), or measured in the store (fresh, or none yet). */
+static int64_t depth_of(engine *e, wfrun *r, int fresh, int *kept) {
+  *kept = 0;
+  if (!r->parent) return 0; /* a root's is 0 without a query */
+  if (!fresh && r->depth_bound > 0) return *kept = 1, r->depth_bound - 1;
+  int64_t d = store_wf_depth(e->st, r->id, DEPTH_CAP);
+  if (d >= 0) r->depth_bound = d + 1;
+  return d;
+}
+
+/* r's children running: the bound (*kept set), or counted in the store (fresh, or none yet). */
+static int64_t running_of(engine *e, wfrun *r, int fresh, int *kept) {
+  *kept = 0;
+  if (!fresh && r->running_bound > 0) return *kept = 1, r->running_bound - 1;
+  int64_t n = store_wf_children_running(e->st, r->id);
+  if (n >= 0) r->running_bound = n + 1;
+  return n;
+}
+
+int child_limits_check(engine *e, wfrun *r, const char *child, const char *options, char **out) {
   *out = NULL;
   const char *limit;
   long long max;
   char msg[ENGINE_ID_MAX + 256], named[64];
   if (limit_in_force(child, options, "child_max_depth", "max_depth", &limit, &max, out)) return 1;
-  int64_t depth = r->parent ? store_wf_depth(e->st, r->id, DEPTH_CAP) : 0; /* a root's is 0 without a query */
+  int kept;
+  int64_t depth = depth_of(e, r, 0, &kept);
+  if (kept && depth + 1 > max) depth = depth_of(e, r, 1, &kept); /* a bound: measured before it refuses */
   if (depth < 0) return -1;
   if (depth + 1 > max) {
     snprintf(msg, sizeof msg, "child depth %lld is over %s %lld (its parent %s is at depth %lld)",
@@ -107,7 +139,8 @@ int child_limits_check(engine *e, const wfrun *r, const char *child, const char 
     return 1;
   }
   if (limit_in_force(child, options, "child_max_fanout", "max_fanout", &limit, &max, out)) return 1;
-  int64_t running = store_wf_children_running(e->st, r->id);
+  int64_t running = running_of(e, r, 0, &kept);
+  if (kept && running >= max) running = running_of(e, r, 1, &kept); /* a bound: counted before it refuses */
   if (running < 0) return -1;
   if (running >= max) {
     snprintf(msg, sizeof msg, "parent %s has %lld %s running, %s is %lld", r->id, (long long)running,
@@ -115,5 +148,6 @@ int child_limits_check(engine *e, const wfrun *r, const char *child, const char 
     *out = refusal(child, "ChildLimit", limit, max, msg, "running", running);
     return 1;
   }
+  r->running_bound = running + 2; /* this start counted: running + 1, plus one */
   return 0;
 }

@@ -103,7 +103,9 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   int rc = 0;
   char err[1024];
   wf_row w;
-  int found = store_wf_get(e->st, c->name, &w);
+  /* read once, in the batch's transaction in commit order (store_begin, as
+   * every start): ops_write_child does not read it again */
+  int found = store_begin(e->st) != STORE_OK ? -1 : store_wf_get(e->st, c->name, &w);
   if (found < 0) {
     rc = -1;
     goto out;
@@ -129,14 +131,13 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
     goto out;
   }
   char *path = script_path(r, script);
-  int existed = 0;
   /* read and checked once per change of the file, as engine_submit's: a
    * check builds a whole sandbox, most of a child's start when repeated */
   const scriptbuf *pre = run_script(e, path, err, sizeof err);
   trace_start trace;
   child_trace(r, c->seq, &trace);
   int bad = !pre || ops_write_child(e->st, c->name, path, pre, input, r->id, close ? close : "terminate", &trace,
-                                    &existed, err, sizeof err);
+                                    err, sizeof err);
   free(path);
   if (bad && store_batch_failed(e->st)) {
     rc = -1;
@@ -234,11 +235,11 @@ static void child_drop(wfrun *r, int64_t seq) {
 }
 
 /* Tells the parent that child r ended: its outcome in the parent's inbox
- * and a wake-up, in the batch of the child's terminal event. */
+ * and a wake-up, in the batch of the child's terminal event; nothing for a
+ * parent that ended first (store_signal_wake checks that in the same
+ * statement, so no round trip waits for the parent's row). */
 static void tell_parent(wfrun *r, const char *status, const char *result, const char *error) {
   engine *e = r->e;
-  char err[512];
-  if (ops_check_live(e->st, r->parent, "the child's end", NULL, err, sizeof err) != 0) return; /* it ended first */
   char *q = json_quote(r->id), *end;
   if (strcmp(status, "completed") == 0) {
     end = util_fmt("{\"event\":\"ChildCompleted\",\"payload\":%s}", result && *result ? result : "null");
@@ -283,8 +284,7 @@ static void tell_parent(wfrun *r, const char *status, const char *result, const 
   char name[ENGINE_ID_MAX + 16];
   snprintf(name, sizeof name, INBOX_PREFIX "%s", r->id);
   int64_t now = util_now_ms();
-  if (store_signal_put(e->st, r->parent, name, end, now) == STORE_OK &&
-      store_task_put(e->st, r->parent, "workflow", 0, now, 0, 0, NULL, 0) == STORE_OK) {
+  if (store_signal_wake(e->st, r->parent, name, end, now) == STORE_OK) {
     crash_point("child.end");
     engine_touch(e, r->parent);
     tasks_arm(e, now);

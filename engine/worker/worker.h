@@ -57,6 +57,9 @@ typedef struct wfrun {
   int64_t next_seq;
   wfvm *vm;
   char answer[128]; /* the payload of an outcome slots.c appended, until it is delivered */
+  /* child_limits.c: upper bounds of its depth and of its children running,
+   * each plus one (0: not measured yet in this run's life in the cache) */
+  int64_t depth_bound, running_bound;
 } wfrun;
 
 /* One running activity attempt, keyed "wf_id/seq" in engine.attempts. */
@@ -362,7 +365,7 @@ void slots_release_all(engine *e, const char *wf_id);
  * record as the child's outcome: ChildLimit over child_max_depth or
  * child_max_fanout (or the call's max_depth, max_fanout), InvalidOptions for
  * an option over the engine's limit; -1 when the store failed. */
-int child_limits_check(engine *e, const wfrun *r, const char *id, const char *options, char **refusal);
+int child_limits_check(engine *e, wfrun *r, const char *id, const char *options, char **refusal);
 
 /* children.c */
 /* Registers the "child" command with the runs, and what a run's close

@@ -1382,6 +1382,54 @@ static void test_signals_fifo_per_name(void **state) {
   store_close(s);
 }
 
+/* store_signal_wake: the signal and the workflow's wake-up, both only while
+ * it exists and has not ended; the wake-up replaces one already there. */
+static void test_signal_wake_only_live(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  const char *ids[] = {"live", "done", "failed", "cancelled"};
+  for (int i = 0; i < 4; i++) {
+    wf_row w = sample_wf(ids[i]);
+    assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  }
+  assert_int_equal(store_wf_set_status(s, "done", "completed", "1", NULL), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "failed", "failed", NULL, "{}"), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "cancelled", "cancelled", NULL, "{}"), STORE_OK);
+  assert_int_equal(store_task_put(s, "live", "workflow", 0, 5, 3, 4, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  assert_int_equal(store_signal_wake(s, "live", "child:a", "\"one\"", 50), STORE_OK);
+  assert_int_equal(store_signal_wake(s, "live", "child:a", "\"two\"", 60), STORE_OK);
+  for (int i = 1; i < 4; i++) assert_int_equal(store_signal_wake(s, ids[i], "child:a", "\"x\"", 50), STORE_OK);
+  assert_int_equal(store_signal_wake(s, "missing", "child:a", "\"x\"", 50), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  assert_int_equal(store_signal_count(s, "live"), 2);
+  task_row t;
+  assert_int_equal(store_task_get(s, "live", "workflow", 0, &t), 1);
+  assert_int_equal(t.run_at, 60); /* the last wake-up's, replacing the one put before */
+  assert_int_equal(t.attempt, 0);
+  assert_int_equal(t.first_at, 0);
+  assert_int_equal(store_task_count(s, "live"), 1);
+  for (int i = 1; i < 4; i++) {
+    assert_int_equal(store_signal_count(s, ids[i]), 0);
+    assert_int_equal(store_task_count(s, ids[i]), 0);
+  }
+  assert_int_equal(store_signal_count(s, "missing"), 0);
+  assert_int_equal(store_task_count(s, "missing"), 0);
+  take_expect(s, "live", "child:a", "\"one\"");
+  take_expect(s, "live", "child:a", "\"two\"");
+  take_expect(s, "live", "child:a", NULL);
+
+  /* rolled back with its batch */
+  assert_int_equal(store_signal_wake(s, "live", "child:b", "\"three\"", 70), STORE_OK);
+  store_rollback(s);
+  assert_int_equal(store_signal_count(s, "live"), 2); /* the takes above were rolled back too */
+  take_expect(s, "live", "child:b", NULL);
+  store_rollback(s);
+  store_close(s);
+}
+
 /* ------------------------------------------------------- domain events --- */
 
 typedef struct domlist {
@@ -2531,6 +2579,7 @@ int main(int argc, char **argv) {
       T(test_task_take_and_release),
       T(test_hist_outcome),
       T(test_signals_fifo_per_name),
+      T(test_signal_wake_only_live),
       T(test_domain_events_dense_seq),
       T(test_code_by_hash),
       T(test_module_pins),
