@@ -27,7 +27,6 @@ static void ckpt_main(void *arg) {
     int64_t log = 0, copied = 0;
     int rc = store_checkpoint(e->st, &log, &copied);
     uv_mutex_lock(&e->ckpt_mu);
-    e->ckpt_log = log;
     e->ckpt_copied = copied;
     e->ckpt_rc = rc;
     uv_async_send(&e->ckpt_done);

@@ -174,7 +174,7 @@ struct engine {
   int64_t wal_copied;    /* of them, copied by the last background checkpoint */
   int64_t wal_restarts;  /* times the WAL was seen starting over */
   int64_t ckpt_restarts; /* wal_restarts when the running checkpoint began */
-  int64_t ckpt_log, ckpt_copied; /* its answer (written by the thread) */
+  int64_t ckpt_copied; /* its answer (written by the thread) */
   int ckpt_rc;
   int64_t ckpt_background, ckpt_in_commit; /* how many ran, for /metrics */
 
