@@ -48,6 +48,7 @@ scenario_for() { # TAG
      {"id": "vw-climb", "name": "write_file", "arguments": {"path": "../parent/y", "content": "no"}},
      {"id": "vw-read", "name": "read_file", "arguments": {"path": "/workspace/parent/sub/deep.txt"}},
      {"id": "vw-list", "name": "list_files", "arguments": {"path": "/workspace/parent"}},
+     {"id": "vw-all", "name": "list_files", "arguments": {}},
      {"id": "vw-link", "name": "read_file", "arguments": {"path": "/workspace/parent/link"}},
      {"id": "vw-through", "name": "read_file", "arguments": {"path": "/workspace/parent/rootlink/etc/hostname"}},
      {"id": "vw-own", "name": "write_file", "arguments": {"path": "/workspace/working/mine.txt", "content": "mine"}}]}}}]}
@@ -169,6 +170,9 @@ check_driver() { # DRIVER ID
   assert_eq "$driver: read_file reads the parent's file" "vw-read:deep|" "$(msg "$msgs" vw-read)"
   assert_contains "$driver: list_files lists the parent's files" "/workspace/parent/notes.txt  (" "$(msg "$msgs" vw-list)"
   assert_contains "$driver: and its directories" "/workspace/parent/sub/deep.txt  (5 bytes)" "$(msg "$msgs" vw-list)"
+  assert_contains "$driver: a listing of the whole workspace has the parent's files" "/workspace/parent/sub/deep.txt  (5 bytes)" \
+    "$(msg "$msgs" vw-all)"
+  assert_contains "$driver: beside its own" "/workspace/task.md  (" "$(msg "$msgs" vw-all)"
   assert_contains "$driver: read_file refuses a symlink there" "vw-link:FileError: /workspace/parent/link: the file is a symlink" \
     "$(msg "$msgs" vw-link)"
   assert_contains "$driver: and a path through one" \
