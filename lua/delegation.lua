@@ -12,7 +12,9 @@
 -- limits allow (each limit is checked before the step that would pass it, as
 -- in any session: a model turn may end past maxTokens by its own usage).
 --
---   delegation.options(input)                 -> {enabled, maxSubSessions, workspace} | nil
+--   delegation.options(input)                 -> {enabled, maxSubSessions, workspace} | nil [, problem]
+--   delegation.sub_session(parent_id, options) -> the child's input.subSession
+--   delegation.parent_view(input, started_by)  -> parent id | nil [, why]
 --   delegation.lacks(parent, asked)            -> nil | "refused: ... lacks: tool 'shell', ..."
 --   delegation.left(limits, used, reserved)    -> {maxModelTurns=, maxToolCalls=, maxTokens=, maxCostUsd=}
 --   delegation.reserve(left, asked, ways)      -> limits | nil, "refused: ..."
@@ -37,13 +39,44 @@ local function contains(list, v)
   return false
 end
 
+-- What a sub-session works in (delegation.workspace): a sandbox of its own,
+-- or that and its parent's working/ read-only at /workspace/parent.
+M.WORKSPACES = { own = true, parent = true }
+
 -- The input's delegation ({enabled=true, maxSubSessions=, workspace=}) with
--- its defaults, or nil when the session may not delegate.
+-- its defaults, or nil when the session may not delegate, or nil and the
+-- problem when it asks for a workspace that is neither "own" nor "parent".
 function M.options(input)
   local d = type(input) == "table" and input.delegation or nil
   if type(d) ~= "table" or d.enabled ~= true then return nil end
-  return { enabled = true, maxSubSessions = d.maxSubSessions or M.DEFAULT_MAX_SUB_SESSIONS,
-    workspace = d.workspace or "own" }
+  local workspace = d.workspace == nil and "own" or d.workspace
+  if not M.WORKSPACES[workspace] then
+    return nil, string.format('delegation.workspace must be "own" or "parent" (got %s)', tostring(workspace))
+  end
+  return { enabled = true, maxSubSessions = d.maxSubSessions or M.DEFAULT_MAX_SUB_SESSIONS, workspace = workspace }
+end
+
+-- A sub-session's input's subSession, as its parent makes it.
+function M.sub_session(parent_id, options)
+  return { parent = parent_id, workspace = options.workspace == "parent" and "parent" or nil }
+end
+
+-- The session whose working/ a sub-session sees read-only at
+-- /workspace/parent: nil when its input asks for none, else its parent's id,
+-- or nil and why when the input names a parent that did not start it.
+-- subSession.parent is only a claim of the input's (anyone who starts a
+-- session writes it); the engine's own record of who started this workflow
+-- (started_by: wf.info().parent, set by wf.child, nil for a session started
+-- by a person) is the trust anchor: the two must agree.
+function M.parent_view(input, started_by)
+  local sub = type(input) == "table" and input.subSession or nil
+  if type(sub) ~= "table" or sub.workspace ~= "parent" then return nil end
+  if type(sub.parent) ~= "string" or sub.parent == "" or sub.parent ~= started_by then
+    return nil, string.format("subSession.workspace \"parent\": this session was not started by session %s " ..
+      "(its parent is %s), so it may not see that session's workspace", tostring(sub.parent),
+      started_by and tostring(started_by) or "none")
+  end
+  return sub.parent
 end
 
 -- A network allowlist entry of the child's is the parent's, or under one of

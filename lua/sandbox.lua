@@ -5,6 +5,8 @@
 --   /workspace/working   rw
 --   /workspace/output    rw   collected as artifacts
 --   /workspace/task.md   ro   /workspace/simple.md ro   /workspace/skills/<name> ro
+--   /workspace/parent    ro   a sub-session's view of its parent's working/
+--                             (delegation.workspace "parent"; provision's opts.parent_view)
 --
 -- No network, all capabilities dropped, no-new-privileges, read-only root, a
 -- non-root user, pids/cpu/memory limits, tmpfs /tmp, an init process, labels
@@ -43,7 +45,8 @@ local M = {}
 M.UID = common.UID
 M.DEFAULT_IMAGE = os.getenv("ENGINE_SANDBOX_IMAGE") or "engine-sandbox:latest"
 local WRITABLE = { "working", "output" }
-local TOP = { input = true, working = true, output = true, ["task.md"] = true, ["simple.md"] = true, skills = true }
+local TOP = { input = true, working = true, output = true, ["task.md"] = true, ["simple.md"] = true, skills = true,
+  parent = true }
 
 local util = require "util"
 local raise = util.raise
@@ -94,6 +97,19 @@ function M.relative(path)
   local top = norm:match("^[^/]+")
   if not TOP[top] then raise("InvalidPath", q(path) .. ": not in the workspace (input, working, output, ...)") end
   return norm
+end
+
+-- Where a workspace path (M.relative's) is read from on the host: the
+-- directory and the path under it. parent/... is the parent's working/ (a
+-- sub-session's read-only view of it, sb.parent_view); the rest the sandbox's
+-- own workspace. Reads only: nothing is ever written under parent/.
+local function source(sb, rel, path)
+  local top, rest = rel:match("^([^/]+)/?(.*)$")
+  if top ~= "parent" then return sb.workspace, rel end
+  if not sb.parent_view then
+    raise("InvalidPath", q(path) .. ": not in the workspace (this session has no view of a parent's workspace)")
+  end
+  return sb.parent_view.workspace, rest == "" and "working" or ("working/" .. rest)
 end
 
 local function writable_roots(sb)
@@ -179,10 +195,41 @@ local function mark_owner(sb)
   f:close()
 end
 
+-- A sub-session's view of its parent's workspace: {session = the parent's
+-- id, workspace = its workspace on this host}. The directory is never taken
+-- from a caller: it is the one this host gives the parent's id
+-- (M.sandbox_name), and its marker (mark_owner) must name this database, this
+-- host and that session, with working/ a directory in it (not a symlink).
+-- The parent's sandbox on another host (several workers) has no workspace
+-- here: refused, naming it.
+function M.parent_view(parent)
+  if type(parent) ~= "string" or parent == "" then
+    raise("InvalidInput", "parent_view must be the parent session's id", { non_retryable = true })
+  end
+  local ws = M.workspace_root() .. "/" .. M.sandbox_name(parent)
+  local function missing(why)
+    raise("ParentWorkspaceMissing", "the workspace of the parent session " .. q(parent) .. " is not on this host (" ..
+      M.host() .. "): " .. why, { non_retryable = true })
+  end
+  local st = fs.lstat(ws)
+  if not (st and st.type == "dir") then missing("no workspace") end
+  local f = io.open(ws .. ".session", "r")
+  local marker = f and f:read("a") or ""
+  if f then f:close() end
+  if marker ~= instance() .. "\n" .. "host=" .. M.host() .. "\n" .. parent then
+    missing("its workspace's marker names another session, host or database")
+  end
+  local w = fs.lstat(ws .. "/working")
+  if not (w and w.type == "dir") then missing("its working/ is not a directory") end
+  return { session = parent, workspace = ws }
+end
+
 -- Builds the workspace on the host and starts the sandbox (its driver). opts: {session_id, driver,
 -- image, limits={cpu, memoryMb, pids, diskMb}, writable={"working","output"},
 -- task, simple, files={{src=host path, dest=relative path under input/}},
--- skills={{name=, dir=host path}}}. Returns the sandbox handle (a plain table,
+-- skills={{name=, dir=host path}}, parent_view=the parent session's id (a
+-- sub-session that sees its parent's working/ read-only at /workspace/parent;
+-- see M.parent_view)}. Returns the sandbox handle (a plain table,
 -- stored in the workflow's history). Nothing is left behind on failure.
 function M.provision(opts)
   if type(opts.session_id) ~= "string" or opts.session_id == "" then raise("InvalidInput", "session_id is required") end
@@ -199,6 +246,7 @@ function M.provision(opts)
     end
   end
   sb.disk_mb = math.ceil(sb.disk_mb)
+  if opts.parent_view ~= nil then sb.parent_view = M.parent_view(opts.parent_view) end
   for _, p in ipairs(writable_roots(sb)) do
     if not (p:match("^working") or p:match("^output")) then
       raise("InvalidInput", "writable paths must be under working/ or output/: " .. q(p), { non_retryable = true })
@@ -291,8 +339,8 @@ function M.bwrap_exec(sb, argv, opts) return driver("bwrap").exec(sb, argv, opts
 
 -- Reads a workspace file on the trusted side (no symlinks followed).
 function M.read_file(sb, path, max_bytes)
-  local rel = M.relative(path)
-  local data, err, truncated = safefs.read(sb.workspace, rel, max_bytes or 1024 * 1024)
+  local root, rel = source(sb, M.relative(path), path)
+  local data, err, truncated = safefs.read(root, rel, max_bytes or 1024 * 1024)
   if not data then raise("FileError", q(path) .. ": " .. err) end
   return { content = data, truncated = truncated }
 end
@@ -300,6 +348,9 @@ end
 -- Writes a file, only under the sandbox's writable paths.
 function M.write_file(sb, path, content)
   local rel = M.relative(path)
+  if rel:match("^parent/") or rel == "parent" then
+    raise("PermissionDenied", q(path) .. " is read-only (the parent session's workspace)")
+  end
   local allowed = false
   for _, root in ipairs(writable_roots(sb)) do
     if rel == root or rel:sub(1, #root + 1) == root .. "/" then allowed = true end
@@ -314,11 +365,30 @@ function M.write_file(sb, path, content)
   return { bytes = ok }
 end
 
--- Lists the files of a workspace directory.
+-- Lists the files of a workspace directory (the whole workspace: with a
+-- parent's view, its files under parent/ too).
 function M.list_files(sb, path)
   local rel = path and path ~= "/workspace" and M.relative(path) or "."
-  local entries, err = safefs.list(sb.workspace, rel)
+  local root, at = source(sb, rel, path)
+  local entries, err = safefs.list(root, at)
   if not entries then raise("FileError", q(path) .. ": " .. err) end
+  local function from_parent(list)
+    -- the parent's paths as the sandbox names them: working/x -> parent/x
+    for _, e in ipairs(list) do
+      if type(e.path) == "string" and e.path:sub(1, 8) == "working/" then e.path = "parent/" .. e.path:sub(9)
+      elseif e.path == "working" then e.path = "parent" end
+    end
+    return list
+  end
+  if root ~= sb.workspace then
+    from_parent(entries)
+  elseif rel == "." and sb.parent_view then
+    local more = safefs.list(sb.parent_view.workspace, "working")
+    if more then
+      entries[#entries + 1] = { path = "parent", type = "dir", size = 0 }
+      for _, e in ipairs(from_parent(more)) do entries[#entries + 1] = e end
+    end
+  end
   table.sort(entries, function(a, b) return a.path < b.path end)
   return entries
 end

@@ -105,6 +105,7 @@ end
 -- session that continued as new (lua/compaction.lua), what its first run
 -- prepared. Returns the session's state, which the stages fill in:
 --   id, input, prep, limits, perms, caps, provider, carried   (prepare)
+--   view                          the parent whose working/ it sees (a sub-session's, prepare)
 --   started, deadline_ms          the session's clock (prepare, admit)
 --   sb                            the sandbox handle (provision, reprovision)
 --   turns, calls, tokens, cost, repairs, prices, quota, gate, context,
@@ -115,6 +116,15 @@ local function prepare(input)
   local s = { id = wf.info().id }
   local carried = compaction.carried(wf, input)
   if carried then input = carried.input end
+  -- a sub-session that sees its parent's working/ (subSession.workspace
+  -- "parent"): only the session the engine recorded as its parent (wf.child)
+  -- can be that parent, whatever the input names
+  local view, not_parent = delegation.parent_view(input, wf.info().parent)
+  if not_parent then
+    wf.emit("session.failed", { reason = "invalid input", problems = { not_parent } })
+    error({ type = "InvalidInput", message = "invalid input: " .. not_parent, problems = { not_parent } }, 0)
+  end
+  s.view = view
   local prep = carried and carried.prep or wf.activity("session.prepare", { input = input, session_id = s.id },
     { start_to_close = 60, retry = { max_attempts = 3 } })
   if not prep.ok then
@@ -176,7 +186,8 @@ end
 local function new_sandbox(s)
   local prep = s.prep
   return wf.activity("sandbox.provision", { session_id = s.id, task = prep.task, simple = prep.simple,
-    files = prep.files, skills = prep.skills, writable = s.perms.writablePaths, limits = s.limits },
+    files = prep.files, skills = prep.skills, writable = s.perms.writablePaths, limits = s.limits,
+    parent_view = s.view },
     { start_to_close = 300, retry = { max_attempts = 3 } })
 end
 
@@ -509,7 +520,7 @@ local function sub_input(s, args, asked, limits, timeout)
       writablePaths = asked.writablePaths, requiresApproval = s.perms.requiresApproval },
     limits = lim, model = from.model, modelOptions = from.modelOptions, identity = s.input.identity,
     mcpServers = mcp, compaction = from.compaction, approvalTimeoutSeconds = from.approvalTimeoutSeconds,
-    resultSchema = args.outputSchema, subSession = { parent = s.id } }
+    resultSchema = args.outputSchema, subSession = delegation.sub_session(s.id, s.prep.delegation) }
 end
 
 -- What a delegate call asks, checked: {tools, skills, networkAllowlist,

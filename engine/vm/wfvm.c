@@ -52,11 +52,17 @@ void wfvm_free(wfvm *vm) {
   free(vm->threads);
   hist_list_free(&vm->hist);
   free(vm->wf_id);
+  free(vm->parent);
   free(vm->output);
   free(vm->kill_reason);
   free(vm->stuck_msg);
   free(vm->span);
   free(vm);
+}
+
+void wfvm_set_parent(wfvm *vm, const char *parent) {
+  free(vm->parent);
+  vm->parent = parent ? util_strdup(parent) : NULL;
 }
 
 static void set_output(wfvm *vm, char *s) {

@@ -63,6 +63,10 @@ void wfvm_config_default(wfvm_config *c);
 wfvm *wfvm_new(const wfvm_config *cfg, const wfvm_host *host, const char *wf_id, int64_t run,
                hist_list *history);
 void wfvm_free(wfvm *vm);
+/* The workflow that started this one as a child (the workflows row's parent,
+ * set by the engine at the start and never changed), or NULL: wf.info().parent.
+ * Call before wfvm_start. */
+void wfvm_set_parent(wfvm *vm, const char *parent);
 
 /* Loads the main script (which must return function(input)) and runs it from
  * the first history event (WorkflowStarted) until it blocks or ends. */

@@ -66,6 +66,7 @@ struct wfvm {
   wfvm_config cfg;
   wfvm_host host;
   char *wf_id;
+  char *parent; /* the workflow that started it as a child (wfvm_set_parent), or NULL */
   int64_t run;
 
   hist_list hist;

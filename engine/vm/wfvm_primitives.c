@@ -512,6 +512,10 @@ static int l_info(lua_State *L) {
   lua_setfield(L, -2, "id");
   lua_pushinteger(L, vm->run);
   lua_setfield(L, -2, "run");
+  if (vm->parent) { /* the engine's record of who started it (wf.child): never the input's word */
+    lua_pushstring(L, vm->parent);
+    lua_setfield(L, -2, "parent");
+  }
   lua_pushboolean(L, !live(vm));
   lua_setfield(L, -2, "replaying");
   lua_pushinteger(L, (lua_Integer)vm->last_seq); /* events up to here: the same live and on replay */

@@ -81,6 +81,7 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
   modhost m = {st, id, w.run, absdir, engine_lua_dir(), script_path == NULL};
   wfvm_host host = {&m, check_append, check_emit, modules_load, NULL};
   wfvm *vm = wfvm_new(&cfg, &host, id, w.run, &h);
+  if (vm) wfvm_set_parent(vm, w.parent);
   char *chunk = util_fmt("@%s", script_path ? script_path : w.script_name);
   wfvm_state s = vm ? wfvm_start(vm, src, len, chunk) : WFVM_FAILED;
   free(chunk);

@@ -213,6 +213,7 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
   }
   wfvm_host host = {r, host_append, host_emit, host_load_module, host_print};
   r->vm = wfvm_new(&e->vmcfg, &host, w->id, w->run, &h);
+  if (r->vm) wfvm_set_parent(r->vm, r->parent);
   hist_list_free(&h);
   strmap_put(&e->runs, r->id, r);
   if (!cb || !r->vm) {

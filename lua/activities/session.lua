@@ -93,7 +93,8 @@ local function effective_tools(input, requested, known, problem)
       -- an MCP tool: checked once its server has listed its tools
     elseif name == "delegate" then
       -- the delegation's (added with the others' definitions), not the registry's
-      if not require("delegation").options(input) then problem("the tool 'delegate' needs delegation.enabled") end
+      local on, bad = require("delegation").options(input)
+      if not on and not bad then problem("the tool 'delegate' needs delegation.enabled") end
     elseif not known[name] then problem("unknown tool '%s'", tostring(name)) else effective[#effective + 1] = name end
   end
   return effective
@@ -180,7 +181,14 @@ local function provider_and_caps(model, identity, problem)
   return provider, caps
 end
 
--- task.md: the objective, the context's text and references, the files in input/.
+-- A sub-session's view of its parent's working/ (subSession.workspace
+-- "parent"; the workflow checks that its parent is the one named).
+local function views_parent(input)
+  return type(input.subSession) == "table" and input.subSession.workspace == "parent"
+end
+
+-- task.md: the objective, the context's text and references, the files in
+-- input/, a sub-session's view of its parent's files.
 local function task_text(input, ctx, files)
   local task = "# Task\n\n" .. input.objective .. "\n"
   if type(ctx.text) == "string" and ctx.text ~= "" then task = task .. "\n## Context\n\n" .. ctx.text .. "\n" end
@@ -200,20 +208,32 @@ local function task_text(input, ctx, files)
       end
     end
   end
+  if views_parent(input) then
+    task = task .. "\n## The delegating session's files\n\n/workspace/parent is the working directory of the " ..
+      "session that delegated this task (" .. tostring(input.subSession.parent) .. "), as it is now: read-only. " ..
+      "Write your own files under /workspace/working and /workspace/output.\n"
+  end
   return task
 end
 
-local function system_prompt(selected)
+local function system_prompt(selected, parent_view)
   local skills_text = #selected > 0 and require("skills").prompt_section(selected) or ""
-  return table.concat({
+  local lines = {
     "You are an agent working in a sandbox on one task. Your tools run inside the sandbox, which has no network:",
     "/workspace/task.md is the task, /workspace/input holds the context (read-only), /workspace/working and",
     "/workspace/output are yours to write, /workspace/simple.md is the memory of earlier sessions (read-only),",
     "/workspace/skills holds skills. Some tools need a human's approval; a denied call comes back as denied.",
+  }
+  if parent_view then
+    lines[#lines + 1] = "/workspace/parent holds the working files of the session that delegated this task to you " ..
+      "(read-only)."
+  end
+  for _, l in ipairs({
     "When you are done, answer with a single JSON object: {\"summary\": \"...\", \"result\": {...},",
     "\"memory_updates\": [\"facts worth remembering\"]} and nothing else.",
     skills_text,
-  }, "\n")
+  }) do lines[#lines + 1] = l end
+  return table.concat(lines, "\n")
 end
 
 -- Checks AgentSessionInput, naming every problem; resolves files, skills and
@@ -248,7 +268,9 @@ function M.prepare(args)
   if input.mcpServers ~= nil and #problems == 0 then
     mcp_defs, mcp = M.mcp_prepare(input.mcpServers, is_list(requested) and requested or {}, problem)
   end
-  local delegation = require("delegation").options(input)
+  local delegation, bad_delegation = require("delegation").options(input)
+  -- the schema names a workspace that is neither own nor parent already
+  if bad_delegation and not require("util").contains(problems, bad_delegation) then problem("%s", bad_delegation) end
   if delegation and not require("util").contains(effective, "delegate") then effective[#effective + 1] = "delegate" end
   local writable = perms.writablePaths or PP.writablePaths.default
   check_writable(writable, problem)
@@ -273,7 +295,8 @@ function M.prepare(args)
   local defs = M.with_mcp(tools.definitions(effective), effective, mcp_defs)
   if delegation then
     local d = require "tools.delegate"
-    defs[#defs + 1] = { name = d.name, description = d.description, parameters = d.parameters }
+    defs[#defs + 1] = { name = d.name, description = delegation.workspace == "parent" and d.description ..
+      " " .. d.parent_view or d.description, parameters = d.parameters }
     -- what a sub-session's input is made from (kept with the prepared
     -- session: a continued run has only part of its input)
     delegation.from = { context_files = ctx.files, skills = input.skills or {}, model = model,
@@ -281,7 +304,8 @@ function M.prepare(args)
       approvalTimeoutSeconds = input.approvalTimeoutSeconds, limits = limits }
   end
   return {
-    ok = true, session_id = args.session_id, system = system_prompt(selected), task = task_text(input, ctx, files),
+    ok = true, session_id = args.session_id, system = system_prompt(selected, views_parent(input)),
+    task = task_text(input, ctx, files),
     simple = memory,
     first_message = { role = "user", content = input.objective .. "\n\nThe full task is in /workspace/task.md." },
     files = files, skills = skill_list, limits = limits, model = model,

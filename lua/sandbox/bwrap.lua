@@ -1,7 +1,8 @@
 -- The bubblewrap sandbox driver (lua/sandbox.lua is the interface), for
 -- hosts where no Docker engine runs: each command runs in a fresh sandbox
 -- over the same workspace (read-only rootfs and input, writable
--- working/output, no network, new pid/ipc/uts/user namespaces and no further
+-- working/output, a sub-session's read-only view of its parent's working/ at
+-- /workspace/parent, no network, new pid/ipc/uts/user namespaces and no further
 -- user namespaces, a seccomp filter, a new session, no capabilities, an empty
 -- environment), as an unprivileged host user, under rlimits for address space
 -- (memory), processes and CPU time. /tmp and /dev/shm are sized tmpfs; /dev
@@ -19,10 +20,13 @@ local function host_uid(name)
 end
 
 -- No image: the rootfs (ENGINE_SANDBOX_ROOTFS), the session's own host uid,
--- and the skills it binds in.
+-- and the skills it binds in. A sub-session that sees its parent's working/
+-- (sb.parent_view) runs as its parent's host uid: as root that directory is
+-- the parent's uid's alone (mode 0700), and the view is read-only by its
+-- mount, whoever reads it. They share that uid's process limit.
 function D.new(sb, opts)
   sb.image = nil
-  sb.host_uid = host_uid(common.sandbox_name(opts.session_id))
+  sb.host_uid = host_uid(common.sandbox_name(sb.parent_view and sb.parent_view.session or opts.session_id))
   sb.rootfs = opts.rootfs or os.getenv("ENGINE_SANDBOX_ROOTFS") or "/var/cache/engine/sandbox-rootfs"
   sb.skills = {}
   for _, sk in ipairs(opts.skills or {}) do sb.skills[#sb.skills + 1] = { name = common.safe_name(sk.name), dir = sk.dir } end
@@ -70,6 +74,9 @@ function D.exec(sb, argv, opts)
   end
   for _, sk in ipairs(sb.skills or {}) do
     for _, x in ipairs({ "--ro-bind", sk.dir, "/workspace/skills/" .. sk.name }) do a[#a + 1] = x end
+  end
+  if sb.parent_view then -- a sub-session's view of its parent's working/, read-only
+    for _, x in ipairs({ "--ro-bind", sb.parent_view.workspace .. "/working", "/workspace/parent" }) do a[#a + 1] = x end
   end
   for _, x in ipairs({ "--remount-ro", "/workspace", "--unshare-all", "--unshare-user", "--disable-userns", "--uid", "10001", "--gid", "10001",
     "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--seccomp", "3", "--clearenv",

@@ -26,6 +26,9 @@ function D.container_spec(sb, opts)
   for _, s in ipairs(opts.skills or {}) do
     binds[#binds + 1] = s.dir .. ":/workspace/skills/" .. common.safe_name(s.name) .. ":ro"
   end
+  if sb.parent_view then -- a sub-session's view of its parent's working/, read-only
+    binds[#binds + 1] = sb.parent_view.workspace .. "/working:/workspace/parent:ro"
+  end
   local memory = math.floor((limits.memoryMb or 512) * 1024 * 1024)
   return {
     Image = sb.image,

@@ -46,6 +46,8 @@ return {
     required = { "objective" },
     additionalProperties = false,
   },
+  -- added to the description when the session's delegation.workspace is "parent"
+  parent_view = "It also sees your /workspace/working, read-only, at /workspace/parent (as it is while it runs).",
   side = "workflow",
   publishes = false,
   writes = false,

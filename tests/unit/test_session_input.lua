@@ -152,12 +152,16 @@ test("delegation and subSession", function()
   named(with({ delegation = { maxSubSessions = 0, workspace = "read_only", depth = 2 } }),
     { "delegation.enabled must be true or false",
       "delegation.maxSubSessions must be a whole number from 1 to 100 (got 0)",
-      "delegation.workspace must be \"own\" (a sandbox of its own; a read-only view of the parent's workspace is not built) (got read_only)",
+      "delegation.workspace must be \"own\" or \"parent\" (got read_only)",
       "unknown field 'delegation.depth' (enabled, maxSubSessions, workspace)" })
+  named(with({ delegation = { enabled = true, workspace = "parent" } }), {})
   named(with({ subSession = { parent = "p1" } }), {})
+  named(with({ subSession = { parent = "p1", workspace = "parent" } }), {})
   named(with({ subSession = { parent = "" } }), { "subSession.parent must be a session id" })
   named(with({ subSession = { id = 1 } }), { "subSession.parent must be a session id",
-    "unknown field 'subSession.id' (parent)" })
+    "unknown field 'subSession.id' (parent, workspace)" })
+  named(with({ subSession = { parent = "p1", workspace = "/etc" } }),
+    { "subSession.workspace must be \"own\" or \"parent\" (got /etc)" })
   eq(schema.properties.delegation.properties.maxSubSessions.default, require("delegation").DEFAULT_MAX_SUB_SESSIONS)
 end)
 

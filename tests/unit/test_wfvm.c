@@ -1199,6 +1199,30 @@ static void test_span_description(void **state) {
   fake_free(&g);
 }
 
+/* wf.info().parent: the workflow that started this one (wfvm_set_parent, from
+ * the workflows row), absent without one; the input cannot name another. */
+static void test_info_parent(void **state) {
+  (void)state;
+  const char *src =
+      "local wf = require 'workflow'\n"
+      "return function(input)\n"
+      "  return {parent = wf.info().parent or 'none', claimed = input.parent}\n"
+      "end\n";
+  fake f;
+  fake_init(&f, "{\"parent\":\"victim\"}", SEED);
+  wfvm_config cfg = base_cfg();
+  wfvm *vm = vm_new(&f, &cfg, &f.rec);
+  assert_state(vm, start(vm, src), WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "{\"claimed\":\"victim\",\"parent\":\"none\"}");
+  wfvm_free(vm);
+  vm = vm_new(&f, &cfg, &f.rec);
+  wfvm_set_parent(vm, "p1");
+  assert_state(vm, start(vm, src), WFVM_DONE);
+  assert_string_equal(wfvm_output(vm), "{\"claimed\":\"victim\",\"parent\":\"p1\"}");
+  wfvm_free(vm);
+  fake_free(&f);
+}
+
 static void test_check_only_ends_at_history_end(void **state) {
   (void)state;
   fake f;
@@ -2340,6 +2364,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_sleep_and_signals),
       cmocka_unit_test(test_emit_once),
       cmocka_unit_test(test_span_description),
+      cmocka_unit_test(test_info_parent),
       cmocka_unit_test(test_check_only_ends_at_history_end),
       cmocka_unit_test(test_script_failures),
       cmocka_unit_test(test_continue_as_new),
