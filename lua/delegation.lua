@@ -12,8 +12,11 @@
 -- limits allow (each limit is checked before the step that would pass it, as
 -- in any session: a model turn may end past maxTokens by its own usage).
 --
---   delegation.options(input)                 -> {enabled, maxSubSessions, workspace} | nil [, problem]
---   delegation.sub_session(parent_id, options) -> the child's input.subSession
+--   delegation.options(input)                 -> {enabled, maxSubSessions, workspace, maxDepth} | nil [, problem]
+--   delegation.depth(input)                    -> how deep below its root session this one is (0: a root)
+--   delegation.sub_session(parent_id, options, depth) -> the child's input.subSession
+--   delegation.deeper(depth, options, asked)   -> nil | "refused: ..." (a sub-session that could delegate too deep)
+--   delegation.sub_options(options, asked)     -> the child's input.delegation (nil unless it asks for delegate)
 --   delegation.parent_view(input, started_by)  -> parent id | nil [, why]
 --   delegation.lacks(parent, asked)            -> nil | "refused: ... lacks: tool 'shell', ..."
 --   delegation.left(limits, used, reserved)    -> {maxModelTurns=, maxToolCalls=, maxTokens=, maxCostUsd=}
@@ -31,6 +34,9 @@ M.BUDGET = {
 }
 
 M.DEFAULT_MAX_SUB_SESSIONS = 4
+-- How many levels of sub-sessions a root session's tree may have (the
+-- engine's child_max_depth bounds every tree of children as well).
+M.DEFAULT_MAX_DEPTH = 3
 
 local function contains(list, v)
   for _, x in ipairs(list or {}) do
@@ -53,12 +59,48 @@ function M.options(input)
   if not M.WORKSPACES[workspace] then
     return nil, string.format('delegation.workspace must be "own" or "parent" (got %s)', tostring(workspace))
   end
-  return { enabled = true, maxSubSessions = d.maxSubSessions or M.DEFAULT_MAX_SUB_SESSIONS, workspace = workspace }
+  return { enabled = true, maxSubSessions = d.maxSubSessions or M.DEFAULT_MAX_SUB_SESSIONS, workspace = workspace,
+    maxDepth = d.maxDepth or M.DEFAULT_MAX_DEPTH }
 end
 
--- A sub-session's input's subSession, as its parent makes it.
-function M.sub_session(parent_id, options)
-  return { parent = parent_id, workspace = options.workspace == "parent" and "parent" or nil }
+-- How many levels below its root session a session is: 0 for one started
+-- by a person, else its subSession.depth (absent: 1, a root's sub-session,
+-- so the inputs of sub-sessions made before nesting are unchanged).
+function M.depth(input)
+  local sub = type(input) == "table" and input.subSession or nil
+  if type(sub) ~= "table" then return 0 end
+  return math.type(sub.depth) == "integer" and sub.depth or 1
+end
+
+-- A sub-session's input's subSession, as its parent (at depth) makes it.
+function M.sub_session(parent_id, options, depth)
+  local d = (depth or 0) + 1
+  return { parent = parent_id, workspace = options.workspace == "parent" and "parent" or nil,
+    depth = d > 1 and d or nil }
+end
+
+local function asks_delegate(asked)
+  for _, t in ipairs(asked.tools or {}) do
+    if t == "delegate" then return true end
+  end
+  return false
+end
+
+-- A delegate call from a session at depth whose sub-session asks for the
+-- delegate tool itself: refused when that sub-session (at depth + 1) could
+-- start sub-sessions deeper than options.maxDepth.
+function M.deeper(depth, options, asked)
+  if not asks_delegate(asked) or depth + 1 < options.maxDepth then return nil end
+  return string.format("refused: the sub-session would be %d levels below its root session and could not delegate "
+    .. "(delegation.maxDepth %d): ask without the tool 'delegate'", depth + 1, options.maxDepth)
+end
+
+-- The delegation a sub-session may do (its input's delegation): its
+-- parent's options, only when it asked for the delegate tool.
+function M.sub_options(options, asked)
+  if not asks_delegate(asked) then return nil end
+  return { enabled = true, maxSubSessions = options.maxSubSessions, workspace = options.workspace,
+    maxDepth = options.maxDepth }
 end
 
 -- The session whose working/ a sub-session sees read-only at
@@ -105,14 +147,13 @@ end
 
 -- What the child asks that the parent lacks, each named: nil when nothing.
 -- parent and asked: {tools=, skills=, networkAllowlist=, writablePaths=}
--- (an asked field nil inherits the parent's). A sub-session cannot delegate
--- in turn.
+-- (an asked field nil inherits the parent's). The delegate tool is one of
+-- the parent's like any other (how deep a tree may go: M.deeper).
 function M.lacks(parent, asked)
   local missing = {}
   local function lack(fmt, v) missing[#missing + 1] = string.format(fmt, tostring(v)) end
   for _, t in ipairs(asked.tools or {}) do
-    if t == "delegate" then lack("tool '%s' (a sub-session cannot delegate in turn)", t)
-    elseif not contains(parent.tools, t) then lack("tool '%s'", t) end
+    if not contains(parent.tools, t) then lack("tool '%s'", t) end
   end
   for _, k in ipairs(asked.skills or {}) do
     if not contains(parent.skills, k) then lack("skill '%s'", k) end

@@ -520,7 +520,8 @@ local function sub_input(s, args, asked, limits, timeout)
       writablePaths = asked.writablePaths, requiresApproval = s.perms.requiresApproval },
     limits = lim, model = from.model, modelOptions = from.modelOptions, identity = s.input.identity,
     mcpServers = mcp, compaction = from.compaction, approvalTimeoutSeconds = from.approvalTimeoutSeconds,
-    resultSchema = args.outputSchema, subSession = delegation.sub_session(s.id, s.prep.delegation) }
+    resultSchema = args.outputSchema, delegation = delegation.sub_options(s.prep.delegation, asked),
+    subSession = delegation.sub_session(s.id, s.prep.delegation, delegation.depth(s.input)) }
 end
 
 -- What a delegate call asks, checked: {tools, skills, networkAllowlist,
@@ -534,8 +535,8 @@ local function sub_permissions(s, args)
   end
   local asked = { tools = args.tools or own.tools, skills = args.skills or own.skills,
     networkAllowlist = args.networkAllowlist or own.networkAllowlist, writablePaths = args.writablePaths or own.writablePaths }
-  own.tools = s.perms.tools -- delegate itself is named as what a sub-session cannot have
-  local why = delegation.lacks(own, asked)
+  own.tools = s.perms.tools -- delegate only when asked for by name, and the tree is not too deep for it
+  local why = delegation.lacks(own, asked) or delegation.deeper(delegation.depth(s.input), s.prep.delegation, asked)
   if why then return nil, why end
   return asked
 end

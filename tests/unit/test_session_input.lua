@@ -148,21 +148,28 @@ end)
 test("delegation and subSession", function()
   named(with({ delegation = { enabled = true } }), {})
   named(with({ delegation = { enabled = true, maxSubSessions = 8, workspace = "own" } }), {})
-  named(with({ delegation = true }), { "delegation must be an object {enabled=, maxSubSessions=, workspace=}" })
+  named(with({ delegation = true }), { "delegation must be an object {enabled=, maxSubSessions=, workspace=, maxDepth=}" })
   named(with({ delegation = { maxSubSessions = 0, workspace = "read_only", depth = 2 } }),
     { "delegation.enabled must be true or false",
       "delegation.maxSubSessions must be a whole number from 1 to 100 (got 0)",
       "delegation.workspace must be \"own\" or \"parent\" (got read_only)",
-      "unknown field 'delegation.depth' (enabled, maxSubSessions, workspace)" })
+      "unknown field 'delegation.depth' (enabled, maxSubSessions, workspace, maxDepth)" })
+  named(with({ delegation = { enabled = true, maxDepth = 0 } }),
+    { "delegation.maxDepth must be a whole number from 1 to 10 (got 0)" })
+  named(with({ delegation = { enabled = true, maxDepth = 2 } }), {})
   named(with({ delegation = { enabled = true, workspace = "parent" } }), {})
   named(with({ subSession = { parent = "p1" } }), {})
   named(with({ subSession = { parent = "p1", workspace = "parent" } }), {})
   named(with({ subSession = { parent = "" } }), { "subSession.parent must be a session id" })
   named(with({ subSession = { id = 1 } }), { "subSession.parent must be a session id",
-    "unknown field 'subSession.id' (parent, workspace)" })
+    "unknown field 'subSession.id' (parent, workspace, depth)" })
+  named(with({ subSession = { parent = "p1", depth = 2 } }), {})
+  named(with({ subSession = { parent = "p1", depth = 1 } }),
+    { "subSession.depth must be a whole number from 2 to 100 (absent: 1, a root session's sub-session)" })
   named(with({ subSession = { parent = "p1", workspace = "/etc" } }),
     { "subSession.workspace must be \"own\" or \"parent\" (got /etc)" })
   eq(schema.properties.delegation.properties.maxSubSessions.default, require("delegation").DEFAULT_MAX_SUB_SESSIONS)
+  eq(schema.properties.delegation.properties.maxDepth.default, require("delegation").DEFAULT_MAX_DEPTH)
 end)
 
 test("the schema's defaults are the engine's", function()
