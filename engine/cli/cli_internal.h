@@ -115,6 +115,7 @@ void cli_local_identity(char *out, size_t n);
 
 /* cmd_start.c */
 int cmd_start(args *a, common *c);
+int cmd_fork(args *a, common *c);
 /* cmd_workflows.c */
 int cmd_signal(args *a, common *c);
 /* cmd_config.c */
