@@ -224,8 +224,9 @@ static size_t turn_cut(const hist_list *h, size_t e_at, int64_t prev_dseq) {
 
 /* --------------------------------------------------- the fork's start --- */
 
-/* The fork's WorkflowStarted payload: the source's (its seed, its trace)
- * with the patched input and one more fork step. NULL with err when the
+/* The fork's WorkflowStarted payload: the source's (its seed) with the
+ * patched input, one more fork step, and no trace context (the fork is not
+ * part of its source's trace). NULL with err when the
  * source's is not JSON (a damaged log). */
 static char *start_payload(const char *source_payload, const char *input, const char *src, int64_t run, int64_t seq,
                            int64_t at, const char *model, const char *policies, const char *by, char *err,
@@ -243,6 +244,11 @@ static char *start_payload(const char *source_payload, const char *input, const 
     return NULL;
   }
   lua_setfield(L, 1, "input");
+  /* the fork is an operation of its own, not part of its source's trace */
+  lua_pushnil(L);
+  lua_setfield(L, 1, "traceparent");
+  lua_pushnil(L);
+  lua_setfield(L, 1, "tracestate");
   /* the steps before: those whose point is within the copied prefix; the
    * one in force at the cut lends its options to the new step */
   lua_newtable(L); /* 2: the new list */
