@@ -52,7 +52,7 @@ static const char *MAIN_HELP =
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
     "  database (its limits.lua and workspaces are in $ENGINE_DATA_DIR, else ./engine-data)\n"
     "Server: --server URL (else $ENGINE_SERVER; http:// or https://) before the command sends start,\n"
-    "  list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
+    "  fork, list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
     "  instead of opening a database, with the same output and exit codes; the token is\n"
     "  --token TOKEN, else $ENGINE_TOKEN (sent as Authorization: Bearer, never printed)\n"
     "Output: on a terminal, start and show print for people; piped, or with --json, what\n"
