@@ -266,15 +266,6 @@ static const char *FORK_HELP =
     "/v1/workflows/ID/fork) as the token's identity; --script and --policies are\n"
     "for a fork on the engine's host.\n";
 
-/* A flag's value as JSON: the text, or @file's content. */
-static int read_json_flag(const char *flag, const char *spec, char **out) {
-  char *text = NULL;
-  if (cli_read_input(spec, &text)) return EXIT_USAGE; /* said as --input: */
-  (void)flag;
-  *out = text;
-  return 0;
-}
-
 static int parse_count(const char *flag, const char *v, int64_t *out) {
   char *end;
   errno = 0;
@@ -323,8 +314,8 @@ int cmd_fork(args *a, common *c) {
     q.policies = policies;
   }
   char *patch = NULL, *model = NULL;
-  if (patch_spec && (rc = read_json_flag("--input-patch", patch_spec, &patch))) return rc;
-  if (model_spec && (rc = read_json_flag("--model", model_spec, &model))) return free(patch), rc;
+  if (patch_spec && (rc = cli_read_json("--input-patch", patch_spec, &patch))) return rc;
+  if (model_spec && (rc = cli_read_json("--model", model_spec, &model))) return free(patch), rc;
   q.source = source;
   q.input_patch = patch;
   q.model = model;
