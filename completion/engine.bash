@@ -10,16 +10,17 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate doctor completion config)
+_engine_commands=(start fork serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate doctor completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --at --turn --input-patch --model --policies "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
   case $1 in
     start) opts=(--input --id --detach --quiet -q --json --color --traceparent --tracestate --db --help -h) ;;
+    fork) opts=(--at --turn --id --input-patch --script --model --policies --detach --quiet -q --json --color --db --help -h) ;;
     serve) opts=(--db --listen --workflows --log-format --help -h) ;;
     signal | cancel | gc) opts=(--color --db --help -h) ;;
     approve) opts=(--request --deny --reason --db --help -h) ;;
@@ -152,7 +153,7 @@ _engine_argument() {
     start:0 | test:*) _engine_files "" "$cur" lua ;;
     signal:0 | cancel:0) _engine_ids "" "$cur" running,waiting,stuck ;;
     approve:0) _engine_ids "" "$cur" waiting ;;
-    show:0 | events:0 | history:0 | replay:0) _engine_ids "" "$cur" ;;
+    show:0 | events:0 | history:0 | replay:0 | fork:0) _engine_ids "" "$cur" ;;
     signal:1)
       mapfile -t lines < <(_engine_query signal -- "${pos[0]}")
       _engine_add "${lines[@]}" ;;

@@ -485,6 +485,18 @@ function M.destroy(sb)
   return { removed = removed }
 end
 
+-- Why sb is another session's, or nil: a fork (engine fork) copies its
+-- source's history, the sandbox handle in it too, and the source's sandbox
+-- is never the fork's to use, read or remove (docs/forking.md). session_id:
+-- the session asking (its workflow's id). A handle without a session is
+-- nobody's in particular.
+function M.foreign(sb, session_id)
+  if type(sb) ~= "table" or type(sb.session_id) ~= "string" or type(session_id) ~= "string" then return nil end
+  if sb.session_id == session_id then return nil end
+  return "the sandbox is session " .. sb.session_id .. "'s, not " .. session_id .. "'s (a fork does not use its "
+    .. "source's sandbox)"
+end
+
 -- Whether sb was made on this host (a handle from before hosts were recorded was).
 function M.here(sb) return sb.host == nil or sb.host == M.host() end
 

@@ -428,6 +428,10 @@ function sessionView(main, id, tab) {
     // (append would write a null as the text "null": the parts left out are filtered)
     clear(meta).append(...[
       summary.parent ? h("span", { id: "parent-link" }, "sub-session of ", h("a", { href: sessionHref(summary.parent) }, summary.parent)) : null,
+      // a fork (engine fork): its source, and the source's event it was forked at
+      summary.forked_from && typeof summary.forked_from.id === "string" ? h("span", { id: "fork-link" }, "forked from ",
+        h("a", { href: sessionHref(summary.forked_from.id) }, summary.forked_from.id),
+        " at #" + summary.forked_from.seq) : null,
       h("span", {}, "status ", statusBadge(summary.status)),
       input.identity ? h("span", {}, "started by " + input.identity) : null,
       h("span", {}, "started " + fmtTime(summary.created_at)),

@@ -39,6 +39,15 @@ local function sub_totals(s)
     cost_usd = s.prices and s.sub.cost or nil }
 end
 
+-- A fork (engine fork --model, --policies; docs/forking.md) runs on from its
+-- fork point with another model or policy set: what its step says
+-- (wf.info().fork.with), nil before the fork point (the copied prefix
+-- replays as it was recorded) and in a session that is not a fork.
+local function fork_with(key)
+  local f = wf.info().fork
+  return f and type(f.with) == "table" and f.with[key] or nil
+end
+
 local function status(name, extra)
   local p = { status = name }
   for k, v in pairs(extra or {}) do p[k] = v end
@@ -92,6 +101,8 @@ local function over_time(s) over(s, "timeoutSeconds", s.limits.timeoutSeconds, w
 local function spend(s, u)
   local n = (u.input_tokens or 0) + (u.output_tokens or 0)
   local prices = s.prices -- {input=, output=} in USD per million tokens
+  local forked = fork_with("model")
+  if forked then prices = forked.prices end -- a fork's model is priced by its own prices
   local c = prices and ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6
     or 0
   s.tokens = s.tokens + n
@@ -290,7 +301,7 @@ end
 -- (recorded, so the transcript leaves its answer out when it comes); a
 -- message waits for the next turn. nil when abandoned.
 local function model_call(s, mopts)
-  local args = { model = s.prep.model, from_history = true, options = mopts }
+  local args = { model = fork_with("model") or s.prep.model, from_history = true, options = mopts }
   s.model_calls = s.model_calls + 1
   if s.inbox then args.call = s.model_calls end -- names it for an "abandoned" record (this run's calls)
   local f = wf.start_activity("model.turn", args,
@@ -380,7 +391,8 @@ end
 -- before its commit decides again (the tool it allows waits for the commit).
 local function decide(s, call, approval)
   return wf.start_activity("session.decide", { tool = call.name, args = call.arguments,
-    permissions = s.perms, session_id = s.id, identity = s.input.identity, approval = approval },
+    permissions = s.perms, session_id = s.id, identity = s.input.identity, approval = approval,
+    policies = fork_with("policies") },
     { retry = { max_attempts = 3 }, ["local"] = true })
 end
 

@@ -787,6 +787,123 @@ int json_get(const char *text, size_t n, const char *key, const char **v, size_t
   }
 }
 
+int json_members(const char *text, size_t n,
+                 int (*cb)(void *ud, const char *k, size_t kn, const char *v, size_t vn), void *ud) {
+  const char *s = span_ws(text, text + n), *end = text + n;
+  if (s >= end || *s != '{') return -1;
+  s = span_ws(s + 1, end);
+  if (s < end && *s == '}') return span_ws(s + 1, end) == end ? 0 : -1;
+  for (;;) {
+    s = span_ws(s, end);
+    const char *k = s;
+    if (s >= end || *s != '"' || !(s = skip_string(s, end))) return -1;
+    size_t kn = (size_t)(s - k);
+    s = span_ws(s, end);
+    if (s >= end || *s++ != ':') return -1;
+    const char *val = span_ws(s, end);
+    if (!(s = json_skip(val, end))) return -1;
+    int rc = cb(ud, k, kn, val, (size_t)(s - val));
+    if (rc) return rc;
+    s = span_ws(s, end);
+    if (s >= end) return -1;
+    if (*s == '}') return span_ws(s + 1, end) == end ? 0 : -1;
+    if (*s++ != ',') return -1;
+  }
+}
+
+/* ---- RFC 7386 merge patch, on canonical text (keys compared as written) ---- */
+
+typedef struct mp_ctx {
+  ubuf *out;
+  const char *other; /* the other side's object text */
+  size_t on;
+  int first, failed;
+} mp_ctx;
+
+static int is_object_text(const char *v, size_t n) {
+  const char *s = span_ws(v, v + n);
+  return s < v + n && *s == '{';
+}
+static int is_null_text(const char *v, size_t n) { return n == 4 && memcmp(v, "null", 4) == 0; }
+
+static void mp_merge(ubuf *out, const char *t, size_t tn, const char *p, size_t pn, int *failed);
+
+/* The value of member k (a key as written) of object o, or NULL. */
+static const char *mp_find(const char *o, size_t on, const char *k, size_t kn, size_t *vn) {
+  if (!o) return NULL;
+  char *key = util_xmalloc(kn);
+  memcpy(key, k + 1, kn - 2); /* json_get compares the key's text inside its quotes */
+  key[kn - 2] = 0;
+  const char *v = NULL;
+  int found = json_get(o, on, key, &v, vn);
+  free(key);
+  return found == 1 ? v : NULL;
+}
+
+static void mp_key(mp_ctx *c, const char *k, size_t kn) {
+  if (!c->first) ubuf_add(c->out, ",", 1);
+  c->first = 0;
+  ubuf_add(c->out, k, kn);
+  ubuf_add(c->out, ":", 1);
+}
+
+/* A member of the target: kept, removed (null in the patch) or merged. */
+static int mp_target_member(void *ud, const char *k, size_t kn, const char *v, size_t vn) {
+  mp_ctx *c = ud;
+  size_t pn;
+  const char *pv = mp_find(c->other, c->on, k, kn, &pn);
+  if (pv && is_null_text(pv, pn)) return 0;
+  mp_key(c, k, kn);
+  if (pv) mp_merge(c->out, v, vn, pv, pn, &c->failed);
+  else ubuf_add(c->out, v, vn);
+  return 0;
+}
+
+/* A member of the patch the target lacks: added (its nulls removed). */
+static int mp_patch_member(void *ud, const char *k, size_t kn, const char *v, size_t vn) {
+  mp_ctx *c = ud;
+  size_t tn;
+  if (is_null_text(v, vn) || mp_find(c->other, c->on, k, kn, &tn)) return 0;
+  mp_key(c, k, kn);
+  mp_merge(c->out, NULL, 0, v, vn, &c->failed);
+  return 0;
+}
+
+static void mp_merge(ubuf *out, const char *t, size_t tn, const char *p, size_t pn, int *failed) {
+  if (!is_object_text(p, pn)) {
+    ubuf_add(out, p, pn);
+    return;
+  }
+  if (t && !is_object_text(t, tn)) t = NULL;
+  ubuf_add(out, "{", 1);
+  mp_ctx c = {out, p, pn, 1, 0};
+  if (t && json_members(t, tn, mp_target_member, &c) != 0) *failed = 1;
+  c.other = t;
+  c.on = tn;
+  if (json_members(p, pn, mp_patch_member, &c) != 0) *failed = 1;
+  if (c.failed) *failed = 1;
+  ubuf_add(out, "}", 1);
+}
+
+char *json_merge_patch(const char *target, const char *patch, char *err, size_t errlen) {
+  char *t = target ? json_canonical(target, err, errlen) : NULL, *p = json_canonical(patch, err, errlen);
+  if ((target && !t) || !p) {
+    free(t);
+    free(p);
+    return NULL;
+  }
+  ubuf b = {0};
+  int failed = 0;
+  mp_merge(&b, t, t ? strlen(t) : 0, p, strlen(p), &failed);
+  ubuf_add(&b, "", 1);
+  free(t);
+  free(p);
+  char *out = failed ? NULL : json_canonical(b.p, err, errlen);
+  if (failed) util_seterr(err, errlen, "the merge patch could not be applied");
+  ubuf_free(&b);
+  return out;
+}
+
 int json_each(const char *text, size_t n, int (*cb)(void *ud, const char *v, size_t vn), void *ud) {
   const char *s = span_ws(text, text + n), *end = text + n;
   if (s >= end || *s != '[') return -1;

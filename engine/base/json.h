@@ -76,6 +76,17 @@ const char *json_skip(const char *s, const char *end);
  * 0 when absent, -1 when text is not a well-formed object. Keys are compared
  * as written (the engine's keys have no escapes). */
 int json_get(const char *text, size_t n, const char *key, const char **v, size_t *vn);
+/* Calls cb with each member of the object text[0..n): its key as written
+ * (the string literal, quotes and escapes included) and its value's text;
+ * returns 0, -1 when text is not a well-formed object, or the first nonzero
+ * cb result. */
+int json_members(const char *text, size_t n,
+                 int (*cb)(void *ud, const char *k, size_t kn, const char *v, size_t vn), void *ud);
+/* RFC 7386: the JSON merge patch patch applied to target (both JSON text;
+ * target NULL: none), canonical and malloc'd, or NULL with err when either
+ * is not JSON. A patch that is not an object replaces the target; a null
+ * member removes the target's, an object member merges into it. */
+char *json_merge_patch(const char *target, const char *patch, char *err, size_t errlen);
 /* Calls cb with the text of each element of the array text[0..n); returns 0,
  * -1 when text is not a well-formed array, or the first nonzero cb result. */
 int json_each(const char *text, size_t n, int (*cb)(void *ud, const char *v, size_t vn), void *ud);

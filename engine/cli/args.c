@@ -77,23 +77,23 @@ int cli_parse_simple(args *a, common *c, const char *help, const char **pos, int
  * (`@/dev/stdin`, `@<(cmd)`), never more than the payload limit (a regular
  * file's size is known before a byte is read). Opened without blocking, so a
  * FIFO nobody writes to does not hang the open. */
-static int read_input_file(const char *path, char **text, size_t *len) {
+static int read_input_file(const char *flag, const char *path, char **text, size_t *len) {
   size_t max = json_max_payload();
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0) {
     int e = errno;
     if (fd >= 0) close(fd);
-    return cli_die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
+    return cli_die(EXIT_USAGE, "%s: cannot read %s: %s", flag, path, strerror(e));
   }
   int piped = S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode);
   if (!S_ISREG(sb.st_mode) && !piped) {
     close(fd);
-    return cli_die(EXIT_USAGE, "--input: %s is %s, not a file", path, util_file_kind(sb.st_mode));
+    return cli_die(EXIT_USAGE, "%s: %s is %s, not a file", flag, path, util_file_kind(sb.st_mode));
   }
   if (S_ISREG(sb.st_mode) && (size_t)sb.st_size > max) {
     close(fd);
-    return cli_die(EXIT_USAGE, "--input %s is %lld bytes, more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)",
+    return cli_die(EXIT_USAGE, "%s %s is %lld bytes, more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", flag,
                    path, (long long)sb.st_size, max);
   }
   if (piped) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* a pipe is read as it comes */
@@ -103,26 +103,28 @@ static int read_input_file(const char *path, char **text, size_t *len) {
   if (e) {
     ubuf_free(&b);
     if (e == EFBIG)
-      return cli_die(EXIT_USAGE, "--input %s is more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", path, max);
-    return cli_die(EXIT_USAGE, "--input: cannot read %s: %s", path, strerror(e));
+      return cli_die(EXIT_USAGE, "%s %s is more than the limit of %zu bytes (ENGINE_MAX_PAYLOAD_BYTES)", flag, path, max);
+    return cli_die(EXIT_USAGE, "%s: cannot read %s: %s", flag, path, strerror(e));
   }
   *len = b.n;
   *text = b.p ? b.p : util_strdup("");
   return 0;
 }
 
-int cli_read_input(const char *spec, char **out) {
+int cli_read_input(const char *spec, char **out) { return cli_read_json("--input", spec, out); }
+
+int cli_read_json(const char *flag, const char *spec, char **out) {
   char err[512];
   char *text = NULL;
   size_t len = 0;
   if (spec[0] == '@') {
-    int rc = read_input_file(spec + 1, &text, &len);
+    int rc = read_input_file(flag, spec + 1, &text, &len);
     if (rc) return rc;
   } else {
     text = util_strdup(spec);
     len = strlen(text);
   }
-  *out = json_accept(text, len, "--input", err, sizeof err);
+  *out = json_accept(text, len, flag, err, sizeof err);
   free(text);
   return *out ? 0 : cli_die(EXIT_USAGE, "%s", err);
 }

@@ -25,6 +25,7 @@ static const char *MAIN_HELP =
     "       engine --version\n"
     "\n"
     "  start FILE.lua [--input JSON|@file] [--id ID] [--detach]   run until done or waiting\n"
+    "  fork ID (--at SEQ | --turn N) [--id NEW] [--input-patch JSON] [--script FILE]   run on from a point of ID\n"
     "  serve [--listen ADDR] [--workflows DIR]   worker for every workflow; --listen: the HTTP API\n"
     "  signal ID NAME [JSON]              send a signal\n"
     "  approve ID [--request RID] [--deny] [--reason TEXT]   answer an approval request\n"
@@ -51,7 +52,7 @@ static const char *MAIN_HELP =
     "Database: --db PATH, else $ENGINE_DB, else ./engine.db; a postgres:// URL is a PostgreSQL\n"
     "  database (its limits.lua and workspaces are in $ENGINE_DATA_DIR, else ./engine-data)\n"
     "Server: --server URL (else $ENGINE_SERVER; http:// or https://) before the command sends start,\n"
-    "  list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
+    "  fork, list, show, events, history, signal, approve and cancel to `engine serve --listen` there\n"
     "  instead of opening a database, with the same output and exit codes; the token is\n"
     "  --token TOKEN, else $ENGINE_TOKEN (sent as Authorization: Bearer, never printed)\n"
     "Output: on a terminal, start and show print for people; piped, or with --json, what\n"
@@ -76,6 +77,7 @@ typedef struct command {
 static const command COMMANDS[] = {
     /* cmd_start.c, cmd_workflows.c, cmd_approvals.c: the local database or --server */
     {"start", cmd_start, 0},
+    {"fork", cmd_fork, 0},
     {"signal", cmd_signal, 0},
     {"message", cmd_message, 0},
     {"interrupt", cmd_interrupt, 0},
@@ -153,7 +155,7 @@ int cli_main(int argc, char **argv) {
   }
   /* the commands that may run workflows in this process export their spans:
    * a bad OTEL_* variable stops them before anything is written */
-  if ((strcmp(cmd, "serve") == 0 || (strcmp(cmd, "start") == 0 && !c.server)) && otel_config_check(err, sizeof err) != 0)
+  if ((strcmp(cmd, "serve") == 0 || ((strcmp(cmd, "start") == 0 || strcmp(cmd, "fork") == 0) && !c.server)) && otel_config_check(err, sizeof err) != 0)
     return cli_die(EXIT_USAGE, "%s", err);
   if (cli_check_color(&c)) return EXIT_USAGE;
   const command *found = NULL;

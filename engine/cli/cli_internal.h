@@ -60,6 +60,8 @@ int cli_parse_simple(args *a, common *c, const char *help, const char **pos, int
 /* Reads --input JSON or @file and checks it (size, UTF-8, no NUL byte,
  * JSON): *out is its canonical form. 0, or the exit code after saying why. */
 int cli_read_input(const char *spec, char **out);
+/* The same for another flag that takes JSON or @file (named in what it says). */
+int cli_read_json(const char *flag, const char *spec, char **out);
 
 /* ---- output.c: every line for people and every JSON line ---- */
 
@@ -115,6 +117,7 @@ void cli_local_identity(char *out, size_t n);
 
 /* cmd_start.c */
 int cmd_start(args *a, common *c);
+int cmd_fork(args *a, common *c);
 /* cmd_workflows.c */
 int cmd_signal(args *a, common *c);
 /* cmd_config.c */

@@ -118,6 +118,62 @@ static int http_start(client *cl, const client_start_req *req, client_started *o
   return 0;
 }
 
+/* ----------------------------------------------------------------- fork --- */
+
+static void add_member(ubuf *b, const char *key, const char *json) {
+  char *part = util_fmt("%s\"%s\":%s", b->n > 1 ? "," : "", key, json);
+  ubuf_add(b, part, strlen(part));
+  free(part);
+}
+
+static int http_fork(client *cl, const client_fork_req *req, client_started *out, fork_made *made, client_err *err) {
+  http_client *h = (http_client *)cl;
+  const fork_req *q = req->fork;
+  memset(out, 0, sizeof *out);
+  memset(made, 0, sizeof *made);
+  if (q->policies)
+    return say(err, 0, "fork: --policies names a directory on the engine's host: run engine fork there, "
+               "without --server");
+  if (q->script)
+    return say(err, 0, "fork: with --server, --script names a script of the server's workflows directory: "
+               "not supported yet; run engine fork on the engine's host");
+  ubuf b = {0};
+  ubuf_add(&b, "{", 1);
+  char num[32];
+  if (q->at_given) snprintf(num, sizeof num, "%lld", (long long)q->at), add_member(&b, "at", num);
+  if (q->turn_given) snprintf(num, sizeof num, "%lld", (long long)q->turn), add_member(&b, "turn", num);
+  if (q->id) {
+    char *qi = json_quote(q->id);
+    add_member(&b, "id", qi);
+    free(qi);
+  }
+  if (q->input_patch) add_member(&b, "input_patch", q->input_patch);
+  if (q->model) add_member(&b, "model", q->model);
+  ubuf_add(&b, "}", 2);
+  char *enc = api_client_escape(q->source), *path = util_fmt("/v1/workflows/%s/fork", enc);
+  free(enc);
+  api_reply r;
+  int rc = call(h, "POST", path, b.p, &r, err);
+  free(path);
+  ubuf_free(&b);
+  if (rc) return -1;
+  out->id = json_get_string(r.body, r.len, "id");
+  out->existed = r.status == 200;
+  const char *v;
+  size_t vn;
+  if (json_get(r.body, r.len, "forked_from", &v, &vn) == 1 && vn && *v == '{') {
+    made->run = json_get_int(v, vn, "run", 0);
+    made->seq = json_get_int(v, vn, "seq", 0);
+    made->at = json_get_int(v, vn, "at", 0);
+    made->asked = json_get_int(v, vn, "asked", 0);
+  }
+  api_reply_free(&r);
+  if (!out->id) return say(err, 0, "the server at %s answered the fork without the workflow's id", api_client_url(h->api));
+  snprintf(made->id, sizeof made->id, "%s", out->id);
+  if (!req->detach && !req->quiet) server_holder(h, out->runner, sizeof out->runner);
+  return 0;
+}
+
 /* --------------------------------------------------------------- follow --- */
 
 /* An event stream of the API: each recorded event once, in order, and the
@@ -411,6 +467,7 @@ static void http_close(client *cl) {
 
 static const client_ops HTTP = {
     .start = http_start,
+    .fork = http_fork,
     .follow = http_follow,
     .run_here = NULL, /* the server's worker runs what it starts */
     .signal = http_signal,

@@ -134,6 +134,48 @@ static int local_start(client *cl, const client_start_req *req, client_started *
   return 0;
 }
 
+static int local_fork(client *cl, const client_fork_req *req, client_started *out, fork_made *made,
+                      client_err *err) {
+  local_client *lc = (local_client *)cl;
+  char who[300], msg[2048], shown[1024], holder[256] = "";
+  memset(out, 0, sizeof *out);
+  if (!db(lc, err)) return -1;
+  if (cli_unwritable(lc->db, msg, sizeof msg))
+    return say(err, 0, "fork: cannot write %s: %s", engine_db_shown(lc->db, shown, sizeof shown), msg);
+  cli_local_identity(who, sizeof who);
+  fork_req q = *req->fork;
+  q.identity = who;
+  /* with no worker, this process is to be it: its lock first, as a start's */
+  int lockfd = req->detach ? -1 : engine_lock(lc->db, "fork", holder, sizeof holder);
+  int why = 0;
+  if (engine_fork_workflow(lc->st, &q, made, &why, msg, sizeof msg) != 0) {
+    if (why == FORK_EXISTS && made->same) {
+      out->existed = 1; /* a retry: the fork it made is followed */
+    } else {
+      if (lockfd >= 0) engine_unlock(lockfd);
+      if (why == FORK_FAILED) return say(err, 0, "%s", msg);
+      /* the field as the command's flag: input_patch is --input-patch */
+      char flag[40] = "";
+      if (made->field[0]) {
+        snprintf(flag, sizeof flag, "--%s: ", made->field);
+        for (char *p = flag; *p; p++)
+          if (*p == '_') *p = '-';
+      }
+      return say(err, 1, "%s%s", flag, msg);
+    }
+  }
+  out->id = util_strdup(made->id);
+  if (lockfd >= 0) {
+    lc->lockfd = lockfd;
+    free(lc->input);
+    lc->input = util_strdup("{}"); /* it exists: its own input is in the log */
+    out->here = 1;
+    return 0;
+  }
+  snprintf(out->runner, sizeof out->runner, "%s", holder);
+  return 0;
+}
+
 static int local_run_here(client *cl, const client_run *run, int *code, client_err *err) {
   local_client *lc = (local_client *)cl;
   if (lc->lockfd < 0) return say(err, 0, "cannot run %s here: another process is the worker of %s", run->id, lc->db);
@@ -415,6 +457,7 @@ static const client_ops LOCAL = {
     .start = local_start,
     .follow = local_follow,
     .run_here = local_run_here,
+    .fork = local_fork,
     .signal = local_signal,
     .session_input = local_session_input,
     .cancel = local_cancel,

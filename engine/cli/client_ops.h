@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "approval.h"
+#include "fork.h"
 #include "cli_internal.h"
 #include "names.h"
 #include "store.h"
@@ -53,6 +54,12 @@ typedef struct client_start_req {
   const trace_start *trace; /* the caller's trace (--traceparent, TRACEPARENT), recorded in the start; NULL: none */
 } client_start_req;
 
+/* A fork (fork.h): the request, and how the command runs it (as a start). */
+typedef struct client_fork_req {
+  const fork_req *fork; /* its identity is the client's own (local:USER, the token's): left NULL */
+  int detach, quiet;
+} client_fork_req;
+
 typedef struct client_started {
   char *id;         /* the workflow's (malloc'd): the one named, or the one made */
   int existed;      /* the id named a workflow already: nothing was created */
@@ -66,6 +73,7 @@ typedef struct client_started {
 typedef struct client_run {
   const char *id, *script;
   int quiet, color; /* color: the progress on stderr may use colour */
+  int made;         /* the workflow exists already (a fork): carried on, not created */
   int (*report)(void *ud, const char *summary, size_t n);
   void *ud;
 } client_run;
@@ -89,6 +97,11 @@ typedef struct client_ops {
    * worker until it ends, is stuck or is interrupted; *code from run->report.
    * Local only: NULL with a server, whose start never says here. */
   int (*run_here)(client *cl, const client_run *run, int *code, client_err *err);
+  /* Forks a workflow (fork.h) as the client's identity; *made says where
+   * (id, run, seq, at, asked; locally the note too). out->existed: the id is
+   * a fork the same request made before (nothing new was written). Locally
+   * with no worker running, this process is to run it (out->here, as start). */
+  int (*fork)(client *cl, const client_fork_req *req, client_started *out, fork_made *made, client_err *err);
   /* Signal name with payload (canonical JSON), recorded with who sent it. */
   int (*signal)(client *cl, const char *id, const char *name, const char *payload, client_err *err);
   /* A person's message, interrupt or close for a session (kind), with text

@@ -1,7 +1,10 @@
-/* cmd_start: `engine start`, once for both ways (client_ops.h): the client
- * records the start (or, locally with no worker running, says this process
- * is to run it), the command follows its events until it ends and prints the
- * outcome from the workflow's summary, the same lines either way. */
+/* cmd_start: `engine start` and `engine fork`, once for both ways
+ * (client_ops.h): the client records the start or the fork (or, locally with
+ * no worker running, says this process is to run it), the command follows
+ * its events until it ends and prints the outcome from the workflow's
+ * summary, the same lines either way. */
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,9 +116,11 @@ static int report_here(void *ud, const char *summary, size_t n) {
   here_ctx *h = ud;
   int code = report_outcome(h->id, summary, n, h->c);
   char *status = json_get_string(summary, n, "status");
-  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0))
+  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->script)
     render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
                 h->script, h->id);
+  else if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0))
+    render_line(stderr, DIE_MAX, "engine: interrupted; `engine serve` carries %s on", h->id);
   free(status);
   return code;
 }
@@ -215,7 +220,143 @@ int cmd_start(args *a, common *c) {
   }
   /* no other process runs it (any more): this one does */
   here_ctx h = {c, s.id, script};
-  client_run run = {s.id, script, quiet, cli_color_on(c, STDERR_FILENO), report_here, &h};
+  client_run run = {s.id, script, quiet, cli_color_on(c, STDERR_FILENO), 0, report_here, &h};
+  if (!cl->ops->run_here) {
+    rc = cli_die(EXIT_USAGE, "%s cannot run here: nothing runs it", s.id);
+  } else if (cl->ops->run_here(cl, &run, &rc, &err) != 0) {
+    rc = client_fail(&err, NULL);
+  }
+out:
+  free(s.id);
+  client_close(cl);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- fork --- */
+
+static const char *FORK_HELP =
+    "usage: engine fork ID (--at SEQ | --turn N) [--id NEW] [--input-patch JSON|@file] [--script FILE]\n"
+    "                   [--model JSON|@file] [--policies DIR] [--detach] [--quiet] [--json] [--db PATH]\n"
+    "\n"
+    "Makes a new workflow from a point of workflow ID's history and runs it on from\n"
+    "there, as engine start runs a workflow (in the foreground until it ends, or\n"
+    "recorded for engine serve with --detach; the same output and exit codes).\n"
+    "The fork's history is a copy of ID's up to the point, its domain events are\n"
+    "ID's up to it, and it records where it came from (engine show: forked). ID is\n"
+    "never changed. The fork is one transaction: it is made whole or not at all.\n"
+    "\n"
+    "--at SEQ     the point: domain event #SEQ, as engine events ID numbers them (an\n"
+    "             event the workflow recorded; not a client's signal.sent)\n"
+    "--turn N     the point: an agent session, just before its N-th model turn (the\n"
+    "             fork calls the model for turn N again)\n"
+    "             An activity that had not ended at the point runs again: the fork\n"
+    "             starts just before it (said on stderr). With continue-as-new, the\n"
+    "             fork continues the run that recorded the point.\n"
+    "--id NEW     the fork's id (default: ID.fork-N, the first that is free)\n"
+    "--input-patch JSON|@file   an RFC 7386 merge patch on ID's input; the copied\n"
+    "             history must replay with the patched input, else the fork is refused\n"
+    "             naming where it diverges\n"
+    "--script FILE  new code, checked by replaying the copied history first (as engine\n"
+    "             replay ID --script FILE does); refused naming the divergence\n"
+    "--model JSON   an agent session's model from the point on, as its input's model\n"
+    "             ({\"name\": ..., \"baseUrl\": ...}); its earlier turns keep theirs\n"
+    "--policies DIR an agent session's policy set from the point on (local only)\n"
+    "\n"
+    "With engine --server URL fork ..., the server makes the fork (POST\n"
+    "/v1/workflows/ID/fork) as the token's identity; --script and --policies are\n"
+    "for a fork on the engine's host.\n";
+
+static int parse_count(const char *flag, const char *v, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long n = strtoll(v, &end, 10);
+  if (!*v || *end || errno) return cli_die(EXIT_USAGE, "fork: %s must be a whole number (got '%s')", flag, v);
+  *out = n;
+  return 0;
+}
+
+int cmd_fork(args *a, common *c) {
+  const char *source = NULL, *patch_spec = NULL, *model_spec = NULL, *v;
+  fork_req q = {0};
+  int detach = 0, quiet = 0, bad = 0, rc;
+  for (; a->i < a->argc; a->i++) {
+    const char *cur = a->argv[a->i];
+    if ((v = cli_flag_value(a, "--at", &bad))) {
+      if ((rc = parse_count("--at", v, &q.at))) return rc;
+      q.at_given = 1;
+    } else if ((v = cli_flag_value(a, "--turn", &bad))) {
+      if ((rc = parse_count("--turn", v, &q.turn))) return rc;
+      q.turn_given = 1;
+    } else if ((v = cli_flag_value(a, "--id", &bad))) q.id = v;
+    else if ((v = cli_flag_value(a, "--input-patch", &bad))) patch_spec = v;
+    else if ((v = cli_flag_value(a, "--script", &bad))) q.script = v;
+    else if ((v = cli_flag_value(a, "--model", &bad))) model_spec = v;
+    else if ((v = cli_flag_value(a, "--policies", &bad))) q.policies = v;
+    else if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
+    else if ((v = cli_flag_value(a, "--color", &bad))) c->color = v;
+    else if (cli_is_flag(cur, "--detach")) detach = 1;
+    else if (cli_is_flag(cur, "--quiet") || cli_is_flag(cur, "-q")) quiet = 1;
+    else if (cli_is_flag(cur, "--json")) c->json = 1;
+    else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(FORK_HELP, stdout), EXIT_OK;
+    else if (bad) return EXIT_USAGE;
+    else if (cur[0] == '-') return cli_die(EXIT_USAGE, "fork: unknown option %s (see engine fork --help)", cur);
+    else if (!source) source = cur;
+    else return cli_die(EXIT_USAGE, "fork: unexpected argument %s", cur);
+    if (bad) return EXIT_USAGE;
+  }
+  if (!source) return cli_die(EXIT_USAGE, "fork: missing ID (see engine fork --help)");
+  if (q.at_given == q.turn_given)
+    return cli_die(EXIT_USAGE, "fork: give the fork point: --at SEQ or --turn N%s", q.at_given ? ", not both" : "");
+  if ((rc = cli_check_color(c))) return rc;
+  char policies[PATH_MAX];
+  if (q.policies) { /* the fork records where the set is: an absolute path */
+    if (!realpath(q.policies, policies)) return cli_die(EXIT_USAGE, "fork: --policies %s: %s", q.policies, strerror(errno));
+    q.policies = policies;
+  }
+  char *patch = NULL, *model = NULL;
+  if (patch_spec && (rc = cli_read_json("--input-patch", patch_spec, &patch))) return rc;
+  if (model_spec && (rc = cli_read_json("--model", model_spec, &model))) return free(patch), rc;
+  q.source = source;
+  q.input_patch = patch;
+  q.model = model;
+  client *cl;
+  if ((rc = client_open(c, &cl))) return free(patch), free(model), rc;
+  client_fork_req req = {&q, detach, quiet};
+  client_started s = {0};
+  fork_made made;
+  client_err err;
+  rc = cl->ops->fork ? cl->ops->fork(cl, &req, &s, &made, &err) : -1;
+  free(patch);
+  free(model);
+  if (rc != 0) {
+    if (!cl->ops->fork) rc = cli_die(EXIT_USAGE, "fork: not available here");
+    else rc = client_fail(&err, "fork: ");
+    client_close(cl);
+    return rc;
+  }
+  int took_over = 0;
+  if (s.existed) render_line(stderr, DIE_MAX, "engine: %s exists, a fork of %s by the same request; following it", s.id,
+                             source);
+  else if (!quiet)
+    render_line(stderr, DIE_MAX, "engine: forked %s at #%lld (run %lld, history event #%lld) as %s", source,
+                (long long)made.seq, (long long)made.run, (long long)made.at, s.id);
+  if (!s.existed && made.note[0]) render_line(stderr, DIE_MAX, "engine: %s", made.note);
+  else if (!s.existed && made.asked && made.seq < made.asked)
+    render_line(stderr, DIE_MAX, "engine: the fork starts before #%lld: an activity had not ended there and runs again",
+                (long long)made.asked);
+  if (!s.here) {
+    if (detach) {
+      render_line(stdout, 0, "%s", s.id);
+      rc = EXIT_WAITING;
+      goto out;
+    }
+    if (!quiet) render_line(stderr, DIE_MAX, "engine: %s runs it", s.runner);
+    rc = follow_start(cl, s.id, quiet, c, &took_over);
+    if (rc != EXIT_OK || !took_over) goto out;
+    if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
+  }
+  here_ctx h = {c, s.id, NULL};
+  client_run run = {s.id, "", quiet, cli_color_on(c, STDERR_FILENO), 1, report_here, &h};
   if (!cl->ops->run_here) {
     rc = cli_die(EXIT_USAGE, "%s cannot run here: nothing runs it", s.id);
   } else if (cl->ops->run_here(cl, &run, &rc, &err) != 0) {

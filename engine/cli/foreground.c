@@ -96,8 +96,9 @@ int foreground_run(const char *db, const client_run *run, const char *input, con
     int tty = isatty(STDERR_FILENO) && !(term && strcmp(term, "dumb") == 0);
     s.prog = progress_new(stderr, engine_store(s.e), run->id, tty, run->color);
   }
-  int existed = 0;
-  if (engine_create_workflow(engine_store(s.e), run->id, run->script, input, trace, &existed, err, errlen) != 0) {
+  int existed = run->made; /* a fork exists already: it is carried on */
+  if (!run->made &&
+      engine_create_workflow(engine_store(s.e), run->id, run->script, input, trace, &existed, err, errlen) != 0) {
     engine_free(s.e);
     progress_free(s.prog);
     return -1;
@@ -106,7 +107,7 @@ int foreground_run(const char *db, const client_run *run, const char *input, con
   int done = 0;
   if (store_wf_get(engine_store(s.e), run->id, &w) == 1) {
     done = engine_status_terminal(w.status);
-    if (existed && !run->quiet)
+    if (existed && !run->quiet && !run->made)
       render_line(stderr, DIE_MAX, "engine: %s exists (%s); %s", run->id, w.status,
                   done ? "it has finished" : "carrying it on from its log (its own script and input)");
     wf_row_free(&w);

@@ -404,6 +404,20 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
     add_line(&out, 0, "parent:    %s", parent);
     ubuf_add(&out, "\n", 1);
   }
+  const char *fv;
+  size_t fvn;
+  if (json_get(json, n, "forked_from", &fv, &fvn) == 1 && fvn && *fv == '{') {
+    char *from = json_get_string(fv, fvn, "id"), *by = json_get_string(fv, fvn, "by");
+    int64_t turn = json_get_int(fv, fvn, "turn", 0);
+    char before[48] = "";
+    if (turn > 0) snprintf(before, sizeof before, "before turn %lld, ", (long long)turn);
+    add_line(&out, 0, "forked:    from %s at #%lld (%srun %lld, its history to event #%lld)%s%s", from ? from : "?",
+             (long long)json_get_int(fv, fvn, "seq", 0), before, (long long)json_get_int(fv, fvn, "run", 0),
+             (long long)json_get_int(fv, fvn, "at", 0), by && *by ? " by " : "", by && *by ? by : "");
+    ubuf_add(&out, "\n", 1);
+    free(from);
+    free(by);
+  }
   int nchildren = 0;
   if (children && json_each(children, strlen(children), count_child, &nchildren) == 0 && nchildren > 0) {
     add_line(&out, 0, "children:  %d", nchildren);

@@ -289,12 +289,13 @@ char *view_summary_json(const view_summary *s) {
                        "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
                        "\"waiting_on\":%s,\"waits\":%s,\"history_events\":%zu,\"tasks\":%d,"
                        "\"buffered_signals\":%d,\"cancel_requested\":%s,\"sandbox\":%s,\"artifacts\":%s,"
-                       "\"parent\":%s,\"children\":%s,\"tree\":%s}",
+                       "\"parent\":%s,\"children\":%s,\"tree\":%s,\"forked_from\":%s}",
                        id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
                        (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
                        s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals,
                        w->cancel == 1 ? "true" : "false", s->sandbox ? s->sandbox : "null",
-                       s->artifacts ? s->artifacts : "null", parent, s->children ? s->children : "[]", tree);
+                       s->artifacts ? s->artifacts : "null", parent, s->children ? s->children : "[]", tree,
+                       w->forked_from ? w->forked_from : "null");
   free(tree);
   free(parent);
   free(id);
@@ -358,10 +359,11 @@ char *view_list_item_json(store *st, const wf_row *w) {
   if (strcmp(w->status, "queued") == 0) store_slot_list(st, w->id, NULL, NULL, find_queued, &q);
   char *parent = w->parent ? json_quote(w->parent) : NULL;
   char *out = util_fmt("{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"script\":%s,\"created_at\":%lld,"
-                       "\"updated_at\":%lld%s%s%s%s}",
+                       "\"updated_at\":%lld%s%s%s%s%s%s}",
                        id, w->status, (long long)w->run, sc, (long long)w->created_at, (long long)w->updated_at,
                        q.json ? ",\"queue\":" : "", q.json ? q.json : "", parent ? ",\"parent\":" : "",
-                       parent ? parent : "");
+                       parent ? parent : "", w->forked_from ? ",\"forked_from\":" : "",
+                       w->forked_from ? w->forked_from : "");
   free(parent);
   free(id);
   free(sc);

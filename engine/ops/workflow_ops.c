@@ -166,7 +166,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   }
   int64_t now = util_now_ms();
   wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
-                NULL, NULL, 0, now, now, (char *)parent, (char *)parent_close};
+                NULL, NULL, 0, now, now, (char *)parent, (char *)parent_close, NULL};
   char seed[17];
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
   row.input = canon;
@@ -181,7 +181,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   if (made && !bad) {
     made->w = (wf_row){util_strdup(id), 1, util_strdup("running"), util_strdup(script_path), util_strdup(absdir),
                        util_strdup(hash), util_strdup(canon), NULL, NULL, 0, now, now,
-                       parent ? util_strdup(parent) : NULL, parent_close ? util_strdup(parent_close) : NULL};
+                       parent ? util_strdup(parent) : NULL, parent_close ? util_strdup(parent_close) : NULL, NULL};
     made->h.v = util_xcalloc(1, sizeof *made->h.v);
     made->h.n = made->h.cap = 1;
     made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now};

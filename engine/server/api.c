@@ -71,6 +71,7 @@ static const route ROUTES[] = {
     {"GET", "/v1/workflows/{id}/history", SCOPE_READ, api_h_history},
     {"POST", "/v1/workflows/{id}/signals/{name}", SCOPE_SIGNAL, api_h_signal},
     {"POST", "/v1/workflows/{id}/cancel", SCOPE_CANCEL, api_h_cancel},
+    {"POST", "/v1/workflows/{id}/fork", SCOPE_START, api_h_fork},
     {"POST", "/v1/workflows/{id}/messages", SCOPE_SIGNAL, api_h_message},
     {"GET", "/v1/approvals", SCOPE_READ, api_h_approvals},
     {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, api_h_approve},

@@ -8,7 +8,7 @@
  *   api_auth.c       who asks and what they may do: tokens, scopes, the
  *                    loopback rule; GET /v1/whoami
  *   api_workflows.c  /v1/workflows: start, list, show, history, signals,
- *                    messages, cancel, artifacts
+ *                    messages, cancel, fork, artifacts
  *   api_events.c     event pages and streams (SSE) of a workflow and of all
  *   api_approvals.c  /v1/approvals and the answer to an approval request
  *   api_schedules.c  /v1/schedules
@@ -118,6 +118,7 @@ void api_h_history(api *a, httpd_req *r, ctx *c);
 void api_h_signal(api *a, httpd_req *r, ctx *c);
 void api_h_message(api *a, httpd_req *r, ctx *c);
 void api_h_cancel(api *a, httpd_req *r, ctx *c);
+void api_h_fork(api *a, httpd_req *r, ctx *c);
 void api_h_artifacts(api *a, httpd_req *r, ctx *c);
 void api_h_artifact(api *a, httpd_req *r, ctx *c);
 

@@ -1,6 +1,7 @@
 /* api_workflows: the routes of /v1/workflows: start one (idempotent by id),
  * list them (pages, filters), show one, its history, send it a signal or a
- * message, cancel it, and the artifacts its session saved. What each does is
+ * message, cancel it, fork it (ops/fork.h), and the artifacts its session
+ * saved. What each does is
  * the operation the CLI performs (client.c, session_view.c). */
 #include <ctype.h>
 #include <stdio.h>
@@ -464,4 +465,96 @@ void api_h_cancel(api *a, httpd_req *r, ctx *c) {
   char *qi = json_quote(c->p1);
   api_answer_when_committed(a, r, 202, util_fmt("{\"id\":%s,\"cancel\":\"requested\"}", qi), NULL, NULL);
   free(qi);
+}
+
+/* POST /v1/workflows/{id}/fork {at | turn, id?, input_patch?, script?, model?}:
+ * a new workflow from a point of this one's history (ops/fork.h), made by
+ * the token's identity; 201 with the fork's summary once it is committed.
+ * The token needs scope start (the route's) and read (the source is read). A
+ * retry of the same request with the same id answers 200 with the fork that
+ * exists. */
+static const char *FORK_KEYS[] = {"at", "turn", "id", "input_patch", "script", "model", "policies", NULL};
+
+/* An integer field of the body: 1 given (*v), 0 absent, -1 not an integer. */
+static int field_int(api *a, const char *key, int64_t *v) {
+  int t = lua_getfield(a->L, -1, key), rc = 0;
+  if (t == LUA_TNUMBER) {
+    int whole = 0;
+    lua_Integer n = lua_tointegerx(a->L, -1, &whole);
+    rc = whole ? 1 : -1;
+    *v = (int64_t)n;
+  } else if (t != LUA_TNIL) {
+    rc = -1;
+  }
+  lua_pop(a->L, 1);
+  return rc;
+}
+
+void api_h_fork(api *a, httpd_req *r, ctx *c) {
+  if (!token_allows(c->scopes, SCOPE_READ))
+    return api_reply_error(r, 403, "this token lacks the 'read' scope (a fork reads its source)");
+  if (api_body_object(a, r, FORK_KEYS) != 0) return;
+  fork_req q = {0};
+  q.source = c->p1;
+  q.identity = c->identity;
+  int ga = field_int(a, "at", &q.at), gt = field_int(a, "turn", &q.turn);
+  if (ga < 0) return api_reply_error(r, 400, "\"at\" must be an integer: a domain event's seq");
+  if (gt < 0) return api_reply_error(r, 400, "\"turn\" must be an integer: an agent session's model turn");
+  q.at_given = ga == 1;
+  q.turn_given = gt == 1;
+  char id[ENGINE_ID_MAX + 1], script[256], path[PATH_MAX], err[2048];
+  int gi = api_field_string(a, "id", id, sizeof id);
+  if (gi < 0) return api_reply_error(r, 400, "\"id\" must be a string of at most %d bytes", ENGINE_ID_MAX);
+  if (gi == 1) q.id = id;
+  int gs = api_field_string(a, "script", script, sizeof script);
+  if (gs < 0) return api_reply_error(r, 400, "\"script\" must be a string naming a file in the workflows directory");
+  lua_getfield(a->L, -1, "policies");
+  int policies = !lua_isnil(a->L, -1);
+  lua_pop(a->L, 1);
+  if (policies)
+    return api_reply_error(r, 400, "\"policies\": a policy directory is named on the engine's host only "
+                           "(engine fork --policies DIR), never over the API");
+  char *patch = api_field_json(a, "input_patch"), *model = api_field_json(a, "model");
+  if (patch && patch[0] != '{') {
+    free(patch);
+    free(model);
+    return api_reply_error(r, 400, "\"input_patch\" must be a JSON object: a merge patch (RFC 7386) on the input");
+  }
+  if (gs == 1 && api_resolve_script(a, r, script, path, sizeof path) != 0) {
+    free(patch);
+    free(model);
+    return;
+  }
+  q.input_patch = patch;
+  q.model = model;
+  q.script = gs == 1 ? path : NULL;
+  fork_made made;
+  int why = 0;
+  int rc = engine_fork(a->e, &q, &made, &why, err, sizeof err);
+  free(patch);
+  free(model);
+  char location[ENGINE_ID_MAX + 32];
+  if (rc != 0) {
+    if (why == FORK_EXISTS && made.same) {
+      snprintf(location, sizeof location, "/v1/workflows/%s", made.id);
+      return api_answer_when_committed(a, r, 200, NULL, made.id, location);
+    }
+    if (why == FORK_FAILED || api_store_down(a, r)) {
+      if (!api_store_down(a, r)) api_reply_error(r, 503, "%s", err);
+      return;
+    }
+    int status = why == FORK_UNKNOWN ? 404 : why == FORK_EXISTS ? 409 : 400;
+    if (made.field[0] && status == 400) {
+      char *msg = util_fmt("\"%s\": %s", made.field, err);
+      char *q1 = json_quote(msg), *q2 = json_quote(made.field);
+      free(msg);
+      api_reply_json(r, 400, util_fmt("{\"error\":{\"status\":400,\"message\":%s,\"field\":%s}}", q1, q2), NULL);
+      free(q1);
+      free(q2);
+      return;
+    }
+    return api_reply_error(r, status, "%s", err);
+  }
+  snprintf(location, sizeof location, "/v1/workflows/%s", made.id);
+  api_answer_when_committed(a, r, 201, NULL, made.id, location);
 }

@@ -55,6 +55,7 @@ typedef struct store_ops {
   int (*op_wf_subtree)(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
   int64_t (*op_wf_depth)(store *s, const char *id, int64_t cap);
   int64_t (*op_wf_children_running)(store *s, const char *parent);
+  int (*op_fork_copy)(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to, int modules, const char *dst);
   int (*op_hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
   int (*op_hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);
   int (*op_hist_range)(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);

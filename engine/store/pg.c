@@ -64,7 +64,8 @@
  * plus the commits row store_data_version reads; 5: the leases of several
  * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
  * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first);
- * 7: workflows.parent and parent_close (child workflows) */
+ * 7: workflows.parent and parent_close (child workflows); 8: workflows.forked_from
+ * (engine fork) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -88,6 +89,8 @@ static const char *SCHEMA =
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS parent " T ";"
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS parent_close " T ";"
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
+    /* version 8: a fork's source (engine fork) */
+    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS forked_from " T ";"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
@@ -397,6 +400,7 @@ const store_ops store_pg_ops = {
     .op_module_get = pg_module_get,
     .op_modules_clear = pg_modules_clear,
     .op_modules_copy = pg_modules_copy,
+    .op_fork_copy = pg_fork_copy,
     .op_task_put = pg_task_put,
     .op_task_del = pg_task_del,
     .op_task_take = pg_task_take,

@@ -28,37 +28,37 @@
   "buffered_fire_at,skipped_count,updated_at,created_at"
 const char *const pg_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at,parent,parent_close) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14)",
-    [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows WHERE id=$1",
+                    "created_at,updated_at,parent,parent_close,forked_from) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)",
+    [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows WHERE id=$1",
     /* in a client's batch (store_begin): its check holds to its commit (a
      * worker's status change waits, or is seen) */
-    [Q_WF_GET_SHARE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_GET_SHARE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                        "WHERE id=$1 FOR SHARE",
     [Q_WF_STATUS] = "UPDATE workflows SET status=$1, result=$2, error=$3, updated_at=$4 WHERE id=$5",
     [Q_WF_CANCEL] = "UPDATE workflows SET cancel=$1, updated_at=$2 WHERE id=$3",
     [Q_WF_CODE] = "UPDATE workflows SET code_hash=$1, script_name=$2, script_dir=$3, updated_at=$4 WHERE id=$5",
     [Q_WF_NEWRUN] = "UPDATE workflows SET run=$1, input=$2, status='running', result=NULL, error=NULL, "
                     "updated_at=$3 WHERE id=$4",
-    [Q_WF_LIST] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_LIST] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                   "ORDER BY created_at, id",
-    [Q_WF_LIST_STATUS] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_LIST_STATUS] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                          "WHERE status=$1 ORDER BY created_at, id",
     /* a range of the primary key: $2 is the least string above every id
      * that starts with $1 (pg_prefix_above); $3 is ",status,...," or NULL */
-    [Q_WF_IDS] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_IDS] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                  "WHERE id>=$1 AND id<$2 AND ($3::text IS NULL OR strpos($3, ','||status||',')>0) "
                  "ORDER BY id LIMIT $4",
     /* "" or a prefix with no string above it: from $1 on */
-    [Q_WF_IDS_FROM] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_IDS_FROM] = "SELECT " WF_COLS ",NULL,NULL,NULL,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                       "WHERE id>=$1 AND starts_with(id, $1) AND ($2::text IS NULL OR "
                       "strpos($2, ','||status||',')>0) ORDER BY id LIMIT $3",
-    [Q_WF_CHILDREN] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close "
+    [Q_WF_CHILDREN] = "SELECT " WF_COLS ",NULL,NULL,error,cancel,created_at,updated_at,parent,parent_close,forked_from "
                       "FROM workflows WHERE parent=$1 ORDER BY created_at, id",
     /* down the parent column from $1, at most $2 levels, at most $3 rows */
     [Q_WF_SUBTREE] = "WITH RECURSIVE down(id,n) AS (SELECT id,1 FROM workflows WHERE parent=$1 UNION ALL "
                      "SELECT w.id,down.n+1 FROM workflows w JOIN down ON w.parent=down.id WHERE down.n<$2::bigint) "
                      "SELECT w.id,w.run,w.status,w.script_name,w.script_dir,w.code_hash,NULL,w.result,w.error,w.cancel,"
-                     "w.created_at,w.updated_at,w.parent,w.parent_close FROM down JOIN workflows w ON w.id=down.id "
+                     "w.created_at,w.updated_at,w.parent,w.parent_close,w.forked_from FROM down JOIN workflows w ON w.id=down.id "
                      "ORDER BY w.created_at, w.id LIMIT $3::bigint",
     /* up the parent column from $1, at most $2 steps: the last step's number is the depth */
     [Q_WF_DEPTH] = "WITH RECURSIVE up(id,parent,n) AS (SELECT id,parent,0 FROM workflows WHERE id=$1 UNION ALL "
@@ -80,6 +80,15 @@ const char *const pg_sql[Q__N] = {
                   "ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
     [Q_MOD_GET] = "SELECT hash FROM run_modules WHERE wf_id=$1 AND run=$2 AND module=$3",
     [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=$1 AND run=$2",
+    /* a fork's copies (store_fork_copy): $1 the fork, $2 the source */
+    [Q_FORK_HIST] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) SELECT $1,run,seq,type,ref,"
+                    "name,hash,payload,time FROM history WHERE wf_id=$2 AND run=$3 AND seq>=$4 AND seq<=$5",
+    [Q_FORK_DOM] = "INSERT INTO domain_events(session_id,seq,type,time,payload) SELECT $1,seq,type,time,payload "
+                   "FROM domain_events WHERE session_id=$2 AND seq<=$3",
+    [Q_FORK_FEED] = "INSERT INTO event_feed(session_id,seq) SELECT $1,seq FROM domain_events WHERE session_id=$2 "
+                    "AND seq<=$3 ORDER BY seq",
+    [Q_FORK_MOD] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT $1,run,module,hash FROM run_modules "
+                   "WHERE wf_id=$2 AND run=$3 ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
     [Q_MOD_COPY] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT wf_id,$1::bigint,module,hash "
                    "FROM run_modules WHERE wf_id=$2 AND run=$3 "
                    "ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
@@ -142,10 +151,10 @@ const char *const pg_sql[Q__N] = {
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
                      "ON d.session_id=f.session_id AND d.seq=f.seq WHERE f.id>$1 ORDER BY f.id LIMIT $2",
     [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
-    [Q_WF_PAGE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_PAGE] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                   "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
                   "AND (created_at, id) > ($3::bigint, $4::text) ORDER BY created_at, id LIMIT $5",
-    [Q_WF_PAGE_DESC] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close FROM workflows "
+    [Q_WF_PAGE_DESC] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows "
                        "WHERE ($1::text IS NULL OR status=$1) AND ($2::text IS NULL OR script_name=$2) "
                        "AND (created_at, id) < ($3::bigint, $4::text) ORDER BY created_at DESC, id DESC LIMIT $5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",

@@ -28,6 +28,7 @@ int pg_wf_insert(store *st_, const wf_row *w) {
   pg_bind_int(s, w->updated_at);
   pg_bind_text(s, w->parent);
   pg_bind_text(s, w->parent_close);
+  pg_bind_text(s, w->forked_from);
   return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
 }
 
@@ -46,6 +47,7 @@ void pg_read_wf(const PGresult *r, int i, wf_row *w) {
   w->updated_at = pg_col_int(r, i, 11);
   w->parent = pg_col_dup(r, i, 12);
   w->parent_close = pg_col_dup(r, i, 13);
+  w->forked_from = pg_col_dup(r, i, 14);
 }
 
 int pg_wf_get(store *st_, const char *id, wf_row *out) {
@@ -344,6 +346,33 @@ int pg_modules_clear(store *st_, const char *wf_id, int64_t run) {
   pg_bind_text(s, wf_id);
   pg_bind_int(s, run);
   return pg_exec_defer(s, Q_MOD_CLEAR, "clear modules");
+}
+
+/* ---- forks ---- */
+
+/* One of the fork's INSERT ... SELECT statements: $1 dst, $2 src, then n
+ * integers; sent without waiting for its answer. */
+static int fork_stmt(pg *s, int q, const char *src, const char *dst, const int64_t *v, int n, const char *what) {
+  pg_params_start(s);
+  pg_bind_text(s, dst);
+  pg_bind_text(s, src);
+  for (int i = 0; i < n; i++) pg_bind_int(s, v[i]);
+  return pg_exec_defer(s, q, what);
+}
+
+int pg_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
+                 int modules, const char *dst) {
+  pg *s = (pg *)st_;
+  /* the feed's positions are taken under the order lock, as every append's */
+  ORDERED_BEGIN(s);
+  int64_t h[] = {run, hist_from, hist_to}, d[] = {domain_to}, m[] = {run};
+  if (hist_to >= hist_from && fork_stmt(s, Q_FORK_HIST, src, dst, h, 3, "append history (fork)") != STORE_OK)
+    return STORE_ERR;
+  if (domain_to > 0 && (fork_stmt(s, Q_FORK_DOM, src, dst, d, 1, "append domain events (fork)") != STORE_OK ||
+                        fork_stmt(s, Q_FORK_FEED, src, dst, d, 1, "append domain events (fork feed)") != STORE_OK))
+    return STORE_ERR;
+  if (modules && fork_stmt(s, Q_FORK_MOD, src, dst, m, 1, "copy modules (fork)") != STORE_OK) return STORE_ERR;
+  return STORE_OK;
 }
 
 int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {

@@ -79,6 +79,7 @@ void wf_row_free(wf_row *w) {
   free(w->error);
   free(w->parent);
   free(w->parent_close);
+  free(w->forked_from);
   memset(w, 0, sizeof *w);
 }
 
@@ -100,8 +101,9 @@ void hist_list_free(hist_list *l) {
 const store_table store_tables[] = {
     TABLE("meta", "tt", 1, "key", "value"),
     TABLE("code", "ttb", 1, "hash", "name", "source"),
-    TABLE("workflows", "titttttttiiitt", 1, "id", "run", "status", "script_name", "script_dir", "code_hash", "input",
-          "result", "error", "cancel", "created_at", "updated_at", "parent", "parent_close"),
+    TABLE("workflows", "titttttttiiittt", 1, "id", "run", "status", "script_name", "script_dir", "code_hash", "input",
+          "result", "error", "cancel", "created_at", "updated_at", "parent", "parent_close",
+          "forked_from"),
     TABLE("history", "tiitittti", 3, "wf_id", "run", "seq", "type", "ref", "name", "hash", "payload", "time"),
     TABLE("run_modules", "titt", 3, "wf_id", "run", "module", "hash"),
     {"tasks", (const char *const[]){"id", "wf_id", "kind", "seq", "run_at", "attempt", "first_at", "lease_owner",

@@ -25,7 +25,8 @@
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
  * 3: slots (concurrency limits and caps) and counters (quotas, rate windows)
  * 4: deliveries (webhook deliveries and their outcomes) and schedules
- * 5: workflows.parent and parent_close (child workflows) */
+ * 5: workflows.parent and parent_close (child workflows)
+ * 6: workflows.forked_from (engine fork) */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -36,7 +37,7 @@ static const char *SCHEMA =
     "  id TEXT PRIMARY KEY, run INTEGER NOT NULL, status TEXT NOT NULL,"
     "  script_name TEXT NOT NULL, script_dir TEXT NOT NULL, code_hash TEXT NOT NULL,"
     "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
-    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT);"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT, forked_from TEXT);"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
     /* a parent's children (wf.child): few workflows have a parent */
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
@@ -92,6 +93,8 @@ static const char *SCHEMA =
  * EXISTS). At the end of the table, as a new database has them. */
 static const char *MIGRATE_5 =
     "ALTER TABLE workflows ADD COLUMN parent TEXT; ALTER TABLE workflows ADD COLUMN parent_close TEXT;";
+/* And the one older than version 6 lacks (after those of version 5). */
+static const char *MIGRATE_6 = "ALTER TABLE workflows ADD COLUMN forked_from TEXT;";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -223,6 +226,8 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     }
     if (rc == SQLITE_OK && have > 0 && have < 5 && !has_column(s, "workflows", "parent"))
       rc = sqlite3_exec(s->db, MIGRATE_5, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0 && have < 6 && !has_column(s, "workflows", "forked_from"))
+      rc = sqlite3_exec(s->db, MIGRATE_6, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION)
@@ -420,6 +425,7 @@ const store_ops store_sqlite_ops = {
     .op_module_get = sq_module_get,
     .op_modules_clear = sq_modules_clear,
     .op_modules_copy = sq_modules_copy,
+    .op_fork_copy = sq_fork_copy,
     .op_task_put = sq_task_put,
     .op_task_del = sq_task_del,
     .op_task_take = sq_task_take,

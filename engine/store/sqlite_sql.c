@@ -10,31 +10,31 @@
 
 const char *const sq_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at,parent,parent_close) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "created_at,updated_at,parent,parent_close,forked_from) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
     [Q_WF_GET] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
-                 "updated_at,parent,parent_close FROM workflows WHERE id=?",
+                 "updated_at,parent,parent_close,forked_from FROM workflows WHERE id=?",
     [Q_WF_STATUS] = "UPDATE workflows SET status=?, result=?, error=?, updated_at=? WHERE id=?",
     [Q_WF_CANCEL] = "UPDATE workflows SET cancel=?, updated_at=? WHERE id=?",
     [Q_WF_CODE] = "UPDATE workflows SET code_hash=?, script_name=?, script_dir=?, updated_at=? WHERE id=?",
     [Q_WF_NEWRUN] = "UPDATE workflows SET run=?, input=?, status='running', result=NULL, error=NULL, updated_at=? "
                     "WHERE id=?",
     [Q_WF_LIST] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
-                  "updated_at,parent,parent_close FROM workflows ORDER BY created_at, id",
+                  "updated_at,parent,parent_close,forked_from FROM workflows ORDER BY created_at, id",
     [Q_WF_LIST_STATUS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
-                         "updated_at,parent,parent_close FROM workflows WHERE status=? ORDER BY created_at, id",
+                         "updated_at,parent,parent_close,forked_from FROM workflows WHERE status=? ORDER BY created_at, id",
     /* a range of the primary key's index (?2 is the prefix and a 0xff byte,
      * above every id that starts with it): a few rows read, however many
      * workflows there are; ?3 is ",status,...," or NULL */
     [Q_WF_IDS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,NULL,cancel,created_at,updated_at,"
-                 "parent,parent_close FROM workflows WHERE id>=?1 AND id<?2 AND (?3 IS NULL OR instr(?3, ','||status||',')>0) "
+                 "parent,parent_close,forked_from FROM workflows WHERE id>=?1 AND id<?2 AND (?3 IS NULL OR instr(?3, ','||status||',')>0) "
                  "ORDER BY id LIMIT ?4",
     [Q_WF_CHILDREN] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
-                      "updated_at,parent,parent_close FROM workflows WHERE parent=? ORDER BY created_at, id",
+                      "updated_at,parent,parent_close,forked_from FROM workflows WHERE parent=? ORDER BY created_at, id",
     /* down the parent column from ?1, at most ?2 levels, at most ?3 rows */
     [Q_WF_SUBTREE] = "WITH RECURSIVE down(id,n) AS (SELECT id,1 FROM workflows WHERE parent=?1 UNION ALL "
                      "SELECT w.id,down.n+1 FROM workflows w JOIN down ON w.parent=down.id WHERE down.n<?2) "
                      "SELECT w.id,w.run,w.status,w.script_name,w.script_dir,w.code_hash,NULL,w.result,w.error,w.cancel,"
-                     "w.created_at,w.updated_at,w.parent,w.parent_close FROM down JOIN workflows w ON w.id=down.id "
+                     "w.created_at,w.updated_at,w.parent,w.parent_close,w.forked_from FROM down JOIN workflows w ON w.id=down.id "
                      "ORDER BY w.created_at, w.id LIMIT ?3",
     /* up the parent column from ?1, at most ?2 steps: the last step's number is the depth */
     [Q_WF_DEPTH] = "WITH RECURSIVE up(id,parent,n) AS (SELECT id,parent,0 FROM workflows WHERE id=?1 UNION ALL "
@@ -57,6 +57,15 @@ const char *const sq_sql[Q__N] = {
     [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=? AND run=?",
     [Q_MOD_COPY] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT wf_id,?,module,hash "
                    "FROM run_modules WHERE wf_id=? AND run=?",
+    /* a fork's copies (store_fork_copy): ?1 the fork, ?2 the source */
+    [Q_FORK_HIST] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) SELECT ?1,run,seq,type,ref,"
+                    "name,hash,payload,time FROM history WHERE wf_id=?2 AND run=?3 AND seq>=?4 AND seq<=?5",
+    [Q_FORK_DOM] = "INSERT INTO domain_events(session_id,seq,type,time,payload) SELECT ?1,seq,type,time,payload "
+                   "FROM domain_events WHERE session_id=?2 AND seq<=?3",
+    [Q_FORK_FEED] = "INSERT INTO event_feed(session_id,seq) SELECT ?1,seq FROM domain_events WHERE session_id=?2 "
+                    "AND seq<=?3 ORDER BY seq",
+    [Q_FORK_MOD] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT ?1,run,module,hash "
+                   "FROM run_modules WHERE wf_id=?2 AND run=?3",
     [Q_TASK_PUT] = "INSERT OR REPLACE INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
                    "VALUES(?,?,?,?,?,?,?,?)",
     [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=? AND kind=? AND seq=?",
@@ -88,10 +97,10 @@ const char *const sq_sql[Q__N] = {
     [Q_FEED_LAST] = "SELECT max(id) FROM event_feed",
     /* keyset pagination: (created_at, id) after the cursor, filters optional */
     [Q_WF_PAGE] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
-                  "updated_at,parent,parent_close FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
+                  "updated_at,parent,parent_close,forked_from FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
                   "AND (created_at>?3 OR (created_at=?3 AND id>?4)) ORDER BY created_at, id LIMIT ?5",
     [Q_WF_PAGE_DESC] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
-                       "updated_at,parent,parent_close FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
+                       "updated_at,parent,parent_close,forked_from FROM workflows WHERE (?1 IS NULL OR status=?1) AND (?2 IS NULL OR script_name=?2) "
                        "AND (created_at<?3 OR (created_at=?3 AND id<?4)) ORDER BY created_at DESC, id DESC LIMIT ?5",
     [Q_GROUP_STATUS] = "SELECT status, count(*) FROM workflows GROUP BY status",
     [Q_GROUP_TASKS] = "SELECT kind, count(*) FROM tasks GROUP BY kind",

@@ -28,6 +28,7 @@ int sq_wf_insert(store *st_, const wf_row *w) {
   sq_bind_int(s, st, 12, w->updated_at);
   sq_bind_text(s, st, 13, w->parent);
   sq_bind_text(s, st, 14, w->parent_close);
+  sq_bind_text(s, st, 15, w->forked_from);
   return sq_exec_write(s, st, "insert workflow");
 }
 
@@ -46,6 +47,7 @@ static void read_wf(sqlite3_stmt *st, wf_row *w) {
   w->updated_at = sqlite3_column_int64(st, 11);
   w->parent = sq_col_dup(st, 12);
   w->parent_close = sq_col_dup(st, 13);
+  w->forked_from = sq_col_dup(st, 14);
 }
 
 int sq_wf_get(store *st_, const char *id, wf_row *out) {
@@ -365,6 +367,33 @@ int sq_modules_clear(store *st_, const char *wf_id, int64_t run) {
   sq_bind_text(s, st, 1, wf_id);
   sq_bind_int(s, st, 2, run);
   return sq_exec_write(s, st, "clear modules");
+}
+
+/* ---- forks ---- */
+
+/* One of the fork's INSERT ... SELECT statements: ?1 dst, ?2 src, then n
+ * integers. */
+static int fork_stmt(sq *s, int q, const char *src, const char *dst, const int64_t *v, int n, const char *what) {
+  sqlite3_stmt *st = sq_stmt(s, q);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, dst);
+  sq_bind_text(s, st, 2, src);
+  for (int i = 0; i < n; i++) sq_bind_int(s, st, 3 + i, v[i]);
+  return sq_exec_write(s, st, what);
+}
+
+int sq_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
+                 int modules, const char *dst) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  int64_t h[] = {run, hist_from, hist_to}, d[] = {domain_to}, m[] = {run};
+  if (hist_to >= hist_from && fork_stmt(s, Q_FORK_HIST, src, dst, h, 3, "append history (fork)") != STORE_OK)
+    return STORE_ERR;
+  if (domain_to > 0 && (fork_stmt(s, Q_FORK_DOM, src, dst, d, 1, "append domain events (fork)") != STORE_OK ||
+                        fork_stmt(s, Q_FORK_FEED, src, dst, d, 1, "append domain events (fork feed)") != STORE_OK))
+    return STORE_ERR;
+  if (modules && fork_stmt(s, Q_FORK_MOD, src, dst, m, 1, "copy modules (fork)") != STORE_OK) return STORE_ERR;
+  return STORE_OK;
 }
 
 int sq_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {

@@ -165,6 +165,8 @@ int store_modules_clear(store *s, const char *wf_id, int64_t run) { SETTLE(s); r
 
 int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run) { SETTLE(s); return s->ops->op_modules_copy(s, wf_id, from_run, to_run); }
 
+int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to, int modules, const char *dst) { SETTLE(s); return s->ops->op_fork_copy(s, src, run, hist_from, hist_to, domain_to, modules, dst); }
+
 int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until) { SETTLE(s); return s->ops->op_task_put(s, wf_id, kind, seq, run_at, attempt, first_at, owner, lease_until); }
 
 int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->op_task_del(s, wf_id, kind, seq); }

@@ -17,8 +17,8 @@
 
 /* The schema versions this build reads and writes (engine --version): an
  * older database is migrated up at open, a newer one refused. */
-#define STORE_SQLITE_SCHEMA_VERSION 5
-#define STORE_PG_SCHEMA_VERSION 7
+#define STORE_SQLITE_SCHEMA_VERSION 6
+#define STORE_PG_SCHEMA_VERSION 8
 
 typedef struct store store;
 
@@ -44,6 +44,7 @@ typedef struct wf_row {
   int64_t created_at, updated_at;
   char *parent;       /* the workflow that started it as a child (wf.child), or NULL */
   char *parent_close; /* what its parent's end does to it while it runs: terminate, request_cancel, abandon */
+  char *forked_from;  /* a fork's source (engine fork): {"id","run","seq","at","by"} as JSON, or NULL */
 } wf_row;
 void wf_row_free(wf_row *w);
 
@@ -232,6 +233,16 @@ int store_module_pin(store *s, const char *wf_id, int64_t run, const char *modul
 char *store_module_get(store *s, const char *wf_id, int64_t run, const char *module);
 int store_modules_clear(store *s, const char *wf_id, int64_t run);
 int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run);
+
+/* ---- forks (engine fork, ops/fork.c) ---- */
+/* Copies into the open batch what a fork dst takes of workflow src's run:
+ * its history events hist_from..hist_to (as dst's, in the same run with the
+ * same seqs), src's domain events 1..domain_to (as dst's, with feed
+ * positions in seq order), and, when modules, the modules pinned to that
+ * run. Rows are copied, never shared: a fork does not depend on what later
+ * happens to its source (retention, compaction). */
+int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
+                    int modules, const char *dst);
 
 /* ---- tasks: a durable to-do list keyed by (wf_id, kind, seq) with run_at ---- */
 int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,

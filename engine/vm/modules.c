@@ -67,7 +67,7 @@ char *modules_load(void *ud, const char *name, size_t *len, char **chunkname, ch
       util_seterr(err, errlen, "module not found beside the workflow (%s) or in %s", m->script_dir, m->lua_dir);
     return NULL;
   }
-  if (m->pin) {
+  if (m->pin == 1) {
     char hash[65];
     util_sha256_hex(src, *len, hash);
     if (store_code_put(m->st, hash, name, src, *len) != STORE_OK ||

@@ -9,13 +9,17 @@
 
 #include "store.h"
 
+#define MODULES_READ_PINS 2
+
 typedef struct modhost {
   store *st;
   const char *wf_id;
   int64_t run;
   const char *script_dir;
   const char *lua_dir;
-  int pin; /* 0: a check against the code on disk, nothing read from or written to the store */
+  int pin; /* 0: a check against the code on disk, nothing read from or written to the store;
+            * MODULES_READ_PINS: the run's pinned code where it has some, the disk's
+            * elsewhere, nothing written (a fork's check: ops/fork.c) */
 } modhost;
 
 /* The source of module name for m (malloc'd, *len bytes, *chunkname malloc'd

@@ -26,6 +26,7 @@ wfvm *wfvm_new(const wfvm_config *cfg, const wfvm_host *host, const char *wf_id,
   memset(history, 0, sizeof *history);
   vm->co_ref = LUA_NOREF;
   vm->env_ref = LUA_NOREF;
+  vm->forks_ref = LUA_NOREF;
   vm->L = lua_newstate(wfvm_alloc, vm);
   if (!vm->L) {
     wfvm_free(vm);
@@ -57,6 +58,8 @@ void wfvm_free(wfvm *vm) {
   free(vm->kill_reason);
   free(vm->stuck_msg);
   free(vm->span);
+  for (size_t i = 0; i < vm->nforks; i++) free(vm->forks[i].id);
+  free(vm->forks);
   free(vm);
 }
 
@@ -334,6 +337,10 @@ static wfvm_state start_unprotected(wfvm *vm, const char *src, size_t len, const
   char err[256];
   if (json_decode_safe(vm->co, start->payload, strlen(start->payload), err, sizeof err) != 0) {
     set_output(vm, message_json("EngineError", err));
+    return WFVM_FAILED;
+  }
+  if (wfvm_read_forks(vm, vm->co) != 0) {
+    set_output(vm, message_json("EngineError", "the WorkflowStarted event's forks are not a list of {id, at}"));
     return WFVM_FAILED;
   }
   lua_pushliteral(vm->co, "seed");

@@ -76,13 +76,152 @@ int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg) {
   return luaL_error(L, "%s", msg);
 }
 
+/* ------------------------------------------------------------------ forks --- */
+
+const char *wfvm_recorded_as(const wfvm *vm, int64_t seq) {
+  for (size_t i = 0; i < vm->nforks; i++)
+    if (seq <= vm->forks[i].at) return strcmp(vm->forks[i].id, vm->wf_id) != 0 ? vm->forks[i].id : NULL;
+  return NULL;
+}
+
+/* A fork's steps from its WorkflowStarted payload (the table on top of L):
+ * "forks", a list of {id, run, seq, at, with}, oldest first (ops/fork.c
+ * writes it); kept in vm->forks and the list in the registry. 0, or -1 when
+ * it is there and not such a list. */
+int wfvm_read_forks(wfvm *vm, lua_State *L) {
+  lua_pushliteral(L, "forks");
+  lua_rawget(L, -2);
+  int rc = 0;
+  if (lua_istable(L, -1)) {
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    vm->forks = util_xcalloc(n ? (size_t)n : 1, sizeof *vm->forks);
+    for (lua_Integer i = 1; i <= n && rc == 0; i++) {
+      if (lua_rawgeti(L, -1, i) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        rc = -1;
+        break;
+      }
+      lua_pushliteral(L, "id");
+      int tid = lua_rawget(L, -2);
+      lua_pushliteral(L, "at");
+      lua_rawget(L, -3);
+      int whole = 0;
+      lua_Integer v = lua_tointegerx(L, -1, &whole); /* a float with a whole value too (the JSON decoder's) */
+      int64_t at = whole ? (int64_t)v : -1;
+      if (tid != LUA_TSTRING || at < 1 || (vm->nforks && at < vm->forks[vm->nforks - 1].at)) {
+        rc = -1;
+      } else {
+        vm->forks[vm->nforks].id = util_strdup(lua_tostring(L, -2));
+        vm->forks[vm->nforks++].at = at;
+      }
+      lua_pop(L, 3);
+    }
+    if (rc == 0) {
+      lua_pushvalue(L, -1);
+      vm->forks_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+  } else if (!lua_isnil(L, -1)) {
+    rc = -1;
+  }
+  lua_pop(L, 1);
+  return rc;
+}
+
+/* The fork step in force at the run's place in its history (the last one
+ * whose fork point it has passed), pushed, or nil: what wf.info().fork says.
+ * The same live and on replay: it depends on the history read so far. */
+void wfvm_push_fork(lua_State *L, const wfvm *vm) {
+  size_t k = 0;
+  for (size_t i = 0; i < vm->nforks; i++)
+    if (vm->last_seq >= vm->forks[i].at) k = i + 1;
+  if (!k || vm->forks_ref == LUA_NOREF) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, vm->forks_ref);
+  lua_rawgeti(L, -1, (lua_Integer)k);
+  lua_remove(L, -2);
+}
+
+/* Whether s[0..n) is an id made from self for a child: self.N or self.rR.N
+ * (wfvm_child.c), of which `rest` is what follows self. */
+static int derived_rest(const char *rest, size_t n) {
+  if (n < 2 || rest[0] != '.') return 0;
+  size_t i = 1;
+  if (rest[i] == 'r') {
+    size_t d = ++i;
+    while (i < n && rest[i] >= '0' && rest[i] <= '9') i++;
+    if (i == d || i >= n || rest[i] != '.') return 0;
+    i++;
+  }
+  size_t d = i;
+  while (i < n && rest[i] >= '0' && rest[i] <= '9') i++;
+  return i > d && i == n;
+}
+
+/* text with this workflow's id (self) read as other's: the whole text when
+ * it is self or an id made from it for a child (a command's name); in JSON
+ * (json), every string that is. Malloc'd. An id is of A-Z a-z 0-9 . _ : @ -
+ * only, so a JSON string holding one has no escapes. */
+static char *read_as(const char *text, const char *self, const char *other, int json) {
+  size_t sn = strlen(self), on = strlen(other), tn = strlen(text);
+  if (!json) {
+    if (strncmp(text, self, sn) == 0 && (text[sn] == 0 || derived_rest(text + sn, tn - sn)))
+      return util_fmt("%s%s", other, text + sn);
+    return util_strdup(text);
+  }
+  ubuf b = {0};
+  const char *p = text;
+  while (*p) {
+    const char *q = strchr(p, '"');
+    if (!q) break;
+    /* a string starts at q (JSON text: quotes inside strings are escaped) */
+    const char *end = q + 1;
+    while (*end && *end != '"') end += end[0] == '\\' && end[1] ? 2 : 1;
+    ubuf_add(&b, p, (size_t)(q - p) + 1);
+    size_t n = (size_t)(end - q - 1);
+    if (n >= sn && strncmp(q + 1, self, sn) == 0 && (n == sn || derived_rest(q + 1 + sn, n - sn))) {
+      ubuf_add(&b, other, on);
+      ubuf_add(&b, q + 1 + sn, n - sn);
+    } else {
+      ubuf_add(&b, q + 1, n);
+    }
+    if (!*end) {
+      p = end;
+      break;
+    }
+    ubuf_add(&b, "\"", 1);
+    p = end + 1;
+  }
+  ubuf_add(&b, p, strlen(p) + 1); /* with the NUL */
+  return b.p;
+}
+
+int wfvm_event_is(const wfvm *vm, const hist_event *e, const char *type, const char *kind, const char *name,
+                  const char *args) {
+  if (strcmp(e->type, type) != 0) return 0;
+  char hash[17];
+  wfvm_command_hash(kind, name, args, hash);
+  if (strcmp(e->name ? e->name : "", name) == 0 && strcmp(e->hash ? e->hash : "", hash) == 0) return 1;
+  const char *other = wfvm_recorded_as(vm, e->seq);
+  if (!other) return 0;
+  char *n2 = read_as(name, vm->wf_id, other, 0), *a2 = read_as(args, vm->wf_id, other, 1);
+  wfvm_command_hash(kind, n2, a2, hash);
+  int same = strcmp(e->name ? e->name : "", n2) == 0 && strcmp(e->hash ? e->hash : "", hash) == 0;
+  free(n2);
+  free(a2);
+  return same;
+}
+
 /* Matches a command against history. Returns the matched event (consumed), or
  * NULL when the run is live. On mismatch the run goes stuck (does not return). */
-const hist_event *wfvm_expect(lua_State *L, wfvm *vm, const char *type, const char *name, const char *hash) {
+const hist_event *wfvm_expect(lua_State *L, wfvm *vm, const char *type, const char *kind, const char *name,
+                              const char *args) {
   const hist_event *e = peek(vm);
   if (!e) return NULL;
-  if (strcmp(e->type, type) != 0 || strcmp(e->name ? e->name : "", name) != 0 ||
-      strcmp(e->hash ? e->hash : "", hash) != 0) {
+  if (!wfvm_event_is(vm, e, type, kind, name, args)) {
+    char hash[17];
+    wfvm_command_hash(kind, name, args, hash);
     char where[256], msg[1024];
     wfvm_script_where(L, where, sizeof where);
     snprintf(msg, sizeof msg,
@@ -398,7 +537,7 @@ static void issue(lua_State *L, wfvm *vm, const char *kind, const char *type, co
     vm->cappend = cap;
   }
   pending p = {0};
-  const hist_event *e = wfvm_expect(L, vm, type, name, hash);
+  const hist_event *e = wfvm_expect(L, vm, type, kind, name, args_json);
   if (e) {
     p.cmd.seq = e->seq;
     p.cmd.payload = util_strdup(e->payload);

@@ -97,6 +97,15 @@ struct wfvm {
   int engine_yield; /* the last yield was the engine's own (a primitive, a stop), not the script's */
   int broken;       /* an error in the engine's own work in this VM: never entered again */
   char *span;       /* wf.span's description of the run's span (JSON), or NULL */
+  /* A fork's steps (engine fork; the "forks" of its WorkflowStarted), oldest
+   * first: the events up to #at were recorded as workflow id, and from #at
+   * on the step's entry is wf.info().fork. forks_ref: the decoded list. */
+  struct fork_step {
+    char *id;
+    int64_t at;
+  } *forks;
+  size_t nforks;
+  int forks_ref;
 };
 
 /* The VM of a Lua state (any of its threads). */
@@ -144,7 +153,23 @@ void wfvm_check_seconds(lua_State *L, lua_Number v, const char *type, const char
 void wfvm_script_where(lua_State *L, char *out, size_t n);
 void wfvm_command_hash(const char *kind, const char *name, const char *args, char out[17]);
 int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg);
-const hist_event *wfvm_expect(lua_State *L, wfvm *vm, const char *type, const char *name, const char *hash);
+const hist_event *wfvm_expect(lua_State *L, wfvm *vm, const char *type, const char *kind, const char *name,
+                              const char *args);
+/* Whether e records the command (type; kind, name and args as hashed): its
+ * type, name and hash; for an event a fork copied (recorded as another
+ * workflow: wfvm_recorded_as), the same with this workflow's id, where the
+ * name or an argument says it, read as that one's. */
+int wfvm_event_is(const wfvm *vm, const hist_event *e, const char *type, const char *kind, const char *name,
+                  const char *args);
+/* The id of the workflow that recorded the event at seq when it is not this
+ * one (a fork's copied prefix), else NULL. */
+const char *wfvm_recorded_as(const wfvm *vm, int64_t seq);
+/* A fork's steps read from its WorkflowStarted payload (the table on top of
+ * L): 0, or -1 when they are not a list of {id, at, ...}. */
+int wfvm_read_forks(wfvm *vm, lua_State *L);
+/* Pushes wf.info().fork: the fork step in force at the run's place in its
+ * history, or nil. */
+void wfvm_push_fork(lua_State *L, const wfvm *vm);
 int64_t wfvm_append(lua_State *L, wfvm *vm, const char *type, int64_t ref, const char *name, const char *hash,
                     const char *payload);
 void wfvm_check_primitive(lua_State *L, wfvm *vm, const char *what);

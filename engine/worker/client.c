@@ -73,6 +73,13 @@ int engine_signal_traced(engine *e, const char *id, const char *name, const char
   return 0;
 }
 
+int engine_fork(engine *e, const fork_req *req, fork_made *made, int *why, char *err, size_t errlen) {
+  if (ops_write_fork(e->st, req, made, why, err, errlen) != 0) return -1;
+  engine_unsettle(e, made->id, made->run, 1); /* its steps begin once the fork is committed */
+  run_load_id(e, made->id);                  /* replays the copied prefix, then runs live */
+  return 0;
+}
+
 int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen) {
   if (ops_write_cancel(e->st, id, identity, err, errlen) != 0) return -1;
   dispatch_due(e);

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "dbfile.h"
+#include "fork.h"
 #include "names.h"
 #include "script_file.h"
 #include "store.h"
@@ -129,6 +130,9 @@ int engine_submit_traced(engine *e, const char *id, const char *script_path, con
 int engine_signal_traced(engine *e, const char *id, const char *name, const char *payload, const char *identity,
                          const trace_start *trace, char *err, size_t errlen);
 int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen);
+/* A fork (fork.h) written into the current batch, run at once: 0 with
+ * *made, or -1 with *why and err, nothing written. */
+int engine_fork(engine *e, const fork_req *req, fork_made *made, int *why, char *err, size_t errlen);
 
 /* Replays workflow id's current run against script_path (NULL: its pinned
  * code) without side effects. Returns 0 when it replays cleanly, 1 when it

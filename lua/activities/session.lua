@@ -459,6 +459,14 @@ function M.tool(args)
   -- another host, or its container went with a restart of this one. The
   -- workflow provisions it again and calls the tool once more (agent_session.lua).
   local def = not args.mcp and args.sandbox and tools.load_all()[args.tool]
+  -- a fork's copy of its source's sandbox handle: lost to it (the workflow
+  -- provisions one of its own and calls the tool again)
+  local foreign = not args.mcp and args.sandbox and require("sandbox").foreign(args.sandbox, args.session_id)
+  if foreign then
+    if genai then activity.span({ error = { type = "SandboxLost", message = foreign } }) end
+    return { ok = false, sandbox_lost = foreign, content = "SandboxLost: " .. foreign, tool = args.tool,
+      tool_call_id = args.tool_call_id }
+  end
   if def and def.side == "sandbox" then
     -- a Docker engine that cannot be asked: the tool says so itself, below
     local okr, here, why = pcall(require("sandbox").reachable, args.sandbox)
@@ -502,7 +510,10 @@ end
 -- the history, so a replay after an edit gives the same answer).
 function M.decide(args)
   local policy = require "policy"
-  local current, err = policy.in_force(M.policies_dir())
+  -- a fork's own policy set (engine fork --policies), read for each decision; else the set in force
+  local current, err
+  if type(args.policies) == "string" then current, err = policy.load_dir(args.policies)
+  else current, err = policy.in_force(M.policies_dir()) end
   if not current then
     return { decision = "deny", reason = "no valid policy set: " .. tostring(err), hash = "none" }
   end
@@ -566,7 +577,10 @@ function M.persist(args)
     return saved
   end
   local skipped = {}
-  -- a sandbox out of reach (on another host, or gone) has nothing to collect: said, not guessed
+  -- a sandbox out of reach (on another host, or gone) has nothing to collect: said, not guessed;
+  -- nor has one of another session (a fork that made none of its own: its source's)
+  local foreign = require("sandbox").foreign(args.sandbox, activity.info().workflow_id)
+  if foreign then return { saved = saved, skipped = { { path = "output/", reason = "sandbox_lost", detail = foreign } } } end
   local here, why = require("sandbox").reachable(args.sandbox)
   if not here then return { saved = saved, skipped = { { path = "output/", reason = "sandbox_lost", detail = why } } } end
   for _, e in ipairs(require("sandbox").collect(args.sandbox, args.max_bytes, { on_file = store })) do

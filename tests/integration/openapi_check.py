@@ -7,7 +7,8 @@ here: the fixed fields of each OpenAPI object, required fields, path
 templates against path parameters, unique operationIds, that every $ref
 resolves, that every Schema Object is valid JSON Schema 2020-12 (the dialect
 of OpenAPI 3.1; python3-jsonschema), and the project's own rule that an
-operation's x-scope is the role of its bearer security requirement.
+operation's x-scope is the role of its bearer security requirement (x-scope-also: the scopes
+it needs besides, as a fork needs read).
 
 Answers of the server are validated against the document strictly: an
 object schema that lists properties is closed (additionalProperties false)
@@ -669,10 +670,13 @@ def scopes(d, url, tokens):
                 problem(f"{what}: x-scope {scope!r} is not a scope tokens have")
                 continue
             n += 1
-            other = next(s for s in tokens if s not in (scope, "admin"))
+            # x-scope-also: scopes it needs besides its route's (a fork reads its source): a token
+            # with the route's scope alone is 403 naming the first of them
+            also = op.get("x-scope-also") or []
+            other = next(s for s in tokens if s not in (scope, "admin", *also))
             tries = [("no token", {}, 401), ("a token that is not valid", {"Authorization": "Bearer eng_nope"}, 401),
                      (f"a {other} token", {"Authorization": "Bearer " + tokens[other]}, 403),
-                     (f"a {scope} token", {"Authorization": "Bearer " + tokens[scope]}, None),
+                     (f"a {scope} token", {"Authorization": "Bearer " + tokens[scope]}, 403 if also else None),
                      ("an admin token", {"Authorization": "Bearer " + tokens["admin"]}, None)]
             for who, hdrs, want in tries:
                 status, headers, data = fetch(url, m.upper(), path, headers=hdrs, body=body)
@@ -684,8 +688,8 @@ def scopes(d, url, tokens):
                     problem(f"{what} with {who}: {status}, not {want}")
                 elif want == 401 and "bearer" not in " ".join(headers.get("www-authenticate", [])).lower():
                     problem(f"{what} with {who}: 401 without WWW-Authenticate: Bearer")
-                elif want == 403 and f"'{scope}' scope".encode() not in data:
-                    problem(f"{what} with {who}: the 403 does not name the '{scope}' scope: {data[:100]!r}")
+                elif want == 403 and f"'{also[0] if also and who == f'a {scope} token' else scope}' scope".encode() not in data:
+                    problem(f"{what} with {who}: the 403 does not name the scope it lacks: {data[:100]!r}")
     return n
 
 

@@ -15,6 +15,7 @@ export TEST_SIDE_EFFECTS="$T/effects" HELLO_SIDE_EFFECTS="$T/hello-effects"
 declare -A INPUT=(
   [tiny]='{"x":[1,2,{"y":"z"}],"s":"t"}'
   [counter]='{"n":0,"to":2}'
+  [fork_cas]='{"to":1,"wait":0.05}'
   [retry]='{"activity":"acts.flaky","args":{"succeed_on":2},"options":{"retry":{"initial_interval":0.01}}}'
   [hostile_text]='{}'
   [nondet_fixed]='{}'

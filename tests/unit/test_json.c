@@ -605,6 +605,46 @@ static void expect_refused(const char *text, size_t len, const char *needle) {
   if (!strstr(err, needle)) fail_msg("error is \"%s\", expected \"%s\"", err, needle);
 }
 
+/* RFC 7386's examples (appendix A), each target and patch to the result:
+ * canonical text (sorted keys). */
+static void test_merge_patch(void **state) {
+  (void)state;
+  static const char *const cases[][3] = {
+      {"{\"a\":\"b\"}", "{\"a\":\"c\"}", "{\"a\":\"c\"}"},
+      {"{\"a\":\"b\"}", "{\"b\":\"c\"}", "{\"a\":\"b\",\"b\":\"c\"}"},
+      {"{\"a\":\"b\"}", "{\"a\":null}", "{}"},
+      {"{\"a\":\"b\",\"b\":\"c\"}", "{\"a\":null}", "{\"b\":\"c\"}"},
+      {"{\"a\":[\"b\"]}", "{\"a\":\"c\"}", "{\"a\":\"c\"}"},
+      {"{\"a\":\"c\"}", "{\"a\":[\"b\"]}", "{\"a\":[\"b\"]}"},
+      {"{\"a\":{\"b\":\"c\"}}", "{\"a\":{\"b\":\"d\",\"c\":null}}", "{\"a\":{\"b\":\"d\"}}"},
+      {"{\"a\":[{\"b\":\"c\"}]}", "{\"a\":[1]}", "{\"a\":[1]}"},
+      {"[\"a\",\"b\"]", "[\"c\",\"d\"]", "[\"c\",\"d\"]"},
+      {"{\"a\":\"b\"}", "[\"c\"]", "[\"c\"]"},
+      {"{\"a\":\"foo\"}", "null", "null"},
+      {"{\"a\":\"foo\"}", "\"bar\"", "\"bar\""},
+      {"{\"e\":null}", "{\"a\":1}", "{\"a\":1,\"e\":null}"},
+      {"[1,2]", "{\"a\":\"b\",\"c\":null}", "{\"a\":\"b\"}"},
+      {"{}", "{\"a\":{\"bb\":{\"ccc\":null}}}", "{\"a\":{\"bb\":{}}}"},
+      /* nested, keys out of order, a member added and one removed */
+      {"{\"z\":1,\"m\":{\"x\":1,\"y\":2}}", "{\"m\":{\"y\":null,\"w\":3},\"a\":true}",
+       "{\"a\":true,\"m\":{\"w\":3,\"x\":1},\"z\":1}"},
+  };
+  char err[256];
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    char *out = json_merge_patch(cases[i][0], cases[i][1], err, sizeof err);
+    if (!out || strcmp(out, cases[i][2]) != 0)
+      fail_msg("case %zu: %s patched with %s gave %s, not %s (%s)", i, cases[i][0], cases[i][1], out ? out : "NULL",
+               cases[i][2], out ? "" : err);
+    free(out);
+  }
+  /* no target: the patch with its nulls removed */
+  char *out = json_merge_patch(NULL, "{\"a\":null,\"b\":1}", err, sizeof err);
+  assert_string_equal(out, "{\"b\":1}");
+  free(out);
+  assert_null(json_merge_patch("{\"a\":", "{}", err, sizeof err));
+  assert_null(json_merge_patch("{}", "{\"a\"", err, sizeof err));
+}
+
 static void test_accept(void **state) {
   (void)state;
   unsetenv("ENGINE_MAX_PAYLOAD_BYTES");
@@ -729,6 +769,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_decode_out_of_range_numbers),
       cmocka_unit_test(test_nul_in_strings_carried_by_length),
       cmocka_unit_test(test_accept),
+      cmocka_unit_test(test_merge_patch),
       cmocka_unit_test(test_payload_limit),
   };
   /* Known engine defects: each fails until the cause named at the test is fixed. */

@@ -209,8 +209,9 @@ static void test_open_creates_schema(void **state) {
   }
   char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
   assert_non_null(v);
-  /* PostgreSQL: the leases of several workers (5), tasks_leased (6); both: a child's parent (SQLite 5, PostgreSQL 7) */
-  assert_string_equal(v, pg_url() ? "7" : "5");
+  /* PostgreSQL: the leases of several workers (5), tasks_leased (6); both: a child's parent (SQLite 5,
+   * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8) */
+  assert_string_equal(v, pg_url() ? "8" : "6");
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
@@ -1512,6 +1513,88 @@ static void test_code_by_hash(void **state) {
   store_close(s);
 }
 
+static int fork_feed(void *ud, int64_t id, const domain_event *e) {
+  (void)id;
+  char *out = ud;
+  snprintf(out + strlen(out), 128 - strlen(out), "%s%lld ", e->session_id, (long long)e->seq);
+  return 0;
+}
+
+/* A fork's copy (store_fork_copy): the source's history range as the
+ * fork's, its domain events up to a seq with feed positions in seq order,
+ * its pins; nothing of the source changes, and a rollback leaves nothing. */
+static void test_fork_copy(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  for (int64_t i = 1; i <= 5; i++) {
+    char name[16], payload[32];
+    snprintf(name, sizeof name, "e%lld", (long long)i);
+    snprintf(payload, sizeof payload, "{\"i\":%lld}", (long long)i);
+    hist_event e = {i, i == 1 ? "WorkflowStarted" : "ActivityScheduled", i > 3 ? i - 1 : 0, name, "h", payload, 100 + i};
+    assert_int_equal(store_hist_append(s, "src", 2, &e), STORE_OK);
+    assert_true(store_domain_append(s, "src", "t", 200 + i, payload) == i);
+  }
+  assert_int_equal(store_module_pin(s, "src", 2, "lib", "hm"), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  int64_t feed = store_feed_last(s);
+  /* a rollback: nothing of the fork */
+  assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "gone"), STORE_OK);
+  store_rollback(s);
+  hist_list h = {0};
+  assert_int_equal(store_hist_load(s, "gone", 2, &h), STORE_OK);
+  assert_int_equal(h.n, 0);
+  hist_list_free(&h);
+  /* the copy: events 2..4 of run 2, domain events 1..3, the pins */
+  assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "dst"), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_hist_range(s, "dst", 2, 1, 10, &h), STORE_OK);
+  assert_int_equal(h.n, 3);
+  assert_int_equal(h.v[0].seq, 2);
+  assert_string_equal(h.v[2].name, "e4");
+  assert_int_equal(h.v[2].ref, 3);
+  assert_string_equal(h.v[2].payload, "{\"i\":4}");
+  assert_int_equal(h.v[2].time, 104);
+  hist_list_free(&h);
+  char *n = raw_query(f->db, "SELECT count(*) FROM domain_events WHERE session_id='dst'");
+  assert_string_equal(n, "3");
+  free(n);
+  char order[128] = ""; /* after the source's: the fork's, in seq order (PostgreSQL's ids may skip) */
+  assert_int_equal(store_feed_after(s, feed, 10, fork_feed, order), STORE_OK);
+  assert_string_equal(order, "dst1 dst2 dst3 ");
+  char *pin = store_module_get(s, "dst", 2, "lib");
+  assert_string_equal(pin, "hm");
+  free(pin);
+  /* the source is as it was; the fork's next event follows its copies */
+  assert_int_equal(store_hist_max_seq(s, "src", 2), 5);
+  assert_true(store_domain_append(s, "dst", "t", 300, "{}") == 4);
+  assert_int_equal(store_commit(s), STORE_OK);
+  n = raw_query(f->db, "SELECT count(*) FROM domain_events WHERE session_id='src'");
+  assert_string_equal(n, "5");
+  free(n);
+  /* nothing asked for: no history, no domain events, no pins */
+  assert_int_equal(store_fork_copy(s, "src", 2, 2, 1, 0, 0, "none"), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  n = raw_query(f->db, "SELECT count(*) FROM history WHERE wf_id='none'");
+  assert_string_equal(n, "0");
+  free(n);
+  assert_null(store_module_get(s, "none", 2, "lib"));
+  /* the row says where it came from; a workflow that is no fork says nothing */
+  wf_row w = sample_wf("dst");
+  w.forked_from = "{\"id\":\"src\",\"run\":2,\"seq\":3}";
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  wf_row plain = sample_wf("plain");
+  assert_int_equal(store_wf_insert(s, &plain), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "dst", &got), 1);
+  assert_string_equal(got.forked_from, "{\"id\":\"src\",\"run\":2,\"seq\":3}");
+  wf_row_free(&got);
+  assert_int_equal(store_wf_get(s, "plain", &got), 1);
+  assert_null(got.forked_from);
+  wf_row_free(&got);
+  store_close(s);
+}
+
 static void test_module_pins(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
@@ -2582,6 +2665,7 @@ int main(int argc, char **argv) {
       T(test_signal_wake_only_live),
       T(test_domain_events_dense_seq),
       T(test_code_by_hash),
+      T(test_fork_copy),
       T(test_module_pins),
       T(test_second_connection_sees_only_committed),
       T(test_data_version),

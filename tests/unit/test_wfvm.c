@@ -994,6 +994,88 @@ static void test_activity_failure_is_catchable_table(void **state) {
  * outcomes as results and errors, its replay and a replay that starts
  * another child; options checked before anything is recorded (max_depth and
  * max_fanout only as numbers: the worker weighs them against the engine's). */
+/* A fork's copied prefix (ops/fork.c): events recorded as workflow "src"
+ * replay as workflow "dst" when its WorkflowStarted names the step (forks):
+ * the id where the source's stood, as a whole string or a child's id made
+ * from it, reads as the source's; past the point wf.info().fork is the step
+ * (nil before it). Without the step the same history does not replay. */
+static const char *FORKED =
+    "local wf = require 'workflow'\n"
+    "return function(input)\n"
+    "  local before = wf.info().fork\n"
+    "  local r = wf.activity('greet', {id = wf.info().id, kid = wf.info().id .. '.1', n = input.n})\n"
+    "  wf.emit('who', {id = wf.info().id})\n"
+    "  local f = wf.info().fork\n"
+    "  return {r = r, before = before == nil, model = f and f.with and f.with.model or 'none', from = f and f.id}\n"
+    "end\n";
+
+static wfvm *vm_as(fake *f, const char *id, const hist_list *history) {
+  wfvm_config cfg = base_cfg();
+  hist_list h = hcopy(history);
+  wfvm_host host = {f, fake_append, fake_emit, fake_load_module, fake_print};
+  wfvm *vm = wfvm_new(&cfg, &host, id, 1, &h);
+  assert_non_null(vm);
+  return vm;
+}
+
+static void test_fork_prefix_reads_the_source_id(void **state) {
+  (void)state;
+  fake f;
+  fake_init(&f, "{\"n\":1}", SEED);
+  wfvm *vm = vm_as(&f, "src", &f.rec);
+  assert_state(vm, start(vm, FORKED), WFVM_BLOCKED);
+  assert_state(vm, deliver(&f, vm, "ActivityCompleted", "\"hi\""), WFVM_DONE);
+  assert_contains(wfvm_output(vm), "\"model\":\"none\"");
+  wfvm_free(vm);
+  assert_int_equal(f.rec.n, 4); /* started, scheduled, completed, emitted */
+
+  /* the fork's history: its own WorkflowStarted, then the source's events */
+  hist_list fork = hcopy(&f.rec);
+  free((char *)fork.v[0].payload);
+  fork.v[0].payload = util_strdup("{\"forks\":[{\"at\":4,\"id\":\"src\",\"run\":1,\"seq\":1,\"with\":{\"model\":\"m2\"}}],"
+                                  "\"input\":{\"n\":1},\"seed\":\"00000000deadbeef\"}");
+  fake g;
+  memset(&g, 0, sizeof g);
+  vm = vm_as(&g, "dst", &fork);
+  assert_state(vm, start(vm, FORKED), WFVM_DONE);
+  assert_int_equal(g.appends, 0);
+  assert_int_equal(g.emits, 0);
+  const char *out = wfvm_output(vm);
+  assert_contains(out, "\"before\":true");    /* nil in the copied prefix */
+  assert_contains(out, "\"model\":\"m2\"");   /* the step's, past its point */
+  assert_contains(out, "\"from\":\"src\"");
+  wfvm_free(vm);
+
+  /* without the step the source's id is another's: non-determinism */
+  free((char *)fork.v[0].payload);
+  fork.v[0].payload = util_strdup("{\"input\":{\"n\":1},\"seed\":\"00000000deadbeef\"}");
+  memset(&g, 0, sizeof g);
+  vm = vm_as(&g, "dst", &fork);
+  assert_state(vm, start(vm, FORKED), WFVM_STUCK);
+  assert_contains(wfvm_output(vm), "non-determinism at event #2");
+  wfvm_free(vm);
+
+  /* an id that is only like the source's is not read as it */
+  free((char *)fork.v[0].payload);
+  fork.v[0].payload = util_strdup("{\"forks\":[{\"at\":4,\"id\":\"sr\",\"run\":1,\"seq\":1}],"
+                                  "\"input\":{\"n\":1},\"seed\":\"00000000deadbeef\"}");
+  memset(&g, 0, sizeof g);
+  vm = vm_as(&g, "dst", &fork);
+  assert_state(vm, start(vm, FORKED), WFVM_STUCK);
+  wfvm_free(vm);
+
+  /* forks that are not a list of {id, at} are refused */
+  free((char *)fork.v[0].payload);
+  fork.v[0].payload = util_strdup("{\"forks\":[{\"id\":\"src\"}],\"input\":{\"n\":1},\"seed\":\"00000000deadbeef\"}");
+  memset(&g, 0, sizeof g);
+  vm = vm_as(&g, "dst", &fork);
+  assert_state(vm, start(vm, FORKED), WFVM_FAILED);
+  assert_contains(wfvm_output(vm), "forks");
+  wfvm_free(vm);
+  hist_list_free(&fork);
+  fake_free(&f);
+}
+
 static void test_child_commands(void **state) {
   (void)state;
   const char *src =
@@ -2361,6 +2443,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_patched),
       cmocka_unit_test(test_activity_failure_is_catchable_table),
       cmocka_unit_test(test_child_commands),
+      cmocka_unit_test(test_fork_prefix_reads_the_source_id),
       cmocka_unit_test(test_sleep_and_signals),
       cmocka_unit_test(test_emit_once),
       cmocka_unit_test(test_span_description),
