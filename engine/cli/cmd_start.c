@@ -125,6 +125,19 @@ static int report_here(void *ud, const char *summary, size_t n) {
   return code;
 }
 
+/* Runs workflow id in this process (no other runs it, or any more; script:
+ * the start's, NULL for a fork, whose code is pinned; made: it exists
+ * already, a fork, carried on rather than created) and returns its exit code. */
+static int run_here(client *cl, const common *c, const char *id, const char *script, int quiet, int made) {
+  here_ctx h = {c, id, script};
+  client_run run = {id, script ? script : "", quiet, cli_color_on(c, STDERR_FILENO), made, report_here, &h};
+  client_err err = {0};
+  int rc = 0;
+  if (!cl->ops->run_here) return cli_die(EXIT_USAGE, "%s cannot run here: nothing runs it", id);
+  if (cl->ops->run_here(cl, &run, &rc, &err) != 0) rc = client_fail(&err, NULL);
+  return rc;
+}
+
 /* Another process runs it (engine serve, another start, the server): its
  * events as lines on stderr until it ends or is stuck, then its outcome.
  * *took_over: that process went away and this one is to carry it on. */
@@ -219,13 +232,7 @@ int cmd_start(args *a, common *c) {
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
   }
   /* no other process runs it (any more): this one does */
-  here_ctx h = {c, s.id, script};
-  client_run run = {s.id, script, quiet, cli_color_on(c, STDERR_FILENO), 0, report_here, &h};
-  if (!cl->ops->run_here) {
-    rc = cli_die(EXIT_USAGE, "%s cannot run here: nothing runs it", s.id);
-  } else if (cl->ops->run_here(cl, &run, &rc, &err) != 0) {
-    rc = client_fail(&err, NULL);
-  }
+  rc = run_here(cl, c, s.id, script, quiet, 0);
 out:
   free(s.id);
   client_close(cl);
@@ -355,13 +362,7 @@ int cmd_fork(args *a, common *c) {
     if (rc != EXIT_OK || !took_over) goto out;
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
   }
-  here_ctx h = {c, s.id, NULL};
-  client_run run = {s.id, "", quiet, cli_color_on(c, STDERR_FILENO), 1, report_here, &h};
-  if (!cl->ops->run_here) {
-    rc = cli_die(EXIT_USAGE, "%s cannot run here: nothing runs it", s.id);
-  } else if (cl->ops->run_here(cl, &run, &rc, &err) != 0) {
-    rc = client_fail(&err, NULL);
-  }
+  rc = run_here(cl, c, s.id, NULL, quiet, 1);
 out:
   free(s.id);
   client_close(cl);

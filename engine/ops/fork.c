@@ -327,15 +327,6 @@ static char *start_payload(const char *source_payload, const char *input, const 
 
 /* -------------------------------------------------------- the replay --- */
 
-static int64_t check_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
-                            const char *payload, int64_t *time) {
-  (void)ud, (void)type, (void)ref, (void)name, (void)hash, (void)payload, (void)time;
-  return -1;
-}
-static int64_t check_emit(void *ud, const char *type, const char *payload) {
-  (void)ud, (void)type, (void)payload;
-  return -1;
-}
 
 /* Replays the fork's history h (taken) with src as workflow id: 0 when the
  * script replays every event, else -1 with why (where it diverges). */
@@ -349,7 +340,7 @@ static int replay_prefix(store *st, const char *id, int64_t run, hist_list *h, c
   /* the source's pinned modules where it has them (the fork gets copies of
    * its pins), from disk beside a new script; nothing is written */
   modhost m = {st, pins_of, run, script_dir, engine_lua_dir(), pins_of ? MODULES_READ_PINS : 0};
-  wfvm_host host = {&m, check_append, check_emit, modules_load, NULL};
+  wfvm_host host = {&m, wfvm_check_append, wfvm_check_emit, modules_load, NULL};
   wfvm *vm = wfvm_new(&cfg, &host, id, run, h);
   char *chunk = util_fmt("@%s", script_name);
   wfvm_state s = vm ? wfvm_start(vm, src, len, chunk) : WFVM_FAILED;

@@ -63,6 +63,17 @@ void wfvm_free(wfvm *vm) {
   free(vm);
 }
 
+int64_t wfvm_check_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
+                          const char *payload, int64_t *time) {
+  (void)ud, (void)type, (void)ref, (void)name, (void)hash, (void)payload, (void)time;
+  return -1;
+}
+
+int64_t wfvm_check_emit(void *ud, const char *type, const char *payload) {
+  (void)ud, (void)type, (void)payload;
+  return -1;
+}
+
 void wfvm_set_parent(wfvm *vm, const char *parent) {
   free(vm->parent);
   vm->parent = parent ? util_strdup(parent) : NULL;

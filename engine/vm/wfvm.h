@@ -27,6 +27,12 @@ typedef struct wfvm_host {
   void (*print)(void *ud, const char *msg);
 } wfvm_host;
 
+/* A replay check's append and emit (check_only): they write nothing, and
+ * are never reached, the check ending where the history does. */
+int64_t wfvm_check_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
+                          const char *payload, int64_t *time);
+int64_t wfvm_check_emit(void *ud, const char *type, const char *payload);
+
 /* Memory the engine may use in a VM beyond its limit, to report a stop. */
 #define WFVM_MEM_RESERVE ((size_t)1 << 20)
 

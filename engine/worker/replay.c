@@ -15,15 +15,6 @@
 #include "util.h"
 #include "wfvm.h"
 
-static int64_t check_append(void *ud, const char *type, int64_t ref, const char *name, const char *hash,
-                            const char *payload, int64_t *time) {
-  (void)ud, (void)type, (void)ref, (void)name, (void)hash, (void)payload, (void)time;
-  return -1;
-}
-static int64_t check_emit(void *ud, const char *type, const char *payload) {
-  (void)ud, (void)type, (void)payload;
-  return -1;
-}
 static int is_terminal_event(const char *t) {
   return strcmp(t, "WorkflowCompleted") == 0 || strcmp(t, "WorkflowFailed") == 0 ||
          strcmp(t, "WorkflowCancelled") == 0 || strcmp(t, "ContinuedAsNew") == 0;
@@ -79,7 +70,7 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
   wfvm_config_default(&cfg);
   cfg.check_only = 1;
   modhost m = {st, id, w.run, absdir, engine_lua_dir(), script_path == NULL};
-  wfvm_host host = {&m, check_append, check_emit, modules_load, NULL};
+  wfvm_host host = {&m, wfvm_check_append, wfvm_check_emit, modules_load, NULL};
   wfvm *vm = wfvm_new(&cfg, &host, id, w.run, &h);
   if (vm) wfvm_set_parent(vm, w.parent);
   char *chunk = util_fmt("@%s", script_path ? script_path : w.script_name);
