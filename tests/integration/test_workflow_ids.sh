@@ -77,9 +77,12 @@ for name in "my flow" ".hidden" "x..y" "-dash" "café" $'esc\e[2J' "$(printf 'n%
 done
 
 # --- ids an older engine stored stay addressable
-sqlite3 "$ENGINE_DB" "INSERT INTO workflows SELECT 'old id/1', run, status, script_name, script_dir, code_hash, input,
-    result, error, cancel, created_at, updated_at, parent, parent_close FROM workflows WHERE id = 'pr-1';
-  INSERT INTO history SELECT 'old id/1', run, seq, type, ref, name, hash, payload, time FROM history WHERE wf_id = 'pr-1';"
+# (the columns named: a newer schema has more, such as forked_from)
+sqlite3 "$ENGINE_DB" "INSERT INTO workflows(id, run, status, script_name, script_dir, code_hash, input, result, error,
+    cancel, created_at, updated_at, parent, parent_close) SELECT 'old id/1', run, status, script_name, script_dir,
+    code_hash, input, result, error, cancel, created_at, updated_at, parent, parent_close FROM workflows WHERE id = 'pr-1';
+  INSERT INTO history(wf_id, run, seq, type, ref, name, hash, payload, time) SELECT 'old id/1', run, seq, type, ref,
+    name, hash, payload, time FROM history WHERE wf_id = 'pr-1';"
 for cmd in show events history replay; do
   assert_exit "an old id: $cmd" 0 engine $cmd "old id/1"
 done
