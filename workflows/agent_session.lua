@@ -550,6 +550,12 @@ local function sub_permissions(s, args)
   own.tools = s.perms.tools -- delegate only when asked for by name, and the tree is not too deep for it
   local why = delegation.lacks(own, asked) or delegation.deeper(delegation.depth(s.input), s.prep.delegation, asked)
   if why then return nil, why end
+  -- a session recorded before sub-sessions could delegate refused such a
+  -- call: on its replay it still does (the marker is only in newer logs)
+  if delegation.sub_options(s.prep.delegation, asked) and not wf.patched("nested-delegation") then
+    return nil, "refused: the sub-session asks for what this session lacks: tool 'delegate' (a sub-session cannot "
+      .. "delegate in turn)"
+  end
   return asked
 end
 
