@@ -198,16 +198,14 @@ static char *read_as(const char *text, const char *self, const char *other, int 
 }
 
 int wfvm_event_is(const wfvm *vm, const hist_event *e, const char *type, const char *kind, const char *name,
-                  const char *args) {
+                  const char *args, const char *hash) {
   if (strcmp(e->type, type) != 0) return 0;
-  char hash[17];
-  wfvm_command_hash(kind, name, args, hash);
   if (strcmp(e->name ? e->name : "", name) == 0 && strcmp(e->hash ? e->hash : "", hash) == 0) return 1;
   const char *other = wfvm_recorded_as(vm, e->seq);
   if (!other) return 0;
-  char *n2 = read_as(name, vm->wf_id, other, 0), *a2 = read_as(args, vm->wf_id, other, 1);
-  wfvm_command_hash(kind, n2, a2, hash);
-  int same = strcmp(e->name ? e->name : "", n2) == 0 && strcmp(e->hash ? e->hash : "", hash) == 0;
+  char *n2 = read_as(name, vm->wf_id, other, 0), *a2 = read_as(args, vm->wf_id, other, 1), h2[17];
+  wfvm_command_hash(kind, n2, a2, h2);
+  int same = strcmp(e->name ? e->name : "", n2) == 0 && strcmp(e->hash ? e->hash : "", h2) == 0;
   free(n2);
   free(a2);
   return same;
@@ -216,12 +214,10 @@ int wfvm_event_is(const wfvm *vm, const hist_event *e, const char *type, const c
 /* Matches a command against history. Returns the matched event (consumed), or
  * NULL when the run is live. On mismatch the run goes stuck (does not return). */
 const hist_event *wfvm_expect(lua_State *L, wfvm *vm, const char *type, const char *kind, const char *name,
-                              const char *args) {
+                              const char *args, const char *hash) {
   const hist_event *e = peek(vm);
   if (!e) return NULL;
-  if (!wfvm_event_is(vm, e, type, kind, name, args)) {
-    char hash[17];
-    wfvm_command_hash(kind, name, args, hash);
+  if (!wfvm_event_is(vm, e, type, kind, name, args, hash)) {
     char where[256], msg[1024];
     wfvm_script_where(L, where, sizeof where);
     snprintf(msg, sizeof msg,
@@ -537,7 +533,7 @@ static void issue(lua_State *L, wfvm *vm, const char *kind, const char *type, co
     vm->cappend = cap;
   }
   pending p = {0};
-  const hist_event *e = wfvm_expect(L, vm, type, kind, name, args_json);
+  const hist_event *e = wfvm_expect(L, vm, type, kind, name, args_json, hash);
   if (e) {
     p.cmd.seq = e->seq;
     p.cmd.payload = util_strdup(e->payload);

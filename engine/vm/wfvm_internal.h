@@ -154,13 +154,13 @@ void wfvm_script_where(lua_State *L, char *out, size_t n);
 void wfvm_command_hash(const char *kind, const char *name, const char *args, char out[17]);
 int wfvm_go_stuck(lua_State *L, wfvm *vm, const char *msg);
 const hist_event *wfvm_expect(lua_State *L, wfvm *vm, const char *type, const char *kind, const char *name,
-                              const char *args);
-/* Whether e records the command (type; kind, name and args as hashed): its
+                              const char *args, const char *hash);
+/* Whether e records the command (type; kind, name and args, hashed as hash): its
  * type, name and hash; for an event a fork copied (recorded as another
  * workflow: wfvm_recorded_as), the same with this workflow's id, where the
  * name or an argument says it, read as that one's. */
 int wfvm_event_is(const wfvm *vm, const hist_event *e, const char *type, const char *kind, const char *name,
-                  const char *args);
+                  const char *args, const char *hash);
 /* The id of the workflow that recorded the event at seq when it is not this
  * one (a fork's copied prefix), else NULL. */
 const char *wfvm_recorded_as(const wfvm *vm, int64_t seq);

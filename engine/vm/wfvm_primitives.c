@@ -324,7 +324,7 @@ static int checkpoint_k(lua_State *L, int status, lua_KContext replaying) {
   wfvm_check_size(L, len, "the checkpoint's value");
   if (replaying) {
     /* it raised live (nothing was recorded) but returns a value now */
-    wfvm_expect(L, vm, "CheckpointRecorded", "checkpoint", lua_tostring(L, 1), "");
+    wfvm_expect(L, vm, "CheckpointRecorded", "checkpoint", lua_tostring(L, 1), "", hash);
     return luaL_error(L, "engine: checkpoint replay diverged"); /* expect went stuck */
   }
   wfvm_append(L, vm, "CheckpointRecorded", 0, lua_tostring(L, 1), hash, value);
@@ -339,9 +339,11 @@ static int l_checkpoint(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   wfvm_check_primitive(L, vm, "checkpoint");
   lua_settop(L, 2);
+  char hash[17];
+  wfvm_command_hash("checkpoint", name, "", hash);
   const hist_event *next = peek(vm);
-  if (next && wfvm_event_is(vm, next, "CheckpointRecorded", "checkpoint", name, "")) {
-    const hist_event *e = wfvm_expect(L, vm, "CheckpointRecorded", "checkpoint", name, "");
+  if (next && wfvm_event_is(vm, next, "CheckpointRecorded", "checkpoint", name, "", hash)) {
+    const hist_event *e = wfvm_expect(L, vm, "CheckpointRecorded", "checkpoint", name, "", hash);
     wfvm_decode_or_nil(L, e->payload);
     return 1;
   }
@@ -374,7 +376,7 @@ static int l_emit(lua_State *L) {
   if (live(vm)) wfvm_check_size(L, plen, "the event's payload");
   char hash[17];
   wfvm_command_hash("emit", type, payload, hash);
-  if (wfvm_expect(L, vm, "EventEmitted", "emit", type, payload)) return 0;
+  if (wfvm_expect(L, vm, "EventEmitted", "emit", type, payload, hash)) return 0;
   if (vm->cfg.check_only) wfvm_append(L, vm, "EventEmitted", 0, type, hash, NULL);
   int64_t dseq = vm->host.emit(vm->host.ud, type, payload);
   if (dseq < 0) return luaL_error(L, "engine: cannot record event %s", type);
