@@ -226,6 +226,18 @@ release() { curl -sf -X POST "$MURL/_release?gate=$1" >/dev/null || fail "the mo
 # status ID -> prints the workflow's status
 status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
 
+# on_tty LINE CMD...: CMD on a terminal of its own (script(1)), LINE typed
+# into it; its terminal's output (what it printed, the line echoed) on stdout
+on_tty() { printf '%s\n' "$1" | script -qec "$(printf '%q ' "${@:2}")" /dev/null; }
+# approve_pending ID [ARGS...]: engine approve for the request ID waits on
+# now, named with --request as a script must (off a terminal an approval
+# answers only the request its caller names: it saw that one)
+approve_pending() {
+  local id="$1" rid
+  shift
+  rid="$(engine show "$id" --json 2>/dev/null | jget waits.request_id)"
+  engine approve "$id" --request "$rid" "$@"
+}
 # statuses: how many workflows have each status, on one line (for a wait's "last seen")
 statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k in n) printf "%s %d; ", k, n[k]; print ""}'; }
 

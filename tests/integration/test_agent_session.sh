@@ -50,7 +50,7 @@ serve_bg
 wait_approval pr1 1
 assert_contains "the session waits for approval" "WAITING_FOR_APPROVAL" "$(engine events pr1 --json | tail -2)"
 assert_eq "a live sandbox while it waits" 1 "$(containers pr1)"
-assert_exit "engine approve" 0 engine approve pr1 --reason "looks right"
+assert_exit "engine approve" 0 approve_pending pr1 --reason "looks right"
 wait_status pr1 completed 120
 res="$(engine show pr1 --json | jget result)"
 assert_contains "the review's verdict" "request_changes" "$(jget result.verdict <<<"$res")"
@@ -72,7 +72,7 @@ wait_approval pr2 1
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "its sandbox survives the crash" 1 "$(containers pr2)"
 serve_bg
-assert_exit "approve after the restart" 0 engine approve pr2
+assert_exit "approve after the restart" 0 approve_pending pr2
 wait_status pr2 completed 120
 assert_eq "same result as without the crash" "$(jget summary <<<"$res")" "$(engine show pr2 --json | jget result.summary)"
 assert_eq "same event stream" "$(events pr1)" "$(events pr2)"
@@ -81,7 +81,7 @@ assert_eq "its sandbox is gone" 0 "$(containers pr2)"
 # --- a denial reaches the model as a denial, and the session completes
 "$ENGINE" start "$WF" --input @examples/pr-review.json --id pr3 --detach >/dev/null 2>&1 || true
 wait_approval pr3 1
-assert_exit "engine approve --deny" 0 engine approve pr3 --deny --reason "not today"
+assert_exit "engine approve --deny" 0 approve_pending pr3 --deny --reason "not today"
 wait_status pr3 completed 120
 assert_contains "the tool result says denied" "denied: not today" "$(engine events pr3 --json | grep tool.result)"
 assert_exit "nothing left to approve" 2 engine approve pr3
@@ -98,7 +98,7 @@ printf '%s\n' '-- test: shell is now forbidden' 'return function(req)' \
   '  if req.tool == "shell" then return "deny", "shell is off for now" end' 'end' >"$T/policies/05-no-shell.lua"
 kill -9 "$S"; wait "$S" 2>/dev/null || true  # the restart replays the first decision from the log
 serve_bg
-engine approve pe >/dev/null 2>&1
+approve_pending pe >/dev/null 2>&1
 wait_status pe completed 120
 results="$(engine events pe --json | grep '"type":"tool.result"')"
 assert_eq "three tool results" 3 "$(grep -c . <<<"$results")"
@@ -135,7 +135,7 @@ printf '%s\n' '-- test: publishing is allowed outright' 'return function(req)' \
 wait_true 30 '[ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$good" ]' || true
 [ "$(grep -c "policies reloaded" "$T/serve.log")" -gt "$good" ] && pass "a good edit is loaded" ||
   fail "a good edit is loaded: no new 'policies reloaded' in $T/serve.log"
-engine approve pe2 >/dev/null 2>&1
+approve_pending pe2 >/dev/null 2>&1
 wait_status pe2 completed 60
 rm "$T/policies/07-publish-ok.lua" "$T/policies/05-noop.lua"
 
@@ -151,8 +151,8 @@ wait_approval fe1 1
 wait_approval fe2 1
 assert_contains "the session records who started it" '"identity":"local:alice"' \
   "$(engine events fe1 --json | grep '"type":"session.created"')"
-USER=alice engine approve fe1 >/dev/null 2>&1
-USER=bob engine approve fe2 >/dev/null 2>&1
+USER=alice approve_pending fe1 >/dev/null 2>&1
+USER=bob approve_pending fe2 >/dev/null 2>&1
 wait_status fe1 completed 120
 wait_status fe2 completed 120
 assert_contains "approving one's own session is overruled by the policy" "self-approval: local:alice" \
@@ -242,7 +242,7 @@ ME="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/memory.jsonl\"},\"memoryF
 "$ENGINE" start "$WF" --input @"$ME" --id me --detach >/dev/null 2>&1 || true
 wait_approval me 1
 assert_eq "not applied before the approval" "# Memory" "$(cat "$T/simple.md")"
-USER=reviewer engine approve me >/dev/null 2>&1
+USER=reviewer approve_pending me >/dev/null 2>&1
 wait_status me completed 60
 assert_contains "applied after it" "the bucket must stay capped" "$(cat "$T/simple.md")"
 assert_contains "with its provenance in the file" "approved by local:reviewer" "$(cat "$T/simple.md")"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `engine approve` answers what the operator named, or the one request that is
-# pending and says which; an answer is never buffered for a request nobody
+# `engine approve` answers what the operator named, or, on a terminal, the one
+# request that is pending once the operator saw it and said y; an answer is never buffered for a request nobody
 # waits on: one that timed out (with or without a worker running), one that
 # was answered already, one of many operators approving at once.
 source "$(dirname "$0")/lib.sh"
@@ -24,8 +24,18 @@ assert_exit "approving the request that timed out is refused" 2 engine approve a
 assert_contains "it says what is pending instead" "request 'r1' of ap1 is not pending" "$ERR"
 assert_contains "and which request that is" "it waits on request 'r2' for tool publish_review" "$ERR"
 assert_eq "nothing was buffered" 0 "$(signals ap1)"
-assert_exit "approve without --request answers the pending one" 0 engine approve ap1
-assert_contains "and says which it answered" "approved request r2 (tool publish_review) of ap1" "$ERR"
+# the operator read r1; off a terminal an approval without --request would
+# land on r2, which nobody saw: refused, naming r2
+assert_exit "off a terminal, approve without --request is refused" 2 engine approve ap1
+assert_contains "naming the request pending" "--request is required when not on a terminal: ap1 waits on request 'r2' for tool publish_review" "$ERR"
+assert_eq "nothing was buffered" 0 "$(signals ap1)"
+# on a terminal (script(1) gives it one) it shows r2 and asks: n sends nothing
+assert_exit "on a terminal, n answers nothing" 1 on_tty n "$ENGINE" approve ap1
+assert_contains "it showed the request it asked about" "ap1 waits on approval request r2 (tool publish_review" "$OUT"
+assert_contains "and sent nothing" "nothing sent" "$OUT"
+assert_eq "nothing was buffered" 0 "$(signals ap1)"
+assert_exit "on a terminal, y answers the request it showed" 0 on_tty y "$ENGINE" approve ap1
+assert_contains "and says which it answered" "approved request r2 (tool publish_review) of ap1" "$OUT"
 wait "$P"
 res="$(cat "$T/ap1.out")"
 assert_eq "r1 ended by its timeout" "false timeout" "$(jget 1.approved <<<"$res") $(jget 1.why <<<"$res")"
@@ -61,7 +71,7 @@ for p in "${OPS[@]}"; do if wait "$p"; then ok=$((ok + 1)); else refused=$((refu
 assert_eq "eight operators at once: one answer, seven refused" "1 7" "$ok $refused"
 assert_contains "a refusal says it is answered already" "already answered" "$(cat "$T"/op*.err)"
 assert_eq "one answer is buffered" 1 "$(signals ap3)"
-assert_exit "approve again" 2 engine approve ap3
+assert_exit "approve again" 2 engine approve ap3 --request a1
 assert_contains "is refused the same way" "request 'a1' of ap3 is already answered" "$ERR"
 assert_exit "the restart takes the one answer" 0 "$ENGINE" start "$WF" --id ap3 --quiet
 assert_eq "a1 approved" true "$(jget 1.approved <<<"$OUT")"

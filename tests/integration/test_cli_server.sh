@@ -183,8 +183,11 @@ waits_on AP "signal 'approval:r1'"
 assert_exit "approve --request of another request" 2 remote approve AP --request r9
 assert_contains "the server's refusal, worded as locally" "engine: approve: request 'r9' of AP is not pending" "$ERR"
 assert_contains "naming the pending one" "it waits on request 'r1' for tool shell" "$ERR"
-assert_exit "approve without --request" 0 remote approve AP --reason "looks fine"
-assert_eq "says which it answered" "engine: approved request r1 (tool shell) of AP" "$ERR"
+assert_exit "approve without --request, off a terminal" 2 remote approve AP --reason "looks fine"
+assert_contains "names the request to name" "AP waits on request 'r1' for tool shell; pass --request r1" "$ERR"
+assert_exit "approve without --request on a terminal, confirmed" 0 \
+  on_tty y "$ENGINE" --server "$URL" approve AP --reason "looks fine"
+assert_contains "says which it answered" "engine: approved request r1 (tool shell) of AP" "$OUT"
 waits_on AP "signal 'approval:r2'"
 assert_exit "deny with --request" 0 remote approve AP --request r2 --deny
 assert_eq "says so" "engine: denied request r2 (tool publish_review) of AP" "$ERR"
@@ -263,9 +266,12 @@ assert_eq "the server's 403 for start" "engine: this token lacks the 'start' sco
 [[ "$OUT$ERR" != *"${READER#eng_}"* ]] && pass "the read token is not printed" || fail "the token was printed"
 "$ENGINE" start "$TWF/approvals.lua" --id AP2 --detach --input '{"requests":[{"id":"q1","tool":"shell","timeout":3600}]}' >/dev/null 2>&1 || true
 waits_on AP2 "signal 'approval:q1'"
-assert_exit "a read token cannot approve" 2 remote --token "$READER" approve AP2
+assert_exit "a read token cannot approve" 2 remote --token "$READER" approve AP2 --request q1
 assert_eq "the server's 403 for approve" "engine: this token lacks the 'approve' scope" "$ERR"
-assert_exit "an admin token approves" 0 env ENGINE_TOKEN="$ADMIN" "$ENGINE" --server "$URL" approve AP2
+assert_exit "off a terminal, an approval that names no request is refused" 2 \
+  env ENGINE_TOKEN="$ADMIN" "$ENGINE" --server "$URL" approve AP2
+assert_contains "naming the request pending, to be named" "--request is required when not on a terminal: AP2 waits on request 'q1' for tool shell" "$ERR"
+assert_exit "an admin token approves the request it names" 0 env ENGINE_TOKEN="$ADMIN" "$ENGINE" --server "$URL" approve AP2 --request q1
 wait_status AP2 completed
 assert_eq "the approver is the token" "token:ops" "$(engine show AP2 --json | lua5.4 -e 'local j=require"cjson".decode(io.read("a")); io.write(j.result[1].approver)')"
 export ENGINE_TOKEN="$READER"

@@ -163,7 +163,7 @@ inbox() { curl -sf "$URL/v1/approvals" | lua5.4 -e 'for _, a in ipairs(require"c
   io.write(a.session_id, " ", tostring(a.parent), " ", tostring(a.request.parent_session), " ", a.tool, "\n") end'; }
 wait_true 120 '[ -n "$(inbox)" ]' 'inbox; statuses' || true
 assert_eq "the child's approval is in the inbox, naming its parent" "p3.1 p3 p3 read_file" "$(inbox)"
-assert_exit "approved like any session's" 0 engine approve p3.1 --reason "fine"
+assert_exit "approved like any session's" 0 approve_pending p3.1 --reason "fine"
 wait_status p3 completed 120 || fail "p3: $(status p3)"
 assert_contains "the child's answer came back after the approval" '"summary":"E read"' "$(tool_msgs)"
 

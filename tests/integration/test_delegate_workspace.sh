@@ -151,7 +151,7 @@ check_driver() { # DRIVER ID
     "this session was not started by session $id (its parent is none)" "$(engine show "evil-$id" --json | jget error.message)"
   assert_eq "$driver: it provisioned nothing" "0 0" \
     "$(engine history "evil-$id" --json | grep -c sandbox.provision || true) $(workspace_of "evil-$id" | wc -l)"
-  assert_exit "$driver: the write the person approved" 0 engine approve "$id.1" --reason "the mount decides"
+  assert_exit "$driver: the write the person approved" 0 approve_pending "$id.1" --reason "the mount decides"
   wait_true 180 '[ "$(model_health held)" -ge 1 ] && [ "$(status "$id.1")" == completed ]' \
     'statuses; model_health held' || true
   assert_eq "$driver: the sub-session completed" completed "$(status "$id.1")"

@@ -71,7 +71,8 @@ grep -q "serving $T/var/engine.db" "$T/serve.log" && ok "it serves the file's da
 pending() { "$E" "${C[@]}" events inst --json | grep -c '"type":"approval.requested"'; }
 if wait_until 120 '[ "$(pending)" -ge 1 ]'; then ok "the example asks for approval"
 else no "the example never asked for approval: $("$E" "${C[@]}" show inst 2>&1 | head -5) $(tail -5 "$T/serve.log")"; fi
-"$E" --server "$URL" approve inst --reason "from the installed binary" >/dev/null 2>"$T/approve.err" && ok "approved over the API" || no "approve: $(cat "$T/approve.err")"
+rid="$("$E" "${C[@]}" show inst --json | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).waits.request_id)')"
+"$E" --server "$URL" approve inst --request "$rid" --reason "from the installed binary" >/dev/null 2>"$T/approve.err" && ok "approved over the API" || no "approve: $(cat "$T/approve.err")"
 status() { "$E" "${C[@]}" show inst --json | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).status)'; }
 if wait_until 180 '[ "$(status)" = completed ]'; then ok "the example completed"
 else no "the example did not complete: $(status) $(tail -5 "$T/serve.log")"; fi

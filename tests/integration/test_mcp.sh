@@ -77,7 +77,7 @@ assert_contains "the model saw echo's schema" '"text"' "$(requests | lua5.4 -e '
   for _,t in ipairs(r.body.tools) do if t["function"].name=="mcp__srv__echo" then io.write(require"cjson".encode(t["function"].parameters)) end end')"
 assert_contains "echo ran before the approval" "echo: hello mcp" "$(tool_msg e1)"
 assert_contains "add waits for approval" "mcp__srv__add" "$(engine events m1 --json | grep approval.requested)"
-assert_exit "approve the MCP call" 0 engine approve m1 --reason ok
+assert_exit "approve the MCP call" 0 approve_pending m1 --reason ok
 wait_status m1 completed 180
 assert_eq "the approved add ran" "42" "$(CID=a1 lua5.4 -e 'local rs=require"cjson".decode(io.read("a"))
   for _,r in ipairs(rs) do for _,m in ipairs(r.body.messages) do if m.tool_call_id==os.getenv("CID") and m.role=="tool" then io.write(m.content) return end end end' <<<"$(requests)")"

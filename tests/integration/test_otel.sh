@@ -79,7 +79,7 @@ wait_for 60 "the receiver to hold the $TURNS_BEFORE chat spans before the approv
 BEFORE="$(rhealth stored)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 serve_api --workflows "$SRC/workflows"
-assert_exit "approve after the restart" 0 engine approve "$ID" --reason "traced"
+assert_exit "approve after the restart" 0 approve_pending "$ID" --reason "traced"
 wait_status "$ID" completed 180 || fail "$ID did not complete: $(engine events "$ID" 2>&1 | tail -3)"
 
 # ---- the run's own span (the sent parent's child) comes last; then a clean

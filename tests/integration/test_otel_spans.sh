@@ -93,7 +93,7 @@ bg S engine serve
 wait_status restarted waiting 60 || fail "restarted: never waited for its approval"
 kill "$S"; wait "$S" 2>/dev/null || true # a graceful stop mid-workflow
 bg S engine serve
-assert_exit "the approval is answered" 0 engine approve restarted --reason fine
+assert_exit "the approval is answered" 0 approve_pending restarted --reason fine
 wait_status restarted completed 60 || fail "restarted: not completed after the approval"
 kill "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve # once more: a completed workflow is not replayed into spans
@@ -137,7 +137,7 @@ if on_postgres; then
     >/dev/null 2>&1 || true
   wait_status taken waiting 60 || fail "taken: never waited for its approval"
   kill -9 "$S1"; wait "$S1" 2>/dev/null || true
-  assert_exit "the approval is answered with one worker left" 0 engine approve taken --reason fine
+  assert_exit "the approval is answered with one worker left" 0 approve_pending taken --reason fine
   wait_status taken completed 60 || fail "taken: the other worker did not end it"
   kill "$S2"; wait "$S2" 2>/dev/null || true
   assert_eq "another worker took it over: each step's span once" \

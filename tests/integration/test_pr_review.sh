@@ -189,7 +189,7 @@ assert_contains "git fetched with the token (private repository)" "git-upload-pa
 # --- approve, while the stub holds its answer to the POST: kill -9 then,
 # after GitHub has the review and before the engine recorded it
 touch "$GH/hold"
-assert_exit "engine approve" 0 engine approve "$ID" --reason "ship it"
+assert_exit "engine approve" 0 approve_pending "$ID" --reason "ship it"
 wait_true 30 '[ "$(posts)" -ge 1 ]' || true
 assert_eq "the review was posted" 1 "$(posts)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true
@@ -251,7 +251,7 @@ lua5.4 -e '
   io.write(json.encode(i))' <"$T/input.json" >"$T/input-public.json"
 "$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$ID2" --detach >/dev/null 2>&1 || true
 wait_approval "$ID2"
-assert_exit "engine approve --deny" 0 engine approve "$ID2" --deny --reason "not now"
+assert_exit "engine approve --deny" 0 approve_pending "$ID2" --deny --reason "not now"
 wait_status "$ID2" completed 120 || fail "$ID2 not completed"
 assert_eq "a denied review is not posted" 1 "$(posts)"
 assert_contains "it says so" '"published":false' "$(engine show "$ID2" --json | jget result)"
@@ -266,7 +266,7 @@ touch "$GH/reject_comments"
 ID3="pr:Codertocat:Hello-World:2@folded"
 "$ENGINE" start "$WF" --input @"$T/input-public.json" --id "$ID3" --detach >/dev/null 2>&1 || true
 wait_approval "$ID3"
-assert_exit "approve the third review" 0 engine approve "$ID3"
+assert_exit "approve the third review" 0 approve_pending "$ID3"
 wait_status "$ID3" completed 120 || fail "$ID3 not completed: $(engine events "$ID3" 2>&1 | tail -3)"
 rm -f "$GH/reject_comments"
 assert_eq "one more review posted" 2 "$(posts)"
@@ -288,7 +288,7 @@ wait_approval "$IDA"
 wait_status "$IDA" cancelled 60 || fail "the older review was not cancelled"
 wait_approval "$IDB"
 assert_exit "nothing left to approve on the older one" 2 engine approve "$IDA"
-assert_exit "the newer one is answered" 0 engine approve "$IDB" --deny
+assert_exit "the newer one is answered" 0 approve_pending "$IDB" --deny
 wait_status "$IDB" completed 60 || fail "$IDB not completed"
 assert_eq "neither posted" 2 "$(posts)"
 

@@ -52,7 +52,7 @@ wait_event gone approval.requested 1 120
 assert_eq "the sandbox records its host" "\"host\":\"$HOST\"" \
   "$(events gone | grep '"sandbox.ready"' | grep -o "\"host\":\"[^\"]*\"")"
 docker rm -f $(docker ps -aq --filter "label=engine.instance=$INSTANCE" --filter label=engine.session=gone) >/dev/null
-engine approve gone --reason ok >/dev/null
+approve_pending gone --reason ok >/dev/null
 wait_status gone completed 120
 ev="$(events gone)"
 assert_contains "provisioned again: its container was gone" '"reason":"its container is gone"' \
@@ -108,7 +108,7 @@ assert_eq "host-b's sandbox of the live session stays" 1 "$(containers mv host-b
 
 # host-b dies while the session waits; host-a carries it to its end
 kill -9 "$B"; wait "$B" 2>/dev/null || true
-engine approve mv --reason ok >/dev/null
+approve_pending mv --reason ok >/dev/null
 wait_status mv completed 120
 ev="$(events mv)"
 assert_eq "two moves recorded" 2 "$(count mv sandbox.reprovisioned)"

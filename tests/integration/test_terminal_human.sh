@@ -76,7 +76,7 @@ widest() { plain "$1" | python3 -c 'import sys; print(max(len(l) for l in sys.st
 # approve_when_asked ID: approves the session's request once it is asked
 approve_when_asked() {
   wait_true 120 'engine events "$1" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' '' "$@" || true
-  assert_exit "$1: engine approve" 0 engine approve "$1"
+  assert_exit "$1: engine approve" 0 approve_pending "$1"
 }
 stored() { sqlite3 "$ENGINE_DB" "SELECT $2 FROM workflows WHERE id='$1'"; }
 
@@ -105,7 +105,7 @@ for cols in 80 160; do
   tm resize-window -t t -x "$cols" -y 40
   # the operator answers once the request is there (the main line's checks fail if it never is)
   (wait_true 120 'engine events "k$cols" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' >/dev/null 2>&1
-  engine approve "k$cols" >/dev/null 2>&1) &
+  approve_pending "k$cols" >/dev/null 2>&1) &
   tm clear-history -t t
   type_line "$MAIN --id k$cols"
   wait_done 300
