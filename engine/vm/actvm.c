@@ -28,6 +28,8 @@ struct actvm {
   http_ctx *http;
   actvm_history_fn history; /* reads the calling workflow's own history */
   void *history_ud;
+  actvm_events_fn events; /* reads another workflow's domain events */
+  void *events_ud;
   act_call *running; /* the call being resumed: its coroutines' deadline */
   char *instance, *db_dir; /* activity.worker(): which database this worker serves */
   actvm_observer obs;      /* activity.live, activity.usage */
@@ -388,6 +390,25 @@ static int l_history(lua_State *L) {
   return 1;
 }
 
+/* activity.events(id) -> the domain events of workflow id, any workflow of
+ * the database (activities are trusted code; the eval's scorers, which are
+ * not, see only what the activity hands them), as {seq, type, time, payload
+ * (decoded)}: how an eval scores a session it ran as a child. Raises when
+ * there is no such workflow. */
+static int l_events(lua_State *L) {
+  if (!current_call(L)) return luaL_error(L, "activity.events called outside an activity");
+  const char *id = luaL_checkstring(L, 1);
+  actvm *a = vm_of(L);
+  if (!a->events) return luaL_error(L, "activity.events is not available here");
+  char *json = a->events(a->events_ud, id);
+  if (!json) return luaL_error(L, "activity.events: no workflow '%s', or its events cannot be read", id);
+  char err[256];
+  int rc = json_decode_safe(L, json, strlen(json), err, sizeof err);
+  free(json);
+  if (rc != 0) return luaL_error(L, "activity.events: %s", err);
+  return 1;
+}
+
 /* activity.worker(): {lua_dir, instance, db_dir, host} of the worker this VM
  * runs in (instance and db_dir are nil in a VM of its own, e.g. `policy
  * check`). host names the machine whose sandboxes this worker reaches:
@@ -523,12 +544,18 @@ char *actvm_take_span(actvm *a) {
 
 static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
                                         {"history", l_history},     {"worker", l_worker}, {"live", l_live},
+                                        {"events", l_events},
                                         {"usage", l_usage},         {"traced", l_traced}, {"span", l_span},
                                         {NULL, NULL}};
 
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
   a->history = fn;
   a->history_ud = ud;
+}
+
+void actvm_set_events(actvm *a, actvm_events_fn fn, void *ud) {
+  a->events = fn;
+  a->events_ud = ud;
 }
 
 static int open_activity(lua_State *L) {
