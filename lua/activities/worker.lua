@@ -155,6 +155,7 @@ function M.eval_check(args)
   local suite, problems = require("eval.suite").load(args.dir, { live = args.live, repo = repo })
   problems = problems or {}
   local b = args.baseline
+  if b == json.null then b = nil end
   if b ~= nil and (type(b) ~= "table" or type(b.result) ~= "table" or type(b.result.cases) ~= "table"
       or type(b.result.suite) ~= "string") then
     problems[#problems + 1] = "--baseline: " .. tostring(type(b) == "table" and b.run or b) ..

@@ -24,6 +24,7 @@ function M.case_row(case, session, ok, value, scores, order, wall)
       row.failed[#row.failed + 1] = name
     end
   end
+  if #row.failed == 0 then row.failed = nil end -- (an empty list would be written as {})
   return row
 end
 

@@ -176,7 +176,11 @@ local function case_model(model, dir, live)
   end
   m.live = nil -- offline means the recording, whatever keys the environment holds
   if type(m.name) == "string" and m.name:match("^replay:") then
-    m.name = "replay:" .. absolute(dir, m.name:sub(#"replay:" + 1))
+    local path = absolute(dir, m.name:sub(#"replay:" + 1))
+    if (fs.lstat(path) or {}).type ~= "file" then
+      return nil, "the recording " .. m.name:sub(#"replay:" + 1) .. " is not a file of the suite"
+    end
+    m.name = "replay:" .. path
   end
   return m
 end
@@ -252,7 +256,7 @@ function M.load(dir, opts)
   local problems = {}
   local real = fs.realpath(dir)
   if not real or (fs.lstat(real) or {}).type ~= "dir" then
-    return nil, { tostring(dir) .. ": not a suite folder (no such directory)" }
+    return nil, { "not a suite folder (no such directory)" }
   end
   dir = real
   local s = read_suite(dir, problems)
