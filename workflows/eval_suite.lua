@@ -10,6 +10,9 @@
 --
 -- input: {suite = the suite's folder (absolute), live = bool,
 --         baseline = {run, result} | nil}
+--     or, for engine eval --fork ID --at SEQ --variants FILE:
+--        {mode = "variants", fork = {source, at | turn}, variants = {{name,
+--         session = the fork's id}}, suite = folder | nil, case = name | nil}
 local wf = require "workflow"
 local report = require "eval.report"
 
@@ -18,16 +21,9 @@ local function child_error(e)
   return { type = "Error", message = tostring(e) }
 end
 
--- One case: its session, then its scores (the checks, then each
--- model-graded scorer that applies, each its own activity).
-local function run_case(suite, case, order)
-  local session = wf.info().id .. "." .. case.name
-  wf.emit("eval.case.started", { case = case.name, session = session })
-  local t0 = wf.now()
-  local ok, value = pcall(wf.child, suite.workflow, case.input,
-    { id = session, parent_close = "request_cancel", timeout = case.timeout })
-  local wall = math.floor((wf.now() - t0) * 1000 + 0.5) / 1000
-  if not ok then value = child_error(value) end
+-- A case's scores once its session ended: the checks, then each
+-- model-graded scorer that applies, each its own activity. Its row.
+local function score(suite, case, session, ok, value, order, wall)
   local scored = wf.activity("eval.score", { dir = suite.dir, scorers = suite.scorers, case = case, session = session,
     ok = ok, value = value, wall_seconds = wall }, { start_to_close = 120, retry = { max_attempts = 3 } })
   local scores = scored.scores
@@ -44,14 +40,60 @@ local function run_case(suite, case, order)
   return row
 end
 
+local function seconds_since(t0) return math.floor((wf.now() - t0) * 1000 + 0.5) / 1000 end
+
+-- One case: its session, a child of this run, then its scores.
+local function run_case(suite, case, order)
+  local session = wf.info().id .. "." .. case.name
+  wf.emit("eval.case.started", { case = case.name, session = session })
+  local t0 = wf.now()
+  local ok, value = pcall(wf.child, suite.workflow, case.input,
+    { id = session, parent_close = "request_cancel", timeout = case.timeout })
+  if not ok then value = child_error(value) end
+  return score(suite, case, session, ok, value, order, seconds_since(t0))
+end
+
+-- One variant (engine eval --fork): its fork, made by the command before
+-- this run started, waited for; then scored like a case, with the case the
+-- variants file names (or none: its numbers only).
+local function run_variant(suite, case, v, order)
+  wf.emit("eval.case.started", { case = v.name, session = v.session, variant = true })
+  local t0 = wf.now()
+  local w = wf.activity("eval.wait", { session = v.session }, { start_to_close = 86400, heartbeat = 60 })
+  local ok = w.status == "completed"
+  local vcase = { name = v.name, description = case and case.description, expect = case and case.expect or {},
+    input = case and case.input, scorers = case and case.scorers }
+  return score(suite, vcase, v.session, ok, ok and w.result or w.error, order, seconds_since(t0))
+end
+
+-- The suite of a variants run: the suite the variants file names (its
+-- scorers, and the case whose expectations score them), or none.
+local function variants_suite(input)
+  if not input.suite then return { name = "fork of " .. input.fork.source, scorers = {}, concurrency = 8, live = false }, nil end
+  local suite = wf.activity("eval.load", { dir = input.suite }, { start_to_close = 60, retry = { max_attempts = 2 } })
+  for _, c in ipairs(suite.cases) do
+    if c.name == input.case then return suite, c end
+  end
+  error({ type = "InvalidInput", message = "the suite " .. input.suite .. " has no case " .. tostring(input.case) }, 0)
+end
+
 return function(input)
   local t0 = wf.now()
-  local suite = wf.activity("eval.load", { dir = input.suite, live = input.live == true },
-    { start_to_close = 60, retry = { max_attempts = 2 } })
+  local variants = input.mode == "variants"
+  local suite, vcase
+  if variants then
+    suite, vcase = variants_suite(input)
+    suite.cases = {}
+    for i, v in ipairs(input.variants) do suite.cases[i] = v end
+  else
+    suite = wf.activity("eval.load", { dir = input.suite, live = input.live == true },
+      { start_to_close = 60, retry = { max_attempts = 2 } })
+  end
   local order = {}
   for i, s in ipairs(suite.scorers) do order[i] = s.name end
   wf.emit("eval.started", { suite = suite.name, dir = suite.dir, cases = #suite.cases, scorers = order,
-    live = suite.live, concurrency = suite.concurrency, baseline = input.baseline and input.baseline.run or nil })
+    live = suite.live, concurrency = suite.concurrency, baseline = input.baseline and input.baseline.run or nil,
+    fork = input.fork })
   -- lanes: each takes the next case until none is left, so at most
   -- `concurrency` sessions run at once (the workflow's coroutines run one at
   -- a time, in a fixed order: the same cases go the same way on replay)
@@ -61,14 +103,15 @@ return function(input)
       next_case = next_case + 1
       local i = next_case
       if i > #suite.cases then return true end
-      rows[i] = run_case(suite, suite.cases[i], order)
+      if variants then rows[i] = run_variant(suite, vcase, suite.cases[i], order)
+      else rows[i] = run_case(suite, suite.cases[i], order) end
     end
   end
   local lanes = {}
   for k = 1, math.min(suite.concurrency, #suite.cases) do lanes[k] = wf.spawn(lane) end
   wf.all(lanes)
-  local wall = math.floor((wf.now() - t0) * 1000 + 0.5) / 1000
-  local result = report.build(wf.info().id, suite, rows, input.baseline, wall)
+  local result = report.build(wf.info().id, suite, rows, input.baseline, seconds_since(t0))
+  if variants then result.fork, result.case = input.fork, input.case end
   local art = wf.activity("eval.save", { result = result }, { retry = { max_attempts = 5 } })
   wf.emit("artifact.saved", art)
   result.artifact = art

@@ -28,15 +28,15 @@ local function findings_of(res)
 end
 
 -- What a scorer sees of a case's session: its result and its domain events
--- (activity.events: the session is the eval's child, ended).
+-- (activity.workflow: the session is the eval's child, ended).
 local function run_view(args)
   local res = args.ok and type(args.value) == "table" and args.value or {}
   local findings, verdict = findings_of(res)
-  local ok, events = pcall(activity.events, args.session)
+  local ok, w = pcall(activity.workflow, args.session)
   return { id = args.session, status = args.ok and "completed" or "failed",
     error = not args.ok and args.value or nil, outcome = res.outcome, summary = res.summary, verdict = verdict,
     findings = findings, result = res, turns = res.turns or 0, tool_calls = res.tool_calls or 0, tokens = res.tokens or 0,
-    cost_usd = res.cost_usd or 0, limit = res.limit, wall_seconds = args.wall_seconds, events = ok and events or {} }
+    cost_usd = res.cost_usd or 0, limit = res.limit, wall_seconds = args.wall_seconds, events = ok and w.events or {} }
 end
 
 local function case_view(c) return { name = c.name, description = c.description, expect = c.expect, input = c.input } end
@@ -58,6 +58,19 @@ function M.grade(args)
   local v = require("eval.scoring").verdict(args.scorer, tostring(turn.text or ""), case_view(args.case))
   v.tokens = (tonumber(usage.input_tokens) or 0) + (tonumber(usage.output_tokens) or 0)
   return v
+end
+
+-- Waits until workflow args.session has ended (a fork of a variants eval,
+-- which is no child of the eval: engine fork made it), reading its row now
+-- and then; its status, result and error. Heartbeats while it waits.
+local ENDED = { completed = true, failed = true, cancelled = true, stuck = true }
+function M.wait(args)
+  while true do
+    local w = activity.workflow(args.session)
+    if ENDED[w.status] then return { status = w.status, result = w.result, error = w.error } end
+    activity.heartbeat()
+    activity.sleep(0.25)
+  end
 end
 
 -- suite_result.json, stored as an artifact (lua/artifacts.lua).

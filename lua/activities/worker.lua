@@ -19,6 +19,7 @@
 --   eval_check{dir=, live=, baseline=}  `engine eval`: the suite checked before
 --                    anything starts, and the eval workflow's script
 --   eval_table{result=}  `engine eval` on a terminal: the result's lines
+--   eval_variants_check{file=}  `engine eval --fork`: the variants file checked
 -- live lists the workflows that have not finished: their sandboxes stay,
 -- unless sandboxes (id -> its latest sandbox event) says it is on another host now.
 -- ENGINE_NO_POLICY_WATCH=1 and ENGINE_NO_SWEEP=1 turn the start-up work off.
@@ -164,6 +165,16 @@ function M.eval_check(args)
   if #problems > 0 then return { ok = false, problems = problems } end
   return { ok = true, suite = suite.name, dir = suite.dir, cases = #suite.cases, scorers = #suite.scorers,
     script = repo .. "/workflows/eval_suite.lua" }
+end
+
+-- `engine eval --fork ID --variants FILE`: the variants, checked, and the
+-- eval workflow's script.
+function M.eval_variants_check(args)
+  local repo = (require("activity").worker().lua_dir:gsub("/lua/?$", ""))
+  local v, problems = require("eval.variants").load(args.file, { repo = repo })
+  if not v then return { ok = false, problems = problems } end
+  v.ok, v.script = true, repo .. "/workflows/eval_suite.lua"
+  return v
 end
 
 function M.eval_table(args) return { lines = require("eval.table").render(args.result or {}) } end

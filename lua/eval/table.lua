@@ -19,9 +19,9 @@ local function secs(v) return string.format("%.1fs", tonumber(v) or 0) end
 -- The result's lines (a list of strings).
 function M.render(r)
   local names = r.scorers or {}
-  local heads = { "case" }
+  local heads = { r.fork and "variant" or "case" }
   for i, n in ipairs(names) do heads[#heads + 1] = "s" .. i end
-  for _, h in ipairs({ "turns", "tokens", "cost", "wall", "result" }) do heads[#heads + 1] = h end
+  for _, h in ipairs({ "outcome", "turns", "tokens", "cost", "wall", "result" }) do heads[#heads + 1] = h end
   local rows = {}
   for _, c in ipairs(r.cases or {}) do
     local row = { c.case }
@@ -29,7 +29,8 @@ function M.render(r)
       local s = (c.scores or {})[n]
       row[#row + 1] = s and MARK[s.result] or "?"
     end
-    for _, v in ipairs({ c.turns, c.tokens, money(c.cost_usd), secs(c.wall_seconds), c.pass and "PASS" or "FAIL" }) do
+    local outcome = c.status == "completed" and tostring(c.outcome or "completed") or tostring(c.status)
+    for _, v in ipairs({ outcome, c.turns, c.tokens, money(c.cost_usd), secs(c.wall_seconds), c.pass and "PASS" or "FAIL" }) do
       row[#row + 1] = v
     end
     rows[#rows + 1] = row
@@ -38,7 +39,7 @@ function M.render(r)
   rows[#rows + 1] = { "total", table.unpack((function()
     local cells = {}
     for _ = 1, #names do cells[#cells + 1] = "" end
-    for _, v in ipairs({ t.turns, t.tokens, money(t.cost_usd), secs(t.wall_seconds),
+    for _, v in ipairs({ "", t.turns, t.tokens, money(t.cost_usd), secs(t.wall_seconds),
       string.format("%d/%d", t.passed or 0, t.cases or 0) }) do cells[#cells + 1] = v end
     return cells
   end)()) }
@@ -48,11 +49,18 @@ function M.render(r)
     for i, v in ipairs(row) do widths[i] = math.max(widths[i], utf8.len(tostring(v)) or #tostring(v)) end
   end
   local out = {}
-  out[#out + 1] = string.format("eval %s: suite %s%s, %d cases", tostring(r.run), tostring(r.suite),
-    r.live and " (live models)" or " (recorded models)", #(r.cases or {}))
+  if r.fork then
+    local f = r.fork
+    out[#out + 1] = string.format("eval %s: %d variants of %s forked %s%s", tostring(r.run), #(r.cases or {}),
+      tostring(f.source), f.turn and ("before turn " .. tostring(f.turn)) or ("at #" .. tostring(f.at)),
+      r.case and (", scored as case " .. tostring(r.case) .. " of suite " .. tostring(r.suite)) or "")
+  else
+    out[#out + 1] = string.format("eval %s: suite %s%s, %d cases", tostring(r.run), tostring(r.suite),
+      r.live and " (live models)" or " (recorded models)", #(r.cases or {}))
+  end
   local function line(cells)
     local parts = {}
-    for i, v in ipairs(cells) do parts[i] = pad(v, widths[i], i > 1 + #names and i < #heads) end
+    for i, v in ipairs(cells) do parts[i] = pad(v, widths[i], i > 2 + #names and i < #heads) end
     out[#out + 1] = (table.concat(parts, "  "):gsub("%s+$", ""))
   end
   line(heads)

@@ -21,7 +21,7 @@ jlua() { lua5.4 -e "local r = require'cjson'.decode(io.read('a')); io.write(tost
 # --- a bad suite: every problem named by its file and field; nothing written
 mkdir -p "$T/bad/cases" "$T/bad/scorers"
 echo '{"name": "bad", "concurrency": 0, "colour": "red"}' >"$T/bad/suite.json"
-echo '{"model": {"name": "replay:missing.jsonl"}, "expect": []}' >"$T/bad/cases/one.json"
+echo '{"model": {"name": "replay:missing.jsonl"}, "expect": 3}' >"$T/bad/cases/one.json"
 echo 'return {score = "yes"}' >"$T/bad/scorers/broken.lua"
 assert_exit "a bad suite is refused" 2 engine eval "$T/bad"
 for p in "suite.json: colour: unknown field" "suite.json: concurrency: must be a whole number" \
@@ -38,7 +38,7 @@ assert_exit "an unknown option is refused" 2 engine eval "$SUITE" --bogus
 assert_exit "engine eval evals/pr-review passes" 0 engine eval "$SUITE" --id ev1
 res="$OUT"
 assert_eq "six cases" "$ncases" "$(jlua '#r.cases' <<<"$res")"
-assert_eq "all passed" "true $ncases 0" "$(jlua 'tostring(r.pass) .. " " .. r.totals.passed .. " " .. r.totals.failed' <<<"$res")"
+assert_eq "all passed" "true $ncases 0" "$(jlua 'string.format("%s %d %d", r.pass, r.totals.passed, r.totals.failed)' <<<"$res")"
 assert_eq "each case ran as a session of its own" "ev1.off_by_one completed" \
   "$(jlua 'r.cases[4].session .. " " .. r.cases[4].status' <<<"$res")"
 assert_eq "the off-by-one is found" "pass" "$(jlua 'r.cases[4].scores.finds_expected.result' <<<"$res")"
@@ -57,6 +57,8 @@ assert_contains "and an artifact.saved event of the run" '"path":"suite_result.j
   "$(engine events ev1 --json | grep artifact.saved)"
 assert_eq "the eval's history is whole" "ok" \
   "$(engine history ev1 --json | lua5.4 "$SRC/tests/integration/verify.lua" history >/dev/null && echo ok)"
+assert_exit "the eval run replays: every command and its result (test_determinism's property)" 0 engine replay ev1
+assert_contains "it says so" "returns the same result" "$OUT$ERR"
 
 # --- on a terminal: the table
 if command -v script >/dev/null; then
@@ -90,6 +92,7 @@ assert_eq "the eval's history is whole after the crash" "ok" \
   "$(engine history ev2 --json | lua5.4 "$SRC/tests/integration/verify.lua" history >/dev/null && echo ok)"
 same() { jlua '(function() local t = {} for _, c in ipairs(r.cases) do t[#t+1] = c.case .. "=" .. tostring(c.pass) .. ":" .. c.turns .. ":" .. c.tokens end return table.concat(t, " ") end)()'; }
 assert_eq "the same scores as without the crash" "$(same <<<"$res")" "$(same <<<"$OUT")"
+assert_exit "the resumed run replays" 0 engine replay ev2
 
 # --- --baseline: a planted regression is named
 cp -r "$SUITE" "$T/suite"
