@@ -4,7 +4,8 @@
 # passes, the table on a terminal and the JSON in a pipe, suite_result.json
 # as an artifact; a bad suite named by file and field with nothing written;
 # kill -9 during an eval, and the same command carries it on with every case
-# run and scored once; --baseline names a planted regression.
+# run and scored once; --baseline names a planted regression; --fork
+# --variants runs one fork point with two models side by side.
 source "$(dirname "$0")/lib.sh"
 if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
   fail "no Docker engine (scripts/start-dockerd)"; finish
@@ -108,4 +109,27 @@ assert_eq "none named" "0 false" "$(jlua '#r.baseline.regressions .. " " .. tost
 assert_exit "a baseline that is not an eval run is refused" 2 engine eval "$SUITE" --baseline ev1.off_by_one
 assert_contains "it says why" "not an eval run's result" "$ERR"
 assert_exit "an unknown baseline is refused" 2 engine eval "$SUITE" --baseline nope
+
+# --- --fork --variants: one fork point, two models side by side
+mkdir -p "$T/var"
+cp "$SUITE/recordings/off_by_one.jsonl" "$T/var/finds.jsonl"
+cp "$T/suite/recordings/off_by_one.jsonl" "$T/var/misses.jsonl"
+cat >"$T/var/variants.json" <<EOF
+{"suite": "$SUITE", "case": "off_by_one",
+ "variants": [{"name": "finds", "model": {"name": "replay:finds.jsonl", "prices": {"input": 2, "output": 8}}},
+              {"name": "misses", "model": {"name": "replay:misses.jsonl", "prices": {"input": 2, "output": 8}}}]}
+EOF
+assert_exit "variants of ev1.off_by_one before its second turn" 0 \
+  engine eval --fork ev1.off_by_one --turn 2 --variants "$T/var/variants.json" --id vs
+assert_eq "the table compares them" "finds=pass misses=fail" \
+  "$(jlua 'r.cases[1].case .. "=" .. r.cases[1].scores.finds_expected.result .. " " .. r.cases[2].case .. "=" .. r.cases[2].scores.finds_expected.result' <<<"$OUT")"
+assert_contains "each variant is a fork of the source" "from ev1.off_by_one at #" "$(engine show vs.misses | grep forked:)"
+assert_exit "the same command again finds its forks" 0 \
+  engine eval --fork ev1.off_by_one --turn 2 --variants "$T/var/variants.json" --id vs
+assert_eq "no fork was made twice" "2" "$(engine list --json | grep -c '"id":"vs\.[a-z]*"')"
+echo '{"variants": [{"name": "x y", "model": 3}]}' >"$T/var/bad.json"
+assert_exit "a bad variants file is refused" 2 engine eval --fork ev1.off_by_one --at 3 --variants "$T/var/bad.json"
+assert_contains "naming the field" "bad.json: variants[1].model: must be an object" "$ERR"
+assert_contains "and the name" "bad.json: variants[1].name: must be" "$ERR"
+assert_exit "--fork without a point is refused" 2 engine eval --fork ev1.off_by_one --variants "$T/var/variants.json"
 finish
