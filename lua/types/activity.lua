@@ -25,7 +25,7 @@ function activity.info() end
 --- them). Raises when there is no such workflow. An eval scores its sessions
 --- with it (docs/evals.md).
 ---@param id string
----@return {id: string, status: string, result: any, error: any, events: {seq: integer, type: string, time: string, payload: any}[]}
+---@return {id: string, status: string, result: any, error: any, events: {session_id: string, seq: integer, type: string, time: integer, payload: any}[]}
 function activity.workflow(id) end
 
 --- Whether this attempt's span is exported (tracing on, its trace sampled):
