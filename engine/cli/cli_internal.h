@@ -125,9 +125,12 @@ typedef int (*cli_outcome_fn)(void *ud, const char *id, const char *summary, siz
  * JSON), or why it did not complete; the exit code. */
 int cli_report_outcome(const char *id, const char *json, size_t n, const common *c);
 /* A start as engine start runs it: recorded (or run in this process when no
- * worker runs), followed until it ends, its outcome printed by report. */
+ * worker runs), followed until it ends, its outcome printed by report.
+ * again: the command that carries it on after an interruption, said with
+ * --id ID (NULL: engine start SCRIPT). */
 struct client_start_req;
-int cli_start_run(const common *c, const struct client_start_req *req, cli_outcome_fn report, void *ud);
+int cli_start_run(const common *c, const struct client_start_req *req, cli_outcome_fn report, void *ud,
+                  const char *again);
 /* cmd_eval.c */
 int cmd_eval(args *a, common *c);
 /* cmd_workflows.c */

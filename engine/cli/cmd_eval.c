@@ -253,12 +253,16 @@ static int run_variants(common *c, const fork_point *fp, const char *file, const
   char *suite = member_text(report, rn, "suite"), *kase = member_text(report, rn, "case"),
        *script = json_get_string(report, rn, "script"), *src = json_quote(fp->source);
   char *point = fp->turn_given ? util_fmt("\"turn\":%lld", (long long)fp->turn) : util_fmt("\"at\":%lld", (long long)fp->at);
+  char *flag = fp->turn_given ? util_fmt("--turn %lld", (long long)fp->turn) : util_fmt("--at %lld", (long long)fp->at);
   char *input = util_fmt("{%s%s%s\"fork\":{%s,\"source\":%s},\"mode\":\"variants\",%s%s%s\"variants\":%s}",
                          kase ? "\"case\":" : "", kase ? kase : "", kase ? "," : "", point, src,
                          suite ? "\"suite\":" : "", suite ? suite : "", suite ? "," : "", x.list.p);
   client_start_req req = {script, id, input, detach, quiet, NULL};
   eval_out out = {c, 0, 1};
-  rc = cli_start_run(c, &req, eval_outcome, &out);
+  char *again = util_fmt("engine eval --fork %s %s --variants %s", fp->source, flag, file);
+  rc = cli_start_run(c, &req, eval_outcome, &out, again);
+  free(again);
+  free(flag);
   free(input);
   free(point);
   free(src);
@@ -354,7 +358,9 @@ int cmd_eval(args *a, common *c) {
   free(qdir);
   client_start_req req = {script, id, input, detach, quiet, NULL};
   eval_out out = {c, baseline != NULL, 0};
-  rc = cli_start_run(c, &req, eval_outcome, &out);
+  char *again = util_fmt("engine eval %s", suite);
+  rc = cli_start_run(c, &req, eval_outcome, &out, again);
+  free(again);
   free(input);
   free(dir);
   free(script);

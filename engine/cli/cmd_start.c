@@ -106,6 +106,7 @@ int cli_report_outcome(const char *id, const char *json, size_t n, const common 
 typedef struct outcome {
   cli_outcome_fn fn;
   void *ud;
+  const char *again; /* the command that carries it on (with --id ID); NULL: engine start SCRIPT */
 } outcome;
 
 static int print_outcome(void *ud, const char *id, const char *summary, size_t n) {
@@ -123,7 +124,10 @@ static int report_here(void *ud, const char *summary, size_t n) {
   here_ctx *h = ud;
   int code = h->out.fn(h->out.ud, h->id, summary, n);
   char *status = json_get_string(summary, n, "status");
-  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->script)
+  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->out.again)
+    render_line(stderr, DIE_MAX, "engine: interrupted; `%s --id %s` or `engine serve` carries it on", h->out.again,
+                h->id);
+  else if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->script)
     render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
                 h->script, h->id);
   else if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0))
@@ -216,13 +220,13 @@ int cmd_start(args *a, common *c) {
   char *input = NULL;
   if ((rc = cli_read_input(input_spec, &input))) return rc;
   client_start_req req = {script, id, input, detach, quiet, trace.traceparent[0] ? &trace : NULL};
-  rc = cli_start_run(c, &req, print_outcome, c);
+  rc = cli_start_run(c, &req, print_outcome, c, NULL);
   free(input);
   return rc;
 }
 
-int cli_start_run(const common *c, const client_start_req *req, cli_outcome_fn report, void *ud) {
-  outcome out = {report, (void *)ud};
+int cli_start_run(const common *c, const client_start_req *req, cli_outcome_fn report, void *ud, const char *again) {
+  outcome out = {report, ud, again};
   int detach = req->detach, quiet = req->quiet, rc;
   client *cl;
   if ((rc = client_open(c, &cl))) return rc;
@@ -372,11 +376,11 @@ int cmd_fork(args *a, common *c) {
       goto out;
     }
     if (!quiet) render_line(stderr, DIE_MAX, "engine: %s runs it", s.runner);
-    rc = follow_start(cl, s.id, quiet, &took_over, (outcome){print_outcome, c});
+    rc = follow_start(cl, s.id, quiet, &took_over, (outcome){print_outcome, c, NULL});
     if (rc != EXIT_OK || !took_over) goto out;
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
   }
-  rc = run_here(cl, c, s.id, NULL, quiet, 1, (outcome){print_outcome, (void *)c});
+  rc = run_here(cl, c, s.id, NULL, quiet, 1, (outcome){print_outcome, (void *)c, NULL});
 out:
   free(s.id);
   client_close(cl);

@@ -28,6 +28,10 @@ local BUDGET = 50000000 -- instructions per call of a scorer's function
 local SAFE = { "assert", "error", "ipairs", "next", "pairs", "pcall", "select", "tonumber", "tostring", "type",
   "xpcall", "rawequal", "rawget", "rawlen", "rawset", "setmetatable", "getmetatable" }
 
+-- The call that runs now under bounded(): once past its budget, every
+-- pcall of the scorer raises again, so the scorer cannot catch the stop.
+local over_budget = false
+
 local function copy(t, without)
   local c = {}
   for k, v in pairs(t) do if not (without and without[k]) then c[k] = v end end
@@ -39,6 +43,14 @@ end
 local function environment()
   local env = {}
   for _, n in ipairs(SAFE) do env[n] = _G[n] end
+  -- the string metatable is the activity VM's own: a scorer sees only tables'
+  env.getmetatable = function(v) if type(v) == "table" then return getmetatable(v) end end
+  local function checked(...)
+    if over_budget then error(over_budget, 0) end
+    return ...
+  end
+  env.pcall = function(...) return checked(pcall(...)) end
+  env.xpcall = function(...) return checked(xpcall(...)) end
   env.string = copy(string, { dump = true })
   env.table = copy(table)
   env.math = copy(math, { random = true, randomseed = true })
@@ -52,8 +64,14 @@ end
 -- Calls fn(...) under the instruction budget; ok, results... or false, why.
 local function bounded(what, fn, ...)
   local co = coroutine.create(fn)
-  debug.sethook(co, function() error(what .. ": ran past its budget of " .. BUDGET .. " instructions", 0) end, "", BUDGET)
+  over_budget = false
+  debug.sethook(co, function()
+    over_budget = what .. ": ran past its budget of " .. BUDGET .. " instructions"
+    debug.sethook(co, function() error(over_budget, 0) end, "", 1000) -- and again soon, wherever it is
+    error(over_budget, 0)
+  end, "", BUDGET)
   local r = table.pack(coroutine.resume(co, ...))
+  over_budget = false
   if not r[1] then return false, tostring(r[2]) end
   if coroutine.status(co) ~= "dead" then return false, what .. ": yielded (a scorer may not wait)" end
   return true, table.unpack(r, 2, r.n)
