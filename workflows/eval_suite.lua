@@ -42,12 +42,16 @@ end
 
 local function seconds_since(t0) return math.floor((wf.now() - t0) * 1000 + 0.5) / 1000 end
 
--- One case: its session, a child of this run, then its scores.
-local function run_case(suite, case, order)
+-- One case: its session, a child of this run started as whoever started
+-- the eval (its identity, for the policies), then its scores.
+local function run_case(suite, case, order, identity)
   local session = wf.info().id .. "." .. case.name
   wf.emit("eval.case.started", { case = case.name, session = session })
+  local input = {}
+  for k, v in pairs(case.input) do input[k] = v end
+  input.identity = identity or input.identity
   local t0 = wf.now()
-  local ok, value = pcall(wf.child, suite.workflow, case.input,
+  local ok, value = pcall(wf.child, suite.workflow, input,
     { id = session, parent_close = "request_cancel", timeout = case.timeout })
   if not ok then value = child_error(value) end
   return score(suite, case, session, ok, value, order, seconds_since(t0))
@@ -104,7 +108,7 @@ return function(input)
       local i = next_case
       if i > #suite.cases then return true end
       if variants then rows[i] = run_variant(suite, vcase, suite.cases[i], order)
-      else rows[i] = run_case(suite, suite.cases[i], order) end
+      else rows[i] = run_case(suite, suite.cases[i], order, input.identity) end
     end
   end
   local lanes = {}
