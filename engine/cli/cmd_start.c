@@ -2,7 +2,8 @@
  * (client_ops.h): the client records the start or the fork (or, locally with
  * no worker running, says this process is to run it), the command follows
  * its events until it ends and prints the outcome from the workflow's
- * summary, the same lines either way. */
+ * summary, the same lines either way. `engine eval` starts its run through
+ * cli_start_run too, with an outcome of its own (cmd_eval.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
