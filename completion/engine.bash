@@ -10,11 +10,11 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start fork serve signal approve cancel list show events history replay test gc policy trigger schedule token quota migrate doctor completion config)
+_engine_commands=(start fork serve signal approve cancel list show events history replay eval test gc policy trigger schedule token quota migrate doctor completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --at --turn --input-patch --model --policies "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --at --turn --input-patch --model --policies --baseline --fork --variants "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
@@ -29,6 +29,7 @@ _engine_options() {
     events) opts=(--follow -f --full --json --color --db --help -h) ;;
     history) opts=(--run --json --db --help -h) ;;
     replay) opts=(--script --apply --all --status --json --db --help -h) ;;
+    eval) opts=(--id --baseline --live --fork --at --turn --variants --detach --quiet -q --json --color --db --help -h) ;;
     quota | config) opts=(--json --db --help -h) ;;
     migrate) opts=(--db --from --to --help -h) ;;
     doctor) opts=(--json --color --db --help -h) ;;
@@ -128,7 +129,8 @@ _engine_value() {
     --script) _engine_files "$pre" "$val" lua ;;
     --workflows) _engine_files "$pre" "$val" / ;;
     --input) [[ $val == @* ]] && _engine_files "$pre@" "${val#@}" ;;
-    --id) _engine_ids "$pre" "$val" ;;
+    --id | --fork | --baseline) _engine_ids "$pre" "$val" ;;
+    --variants) _engine_files "$pre" "$val" json ;;
     --status) _engine_add "${_engine_statuses[@]/#/$pre}" ;;
     --color) _engine_add "${pre}auto" "${pre}always" "${pre}never" ;;
     --log-format) _engine_add "${pre}text" "${pre}json" ;;
@@ -157,6 +159,7 @@ _engine_argument() {
     signal:1)
       mapfile -t lines < <(_engine_query signal -- "${pos[0]}")
       _engine_add "${lines[@]}" ;;
+    eval:0) _engine_files "" "$cur" / ;;
     policy:0) _engine_add check ;;
     policy:1) _engine_files "" "$cur" / ;;
     trigger:0) _engine_add check test deliveries ;;

@@ -35,6 +35,7 @@ static const char *MAIN_HELP =
     "  show ID                            one workflow\n"
     "  events ID [--follow] [--full] [--json]   its domain events\n"
     "  history ID                         its event log\n"
+    "  eval SUITE [--baseline RUN] [--live]   run an eval suite's cases as sessions and score them\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
     "  replay --all --script FILE         check an edited script against every live run of it\n"
     "  test FILE_test.lua...              workflow tests: stubbed activities, a clock that skips timers\n"
@@ -90,6 +91,7 @@ static const command COMMANDS[] = {
     {"approve", cmd_approve, 0},
     /* cmd_replay.c, cmd_admin.c: this machine only */
     {"replay", cmd_replay, 1},
+    {"eval", cmd_eval, 1},
     {"serve", cmd_serve, 1},
     {"gc", cmd_gc, 1},
     {"policy", cmd_policy, 1},

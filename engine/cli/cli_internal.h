@@ -118,6 +118,21 @@ void cli_local_identity(char *out, size_t n);
 /* cmd_start.c */
 int cmd_start(args *a, common *c);
 int cmd_fork(args *a, common *c);
+/* Prints a start's outcome from the workflow's summary (view_summary_json,
+ * what GET /v1/workflows/ID answers) and returns the exit code. */
+typedef int (*cli_outcome_fn)(void *ud, const char *id, const char *summary, size_t n);
+/* engine start's outcome: the result (for people on a terminal, else its
+ * JSON), or why it did not complete; the exit code. */
+int cli_report_outcome(const char *id, const char *json, size_t n, const common *c);
+/* A start as engine start runs it: recorded (or run in this process when no
+ * worker runs), followed until it ends, its outcome printed by report.
+ * again: the command that carries it on after an interruption, said with
+ * --id ID (NULL: engine start SCRIPT). */
+struct client_start_req;
+int cli_start_run(const common *c, const struct client_start_req *req, cli_outcome_fn report, void *ud,
+                  const char *again);
+/* cmd_eval.c */
+int cmd_eval(args *a, common *c);
 /* cmd_workflows.c */
 int cmd_signal(args *a, common *c);
 /* cmd_config.c */

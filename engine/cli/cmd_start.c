@@ -2,7 +2,8 @@
  * (client_ops.h): the client records the start or the fork (or, locally with
  * no worker running, says this process is to run it), the command follows
  * its events until it ends and prints the outcome from the workflow's
- * summary, the same lines either way. */
+ * summary, the same lines either way. `engine eval` starts its run through
+ * cli_start_run too, with an outcome of its own (cmd_eval.c). */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -69,10 +70,7 @@ static int is_invalid_input(const char *error) {
   return strcmp(view_json_field(error, "type", type, sizeof type), "InvalidInput") == 0;
 }
 
-/* Prints the outcome of a finished (or stuck, or still waiting) workflow from
- * its summary (view_summary_json, what GET /v1/workflows/ID answers); returns
- * the exit code. */
-static int report_outcome(const char *id, const char *json, size_t n, const common *c) {
+int cli_report_outcome(const char *id, const char *json, size_t n, const common *c) {
   char *status = json_get_string(json, n, "status");
   if (!status) return cli_die(EXIT_USAGE, "the summary of %s has no status", id);
   const char *v;
@@ -105,18 +103,32 @@ static int report_outcome(const char *id, const char *json, size_t n, const comm
   return code;
 }
 
+/* How a start's outcome is printed: cli_report_outcome, or the command's own. */
+typedef struct outcome {
+  cli_outcome_fn fn;
+  void *ud;
+  const char *again; /* the command that carries it on (with --id ID); NULL: engine start SCRIPT */
+} outcome;
+
+static int print_outcome(void *ud, const char *id, const char *summary, size_t n) {
+  return cli_report_outcome(id, summary, n, ud);
+}
+
 /* The outcome of a run in this process; one that did not end was interrupted
  * (a stuck one said what to do). */
 typedef struct here_ctx {
-  const common *c;
   const char *id, *script;
+  outcome out;
 } here_ctx;
 
 static int report_here(void *ud, const char *summary, size_t n) {
   here_ctx *h = ud;
-  int code = report_outcome(h->id, summary, n, h->c);
+  int code = h->out.fn(h->out.ud, h->id, summary, n);
   char *status = json_get_string(summary, n, "status");
-  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->script)
+  if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->out.again)
+    render_line(stderr, DIE_MAX, "engine: interrupted; `%s --id %s` or `engine serve` carries it on", h->out.again,
+                h->id);
+  else if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0) && h->script)
     render_line(stderr, DIE_MAX, "engine: interrupted; `engine start %s --id %s` or `engine serve` carries it on",
                 h->script, h->id);
   else if (code == EXIT_WAITING && !(status && strcmp(status, "stuck") == 0))
@@ -128,8 +140,9 @@ static int report_here(void *ud, const char *summary, size_t n) {
 /* Runs workflow id in this process (no other runs it, or any more; script:
  * the start's, NULL for a fork, whose code is pinned; made: it exists
  * already, a fork, carried on rather than created) and returns its exit code. */
-static int run_here(client *cl, const common *c, const char *id, const char *script, int quiet, int made) {
-  here_ctx h = {c, id, script};
+static int run_here(client *cl, const common *c, const char *id, const char *script, int quiet, int made,
+                    outcome out) {
+  here_ctx h = {id, script, out};
   client_run run = {id, script ? script : "", quiet, cli_color_on(c, STDERR_FILENO), made, report_here, &h};
   client_err err = {0};
   int rc = 0;
@@ -141,7 +154,7 @@ static int run_here(client *cl, const common *c, const char *id, const char *scr
 /* Another process runs it (engine serve, another start, the server): its
  * events as lines on stderr until it ends or is stuck, then its outcome.
  * *took_over: that process went away and this one is to carry it on. */
-static int follow_start(client *cl, const char *id, int quiet, const common *c, int *took_over) {
+static int follow_start(client *cl, const char *id, int quiet, int *took_over, outcome out) {
   cli_printer p = {stderr, 0, NULL, 1, 0, 0};
   client_sink sink = {quiet ? NULL : cli_print_event, quiet ? NULL : cli_print_live, &p};
   client_err err;
@@ -151,7 +164,7 @@ static int follow_start(client *cl, const char *id, int quiet, const common *c, 
   if (*took_over) return EXIT_OK;
   char *summary;
   if (cl->ops->summary(cl, id, &summary, &err) != 0) return client_fail(&err, NULL);
-  rc = report_outcome(id, summary, strlen(summary), c);
+  rc = out.fn(out.ud, id, summary, strlen(summary));
   free(summary);
   return rc;
 }
@@ -207,17 +220,23 @@ int cmd_start(args *a, common *c) {
   if ((rc = read_trace(traceparent, tracestate, &trace))) return rc;
   char *input = NULL;
   if ((rc = cli_read_input(input_spec, &input))) return rc;
-  client *cl;
-  if ((rc = client_open(c, &cl))) return free(input), rc;
   client_start_req req = {script, id, input, detach, quiet, trace.traceparent[0] ? &trace : NULL};
+  rc = cli_start_run(c, &req, print_outcome, c, NULL);
+  free(input);
+  return rc;
+}
+
+int cli_start_run(const common *c, const client_start_req *req, cli_outcome_fn report, void *ud, const char *again) {
+  outcome out = {report, ud, again};
+  int detach = req->detach, quiet = req->quiet, rc;
+  client *cl;
+  if ((rc = client_open(c, &cl))) return rc;
   client_started s = {0};
   client_err err;
-  if (cl->ops->start(cl, &req, &s, &err) != 0) {
-    free(input);
+  if (cl->ops->start(cl, req, &s, &err) != 0) {
     client_close(cl);
     return client_fail(&err, NULL);
   }
-  free(input);
   int took_over = 0;
   if (!s.here) {
     if (s.existed) render_line(stderr, DIE_MAX, "engine: %s already exists; following it", s.id);
@@ -227,12 +246,12 @@ int cmd_start(args *a, common *c) {
       goto out;
     }
     if (!quiet) render_line(stderr, DIE_MAX, "engine: %s started; %s runs it", s.id, s.runner);
-    rc = follow_start(cl, s.id, quiet, c, &took_over);
+    rc = follow_start(cl, s.id, quiet, &took_over, out);
     if (rc != EXIT_OK || !took_over) goto out;
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
   }
   /* no other process runs it (any more): this one does */
-  rc = run_here(cl, c, s.id, script, quiet, 0);
+  rc = run_here(cl, c, s.id, req->script, quiet, 0, out);
 out:
   free(s.id);
   client_close(cl);
@@ -358,11 +377,11 @@ int cmd_fork(args *a, common *c) {
       goto out;
     }
     if (!quiet) render_line(stderr, DIE_MAX, "engine: %s runs it", s.runner);
-    rc = follow_start(cl, s.id, quiet, c, &took_over);
+    rc = follow_start(cl, s.id, quiet, &took_over, (outcome){print_outcome, c, NULL});
     if (rc != EXIT_OK || !took_over) goto out;
     if (!quiet) render_line(stderr, DIE_MAX, "engine: the worker went away; carrying %s on here", s.id);
   }
-  rc = run_here(cl, c, s.id, NULL, quiet, 1);
+  rc = run_here(cl, c, s.id, NULL, quiet, 1, (outcome){print_outcome, (void *)c, NULL});
 out:
   free(s.id);
   client_close(cl);

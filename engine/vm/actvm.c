@@ -28,6 +28,8 @@ struct actvm {
   http_ctx *http;
   actvm_history_fn history; /* reads the calling workflow's own history */
   void *history_ud;
+  actvm_workflow_fn workflow; /* reads another workflow: its row and domain events */
+  void *workflow_ud;
   act_call *running; /* the call being resumed: its coroutines' deadline */
   char *instance, *db_dir; /* activity.worker(): which database this worker serves */
   actvm_observer obs;      /* activity.live, activity.usage */
@@ -388,6 +390,25 @@ static int l_history(lua_State *L) {
   return 1;
 }
 
+/* activity.workflow(id) -> workflow id as {id, status, result, error (both
+ * decoded, or absent), events = its domain events {seq, type, time, payload
+ * (decoded)}}: any workflow of the database (activities are trusted code;
+ * the eval's scorers, which are not, see only what the activity hands
+ * them). How an eval scores a session it ran. Raises when there is none. */
+static int l_workflow(lua_State *L) {
+  if (!current_call(L)) return luaL_error(L, "activity.workflow called outside an activity");
+  const char *id = luaL_checkstring(L, 1);
+  actvm *a = vm_of(L);
+  if (!a->workflow) return luaL_error(L, "activity.workflow is not available here");
+  char *json = a->workflow(a->workflow_ud, id);
+  if (!json) return luaL_error(L, "activity.workflow: no workflow '%s', or it cannot be read", id);
+  char err[256];
+  int rc = json_decode_safe(L, json, strlen(json), err, sizeof err);
+  free(json);
+  if (rc != 0) return luaL_error(L, "activity.workflow: %s", err);
+  return 1;
+}
+
 /* activity.worker(): {lua_dir, instance, db_dir, host} of the worker this VM
  * runs in (instance and db_dir are nil in a VM of its own, e.g. `policy
  * check`). host names the machine whose sandboxes this worker reaches:
@@ -523,12 +544,18 @@ char *actvm_take_span(actvm *a) {
 
 static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
                                         {"history", l_history},     {"worker", l_worker}, {"live", l_live},
+                                        {"workflow", l_workflow},
                                         {"usage", l_usage},         {"traced", l_traced}, {"span", l_span},
                                         {NULL, NULL}};
 
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
   a->history = fn;
   a->history_ud = ud;
+}
+
+void actvm_set_workflow(actvm *a, actvm_workflow_fn fn, void *ud) {
+  a->workflow = fn;
+  a->workflow_ud = ud;
 }
 
 static int open_activity(lua_State *L) {

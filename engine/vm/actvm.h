@@ -55,6 +55,11 @@ actvm *actvm_new(uv_loop_t *loop, const char *lua_dir, const actvm_module *modul
 /* Returns a malloc'd JSON array of the workflow's history events from..to. */
 typedef char *(*actvm_history_fn)(void *ud, const char *wf_id, int64_t from, int64_t to);
 void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud);
+/* Returns workflow wf_id as a malloc'd JSON object {id, status, result,
+ * error, events: its domain events as engine events --json prints them}, or
+ * NULL when there is no such workflow or it cannot be read (activity.workflow). */
+typedef char *(*actvm_workflow_fn)(void *ud, const char *wf_id);
+void actvm_set_workflow(actvm *a, actvm_workflow_fn fn, void *ud);
 /* What activity.worker() tells activities: the database's instance id (it
  * labels sandboxes) and the directory the database lives in. */
 void actvm_set_worker(actvm *a, const char *instance, const char *db_dir);

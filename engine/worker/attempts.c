@@ -13,6 +13,7 @@
 
 #include "crash.h"
 #include "json.h"
+#include "session_view.h"
 
 /* ---------------------------------------------------------- activities --- */
 
@@ -353,6 +354,40 @@ char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to
   }
   ubuf_add(&b, "]", 2); /* with the NUL */
   hist_list_free(&h);
+  return b.p;
+}
+
+/* activity.workflow(id): workflow id's row (status, result, error) and its
+ * domain events as view_event_json objects (what engine events --json
+ * prints), one JSON object; NULL when there is no such workflow or a read
+ * fails (never a shorter list). */
+static int add_event(void *ud, const domain_event *ev) {
+  ubuf *b = ud;
+  char *item = view_event_json(ev);
+  if (b->p[b->n - 1] != '[') ubuf_add(b, ",", 1);
+  ubuf_add(b, item, strlen(item));
+  free(item);
+  return 0;
+}
+
+char *attempt_workflow_json(void *ud, const char *wf_id) {
+  engine *e = ud;
+  wf_row w;
+  if (store_wf_get(e->st, wf_id, &w) != 1) return NULL;
+  char *id = json_quote(w.id), *status = json_quote(w.status);
+  char *head = util_fmt("{\"error\":%s,\"id\":%s,\"result\":%s,\"status\":%s,\"events\":[",
+                        w.error && *w.error ? w.error : "null", id, w.result && *w.result ? w.result : "null", status);
+  free(id);
+  free(status);
+  wf_row_free(&w);
+  ubuf b = {0};
+  ubuf_add(&b, head, strlen(head));
+  free(head);
+  if (store_domain_list(e->st, wf_id, 0, add_event, &b) != STORE_OK) {
+    free(b.p);
+    return NULL;
+  }
+  ubuf_add(&b, "]}", 3); /* with the NUL */
   return b.p;
 }
 

@@ -330,6 +330,8 @@ int attempt_answered(engine *e, const char *id, wfrun *r, int64_t seq);
  * ActivityScheduled event into *h (the caller frees it). */
 int attempt_open(engine *e, const char *id, int64_t run, int64_t seq, hist_list *h);
 char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to);
+/* activity.workflow(id): another workflow's row and domain events (actvm_workflow_fn). */
+char *attempt_workflow_json(void *ud, const char *wf_id);
 /* Begins the attempts that waited for a commit that is now answered. */
 void attempts_begin_deferred(engine *e);
 /* Forgets the deferred attempts' keys (a lost batch or a stop dropped them). */

@@ -207,16 +207,8 @@ end
 -- The draft stored as an artifact (by content hash, beside the session's
 -- others): {path, sha256, size, stored}.
 function M.store_draft(args)
-  local safefs = require "safefs"
-  local ws = require("sandbox").workspace_root()
-  local root = os.getenv("ENGINE_ARTIFACTS") or ((ws:match("^(.*)/[^/]+/?$") or ".") .. "/artifacts")
-  local made, merr = fs.mkdir_p(root)
-  if not made then raise("ArtifactError", "cannot create the artifacts directory: " .. tostring(merr)) end
-  local content = json.encode(args.draft)
-  local hash = require("sandbox.native").sha256(content)
-  local ok, err = safefs.write(root, hash, content)
-  if not ok then raise("ArtifactError", "cannot store the review draft: " .. tostring(err)) end
-  return { path = "review-draft.json", sha256 = hash, size = #content, stored = root .. "/" .. hash }
+  local artifacts = require "artifacts"
+  return artifacts.store(artifacts.root(), "review-draft.json", json.encode(args.draft))
 end
 
 -- Publishes the review once. The body carries args.marker; before posting,

@@ -4,7 +4,6 @@
 local activity = require "activity"
 local fs = require "fs"
 local json = require "json"
-local safefs = require "safefs"
 
 local M = {}
 
@@ -537,13 +536,6 @@ function M.policy_check(args)
   return { ok = true, dir = dir, hash = set.hash, files = files }
 end
 
-local sha256 = require("sandbox.native").sha256
-
-local function artifacts_root()
-  local ws = require("sandbox").workspace_root()
-  return os.getenv("ENGINE_ARTIFACTS") or ((ws:match("^(.*)/[^/]+/?$") or ".") .. "/artifacts")
-end
-
 -- persistArtifacts: collects output/ (sandbox.collect: its caps and the
 -- reasons an entry is skipped) and stores each file byte-exact by content hash
 -- (ENGINE_ARTIFACTS, default beside the workspaces), one file at a time.
@@ -552,21 +544,13 @@ end
 -- that started before collection moved here passes {files = sandbox.collect's
 -- list} and gets the saved list back, as it did then.
 function M.persist(args)
-  local root = artifacts_root()
-  local made, merr = fs.mkdir_p(root)
-  if not made then raise("ArtifactError", "cannot create the artifacts directory: " .. merr) end
+  local artifacts = require "artifacts"
+  local root = artifacts.root()
   local saved = {}
   local function store(f)
-    local hash = sha256(f.content)
-    local have = io.open(root .. "/" .. hash, "rb")
-    if have then
-      have:close()
-    else
-      local ok, err = safefs.write(root, hash, f.content)
-      if not ok then raise("ArtifactError", "cannot store " .. safefs.render(f.path) .. ": " .. tostring(err)) end
-    end
-    saved[#saved + 1] = { path = f.path, sha256 = hash, size = #f.content, stored = root .. "/" .. hash,
-      truncated = f.truncated or nil }
+    local entry = artifacts.store(root, f.path, f.content)
+    entry.truncated = f.truncated or nil
+    saved[#saved + 1] = entry
     activity.heartbeat()
   end
   if args.files then

@@ -16,6 +16,10 @@
 --   trigger{dir=, name=, headers=, body=, now=}  a webhook delivery (lua/triggers.lua)
 --   trigger_check{dir=}  `engine trigger check`; trigger_test{...} `engine trigger test`
 --   doctor{checks=}  `engine doctor`: the checks lua/doctor.lua makes
+--   eval_check{dir=, live=, baseline=}  `engine eval`: the suite checked before
+--                    anything starts, and the eval workflow's script
+--   eval_table{result=}  `engine eval` on a terminal: the result's lines
+--   eval_variants_check{file=}  `engine eval --fork`: the variants file checked
 -- live lists the workflows that have not finished: their sandboxes stay,
 -- unless sandboxes (id -> its latest sandbox event) says it is on another host now.
 -- ENGINE_NO_POLICY_WATCH=1 and ENGINE_NO_SWEEP=1 turn the start-up work off.
@@ -143,6 +147,37 @@ end
 
 function M.policy_check(args) return session.policy_check(args) end
 function M.doctor(args) return require("doctor").run(args) end
+
+-- `engine eval SUITE`: the suite as the eval workflow will load it (every
+-- problem named, by file and field) and the baseline's shape, before
+-- anything is written.
+function M.eval_check(args)
+  local repo = (require("activity").worker().lua_dir:gsub("/lua/?$", ""))
+  local suite, problems = require("eval.suite").load(args.dir, { live = args.live, repo = repo })
+  problems = problems or {}
+  local b = args.baseline
+  if b == json.null then b = nil end
+  if b ~= nil and (type(b) ~= "table" or type(b.result) ~= "table" or type(b.result.cases) ~= "table"
+      or type(b.result.suite) ~= "string") then
+    problems[#problems + 1] = "--baseline: " .. tostring(type(b) == "table" and b.run or b) ..
+      " is not an eval run's result (suite_result.json)"
+  end
+  if #problems > 0 then return { ok = false, problems = problems } end
+  return { ok = true, suite = suite.name, dir = suite.dir, cases = #suite.cases, scorers = #suite.scorers,
+    script = repo .. "/workflows/eval_suite.lua" }
+end
+
+-- `engine eval --fork ID --variants FILE`: the variants, checked, and the
+-- eval workflow's script.
+function M.eval_variants_check(args)
+  local repo = (require("activity").worker().lua_dir:gsub("/lua/?$", ""))
+  local v, problems = require("eval.variants").load(args.file, { repo = repo })
+  if not v then return { ok = false, problems = problems } end
+  v.ok, v.script = true, repo .. "/workflows/eval_suite.lua"
+  return v
+end
+
+function M.eval_table(args) return { lines = require("eval.table").render(args.result or {}) } end
 
 local function fmt_amount(quota, v)
   if v == nil then return "-" end

@@ -20,6 +20,14 @@ function activity.sleep(seconds) end
 ---@return ActivityInfo
 function activity.info() end
 
+--- Another workflow of the database: its status, result and error (decoded,
+--- nil when none) and its domain events (as `engine events ID --json` prints
+--- them). Raises when there is no such workflow. An eval scores its sessions
+--- with it (docs/evals.md).
+---@param id string
+---@return {id: string, status: string, result: any, error: any, events: {session_id: string, seq: integer, type: string, time: integer, payload: any}[]}
+function activity.workflow(id) end
+
 --- Whether this attempt's span is exported (tracing on, its trace sampled):
 --- build a span's description only then.
 ---@return boolean

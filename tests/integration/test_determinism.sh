@@ -66,6 +66,19 @@ declare -A SKIP=(
   [crash_engine]="crashes the engine on purpose (test_wf_errors.sh)"
 )
 NEGATIVE=" nondet replay_result "
+# The shipped workflows (workflows/*.lua): hello runs here; the others need a
+# sandbox or a service and are replayed by the test named
+declare -A SHIPPED=(
+  [hello]="runs here"
+  [agent_session]="needs a sandbox (test_agent_session.sh, test_fork.sh replay its sessions)"
+  [pr_review]="needs GitHub's stub and a sandbox (test_pr_review.sh: engine replay)"
+  [eval_suite]="its cases are sandboxed sessions (test_eval.sh: engine replay of an eval run)"
+)
+for f in "$SRC"/workflows/*.lua; do
+  name="$(basename "$f" .lua)"
+  case "$name" in *_activities) continue ;; esac
+  [ -n "${SHIPPED[$name]:-}" ] || fail "workflows/$name.lua is not in the property test: run it here or name the test that replays it"
+done
 
 ids=()
 for f in "$WF"/*.lua; do
