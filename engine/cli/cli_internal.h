@@ -146,6 +146,7 @@ int cmd_history(args *a, common *c);
 int cmd_events(args *a, common *c);
 /* cmd_approvals.c */
 int cmd_approve(args *a, common *c);
+int cmd_audit(args *a, common *c);
 /* cmd_replay.c */
 int cmd_replay(args *a, common *c);
 /* cmd_admin.c */

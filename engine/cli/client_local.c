@@ -4,10 +4,12 @@
  * process (foreground.c). Every read that fails is an error, never a shorter
  * answer. */
 #include <stdarg.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
+#include "audit.h"
 #include "client_ops.h"
 #include "dbfile.h"
 #include "foreground.h"
@@ -376,6 +378,27 @@ static int local_summary(client *cl, const char *id, char **json, client_err *er
   return 0;
 }
 
+static int local_audit(client *cl, const char *id, char **out, size_t *len, client_err *err) {
+  local_client *lc = (local_client *)cl;
+  *out = NULL;
+  if (!db(lc, err)) return -1;
+  char dir[PATH_MAX], keys[PATH_MAX + 8], who[300];
+  if (engine_data_dir(lc->db, dir) != 0) {
+    snprintf(err->msg, sizeof err->msg, "cannot find the data directory of %s", lc->db);
+    return -1;
+  }
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  sign_key *key;
+  if (sign_key_open(keys, &key, err->msg, sizeof err->msg) != 0) return -1;
+  cli_local_identity(who, sizeof who);
+  int found = audit_export(lc->st, id, key, who, out, len, err->msg, sizeof err->msg);
+  sign_key_free(key);
+  if (found == 1) return 0;
+  if (found == 0) engine_unknown_id(id, err->msg, sizeof err->msg);
+  err->refused = found == 0;
+  return -1;
+}
+
 static int local_history(client *cl, const char *id, int64_t run, client_item_fn each, void *ud, client_err *err) {
   local_client *lc = (local_client *)cl;
   if (!db(lc, err)) return -1;
@@ -463,6 +486,7 @@ static const client_ops LOCAL = {
     .cancel = local_cancel,
     .list = local_list,
     .summary = local_summary,
+    .audit = local_audit,
     .history = local_history,
     .events = local_events,
     .approver = local_approver,

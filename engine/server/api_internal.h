@@ -121,6 +121,7 @@ void api_h_cancel(api *a, httpd_req *r, ctx *c);
 void api_h_fork(api *a, httpd_req *r, ctx *c);
 void api_h_artifacts(api *a, httpd_req *r, ctx *c);
 void api_h_artifact(api *a, httpd_req *r, ctx *c);
+void api_h_audit(api *a, httpd_req *r, ctx *c);
 
 /* -------------------------------------------------------- api_events.c --- */
 

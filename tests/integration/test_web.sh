@@ -154,6 +154,8 @@ WEB_URL="$URL" WEB_MODEL="$MURL" WEB_TREE=tree-1 WEB_ADMIN="$ADMIN" WEB_VIEWER="
 rc=$?
 set -e
 [ "$rc" -eq 0 ] && pass "the browser checks (tests/web/web_test.js)" || fail "the browser checks: exit $rc (serve log: $(tail -5 "$T/serve.err"))"
+assert_exit "the audit export the page downloaded verifies" 0 \
+  engine audit verify "$OUTDIR/downloads/web-1.audit.jsonl" --key "$(engine audit key | head -1)"
 
 # ---- after the session: who approved, its artifacts, the list's numbers and filter
 EV="$(curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/workflows/web-1/events")"
