@@ -184,13 +184,18 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
   return s->ops->op_hist_append(s, wf_id, run, &ev);
 }
 
-/* A read the backend found damaged (SQLite's damaged page): named as the
- * workflow's damage. Returns rc. */
-static int name_damage(store *s, int rc, const char *what, const char *wf_id) {
-  if (rc != STORE_ECORRUPT || strstr(s->errbuf, " is damaged: ")) return rc;
+/* What a read the backend found damaged (SQLite's damaged page) belongs to:
+ * the history, the domain events, or either (a view's one round trip). */
+enum { OF_HISTORY, OF_EVENTS, OF_LOG };
+
+/* Names a damaged read as the workflow's damage. Returns rc. */
+static int name_damage(store *s, int rc, int of, const char *wf_id) {
+  if (rc != STORE_ECORRUPT || strstr(s->errbuf, " damaged: ")) return rc;
   char was[512];
   snprintf(was, sizeof was, "%s", s->errbuf);
-  util_seterr(s->errbuf, s->errlen, "%s of %s is damaged: %s", what, wf_id, was);
+  util_seterr(s->errbuf, s->errlen, "the %s of %s %s damaged: %s",
+              of == OF_HISTORY ? "history" : of == OF_EVENTS ? "events" : "log", wf_id, of == OF_EVENTS ? "are" : "is",
+              was);
   return rc;
 }
 
@@ -216,7 +221,7 @@ static int walk_history(store *s, const char *wf_id, const chain_state *cs, int6
   char prev[65] = "";
   for (int64_t r = 1; r <= cs->run; r++) {
     hist_list h = {0};
-    int rc = name_damage(s, s->ops->op_hist_load(s, wf_id, r, &h, NULL), "the history", wf_id);
+    int rc = name_damage(s, s->ops->op_hist_load(s, wf_id, r, &h, NULL), OF_HISTORY, wf_id);
     if (rc == STORE_ECORRUPT) snprintf(err, errlen, "%s", s->errbuf);
     if (rc == STORE_OK && r == cs->run && r > cs->hist_from_run && strcmp(prev, cs->hist_base) != 0) {
       util_seterr(err, errlen,
@@ -251,7 +256,7 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
   for (int tries = 0;; tries++) {
     chain_state cs;
     int rc = s->ops->op_hist_load(s, wf_id, run, out, &cs);
-    if (rc != STORE_OK) return name_damage(s, rc, "the history", wf_id);
+    if (rc != STORE_OK) return name_damage(s, rc, OF_HISTORY, wf_id);
     chain_overlay(s, wf_id, &cs);
     if (cs.found && run > cs.run) { /* a run begun between the two reads (again), or none yet */
       if (out->n == from) return STORE_OK;
@@ -287,7 +292,7 @@ int store_verify_chains(store *s, const char *wf_id, store_verify *out) {
   rc = walk_history(s, wf_id, &cs, 0, NULL, &t, &out->runs, out->problem, sizeof out->problem);
   if (rc == STORE_OK) {
     domain_list dl = {0};
-    rc = name_damage(s, s->ops->op_domain_list(s, wf_id, 1, domain_keep, &dl, NULL), "the event stream", wf_id);
+    rc = name_damage(s, s->ops->op_domain_list(s, wf_id, 1, domain_keep, &dl, NULL), OF_EVENTS, wf_id);
     if (rc == STORE_ECORRUPT) snprintf(out->problem, sizeof out->problem, "%s", s->errbuf);
     if (rc == STORE_OK) rc = chain_check_domain(s, wf_id, 0, dl.v, dl.n, &cs, &t, out->problem, sizeof out->problem);
     domain_list_free(&dl);
@@ -337,7 +342,7 @@ static int task_start_one(store *s, const char *owner, int64_t now, int64_t unti
   if ((rc = s->ops->op_wf_get(s, t->wf_id, &t->w)) <= 0) return rc;
   t->found = 1;
   if (!t->history) return STORE_OK;
-  rc = name_damage(s, s->ops->op_hist_load(s, t->wf_id, t->w.run, &t->h, cs), "the history", t->wf_id);
+  rc = name_damage(s, s->ops->op_hist_load(s, t->wf_id, t->w.run, &t->h, cs), OF_HISTORY, t->wf_id);
   if (rc == STORE_ECORRUPT) { /* a damaged page: this workflow's, not the dispatch's */
     t->damaged = util_strdup(s->errbuf);
     hist_list_free(&t->h);
@@ -441,7 +446,7 @@ int store_domain_list(store *s, const char *session_id, int64_t after_seq, store
   chain_state cs;
   /* from the event at after_seq on: its link carries the chain on */
   int rc = s->ops->op_domain_list(s, session_id, after_seq > 0 ? after_seq : 1, domain_keep, &dl, &cs);
-  name_damage(s, rc, "the event stream", session_id);
+  name_damage(s, rc, OF_EVENTS, session_id);
   if (rc == STORE_OK) {
     chain_overlay(s, session_id, &cs);
     rc = chain_check_domain(s, session_id, after_seq, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
@@ -460,9 +465,10 @@ static int wf_view_raw(store *s, const char *id, wf_view *out, domain_list *dl, 
   if (rc != STORE_OK) return rc;
   int found = s->ops->op_wf_get(s, id, &out->w);
   if (found != 1) return found;
-  if ((rc = s->ops->op_hist_load(s, id, out->w.run, &out->h, NULL)) != STORE_OK ||
+  if ((rc = name_damage(s, s->ops->op_hist_load(s, id, out->w.run, &out->h, NULL), OF_HISTORY, id)) != STORE_OK ||
       (out->tasks = s->ops->op_task_count(s, id)) < 0 || (out->signals = s->ops->op_signal_count(s, id)) < 0 ||
-      (rc = s->ops->op_domain_list(s, id, 1, domain_keep, dl, NULL)) != STORE_OK) {
+      (rc = name_damage(s, s->ops->op_domain_list(s, id, 1, domain_keep, dl, NULL), OF_EVENTS, id)) !=
+          STORE_OK) {
     store_wf_view_free(out);
     return rc < 0 ? rc : STORE_ERR;
   }
@@ -475,7 +481,7 @@ int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, vo
     memset(out, 0, sizeof *out);
     domain_list dl = {0};
     chain_state cs;
-    int found = name_damage(s, wf_view_raw(s, id, out, &dl, &cs), "the log", id);
+    int found = name_damage(s, wf_view_raw(s, id, out, &dl, &cs), OF_LOG, id);
     if (found == 1) {
       chain_overlay(s, id, &cs);
       if (cs.found && cs.run != out->w.run && tries < 3) { /* a run begun while it was read: again */
