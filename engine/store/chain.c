@@ -428,9 +428,11 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
       copy_hex(link, cs->hist_base);
     else if (run < cs->run && prev)
       copy_hex(link, prev);
-    else
-      return damaged(err, errlen, "the history of %s changed while it was read (run %lld; its row says run %lld)",
-                     wf_id, (long long)run, (long long)cs->run);
+    else { /* not damage: to be read again */
+      damaged(err, errlen, "the history of %s changed while it was read (run %lld; its row says run %lld)", wf_id,
+              (long long)run, (long long)cs->run);
+      return STORE_ERR;
+    }
     if (!link[0] && h->n > from)
       return damaged(err, errlen, "the history of %s is damaged: %sevent #1 has no link to the run before", wf_id, rl);
   }

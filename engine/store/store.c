@@ -372,12 +372,11 @@ int store_task_start(store *s, const char *owner, int64_t now, int64_t until, ta
     char why[512];
     if (cs[i].found && cs[i].run != t[i].w.run) {
       hist_list_free(&t[i].h);
-    } else if (chain_check_run(s, t[i].wf_id, t[i].w.run, &t[i].h, 0, &cs[i], NULL, NULL, why, sizeof why) !=
-               STORE_OK) {
-      t[i].damaged = util_strdup(why);
-      hist_list_free(&t[i].h);
     } else {
-      chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i]);
+      int rc2 = chain_check_run(s, t[i].wf_id, t[i].w.run, &t[i].h, 0, &cs[i], NULL, NULL, why, sizeof why);
+      if (rc2 == STORE_ECORRUPT) t[i].damaged = util_strdup(why);
+      if (rc2 != STORE_OK) hist_list_free(&t[i].h); /* damaged, or read again when the run loads */
+      else chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i]);
     }
   }
   free(cs);
