@@ -54,8 +54,6 @@ int chain_flush(store *s, chain_write_fn write);
 /* After the commit: the batch's heads are the rows'; after a rollback they are forgotten. */
 void chain_committed(store *s);
 void chain_rolled_back(store *s);
-/* Forgets the history head this store knew of wf_id (another worker may write it now). */
-void chain_forget(store *s, const char *wf_id);
 void chain_cache_free(store *s);
 /* The open batch's own heads over the row's (read inside that batch). */
 void chain_overlay(store *s, const char *wf_id, chain_state *cs);

@@ -186,7 +186,10 @@ void store_chain_domain(const char *prev, const domain_event *e, char out[65]) {
 
 /* ---- the heads this store knows: the open batch's, and the history heads
  * it committed (a workflow's history has one writer at a time: its lease
- * holder) ---- */
+ * holder). A committed head is used only for the event right after it: one
+ * another worker wrote past since is not, and the row is read instead (an
+ * event once committed is never replaced, so a head that is the event
+ * before is still the head, whoever held the lease in between). ---- */
 
 typedef struct chain_entry {
   char *id;
@@ -360,12 +363,6 @@ void chain_rolled_back(store *s) {
   /* what the batch moved is gone with it: those heads are read again */
   for (size_t i = 0; i < c->ndirty; i++) entry_free(strmap_del(&c->by_id, c->dirty[i]->id));
   c->ndirty = 0;
-}
-
-void chain_forget(store *s, const char *wf_id) {
-  struct chain_cache *c = s->chains;
-  chain_entry *h = c ? strmap_get(&c->by_id, wf_id) : NULL;
-  if (h && !h->hist_dirty && !h->dom_dirty) entry_free(strmap_del(&c->by_id, wf_id));
 }
 
 void chain_overlay(store *s, const char *wf_id, chain_state *cs) {

@@ -112,10 +112,7 @@ static int fence_check(pg *s) {
   int lost = PQntuples(r);
   if (lost) {
     lease_lost(s, PQgetvalue(r, 0, 0), pg_col_text(r, 0, 1) != NULL, lost);
-    for (int i = 0; i < lost; i++) {
-      strmap_del(&s->held, PQgetvalue(r, i, 0));
-      chain_forget(&s->base, PQgetvalue(r, i, 0)); /* another worker writes its history now */
-    }
+    for (int i = 0; i < lost; i++) strmap_del(&s->held, PQgetvalue(r, i, 0));
   }
   PQclear(r);
   return lost ? STORE_ERR : STORE_OK;
@@ -319,10 +316,7 @@ static int commit_outcome(pg *s, int ok) {
   for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
   for (size_t i = 0; i < s->releasing.cap; i++) /* and its releases are done */
-    if (STRMAP_LIVE(&s->releasing, i)) {
-      strmap_del(&s->held, s->releasing.keys[i]);
-      chain_forget(&s->base, s->releasing.keys[i]); /* any worker may write its history next */
-    }
+    if (STRMAP_LIVE(&s->releasing, i)) strmap_del(&s->held, s->releasing.keys[i]);
   pg_map_reset(&s->claimed);
   pg_map_reset(&s->fenced);
   pg_map_reset(&s->releasing);

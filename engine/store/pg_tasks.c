@@ -246,7 +246,6 @@ int pg_lease_renew(store *st_, const char *owner, int64_t until, void (*lost)(vo
     if (strmap_get(&now, s->held.keys[i]) == s->held.vals[i]) continue;
     char *id = util_strdup(s->held.keys[i]);
     strmap_del(&s->held, id);
-    chain_forget(&s->base, id); /* another worker writes its history now */
     if (lost) lost(ud, id);
     free(id);
   }
