@@ -69,7 +69,8 @@ static void hist_push(hist_list *l, const hist_event *e) {
                               e->name ? util_strdup(e->name) : NULL,
                               e->hash ? util_strdup(e->hash) : NULL,
                               e->payload ? util_strdup(e->payload) : NULL,
-                              e->time};
+                              e->time,
+                              NULL};
 }
 
 /* The domain event an EventEmitted recorded ({"seq":N}, runs.c), or 0. */

@@ -336,10 +336,11 @@ void api_h_history(api *a, httpd_req *r, ctx *c) {
                            (long long)last);
   }
   hist_list h = {0};
-  if (store_hist_load(a->rd, c->p1, run, &h) != STORE_OK) {
+  int rc = store_hist_load(a->rd, c->p1, run, &h);
+  if (rc != STORE_OK) {
     hist_list_free(&h);
     wf_row_free(&w);
-    return api_reply_store_error(a, r, a->rd);
+    return api_reply_read_error(a, r, a->rd, rc);
   }
   ubuf b = {0};
   char *qid = json_quote(c->p1);

@@ -66,12 +66,20 @@ const char *const pg_sql[Q__N] = {
                    "SELECT coalesce(max(n),0) FROM up",
     [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=$1 "
                               "AND status NOT IN ('completed','failed','cancelled')",
-    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) "
-                      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
-    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 ORDER BY seq",
-    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq=$3",
-    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq>=$3 "
-                     "AND seq<=$4 ORDER BY seq",
+    /* a workflow's hash chains: where they start, their heads (chain.c) */
+    [Q_WF_CHAIN] = "SELECT run,hist_head,hist_seq,hist_base,hist_from_run,hist_from_seq,dom_head,dom_seq,dom_from "
+                   "FROM workflows WHERE id=$1",
+    [Q_WF_HIST_HEAD] = "UPDATE workflows SET hist_head=$1, hist_seq=$2, hist_base=$3 WHERE id=$4",
+    [Q_WF_DOM_HEAD] = "UPDATE workflows SET dom_head=$1, dom_seq=$2 WHERE id=$3",
+    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
+                      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain,run FROM history WHERE wf_id=$1 AND run=$2 "
+                    "ORDER BY seq",
+    /* point reads are not checked against the chain (store.h): no chain read */
+    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time,NULL::text,run FROM history WHERE wf_id=$1 AND run=$2 "
+                   "AND seq=$3",
+    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time,NULL::text,run FROM history WHERE wf_id=$1 AND run=$2 "
+                     "AND seq>=$3 AND seq<=$4 ORDER BY seq",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=$1 AND run=$2",
     [Q_HIST_OUTCOME] = "SELECT EXISTS(SELECT 1 FROM history WHERE wf_id=$1 AND run=$2 AND seq>$3 AND ref=$4)::int",
     [Q_CODE_PUT] = "INSERT INTO code(hash,name,source) VALUES($1,$2,$3) ON CONFLICT(hash) DO NOTHING",
@@ -100,7 +108,8 @@ const char *const pg_sql[Q__N] = {
     /* store_task_start: taken only while the lease is this worker's (claimed before it in the pipeline, or held) */
     [Q_TASK_TAKE_HELD] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3 AND EXISTS "
                          "(SELECT 1 FROM leases WHERE wf_id=$1 AND owner=$4)",
-    [Q_HIST_LOAD_CURRENT] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND "
+    /* with the run its rows are of: the row read before them may show an older one */
+    [Q_HIST_LOAD_CURRENT] = "SELECT seq,type,ref,name,hash,payload,time,chain,run FROM history WHERE wf_id=$1 AND "
                             "run=(SELECT run FROM workflows WHERE id=$1) ORDER BY seq",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
@@ -143,9 +152,11 @@ const char *const pg_sql[Q__N] = {
                    "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=$1",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=$1",
-    [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=$1",
-    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES($1,$2,$3,$4,$5)",
-    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=$1 AND seq>$2 "
+    /* the session's last seq and its chain's head (its workflow's row) */
+    [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=$1), "
+                   "(SELECT dom_head FROM workflows WHERE id=$1)",
+    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES($1,$2,$3,$4,$5,$6)",
+    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload,chain FROM domain_events WHERE session_id=$1 AND seq>=$2 "
                    "ORDER BY seq",
     [Q_FEED_PUT] = "INSERT INTO event_feed(session_id,seq) VALUES($1,$2)",
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "

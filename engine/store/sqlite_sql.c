@@ -42,10 +42,19 @@ const char *const sq_sql[Q__N] = {
                    "SELECT coalesce(max(n),0) FROM up",
     [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=? "
                               "AND status NOT IN ('completed','failed','cancelled')",
-    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
-    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
-    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
-    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq>=? "
+    /* a workflow's hash chains: where they start, their heads (chain.c) */
+    [Q_WF_CHAIN] = "SELECT run,hist_head,hist_seq,hist_base,hist_from_run,hist_from_seq,dom_head,dom_seq,dom_from "
+                   "FROM workflows WHERE id=?",
+    [Q_WF_HIST_HEAD] = "UPDATE workflows SET hist_head=?, hist_seq=?, hist_base=? WHERE id=?",
+    [Q_WF_DOM_HEAD] = "UPDATE workflows SET dom_head=?, dom_seq=? WHERE id=?",
+    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
+                      "VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain FROM history WHERE wf_id=? AND run=? "
+                    "ORDER BY seq",
+    /* point reads are not checked against the chain (store.h): no chain read,
+     * and they work on a database opened read-only at an older schema (shell completion) */
+    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time,NULL FROM history WHERE wf_id=? AND run=? AND seq=?",
+    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time,NULL FROM history WHERE wf_id=? AND run=? AND seq>=? "
                      "AND seq<=? ORDER BY seq",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=? AND run=?",
     /* an outcome comes after its command: the key range starts there */
@@ -87,9 +96,11 @@ const char *const sq_sql[Q__N] = {
                         "status NOT IN ('completed','failed','cancelled'))",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=?",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=?",
-    [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=?",
-    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES(?,?,?,?,?)",
-    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=? AND seq>? "
+    /* the session's last seq and its chain's head (its workflow's row) */
+    [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=?1), "
+                   "(SELECT dom_head FROM workflows WHERE id=?1)",
+    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES(?,?,?,?,?,?)",
+    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload,chain FROM domain_events WHERE session_id=? AND seq>=? "
                    "ORDER BY seq",
     [Q_FEED_PUT] = "INSERT INTO event_feed(session_id,seq) VALUES(?,?)",
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
