@@ -544,7 +544,8 @@ void api_h_fork(api *a, httpd_req *r, ctx *c) {
       if (!api_store_down(a, r)) api_reply_error(r, 503, "%s", err);
       return;
     }
-    int status = why == FORK_UNKNOWN ? 404 : why == FORK_EXISTS ? 409 : 400;
+    /* a damaged source's log: 500 naming its first bad seq, as a read of it */
+    int status = why == FORK_UNKNOWN ? 404 : why == FORK_EXISTS ? 409 : why == FORK_DAMAGED ? 500 : 400;
     if (made.field[0] && status == 400) {
       char *msg = util_fmt("\"%s\": %s", made.field, err);
       char *q1 = json_quote(msg), *q2 = json_quote(made.field);

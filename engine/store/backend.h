@@ -112,7 +112,8 @@ typedef struct store_ops {
   int (*op_wf_subtree)(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
   int64_t (*op_wf_depth)(store *s, const char *id, int64_t cap);
   int64_t (*op_wf_children_running)(store *s, const char *parent);
-  int (*op_fork_copy)(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to, int modules, const char *dst);
+  /* the modules pinned to src's run, as dst's (store_fork_copy appends the rest) */
+  int (*op_fork_modules)(store *s, const char *src, int64_t run, const char *dst);
   int (*op_hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
   /* raw: the rows as they are (store.c checks them); with cs, the
    * workflow's chain columns first (read before the events) */

@@ -468,9 +468,10 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
                    "the history of %s is damaged: %sevent #%lld is missing (the history ends at #%lld; its "
                    "workflow's row records the head at #%lld)",
                    wf_id, rl, (long long)last + 1, (long long)last, (long long)cs->hist_seq);
-  /* a workflow made with the chain has a head from its first commit on (an
+  /* a chain that starts at a run's first event (a workflow made with the
+   * chain: run 1, or a fork's run) has a head from its first commit on (an
    * upgraded one has none until its first event after the upgrade) */
-  if (!cs->hist_head[0] && cs->hist_from_run == 1 && cs->hist_from_seq == 1)
+  if (!cs->hist_head[0] && cs->hist_from_seq == 1)
     return damaged(err, errlen, "the history of %s is damaged: its workflow's row records no head", wf_id);
   return STORE_OK;
 }

@@ -30,7 +30,7 @@ enum {
   Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
   Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_WF_CHAIN, Q_WF_HIST_HEAD,
   Q_WF_DOM_HEAD, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
-  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_HIST, Q_FORK_DOM, Q_FORK_FEED, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
+  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_LAST, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
   Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
@@ -197,8 +197,7 @@ int pg_module_pin(store *st_, const char *wf_id, int64_t run, const char *module
 char *pg_module_get(store *st_, const char *wf_id, int64_t run, const char *module);
 int pg_modules_clear(store *st_, const char *wf_id, int64_t run);
 int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run);
-int pg_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst);
+int pg_fork_modules(store *st_, const char *src, int64_t run, const char *dst);
 int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud, chain_state *cs);
 
 /* pg_tasks.c */

@@ -28,7 +28,8 @@
   "buffered_fire_at,skipped_count,updated_at,created_at"
 const char *const pg_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at,parent,parent_close,forked_from) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)",
+                    "created_at,updated_at,parent,parent_close,forked_from,hist_from_run) "
+                    "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$2)",
     [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows WHERE id=$1",
     /* in a client's batch (store_begin): its check holds to its commit (a
      * worker's status change waits, or is seen) */
@@ -88,13 +89,7 @@ const char *const pg_sql[Q__N] = {
                   "ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
     [Q_MOD_GET] = "SELECT hash FROM run_modules WHERE wf_id=$1 AND run=$2 AND module=$3",
     [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=$1 AND run=$2",
-    /* a fork's copies (store_fork_copy): $1 the fork, $2 the source */
-    [Q_FORK_HIST] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) SELECT $1,run,seq,type,ref,"
-                    "name,hash,payload,time FROM history WHERE wf_id=$2 AND run=$3 AND seq>=$4 AND seq<=$5",
-    [Q_FORK_DOM] = "INSERT INTO domain_events(session_id,seq,type,time,payload) SELECT $1,seq,type,time,payload "
-                   "FROM domain_events WHERE session_id=$2 AND seq<=$3",
-    [Q_FORK_FEED] = "INSERT INTO event_feed(session_id,seq) SELECT $1,seq FROM domain_events WHERE session_id=$2 "
-                    "AND seq<=$3 ORDER BY seq",
+    /* a fork's pinned modules (store_fork_copy): $1 the fork, $2 the source */
     [Q_FORK_MOD] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT $1,run,module,hash FROM run_modules "
                    "WHERE wf_id=$2 AND run=$3 ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
     [Q_MOD_COPY] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT wf_id,$1::bigint,module,hash "

@@ -39,9 +39,6 @@ enum {
   Q_MOD_GET,
   Q_MOD_CLEAR,
   Q_MOD_COPY,
-  Q_FORK_HIST,
-  Q_FORK_DOM,
-  Q_FORK_FEED,
   Q_FORK_MOD,
   Q_TASK_PUT,
   Q_TASK_DEL,
@@ -190,8 +187,7 @@ int sq_module_pin(store *st_, const char *wf_id, int64_t run, const char *module
 char *sq_module_get(store *st_, const char *wf_id, int64_t run, const char *module);
 int sq_modules_clear(store *st_, const char *wf_id, int64_t run);
 int sq_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run);
-int sq_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst);
+int sq_fork_modules(store *st_, const char *src, int64_t run, const char *dst);
 
 /* sqlite_tasks.c */
 int sq_task_put(store *st_, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,

@@ -10,7 +10,7 @@
 
 const char *const sq_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at,parent,parent_close,forked_from) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "created_at,updated_at,parent,parent_close,forked_from,hist_from_run) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?2)",
     [Q_WF_GET] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
                  "updated_at,parent,parent_close,forked_from FROM workflows WHERE id=?",
     [Q_WF_STATUS] = "UPDATE workflows SET status=?, result=?, error=?, updated_at=? WHERE id=?",
@@ -66,13 +66,7 @@ const char *const sq_sql[Q__N] = {
     [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=? AND run=?",
     [Q_MOD_COPY] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT wf_id,?,module,hash "
                    "FROM run_modules WHERE wf_id=? AND run=?",
-    /* a fork's copies (store_fork_copy): ?1 the fork, ?2 the source */
-    [Q_FORK_HIST] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) SELECT ?1,run,seq,type,ref,"
-                    "name,hash,payload,time FROM history WHERE wf_id=?2 AND run=?3 AND seq>=?4 AND seq<=?5",
-    [Q_FORK_DOM] = "INSERT INTO domain_events(session_id,seq,type,time,payload) SELECT ?1,seq,type,time,payload "
-                   "FROM domain_events WHERE session_id=?2 AND seq<=?3",
-    [Q_FORK_FEED] = "INSERT INTO event_feed(session_id,seq) SELECT ?1,seq FROM domain_events WHERE session_id=?2 "
-                    "AND seq<=?3 ORDER BY seq",
+    /* a fork's pinned modules (store_fork_copy): ?1 the fork, ?2 the source */
     [Q_FORK_MOD] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT ?1,run,module,hash "
                    "FROM run_modules WHERE wf_id=?2 AND run=?3",
     [Q_TASK_PUT] = "INSERT OR REPLACE INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "

@@ -401,29 +401,18 @@ int sq_modules_clear(store *st_, const char *wf_id, int64_t run) {
 
 /* ---- forks ---- */
 
-/* One of the fork's INSERT ... SELECT statements: ?1 dst, ?2 src, then n
- * integers. */
-static int fork_stmt(sq *s, int q, const char *src, const char *dst, const int64_t *v, int n, const char *what) {
-  sqlite3_stmt *st = sq_stmt(s, q);
+/* A fork's pinned modules: those of src's run, as dst's (its history and
+ * domain events are appended one by one, store_fork_copy: their links are
+ * the fork's own). */
+int sq_fork_modules(store *st_, const char *src, int64_t run, const char *dst) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_FORK_MOD);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, dst);
   sq_bind_text(s, st, 2, src);
-  for (int i = 0; i < n; i++) sq_bind_int(s, st, 3 + i, v[i]);
-  return sq_exec_write(s, st, what);
-}
-
-int sq_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst) {
-  sq *s = (sq *)st_;
-  WRITE_BEGIN(s);
-  int64_t h[] = {run, hist_from, hist_to}, d[] = {domain_to}, m[] = {run};
-  if (hist_to >= hist_from && fork_stmt(s, Q_FORK_HIST, src, dst, h, 3, "append history (fork)") != STORE_OK)
-    return STORE_ERR;
-  if (domain_to > 0 && (fork_stmt(s, Q_FORK_DOM, src, dst, d, 1, "append domain events (fork)") != STORE_OK ||
-                        fork_stmt(s, Q_FORK_FEED, src, dst, d, 1, "append domain events (fork feed)") != STORE_OK))
-    return STORE_ERR;
-  if (modules && fork_stmt(s, Q_FORK_MOD, src, dst, m, 1, "copy modules (fork)") != STORE_OK) return STORE_ERR;
-  return STORE_OK;
+  sq_bind_int(s, st, 3, run);
+  return sq_exec_write(s, st, "copy modules (fork)");
 }
 
 int sq_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {

@@ -327,7 +327,44 @@ int store_modules_clear(store *s, const char *wf_id, int64_t run) { SETTLE(s); r
 
 int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run) { SETTLE(s); return s->ops->op_modules_copy(s, wf_id, from_run, to_run); }
 
-int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to, int modules, const char *dst) { SETTLE(s); return s->ops->op_fork_copy(s, src, run, hist_from, hist_to, domain_to, modules, dst); }
+/* A fork's copy: src's events read through the checked reads (a damaged
+ * source is refused, naming its first bad seq, and nothing of it copied),
+ * then appended as dst's one by one, so that their links are dst's own
+ * chain (a link hashes its workflow's id: src's would not check as dst's),
+ * dst's domain events with their feed positions in seq order. */
+int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
+                    int modules, const char *dst) {
+  SETTLE(s);
+  int rc = STORE_OK;
+  if (hist_to >= hist_from) {
+    hist_list h = {0};
+    rc = store_hist_load(s, src, run, &h);
+    for (size_t i = 0; i < h.n && rc == STORE_OK; i++) {
+      if (h.v[i].seq < hist_from || h.v[i].seq > hist_to) continue;
+      hist_event e = h.v[i];
+      e.chain = NULL;
+      rc = store_hist_append(s, dst, run, &e);
+    }
+    hist_list_free(&h);
+  }
+  if (rc == STORE_OK && domain_to > 0) {
+    domain_list dl = {0};
+    rc = store_domain_list(s, src, 0, domain_keep, &dl);
+    for (size_t i = 0; i < dl.n && rc == STORE_OK && dl.v[i].seq <= domain_to; i++) {
+      int64_t seq = store_domain_append(s, dst, dl.v[i].type, dl.v[i].time, dl.v[i].payload);
+      if (seq < 0) {
+        rc = (int)seq;
+      } else if (seq != dl.v[i].seq) { /* dst had events of its own: the copy would not be the source's */
+        util_seterr(s->errbuf, s->errlen, "fork: %s has domain events already (the copy of #%lld would be #%lld)", dst,
+                    (long long)dl.v[i].seq, (long long)seq);
+        rc = STORE_ERR;
+      }
+    }
+    domain_list_free(&dl);
+  }
+  if (rc == STORE_OK && modules) rc = s->ops->op_fork_modules(s, src, run, dst);
+  return rc;
+}
 
 int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until) { SETTLE(s); return s->ops->op_task_put(s, wf_id, kind, seq, run_at, attempt, first_at, owner, lease_until); }
 

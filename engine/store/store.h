@@ -282,7 +282,11 @@ int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to
  * same seqs), src's domain events 1..domain_to (as dst's, with feed
  * positions in seq order), and, when modules, the modules pinned to that
  * run. Rows are copied, never shared: a fork does not depend on what later
- * happens to its source (retention, compaction). */
+ * happens to its source (retention, compaction). dst's row and its first
+ * event come first (store_wf_insert, store_hist_append): the copies are
+ * linked into dst's own hash chains, after its first event; the source's
+ * are read checked, so a damaged source is STORE_ECORRUPT naming its first
+ * bad seq and nothing is copied. */
 int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
                     int modules, const char *dst);
 

@@ -1898,38 +1898,54 @@ static int fork_feed(void *ud, int64_t id, const domain_event *e) {
 
 /* A fork's copy (store_fork_copy): the source's history range as the
  * fork's, its domain events up to a seq with feed positions in seq order,
- * its pins; nothing of the source changes, and a rollback leaves nothing. */
+ * its pins; the copies linked into the fork's own hash chains (its run is
+ * its source's: its chain starts there); nothing of the source changes, a
+ * rollback leaves nothing, and a damaged source is refused naming its first
+ * bad seq. */
+static void fork_row(store *s, const char *id, const char *forked_from) {
+  wf_row w = sample_wf(id);
+  w.run = 2;
+  w.forked_from = (char *)forked_from;
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, id, 2, 1, "WorkflowStarted", 0, "e1", "h", "{\"i\":1}", 101);
+}
+
 static void test_fork_copy(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
+  wf_row src = sample_wf("src");
+  src.run = 2;
+  assert_int_equal(store_wf_insert(s, &src), STORE_OK);
   for (int64_t i = 1; i <= 5; i++) {
     char name[16], payload[32];
     snprintf(name, sizeof name, "e%lld", (long long)i);
     snprintf(payload, sizeof payload, "{\"i\":%lld}", (long long)i);
-    hist_event e = {i, i == 1 ? "WorkflowStarted" : "ActivityScheduled", i > 3 ? i - 1 : 0, name, "h", payload, 100 + i, NULL};
-    assert_int_equal(store_hist_append(s, "src", 2, &e), STORE_OK);
+    append_ev(s, "src", 2, i, i == 1 ? "WorkflowStarted" : "ActivityScheduled", i > 3 ? i - 1 : 0, name, "h", payload,
+              100 + i);
     assert_true(store_domain_append(s, "src", "t", 200 + i, payload) == i);
   }
   assert_int_equal(store_module_pin(s, "src", 2, "lib", "hm"), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   int64_t feed = store_feed_last(s);
   /* a rollback: nothing of the fork */
+  fork_row(s, "gone", NULL);
   assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "gone"), STORE_OK);
   store_rollback(s);
   hist_list h = {0};
   assert_int_equal(store_hist_load(s, "gone", 2, &h), STORE_OK);
   assert_int_equal(h.n, 0);
   hist_list_free(&h);
-  /* the copy: events 2..4 of run 2, domain events 1..3, the pins */
+  /* the copy: events 2..4 of run 2 after the fork's first, domain events 1..3, the pins */
+  fork_row(s, "dst", "{\"id\":\"src\",\"run\":2,\"seq\":3}");
   assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "dst"), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   assert_int_equal(store_hist_range(s, "dst", 2, 1, 10, &h), STORE_OK);
-  assert_int_equal(h.n, 3);
-  assert_int_equal(h.v[0].seq, 2);
-  assert_string_equal(h.v[2].name, "e4");
-  assert_int_equal(h.v[2].ref, 3);
-  assert_string_equal(h.v[2].payload, "{\"i\":4}");
-  assert_int_equal(h.v[2].time, 104);
+  assert_int_equal(h.n, 4);
+  assert_int_equal(h.v[1].seq, 2);
+  assert_string_equal(h.v[3].name, "e4");
+  assert_int_equal(h.v[3].ref, 3);
+  assert_string_equal(h.v[3].payload, "{\"i\":4}");
+  assert_int_equal(h.v[3].time, 104);
   hist_list_free(&h);
   char *n = raw_query(f->db, "SELECT count(*) FROM domain_events WHERE session_id='dst'");
   assert_string_equal(n, "3");
@@ -1940,34 +1956,61 @@ static void test_fork_copy(void **state) {
   char *pin = store_module_get(s, "dst", 2, "lib");
   assert_string_equal(pin, "hm");
   free(pin);
-  /* the source is as it was; the fork's next event follows its copies */
+  /* the fork's chains are its own (a link hashes its workflow's id) and check, from
+   * a connection that knows no head; the source's are as they were */
+  char *a = raw_query(f->db, "SELECT chain FROM history WHERE wf_id='src' AND seq=2");
+  char *b = raw_query(f->db, "SELECT chain FROM history WHERE wf_id='dst' AND seq=2");
+  assert_string_not_equal(a, b);
+  free(a);
+  free(b);
+  store *s2 = open_ok(f->db);
+  store_verify vr;
+  assert_int_equal(store_verify_chains(s2, "dst", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 4 + 3);
+  assert_int_equal(vr.unchained, 0);
+  assert_int_equal(store_verify_chains(s2, "src", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 5 + 5);
+  /* the fork's next events follow its copies, in both chains */
   assert_int_equal(store_hist_max_seq(s, "src", 2), 5);
+  append_ev(s, "dst", 2, 5, "X", 0, NULL, NULL, "{}", 105);
   assert_true(store_domain_append(s, "dst", "t", 300, "{}") == 4);
   assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_verify_chains(s2, "dst", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 5 + 4);
+  store_close(s2);
   n = raw_query(f->db, "SELECT count(*) FROM domain_events WHERE session_id='src'");
   assert_string_equal(n, "5");
   free(n);
-  /* nothing asked for: no history, no domain events, no pins */
+  /* nothing asked for: no history past the fork's first, no domain events, no pins */
+  fork_row(s, "none", NULL);
   assert_int_equal(store_fork_copy(s, "src", 2, 2, 1, 0, 0, "none"), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   n = raw_query(f->db, "SELECT count(*) FROM history WHERE wf_id='none'");
-  assert_string_equal(n, "0");
+  assert_string_equal(n, "1");
   free(n);
   assert_null(store_module_get(s, "none", 2, "lib"));
   /* the row says where it came from; a workflow that is no fork says nothing */
-  wf_row w = sample_wf("dst");
-  w.forked_from = "{\"id\":\"src\",\"run\":2,\"seq\":3}";
-  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
-  wf_row plain = sample_wf("plain");
-  assert_int_equal(store_wf_insert(s, &plain), STORE_OK);
-  assert_int_equal(store_commit(s), STORE_OK);
   wf_row got;
   assert_int_equal(store_wf_get(s, "dst", &got), 1);
   assert_string_equal(got.forked_from, "{\"id\":\"src\",\"run\":2,\"seq\":3}");
   wf_row_free(&got);
-  assert_int_equal(store_wf_get(s, "plain", &got), 1);
+  assert_int_equal(store_wf_get(s, "none", &got), 1);
   assert_null(got.forked_from);
   wf_row_free(&got);
+  store_close(s);
+  /* a damaged source: refused naming its first bad seq, nothing copied */
+  raw_exec(f->db, "UPDATE history SET payload='{\"i\":9}' WHERE wf_id='src' AND seq=3");
+  s = open_ok(f->db);
+  fork_row(s, "bad", NULL);
+  assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "bad"), STORE_ECORRUPT);
+  assert_non_null(strstr(store_errmsg(s), "event #3 does not match its hash"));
+  store_rollback(s);
+  n = raw_query(f->db, "SELECT count(*) FROM history WHERE wf_id='bad'");
+  assert_string_equal(n, "0");
+  free(n);
   store_close(s);
 }
 
