@@ -458,21 +458,21 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
      * (any after it were appended since, and chain on from it) */
     if (run == cs->run && e->seq == cs->hist_seq && cs->hist_head[0] && strcmp(got, cs->hist_head) != 0)
       return damaged(err, errlen,
-                     "the history of %s is damaged: %sevent #%lld is not the head its workflow's row records", wf_id,
+                     "the history of %s is damaged: %sevent #%lld is not the head recorded for its workflow", wf_id,
                      rl, (long long)e->seq);
   }
   if (t) memcpy(t->last, link, 65);
   if (run != cs->run) return STORE_OK; /* an older run's end: the next run's first link checks it */
   if (cs->hist_head[0] && last < cs->hist_seq)
     return damaged(err, errlen,
-                   "the history of %s is damaged: %sevent #%lld is missing (the history ends at #%lld; its "
-                   "workflow's row records the head at #%lld)",
+                   "the history of %s is damaged: %sevent #%lld is missing (the history ends at #%lld; the "
+                   "head recorded for its workflow is #%lld)",
                    wf_id, rl, (long long)last + 1, (long long)last, (long long)cs->hist_seq);
   /* a chain that starts at a run's first event (a workflow made with the
    * chain: run 1, or a fork's run) has a head from its first commit on (an
    * upgraded one has none until its first event after the upgrade) */
   if (!cs->hist_head[0] && cs->hist_from_seq == 1)
-    return damaged(err, errlen, "the history of %s is damaged: its workflow's row records no head", wf_id);
+    return damaged(err, errlen, "the history of %s is damaged: no head is recorded for its workflow", wf_id);
   return STORE_OK;
 }
 
@@ -529,13 +529,13 @@ int chain_check_domain(store *s, const char *session_id, int64_t after, const do
     memcpy(link, got, 65);
     if (e->seq == cs->dom_seq && cs->dom_head[0] && strcmp(got, cs->dom_head) != 0)
       return damaged(err, errlen,
-                     "the events of %s are damaged: event #%lld is not the head its workflow's row records", session_id,
+                     "the events of %s are damaged: event #%lld is not the head recorded for them", session_id,
                      (long long)e->seq);
   }
   if (cs->dom_head[0] && last < cs->dom_seq)
     return damaged(err, errlen,
-                   "the events of %s are damaged: event #%lld is missing (they end at #%lld; the workflow's row "
-                   "records their head at #%lld)",
+                   "the events of %s are damaged: event #%lld is missing (they end at #%lld; the head recorded "
+                   "for them is #%lld)",
                    session_id, (long long)last + 1, (long long)last, (long long)cs->dom_seq);
   return STORE_OK;
 }

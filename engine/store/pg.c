@@ -66,8 +66,8 @@
  * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first);
  * 7: workflows.parent and parent_close (child workflows); 8: workflows.forked_from
  * (engine fork); 9: the hash chains (chain.c): history.chain,
- * domain_events.chain, and in workflows their heads and where they start
- * (UPGRADE_9 records an older database's upgrade) */
+ * domain_events.chain, where each workflow's chains start (workflows) and
+ * their heads (chain_heads; UPGRADE_9 records an older database's upgrade) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -93,15 +93,13 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
     /* version 8: a fork's source (engine fork) */
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS forked_from " T ";"
-    /* version 9: the hash chains' heads, and where they start (chain.c) */
-    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_head " T ";"
-    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_seq BIGINT NOT NULL DEFAULT 0;"
-    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_base " T ";"
+    /* version 9: where the hash chains start (chain.c), written once; their
+     * heads, written by every batch that moves them, a narrow row of their own */
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_from_run BIGINT NOT NULL DEFAULT 1;"
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_from_seq BIGINT NOT NULL DEFAULT 1;"
-    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS dom_head " T ";"
-    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS dom_seq BIGINT NOT NULL DEFAULT 0;"
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS dom_from BIGINT NOT NULL DEFAULT 1;"
+    "CREATE TABLE IF NOT EXISTS chain_heads(wf_id " T " PRIMARY KEY, hist_head " T ", hist_seq BIGINT NOT NULL DEFAULT 0,"
+    "  hist_base " T ", dom_head " T ", dom_seq BIGINT NOT NULL DEFAULT 0);"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
@@ -157,9 +155,11 @@ static const char *SCHEMA =
  * (a version label set back by hand) keeps where it starts. */
 static const char *UPGRADE_9 =
     "UPDATE workflows SET hist_from_run=run, hist_from_seq=(SELECT coalesce(max(seq),0)+1 FROM history h "
-    "WHERE h.wf_id=workflows.id AND h.run=workflows.run) WHERE hist_head IS NULL;"
+    "WHERE h.wf_id=workflows.id AND h.run=workflows.run) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.hist_head IS NOT NULL);"
     "UPDATE workflows SET dom_from=(SELECT coalesce(max(seq),0)+1 FROM domain_events d "
-    "WHERE d.session_id=workflows.id) WHERE dom_head IS NULL;";
+    "WHERE d.session_id=workflows.id) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.dom_head IS NOT NULL);";
 
 /* ---- opening ---- */
 

@@ -68,10 +68,14 @@ const char *const pg_sql[Q__N] = {
     [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=$1 "
                               "AND status NOT IN ('completed','failed','cancelled')",
     /* a workflow's hash chains: where they start, their heads (chain.c) */
-    [Q_WF_CHAIN] = "SELECT run,hist_head,hist_seq,hist_base,hist_from_run,hist_from_seq,dom_head,dom_seq,dom_from "
-                   "FROM workflows WHERE id=$1",
-    [Q_WF_HIST_HEAD] = "UPDATE workflows SET hist_head=$1, hist_seq=$2, hist_base=$3 WHERE id=$4",
-    [Q_WF_DOM_HEAD] = "UPDATE workflows SET dom_head=$1, dom_seq=$2 WHERE id=$3",
+    [Q_WF_CHAIN] = "SELECT w.run,c.hist_head,coalesce(c.hist_seq,0),c.hist_base,w.hist_from_run,w.hist_from_seq,"
+                   "c.dom_head,coalesce(c.dom_seq,0),w.dom_from FROM workflows w LEFT JOIN chain_heads c ON c.wf_id=w.id "
+                   "WHERE w.id=$1",
+    /* a head the batch moved: a narrow row's upsert, not a rewrite of the workflow's wide one */
+    [Q_WF_HIST_HEAD] = "INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) VALUES($4,$1,$2,$3) "
+                       "ON CONFLICT(wf_id) DO UPDATE SET hist_head=$1, hist_seq=$2, hist_base=$3",
+    [Q_WF_DOM_HEAD] = "INSERT INTO chain_heads(wf_id,dom_head,dom_seq) VALUES($3,$1,$2) "
+                      "ON CONFLICT(wf_id) DO UPDATE SET dom_head=$1, dom_seq=$2",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
                       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain,run FROM history WHERE wf_id=$1 AND run=$2 "
@@ -149,7 +153,7 @@ const char *const pg_sql[Q__N] = {
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=$1",
     /* the session's last seq and its chain's head (its workflow's row) */
     [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=$1), "
-                   "(SELECT dom_head FROM workflows WHERE id=$1)",
+                   "(SELECT dom_head FROM chain_heads WHERE wf_id=$1)",
     [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES($1,$2,$3,$4,$5,$6)",
     [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload,chain FROM domain_events WHERE session_id=$1 AND seq>=$2 "
                    "ORDER BY seq",

@@ -92,9 +92,10 @@ void hist_list_free(hist_list *l) {
 const store_table store_tables[] = {
     TABLE("meta", "tt", 1, "key", "value"),
     TABLE("code", "ttb", 1, "hash", "name", "source"),
-    TABLE("workflows", "titttttttiiittttitiitii", 1, "id", "run", "status", "script_name", "script_dir", "code_hash",
+    TABLE("workflows", "titttttttiiitttiii", 1, "id", "run", "status", "script_name", "script_dir", "code_hash",
           "input", "result", "error", "cancel", "created_at", "updated_at", "parent", "parent_close", "forked_from",
-          "hist_head", "hist_seq", "hist_base", "hist_from_run", "hist_from_seq", "dom_head", "dom_seq", "dom_from"),
+          "hist_from_run", "hist_from_seq", "dom_from"),
+    TABLE("chain_heads", "ttitti", 1, "wf_id", "hist_head", "hist_seq", "hist_base", "dom_head", "dom_seq"),
     TABLE("history", "tiititttit", 3, "wf_id", "run", "seq", "type", "ref", "name", "hash", "payload", "time", "chain"),
     TABLE("run_modules", "titt", 3, "wf_id", "run", "module", "hash"),
     {"tasks", (const char *const[]){"id", "wf_id", "kind", "seq", "run_at", "attempt", "first_at", "lease_owner",

@@ -27,20 +27,19 @@
  * 4: deliveries (webhook deliveries and their outcomes) and schedules
  * 5: workflows.parent and parent_close (child workflows)
  * 6: workflows.forked_from (engine fork)
- * 7: the hash chains (chain.c): history.chain, domain_events.chain, and in
- *    workflows their heads and where they start */
+ * 7: the hash chains (chain.c): history.chain, domain_events.chain, where
+ *    each workflow's chains start (workflows) and their heads (chain_heads) */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* A workflow's hash chains (chain.c): each chain's head (its last link and
- * that event's seq), the link its current run's first event follows, and
- * where each chain starts: 1 for a workflow made with them, the next event
- * at the upgrade for one made before (migrate: UPGRADE_7). */
-#define CHAIN_COLUMNS                                                                                   \
-  " hist_head TEXT, hist_seq INTEGER NOT NULL DEFAULT 0, hist_base TEXT,"                               \
-  " hist_from_run INTEGER NOT NULL DEFAULT 1, hist_from_seq INTEGER NOT NULL DEFAULT 1, dom_head TEXT," \
-  " dom_seq INTEGER NOT NULL DEFAULT 0, dom_from INTEGER NOT NULL DEFAULT 1"
+/* Where a workflow's hash chains (chain.c) start: 1 for a workflow made with
+ * them (a fork: its run's first event), the next event at the upgrade for
+ * one made before (UPGRADE_7). Written once; the heads, written by every
+ * batch that moves them, are a narrow row of their own (chain_heads), not
+ * a rewrite of this wide one. */
+#define CHAIN_COLUMNS \
+  " hist_from_run INTEGER NOT NULL DEFAULT 1, hist_from_seq INTEGER NOT NULL DEFAULT 1, dom_from INTEGER NOT NULL DEFAULT 1"
 
 static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -58,6 +57,10 @@ static const char *SCHEMA =
     "  wf_id TEXT NOT NULL, run INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,"
     "  ref INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT, payload TEXT, time INTEGER NOT NULL, chain TEXT,"
     "  PRIMARY KEY(wf_id, run, seq)) WITHOUT ROWID;"
+    /* each workflow's hash chains' heads (chain.c): the last link and its
+     * seq, the link its current run's first event follows */
+    "CREATE TABLE IF NOT EXISTS chain_heads(wf_id TEXT PRIMARY KEY, hist_head TEXT, hist_seq INTEGER NOT NULL DEFAULT 0,"
+    "  hist_base TEXT, dom_head TEXT, dom_seq INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS code(hash TEXT PRIMARY KEY, name TEXT NOT NULL, source BLOB NOT NULL);"
     "CREATE TABLE IF NOT EXISTS run_modules(wf_id TEXT NOT NULL, run INTEGER NOT NULL, module TEXT NOT NULL,"
     "  hash TEXT NOT NULL, PRIMARY KEY(wf_id, run, module)) WITHOUT ROWID;"
@@ -111,13 +114,8 @@ static const char *MIGRATE_6 = "ALTER TABLE workflows ADD COLUMN forked_from TEX
  * those of version 6). */
 static const char *MIGRATE_7 =
     "ALTER TABLE history ADD COLUMN chain TEXT; ALTER TABLE domain_events ADD COLUMN chain TEXT;"
-    "ALTER TABLE workflows ADD COLUMN hist_head TEXT;"
-    "ALTER TABLE workflows ADD COLUMN hist_seq INTEGER NOT NULL DEFAULT 0;"
-    "ALTER TABLE workflows ADD COLUMN hist_base TEXT;"
     "ALTER TABLE workflows ADD COLUMN hist_from_run INTEGER NOT NULL DEFAULT 1;"
     "ALTER TABLE workflows ADD COLUMN hist_from_seq INTEGER NOT NULL DEFAULT 1;"
-    "ALTER TABLE workflows ADD COLUMN dom_head TEXT;"
-    "ALTER TABLE workflows ADD COLUMN dom_seq INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE workflows ADD COLUMN dom_from INTEGER NOT NULL DEFAULT 1;";
 
 /* The upgrade to the hash chains, recorded: each workflow's chains start at
@@ -126,9 +124,11 @@ static const char *MIGRATE_7 =
  * set back by hand) keeps where it starts. */
 static const char *UPGRADE_7 =
     "UPDATE workflows SET hist_from_run=run, hist_from_seq=(SELECT coalesce(max(seq),0)+1 FROM history h "
-    "WHERE h.wf_id=workflows.id AND h.run=workflows.run) WHERE hist_head IS NULL;"
+    "WHERE h.wf_id=workflows.id AND h.run=workflows.run) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.hist_head IS NOT NULL);"
     "UPDATE workflows SET dom_from=(SELECT coalesce(max(seq),0)+1 FROM domain_events d "
-    "WHERE d.session_id=workflows.id) WHERE dom_head IS NULL;";
+    "WHERE d.session_id=workflows.id) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.dom_head IS NOT NULL);";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events

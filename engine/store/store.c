@@ -226,7 +226,7 @@ static int walk_history(store *s, const char *wf_id, const chain_state *cs, int6
     if (rc == STORE_OK && r == cs->run && r > cs->hist_from_run && strcmp(prev, cs->hist_base) != 0) {
       util_seterr(err, errlen,
                   "the history of %s is damaged: run %lld does not follow the end of run %lld (events missing or "
-                  "altered at the end of run %lld, or the base its workflow's row records changed)",
+                  "altered at the end of run %lld, or the base recorded for its workflow changed)",
                   wf_id, (long long)r, (long long)r - 1, (long long)r - 1);
       rc = STORE_ECORRUPT;
     }

@@ -266,13 +266,15 @@ kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true
 if on_postgres; then old=7; else old=5; fi
 # as an engine before forked_from and the hash chains left it
 sql "ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE history DROP COLUMN chain;
-  ALTER TABLE domain_events DROP COLUMN chain; UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
-for c in hist_head hist_seq hist_base hist_from_run hist_from_seq dom_head dom_seq dom_from; do
+  ALTER TABLE domain_events DROP COLUMN chain; DROP TABLE chain_heads;
+  UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
+for c in hist_from_run hist_from_seq dom_from; do
   sql "ALTER TABLE workflows DROP COLUMN $c" >/dev/null
 done
 assert_exit "migrate a database from before forked_from and the chains" 0 engine migrate --db "$ENGINE_DB"
 if on_postgres; then new=9; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
 else new=7; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
+assert_eq "with the hash chains' heads" 1 "$(sql "SELECT count(*) FROM ${PG_TEST_DB:+pg_tables WHERE tablename}${PG_TEST_DB:-sqlite_master WHERE name}='chain_heads'")"
 assert_eq "it is brought to its version" "$new" "$(sql "SELECT value FROM meta WHERE key='schema_version'")"
 if on_postgres; then assert_eq "with the columns" 2 "$has"; else assert_eq "with the columns" 11 "$has"; fi
 assert_exit "and forks again" 3 engine fork src --at 4 --id after-migrate --detach

@@ -32,8 +32,8 @@ assert_contains "names the events checked" "\"id\":\"done\",\"ok\":true" "$OUT"
 assert_exit "verify with neither ID nor --all" 2 engine verify
 assert_exit "verify an unknown workflow" 2 engine verify nope
 assert_contains "names it" "unknown workflow 'nope'" "$ERR"
-heads="$(sql "SELECT hist_seq || ' ' || length(hist_head) || ' ' || dom_seq FROM workflows WHERE id='done'")"
-assert_eq "the row holds both heads" "$NDONE 64 $(sql "SELECT max(seq) FROM domain_events WHERE session_id='done'")" \
+heads="$(sql "SELECT hist_seq || ' ' || length(hist_head) || ' ' || dom_seq FROM chain_heads WHERE wf_id='done'")"
+assert_eq "its head row holds both heads" "$NDONE 64 $(sql "SELECT max(seq) FROM domain_events WHERE session_id='done'")" \
   "$heads"
 
 # The base database, whole; a fresh copy of it per case (SQLite: the file,
@@ -85,9 +85,10 @@ damaged delete "DELETE FROM history WHERE wf_id='done' AND seq=7" "the history o
 damaged swap "UPDATE history SET seq=1000 WHERE wf_id='done' AND seq=5; UPDATE history SET seq=5 WHERE wf_id='done' AND
   seq=6; UPDATE history SET seq=6 WHERE wf_id='done' AND seq=1000" "the history of done is damaged: event #5 does not match"
 damaged truncate "DELETE FROM history WHERE wf_id='done' AND seq=$NDONE" \
-  "the history of done is damaged: event #$NDONE is missing (the history ends at #$((NDONE - 1)); its workflow's row records the head at #$NDONE)"
-damaged truncate_head "DELETE FROM history WHERE wf_id='done' AND seq=$NDONE; UPDATE workflows SET hist_seq=hist_seq-1
-  WHERE id='done'" "the history of done is damaged: event #$((NDONE - 1)) is not the head its workflow's row records"
+  "the history of done is damaged: event #$NDONE is missing (the history ends at #$((NDONE - 1)); the head recorded for its workflow is #$NDONE)"
+damaged truncate_head "DELETE FROM history WHERE wf_id='done' AND seq=$NDONE; UPDATE chain_heads SET hist_seq=hist_seq-1
+  WHERE wf_id='done'" "the history of done is damaged: event #$((NDONE - 1)) is not the head recorded for its workflow"
+damaged nohead "DELETE FROM chain_heads WHERE wf_id='done'" "the history of done is damaged: no head is recorded for its workflow"
 damaged unlinked "UPDATE history SET chain=NULL WHERE wf_id='done' AND seq=2" \
   "the history of done is damaged: event #2 has no hash"
 damaged dalter "UPDATE domain_events SET payload='{\"text\":\"forged\"}' WHERE session_id='done' AND seq=2" \
@@ -173,15 +174,14 @@ db="$(copy_db old)"
 export ENGINE_DB="$db"
 if on_postgres; then
   sql_on "$db" "ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain;
-    ALTER TABLE workflows DROP COLUMN hist_head, DROP COLUMN hist_seq, DROP COLUMN hist_base, DROP COLUMN hist_from_run,
-    DROP COLUMN hist_from_seq, DROP COLUMN dom_head, DROP COLUMN dom_seq, DROP COLUMN dom_from;
-    UPDATE meta SET value='8' WHERE key='schema_version'"
+    ALTER TABLE workflows DROP COLUMN hist_from_run, DROP COLUMN hist_from_seq, DROP COLUMN dom_from;
+    DROP TABLE chain_heads; UPDATE meta SET value='8' WHERE key='schema_version'"
 else
-  for c in hist_head hist_seq hist_base hist_from_run hist_from_seq dom_head dom_seq dom_from; do
+  for c in hist_from_run hist_from_seq dom_from; do
     sqlite3 "$db" "ALTER TABLE workflows DROP COLUMN $c"
   done
   sqlite3 "$db" "ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain;
-    UPDATE meta SET value='6' WHERE key='schema_version'"
+    DROP TABLE chain_heads; UPDATE meta SET value='6' WHERE key='schema_version'"
 fi
 assert_exit "migrate --db upgrades it" 0 engine migrate --db "$db"
 assert_eq "the upgrade recorded: the waiting one's chain starts at its next event" \

@@ -1627,7 +1627,7 @@ static void test_chain_written_and_checked(void **state) {
   assert_string_equal(got, want);
   free(got);
   char *end1 = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=1 AND seq=2", "ok");
-  got = rawf(f->db, "SELECT hist_base FROM workflows WHERE id='%s'", "ok");
+  got = rawf(f->db, "SELECT hist_base FROM chain_heads WHERE wf_id='%s'", "ok");
   assert_string_equal(got, end1); /* run 2 follows the end of run 1 */
   free(got);
   hist_event e21 = {1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 3, NULL};
@@ -1637,14 +1637,14 @@ static void test_chain_written_and_checked(void **state) {
   free(got);
   free(end1);
   char *last = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=2 AND seq=3", "ok");
-  got = rawf(f->db, "SELECT hist_head || ' ' || hist_seq FROM workflows WHERE id='%s'", "ok");
+  got = rawf(f->db, "SELECT hist_head || ' ' || hist_seq FROM chain_heads WHERE wf_id='%s'", "ok");
   char head[100];
   snprintf(head, sizeof head, "%s 3", last);
   assert_string_equal(got, head);
   free(got);
   free(last);
   last = rawf(f->db, "SELECT chain FROM domain_events WHERE session_id='%s' AND seq=3", "ok");
-  got = rawf(f->db, "SELECT dom_head || ' ' || dom_seq FROM workflows WHERE id='%s'", "ok");
+  got = rawf(f->db, "SELECT dom_head || ' ' || dom_seq FROM chain_heads WHERE wf_id='%s'", "ok");
   snprintf(head, sizeof head, "%s 3", last);
   assert_string_equal(got, head);
   free(got);
@@ -1809,16 +1809,13 @@ static void test_chain_upgrade(void **state) {
   store_close(s);
   /* as an engine before the chain left it */
   raw_exec(f->db, pg_url() ? "ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain;"
-                             "ALTER TABLE workflows DROP COLUMN hist_head, DROP COLUMN hist_seq, DROP COLUMN hist_base,"
-                             " DROP COLUMN hist_from_run, DROP COLUMN hist_from_seq, DROP COLUMN dom_head,"
-                             " DROP COLUMN dom_seq, DROP COLUMN dom_from;"
+                             "ALTER TABLE workflows DROP COLUMN hist_from_run, DROP COLUMN hist_from_seq,"
+                             " DROP COLUMN dom_from; DROP TABLE chain_heads;"
                              "UPDATE meta SET value='8' WHERE key='schema_version'"
                            : "ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain;"
-                             "ALTER TABLE workflows DROP COLUMN hist_head; ALTER TABLE workflows DROP COLUMN hist_seq;"
-                             "ALTER TABLE workflows DROP COLUMN hist_base;"
                              "ALTER TABLE workflows DROP COLUMN hist_from_run;"
-                             "ALTER TABLE workflows DROP COLUMN hist_from_seq; ALTER TABLE workflows DROP COLUMN dom_head;"
-                             "ALTER TABLE workflows DROP COLUMN dom_seq; ALTER TABLE workflows DROP COLUMN dom_from;"
+                             "ALTER TABLE workflows DROP COLUMN hist_from_seq; ALTER TABLE workflows DROP COLUMN dom_from;"
+                             "DROP TABLE chain_heads;"
                              "UPDATE meta SET value='6' WHERE key='schema_version'");
   s = open_ok(f->db);
   char *got = raw_query(f->db, "SELECT hist_from_run || ':' || hist_from_seq || ':' || dom_from FROM workflows WHERE id='old'");
