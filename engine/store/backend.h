@@ -45,7 +45,7 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]);
 /* The link of domain event e after prev, into out; the batch's head of its session. */
 void chain_dom_link(store *s, const domain_event *e, const char *prev, char out[65]);
-/* Writes a head the open batch moved into its workflow's row: domain 0 the
+/* Writes a head the open batch moved into its workflow's head row: domain 0 the
  * history's (head, seq and base), 1 the domain events' (head, seq). */
 typedef int (*chain_write_fn)(store *s, const char *wf_id, int domain, const char *head, int64_t seq,
                               const char *base);

@@ -1,7 +1,8 @@
 /* chain: each workflow's two hash chains (its history through all its runs,
  * and its domain events), once for both backends: the canonical bytes of an
  * event and their SHA-256, the heads the open batch moved (written to the
- * workflow's row at its commit), and the checks of what a read returns.
+ * workflow's head row, chain_heads, at its commit), and the checks of what a
+ * read returns.
  * docs/durability.md#the-hash-chain says what they prove and what not.
  *
  * The canonical bytes (all integers big-endian, 8 bytes, two's complement;

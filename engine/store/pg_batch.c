@@ -120,7 +120,7 @@ static int fence_check(pg *s) {
 
 /* ---- the batch ---- */
 
-/* A head the batch moved, into its workflow's row (chain_flush, in the commit's pipeline). */
+/* A head the batch moved, into its workflow's head row (chain_heads; chain_flush, in the commit's pipeline). */
 static int pg_chain_write(store *st_, const char *wf_id, int domain, const char *head, int64_t seq,
                           const char *base) {
   pg *s = (pg *)st_;

@@ -151,7 +151,7 @@ const char *const pg_sql[Q__N] = {
                    "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=$1",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=$1",
-    /* the session's last seq and its chain's head (its workflow's row) */
+    /* the session's last seq and its chain's head (its workflow's head row) */
     [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=$1), "
                    "(SELECT dom_head FROM chain_heads WHERE wf_id=$1)",
     [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES($1,$2,$3,$4,$5,$6)",

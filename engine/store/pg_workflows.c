@@ -210,7 +210,7 @@ int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event 
   return pg_exec_defer(s, Q_HIST_APPEND, "append history");
 }
 
-/* ---- the hash chains' columns of a workflow's row (chain.c) ---- */
+/* ---- a workflow's hash chains: where they start (its row) and their heads (chain_heads) ---- */
 
 /* cs from a result of Q_WF_CHAIN (no row: not found). */
 void pg_chain_from(const PGresult *r, chain_state *cs) {

@@ -135,7 +135,7 @@ int sq_classify(int rc) {
 
 /* ---- the batch ---- */
 
-/* A head the batch moved, into its workflow's row (chain_flush, at the commit). */
+/* A head the batch moved, into its workflow's head row (chain_heads; chain_flush, at the commit). */
 static int sq_chain_write(store *st_, const char *wf_id, int domain, const char *head, int64_t seq,
                           const char *base) {
   sq *s = (sq *)st_;

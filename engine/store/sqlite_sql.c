@@ -94,7 +94,7 @@ const char *const sq_sql[Q__N] = {
                         "status NOT IN ('completed','failed','cancelled'))",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=?",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=?",
-    /* the session's last seq and its chain's head (its workflow's row) */
+    /* the session's last seq and its chain's head (its workflow's head row) */
     [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=?1), "
                    "(SELECT dom_head FROM chain_heads WHERE wf_id=?1)",
     [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES(?,?,?,?,?,?)",

@@ -224,7 +224,7 @@ int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event 
   return sq_exec_write(s, st, "append history");
 }
 
-/* ---- the hash chains' columns of a workflow's row (chain.c) ---- */
+/* ---- a workflow's hash chains: where they start (its row) and their heads (chain_heads) ---- */
 
 int sq_chain_get(store *st_, const char *wf_id, chain_state *cs) {
   sq *s = (sq *)st_;

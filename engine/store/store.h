@@ -218,7 +218,7 @@ int64_t store_wf_children_running(store *s, const char *parent);
 /* ---- history ---- */
 /* Appends e (its chain is computed here: the hash of its canonical bytes
  * chained to the workflow's head, which the batch's commit writes to the
- * workflow's row). */
+ * workflow's head row). */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);
 /* Every event of a run, checked: dense from seq 1 and, from where the
  * chain starts, each one's hash chained to the one before and the last one
@@ -245,7 +245,7 @@ int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_l
  * events. An event's link is SHA-256 over its canonical bytes, which begin
  * with the link before it (32 zero bytes for the first), so changing,
  * removing or moving any event breaks every link after it; the workflow's
- * row holds each chain's head (the last link and its seq), so cutting the
+ * head row holds each chain's head (the last link and its seq), so cutting the
  * end off shows too. A database made before the chain records, per
  * workflow, where its chain starts (the next event at the upgrade). */
 /* The link of history event e of run of wf_id after prev (64 hex digits, or
