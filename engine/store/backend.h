@@ -33,8 +33,8 @@ typedef struct chain_tally {
   int64_t checked, unchained;
   char last[65];
 } chain_tally;
-/* The link of history event e (its seq, run of wf_id) into out, after the
- * workflow's head: the open batch's, or one this store committed when it
+/* What event e (its seq, run of wf_id) keeps of its link (its first
+ * hex digits, chain.c) into out, its link chained after the workflow's head: the open batch's, or one this store committed when it
  * is the event before; else, with row (the row's chain columns), the row's.
  * 1 linked (the head moves to it, written at the commit), 0 the head is
  * not known: read the row and call again with it. */
@@ -43,7 +43,7 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
 /* 1 with the seq and link of the last domain event the open batch appended
  * to session_id, 0 when it appended none (read them from the rows). */
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]);
-/* The link of domain event e after prev, into out; the batch's head of its session. */
+/* What domain event e keeps of its link after prev, into out; the link the batch's head of its session. */
 void chain_dom_link(store *s, const domain_event *e, const char *prev, char out[65]);
 /* Writes a head the open batch moved into its workflow's head row: domain 0 the
  * history's (head, seq and base), 1 the domain events' (head, seq). */
@@ -64,12 +64,14 @@ void chain_overlay(store *s, const char *wf_id, chain_state *cs);
  * and gets the run's last link. */
 int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h, size_t from, const chain_state *cs,
                     const char *prev, chain_tally *t, char *err, size_t errlen);
-/* A current run read and checked: its head is known to this store. */
-void chain_learned(store *s, const char *wf_id, int64_t run, const hist_list *h, const chain_state *cs);
-/* Checks a session's events v[0..n) (read after the row cs) after after:
- * v[0] is the event at after when after > 0 (the anchor). As chain_check_run. */
-int chain_check_domain(store *s, const char *session_id, int64_t after, const domain_event *v, size_t n,
-                       const chain_state *cs, chain_tally *t, char *err, size_t errlen);
+/* A current run read and checked: its head (last, the full link the check
+ * computed for its last event) is known to this store. */
+void chain_learned(store *s, const char *wf_id, int64_t run, const hist_list *h, const chain_state *cs,
+                   const char *last);
+/* Checks a session's events v[0..n) (all of them, from #1; read after the
+ * row cs). As chain_check_run. */
+int chain_check_domain(store *s, const char *session_id, const domain_event *v, size_t n, const chain_state *cs,
+                       chain_tally *t, char *err, size_t errlen);
 
 /* Every field is named op_ and, where it serves one store.h function, that
  * function's name without store_ (store_token_revoke: op_token_revoke), so

@@ -13,7 +13,12 @@
  *            payload, time
  *   domain:  "engine.domain.v1" 0x00, the previous link, session_id, seq,
  *            type, time, payload
- * and an event's link is their SHA-256, kept as 64 lowercase hex digits.
+ * and an event's link is their SHA-256. The chain runs on full links (each
+ * recomputed from the bytes when read) and the heads are kept whole (64
+ * lowercase hex digits); each event keeps only its link's first
+ * CHAIN_KEPT hex digits (64 bits), which is what names the first event that
+ * does not match: a whole link per event made W1's history a third larger
+ * and cost more than all the hashing (docs/durability.md#the-hash-chain).
  *
  * One chain for the history and one for the domain events, not one for
  * both: they have different writers. A workflow's history is written only by
@@ -38,6 +43,20 @@
 
 #include "backend.h"
 #include "util.h"
+
+/* The hex digits of its link an event keeps (its row's chain column). */
+#define CHAIN_KEPT 16
+
+/* The part of a full link an event keeps, into out (CHAIN_KEPT + 1 bytes). */
+static void kept(const char *link, char *out) {
+  memcpy(out, link, CHAIN_KEPT);
+  out[CHAIN_KEPT] = 0;
+}
+
+/* An event's kept link is the start of the one computed for it. */
+static int kept_matches(const char *got, const char *stored) {
+  return strlen(stored) == CHAIN_KEPT && strncmp(got, stored, CHAIN_KEPT) == 0;
+}
 
 /* ---- the canonical bytes and their hash ---- */
 
@@ -318,7 +337,7 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
   h->run = run;
   h->seq = e->seq;
   memcpy(h->head, link, 65);
-  memcpy(out, link, 65);
+  kept(link, out);
   return 1;
 }
 
@@ -332,12 +351,14 @@ int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[
 
 void chain_dom_link(store *s, const domain_event *e, const char *prev, char out[65]) {
   struct chain_cache *c = cache(s);
-  domain_link(c->md, prev, e, out);
+  char link[65];
+  domain_link(c->md, prev, e, link);
   chain_entry *h = entry(s, e->session_id, 1);
   mark_dirty(c, h);
   h->dom_dirty = 1;
   h->dseq = e->seq;
-  memcpy(h->dhead, out, 65);
+  memcpy(h->dhead, link, 65);
+  kept(link, out);
 }
 
 int chain_flush(store *s, chain_write_fn write) {
@@ -447,7 +468,7 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
       return damaged(err, errlen, "the history of %s is damaged: %sevent #%lld has no hash (altered)", wf_id, rl,
                      (long long)e->seq);
     hist_link(md, link, wf_id, run, e, got);
-    if (strcmp(got, e->chain) != 0)
+    if (!kept_matches(got, e->chain))
       return damaged(err, errlen,
                      "the history of %s is damaged: %sevent #%lld does not match its hash (altered, reordered or "
                      "replaced)",
@@ -477,56 +498,48 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
   return STORE_OK;
 }
 
-void chain_learned(store *s, const char *wf_id, int64_t run, const hist_list *h, const chain_state *cs) {
+void chain_learned(store *s, const char *wf_id, int64_t run, const hist_list *h, const chain_state *cs,
+                   const char *last) {
   chain_entry *e = entry(s, wf_id, 0);
   if (e && e->hist_dirty) return;
-  if (!cs->found || run != cs->run || !h->n || !h->v[h->n - 1].chain) return;
+  if (!cs->found || run != cs->run || !h->n || !h->v[h->n - 1].chain || !last[0]) return;
   e = entry(s, wf_id, 1);
   e->hist_known = 1;
   e->run = run;
   e->seq = h->v[h->n - 1].seq;
-  copy_hex(e->head, h->v[h->n - 1].chain);
+  copy_hex(e->head, last);
   copy_hex(e->base, cs->hist_base);
   e->from_run = cs->hist_from_run;
   e->from_seq = cs->hist_from_seq;
 }
 
-int chain_check_domain(store *s, const char *session_id, int64_t after, const domain_event *v, size_t n,
-                       const chain_state *cs, chain_tally *t, char *err, size_t errlen) {
-  /* v[0] is the event at after when after > 0 (the anchor), then after+1, ... */
-  int64_t want = after > 0 ? after : 1;
-  for (size_t i = 0; i < n; i++, want++)
-    if (v[i].seq != want)
-      return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id, (long long)want);
+int chain_check_domain(store *s, const char *session_id, const domain_event *v, size_t n, const chain_state *cs,
+                       chain_tally *t, char *err, size_t errlen) {
+  for (size_t i = 0; i < n; i++)
+    if (v[i].seq != (int64_t)i + 1)
+      return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id,
+                     (long long)i + 1);
   if (!cs->found) return STORE_OK;
-  /* the row was read before the events: every event up to its head is among them */
-  if (after > 0 && n == 0 && cs->dom_head[0] && cs->dom_seq >= after)
-    return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id, (long long)after);
   char link[65] = "", got[65];
-  int64_t last = after > 0 ? after - 1 : 0;
+  int64_t last = 0;
   EVP_MD_CTX *md = cache(s)->md;
   for (size_t i = 0; i < n; i++) {
     const domain_event *e = &v[i];
-    int anchor = after > 0 && i == 0;
     last = e->seq;
     if (e->seq < cs->dom_from) {
-      if (t && !anchor) t->unchained++;
+      if (t) t->unchained++;
       continue;
     }
     if (!e->chain)
       return damaged(err, errlen, "the events of %s are damaged: event #%lld has no hash (altered)", session_id,
                      (long long)e->seq);
-    if (anchor) {
-      copy_hex(got, e->chain); /* checked when it was read: its link carries the chain on */
-    } else {
-      domain_link(md, link, e, got);
-      if (strcmp(got, e->chain) != 0)
-        return damaged(err, errlen,
-                       "the events of %s are damaged: event #%lld does not match its hash (altered, reordered or "
-                       "replaced)",
-                       session_id, (long long)e->seq);
-      if (t) t->checked++;
-    }
+    domain_link(md, link, e, got);
+    if (!kept_matches(got, e->chain))
+      return damaged(err, errlen,
+                     "the events of %s are damaged: event #%lld does not match its hash (altered, reordered or "
+                     "replaced)",
+                     session_id, (long long)e->seq);
+    if (t) t->checked++;
     memcpy(link, got, 65);
     if (e->seq == cs->dom_seq && cs->dom_head[0] && strcmp(got, cs->dom_head) != 0)
       return damaged(err, errlen,

@@ -270,8 +270,9 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
       chain_tally t = {0};
       return walk_history(s, wf_id, &cs, run, out, &t, NULL, s->errbuf, s->errlen);
     }
-    rc = chain_check_run(s, wf_id, run, out, from, &cs, NULL, NULL, s->errbuf, s->errlen);
-    if (rc == STORE_OK) chain_learned(s, wf_id, run, out, &cs);
+    chain_tally t = {0};
+    rc = chain_check_run(s, wf_id, run, out, from, &cs, NULL, &t, s->errbuf, s->errlen);
+    if (rc == STORE_OK) chain_learned(s, wf_id, run, out, &cs, t.last);
     return rc;
   }
 }
@@ -294,7 +295,7 @@ int store_verify_chains(store *s, const char *wf_id, store_verify *out) {
     domain_list dl = {0};
     rc = name_damage(s, s->ops->op_domain_list(s, wf_id, 1, domain_keep, &dl, NULL), OF_EVENTS, wf_id);
     if (rc == STORE_ECORRUPT) snprintf(out->problem, sizeof out->problem, "%s", s->errbuf);
-    if (rc == STORE_OK) rc = chain_check_domain(s, wf_id, 0, dl.v, dl.n, &cs, &t, out->problem, sizeof out->problem);
+    if (rc == STORE_OK) rc = chain_check_domain(s, wf_id, dl.v, dl.n, &cs, &t, out->problem, sizeof out->problem);
     domain_list_free(&dl);
   }
   out->checked = t.checked;
@@ -412,10 +413,11 @@ int store_task_start(store *s, const char *owner, int64_t now, int64_t until, ta
     if (cs[i].found && cs[i].run != t[i].w.run) {
       hist_list_free(&t[i].h);
     } else {
-      int rc2 = chain_check_run(s, t[i].wf_id, t[i].w.run, &t[i].h, 0, &cs[i], NULL, NULL, why, sizeof why);
+      chain_tally tl = {0};
+      int rc2 = chain_check_run(s, t[i].wf_id, t[i].w.run, &t[i].h, 0, &cs[i], NULL, &tl, why, sizeof why);
       if (rc2 == STORE_ECORRUPT) t[i].damaged = util_strdup(why);
       if (rc2 != STORE_OK) hist_list_free(&t[i].h); /* damaged, or read again when the run loads */
-      else chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i]);
+      else chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i], tl.last);
     }
   }
   free(cs);
@@ -482,12 +484,13 @@ int store_domain_list(store *s, const char *session_id, int64_t after_seq, store
   if (after_seq < 0) after_seq = 0;
   domain_list dl = {0};
   chain_state cs;
-  /* from the event at after_seq on: its link carries the chain on */
-  int rc = s->ops->op_domain_list(s, session_id, after_seq > 0 ? after_seq : 1, domain_keep, &dl, &cs);
+  /* all of them, from #1: an event keeps only the start of its link, so the
+   * chain is computed on from the first (what is handed on is after_seq's) */
+  int rc = s->ops->op_domain_list(s, session_id, 1, domain_keep, &dl, &cs);
   name_damage(s, rc, OF_EVENTS, session_id);
   if (rc == STORE_OK) {
     chain_overlay(s, session_id, &cs);
-    rc = chain_check_domain(s, session_id, after_seq, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
+    rc = chain_check_domain(s, session_id, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
   }
   for (size_t i = 0; i < dl.n && rc == STORE_OK; i++)
     if (dl.v[i].seq > after_seq && cb(ud, &dl.v[i])) break;
@@ -528,7 +531,7 @@ int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, vo
         continue;
       }
       int rc = chain_check_run(s, id, out->w.run, &out->h, 0, &cs, NULL, NULL, s->errbuf, s->errlen);
-      if (rc == STORE_OK) rc = chain_check_domain(s, id, 0, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
+      if (rc == STORE_OK) rc = chain_check_domain(s, id, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
       if (rc != STORE_OK) {
         store_wf_view_free(out);
         found = rc;

@@ -56,8 +56,9 @@ typedef struct hist_event {
   const char *hash; /* the command's argument hash (replay's check), not the chain's */
   const char *payload;
   int64_t time;
-  /* the event's link of its workflow's hash chain (64 hex digits; NULL for
-   * an event older than the chain, and in what store_hist_get and
+  /* what the event keeps of its link of its workflow's hash chain (the
+   * link's first 16 hex digits: the chain runs on full links, recomputed;
+   * NULL for an event older than the chain, and in what store_hist_get and
    * store_hist_range read): set by store_hist_append, never by its caller */
   const char *chain;
 } hist_event;
@@ -86,7 +87,7 @@ typedef struct domain_event {
   const char *type;
   int64_t time;
   const char *payload;
-  const char *chain; /* its link of the session's chain of domain events (NULL: older than the chain, or the feed) */
+  const char *chain; /* what it keeps of its link of the session's chain (16 hex digits; NULL: older, or the feed) */
 } domain_event;
 
 /* Opens (and creates unless must_exist) the database at path; sets WAL mode and
@@ -387,8 +388,9 @@ int store_signal_del_wf(store *s, const char *wf_id);
 int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
 typedef int (*store_domain_cb)(void *ud, const domain_event *e);
 /* The session's events after after_seq, in order, checked before the first
- * is handed to cb: dense, each link chained to the one before (the event
- * at after_seq is read as the anchor), and the last the session's head. A
+ * is handed to cb: dense, each link chained to the one before (all of them
+ * are read, from #1: an event keeps only the start of its link), and the
+ * last the session's head. A
  * damaged stream is STORE_ECORRUPT naming the first bad seq, with nothing
  * handed to cb. */
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);

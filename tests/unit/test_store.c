@@ -1608,8 +1608,8 @@ static void all_reads_name(store *s, const char *id, const char *want, int domai
   if (!strstr(vr.problem, want)) fail_msg("verify: %s lacks %s", vr.problem, want);
 }
 
-/* Each event and each domain event carries its link, the row the heads and
- * the second run's base; every read checks them, and each kind of damage
+/* Each event and each domain event keeps the start of its link (16 hex
+ * digits), the head row the whole heads and the second run's base; every read checks them, and each kind of damage
  * is named by its first bad seq: an altered payload, a missing event,
  * two events' seqs swapped, the end cut off (the head catches it), a link
  * removed, and the same of the domain events. An intact workflow verifies,
@@ -1619,33 +1619,38 @@ static void test_chain_written_and_checked(void **state) {
   store *s = open_ok(f->db);
   const char *ids[] = {"ok", "alter", "hole", "swap", "cut", "unlinked", "dalter", "dcut", "dhole"};
   for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) chained_wf(s, ids[i]);
-  /* the links and heads as stored */
+  /* the links and heads as stored: an event keeps its link's first 16 hex digits */
   char want[65], *got;
   hist_event e1 = {1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 1, NULL};
   store_chain_hist(NULL, "ok", 1, &e1, want);
+  want[16] = 0;
   got = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=1 AND seq=1", "ok");
   assert_string_equal(got, want);
   free(got);
-  char *end1 = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=1 AND seq=2", "ok");
-  got = rawf(f->db, "SELECT hist_base FROM chain_heads WHERE wf_id='%s'", "ok");
-  assert_string_equal(got, end1); /* run 2 follows the end of run 1 */
+  char *end1 = rawf(f->db, "SELECT hist_base FROM chain_heads WHERE wf_id='%s'", "ok"); /* whole */
+  assert_int_equal(strlen(end1), 64);
+  got = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=1 AND seq=2", "ok");
+  assert_memory_equal(got, end1, 16); /* run 2 follows the end of run 1 */
   free(got);
   hist_event e21 = {1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 3, NULL};
   store_chain_hist(end1, "ok", 2, &e21, want);
+  want[16] = 0;
   got = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=2 AND seq=1", "ok");
   assert_string_equal(got, want);
   free(got);
   free(end1);
   char *last = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=2 AND seq=3", "ok");
-  got = rawf(f->db, "SELECT hist_head || ' ' || hist_seq FROM chain_heads WHERE wf_id='%s'", "ok");
+  got = rawf(f->db, "SELECT substr(hist_head, 1, 16) || ' ' || length(hist_head) || ' ' || hist_seq FROM chain_heads "
+                    "WHERE wf_id='%s'", "ok");
   char head[100];
-  snprintf(head, sizeof head, "%s 3", last);
+  snprintf(head, sizeof head, "%s 64 3", last);
   assert_string_equal(got, head);
   free(got);
   free(last);
   last = rawf(f->db, "SELECT chain FROM domain_events WHERE session_id='%s' AND seq=3", "ok");
-  got = rawf(f->db, "SELECT dom_head || ' ' || dom_seq FROM chain_heads WHERE wf_id='%s'", "ok");
-  snprintf(head, sizeof head, "%s 3", last);
+  got = rawf(f->db, "SELECT substr(dom_head, 1, 16) || ' ' || length(dom_head) || ' ' || dom_seq FROM chain_heads "
+                    "WHERE wf_id='%s'", "ok");
+  snprintf(head, sizeof head, "%s 64 3", last);
   assert_string_equal(got, head);
   free(got);
   free(last);
@@ -1677,7 +1682,7 @@ static void test_chain_written_and_checked(void **state) {
   assert_int_equal(store_domain_list(s, "ok", 0, collect_dom, &l), STORE_OK);
   assert_int_equal(l.n, 3);
   memset(&l, 0, sizeof l);
-  assert_int_equal(store_domain_list(s, "ok", 2, collect_dom, &l), STORE_OK); /* from an anchor */
+  assert_int_equal(store_domain_list(s, "ok", 2, collect_dom, &l), STORE_OK); /* all read and checked, #3 handed on */
   assert_int_equal(l.n, 1);
   assert_int_equal(l.seq[0], 3);
   memset(&l, 0, sizeof l);
