@@ -274,7 +274,9 @@ done
 assert_exit "migrate a database from before forked_from and the chains" 0 engine migrate --db "$ENGINE_DB"
 if on_postgres; then new=9; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
 else new=7; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
-assert_eq "with the hash chains' heads" 1 "$(sql "SELECT count(*) FROM ${PG_TEST_DB:+pg_tables WHERE tablename}${PG_TEST_DB:-sqlite_master WHERE name}='chain_heads'")"
+if on_postgres; then heads="SELECT count(*) FROM pg_tables WHERE tablename='chain_heads'"
+else heads="SELECT count(*) FROM sqlite_master WHERE name='chain_heads'"; fi
+assert_eq "with the hash chains' heads" 1 "$(sql "$heads")"
 assert_eq "it is brought to its version" "$new" "$(sql "SELECT value FROM meta WHERE key='schema_version'")"
 if on_postgres; then assert_eq "with the columns" 2 "$has"; else assert_eq "with the columns" 11 "$has"; fi
 assert_exit "and forks again" 3 engine fork src --at 4 --id after-migrate --detach
