@@ -10,7 +10,7 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start fork serve signal approve audit cancel list show events history replay eval test gc policy trigger schedule token quota migrate doctor completion config)
+_engine_commands=(start fork serve signal approve audit cancel list show events history replay eval test gc policy trigger schedule token quota migrate verify doctor completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
@@ -32,6 +32,7 @@ _engine_options() {
     eval) opts=(--id --baseline --live --fork --at --turn --variants --detach --quiet -q --json --color --db --help -h) ;;
     quota | config) opts=(--json --db --help -h) ;;
     migrate) opts=(--db --from --to --help -h) ;;
+    verify) opts=(--all --json --db --help -h) ;;
     doctor) opts=(--json --color --db --help -h) ;;
     test) opts=(--json --run --help -h) ;;
     audit)
@@ -161,7 +162,7 @@ _engine_argument() {
     start:0 | test:*) _engine_files "" "$cur" lua ;;
     signal:0 | cancel:0) _engine_ids "" "$cur" running,waiting,stuck ;;
     approve:0) _engine_ids "" "$cur" waiting ;;
-    show:0 | events:0 | history:0 | replay:0 | fork:0) _engine_ids "" "$cur" ;;
+    show:0 | events:0 | history:0 | replay:0 | fork:0 | verify:*) _engine_ids "" "$cur" ;;
     signal:1)
       mapfile -t lines < <(_engine_query signal -- "${pos[0]}")
       _engine_add "${lines[@]}" ;;

@@ -47,6 +47,7 @@ static const char *MAIN_HELP =
     "  quota list                         quotas of the limits file: use and limits\n"
     "  schedule create|list|pause|resume|trigger|delete   cron schedules that engine serve starts\n"
     "  migrate [--from DB --to DB]        schema up to date; or copy a database (SQLite <-> PostgreSQL)\n"
+    "  verify ID... | --all               check the workflows' hash chains and artifacts\n"
     "  doctor [--json]                    check this host for a first session: database, sandbox, keys, ...\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "  config [--json]                    every setting, its value and where it came from\n"
@@ -102,6 +103,7 @@ static const command COMMANDS[] = {
     {"quota", cmd_quota, 1},
     {"schedule", cmd_schedule, 1},
     {"migrate", cmd_migrate, 1},
+    {"verify", cmd_verify, 1},
     {"config", cmd_config, 0},
     {"doctor", cmd_doctor, 1},
 };

@@ -158,6 +158,8 @@ int cmd_token(args *a, common *c);
 int cmd_schedule(args *a, common *c);
 int cmd_quota(args *a, common *c);
 int cmd_migrate(args *a, common *c);
+/* cmd_verify.c */
+int cmd_verify(args *a, common *c);
 /* The webhook triggers' folder `trigger check` reads: $ENGINE_TRIGGERS_DIR,
  * else workflows/triggers. */
 const char *cli_triggers_dir(void);

@@ -58,6 +58,10 @@ static int refuse(int *why, int kind, fork_made *out, const char *field, char *e
   return -1;
 }
 
+/* Why a read of the source failed: its damaged log (STORE_ECORRUPT, never
+ * forked from: the copy would carry the damage on) or the store. */
+static int read_failed(int rc) { return rc == STORE_ECORRUPT ? FORK_DAMAGED : FORK_FAILED; }
+
 static void hist_push(hist_list *l, const hist_event *e) {
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 64;
@@ -69,7 +73,8 @@ static void hist_push(hist_list *l, const hist_event *e) {
                               e->name ? util_strdup(e->name) : NULL,
                               e->hash ? util_strdup(e->hash) : NULL,
                               e->payload ? util_strdup(e->payload) : NULL,
-                              e->time};
+                              e->time,
+                              NULL};
 }
 
 /* The domain event an EventEmitted recorded ({"seq":N}, runs.c), or 0. */
@@ -159,15 +164,16 @@ static int scan_domain(void *ud, const domain_event *e) {
 /* The run of the source whose history recorded domain event dseq, its
  * events in *h and the event's index in *pos: 1, or 0 when no run did (a
  * client's note: signal.sent, cancel.requested), *before then the last
- * event the workflow recorded before it (0: none); -1 on a store error. */
+ * event the workflow recorded before it (0: none); the store's error (< 0). */
 static int find_emit(store *st, const char *id, int64_t last_run, int64_t dseq, int64_t *run, hist_list *h, size_t *pos,
                      int64_t *before) {
   *before = 0;
   for (int64_t r = last_run; r >= 1; r--) {
     hist_list l = {0};
-    if (store_hist_load(st, id, r, &l) != STORE_OK) {
+    int rc = store_hist_load(st, id, r, &l);
+    if (rc != STORE_OK) {
       hist_list_free(&l);
-      return -1;
+      return rc < 0 ? rc : STORE_ERR;
     }
     for (size_t i = 0; i < l.n; i++) {
       int64_t s = emitted(&l.v[i]);
@@ -193,8 +199,9 @@ static int64_t domain_upto(store *st, const char *id, int64_t run, const hist_li
   }
   for (int64_t r = run - 1; r >= 1; r--) {
     hist_list l = {0};
-    if (store_hist_load(st, id, r, &l) != STORE_OK) {
-      *failed = 1;
+    int rc = store_hist_load(st, id, r, &l);
+    if (rc != STORE_OK) {
+      *failed = rc < 0 ? rc : STORE_ERR;
       hist_list_free(&l);
       return 0;
     }
@@ -550,8 +557,9 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   }
   /* ---- the point: a domain event, and the run that recorded it ---- */
   dom_scan d = {req->at_given ? req->at : 0, req->turn_given ? req->turn : 0, 0, 0, 0, "", 0};
-  if (store_domain_list(st, req->source, 0, scan_domain, &d) != STORE_OK) {
-    refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+  int lrc = store_domain_list(st, req->source, 0, scan_domain, &d);
+  if (lrc != STORE_OK) {
+    refuse(why, read_failed(lrc), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
   }
   if (req->at_given && !d.found_seq) {
@@ -579,7 +587,7 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   int64_t before = 0;
   int got = find_emit(st, req->source, f.w.run, d.found_seq, &out->run, &f.h, &pos, &before);
   if (got < 0) {
-    refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+    refuse(why, read_failed(got), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
   }
   if (got == 0) {
@@ -601,8 +609,8 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
     int64_t prev = 0;
     if (req->turn > 1) {
       dom_scan p = {0, req->turn - 1, 0, 0, 0, "", 0};
-      if (store_domain_list(st, req->source, 0, scan_domain, &p) != STORE_OK) {
-        refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+      if ((lrc = store_domain_list(st, req->source, 0, scan_domain, &p)) != STORE_OK) {
+        refuse(why, read_failed(lrc), out, NULL, err, errlen, "%s", store_errmsg(st));
         goto done;
       }
       prev = p.found_seq;
@@ -617,7 +625,7 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   out->at = (int64_t)cut;
   out->seq = domain_upto(st, req->source, out->run, &f.h, cut, &failed);
   if (failed) {
-    refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+    refuse(why, read_failed(failed), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
   }
   if (moved && cut < asked_cut)

@@ -174,7 +174,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   char *traced = trace_start_members(trace);
   char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"%s}", canon, seed, traced);
   free(traced);
-  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
+  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now, NULL};
   int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
             store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
             (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
@@ -184,7 +184,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
                        parent ? util_strdup(parent) : NULL, parent_close ? util_strdup(parent_close) : NULL, NULL};
     made->h.v = util_xcalloc(1, sizeof *made->h.v);
     made->h.n = made->h.cap = 1;
-    made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now};
+    made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now, NULL};
     payload = NULL;
   }
   free(payload);
