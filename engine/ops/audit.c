@@ -105,11 +105,13 @@ static int keep_event(void *ud, const domain_event *e) {
   c->session_id = NULL;
   c->type = util_strdup(e->type);
   c->payload = util_strdup(e->payload);
+  c->chain = util_strdup(e->chain);
   return 0;
 }
 
 static void event_list_free(event_list *l) {
-  for (size_t i = 0; i < l->n; i++) free((char *)l->v[i].type), free((char *)l->v[i].payload);
+  for (size_t i = 0; i < l->n; i++)
+    free((char *)l->v[i].type), free((char *)l->v[i].payload), free((char *)l->v[i].chain);
   free(l->v);
 }
 
@@ -245,6 +247,9 @@ int audit_export(store *st, const char *id, const sign_key *key, const char *exp
   put_workflow(&w, &b, &r);
   audit_check counts = {0};
   int rc = 1;
+  /* each chained event's full link of the database's hash chain (the store
+   * keeps 16 hex digits of it): a check rebuilds them from the lines */
+  char hhead[65] = "", dhead[65] = "";
   hist_list *runs = util_xcalloc((size_t)(r.run > 0 ? r.run : 1), sizeof *runs);
   for (int64_t run = 1; run <= r.run && rc == 1; run++) {
     hist_list *h = &runs[run - 1];
@@ -264,6 +269,12 @@ int audit_export(store *st, const char *id, const sign_key *key, const char *exp
       add_str(&b, "hash", e->hash);
       add_int(&b, "time", e->time);
       add_text(&b, "payload", e->payload);
+      if (e->chain) {
+        char link[65];
+        store_chain_hist(hhead, id, run, e, link);
+        memcpy(hhead, link, sizeof link);
+        add_str(&b, "link", hhead);
+      }
       end(&w, &b);
       counts.history++;
     }
@@ -281,6 +292,14 @@ int audit_export(store *st, const char *id, const sign_key *key, const char *exp
       add_str(&b, "type", e->type);
       add_int(&b, "time", e->time);
       add_text(&b, "payload", e->payload);
+      if (e->chain) {
+        domain_event d = *e;
+        d.session_id = id;
+        char link[65];
+        store_chain_domain(dhead, &d, link);
+        memcpy(dhead, link, sizeof link);
+        add_str(&b, "link", dhead);
+      }
       end(&w, &b);
       counts.events++;
     }
@@ -291,6 +310,8 @@ int audit_export(store *st, const char *id, const sign_key *key, const char *exp
     add_int(&b, "lines", w.lines);
     add_int(&b, "history", counts.history);
     add_int(&b, "events", counts.events);
+    add_str(&b, "history_head", hhead[0] ? hhead : NULL);
+    add_str(&b, "events_head", dhead[0] ? dhead : NULL);
     add_str(&b, "public_key", pub_hex);
     add_int(&b, "signed_at", now);
     add_s(&b, "}");
@@ -340,7 +361,7 @@ static int fail_at(audit_check *c, int64_t line, const char *fmt, const char *de
 static char *line_string(const char *line, size_t n, const char *key) { return json_get_string(line, n, key); }
 
 /* Checks the seal line (its fields and signature): 0, or -1 with c's problem. */
-static int check_seal(const char *line, size_t n, int64_t at, int64_t lines,
+static int check_seal(const char *line, size_t n, int64_t at, int64_t lines, const char *hhead, const char *dhead,
                       const unsigned char pub[SIGN_PUBLIC_BYTES], audit_check *c) {
   static const char sig_key[] = ",\"signature\":\"";
   const size_t sig_len = sizeof sig_key - 1 + 2 * SIGN_SIGNATURE_BYTES + 2; /* the key, hex, "} */
@@ -358,6 +379,10 @@ static int check_seal(const char *line, size_t n, int64_t at, int64_t lines,
     snprintf(m, sizeof m, "%lld lines", (long long)said);
     return fail_at(c, at, "the seal counts %s before it, and the file has another number (cut or added to)", m);
   }
+  char *hh = line_string(line, n, "history_head"), *dh = line_string(line, n, "events_head");
+  int heads = strcmp(hh ? hh : "", hhead) == 0 && strcmp(dh ? dh : "", dhead) == 0;
+  free(hh), free(dh);
+  if (!heads) return fail_at(c, at, "the seal's heads are not the last links of the lines before it", NULL);
   char *key = line_string(line, n, "public_key");
   char pub_hex[2 * SIGN_PUBLIC_BYTES + 1];
   sign_hex(pub, SIGN_PUBLIC_BYTES, pub_hex);
@@ -376,6 +401,49 @@ static int check_seal(const char *line, size_t n, int64_t at, int64_t lines,
   return 0;
 }
 
+/* A string member written by add_text: its value, or its _hex bytes decoded
+ * (malloc'd; NULL for null or absent). */
+static char *text_member(const char *line, size_t n, const char *key) {
+  char *v = json_get_string(line, n, key);
+  if (v) return v;
+  char *k = util_fmt("%s_hex", key), *hex = json_get_string(line, n, k);
+  free(k);
+  if (!hex) return NULL;
+  size_t bytes = strlen(hex) / 2;
+  char *out = util_xmalloc(bytes + 1);
+  if (sign_unhex(hex, (unsigned char *)out, bytes) != 0) bytes = 0;
+  out[bytes] = 0;
+  free(hex);
+  return out;
+}
+
+/* Checks a history or event line's "link" (when it has one) against the
+ * database's chain rebuilt from its fields after prev (updated): 0, or -1
+ * with c's problem. */
+static int check_link(const char *line, size_t n, int history, int64_t at, char prev[65], audit_check *c) {
+  char *link = json_get_string(line, n, "link");
+  if (!link) return 0;
+  char *type = json_get_string(line, n, "type"), *payload = text_member(line, n, "payload"), got[65];
+  if (history) {
+    char *name = json_get_string(line, n, "name"), *hash = json_get_string(line, n, "hash");
+    hist_event e = {.seq = json_get_int(line, n, "seq", 0), .type = type, .ref = json_get_int(line, n, "ref", 0),
+                    .name = name, .hash = hash, .payload = payload, .time = json_get_int(line, n, "time", 0)};
+    store_chain_hist(prev, c->workflow, json_get_int(line, n, "run", 0), &e, got);
+    free(name), free(hash);
+  } else {
+    domain_event e = {.session_id = c->workflow, .seq = json_get_int(line, n, "seq", 0), .type = type,
+                      .time = json_get_int(line, n, "time", 0), .payload = payload};
+    store_chain_domain(prev, &e, got);
+  }
+  int same = strcmp(got, link) == 0;
+  free(type), free(payload), free(link);
+  if (!same)
+    return fail_at(c, at, "its link is not the database's hash chain rebuilt from its fields (%s)",
+                   history ? "history" : "domain events");
+  memcpy(prev, got, 65);
+  return 0;
+}
+
 void audit_verify(const char *text, size_t len, const unsigned char pub[SIGN_PUBLIC_BYTES], audit_check *c) {
   memset(c, 0, sizeof *c);
   c->ok = 1;
@@ -385,6 +453,7 @@ void audit_verify(const char *text, size_t len, const unsigned char pub[SIGN_PUB
   const char *p = text, *stop = text + len;
   int64_t at = 0;
   int sealed = 0;
+  char hprev[65] = "", dprev[65] = "";
   while (p < stop) {
     const char *nl = memchr(p, '\n', (size_t)(stop - p));
     size_t n = nl ? (size_t)(nl - p) : (size_t)(stop - p);
@@ -414,15 +483,17 @@ void audit_verify(const char *text, size_t len, const unsigned char pub[SIGN_PUB
     }
     if (strcmp(kind, "seal") == 0) {
       free(kind);
-      if (check_seal(p, n, at, at - 1, pub, c) != 0) return;
+      if (check_seal(p, n, at, at - 1, hprev, dprev, pub, c) != 0) return;
       sealed = 1;
     } else {
-      if (strcmp(kind, "history") == 0) c->history++;
-      else if (strcmp(kind, "event") == 0) c->events++;
+      int rc = 0;
+      if (strcmp(kind, "history") == 0) c->history++, rc = check_link(p, n, 1, at, hprev, c);
+      else if (strcmp(kind, "event") == 0) c->events++, rc = check_link(p, n, 0, at, dprev, c);
       else if (strcmp(kind, "decision") == 0) c->decisions++;
       else if (strcmp(kind, "approval") == 0) c->approvals++;
       else if (strcmp(kind, "artifact") == 0) c->artifacts++;
       free(kind);
+      if (rc) return;
     }
     util_sha256_hex(p, n, prev);
     p = nl ? nl + 1 : stop;

@@ -60,6 +60,24 @@ printf 'x' >>"$T/signed"
 assert_exit "and refuses it for other bytes" 1 \
   openssl pkeyutl -verify -pubin -inkey "$PUB" -rawin -in "$T/signed" -sigfile "$T/sig"
 
+# a forger without the key: edits line 5's payload, then rebuilds every
+# line's prev so the line chain holds (only the seal's signature and the
+# database's links are left to catch it)
+cat >"$T/forge.py" <<'PY'
+import hashlib, json, sys
+path = sys.argv[1]
+lines = open(path, encoding="utf-8").read().split("\n")[:-1]
+lines[4] = lines[4].replace('"seq":', '"seq":1', 1)
+prev = "0" * 64
+out = []
+for l in lines:
+    l = '{"prev":"%s",' % prev + l.split(",", 1)[1]
+    out.append(l)
+    prev = hashlib.sha256(l.encode()).hexdigest()
+open(path, "w", encoding="utf-8").write("\n".join(out) + "\n")
+PY
+# line_of KIND: the number of the first line of that kind in bad.jsonl
+line_of() { grep -n "\"kind\":\"$1\"" "$T/bad.jsonl" | head -1 | cut -d: -f1; }
 # --- the hostile table: MUTATION (a sed or shell program on the file) | what verify names
 OTHER="$T/other"
 mkdir -p "$OTHER/keys"
@@ -75,7 +93,10 @@ while IFS='|' read -r what program want; do
   assert_exit "$what: refused" 1 engine audit verify "$T/bad.jsonl" --key "$key"
   assert_contains "$what: names it" "$want" "$ERR"
 done <<'TABLE'
-one byte of a history payload flipped|sed -i '5s/"type":"/"type":"X/' "$T/bad.jsonl"|line 6: its "prev" is not the hash of the line before: line 5 was changed
+one byte of a history event changed|sed -i '5s/"type":"/"type":"X/' "$T/bad.jsonl"|line 5: its link is not the database's hash chain rebuilt from its fields (history)
+one byte of a domain event changed|sed -i "$(line_of event)s/\"type\":\"/\"type\":\"X/" "$T/bad.jsonl"|its link is not the database's hash chain rebuilt from its fields (domain events)
+a history event edited, its link and every prev rebuilt|python3 "$T/forge.py" "$T/bad.jsonl"|line 5: its link is not the database's hash chain
+an approval line changed|sed -i "$(line_of approval)s/\"requested_seq\":/\"requested_seq\":9/" "$T/bad.jsonl"|its "prev" is not the hash of the line before
 a line removed|sed -i '7d' "$T/bad.jsonl"|line 7: its "prev" is not the hash of the line before
 a line inserted|sed -i '4p' "$T/bad.jsonl"|line 5: its "prev" is not the hash of the line before
 two lines swapped|sed -i -n '8{h;n;G};p' "$T/bad.jsonl"|line 8: its "prev" is not the hash of the line before

@@ -213,8 +213,8 @@ done
 assert_contains "the approval with who approved it and why" '"reason":"ship it"' \
   "$(grep '"kind":"approval"' "$T/review.audit.jsonl")"
 assert_contains "the policy decision with its policy set's hash" '"hash":"' "$(grep '"kind":"decision"' "$T/review.audit.jsonl" | head -1)"
-# the first digit of the first "seq" of the middle line, one more (mod 10)
-mid=$(($(wc -l <"$T/review.audit.jsonl") / 2))
+# the first digit of the first "seq" of the first decision line, one more (mod 10)
+mid="$(grep -n '"kind":"decision"' "$T/review.audit.jsonl" | head -1 | cut -d: -f1)"
 sed "${mid}s/\"seq\":\([0-9]\)/\"seq\":X\1/" "$T/review.audit.jsonl" | sed "${mid}s/X0/1/;${mid}s/X1/2/;${mid}s/X2/3/;${mid}s/X3/4/;${mid}s/X4/5/;${mid}s/X5/6/;${mid}s/X6/7/;${mid}s/X7/8/;${mid}s/X8/9/;${mid}s/X9/0/" >"$T/changed.jsonl"
 assert_eq "one byte changed" 1 "$(cmp -l "$T/review.audit.jsonl" "$T/changed.jsonl" | wc -l)"
 assert_exit "the changed export does not verify" 1 engine audit verify "$T/changed.jsonl" --key "$PUB"
