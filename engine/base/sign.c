@@ -133,7 +133,7 @@ int sign_public_read(const char *path, unsigned char pub[SIGN_PUBLIC_BYTES], cha
   if (!text) return util_seterr(err, errlen, "cannot read %s: %s", path, strerror(errno)), -1;
   char *s = text;
   while (len && (s[len - 1] == '\n' || s[len - 1] == '\r' || s[len - 1] == ' ')) s[--len] = 0;
-  int is_hex = len == 2 * SIGN_PUBLIC_BYTES && sign_unhex(s, pub, SIGN_PUBLIC_BYTES) == 0;
+  int is_hex = len == 2 * SIGN_PUBLIC_BYTES && util_unhex(s, pub, SIGN_PUBLIC_BYTES) == 0;
   free(text);
   if (is_hex) return 0;
   EVP_PKEY *k = read_pem(path, 0, err, errlen);
@@ -143,27 +143,4 @@ int sign_public_read(const char *path, unsigned char pub[SIGN_PUBLIC_BYTES], cha
   EVP_PKEY_free(k);
   if (!ok) util_seterr(err, errlen, "%s: cannot read its Ed25519 public key", path);
   return ok ? 0 : -1;
-}
-
-void sign_hex(const unsigned char *b, size_t n, char *out) {
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++) out[2 * i] = digits[b[i] >> 4], out[2 * i + 1] = digits[b[i] & 15];
-  out[2 * n] = 0;
-}
-
-static int nibble(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-int sign_unhex(const char *hex, unsigned char *b, size_t n) {
-  if (!hex || strlen(hex) != 2 * n) return -1;
-  for (size_t i = 0; i < n; i++) {
-    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return -1;
-    b[i] = (unsigned char)(hi << 4 | lo);
-  }
-  return 0;
 }

@@ -29,9 +29,4 @@ int sign_verify(const unsigned char pub[SIGN_PUBLIC_BYTES], const void *msg, siz
 /* Reads an Ed25519 public key from a PEM file (what sign_key_open writes, or
  * `openssl pkey -pubout`), or 64 hex digits: 0, or -1 with err. */
 int sign_public_read(const char *path, unsigned char pub[SIGN_PUBLIC_BYTES], char *err, size_t errlen);
-
-/* Lowercase hex of n bytes into out (2n + 1 bytes); and back: 0, or -1 when
- * hex is not exactly 2n hex digits. */
-void sign_hex(const unsigned char *b, size_t n, char *out);
-int sign_unhex(const char *hex, unsigned char *b, size_t n);
 #endif

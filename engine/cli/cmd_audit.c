@@ -116,7 +116,7 @@ static int key_cmd(args *a, common *c) {
   unsigned char pub[SIGN_PUBLIC_BYTES];
   char hex[2 * SIGN_PUBLIC_BYTES + 1];
   sign_key_public(k, pub);
-  sign_hex(pub, sizeof pub, hex);
+  util_hex(pub, sizeof pub, hex);
   printf("%s\n%s\n", sign_key_public_path(k), hex);
   sign_key_free(k);
   return EXIT_OK;

@@ -52,10 +52,7 @@ static void add_text(ubuf *b, const char *key, const char *v) {
   if (!repaired) return add_str(b, key, v);
   free(repaired);
   char *hex = util_xmalloc(2 * n + 1);
-  static const char digits[] = "0123456789abcdef";
-  for (size_t i = 0; i < n; i++)
-    hex[2 * i] = digits[(unsigned char)v[i] >> 4], hex[2 * i + 1] = digits[(unsigned char)v[i] & 15];
-  hex[2 * n] = 0;
+  util_hex(v, n, hex);
   char *k = util_fmt("%s_hex", key);
   add_str(b, k, hex);
   free(k);
@@ -150,12 +147,8 @@ static void put_decisions(writer *w, ubuf *b, int64_t run, const hist_list *h, i
 }
 
 static int file_matches(const char *path, const char *sha) {
-  size_t n;
-  char *data = path ? util_read_file(path, &n) : NULL;
-  if (!data) return -1;
   char got[65];
-  util_sha256_hex(data, n, got);
-  free(data);
+  if (!path || util_file_sha256_hex(path, got) != 0) return -1;
   return sha && strcmp(got, sha) == 0;
 }
 
@@ -235,7 +228,7 @@ int audit_export(store *st, const char *id, const sign_key *key, const char *exp
   unsigned char pub[SIGN_PUBLIC_BYTES];
   sign_key_public(key, pub);
   char pub_hex[2 * SIGN_PUBLIC_BYTES + 1];
-  sign_hex(pub, sizeof pub, pub_hex);
+  util_hex(pub, sizeof pub, pub_hex);
   int64_t now = util_now_ms();
   begin(&b, "header");
   add_str(&b, "format", AUDIT_FORMAT);
@@ -326,7 +319,7 @@ int audit_export(store *st, const char *id, const sign_key *key, const char *exp
       rc = -1;
     } else {
       char sig_hex[2 * SIGN_SIGNATURE_BYTES + 1];
-      sign_hex(sig, sizeof sig, sig_hex);
+      util_hex(sig, sizeof sig, sig_hex);
       seal.n--; /* the closing brace */
       char *tail = util_fmt(",\"signature\":\"%s\"}\n", sig_hex);
       ubuf_add(&seal, tail, strlen(tail));
@@ -372,7 +365,7 @@ static int check_seal(const char *line, size_t n, int64_t at, int64_t lines, con
   memcpy(sig_hex, line + n - sig_len + sizeof sig_key - 1, 2 * SIGN_SIGNATURE_BYTES);
   sig_hex[2 * SIGN_SIGNATURE_BYTES] = 0;
   unsigned char sig[SIGN_SIGNATURE_BYTES];
-  if (sign_unhex(sig_hex, sig, sizeof sig) != 0) return fail_at(c, at, "the seal's signature is not hex", NULL);
+  if (util_unhex(sig_hex, sig, sizeof sig) != 0) return fail_at(c, at, "the seal's signature is not hex", NULL);
   int64_t said = json_get_int(line, n, "lines", -1);
   if (said != lines) {
     char m[96];
@@ -385,7 +378,7 @@ static int check_seal(const char *line, size_t n, int64_t at, int64_t lines, con
   if (!heads) return fail_at(c, at, "the seal's heads are not the last links of the lines before it", NULL);
   char *key = line_string(line, n, "public_key");
   char pub_hex[2 * SIGN_PUBLIC_BYTES + 1];
-  sign_hex(pub, SIGN_PUBLIC_BYTES, pub_hex);
+  util_hex(pub, SIGN_PUBLIC_BYTES, pub_hex);
   snprintf(c->key_id, sizeof c->key_id, "%.16s", key ? key : "");
   int same = key && strcmp(key, pub_hex) == 0;
   free(key);
@@ -411,7 +404,7 @@ static char *text_member(const char *line, size_t n, const char *key) {
   if (!hex) return NULL;
   size_t bytes = strlen(hex) / 2;
   char *out = util_xmalloc(bytes + 1);
-  if (sign_unhex(hex, (unsigned char *)out, bytes) != 0) bytes = 0;
+  if (util_unhex(hex, out, bytes) != 0) bytes = 0;
   out[bytes] = 0;
   free(hex);
   return out;

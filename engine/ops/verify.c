@@ -2,7 +2,6 @@
 #include "verify.h"
 
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,31 +26,6 @@ static int on_event(void *ud, const domain_event *e) {
   return 0;
 }
 
-/* SHA-256 of the file at path, streamed, into hex: 0, or -1 with errno. */
-static int file_sha256(const char *path, char hex[65]) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-  unsigned char buf[65536];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) EVP_DigestUpdate(md, buf, n);
-  int bad = ferror(f);
-  fclose(f);
-  unsigned char d[32];
-  unsigned int dn = 0;
-  EVP_DigestFinal_ex(md, d, &dn);
-  EVP_MD_CTX_free(md);
-  if (bad) {
-    errno = EIO;
-    return -1;
-  }
-  static const char digits[] = "0123456789abcdef";
-  for (int i = 0; i < 32; i++) hex[2 * i] = digits[d[i] >> 4], hex[2 * i + 1] = digits[d[i] & 15];
-  hex[64] = 0;
-  return 0;
-}
-
 /* Checks one artifact.saved payload: 0, or -1 with problem. */
 static int check_artifact(const char *payload, char *problem, size_t n) {
   size_t len = strlen(payload);
@@ -62,7 +36,7 @@ static int check_artifact(const char *payload, char *problem, size_t n) {
   if (!sha || !stored) {
     util_seterr(problem, n, "artifact %.200s: its event names no sha256 and stored file", path ? path : "(no path)");
     rc = -1;
-  } else if (file_sha256(stored, got) != 0) {
+  } else if (util_file_sha256_hex(stored, got) != 0) {
     util_seterr(problem, n, "artifact %.200s: its stored file %.300s cannot be read (%s)", path ? path : "", stored,
                 strerror(errno));
     rc = -1;
