@@ -243,8 +243,8 @@ kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true
 if on_postgres; then old=7; else old=5; fi
 sql "ALTER TABLE workflows DROP COLUMN forked_from; UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
 assert_exit "migrate a database from before forked_from" 0 engine migrate --db "$ENGINE_DB"
-if on_postgres; then new=8; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
-else new=6; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")"; fi
+if on_postgres; then new=10; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
+else new=8; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")"; fi
 assert_eq "it is brought to its version" "$new" "$(sql "SELECT value FROM meta WHERE key='schema_version'")"
 assert_eq "with the column" 1 "$has"
 assert_exit "and forks again" 3 engine fork src --at 4 --id after-migrate --detach
