@@ -337,6 +337,18 @@ function M.may_use(name, granted, server)
   return kind ~= nil and g.kind == kind
 end
 
+-- What a session's sub-session may hold (its starterGrants): the session's
+-- grants without those limited in uses (counted by the session alone).
+function M.handed_down(effective)
+  if effective == M.ALL then return M.ALL end
+  local out = {}
+  for _, text in ipairs(effective or {}) do
+    local g = M.parse(text)
+    if g and not g.uses then out[#out + 1] = g.text end
+  end
+  return out
+end
+
 -- The session's grants from its input (AgentSessionInput, pr_review's):
 -- {effective, dropped, asked} or nil, problems. A session whose starter is
 -- unknown (input.starterGrants absent: a script's child) holds nothing it did
