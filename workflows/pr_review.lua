@@ -108,6 +108,11 @@ return function(input)
   end
   wf.emit("review.started", { repo = pr.repo, number = pr.number, head_sha = pr.head_sha, delivery = input.delivery,
     identity = input.identity, grants = G and G.effective })
+  -- the names a grant's resource is made of (the activities check them too)
+  local bad_names = G and prlib.name_problems(pr) or {}
+  if #bad_names > 0 then
+    error({ type = "InvalidInput", message = table.concat(bad_names, "; "), non_retryable = true }, 0)
+  end
   local grant = needs(G, pr, "pr.review.draft", "github.fetch_pr")
   local meta = wf.activity("github.fetch_pr", { pr = pr, github_api = input.github_api, grant = grant },
     { start_to_close = 120, retry = { max_attempts = 5, initial_interval = 2 } })

@@ -44,12 +44,7 @@ end
 
 local function check_pr(pr)
   if type(pr) ~= "table" then raise("InvalidInput", "input.pr is missing", { non_retryable = true }) end
-  local problems = {}
-  for _, k in ipairs({ "owner", "name" }) do
-    if type(pr[k]) ~= "string" or not pr[k]:match("^[%w%._%-]+$") or pr[k]:match("^%.+$") then
-      problems[#problems + 1] = "pr." .. k .. " must be a GitHub name ([A-Za-z0-9._-])"
-    end
-  end
+  local problems = review.name_problems(pr)
   if math.type(pr.number) ~= "integer" and not (type(pr.number) == "number" and pr.number == math.floor(pr.number)) or
       (tonumber(pr.number) or 0) < 1 then
     problems[#problems + 1] = "pr.number must be a positive whole number"
