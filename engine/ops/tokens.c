@@ -282,9 +282,9 @@ int token_grants_check(const char *const *grants, int n, char **json, char *err,
     goto out;
   }
   if (lua_isnil(L, -2)) { /* the problems, each named */
+    int problems = lua_gettop(L); /* before the buffer, which takes a slot of the stack */
     luaL_Buffer b;
     luaL_buffinit(L, &b);
-    int problems = lua_gettop(L);
     for (lua_Integer i = 1; i <= (lua_Integer)luaL_len(L, problems); i++) {
       if (i > 1) luaL_addstring(&b, "; ");
       lua_rawgeti(L, problems, i);
