@@ -176,6 +176,12 @@ done
 assert_eq "nor in any workspace, checkout, artifact or review" "" \
   "$(grep -rl "$CANARY" "$T" --exclude-dir=creds --exclude=requests.log --exclude=stub.log 2>/dev/null | grep -v "$T/creds" || true)"
 
+# --- a fork holds its source's grants: its input patch cannot change them
+assert_exit "a fork asking for other grants is refused" 2 engine fork s1 --at 2 --id s1-fork \
+  --input-patch '{"grants":["github:repo/acme/api:pr.review.publish"]}'
+assert_contains "saying why" "cannot change grants or starterGrants" "$ERR"
+assert_exit "so is one claiming its starter's" 2 engine fork s1 --at 2 --id s1-fork --input-patch '{"starterGrants":"*"}'
+
 # --- starts over HTTP: a token's grants bound what a session may ask for
 kill "$S" 2>/dev/null; wait "$S" 2>/dev/null || true
 assert_exit "a token with a bad grant is refused" 2 engine token create bad --scopes start --grant 'http:a.test:*'
