@@ -15,14 +15,15 @@
 #include "util.h"
 
 static const char *GRANTS_HELP =
-    "usage: engine grants ID [--json] [--db PATH | --server URL]\n"
+    "usage: engine grants ID [--json] [--db PATH]\n"
     "\n"
     "A session's grants: what it may do on the trusted side (its input's grants\n"
     "within its starter's; every grant for a session started from the local CLI),\n"
     "what it asked for that its starter does not hold, and each use and denial of\n"
-    "a grant, in order (see docs/grants.md). --json prints one object: grants\n"
-    "(\"*\" for every grant, null for a session from before grants), not_held, and\n"
-    "decisions (each grant.used or grant.denied event's seq, type and payload).\n";
+    "a grant, in order (see docs/grants.md); locally or with --server. --json\n"
+    "prints one object: grants (\"*\" for every grant, null for a session from\n"
+    "before grants), not_held, and decisions (each grant.used or grant.denied\n"
+    "event's seq, type and payload).\n";
 
 typedef struct grants_out {
   lua_State *L;
