@@ -411,7 +411,9 @@ end
 local function decide(s, call, approval)
   return wf.start_activity("session.decide", { tool = call.name, args = call.arguments,
     permissions = s.perms, session_id = s.id, identity = s.input.identity, approval = approval,
-    policies = fork_with("policies"), grants = s.grants },
+    policies = fork_with("policies"), grants = s.grants,
+    -- an MCP tool's grant names its server and the tool's own name (dots and all)
+    mcp_tool = s.grants and s.prep.mcp and s.prep.mcp.tools[call.name] and s.prep.mcp.tools[call.name].tool or nil },
     { retry = { max_attempts = 3 }, ["local"] = true })
 end
 

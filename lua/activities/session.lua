@@ -534,7 +534,7 @@ function M.decide(args)
   -- a session with grants (docs/grants.md): the grant the call needs, which
   -- the policies see (req.grants, req.grant_needed) and the workflow checks
   local need, no_need
-  if args.grants ~= nil then need, no_need = require("tools").grant_need(args.tool, args.args) end
+  if args.grants ~= nil then need, no_need = require("tools").grant_need(args.tool, args.args, args.mcp_tool) end
   local req = require("tools").policy_request(args.tool, args.args, { permissions = args.permissions,
     session_id = args.session_id, identity = args.identity, approval = args.approval, grants = args.grants,
     need = need or nil })

@@ -176,11 +176,12 @@ end
 -- action, text}; nil when the tool needs none (the sandbox's tools, which
 -- touch no credential); or false and why when the call names no one thing
 -- a grant could cover (a URL that is not one host). An MCP tool
--- (mcp__SERVER__TOOL) needs mcp:SERVER:TOOL.
-function M.grant_need(name, args)
+-- (mcp__SERVER__TOOL) needs mcp:SERVER:TOOL, TOOL as its server names it
+-- (mcp_tool: "issues.read" where the model sees mcp__linear__issues_read).
+function M.grant_need(name, args, mcp_tool)
   local grants = require "grants"
   local server, tool = type(name) == "string" and name:match("^mcp__(.-)__(.+)$")
-  if server then return grants.need("mcp", server, tool) end
+  if server then return grants.need("mcp", server, mcp_tool or tool) end
   local t = M.load_all()[name]
   if not t or type(t.grant) ~= "function" then return nil end
   if type(args) == "string" then

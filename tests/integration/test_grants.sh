@@ -18,8 +18,11 @@ fi
 CANARY="ghp_canary$RANDOM${RANDOM}grantsvalue$RANDOM"
 GH="$T/gh"
 mkdir -p "$GH/git/Codertocat" "$T/creds" "$T/rec"
-printf '{"GITHUB_TOKEN": "%s"}' "$CANARY" >"$T/creds/credentials.json"
+MSECRET="mcp-canary-$RANDOM${RANDOM}value"
+printf '{"GITHUB_TOKEN": "%s", "MCP_SECRET_CRED": "%s"}' "$CANARY" "$MSECRET" >"$T/creds/credentials.json"
 export ENGINE_CREDENTIALS_FILE="$T/creds/credentials.json"
+PY="$(command -v python3)"
+export ENGINE_MCP_ALLOW="$PY"
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_ARTIFACTS="$T/artifacts" ENGINE_PR_CHECKOUTS="$T/checkouts"
 export ENGINE_REVIEWS_DIR="$T/reviews"
 unset GITHUB_TOKEN GH_TOKEN ENGINE_GITHUB_API_URL ENGINE_PUBLISH_TOKEN ENGINE_PUBLISH_URL
@@ -175,6 +178,35 @@ for id in r-draft r-pub s1; do
 done
 assert_eq "nor in any workspace, checkout, artifact or review" "" \
   "$(grep -rl "$CANARY" "$T" --exclude-dir=creds --exclude=requests.log --exclude=stub.log 2>/dev/null | grep -v "$T/creds" || true)"
+
+# --- MCP: a tool without its grant never runs, so its server's credential
+# never reaches it
+python3 - "$T/rec/mcp.jsonl" <<'PY'
+import json, sys
+turns = [{"text": "Calling.", "tool_calls": [{"id": "m1", "name": "mcp__srv__echo", "arguments": {"text": "hi"}},
+                                             {"id": "m2", "name": "mcp__srv__secret", "arguments": {}}]},
+         {"text": json.dumps({"summary": "done", "result": {}})}]
+with open(sys.argv[1], "w") as f:
+    for t in turns:
+        t["usage"] = {"input_tokens": 10, "output_tokens": 5}
+        f.write(json.dumps({"turn": t}) + "\n")
+PY
+cat >"$T/mcp.json" <<EOF2
+{"objective": "Use MCP.", "model": {"name": "replay:$T/rec/mcp.jsonl"},
+ "mcpServers": {"srv": {"command": "$PY", "args": ["$SRC/tests/mcp_server/server.py", "--stdio", "--log", "$T/mcp.log"],
+                        "env_from_credentials": {"MCP_TEST_SECRET": "MCP_SECRET_CRED"}}},
+ "permissions": {"tools": ["mcp__srv__echo", "mcp__srv__secret"]},
+ "limits": {"timeoutSeconds": 300, "maxModelTurns": 4, "maxToolCalls": 4},
+ "grants": ["mcp:srv:echo"]}
+EOF2
+assert_exit "a session with an MCP grant for one tool" 3 engine start "$SRC/workflows/agent_session.lua" --id m1 \
+  --input @"$T/mcp.json" --detach
+wait_status m1 completed 120 || fail "m1: $(status m1) $(engine events m1 2>&1 | tail -3)"
+ev="$(events m1)"
+assert_contains "the granted tool ran" '"grant":"mcp:srv:echo"' "$(grep '"id":"m1"' <<<"$ev" | grep grant.used)"
+assert_contains "the other is denied, its grant named" "missing grant mcp:srv:secret" "$(grep '"id":"m2"' <<<"$ev" | grep grant.denied)"
+assert_eq "the server was called once (echo), never for its secret" 1 "$(grep -c 'tools/call' "$T/mcp.log")"
+assert_eq "the MCP credential is not in the history" "" "$(engine history m1 --json | grep -o "$MSECRET" || true)"
 
 # --- a fork holds its source's grants: its input patch cannot change them
 assert_exit "a fork asking for other grants is refused" 2 engine fork s1 --at 2 --id s1-fork \
