@@ -91,7 +91,7 @@ assert_exit "a review with the draft grant only starts" 3 engine start "$SRC/wor
   --input @"$T/draft.json" --detach
 wait_event r-draft approval.requested
 assert_contains "it read the pull request with its draft grant" "\"grant\":\"$DRAFT\"" "$(events r-draft | grep grant.used)"
-assert_exit "a person approves publishing" 0 engine approve r-draft --reason "ship it"
+assert_exit "a person approves publishing" 0 approve_pending r-draft --reason "ship it"
 wait_status r-draft completed 120 || fail "r-draft: $(status r-draft)"
 denied="$(events r-draft | grep '"type":"grant.denied"' || true)"
 assert_contains "publishing is denied: a grant.denied event" '"tool":"github.publish"' "$denied"
@@ -110,7 +110,7 @@ review_input "$DRAFT" "github:repo/codertocat/*:pr.review.publish" >"$T/pub.json
 assert_exit "a review with the publish grant starts" 3 engine start "$SRC/workflows/pr_review.lua" --id r-pub \
   --input @"$T/pub.json" --detach
 wait_event r-pub approval.requested
-assert_exit "approved" 0 engine approve r-pub
+assert_exit "approved" 0 approve_pending r-pub
 wait_status r-pub completed 120 || fail "r-pub: $(status r-pub)"
 assert_eq "the review was posted" 1 "$(posts)"
 assert_contains "with the publish grant" "\"grant\":\"github:repo/codertocat/*:pr.review.publish\"" \
@@ -163,7 +163,7 @@ assert_contains "http_fetch's request carried no token" "GET /repos/Codertocat/H
 # comes back from the history
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 serve_bg
-assert_exit "publishing approved after the restart" 0 engine approve s1
+assert_exit "publishing approved after the restart" 0 approve_pending s1
 wait_status s1 completed 120 || fail "s1: $(status s1) $(engine events s1 2>&1 | tail -3)"
 ev="$(events s1)"
 assert_contains "publish_review ran with its grant" '"grant":"review:publish"' "$(grep '"id":"p1"' <<<"$ev" | grep grant.used)"
