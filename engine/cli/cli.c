@@ -35,6 +35,7 @@ static const char *MAIN_HELP =
     "  show ID                            one workflow\n"
     "  events ID [--follow] [--full] [--json]   its domain events\n"
     "  history ID                         its event log\n"
+    "  grants ID [--json]                 a session's grants, and each use and denial of one\n"
     "  eval SUITE [--baseline RUN] [--live]   run an eval suite's cases as sessions and score them\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
     "  replay --all --script FILE         check an edited script against every live run of it\n"
@@ -90,6 +91,7 @@ static const command COMMANDS[] = {
     {"show", cmd_show, 0},
     {"events", cmd_events, 0},
     {"history", cmd_history, 0},
+    {"grants", cmd_grants, 0},
     {"approve", cmd_approve, 0},
     {"audit", cmd_audit, 0}, /* cmd_audit.c: export either way; verify and key need no server */
     /* cmd_replay.c, cmd_admin.c: this machine only */

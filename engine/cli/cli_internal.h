@@ -144,6 +144,7 @@ int cmd_list(args *a, common *c);
 int cmd_show(args *a, common *c);
 int cmd_history(args *a, common *c);
 int cmd_events(args *a, common *c);
+int cmd_grants(args *a, common *c); /* cmd_grants.c */
 /* cmd_approvals.c */
 int cmd_approve(args *a, common *c);
 int cmd_audit(args *a, common *c);

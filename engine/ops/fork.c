@@ -392,10 +392,19 @@ static int check_request(const fork_req *req, fork_made *out, int *why, char *er
     char *canon = json_accept(req->input_patch, strlen(req->input_patch), "the input patch", msg, sizeof msg);
     if (!canon) return refuse(why, FORK_BAD, out, "input_patch", err, errlen, "%s", msg);
     int obj = canon[0] == '{';
+    /* a fork holds its source's grants (docs/grants.md): whoever forks
+     * cannot ask for others, nor say what the starter held */
+    const char *v;
+    size_t vn;
+    int grants = obj && (json_get(canon, strlen(canon), "grants", &v, &vn) == 1 ||
+                         json_get(canon, strlen(canon), "starterGrants", &v, &vn) == 1);
     free(canon);
     if (!obj)
       return refuse(why, FORK_BAD, out, "input_patch", err, errlen,
                     "the input patch must be a JSON object: a merge patch (RFC 7386) on the source's input");
+    if (grants)
+      return refuse(why, FORK_BAD, out, "input_patch", err, errlen,
+                    "the input patch cannot change grants or starterGrants: a fork holds its source's grants");
   }
   if (req->model) {
     char *canon = json_accept(req->model, strlen(req->model), "the model", msg, sizeof msg);

@@ -75,6 +75,11 @@ char *engine_session_input(const char *kind, const char *text, const char *sende
 
 char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
                                  size_t errlen) {
+  return engine_input_with_starter(input_json, identity, "[]", required, err, errlen);
+}
+
+char *engine_input_with_starter(const char *input_json, const char *identity, const char *starter_grants,
+                                int required, char *err, size_t errlen) {
   lua_State *L = luaL_newstate();
   if (!L) {
     util_seterr(err, errlen, "out of memory");
@@ -87,6 +92,12 @@ char *engine_input_with_identity(const char *input_json, const char *identity, i
     if (obj) {
       lua_pushstring(L, identity);
       lua_setfield(L, -2, "identity");
+      /* what the starter holds: the engine's to say, never the input's */
+      if (json_decode_safe(L, starter_grants, strlen(starter_grants), err, errlen) != 0) {
+        lua_close(L);
+        return NULL;
+      }
+      lua_setfield(L, -2, "starterGrants");
     }
     if (obj || !required) {
       size_t len;

@@ -107,7 +107,17 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
     free(input);
     return api_reply_error(r, 400, "%s", err);
   }
-  char *with = engine_input_with_identity(input ? input : "{}", c->identity, 1, err, sizeof err);
+  /* what the starter holds (docs/grants.md): a token's grants, or every
+   * grant without tokens (a single-user machine, as its scopes are) */
+  char *held = NULL;
+  if (strncmp(c->identity, "token:", 6) == 0 && token_grants_of(a->rd, c->identity + 6, &held) < 0) {
+    free(input);
+    return api_reply_store_error(a, r, a->rd);
+  }
+  char *with = engine_input_with_starter(input ? input : "{}", c->identity,
+                                         strncmp(c->identity, "token:", 6) == 0 ? (held ? held : "[]") : "\"*\"", 1,
+                                         err, sizeof err);
+  free(held);
   free(input);
   if (!with) return api_reply_error(r, 400, "%s", err);
   char location[ENGINE_ID_MAX + 32];

@@ -169,7 +169,8 @@ typedef struct store_ops {
   int64_t (*op_feed_last)(store *s);
   int (*op_meta_get)(store *s, const char *key, char **value);
   int (*op_meta_put)(store *s, const char *key, const char *value);
-  int (*op_token_put)(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+  int (*op_token_put)(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
+                      int64_t created_at);
   int (*op_token_revoke)(store *s, const char *name, int64_t revoked_at);
   int (*op_token_list)(store *s, store_token_cb cb, void *ud);
   int (*op_token_live)(store *s, store_token_cb cb, void *ud);

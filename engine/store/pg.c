@@ -67,7 +67,7 @@
  * 7: workflows.parent and parent_close (child workflows); 8: workflows.forked_from
  * (engine fork); 9: the hash chains (chain.c): history.chain,
  * domain_events.chain, where each workflow's chains start (workflows) and
- * their heads (chain_heads; UPGRADE_9 records an older database's upgrade) */
+ * their heads (chain_heads; UPGRADE_9 records an older database's upgrade); 10: tokens.grants (docs/grants.md) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -126,6 +126,8 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS event_feed(id BIGSERIAL PRIMARY KEY, session_id " T " NOT NULL, seq BIGINT NOT NULL);"
     "CREATE TABLE IF NOT EXISTS tokens(name " T " PRIMARY KEY, hash " T " NOT NULL UNIQUE,"
     "  scopes BIGINT NOT NULL, created_at BIGINT NOT NULL, revoked_at BIGINT);"
+    /* version 10: the grants a token carries (a JSON list; NULL: none) */
+    "ALTER TABLE tokens ADD COLUMN IF NOT EXISTS grants " T ";"
     "CREATE TABLE IF NOT EXISTS slots(id BIGSERIAL PRIMARY KEY, pool " T " NOT NULL, key " T " NOT NULL,"
     "  wf_id " T " NOT NULL, seq BIGINT NOT NULL, lim BIGINT NOT NULL, held INTEGER NOT NULL DEFAULT 0,"
     "  since BIGINT NOT NULL, UNIQUE(wf_id, pool, key));"

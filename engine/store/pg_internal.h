@@ -236,7 +236,8 @@ int pg_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, voi
 int64_t pg_feed_last(store *st_);
 int pg_meta_get(store *st_, const char *key, char **value);
 int pg_meta_put(store *st_, const char *key, const char *value);
-int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at);
 int pg_token_revoke(store *st_, const char *name, int64_t revoked_at);
 int pg_token_list(store *st_, store_token_cb cb, void *ud);
 int pg_token_live(store *st_, store_token_cb cb, void *ud);

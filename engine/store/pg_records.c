@@ -124,7 +124,8 @@ int pg_meta_put(store *st_, const char *key, const char *value) {
 
 /* ---- API tokens ---- */
 
-int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
+int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at) {
   pg *s = (pg *)st_;
   ORDERED_BEGIN(s);
   pg_params_start(s);
@@ -132,6 +133,7 @@ int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes
   pg_bind_text(s, hash);
   pg_bind_int(s, scopes);
   pg_bind_int(s, created_at);
+  pg_bind_text(s, grants);
   if (pg_exec_write(s, Q_TOKEN_PUT, "put token") != STORE_OK) return STORE_ERR;
   return s->changes > 0;
 }
@@ -152,7 +154,7 @@ static int token_scan(pg *s, int q, store_token_cb cb, void *ud, const char *wha
   if (!r) return STORE_ERR;
   for (int i = 0, n = PQntuples(r); i < n; i++) {
     token_row t = {pg_col_text(r, i, 0), pg_col_text(r, i, 1), (unsigned)pg_col_int(r, i, 2), pg_col_int(r, i, 3),
-                   pg_col_int(r, i, 4)};
+                   pg_col_int(r, i, 4), pg_col_text(r, i, 5)};
     if (cb(ud, &t)) break;
   }
   PQclear(r);

@@ -228,12 +228,12 @@ const char *const pg_sql[Q__N] = {
                    "WHERE trig=$1 ORDER BY id DESC LIMIT $2",
     [Q_DLV_LIST_ALL] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
                        "ORDER BY id DESC LIMIT $1",
-    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES($1,$2,$3,$4,NULL) "
-                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
+    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at,grants) VALUES($1,$2,$3,$4,NULL,$5) "
+                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, grants=excluded.grants, "
                     "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
     [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=$1 WHERE name=$2 AND revoked_at IS NULL",
-    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
-    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
+    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at,grants FROM tokens ORDER BY name",
+    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0,grants FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
     [Q_SLOT_PUT] = "INSERT INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES($1,$2,$3,$4,$5,0,$6) "
                    "ON CONFLICT DO NOTHING",

@@ -104,7 +104,7 @@ const store_table store_tables[] = {
     TABLE("signals", "ittti", 1, "id", "wf_id", "name", "payload", "time"),
     TABLE("domain_events", "tititt", 2, "session_id", "seq", "type", "time", "payload", "chain"),
     TABLE("event_feed", "iti", 1, "id", "session_id", "seq"),
-    TABLE("tokens", "ttiii", 1, "name", "hash", "scopes", "created_at", "revoked_at"),
+    TABLE("tokens", "ttiiit", 1, "name", "hash", "scopes", "created_at", "revoked_at", "grants"),
     TABLE("slots", "itttiiii", 1, "id", "pool", "key", "wf_id", "seq", "lim", "held", "since"),
     TABLE("counters", "triii", 1, "name", "value", "window_start", "paused_until", "updated_at"),
     TABLE("deliveries", "ittititt", 1, "id", "trig", "delivery", "received_at", "outcome", "status", "wf_id",

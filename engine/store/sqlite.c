@@ -28,7 +28,8 @@
  * 5: workflows.parent and parent_close (child workflows)
  * 6: workflows.forked_from (engine fork)
  * 7: the hash chains (chain.c): history.chain, domain_events.chain, where
- *    each workflow's chains start (workflows) and their heads (chain_heads) */
+ *    each workflow's chains start (workflows) and their heads (chain_heads)
+ * 8: tokens.grants (docs/grants.md) */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -79,7 +80,7 @@ static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS event_feed(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL);"
     /* API tokens keep only the SHA-256 of their secret (tokens.c) */
     "CREATE TABLE IF NOT EXISTS tokens(name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE,"
-    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);"
+    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER, grants TEXT);"
     /* a slot of a pool and key, held or queued (FIFO by id) by the command at seq of a workflow */
     "CREATE TABLE IF NOT EXISTS slots(id INTEGER PRIMARY KEY, pool TEXT NOT NULL, key TEXT NOT NULL,"
     "  wf_id TEXT NOT NULL, seq INTEGER NOT NULL, lim INTEGER NOT NULL, held INTEGER NOT NULL DEFAULT 0,"
@@ -129,6 +130,11 @@ static const char *UPGRADE_7 =
     "UPDATE workflows SET dom_from=(SELECT coalesce(max(seq),0)+1 FROM domain_events d "
     "WHERE d.session_id=workflows.id) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
     "WHERE c.wf_id=workflows.id AND c.dom_head IS NOT NULL);";
+
+/* Version 8: the grants a token carries (a JSON list; NULL: none), added after
+ * SCHEMA ran, by whether the column is there (whatever the version number
+ * that comes before it): a tokens table SCHEMA made has it already. */
+static const char *MIGRATE_TOKEN_GRANTS = "ALTER TABLE tokens ADD COLUMN grants TEXT;";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -267,6 +273,8 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     if (rc == SQLITE_OK && have > 0 && have < 7 && !has_column(s, "history", "chain"))
       rc = sqlite3_exec(s->db, MIGRATE_7, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION && !has_column(s, "tokens", "grants"))
+      rc = sqlite3_exec(s->db, MIGRATE_TOKEN_GRANTS, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < 7) rc = sqlite3_exec(s->db, UPGRADE_7, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION)

@@ -214,7 +214,8 @@ int64_t sq_feed_last(store *st_);
 int sq_domain_list(store *st_, const char *session_id, int64_t from_seq, store_domain_cb cb, void *ud, chain_state *cs);
 int sq_meta_get(store *st_, const char *key, char **value);
 int sq_meta_put(store *st_, const char *key, const char *value);
-int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at);
 int sq_token_revoke(store *st_, const char *name, int64_t revoked_at);
 int sq_token_list(store *st_, store_token_cb cb, void *ud);
 int sq_token_live(store *st_, store_token_cb cb, void *ud);

@@ -123,7 +123,8 @@ int sq_meta_put(store *st_, const char *key, const char *value) {
 
 /* ---- API tokens ---- */
 
-int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
+int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
   sqlite3_stmt *st = sq_stmt(s, Q_TOKEN_PUT);
@@ -132,6 +133,7 @@ int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes
   sq_bind_text(s, st, 2, hash);
   sq_bind_int(s, st, 3, scopes);
   sq_bind_int(s, st, 4, created_at);
+  if (grants) sq_bind_text(s, st, 5, grants);
   if (sq_exec_write(s, st, "put token") != STORE_OK) return STORE_ERR;
   return sqlite3_changes(s->db) > 0;
 }
@@ -154,7 +156,7 @@ static int token_scan(sq *s, int q, store_token_cb cb, void *ud, const char *wha
   int rc;
   while ((rc = sq_step(s, st)) == SQLITE_ROW) {
     token_row t = {sq_col_text(st, 0), sq_col_text(st, 1), (unsigned)sqlite3_column_int64(st, 2),
-                   sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4)};
+                   sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), sq_col_text(st, 5)};
     if (cb(ud, &t)) break;
   }
   sqlite3_reset(st);

@@ -140,12 +140,12 @@ const char *const sq_sql[Q__N] = {
                    "WHERE trig=? ORDER BY id DESC LIMIT ?",
     [Q_DLV_LIST_ALL] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
                        "ORDER BY id DESC LIMIT ?",
-    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES(?,?,?,?,NULL) "
-                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
+    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at,grants) VALUES(?,?,?,?,NULL,?) "
+                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, grants=excluded.grants, "
                     "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
     [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=? WHERE name=? AND revoked_at IS NULL",
-    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
-    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
+    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at,grants FROM tokens ORDER BY name",
+    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0,grants FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
     [Q_SLOT_PUT] = "INSERT OR IGNORE INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES(?,?,?,?,?,0,?)",
     /* position: 1 for the head of its queue; 0 when held */

@@ -552,7 +552,8 @@ int store_meta_get(store *s, const char *key, char **value) { SETTLE(s); return 
 
 int store_meta_put(store *s, const char *key, const char *value) { SETTLE(s); return s->ops->op_meta_put(s, key, value); }
 
-int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at) { SETTLE(s); return s->ops->op_token_put(s, name, hash, scopes, created_at); }
+int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
+                    int64_t created_at) { SETTLE(s); return s->ops->op_token_put(s, name, hash, scopes, grants, created_at); }
 
 int store_token_revoke(store *s, const char *name, int64_t revoked_at) { SETTLE(s); return s->ops->op_token_revoke(s, name, revoked_at); }
 

@@ -17,8 +17,8 @@
 
 /* The schema versions this build reads and writes (engine --version): an
  * older database is migrated up at open, a newer one refused. */
-#define STORE_SQLITE_SCHEMA_VERSION 7
-#define STORE_PG_SCHEMA_VERSION 9
+#define STORE_SQLITE_SCHEMA_VERSION 8
+#define STORE_PG_SCHEMA_VERSION 10
 
 typedef struct store store;
 
@@ -429,11 +429,13 @@ typedef struct token_row {
   const char *hash; /* 64 hex chars; NULL from store_token_list */
   unsigned scopes;
   int64_t created_at, revoked_at; /* epoch ms; revoked_at 0 when live */
+  const char *grants;             /* a JSON list of grants (docs/grants.md); NULL: none */
 } token_row;
 typedef int (*store_token_cb)(void *ud, const token_row *t);
 /* Inserts token name, or replaces a revoked row of that name: 1 written, 0 a
  * live token has that name (nothing written), -1 on error. */
-int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
+                    int64_t created_at);
 /* Marks the live token name revoked: 1 revoked, 0 no live token of that name,
  * -1 on error. */
 int store_token_revoke(store *s, const char *name, int64_t revoked_at);
