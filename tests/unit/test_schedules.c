@@ -144,13 +144,14 @@ static void test_client_operations(void **state) {
   assert_int_equal(s.r.next_fire_at, NOW + 2 * 86400000LL + 8 * 3600000LL + 1800000);
   assert_int_equal(schedule_set_paused(st, "nope", 1, NOW, err, sizeof err), -1);
   assert_non_null(strstr(err, "no schedule named nope"));
-  /* trigger: a workflow now, with the identity in its input */
+  /* trigger: a workflow now, with the identity in its input, and the grants
+   * a schedule's start holds: none (an empty list, encoded as {}) */
   char id[ENGINE_ID_MAX + 1];
   assert_int_equal(schedule_trigger(st, "morning", "local:ada", NOW + 5, id, sizeof id, err, sizeof err), 0);
   assert_string_equal(id, "sched:morning:manual-20261202T000000.005Z");
   wf_row w;
   assert_int_equal(store_wf_get(st, id, &w), 1);
-  assert_string_equal(w.input, "{\"a\":2,\"b\":1,\"identity\":\"local:ada\"}");
+  assert_string_equal(w.input, "{\"a\":2,\"b\":1,\"identity\":\"local:ada\",\"starterGrants\":{}}");
   wf_row_free(&w);
   assert_int_equal(schedule_trigger(st, "morning", "local:ada", NOW + 5, id, sizeof id, err, sizeof err), -1);
   assert_int_equal(schedule_delete(st, "morning", err, sizeof err), 0);
