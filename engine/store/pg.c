@@ -65,7 +65,7 @@
  * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
  * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first);
  * 7: workflows.parent and parent_close (child workflows); 8: workflows.forked_from
- * (engine fork) */
+ * (engine fork); 9: workflows_forked, the index of a fork's source (a workflow's forks) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -91,6 +91,9 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
     /* version 8: a fork's source (engine fork) */
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS forked_from " T ";"
+    /* version 9: a workflow's forks, by the source's id in forked_from (few workflows are forks) */
+    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows(((forked_from::jsonb)->>'id'), created_at) "
+    "  WHERE forked_from IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
@@ -385,6 +388,7 @@ const store_ops store_pg_ops = {
     .op_wf_page = pg_wf_page,
     .op_wf_ids = pg_wf_ids,
     .op_wf_children = pg_wf_children,
+    .op_wf_forks = pg_wf_forks,
     .op_wf_subtree = pg_wf_subtree,
     .op_wf_depth = pg_wf_depth,
     .op_wf_children_running = pg_wf_children_running,
