@@ -241,12 +241,15 @@ assert_eq "the source is still as it was after the kills" "$BEFORE" "$(rows_of s
 # -------------------------------------------------------------------- migrate
 kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true
 if on_postgres; then old=7; else old=5; fi
-sql "ALTER TABLE workflows DROP COLUMN forked_from; UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
+sql "DROP INDEX IF EXISTS workflows_forked; ALTER TABLE workflows DROP COLUMN forked_from; UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
 assert_exit "migrate a database from before forked_from" 0 engine migrate --db "$ENGINE_DB"
-if on_postgres; then new=8; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
-else new=6; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")"; fi
+if on_postgres; then new=9; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
+else new=7; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")"; fi
 assert_eq "it is brought to its version" "$new" "$(sql "SELECT value FROM meta WHERE key='schema_version'")"
 assert_eq "with the column" 1 "$has"
+if on_postgres; then idx="$(sql "SELECT count(*) FROM pg_indexes WHERE indexname='workflows_forked'")"
+else idx="$(sql "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='workflows_forked'")"; fi
+assert_eq "and the index of a workflow's forks" 1 "$idx"
 assert_exit "and forks again" 3 engine fork src --at 4 --id after-migrate --detach
 # with no worker running, the fork runs in the foreground, as a start does
 assert_exit "a fork in the foreground" 0 engine fork src --at 4 --id fg --input-patch '{"approval_timeout":1}'

@@ -262,16 +262,17 @@ assert_exit "create the schema" 3 engine start "$HELLO" --id n1 --detach --input
 # an older one (5, before tasks_leased) is brought up to date by the next open
 psql_on newer "UPDATE meta SET value='5' WHERE key='schema_version'; DROP INDEX tasks_leased; DROP INDEX workflows_parent; ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE workflows DROP COLUMN parent_close; ALTER TABLE workflows DROP COLUMN parent"
 assert_exit "migrate --db applies what a version 5 schema lacks" 0 engine migrate --db "$ENGINE_DB"
-assert_eq "and is brought to version 8" "8" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
+assert_eq "and is brought to version 9" "9" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
 assert_eq "with the index version 6 adds" "1" "$(psql_on newer "SELECT count(*) FROM pg_indexes WHERE indexname='tasks_leased'")"
 assert_eq "and the columns version 7 adds" "2" "$(psql_on newer "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name IN ('parent','parent_close')")"
 assert_eq "and the column version 8 adds" "1" "$(psql_on newer "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
-psql_on newer "UPDATE meta SET value='9' WHERE key='schema_version'"
+assert_eq "and the index version 9 adds" "1" "$(psql_on newer "SELECT count(*) FROM pg_indexes WHERE indexname='workflows_forked'")"
+psql_on newer "UPDATE meta SET value='10' WHERE key='schema_version'"
 assert_exit "a newer schema is refused" 2 engine list
-assert_contains "with the version message" "has schema version 9; this engine knows up to 8" "$ERR"
+assert_contains "with the version message" "has schema version 10; this engine knows up to 9" "$ERR"
 assert_exit "serve refuses it too" 2 timeout 10 "$ENGINE" serve
-assert_contains "serve says why" "schema version 9" "$ERR"
-assert_eq "left as it was" "9" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
+assert_contains "serve says why" "schema version 10" "$ERR"
+assert_eq "left as it was" "10" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
 
 # --- a database with someone else's tables is not ours
 fresh foreign
