@@ -24,7 +24,10 @@ local artifacts = require "artifacts"
 
 local M = {}
 
-M.DIRS = { "working", "output" }
+-- input/ too: a fork provisions its sandbox from the snapshot, not from the
+-- context files, which may be gone by then (a PR review's checkout is)
+M.DIRS = { "input", "working", "output" }
+local OWNED = { "working", "output" } -- the sandbox's user's; input/ stays the engine's
 M.MAX_ENTRIES = 100000
 M.MAX_FILE_BYTES = 1024 * 1024 * 1024
 
@@ -147,8 +150,8 @@ function M.tree_of(ws)
   return sha256(manifest(t.entries))
 end
 
--- Restores snapshot tree into workspace ws (a fresh sandbox's: its working/
--- and output/ empty), owned by owner ("uid:gid", or nil: the engine's), then
+-- Restores snapshot tree into workspace ws (a fresh sandbox's: its input/,
+-- working/ and output/ empty), working/ and output/ owned by owner ("uid:gid", or nil: the engine's), then
 -- checks the result: its tree hash must be the snapshot's. Raises
 -- WorkspaceNotRebuildable naming what is missing or differs.
 function M.restore(ws, tree, owner, host)
@@ -183,7 +186,7 @@ function M.restore(ws, tree, owner, host)
   end
   -- ownership, then the modes (a directory made read-only last), in few processes
   if owner then
-    for _, d in ipairs(M.DIRS) do
+    for _, d in ipairs(OWNED) do
       local ok, why = host({ "chown", "-R", "--", owner, ws .. "/" .. d })
       if not ok then util.raise("WorkspaceError", "cannot give the restored workspace to " .. owner .. ": " .. tostring(why)) end
     end

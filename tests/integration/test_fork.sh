@@ -24,20 +24,6 @@ HELLO="$SRC/workflows/hello.lua"
 WF="$SRC/tests/integration/wf"
 cd "$T"
 
-# the events of ID (--json: dense from 1, in order) up to seq N, as the log
-# holds them but for the session id (a fork's are its own)
-events_upto() {
-  engine events "$1" --json | head -n "$2" | sed 's/^{"session_id":"[^"]*",//'
-}
-# the source's durable rows, as a text to compare before and after
-rows_of() {
-  sql "SELECT run,seq,type,ref,coalesce(name,''),coalesce(hash,''),coalesce(payload,''),time FROM history WHERE wf_id='$1' ORDER BY run,seq"
-  sql "SELECT seq,type,time,coalesce(payload,'') FROM domain_events WHERE session_id='$1' ORDER BY seq"
-  sql "SELECT status,run,coalesce(result,''),coalesce(error,''),updated_at,coalesce(forked_from,'') FROM workflows WHERE id='$1'"
-}
-seq_of() { # ID TYPE: the seq of the first domain event of TYPE
-  engine events "$1" --json | grep "\"type\":\"$2\"" | head -1 | jget seq
-}
 count_rows() { # ID: its rows in every table a fork writes
   echo "$(sql "SELECT count(*) FROM workflows WHERE id='$1'") $(sql "SELECT count(*) FROM history WHERE wf_id='$1'") $(sql "SELECT count(*) FROM domain_events WHERE session_id='$1'") $(sql "SELECT count(*) FROM tasks WHERE wf_id='$1'")"
 }
