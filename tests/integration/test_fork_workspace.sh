@@ -15,6 +15,7 @@
 # each with the prefix's events equal to the source's and the source
 # unchanged. A session past its snapshot budget (limits.snapshotMb): a fork
 # after it is refused by engine fork, naming the budget; one before it is made.
+# kill -9 while a snapshot is taken: none recorded, then one whole.
 source "$(dirname "$0")/lib.sh"
 if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
   fail "no Docker engine (scripts/start-dockerd)"; finish
@@ -145,4 +146,28 @@ assert_contains "naming the budget" "limits.snapshotMb" "$ERR"
 assert_contains "and where a fork may be" "fork it before the tool calls of turn 1" "$ERR"
 assert_eq "nothing was made" "" "$(engine list 2>/dev/null | grep b-src.fork || true)"
 assert_exit "a fork before it is made" 3 engine fork b-src --turn 1 --id b-ok --detach
+engine cancel b-ok >/dev/null 2>&1 || true # (it would ask the model server for turns the next part has)
+wait_true 60 '[[ "$(status b-ok)" =~ ^(cancelled|failed|completed)$ ]]' || fail "b-ok did not end: $(status b-ok)"
+
+# --- kill -9 while a snapshot is taken (its blobs stored, its manifest not):
+# none recorded; the attempt again records one whole
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+printf '{"steps": [%s, %s]}' \
+  '{"reply": {"text": "", "tool_calls": [{"id": "k1", "name": "shell", "arguments": {"command": "printf kept > /workspace/working/k.txt"}}]}}' \
+  '{"reply": {"text": "{\"summary\": \"ok\", \"result\": {}}"}}' >"$T/crash-scenario.json"
+scenario "$(cat "$T/crash-scenario.json")"
+printf '{"objective": "write", "permissions": {"tools": ["shell"]}, "limits": {"maxModelTurns": 4},
+  "model": {"name": "m", "provider": "openai", "baseUrl": "%s/v1"}}' "$MURL" >"$T/crash.json"
+"$ENGINE" start "$SRC/workflows/agent_session.lua" --input @"$T/crash.json" --id k-src --detach >/dev/null 2>&1 || true
+# the second snapshot (turn 1's, after the write) is killed part-way
+set +e
+ENGINE_CRASH="snapshot_blobs:2" timeout "$(scaled 120)" "$ENGINE" serve 2>>"$T/serve.log"
+rc=$?
+set -e
+assert_eq "the worker was killed in the snapshot" 137 "$rc"
+assert_eq "none recorded for turn 1" 1 "$(count_type k-src workspace.snapshot)"
+serve_bg
+wait_status k-src completed 120 || fail "k-src did not complete after the kill"
+assert_eq "then one whole, for each of turns 0 and 1" "0 1" \
+  "$(engine events k-src --json | grep '"type":"workspace.snapshot"' | sed 's/.*"turn":\([0-9]*\).*/\1/' | tr '\n' ' ' | sed 's/ $//')"
 finish
