@@ -836,7 +836,9 @@ local function finish_calls(s, plan)
       if r.disk_full then over(s, "diskMb", s.limits.diskMb, s.limits.diskMb) end
       wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),
         truncated = (#r.content > 2000 or r.content:find("[output truncated", 1, true)) and true or nil,
-        attempt = r.attempt, retried_after_interruption = r.retried_after_interruption })
+        attempt = r.attempt, retried_after_interruption = r.retried_after_interruption,
+        -- it may have written the workspace: engine fork refuses a point after it and before the turn's snapshot
+        writes = (s.ws and s.ws.on and not READ_ONLY_TOOLS[call.name]) or nil })
     else
       if p.decision then
         p.content = "denied: " .. tostring(p.reason)

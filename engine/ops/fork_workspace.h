@@ -2,10 +2,11 @@
  * (docs/forking.md, "The workspace"). The session records what it cannot
  * keep (workflows/agent_session.lua: a workspace.unrebuildable event, when
  * its snapshot budget is spent or its tree holds what a snapshot cannot
- * keep); a fork at or after such an event is refused when it is asked for.
- * What is only known while the fork runs (a point between a turn's writes
- * and its snapshot) the fork's session refuses itself, before its first
- * tool runs. */
+ * keep), and which tool results may have written it ("writes": true); a
+ * fork at or after such an event, or between such a result and the turn's
+ * workspace.snapshot, is refused when it is asked for. What only the fork's
+ * run knows (a snapshot's blobs gone, a source from before snapshots) the
+ * fork's session refuses itself, before its first tool runs. */
 #ifndef ENGINE_FORK_WORKSPACE_H
 #define ENGINE_FORK_WORKSPACE_H
 

@@ -10,8 +10,9 @@
 #     the fork runs, and it completes once (one restore, one session.forked)
 #   - before the first tool (--turn 1), with a changed input: the same tree
 #   - before the approval, with a changed input: its own ending
-#   - between the turn's write and its snapshot: the fork fails before its
-#     first tool runs, saying why
+#   - between the turn's write and its snapshot: refused by engine fork
+#   - after a snapshot whose files are gone: the fork's session fails before
+#     its first tool runs, saying why
 # each with the prefix's events equal to the source's and the source
 # unchanged. A session past its snapshot budget (limits.snapshotMb): a fork
 # after it is refused by engine fork, naming the budget; one before it is made.
@@ -46,8 +47,9 @@ answer = {"reply": {"text": json.dumps({"summary": "The cap is off by one.", "re
 big = shell("b1", "head -c 4096 /dev/zero | tr '\\0' x > /workspace/working/big.txt")
 done = {"reply": {"text": json.dumps({"summary": "done", "result": {}})}}
 # the source: copy, tree, answer; fork A (after the copy): tree, answer;
-# fork B (before the first tool): copy, tree, answer; the budget's session: big, done
-steps = [copy, tree, answer, tree, answer, copy, tree, answer, big, done]
+# fork B (before the first tool): copy, tree, answer; fork E (its snapshot gone): tree;
+# the budget's session: big, done
+steps = [copy, tree, answer, tree, answer, copy, tree, answer, tree, big, done]
 json.dump({"steps": steps}, open(sys.argv[1], "w"))
 PY
 start_model_server "$T/scenario.json"
@@ -121,13 +123,21 @@ assert_eq "its events to there are the source's" "$(events_upto pr-src "$AP")" "
 assert_contains "the patched timeout ended it" '"published":false' "$(engine show fc --json)"
 assert_eq "the source is unchanged" "$SRC_ROWS" "$(rows_of pr-src)"
 
-# --- between the copy's result and its snapshot: refused by the fork's session, before a tool runs
+# --- between the copy's result and its snapshot: refused by engine fork
 WROTE="$(engine events pr-src --json | grep '"type":"tool.result"' | head -1 | jget seq)"
-assert_exit "fork between a write and its snapshot" 3 engine fork pr-src --at "$WROTE" --id fd --detach
-wait_status fd failed 120 || fail "fd did not fail"
-assert_contains "it says why" "at the fork point cannot be rebuilt: the tools of turn 1 wrote the workspace" \
-  "$(engine show fd --json | jget error)"
-assert_eq "no tool ran in it" 0 "$(engine events fd --json | tail -n +"$((WROTE + 1))" | grep -c '"type":"tool.result"' || true)"
+assert_exit "fork between a write and its snapshot" 2 engine fork pr-src --at "$WROTE" --id fd --detach
+assert_contains "it says why" "cannot be rebuilt: the tools of turn 1 wrote it (#$WROTE) after its last snapshot" "$ERR"
+assert_contains "and where a fork may be" "fork it at that turn's workspace.snapshot or before its tool calls" "$ERR"
+assert_eq "nothing was made" "" "$(engine list 2>/dev/null | grep '^fd ' || true)"
+
+# --- a snapshot whose files are gone: the fork's session fails before its first tool runs
+mv "$T/artifacts/$(jget payload.tree <<<"$SNAP")" "$T/manifest.kept"
+assert_exit "fork after the copy, its snapshot gone" 3 engine fork pr-src --at "$SNAP_SEQ" --id fe --detach
+wait_status fe failed 120 || fail "fe did not fail"
+assert_contains "it says why" "WorkspaceNotRebuildable" "$(engine show fe --json | jget error)"
+assert_contains "naming the snapshot" "the workspace snapshot $(jget payload.tree <<<"$SNAP") is not in" "$(engine show fe --json | jget error)"
+assert_eq "no tool ran in it" 0 "$(engine events fe --json | tail -n +"$((SNAP_SEQ + 1))" | grep -c '"type":"tool.result"' || true)"
+mv "$T/manifest.kept" "$T/artifacts/$(jget payload.tree <<<"$SNAP")"
 assert_eq "the source is unchanged" "$SRC_ROWS" "$(rows_of pr-src)"
 assert_exit "engine replay fa" 0 engine replay fa
 assert_exit "engine replay pr-src" 0 engine replay pr-src
