@@ -26,6 +26,9 @@ function M.copy_out(args) return sandbox.copy_out(own(args.sandbox), args.path, 
 -- tools could write; restored into a fork's own new sandbox
 function M.snapshot(args)
   local sb = own(args.sandbox)
+  -- never an empty tree for a workspace this host cannot see: not kept, and said so
+  local ok, why = sandbox.reachable(sb)
+  if not ok then return { unkept = "the sandbox could not be read: " .. tostring(why) } end
   return require("workspace_snapshots").take(sb.workspace, args.prev, args.budget_left)
 end
 function M.restore(args)
