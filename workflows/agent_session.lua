@@ -233,13 +233,15 @@ local function reprovision(s, lost, why)
 end
 
 -- --------------------------------------------- workspace snapshots --
--- The workspace goes with a fork (docs/forking.md, "The workspace"): after a
--- turn whose tools could write it, working/ and output/ are kept as a
--- snapshot (lua/workspace_snapshots.lua: content-addressed, each file once,
--- within limits.snapshotMb), and a fork provisions a sandbox of its own and
--- restores the last snapshot before its point into it, or fails before its
--- first tool runs when its point's workspace was never kept. Sessions from
--- before snapshots were taken replay without them (wf.patched).
+-- The workspace goes with a fork (docs/forking.md, "The workspace"): once
+-- provisioned and after each turn whose tools could write it, input/,
+-- working/ and output/ are kept as a snapshot (lua/workspace_snapshots.lua:
+-- content-addressed, each file once, within limits.snapshotMb), and a fork
+-- provisions a sandbox of its own and restores the last snapshot before its
+-- point into it, or fails before its first tool runs when its point's
+-- workspace was never kept (engine fork refuses what the events already say:
+-- engine/ops/fork_workspace.c). Sessions from before snapshots were taken
+-- replay without them (wf.patched).
 --   s.ws = {on, budget, used, tree (the last snapshot), dirty (the turn whose
 --   tools wrote since it), stopped (why no more are taken), written}
 
