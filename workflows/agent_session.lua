@@ -251,7 +251,7 @@ local READ_ONLY_TOOLS = { read_file = true, list_files = true, search = true, pu
   http_fetch = true, delegate = true }
 
 local function start_snapshots(s)
-  local mb = s.limits.snapshotMb or 256
+  local mb = s.limits.snapshotMb or 0 -- (prepared before the limit existed: none; its default is the schema's)
   s.ws = { on = wf.patched("workspace-snapshots") and mb > 0, budget = math.floor(mb * 1024 * 1024), used = 0 }
   if s.carried and s.carried.workspace then
     for k, v in pairs(s.carried.workspace) do s.ws[k] = v end
@@ -312,7 +312,7 @@ local function snapshot_workspace(s)
     { start_to_close = 600, retry = { max_attempts = 3 } })
   if r.over or r.unkept then
     ws.stopped = r.over and string.format("the session's workspace snapshots reached their budget (limits.snapshotMb "
-      .. "%s: %d of %d bytes stored) at turn %d, whose snapshot needs %d more", tostring(s.limits.snapshotMb or 256),
+      .. "%s: %d of %d bytes stored) at turn %d, whose snapshot needs %d more", tostring(s.limits.snapshotMb),
       ws.used, ws.budget, s.turns, r.new_bytes)
       or string.format("turn %d left what a snapshot cannot keep: %s", s.turns, tostring(r.unkept))
     wf.emit("workspace.unrebuildable", { turn = s.turns, reason = ws.stopped, budget_bytes = ws.budget,

@@ -91,9 +91,11 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
     /* version 8: a fork's source (engine fork) */
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS forked_from " T ";"
-    /* version 9: a workflow's forks, by the source's id in forked_from (few workflows are forks) */
-    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows(((forked_from::jsonb)->>'id'), created_at) "
-    "  WHERE forked_from IS NOT NULL;"
+    /* version 9: a workflow's forks, by the source's id in forked_from (few workflows are forks):
+     * its "id" member as the engine writes it (ids hold no quote), read without a cast that a text
+     * that is not JSON would fail */
+    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows((substring(forked_from from '\"id\":\"([^\"]*)\"')), "
+    "  created_at) WHERE forked_from IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"

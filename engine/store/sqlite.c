@@ -42,8 +42,10 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
     /* a parent's children (wf.child): few workflows have a parent */
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
-    /* a workflow's forks (engine fork): the source's id in forked_from; few workflows are forks */
-    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows(json_extract(forked_from, '$.id'), created_at) "
+    /* a workflow's forks (engine fork): the source's id in forked_from; few workflows are forks
+     * (a text that is not JSON, which the engine never writes, is indexed as no source: never an error) */
+    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows("
+    "  (CASE WHEN json_valid(forked_from) THEN json_extract(forked_from, '$.id') END), created_at) "
     "  WHERE forked_from IS NOT NULL;"
     /* the API's pages (either direction) read a range of it, not the table sorted */
     "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"

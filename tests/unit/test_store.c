@@ -210,8 +210,9 @@ static void test_open_creates_schema(void **state) {
   char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
   assert_non_null(v);
   /* PostgreSQL: the leases of several workers (5), tasks_leased (6); both: a child's parent (SQLite 5,
-   * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8) */
-  assert_string_equal(v, pg_url() ? "8" : "6");
+   * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8), the index of a workflow's forks (SQLite 7,
+   * PostgreSQL 9) */
+  assert_string_equal(v, pg_url() ? "9" : "7");
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
