@@ -10,11 +10,11 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start fork serve signal approve cancel list show events history replay eval test gc policy trigger schedule token quota migrate doctor completion config)
+_engine_commands=(start fork serve signal approve audit cancel list show events history grants replay eval test gc policy trigger schedule token quota migrate verify doctor completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --at --turn --input-patch --model --policies --baseline --fork --variants "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --grant --at --turn --input-patch --model --policies --baseline --fork --variants --key "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
@@ -28,15 +28,23 @@ _engine_options() {
     show) opts=(--json --color --db --help -h) ;;
     events) opts=(--follow -f --full --json --color --db --help -h) ;;
     history) opts=(--run --json --db --help -h) ;;
+    grants) opts=(--json --db --help -h) ;;
     replay) opts=(--script --apply --all --status --json --db --help -h) ;;
     eval) opts=(--id --baseline --live --fork --at --turn --variants --detach --quiet -q --json --color --db --help -h) ;;
     quota | config) opts=(--json --db --help -h) ;;
     migrate) opts=(--db --from --to --help -h) ;;
+    verify) opts=(--all --json --db --help -h) ;;
     doctor) opts=(--json --color --db --help -h) ;;
     test) opts=(--json --run --help -h) ;;
+    audit)
+      case $2 in
+        export | key) opts=(--db --help -h) ;;
+        verify) opts=(--key --help -h) ;;
+        *) opts=(--help -h) ;;
+      esac ;;
     token)
       case $2 in
-        create) opts=(--scopes --db --help -h) ;;
+        create) opts=(--scopes --grant --db --help -h) ;;
         list) opts=(--json --db --help -h) ;;
         revoke) opts=(--db --help -h) ;;
         *) opts=(--help -h) ;;
@@ -155,7 +163,7 @@ _engine_argument() {
     start:0 | test:*) _engine_files "" "$cur" lua ;;
     signal:0 | cancel:0) _engine_ids "" "$cur" running,waiting,stuck ;;
     approve:0) _engine_ids "" "$cur" waiting ;;
-    show:0 | events:0 | history:0 | replay:0 | fork:0) _engine_ids "" "$cur" ;;
+    show:0 | events:0 | history:0 | grants:0 | replay:0 | fork:0 | verify:*) _engine_ids "" "$cur" ;;
     signal:1)
       mapfile -t lines < <(_engine_query signal -- "${pos[0]}")
       _engine_add "${lines[@]}" ;;
@@ -165,6 +173,12 @@ _engine_argument() {
     trigger:0) _engine_add check test deliveries ;;
     schedule:0) _engine_add create list pause resume trigger delete ;;
     token:0) _engine_add create list revoke ;;
+    audit:0) _engine_add export verify key ;;
+    audit:1)
+      case ${pos[0]} in
+        export) _engine_ids "" "$cur" ;;
+        verify) _engine_files "" "$cur" "" ;;
+      esac ;;
     quota:0) _engine_add list ;;
     token:1)
       if [[ ${pos[0]} == revoke ]]; then

@@ -69,6 +69,18 @@ function M.validate(findings, files)
   return kept, dropped
 end
 
+-- What is wrong with the pull request's owner and name (each a GitHub
+-- name: [A-Za-z0-9._-], not only dots), as a list of problems.
+function M.name_problems(pr)
+  local problems = {}
+  for _, k in ipairs({ "owner", "name" }) do
+    if type(pr[k]) ~= "string" or not pr[k]:match("^[%w%._%-]+$") or pr[k]:match("^%.+$") then
+      problems[#problems + 1] = "pr." .. k .. " must be a GitHub name ([A-Za-z0-9._-])"
+    end
+  end
+  return problems
+end
+
 function M.one_line(s) return (tostring(s or ""):gsub("[\r\n]+", " ")) end
 
 -- The marker a review's body ends with: how a retry after a crash finds the

@@ -11,8 +11,10 @@
 -- table {name = "...", decide = function(req) -> decision, reason}. decision
 -- is "allow", "deny", "approve" or nil (no opinion); reason is a string.
 -- req = {tool, args, side, publishes, writes, permissions = {tools,
--- networkAllowlist, writablePaths, requiresApproval}, session_id}; each
--- policy gets its own copy.
+-- networkAllowlist, writablePaths, requiresApproval}, session_id, identity,
+-- approval, mcp, grants (the session's, a list or "*"; nil in a session from
+-- before grants), grant_needed (the grant this call needs, docs/grants.md)};
+-- each policy gets its own copy.
 --
 -- Files run in a sandboxed environment with only pairs, ipairs, type,
 -- tostring, tonumber, string (no dump), table, math (no random), next,

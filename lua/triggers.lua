@@ -6,8 +6,14 @@
 --     route = "github",                -- answers POST /hooks/github (default: the file's name)
 --     verify = { kind = "github", secret = "GITHUB_WEBHOOK_SECRET" },
 --     delivery_header = "x-github-delivery",  -- optional: where the delivery id is
+--     grants = { "github:repo/acme/*:pr.review.draft" },  -- optional: what its starts may hold
 --     map = function(req) ... end,
 --   }
+--
+-- grants (docs/grants.md) is the most the workflows a trigger starts may
+-- hold, fixed when the file loads: the start's input.grants (what map asks
+-- for, from the delivery) is cut down to it, and a trigger without grants
+-- starts sessions that hold none.
 --
 -- verify.kind is one of
 --   github    X-Hub-Signature-256: sha256=HMAC-SHA256(secret, body), hex
@@ -46,8 +52,10 @@ local function bad(where, fmt, ...) return nil, where .. ": " .. string.format(f
 local function trigger_of(t, where, file)
   if type(t) ~= "table" then return bad(where, "must return a table {route=, verify=, map=}, got %s", type(t)) end
   for k in pairs(t) do
-    if k ~= "route" and k ~= "verify" and k ~= "delivery_header" and k ~= "map" and k ~= "description" then
-      return bad(where, "unknown field '%s' (fields: route, verify, delivery_header, map, description)", tostring(k))
+    if k ~= "route" and k ~= "verify" and k ~= "delivery_header" and k ~= "map" and k ~= "description" and
+        k ~= "grants" then
+      return bad(where, "unknown field '%s' (fields: route, verify, delivery_header, grants, map, description)",
+        tostring(k))
     end
   end
   local route = t.route
@@ -72,8 +80,14 @@ local function trigger_of(t, where, file)
     return bad(where, "delivery_header must be a header name")
   end
   if type(t.map) ~= "function" then return bad(where, "map must be a function(req)") end
+  local held = {}
+  if t.grants ~= nil then
+    local list, problems = require("grants").parse_list(t.grants, "grants")
+    if not list then return bad(where, "%s", table.concat(problems, "; ")) end
+    for i, g in ipairs(list) do held[i] = g.text end
+  end
   return { route = route, file = file, kind = v.kind, secret = secret, tolerance = tolerance,
-    delivery_header = t.delivery_header and t.delivery_header:lower(), map = t.map }
+    delivery_header = t.delivery_header and t.delivery_header:lower(), map = t.map, grants = held }
 end
 
 -- A set from sources {{name=, content=}}: {hash, files, routes = {route = trigger}}, or nil, err.
@@ -238,7 +252,9 @@ function M.deliver(args)
     return malformed("an input that is a list, not an object")
   end
   local input = out.input ~= nil and next(out.input) ~= nil and json.decode(encoded) or nil -- a plain copy
-  return result(202, "start", t, { delivery = delivery, workflow = out.workflow, id = out.id, input = input })
+  -- what its starts may hold: the file's, never what map or the delivery says
+  return result(202, "start", t, { delivery = delivery, workflow = out.workflow, id = out.id, input = input,
+    starter_grants = #t.grants > 0 and json.encode(t.grants) or "[]" })
 end
 
 -- `engine trigger check [DIR]`: the set loads; {ok, dir, hash, routes = {{route, file, kind, secret, secret_set}}}.
@@ -251,7 +267,7 @@ function M.check(dir)
     for _, t in pairs(set.routes) do
       if t.file == f then
         routes[#routes + 1] = { route = t.route, path = "/hooks/" .. t.route, file = f, kind = t.kind,
-          secret = t.secret, secret_set = credential(t.secret) ~= nil }
+          secret = t.secret, secret_set = credential(t.secret) ~= nil, grants = t.grants }
       end
     end
   end

@@ -445,6 +445,9 @@ function sessionView(main, id, tab) {
       h("span", {}, "updated " + fmtTime(summary.updated_at)),
       h("span", {}, "run " + summary.run),
       h("span", {}, (summary.history_events || 0) + " history events"),
+      // the signed record of the session (docs/audit.md), checked offline with engine audit verify
+      h("button", { type: "button", id: "audit-export", onclick: () => fetchDownload("/v1/workflows/" + encodeURIComponent(id) + "/audit",
+        id.replace(/[^A-Za-z0-9._-]/g, "_") + ".audit.jsonl") }, "Export audit log"),
       typeof r.tokens === "number" ? h("span", { id: "own-spend" }, num(r.tokens) + " tokens" + (typeof r.cost_usd === "number" ? " · " + fmtUsd(r.cost_usd) : "")) : null,
     ].filter(Boolean));
     paintTree(tree, summary);
@@ -630,13 +633,17 @@ function paintArtifacts(el, id, list) {
       h("td", {}, h("button", { type: "button", onclick: () => download(id, a) }, "Download " + a.path.split("/").pop()))))))));
 }
 
+function download(id, a) {
+  return fetchDownload("/v1/workflows/" + encodeURIComponent(id) + "/artifacts/" + encodeURIComponent(a.sha256),
+    a.path.split("/").pop() || "artifact");
+}
+
 // A download through fetch (the token is a header, never in a URL).
-async function download(id, a) {
-  const res = await fetch("/v1/workflows/" + encodeURIComponent(id) + "/artifacts/" + encodeURIComponent(a.sha256),
-    { headers: authHeaders() });
+async function fetchDownload(path, name) {
+  const res = await fetch(path, { headers: authHeaders() });
   if (!res.ok) { alert("download failed: " + res.status); return; }
   const url = URL.createObjectURL(await res.blob());
-  const link = h("a", { href: url, download: a.path.split("/").pop() || "artifact" });
+  const link = h("a", { href: url, download: name });
   document.body.append(link);
   link.click();
   link.remove();

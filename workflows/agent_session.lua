@@ -20,6 +20,7 @@ local wf = require "workflow"
 local caps = require "caps"             -- the engine's caps, rates and quotas (workflow side)
 local compaction = require "compaction" -- context compaction, bounded runs
 local delegation = require "delegation" -- sub-sessions: permissions and budgets that only shrink
+local grants = require "grants"         -- what the session may do on the trusted side (docs/grants.md)
 
 local MAX_REPAIRS = 2 -- turns that may fix an answer that cannot be used
 
@@ -125,6 +126,8 @@ end
 --   final, outcome, exceeded      how it ended (run_agent, validate_result)
 local function prepare(input)
   local s = { id = wf.info().id }
+  -- sessions recorded before grants have none (their tools ran as they did)
+  local granted = wf.patched("grants")
   local carried = compaction.carried(wf, input)
   if carried then input = carried.input end
   -- a sub-session that sees its parent's working/ (subSession.workspace
@@ -144,6 +147,21 @@ local function prepare(input)
       problems = prep.problems }, 0)
   end
   s.input, s.carried, s.prep = input, carried, prep
+  if granted and not (carried and not carried.grants) then -- a run continued from one before grants has none
+    -- what it asked for (input.grants) within what its starter holds
+    -- (input.starterGrants, the engine's): a continued run keeps its first
+    -- run's, and the uses counted so far
+    local g = carried and carried.grants
+    if not g then
+      local of, problems = grants.of_input(input)
+      if not of then
+        wf.emit("session.failed", { reason = "invalid input", problems = problems })
+        error({ type = "InvalidInput", message = "invalid input: " .. table.concat(problems, "; "), problems = problems }, 0)
+      end
+      g = { effective = of.effective, dropped = of.dropped, uses = {} }
+    end
+    s.grants, s.grants_dropped, s.grant_uses = g.effective, g.dropped, g.uses or {}
+  end
   s.parent = type(input.subSession) == "table" and input.subSession.parent or nil -- a sub-session's delegating session
   s.limits, s.perms = prep.limits, prep.permissions
   s.caps, s.provider = prep.caps or {}, prep.provider
@@ -164,7 +182,8 @@ local function prepare(input)
   else
     wf.emit("session.created", { objective = input.objective, model = prep.model.name, tools = s.perms.tools,
       skills = input.skills or {}, limits = s.limits, identity = input.identity, caps = prep.caps,
-      concurrency = prep.concurrency, parent_session = s.parent })
+      concurrency = prep.concurrency, parent_session = s.parent, grants = s.grants,
+      grants_not_held = s.grants_dropped and #s.grants_dropped > 0 and s.grants_dropped or nil })
     wf.checkpoint("message", function() return prep.first_message end)
   end
   return s
@@ -486,8 +505,41 @@ end
 local function decide(s, call, approval)
   return wf.start_activity("session.decide", { tool = call.name, args = call.arguments,
     permissions = s.perms, session_id = s.id, identity = s.input.identity, approval = approval,
-    policies = fork_with("policies") },
+    policies = fork_with("policies"), grants = s.grants,
+    -- an MCP tool's grant names its server and the tool's own name (dots and all)
+    mcp_tool = s.grants and s.prep.mcp and s.prep.mcp.tools[call.name] and s.prep.mcp.tools[call.name].tool or nil },
     { retry = { max_attempts = 3 }, ["local"] = true })
+end
+
+-- The grant a call needs (d.need, from the tool's definition), checked
+-- against the session's (lua/grants.lua) beside the policy's decision: a
+-- call without one is denied (grant.denied names what is missing), and at
+-- its start (use: true) a call with one counts a use of it (grant.used).
+-- Counted from the history: a replay counts the same uses in the same order.
+-- Returns true when the call may go on.
+local function gate(s, p, use)
+  if not s.grants then return true end
+  local why, matched
+  if p.need_problem then
+    why = p.need_problem
+  elseif p.need then
+    matched, why = grants.check(s.grants, p.need, now_ms(), s.grant_uses)
+  else
+    return true -- a tool that needs no grant (the sandbox's)
+  end
+  if not matched then
+    p.decision, p.reason = "deny", "grant: " .. why
+    wf.emit("grant.denied", { id = p.call.id, tool = p.call.name, need = p.need and p.need.text, reason = why,
+      policy = p.policy and p.policy.decision })
+    return false
+  end
+  if use then
+    s.grant_uses[matched] = (s.grant_uses[matched] or 0) + 1
+    p.grant = matched
+    wf.emit("grant.used", { id = p.call.id, tool = p.call.name, need = p.need.text, grant = matched,
+      use = s.grant_uses[matched] })
+  end
+  return true
 end
 
 -- 1. limits: a call past the session's tool calls or time is denied; the
@@ -525,6 +577,10 @@ local function collect_decisions(s, plan)
       local d = p.deciding:wait()
       p.decision, p.reason = d.decision, d.reason
       p.policy = { decision = d.decision, reason = d.reason, hash = d.hash } -- for its span
+      p.need, p.need_problem = d.need, d.need_problem
+      -- a call its grants do not cover is denied before anyone is asked:
+      -- no policy and no approver can allow it
+      if p.decision ~= "deny" then gate(s, p, false) end
       if p.decision == "approve" then
         p.rid = p.call.id .. "-" .. digest(p.call.arguments_json or "")
         wf.emit("approval.requested", { request_id = p.rid, tool = p.call.name, args = p.call.arguments,
@@ -627,7 +683,10 @@ local function sub_input(s, args, asked, limits, timeout)
     limits = lim, model = from.model, modelOptions = from.modelOptions, identity = s.input.identity,
     mcpServers = mcp, compaction = from.compaction, approvalTimeoutSeconds = from.approvalTimeoutSeconds,
     resultSchema = args.outputSchema, delegation = delegation.sub_options(s.prep.delegation, asked),
-    subSession = delegation.sub_session(s.id, s.prep.delegation, delegation.depth(s.input)) }
+    subSession = delegation.sub_session(s.id, s.prep.delegation, delegation.depth(s.input)),
+    -- its starter is this session: it may hold this session's grants, except
+    -- those with uses, which are this session's to count (docs/grants.md)
+    starterGrants = s.grants and grants.handed_down(s.grants) or nil }
 end
 
 -- What a delegate call asks, checked: {tools, skills, networkAllowlist,
@@ -765,6 +824,11 @@ end
 local function start_calls(s, plan)
   local prep = s.prep
   local exclusive, last_exclusive = prep.exclusive_tools or {}, nil
+  -- the grants again, now: time has passed (an approval), and the turn's
+  -- calls before it may have used a grant up
+  for _, p in ipairs(plan) do
+    if p.decision == "allow" then gate(s, p, true) end
+  end
   local delegates = 0
   for _, p in ipairs(plan) do
     if p.decision == "allow" and s.sub and p.call.name == "delegate" then delegates = delegates + 1 end
@@ -783,7 +847,8 @@ local function start_calls(s, plan)
           config = prep.mcp.servers[m.server] }
       end
       local args = { tool = p.call.name, tool_call_id = p.call.id, args = p.call.arguments, sandbox = s.sb,
-        permissions = s.perms, limits = s.limits, session_id = s.id, mcp = m }
+        permissions = s.perms, limits = s.limits, session_id = s.id, mcp = m, grant = p.grant,
+        grants = p.grant and s.grants or nil }
       local span = tool_span(p)
       local function run()
         return wf.start_activity("session.tool", args,
@@ -911,7 +976,8 @@ local function maybe_continue(s)
     prep = s.prep, sandbox = s.sb, started = s.started, deadline_ms = s.deadline_ms, counters = { turns = s.turns,
       calls = s.calls, tokens = s.tokens, cost = s.cost, repairs = s.repairs, last_tokens = s.gate.last_tokens,
       sub = s.sub },
-    inbox = { interrupted = s.interrupted, closing = s.closing }, workspace = s.ws })
+    inbox = { interrupted = s.interrupted, closing = s.closing }, workspace = s.ws,
+    grants = s.grants and { effective = s.grants, dropped = s.grants_dropped, uses = s.grant_uses } or nil })
 end
 
 -- Limits are checked before the call that would exceed them: true when one is reached.

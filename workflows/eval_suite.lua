@@ -43,13 +43,16 @@ end
 local function seconds_since(t0) return math.floor((wf.now() - t0) * 1000 + 0.5) / 1000 end
 
 -- One case: its session, a child of this run started as whoever started
--- the eval (its identity, for the policies), then its scores.
-local function run_case(suite, case, order, identity)
+-- the eval (its identity, for the policies; what it holds, as its
+-- sessions' starter: docs/grants.md), then its scores.
+local function run_case(suite, case, order, identity, starter)
   local session = wf.info().id .. "." .. case.name
   wf.emit("eval.case.started", { case = case.name, session = session })
   local input = {}
   for k, v in pairs(case.input) do input[k] = v end
   input.identity = identity or input.identity
+  -- an eval started before grants passed none (its children's inputs stay as recorded)
+  if starter ~= nil then input.starterGrants = starter end
   local t0 = wf.now()
   local ok, value = pcall(wf.child, suite.workflow, input,
     { id = session, parent_close = "request_cancel", timeout = case.timeout })
@@ -108,7 +111,7 @@ return function(input)
       local i = next_case
       if i > #suite.cases then return true end
       if variants then rows[i] = run_variant(suite, vcase, suite.cases[i], order)
-      else rows[i] = run_case(suite, suite.cases[i], order, input.identity) end
+      else rows[i] = run_case(suite, suite.cases[i], order, input.identity, input.starterGrants) end
     end
   end
   local lanes = {}

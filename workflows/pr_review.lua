@@ -14,7 +14,14 @@
 --      line of its diff on the new side; the others go into the summary
 --   -> review.draft (event and artifact) -> approval -> one review posted,
 --      found again by its marker when a retry follows a crash after the POST
+--
+-- Grants (docs/grants.md): reading the pull request and drafting the review
+-- need github:repo/OWNER/NAME:pr.review.draft, posting it
+-- github:repo/OWNER/NAME:pr.review.publish; the GitHub token goes only to a
+-- call one of them allowed. Without the publish grant the review is drafted
+-- and never posted, whoever approves it.
 local wf = require "workflow"
+local grants = require "grants"
 local agent_session = require "agent_session"
 
 local prlib = require "github_review"
@@ -48,8 +55,43 @@ local OBJECTIVE = table.concat({
   "path relative to the repository, line on the new side of a changed line of the diff.",
 }, " ")
 
+-- The grant of action on the pull request's repository, checked and its use
+-- counted (grant.used), or denied (grant.denied names the missing grant):
+-- the grant's text, or nil and why. nil, nil in a review recorded before
+-- grants (G nil).
+local function gate(G, pr, action, what)
+  if not G then return nil end
+  local need, bad = grants.need("github", "repo/" .. tostring(pr.owner) .. "/" .. tostring(pr.name), action)
+  local matched, why
+  if need then matched, why = grants.check(G.effective, need, math.floor(wf.now() * 1000), G.uses) else why = bad end
+  if not matched then
+    wf.emit("grant.denied", { tool = what, need = need and need.text, reason = why })
+    return nil, why
+  end
+  G.uses[matched] = (G.uses[matched] or 0) + 1
+  wf.emit("grant.used", { tool = what, need = need.text, grant = matched, use = G.uses[matched] })
+  return matched
+end
+
+-- A step its grants do not allow ends the review, naming the missing grant.
+local function needs(G, pr, action, what)
+  local g, why = gate(G, pr, action, what)
+  if G and not g then
+    error({ type = "GrantDenied", message = what .. ": " .. tostring(why), non_retryable = true }, 0)
+  end
+  return g
+end
+
 return function(input)
   local id = wf.info().id
+  local G -- the review's grants: nil in a review recorded before them
+  if wf.patched("grants") and type(input) == "table" then
+    local of, problems = grants.of_input(input)
+    if not of then
+      error({ type = "InvalidInput", message = "invalid input: " .. table.concat(problems, "; ") }, 0)
+    end
+    G = { effective = of.effective, uses = {} }
+  end
   if type(input) ~= "table" or type(input.pr) ~= "table" then
     error({ type = "InvalidInput", message = "input.pr is missing (the pull request to review)" }, 0)
   end
@@ -66,8 +108,14 @@ return function(input)
       limit = 1, strategy = "cancel_in_progress" })
   end
   wf.emit("review.started", { repo = pr.repo, number = pr.number, head_sha = pr.head_sha, delivery = input.delivery,
-    identity = input.identity })
-  local meta = wf.activity("github.fetch_pr", { pr = pr, github_api = input.github_api },
+    identity = input.identity, grants = G and G.effective })
+  -- the names a grant's resource is made of (the activities check them too)
+  local bad_names = G and prlib.name_problems(pr) or {}
+  if #bad_names > 0 then
+    error({ type = "InvalidInput", message = table.concat(bad_names, "; "), non_retryable = true }, 0)
+  end
+  local grant = needs(G, pr, "pr.review.draft", "github.fetch_pr")
+  local meta = wf.activity("github.fetch_pr", { pr = pr, github_api = input.github_api, grant = grant },
     { start_to_close = 120, retry = { max_attempts = 5, initial_interval = 2 } })
   -- the commit reviewed is the one the trigger named; without one, the PR's head now
   local head = pr.head_sha or meta.head_sha
@@ -75,7 +123,8 @@ return function(input)
     wf.emit("review.note", { text = "the pull request's head moved on to " .. tostring(meta.head_sha) ..
       "; reviewing " .. tostring(pr.head_sha) })
   end
-  local co = wf.activity("github.checkout", { pr = pr, head_sha = head, id = id },
+  grant = pr.private and needs(G, pr, "pr.review.draft", "github.checkout") or nil -- the token goes with a private one
+  local co = wf.activity("github.checkout", { pr = pr, head_sha = head, id = id, grant = grant },
     { start_to_close = 600, retry = { max_attempts = 3, initial_interval = 2 } })
   wf.emit("review.checked_out", { head_sha = head, files = co.files, changed = #meta.files })
 
@@ -88,6 +137,8 @@ return function(input)
     limits = input.limits or { timeoutSeconds = 1800, maxModelTurns = 30, maxToolCalls = 100 },
     model = input.model or meta.model or { name = "gpt-4.1" },
     identity = input.identity,
+    -- the review's agent has only sandbox tools: it holds the review's grants, and uses none
+    grants = G and input.grants or nil, starterGrants = G and input.starterGrants or nil,
     -- a review's history stays far below a run's bound: the session never
     -- continues as new (its carried input would not be this workflow's)
     compaction = { runEvents = 1000000 },
@@ -131,9 +182,16 @@ return function(input)
     wf.emit("review.discarded", { reason = type(answer) == "table" and answer.reason or "timeout" })
     return { published = false, event = event, comments = #comments, dropped = #dropped, summary = session.summary }
   end
+  -- approved: still only with the publish grant, whoever approved
+  local publish_grant, denied = gate(G, pr, "pr.review.publish", "github.publish")
+  if G and not publish_grant then
+    wf.emit("review.discarded", { reason = "grant: " .. tostring(denied) })
+    return { published = false, event = event, comments = #comments, dropped = #dropped, summary = session.summary,
+      denied = denied }
+  end
   wf.emit("session.status", { status = "PUBLISHING" })
   local posted = wf.activity("github.publish", { pr = pr, github_api = input.github_api, review = review,
-    marker = marker }, { start_to_close = 120, retry = { max_attempts = 8, initial_interval = 2 } })
+    marker = marker, grant = publish_grant }, { start_to_close = 120, retry = { max_attempts = 8, initial_interval = 2 } })
   wf.emit("review.published", { review_id = posted.review_id, url = posted.html_url, already = posted.already,
     event = event, comments = #comments, inline = posted.inline })
   return { published = true, review_id = posted.review_id, url = posted.html_url, event = event,

@@ -34,16 +34,55 @@ int64_t util_mono_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void util_hex(const void *bytes, size_t n, char *out) {
+  static const char digits[] = "0123456789abcdef";
+  const unsigned char *b = bytes;
+  for (size_t i = 0; i < n; i++) out[2 * i] = digits[b[i] >> 4], out[2 * i + 1] = digits[b[i] & 15];
+  out[2 * n] = 0;
+}
+
+static int nibble(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+int util_unhex(const char *hex, void *bytes, size_t n) {
+  unsigned char *b = bytes;
+  if (!hex || strlen(hex) != 2 * n) return -1;
+  for (size_t i = 0; i < n; i++) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return -1;
+    b[i] = (unsigned char)(hi << 4 | lo);
+  }
+  return 0;
+}
+
 void util_sha256_hex(const void *buf, size_t len, char out[65]) {
   unsigned char md[32];
   unsigned int mdlen = 0;
   EVP_Digest(buf, len, md, &mdlen, EVP_sha256(), NULL);
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 32; i++) {
-    out[2 * i] = hex[md[i] >> 4];
-    out[2 * i + 1] = hex[md[i] & 15];
-  }
-  out[64] = 0;
+  util_hex(md, sizeof md, out);
+}
+
+int util_file_sha256_hex(const char *path, char out[65]) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -1;
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+  unsigned char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) EVP_DigestUpdate(md, buf, n);
+  int bad = ferror(f);
+  fclose(f);
+  unsigned char d[32];
+  unsigned int dn = 0;
+  EVP_DigestFinal_ex(md, d, &dn);
+  EVP_MD_CTX_free(md);
+  if (bad) return errno = EIO, -1;
+  util_hex(d, sizeof d, out);
+  return 0;
 }
 
 /* ---- memory ---- */

@@ -18,6 +18,13 @@ int64_t util_mono_ms(void);
 
 /* SHA-256 of buf as 64 lowercase hex chars plus NUL into out[65]. */
 void util_sha256_hex(const void *buf, size_t len, char out[65]);
+/* SHA-256 of the file at path, read in pieces, into out[65]: 0, or -1 with
+ * errno (it cannot be opened, or a read failed: EIO). */
+int util_file_sha256_hex(const char *path, char out[65]);
+/* Lowercase hex of n bytes into out (2n + 1 bytes); and back: 0, or -1 when
+ * hex is not exactly 2n hex digits. */
+void util_hex(const void *bytes, size_t n, char *out);
+int util_unhex(const char *hex, void *bytes, size_t n);
 
 /* Reads a whole file; returns a malloc'd NUL-terminated buffer or NULL
  * (errno set: ENOMEM too, for a file bigger than memory). *len receives the

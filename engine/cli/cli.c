@@ -35,10 +35,12 @@ static const char *MAIN_HELP =
     "  show ID                            one workflow\n"
     "  events ID [--follow] [--full] [--json]   its domain events\n"
     "  history ID                         its event log\n"
+    "  grants ID [--json]                 a session's grants, and each use and denial of one\n"
     "  eval SUITE [--baseline RUN] [--live]   run an eval suite's cases as sessions and score them\n"
     "  replay ID [--script FILE]          check that code replays a run's history\n"
     "  replay --all --script FILE         check an edited script against every live run of it\n"
     "  test FILE_test.lua...              workflow tests: stubbed activities, a clock that skips timers\n"
+    "  audit export ID | verify FILE --key PUB | key   a session's signed audit export, checked offline\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
     "  trigger check|test|deliveries      webhook trigger scripts: validate, try a delivery, see deliveries\n"
@@ -46,6 +48,7 @@ static const char *MAIN_HELP =
     "  quota list                         quotas of the limits file: use and limits\n"
     "  schedule create|list|pause|resume|trigger|delete   cron schedules that engine serve starts\n"
     "  migrate [--from DB --to DB]        schema up to date; or copy a database (SQLite <-> PostgreSQL)\n"
+    "  verify ID... | --all               check the workflows' hash chains and artifacts\n"
     "  doctor [--json]                    check this host for a first session: database, sandbox, keys, ...\n"
     "  completion bash|zsh                a shell completion script: source <(engine completion bash)\n"
     "  config [--json]                    every setting, its value and where it came from\n"
@@ -88,7 +91,9 @@ static const command COMMANDS[] = {
     {"show", cmd_show, 0},
     {"events", cmd_events, 0},
     {"history", cmd_history, 0},
+    {"grants", cmd_grants, 0},
     {"approve", cmd_approve, 0},
+    {"audit", cmd_audit, 0}, /* cmd_audit.c: export either way; verify and key need no server */
     /* cmd_replay.c, cmd_admin.c: this machine only */
     {"replay", cmd_replay, 1},
     {"eval", cmd_eval, 1},
@@ -100,6 +105,7 @@ static const command COMMANDS[] = {
     {"quota", cmd_quota, 1},
     {"schedule", cmd_schedule, 1},
     {"migrate", cmd_migrate, 1},
+    {"verify", cmd_verify, 1},
     {"config", cmd_config, 0},
     {"doctor", cmd_doctor, 1},
 };

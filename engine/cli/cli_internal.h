@@ -144,8 +144,10 @@ int cmd_list(args *a, common *c);
 int cmd_show(args *a, common *c);
 int cmd_history(args *a, common *c);
 int cmd_events(args *a, common *c);
+int cmd_grants(args *a, common *c); /* cmd_grants.c */
 /* cmd_approvals.c */
 int cmd_approve(args *a, common *c);
+int cmd_audit(args *a, common *c);
 /* cmd_replay.c */
 int cmd_replay(args *a, common *c);
 /* cmd_admin.c */
@@ -157,6 +159,8 @@ int cmd_token(args *a, common *c);
 int cmd_schedule(args *a, common *c);
 int cmd_quota(args *a, common *c);
 int cmd_migrate(args *a, common *c);
+/* cmd_verify.c */
+int cmd_verify(args *a, common *c);
 /* The webhook triggers' folder `trigger check` reads: $ENGINE_TRIGGERS_DIR,
  * else workflows/triggers. */
 const char *cli_triggers_dir(void);

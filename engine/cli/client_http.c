@@ -307,6 +307,22 @@ static int http_summary(client *cl, const char *id, char **json, client_err *err
   return 0;
 }
 
+static int http_audit(client *cl, const char *id, char **out, size_t *len, client_err *err) {
+  http_client *h = (http_client *)cl;
+  *out = NULL;
+  char *path = api_path("/v1/workflows/%s/audit", id, NULL);
+  api_reply r;
+  int rc = call(h, "GET", path, NULL, &r, err);
+  free(path);
+  if (rc) return -1;
+  *out = util_xmalloc(r.len + 1);
+  memcpy(*out, r.body, r.len);
+  (*out)[r.len] = 0;
+  *len = r.len;
+  api_reply_free(&r);
+  return 0;
+}
+
 static int http_history(client *cl, const char *id, int64_t run, client_item_fn each, void *ud, client_err *err) {
   http_client *h = (http_client *)cl;
   char *base = api_path("/v1/workflows/%s/history", id, NULL);
@@ -475,6 +491,7 @@ static const client_ops HTTP = {
     .cancel = http_cancel,
     .list = http_list,
     .summary = http_summary,
+    .audit = http_audit,
     .history = http_history,
     .events = http_events,
     .approver = http_approver,

@@ -134,6 +134,8 @@ typedef struct client_ops {
    * request_id, tool and kind). */
   int (*answer)(client *cl, const char *id, const char *request_id, int approved, const char *reason,
                 approval_request *done, client_err *err);
+  /* Session id's signed audit export (audit.h): malloc'd text in *out, *len bytes. */
+  int (*audit)(client *cl, const char *id, char **out, size_t *len, client_err *err);
   void (*close)(client *cl);
 } client_ops;
 

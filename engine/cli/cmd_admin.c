@@ -395,7 +395,7 @@ int cmd_gc(args *a, common *c) {
 /* ---------------------------------------------------------------- token --- */
 
 static const char *TOKEN_HELP =
-    "usage: engine token create NAME --scopes SCOPE[,SCOPE...] [--db PATH]\n"
+    "usage: engine token create NAME --scopes SCOPE[,SCOPE...] [--grant G]... [--db PATH]\n"
     "       engine token list [--json] [--db PATH]\n"
     "       engine token revoke NAME [--db PATH]\n"
     "\n"
@@ -405,7 +405,12 @@ static const char *TOKEN_HELP =
     "as token:NAME. Scopes: read (every GET), start, signal, approve, cancel, admin\n"
     "(all of them). A NAME is 1-64 bytes of A-Z a-z 0-9 . _ @ -, starting with a\n"
     "letter or digit; the name of a revoked token can be given to a new one.\n"
-    "list shows every token (name, scopes, created, live or revoked), never a secret.\n"
+    "--grant G (repeatable) gives the token a grant: what the sessions it starts\n"
+    "may do on the trusted side, KIND:[RESOURCE:]ACTION[;until=TIME][;uses=N]\n"
+    "(github:repo/acme/api:pr.review.draft, http:api.example.test:GET; see\n"
+    "docs/grants.md). A token without --grant holds no grant.\n"
+    "list shows every token (name, scopes, grants, created, live or revoked), never\n"
+    "a secret.\n"
     "create creates the database if there is none; list and revoke need one.\n";
 
 static int token_list_row(void *ud, const token_info *t) {
@@ -425,16 +430,23 @@ static int token_list_row(void *ud, const token_info *t) {
     }
     ubuf_add(&list, "", 1);
     char *name = json_quote(t->name), *revoked = t->revoked_at ? util_fmt("%lld", (long long)t->revoked_at) : NULL;
-    cli_put_json(stdout, util_fmt("{\"name\":%s,\"scopes\":[%s],\"created_at\":%lld,\"revoked_at\":%s,\"status\":\"%s\"}",
-                              name, list.p, (long long)t->created_at, revoked ? revoked : "null",
-                              t->revoked_at ? "revoked" : "live"));
+    /* the stored list was written by token_grants_check: a JSON list of strings */
+    cli_put_json(stdout, util_fmt("{\"name\":%s,\"scopes\":[%s],\"grants\":%s,\"created_at\":%lld,\"revoked_at\":%s,"
+                                  "\"status\":\"%s\"}",
+                              name, list.p, t->grants && *t->grants ? t->grants : "[]", (long long)t->created_at,
+                              revoked ? revoked : "null", t->revoked_at ? "revoked" : "live"));
     free(name);
     free(revoked);
     ubuf_free(&list);
-  } else if (t->revoked_at) {
-    render_line(stdout, 0, "%-24s %-40s %-24s revoked %s", t->name, scopes, ct, rt);
   } else {
-    render_line(stdout, 0, "%-24s %-40s %-24s live", t->name, scopes, ct);
+    /* the grants, as their JSON list says them: "a","b" without the brackets */
+    const char *g = t->grants && strlen(t->grants) > 2 ? t->grants : NULL;
+    char *shown = g ? util_fmt("%.*s", (int)(strlen(g) - 2), g + 1) : util_strdup("-");
+    if (t->revoked_at)
+      render_line(stdout, 0, "%-24s %-40s %-24s revoked %s  grants %s", t->name, scopes, ct, rt, shown);
+    else
+      render_line(stdout, 0, "%-24s %-40s %-24s live  grants %s", t->name, scopes, ct, shown);
+    free(shown);
   }
   return 0;
 }
@@ -448,6 +460,8 @@ static int open_tokens_db(const char *db, store **st) {
 
 int cmd_token(args *a, common *c) {
   const char *sub = a->i < a->argc ? a->argv[a->i++] : NULL, *name = NULL, *scopes_csv = NULL;
+  const char *grant_list[256];
+  int ngrants = 0;
   if (!sub) return fputs(TOKEN_HELP, stderr), EXIT_USAGE;
   if (cli_is_flag(sub, "--help") || cli_is_flag(sub, "-h")) return fputs(TOKEN_HELP, stdout), EXIT_OK;
   int create = strcmp(sub, "create") == 0, list = strcmp(sub, "list") == 0, revoke = strcmp(sub, "revoke") == 0;
@@ -458,6 +472,11 @@ int cmd_token(args *a, common *c) {
     const char *cur = a->argv[a->i], *v;
     if ((v = cli_flag_value(a, "--db", &bad))) c->db = v;
     else if (create && (v = cli_flag_value(a, "--scopes", &bad))) scopes_csv = v;
+    else if (create && (v = cli_flag_value(a, "--grant", &bad))) {
+      if (ngrants == (int)(sizeof grant_list / sizeof *grant_list))
+        return cli_die(EXIT_USAGE, "token create: more than %d --grant", (int)(sizeof grant_list / sizeof *grant_list));
+      grant_list[ngrants++] = v;
+    }
     else if (list && cli_is_flag(cur, "--json")) c->json = 1;
     else if (cli_is_flag(cur, "--help") || cli_is_flag(cur, "-h")) return fputs(TOKEN_HELP, stdout), EXIT_OK;
     else if (bad) return EXIT_USAGE;
@@ -494,20 +513,30 @@ int cmd_token(args *a, common *c) {
     return cli_die(EXIT_USAGE, "token create: --scopes is required (a comma-separated list of read, start, signal, "
                            "approve, cancel, admin)");
   if (token_scopes_parse(scopes_csv, &scopes, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "token create: %s", err);
-  if (cli_unwritable(c->db, err, sizeof err)) return cli_die(EXIT_USAGE, "token create: cannot write %s: %s", c->db, err);
-  if (store_open(c->db, 0, &st, err, sizeof err) != STORE_OK) return cli_die(EXIT_USAGE, "%s", err);
+  char *grants = NULL;
+  if (ngrants > 0 && token_grants_check(grant_list, ngrants, &grants, err, sizeof err) != 0)
+    return cli_die(EXIT_USAGE, "token create: %s", err);
+  if (cli_unwritable(c->db, err, sizeof err)) {
+    free(grants);
+    return cli_die(EXIT_USAGE, "token create: cannot write %s: %s", c->db, err);
+  }
+  if (store_open(c->db, 0, &st, err, sizeof err) != STORE_OK) {
+    free(grants);
+    return cli_die(EXIT_USAGE, "%s", err);
+  }
   char secret[TOKEN_SECRET_MAX], shown[128];
-  rc = token_create(st, name, scopes, secret, err, sizeof err);
+  rc = token_create_granted(st, name, scopes, grants, secret, err, sizeof err);
   store_close(st);
+  free(grants);
   if (rc) return cli_die(EXIT_USAGE, "token create: %s", err);
   printf("%s\n", secret); /* the token's alphabet is plain ASCII: nothing to render */
   fflush(stdout);
   memset(secret, 0, sizeof secret);
   token_scopes_format(scopes, shown, sizeof shown);
   render_line(stderr, DIE_MAX,
-              "engine: created token %s (scopes %s); it is not shown again: keep it now. Requests with it act as "
-              "token:%s",
-              name, shown, name);
+              "engine: created token %s (scopes %s, %d grant%s); it is not shown again: keep it now. Requests with "
+              "it act as token:%s",
+              name, shown, ngrants, ngrants == 1 ? "" : "s", name);
   return EXIT_OK;
 }
 

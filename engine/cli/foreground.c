@@ -19,6 +19,7 @@ typedef struct fg {
   int64_t last; /* the seq of the event shown last */
   int quiet;
   progress *prog; /* what the session does now, on stderr; NULL with --quiet */
+  int damaged;    /* its event stream did not check (said once) */
 } fg;
 
 static int on_domain(void *ud, const domain_event *e) {
@@ -36,7 +37,10 @@ static int on_domain(void *ud, const domain_event *e) {
 
 /* Shows the events after the last one shown. */
 static void show_new(fg *s) {
-  store_domain_list(engine_store(s->e), s->id, s->last, on_domain, s);
+  store *st = engine_store(s->e);
+  /* a damaged stream shows nothing of it, and says so (once) */
+  if (store_domain_list(st, s->id, s->last, on_domain, s) == STORE_ECORRUPT && !s->damaged++)
+    render_line(stderr, DIE_MAX, "engine: %s", store_errmsg(st));
   fflush(stderr);
 }
 
@@ -85,7 +89,7 @@ static int report(fg *s, const client_run *run, int *code, char *err, size_t err
 
 int foreground_run(const char *db, const client_run *run, const char *input, const trace_start *trace, int *code,
                    char *err, size_t errlen) {
-  fg s = {NULL, run->id, 0, run->quiet, NULL};
+  fg s = {NULL, run->id, 0, run->quiet, NULL, 0};
   /* the worker runs every workflow of the database, not only this one: a
    * start that follows it must not wait for a worker that never runs it */
   engine_config cfg = {.db_path = db, .on_status = on_status, .on_commit = on_commit, .on_live = on_live, .ud = &s};

@@ -59,6 +59,10 @@ static int refuse(int *why, int kind, fork_made *out, const char *field, char *e
   return -1;
 }
 
+/* Why a read of the source failed: its damaged log (STORE_ECORRUPT, never
+ * forked from: the copy would carry the damage on) or the store. */
+static int read_failed(int rc) { return rc == STORE_ECORRUPT ? FORK_DAMAGED : FORK_FAILED; }
+
 static void hist_push(hist_list *l, const hist_event *e) {
   if (l->n == l->cap) {
     l->cap = l->cap ? 2 * l->cap : 64;
@@ -70,7 +74,8 @@ static void hist_push(hist_list *l, const hist_event *e) {
                               e->name ? util_strdup(e->name) : NULL,
                               e->hash ? util_strdup(e->hash) : NULL,
                               e->payload ? util_strdup(e->payload) : NULL,
-                              e->time};
+                              e->time,
+                              NULL};
 }
 
 /* The domain event an EventEmitted recorded ({"seq":N}, runs.c), or 0. */
@@ -160,15 +165,16 @@ static int scan_domain(void *ud, const domain_event *e) {
 /* The run of the source whose history recorded domain event dseq, its
  * events in *h and the event's index in *pos: 1, or 0 when no run did (a
  * client's note: signal.sent, cancel.requested), *before then the last
- * event the workflow recorded before it (0: none); -1 on a store error. */
+ * event the workflow recorded before it (0: none); the store's error (< 0). */
 static int find_emit(store *st, const char *id, int64_t last_run, int64_t dseq, int64_t *run, hist_list *h, size_t *pos,
                      int64_t *before) {
   *before = 0;
   for (int64_t r = last_run; r >= 1; r--) {
     hist_list l = {0};
-    if (store_hist_load(st, id, r, &l) != STORE_OK) {
+    int rc = store_hist_load(st, id, r, &l);
+    if (rc != STORE_OK) {
       hist_list_free(&l);
-      return -1;
+      return rc < 0 ? rc : STORE_ERR;
     }
     for (size_t i = 0; i < l.n; i++) {
       int64_t s = emitted(&l.v[i]);
@@ -194,8 +200,9 @@ static int64_t domain_upto(store *st, const char *id, int64_t run, const hist_li
   }
   for (int64_t r = run - 1; r >= 1; r--) {
     hist_list l = {0};
-    if (store_hist_load(st, id, r, &l) != STORE_OK) {
-      *failed = 1;
+    int rc = store_hist_load(st, id, r, &l);
+    if (rc != STORE_OK) {
+      *failed = rc < 0 ? rc : STORE_ERR;
       hist_list_free(&l);
       return 0;
     }
@@ -386,10 +393,19 @@ static int check_request(const fork_req *req, fork_made *out, int *why, char *er
     char *canon = json_accept(req->input_patch, strlen(req->input_patch), "the input patch", msg, sizeof msg);
     if (!canon) return refuse(why, FORK_BAD, out, "input_patch", err, errlen, "%s", msg);
     int obj = canon[0] == '{';
+    /* a fork holds its source's grants (docs/grants.md): whoever forks
+     * cannot ask for others, nor say what the starter held */
+    const char *v;
+    size_t vn;
+    int grants = obj && (json_get(canon, strlen(canon), "grants", &v, &vn) == 1 ||
+                         json_get(canon, strlen(canon), "starterGrants", &v, &vn) == 1);
     free(canon);
     if (!obj)
       return refuse(why, FORK_BAD, out, "input_patch", err, errlen,
                     "the input patch must be a JSON object: a merge patch (RFC 7386) on the source's input");
+    if (grants)
+      return refuse(why, FORK_BAD, out, "input_patch", err, errlen,
+                    "the input patch cannot change grants or starterGrants: a fork holds its source's grants");
   }
   if (req->model) {
     char *canon = json_accept(req->model, strlen(req->model), "the model", msg, sizeof msg);
@@ -551,8 +567,9 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   }
   /* ---- the point: a domain event, and the run that recorded it ---- */
   dom_scan d = {req->at_given ? req->at : 0, req->turn_given ? req->turn : 0, 0, 0, 0, "", 0};
-  if (store_domain_list(st, req->source, 0, scan_domain, &d) != STORE_OK) {
-    refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+  int lrc = store_domain_list(st, req->source, 0, scan_domain, &d);
+  if (lrc != STORE_OK) {
+    refuse(why, read_failed(lrc), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
   }
   if (req->at_given && !d.found_seq) {
@@ -580,7 +597,7 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   int64_t before = 0;
   int got = find_emit(st, req->source, f.w.run, d.found_seq, &out->run, &f.h, &pos, &before);
   if (got < 0) {
-    refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+    refuse(why, read_failed(got), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
   }
   if (got == 0) {
@@ -602,8 +619,8 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
     int64_t prev = 0;
     if (req->turn > 1) {
       dom_scan p = {0, req->turn - 1, 0, 0, 0, "", 0};
-      if (store_domain_list(st, req->source, 0, scan_domain, &p) != STORE_OK) {
-        refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+      if ((lrc = store_domain_list(st, req->source, 0, scan_domain, &p)) != STORE_OK) {
+        refuse(why, read_failed(lrc), out, NULL, err, errlen, "%s", store_errmsg(st));
         goto done;
       }
       prev = p.found_seq;
@@ -618,7 +635,7 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   out->at = (int64_t)cut;
   out->seq = domain_upto(st, req->source, out->run, &f.h, cut, &failed);
   if (failed) {
-    refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+    refuse(why, read_failed(failed), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
   }
   if (d.agent) {

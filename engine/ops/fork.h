@@ -35,6 +35,7 @@ enum fork_refusal {
   FORK_UNKNOWN, /* no such source */
   FORK_EXISTS,  /* the id is taken */
   FORK_FAILED,  /* the store failed */
+  FORK_DAMAGED, /* the source's log is damaged (its hash chain does not check): err names the first bad seq */
 };
 
 typedef struct fork_made {

@@ -196,7 +196,7 @@ int view_event_parse(const char *json, size_t n, view_event *out) {
   }
   out->payload = util_fmt("%.*s", (int)vn, v);
   out->e = (domain_event){out->session_id, json_get_int(json, n, "seq", 0), out->type, json_get_int(json, n, "time", 0),
-                          out->payload};
+                          out->payload, NULL};
   return 0;
 }
 

@@ -82,7 +82,8 @@ typedef struct view_summary {
 } view_summary;
 
 /* Loads the summary of workflow id: 1, 0 when there is no such workflow, -1
- * when the store cannot be read (err says what). view_summary_free after 1. */
+ * when the store cannot be read, STORE_ECORRUPT when the workflow's log is
+ * damaged (err says what: the first bad seq). view_summary_free after 1. */
 int view_summary_load(store *st, const char *id, view_summary *s, char *err, size_t errlen);
 /* The summary as one JSON object (what `show --json` prints). Malloc'd. */
 char *view_summary_json(const view_summary *s);

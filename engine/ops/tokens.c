@@ -7,6 +7,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "home.h"
+#include "json.h"
 #include "workflow_ops.h"
 #include "render.h"
 #include "util.h"
@@ -126,6 +131,11 @@ static int store_failed(store *st, const char *what, char *err, size_t errlen) {
 }
 
 int token_create(store *st, const char *name, unsigned scopes, char *secret, char *err, size_t errlen) {
+  return token_create_granted(st, name, scopes, NULL, secret, err, errlen);
+}
+
+int token_create_granted(store *st, const char *name, unsigned scopes, const char *grants, char *secret, char *err,
+                         size_t errlen) {
   secret[0] = 0;
   if (token_check_name(name, err, errlen) != 0) return -1;
   unsigned all = SCOPE_READ | SCOPE_START | SCOPE_SIGNAL | SCOPE_APPROVE | SCOPE_CANCEL | SCOPE_ADMIN;
@@ -143,7 +153,7 @@ int token_create(store *st, const char *name, unsigned scopes, char *secret, cha
   base64url(raw, sizeof raw, made + sizeof TOKEN_PREFIX - 1);
   OPENSSL_cleanse(raw, sizeof raw);
   util_sha256_hex(made, strlen(made), hash);
-  int rc = store_token_put(st, name, hash, scopes, util_now_ms());
+  int rc = store_token_put(st, name, hash, scopes, grants, util_now_ms());
   if (rc < 0) {
     OPENSSL_cleanse(made, sizeof made);
     return store_failed(st, "cannot store the token", err, errlen);
@@ -185,7 +195,7 @@ typedef struct list_ctx {
 
 static int on_listed(void *ud, const token_row *r) {
   list_ctx *c = ud;
-  token_info t = {r->name, r->scopes, r->created_at, r->revoked_at};
+  token_info t = {r->name, r->scopes, r->created_at, r->revoked_at, r->grants};
   return c->cb(c->ud, &t);
 }
 
@@ -242,4 +252,87 @@ int token_verify(store *st, const char *secret, size_t len, char *name, unsigned
   memcpy(name, v.name, sizeof v.name);
   *scopes = v.scopes;
   return 1;
+}
+
+/* --------------------------------------------------------------- grants --- */
+
+int token_grants_check(const char *const *grants, int n, char **json, char *err, size_t errlen) {
+  *json = NULL;
+  lua_State *L = luaL_newstate();
+  if (!L) {
+    util_seterr(err, errlen, "out of memory");
+    return -1;
+  }
+  luaL_openlibs(L);
+  char *path = util_fmt("%s/grants.lua", engine_lua_dir());
+  int rc = -1;
+  if (luaL_dofile(L, path) != LUA_OK || !lua_istable(L, -1)) {
+    util_seterr(err, errlen, "cannot load %s: %s", path, lua_isstring(L, -1) ? lua_tostring(L, -1) : "not a module");
+    goto out;
+  }
+  lua_getfield(L, -1, "parse_list");
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushstring(L, grants[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_pushliteral(L, "--grant");
+  if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+    util_seterr(err, errlen, "checking the grants failed: %s", lua_tostring(L, -1));
+    goto out;
+  }
+  if (lua_isnil(L, -2)) { /* the problems, each named */
+    int problems = lua_gettop(L); /* before the buffer, which takes a slot of the stack */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (lua_Integer i = 1; i <= (lua_Integer)luaL_len(L, problems); i++) {
+      if (i > 1) luaL_addstring(&b, "; ");
+      lua_rawgeti(L, problems, i);
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    util_seterr(err, errlen, "%s", lua_tostring(L, -1));
+    goto out;
+  }
+  lua_pop(L, 1);
+  int list = lua_gettop(L);
+  lua_createtable(L, n, 0);
+  for (int i = 1; i <= n; i++) {
+    lua_rawgeti(L, list, i);
+    lua_getfield(L, -1, "text");
+    lua_rawseti(L, -3, i);
+    lua_pop(L, 1);
+  }
+  size_t len;
+  const char *text = n > 0 ? json_encode(L, -1, &len) : "[]";
+  if (n == 0) len = 2;
+  *json = util_xmalloc(len + 1);
+  memcpy(*json, text, len + 1);
+  rc = 0;
+out:
+  free(path);
+  lua_close(L);
+  return rc;
+}
+
+typedef struct grants_ctx {
+  const char *name;
+  char *grants;
+  int found;
+} grants_ctx;
+
+static int on_named(void *ud, const token_row *r) {
+  grants_ctx *g = ud;
+  if (!r->name || strcmp(r->name, g->name) != 0) return 0;
+  g->found = 1;
+  g->grants = util_strdup(r->grants && *r->grants ? r->grants : "[]");
+  return 1;
+}
+
+int token_grants_of(store *st, const char *name, char **grants) {
+  *grants = NULL;
+  grants_ctx g = {name, NULL, 0};
+  if (store_token_live(st, on_named, &g) != STORE_OK) return -1;
+  *grants = g.grants;
+  return g.found;
 }

@@ -3,7 +3,9 @@
  * A token is printed once when created ("eng_" and 43 base64url characters,
  * 256 random bits); the database keeps only its SHA-256. A request presents it
  * as "Authorization: Bearer TOKEN"; its identity is "token:NAME". Scopes: read
- * (every GET), start, signal, approve, cancel, admin (all of them). */
+ * (every GET), start, signal, approve, cancel, admin (all of them). Scopes
+ * are the coarse layer over the API's routes; a token also carries grants
+ * (docs/grants.md): what the sessions it starts may do on the trusted side. */
 #ifndef ENGINE_TOKENS_H
 #define ENGINE_TOKENS_H
 
@@ -42,6 +44,19 @@ int token_allows(unsigned mask, unsigned scope);
  * live token of that name, a store error). A revoked name may be reused: the
  * new token replaces the revoked row. */
 int token_create(store *st, const char *name, unsigned scopes, char *secret, char *err, size_t errlen);
+/* The same, with grants: a JSON list of canonical grants (token_grants_check),
+ * or NULL for none. */
+int token_create_granted(store *st, const char *name, unsigned scopes, const char *grants, char *secret, char *err,
+                         size_t errlen);
+
+/* Grants as given (--grant, repeatable) checked by lua/grants.lua, the one
+ * reading of a grant: 0 with *json a malloc'd JSON list of their canonical
+ * forms, or -1 with err naming each bad one. */
+int token_grants_check(const char *const *grants, int n, char **json, char *err, size_t errlen);
+
+/* The grants of the live token name: 1 with *grants a malloc'd JSON list
+ * ("[]" when it carries none), 0 no live token of that name, -1 store error. */
+int token_grants_of(store *st, const char *name, char **grants);
 /* Revokes token name: 1 revoked now, 0 no live token of that name, -1 error. */
 int token_revoke(store *st, const char *name, char *err, size_t errlen);
 
@@ -49,6 +64,7 @@ typedef struct token_info {
   const char *name;
   unsigned scopes;
   int64_t created_at, revoked_at; /* epoch ms; revoked_at 0 when live */
+  const char *grants;             /* JSON list, NULL: none */
 } token_info;
 /* Every token, live and revoked, by name. Returns 0 or -1 (store_errmsg). */
 int token_list(store *st, int (*cb)(void *ud, const token_info *t), void *ud);

@@ -75,6 +75,11 @@ char *engine_session_input(const char *kind, const char *text, const char *sende
 
 char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
                                  size_t errlen) {
+  return engine_input_with_starter(input_json, identity, "[]", required, err, errlen);
+}
+
+char *engine_input_with_starter(const char *input_json, const char *identity, const char *starter_grants,
+                                int required, char *err, size_t errlen) {
   lua_State *L = luaL_newstate();
   if (!L) {
     util_seterr(err, errlen, "out of memory");
@@ -87,6 +92,12 @@ char *engine_input_with_identity(const char *input_json, const char *identity, i
     if (obj) {
       lua_pushstring(L, identity);
       lua_setfield(L, -2, "identity");
+      /* what the starter holds: the engine's to say, never the input's */
+      if (json_decode_safe(L, starter_grants, strlen(starter_grants), err, errlen) != 0) {
+        lua_close(L);
+        return NULL;
+      }
+      lua_setfield(L, -2, "starterGrants");
     }
     if (obj || !required) {
       size_t len;
@@ -174,7 +185,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   char *traced = trace_start_members(trace);
   char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"%s}", canon, seed, traced);
   free(traced);
-  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now};
+  hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now, NULL};
   int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
             store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
             (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
@@ -184,7 +195,7 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
                        parent ? util_strdup(parent) : NULL, parent_close ? util_strdup(parent_close) : NULL, NULL};
     made->h.v = util_xcalloc(1, sizeof *made->h.v);
     made->h.n = made->h.cap = 1;
-    made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now};
+    made->h.v[0] = (hist_event){1, util_strdup(ev.type), 0, NULL, NULL, payload, now, NULL};
     payload = NULL;
   }
   free(payload);

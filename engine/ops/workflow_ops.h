@@ -38,9 +38,16 @@ int engine_request_cancel(store *st, const char *id, const char *identity, char 
 /* input_json (an object) with its top-level "identity" set to identity (who
  * or what starts the workflow: "token:NAME", "local:USER"), canonical,
  * malloc'd; whatever identity the input claimed is replaced. Input that is
- * not an object: NULL with err when required, else a canonical copy. */
+ * not an object: NULL with err when required, else a canonical copy. Its
+ * "starterGrants" (what the starter holds, docs/grants.md) is set to none:
+ * whatever the input claimed is replaced. */
 char *engine_input_with_identity(const char *input_json, const char *identity, int required, char *err,
                                  size_t errlen);
+/* The same, with "starterGrants" set to starter_grants: JSON text, "\"*\""
+ * for every grant (the local CLI, an API without tokens) or a list of grants
+ * (an API token's, a trigger's). */
+char *engine_input_with_starter(const char *input_json, const char *identity, const char *starter_grants,
+                                int required, char *err, size_t errlen);
 
 /* What a person tells a running session (workflows/agent_session.lua): kind
  * "message" (text 1-ENGINE_MESSAGE_MAX bytes, required), "interrupt" (text:

@@ -69,6 +69,7 @@ static const route ROUTES[] = {
     {"GET", "/v1/workflows/{id}", SCOPE_READ, api_h_show},
     {"GET", "/v1/workflows/{id}/events", SCOPE_READ, api_h_events},
     {"GET", "/v1/workflows/{id}/history", SCOPE_READ, api_h_history},
+    {"GET", "/v1/workflows/{id}/audit", SCOPE_READ, api_h_audit},
     {"POST", "/v1/workflows/{id}/signals/{name}", SCOPE_SIGNAL, api_h_signal},
     {"POST", "/v1/workflows/{id}/cancel", SCOPE_CANCEL, api_h_cancel},
     {"POST", "/v1/workflows/{id}/fork", SCOPE_START, api_h_fork},

@@ -69,10 +69,11 @@ void api_h_events(api *a, httpd_req *r, ctx *c) {
   if (!wants_stream(r)) {
     json_page p = {{0}, 0, limit ? (int)limit : 1, after};
     ubuf_add(&p.b, "{\"events\":[", 11);
-    if (store_domain_list(a->rd, c->p1, after, page_event, &p) != STORE_OK) {
+    int rc = store_domain_list(a->rd, c->p1, after, page_event, &p);
+    if (rc != STORE_OK) {
       ubuf_free(&p.b);
       wf_row_free(&w);
-      return api_reply_store_error(a, r, a->rd);
+      return api_reply_read_error(a, r, a->rd, rc);
     }
     char *tail = util_fmt("],\"last_seq\":%lld,\"status\":\"%s\"}", (long long)p.last, w.status);
     ubuf_add(&p.b, tail, strlen(tail) + 1);

@@ -79,6 +79,8 @@ void api_reply_error(httpd_req *r, int status, const char *fmt, ...) __attribute
 void api_reply_error_h(httpd_req *r, int status, const char *const *headers, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void api_reply_store_error(api *a, httpd_req *r, store *st);
+/* A read that failed with rc: a damaged log (STORE_ECORRUPT) is 500 naming it, else as api_reply_store_error. */
+void api_reply_read_error(api *a, httpd_req *r, store *st, int rc);
 void api_answer_when_committed(api *a, httpd_req *r, int status, char *body, const char *id, const char *location);
 int api_store_down(api *a, httpd_req *r);
 void api_items_add(json_items *x, char *json);
@@ -121,6 +123,7 @@ void api_h_cancel(api *a, httpd_req *r, ctx *c);
 void api_h_fork(api *a, httpd_req *r, ctx *c);
 void api_h_artifacts(api *a, httpd_req *r, ctx *c);
 void api_h_artifact(api *a, httpd_req *r, ctx *c);
+void api_h_audit(api *a, httpd_req *r, ctx *c);
 
 /* -------------------------------------------------------- api_events.c --- */
 

@@ -50,6 +50,12 @@ void api_reply_store_error(api *a, httpd_req *r, store *st) {
   api_reply_error(r, 503, "the store cannot be read or written now (%s); nothing was changed, retry", store_errmsg(st));
 }
 
+void api_reply_read_error(api *a, httpd_req *r, store *st, int rc) {
+  /* a damaged log (its hash chain, a damaged page) is not a retry: 500 naming the first bad seq */
+  if (rc == STORE_ECORRUPT) return api_reply_error(r, 500, "%s", store_errmsg(st));
+  api_reply_store_error(a, r, st);
+}
+
 /* ------------------------------------------------------ writes, durably --- */
 
 typedef struct pending {

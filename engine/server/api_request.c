@@ -243,7 +243,7 @@ int api_find_for_read(api *a, httpd_req *r, const char *id, wf_row *w) {
 int api_load_summary(api *a, httpd_req *r, const char *id, view_summary *s) {
   char err[700];
   int found = view_summary_load(a->rd, id, s, err, sizeof err);
-  if (found < 0) api_reply_error(r, 503, "%s", err);
+  if (found < 0) api_reply_error(r, found == STORE_ECORRUPT ? 500 : 503, "%s", err); /* a damaged log is no retry */
   if (found == 0) {
     engine_unknown_id(id, err, sizeof err);
     api_reply_error(r, 404, "%s", err);

@@ -179,6 +179,12 @@ static void catch_up(sub *s) {
     } while (rc == STORE_OK && !f.full && f.n == FEED_PAGE);
   }
   if (s->ended) return;
+  if (rc == STORE_ECORRUPT) { /* a damaged stream: said, then the end (a reconnection finds it again) */
+    char *q = json_quote(store_errmsg(a->rd)), *frame = util_fmt("event: error\ndata: {\"error\":%s}\n\n", q);
+    sub_write(s, frame, strlen(frame));
+    free(frame);
+    free(q);
+  }
   if (rc != STORE_OK) { /* the client reconnects and resumes */
     s->ended = 1;
     httpd_stream_end(s->s);

@@ -158,6 +158,9 @@ void api_h_hook(api *a, httpd_req *r, ctx *c) {
   d.status = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   char *input = api_field_json(a, "input");
+  /* what the trigger's file says its starts may hold (lua/triggers.lua), as JSON */
+  lua_getfield(L, -1, "starter_grants");
+  char *held = util_strdup(lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "[]");
   lua_settop(L, 0);
   d.delivery = delivery;
   if (strcmp(outcome, "start") != 0) {
@@ -168,6 +171,7 @@ void api_h_hook(api *a, httpd_req *r, ctx *c) {
     if (d.status < 200 || d.status > 599) d.status = 500;
     d.detail = detail;
     free(input);
+    free(held);
     return hook_answer(a, r, &d, detail);
   }
   store *st = engine_store(a->e);
@@ -175,10 +179,12 @@ void api_h_hook(api *a, httpd_req *r, ctx *c) {
   int seen = *delivery ? store_delivery_find(st, c->p1, delivery, found_delivery, &f) : 0;
   if (seen < 0) {
     free(input);
+    free(held);
     return api_reply_store_error(a, r, st);
   }
   if (seen == 1) {
     free(input);
+    free(held);
     d.outcome = "duplicate", d.status = 200, d.wf_id = f.wf_id;
     char *msg = util_fmt("delivery %s was accepted before (workflow %s): this one starts nothing", delivery, f.wf_id);
     hook_answer(a, r, &d, msg);
@@ -189,6 +195,7 @@ void api_h_hook(api *a, httpd_req *r, ctx *c) {
   if (long_name || long_id || api_script_path(a, workflow, path, sizeof path, why, sizeof why) != 0 ||
       (*id && engine_check_id(id, why, sizeof why) != 0)) {
     free(input);
+    free(held);
     d.outcome = "rejected", d.status = 500;
     char *msg = util_fmt("the trigger's answer cannot start: %s", why);
     d.detail = msg;
@@ -198,8 +205,9 @@ void api_h_hook(api *a, httpd_req *r, ctx *c) {
   if (!*id) engine_generate_id(workflow, id, sizeof id);
   char identity[sizeof c->p1 + 16];
   snprintf(identity, sizeof identity, "trigger:%s", c->p1);
-  char *with = engine_input_with_identity(input ? input : "{}", identity, 1, err, sizeof err);
+  char *with = engine_input_with_starter(input ? input : "{}", identity, held, 1, err, sizeof err);
   free(input);
+  free(held);
   if (!with) {
     d.outcome = "rejected", d.status = 500;
     char *msg = util_fmt("the trigger's input cannot start: %s", err);

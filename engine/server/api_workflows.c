@@ -107,7 +107,17 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
     free(input);
     return api_reply_error(r, 400, "%s", err);
   }
-  char *with = engine_input_with_identity(input ? input : "{}", c->identity, 1, err, sizeof err);
+  /* what the starter holds (docs/grants.md): a token's grants, or every
+   * grant without tokens (a single-user machine, as its scopes are) */
+  char *held = NULL;
+  if (strncmp(c->identity, "token:", 6) == 0 && token_grants_of(a->rd, c->identity + 6, &held) < 0) {
+    free(input);
+    return api_reply_store_error(a, r, a->rd);
+  }
+  char *with = engine_input_with_starter(input ? input : "{}", c->identity,
+                                         strncmp(c->identity, "token:", 6) == 0 ? (held ? held : "[]") : "\"*\"", 1,
+                                         err, sizeof err);
+  free(held);
   free(input);
   if (!with) return api_reply_error(r, 400, "%s", err);
   char location[ENGINE_ID_MAX + 32];
@@ -336,10 +346,11 @@ void api_h_history(api *a, httpd_req *r, ctx *c) {
                            (long long)last);
   }
   hist_list h = {0};
-  if (store_hist_load(a->rd, c->p1, run, &h) != STORE_OK) {
+  int rc = store_hist_load(a->rd, c->p1, run, &h);
+  if (rc != STORE_OK) {
     hist_list_free(&h);
     wf_row_free(&w);
-    return api_reply_store_error(a, r, a->rd);
+    return api_reply_read_error(a, r, a->rd, rc);
   }
   ubuf b = {0};
   char *qid = json_quote(c->p1);
@@ -543,7 +554,8 @@ void api_h_fork(api *a, httpd_req *r, ctx *c) {
       if (!api_store_down(a, r)) api_reply_error(r, 503, "%s", err);
       return;
     }
-    int status = why == FORK_UNKNOWN ? 404 : why == FORK_EXISTS ? 409 : 400;
+    /* a damaged source's log: 500 naming its first bad seq, as a read of it */
+    int status = why == FORK_UNKNOWN ? 404 : why == FORK_EXISTS ? 409 : why == FORK_DAMAGED ? 500 : 400;
     if (made.field[0] && status == 400) {
       char *msg = util_fmt("\"%s\": %s", made.field, err);
       char *q1 = json_quote(msg), *q2 = json_quote(made.field);

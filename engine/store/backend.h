@@ -12,7 +12,66 @@ struct store {
   const struct store_ops *ops;
   int pending;    /* a commit of store_commit_start: 1 on its way, 2 answered and not reported yet */
   int pending_rc; /* its result once answered */
+  struct chain_cache *chains; /* the heads of the hash chains this store knows (chain.c) */
+  char *errbuf;               /* the backend's error message (store_errmsg), for store.c's own errors */
+  size_t errlen;
 };
+
+/* ---- the hash chains (chain.c): what the backends and store.c share ----
+ * A workflow's chain columns as its row has them ("" for a NULL head). */
+typedef struct chain_state {
+  int found; /* the row exists */
+  int64_t run;
+  char hist_head[65], hist_base[65]; /* the history's last link, and the link its current run's first follows */
+  int64_t hist_seq;                  /* the head's seq in the current run (0: none yet) */
+  int64_t hist_from_run, hist_from_seq; /* where the history's chain starts (1, 1; later for an upgraded one) */
+  char dom_head[65];
+  int64_t dom_seq, dom_from;
+} chain_state;
+/* What a check counted, and the last link it computed. */
+typedef struct chain_tally {
+  int64_t checked, unchained;
+  char last[65];
+} chain_tally;
+/* What event e (its seq, run of wf_id) keeps of its link (its first
+ * hex digits, chain.c) into out, its link chained after the workflow's head: the open batch's, or one this store committed when it
+ * is the event before; else, with row (the row's chain columns), the row's.
+ * 1 linked (the head moves to it, written at the commit), 0 the head is
+ * not known: read the row and call again with it. */
+int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *e, const chain_state *row,
+                    char out[65]);
+/* 1 with the seq and link of the last domain event the open batch appended
+ * to session_id, 0 when it appended none (read them from the rows). */
+int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]);
+/* What domain event e keeps of its link after prev, into out; the link the batch's head of its session. */
+void chain_dom_link(store *s, const domain_event *e, const char *prev, char out[65]);
+/* Writes a head the open batch moved into its workflow's head row: domain 0 the
+ * history's (head, seq and base), 1 the domain events' (head, seq). */
+typedef int (*chain_write_fn)(store *s, const char *wf_id, int domain, const char *head, int64_t seq,
+                              const char *base);
+/* Before COMMIT: every head the batch moved, through write. */
+int chain_flush(store *s, chain_write_fn write);
+/* After the commit: the batch's heads are the rows'; after a rollback they are forgotten. */
+void chain_committed(store *s);
+void chain_rolled_back(store *s);
+void chain_cache_free(store *s);
+/* The open batch's own heads over the row's (read inside that batch). */
+void chain_overlay(store *s, const char *wf_id, chain_state *cs);
+/* Checks run's events h->v[from..] (read after the row cs): dense from 1,
+ * each link, and for the current run the head. prev: for a run older than
+ * the row's, the last link of the run before it. STORE_OK, or
+ * STORE_ECORRUPT with err naming the first bad seq; t (may be NULL) counts
+ * and gets the run's last link. */
+int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h, size_t from, const chain_state *cs,
+                    const char *prev, chain_tally *t, char *err, size_t errlen);
+/* A current run read and checked: its head (last, the full link the check
+ * computed for its last event) is known to this store. */
+void chain_learned(store *s, const char *wf_id, int64_t run, const hist_list *h, const chain_state *cs,
+                   const char *last);
+/* Checks a session's events v[0..n) (all of them, from #1; read after the
+ * row cs). As chain_check_run. */
+int chain_check_domain(store *s, const char *session_id, const domain_event *v, size_t n, const chain_state *cs,
+                       chain_tally *t, char *err, size_t errlen);
 
 /* Every field is named op_ and, where it serves one store.h function, that
  * function's name without store_ (store_token_revoke: op_token_revoke), so
@@ -56,9 +115,14 @@ typedef struct store_ops {
   int (*op_wf_subtree)(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
   int64_t (*op_wf_depth)(store *s, const char *id, int64_t cap);
   int64_t (*op_wf_children_running)(store *s, const char *parent);
-  int (*op_fork_copy)(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to, int modules, const char *dst);
+  /* the modules pinned to src's run, as dst's (store_fork_copy appends the rest) */
+  int (*op_fork_modules)(store *s, const char *src, int64_t run, const char *dst);
   int (*op_hist_append)(store *s, const char *wf_id, int64_t run, const hist_event *e);
-  int (*op_hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out);
+  /* raw: the rows as they are (store.c checks them); with cs, the
+   * workflow's chain columns first (read before the events) */
+  int (*op_hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out, chain_state *cs);
+  /* the chain columns of workflow wf_id (cs->found 0 when there is no row) */
+  int (*op_chain_get)(store *s, const char *wf_id, chain_state *cs);
   int (*op_hist_range)(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
   int64_t (*op_hist_max_seq)(store *s, const char *wf_id, int64_t run);
   int (*op_hist_outcome)(store *s, const char *wf_id, int64_t run, int64_t seq);
@@ -72,8 +136,10 @@ typedef struct store_ops {
   int (*op_task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until);
   int (*op_task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
   int (*op_task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
-  /* NULL: store.c makes it of op_lease_claim, op_task_take, op_wf_get and op_hist_load */
-  int (*op_task_start)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+  /* NULL: store.c makes it of op_lease_claim, op_task_take, op_wf_get and op_hist_load;
+   * cs[i]: task i's chain columns when it reads history (raw, as op_hist_load) */
+  int (*op_task_start)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n,
+                       chain_state *cs);
   int (*op_task_release)(store *s, const char *owner);
   int (*op_task_del_wf)(store *s, const char *wf_id);
   int (*op_task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
@@ -94,14 +160,18 @@ typedef struct store_ops {
   int (*op_signal_has)(store *s, const char *wf_id, const char *name);
   int (*op_signal_del_wf)(store *s, const char *wf_id);
   int64_t (*op_domain_append)(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
-  int (*op_domain_list)(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
-  /* NULL: store.c makes it of op_wf_get, op_hist_load, op_task_count, op_signal_count and op_domain_list */
-  int (*op_wf_view)(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud);
+  /* raw, from seq from_seq on (>=); with cs, the chain columns first */
+  int (*op_domain_list)(store *s, const char *session_id, int64_t from_seq, store_domain_cb cb, void *ud,
+                        chain_state *cs);
+  /* NULL: store.c makes it of op_chain_get, op_wf_get, op_hist_load, op_task_count, op_signal_count and
+   * op_domain_list; raw as they are, the chain columns into cs */
+  int (*op_wf_view)(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud, chain_state *cs);
   int (*op_feed_after)(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
   int64_t (*op_feed_last)(store *s);
   int (*op_meta_get)(store *s, const char *key, char **value);
   int (*op_meta_put)(store *s, const char *key, const char *value);
-  int (*op_token_put)(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+  int (*op_token_put)(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
+                      int64_t created_at);
   int (*op_token_revoke)(store *s, const char *name, int64_t revoked_at);
   int (*op_token_list)(store *s, store_token_cb cb, void *ud);
   int (*op_token_live)(store *s, store_token_cb cb, void *ud);
@@ -143,10 +213,6 @@ int store_fault_hit(const char *what);
  * longest value a parameter takes, for tests; 0 when unset). */
 int store_busy_timeout_ms(void);
 int store_max_length(void);
-/* A run's history read into h from index from on is whole: dense from seq 1
- * (a hole is damage, never a shorter history). STORE_OK, or STORE_ERR with
- * err saying which event is missing. */
-int store_hist_whole(const char *wf_id, const hist_list *h, size_t from, char *err, size_t errlen);
 /* 1 when a delivery of this outcome holds its (trigger, delivery id) key
  * (store_delivery_put). */
 int store_delivery_accepted(const char *outcome);

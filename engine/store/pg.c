@@ -65,7 +65,10 @@
  * workers (SQLite has none: one worker holds a file); 6: tasks_leased, the
  * index of the attempts in flight (Q_TASK_DUE takes a dead worker's first);
  * 7: workflows.parent and parent_close (child workflows); 8: workflows.forked_from
- * (engine fork); 9: workflows_forked, the index of a fork's source (a workflow's forks) */
+ * (engine fork); 9: the hash chains (chain.c): history.chain,
+ * domain_events.chain, where each workflow's chains start (workflows) and
+ * their heads (chain_heads; UPGRADE_9 records an older database's upgrade); 10: tokens.grants (docs/grants.md);
+ * 11: workflows_forked, the index of a fork's source (a workflow's forks) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -91,7 +94,14 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
     /* version 8: a fork's source (engine fork) */
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS forked_from " T ";"
-    /* version 9: a workflow's forks, by the source's id in forked_from (few workflows are forks):
+    /* version 9: where the hash chains start (chain.c), written once; their
+     * heads, written by every batch that moves them, a narrow row of their own */
+    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_from_run BIGINT NOT NULL DEFAULT 1;"
+    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS hist_from_seq BIGINT NOT NULL DEFAULT 1;"
+    "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS dom_from BIGINT NOT NULL DEFAULT 1;"
+    "CREATE TABLE IF NOT EXISTS chain_heads(wf_id " T " PRIMARY KEY, hist_head " T ", hist_seq BIGINT NOT NULL DEFAULT 0,"
+    "  hist_base " T ", dom_head " T ", dom_seq BIGINT NOT NULL DEFAULT 0);"
+    /* version 11: a workflow's forks, by the source's id in forked_from (few workflows are forks):
      * its "id" member as the engine writes it (ids hold no quote), read without a cast that a text
      * that is not JSON would fail */
     "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows((substring(forked_from from '\"id\":\"([^\"]*)\"')), "
@@ -100,6 +110,7 @@ static const char *SCHEMA =
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
     "  PRIMARY KEY(wf_id, run, seq));"
+    "ALTER TABLE history ADD COLUMN IF NOT EXISTS chain " T ";"
     "CREATE TABLE IF NOT EXISTS code(hash " T " PRIMARY KEY, name " T " NOT NULL, source BYTEA NOT NULL);"
     "CREATE TABLE IF NOT EXISTS run_modules(wf_id " T " NOT NULL, run BIGINT NOT NULL, module " T " NOT NULL,"
     "  hash " T " NOT NULL, PRIMARY KEY(wf_id, run, module));"
@@ -117,9 +128,12 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS signals_wf ON signals(wf_id, name, id);"
     "CREATE TABLE IF NOT EXISTS domain_events(session_id " T " NOT NULL, seq BIGINT NOT NULL,"
     "  type " T " NOT NULL, time BIGINT NOT NULL, payload " T ", PRIMARY KEY(session_id, seq));"
+    "ALTER TABLE domain_events ADD COLUMN IF NOT EXISTS chain " T ";"
     "CREATE TABLE IF NOT EXISTS event_feed(id BIGSERIAL PRIMARY KEY, session_id " T " NOT NULL, seq BIGINT NOT NULL);"
     "CREATE TABLE IF NOT EXISTS tokens(name " T " PRIMARY KEY, hash " T " NOT NULL UNIQUE,"
     "  scopes BIGINT NOT NULL, created_at BIGINT NOT NULL, revoked_at BIGINT);"
+    /* version 10: the grants a token carries (a JSON list; NULL: none) */
+    "ALTER TABLE tokens ADD COLUMN IF NOT EXISTS grants " T ";"
     "CREATE TABLE IF NOT EXISTS slots(id BIGSERIAL PRIMARY KEY, pool " T " NOT NULL, key " T " NOT NULL,"
     "  wf_id " T " NOT NULL, seq BIGINT NOT NULL, lim BIGINT NOT NULL, held INTEGER NOT NULL DEFAULT 0,"
     "  since BIGINT NOT NULL, UNIQUE(wf_id, pool, key));"
@@ -142,6 +156,18 @@ static const char *SCHEMA =
     "  expires_at BIGINT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS leases_owner ON leases(owner);";
 #undef T
+
+/* The upgrade of an older database to the hash chains, recorded: each
+ * workflow's chains start at its next event (the events before have no
+ * link, and verification starts there); one whose chain has a head already
+ * (a version label set back by hand) keeps where it starts. */
+static const char *UPGRADE_9 =
+    "UPDATE workflows SET hist_from_run=run, hist_from_seq=(SELECT coalesce(max(seq),0)+1 FROM history h "
+    "WHERE h.wf_id=workflows.id AND h.run=workflows.run) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.hist_head IS NOT NULL);"
+    "UPDATE workflows SET dom_from=(SELECT coalesce(max(seq),0)+1 FROM domain_events d "
+    "WHERE d.session_id=workflows.id) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.dom_head IS NOT NULL);";
 
 /* ---- opening ---- */
 
@@ -169,6 +195,8 @@ static pg *new_pg(const char *url, PGconn *c, const char *where, const char *set
   pg *s = util_xcalloc(1, sizeof *s);
   snprintf(s->settings, sizeof s->settings, "%s", settings);
   s->base.ops = &store_pg_ops;
+  s->base.errbuf = s->err;
+  s->base.errlen = sizeof s->err;
   s->conn = c;
   s->path = util_strdup(url);
   snprintf(s->where, sizeof s->where, "%s", where);
@@ -224,6 +252,7 @@ int store_pg_open(const char *url, int must_exist, store **out, char *err, size_
     /* another process may have created it while we waited: then only the COMMIT */
     if ((have < SCHEMA_VERSION &&
          (!pg_simple(c, SCHEMA, why, sizeof why, &kind) ||
+          (have > 0 && have < 9 && !pg_simple(c, UPGRADE_9, why, sizeof why, &kind)) ||
           !pg_simple(c, "INSERT INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "') ON CONFLICT(key) DO UPDATE "
                      "SET value=excluded.value", why, sizeof why, &kind) ||
           !pg_simple(c, ins, why, sizeof why, &kind))) ||
@@ -338,6 +367,7 @@ static void pg_close(store *st_) {
   strmap_free(&s->fenced);
   strmap_free(&s->releasing);
   pg_params_start(s); /* frees the last copies */
+  chain_cache_free(&s->base);
   free(s->path);
   free(s);
 }
@@ -396,6 +426,7 @@ const store_ops store_pg_ops = {
     .op_wf_children_running = pg_wf_children_running,
     .op_hist_append = pg_hist_append,
     .op_hist_load = pg_hist_load,
+    .op_chain_get = pg_chain_get,
     .op_hist_range = pg_hist_range,
     .op_hist_max_seq = pg_hist_max_seq,
     .op_hist_outcome = pg_hist_outcome,
@@ -406,7 +437,7 @@ const store_ops store_pg_ops = {
     .op_module_get = pg_module_get,
     .op_modules_clear = pg_modules_clear,
     .op_modules_copy = pg_modules_copy,
-    .op_fork_copy = pg_fork_copy,
+    .op_fork_modules = pg_fork_modules,
     .op_task_put = pg_task_put,
     .op_task_del = pg_task_del,
     .op_task_take = pg_task_take,

@@ -120,6 +120,19 @@ static int fence_check(pg *s) {
 
 /* ---- the batch ---- */
 
+/* A head the batch moved, into its workflow's head row (chain_heads; chain_flush, in the commit's pipeline). */
+static int pg_chain_write(store *st_, const char *wf_id, int domain, const char *head, int64_t seq,
+                          const char *base) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, head);
+  pg_bind_int(s, seq);
+  if (!domain) pg_bind_text(s, base && *base ? base : NULL);
+  pg_bind_text(s, wf_id);
+  return pg_exec_defer(s, domain ? Q_WF_DOM_HEAD : Q_WF_HIST_HEAD, "write the chain's head");
+}
+
+
 int pg_batch_failed(store *st_) {
   pg *s = (pg *)st_;
   if (s->pipe) return s->failed; /* what was sent and not answered yet is not known to fail */
@@ -235,6 +248,11 @@ static int commit_send(pg *s) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }
+  /* the heads of the hash chains the batch moved, into their workflows' rows (pipelined) */
+  if (chain_flush(&s->base, pg_chain_write) != STORE_OK) {
+    pg_rollback(&s->base);
+    return STORE_ERR;
+  }
   int sent = STORE_OK;
   s->commit_bumped = s->writes > 0;
   s->drain_state[0] = 0;
@@ -294,6 +312,7 @@ static int commit_outcome(pg *s, int ok) {
     pg_rollback(&s->base);
     return kind == STORE_OK ? STORE_ERR : kind;
   }
+  chain_committed(&s->base); /* the heads it moved are the rows' now */
   for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
   for (size_t i = 0; i < s->releasing.cap; i++) /* and its releases are done */
@@ -370,6 +389,7 @@ void pg_rollback(store *st_) {
   s->in_txn = s->ordered = s->client = 0;
   s->failed = 0;
   s->writes = 0;
+  chain_rolled_back(&s->base);
   pg_map_reset(&s->claimed); /* the claims went with the batch */
   pg_map_reset(&s->fenced);
   pg_map_reset(&s->releasing);

@@ -28,10 +28,11 @@
 
 enum {
   Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
-  Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_FORKS, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
-  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_HIST, Q_FORK_DOM, Q_FORK_FEED, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
+  Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_FORKS, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_WF_CHAIN, Q_WF_HIST_HEAD,
+  Q_WF_DOM_HEAD, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
+  Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
-  Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_MAX, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
+  Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_LAST, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
   Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
@@ -44,7 +45,7 @@ enum {
  * first run (pq_run). */
 extern const char *const pg_sql[Q__N];
 
-#define MAXP 16
+#define MAXP 32
 /* statements a batch sends before it reads their answers: the answers are
  * a few dozen bytes each, so the server never blocks on sending them while
  * the client blocks on sending more */
@@ -182,7 +183,11 @@ int64_t pg_wf_depth(store *st_, const char *id, int64_t cap);
 int64_t pg_wf_children_running(store *st_, const char *parent);
 int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
 void pg_events_from(const PGresult *r, hist_list *out);
-int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out);
+int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out, chain_state *cs);
+int64_t pg_events_run(const PGresult *r);
+void pg_chain_from(const PGresult *r, chain_state *cs);
+int pg_chain_get(store *st_, const char *wf_id, chain_state *cs);
+int pg_chain_send(pg *s, const char *wf_id, PGresult **keep);
 int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 int pg_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
 int64_t pg_hist_max_seq(store *st_, const char *wf_id, int64_t run);
@@ -193,16 +198,16 @@ int pg_module_pin(store *st_, const char *wf_id, int64_t run, const char *module
 char *pg_module_get(store *st_, const char *wf_id, int64_t run, const char *module);
 int pg_modules_clear(store *st_, const char *wf_id, int64_t run);
 int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run);
-int pg_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst);
-int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud);
+int pg_fork_modules(store *st_, const char *src, int64_t run, const char *dst);
+int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud, chain_state *cs);
 
 /* pg_tasks.c */
 int pg_task_put(store *st_, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
                 int64_t first_at, const char *owner, int64_t lease_until);
 int pg_task_del(store *st_, const char *wf_id, const char *kind, int64_t seq);
 int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t seq);
-int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n,
+                  chain_state *cs);
 int pg_task_release(store *st_, const char *owner);
 int pg_task_del_wf(store *st_, const char *wf_id);
 int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out);
@@ -226,12 +231,14 @@ int pg_signal_del_wf(store *st_, const char *wf_id);
 /* pg_records.c */
 int64_t pg_domain_append(store *st_, const char *session_id, const char *type, int64_t time,
                          const char *payload);
-int pg_domain_list(store *st_, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+int pg_domain_list(store *st_, const char *session_id, int64_t from_seq, store_domain_cb cb, void *ud,
+                   chain_state *cs);
 int pg_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, void *ud);
 int64_t pg_feed_last(store *st_);
 int pg_meta_get(store *st_, const char *key, char **value);
 int pg_meta_put(store *st_, const char *key, const char *value);
-int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at);
 int pg_token_revoke(store *st_, const char *name, int64_t revoked_at);
 int pg_token_list(store *st_, store_token_cb cb, void *ud);
 int pg_token_live(store *st_, store_token_cb cb, void *ud);

@@ -4,6 +4,7 @@
  * has the overview. */
 #include "pg_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,17 +16,30 @@ int64_t pg_domain_append(store *st_, const char *session_id, const char *type, i
                          const char *payload) {
   pg *s = (pg *)st_;
   ORDERED_BEGIN(s);
-  pg_params_start(s);
-  pg_bind_text(s, session_id);
-  int64_t seq;
-  if (pg_query_int(s, Q_DOM_MAX, 0, &seq) != STORE_OK) return STORE_ERR;
+  int64_t seq = 0;
+  char prev[65] = "", link[65];
+  /* after the batch's own last event of the session (no round trip), else the rows' */
+  if (!chain_dom_pending(&s->base, session_id, &seq, prev)) {
+    pg_params_start(s);
+    pg_bind_text(s, session_id);
+    PGresult *r = pq_run(s, Q_DOM_LAST, 0, "append domain event");
+    if (!r) return STORE_ERR;
+    if (PQntuples(r) > 0) {
+      seq = pg_col_int(r, 0, 0);
+      snprintf(prev, sizeof prev, "%s", pg_col_text(r, 0, 1) ? pg_col_text(r, 0, 1) : "");
+    }
+    PQclear(r);
+  }
   seq++;
+  domain_event e = {session_id, seq, type, time, payload, NULL};
+  chain_dom_link(&s->base, &e, prev, link);
   pg_params_start(s);
   pg_bind_text(s, session_id);
   pg_bind_int(s, seq);
   pg_bind_text(s, type);
   pg_bind_int(s, time);
   pg_bind_text(s, payload);
+  pg_bind_text(s, link);
   if (pg_exec_defer(s, Q_DOM_APPEND, "append domain event") != STORE_OK) return STORE_ERR;
   pg_params_start(s);
   pg_bind_text(s, session_id);
@@ -34,19 +48,31 @@ int64_t pg_domain_append(store *st_, const char *session_id, const char *type, i
   return seq;
 }
 
-int pg_domain_list(store *st_, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
+/* The rows as they are from seq from_seq on (store.c checks them); with
+ * cs, the chain's columns read first in the same round trip. */
+int pg_domain_list(store *st_, const char *session_id, int64_t from_seq, store_domain_cb cb, void *ud,
+                   chain_state *cs) {
   pg *s = (pg *)st_;
+  PGresult *c = NULL, *r = NULL;
+  int rc = cs ? pg_chain_send(s, session_id, &c) : STORE_OK;
   pg_params_start(s);
   pg_bind_text(s, session_id);
-  pg_bind_int(s, after_seq);
-  PGresult *r = pq_run(s, Q_DOM_LIST, 0, "list domain events");
-  if (!r) return STORE_ERR;
-  for (int i = 0, n = PQntuples(r); i < n; i++) {
-    domain_event e = {pg_col_text(r, i, 0), pg_col_int(r, i, 1), pg_col_text(r, i, 2), pg_col_int(r, i, 3), pg_col_text(r, i, 4)};
+  pg_bind_int(s, from_seq);
+  if (cs) {
+    if (rc == STORE_OK) rc = pg_pipe_send_q(s, Q_DOM_LIST, "list domain events", &r);
+    if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
+    if (rc == STORE_OK) pg_chain_from(c, cs);
+    PQclear(c);
+  } else if (!(r = pq_run(s, Q_DOM_LIST, 0, "list domain events"))) {
+    rc = STORE_ERR;
+  }
+  for (int i = 0, n = rc == STORE_OK ? PQntuples(r) : 0; i < n; i++) {
+    domain_event e = {pg_col_text(r, i, 0), pg_col_int(r, i, 1), pg_col_text(r, i, 2), pg_col_int(r, i, 3),
+                      pg_col_text(r, i, 4), pg_col_text(r, i, 5)};
     if (cb(ud, &e)) break;
   }
   PQclear(r);
-  return STORE_OK;
+  return rc;
 }
 
 int pg_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, void *ud) {
@@ -57,7 +83,8 @@ int pg_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, voi
   PGresult *r = pq_run(s, Q_FEED_AFTER, 0, "read the event feed");
   if (!r) return STORE_ERR;
   for (int i = 0, n = PQntuples(r); i < n; i++) {
-    domain_event e = {pg_col_text(r, i, 1), pg_col_int(r, i, 2), pg_col_text(r, i, 3), pg_col_int(r, i, 4), pg_col_text(r, i, 5)};
+    domain_event e = {pg_col_text(r, i, 1), pg_col_int(r, i, 2), pg_col_text(r, i, 3), pg_col_int(r, i, 4),
+                      pg_col_text(r, i, 5), NULL};
     if (cb(ud, pg_col_int(r, i, 0), &e)) break;
   }
   PQclear(r);
@@ -97,7 +124,8 @@ int pg_meta_put(store *st_, const char *key, const char *value) {
 
 /* ---- API tokens ---- */
 
-int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
+int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at) {
   pg *s = (pg *)st_;
   ORDERED_BEGIN(s);
   pg_params_start(s);
@@ -105,6 +133,7 @@ int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes
   pg_bind_text(s, hash);
   pg_bind_int(s, scopes);
   pg_bind_int(s, created_at);
+  pg_bind_text(s, grants);
   if (pg_exec_write(s, Q_TOKEN_PUT, "put token") != STORE_OK) return STORE_ERR;
   return s->changes > 0;
 }
@@ -125,7 +154,7 @@ static int token_scan(pg *s, int q, store_token_cb cb, void *ud, const char *wha
   if (!r) return STORE_ERR;
   for (int i = 0, n = PQntuples(r); i < n; i++) {
     token_row t = {pg_col_text(r, i, 0), pg_col_text(r, i, 1), (unsigned)pg_col_int(r, i, 2), pg_col_int(r, i, 3),
-                   pg_col_int(r, i, 4)};
+                   pg_col_int(r, i, 4), pg_col_text(r, i, 5)};
     if (cb(ud, &t)) break;
   }
   PQclear(r);

@@ -28,7 +28,8 @@
   "buffered_fire_at,skipped_count,updated_at,created_at"
 const char *const pg_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at,parent,parent_close,forked_from) VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15)",
+                    "created_at,updated_at,parent,parent_close,forked_from,hist_from_run) "
+                    "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$2)",
     [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows WHERE id=$1",
     /* in a client's batch (store_begin): its check holds to its commit (a
      * worker's status change waits, or is seen) */
@@ -71,12 +72,24 @@ const char *const pg_sql[Q__N] = {
                    "SELECT coalesce(max(n),0) FROM up",
     [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=$1 "
                               "AND status NOT IN ('completed','failed','cancelled')",
-    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) "
-                      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9)",
-    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 ORDER BY seq",
-    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq=$3",
-    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND run=$2 AND seq>=$3 "
-                     "AND seq<=$4 ORDER BY seq",
+    /* a workflow's hash chains: where they start, their heads (chain.c) */
+    [Q_WF_CHAIN] = "SELECT w.run,c.hist_head,coalesce(c.hist_seq,0),c.hist_base,w.hist_from_run,w.hist_from_seq,"
+                   "c.dom_head,coalesce(c.dom_seq,0),w.dom_from FROM workflows w LEFT JOIN chain_heads c ON c.wf_id=w.id "
+                   "WHERE w.id=$1",
+    /* a head the batch moved: a narrow row's upsert, not a rewrite of the workflow's wide one */
+    [Q_WF_HIST_HEAD] = "INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) VALUES($4,$1,$2,$3) "
+                       "ON CONFLICT(wf_id) DO UPDATE SET hist_head=$1, hist_seq=$2, hist_base=$3",
+    [Q_WF_DOM_HEAD] = "INSERT INTO chain_heads(wf_id,dom_head,dom_seq) VALUES($3,$1,$2) "
+                      "ON CONFLICT(wf_id) DO UPDATE SET dom_head=$1, dom_seq=$2",
+    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
+                      "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain,run FROM history WHERE wf_id=$1 AND run=$2 "
+                    "ORDER BY seq",
+    /* point reads are not checked against the chain (store.h): no chain read */
+    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time,NULL::text,run FROM history WHERE wf_id=$1 AND run=$2 "
+                   "AND seq=$3",
+    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time,NULL::text,run FROM history WHERE wf_id=$1 AND run=$2 "
+                     "AND seq>=$3 AND seq<=$4 ORDER BY seq",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=$1 AND run=$2",
     [Q_HIST_OUTCOME] = "SELECT EXISTS(SELECT 1 FROM history WHERE wf_id=$1 AND run=$2 AND seq>$3 AND ref=$4)::int",
     [Q_CODE_PUT] = "INSERT INTO code(hash,name,source) VALUES($1,$2,$3) ON CONFLICT(hash) DO NOTHING",
@@ -85,13 +98,7 @@ const char *const pg_sql[Q__N] = {
                   "ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
     [Q_MOD_GET] = "SELECT hash FROM run_modules WHERE wf_id=$1 AND run=$2 AND module=$3",
     [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=$1 AND run=$2",
-    /* a fork's copies (store_fork_copy): $1 the fork, $2 the source */
-    [Q_FORK_HIST] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) SELECT $1,run,seq,type,ref,"
-                    "name,hash,payload,time FROM history WHERE wf_id=$2 AND run=$3 AND seq>=$4 AND seq<=$5",
-    [Q_FORK_DOM] = "INSERT INTO domain_events(session_id,seq,type,time,payload) SELECT $1,seq,type,time,payload "
-                   "FROM domain_events WHERE session_id=$2 AND seq<=$3",
-    [Q_FORK_FEED] = "INSERT INTO event_feed(session_id,seq) SELECT $1,seq FROM domain_events WHERE session_id=$2 "
-                    "AND seq<=$3 ORDER BY seq",
+    /* a fork's pinned modules (store_fork_copy): $1 the fork, $2 the source */
     [Q_FORK_MOD] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT $1,run,module,hash FROM run_modules "
                    "WHERE wf_id=$2 AND run=$3 ON CONFLICT(wf_id,run,module) DO UPDATE SET hash=excluded.hash",
     [Q_MOD_COPY] = "INSERT INTO run_modules(wf_id,run,module,hash) SELECT wf_id,$1::bigint,module,hash "
@@ -105,7 +112,8 @@ const char *const pg_sql[Q__N] = {
     /* store_task_start: taken only while the lease is this worker's (claimed before it in the pipeline, or held) */
     [Q_TASK_TAKE_HELD] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3 AND EXISTS "
                          "(SELECT 1 FROM leases WHERE wf_id=$1 AND owner=$4)",
-    [Q_HIST_LOAD_CURRENT] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=$1 AND "
+    /* with the run its rows are of: the row read before them may show an older one */
+    [Q_HIST_LOAD_CURRENT] = "SELECT seq,type,ref,name,hash,payload,time,chain,run FROM history WHERE wf_id=$1 AND "
                             "run=(SELECT run FROM workflows WHERE id=$1) ORDER BY seq",
     [Q_TASK_DEL_WF] = "DELETE FROM tasks WHERE wf_id=$1",
     [Q_TASK_RELEASE] = "UPDATE tasks SET lease_owner=NULL, lease_until=0 WHERE lease_owner=$1",
@@ -148,9 +156,11 @@ const char *const pg_sql[Q__N] = {
                    "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=$1",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=$1",
-    [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=$1",
-    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES($1,$2,$3,$4,$5)",
-    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=$1 AND seq>$2 "
+    /* the session's last seq and its chain's head (its workflow's head row) */
+    [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=$1), "
+                   "(SELECT dom_head FROM chain_heads WHERE wf_id=$1)",
+    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES($1,$2,$3,$4,$5,$6)",
+    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload,chain FROM domain_events WHERE session_id=$1 AND seq>=$2 "
                    "ORDER BY seq",
     [Q_FEED_PUT] = "INSERT INTO event_feed(session_id,seq) VALUES($1,$2)",
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
@@ -223,12 +233,12 @@ const char *const pg_sql[Q__N] = {
                    "WHERE trig=$1 ORDER BY id DESC LIMIT $2",
     [Q_DLV_LIST_ALL] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
                        "ORDER BY id DESC LIMIT $1",
-    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES($1,$2,$3,$4,NULL) "
-                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
+    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at,grants) VALUES($1,$2,$3,$4,NULL,$5) "
+                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, grants=excluded.grants, "
                     "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
     [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=$1 WHERE name=$2 AND revoked_at IS NULL",
-    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
-    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
+    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at,grants FROM tokens ORDER BY name",
+    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0,grants FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
     [Q_SLOT_PUT] = "INSERT INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES($1,$2,$3,$4,$5,0,$6) "
                    "ON CONFLICT DO NOTHING",

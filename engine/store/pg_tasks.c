@@ -51,8 +51,9 @@ int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t seq) {
  * (while the lease is this worker's: Q_TASK_TAKE_HELD), its row and its
  * history go in one pipeline, each statement seeing what those before it
  * did. */
-#define START_STMTS 4
-int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
+#define START_STMTS 5
+int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n,
+                  chain_state *cs) {
   pg *s = (pg *)st_;
   if (strcmp(s->owner, owner) != 0) pg_announce(s, owner);
   WRITE_BEGIN(s);
@@ -80,10 +81,11 @@ int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, tas
     pg_params_start(s);
     pg_bind_text(s, t[i].wf_id);
     if (rc == STORE_OK) rc = pg_pipe_send_q(s, Q_WF_GET, "get workflow", &r[2]);
-    if (t[i].history && rc == STORE_OK) {
+    if (t[i].history && rc == STORE_OK) { /* the chain's columns before the history */
+      rc = pg_chain_send(s, t[i].wf_id, &r[4]);
       pg_params_start(s);
       pg_bind_text(s, t[i].wf_id);
-      rc = pg_pipe_send_q(s, Q_HIST_LOAD_CURRENT, "load history", &r[3]);
+      if (rc == STORE_OK) rc = pg_pipe_send_q(s, Q_HIST_LOAD_CURRENT, "load history", &r[3]);
     }
   }
   if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
@@ -96,9 +98,10 @@ int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, tas
     t[i].took = t[i].owned && atoll(PQcmdTuples(r[1])) > 0;
     t[i].found = t[i].took && PQntuples(r[2]) > 0;
     if (t[i].found) pg_read_wf(r[2], 0, &t[i].w);
-    if (t[i].found && t[i].history) {
+    if (t[i].found && t[i].history) { /* raw: store.c checks them */
+      pg_chain_from(r[4], &cs[i]);
       pg_events_from(r[3], &t[i].h);
-      rc = store_hist_whole(t[i].wf_id, &t[i].h, 0, s->err, sizeof s->err);
+      if (pg_events_run(r[3]) >= 0 && pg_events_run(r[3]) != cs[i].run) cs[i].run = -1;
     }
   }
   for (size_t i = 0; i < n * START_STMTS; i++) PQclear(res[i]);

@@ -3,6 +3,7 @@
  * round trip (store_wf_view). pg.c has the overview. */
 #include "pg_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,8 +213,46 @@ int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event 
   pg_bind_text(s, e->hash);
   pg_bind_text(s, e->payload);
   pg_bind_int(s, e->time);
+  pg_bind_text(s, e->chain);
   return pg_exec_defer(s, Q_HIST_APPEND, "append history");
 }
+
+/* ---- a workflow's hash chains: where they start (its row) and their heads (chain_heads) ---- */
+
+/* cs from a result of Q_WF_CHAIN (no row: not found). */
+void pg_chain_from(const PGresult *r, chain_state *cs) {
+  memset(cs, 0, sizeof *cs);
+  if (!r || PQntuples(r) < 1) return;
+  cs->found = 1;
+  cs->run = pg_col_int(r, 0, 0);
+  snprintf(cs->hist_head, sizeof cs->hist_head, "%s", pg_col_text(r, 0, 1) ? pg_col_text(r, 0, 1) : "");
+  cs->hist_seq = pg_col_int(r, 0, 2);
+  snprintf(cs->hist_base, sizeof cs->hist_base, "%s", pg_col_text(r, 0, 3) ? pg_col_text(r, 0, 3) : "");
+  cs->hist_from_run = pg_col_int(r, 0, 4);
+  cs->hist_from_seq = pg_col_int(r, 0, 5);
+  snprintf(cs->dom_head, sizeof cs->dom_head, "%s", pg_col_text(r, 0, 6) ? pg_col_text(r, 0, 6) : "");
+  cs->dom_seq = pg_col_int(r, 0, 7);
+  cs->dom_from = pg_col_int(r, 0, 8);
+}
+
+int pg_chain_get(store *st_, const char *wf_id, chain_state *cs) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  PGresult *r = pq_run(s, Q_WF_CHAIN, 0, "read the workflow's chain");
+  if (!r) return STORE_ERR;
+  pg_chain_from(r, cs);
+  PQclear(r);
+  return STORE_OK;
+}
+
+/* Sends the read of wf_id's chain columns into the pipeline (its result to *keep). */
+int pg_chain_send(pg *s, const char *wf_id, PGresult **keep) {
+  pg_params_start(s);
+  pg_bind_text(s, wf_id);
+  return pg_pipe_send_q(s, Q_WF_CHAIN, "read the workflow's chain", keep);
+}
+
 
 void pg_events_from(const PGresult *r, hist_list *out) {
   for (int i = 0, n = PQntuples(r); i < n; i++) {
@@ -229,8 +268,11 @@ void pg_events_from(const PGresult *r, hist_list *out) {
     e->hash = pg_col_dup(r, i, 4);
     e->payload = pg_col_dup(r, i, 5);
     e->time = pg_col_int(r, i, 6);
+    e->chain = pg_col_dup(r, i, 7);
   }
 }
+
+int64_t pg_events_run(const PGresult *r) { return r && PQntuples(r) > 0 ? pg_col_int(r, 0, 8) : -1; }
 
 static int read_events(pg *s, int q, hist_list *out) {
   PGresult *r = pq_run(s, q, 0, "load history");
@@ -240,14 +282,32 @@ static int read_events(pg *s, int q, hist_list *out) {
   return STORE_OK;
 }
 
-int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
+/* The rows as they are (store.c checks them); with cs, the chain columns
+ * read first in the same round trip. */
+int pg_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out, chain_state *cs) {
   pg *s = (pg *)st_;
-  pg_params_start(s);
-  pg_bind_text(s, wf_id);
-  pg_bind_int(s, run);
-  size_t from = out->n;
-  if (read_events(s, Q_HIST_LOAD, out) != STORE_OK) return STORE_ERR;
-  return store_hist_whole(wf_id, out, from, s->err, sizeof s->err);
+  if (!cs) {
+    pg_params_start(s);
+    pg_bind_text(s, wf_id);
+    pg_bind_int(s, run);
+    return read_events(s, Q_HIST_LOAD, out);
+  }
+  PGresult *r[2] = {0};
+  int rc = pg_chain_send(s, wf_id, &r[0]);
+  if (rc == STORE_OK) {
+    pg_params_start(s);
+    pg_bind_text(s, wf_id);
+    pg_bind_int(s, run);
+    rc = pg_pipe_send_q(s, Q_HIST_LOAD, "load history", &r[1]);
+  }
+  if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
+  if (rc == STORE_OK) {
+    pg_chain_from(r[0], cs);
+    pg_events_from(r[1], out);
+  }
+  PQclear(r[0]);
+  PQclear(r[1]);
+  return rc;
 }
 
 int pg_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
@@ -357,29 +417,17 @@ int pg_modules_clear(store *st_, const char *wf_id, int64_t run) {
 
 /* ---- forks ---- */
 
-/* One of the fork's INSERT ... SELECT statements: $1 dst, $2 src, then n
- * integers; sent without waiting for its answer. */
-static int fork_stmt(pg *s, int q, const char *src, const char *dst, const int64_t *v, int n, const char *what) {
+/* A fork's pinned modules: those of src's run, as dst's (its history and
+ * domain events are appended one by one, store_fork_copy: their links are
+ * the fork's own). */
+int pg_fork_modules(store *st_, const char *src, int64_t run, const char *dst) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
   pg_params_start(s);
   pg_bind_text(s, dst);
   pg_bind_text(s, src);
-  for (int i = 0; i < n; i++) pg_bind_int(s, v[i]);
-  return pg_exec_defer(s, q, what);
-}
-
-int pg_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst) {
-  pg *s = (pg *)st_;
-  /* the feed's positions are taken under the order lock, as every append's */
-  ORDERED_BEGIN(s);
-  int64_t h[] = {run, hist_from, hist_to}, d[] = {domain_to}, m[] = {run};
-  if (hist_to >= hist_from && fork_stmt(s, Q_FORK_HIST, src, dst, h, 3, "append history (fork)") != STORE_OK)
-    return STORE_ERR;
-  if (domain_to > 0 && (fork_stmt(s, Q_FORK_DOM, src, dst, d, 1, "append domain events (fork)") != STORE_OK ||
-                        fork_stmt(s, Q_FORK_FEED, src, dst, d, 1, "append domain events (fork feed)") != STORE_OK))
-    return STORE_ERR;
-  if (modules && fork_stmt(s, Q_FORK_MOD, src, dst, m, 1, "copy modules (fork)") != STORE_OK) return STORE_ERR;
-  return STORE_OK;
+  pg_bind_int(s, run);
+  return pg_exec_defer(s, Q_FORK_MOD, "copy modules (fork)");
 }
 
 int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {
@@ -395,33 +443,37 @@ int pg_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_
 /* ---- tasks ---- */
 /* store_wf_view: the five reads in one pipeline, so in one snapshot (one
  * implicit transaction, or the batch's own) and one round trip. */
-int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud) {
+int pg_wf_view(store *st_, const char *id, wf_view *out, store_domain_cb cb, void *ud, chain_state *cs) {
   pg *s = (pg *)st_;
-  static const int Q[] = {Q_WF_GET, Q_HIST_LOAD_CURRENT, Q_TASK_COUNT, Q_SIG_COUNT, Q_DOM_LIST};
-  static const char *what[] = {"get workflow", "load history", "count tasks", "count signals", "list domain events"};
-  PGresult *r[5] = {0}; /* filled by the drain before this returns (a send that fails drains too) */
+  /* the chain's columns first: the heads they name are among the rows read after */
+  static const int Q[] = {Q_WF_CHAIN, Q_WF_GET, Q_HIST_LOAD_CURRENT, Q_TASK_COUNT, Q_SIG_COUNT, Q_DOM_LIST};
+  static const char *what[] = {"read the workflow's chain", "get workflow", "load history",
+                               "count tasks",               "count signals", "list domain events"};
+  PGresult *r[6] = {0}; /* filled by the drain before this returns (a send that fails drains too) */
   int rc = STORE_OK;
-  for (int i = 0; i < 5 && rc == STORE_OK; i++) {
+  for (int i = 0; i < 6 && rc == STORE_OK; i++) {
     pg_params_start(s);
     pg_bind_text(s, id);
     if (Q[i] == Q_DOM_LIST) pg_bind_int(s, 0);
     rc = pg_pipe_send_q(s, Q[i], what[i], &r[i]);
   }
   if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
-  int found = rc == STORE_OK ? PQntuples(r[0]) > 0 : -1;
+  int found = rc == STORE_OK ? PQntuples(r[1]) > 0 : -1;
   if (found == 1) {
-    pg_read_wf(r[0], 0, &out->w);
-    pg_events_from(r[1], &out->h);
-    out->tasks = (int)pg_col_int(r[2], 0, 0);
-    out->signals = (int)pg_col_int(r[3], 0, 0);
-    if (store_hist_whole(id, &out->h, 0, s->err, sizeof s->err) != STORE_OK) found = -1;
-    for (int i = 0, n = PQntuples(r[4]); i < n && found == 1; i++) {
-      domain_event e = {pg_col_text(r[4], i, 0), pg_col_int(r[4], i, 1), pg_col_text(r[4], i, 2), pg_col_int(r[4], i, 3),
-                        pg_col_text(r[4], i, 4)};
+    pg_chain_from(r[0], cs);
+    pg_read_wf(r[1], 0, &out->w);
+    pg_events_from(r[2], &out->h);
+    /* a run begun between the row's read and the history's: its rows are not the row's run */
+    if (pg_events_run(r[2]) >= 0 && pg_events_run(r[2]) != cs->run) cs->run = -1;
+    out->tasks = (int)pg_col_int(r[3], 0, 0);
+    out->signals = (int)pg_col_int(r[4], 0, 0);
+    for (int i = 0, n = PQntuples(r[5]); i < n; i++) {
+      domain_event e = {pg_col_text(r[5], i, 0), pg_col_int(r[5], i, 1), pg_col_text(r[5], i, 2),
+                        pg_col_int(r[5], i, 3), pg_col_text(r[5], i, 4), pg_col_text(r[5], i, 5)};
       if (cb(ud, &e)) break;
     }
   }
-  for (int i = 0; i < 5; i++) PQclear(r[i]);
+  for (int i = 0; i < 6; i++) PQclear(r[i]);
   if (found != 1) store_wf_view_free(out);
   return found;
 }

@@ -1,8 +1,8 @@
 /* shared: what both backends (sqlite*.c, pg*.c) and the dispatch (store.c)
  * use alike: the tables' schema and the statements made from it, the rows'
  * free functions, the knob that fails a write on purpose and the others
- * both read, the check of a run's history and what makes a delivery
- * accepted. Nothing here
+ * both read, and what makes a delivery accepted (the hash chains and their
+ * checks are chain.c's). Nothing here
  * calls a backend, so the backends and the dispatch do not call each other
  * in a loop. */
 #include "store.h"
@@ -48,16 +48,6 @@ int store_max_length(void) {
   return maxlen && atoi(maxlen) > 0 ? atoi(maxlen) : 0;
 }
 
-int store_hist_whole(const char *wf_id, const hist_list *h, size_t from, char *err, size_t errlen) {
-  for (size_t i = from; i < h->n; i++)
-    if (h->v[i].seq != (int64_t)(i - from) + 1) {
-      util_seterr(err, errlen, "load history: event #%lld of %s is missing (the database is damaged)",
-                  (long long)(i - from) + 1, wf_id);
-      return STORE_ERR;
-    }
-  return STORE_OK;
-}
-
 int store_delivery_accepted(const char *outcome) {
   return strcmp(outcome, "started") == 0 || strcmp(outcome, "existing") == 0;
 }
@@ -89,6 +79,7 @@ void hist_list_free(hist_list *l) {
     free((char *)l->v[i].name);
     free((char *)l->v[i].hash);
     free((char *)l->v[i].payload);
+    free((char *)l->v[i].chain);
   }
   free(l->v);
   memset(l, 0, sizeof *l);
@@ -101,18 +92,19 @@ void hist_list_free(hist_list *l) {
 const store_table store_tables[] = {
     TABLE("meta", "tt", 1, "key", "value"),
     TABLE("code", "ttb", 1, "hash", "name", "source"),
-    TABLE("workflows", "titttttttiiittt", 1, "id", "run", "status", "script_name", "script_dir", "code_hash", "input",
-          "result", "error", "cancel", "created_at", "updated_at", "parent", "parent_close",
-          "forked_from"),
-    TABLE("history", "tiitittti", 3, "wf_id", "run", "seq", "type", "ref", "name", "hash", "payload", "time"),
+    TABLE("workflows", "titttttttiiitttiii", 1, "id", "run", "status", "script_name", "script_dir", "code_hash",
+          "input", "result", "error", "cancel", "created_at", "updated_at", "parent", "parent_close", "forked_from",
+          "hist_from_run", "hist_from_seq", "dom_from"),
+    TABLE("chain_heads", "ttitti", 1, "wf_id", "hist_head", "hist_seq", "hist_base", "dom_head", "dom_seq"),
+    TABLE("history", "tiititttit", 3, "wf_id", "run", "seq", "type", "ref", "name", "hash", "payload", "time", "chain"),
     TABLE("run_modules", "titt", 3, "wf_id", "run", "module", "hash"),
     {"tasks", (const char *const[]){"id", "wf_id", "kind", "seq", "run_at", "attempt", "first_at", "lease_owner",
                                      "lease_until"},
      "ittiiiiti", 9, 1, 1},
     TABLE("signals", "ittti", 1, "id", "wf_id", "name", "payload", "time"),
-    TABLE("domain_events", "titit", 2, "session_id", "seq", "type", "time", "payload"),
+    TABLE("domain_events", "tititt", 2, "session_id", "seq", "type", "time", "payload", "chain"),
     TABLE("event_feed", "iti", 1, "id", "session_id", "seq"),
-    TABLE("tokens", "ttiii", 1, "name", "hash", "scopes", "created_at", "revoked_at"),
+    TABLE("tokens", "ttiiit", 1, "name", "hash", "scopes", "created_at", "revoked_at", "grants"),
     TABLE("slots", "itttiiii", 1, "id", "pool", "key", "wf_id", "seq", "lim", "held", "since"),
     TABLE("counters", "triii", 1, "name", "value", "window_start", "paused_until", "updated_at"),
     TABLE("deliveries", "ittititt", 1, "id", "trig", "delivery", "received_at", "outcome", "status", "wf_id",

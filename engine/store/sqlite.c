@@ -27,10 +27,21 @@
  * 4: deliveries (webhook deliveries and their outcomes) and schedules
  * 5: workflows.parent and parent_close (child workflows)
  * 6: workflows.forked_from (engine fork)
- * 7: workflows_forked, the index of a fork's source (a workflow's forks) */
+ * 7: the hash chains (chain.c): history.chain, domain_events.chain, where
+ *    each workflow's chains start (workflows) and their heads (chain_heads)
+ * 8: tokens.grants (docs/grants.md)
+ * 9: workflows_forked, the index of a fork's source (a workflow's forks) */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
+
+/* Where a workflow's hash chains (chain.c) start: 1 for a workflow made with
+ * them (a fork: its run's first event), the next event at the upgrade for
+ * one made before (UPGRADE_7). Written once; the heads, written by every
+ * batch that moves them, are a narrow row of their own (chain_heads), not
+ * a rewrite of this wide one. */
+#define CHAIN_COLUMNS \
+  " hist_from_run INTEGER NOT NULL DEFAULT 1, hist_from_seq INTEGER NOT NULL DEFAULT 1, dom_from INTEGER NOT NULL DEFAULT 1"
 
 static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -38,7 +49,7 @@ static const char *SCHEMA =
     "  id TEXT PRIMARY KEY, run INTEGER NOT NULL, status TEXT NOT NULL,"
     "  script_name TEXT NOT NULL, script_dir TEXT NOT NULL, code_hash TEXT NOT NULL,"
     "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
-    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT, forked_from TEXT);"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT, forked_from TEXT," CHAIN_COLUMNS ");"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
     /* a parent's children (wf.child): few workflows have a parent */
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
@@ -51,8 +62,12 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id TEXT NOT NULL, run INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL,"
-    "  ref INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT, payload TEXT, time INTEGER NOT NULL,"
+    "  ref INTEGER NOT NULL DEFAULT 0, name TEXT, hash TEXT, payload TEXT, time INTEGER NOT NULL, chain TEXT,"
     "  PRIMARY KEY(wf_id, run, seq)) WITHOUT ROWID;"
+    /* each workflow's hash chains' heads (chain.c): the last link and its
+     * seq, the link its current run's first event follows */
+    "CREATE TABLE IF NOT EXISTS chain_heads(wf_id TEXT PRIMARY KEY, hist_head TEXT, hist_seq INTEGER NOT NULL DEFAULT 0,"
+    "  hist_base TEXT, dom_head TEXT, dom_seq INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS code(hash TEXT PRIMARY KEY, name TEXT NOT NULL, source BLOB NOT NULL);"
     "CREATE TABLE IF NOT EXISTS run_modules(wf_id TEXT NOT NULL, run INTEGER NOT NULL, module TEXT NOT NULL,"
     "  hash TEXT NOT NULL, PRIMARY KEY(wf_id, run, module)) WITHOUT ROWID;"
@@ -66,12 +81,12 @@ static const char *SCHEMA =
     "  payload TEXT, time INTEGER NOT NULL);"
     "CREATE INDEX IF NOT EXISTS signals_wf ON signals(wf_id, name, id);"
     "CREATE TABLE IF NOT EXISTS domain_events(session_id TEXT NOT NULL, seq INTEGER NOT NULL,"
-    "  type TEXT NOT NULL, time INTEGER NOT NULL, payload TEXT,"
+    "  type TEXT NOT NULL, time INTEGER NOT NULL, payload TEXT, chain TEXT,"
     "  PRIMARY KEY(session_id, seq)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS event_feed(id INTEGER PRIMARY KEY, session_id TEXT NOT NULL, seq INTEGER NOT NULL);"
     /* API tokens keep only the SHA-256 of their secret (tokens.c) */
     "CREATE TABLE IF NOT EXISTS tokens(name TEXT PRIMARY KEY, hash TEXT NOT NULL UNIQUE,"
-    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER);"
+    "  scopes INTEGER NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER, grants TEXT);"
     /* a slot of a pool and key, held or queued (FIFO by id) by the command at seq of a workflow */
     "CREATE TABLE IF NOT EXISTS slots(id INTEGER PRIMARY KEY, pool TEXT NOT NULL, key TEXT NOT NULL,"
     "  wf_id TEXT NOT NULL, seq INTEGER NOT NULL, lim INTEGER NOT NULL, held INTEGER NOT NULL DEFAULT 0,"
@@ -101,6 +116,31 @@ static const char *MIGRATE_5 =
     "ALTER TABLE workflows ADD COLUMN parent TEXT; ALTER TABLE workflows ADD COLUMN parent_close TEXT;";
 /* And the one older than version 6 lacks (after those of version 5). */
 static const char *MIGRATE_6 = "ALTER TABLE workflows ADD COLUMN forked_from TEXT;";
+
+/* The hash chains' columns a database older than version 7 lacks (after
+ * those of version 6). */
+static const char *MIGRATE_7 =
+    "ALTER TABLE history ADD COLUMN chain TEXT; ALTER TABLE domain_events ADD COLUMN chain TEXT;"
+    "ALTER TABLE workflows ADD COLUMN hist_from_run INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE workflows ADD COLUMN hist_from_seq INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE workflows ADD COLUMN dom_from INTEGER NOT NULL DEFAULT 1;";
+
+/* The upgrade to the hash chains, recorded: each workflow's chains start at
+ * its next event (the events before it have no link, and verification
+ * starts there). A workflow whose chain has a head already (a version label
+ * set back by hand) keeps where it starts. */
+static const char *UPGRADE_7 =
+    "UPDATE workflows SET hist_from_run=run, hist_from_seq=(SELECT coalesce(max(seq),0)+1 FROM history h "
+    "WHERE h.wf_id=workflows.id AND h.run=workflows.run) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.hist_head IS NOT NULL);"
+    "UPDATE workflows SET dom_from=(SELECT coalesce(max(seq),0)+1 FROM domain_events d "
+    "WHERE d.session_id=workflows.id) WHERE NOT EXISTS (SELECT 1 FROM chain_heads c "
+    "WHERE c.wf_id=workflows.id AND c.dom_head IS NOT NULL);";
+
+/* Version 8: the grants a token carries (a JSON list; NULL: none), added after
+ * SCHEMA ran, by whether the column is there (whatever the version number
+ * that comes before it): a tokens table SCHEMA made has it already. */
+static const char *MIGRATE_TOKEN_GRANTS = "ALTER TABLE tokens ADD COLUMN grants TEXT;";
 
 /* A database of an older version gets what it lacks, in one transaction:
  * SCHEMA again (it only creates what is missing), and the feed of the events
@@ -168,6 +208,8 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
   *out = NULL;
   sq *s = util_xcalloc(1, sizeof *s);
   s->base.ops = &store_sqlite_ops;
+  s->base.errbuf = s->err;
+  s->base.errlen = sizeof s->err;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (must_exist ? 0 : SQLITE_OPEN_CREATE);
   int rc = sqlite3_open_v2(path, &s->db, flags, NULL);
   if (rc != SQLITE_OK) {
@@ -234,8 +276,13 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
       rc = sqlite3_exec(s->db, MIGRATE_5, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < 6 && !has_column(s, "workflows", "forked_from"))
       rc = sqlite3_exec(s->db, MIGRATE_6, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0 && have < 7 && !has_column(s, "history", "chain"))
+      rc = sqlite3_exec(s->db, MIGRATE_7, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, SCHEMA, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION && !has_column(s, "tokens", "grants"))
+      rc = sqlite3_exec(s->db, MIGRATE_TOKEN_GRANTS, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
+    if (rc == SQLITE_OK && have > 0 && have < 7) rc = sqlite3_exec(s->db, UPGRADE_7, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION)
       rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "')",
                         NULL, NULL, &emsg);
@@ -278,6 +325,8 @@ int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char 
   *out = NULL;
   sq *s = util_xcalloc(1, sizeof *s);
   s->base.ops = &store_sqlite_ops;
+  s->base.errbuf = s->err;
+  s->base.errlen = sizeof s->err;
   /* READWRITE without CREATE, made read-only by query_only: a read-only
    * connection that is the last to close leaves -wal and -shm files behind,
    * this one removes them as every engine connection does */
@@ -341,6 +390,7 @@ static void sq_close(store *st_) {
     for (int j = 0; j < STORE_TABLE_STMTS; j++) sqlite3_finalize(s->tq[i][j]);
   sqlite3_close(s->ckpt_db);
   sqlite3_close(s->db);
+  chain_cache_free(&s->base);
   free(s->path);
   free(s);
 }
@@ -422,6 +472,7 @@ const store_ops store_sqlite_ops = {
     .op_wf_children_running = sq_wf_children_running,
     .op_hist_append = sq_hist_append,
     .op_hist_load = sq_hist_load,
+    .op_chain_get = sq_chain_get,
     .op_hist_range = sq_hist_range,
     .op_hist_max_seq = sq_hist_max_seq,
     .op_hist_outcome = sq_hist_outcome,
@@ -432,7 +483,7 @@ const store_ops store_sqlite_ops = {
     .op_module_get = sq_module_get,
     .op_modules_clear = sq_modules_clear,
     .op_modules_copy = sq_modules_copy,
-    .op_fork_copy = sq_fork_copy,
+    .op_fork_modules = sq_fork_modules,
     .op_task_put = sq_task_put,
     .op_task_del = sq_task_del,
     .op_task_take = sq_task_take,

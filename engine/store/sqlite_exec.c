@@ -22,9 +22,25 @@ int sq_fail(sq *s, const char *what) {
   int bind_failed = s->bind_rc != SQLITE_OK; /* the statement never ran: SQLite's own message is not about it */
   s->bind_rc = SQLITE_OK;
   if (s->failed) return STORE_ERR;
-  util_seterr(s->err, sizeof s->err, "%s: %s", what, bind_failed ? s->bind_err : sqlite3_errmsg(s->db));
+  /* a damaged page of the file is named as such (and is STORE_ECORRUPT):
+   * a read it stops is an error, never a shorter answer */
+  int code = bind_failed ? SQLITE_OK : sqlite3_errcode(s->db) & 0xff;
+  int corrupt = code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
+  util_seterr(s->err, sizeof s->err, "%s: %s%s", what, bind_failed ? s->bind_err : sqlite3_errmsg(s->db),
+              corrupt ? " (SQLite found a damaged page in the database file)" : "");
   if (s->in_txn) s->failed = 1;
-  return STORE_ERR;
+  return corrupt ? STORE_ECORRUPT : STORE_ERR;
+}
+
+/* A read's error: as sq_fail, except that a damaged page read inside a batch
+ * SQLite still holds open loses only that read (the workflow it belongs to
+ * is stopped in that batch), not the batch. */
+int sq_fail_read(sq *s, const char *what) {
+  int keep = s->in_txn && !s->failed && s->bind_rc == SQLITE_OK && !sqlite3_get_autocommit(s->db) &&
+             ((sqlite3_errcode(s->db) & 0xff) == SQLITE_CORRUPT);
+  int rc = sq_fail(s, what);
+  if (keep && rc == STORE_ECORRUPT) s->failed = 0;
+  return rc;
 }
 
 /* ENGINE_STORE_FAIL: this write fails as a disk I/O error does, and SQLite's
@@ -119,6 +135,20 @@ int sq_classify(int rc) {
 
 /* ---- the batch ---- */
 
+/* A head the batch moved, into its workflow's head row (chain_heads; chain_flush, at the commit). */
+static int sq_chain_write(store *st_, const char *wf_id, int domain, const char *head, int64_t seq,
+                          const char *base) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, domain ? Q_WF_DOM_HEAD : Q_WF_HIST_HEAD);
+  if (!st) return STORE_ERR;
+  int i = 1;
+  sq_bind_text(s, st, i++, head);
+  sq_bind_int(s, st, i++, seq);
+  if (!domain) sq_bind_text(s, st, i++, base && *base ? base : NULL);
+  sq_bind_text(s, st, i, wf_id);
+  return sq_exec_write(s, st, "write the chain's head");
+}
+
 /* SQLite says whether a transaction is open (sqlite3_get_autocommit); in_txn
  * only remembers that this store began one, so a batch SQLite rolled back on
  * its own is noticed instead of being continued in autocommit mode. */
@@ -155,7 +185,8 @@ int sq_commit(store *st_) {
     return STORE_ERR;
   }
   if (!s->in_txn) return STORE_OK;
-  if (injected(s, "commit")) {
+  /* the heads of the hash chains the batch moved, into their workflows' rows */
+  if (chain_flush(&s->base, sq_chain_write) != STORE_OK || injected(s, "commit")) {
     sq_rollback(&s->base);
     return STORE_ERR;
   }
@@ -168,6 +199,7 @@ int sq_commit(store *st_) {
   s->in_txn = 0;
   s->last_writes = s->writes;
   s->writes = 0;
+  chain_committed(&s->base);
   return STORE_OK;
 }
 
@@ -181,6 +213,7 @@ void sq_rollback(store *st_) {
   s->in_txn = 0;
   s->failed = 0;
   s->writes = 0;
+  chain_rolled_back(&s->base);
 }
 
 int sq_in_txn(store *st_) {

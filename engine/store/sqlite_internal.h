@@ -25,6 +25,9 @@ enum {
   Q_WF_SUBTREE,
   Q_WF_DEPTH,
   Q_WF_CHILDREN_RUNNING,
+  Q_WF_CHAIN,
+  Q_WF_HIST_HEAD,
+  Q_WF_DOM_HEAD,
   Q_HIST_APPEND,
   Q_HIST_LOAD,
   Q_HIST_GET,
@@ -37,9 +40,6 @@ enum {
   Q_MOD_GET,
   Q_MOD_CLEAR,
   Q_MOD_COPY,
-  Q_FORK_HIST,
-  Q_FORK_DOM,
-  Q_FORK_FEED,
   Q_FORK_MOD,
   Q_TASK_PUT,
   Q_TASK_DEL,
@@ -56,7 +56,7 @@ enum {
   Q_SIG_WAKE_TASK,
   Q_SIG_COUNT,
   Q_SIG_DEL_WF,
-  Q_DOM_MAX,
+  Q_DOM_LAST,
   Q_DOM_APPEND,
   Q_DOM_LIST,
   Q_FEED_PUT,
@@ -134,6 +134,7 @@ typedef struct sq {
 /* What one file of the backend uses of another's, by file. */
 /* sqlite_exec.c */
 int sq_fail(sq *s, const char *what);
+int sq_fail_read(sq *s, const char *what);
 void sq_bind_check(sq *s, int rc, int i, size_t len);
 void sq_bind_int(sq *s, sqlite3_stmt *st, int i, int64_t v);
 void sq_bind_blob(sq *s, sqlite3_stmt *st, int i, const void *v, size_t n);
@@ -176,7 +177,8 @@ int sq_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, st
 int64_t sq_wf_depth(store *st_, const char *id, int64_t cap);
 int64_t sq_wf_children_running(store *st_, const char *parent);
 int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
-int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out);
+int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out, chain_state *cs);
+int sq_chain_get(store *st_, const char *wf_id, chain_state *cs);
 int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 int sq_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
 int64_t sq_hist_max_seq(store *st_, const char *wf_id, int64_t run);
@@ -187,8 +189,7 @@ int sq_module_pin(store *st_, const char *wf_id, int64_t run, const char *module
 char *sq_module_get(store *st_, const char *wf_id, int64_t run, const char *module);
 int sq_modules_clear(store *st_, const char *wf_id, int64_t run);
 int sq_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run);
-int sq_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst);
+int sq_fork_modules(store *st_, const char *src, int64_t run, const char *dst);
 
 /* sqlite_tasks.c */
 int sq_task_put(store *st_, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
@@ -212,10 +213,11 @@ int sq_signal_del_wf(store *st_, const char *wf_id);
 int64_t sq_domain_append(store *st_, const char *session_id, const char *type, int64_t time, const char *payload);
 int sq_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, void *ud);
 int64_t sq_feed_last(store *st_);
-int sq_domain_list(store *st_, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
+int sq_domain_list(store *st_, const char *session_id, int64_t from_seq, store_domain_cb cb, void *ud, chain_state *cs);
 int sq_meta_get(store *st_, const char *key, char **value);
 int sq_meta_put(store *st_, const char *key, const char *value);
-int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at);
 int sq_token_revoke(store *st_, const char *name, int64_t revoked_at);
 int sq_token_list(store *st_, store_token_cb cb, void *ud);
 int sq_token_live(store *st_, store_token_cb cb, void *ud);

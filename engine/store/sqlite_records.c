@@ -4,6 +4,7 @@
  * sqlite.c has the overview. */
 #include "sqlite_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,12 +16,24 @@
 int64_t sq_domain_append(store *st_, const char *session_id, const char *type, int64_t time, const char *payload) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
-  sqlite3_stmt *st = sq_stmt(s, Q_DOM_MAX);
-  if (!st) return STORE_ERR;
-  sq_bind_text(s, st, 1, session_id);
-  int64_t seq;
-  if (sq_query_int(s, st, 0, &seq) != STORE_OK) return STORE_ERR;
+  sqlite3_stmt *st;
+  int64_t seq = 0;
+  char prev[65] = "", link[65];
+  /* after the batch's own last event of the session, else the rows' */
+  if (!chain_dom_pending(&s->base, session_id, &seq, prev)) {
+    if (!(st = sq_stmt(s, Q_DOM_LAST))) return STORE_ERR;
+    sq_bind_text(s, st, 1, session_id);
+    int rc = sq_step(s, st);
+    if (rc == SQLITE_ROW) {
+      seq = sqlite3_column_int64(st, 0);
+      snprintf(prev, sizeof prev, "%s", sq_col_text(st, 1) ? sq_col_text(st, 1) : "");
+    }
+    sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return sq_fail(s, "append domain event");
+  }
   seq++;
+  domain_event e = {session_id, seq, type, time, payload, NULL};
+  chain_dom_link(&s->base, &e, prev, link);
   st = sq_stmt(s, Q_DOM_APPEND);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, session_id);
@@ -28,6 +41,7 @@ int64_t sq_domain_append(store *st_, const char *session_id, const char *type, i
   sq_bind_text(s, st, 3, type);
   sq_bind_int(s, st, 4, time);
   sq_bind_text(s, st, 5, payload);
+  sq_bind_text(s, st, 6, link);
   if (sq_exec_write(s, st, "append domain event") != STORE_OK) return STORE_ERR;
   st = sq_stmt(s, Q_FEED_PUT);
   if (!st) return STORE_ERR;
@@ -47,7 +61,7 @@ int sq_feed_after(store *st_, int64_t after_id, int limit, store_feed_cb cb, voi
   while ((rc = sq_step(s, st)) == SQLITE_ROW) {
     domain_event e = {(const char *)sqlite3_column_text(st, 1), sqlite3_column_int64(st, 2),
                       (const char *)sqlite3_column_text(st, 3), sqlite3_column_int64(st, 4),
-                      (const char *)sqlite3_column_text(st, 5)};
+                      (const char *)sqlite3_column_text(st, 5), NULL};
     if (cb(ud, sqlite3_column_int64(st, 0), &e)) break;
   }
   sqlite3_reset(st);
@@ -62,20 +76,24 @@ int64_t sq_feed_last(store *st_) {
   return sq_query_int(s, st, 0, &v) == STORE_OK ? v : STORE_ERR;
 }
 
-int sq_domain_list(store *st_, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
+/* The rows as they are from seq from_seq on (store.c checks them), after
+ * the chain's columns when cs. */
+int sq_domain_list(store *st_, const char *session_id, int64_t from_seq, store_domain_cb cb, void *ud,
+                   chain_state *cs) {
   sq *s = (sq *)st_;
+  int rc = cs ? sq_chain_get(st_, session_id, cs) : STORE_OK;
+  if (rc != STORE_OK) return rc;
   sqlite3_stmt *st = sq_stmt(s, Q_DOM_LIST);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, session_id);
-  sq_bind_int(s, st, 2, after_seq);
-  int rc;
+  sq_bind_int(s, st, 2, from_seq);
   while ((rc = sq_step(s, st)) == SQLITE_ROW) {
     domain_event e = {sq_col_text(st, 0), sqlite3_column_int64(st, 1), sq_col_text(st, 2), sqlite3_column_int64(st, 3),
-                      sq_col_text(st, 4)};
+                      sq_col_text(st, 4), sq_col_text(st, 5)};
     if (cb(ud, &e)) break;
   }
   sqlite3_reset(st);
-  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail(s, "list domain events");
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail_read(s, "list domain events");
 }
 
 /* ---- meta: the engine's own small named values ---- */
@@ -105,7 +123,8 @@ int sq_meta_put(store *st_, const char *key, const char *value) {
 
 /* ---- API tokens ---- */
 
-int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, int64_t created_at) {
+int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
+                 int64_t created_at) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
   sqlite3_stmt *st = sq_stmt(s, Q_TOKEN_PUT);
@@ -114,6 +133,7 @@ int sq_token_put(store *st_, const char *name, const char *hash, unsigned scopes
   sq_bind_text(s, st, 2, hash);
   sq_bind_int(s, st, 3, scopes);
   sq_bind_int(s, st, 4, created_at);
+  if (grants) sq_bind_text(s, st, 5, grants);
   if (sq_exec_write(s, st, "put token") != STORE_OK) return STORE_ERR;
   return sqlite3_changes(s->db) > 0;
 }
@@ -136,7 +156,7 @@ static int token_scan(sq *s, int q, store_token_cb cb, void *ud, const char *wha
   int rc;
   while ((rc = sq_step(s, st)) == SQLITE_ROW) {
     token_row t = {sq_col_text(st, 0), sq_col_text(st, 1), (unsigned)sqlite3_column_int64(st, 2),
-                   sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4)};
+                   sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4), sq_col_text(st, 5)};
     if (cb(ud, &t)) break;
   }
   sqlite3_reset(st);

@@ -10,7 +10,7 @@
 
 const char *const sq_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
-                    "created_at,updated_at,parent,parent_close,forked_from) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "created_at,updated_at,parent,parent_close,forked_from,hist_from_run) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?2)",
     [Q_WF_GET] = "SELECT id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,created_at,"
                  "updated_at,parent,parent_close,forked_from FROM workflows WHERE id=?",
     [Q_WF_STATUS] = "UPDATE workflows SET status=?, result=?, error=?, updated_at=? WHERE id=?",
@@ -47,10 +47,23 @@ const char *const sq_sql[Q__N] = {
                    "SELECT coalesce(max(n),0) FROM up",
     [Q_WF_CHILDREN_RUNNING] = "SELECT count(*) FROM workflows WHERE parent=? "
                               "AND status NOT IN ('completed','failed','cancelled')",
-    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) VALUES(?,?,?,?,?,?,?,?,?)",
-    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? ORDER BY seq",
-    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq=?",
-    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time FROM history WHERE wf_id=? AND run=? AND seq>=? "
+    /* a workflow's hash chains: where they start, their heads (chain.c) */
+    [Q_WF_CHAIN] = "SELECT w.run,c.hist_head,coalesce(c.hist_seq,0),c.hist_base,w.hist_from_run,w.hist_from_seq,"
+                   "c.dom_head,coalesce(c.dom_seq,0),w.dom_from FROM workflows w LEFT JOIN chain_heads c ON c.wf_id=w.id "
+                   "WHERE w.id=?",
+    /* a head the batch moved: a narrow row's upsert, not a rewrite of the workflow's wide one */
+    [Q_WF_HIST_HEAD] = "INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) VALUES(?4,?1,?2,?3) "
+                       "ON CONFLICT(wf_id) DO UPDATE SET hist_head=?1, hist_seq=?2, hist_base=?3",
+    [Q_WF_DOM_HEAD] = "INSERT INTO chain_heads(wf_id,dom_head,dom_seq) VALUES(?3,?1,?2) "
+                      "ON CONFLICT(wf_id) DO UPDATE SET dom_head=?1, dom_seq=?2",
+    [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
+                      "VALUES(?,?,?,?,?,?,?,?,?,?)",
+    [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain FROM history WHERE wf_id=? AND run=? "
+                    "ORDER BY seq",
+    /* point reads are not checked against the chain (store.h): no chain read,
+     * and they work on a database opened read-only at an older schema (shell completion) */
+    [Q_HIST_GET] = "SELECT seq,type,ref,name,hash,payload,time,NULL FROM history WHERE wf_id=? AND run=? AND seq=?",
+    [Q_HIST_RANGE] = "SELECT seq,type,ref,name,hash,payload,time,NULL FROM history WHERE wf_id=? AND run=? AND seq>=? "
                      "AND seq<=? ORDER BY seq",
     [Q_HIST_MAX] = "SELECT max(seq) FROM history WHERE wf_id=? AND run=?",
     /* an outcome comes after its command: the key range starts there */
@@ -62,13 +75,7 @@ const char *const sq_sql[Q__N] = {
     [Q_MOD_CLEAR] = "DELETE FROM run_modules WHERE wf_id=? AND run=?",
     [Q_MOD_COPY] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT wf_id,?,module,hash "
                    "FROM run_modules WHERE wf_id=? AND run=?",
-    /* a fork's copies (store_fork_copy): ?1 the fork, ?2 the source */
-    [Q_FORK_HIST] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time) SELECT ?1,run,seq,type,ref,"
-                    "name,hash,payload,time FROM history WHERE wf_id=?2 AND run=?3 AND seq>=?4 AND seq<=?5",
-    [Q_FORK_DOM] = "INSERT INTO domain_events(session_id,seq,type,time,payload) SELECT ?1,seq,type,time,payload "
-                   "FROM domain_events WHERE session_id=?2 AND seq<=?3",
-    [Q_FORK_FEED] = "INSERT INTO event_feed(session_id,seq) SELECT ?1,seq FROM domain_events WHERE session_id=?2 "
-                    "AND seq<=?3 ORDER BY seq",
+    /* a fork's pinned modules (store_fork_copy): ?1 the fork, ?2 the source */
     [Q_FORK_MOD] = "INSERT OR REPLACE INTO run_modules(wf_id,run,module,hash) SELECT ?1,run,module,hash "
                    "FROM run_modules WHERE wf_id=?2 AND run=?3",
     [Q_TASK_PUT] = "INSERT OR REPLACE INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
@@ -92,9 +99,11 @@ const char *const sq_sql[Q__N] = {
                         "status NOT IN ('completed','failed','cancelled'))",
     [Q_SIG_COUNT] = "SELECT count(*) FROM signals WHERE wf_id=?",
     [Q_SIG_DEL_WF] = "DELETE FROM signals WHERE wf_id=?",
-    [Q_DOM_MAX] = "SELECT max(seq) FROM domain_events WHERE session_id=?",
-    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload) VALUES(?,?,?,?,?)",
-    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload FROM domain_events WHERE session_id=? AND seq>? "
+    /* the session's last seq and its chain's head (its workflow's head row) */
+    [Q_DOM_LAST] = "SELECT (SELECT max(seq) FROM domain_events WHERE session_id=?1), "
+                   "(SELECT dom_head FROM chain_heads WHERE wf_id=?1)",
+    [Q_DOM_APPEND] = "INSERT INTO domain_events(session_id,seq,type,time,payload,chain) VALUES(?,?,?,?,?,?)",
+    [Q_DOM_LIST] = "SELECT session_id,seq,type,time,payload,chain FROM domain_events WHERE session_id=? AND seq>=? "
                    "ORDER BY seq",
     [Q_FEED_PUT] = "INSERT INTO event_feed(session_id,seq) VALUES(?,?)",
     [Q_FEED_AFTER] = "SELECT f.id,d.session_id,d.seq,d.type,d.time,d.payload FROM event_feed f JOIN domain_events d "
@@ -136,12 +145,12 @@ const char *const sq_sql[Q__N] = {
                    "WHERE trig=? ORDER BY id DESC LIMIT ?",
     [Q_DLV_LIST_ALL] = "SELECT id,trig,delivery,received_at,outcome,status,wf_id,detail FROM deliveries "
                        "ORDER BY id DESC LIMIT ?",
-    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at) VALUES(?,?,?,?,NULL) "
-                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, "
+    [Q_TOKEN_PUT] = "INSERT INTO tokens(name,hash,scopes,created_at,revoked_at,grants) VALUES(?,?,?,?,NULL,?) "
+                    "ON CONFLICT(name) DO UPDATE SET hash=excluded.hash, scopes=excluded.scopes, grants=excluded.grants, "
                     "created_at=excluded.created_at, revoked_at=NULL WHERE tokens.revoked_at IS NOT NULL",
     [Q_TOKEN_REVOKE] = "UPDATE tokens SET revoked_at=? WHERE name=? AND revoked_at IS NULL",
-    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at FROM tokens ORDER BY name",
-    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0 FROM tokens WHERE revoked_at IS NULL ORDER BY name",
+    [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at,grants FROM tokens ORDER BY name",
+    [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0,grants FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
     [Q_SLOT_PUT] = "INSERT OR IGNORE INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES(?,?,?,?,?,0,?)",
     /* position: 1 for the head of its queue; 0 when held */

@@ -2,6 +2,7 @@
  * history, code and pinned modules. sqlite.c has the overview. */
 #include "sqlite_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,8 +228,35 @@ int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event 
   sq_bind_text(s, st, 7, e->hash);
   sq_bind_text(s, st, 8, e->payload);
   sq_bind_int(s, st, 9, e->time);
+  sq_bind_text(s, st, 10, e->chain);
   return sq_exec_write(s, st, "append history");
 }
+
+/* ---- a workflow's hash chains: where they start (its row) and their heads (chain_heads) ---- */
+
+int sq_chain_get(store *st_, const char *wf_id, chain_state *cs) {
+  sq *s = (sq *)st_;
+  memset(cs, 0, sizeof *cs);
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_CHAIN);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, wf_id);
+  int rc = sq_step(s, st);
+  if (rc == SQLITE_ROW) {
+    cs->found = 1;
+    cs->run = sqlite3_column_int64(st, 0);
+    snprintf(cs->hist_head, sizeof cs->hist_head, "%s", sq_col_text(st, 1) ? sq_col_text(st, 1) : "");
+    cs->hist_seq = sqlite3_column_int64(st, 2);
+    snprintf(cs->hist_base, sizeof cs->hist_base, "%s", sq_col_text(st, 3) ? sq_col_text(st, 3) : "");
+    cs->hist_from_run = sqlite3_column_int64(st, 4);
+    cs->hist_from_seq = sqlite3_column_int64(st, 5);
+    snprintf(cs->dom_head, sizeof cs->dom_head, "%s", sq_col_text(st, 6) ? sq_col_text(st, 6) : "");
+    cs->dom_seq = sqlite3_column_int64(st, 7);
+    cs->dom_from = sqlite3_column_int64(st, 8);
+  }
+  sqlite3_reset(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail_read(s, "read the workflow's chain");
+}
+
 
 static int read_events(sq *s, sqlite3_stmt *st, hist_list *out) {
   int rc;
@@ -245,21 +273,23 @@ static int read_events(sq *s, sqlite3_stmt *st, hist_list *out) {
     e->hash = sq_col_dup(st, 4);
     e->payload = sq_col_dup(st, 5);
     e->time = sqlite3_column_int64(st, 6);
+    e->chain = sq_col_dup(st, 7);
   }
   sqlite3_reset(st);
-  return rc == SQLITE_DONE ? STORE_OK : sq_fail(s, "load history");
+  return rc == SQLITE_DONE ? STORE_OK : sq_fail_read(s, "load history");
 }
 
-int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out) {
+/* The rows as they are (store.c checks them), after the chain's columns
+ * when cs: read first, so the head they name is among the rows. */
+int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out, chain_state *cs) {
   sq *s = (sq *)st_;
+  int rc = cs ? sq_chain_get(st_, wf_id, cs) : STORE_OK;
+  if (rc != STORE_OK) return rc;
   sqlite3_stmt *st = sq_stmt(s, Q_HIST_LOAD);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, wf_id);
   sq_bind_int(s, st, 2, run);
-  size_t from = out->n;
-  if (read_events(s, st, out) != STORE_OK) return STORE_ERR;
-  /* a run's history is dense from 1: a hole is damage, never a shorter history */
-  return store_hist_whole(wf_id, out, from, s->err, sizeof s->err);
+  return read_events(s, st, out);
 }
 
 int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
@@ -379,29 +409,18 @@ int sq_modules_clear(store *st_, const char *wf_id, int64_t run) {
 
 /* ---- forks ---- */
 
-/* One of the fork's INSERT ... SELECT statements: ?1 dst, ?2 src, then n
- * integers. */
-static int fork_stmt(sq *s, int q, const char *src, const char *dst, const int64_t *v, int n, const char *what) {
-  sqlite3_stmt *st = sq_stmt(s, q);
+/* A fork's pinned modules: those of src's run, as dst's (its history and
+ * domain events are appended one by one, store_fork_copy: their links are
+ * the fork's own). */
+int sq_fork_modules(store *st_, const char *src, int64_t run, const char *dst) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_FORK_MOD);
   if (!st) return STORE_ERR;
   sq_bind_text(s, st, 1, dst);
   sq_bind_text(s, st, 2, src);
-  for (int i = 0; i < n; i++) sq_bind_int(s, st, 3 + i, v[i]);
-  return sq_exec_write(s, st, what);
-}
-
-int sq_fork_copy(store *st_, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
-                 int modules, const char *dst) {
-  sq *s = (sq *)st_;
-  WRITE_BEGIN(s);
-  int64_t h[] = {run, hist_from, hist_to}, d[] = {domain_to}, m[] = {run};
-  if (hist_to >= hist_from && fork_stmt(s, Q_FORK_HIST, src, dst, h, 3, "append history (fork)") != STORE_OK)
-    return STORE_ERR;
-  if (domain_to > 0 && (fork_stmt(s, Q_FORK_DOM, src, dst, d, 1, "append domain events (fork)") != STORE_OK ||
-                        fork_stmt(s, Q_FORK_FEED, src, dst, d, 1, "append domain events (fork feed)") != STORE_OK))
-    return STORE_ERR;
-  if (modules && fork_stmt(s, Q_FORK_MOD, src, dst, m, 1, "copy modules (fork)") != STORE_OK) return STORE_ERR;
-  return STORE_OK;
+  sq_bind_int(s, st, 3, run);
+  return sq_exec_write(s, st, "copy modules (fork)");
 }
 
 int sq_modules_copy(store *st_, const char *wf_id, int64_t from_run, int64_t to_run) {

@@ -13,6 +13,36 @@
 #include "crash.h"
 #include "util.h"
 
+/* A session's domain events as read (raw), owned: checked before any is
+ * handed on. */
+typedef struct domain_list {
+  domain_event *v;
+  size_t n, cap;
+} domain_list;
+
+static int domain_keep(void *ud, const domain_event *e) {
+  domain_list *l = ud;
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 16;
+    l->v = util_xrealloc(l->v, l->cap * sizeof *l->v);
+  }
+  l->v[l->n++] = (domain_event){util_strdup(e->session_id ? e->session_id : ""), e->seq,
+                                util_strdup(e->type ? e->type : ""), e->time,
+                                e->payload ? util_strdup(e->payload) : NULL, e->chain ? util_strdup(e->chain) : NULL};
+  return 0;
+}
+
+static void domain_list_free(domain_list *l) {
+  for (size_t i = 0; i < l->n; i++) {
+    free((char *)l->v[i].session_id);
+    free((char *)l->v[i].type);
+    free((char *)l->v[i].payload);
+    free((char *)l->v[i].chain);
+  }
+  free(l->v);
+  memset(l, 0, sizeof *l);
+}
+
 /* A commit of store_commit_start still on its way is answered before
  * anything else uses the connection (its result stays for store_commit_poll). */
 static void settle(store *s) {
@@ -139,9 +169,142 @@ int store_wf_subtree(store *s, const char *root, int64_t depth, int64_t limit, s
 int64_t store_wf_depth(store *s, const char *id, int64_t cap) { SETTLE(s); return s->ops->op_wf_depth(s, id, cap); }
 int64_t store_wf_children_running(store *s, const char *parent) { SETTLE(s); return s->ops->op_wf_children_running(s, parent); }
 
-int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e) { SETTLE(s); return s->ops->op_hist_append(s, wf_id, run, e); }
+/* ---- the hash chains (chain.c): every append links, every whole read is checked ---- */
 
-int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) { SETTLE(s); return s->ops->op_hist_load(s, wf_id, run, out); }
+int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e) {
+  SETTLE(s);
+  hist_event ev = *e;
+  char link[65];
+  if (!chain_hist_link(s, wf_id, run, e, NULL, link)) { /* the head is not known here: the row has it */
+    chain_state cs;
+    int rc = s->ops->op_chain_get(s, wf_id, &cs);
+    if (rc != STORE_OK) return rc;
+    chain_hist_link(s, wf_id, run, e, &cs, link);
+  }
+  ev.chain = link;
+  return s->ops->op_hist_append(s, wf_id, run, &ev);
+}
+
+/* What a read the backend found damaged (SQLite's damaged page) belongs to:
+ * the history, the domain events, or either (a view's one round trip). */
+enum { OF_HISTORY, OF_EVENTS, OF_LOG };
+
+/* Names a damaged read as the workflow's damage. Returns rc. */
+static int name_damage(store *s, int rc, int of, const char *wf_id) {
+  if (rc != STORE_ECORRUPT || strstr(s->errbuf, " damaged: ")) return rc;
+  char was[512];
+  snprintf(was, sizeof was, "%s", s->errbuf);
+  util_seterr(s->errbuf, s->errlen, "the %s of %s %s damaged: %s",
+              of == OF_HISTORY ? "history" : of == OF_EVENTS ? "events" : "log", wf_id, of == OF_EVENTS ? "are" : "is",
+              was);
+  return rc;
+}
+
+/* Drops h->v[from..] (a read to be made again). */
+static void hist_truncate(hist_list *h, size_t from) {
+  hist_list tail = {h->v + from, h->n - from, h->n - from};
+  for (size_t i = 0; i < tail.n; i++) {
+    free((char *)tail.v[i].type);
+    free((char *)tail.v[i].name);
+    free((char *)tail.v[i].hash);
+    free((char *)tail.v[i].payload);
+    free((char *)tail.v[i].chain);
+  }
+  h->n = from;
+}
+
+/* Walks every run of wf_id's history from the first (raw reads), checking
+ * each link and each run's start against the end of the run before: what
+ * store_verify_chains does, and a read of a run older than the current one.
+ * cs was read before. keep (not NULL): run keep's events go there. */
+static int walk_history(store *s, const char *wf_id, const chain_state *cs, int64_t keep_run, hist_list *keep,
+                        chain_tally *t, int64_t *runs, char *err, size_t errlen) {
+  char prev[65] = "";
+  for (int64_t r = 1; r <= cs->run; r++) {
+    hist_list h = {0};
+    int rc = name_damage(s, s->ops->op_hist_load(s, wf_id, r, &h, NULL), OF_HISTORY, wf_id);
+    if (rc == STORE_ECORRUPT) snprintf(err, errlen, "%s", s->errbuf);
+    if (rc == STORE_OK && r == cs->run && r > cs->hist_from_run && strcmp(prev, cs->hist_base) != 0) {
+      util_seterr(err, errlen,
+                  "the history of %s is damaged: run %lld does not follow the end of run %lld (events missing or "
+                  "altered at the end of run %lld, or the base recorded for its workflow changed)",
+                  wf_id, (long long)r, (long long)r - 1, (long long)r - 1);
+      rc = STORE_ECORRUPT;
+    }
+    if (rc == STORE_OK) rc = chain_check_run(s, wf_id, r, &h, 0, cs, prev, t, err, errlen);
+    if (runs) (*runs)++;
+    if (rc == STORE_OK) snprintf(prev, sizeof prev, "%s", t->last);
+    if (rc == STORE_OK && r == keep_run && keep) {
+      for (size_t i = 0; i < h.n; i++) { /* moved, strings and all */
+        if (keep->n == keep->cap) {
+          keep->cap = keep->cap ? keep->cap * 2 : 16;
+          keep->v = util_xrealloc(keep->v, keep->cap * sizeof *keep->v);
+        }
+        keep->v[keep->n++] = h.v[i];
+      }
+      free(h.v);
+    } else {
+      hist_list_free(&h);
+    }
+    if (rc != STORE_OK) return rc;
+  }
+  return STORE_OK;
+}
+
+int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
+  SETTLE(s);
+  size_t from = out->n;
+  for (int tries = 0;; tries++) {
+    chain_state cs;
+    int rc = s->ops->op_hist_load(s, wf_id, run, out, &cs);
+    if (rc != STORE_OK) return name_damage(s, rc, OF_HISTORY, wf_id);
+    chain_overlay(s, wf_id, &cs);
+    if (cs.found && run > cs.run) { /* a run begun between the two reads (again), or none yet */
+      if (out->n == from) return STORE_OK;
+      hist_truncate(out, from);
+      if (tries < 3) continue;
+      util_seterr(s->errbuf, s->errlen, "the history of %s changed while it was read", wf_id);
+      return STORE_ERR;
+    }
+    if (cs.found && run < cs.run) { /* an older run: its chain is checked from the first run on */
+      hist_truncate(out, from);
+      chain_tally t = {0};
+      return walk_history(s, wf_id, &cs, run, out, &t, NULL, s->errbuf, s->errlen);
+    }
+    chain_tally t = {0};
+    rc = chain_check_run(s, wf_id, run, out, from, &cs, NULL, &t, s->errbuf, s->errlen);
+    if (rc == STORE_OK) chain_learned(s, wf_id, run, out, &cs, t.last);
+    return rc;
+  }
+}
+
+int store_verify_chains(store *s, const char *wf_id, store_verify *out) {
+  SETTLE(s);
+  memset(out, 0, sizeof *out);
+  chain_state cs;
+  int rc = s->ops->op_chain_get(s, wf_id, &cs);
+  if (rc == STORE_ECORRUPT) {
+    snprintf(out->problem, sizeof out->problem, "%s", s->errbuf);
+    return 1;
+  }
+  if (rc != STORE_OK) return -1;
+  if (!cs.found) return 0;
+  chain_overlay(s, wf_id, &cs);
+  chain_tally t = {0};
+  rc = walk_history(s, wf_id, &cs, 0, NULL, &t, &out->runs, out->problem, sizeof out->problem);
+  if (rc == STORE_OK) {
+    domain_list dl = {0};
+    rc = name_damage(s, s->ops->op_domain_list(s, wf_id, 1, domain_keep, &dl, NULL), OF_EVENTS, wf_id);
+    if (rc == STORE_ECORRUPT) snprintf(out->problem, sizeof out->problem, "%s", s->errbuf);
+    if (rc == STORE_OK) rc = chain_check_domain(s, wf_id, dl.v, dl.n, &cs, &t, out->problem, sizeof out->problem);
+    domain_list_free(&dl);
+  }
+  out->checked = t.checked;
+  out->unchained = t.unchained;
+  if (rc != STORE_OK && rc != STORE_ECORRUPT) return -1;
+  out->ok = rc == STORE_OK;
+  return 1;
+}
 
 int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out) {
   SETTLE(s);
@@ -166,7 +329,44 @@ int store_modules_clear(store *s, const char *wf_id, int64_t run) { SETTLE(s); r
 
 int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run) { SETTLE(s); return s->ops->op_modules_copy(s, wf_id, from_run, to_run); }
 
-int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to, int modules, const char *dst) { SETTLE(s); return s->ops->op_fork_copy(s, src, run, hist_from, hist_to, domain_to, modules, dst); }
+/* A fork's copy: src's events read through the checked reads (a damaged
+ * source is refused, naming its first bad seq, and nothing of it copied),
+ * then appended as dst's one by one, so that their links are dst's own
+ * chain (a link hashes its workflow's id: src's would not check as dst's),
+ * dst's domain events with their feed positions in seq order. */
+int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
+                    int modules, const char *dst) {
+  SETTLE(s);
+  int rc = STORE_OK;
+  if (hist_to >= hist_from) {
+    hist_list h = {0};
+    rc = store_hist_load(s, src, run, &h);
+    for (size_t i = 0; i < h.n && rc == STORE_OK; i++) {
+      if (h.v[i].seq < hist_from || h.v[i].seq > hist_to) continue;
+      hist_event e = h.v[i];
+      e.chain = NULL;
+      rc = store_hist_append(s, dst, run, &e);
+    }
+    hist_list_free(&h);
+  }
+  if (rc == STORE_OK && domain_to > 0) {
+    domain_list dl = {0};
+    rc = store_domain_list(s, src, 0, domain_keep, &dl);
+    for (size_t i = 0; i < dl.n && rc == STORE_OK && dl.v[i].seq <= domain_to; i++) {
+      int64_t seq = store_domain_append(s, dst, dl.v[i].type, dl.v[i].time, dl.v[i].payload);
+      if (seq < 0) {
+        rc = (int)seq;
+      } else if (seq != dl.v[i].seq) { /* dst had events of its own: the copy would not be the source's */
+        util_seterr(s->errbuf, s->errlen, "fork: %s has domain events already (the copy of #%lld would be #%lld)", dst,
+                    (long long)dl.v[i].seq, (long long)seq);
+        rc = STORE_ERR;
+      }
+    }
+    domain_list_free(&dl);
+  }
+  if (rc == STORE_OK && modules) rc = s->ops->op_fork_modules(s, src, run, dst);
+  return rc;
+}
 
 int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until) { SETTLE(s); return s->ops->op_task_put(s, wf_id, kind, seq, run_at, attempt, first_at, owner, lease_until); }
 
@@ -174,7 +374,7 @@ int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) {
 
 int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->op_task_take(s, wf_id, kind, seq); }
 
-static int task_start_one(store *s, const char *owner, int64_t now, int64_t until, task_start *t) {
+static int task_start_one(store *s, const char *owner, int64_t now, int64_t until, task_start *t, chain_state *cs) {
   int rc = t->claim && s->ops->op_lease_claim ? s->ops->op_lease_claim(s, t->wf_id, owner, now, until) : 1;
   if (rc <= 0) return rc;
   t->owned = 1;
@@ -182,27 +382,54 @@ static int task_start_one(store *s, const char *owner, int64_t now, int64_t unti
   t->took = 1;
   if ((rc = s->ops->op_wf_get(s, t->wf_id, &t->w)) <= 0) return rc;
   t->found = 1;
-  return t->history ? s->ops->op_hist_load(s, t->wf_id, t->w.run, &t->h) : STORE_OK;
+  if (!t->history) return STORE_OK;
+  rc = name_damage(s, s->ops->op_hist_load(s, t->wf_id, t->w.run, &t->h, cs), OF_HISTORY, t->wf_id);
+  if (rc == STORE_ECORRUPT) { /* a damaged page: this workflow's, not the dispatch's */
+    t->damaged = util_strdup(s->errbuf);
+    hist_list_free(&t->h);
+    rc = STORE_OK;
+  }
+  return rc;
 }
 
 int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
   SETTLE(s);
   for (size_t i = 0; i < n; i++) {
     t[i].owned = t[i].took = t[i].found = 0;
+    t[i].damaged = NULL;
     memset(&t[i].w, 0, sizeof t[i].w);
     memset(&t[i].h, 0, sizeof t[i].h);
   }
-  if (s->ops->op_task_start) return s->ops->op_task_start(s, owner, now, until, t, n);
-  for (size_t i = 0; i < n; i++) {
-    int rc = task_start_one(s, owner, now, until, &t[i]);
-    if (rc < 0) return rc;
+  chain_state *cs = util_xcalloc(n ? n : 1, sizeof *cs);
+  int rc = STORE_OK;
+  if (s->ops->op_task_start) rc = s->ops->op_task_start(s, owner, now, until, t, n, cs);
+  for (size_t i = 0; i < n && rc == STORE_OK && !s->ops->op_task_start; i++)
+    rc = task_start_one(s, owner, now, until, &t[i], &cs[i]);
+  /* each history read is checked: a damaged one is that task's (damaged),
+   * one read across a new run is read again when the run loads */
+  for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+    if (!t[i].found || !t[i].history || t[i].damaged) continue;
+    chain_overlay(s, t[i].wf_id, &cs[i]);
+    char why[512];
+    if (cs[i].found && cs[i].run != t[i].w.run) {
+      hist_list_free(&t[i].h);
+    } else {
+      chain_tally tl = {0};
+      int rc2 = chain_check_run(s, t[i].wf_id, t[i].w.run, &t[i].h, 0, &cs[i], NULL, &tl, why, sizeof why);
+      if (rc2 == STORE_ECORRUPT) t[i].damaged = util_strdup(why);
+      if (rc2 != STORE_OK) hist_list_free(&t[i].h); /* damaged, or read again when the run loads */
+      else chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i], tl.last);
+    }
   }
-  return STORE_OK;
+  free(cs);
+  return rc;
 }
 
 void store_task_start_free(task_start *t) {
   if (t->found) wf_row_free(&t->w);
   hist_list_free(&t->h);
+  free(t->damaged);
+  t->damaged = NULL;
   t->found = 0;
 }
 
@@ -253,20 +480,69 @@ int store_signal_del_wf(store *s, const char *wf_id) { SETTLE(s); return s->ops-
 
 int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload) { SETTLE(s); return s->ops->op_domain_append(s, session_id, type, time, payload); }
 
-int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) { SETTLE(s); return s->ops->op_domain_list(s, session_id, after_seq, cb, ud); }
+int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
+  SETTLE(s);
+  if (after_seq < 0) after_seq = 0;
+  domain_list dl = {0};
+  chain_state cs;
+  /* all of them, from #1: an event keeps only the start of its link, so the
+   * chain is computed on from the first (what is handed on is after_seq's) */
+  int rc = s->ops->op_domain_list(s, session_id, 1, domain_keep, &dl, &cs);
+  name_damage(s, rc, OF_EVENTS, session_id);
+  if (rc == STORE_OK) {
+    chain_overlay(s, session_id, &cs);
+    rc = chain_check_domain(s, session_id, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
+  }
+  for (size_t i = 0; i < dl.n && rc == STORE_OK; i++)
+    if (dl.v[i].seq > after_seq && cb(ud, &dl.v[i])) break;
+  domain_list_free(&dl);
+  return rc;
+}
+
+/* The view's reads as they are (raw), the chain's columns first: the
+ * backend's pipeline, or one call after another. */
+static int wf_view_raw(store *s, const char *id, wf_view *out, domain_list *dl, chain_state *cs) {
+  if (s->ops->op_wf_view) return s->ops->op_wf_view(s, id, out, domain_keep, dl, cs);
+  int rc = s->ops->op_chain_get(s, id, cs);
+  if (rc != STORE_OK) return rc;
+  int found = s->ops->op_wf_get(s, id, &out->w);
+  if (found != 1) return found;
+  if ((rc = name_damage(s, s->ops->op_hist_load(s, id, out->w.run, &out->h, NULL), OF_HISTORY, id)) != STORE_OK ||
+      (out->tasks = s->ops->op_task_count(s, id)) < 0 || (out->signals = s->ops->op_signal_count(s, id)) < 0 ||
+      (rc = name_damage(s, s->ops->op_domain_list(s, id, 1, domain_keep, dl, NULL), OF_EVENTS, id)) !=
+          STORE_OK) {
+    store_wf_view_free(out);
+    return rc < 0 ? rc : STORE_ERR;
+  }
+  return 1;
+}
 
 int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud) {
   SETTLE(s);
-  memset(out, 0, sizeof *out);
-  if (s->ops->op_wf_view) return s->ops->op_wf_view(s, id, out, cb, ud);
-  int found = s->ops->op_wf_get(s, id, &out->w);
-  if (found != 1) return found;
-  if (s->ops->op_hist_load(s, id, out->w.run, &out->h) != STORE_OK || (out->tasks = s->ops->op_task_count(s, id)) < 0 ||
-      (out->signals = s->ops->op_signal_count(s, id)) < 0 || s->ops->op_domain_list(s, id, 0, cb, ud) != STORE_OK) {
-    store_wf_view_free(out);
-    return -1;
+  for (int tries = 0;; tries++) {
+    memset(out, 0, sizeof *out);
+    domain_list dl = {0};
+    chain_state cs;
+    int found = name_damage(s, wf_view_raw(s, id, out, &dl, &cs), OF_LOG, id);
+    if (found == 1) {
+      chain_overlay(s, id, &cs);
+      if (cs.found && cs.run != out->w.run && tries < 3) { /* a run begun while it was read: again */
+        store_wf_view_free(out);
+        domain_list_free(&dl);
+        continue;
+      }
+      int rc = chain_check_run(s, id, out->w.run, &out->h, 0, &cs, NULL, NULL, s->errbuf, s->errlen);
+      if (rc == STORE_OK) rc = chain_check_domain(s, id, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
+      if (rc != STORE_OK) {
+        store_wf_view_free(out);
+        found = rc;
+      }
+    }
+    for (size_t i = 0; i < dl.n && found == 1; i++)
+      if (cb(ud, &dl.v[i])) break;
+    domain_list_free(&dl);
+    return found;
   }
-  return 1;
 }
 
 int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud) { SETTLE(s); return s->ops->op_feed_after(s, after_id, limit, cb, ud); }
@@ -277,7 +553,8 @@ int store_meta_get(store *s, const char *key, char **value) { SETTLE(s); return 
 
 int store_meta_put(store *s, const char *key, const char *value) { SETTLE(s); return s->ops->op_meta_put(s, key, value); }
 
-int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at) { SETTLE(s); return s->ops->op_token_put(s, name, hash, scopes, created_at); }
+int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
+                    int64_t created_at) { SETTLE(s); return s->ops->op_token_put(s, name, hash, scopes, grants, created_at); }
 
 int store_token_revoke(store *s, const char *name, int64_t revoked_at) { SETTLE(s); return s->ops->op_token_revoke(s, name, revoked_at); }
 

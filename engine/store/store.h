@@ -17,8 +17,8 @@
 
 /* The schema versions this build reads and writes (engine --version): an
  * older database is migrated up at open, a newer one refused. */
-#define STORE_SQLITE_SCHEMA_VERSION 7
-#define STORE_PG_SCHEMA_VERSION 9
+#define STORE_SQLITE_SCHEMA_VERSION 9
+#define STORE_PG_SCHEMA_VERSION 11
 
 typedef struct store store;
 
@@ -53,9 +53,14 @@ typedef struct hist_event {
   const char *type;
   int64_t ref;
   const char *name;
-  const char *hash;
+  const char *hash; /* the command's argument hash (replay's check), not the chain's */
   const char *payload;
   int64_t time;
+  /* what the event keeps of its link of its workflow's hash chain (the
+   * link's first 16 hex digits: the chain runs on full links, recomputed;
+   * NULL for an event older than the chain, and in what store_hist_get and
+   * store_hist_range read): set by store_hist_append, never by its caller */
+  const char *chain;
 } hist_event;
 
 /* An owned list of events (strings owned by the list). */
@@ -82,6 +87,7 @@ typedef struct domain_event {
   const char *type;
   int64_t time;
   const char *payload;
+  const char *chain; /* what it keeps of its link of the session's chain (16 hex digits; NULL: older, or the feed) */
 } domain_event;
 
 /* Opens (and creates unless must_exist) the database at path; sets WAL mode and
@@ -214,18 +220,55 @@ int64_t store_wf_depth(store *s, const char *id, int64_t cap);
 int64_t store_wf_children_running(store *s, const char *parent);
 
 /* ---- history ---- */
+/* Appends e (its chain is computed here: the hash of its canonical bytes
+ * chained to the workflow's head, which the batch's commit writes to the
+ * workflow's head row). */
 int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event *e);
+/* Every event of a run, checked: dense from seq 1 and, from where the
+ * chain starts, each one's hash chained to the one before and the last one
+ * the workflow's recorded head (an older run: its whole chain up to the
+ * next run). A damaged log (a missing, altered, reordered or cut event, or
+ * a damaged database page) is STORE_ECORRUPT with store_errmsg naming the
+ * first bad seq, never a shorter history. */
 int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out);
 /* The events from_seq..to_seq of a run (a range of its key: what a step
- * reads of the history before it, activity.history). */
+ * reads of the history before it, activity.history). Not checked against
+ * the chain (a point read of a run the worker loaded, checked, before). */
 int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 /* Highest seq of a run (0 when empty), -1 on error. */
 int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run);
 /* 1 when an event of the run refers to the command at seq (its outcome is
  * logged), 0 when none does, -1 on error. */
 int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq);
-/* Returns 1 and copies the event into out (owned by out) when found. */
+/* Returns 1 and copies the event into out (owned by out) when found (not
+ * checked against the chain, as store_hist_range). */
 int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
+
+/* ---- the hash chains (docs/durability.md#the-hash-chain) ----
+ * Each workflow has two: its history through all its runs, and its domain
+ * events. An event's link is SHA-256 over its canonical bytes, which begin
+ * with the link before it (32 zero bytes for the first), so changing,
+ * removing or moving any event breaks every link after it; the workflow's
+ * head row holds each chain's head (the last link and its seq), so cutting the
+ * end off shows too. A database made before the chain records, per
+ * workflow, where its chain starts (the next event at the upgrade). */
+/* The link of history event e of run of wf_id after prev (64 hex digits, or
+ * NULL/"" for the first), into out (65 bytes). */
+void store_chain_hist(const char *prev, const char *wf_id, int64_t run, const hist_event *e, char out[65]);
+/* The link of domain event e after prev, into out. */
+void store_chain_domain(const char *prev, const domain_event *e, char out[65]);
+/* What store_verify_chains found. */
+typedef struct store_verify {
+  int ok;            /* every link and both heads check */
+  int64_t checked;   /* events whose link was checked (history and domain) */
+  int64_t unchained; /* events older than the chain (before the upgrade): not checked */
+  int64_t runs;      /* runs of its history read */
+  char problem[512]; /* when not ok: the first problem, naming its seq */
+} store_verify;
+/* Checks every chain of workflow wf_id, all runs: 1 with *out (ok or the
+ * problem; a damaged page SQLite reports is a problem too), 0 unknown
+ * workflow, -1 the database could not be read (store_errmsg). */
+int store_verify_chains(store *s, const char *wf_id, store_verify *out);
 
 /* ---- code by content hash ---- */
 int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len);
@@ -243,7 +286,11 @@ int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to
  * same seqs), src's domain events 1..domain_to (as dst's, with feed
  * positions in seq order), and, when modules, the modules pinned to that
  * run. Rows are copied, never shared: a fork does not depend on what later
- * happens to its source (retention, compaction). */
+ * happens to its source (retention, compaction). dst's row and its first
+ * event come first (store_wf_insert, store_hist_append): the copies are
+ * linked into dst's own hash chains, after its first event; the source's
+ * are read checked, so a damaged source is STORE_ECORRUPT naming its first
+ * bad seq and nothing is copied. */
 int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, int64_t hist_to, int64_t domain_to,
                     int modules, const char *dst);
 
@@ -270,6 +317,9 @@ typedef struct task_start {
   int owned, took, found; /* answered */
   wf_row w;
   hist_list h;
+  /* the run's events are damaged (store_hist_load's STORE_ECORRUPT): why,
+   * malloc'd; h is then empty, and the others' answers stand */
+  char *damaged;
 } task_start;
 int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
 void store_task_start_free(task_start *t);
@@ -337,14 +387,23 @@ int store_signal_has(store *s, const char *wf_id, const char *name);
 int store_signal_del_wf(store *s, const char *wf_id);
 
 /* ---- the per-session domain event stream (dense seq from 1) ---- */
+/* Appends an event (its link of the session's chain computed here). */
 int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload);
 typedef int (*store_domain_cb)(void *ud, const domain_event *e);
+/* The session's events after after_seq, in order, checked before the first
+ * is handed to cb: dense, each link chained to the one before (all of them
+ * are read, from #1: an event keeps only the start of its link), and the
+ * last the session's head. A
+ * damaged stream is STORE_ECORRUPT naming the first bad seq, with nothing
+ * handed to cb. */
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud);
 /* What a workflow's page reads (session_view.c), in one round trip where
  * the backend can (PostgreSQL's pipeline, one snapshot), else one call
  * after another: its row, its current run's events, its task and buffered
  * signal counts, and its domain events (each to cb, in order; nonzero
- * stops). 1 found (w and h filled: store_wf_view_free), 0 not, -1 error. */
+ * stops). 1 found (w and h filled: store_wf_view_free), 0 not, -1 error.
+ * Both chains are checked as store_hist_load and store_domain_list check
+ * them (STORE_ECORRUPT for a damaged one, nothing handed to cb). */
 typedef struct wf_view {
   wf_row w;
   hist_list h;
@@ -353,7 +412,9 @@ typedef struct wf_view {
 int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, void *ud);
 void store_wf_view_free(wf_view *v);
 /* Every session's events in the order they were written: up to limit after
- * feed position after_id (cb gets each one's position; nonzero stops). */
+ * feed position after_id (cb gets each one's position; nonzero stops). Not
+ * checked against the chains (each session's stream is, by
+ * store_domain_list). */
 typedef int (*store_feed_cb)(void *ud, int64_t id, const domain_event *e);
 int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud);
 /* The last feed position (0 when empty), or -1 on error. */
@@ -371,11 +432,13 @@ typedef struct token_row {
   const char *hash; /* 64 hex chars; NULL from store_token_list */
   unsigned scopes;
   int64_t created_at, revoked_at; /* epoch ms; revoked_at 0 when live */
+  const char *grants;             /* a JSON list of grants (docs/grants.md); NULL: none */
 } token_row;
 typedef int (*store_token_cb)(void *ud, const token_row *t);
 /* Inserts token name, or replaces a revoked row of that name: 1 written, 0 a
  * live token has that name (nothing written), -1 on error. */
-int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, int64_t created_at);
+int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
+                    int64_t created_at);
 /* Marks the live token name revoked: 1 revoked, 0 no live token of that name,
  * -1 on error. */
 int store_token_revoke(store *s, const char *name, int64_t revoked_at);

@@ -489,7 +489,7 @@ int wfvm_check_main(const wfvm_host *host, const char *src, size_t len, const ch
   cfg.load_only = 1;
   hist_list h = {util_xcalloc(1, sizeof(hist_event)), 1, 1};
   h.v[0] = (hist_event){1, util_strdup("WorkflowStarted"), 0,
-                        NULL, NULL, util_strdup("{\"input\":null,\"seed\":\"0\"}"), 0};
+                        NULL, NULL, util_strdup("{\"input\":null,\"seed\":\"0\"}"), 0, NULL};
   wfvm *vm = wfvm_new(&cfg, host, "(script check)", 1, &h);
   if (!vm) {
     hist_list_free(&h);

@@ -416,7 +416,8 @@ static int push_result(lua_State *L, int idx) {
   lua_getfield(L, t, "p");
   lua_getfield(L, t, "s");
   lua_getfield(L, t, "time");
-  hist_event e = {lua_tointeger(L, -2), lua_tostring(L, -4), 0, NULL, NULL, lua_tostring(L, -3), lua_tointeger(L, -1)};
+  hist_event e = {lua_tointeger(L, -2), lua_tostring(L, -4), 0, NULL, NULL, lua_tostring(L, -3), lua_tointeger(L, -1),
+                  NULL};
   int n = push_outcome(L, &e); /* the strings it reads stay on the stack meanwhile */
   lua_rotate(L, t, n);         /* the results below the user value and its four fields */
   lua_settop(L, t + n - 1);

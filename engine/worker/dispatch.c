@@ -143,7 +143,8 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
         run_load_id(e, id);
       }
     } else if (!engine_status_terminal(w->status) && strcmp(w->status, "stuck") != 0) {
-      run_load(e, w, ts->history && ts->h.n ? &ts->h : NULL);
+      if (ts->damaged) run_damaged(e, w, ts->damaged); /* its log did not check: nothing replayed */
+      else run_load(e, w, ts->history && ts->h.n ? &ts->h : NULL);
     } else if (strcmp(w->status, "stuck") == 0 && w->cancel == 1) {
       /* its code does not replay, so no clean-up can run: cancelling ends
        * it as it is (its tasks, signals and slots go, as at any end) */

@@ -36,7 +36,7 @@ static int issues_command(const char *type) {
 
 int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash,
                           const char *payload, hist_event *out) {
-  hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms()};
+  hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms(), NULL};
   store_lease_fence(r->e->st, r->id); /* the batch commits only while this worker holds it */
   engine_touch(r->e, r->id);
   if (store_hist_append(r->e->st, r->id, r->run, &ev) != STORE_OK) {
@@ -178,11 +178,13 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
   r->cancel = w->cancel;
   snprintf(r->status, sizeof r->status, "%s", w->status);
   hist_list h = {0};
+  int rc = STORE_OK;
   if (loaded) {
     h = *loaded;
     *loaded = (hist_list){0};
-  } else if (store_hist_load(e->st, w->id, w->run, &h) != STORE_OK) {
-    engine_log_err(e, "load history");
+  } else if ((rc = store_hist_load(e->st, w->id, w->run, &h)) != STORE_OK) {
+    if (rc == STORE_ECORRUPT) run_damaged(e, w, store_errmsg(e->st)); /* never replayed from a damaged log */
+    else engine_log_err(e, "load history");
     hist_list_free(&h);
     run_free(r);
     return;
@@ -227,6 +229,15 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
   wfvm_state st = wfvm_start_mode(r->vm, cb->buf, cb->len, chunk, binary ? "b" : "t");
   free(chunk);
   run_handle_state(r, st);
+}
+
+void run_damaged(engine *e, const wf_row *w, const char *why) {
+  char *msg = util_strdup(why); /* why may be the store's message, which the writes below replace */
+  log_wf(LOGL_WARNING, w->id, "workflow %s is stuck: %s", w->id, msg);
+  store_lease_fence(e->st, w->id);
+  if (store_wf_set_status(e->st, w->id, "stuck", NULL, msg) != STORE_OK) engine_log_err(e, "status");
+  engine_notify(e, w->id, "stuck", NULL);
+  free(msg);
 }
 
 void run_load_id(engine *e, const char *id) {
@@ -499,7 +510,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         char *traced = trace_start_members(&rec);
         char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"%s}", input, seed, traced);
         free(traced);
-        hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, util_now_ms()};
+        hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, util_now_ms(), NULL};
         store_modules_copy(e->st, r->id, r->run, next);
         store_wf_new_run(e->st, r->id, next, input);
         store_hist_append(e->st, r->id, next, &ev);

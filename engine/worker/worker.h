@@ -301,6 +301,10 @@ void run_clear_codecache(engine *e);
 const scriptbuf *run_script(engine *e, const char *path, char *err, size_t errlen);
 void run_load(engine *e, const wf_row *w, hist_list *loaded);
 void run_load_id(engine *e, const char *id);
+/* The log of workflow w is damaged (store_hist_load's STORE_ECORRUPT: a
+ * broken hash chain, a damaged page): nothing is replayed from it; it is
+ * stuck with why (which names the first bad seq). */
+void run_damaged(engine *e, const wf_row *w, const char *why);
 /* The trace of run of workflow id (trace_cache.h): kept since the run was
  * loaded, else read once from its WorkflowStarted event; NULL when the log
  * has none. The pointer lasts until the next load of a run. */

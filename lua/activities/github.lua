@@ -17,7 +17,10 @@ local M = {}
 local DEFAULT_API = "https://api.github.com"
 local MAX_FILE_PAGES = 30 -- GitHub lists at most 3000 files of a pull request (30 pages of 100)
 
-local function token()
+-- The token, for a call a github grant allowed (args.grant, docs/grants.md;
+-- nil in a review recorded before grants): any other call never gets it.
+local function token(args)
+  if not require("grants").may_use("GITHUB_TOKEN", args.grant) then return nil end
   local t = require("runners.common").credential("GITHUB_TOKEN")
   if t == "" then return nil end
   return t
@@ -41,12 +44,7 @@ end
 
 local function check_pr(pr)
   if type(pr) ~= "table" then raise("InvalidInput", "input.pr is missing", { non_retryable = true }) end
-  local problems = {}
-  for _, k in ipairs({ "owner", "name" }) do
-    if type(pr[k]) ~= "string" or not pr[k]:match("^[%w%._%-]+$") or pr[k]:match("^%.+$") then
-      problems[#problems + 1] = "pr." .. k .. " must be a GitHub name ([A-Za-z0-9._-])"
-    end
-  end
+  local problems = review.name_problems(pr)
   if math.type(pr.number) ~= "integer" and not (type(pr.number) == "number" and pr.number == math.floor(pr.number)) or
       (tonumber(pr.number) or 0) < 1 then
     problems[#problems + 1] = "pr.number must be a positive whole number"
@@ -96,7 +94,7 @@ end
 function M.fetch_pr(args)
   local pr = args.pr
   local owner, name, number = check_pr(pr)
-  local base, tok = api_base(args), token()
+  local base, tok = api_base(args), token(args)
   local prefix = string.format("/repos/%s/%s/pulls/%d", owner, name, number)
   local meta = call(base, "GET", prefix, tok)
   if type(meta) ~= "table" then raise("GitHubError", "GET " .. prefix .. ": not a pull request object") end
@@ -184,7 +182,7 @@ function M.checkout(args)
   require("proc").run({ argv = { "rm", "-rf", "--", root }, env = { "PATH=/usr/bin:/bin" }, timeout = 120 })
   local made, merr = fs.mkdir_p(dir)
   if not made then raise("CheckoutError", "cannot create " .. dir .. ": " .. tostring(merr)) end
-  local tok = pr.private and token() or nil
+  local tok = pr.private and token(args) or nil
   if pr.private and not tok then
     raise("NotConfigured", "the repository is private and no GITHUB_TOKEN credential is set", { non_retryable = true })
   end
@@ -226,7 +224,7 @@ end
 -- instead of posting a second. Returns {review_id, html_url, already}.
 function M.publish(args)
   local owner, name, number = check_pr(args.pr)
-  local base, tok = api_base(args), token()
+  local base, tok = api_base(args), token(args)
   local marker = args.marker
   if type(marker) ~= "string" or #marker < 10 or not tostring(args.review.body):find(marker, 1, true) then
     raise("InvalidInput", "the review body must carry its marker", { non_retryable = true })

@@ -251,6 +251,11 @@ function M.prepare(args)
   if type(input.identity) == "string" and #input.identity > 300 then
     problem("identity must be a string of at most 300 bytes")
   end
+  -- each bad grant named (lua/grants.lua reads them, as the workflow does)
+  if type(input.grants) == "table" or input.starterGrants ~= nil then
+    local _, bad = require("grants").of_input(input)
+    if type(bad) == "table" then for _, p in ipairs(bad) do problem("%s", p) end end
+  end
   local model = input.model
   local compaction = require("compaction").options(model, input.compaction)
   local limits = {}
@@ -432,6 +437,14 @@ local function mcp_tool(args)
     return fail("InvalidArguments", name .. ": the arguments must be a JSON object")
   end
   local mcp = require "mcp"
+  local config = m.config
+  -- the server's credentials go only with a grant of this server's (docs/grants.md)
+  if not require("grants").may_use(nil, args.grant, m.server) then
+    config = {}
+    for k, v in pairs(m.config or {}) do config[k] = v end
+    config.env_from_credentials, config.headers_from_credentials = nil, nil
+  end
+  m = { server = m.server, tool = m.tool, parameters = m.parameters, checked = m.checked, config = config }
   local secrets = mcp.secrets(m.config)
   local ok, r = pcall(mcp.call_tool, m.server, m.config, m.tool, a)
   if not ok then
@@ -451,7 +464,7 @@ function M.tool(args)
   local genai = activity.traced() and require "otel_genai" -- its span in a trace: execute_tool NAME
   if genai then activity.span(genai.tool(args.tool, args.tool_call_id, args.mcp)) end
   local ctx = { sandbox = args.sandbox, permissions = args.permissions or {}, limits = args.limits or {},
-    session_id = args.session_id, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
+    session_id = args.session_id, grant = args.grant, grants = args.grants, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
       ((require("sandbox").workspace_root():match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
       publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
   -- the sandbox may be out of reach: the session was taken over by a worker on
@@ -518,10 +531,17 @@ function M.decide(args)
   end
   -- what the tool is (sandbox or trusted side, publishes, writes) comes from its
   -- definition, never from the model
+  -- a session with grants (docs/grants.md): the grant the call needs, which
+  -- the policies see (req.grants, req.grant_needed) and the workflow checks
+  local need, no_need
+  if args.grants ~= nil then need, no_need = require("tools").grant_need(args.tool, args.args, args.mcp_tool) end
   local req = require("tools").policy_request(args.tool, args.args, { permissions = args.permissions,
-    session_id = args.session_id, identity = args.identity, approval = args.approval })
+    session_id = args.session_id, identity = args.identity, approval = args.approval, grants = args.grants,
+    need = need or nil })
   local d = policy.decide(current, req)
   d.votes = nil -- the decision and its reason are what the history needs
+  if need then d.need = need end
+  if need == false then d.need_problem = no_need end
   return d
 end
 

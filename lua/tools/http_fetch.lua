@@ -87,6 +87,25 @@ local function read_body(res)
   return table.concat(parts), truncated
 end
 
+-- The grant a fetch needs: http:HOST:GET (docs/grants.md).
+function M.grant(args)
+  local u, why = common.parse_url(args.url)
+  if not u then common.raise("InvalidURL", why) end
+  return "http", u.host, "GET"
+end
+
+-- A redirect's hop needs a grant of the session's too (ctx.grants: nil in a
+-- session recorded before grants).
+local function check_grant(ctx, u)
+  if ctx.grants == nil then return end
+  local grants = require "grants"
+  local need, why = grants.need("http", u.host, "GET")
+  local ok = need and grants.check(ctx.grants, need, os.time() * 1000, {})
+  if not ok then
+    common.raise("GrantDenied", "redirected to " .. u.host .. ": " .. (need and ("missing grant " .. need.text) or why))
+  end
+end
+
 function M.run(ctx, args)
   local http = require "http"
   local allowlist = ctx.permissions and ctx.permissions.networkAllowlist or {}
@@ -119,6 +138,7 @@ function M.run(ctx, args)
           "redirected to " .. url .. ": " .. (type(err) == "table" and err.message or tostring(err)))
       end
       u = err
+      check_grant(ctx, u)
     else
       break
     end

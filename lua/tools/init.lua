@@ -171,10 +171,35 @@ function M.run(name, ctx, args)
   return out
 end
 
+-- The grant a call needs (docs/grants.md), from the tool's definition and
+-- the call's arguments, never from the model's say: a need {kind, resource,
+-- action, text}; nil when the tool needs none (the sandbox's tools, which
+-- touch no credential); or false and why when the call names no one thing
+-- a grant could cover (a URL that is not one host). An MCP tool
+-- (mcp__SERVER__TOOL) needs mcp:SERVER:TOOL, TOOL as its server names it
+-- (mcp_tool: "issues.read" where the model sees mcp__linear__issues_read).
+function M.grant_need(name, args, mcp_tool)
+  local grants = require "grants"
+  local server, tool = type(name) == "string" and name:match("^mcp__(.-)__(.+)$")
+  if server then return grants.need("mcp", server, mcp_tool or tool) end
+  local t = M.load_all()[name]
+  if not t or type(t.grant) ~= "function" then return nil end
+  if type(args) == "string" then
+    local ok, decoded = pcall(require("json").decode, args == "" and "{}" or args)
+    args = ok and decoded or {}
+  end
+  local ok, kind, resource, action = pcall(t.grant, type(args) == "table" and args or {})
+  if not ok then return false, type(kind) == "table" and tostring(kind.message) or tostring(kind) end
+  local need, why = grants.need(kind, resource, action)
+  if not need then return false, why end
+  return need
+end
+
 -- The request the policies decide on (lua/policy.lua).
 -- An MCP tool (mcp__SERVER__TOOL, lua/mcp.lua) runs on the trusted side and
 -- may do anything its server does: it counts as writing, and req.mcp names
--- its server.
+-- its server. A session with grants (ctx.grants) shows them as req.grants
+-- (a list, or "*" for every grant) and the call's need as req.grant_needed.
 function M.policy_request(name, args, ctx)
   -- delegate is the workflow's own (lua/tools/delegate.lua): not in the registry
   local t = M.load_all()[name] or (name == "delegate" and require("tools.delegate")) or {}
@@ -183,7 +208,8 @@ function M.policy_request(name, args, ctx)
   if server then t = { side = "trusted", writes = true } end
   return { tool = name, args = args, side = t.side, publishes = t.publishes or false, writes = t.writes or false,
     permissions = ctx.permissions or {}, session_id = ctx.session_id, identity = ctx.identity,
-    approval = ctx.approval, mcp = server and { server = server } or nil }
+    approval = ctx.approval, mcp = server and { server = server } or nil, grants = ctx.grants,
+    grant_needed = ctx.grants ~= nil and ctx.need and ctx.need.text or nil }
 end
 
 return M

@@ -146,10 +146,14 @@ local function write_file(ctx, id, markdown)
   return { content = "review written to " .. path, data = { path = path, bytes = #markdown } }
 end
 
+-- The grant publishing needs (docs/grants.md); ENGINE_PUBLISH_TOKEN goes
+-- only with a review grant.
+function M.grant() return "review", nil, "publish" end
+
 function M.run(ctx, args)
   local id = M.check_session_id(ctx.session_id)
   local token = os.getenv("ENGINE_PUBLISH_TOKEN")
-  if token == "" then token = nil end
+  if token == "" or not require("grants").may_use("ENGINE_PUBLISH_TOKEN", ctx.grant) then token = nil end
   local markdown = M.markdown(id, args)
   local config = ctx.config or {}
   local ok, res = pcall(function()

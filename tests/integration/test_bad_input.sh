@@ -174,7 +174,7 @@ for p in $hp $dp; do
 done
 assert_exit "history of a damaged database" 2 engine history long --db "$T/damaged.db"
 assert_eq "prints no partial history" "" "$OUT"
-assert_contains "says the read failed" "cannot read the history of long: load history: database disk image is malformed" "$ERR"
+assert_contains "says the read failed" "cannot read the history of long: the history of long is damaged: load history: database disk image is malformed" "$ERR"
 one_line "damaged history"
 assert_exit "history --json of a damaged database" 2 engine history long --json --db "$T/damaged.db"
 assert_exit "show of a damaged database" 2 engine show long --db "$T/damaged.db"

@@ -59,7 +59,7 @@ lines() { tr '\n' ' ' | sed 's/ $//'; }
 assert_eq "complete -p names the function" "complete -F _engine engine" \
   "$(bash --norc -c "source '$T/engine.bash'; complete -p engine")"
 assert_eq "engine ap completes to approve" "approve" "$(c "engine ap" | lines)"
-assert_eq "every command" "approve cancel completion config doctor eval events fork gc history list migrate policy quota replay schedule serve show signal start test token trigger" \
+assert_eq "every command" "approve audit cancel completion config doctor eval events fork gc grants history list migrate policy quota replay schedule serve show signal start test token trigger verify" \
   "$(c "engine " | lines)"
 assert_eq "global options before the command" "--color --config --help --server --token --version" "$(c "engine --" | lines)"
 assert_eq "a command after --server URL" "schedule serve show signal start" "$(c "engine --server http://127.0.0.1:1 s" | lines)"
@@ -84,12 +84,19 @@ assert_eq "quota list" "list" "$(c "engine quota " | lines)"
 usage_options() { # COMMAND [SUB]: the options its usage lines name
   engine "$@" --help | sed '/^$/q' | grep -E "^(usage: |       )engine $1${2:+ $2}" | { grep -oE -- '--[a-z][a-z-]*' || true; } | sort -u
 }
-for cmd in start fork serve signal approve cancel list show events history replay eval test gc policy quota migrate doctor completion; do
+for cmd in start fork serve signal approve cancel list show events history replay eval test gc policy quota migrate verify doctor completion; do
   want="$(usage_options "$cmd" | lines)"
   got="$(c "engine $cmd -" | lines)"
   missing=""
   for o in $want; do [[ " $got " == *" $o "* ]] || missing+=" $o"; done
   assert_eq "bash offers every option of $cmd's usage ($want)" "" "$missing"
+done
+for sub in export verify key; do
+  want="$(usage_options audit "$sub" | lines)"
+  got="$(c "engine audit $sub -" | lines)"
+  missing=""
+  for o in $want; do [[ " $got " == *" $o "* ]] || missing+=" $o"; done
+  assert_eq "bash offers every option of audit $sub ($want)" "" "$missing"
 done
 for sub in create list revoke; do
   want="$(usage_options token "$sub" | lines)"
@@ -178,12 +185,12 @@ assert_contains "says which" "unknown shell 'fish' (bash or zsh)" "$ERR"
 # --- zsh: every option of every usage line in the specs the commands pass
 ZSPECS="$(cd "$T/work" && zsh -f -c 'compdef() { :; }; source "$1"
   _arguments() { print -rl -- "$@"; return 1; }
-  for f in start fork serve signal approve cancel list show events history replay eval test gc policy quota migrate doctor completion \
-           token_create token_list token_revoke; do
-    _engine_cmd_$f | sed -E "s/^\([^)]*\)//; s/^(-[-a-z]+).*/$f \1/; t; d"
+  for f in start fork serve signal approve cancel list show events history grants replay eval test gc policy quota migrate verify doctor completion \
+           token_create token_list token_revoke audit_export audit_verify audit_key; do
+    _engine_cmd_$f | sed -E "s/^\([^)]*\)//; s/^\*//; s/^(-[-a-z]+).*/$f \1/; t; d"
   done' _ "$T/_engine" 2>&1)"
-for cmd in start fork serve signal approve cancel list show events history replay eval test gc policy quota migrate doctor completion \
-  "token create" "token list" "token revoke"; do
+for cmd in start fork serve signal approve cancel list show events history grants replay eval test gc policy quota migrate verify doctor completion \
+  "token create" "token list" "token revoke" "audit export" "audit verify" "audit key"; do
   missing=""
   # shellcheck disable=SC2086 # "token create" is two arguments
   for o in $(usage_options $cmd); do

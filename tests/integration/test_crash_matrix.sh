@@ -2,7 +2,8 @@
 # kill -9 at many points of a workflow with activities, a timer and a signal,
 # then resume it: it completes with the same result, every activity's side
 # effect happened at least once, each result was recorded exactly once, and the
-# history and the domain events have no gap and no duplicate.
+# history and the domain events have no gap and no duplicate, and every hash
+# chain is whole (engine verify --all).
 #
 # Part 1: fault injection. ENGINE_CRASH=point:n kills the engine with SIGKILL
 #         the n-th time it passes a named point (mid-transaction, just before or
@@ -78,6 +79,7 @@ assert_eq "every crash point was reached (killed by SIGKILL)" "$cases" "$hit"
 [ "$cases" -ge 20 ] && pass "at least 20 crash points ($cases)" || fail "only $cases crash points"
 [ "$killed" -ge 20 ] && pass "$killed cases were really killed before completing" || fail "only $killed kills landed"
 echo "# activity executions beyond one per activity, over all cases: $extra (at-least-once)"
+assert_exit "every case's hash chains whole after its kill at every crash point (engine verify --all)" 0 engine verify --all
 
 # ---------------------------------------------------------------- part 2 ---
 export HELLO_SIDE_EFFECTS="$T/effects.serve"
@@ -113,5 +115,6 @@ for i in $(seq 1 $N); do
     fail "s$i events: $(verify_events "s$i")"
 done
 pass "$N workflows survived 4 random kill -9 of serve"
+assert_exit "their hash chains whole (engine verify --all)" 0 engine verify --all
 echo "# side-effect executions in part 2: $(grep -c . "$T/effects.serve") for $((N * 6)) activities"
 finish

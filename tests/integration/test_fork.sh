@@ -12,8 +12,14 @@
 #   - the API's status codes, table-driven; a retry of the same request
 #   - crash safety: kill -9 at the fork's crash points and at random moments
 #     of many forks: each fork is whole or absent, never half written
-#   - migrate brings a database from before forked_from up to date; with no
-#     worker running a fork runs in the foreground
+#   - hash chains: every fork's are its own (a link hashes its workflow's
+#     id) and verify, its source's still verify; a source whose log is
+#     damaged is never forked (refused naming its first bad seq, exit 2 and
+#     the API's 500, nothing written)
+#   - migrate brings a database from before forked_from and the hash chains
+#     up to date (a fork of a source whose events predate the chain builds
+#     its own whole chain); with no worker running a fork runs in the
+#     foreground
 #   - an agent session (Docker sandbox, the local model server) forked
 #     --turn 1 with another model and policy set: its transcript's prefix is
 #     the source's, it calls the model again (with the fork's model), the
@@ -139,6 +145,11 @@ for id in f-timeout f-sig f-v2 ff cas-f; do
 done
 assert_contains "replay says so" "ok: its pinned code replays" "$OUT"
 assert_eq "the source's history, events and row are as they were" "$BEFORE" "$(rows_of src)"
+# --- each fork's hash chains are its own and check, and so do its sources'
+assert_exit "engine verify: the forks and their sources" 0 engine verify src f-timeout f-sig f-v2 ff cas cas-f
+assert_contains "every one ok" "7 workflows checked: 7 ok, 0 BAD" "$OUT"
+assert_eq "a fork's copied event has a link of its own" 1 \
+  "$(sql "SELECT count(*) FROM history a JOIN history b ON b.run=a.run AND b.seq=a.seq WHERE a.wf_id='src' AND b.wf_id='f-sig' AND a.seq=2 AND a.chain<>b.chain AND a.payload=b.payload")"
 
 # ------------------------------------------------------------------- the API
 TOK="$(engine token create forker --scopes start,read 2>/dev/null)"
@@ -223,20 +234,45 @@ done
 echo "# kill -9 during forks: $whole whole, $absent absent"
 assert_eq "no fork was half written" 0 "$broken"
 assert_eq "the source is still as it was after the kills" "$BEFORE" "$(rows_of src)"
+assert_exit "and every chain of the database verifies after the kills" 0 engine verify --all
+
+# --- a source whose log is damaged is never forked: refused naming its first bad seq
+"$ENGINE" start "$HELLO" --id dmg --detach --input '{"name":"Ada","n":2,"sleep":0.1,"approval_timeout":3600}' >/dev/null 2>&1 || true
+wait_status dmg waiting 30 || fail "dmg never waited for its approval"
+sql "UPDATE history SET time = time + 1 WHERE wf_id='dmg' AND seq=2" >/dev/null
+assert_exit "a fork of a damaged source" 2 engine fork dmg --at 4 --id f-dmg --detach
+assert_contains "names its first bad seq" "the history of dmg is damaged: event #2 does not match its hash" "$ERR"
+assert_eq "nothing of the fork was written" "0 0 0 0" "$(count_rows f-dmg)"
+api_fork "a damaged source over the API" 500 dmg '{"at":4,"id":"f-dmg"}'
+assert_contains "names it too" "event #2 does not match its hash" "$BODY"
+assert_eq "still nothing written" "0 0 0 0" "$(count_rows f-dmg)"
 
 # -------------------------------------------------------------------- migrate
 kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true
 if on_postgres; then old=7; else old=5; fi
-sql "DROP INDEX IF EXISTS workflows_forked; ALTER TABLE workflows DROP COLUMN forked_from; UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
-assert_exit "migrate a database from before forked_from" 0 engine migrate --db "$ENGINE_DB"
-if on_postgres; then new=9; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
-else new=7; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")"; fi
+# as an engine before forked_from and the hash chains left it
+sql "DROP INDEX IF EXISTS workflows_forked; ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE history DROP COLUMN chain;
+  ALTER TABLE domain_events DROP COLUMN chain; DROP TABLE chain_heads;
+  UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
+for c in hist_from_run hist_from_seq dom_from; do
+  sql "ALTER TABLE workflows DROP COLUMN $c" >/dev/null
+done
+assert_exit "migrate a database from before forked_from and the chains" 0 engine migrate --db "$ENGINE_DB"
+if on_postgres; then new=11; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
+else new=9; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
+if on_postgres; then heads="SELECT count(*) FROM pg_tables WHERE tablename='chain_heads'"
+else heads="SELECT count(*) FROM sqlite_master WHERE name='chain_heads'"; fi
+assert_eq "with the hash chains' heads" 1 "$(sql "$heads")"
 assert_eq "it is brought to its version" "$new" "$(sql "SELECT value FROM meta WHERE key='schema_version'")"
-assert_eq "with the column" 1 "$has"
+if on_postgres; then assert_eq "with the columns" 2 "$has"; else assert_eq "with the columns" 11 "$has"; fi
 if on_postgres; then idx="$(sql "SELECT count(*) FROM pg_indexes WHERE indexname='workflows_forked'")"
 else idx="$(sql "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='workflows_forked'")"; fi
 assert_eq "and the index of a workflow's forks" 1 "$idx"
 assert_exit "and forks again" 3 engine fork src --at 4 --id after-migrate --detach
+assert_exit "the fork of a source from before the chain has a whole chain of its own" 0 engine verify after-migrate src
+assert_eq "every event of the fork checked" "true 0" \
+  "$(engine verify after-migrate --json | jget ok) $(engine verify after-migrate --json | jget unchained)"
+assert_contains "the source's older events counted, not checked" "before the chain" "$(engine verify src)"
 # with no worker running, the fork runs in the foreground, as a start does
 assert_exit "a fork in the foreground" 0 engine fork src --at 4 --id fg --input-patch '{"approval_timeout":1}'
 assert_eq "prints its result" false "$(jget approved <<<"$OUT")"

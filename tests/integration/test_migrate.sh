@@ -49,7 +49,7 @@ snapshot() {
     { echo "== $id"; ENGINE_DB="$db" "$ENGINE" show "$id" --json; echo; ENGINE_DB="$db" "$ENGINE" history "$id" --json; echo; } >>"$out"
   done <"$out.ids"
 }
-TABLES="meta code workflows history run_modules tasks signals domain_events event_feed tokens slots counters deliveries schedules"
+TABLES="meta code workflows chain_heads history run_modules tasks signals domain_events event_feed tokens slots counters deliveries schedules"
 # every table of a SQLite database as text, key order (what the round trip must keep)
 tables() {
   local t key cols
@@ -57,7 +57,7 @@ tables() {
     echo "== $t"
     key=rowid cols='*'
     case $t in history) key="wf_id,run,seq" ;; run_modules) key="wf_id,run,module" ;; domain_events) key="session_id,seq" ;;
-      meta) key=key ;; code) key=hash ;; workflows) key=id ;; tokens|counters|schedules) key=name ;; tasks) cols='rowid,*' ;; esac
+      meta) key=key ;; code) key=hash ;; workflows) key=id ;; chain_heads) key=wf_id ;; tokens|counters|schedules) key=name ;; tasks) cols='rowid,*' ;; esac
     sqlite3 -header "$1" "SELECT $cols FROM $t ORDER BY $key"
   done
 }

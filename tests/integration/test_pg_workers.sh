@@ -124,6 +124,7 @@ assert_eq "and one outcome per activity" 0 \
   "$(q "SELECT count(*) FROM (SELECT wf_id, ref FROM history WHERE wf_id LIKE 'cut-%' AND type='ActivityCompleted'
         GROUP BY 1, 2 HAVING count(*) > 1) x")"
 assert_eq "with the right totals" 20 "$(q "SELECT count(*) FROM workflows WHERE id LIKE 'cut-%' AND result LIKE '%\"total\":55%'")"
+assert_exit "every hash chain whole after the takeovers (engine verify --all)" 0 engine verify --all
 # it goes on as a worker: a new workflow may run on any of the three
 for k in 1 2 3; do kill -0 "${W[$k]}" 2>/dev/null || fail "worker $k is gone: $(tail -3 "$T/worker$k.err")"; done
 "$ENGINE" start "$WF" --id after --detach --input '{"steps":3}' >/dev/null 2>&1 || true

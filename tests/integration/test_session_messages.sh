@@ -94,14 +94,16 @@ wait_status idle completed 60 || fail "idle: $(status idle)"
 assert_eq "session.idle says so" 1 "$(ev_count idle session.idle)"
 
 # --- interrupt: a non-chat session stops before its next turn and waits for a message
-# (its tool call runs until the test opens a gate, once the interrupt is
-# recorded: with a 2 s sleep a loaded machine let the call end first, and
-# the interrupt fell in the next model turn)
+# (its tool call runs until the test opens a gate, once the run has taken the
+# interrupt: its SignalReceived in the history. A gate opened when the
+# signal was only written let the call's end reach the run first on a loaded
+# machine, and the interrupt fell in the next model turn)
 model "[{\"reply\": {\"tool_calls\": [{\"id\": \"t1\", \"name\": \"shell\", \"arguments\": {\"command\": \"touch /workspace/working/started; while [ ! -e /workspace/working/go ]; do sleep 0.1; done; echo done\"}}]}}]"
 input ''
 "$ENGINE" start "$WF" --input @"$T/input.json" --id intr --detach >/dev/null 2>&1 || true
-wait_true 30 'ls "$T"/workspaces/*/working/started >/dev/null 2>&1' || true
+wait_true 120 'ls "$T"/workspaces/*/working/started >/dev/null 2>&1' || true
 assert_exit "engine interrupt" 0 engine interrupt intr --reason "wrong direction"
+wait_true 120 'engine history intr 2>/dev/null | grep SignalReceived | grep -q "session:input"' 'engine history intr | tail -5'
 for d in "$T"/workspaces/*/working; do touch "$d/go"; done
 wait_waiting intr
 assert_eq "one model turn before the interrupt took effect" 1 "$(nreq)"

@@ -43,8 +43,8 @@ all_status() {
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 TICK="$(getconf CLK_TCK)"
 count() { grep -c "$1" "$2" || true; }
-# wait_line FILE PATTERN: until FILE has a line matching PATTERN (up to 30 s)
-wait_line() { wait_true 30 'grep -q "$2" "$1" 2>/dev/null' '' "$@" && return 0; return 1; }
+# wait_line FILE PATTERN: until FILE has a line matching PATTERN (up to 60 s)
+wait_line() { wait_true 60 'grep -q "$2" "$1" 2>/dev/null' '' "$@" && return 0; return 1; }
 
 # ------------------------------------------------------- 1. disk full ---
 # 6 MiB: the WAL grows to about 4 MiB before its first checkpoint, so a
@@ -55,13 +55,17 @@ mount -t tmpfs -o size=6m tmpfs "$M" || { echo "test_store_faults mounts a tmpfs
 trap 'EXIT_RC=$?; umount -l "$M" 2>/dev/null || true; cleanup' EXIT
 export ENGINE_DB="$M/engine.db"
 ids=""
+# each run's last activity waits on a gate the test opens once the disk is
+# full, so the runs' last writes meet the full disk (a run that ended
+# before the disk filled, on a loaded machine, would write nothing)
 for i in $(seq 1 8); do
-  engine start "$WF" --id "full$i" --detach --input '{"retry":0.3,"sleep":0.5,"slow":0.5}' >/dev/null || true
+  engine start "$WF" --id "full$i" --detach --input "{\"retry\":0.3,\"sleep\":0.5,\"gate\":\"$T/full.gate\"}" >/dev/null || true
   ids+=" full$i"
 done
 bg S engine serve 2>"$T/serve1.err"
-wait_true 30 '[ "$(engine history full8 2>/dev/null | wc -l)" -ge 3 ]' || true
+for id in $ids; do wait_true 120 'engine history "$1" 2>/dev/null | grep -q acts.slow' '' "$id" || true; done
 dd if=/dev/zero of="$M/filler" bs=16k 2>/dev/null || true # until the disk is full
+touch "$T/full.gate"
 wait_line "$T/serve1.err" "$INCIDENT" || true
 assert_contains "the full disk is reported" "$INCIDENT" "$(cat "$T/serve1.err")"
 sleep 1 # the disk stays full for a second (pacing the fault, not a wait): retries fail meanwhile, with backoff

@@ -170,6 +170,7 @@ text() { WFDIR="$SRC/tests/integration/wf" FIELD="$1" HEX="${2:-}" lua5.4 -e '
 NAME="$(text name)"
 for pair in "name:legacy-name" "all:legacy-all"; do
   col="${pair%%:*}"
+  # rows as an older engine left them (before the hash chains: no link, the chains starting after them)
   sqlite3 "$ENGINE_DB" "
     INSERT INTO workflows(id, run, status, script_name, script_dir, code_hash, input, result, error, cancel, created_at,
       updated_at, parent, parent_close) SELECT CAST(X'$(text "$col" hex)' AS TEXT), run, status, script_name,
@@ -178,7 +179,11 @@ for pair in "name:legacy-name" "all:legacy-all"; do
     INSERT INTO history(wf_id, run, seq, type, ref, name, hash, payload, time) SELECT CAST(X'$(text "$col" hex)' AS TEXT),
       run, seq, type, ref, name, hash, payload, time FROM history WHERE wf_id = 'hostile-ok';
     INSERT INTO domain_events(session_id, seq, type, time, payload) SELECT CAST(X'$(text "$col" hex)' AS TEXT), seq,
-      type, time, payload FROM domain_events WHERE session_id = 'hostile-ok';"
+      type, time, payload FROM domain_events WHERE session_id = 'hostile-ok';
+    UPDATE workflows SET hist_from_run = run,
+      hist_from_seq = (SELECT coalesce(max(seq), 0) + 1 FROM history h WHERE h.wf_id = workflows.id),
+      dom_from = (SELECT coalesce(max(seq), 0) + 1 FROM domain_events d WHERE d.session_id = workflows.id)
+      WHERE id = CAST(X'$(text "$col" hex)' AS TEXT);"
 done
 cp "$WF" "$T/$NAME.lua"; cp "$ACTS" "$T/"
 engine start "$T/$NAME.lua" --quiet >/dev/null 2>"$T/start-genid.err" || fail "a script with a hostile name: start exited $?"

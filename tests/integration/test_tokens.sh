@@ -99,4 +99,33 @@ assert_contains "help names the identity" "token:NAME" "$OUT"
 assert_exit "engine --help" 0 engine --help
 assert_contains "main help lists token" "token create|list|revoke" "$OUT"
 
+# --- grants (docs/grants.md): stored with the token, each bad one named
+G="$T/grants.db"
+assert_exit "create with grants" 0 engine token create gh --scopes start --grant 'github:repo/Acme/*:pr.review.draft' \
+  --grant 'http:api.example.test:GET;uses=3' --db "$G"
+assert_eq "stored canonical, in order" '["github:repo/acme/*:pr.review.draft","http:api.example.test:GET;uses=3"]' \
+  "$(sqlite3 "$G" "SELECT grants FROM tokens WHERE name='gh'")"
+assert_exit "list --json" 0 engine token list --json --db "$G"
+assert_contains "lists them" '"grants":["github:repo/acme/*:pr.review.draft","http:api.example.test:GET;uses=3"]' "$OUT"
+assert_exit "a '*' in an action is refused" 2 engine token create bad --scopes start --grant 'github:repo/a/b:*' --db "$G"
+assert_contains "naming the grant and its problem" "--grant[1]: invalid grant \"github:repo/a/b:*\": '*' in its action" "$ERR"
+assert_exit "a '..' part is refused" 2 engine token create bad --scopes start --grant 'ok:x' --grant 'github:repo/../b:x' --db "$G"
+assert_contains "naming which one" "--grant[2]" "$ERR"
+assert_eq "nothing was created" 0 "$(sqlite3 "$G" "SELECT count(*) FROM tokens WHERE name='bad'")"
+assert_exit "a token without --grant" 0 engine token create plain --scopes read --db "$G"
+assert_eq "holds none" "" "$(sqlite3 "$G" "SELECT ifnull(grants,'') FROM tokens WHERE name='plain'")"
+
+# --- a database from before grants (SQLite 6; 7, the history's chain) gains the
+# column and keeps its tokens
+for old in 6 7; do
+  D="$T/old$old.db"
+  assert_exit "a token in a new database ($old)" 0 engine token create keep --scopes read --db "$D"
+  sqlite3 "$D" "ALTER TABLE tokens DROP COLUMN grants; UPDATE meta SET value='$old' WHERE key='schema_version'"
+  assert_exit "list opens version $old" 0 engine token list --db "$D"
+  assert_contains "the token is still there" "keep" "$OUT"
+  assert_eq "brought to version 8" 8 "$(sqlite3 "$D" "SELECT value FROM meta WHERE key='schema_version'")"
+  assert_eq "with the column" 1 "$(sqlite3 "$D" "SELECT count(*) FROM pragma_table_info('tokens') WHERE name='grants'")"
+  assert_exit "and grants can be stored" 0 engine token create more --scopes read --grant review:publish --db "$D"
+done
+
 finish

@@ -76,13 +76,16 @@ for name in "my flow" ".hidden" "x..y" "-dash" "café" $'esc\e[2J' "$(printf 'n%
   row "$(printf '%q' "${name:0:20}")" "gen id" "${r:0:100}"
 done
 
-# --- ids an older engine stored stay addressable
-# (the columns named: a newer schema has more, such as forked_from)
+# --- ids an older engine stored stay addressable (the columns named: a newer
+# schema has more, such as forked_from; the rows as the upgrade to the hash
+# chains left them: no link, the chain starting after them)
 sqlite3 "$ENGINE_DB" "INSERT INTO workflows(id, run, status, script_name, script_dir, code_hash, input, result, error,
     cancel, created_at, updated_at, parent, parent_close) SELECT 'old id/1', run, status, script_name, script_dir,
     code_hash, input, result, error, cancel, created_at, updated_at, parent, parent_close FROM workflows WHERE id = 'pr-1';
   INSERT INTO history(wf_id, run, seq, type, ref, name, hash, payload, time) SELECT 'old id/1', run, seq, type, ref,
-    name, hash, payload, time FROM history WHERE wf_id = 'pr-1';"
+    name, hash, payload, time FROM history WHERE wf_id = 'pr-1';
+  UPDATE workflows SET hist_from_run = run, hist_from_seq = (SELECT max(seq) + 1 FROM history
+    WHERE wf_id = 'old id/1'), dom_from = 1 WHERE id = 'old id/1';"
 for cmd in show events history replay; do
   assert_exit "an old id: $cmd" 0 engine $cmd "old id/1"
 done

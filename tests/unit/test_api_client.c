@@ -210,7 +210,7 @@ static void test_json_each(void **state) {
 /* An event as the API sends it becomes the event the local CLI prints. */
 static void test_event_round_trip(void **state) {
   (void)state;
-  domain_event e = {"wf-1", 12, "agent.message", 1796133056530, "{\"text\":\"hi \\u001b[31m\",\"n\":[1,2]}"};
+  domain_event e = {"wf-1", 12, "agent.message", 1796133056530, "{\"text\":\"hi \\u001b[31m\",\"n\":[1,2]}", NULL};
   char *json = view_event_json(&e);
   view_event back;
   assert_int_equal(view_event_parse(json, strlen(json), &back), 0);

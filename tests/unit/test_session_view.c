@@ -52,7 +52,7 @@ static size_t count(const char *s, const char *needle) {
 }
 
 static domain_event event(int64_t seq, const char *type, const char *payload) {
-  return (domain_event){"wf-1", seq, type, 1764587138123, payload};
+  return (domain_event){"wf-1", seq, type, 1764587138123, payload, NULL};
 }
 
 /* ------------------------------------------------------------ view_wrap --- */

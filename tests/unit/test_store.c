@@ -146,7 +146,7 @@ static char *raw_query(const char *path, const char *sql) {
 
 static void append_ev(store *s, const char *wf, int64_t run, int64_t seq, const char *type, int64_t ref,
                       const char *name, const char *hash, const char *payload, int64_t time) {
-  hist_event e = {seq, type, ref, name, hash, payload, time};
+  hist_event e = {seq, type, ref, name, hash, payload, time, NULL};
   if (store_hist_append(s, wf, run, &e) != STORE_OK) fail_msg("append %lld: %s", (long long)seq, store_errmsg(s));
 }
 
@@ -210,9 +210,9 @@ static void test_open_creates_schema(void **state) {
   char *v = raw_query(f->db, "SELECT value FROM meta WHERE key='schema_version'");
   assert_non_null(v);
   /* PostgreSQL: the leases of several workers (5), tasks_leased (6); both: a child's parent (SQLite 5,
-   * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8), the index of a workflow's forks (SQLite 7,
-   * PostgreSQL 9) */
-  assert_string_equal(v, pg_url() ? "9" : "7");
+   * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8), the hash chains (SQLite 7, PostgreSQL 9), a
+   * token's grants (SQLite 8, PostgreSQL 10), the index of a workflow's forks (SQLite 9, PostgreSQL 11) */
+  assert_string_equal(v, pg_url() ? "11" : "9");
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
@@ -559,7 +559,7 @@ static void test_history_duplicate_seq_fails(void **state) {
   store *s = open_ok(f->db);
   append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "first", 1000);
   assert_int_equal(store_commit(s), STORE_OK);
-  hist_event dup = {1, "WorkflowStarted", 0, NULL, NULL, "second", 2000};
+  hist_event dup = {1, "WorkflowStarted", 0, NULL, NULL, "second", 2000, NULL};
   assert_int_equal(written(s, store_hist_append(s, "wf", 1, &dup)), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "append history"));
   assert_non_null(strstr(store_errmsg(s), pg_url() ? "unique constraint" : "UNIQUE"));
@@ -589,12 +589,12 @@ static void test_failed_statement_loses_batch(void **state) {
 
   append_ev(s, "wf", 1, 2, "ActivityScheduled", 0, "a", "h", NULL, 2);
   assert_false(store_batch_failed(s));
-  hist_event dup = {2, "ActivityScheduled", 0, "a", "h", NULL, 3};
+  hist_event dup = {2, "ActivityScheduled", 0, "a", "h", NULL, 3, NULL};
   assert_int_equal(written(s, store_hist_append(s, "wf", 1, &dup)), STORE_ERR);
   assert_true(store_batch_failed(s));
   char why[512];
   snprintf(why, sizeof why, "%s", store_errmsg(s));
-  hist_event next = {3, "ActivityCompleted", 2, "a", NULL, "1", 4};
+  hist_event next = {3, "ActivityCompleted", 2, "a", NULL, "1", 4, NULL};
   assert_int_equal(store_hist_append(s, "wf", 1, &next), STORE_ERR);
   assert_int_equal(store_task_put(s, "wf", "timer", 9, 1, 0, 0, NULL, 0), STORE_ERR);
   assert_true(store_domain_append(s, "wf", "x", 4, "{}") < 0);
@@ -639,7 +639,7 @@ static void test_sqlite_rolls_back_on_its_own(void **state) {
     payload[big] = 0;
     int64_t seq = 2, failed_at = 0;
     for (; seq < 400 && !failed_at; seq++) { /* ~25 MB: past the page cache, it spills to the WAL */
-      hist_event e = {seq, "CheckpointRecorded", 0, "c", "h", payload, seq};
+      hist_event e = {seq, "CheckpointRecorded", 0, "c", "h", payload, seq, NULL};
       if (store_hist_append(s, "wf", 1, &e) != STORE_OK) failed_at = seq;
     }
     free(payload);
@@ -647,7 +647,7 @@ static void test_sqlite_rolls_back_on_its_own(void **state) {
     if (!store_batch_failed(s)) _exit(13);
     if (store_in_txn(s)) _exit(19); /* SQLite did roll the transaction back */
     setrlimit(RLIMIT_FSIZE, &lim); /* room again */
-    hist_event after = {failed_at + 1, "TimerStarted", 0, "t", "h", "{}", 9};
+    hist_event after = {failed_at + 1, "TimerStarted", 0, "t", "h", "{}", 9, NULL};
     if (store_hist_append(s, "wf", 1, &after) != STORE_ERR) _exit(14); /* would autocommit on its own */
     if (store_commit(s) != STORE_ERR) _exit(15);
     if (hist_count(s, "wf", 1) != 1) _exit(16);
@@ -678,7 +678,7 @@ static void test_fault_knob(void **state) {
   fault_reset();
   append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
   assert_true(store_in_txn(s));
-  hist_event e = {2, "TimerStarted", 0, "t", "h", "{}", 2};
+  hist_event e = {2, "TimerStarted", 0, "t", "h", "{}", 2, NULL};
   assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "injected"));
   assert_false(store_in_txn(s)); /* rolled back, as SQLite does */
@@ -1485,6 +1485,384 @@ static void test_domain_events_dense_seq(void **state) {
   store_close(s);
 }
 
+/* ------------------------------------------------------- hash chains --- */
+
+/* The canonical bytes of docs/durability.md (#the-hash-chain), written out
+ * by hand, and their SHA-256 as `openssl dgst -sha256` computed it
+ * independently of the engine (the bytes piped through xxd -r -p). */
+static const char HIST_BYTES_0[] = /* prev none, wf-1 run 2 seq 3 ActivityCompleted ref 2 "greet" hash NULL "\"hi\"" */
+    "656e67696e652e686973746f72792e763100"                             /* "engine.history.v1" NUL */
+    "0000000000000000000000000000000000000000000000000000000000000000" /* no previous link */
+    "010000000477662d31"                                               /* "wf-1" */
+    "0000000000000002" "0000000000000003"                              /* run 2, seq 3 */
+    "01000000114163746976697479436f6d706c65746564"                     /* "ActivityCompleted" */
+    "0000000000000002"                                                 /* ref 2 */
+    "01000000056772656574" "00" "010000000422686922"                   /* "greet", NULL, "\"hi\"" */
+    "0000018bcfe56800";                                                /* time 1700000000000 */
+static const char HIST_SHA_0[] = "a22f78d55e4f8690531599091e13ef0a18a7896aeb259131511236a1f6ccf61a";
+static const char PREV[] = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+static const char HIST_SHA_1[] = "ac9022af9b8f4d4d054fdaed31567187c783e64d807366c87251bd079c83c3b4"; /* the same after PREV */
+static const char DOM_BYTES_1[] = /* after PREV: wf-1 seq 7 agent.message time 1700000000123 {"text":"h\u00e9"} */
+    "656e67696e652e646f6d61696e2e763100"                               /* "engine.domain.v1" NUL */
+    "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff" /* PREV */
+    "010000000477662d31" "0000000000000007"                            /* "wf-1", seq 7 */
+    "010000000d6167656e742e6d657373616765" "0000018bcfe5687b"          /* "agent.message", time */
+    "010000000e7b2274657874223a2268c3a9227d";                          /* the payload, UTF-8 */
+static const char DOM_SHA_1[] = "e438102acd9867d70a0db980777202b7f2bc2383cb0575eedd8cfac8563394e5";
+
+static void sha256_of_hex(const char *hexbytes, char out[65]) {
+  size_t n = strlen(hexbytes) / 2;
+  unsigned char *b = malloc(n);
+  for (size_t i = 0; i < n; i++) sscanf(hexbytes + 2 * i, "%2hhx", &b[i]);
+  util_sha256_hex(b, n, out);
+  free(b);
+}
+
+/* The encoding is the documented one: the engine's link of an event, and
+ * the SHA-256 of the bytes the documentation spells out, are the digest
+ * openssl computed. Text that is not UTF-8 links as PostgreSQL keeps it. */
+static void test_chain_vectors(void **state) {
+  (void)state;
+  char got[65];
+  sha256_of_hex(HIST_BYTES_0, got);
+  assert_string_equal(got, HIST_SHA_0);
+  sha256_of_hex(DOM_BYTES_1, got);
+  assert_string_equal(got, DOM_SHA_1);
+  hist_event e = {3, "ActivityCompleted", 2, "greet", NULL, "\"hi\"", 1700000000000, NULL};
+  store_chain_hist(NULL, "wf-1", 2, &e, got);
+  assert_string_equal(got, HIST_SHA_0);
+  store_chain_hist("", "wf-1", 2, &e, got);
+  assert_string_equal(got, HIST_SHA_0);
+  store_chain_hist(PREV, "wf-1", 2, &e, got);
+  assert_string_equal(got, HIST_SHA_1);
+  domain_event d = {"wf-1", 7, "agent.message", 1700000000123, "{\"text\":\"h\xc3\xa9\"}", NULL};
+  store_chain_domain(PREV, &d, got);
+  assert_string_equal(got, DOM_SHA_1);
+  /* every field counts */
+  e.time++;
+  store_chain_hist(PREV, "wf-1", 2, &e, got);
+  assert_string_not_equal(got, HIST_SHA_1);
+  e.time--;
+  e.hash = "";
+  store_chain_hist(PREV, "wf-1", 2, &e, got); /* "" is not NULL */
+  assert_string_not_equal(got, HIST_SHA_1);
+  hist_event bad = {1, "X", 0, "n\xc0", NULL, NULL, 1, NULL}, fixed = {1, "X", 0, "n\xef\xbf\xbd", NULL, NULL, 1, NULL};
+  char a[65], b[65];
+  store_chain_hist(NULL, "w", 1, &bad, a);
+  store_chain_hist(NULL, "w", 1, &fixed, b);
+  assert_string_equal(a, b);
+}
+
+/* Workflow id: WorkflowStarted and an event in run 1, a second run of three
+ * events, and three domain events, committed. */
+static void chained_wf(store *s, const char *id) {
+  wf_row w = sample_wf(id);
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, id, 1, 1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 1);
+  append_ev(s, id, 1, 2, "ContinuedAsNew", 0, NULL, NULL, "{}", 2);
+  assert_int_equal(store_wf_new_run(s, id, 2, "{}"), STORE_OK);
+  append_ev(s, id, 2, 1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 3);
+  append_ev(s, id, 2, 2, "ActivityScheduled", 0, "greet", "h1", "{\"args\":1}", 4);
+  assert_int_equal(store_commit(s), STORE_OK); /* the head in between: a commit */
+  append_ev(s, id, 2, 3, "ActivityCompleted", 2, "greet", NULL, "\"hi\"", 5);
+  for (int i = 1; i <= 3; i++) assert_int_equal(store_domain_append(s, id, "agent.message", i, "{\"n\":1}"), i);
+  assert_int_equal(store_commit(s), STORE_OK);
+}
+
+static char *rawf(const char *db, const char *fmt, const char *id) {
+  char sql[512];
+  snprintf(sql, sizeof sql, fmt, id);
+  return raw_query(db, sql);
+}
+
+static void rawx(const char *db, const char *fmt, const char *id) {
+  char sql[512];
+  snprintf(sql, sizeof sql, fmt, id, id, id);
+  raw_exec(db, sql);
+}
+
+/* Every read of id that checks the chain fails, naming want. */
+static void all_reads_name(store *s, const char *id, const char *want, int domain) {
+  hist_list h = {0};
+  int rc = store_hist_load(s, id, 2, &h);
+  if (domain) {
+    assert_int_equal(rc, STORE_OK);
+    domlist l;
+    memset(&l, 0, sizeof l);
+    assert_int_equal(store_domain_list(s, id, 0, collect_dom, &l), STORE_ECORRUPT);
+    assert_int_equal(l.n, 0); /* nothing handed on from a damaged stream */
+    if (!strstr(store_errmsg(s), want)) fail_msg("domain list: %s lacks %s", store_errmsg(s), want);
+  } else {
+    assert_int_equal(rc, STORE_ECORRUPT);
+    if (!strstr(store_errmsg(s), want)) fail_msg("hist load: %s lacks %s", store_errmsg(s), want);
+  }
+  hist_list_free(&h);
+  wf_view v;
+  domlist l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_wf_view(s, id, &v, collect_dom, &l), STORE_ECORRUPT);
+  if (!strstr(store_errmsg(s), want)) fail_msg("view: %s lacks %s", store_errmsg(s), want);
+  assert_int_equal(l.n, 0);
+  store_verify vr;
+  assert_int_equal(store_verify_chains(s, id, &vr), 1);
+  assert_false(vr.ok);
+  if (!strstr(vr.problem, want)) fail_msg("verify: %s lacks %s", vr.problem, want);
+}
+
+/* Each event and each domain event keeps the start of its link (16 hex
+ * digits), the head row the whole heads and the second run's base; every read checks them, and each kind of damage
+ * is named by its first bad seq: an altered payload, a missing event,
+ * two events' seqs swapped, the end cut off (the head catches it), a link
+ * removed, and the same of the domain events. An intact workflow verifies,
+ * from another connection too (nothing this store remembered helps it). */
+static void test_chain_written_and_checked(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  const char *ids[] = {"ok", "alter", "hole", "swap", "cut", "unlinked", "dalter", "dcut", "dhole"};
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) chained_wf(s, ids[i]);
+  /* the links and heads as stored: an event keeps its link's first 16 hex digits */
+  char want[65], *got;
+  hist_event e1 = {1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 1, NULL};
+  store_chain_hist(NULL, "ok", 1, &e1, want);
+  want[16] = 0;
+  got = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=1 AND seq=1", "ok");
+  assert_string_equal(got, want);
+  free(got);
+  char *end1 = rawf(f->db, "SELECT hist_base FROM chain_heads WHERE wf_id='%s'", "ok"); /* whole */
+  assert_int_equal(strlen(end1), 64);
+  got = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=1 AND seq=2", "ok");
+  assert_memory_equal(got, end1, 16); /* run 2 follows the end of run 1 */
+  free(got);
+  hist_event e21 = {1, "WorkflowStarted", 0, NULL, NULL, "{\"input\":{}}", 3, NULL};
+  store_chain_hist(end1, "ok", 2, &e21, want);
+  want[16] = 0;
+  got = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=2 AND seq=1", "ok");
+  assert_string_equal(got, want);
+  free(got);
+  free(end1);
+  char *last = rawf(f->db, "SELECT chain FROM history WHERE wf_id='%s' AND run=2 AND seq=3", "ok");
+  got = rawf(f->db, "SELECT substr(hist_head, 1, 16) || ' ' || length(hist_head) || ' ' || hist_seq FROM chain_heads "
+                    "WHERE wf_id='%s'", "ok");
+  char head[100];
+  snprintf(head, sizeof head, "%s 64 3", last);
+  assert_string_equal(got, head);
+  free(got);
+  free(last);
+  last = rawf(f->db, "SELECT chain FROM domain_events WHERE session_id='%s' AND seq=3", "ok");
+  got = rawf(f->db, "SELECT substr(dom_head, 1, 16) || ' ' || length(dom_head) || ' ' || dom_seq FROM chain_heads "
+                    "WHERE wf_id='%s'", "ok");
+  snprintf(head, sizeof head, "%s 64 3", last);
+  assert_string_equal(got, head);
+  free(got);
+  free(last);
+  store_close(s);
+
+  rawx(f->db, "UPDATE history SET payload='{\"args\":2}' WHERE wf_id='%s' AND run=2 AND seq=2", "alter");
+  rawx(f->db, "DELETE FROM history WHERE wf_id='%s' AND run=2 AND seq=2", "hole");
+  rawx(f->db,
+       "UPDATE history SET seq=100 WHERE wf_id='%s' AND run=2 AND seq=2; UPDATE history SET seq=2 WHERE wf_id='%s' "
+       "AND run=2 AND seq=3; UPDATE history SET seq=3 WHERE wf_id='%s' AND run=2 AND seq=100",
+       "swap");
+  rawx(f->db, "DELETE FROM history WHERE wf_id='%s' AND run=2 AND seq=3", "cut");
+  rawx(f->db, "UPDATE history SET chain=NULL WHERE wf_id='%s' AND run=2 AND seq=1", "unlinked");
+  rawx(f->db, "UPDATE domain_events SET type='x' WHERE session_id='%s' AND seq=2", "dalter");
+  rawx(f->db, "DELETE FROM domain_events WHERE session_id='%s' AND seq=3", "dcut");
+  rawx(f->db, "DELETE FROM domain_events WHERE session_id='%s' AND seq=1", "dhole");
+
+  s = open_ok(f->db);
+  hist_list h = {0};
+  assert_int_equal(store_hist_load(s, "ok", 2, &h), STORE_OK);
+  assert_int_equal(h.n, 3);
+  assert_non_null(h.v[2].chain);
+  hist_list_free(&h);
+  assert_int_equal(store_hist_load(s, "ok", 1, &h), STORE_OK); /* an older run: checked from the first */
+  assert_int_equal(h.n, 2);
+  hist_list_free(&h);
+  domlist l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "ok", 0, collect_dom, &l), STORE_OK);
+  assert_int_equal(l.n, 3);
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "ok", 2, collect_dom, &l), STORE_OK); /* all read and checked, #3 handed on */
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.seq[0], 3);
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "ok", 3, collect_dom, &l), STORE_OK);
+  assert_int_equal(store_domain_list(s, "ok", 9, collect_dom, &l), STORE_OK); /* past the end: nothing yet */
+  assert_int_equal(l.n, 0);
+  store_verify vr;
+  assert_int_equal(store_verify_chains(s, "ok", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 8);
+  assert_int_equal(vr.unchained, 0);
+  assert_int_equal(vr.runs, 2);
+  assert_int_equal(store_verify_chains(s, "none", &vr), 0);
+
+  all_reads_name(s, "alter", "event #2 does not match its hash", 0);
+  all_reads_name(s, "hole", "event #2 is missing", 0);
+  all_reads_name(s, "swap", "event #2 does not match its hash", 0);
+  all_reads_name(s, "cut", "event #3 is missing", 0);
+  all_reads_name(s, "unlinked", "event #1 has no hash", 0);
+  all_reads_name(s, "dalter", "event #2 does not match its hash", 1);
+  all_reads_name(s, "dcut", "event #3 is missing", 1);
+  all_reads_name(s, "dhole", "event #1 is missing", 1);
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(s, "dcut", 2, collect_dom, &l), STORE_ECORRUPT); /* a page too */
+  /* the end of an older run cut off: the next run does not follow it */
+  rawx(f->db, "DELETE FROM history WHERE wf_id='%s' AND run=1 AND seq=2", "ok");
+  assert_int_equal(store_verify_chains(s, "ok", &vr), 1);
+  assert_false(vr.ok);
+  assert_non_null(strstr(vr.problem, "run 2 does not follow the end of run 1"));
+  assert_int_equal(store_hist_load(s, "ok", 1, &h), STORE_ECORRUPT);
+  hist_list_free(&h);
+  store_close(s);
+}
+
+/* The head this store keeps from batch to batch: a rollback forgets what the
+ * batch moved, another connection's append is read from the row, a run
+ * loaded (checked) is known; the chains stay whole throughout. */
+static void test_chain_heads_across_batches(void **state) {
+  fixture *f = *state;
+  store *a = open_ok(f->db);
+  wf_row w = sample_wf("wf");
+  assert_int_equal(store_wf_insert(a, &w), STORE_OK);
+  append_ev(a, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  append_ev(a, "wf", 1, 2, "X", 0, NULL, NULL, "{}", 2);
+  assert_int_equal(store_commit(a), STORE_OK);
+  append_ev(a, "wf", 1, 3, "Lost", 0, NULL, NULL, "{\"rolled\":\"back\"}", 3);
+  store_rollback(a);
+  append_ev(a, "wf", 1, 3, "Kept", 0, NULL, NULL, "{}", 3);
+  assert_int_equal(store_domain_append(a, "wf", "a", 1, NULL), 1);
+  assert_int_equal(store_commit(a), STORE_OK);
+  store *b = open_ok(f->db); /* another writer, one at a time */
+  append_ev(b, "wf", 1, 4, "FromB", 0, NULL, NULL, "{}", 4);
+  assert_int_equal(store_domain_append(b, "wf", "b", 2, NULL), 2);
+  assert_int_equal(store_commit(b), STORE_OK);
+  append_ev(a, "wf", 1, 5, "AfterB", 0, NULL, NULL, "{}", 5); /* a's head (3) is not the one before: the row's */
+  assert_int_equal(store_domain_append(a, "wf", "c", 3, NULL), 3);
+  assert_int_equal(store_domain_append(a, "wf", "d", 4, NULL), 4); /* after the batch's own */
+  assert_int_equal(store_commit(a), STORE_OK);
+  store_verify vr;
+  assert_int_equal(store_verify_chains(b, "wf", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 9);
+  hist_list h = {0};
+  assert_int_equal(store_hist_load(b, "wf", 1, &h), STORE_OK); /* b learns the head by the check */
+  hist_list_free(&h);
+  append_ev(b, "wf", 1, 6, "AfterLoad", 0, NULL, NULL, "{}", 6);
+  assert_int_equal(store_commit(b), STORE_OK);
+  assert_int_equal(store_verify_chains(a, "wf", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  /* a read inside the batch that appended sees the batch's own head */
+  append_ev(a, "wf", 1, 7, "InBatch", 0, NULL, NULL, "{}", 7);
+  assert_int_equal(store_domain_append(a, "wf", "e", 5, NULL), 5);
+  assert_int_equal(store_hist_load(a, "wf", 1, &h), STORE_OK);
+  assert_int_equal(h.n, 7);
+  hist_list_free(&h);
+  domlist l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_domain_list(a, "wf", 0, collect_dom, &l), STORE_OK);
+  assert_int_equal(l.n, 5);
+  assert_int_equal(store_commit(a), STORE_OK);
+  store_close(b);
+  store_close(a);
+}
+
+/* store_task_start: a workflow whose history does not check is named in
+ * its answer (damaged), the others' answers stand, and the call succeeds. */
+static void test_chain_task_start_damaged(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  chained_wf(s, "good");
+  chained_wf(s, "bad");
+  assert_int_equal(store_task_put(s, "good", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "bad", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  rawx(f->db, "UPDATE history SET time=99 WHERE wf_id='%s' AND run=2 AND seq=3", "bad");
+  s = open_ok(f->db);
+  task_start t[2] = {{.wf_id = "bad", .kind = "workflow", .seq = 0, .claim = store_shared(s), .history = 1},
+                     {.wf_id = "good", .kind = "workflow", .seq = 0, .claim = store_shared(s), .history = 1}};
+  assert_int_equal(store_task_start(s, "A", 200, 9000, t, 2), STORE_OK);
+  assert_int_equal(t[0].found, 1);
+  assert_non_null(t[0].damaged);
+  assert_non_null(strstr(t[0].damaged, "event #3 does not match its hash"));
+  assert_int_equal(t[0].h.n, 0);
+  assert_int_equal(t[1].found, 1);
+  assert_null(t[1].damaged);
+  assert_int_equal(t[1].h.n, 3);
+  assert_false(store_batch_failed(s));
+  store_task_start_free(&t[0]);
+  store_task_start_free(&t[1]);
+  assert_int_equal(store_wf_set_status(s, "bad", "stuck", NULL, "damaged"), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+}
+
+/* A database made before the chain: opening it adds the columns and records
+ * the upgrade (each workflow's chains start at its next event); its old
+ * events read as they are and are counted, not checked; the events after
+ * the upgrade are chained and checked. */
+static void test_chain_upgrade(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row w = sample_wf("old");
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, "old", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  append_ev(s, "old", 1, 2, "X", 0, NULL, NULL, "{}", 2);
+  assert_int_equal(store_domain_append(s, "old", "a", 1, NULL), 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  /* as an engine before the chain left it */
+  raw_exec(f->db, pg_url() ? "ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain;"
+                             "ALTER TABLE workflows DROP COLUMN hist_from_run, DROP COLUMN hist_from_seq,"
+                             " DROP COLUMN dom_from; DROP TABLE chain_heads;"
+                             "UPDATE meta SET value='8' WHERE key='schema_version'"
+                           : "ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain;"
+                             "ALTER TABLE workflows DROP COLUMN hist_from_run;"
+                             "ALTER TABLE workflows DROP COLUMN hist_from_seq; ALTER TABLE workflows DROP COLUMN dom_from;"
+                             "DROP TABLE chain_heads;"
+                             "UPDATE meta SET value='6' WHERE key='schema_version'");
+  s = open_ok(f->db);
+  char *got = raw_query(f->db, "SELECT hist_from_run || ':' || hist_from_seq || ':' || dom_from FROM workflows WHERE id='old'");
+  assert_string_equal(got, "1:3:2"); /* the upgrade, recorded */
+  free(got);
+  store_verify vr;
+  assert_int_equal(store_verify_chains(s, "old", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 0);
+  assert_int_equal(vr.unchained, 3);
+  append_ev(s, "old", 1, 3, "Y", 0, NULL, NULL, "{}", 3);
+  append_ev(s, "old", 1, 4, "Z", 0, NULL, NULL, "{}", 4);
+  assert_int_equal(store_domain_append(s, "old", "b", 2, NULL), 2);
+  wf_row n = sample_wf("new");
+  assert_int_equal(store_wf_insert(s, &n), STORE_OK);
+  append_ev(s, "new", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  s = open_ok(f->db);
+  assert_int_equal(store_verify_chains(s, "old", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 3);
+  assert_int_equal(vr.unchained, 3);
+  hist_list h = {0};
+  assert_int_equal(store_hist_load(s, "old", 1, &h), STORE_OK);
+  assert_int_equal(h.n, 4);
+  assert_null(h.v[0].chain);
+  assert_non_null(h.v[2].chain);
+  hist_list_free(&h);
+  assert_int_equal(store_verify_chains(s, "new", &vr), 1);
+  assert_true(vr.ok);
+  assert_int_equal(vr.checked, 1);
+  store_close(s);
+  raw_exec(f->db, "UPDATE history SET payload='{\"x\":1}' WHERE wf_id='old' AND seq=4");
+  s = open_ok(f->db);
+  assert_int_equal(store_hist_load(s, "old", 1, &h), STORE_ECORRUPT);
+  assert_non_null(strstr(store_errmsg(s), "event #4 does not match its hash"));
+  hist_list_free(&h);
+  store_close(s);
+}
+
 /* ---------------------------------------------------------------- code --- */
 
 static void test_code_by_hash(void **state) {
@@ -1523,38 +1901,54 @@ static int fork_feed(void *ud, int64_t id, const domain_event *e) {
 
 /* A fork's copy (store_fork_copy): the source's history range as the
  * fork's, its domain events up to a seq with feed positions in seq order,
- * its pins; nothing of the source changes, and a rollback leaves nothing. */
+ * its pins; the copies linked into the fork's own hash chains (its run is
+ * its source's: its chain starts there); nothing of the source changes, a
+ * rollback leaves nothing, and a damaged source is refused naming its first
+ * bad seq. */
+static void fork_row(store *s, const char *id, const char *forked_from) {
+  wf_row w = sample_wf(id);
+  w.run = 2;
+  w.forked_from = (char *)forked_from;
+  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
+  append_ev(s, id, 2, 1, "WorkflowStarted", 0, "e1", "h", "{\"i\":1}", 101);
+}
+
 static void test_fork_copy(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
+  wf_row src = sample_wf("src");
+  src.run = 2;
+  assert_int_equal(store_wf_insert(s, &src), STORE_OK);
   for (int64_t i = 1; i <= 5; i++) {
     char name[16], payload[32];
     snprintf(name, sizeof name, "e%lld", (long long)i);
     snprintf(payload, sizeof payload, "{\"i\":%lld}", (long long)i);
-    hist_event e = {i, i == 1 ? "WorkflowStarted" : "ActivityScheduled", i > 3 ? i - 1 : 0, name, "h", payload, 100 + i};
-    assert_int_equal(store_hist_append(s, "src", 2, &e), STORE_OK);
+    append_ev(s, "src", 2, i, i == 1 ? "WorkflowStarted" : "ActivityScheduled", i > 3 ? i - 1 : 0, name, "h", payload,
+              100 + i);
     assert_true(store_domain_append(s, "src", "t", 200 + i, payload) == i);
   }
   assert_int_equal(store_module_pin(s, "src", 2, "lib", "hm"), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   int64_t feed = store_feed_last(s);
   /* a rollback: nothing of the fork */
+  fork_row(s, "gone", NULL);
   assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "gone"), STORE_OK);
   store_rollback(s);
   hist_list h = {0};
   assert_int_equal(store_hist_load(s, "gone", 2, &h), STORE_OK);
   assert_int_equal(h.n, 0);
   hist_list_free(&h);
-  /* the copy: events 2..4 of run 2, domain events 1..3, the pins */
+  /* the copy: events 2..4 of run 2 after the fork's first, domain events 1..3, the pins */
+  fork_row(s, "dst", "{\"id\":\"src\",\"run\":2,\"seq\":3}");
   assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "dst"), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   assert_int_equal(store_hist_range(s, "dst", 2, 1, 10, &h), STORE_OK);
-  assert_int_equal(h.n, 3);
-  assert_int_equal(h.v[0].seq, 2);
-  assert_string_equal(h.v[2].name, "e4");
-  assert_int_equal(h.v[2].ref, 3);
-  assert_string_equal(h.v[2].payload, "{\"i\":4}");
-  assert_int_equal(h.v[2].time, 104);
+  assert_int_equal(h.n, 4);
+  assert_int_equal(h.v[1].seq, 2);
+  assert_string_equal(h.v[3].name, "e4");
+  assert_int_equal(h.v[3].ref, 3);
+  assert_string_equal(h.v[3].payload, "{\"i\":4}");
+  assert_int_equal(h.v[3].time, 104);
   hist_list_free(&h);
   char *n = raw_query(f->db, "SELECT count(*) FROM domain_events WHERE session_id='dst'");
   assert_string_equal(n, "3");
@@ -1565,34 +1959,61 @@ static void test_fork_copy(void **state) {
   char *pin = store_module_get(s, "dst", 2, "lib");
   assert_string_equal(pin, "hm");
   free(pin);
-  /* the source is as it was; the fork's next event follows its copies */
+  /* the fork's chains are its own (a link hashes its workflow's id) and check, from
+   * a connection that knows no head; the source's are as they were */
+  char *a = raw_query(f->db, "SELECT chain FROM history WHERE wf_id='src' AND seq=2");
+  char *b = raw_query(f->db, "SELECT chain FROM history WHERE wf_id='dst' AND seq=2");
+  assert_string_not_equal(a, b);
+  free(a);
+  free(b);
+  store *s2 = open_ok(f->db);
+  store_verify vr;
+  assert_int_equal(store_verify_chains(s2, "dst", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 4 + 3);
+  assert_int_equal(vr.unchained, 0);
+  assert_int_equal(store_verify_chains(s2, "src", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 5 + 5);
+  /* the fork's next events follow its copies, in both chains */
   assert_int_equal(store_hist_max_seq(s, "src", 2), 5);
+  append_ev(s, "dst", 2, 5, "X", 0, NULL, NULL, "{}", 105);
   assert_true(store_domain_append(s, "dst", "t", 300, "{}") == 4);
   assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_verify_chains(s2, "dst", &vr), 1);
+  if (!vr.ok) fail_msg("%s", vr.problem);
+  assert_int_equal(vr.checked, 5 + 4);
+  store_close(s2);
   n = raw_query(f->db, "SELECT count(*) FROM domain_events WHERE session_id='src'");
   assert_string_equal(n, "5");
   free(n);
-  /* nothing asked for: no history, no domain events, no pins */
+  /* nothing asked for: no history past the fork's first, no domain events, no pins */
+  fork_row(s, "none", NULL);
   assert_int_equal(store_fork_copy(s, "src", 2, 2, 1, 0, 0, "none"), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   n = raw_query(f->db, "SELECT count(*) FROM history WHERE wf_id='none'");
-  assert_string_equal(n, "0");
+  assert_string_equal(n, "1");
   free(n);
   assert_null(store_module_get(s, "none", 2, "lib"));
   /* the row says where it came from; a workflow that is no fork says nothing */
-  wf_row w = sample_wf("dst");
-  w.forked_from = "{\"id\":\"src\",\"run\":2,\"seq\":3}";
-  assert_int_equal(store_wf_insert(s, &w), STORE_OK);
-  wf_row plain = sample_wf("plain");
-  assert_int_equal(store_wf_insert(s, &plain), STORE_OK);
-  assert_int_equal(store_commit(s), STORE_OK);
   wf_row got;
   assert_int_equal(store_wf_get(s, "dst", &got), 1);
   assert_string_equal(got.forked_from, "{\"id\":\"src\",\"run\":2,\"seq\":3}");
   wf_row_free(&got);
-  assert_int_equal(store_wf_get(s, "plain", &got), 1);
+  assert_int_equal(store_wf_get(s, "none", &got), 1);
   assert_null(got.forked_from);
   wf_row_free(&got);
+  store_close(s);
+  /* a damaged source: refused naming its first bad seq, nothing copied */
+  raw_exec(f->db, "UPDATE history SET payload='{\"i\":9}' WHERE wf_id='src' AND seq=3");
+  s = open_ok(f->db);
+  fork_row(s, "bad", NULL);
+  assert_int_equal(store_fork_copy(s, "src", 2, 2, 4, 3, 1, "bad"), STORE_ECORRUPT);
+  assert_non_null(strstr(store_errmsg(s), "event #3 does not match its hash"));
+  store_rollback(s);
+  n = raw_query(f->db, "SELECT count(*) FROM history WHERE wf_id='bad'");
+  assert_string_equal(n, "0");
+  free(n);
   store_close(s);
 }
 
@@ -1857,7 +2278,7 @@ static void test_bind_failure_writes_nothing(void **state) {
   assert_int_equal(store_commit(s), STORE_OK);
 
   char *big = text_of(2000);
-  hist_event e = {2, "ActivityCompleted", 1, "a", NULL, big, 2}; /* payload is a nullable column */
+  hist_event e = {2, "ActivityCompleted", 1, "a", NULL, big, 2, NULL}; /* payload is a nullable column */
   assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
   assert_true(store_batch_failed(s));
   assert_int_equal(store_commit(s), STORE_ERR);
@@ -1890,7 +2311,7 @@ static void BUG_bind_failure_named(void **state) {
   fixture *f = *state;
   store *s = open_limited(f->db, 1000);
   char *big = text_of(2000);
-  hist_event e = {1, "WorkflowStarted", 0, NULL, NULL, big, 1}; /* parameter 8; 9 (time) binds fine after it */
+  hist_event e = {1, "WorkflowStarted", 0, NULL, NULL, big, 1, NULL}; /* parameter 8; 9 (time) binds fine after it */
   int rc = store_hist_append(s, "wf", 1, &e);
   char msg[512];
   snprintf(msg, sizeof msg, "%s", store_errmsg(s));
@@ -2086,7 +2507,7 @@ static void test_pg_worker_lock(void **state) {
   drop_lock_sessions(f->db);
   int other = store_remote_lock(f->db, "migrate", holder, sizeof holder);
   assert_true(other >= 0);
-  hist_event e = {3, "X", 0, NULL, NULL, NULL, 3};
+  hist_event e = {3, "X", 0, NULL, NULL, NULL, 3, NULL};
   assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "another worker holds the lock now"));
   assert_int_equal(store_commit(s), STORE_ERR);
@@ -2665,6 +3086,11 @@ int main(int argc, char **argv) {
       T(test_signals_fifo_per_name),
       T(test_signal_wake_only_live),
       T(test_domain_events_dense_seq),
+      T(test_chain_vectors),
+      T(test_chain_written_and_checked),
+      T(test_chain_heads_across_batches),
+      T(test_chain_task_start_damaged),
+      T(test_chain_upgrade),
       T(test_code_by_hash),
       T(test_fork_copy),
       T(test_module_pins),

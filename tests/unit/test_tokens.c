@@ -446,7 +446,8 @@ static void test_older_database_gets_the_table(void **state) {
   assert_int_equal(sqlite3_exec(db,
                                 "DROP TABLE tokens; DROP TABLE event_feed;"
                                 "UPDATE meta SET value='1' WHERE key='schema_version';"
-                                "INSERT INTO domain_events VALUES('b',1,'x',5,'{}'),('a',1,'x',7,'{}'),('a',2,'y',9,'{}');",
+                                "INSERT INTO domain_events(session_id,seq,type,time,payload) "
+                                "VALUES('b',1,'x',5,'{}'),('a',1,'x',7,'{}'),('a',2,'y',9,'{}');",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);

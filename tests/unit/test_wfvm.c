@@ -45,7 +45,7 @@ static void hpush(hist_list *l, int64_t seq, const char *type, int64_t ref, cons
     l->v = realloc(l->v, l->cap * sizeof *l->v);
   }
   l->v[l->n++] =
-      (hist_event){seq, util_strdup(type), ref, util_strdup(name), util_strdup(hash), util_strdup(payload), time};
+      (hist_event){seq, util_strdup(type), ref, util_strdup(name), util_strdup(hash), util_strdup(payload), time, NULL};
 }
 
 static hist_list hcopy(const hist_list *src) {
@@ -1597,7 +1597,7 @@ static void test_futures_all(void **state) {
   assert_false(wfvm_waits_on(vm, 3));
   assert_true(wfvm_waits_on(vm, 2));
   /* an outcome of no pending command changes nothing */
-  hist_event stray = {99, "ActivityCompleted", 3, NULL, NULL, "\"X\"", 0};
+  hist_event stray = {99, "ActivityCompleted", 3, NULL, NULL, "\"X\"", 0, NULL};
   assert_state(vm, wfvm_deliver(vm, &stray), WFVM_BLOCKED);
   st = deliver_to(&f, vm, 2, "ActivityCompleted", "\"A\"");
   assert_state(vm, st, WFVM_BLOCKED); /* now on the timer */

@@ -270,6 +270,15 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
       try { got = fs.readFileSync(path.join(downloads, "note.txt"), "utf8"); } catch (e) { got = ""; }
     }
     check("the artifact downloads from the page", got === "hello\n", JSON.stringify(got));
+    // the signed audit export (test_web.sh checks it with engine audit verify)
+    await page.click("#audit-export");
+    let audit = "";
+    for (let i = 0; i < 100 && !audit.endsWith("}\n"); i++) {
+      await sleep(100);
+      try { audit = fs.readFileSync(path.join(downloads, "web-1.audit.jsonl"), "utf8"); } catch (e) { audit = ""; }
+    }
+    check("the audit export downloads from the page", audit.includes('"format":"engine-audit/1"') && audit.includes('"kind":"seal"'),
+      audit.slice(0, 120));
     check("the header says it completed", /^completed at/.test(await text(page, "#why")), await text(page, "#why"));
     await axe(page, "the session page");
     await page.screenshot({ path: path.join(env.WEB_OUT, "session.png"), fullPage: true });

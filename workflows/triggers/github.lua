@@ -9,6 +9,10 @@ local ACTIONS = { opened = true, synchronize = true, reopened = true }
 return {
   route = "github",
   verify = { kind = "github", secret = "GITHUB_WEBHOOK_SECRET" },
+  -- what the reviews it starts may hold (docs/grants.md): read and draft,
+  -- and post once approved, on any repository whose webhook is signed with
+  -- the secret; narrow it to your repositories (github:repo/acme/*:...)
+  grants = { "github:repo/*/*:pr.review.draft", "github:repo/*/*:pr.review.publish" },
   map = function(req)
     local event = req.headers["x-github-event"]
     if event == "ping" then return nil, "ping: the webhook is set up" end
