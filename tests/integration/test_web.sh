@@ -42,7 +42,8 @@ OUTDIR="${ENGINE_WEB_ARTIFACTS:-$(dirname "$ENGINE")/test-artifacts/web}"
 mkdir -p "$OUTDIR"
 
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_ARTIFACTS="$T/artifacts" ENGINE_REVIEWS_DIR="$T/reviews"
-ADMIN="$(engine token create alice --scopes admin)"
+# the publish in the session the browser starts needs its grant (docs/grants.md): the token holds it
+ADMIN="$(engine token create alice --scopes admin --grant review:publish)"
 VIEWER="$(engine token create viewer --scopes read)"
 
 # the model: turn 1 writes hostile markup, slowly, and asks for a shell call
