@@ -83,6 +83,15 @@ end
 
 function M.one_line(s) return (tostring(s or ""):gsub("[\r\n]+", " ")) end
 
+-- The marker a review's body ends with: how a retry after a crash finds the
+-- review it posted.
+function M.marker(id) return "<!-- engine:review:" .. tostring(id) .. " -->" end
+-- Where the marker goes in a body built before the workflow's id is known to
+-- the activity that stores it (github.store_draft fills it in from its id
+-- argument: a fork's copied history replays an argument equal to the id as
+-- the fork's own, not an id inside a longer string; docs/forking.md)
+M.MARKER_SLOT = "<!-- engine:review:{id} -->"
+
 function M.review_body(summary, dropped, marker)
   local out = { tostring(summary or "No summary."), "" }
   if #dropped > 0 then

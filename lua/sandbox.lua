@@ -497,6 +497,10 @@ function M.foreign(sb, session_id)
     .. "source's sandbox)"
 end
 
+-- Who owns a sandbox's working/ and output/ on the host ("uid:gid", or nil:
+-- the engine's user), as its driver says: what a restored snapshot is given.
+function M.workspace_owner(sb) return (driver_of(sb).owner(sb)) end
+
 -- Whether sb was made on this host (a handle from before hosts were recorded was).
 function M.here(sb) return sb.host == nil or sb.host == M.host() end
 

@@ -1,5 +1,6 @@
 // The engine's web page: sessions, one session's transcript and history, the
-// approvals inbox. Plain JavaScript, no build step, no third-party code.
+// approvals inbox; a fork's source and forks, an eval run's cases, "Fork from
+// here". Plain JavaScript, no build step, no third-party code.
 //
 // Everything the page shows comes from the HTTP API and may be written by a
 // hostile model: it reaches the DOM only as text (textContent, text nodes),
@@ -333,6 +334,9 @@ function treeOrder(ws) {
   return out;
 }
 
+// A fork's source (engine fork: forked_from's id), or null.
+function forkSource(w) { return w && w.forked_from && typeof w.forked_from.id === "string" ? w.forked_from.id : null; }
+
 function listRow(w, depth, parentShown) {
   const sub = !!w.parent;
   return h("tr", { "data-id": w.id, "data-parent": w.parent, className: sub ? "child depth-" + Math.min(depth || 0, 4) : undefined },
@@ -340,7 +344,9 @@ function listRow(w, depth, parentShown) {
       h("a", { href: sessionHref(w.id) }, w.id),
       sub && !parentShown ? h("span", { className: "muted parent-note" }, " sub-session of ",
         h("a", { href: sessionHref(w.parent) }, w.parent)) : null,
-      sub && parentShown ? h("span", { className: "visually-hidden" }, " (sub-session of " + w.parent + ")") : null),
+      sub && parentShown ? h("span", { className: "visually-hidden" }, " (sub-session of " + w.parent + ")") : null,
+      forkSource(w) ? h("span", { className: "muted parent-note" }, " fork of ",
+        h("a", { href: sessionHref(forkSource(w)) }, forkSource(w))) : null),
     h("td", {}, statusBadge(w.status)),
     h("td", { className: "objective" }, w.objective || h("span", { className: "muted" }, w.script.split("/").pop())),
     h("td", { className: "hide-narrow" }, w.started_by || ""),
@@ -405,8 +411,9 @@ function sessionView(main, id, tab) {
   const result = h("section", { "aria-label": "Result" });
   const arts = h("section", { "aria-label": "Artifacts" });
   const tree = h("section", { id: "tree", "aria-label": "Sub-sessions" });
+  const forks = h("section", { id: "forks", "aria-label": "Forks" });
   // the result and the artifacts above the transcript: a long one would push them out of reach
-  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, tree, result, arts, actions,
+  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, tree, forks, result, arts, actions,
     h("div", { className: "tabs", role: "tablist", "aria-label": "Views" }, tabT, tabH), panel);
   let summary = null, stopped = false;
   const tick = setInterval(() => { if (summary) paintWhy(); }, 1000);
@@ -431,7 +438,7 @@ function sessionView(main, id, tab) {
       // a fork (engine fork): its source, and the source's event it was forked at
       summary.forked_from && typeof summary.forked_from.id === "string" ? h("span", { id: "fork-link" }, "forked from ",
         h("a", { href: sessionHref(summary.forked_from.id) }, summary.forked_from.id),
-        " at #" + summary.forked_from.seq) : null,
+        " at #" + summary.forked_from.seq + (summary.forked_from.by ? " by " + summary.forked_from.by : "")) : null,
       h("span", {}, "status ", statusBadge(summary.status)),
       input.identity ? h("span", {}, "started by " + input.identity) : null,
       h("span", {}, "started " + fmtTime(summary.created_at)),
@@ -444,6 +451,7 @@ function sessionView(main, id, tab) {
       typeof r.tokens === "number" ? h("span", { id: "own-spend" }, num(r.tokens) + " tokens" + (typeof r.cost_usd === "number" ? " · " + fmtUsd(r.cost_usd) : "")) : null,
     ].filter(Boolean));
     paintTree(tree, summary);
+    paintForks(forks, summary);
     paintActions();
     paintResult(result, summary);
     paintArtifacts(arts, id, summary.artifacts);
@@ -512,6 +520,59 @@ function paintTree(el, s) {
       h("a", { href: sessionHref(c.id) }, c.id), " ", statusBadge(c.status)))));
 }
 
+// The workflows forked from it (engine fork, the API's "forks"): each a link
+// with its status, the source's event it was forked at and who forked it.
+function paintForks(el, s) {
+  clear(el);
+  const forks = Array.isArray(s.forks) ? s.forks : [];
+  if (!forks.length) return;
+  el.append(h("h2", {}, "Forks"),
+    h("ul", { className: "children forks" }, forks.map((f) => h("li", { "data-id": f.id },
+      h("a", { href: sessionHref(f.id) }, f.id), " ", statusBadge(f.status),
+      h("span", { className: "muted" }, " at #" + f.seq + (f.by ? " by " + f.by : ""))))));
+}
+
+// An eval run's result (workflows/eval_suite.lua, its suite_result.json):
+// its cases (or a fork's variants), each with its scorers' results, linking
+// to the case's session; null when r is not one.
+function evalTable(r) {
+  if (!r || !Array.isArray(r.cases) || !r.totals || typeof r.totals !== "object") return null;
+  const scorers = Array.isArray(r.scorers) ? r.scorers.map(String) : [];
+  const mark = { pass: "ok", fail: "FAIL", error: "ERR", skip: "–" };
+  const money = (v) => typeof v === "number" ? fmtUsd(v) : "—";
+  const secs = (v) => typeof v === "number" ? v.toFixed(1) + " s" : "—";
+  const t = r.totals;
+  return h("div", { className: "scroll" }, h("table", { className: "eval-cases" },
+    h("caption", { className: "muted" }, (r.fork ? "Variants of a fork point" : "Suite " + String(r.suite || "")) +
+      (r.live ? " (live models)" : r.live === false ? " (recorded models)" : "") + ": " +
+      num(t.passed) + " of " + num(t.cases) + " passed" + (r.regressed ? ", regressions against " + ((r.baseline || {}).run || "the baseline") : "")),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, r.fork ? "Variant" : "Case"), h("th", { scope: "col" }, "Session"),
+      scorers.map((s) => h("th", { scope: "col" }, s)),
+      h("th", { scope: "col" }, "Outcome"), h("th", { scope: "col", className: "num" }, "Turns"),
+      h("th", { scope: "col", className: "num" }, "Tokens"), h("th", { scope: "col", className: "num" }, "Cost"),
+      h("th", { scope: "col", className: "num" }, "Wall"), h("th", { scope: "col" }, "Result"))),
+    h("tbody", {}, r.cases.map((c) => {
+      const scores = c.scores && typeof c.scores === "object" ? c.scores : {};
+      return h("tr", { "data-case": String(c.case), className: c.pass ? "pass" : "fail" },
+        h("th", { scope: "row" }, String(c.case)),
+        h("td", {}, typeof c.session === "string" ? h("a", { href: sessionHref(c.session) }, c.session) : "—"),
+        scorers.map((s) => {
+          const sc = scores[s];
+          const res = sc && sc.result ? String(sc.result) : "";
+          return h("td", { className: "score " + res.replace(/[^a-z]/g, ""), title: sc && sc.detail ? String(sc.detail) : undefined },
+            mark[res] || res || "—");
+        }),
+        h("td", {}, String(c.outcome || c.status || "")),
+        h("td", { className: "num" }, num(c.turns)), h("td", { className: "num" }, num(c.tokens)),
+        h("td", { className: "num" }, money(c.cost_usd)), h("td", { className: "num" }, secs(c.wall_seconds)),
+        h("td", {}, h("strong", {}, c.pass ? "PASS" : "FAIL")));
+    })),
+    h("tfoot", {}, h("tr", {}, h("th", { scope: "row" }, "total"), h("td", {}), scorers.map(() => h("td", {})),
+      h("td", {}), h("td", { className: "num" }, num(t.turns)), h("td", { className: "num" }, num(t.tokens)),
+      h("td", { className: "num" }, money(t.cost_usd)), h("td", { className: "num" }, secs(t.wall_seconds)),
+      h("td", {}, h("strong", {}, num(t.passed) + "/" + num(t.cases)))))));
+}
+
 function paintResult(el, s) {
   clear(el);
   if (s.status === "stuck" || s.status === "failed") {
@@ -525,6 +586,8 @@ function paintResult(el, s) {
     if (typeof r.summary === "string") el.append(h("p", { className: "text" }, r.summary));
     const findings = (r.result && r.result.findings) || r.findings;
     if (Array.isArray(findings)) el.append(findingsTable(findings));
+    const cases = evalTable(r);
+    if (cases) el.append(cases);
     const rest = Object.assign({}, r);
     delete rest.summary;
     el.append(h("details", {}, h("summary", {}, "The whole result (JSON)"), h("pre", {}, pretty(rest))));
@@ -591,6 +654,19 @@ async function fetchDownload(path, name) {
 
 function transcriptTab(panel, id, onChange) {
   const list = h("ol", { className: "transcript", "aria-label": "Transcript" });
+  // "Fork from here" (each item's head has the button): one form open at a time
+  list.addEventListener("click", (ev) => {
+    const b = ev.target.closest("button.fork-here");
+    if (!b) return;
+    ev.stopPropagation();
+    const li = b.closest("li");
+    const open = li.querySelector(":scope > form.fork-form");
+    for (const f of list.querySelectorAll("form.fork-form")) f.remove();
+    if (open) return; // a second click closes it
+    const form = forkForm(id, Number(b.dataset.seq));
+    li.append(form);
+    form.querySelector("input").focus();
+  });
   const more = h("button", { type: "button", hidden: true }, "Show earlier events");
   const liveBox = h("div", { "aria-live": "off" });
   panel.append(more, list, liveBox);
@@ -705,7 +781,7 @@ function delegationPart(map, e) {
     d = { parts: {}, done: false, el: h("li", { className: "ev delegation", "data-type": "delegation", "data-seq": String(e.seq), "data-call": key }) };
     d.first = e;
     d.el.addEventListener("click", (ev) => {
-      if (!d.child || ev.target.closest("a, button, summary, details, input")) return;
+      if (!d.child || ev.target.closest("a, button, summary, details, input, textarea, label, form")) return;
       location.hash = sessionHref(d.child);
     });
     map.set(key, d);
@@ -744,7 +820,60 @@ function paintDelegation(d) {
 
 function head(e, label) {
   return h("div", { className: "head" }, h("span", { className: "kind" }, label),
-    h("span", {}, "#" + e.seq), h("time", { datetime: new Date(e.time).toISOString() }, fmtTime(e.time)));
+    h("span", {}, "#" + e.seq), h("time", { datetime: new Date(e.time).toISOString() }, fmtTime(e.time)),
+    // engine fork at this event: the token starts the fork and reads its source
+    can("start") && can("read") ? h("button", { type: "button", className: "fork-here link", "data-seq": String(e.seq),
+      "aria-label": "Fork from here: event #" + e.seq }, "Fork from here") : null);
+}
+
+// "Fork from here" on a transcript item: a form under it (the fork's id, an
+// input patch, the model, as `engine fork` takes them) that asks
+// POST /v1/workflows/{id}/fork at the item's event and opens the fork.
+function forkForm(id, seq) {
+  const safe = domId(id + "-" + seq);
+  const newId = h("input", { id: "fork-id-" + safe, placeholder: "default: " + id + ".fork-N", size: 24, spellcheck: "false" });
+  const patch = h("textarea", { id: "fork-patch-" + safe, rows: 3, cols: 40, spellcheck: "false",
+    placeholder: '{"objective": "…"} (a JSON merge patch on the input)' });
+  const model = h("textarea", { id: "fork-model-" + safe, rows: 2, cols: 40, spellcheck: "false",
+    placeholder: '{"name": "…", "provider": "…"} (an agent session\'s model from here on)' });
+  const out = h("p", { className: "muted fork-out", role: "status" });
+  const form = h("form", { className: "fork-form card", "data-seq": String(seq), onsubmit: async (ev) => {
+    ev.preventDefault();
+    const body = { at: seq };
+    if (newId.value.trim()) body.id = newId.value.trim();
+    for (const [field, el, what] of [["input_patch", patch, "the input patch"], ["model", model, "the model"]]) {
+      if (!el.value.trim()) continue;
+      try { body[field] = JSON.parse(el.value); } catch (err) {
+        out.textContent = what + " is not JSON: " + err.message;
+        out.className = "error fork-out";
+        el.focus();
+        return;
+      }
+    }
+    for (const b of form.querySelectorAll("button")) b.disabled = true;
+    out.className = "muted fork-out";
+    out.textContent = "forking…";
+    try {
+      const f = await api("/v1/workflows/" + encodeURIComponent(id) + "/fork", { method: "POST", body });
+      const fid = f && (f.id || (f.workflow && f.workflow.id));
+      clear(out).append("forked: ", h("a", { href: sessionHref(fid), className: "fork-made" }, fid));
+      location.hash = sessionHref(fid);
+    } catch (err) {
+      out.className = "error fork-out";
+      out.textContent = "not forked: " + err.message;
+      for (const b of form.querySelectorAll("button")) b.disabled = false;
+    }
+  } },
+  h("h3", {}, "Fork from #" + seq),
+  h("p", { className: "muted" }, "A new session with this one's history up to event #" + seq + ", then run on live with what you change."),
+  h("div", { className: "actions" },
+    h("label", { for: "fork-id-" + safe }, "Fork's id (optional)", newId),
+    h("label", { for: "fork-patch-" + safe }, "Input patch (JSON, optional)", patch),
+    h("label", { for: "fork-model-" + safe }, "Model (JSON, optional)", model)),
+  h("div", { className: "actions" }, h("button", { type: "submit", className: "approve" }, "Fork"),
+    h("button", { type: "button", onclick: () => form.remove() }, "Close")),
+  out);
+  return form;
 }
 
 // ---- event kinds, as web/event_kinds.json describes them (its "about"

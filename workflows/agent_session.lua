@@ -213,10 +213,11 @@ end
 
 -- ------------------------------------------------- provisionSandbox --
 
-local function new_sandbox(s)
+-- restoring: its input/ comes from a workspace snapshot, not the context files
+local function new_sandbox(s, restoring)
   local prep = s.prep
   return wf.activity("sandbox.provision", { session_id = s.id, task = prep.task, simple = prep.simple,
-    files = prep.files, skills = prep.skills, writable = s.perms.writablePaths, limits = s.limits,
+    files = restoring and {} or prep.files, skills = prep.skills, writable = s.perms.writablePaths, limits = s.limits,
     parent_view = s.view },
     { start_to_close = 300, retry = { max_attempts = 3 } })
 end
@@ -245,8 +246,101 @@ end
 local function reprovision(s, lost, why)
   if lost ~= s.sb then return end
   s.sb = new_sandbox(s)
+  if s.ws then s.ws.dirty = s.turns end -- its workspace is not the last snapshot's any more
   wf.emit("sandbox.reprovisioned", { driver = s.sb.driver, container = s.sb.container_id, host = s.sb.host,
     from_host = lost.host, from_container = lost.container_id, reason = why })
+end
+
+-- --------------------------------------------- workspace snapshots --
+-- The workspace goes with a fork (docs/forking.md, "The workspace"): once
+-- provisioned and after each turn whose tools could write it, input/,
+-- working/ and output/ are kept as a snapshot (lua/workspace_snapshots.lua:
+-- content-addressed, each file once, within limits.snapshotMb), and a fork
+-- provisions a sandbox of its own and restores the last snapshot before its
+-- point into it, or fails before its first tool runs when its point's
+-- workspace was never kept (engine fork refuses what the events already say:
+-- engine/ops/fork_workspace.c). Sessions from before snapshots were taken
+-- replay without them (wf.patched).
+--   s.ws = {on, budget, used, tree (the last snapshot), dirty (the turn whose
+--   tools wrote since it), stopped (why no more are taken), written}
+
+-- Tools that never write the workspace (the rest may: a process in the
+-- sandbox, a file written, an MCP tool).
+local READ_ONLY_TOOLS = { read_file = true, list_files = true, search = true, publish_review = true,
+  http_fetch = true, delegate = true }
+
+local function start_snapshots(s)
+  local mb = s.limits.snapshotMb or 0 -- (prepared before the limit existed: none; its default is the schema's)
+  s.ws = { on = wf.patched("workspace-snapshots") and mb > 0, budget = math.floor(mb * 1024 * 1024), used = 0 }
+  if s.carried and s.carried.workspace then
+    for k, v in pairs(s.carried.workspace) do s.ws[k] = v end
+  end
+end
+
+-- The sandbox as provisioned (its input/, turn 0): what a fork before any
+-- write restores, when the context files it came from are gone.
+local function first_snapshot(s)
+  if s.carried or not s.ws.on then return end
+  s.ws.dirty = 0
+end
+
+-- A call of tool ran in the sandbox and may have written its workspace.
+local function wrote(s, tool)
+  if READ_ONLY_TOOLS[tool] then return end
+  s.ws.dirty = s.ws.dirty or s.turns
+  s.ws.written = true
+end
+
+-- A fork's sandbox: a session forked after its source provisioned holds the
+-- source's handle (copied history), never its to use. Before its first use
+-- after the fork point, the fork provisions its own and restores into it the
+-- last snapshot before the point; or fails, saying why, when the source's
+-- workspace at the point was never kept. Nothing in the copied prefix (where
+-- wf.info().fork is nil): it replays as recorded.
+local function own_sandbox(s)
+  local sb = s.sb
+  if not (type(sb) == "table" and sb.session_id and sb.session_id ~= s.id and wf.info().fork) then return end
+  local ws, why = s.ws, nil
+  if ws.stopped then
+    why = ws.stopped
+  elseif not ws.on and ws.written then
+    why = "the source took no workspace snapshots (it started before they were, or with limits.snapshotMb 0) "
+      .. "and its tools wrote the workspace"
+  elseif ws.dirty and ws.dirty > 0 then -- (0: the first snapshot not taken yet, nothing written)
+    why = string.format("the tools of turn %d wrote the workspace after %s and before the fork point; fork at that "
+      .. "turn's workspace.snapshot event or before its tool calls", ws.dirty,
+      ws.tree and "the last snapshot" or "the sandbox was provisioned")
+  end
+  if why then
+    error({ type = "WorkspaceNotRebuildable", message = "the workspace of session " .. sb.session_id ..
+      " at the fork point cannot be rebuilt: " .. why }, 0)
+  end
+  s.sb = new_sandbox(s, ws.tree ~= nil)
+  local restored = ws.tree and wf.activity("sandbox.restore", { sandbox = s.sb, tree = ws.tree },
+    { start_to_close = 600, retry = { max_attempts = 3 } })
+  wf.emit("workspace.restored", { from = sb.session_id, tree = ws.tree, files = restored and restored.files or 0,
+    driver = s.sb.driver, container = s.sb.container_id, host = s.sb.host })
+end
+
+-- After a turn's tool calls: a snapshot when one of them may have written.
+local function snapshot_workspace(s)
+  local ws = s.ws
+  if not (ws and ws.on and ws.dirty and not ws.stopped) then return end
+  own_sandbox(s)
+  local r = wf.activity("sandbox.snapshot", { sandbox = s.sb, prev = ws.tree, budget_left = ws.budget - ws.used },
+    { start_to_close = 600, retry = { max_attempts = 3 } })
+  if r.over or r.unkept then
+    ws.stopped = r.over and string.format("the session's workspace snapshots reached their budget (limits.snapshotMb "
+      .. "%s: %d of %d bytes stored) at turn %d, whose snapshot needs %d more", tostring(s.limits.snapshotMb),
+      ws.used, ws.budget, s.turns, r.new_bytes)
+      or string.format("turn %d left what a snapshot cannot keep: %s", s.turns, tostring(r.unkept))
+    wf.emit("workspace.unrebuildable", { turn = s.turns, reason = ws.stopped, budget_bytes = ws.budget,
+      used_bytes = ws.used, needed_bytes = r.new_bytes })
+    return
+  end
+  ws.tree, ws.used, ws.dirty = r.tree, ws.used + r.new_bytes, nil
+  wf.emit("workspace.snapshot", { turn = s.turns, tree = r.tree, files = r.files, bytes = r.bytes,
+    new_bytes = r.new_bytes, used_bytes = ws.used, budget_bytes = ws.budget })
 end
 
 -- ------------------------------------------------ what people send --
@@ -738,6 +832,7 @@ local function start_calls(s, plan)
   local delegates = 0
   for _, p in ipairs(plan) do
     if p.decision == "allow" and s.sub and p.call.name == "delegate" then delegates = delegates + 1 end
+    if p.decision == "allow" and p.call.name ~= "delegate" then own_sandbox(s) end
   end
   for _, p in ipairs(plan) do
     if p.decision == "allow" and s.sub and p.call.name == "delegate" then
@@ -790,6 +885,12 @@ local function finish_calls(s, plan)
       end)
     elseif p.running then
       local r = p.running:wait()
+      if r.sandbox_lost and wf.info().fork and p.args.sandbox.session_id ~= s.id then
+        -- a call started before the fork point and run again in the fork: on its own sandbox
+        own_sandbox(s)
+        p.args.sandbox = s.sb
+        r = p.run():wait()
+      end
       if r.sandbox_lost then
         reprovision(s, p.args.sandbox, r.sandbox_lost)
         p.args.sandbox = s.sb
@@ -798,10 +899,13 @@ local function finish_calls(s, plan)
         r = p.run():wait()
       end
       p.result_content = r.content
+      if s.ws then wrote(s, call.name) end
       if r.disk_full then over(s, "diskMb", s.limits.diskMb, s.limits.diskMb) end
       wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),
         truncated = (#r.content > 2000 or r.content:find("[output truncated", 1, true)) and true or nil,
-        attempt = r.attempt, retried_after_interruption = r.retried_after_interruption })
+        attempt = r.attempt, retried_after_interruption = r.retried_after_interruption,
+        -- it may have written the workspace: engine fork refuses a point after it and before the turn's snapshot
+        writes = (s.ws and s.ws.on and not READ_ONLY_TOOLS[call.name]) or nil })
     else
       if p.decision then
         p.content = "denied: " .. tostring(p.reason)
@@ -857,6 +961,8 @@ local function start_agent(s)
     on_usage = function(u) spend(s, u) end })
   -- sessions started before tool calls ran together replay their turns one call at a time
   s.parallel_tools = wf.patched("parallel-tool-calls")
+  start_snapshots(s)
+  first_snapshot(s)
   s.inbox = s.parallel_tools and wf.start_wait_signal("session:input") or nil
   s.closing, s.abandoned, s.model_calls = false, false, 0
   if carried and carried.inbox then s.interrupted, s.closing = carried.inbox.interrupted, carried.inbox.closing == true end
@@ -870,7 +976,7 @@ local function maybe_continue(s)
     prep = s.prep, sandbox = s.sb, started = s.started, deadline_ms = s.deadline_ms, counters = { turns = s.turns,
       calls = s.calls, tokens = s.tokens, cost = s.cost, repairs = s.repairs, last_tokens = s.gate.last_tokens,
       sub = s.sub },
-    inbox = { interrupted = s.interrupted, closing = s.closing },
+    inbox = { interrupted = s.interrupted, closing = s.closing }, workspace = s.ws,
     grants = s.grants and { effective = s.grants, dropped = s.grants_dropped, uses = s.grant_uses } or nil })
 end
 
@@ -897,6 +1003,7 @@ end
 -- limit, an interrupt with no message after it, or the session's close.
 local function run_agent(s)
   if not s.carried then status("RUNNING") end
+  snapshot_workspace(s) -- turn 0's (first_snapshot)
   while true do
     -- what people sent is taken first: an answered wait would not carry over
     if s.inbox then drain(s) end
@@ -919,6 +1026,7 @@ local function run_agent(s)
       else -- a session started before calls ran together: one at a time, as its log has them
         for _, call in ipairs(turn.tool_calls) do run_calls(s, { call }) end
       end
+      snapshot_workspace(s)
       if s.exceeded then break end
     end
   end

@@ -3,7 +3,8 @@
 -- directly with the same input:
 --   {pr = {owner, name, number, head_sha, clone_url, private, title, ...},
 --    github_api = "https://...", model = {...}, limits = {...},
---    approvalTimeoutSeconds = 604800, supersede = true}
+--    approvalTimeoutSeconds = 604800, supersede = true,
+--    tools = {...} (the session's tools; default read_file, list_files, search)}
 --
 --   fetch the metadata and changed files (trusted, with GITHUB_TOKEN)
 --   -> check out the head commit (git, the token only on git's command line)
@@ -99,7 +100,7 @@ return function(input)
     pr.owner, pr.name = pr.repo:match("^([^/]+)/([^/]+)$")
   end
   pr.repo = pr.repo or (pr.owner and pr.name and (pr.owner .. "/" .. pr.name))
-  local marker = "<!-- engine:review:" .. id .. " -->"
+  local marker = prlib.marker(id)
   -- a newer head of the same pull request supersedes this review (cancelled,
   -- sandbox destroyed, nothing posted), unless the input says supersede=false
   if input.supersede ~= false then
@@ -131,7 +132,8 @@ return function(input)
     objective = OBJECTIVE,
     context = { text = task_text(pr, meta), files = { co.dir } },
     skills = { "code-review" },
-    permissions = { tools = { "read_file", "list_files", "search" } },
+    -- input.tools: the session's tools (default: read only; a test gives it shell)
+    permissions = { tools = input.tools or { "read_file", "list_files", "search" } },
     limits = input.limits or { timeoutSeconds = 1800, maxModelTurns = 30, maxToolCalls = 100 },
     model = input.model or meta.model or { name = "gpt-4.1" },
     identity = input.identity,
@@ -157,8 +159,11 @@ return function(input)
   -- no comments: the field is left out (optional; an empty table would be {} in JSON, not [])
   local review = { commit_id = head, event = event, comments = #comments > 0 and comments or nil,
     body = prlib.review_body(session.summary, dropped, marker) }
-  local draft = { review = review, dropped = dropped, pr = { repo = pr.repo, number = pr.number, url = pr.url } }
-  local art = wf.activity("github.store_draft", { draft = draft }, { retry = { max_attempts = 3 } })
+  -- stored with the marker made by the activity from the id (so a fork before the approval replays)
+  local stored = { review = { commit_id = review.commit_id, event = review.event, comments = review.comments,
+    body = prlib.review_body(session.summary, dropped, prlib.MARKER_SLOT) }, dropped = dropped,
+    pr = { repo = pr.repo, number = pr.number, url = pr.url } }
+  local art = wf.activity("github.store_draft", { draft = stored, id = id }, { retry = { max_attempts = 3 } })
   wf.emit("artifact.saved", art)
   wf.emit("review.draft", { event = event, comments = #comments, dropped = #dropped, commit_id = head,
     summary = session.summary, artifact = art.sha256, findings = kept, dropped_findings = dropped })

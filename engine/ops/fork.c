@@ -35,6 +35,7 @@
 #include <lualib.h>
 
 #include "crash.h"
+#include "fork_workspace.h"
 #include "home.h"
 #include "json.h"
 #include "modules.h"
@@ -636,6 +637,18 @@ int ops_write_fork(store *st, const fork_req *req, fork_made *out, int *why, cha
   if (failed) {
     refuse(why, read_failed(failed), out, NULL, err, errlen, "%s", store_errmsg(st));
     goto done;
+  }
+  if (d.agent) {
+    /* an agent session's workspace goes with the fork, or the fork is refused */
+    int no = fork_workspace_refused(st, req->source, out->seq, msg, sizeof msg);
+    if (no < 0) {
+      refuse(why, FORK_FAILED, out, NULL, err, errlen, "%s", store_errmsg(st));
+      goto done;
+    }
+    if (no) {
+      refuse(why, FORK_BAD, out, req->turn_given ? "turn" : "at", err, errlen, "%s", msg);
+      goto done;
+    }
   }
   if (moved && cut < asked_cut)
     snprintf(out->note, sizeof out->note,

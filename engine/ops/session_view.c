@@ -325,6 +325,19 @@ static void add_tree_line(ubuf *out, const char *json, size_t n) {
   ubuf_add(out, "\n", 1);
 }
 
+/* A fork of it (its "forks"): the fork, its status, where and by whom. */
+static int add_fork_line(void *ud, const char *v, size_t vn) {
+  ubuf *out = ud;
+  char *id = member_str(v, vn, "id"), *status = member_str(v, vn, "status"), *by = member_str(v, vn, "by");
+  add_line(out, 0, "  %-32s %-10s at #%lld%s%s", id, status, (long long)json_get_int(v, vn, "seq", 0), *by ? " by " : "",
+           by);
+  ubuf_add(out, "\n", 1);
+  free(id);
+  free(status);
+  free(by);
+  return 0;
+}
+
 static int count_child(void *ud, const char *v, size_t vn) {
   (void)v;
   (void)vn;
@@ -425,6 +438,14 @@ char *view_summary_text_folded(const char *json, size_t n, view_fold fold, void 
     json_each(children, strlen(children), add_child_line, &out);
     add_tree_line(&out, json, n);
   }
+  char *forks = member_raw(json, n, "forks");
+  int nforks = 0;
+  if (forks && json_each(forks, strlen(forks), count_child, &nforks) == 0 && nforks > 0) {
+    add_line(&out, 0, "forks:     %d", nforks);
+    ubuf_add(&out, "\n", 1);
+    json_each(forks, strlen(forks), add_fork_line, &out);
+  }
+  free(forks);
   free(parent);
   free(children);
   ubuf_add(&out, "", 1);

@@ -77,6 +77,7 @@ typedef struct view_summary {
   char *waits;       /* what it waits on as JSON ({"kind":"approval"|"signal"|"timer"|"activity",...}), or NULL */
   int nartifacts;
   char *children;    /* JSON array of the workflows it started as children ([] when none) */
+  char *forks;       /* JSON array of the workflows forked from it (engine fork; [] when none) */
   view_tree tree;    /* it and every workflow under it: cost and tokens rolled up */
 } view_summary;
 

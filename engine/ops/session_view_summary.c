@@ -216,6 +216,27 @@ static int add_child(void *ud, const wf_row *w) {
   return 0;
 }
 
+/* A fork as an item of its source's "forks": where it was forked, by whom. */
+static int add_fork(void *ud, const wf_row *w) {
+  ubuf *b = ud;
+  char *id = json_quote(w->id);
+  size_t n = strlen(w->forked_from);
+  char *by = json_get_string(w->forked_from, n, "by");
+  char *qby = by ? json_quote(by) : util_strdup("null");
+  char *item = util_fmt("%s{\"id\":%s,\"status\":\"%s\",\"run\":%lld,\"seq\":%lld,\"at\":%lld,\"by\":%s,"
+                        "\"created_at\":%lld,\"updated_at\":%lld}",
+                        b->n > 1 ? "," : "", id, w->status, (long long)json_get_int(w->forked_from, n, "run", 0),
+                        (long long)json_get_int(w->forked_from, n, "seq", 0),
+                        (long long)json_get_int(w->forked_from, n, "at", 0), qby, (long long)w->created_at,
+                        (long long)w->updated_at);
+  ubuf_add(b, item, strlen(item));
+  free(item);
+  free(qby);
+  free(by);
+  free(id);
+  return 0;
+}
+
 int view_summary_load(store *st, const char *id, view_summary *s, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
   scan c = {s, {0}};
@@ -247,6 +268,17 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
   }
   ubuf_add(&kids, "]", 2); /* with the NUL */
   s->children = kids.p;
+  ubuf forks = {0};
+  ubuf_add(&forks, "[", 1);
+  if (store_wf_forks(st, id, add_fork, &forks) != STORE_OK) {
+    util_seterr(err, errlen, "cannot read the forks of workflow %s: %s", id, store_errmsg(st));
+    ubuf_free(&forks);
+    hist_list_free(&h);
+    view_summary_free(s);
+    return -1;
+  }
+  ubuf_add(&forks, "]", 2); /* with the NUL */
+  s->forks = forks.p;
   if (view_tree_load(st, &s->w, &s->tree, err, errlen) != 0) {
     hist_list_free(&h);
     view_summary_free(s);
@@ -289,13 +321,13 @@ char *view_summary_json(const view_summary *s) {
                        "\"created_at\":%lld,\"updated_at\":%lld,\"input\":%s,\"result\":%s,\"error\":%s,"
                        "\"waiting_on\":%s,\"waits\":%s,\"history_events\":%zu,\"tasks\":%d,"
                        "\"buffered_signals\":%d,\"cancel_requested\":%s,\"sandbox\":%s,\"artifacts\":%s,"
-                       "\"parent\":%s,\"children\":%s,\"tree\":%s,\"forked_from\":%s}",
+                       "\"parent\":%s,\"children\":%s,\"tree\":%s,\"forked_from\":%s,\"forks\":%s}",
                        id, w->status, (long long)w->run, sc, w->code_hash, (long long)w->created_at,
                        (long long)w->updated_at, w->input ? w->input : "null", w->result ? w->result : "null", er, wt,
                        s->waits ? s->waits : "null", s->history_events, s->tasks, s->signals,
                        w->cancel == 1 ? "true" : "false", s->sandbox ? s->sandbox : "null",
                        s->artifacts ? s->artifacts : "null", parent, s->children ? s->children : "[]", tree,
-                       w->forked_from ? w->forked_from : "null");
+                       w->forked_from ? w->forked_from : "null", s->forks ? s->forks : "[]");
   free(tree);
   free(parent);
   free(id);
@@ -311,7 +343,8 @@ void view_summary_free(view_summary *s) {
   free(s->waits);
   free(s->sandbox);
   free(s->children);
-  s->artifacts = s->waits = s->sandbox = s->children = NULL;
+  free(s->forks);
+  s->artifacts = s->waits = s->sandbox = s->children = s->forks = NULL;
 }
 
 int view_waits_now(store *st, const char *id, char **waits, int64_t *seq) {

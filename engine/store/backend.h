@@ -111,6 +111,7 @@ typedef struct store_ops {
   int (*op_wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud);
   int (*op_wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
   int (*op_wf_children)(store *s, const char *parent, store_wf_cb cb, void *ud);
+  int (*op_wf_forks)(store *s, const char *source, store_wf_cb cb, void *ud);
   int (*op_wf_subtree)(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
   int64_t (*op_wf_depth)(store *s, const char *id, int64_t cap);
   int64_t (*op_wf_children_running)(store *s, const char *parent);

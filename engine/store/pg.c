@@ -67,7 +67,8 @@
  * 7: workflows.parent and parent_close (child workflows); 8: workflows.forked_from
  * (engine fork); 9: the hash chains (chain.c): history.chain,
  * domain_events.chain, where each workflow's chains start (workflows) and
- * their heads (chain_heads; UPGRADE_9 records an older database's upgrade); 10: tokens.grants (docs/grants.md) */
+ * their heads (chain_heads; UPGRADE_9 records an older database's upgrade); 10: tokens.grants (docs/grants.md);
+ * 11: workflows_forked, the index of a fork's source (a workflow's forks) */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -100,6 +101,11 @@ static const char *SCHEMA =
     "ALTER TABLE workflows ADD COLUMN IF NOT EXISTS dom_from BIGINT NOT NULL DEFAULT 1;"
     "CREATE TABLE IF NOT EXISTS chain_heads(wf_id " T " PRIMARY KEY, hist_head " T ", hist_seq BIGINT NOT NULL DEFAULT 0,"
     "  hist_base " T ", dom_head " T ", dom_seq BIGINT NOT NULL DEFAULT 0);"
+    /* version 11: a workflow's forks, by the source's id in forked_from (few workflows are forks):
+     * its "id" member as the engine writes it (ids hold no quote), read without a cast that a text
+     * that is not JSON would fail */
+    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows((substring(forked_from from '\"id\":\"([^\"]*)\"')), "
+    "  created_at) WHERE forked_from IS NOT NULL;"
     "CREATE TABLE IF NOT EXISTS history("
     "  wf_id " T " NOT NULL, run BIGINT NOT NULL, seq BIGINT NOT NULL, type " T " NOT NULL,"
     "  ref BIGINT NOT NULL DEFAULT 0, name " T ", hash " T ", payload " T ", time BIGINT NOT NULL,"
@@ -414,6 +420,7 @@ const store_ops store_pg_ops = {
     .op_wf_page = pg_wf_page,
     .op_wf_ids = pg_wf_ids,
     .op_wf_children = pg_wf_children,
+    .op_wf_forks = pg_wf_forks,
     .op_wf_subtree = pg_wf_subtree,
     .op_wf_depth = pg_wf_depth,
     .op_wf_children_running = pg_wf_children_running,

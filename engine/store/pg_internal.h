@@ -28,7 +28,7 @@
 
 enum {
   Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
-  Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_WF_CHAIN, Q_WF_HIST_HEAD,
+  Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_FORKS, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_WF_CHAIN, Q_WF_HIST_HEAD,
   Q_WF_DOM_HEAD, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
@@ -177,6 +177,7 @@ int pg_wf_page(store *st_, const char *status, const char *script, int64_t after
                int newest_first, int limit, store_wf_cb cb, void *ud);
 int pg_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
 int pg_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud);
+int pg_wf_forks(store *st_, const char *source, store_wf_cb cb, void *ud);
 int pg_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
 int64_t pg_wf_depth(store *st_, const char *id, int64_t cap);
 int64_t pg_wf_children_running(store *st_, const char *parent);

@@ -165,6 +165,13 @@ int pg_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
   return each_wf(s, Q_WF_CHILDREN, cb, ud);
 }
 
+int pg_wf_forks(store *st_, const char *source, store_wf_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, source);
+  return each_wf(s, Q_WF_FORKS, cb, ud);
+}
+
 int pg_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) {
   pg *s = (pg *)st_;
   pg_params_start(s);

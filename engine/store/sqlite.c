@@ -29,7 +29,8 @@
  * 6: workflows.forked_from (engine fork)
  * 7: the hash chains (chain.c): history.chain, domain_events.chain, where
  *    each workflow's chains start (workflows) and their heads (chain_heads)
- * 8: tokens.grants (docs/grants.md) */
+ * 8: tokens.grants (docs/grants.md)
+ * 9: workflows_forked, the index of a fork's source (a workflow's forks) */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -52,6 +53,11 @@ static const char *SCHEMA =
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
     /* a parent's children (wf.child): few workflows have a parent */
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
+    /* a workflow's forks (engine fork): the source's id in forked_from; few workflows are forks
+     * (a text that is not JSON, which the engine never writes, is indexed as no source: never an error) */
+    "CREATE INDEX IF NOT EXISTS workflows_forked ON workflows("
+    "  (CASE WHEN json_valid(forked_from) THEN json_extract(forked_from, '$.id') END), created_at) "
+    "  WHERE forked_from IS NOT NULL;"
     /* the API's pages (either direction) read a range of it, not the table sorted */
     "CREATE INDEX IF NOT EXISTS workflows_created ON workflows(created_at, id);"
     "CREATE TABLE IF NOT EXISTS history("
@@ -460,6 +466,7 @@ const store_ops store_sqlite_ops = {
     .op_wf_page = sq_wf_page,
     .op_wf_ids = sq_wf_ids,
     .op_wf_children = sq_wf_children,
+    .op_wf_forks = sq_wf_forks,
     .op_wf_subtree = sq_wf_subtree,
     .op_wf_depth = sq_wf_depth,
     .op_wf_children_running = sq_wf_children_running,

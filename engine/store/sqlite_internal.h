@@ -21,6 +21,7 @@ enum {
   Q_WF_LIST_STATUS,
   Q_WF_IDS,
   Q_WF_CHILDREN,
+  Q_WF_FORKS,
   Q_WF_SUBTREE,
   Q_WF_DEPTH,
   Q_WF_CHILDREN_RUNNING,
@@ -171,6 +172,7 @@ int sq_wf_page(store *st_, const char *status, const char *script, int64_t after
 int sq_wf_list(store *st_, const char *status, store_wf_cb cb, void *ud);
 int sq_wf_ids(store *st_, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
 int sq_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud);
+int sq_wf_forks(store *st_, const char *source, store_wf_cb cb, void *ud);
 int sq_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud);
 int64_t sq_wf_depth(store *st_, const char *id, int64_t cap);
 int64_t sq_wf_children_running(store *st_, const char *parent);

@@ -30,6 +30,11 @@ const char *const sq_sql[Q__N] = {
                  "ORDER BY id LIMIT ?4",
     [Q_WF_CHILDREN] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
                       "updated_at,parent,parent_close,forked_from FROM workflows WHERE parent=? ORDER BY created_at, id",
+    /* by the index workflows_forked (its expression and its condition, as written there) */
+    [Q_WF_FORKS] = "SELECT id,run,status,script_name,script_dir,code_hash,NULL,NULL,error,cancel,created_at,"
+                   "updated_at,parent,parent_close,forked_from FROM workflows WHERE forked_from IS NOT NULL AND "
+                   "(CASE WHEN json_valid(forked_from) THEN json_extract(forked_from, '$.id') END)=? "
+                   "ORDER BY created_at, id",
     /* down the parent column from ?1, at most ?2 levels, at most ?3 rows */
     [Q_WF_SUBTREE] = "WITH RECURSIVE down(id,n) AS (SELECT id,1 FROM workflows WHERE parent=?1 UNION ALL "
                      "SELECT w.id,down.n+1 FROM workflows w JOIN down ON w.parent=down.id WHERE down.n<?2) "

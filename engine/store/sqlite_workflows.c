@@ -175,6 +175,14 @@ int sq_wf_children(store *st_, const char *parent, store_wf_cb cb, void *ud) {
   return each_wf(s, st, cb, ud);
 }
 
+int sq_wf_forks(store *st_, const char *source, store_wf_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_WF_FORKS);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, source);
+  return each_wf(s, st, cb, ud);
+}
+
 int sq_wf_subtree(store *st_, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) {
   sq *s = (sq *)st_;
   sqlite3_stmt *st = sq_stmt(s, Q_WF_SUBTREE);

@@ -164,6 +164,7 @@ int store_wf_page(store *s, const char *status, const char *script, int64_t afte
 
 int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_ids(s, prefix, statuses, limit, cb, ud); }
 int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_children(s, parent, cb, ud); }
+int store_wf_forks(store *s, const char *source, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_forks(s, source, cb, ud); }
 int store_wf_subtree(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_subtree(s, root, depth, limit, cb, ud); }
 int64_t store_wf_depth(store *s, const char *id, int64_t cap) { SETTLE(s); return s->ops->op_wf_depth(s, id, cap); }
 int64_t store_wf_children_running(store *s, const char *parent) { SETTLE(s); return s->ops->op_wf_children_running(s, parent); }

@@ -17,8 +17,8 @@
 
 /* The schema versions this build reads and writes (engine --version): an
  * older database is migrated up at open, a newer one refused. */
-#define STORE_SQLITE_SCHEMA_VERSION 8
-#define STORE_PG_SCHEMA_VERSION 10
+#define STORE_SQLITE_SCHEMA_VERSION 9
+#define STORE_PG_SCHEMA_VERSION 11
 
 typedef struct store store;
 
@@ -204,6 +204,9 @@ int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, 
 /* The workflows parent started as children (wf.child), oldest first; the
  * rows have no input and no result. */
 int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud);
+/* The workflows forked from source (engine fork: forked_from's id), oldest
+ * first; an index of the column's id answers it. */
+int store_wf_forks(store *s, const char *source, store_wf_cb cb, void *ud);
 /* The workflows under root by the parent column (its children, theirs, ...;
  * not root itself), at most depth levels down and at most limit rows, oldest
  * first; the rows have their result and error, no input. One query. */

@@ -10,6 +10,7 @@
 #include "http.h"
 #include "json.h"
 #include "child.h"
+#include "crash.h"
 #include "fatal.h"
 #include "util.h"
 
@@ -441,6 +442,13 @@ void actvm_set_worker(actvm *a, const char *instance, const char *db_dir) {
 
 void actvm_set_observer(actvm *a, const actvm_observer *o) { a->obs = *o; }
 
+/* activity.crash_point(name): the crash tests' fault injection (crash.h,
+ * ENGINE_CRASH) at a named point of activity code; nothing without it. */
+static int l_crash_point(lua_State *L) {
+  crash_point(luaL_checkstring(L, 1));
+  return 0;
+}
+
 /* activity.live(type, value): an ephemeral event of the calling workflow for
  * whoever watches it live (a model's text as it streams); never logged, so a
  * retried attempt may repeat what an earlier one showed. */
@@ -544,7 +552,7 @@ char *actvm_take_span(actvm *a) {
 
 static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
                                         {"history", l_history},     {"worker", l_worker}, {"live", l_live},
-                                        {"workflow", l_workflow},
+                                        {"workflow", l_workflow},   {"crash_point", l_crash_point},
                                         {"usage", l_usage},         {"traced", l_traced}, {"span", l_span},
                                         {NULL, NULL}};
 

@@ -204,9 +204,18 @@ end
 
 -- The draft stored as an artifact (by content hash, beside the session's
 -- others): {path, sha256, size, stored}.
+-- With args.id, the body's marker slot (github_review.MARKER_SLOT) is filled
+-- in with the marker of that id.
 function M.store_draft(args)
   local artifacts = require "artifacts"
-  return artifacts.store(artifacts.root(), "review-draft.json", json.encode(args.draft))
+  local draft = args.draft
+  if args.id ~= nil and type(draft) == "table" and type(draft.review) == "table" and type(draft.review.body) == "string" then
+    local prlib = require "github_review"
+    local body = draft.review.body
+    local at = body:find(prlib.MARKER_SLOT, 1, true)
+    if at then draft.review.body = body:sub(1, at - 1) .. prlib.marker(args.id) .. body:sub(at + #prlib.MARKER_SLOT) end
+  end
+  return artifacts.store(artifacts.root(), "review-draft.json", json.encode(draft))
 end
 
 -- Publishes the review once. The body carries args.marker; before posting,

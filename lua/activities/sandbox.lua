@@ -22,6 +22,20 @@ function M.list_files(args) return sandbox.list_files(own(args.sandbox), args.pa
 function M.collect(args) return sandbox.collect(own(args.sandbox), args.max_bytes) end
 function M.copy_in(args) return sandbox.copy_in(own(args.sandbox), args.path, args.files) end
 function M.copy_out(args) return sandbox.copy_out(own(args.sandbox), args.path, args.max_bytes) end
+-- workspace snapshots (lua/workspace_snapshots.lua): taken after a turn whose
+-- tools could write; restored into a fork's own new sandbox
+function M.snapshot(args)
+  local sb = own(args.sandbox)
+  -- never an empty tree for a workspace this host cannot see: not kept, and said so
+  local ok, why = sandbox.reachable(sb)
+  if not ok then return { unkept = "the sandbox could not be read: " .. tostring(why) } end
+  return require("workspace_snapshots").take(sb.workspace, args.prev, args.budget_left)
+end
+function M.restore(args)
+  local sb = own(args.sandbox)
+  return require("workspace_snapshots").restore(sb.workspace, args.tree, sandbox.workspace_owner(sb),
+    require("sandbox.common").host_command)
+end
 -- a fork that never made a sandbox of its own leaves its source's alone
 function M.destroy(args)
   local why = sandbox.foreign(args.sandbox, activity.info().workflow_id)

@@ -39,4 +39,10 @@ function activity.traced() end
 ---@param d {name?: string, kind?: "client"|"internal", attributes?: table<string, any>, error?: {type: string, message?: string}}
 function activity.span(d) end
 
+--- The crash tests' fault injection (ENGINE_CRASH="name:n", engine/base/crash.h):
+--- the n-th pass of the named point kills the process with SIGKILL. A no-op
+--- without ENGINE_CRASH.
+---@param name string
+function activity.crash_point(name) end
+
 return activity

@@ -309,6 +309,21 @@ wait_serving() {
   wait_for 30 "engine serve to start serving ($1)" '[ "$(grep -c "engine: serving" "$1" 2>/dev/null)" -gt "${2:-0}" ]' 'tail -n 5 "$1"' "$@"
 }
 
+# forks (test_fork.sh, test_fork_workspace.sh):
+# the events of ID (--json: dense from 1, in order) up to seq N, as the log
+# holds them but for the session id (a fork's are its own)
+events_upto() {
+  engine events "$1" --json | head -n "$2" | sed 's/^{"session_id":"[^"]*",//'
+}
+# the source's durable rows, as a text to compare before and after
+rows_of() {
+  sql "SELECT run,seq,type,ref,coalesce(name,''),coalesce(hash,''),coalesce(payload,''),time FROM history WHERE wf_id='$1' ORDER BY run,seq"
+  sql "SELECT seq,type,time,coalesce(payload,'') FROM domain_events WHERE session_id='$1' ORDER BY seq"
+  sql "SELECT status,run,coalesce(result,''),coalesce(error,''),updated_at,coalesce(forked_from,'') FROM workflows WHERE id='$1'"
+}
+seq_of() { # ID TYPE: the seq of the first domain event of TYPE
+  engine events "$1" --json | grep "\"type\":\"$2\"" | head -1 | jget seq
+}
 finish() {
   if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi
   echo "all checks passed"

@@ -30,20 +30,6 @@ HELLO="$SRC/workflows/hello.lua"
 WF="$SRC/tests/integration/wf"
 cd "$T"
 
-# the events of ID (--json: dense from 1, in order) up to seq N, as the log
-# holds them but for the session id (a fork's are its own)
-events_upto() {
-  engine events "$1" --json | head -n "$2" | sed 's/^{"session_id":"[^"]*",//'
-}
-# the source's durable rows, as a text to compare before and after
-rows_of() {
-  sql "SELECT run,seq,type,ref,coalesce(name,''),coalesce(hash,''),coalesce(payload,''),time FROM history WHERE wf_id='$1' ORDER BY run,seq"
-  sql "SELECT seq,type,time,coalesce(payload,'') FROM domain_events WHERE session_id='$1' ORDER BY seq"
-  sql "SELECT status,run,coalesce(result,''),coalesce(error,''),updated_at,coalesce(forked_from,'') FROM workflows WHERE id='$1'"
-}
-seq_of() { # ID TYPE: the seq of the first domain event of TYPE
-  engine events "$1" --json | grep "\"type\":\"$2\"" | head -1 | jget seq
-}
 count_rows() { # ID: its rows in every table a fork writes
   echo "$(sql "SELECT count(*) FROM workflows WHERE id='$1'") $(sql "SELECT count(*) FROM history WHERE wf_id='$1'") $(sql "SELECT count(*) FROM domain_events WHERE session_id='$1'") $(sql "SELECT count(*) FROM tasks WHERE wf_id='$1'")"
 }
@@ -265,20 +251,23 @@ assert_eq "still nothing written" "0 0 0 0" "$(count_rows f-dmg)"
 kill "$S" 2>/dev/null || true; wait "$S" 2>/dev/null || true
 if on_postgres; then old=7; else old=5; fi
 # as an engine before forked_from and the hash chains left it
-sql "ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE history DROP COLUMN chain;
+sql "DROP INDEX IF EXISTS workflows_forked; ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE history DROP COLUMN chain;
   ALTER TABLE domain_events DROP COLUMN chain; DROP TABLE chain_heads;
   UPDATE meta SET value='$old' WHERE key='schema_version'" >/dev/null
 for c in hist_from_run hist_from_seq dom_from; do
   sql "ALTER TABLE workflows DROP COLUMN $c" >/dev/null
 done
 assert_exit "migrate a database from before forked_from and the chains" 0 engine migrate --db "$ENGINE_DB"
-if on_postgres; then new=10; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
-else new=8; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
+if on_postgres; then new=11; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
+else new=9; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
 if on_postgres; then heads="SELECT count(*) FROM pg_tables WHERE tablename='chain_heads'"
 else heads="SELECT count(*) FROM sqlite_master WHERE name='chain_heads'"; fi
 assert_eq "with the hash chains' heads" 1 "$(sql "$heads")"
 assert_eq "it is brought to its version" "$new" "$(sql "SELECT value FROM meta WHERE key='schema_version'")"
 if on_postgres; then assert_eq "with the columns" 2 "$has"; else assert_eq "with the columns" 11 "$has"; fi
+if on_postgres; then idx="$(sql "SELECT count(*) FROM pg_indexes WHERE indexname='workflows_forked'")"
+else idx="$(sql "SELECT count(*) FROM sqlite_master WHERE type='index' AND name='workflows_forked'")"; fi
+assert_eq "and the index of a workflow's forks" 1 "$idx"
 assert_exit "and forks again" 3 engine fork src --at 4 --id after-migrate --detach
 assert_exit "the fork of a source from before the chain has a whole chain of its own" 0 engine verify after-migrate src
 assert_eq "every event of the fork checked" "true 0" \

@@ -8,8 +8,11 @@
 # its deltas, the inbox, an approval given in the browser, a token without
 # approve, hostile model text, a delegating session (each delegation one item
 # that opens its sub-session, the child's link back, the tree's totals,
-# children under their parent in the list), no console error, no request to
-# another origin, axe-core on every page. Screenshots go to
+# children under their parent in the list), "Fork from here" on a transcript
+# item (its form: the input patch and the model; a patch that is not JSON, a
+# refusal of the API), a fork's parent and its source's forks, an eval run's
+# cases as a table linking to each case's session, no console error, no
+# request to another origin, axe-core on every page. Screenshots go to
 # $ENGINE_WEB_ARTIFACTS (default: build/test-artifacts/web).
 source "$(dirname "$0")/lib.sh"
 chmod 0711 "$T" # as root, the bwrap driver runs sandboxes as uid 10001, which must reach the workspace
@@ -39,7 +42,8 @@ OUTDIR="${ENGINE_WEB_ARTIFACTS:-$(dirname "$ENGINE")/test-artifacts/web}"
 mkdir -p "$OUTDIR"
 
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_ARTIFACTS="$T/artifacts" ENGINE_REVIEWS_DIR="$T/reviews"
-ADMIN="$(engine token create alice --scopes admin)"
+# the publish in the session the browser starts needs its grant (docs/grants.md): the token holds it
+ADMIN="$(engine token create alice --scopes admin --grant review:publish)"
 VIEWER="$(engine token create viewer --scopes read)"
 
 # the model: turn 1 writes hostile markup, slowly, and asks for a shell call
@@ -106,6 +110,16 @@ TJ="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/tree-1")"
 assert_eq "the tree: two sub-sessions, each one's own spend once (40 + 1100 + 2200 tokens, at \$100 per million)" \
   "3 3340 0.334 0" "$(jget tree.sessions <<<"$TJ") $(jget tree.tokens <<<"$TJ") $(jget tree.cost_usd <<<"$TJ") $(jget tree.running <<<"$TJ")"
 
+# a workflow to fork in the browser: hello.lua waiting for its approval
+engine start "$SRC/workflows/hello.lua" --id fk-src --input '{"name":"Ada","n":1}' --detach >/dev/null 2>&1 || true
+wait_status fk-src waiting || fail "fk-src did not wait: $(status fk-src)"
+
+# an eval run (docs/evals.md): two cases of the shipped suite, offline, recorded for serve and followed
+mkdir -p "$T/suite/cases"
+cp -r "$SRC/evals/pr-review/"{suite.json,base.json,bundles,graders,recordings,scorers} "$T/suite/"
+cp "$SRC/evals/pr-review/cases/"{off_by_one,correct_change}.json "$T/suite/cases/"
+assert_exit "an eval run of two cases passes" 0 engine eval "$T/suite" --id ev-web
+
 # ---- plain HTTP: the files, their headers, names that are not files
 hdr() { curl -s -D - -o /dev/null "$@" | tr -d '\r'; }
 H="$(hdr "$URL/")"
@@ -149,13 +163,23 @@ INPUT="$(cat <<EOF
 EOF
 )"
 set +e
-WEB_URL="$URL" WEB_MODEL="$MURL" WEB_TREE=tree-1 WEB_ADMIN="$ADMIN" WEB_VIEWER="$VIEWER" WEB_INPUT="$INPUT" WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
+WEB_URL="$URL" WEB_MODEL="$MURL" WEB_TREE=tree-1 WEB_FORK_SRC=fk-src WEB_EVAL=ev-web WEB_ADMIN="$ADMIN" WEB_VIEWER="$VIEWER" WEB_INPUT="$INPUT" WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
   timeout "$(scaled 900)" node "$WEBT/web_test.js"
 rc=$?
 set -e
 [ "$rc" -eq 0 ] && pass "the browser checks (tests/web/web_test.js)" || fail "the browser checks: exit $rc (serve log: $(tail -5 "$T/serve.err"))"
 assert_exit "the audit export the page downloaded verifies" 0 \
   engine audit verify "$OUTDIR/downloads/web-1.audit.jsonl" --key "$(engine audit key | head -1)"
+
+# ---- the fork made in the browser, as the API and the CLI tell it
+FJ="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/fk-src")"
+assert_eq "the source's forks: the one made in the browser, by its token" "fk-web token:alice completed" \
+  "$(jget forks.1.id <<<"$FJ") $(jget forks.1.by <<<"$FJ") $(jget forks.1.status <<<"$FJ")"
+assert_eq "at the source's event it was forked at" "$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/fk-web" | jget forked_from.seq)" \
+  "$(jget forks.1.seq <<<"$FJ")"
+assert_eq "a workflow that was never forked has none" 0 \
+  "$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/tree-1" | lua5.4 -e 'io.write(#require"cjson".decode(io.read("a")).forks)')"
+assert_contains "engine show lists the forks" "fk-web" "$(engine show fk-src | sed -n '/^forks: *1$/,$p')"
 
 # ---- after the session: who approved, its artifacts, the list's numbers and filter
 EV="$(curl -s -H "Authorization: Bearer $ADMIN" "$URL/v1/workflows/web-1/events")"
@@ -195,7 +219,7 @@ ids() { lua5.4 -e 'local j=require"cjson".decode(io.read("a")); local t={} for _
 P1="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=newest&limit=2" | ids)"
 assert_eq "order=newest: the newest first" "h-3 h-2" "${P1%%|*}"
 P2="$(curl -s -H "Authorization: Bearer $VIEWER" --get --data-urlencode "cursor=${P1#*|}" "$URL/v1/workflows?order=newest&limit=2" | ids)"
-assert_eq "and its cursor reads on, older" "h-1 web-1" "${P2%%|*}"
+assert_eq "and its cursor reads on, older (the fork made in the browser came after web-1)" "h-1 fk-web" "${P2%%|*}"
 assert_eq "the default order is still the oldest first" "nd tree-1" \
   "$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?limit=2" | ids | cut -d'|' -f1)"
 assert_eq "an unknown order is 400" 400 "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows?order=sideways")"

@@ -182,7 +182,8 @@ test("the schema's defaults are the engine's", function()
   local L = P.limits.properties
   local n = 0
   for _ in pairs(L) do n = n + 1 end
-  eq(n, 8, "the eight limits")
+  eq(n, 9, "the nine limits")
+  eq(L.snapshotMb.default, 256) -- docs/forking.md, docs/agent-sessions.md
   eq(L.timeoutSeconds.default, 3600)
   eq(L.maxModelTurns.default, 40)
   eq(P.concurrency.properties.limit.default, 1)

@@ -211,8 +211,8 @@ static void test_open_creates_schema(void **state) {
   assert_non_null(v);
   /* PostgreSQL: the leases of several workers (5), tasks_leased (6); both: a child's parent (SQLite 5,
    * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8), the hash chains (SQLite 7, PostgreSQL 9), a
-   * token's grants (SQLite 8, PostgreSQL 10) */
-  assert_string_equal(v, pg_url() ? "10" : "8");
+   * token's grants (SQLite 8, PostgreSQL 10), the index of a workflow's forks (SQLite 9, PostgreSQL 11) */
+  assert_string_equal(v, pg_url() ? "11" : "9");
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");

@@ -4,7 +4,8 @@
 //
 // Environment: WEB_URL (the server), WEB_ADMIN and WEB_VIEWER (tokens: admin,
 // read only), WEB_INPUT (the session's input), WEB_OUT (screenshots),
-// WEB_CHROME (the browser).
+// WEB_CHROME (the browser), WEB_TREE (a delegating session), WEB_FORK_SRC (a
+// hello.lua waiting for its approval: forked here), WEB_EVAL (an eval run).
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -375,9 +376,123 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
       await page.screenshot({ path: path.join(env.WEB_OUT, "sessions-tree.png") });
     }
 
+    // ---- "Fork from here" (WEB_FORK_SRC: a hello.lua waiting for its
+    // approval), a fork's source and its forks
+    const SRCWF = env.WEB_FORK_SRC;
+    if (SRCWF) {
+      const hdr = { Authorization: "Bearer " + env.WEB_ADMIN };
+      const srcEvents = async () => (await (await fetch(base + "/v1/workflows/" + SRCWF + "/events?after=0", { headers: hdr })).json()).events;
+      const before = await srcEvents();
+      const point = before.find((e) => e.type === "approval.requested");
+      check("the fork's source waits at its approval", !!point, JSON.stringify(before.map((e) => e.type)));
+      await page.goto(base + "/#/s/" + SRCWF);
+      const item = `#panel li[data-type="approval.requested"]`;
+      await page.waitForSelector(item + " button.fork-here", within(30000)).catch(() => null);
+      check("a transcript item has \"Fork from here\"", !!(await page.$(item + " button.fork-here")));
+      check("the read-only token has none", !(await viewer.goto(base + "/#/s/" + SRCWF).then(() =>
+        viewer.waitForSelector("#panel li[data-type]", within(30000))).then(() => viewer.$("button.fork-here")).catch(() => null)));
+      await page.click(item + " button.fork-here");
+      await page.waitForSelector(item + " form.fork-form", within(10000)).catch(() => null);
+      check("it opens a form at the item, with the input patch and the model as fields",
+        !!(await page.$(item + " form.fork-form textarea[id^=fork-patch]")) && !!(await page.$(item + " form.fork-form textarea[id^=fork-model]")));
+      await axe(page, "the fork form");
+      // a patch that is not JSON: said so, nothing sent
+      await page.type(item + " form.fork-form input[id^=fork-id]", "fk-web");
+      await page.type(item + " form.fork-form textarea[id^=fork-patch]", "{approval_timeout: 1");
+      await page.click(item + " form.fork-form button[type=submit]");
+      await page.waitForFunction((s) => /not JSON/.test((document.querySelector(s + " .fork-out") || {}).textContent || ""), within(10000), item).catch(() => null);
+      check("an input patch that is not JSON is named, and nothing is forked", /^the input patch is not JSON/.test(await text(page, item + " .fork-out")) &&
+        (await fetch(base + "/v1/workflows/fk-web", { headers: hdr })).status === 404, await text(page, item + " .fork-out"));
+      await page.$eval(item + " form.fork-form textarea[id^=fork-patch]", (t) => { t.value = ""; });
+      await page.type(item + " form.fork-form textarea[id^=fork-patch]", '{"approval_timeout": 1}');
+      await page.screenshot({ path: path.join(env.WEB_OUT, "fork-form.png"), fullPage: true });
+      await page.click(item + " form.fork-form button[type=submit]");
+      const sidIs2 = (id) => page.waitForFunction((id) => {
+        const s = document.querySelector("h1 .sid");
+        return s && s.textContent === id && document.getElementById("why").textContent !== "…";
+      }, within(30000), id).catch(() => null);
+      await sidIs2("fk-web");
+      check("the fork is made and opened", (await page.evaluate(() => location.hash)) === "#/s/fk-web", await page.evaluate(() => location.hash));
+      await page.waitForSelector("#fork-link a", within(30000)).catch(() => null);
+      const from = await page.$eval("#fork-link", (s) => ({ text: s.textContent, href: s.querySelector("a").getAttribute("href") })).catch(() => ({}));
+      check("the fork names its parent, where and who forked it, with a link",
+        from.href === "#/s/" + SRCWF && from.text === `forked from ${SRCWF} at #${point.seq} by token:alice`, JSON.stringify(from));
+      const fj = await (await fetch(base + "/v1/workflows/fk-web", { headers: hdr })).json();
+      check("the API's fork: at the item's event, the patch applied, made by the browser's token",
+        fj.forked_from && fj.forked_from.id === SRCWF && fj.forked_from.seq === point.seq && fj.forked_from.by === "token:alice" &&
+        fj.input && fj.input.approval_timeout === 1, JSON.stringify({ forked_from: fj.forked_from, input: fj.input }));
+      await page.waitForSelector('#panel[data-ended="completed"]', within(60000)).catch(() => null);
+      check("the fork runs on (its approval times out as patched)", !!(await page.$('#panel[data-ended="completed"]')), await text(page, "#why"));
+      const prefix = await (await fetch(base + "/v1/workflows/fk-web/events?after=0", { headers: hdr })).json();
+      check("its events up to the point are the source's",
+        JSON.stringify(prefix.events.slice(0, point.seq).map((e) => [e.seq, e.type, e.payload])) ===
+        JSON.stringify(before.slice(0, point.seq).map((e) => [e.seq, e.type, e.payload])));
+      await axe(page, "a fork's page");
+      await page.screenshot({ path: path.join(env.WEB_OUT, "fork.png"), fullPage: true });
+      await page.click("#fork-link a");
+      await sidIs2(SRCWF);
+      await page.waitForSelector(`#forks li[data-id="fk-web"] a`, within(30000)).catch(() => null);
+      const kids = await page.$$eval("#forks li", (ls) => ls.map((li) => ({ id: li.dataset.id, text: li.textContent,
+        href: li.querySelector("a").getAttribute("href") }))).catch(() => []);
+      check("the source lists its forks, each a link with its status, point and who",
+        kids.length === 1 && kids[0].href === "#/s/fk-web" && /completed/.test(kids[0].text) &&
+        kids[0].text.includes(`at #${point.seq} by token:alice`), JSON.stringify(kids));
+      check("the source is unchanged", JSON.stringify(await srcEvents()) === JSON.stringify(before));
+      // the same id again with another request: the API's refusal, shown
+      await page.waitForSelector(item + " button.fork-here", within(30000)).catch(() => null);
+      await page.click(item + " button.fork-here");
+      await page.waitForSelector(item + " form.fork-form", within(10000)).catch(() => null);
+      await page.type(item + " form.fork-form input[id^=fork-id]", "fk-web");
+      tolerate = /409/;
+      await page.click(item + " form.fork-form button[type=submit]");
+      await page.waitForFunction((s) => /not forked/.test((document.querySelector(s + " .fork-out") || {}).textContent || ""), within(10000), item).catch(() => null);
+      tolerate = null;
+      const refused = await text(page, item + " .fork-out");
+      check("a fork the API refuses says why, and stays on the source", /^not forked: .*fk-web/.test(refused) &&
+        (await page.evaluate(() => location.hash)) === "#/s/" + SRCWF, refused);
+      // the list: the fork's row names its source
+      await page.goto(base + "/#/");
+      await page.waitForSelector('tr[data-id="fk-web"]', within(30000)).catch(() => null);
+      const frow = await page.$eval('tr[data-id="fk-web"] td.sid-cell', (td) => ({ text: td.textContent,
+        href: (td.querySelector(".parent-note a") || { getAttribute: () => "" }).getAttribute("href") })).catch(() => ({}));
+      check("the list marks a fork with its source", frow.text === `fk-web fork of ${SRCWF}` && frow.href === "#/s/" + SRCWF, JSON.stringify(frow));
+    }
+
+    // ---- an eval run (WEB_EVAL: test_web.sh ran it): its cases as a table
+    // linking to each case's session
+    const EVAL = env.WEB_EVAL;
+    if (EVAL) {
+      const ev = await (await fetch(base + "/v1/workflows/" + EVAL, { headers: { Authorization: "Bearer " + env.WEB_ADMIN } })).json();
+      const cases = ((ev.result || {}).cases || []);
+      await page.goto(base + "/#/s/" + EVAL);
+      await page.waitForSelector("table.eval-cases tbody tr", within(30000)).catch(() => null);
+      const rows = await page.$$eval("table.eval-cases tbody tr", (trs) => trs.map((tr) => ({ case: tr.dataset.case,
+        cells: [...tr.children].map((c) => c.textContent), href: (tr.querySelector("a") || { getAttribute: () => "" }).getAttribute("href") })));
+      check("an eval run shows a table of its cases", rows.length === cases.length && cases.length === 2 &&
+        rows.every((r, i) => r.case === cases[i].case), JSON.stringify(rows));
+      check("each case links to its session", rows.every((r, i) => r.href === "#/s/" + cases[i].session), JSON.stringify(rows.map((r) => r.href)));
+      const heads = await page.$$eval("table.eval-cases thead th", (ths) => ths.map((t) => t.textContent));
+      check("with a column per scorer, its result per case, and the outcome, turns, tokens, cost and PASS/FAIL",
+        ev.result.scorers.every((s) => heads.includes(s)) && rows.every((r, i) => r.cells.includes(cases[i].outcome) &&
+          r.cells.includes(String(cases[i].turns)) && r.cells[r.cells.length - 1] === (cases[i].pass ? "PASS" : "FAIL") &&
+          r.cells[2 + ev.result.scorers.indexOf("outcome")] === "ok"), JSON.stringify({ heads, rows }));
+      const foot = await text(page, "table.eval-cases tfoot");
+      check("and the totals", foot.includes(ev.result.totals.passed + "/" + ev.result.totals.cases), foot);
+      await axe(page, "an eval run's page");
+      await page.screenshot({ path: path.join(env.WEB_OUT, "eval.png"), fullPage: true });
+      await page.click(`table.eval-cases tbody tr[data-case="${cases[0].case}"] a`);
+      await page.waitForFunction((id) => {
+        const s = document.querySelector("h1 .sid");
+        return s && s.textContent === id;
+      }, within(30000), cases[0].session).catch(() => null);
+      check("a case's link opens its session", (await text(page, "h1 .sid")) === cases[0].session);
+      await page.waitForSelector("#parent-link a", within(30000)).catch(() => null);
+      check("which names the eval run as its parent", (await text(page, "#parent-link a")) === EVAL);
+    }
+
     // a phone's width: nothing wider than the screen
     await page.setViewport({ width: 375, height: 800 });
-    for (const hash of ["#/", "#/approvals", "#/s/" + ID].concat(TREE ? ["#/s/" + TREE] : [])) {
+    for (const hash of ["#/", "#/approvals", "#/s/" + ID].concat(TREE ? ["#/s/" + TREE] : [], env.WEB_EVAL ? ["#/s/" + env.WEB_EVAL] : [])) {
       await page.goto(base + "/" + hash);
       await sleep(600);
       const w = await page.evaluate(() => document.documentElement.scrollWidth);

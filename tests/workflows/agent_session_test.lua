@@ -16,6 +16,7 @@ local function session_stubs(opts)
         approval_timeout = opts.approval_timeout or 30 * DAY, task = {}, files = {}, skills = {} }
     end,
     ["sandbox.provision"] = { driver = "stub", container_id = "c-1" },
+    ["sandbox.snapshot"] = { tree = "t-1", files = 0, bytes = 0, new_bytes = 0 },
     ["model.turn"] = function()
       turns = turns + 1
       if turns == 1 then
