@@ -130,7 +130,7 @@ assert_eq "database unchanged by the refused payloads and names" "$before" "$(db
 # an escaped NUL is legal JSON: carried by length, never cut at it
 printf 'return function(input) return input end\n' >"$T/echo.lua"
 assert_exit "an escaped NUL in --input" 0 env USER=ada "$ENGINE" start "$T/echo.lua" --id echo-nul --input '{"s":"a\u0000b","e":"\u00e9"}'
-assert_eq "the workflow gets it whole (and who started it)" '{"e":"é","identity":"local:ada","s":"a\u0000b"}' "$OUT"
+assert_eq "the workflow gets it whole (and who started it, with what grants)" '{"e":"é","identity":"local:ada","s":"a\u0000b","starterGrants":"*"}' "$OUT"
 
 # --- the workflow file: a regular file returning a function, checked before anything is written
 rm -f "$T/nodb.db"*
