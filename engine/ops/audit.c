@@ -157,11 +157,12 @@ static void put_approvals_artifacts(writer *w, ubuf *b, const event_list *ev, au
   for (size_t i = 0; i < ev->n; i++) {
     const domain_event *r = &ev->v[i];
     if (strcmp(r->type, "approval.requested") != 0) continue;
-    size_t pn = strlen(r->payload);
-    char *rid = json_get_string(r->payload, pn, "request_id");
+    const char *rp = r->payload ? r->payload : "null"; /* a script may emit one with no payload */
+    size_t pn = strlen(rp);
+    char *rid = json_get_string(rp, pn, "request_id");
     const domain_event *d = NULL;
     for (size_t j = i + 1; j < ev->n && !d && rid; j++) {
-      if (strcmp(ev->v[j].type, "approval.decided") != 0) continue;
+      if (strcmp(ev->v[j].type, "approval.decided") != 0 || !ev->v[j].payload) continue;
       char *other = json_get_string(ev->v[j].payload, strlen(ev->v[j].payload), "request_id");
       if (other && strcmp(other, rid) == 0) d = &ev->v[j];
       free(other);
@@ -170,7 +171,7 @@ static void put_approvals_artifacts(writer *w, ubuf *b, const event_list *ev, au
     add_str(b, "request_id", rid);
     add_int(b, "requested_seq", r->seq);
     add_int(b, "requested_at", r->time);
-    add_json(b, "request", r->payload, pn);
+    add_json(b, "request", rp, pn);
     if (d) add_int(b, "decided_seq", d->seq), add_int(b, "decided_at", d->time);
     add_json(b, "decision", d ? d->payload : NULL, d ? strlen(d->payload) : 0);
     end(w, b);
@@ -179,7 +180,7 @@ static void put_approvals_artifacts(writer *w, ubuf *b, const event_list *ev, au
   }
   for (size_t i = 0; i < ev->n; i++) {
     const domain_event *a = &ev->v[i];
-    if (strcmp(a->type, "artifact.saved") != 0) continue;
+    if (strcmp(a->type, "artifact.saved") != 0 || !a->payload) continue;
     size_t pn = strlen(a->payload);
     char *path = json_get_string(a->payload, pn, "path"), *sha = json_get_string(a->payload, pn, "sha256"),
          *stored = json_get_string(a->payload, pn, "stored");

@@ -119,6 +119,25 @@ assert_contains "says which key is wanted" "--key PUB is required" "$ERR"
 assert_exit "an unknown session" 2 engine audit export nope
 assert_contains "names it" "nope" "$ERR"
 
+# events a script wrote without payloads, or with payloads of another shape,
+# are exported as they are (the derived lines never read past them)
+cat >"$T/odd.lua" <<'LUA'
+local wf = require "workflow"
+return function()
+  wf.emit("approval.requested")
+  wf.emit("approval.decided")
+  wf.emit("artifact.saved")
+  wf.emit("approval.requested", { request_id = { 1, 2 } })
+  wf.emit("artifact.saved", { path = 7, sha256 = false, stored = "/nonexistent" })
+  return "odd"
+end
+LUA
+assert_exit "a session with odd events runs" 0 "$ENGINE" start "$T/odd.lua" --id odd --quiet
+assert_exit "its export is made" 0 engine audit export odd
+printf '%s\n' "$OUT" >"$T/odd.jsonl"
+assert_exit "and verifies" 0 engine audit verify "$T/odd.jsonl" --key "$PUB"
+assert_contains "with its approval requests" "2 approvals" "$OUT"
+
 # a private key others can read signs nothing
 chmod 644 "$KEYDIR/audit-ed25519.pem"
 assert_exit "a readable private key is refused" 2 engine audit export au1
