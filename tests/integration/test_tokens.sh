@@ -117,13 +117,14 @@ assert_eq "holds none" "" "$(sqlite3 "$G" "SELECT ifnull(grants,'') FROM tokens 
 
 # --- a database from before grants (SQLite 6; 7, the history's chain) gains the
 # column and keeps its tokens
+CUR="$("$ENGINE" --version | sed -n 's/.*SQLite \([0-9]*\).*/\1/p')"
 for old in 6 7; do
   D="$T/old$old.db"
   assert_exit "a token in a new database ($old)" 0 engine token create keep --scopes read --db "$D"
   sqlite3 "$D" "ALTER TABLE tokens DROP COLUMN grants; UPDATE meta SET value='$old' WHERE key='schema_version'"
   assert_exit "list opens version $old" 0 engine token list --db "$D"
   assert_contains "the token is still there" "keep" "$OUT"
-  assert_eq "brought to version 8" 8 "$(sqlite3 "$D" "SELECT value FROM meta WHERE key='schema_version'")"
+  assert_eq "brought to this engine's version ($CUR)" "$CUR" "$(sqlite3 "$D" "SELECT value FROM meta WHERE key='schema_version'")"
   assert_eq "with the column" 1 "$(sqlite3 "$D" "SELECT count(*) FROM pragma_table_info('tokens') WHERE name='grants'")"
   assert_exit "and grants can be stored" 0 engine token create more --scopes read --grant review:publish --db "$D"
 done
