@@ -64,6 +64,7 @@ int engine_replay_check(store *st, const char *id, const char *script_path, int 
     free((char *)h.v[h.n].name);
     free((char *)h.v[h.n].hash);
     free((char *)h.v[h.n].payload);
+    free((char *)h.v[h.n].chain);
   }
   size_t total = h.n;
   wfvm_config cfg;
