@@ -4,7 +4,6 @@
  * process (foreground.c). Every read that fails is an error, never a shorter
  * answer. */
 #include <stdarg.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -383,14 +382,9 @@ static int local_audit(client *cl, const char *id, char **out, size_t *len, clie
   local_client *lc = (local_client *)cl;
   *out = NULL;
   if (!db(lc, err)) return -1;
-  char dir[PATH_MAX], keys[PATH_MAX + 8], who[300];
-  if (engine_data_dir(lc->db, dir) != 0) {
-    snprintf(err->msg, sizeof err->msg, "cannot find the data directory of %s", lc->db);
-    return -1;
-  }
-  snprintf(keys, sizeof keys, "%s/keys", dir);
+  char who[300];
   sign_key *key;
-  if (sign_key_open(keys, &key, err->msg, sizeof err->msg) != 0) return -1;
+  if (audit_key_open(lc->db, &key, err->msg, sizeof err->msg) != 0) return -1;
   cli_local_identity(who, sizeof who);
   int found = audit_export(lc->st, id, key, who, out, len, err->msg, sizeof err->msg);
   sign_key_free(key);

@@ -4,7 +4,6 @@
  * engine's public key is, to hand to whoever checks). audit.h says what an
  * export holds. */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,6 @@
 
 #include "audit.h"
 #include "client_ops.h"
-#include "dbfile.h"
 #include "render.h"
 #include "util.h"
 
@@ -107,12 +105,9 @@ static int key_cmd(args *a, common *c) {
     else if (bad) return EXIT_USAGE;
     else return cli_die(EXIT_USAGE, "audit key: unexpected argument %s", cur);
   }
-  char dir[PATH_MAX], keys[PATH_MAX + 8], err[1024];
-  if (engine_data_dir(c->db, dir) != 0)
-    return cli_die(EXIT_USAGE, "audit key: cannot find the data directory of %s", c->db);
-  snprintf(keys, sizeof keys, "%s/keys", dir);
+  char err[1024];
   sign_key *k;
-  if (sign_key_open(keys, &k, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "audit key: %s", err);
+  if (audit_key_open(c->db, &k, err, sizeof err) != 0) return cli_die(EXIT_USAGE, "audit key: %s", err);
   unsigned char pub[SIGN_PUBLIC_BYTES];
   char hex[2 * SIGN_PUBLIC_BYTES + 1];
   sign_key_public(k, pub);

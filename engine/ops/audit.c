@@ -1,10 +1,12 @@
 /* audit: a session's signed export and its offline check (audit.h). */
 #include "audit.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dbfile.h"
 #include "json.h"
 #include "util.h"
 
@@ -212,6 +214,15 @@ static void put_workflow(writer *w, ubuf *b, const wf_row *r) {
   add_str(b, "parent", r->parent);
   add_text(b, "forked_from", r->forked_from);
   end(w, b);
+}
+
+int audit_key_open(const char *db, sign_key **out, char *err, size_t errlen) {
+  *out = NULL;
+  char dir[PATH_MAX], keys[PATH_MAX + 8];
+  if (engine_data_dir(db, dir) != 0)
+    return util_seterr(err, errlen, "cannot find the data directory of %s: no key to sign with", db), -1;
+  snprintf(keys, sizeof keys, "%s/keys", dir);
+  return sign_key_open(keys, out, err, errlen);
 }
 
 int audit_export(store *st, const char *id, const sign_key *key, const char *exported_by, char **out, size_t *len,

@@ -24,6 +24,11 @@
 
 #define AUDIT_FORMAT "engine-audit/1"
 
+/* The engine's signing key for the database at db: in its data directory's
+ * keys/ (engine_data_dir), made there at first use (sign_key_open): 0 with
+ * *out, or -1 with err. */
+int audit_key_open(const char *db, sign_key **out, char *err, size_t errlen);
+
 /* Workflow id's export, signed with key, into *out (malloc'd, *len bytes):
  * 1; 0 when there is no such workflow; -1 with err (a read error, a damaged
  * log). exported_by is who asked (local:USER, token:NAME). */

@@ -1,24 +1,19 @@
 /* api_audit: GET /v1/workflows/{id}/audit, a session's signed audit export
  * (audit.h) as JSON lines, signed with this engine's key (the data
  * directory's keys/), downloaded as ID.audit.jsonl. */
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "api_internal.h"
 #include "audit.h"
-#include "dbfile.h"
 
 void api_h_audit(api *a, httpd_req *r, ctx *c) {
   wf_row w;
   if (!api_find_for_read(a, r, c->p1, &w)) return;
   wf_row_free(&w);
-  char dir[PATH_MAX], keys[PATH_MAX + 8], err[1024];
-  if (engine_data_dir(store_path(a->rd), dir) != 0)
-    return api_reply_error(r, 500, "the engine's data directory cannot be found: no key to sign with");
-  snprintf(keys, sizeof keys, "%s/keys", dir);
+  char err[1024];
   sign_key *key;
-  if (sign_key_open(keys, &key, err, sizeof err) != 0) return api_reply_error(r, 500, "%s", err);
+  if (audit_key_open(store_path(a->rd), &key, err, sizeof err) != 0) return api_reply_error(r, 500, "%s", err);
   char *text;
   size_t len;
   int found = audit_export(a->rd, c->p1, key, c->identity, &text, &len, err, sizeof err);
