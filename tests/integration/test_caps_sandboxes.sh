@@ -28,15 +28,20 @@ SAMPLER=$!
 PIDS+=($!)
 seq 1 "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --input @"$(session_input)" --id "s{}" --detach >/dev/null 2>>"$T/start.err" || true
 assert_eq "every start accepted" "" "$(cat "$T/start.err")"
-wait_for 300 "the caps full: 2 model calls held, $CAP containers" \
-  '[ "$(model_health held)" -eq 2 ] && [ "$(containers)" -eq "$CAP" ]' \
+# model_waiter: the first queued session that waits on the model calls' cap
+# (the two sandboxed sessions without a held call reach it after their
+# provisioning, which may end after the fourth container appears)
+model_waiter() {
+  for id in $(engine list --status queued 2>/dev/null | tail -n +2 | awk '{print $1}'); do
+    engine show "$id" 2>/dev/null; done | grep -m1 "slot 'model-calls'" || true
+}
+wait_for 300 "the caps full: 2 model calls held, $CAP containers, a session waiting on the model calls' cap" \
+  '[ "$(model_health held)" -eq 2 ] && [ "$(containers)" -eq "$CAP" ] && [ -n "$(model_waiter)" ]' \
   'echo "held $(model_health held), containers $(containers)"; statuses' || true
 assert_eq "while two calls are held, exactly $CAP containers" "$CAP" "$(containers)"
 queued_seen="$(engine list 2>/dev/null | grep -m1 ' queued' || true)"
 show_seen="$(engine show "$(awk '{print $1}' <<<"$queued_seen")" 2>/dev/null | grep "slot '" || true)"
-model_wait="$(for id in $(engine list --status queued 2>/dev/null | tail -n +2 | awk '{print $1}'); do
-  engine show "$id" 2>/dev/null; done | grep -m1 "slot 'model-calls'" || true)"
-assert_contains "a session waits for the model calls' cap" "slot 'model-calls'" "$model_wait"
+assert_contains "a session waits for the model calls' cap" "slot 'model-calls'" "$(model_waiter)"
 release pair
 wait_for $((N * 15 > 300 ? N * 15 : 300)) "all $N sessions completed" '[ "$(count_status completed)" -ge "$N" ]' \
   'statuses' || true
