@@ -43,7 +43,11 @@ local function context(s)
   spine.status("CONTEXT")
   local ctx = wf.activity("one_call_steps.context", { prep = s.prep, objective = s.input.objective },
     { start_to_close = math.max(1, math.min(300, spine.remaining(s))), retry = { max_attempts = 3 } })
-  wf.emit("context.built", { bytes = ctx.bytes, sources = ctx.sources })
+  local files, artifacts = 0, 0
+  for _, src in ipairs(ctx.sources) do
+    if src.kind == "file" then files = files + 1 else artifacts = artifacts + 1 end
+  end
+  wf.emit("context.built", { bytes = ctx.bytes, files = files, artifacts = artifacts, sources = ctx.sources })
   wf.checkpoint("system", function() return s.prep.system end)
   wf.checkpoint("message", function() return { role = "user", content = ctx.message } end)
 end
