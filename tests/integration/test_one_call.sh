@@ -20,23 +20,40 @@ input_with() {
   lua5.4 "$SRC/tests/integration/merge_json.lua" "$EXAMPLE" "@$f.over" >"$f"
   echo "$f"
 }
-# events_of ID: its domain events without their times, one a line
-events_of() {
-  engine events "$1" --json | lua5.4 -e '
+# canon: JSON on stdin (one value a line) with its keys sorted, one a line
+# (session_id and time left out: what differs between two runs of the same input)
+canon() {
+  lua5.4 -e '
     local cjson = require "cjson"
+    local function enc(v)
+      if type(v) ~= "table" then return cjson.encode(v) end
+      if #v > 0 or next(v) == nil then
+        local out = {}
+        for i, x in ipairs(v) do out[i] = enc(x) end
+        return "[" .. table.concat(out, ",") .. "]"
+      end
+      local keys = {}
+      for k in pairs(v) do keys[#keys + 1] = k end
+      table.sort(keys)
+      local out = {}
+      for _, k in ipairs(keys) do out[#out + 1] = cjson.encode(k) .. ":" .. enc(v[k]) end
+      return "{" .. table.concat(out, ",") .. "}"
+    end
     for line in io.lines() do
-      local e = cjson.decode(line)
-      e.time = nil
-      -- an artifact is stored where this test keeps them: the same for every run
-      print(cjson.encode(e))
+      local v = cjson.decode(line)
+      if type(v) == "table" then v.time, v.session_id = nil, nil end
+      print(enc(v))
     end'
 }
+# events_of ID: its domain events, canonical, one a line
+events_of() { engine events "$1" --json | canon; }
 types_of() { engine events "$1" --json | lua5.4 "$SRC/tests/integration/verify.lua" events; }
 # recordings: one answer per line ({"turn": {...}}), as lua/runners/replay.lua reads them
 answer() { # TEXT_JSON -> a recording line
-  lua5.4 -e 'local cjson = require "cjson"; print(cjson.encode({turn = {text = arg[1],
-    usage = {input_tokens = 2500, output_tokens = 300}}}))' "$1"
+  printf '%s' "$1" | lua5.4 -e 'local cjson = require "cjson"; print(cjson.encode({turn = {text = io.read("a"),
+    usage = {input_tokens = 2500, output_tokens = 300}}}))'
 }
+json_string() { printf '%s' "$1" | lua5.4 -e 'print(require"cjson".encode(io.read("a")))'; }
 GOOD='{"severity":"sev1","component":"checkout-api","summary":"POST /v1/checkout fails since 13:58Z: the pool change of v2.32.0 exhausts orders-db-primary connections.","next_steps":["Roll back checkout-api to v2.31.0"]}'
 BAD1='{"severity":"critical","component":"checkout-api","summary":"checkout is failing because the database refuses new connections"}'
 BAD2='```json
@@ -62,9 +79,7 @@ ctx="$(engine events ex --json | grep '"context.built"')"
 assert_contains "the context: the five files of the bundle" '"files":5' "$ctx"
 assert_contains "each named" "incident/postgres.log" "$ctx"
 sha="$(jget artifacts.1.sha256 <<<"$res")"
-assert_eq "result.json kept as an artifact, byte for byte the result" "$(jget result <<<"$res" | lua5.4 -e \
-  'local c = require "cjson"; io.write(c.encode(c.decode(io.read("a"))))')" "$(lua5.4 -e \
-  'local c = require "cjson"; local f = io.open(arg[1]); io.write(c.encode(c.decode(f:read("a"))))' "$T/artifacts/$sha")"
+assert_eq "result.json kept as an artifact: the result" "$(jget result <<<"$res" | canon)" "$(canon <"$T/artifacts/$sha")"
 assert_exit "engine replay ex (a fresh process)" 0 engine replay ex
 assert_contains "replays and returns the same result" "returns the same result" "$OUT"
 
@@ -122,8 +137,8 @@ assert_contains "naming it" "there is no session no-such-session" "$(engine show
 
 # --- the real wire format: the schema as response_format, the violations sent back
 cat >"$T/scenario.json" <<EOF
-{"steps": [{"reply": {"text": $(lua5.4 -e 'print(require"cjson".encode(arg[1]))' "$BAD1"), "usage": {"input_tokens": 900, "output_tokens": 40}}},
-           {"reply": {"text": $(lua5.4 -e 'print(require"cjson".encode(arg[1]))' "$GOOD"), "usage": {"input_tokens": 1000, "output_tokens": 60}}}]}
+{"steps": [{"reply": {"text": $(json_string "$BAD1"), "usage": {"input_tokens": 900, "output_tokens": 40}}},
+           {"reply": {"text": $(json_string "$GOOD"), "usage": {"input_tokens": 1000, "output_tokens": 60}}}]}
 EOF
 start_model_server "$T/scenario.json"
 WIRE="$(input_with "{\"model\":{\"name\":\"gpt-test\",\"provider\":\"openai\",\"baseUrl\":\"$MURL/v1\"}}")"
@@ -137,16 +152,18 @@ assert_contains "after the first answer" "critical" "$(jget 2.body.messages <<<"
 assert_eq "the result" "sev1" "$(engine show wire --json | jget result.result.severity)"
 
 # --- kill -9 at several points of the repaired run: the same result and events
-want_res="$(engine show rep --json | jget result)"
+want_res="$(engine show rep --json | jget result | canon)"
 want_ev="$(events_of rep)"
 n=0
-for pt in activity.done:1 activity.start:2 commit.after:3 activity.done:3 append:12 activity.start:4 activity.done:5 commit.after:7; do
+# the prepare, the context, each model call and the persist: before they run,
+# after they ran and before their record, around commits and appends
+for pt in activity.start:1 activity.record:1 commit.after:3 activity.record:3 append:12 activity.start:4 \
+    activity.record:5 commit.after:5; do
   n=$((n + 1))
   id="k$n"
-  set +e
-  ENGINE_CRASH="$pt" "$ENGINE" start "$WF" --input @"$REP" --id "$id" --quiet >/dev/null 2>"$T/crash.err"
-  rc=$?
-  set -e
+  # (in a subshell: the shell's "Killed" line goes with its stderr)
+  rc="$( (ENGINE_CRASH="$pt" "$ENGINE" start "$WF" --input @"$REP" --id "$id" --quiet >/dev/null 2>"$T/crash.err"
+    echo $?) 2>/dev/null)"
   [ "$rc" == 137 ] || fail "$pt: the engine was not killed there (exit $rc: $(tail -2 "$T/crash.err"))"
   tries=0
   while [ "$(status "$id")" != completed ] && [ $tries -lt 3 ]; do
@@ -154,7 +171,7 @@ for pt in activity.done:1 activity.start:2 commit.after:3 activity.done:3 append
     "$ENGINE" start "$WF" --id "$id" --quiet >/dev/null 2>"$T/resume.err" || true
   done
   assert_eq "kill -9 at $pt: completed" completed "$(status "$id")"
-  assert_eq "kill -9 at $pt: the same result" "$want_res" "$(engine show "$id" --json | jget result)"
+  assert_eq "kill -9 at $pt: the same result" "$want_res" "$(engine show "$id" --json | jget result | canon)"
   assert_eq "kill -9 at $pt: the same events" "$want_ev" "$(events_of "$id")"
   h="$(verify_history "$id" 2>&1)"
   assert_contains "kill -9 at $pt: each step once" "open_commands=0 last=WorkflowCompleted" "$h"
