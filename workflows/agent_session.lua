@@ -16,10 +16,11 @@
 -- context: the agent loop's state, model: the agent loop, validate, persist,
 -- release: the sandbox destroyed); the session's events, admission, clock,
 -- limits and clean-up order are the spine's. They share one table, the
--- session's state (`s`, made by prepare). The script is replayed from its log: a change to it must keep the
--- order and the arguments of every durable call (activities, timers, signals,
--- checkpoints, slots, counters, emits), or sessions recorded before it no
--- longer replay (`engine replay ID --script` checks one).
+-- session's state (`s`, made by prepare). The script is replayed from its
+-- log: a change to it (or to the spine) must keep the order and the arguments
+-- of every durable call (activities, timers, signals, checkpoints, slots,
+-- counters, emits), or sessions recorded before it no longer replay (`engine
+-- replay ID --script` checks one).
 local wf = require "workflow"
 local caps = require "caps"             -- the engine's caps, rates and quotas (workflow side)
 local compaction = require "compaction" -- context compaction, bounded runs
