@@ -10,27 +10,32 @@
 -- sandbox is destroyed on every path. Every step shows up in the session's
 -- event stream (`engine events ID --follow`).
 --
--- The stages are the top-level functions below, in the order the session
--- runs them; they share one table, the session's state (`s`, made by
--- prepare). The script is replayed from its log: a change to it must keep the
--- order and the arguments of every durable call (activities, timers, signals,
--- checkpoints, slots, counters, emits), or sessions recorded before it no
--- longer replay (`engine replay ID --script` checks one).
+-- The third design on the spine (lua/spine.lua, docs/runtime-designs.md):
+-- the stages are the top-level functions below, in the order the session
+-- runs them, handed to the spine at the end (prepare, acquire: the sandbox,
+-- context: the agent loop's state, model: the agent loop, validate, persist,
+-- release: the sandbox destroyed); the session's events, admission, clock,
+-- limits and clean-up order are the spine's. They share one table, the
+-- session's state (`s`, made by prepare). The script is replayed from its
+-- log: a change to it (or to the spine) must keep the order and the arguments
+-- of every durable call (activities, timers, signals, checkpoints, slots,
+-- counters, emits), or sessions recorded before it no longer replay (`engine
+-- replay ID --script` checks one).
 local wf = require "workflow"
 local caps = require "caps"             -- the engine's caps, rates and quotas (workflow side)
 local compaction = require "compaction" -- context compaction, bounded runs
 local delegation = require "delegation" -- sub-sessions: permissions and budgets that only shrink
 local grants = require "grants"         -- what the session may do on the trusted side (docs/grants.md)
+local spine = require("spine").new(wf)  -- the stages' runner: events, admission, clock, limits, clean-up
 
 local MAX_REPAIRS = 2 -- turns that may fix an answer that cannot be used
 
--- ------------------------------------------------------------ helpers --
+-- The spine's (lua/spine.lua): the session's status, clock and limits.
+local status, now_ms, start_clock, remaining = spine.status, spine.now_ms, spine.start_clock, spine.remaining
+local used, fork_with, over, over_time, spend = spine.used, spine.fork_with, spine.over, spine.over_time, spine.spend
+local limit_reached = spine.limit_reached
 
--- A counter of the session's (turns, calls, tokens, cost) with what its
--- ended sub-sessions spent (delegate): what its limits are checked against.
-local function used(s, c)
-  return s[c] + (s.sub and s.sub[c] or 0)
-end
+-- ------------------------------------------------------------ helpers --
 
 -- What its sub-sessions spent, in its result (its tokens and cost include
 -- it; its turns and tool calls are its own): nil when it has none.
@@ -38,21 +43,6 @@ local function sub_totals(s)
   if not s.sub or s.sub.count == 0 then return nil end
   return { count = s.sub.count, turns = s.sub.turns, tool_calls = s.sub.calls, tokens = s.sub.tokens,
     cost_usd = s.prices and s.sub.cost or nil }
-end
-
--- A fork (engine fork --model, --policies; docs/forking.md) runs on from its
--- fork point with another model or policy set: what its step says
--- (wf.info().fork.with), nil before the fork point (the copied prefix
--- replays as it was recorded) and in a session that is not a fork.
-local function fork_with(key)
-  local f = wf.info().fork
-  return f and type(f.with) == "table" and f.with[key] or nil
-end
-
-local function status(name, extra)
-  local p = { status = name }
-  for k, v in pairs(extra or {}) do p[k] = v end
-  wf.emit("session.status", p)
 end
 
 -- A short, stable digest of a tool call's arguments, for approval request ids.
@@ -73,42 +63,6 @@ local function decode_result(text)
     if ok and type(v) == "table" then return v end
   end
   return nil
-end
-
--- In whole milliseconds, as the log keeps time: float seconds could leave a
--- sliver of time (1e-16 s) after the timer that ends it has fired.
-local function now_ms() return math.floor(wf.now() * 1000 + 0.5) end
-
--- The session's own clock starts (again) now.
-local function start_clock(s)
-  s.started = wf.now()
-  s.deadline_ms = now_ms() + math.floor(s.limits.timeoutSeconds * 1000)
-end
-
--- The seconds the session has left.
-local function remaining(s) return (s.deadline_ms - now_ms()) / 1000 end
-
--- A limit is reached: said once (limit.exceeded), and the session ends after this turn.
-local function over(s, what, limit, value, extra)
-  s.exceeded = { limit = what, max = limit, value = value }
-  for k, v in pairs(extra or {}) do s.exceeded[k] = v end
-  wf.emit("limit.exceeded", s.exceeded)
-  s.outcome = "limit"
-end
-
-local function over_time(s) over(s, "timeoutSeconds", s.limits.timeoutSeconds, wf.now() - s.started) end
-
--- What a model's usage costs: tokens, USD (with the model's prices) and quota.
-local function spend(s, u)
-  local n = (u.input_tokens or 0) + (u.output_tokens or 0)
-  local prices = s.prices -- {input=, output=} in USD per million tokens
-  local forked = fork_with("model")
-  if forked then prices = forked.prices end -- a fork's model is priced by its own prices
-  local c = prices and ((u.input_tokens or 0) * (prices.input or 0) + (u.output_tokens or 0) * (prices.output or 0)) / 1e6
-    or 0
-  s.tokens = s.tokens + n
-  s.cost = s.cost + c
-  caps.count_quota(wf, s.quota, n, c)
 end
 
 -- --------------------------------------------------- prepareSession --
@@ -134,18 +88,11 @@ local function prepare(input)
   -- "parent"): only the session the engine recorded as its parent (wf.child)
   -- can be that parent, whatever the input names
   local view, not_parent = delegation.parent_view(input, wf.info().parent)
-  if not_parent then
-    wf.emit("session.failed", { reason = "invalid input", problems = { not_parent } })
-    error({ type = "InvalidInput", message = "invalid input: " .. not_parent, problems = { not_parent } }, 0)
-  end
+  if not_parent then spine.refuse({ not_parent }) end
   s.view = view
   local prep = carried and carried.prep or wf.activity("session.prepare", { input = input, session_id = s.id },
     { start_to_close = 60, retry = { max_attempts = 3 } })
-  if not prep.ok then
-    wf.emit("session.failed", { reason = "invalid input", problems = prep.problems })
-    error({ type = "InvalidInput", message = "invalid input: " .. table.concat(prep.problems, "; "),
-      problems = prep.problems }, 0)
-  end
+  if not prep.ok then spine.refuse(prep.problems) end
   s.input, s.carried, s.prep = input, carried, prep
   if granted and not (carried and not carried.grants) then -- a run continued from one before grants has none
     -- what it asked for (input.grants) within what its starter holds
@@ -154,10 +101,7 @@ local function prepare(input)
     local g = carried and carried.grants
     if not g then
       local of, problems = grants.of_input(input)
-      if not of then
-        wf.emit("session.failed", { reason = "invalid input", problems = problems })
-        error({ type = "InvalidInput", message = "invalid input: " .. table.concat(problems, "; "), problems = problems }, 0)
-      end
+      if not of then spine.refuse(problems) end
       g = { effective = of.effective, dropped = of.dropped, uses = {} }
     end
     s.grants, s.grants_dropped, s.grant_uses = g.effective, g.dropped, g.uses or {}
@@ -187,28 +131,6 @@ local function prepare(input)
     wf.checkpoint("message", function() return prep.first_message end)
   end
   return s
-end
-
--- The engine's limits (lua/caps.lua; nil without a limits file) and the
--- input's concurrency key: slots held until the run ends, waited for in line
--- (status queued). The session's own clock starts once it is let in.
-local function admit(s)
-  local conc, admitted = s.prep.concurrency, false
-  if conc then
-    -- a continued run waits in line for its slot again, whatever the strategy
-    local got = wf.acquire("session-key", { key = conc.key, limit = conc.limit,
-      strategy = s.carried and "queue" or conc.strategy })
-    if not got then
-      local msg = string.format("concurrency key '%s' is at its limit of %d (strategy drop)", conc.key, conc.limit)
-      wf.emit("session.failed", { reason = "concurrency", error = msg, key = conc.key, limit = conc.limit })
-      error({ type = "ConcurrencyDropped", message = msg, key = conc.key, limit = conc.limit }, 0)
-    end
-    admitted = true
-  end
-  if caps.hold(wf, s.caps, "sessions") then admitted = true end
-  if not s.carried then status("PROVISIONING") end
-  if caps.hold(wf, s.caps, "sandboxes") then admitted = true end
-  if admitted and not s.carried then start_clock(s) end
 end
 
 -- ------------------------------------------------- provisionSandbox --
@@ -980,25 +902,6 @@ local function maybe_continue(s)
     grants = s.grants and { effective = s.grants, dropped = s.grants_dropped, uses = s.grant_uses } or nil })
 end
 
--- Limits are checked before the call that would exceed them: true when one is reached.
-local function limit_reached(s)
-  local limits = s.limits
-  if remaining(s) <= 0 then over_time(s) return true end
-  local turns, tokens, cost = used(s, "turns"), used(s, "tokens"), used(s, "cost")
-  if turns >= limits.maxModelTurns then over(s, "maxModelTurns", limits.maxModelTurns, turns) return true end
-  if tokens >= limits.maxTokens then over(s, "maxTokens", limits.maxTokens, tokens) return true end
-  if s.prices and limits.maxCostUsd > 0 and cost >= limits.maxCostUsd then
-    over(s, "maxCostUsd", limits.maxCostUsd, cost)
-    return true
-  end
-  local q = caps.quota_reached(wf, s.quota)
-  if q then
-    over(s, "quota", q.limit, q.used, { quota = q.quota, identity = q.identity })
-    return true
-  end
-  return false
-end
-
 -- The agent loop: model turns and their tool calls, until an answer, a
 -- limit, an interrupt with no message after it, or the session's close.
 local function run_agent(s)
@@ -1057,10 +960,7 @@ end
 -- Collected and stored in one step, so no file's content enters the history;
 -- every entry of output/ not saved is reported. Returns what was saved.
 local function persist_artifacts(s)
-  local art = wf.activity("session.persist", { sandbox = s.sb }, { start_to_close = 900 })
-  for _, a in ipairs(art.saved) do wf.emit("artifact.saved", a) end
-  for _, e in ipairs(art.skipped) do wf.emit("artifact.skipped", e) end
-  return art.saved
+  return spine.persist("session.persist", { sandbox = s.sb }, { start_to_close = 900 })
 end
 
 -- Memory: each update the answer proposes needs an approval before it is applied.
@@ -1084,8 +984,10 @@ end
 
 -- ------------------------------------------------------ destroySandbox --
 
--- On every path; the other slots go with the run's end. Returns the
--- session's result, or raises its error.
+-- On every path (the spine's release); the other slots go with the run's
+-- end. Returns ok and the session's result or error: a cancel while the
+-- sandbox is destroyed turns it into a failure. The spine then gives the
+-- sandboxes' slot back and says how the session ended.
 local function destroy(s, ok, res)
   status("DESTROYING")
   local args, opts = { sandbox = s.sb }, { retry = { max_attempts = 10, initial_interval = 1 } }
@@ -1099,48 +1001,38 @@ local function destroy(s, ok, res)
     wf.activity("sandbox.destroy", args, opts)
     ok, res = false, err
   end
-  caps.release(wf, s.caps, "sandboxes")
-  if not ok then
-    wf.emit("session.failed", { error = type(res) == "table" and res.message or tostring(res) })
-    if s.parent and type(res) == "table" and s.turns then
-      -- a sub-session's spend goes back with its error: its parent counts it
-      res.usage = { turns = s.turns, tool_calls = s.calls, tokens = used(s, "tokens"), cost_usd = used(s, "cost"),
-        sub_sessions = sub_totals(s) }
-    end
-    error(res, 0)
+  return ok, res
+end
+
+-- A sub-session's spend goes back with its error: its parent counts it.
+local function failed(s, res)
+  if s.parent and type(res) == "table" and s.turns then
+    res.usage = { turns = s.turns, tool_calls = s.calls, tokens = used(s, "tokens"), cost_usd = used(s, "cost"),
+      sub_sessions = sub_totals(s) }
   end
-  wf.emit("session.completed", { outcome = res.outcome, summary = res.summary, turns = res.turns,
-    tool_calls = res.tool_calls, tokens = res.tokens })
-  return res
 end
 
 -- ------------------------------------------------------------- session --
 
--- The session's run in a trace (engine/worker/otel_spans.h): an agent's
--- invocation, with its model once prepared. Telemetry only: nothing is
--- recorded, a replay says the same.
-local function describe(s)
-  wf.span({ attributes = { ["gen_ai.operation.name"] = "invoke_agent", ["gen_ai.agent.name"] = "agent_session",
-    ["gen_ai.conversation.id"] = wf.info().id, ["gen_ai.provider.name"] = s and s.provider,
-    ["gen_ai.request.model"] = s and s.prep.model and s.prep.model.name } })
+-- The result: the answer's summary and result, the counters, the artifacts.
+local function persist(s, result)
+  local saved = persist_artifacts(s)
+  update_memory(s, result)
+  return { summary = result and result.summary or s.final, result = result and result.result, raw = s.final,
+    turns = s.turns, tool_calls = s.calls, tokens = used(s, "tokens"),
+    cost_usd = s.prices and used(s, "cost") or nil, sub_sessions = sub_totals(s),
+    artifacts = saved, outcome = s.outcome, limit = s.exceeded }
 end
 
+-- The session on the spine: admitted with a sandbox slot (status
+-- PROVISIONING between the two), the sandbox acquired and destroyed on every
+-- path after it.
+local DESIGN = {
+  name = "agent_session", admission = { status = "PROVISIONING", sandboxes = true },
+  prepare = prepare, acquire = provision, context = start_agent, model = run_agent, validate = validate_result,
+  persist = persist, release = destroy, failed = failed,
+}
+
 return function(input)
-  describe(nil)
-  local s = prepare(input)
-  describe(s)
-  admit(s)
-  provision(s)
-  start_agent(s)
-  local ok, res = pcall(function()
-    run_agent(s)
-    local result = validate_result(s)
-    local saved = persist_artifacts(s)
-    update_memory(s, result)
-    return { summary = result and result.summary or s.final, result = result and result.result, raw = s.final,
-      turns = s.turns, tool_calls = s.calls, tokens = used(s, "tokens"),
-      cost_usd = s.prices and used(s, "cost") or nil, sub_sessions = sub_totals(s),
-      artifacts = saved, outcome = s.outcome, limit = s.exceeded }
-  end)
-  return destroy(s, ok, res)
+  return spine.run(DESIGN, input)
 end

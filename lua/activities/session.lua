@@ -37,6 +37,7 @@ local function under(path, roots)
   end
   return false
 end
+M.allowed_roots, M.under = allowed_roots, under -- also one_call_steps.lua's
 
 -- The regular files under dir (recursively, .git and anything not a
 -- regular file or directory left out) appended to out as {src, dest=prefix/rel};
@@ -179,6 +180,7 @@ local function provider_and_caps(model, identity, problem)
   end
   return provider, caps
 end
+M.provider_and_caps = provider_and_caps
 
 -- A sub-session's view of its parent's working/ (subSession.workspace
 -- "parent"; the workflow checks that its parent is the one named).

@@ -193,10 +193,11 @@ local function absolute_paths(input, dir)
   if type(input.memoryFile) == "string" then input.memoryFile = absolute(dir, input.memoryFile) end
 end
 
--- The input's problems as the session's own check would name them (the
--- schema of AgentSessionInput), before anything starts.
-local function session_problems(input, repo)
-  local f = io.open(repo .. "/lua/types/agent_session_input.schema.json", "rb")
+-- The input's problems as the session's own check would name them (its
+-- workflow's declared schema, lua/types/NAME_input.schema.json:
+-- AgentSessionInput, OneCallInput), before anything starts.
+local function session_problems(input, schema_path)
+  local f = io.open(schema_path, "rb")
   if not f then return {} end
   local schema = json.decode(f:read("a"))
   f:close()
@@ -242,7 +243,7 @@ local function read_case(dir, file, s, base, known, opts, problems)
   end
   absolute_paths(input, dir)
   if opts.check_input then
-    for _, e in ipairs(session_problems(input, opts.repo)) do problem("input", e) end
+    for _, e in ipairs(session_problems(input, opts.check_input)) do problem("input", e) end
   end
   return { name = name, description = c.description, input = input,
     expect = M.merge(is_object(s.expect) and s.expect or {}, is_object(c.expect) and c.expect or {}),
@@ -286,8 +287,12 @@ function M.load(dir, opts)
   if not entries then
     problems[#problems + 1] = "cases/: missing (a suite needs at least one case, cases/NAME.json)"
   else
+    -- a workflow NAME.lua whose input the engine declares (lua/types/NAME_input.schema.json):
+    -- the cases' inputs are checked against it
+    local name = workflow and opts.repo and workflow:match("([%w_]+)%.lua$")
+    local schema = name and opts.repo .. "/lua/types/" .. name .. "_input.schema.json" or nil
     local copts = { live = opts.live, repo = opts.repo,
-      check_input = workflow and workflow:match("/agent_session%.lua$") ~= nil }
+      check_input = schema and (fs.lstat(schema) or {}).type == "file" and schema or nil }
     for _, e in ipairs(entries) do
       if e.type == "file" and e.name:match("%.json$") then
         local c = read_case(dir, e.name, s, base, known, copts, problems)

@@ -7,7 +7,9 @@
 --              tool_calls={{id=,name=,arguments=}}, tool_call_id=, name=}},
 --              tools={{name=, description=, parameters=<JSON schema>}}}
 --   opts    = {stream=true, on_delta=function(d) end, timeout=, idle_timeout=,
---              max_retries=2}
+--              max_retries=2, response_schema={name=, schema=<JSON schema>}
+--              (structured output: OpenAI's response_format / text.format,
+--              strict off; Anthropic and replay have none, the prompt says it)}
 --   turn    = {text=, tool_calls={{id=, name=, arguments=<table>,
 --              arguments_json=}}, finish_reason= "stop"|"tool_calls"|"length"|...,
 --              usage={input_tokens=, output_tokens=, cache_read_input_tokens=,

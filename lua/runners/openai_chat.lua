@@ -82,6 +82,12 @@ function M.turn(model, req, opts)
     max_tokens = model.max_tokens, temperature = model.temperature,
     stream = stream or nil, stream_options = stream and { include_usage = true } or nil,
   }
+  -- structured output: the answer constrained to a JSON schema (opts.response_schema = {name=, schema=})
+  local rs = opts.response_schema
+  if type(rs) == "table" and type(rs.schema) == "table" then
+    body.response_format = { type = "json_schema", json_schema = { name = rs.name or "result", schema = rs.schema,
+      strict = false } }
+  end
   local on_delta = opts.on_delta or function() end
 
   local function from_stream(res)

@@ -79,6 +79,11 @@ function M.turn(model, req, opts)
   local stream = opts.stream ~= false
   local body = { model = model.name, instructions = req.system, input = wire_input(req), tools = wire_tools(req.tools),
     max_output_tokens = model.max_tokens, temperature = model.temperature, stream = stream or nil, store = false }
+  -- structured output: the answer constrained to a JSON schema (opts.response_schema = {name=, schema=})
+  local rs = opts.response_schema
+  if type(rs) == "table" and type(rs.schema) == "table" then
+    body.text = { format = { type = "json_schema", name = rs.name or "result", schema = rs.schema, strict = false } }
+  end
   local on_delta = opts.on_delta or function() end
 
   local function from_stream(res)
