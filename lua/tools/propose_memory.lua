@@ -35,6 +35,7 @@ return {
     local problem = memory.check_proposal(args, call.identity)
     if problem then error({ type = "InvalidArguments", message = problem }, 0) end
     local entry = memory.record(args, call, ctx.session_id)
+    require("activity").crash_point("memory.recorded") -- the tests' kill -9 after the write
     return { content = string.format("stored as memory entry %s (%s), approved by %s", entry.id, entry.kind,
       tostring(entry.approver)), data = { memory_entry = entry } }
   end,
