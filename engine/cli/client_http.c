@@ -327,7 +327,7 @@ static int http_memory_list(client *cl, const char *kind, const char *identity, 
                             client_err *err) {
   http_client *h = (http_client *)cl;
   char *ek = kind ? api_client_escape(kind) : NULL, *ei = identity ? api_client_escape(identity) : NULL;
-  char *path = util_fmt("/v1/memory?revoked=true%s%s%s%s", ek ? "&kind=" : "", ek ? ek : "", ei ? "&identity=" : "",
+  char *path = util_fmt("/v1/memory%s%s%s%s", ek ? "?kind=" : "", ek ? ek : "", ei ? (ek ? "&identity=" : "?identity=") : "",
                         ei ? ei : "");
   free(ek);
   free(ei);
@@ -365,7 +365,7 @@ static int http_memory_revoke(client *cl, const char *id, const char *reason, ch
   *json = NULL;
   char *path = api_path("/v1/memory/%s/revoke", id, NULL);
   char *q = reason ? json_quote(reason) : NULL;
-  char *body = util_fmt("{\"reason\":%s}", q ? q : "null");
+  char *body = q ? util_fmt("{\"reason\":%s}", q) : util_strdup("{}");
   free(q);
   api_reply r;
   int rc = call(h, "POST", path, body, &r, err);
