@@ -7,14 +7,10 @@
 # approval, and after the approval before the call's result is recorded: the
 # entry is stored exactly once. Hostile proposals and revocations are
 # refused, each with its reason. ENGINE_TEST_STORE=postgres runs it on
-# PostgreSQL.
+# PostgreSQL (lib.sh).
 source "$(dirname "$0")/lib.sh"
 if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
   fail "no Docker engine (scripts/start-dockerd)"; finish
-fi
-if [ "${ENGINE_TEST_STORE:-}" = postgres ]; then
-  own_pg_cluster
-  export ENGINE_DB="$URL"
 fi
 WF="$SRC/workflows/agent_session.lua"
 export ENGINE_CONTEXT_ROOTS="$T"
