@@ -10,11 +10,11 @@
 # --server or $ENGINE_SERVER the ids are the server's, so none are looked up.
 # Nothing is printed on stderr while completing.
 
-_engine_commands=(start fork serve signal approve audit cancel list show events history grants replay eval test gc policy trigger schedule token quota migrate verify doctor completion config)
+_engine_commands=(start fork serve signal approve audit memory cancel list show events history grants replay eval test gc policy trigger schedule token quota migrate verify doctor completion config)
 _engine_statuses=(running waiting queued completed failed cancelled stuck)
 _engine_scopes=(read start signal approve cancel admin)
 # The options that take a value (as --opt VALUE or --opt=VALUE).
-_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --grant --at --turn --input-patch --model --policies --baseline --fork --variants --key "
+_engine_valued=" --config --server --token --color --db --from --to --input --id --listen --workflows --log-format --request --reason --status --run --script --scopes --grant --at --turn --input-patch --model --policies --baseline --fork --variants --key --kind --identity "
 
 # Sets opts to the options of command $1 (of token's subcommand $2).
 _engine_options() {
@@ -40,6 +40,13 @@ _engine_options() {
       case $2 in
         export | key) opts=(--db --help -h) ;;
         verify) opts=(--key --help -h) ;;
+        *) opts=(--help -h) ;;
+      esac ;;
+    memory)
+      case $2 in
+        list) opts=(--kind --identity --json --db --help -h) ;;
+        show) opts=(--json --db --help -h) ;;
+        revoke) opts=(--reason --db --help -h) ;;
         *) opts=(--help -h) ;;
       esac ;;
     token)
@@ -174,6 +181,7 @@ _engine_argument() {
     schedule:0) _engine_add create list pause resume trigger delete ;;
     token:0) _engine_add create list revoke ;;
     audit:0) _engine_add export verify key ;;
+    memory:0) _engine_add list show revoke ;;
     audit:1)
       case ${pos[0]} in
         export) _engine_ids "" "$cur" ;;

@@ -224,7 +224,10 @@ function route() {
   const main = clear(document.getElementById("main"));
   let m;
   for (const a of document.querySelectorAll(".top nav a")) a.removeAttribute("aria-current");
-  if (hash.startsWith("#/approvals")) {
+  if (hash.startsWith("#/memory")) {
+    document.getElementById("nav-memory").setAttribute("aria-current", "page");
+    state.view = memoryView(main);
+  } else if (hash.startsWith("#/approvals")) {
     document.getElementById("nav-approvals").setAttribute("aria-current", "page");
     state.view = approvalsView(main);
   } else if ((m = /^#\/s\/([^/]+)(?:\/(history))?$/.exec(hash))) {
@@ -1096,6 +1099,65 @@ function historyTab(panel, id) {
     panel.setAttribute("data-loaded", "true");
     performance.mark("history-loaded");
   }).catch((e) => { info.textContent = String(e.message); });
+}
+
+// ------------------------------------------------------------- memory ---
+// The knowledge and preferences sessions proposed and a person approved
+// (docs/memory.md), each with where it came from; Revoke takes one out of
+// every later session's context (the approve scope).
+
+function memoryView(main) {
+  const info = h("p", { className: "muted", "aria-live": "polite" });
+  const kind = h("select", { id: "memory-kind" }, h("option", { value: "" }, "all kinds"),
+    h("option", { value: "knowledge" }, "knowledge"), h("option", { value: "preferences" }, "preferences"));
+  const table = h("table", { className: "memory" });
+  main.append(h("h1", {}, "Memory"),
+    h("p", { className: "muted" }, "Instructions are the operator's files; session state and the audit history are each session's own (its history and events)."),
+    h("div", { className: "filters" }, h("label", { for: "memory-kind" }, "Kind ", kind)), info, table);
+  async function load() {
+    let data;
+    try {
+      data = await api("/v1/memory" + (kind.value ? "?kind=" + encodeURIComponent(kind.value) : ""));
+    } catch (e) { info.textContent = e.message; return; }
+    const items = data.memory || [];
+    info.textContent = items.length ? num(items.length) + (items.length === 1 ? " entry" : " entries") : "No memory entries yet.";
+    clear(table).append(h("thead", {}, h("tr", {}, h("th", {}, "Entry"), h("th", {}, "Kind"), h("th", {}, "Provenance"),
+      h("th", {}, "Status"), h("th", {}, ""))));
+    const body = h("tbody");
+    for (const m of items) body.append(memoryRow(m, load));
+    table.append(body);
+    main.setAttribute("data-loaded", "true");
+  }
+  kind.addEventListener("change", load);
+  load();
+  return { stop() {} };
+}
+
+function memoryRow(m, reload) {
+  const status = m.revoked
+    ? h("td", {}, "revoked by " + (m.revoked_by || "?") + " " + fmtTime(m.revoked_at) + (m.revoke_reason ? ": " + m.revoke_reason : ""))
+    : h("td", {}, "live");
+  const out = h("span", { role: "status", className: "muted" });
+  let action = null;
+  if (!m.revoked && can("approve")) {
+    const rid = "revoke-reason-" + domId(m.id);
+    const reason = h("input", { id: rid, placeholder: "why (recorded with your name)", size: 22 });
+    const button = h("button", { type: "button", className: "deny", onclick: async () => {
+      button.disabled = true;
+      try {
+        await api("/v1/memory/" + encodeURIComponent(m.id) + "/revoke", { method: "POST", body: reason.value ? { reason: reason.value } : {} });
+        reload();
+      } catch (e) { out.textContent = e.message; button.disabled = false; }
+    } }, "Revoke");
+    action = h("div", { className: "actions" }, h("label", { for: rid }, "Reason", reason), button, out);
+  }
+  return h("tr", { "data-id": m.id },
+    h("td", {}, h("p", { className: "text" }, m.text), m.evidence ? h("p", { className: "muted" }, "evidence: " + m.evidence) : null,
+      h("code", {}, m.id)),
+    h("td", {}, m.kind + (m.identity ? " of " + m.identity : "")),
+    h("td", {}, "proposed by ", h("a", { href: sessionHref(m.session_id) }, m.session_id),
+      " (request " + m.request_id + "), approved by " + m.approver + " " + fmtTime(m.approved_at)),
+    status, h("td", {}, action));
 }
 
 // ------------------------------------------------------ approvals inbox ---

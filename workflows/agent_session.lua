@@ -27,6 +27,7 @@ local compaction = require "compaction" -- context compaction, bounded runs
 local delegation = require "delegation" -- sub-sessions: permissions and budgets that only shrink
 local grants = require "grants"         -- what the session may do on the trusted side (docs/grants.md)
 local spine = require("spine").new(wf)  -- the stages' runner: events, admission, clock, limits, clean-up
+local memory = require "memory"         -- memory by kind: what it read, what it proposes (docs/memory.md)
 
 local MAX_REPAIRS = 2 -- turns that may fix an answer that cannot be used
 
@@ -128,6 +129,7 @@ local function prepare(input)
       skills = input.skills or {}, limits = s.limits, identity = input.identity, caps = prep.caps,
       concurrency = prep.concurrency, parent_session = s.parent, grants = s.grants,
       grants_not_held = s.grants_dropped and #s.grants_dropped > 0 and s.grants_dropped or nil })
+    if prep.memory_read then wf.emit("memory.read", prep.memory_read) end -- (in its first message)
     wf.checkpoint("message", function() return prep.first_message end)
   end
   return s
@@ -189,7 +191,7 @@ end
 -- Tools that never write the workspace (the rest may: a process in the
 -- sandbox, a file written, an MCP tool).
 local READ_ONLY_TOOLS = { read_file = true, list_files = true, search = true, publish_review = true,
-  http_fetch = true, delegate = true }
+  http_fetch = true, delegate = true, propose_memory = true }
 
 local function start_snapshots(s)
   local mb = s.limits.snapshotMb or 0 -- (prepared before the limit existed: none; its default is the schema's)
@@ -770,7 +772,8 @@ local function start_calls(s, plan)
       end
       local args = { tool = p.call.name, tool_call_id = p.call.id, args = p.call.arguments, sandbox = s.sb,
         permissions = s.perms, limits = s.limits, session_id = s.id, mcp = m, grant = p.grant,
-        grants = p.grant and s.grants or nil }
+        grants = p.grant and s.grants or nil,
+        memory = memory.call_context(p.call.name, p.answer, s.input.identity, p.rid or p.call.id, now_ms()) }
       local span = tool_span(p)
       local function run()
         return wf.start_activity("session.tool", args,
@@ -828,6 +831,7 @@ local function finish_calls(s, plan)
         attempt = r.attempt, retried_after_interruption = r.retried_after_interruption,
         -- it may have written the workspace: engine fork refuses a point after it and before the turn's snapshot
         writes = (s.ws and s.ws.on and not READ_ONLY_TOOLS[call.name]) or nil })
+      if r.memory then wf.emit("memory.stored", r.memory) end -- propose_memory's entry, approved and recorded
     else
       if p.decision then
         p.content = "denied: " .. tostring(p.reason)

@@ -41,6 +41,7 @@ static const char *MAIN_HELP =
     "  replay --all --script FILE         check an edited script against every live run of it\n"
     "  test FILE_test.lua...              workflow tests: stubbed activities, a clock that skips timers\n"
     "  audit export ID | verify FILE --key PUB | key   a session's signed audit export, checked offline\n"
+    "  memory list [--kind K] [--identity I] | show ID | revoke ID [--reason R]   approved knowledge and preferences\n"
     "  gc                                 remove sandboxes of finished or unknown sessions\n"
     "  policy check [DIR]                 validate a policy set\n"
     "  trigger check|test|deliveries      webhook trigger scripts: validate, try a delivery, see deliveries\n"
@@ -94,6 +95,7 @@ static const command COMMANDS[] = {
     {"grants", cmd_grants, 0},
     {"approve", cmd_approve, 0},
     {"audit", cmd_audit, 0}, /* cmd_audit.c: export either way; verify and key need no server */
+    {"memory", cmd_memory, 0}, /* cmd_memory.c */
     /* cmd_replay.c, cmd_admin.c: this machine only */
     {"replay", cmd_replay, 1},
     {"eval", cmd_eval, 1},

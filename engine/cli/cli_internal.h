@@ -148,6 +148,7 @@ int cmd_grants(args *a, common *c); /* cmd_grants.c */
 /* cmd_approvals.c */
 int cmd_approve(args *a, common *c);
 int cmd_audit(args *a, common *c);
+int cmd_memory(args *a, common *c);
 /* cmd_replay.c */
 int cmd_replay(args *a, common *c);
 /* cmd_admin.c */

@@ -323,6 +323,60 @@ static int http_audit(client *cl, const char *id, char **out, size_t *len, clien
   return 0;
 }
 
+static int http_memory_list(client *cl, const char *kind, const char *identity, client_item_fn each, void *ud,
+                            client_err *err) {
+  http_client *h = (http_client *)cl;
+  char *ek = kind ? api_client_escape(kind) : NULL, *ei = identity ? api_client_escape(identity) : NULL;
+  char *path = util_fmt("/v1/memory%s%s%s%s", ek ? "?kind=" : "", ek ? ek : "", ei ? (ek ? "&identity=" : "?identity=") : "",
+                        ei ? ei : "");
+  free(ek);
+  free(ei);
+  api_reply r;
+  int rc = call(h, "GET", path, NULL, &r, err);
+  free(path);
+  if (rc) return -1;
+  rc = each_item(h, &r, "memory", each, ud, "with something else than a list of memory entries", err);
+  api_reply_free(&r);
+  return rc;
+}
+
+/* The answer's body as a string, without the newline the server ends it with. */
+static char *body_text(const api_reply *r) {
+  size_t n = r->len;
+  while (n > 0 && (r->body[n - 1] == '\n' || r->body[n - 1] == '\r' || r->body[n - 1] == ' ')) n--;
+  return util_fmt("%.*s", (int)n, r->body);
+}
+
+static int http_memory_show(client *cl, const char *id, char **json, client_err *err) {
+  http_client *h = (http_client *)cl;
+  *json = NULL;
+  char *path = api_path("/v1/memory/%s", id, NULL);
+  api_reply r;
+  int rc = call(h, "GET", path, NULL, &r, err);
+  free(path);
+  if (rc) return -1;
+  *json = body_text(&r);
+  api_reply_free(&r);
+  return 0;
+}
+
+static int http_memory_revoke(client *cl, const char *id, const char *reason, char **json, client_err *err) {
+  http_client *h = (http_client *)cl;
+  *json = NULL;
+  char *path = api_path("/v1/memory/%s/revoke", id, NULL);
+  char *q = reason ? json_quote(reason) : NULL;
+  char *body = q ? util_fmt("{\"reason\":%s}", q) : util_strdup("{}");
+  free(q);
+  api_reply r;
+  int rc = call(h, "POST", path, body, &r, err);
+  free(path);
+  free(body);
+  if (rc) return -1;
+  *json = body_text(&r);
+  api_reply_free(&r);
+  return 0;
+}
+
 static int http_history(client *cl, const char *id, int64_t run, client_item_fn each, void *ud, client_err *err) {
   http_client *h = (http_client *)cl;
   char *base = api_path("/v1/workflows/%s/history", id, NULL);
@@ -492,6 +546,9 @@ static const client_ops HTTP = {
     .list = http_list,
     .summary = http_summary,
     .audit = http_audit,
+    .memory_list = http_memory_list,
+    .memory_show = http_memory_show,
+    .memory_revoke = http_memory_revoke,
     .history = http_history,
     .events = http_events,
     .approver = http_approver,

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "audit.h"
+#include "memory.h"
 #include "client_ops.h"
 #include "dbfile.h"
 #include "foreground.h"
@@ -463,6 +464,58 @@ static int local_answer(client *cl, const char *id, const char *request_id, int 
   return 0;
 }
 
+/* --------------------------------------------------------------- memory --- */
+
+typedef struct memory_items {
+  client_item_fn each;
+  void *ud;
+} memory_items;
+
+static int memory_item(void *ud, char *json) {
+  memory_items *x = ud;
+  int stop = x->each(x->ud, json, strlen(json));
+  free(json);
+  return stop;
+}
+
+static int local_memory_list(client *cl, const char *kind, const char *identity, client_item_fn each, void *ud,
+                             client_err *err) {
+  local_client *lc = (local_client *)cl;
+  if (!db(lc, err)) return -1;
+  memory_items x = {each, ud};
+  if (memory_list(lc->st, kind, identity, 0, memory_item, &x, err->msg, sizeof err->msg) != 0)
+    return err->refused = 1, -1;
+  return 0;
+}
+
+static int local_memory_show(client *cl, const char *id, char **json, client_err *err) {
+  local_client *lc = (local_client *)cl;
+  if (!db(lc, err)) return -1;
+  int found = memory_show(lc->st, id, json, err->msg, sizeof err->msg);
+  if (found == 1) return 0;
+  err->refused = found == 0;
+  return -1;
+}
+
+static int local_memory_revoke(client *cl, const char *id, const char *reason, char **json, client_err *err) {
+  local_client *lc = (local_client *)cl;
+  if (!db(lc, err)) return -1;
+  char who[300];
+  cli_local_identity(who, sizeof who);
+  int rc = memory_revoke(lc->st, id, who, reason, util_now_ms(), json, err->msg, sizeof err->msg);
+  if (rc != 1) {
+    store_rollback(lc->st);
+    err->refused = rc == 0 || rc == 2 || (rc < 0 && !store_batch_failed(lc->st));
+    return -1;
+  }
+  if (store_commit(lc->st) != STORE_OK) {
+    free(*json);
+    *json = NULL;
+    return say(err, 0, "cannot revoke memory entry %s: %s", id, store_errmsg(lc->st));
+  }
+  return 0;
+}
+
 static void local_close(client *cl) {
   local_client *lc = (local_client *)cl;
   if (lc->st) store_close(lc->st);
@@ -487,6 +540,9 @@ static const client_ops LOCAL = {
     .approver = local_approver,
     .pending = local_pending,
     .answer = local_answer,
+    .memory_list = local_memory_list,
+    .memory_show = local_memory_show,
+    .memory_revoke = local_memory_revoke,
     .close = local_close,
 };
 

@@ -136,6 +136,13 @@ typedef struct client_ops {
                 approval_request *done, client_err *err);
   /* Session id's signed audit export (audit.h): malloc'd text in *out, *len bytes. */
   int (*audit)(client *cl, const char *id, char **out, size_t *len, client_err *err);
+  /* The memory entries (memory.h) of kind and identity (NULL: any), revoked
+   * ones too, each as memory_json; one entry (*json malloc'd); revoking one
+   * as the client's identity with reason (NULL: none), *json the entry after. */
+  int (*memory_list)(client *cl, const char *kind, const char *identity, client_item_fn each, void *ud,
+                     client_err *err);
+  int (*memory_show)(client *cl, const char *id, char **json, client_err *err);
+  int (*memory_revoke)(client *cl, const char *id, const char *reason, char **json, client_err *err);
   void (*close)(client *cl);
 } client_ops;
 

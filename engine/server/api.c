@@ -77,6 +77,9 @@ static const route ROUTES[] = {
     {"GET", "/v1/approvals", SCOPE_READ, api_h_approvals},
     {"POST", "/v1/workflows/{id}/approvals/{request_id}", SCOPE_APPROVE, api_h_approve},
     {"GET", "/v1/events", SCOPE_READ, api_h_all_events},
+    {"GET", "/v1/memory", SCOPE_READ, api_h_memory_list},
+    {"GET", "/v1/memory/{id}", SCOPE_READ, api_h_memory_show},
+    {"POST", "/v1/memory/{id}/revoke", SCOPE_APPROVE, api_h_memory_revoke},
     {"GET", "/v1/whoami", 0, api_h_whoami}, /* authenticates itself: see h_whoami */
     {"GET", "/v1/workflows/{id}/artifacts", SCOPE_READ, api_h_artifacts},
     {"GET", "/v1/workflows/{id}/artifacts/{sha256}", SCOPE_READ, api_h_artifact},

@@ -11,6 +11,7 @@
  *                    messages, cancel, fork, artifacts
  *   api_events.c     event pages and streams (SSE) of a workflow and of all
  *   api_approvals.c  /v1/approvals and the answer to an approval request
+ *   api_memory.c     /v1/memory: list, show and revoke memory entries
  *   api_schedules.c  /v1/schedules
  *   api_webhooks.c   POST /hooks/{name} and the deliveries of a trigger
  *   api_metrics.c    GET /metrics
@@ -134,6 +135,12 @@ void api_h_all_events(api *a, httpd_req *r, ctx *c);
 
 void api_h_approvals(api *a, httpd_req *r, ctx *c);
 void api_h_approve(api *a, httpd_req *r, ctx *c);
+
+/* -------------------------------------------------------- api_memory.c --- */
+
+void api_h_memory_list(api *a, httpd_req *r, ctx *c);
+void api_h_memory_show(api *a, httpd_req *r, ctx *c);
+void api_h_memory_revoke(api *a, httpd_req *r, ctx *c);
 
 /* ----------------------------------------------------- api_schedules.c --- */
 

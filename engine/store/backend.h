@@ -202,6 +202,10 @@ typedef struct store_ops {
                         int (*cb)(void *ud, const char *key, int64_t n), void *ud);
   int (*op_live_list)(store *s, const char *const *types, store_live_cb cb, void *ud);
   int64_t (*op_count)(store *s, const char *what, const char *wf_id);
+  int (*op_memory_put)(store *s, const memory_row *m);
+  int (*op_memory_revoke)(store *s, const char *id, int64_t at, const char *by, const char *reason);
+  int (*op_memory_list)(store *s, const char *id, const char *kind, const char *identity, int live_only,
+                        store_memory_cb cb, void *ud);
 } store_ops;
 
 /* ENGINE_STORE_FAIL (crash.h): 1 when this write (named by what, e.g.

@@ -68,7 +68,8 @@
  * (engine fork); 9: the hash chains (chain.c): history.chain,
  * domain_events.chain, where each workflow's chains start (workflows) and
  * their heads (chain_heads; UPGRADE_9 records an older database's upgrade); 10: tokens.grants (docs/grants.md);
- * 11: workflows_forked, the index of a fork's source (a workflow's forks) */
+ * 11: workflows_forked, the index of a fork's source (a workflow's forks);
+ * 12: memory (docs/memory.md): approved knowledge and preferences, and their revocation */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
 /* a transaction with the order lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
@@ -151,6 +152,11 @@ static const char *SCHEMA =
     "  jitter_ms BIGINT NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_fire_at BIGINT NOT NULL,"
     "  last_fire_at BIGINT NOT NULL DEFAULT 0, buffered_fire_at BIGINT NOT NULL DEFAULT 0,"
     "  skipped_count BIGINT NOT NULL DEFAULT 0, updated_at BIGINT NOT NULL, created_at BIGINT NOT NULL);"
+    /* version 12: an approved memory entry (ops/memory.c); revoked_at NULL while it is given to sessions */
+    "CREATE TABLE IF NOT EXISTS memory(id " T " PRIMARY KEY, kind " T " NOT NULL, identity " T ", text " T " NOT NULL,"
+    "  evidence " T ", session_id " T " NOT NULL, request_id " T " NOT NULL, approver " T " NOT NULL,"
+    "  approved_at BIGINT NOT NULL, revoked_at BIGINT, revoked_by " T ", revoke_reason " T ");"
+    "CREATE INDEX IF NOT EXISTS memory_kind ON memory(kind, identity, approved_at);"
     /* version 5: which worker runs a workflow (store_lease_*); not copied by migrate */
     "CREATE TABLE IF NOT EXISTS leases(wf_id " T " PRIMARY KEY, owner " T " NOT NULL, epoch BIGINT NOT NULL,"
     "  expires_at BIGINT NOT NULL);"
@@ -495,4 +501,7 @@ const store_ops store_pg_ops = {
     .op_commit_settle = pg_commit_settle,
     .op_live_list = pg_live_list,
     .op_count = pg_count,
+    .op_memory_put = pg_memory_put,
+    .op_memory_revoke = pg_memory_revoke,
+    .op_memory_list = pg_memory_list,
 };

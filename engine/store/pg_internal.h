@@ -38,7 +38,8 @@ enum {
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
-  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT, Q__N
+  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT,
+  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q__N
 };
 
 /* The text of each statement (pg_sql.c), prepared once per connection when
@@ -263,6 +264,10 @@ int pg_schedule_update(store *st_, const schedule_row *r);
 int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud);
 int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud);
 int pg_schedule_del(store *st_, const char *name);
+int pg_memory_put(store *st_, const memory_row *m);
+int pg_memory_revoke(store *st_, const char *id, int64_t at, const char *by, const char *reason);
+int pg_memory_list(store *st_, const char *id, const char *kind, const char *identity, int live_only,
+                   store_memory_cb cb, void *ud);
 int pg_group_count(store *st_, store_group what, const char *const *types,
                    int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 int pg_live_list(store *st_, const char *const *types, store_live_cb cb, void *ud);

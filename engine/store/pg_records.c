@@ -540,3 +540,48 @@ int64_t pg_count(store *st_, const char *what, const char *wf_id) {
   if (strcmp(what, "tasks") == 0) return pg_task_count(&s->base, wf_id);
   return -1;
 }
+
+/* ---- memory (ops/memory.c) ---- */
+
+int pg_memory_put(store *st_, const memory_row *m) {
+  pg *s = (pg *)st_;
+  ORDERED_BEGIN(s);
+  pg_params_start(s);
+  const char *text[] = {m->id, m->kind, m->identity, m->text, m->evidence, m->session_id, m->request_id, m->approver};
+  for (int i = 0; i < 8; i++) pg_bind_text(s, text[i]);
+  pg_bind_int(s, m->approved_at);
+  if (pg_exec_write(s, Q_MEM_PUT, "put memory") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+int pg_memory_revoke(store *st_, const char *id, int64_t at, const char *by, const char *reason) {
+  pg *s = (pg *)st_;
+  ORDERED_BEGIN(s);
+  pg_params_start(s);
+  pg_bind_int(s, at);
+  pg_bind_text(s, by);
+  pg_bind_text(s, reason);
+  pg_bind_text(s, id);
+  if (pg_exec_write(s, Q_MEM_REVOKE, "revoke memory") != STORE_OK) return STORE_ERR;
+  return s->changes > 0;
+}
+
+int pg_memory_list(store *st_, const char *id, const char *kind, const char *identity, int live_only,
+                   store_memory_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  pg_params_start(s);
+  pg_bind_text(s, id);
+  pg_bind_text(s, kind);
+  pg_bind_text(s, identity);
+  pg_bind_int(s, live_only ? 1 : 0);
+  PGresult *r = pq_run(s, Q_MEM_LIST, 0, "list memory");
+  if (!r) return STORE_ERR;
+  for (int i = 0, n = PQntuples(r); i < n; i++) {
+    memory_row m = {pg_col_text(r, i, 0), pg_col_text(r, i, 1), pg_col_text(r, i, 2),  pg_col_text(r, i, 3),
+                    pg_col_text(r, i, 4), pg_col_text(r, i, 5), pg_col_text(r, i, 6),  pg_col_text(r, i, 7),
+                    pg_col_int(r, i, 8),  pg_col_int(r, i, 9),  pg_col_text(r, i, 10), pg_col_text(r, i, 11)};
+    if (cb(ud, &m)) break;
+  }
+  PQclear(r);
+  return STORE_OK;
+}

@@ -240,6 +240,14 @@ const char *const pg_sql[Q__N] = {
     [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at,grants FROM tokens ORDER BY name",
     [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0,grants FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
+    /* an entry is written once, by its id: a rerun of its activity writes nothing */
+    [Q_MEM_PUT] = "INSERT INTO memory(id,kind,identity,text,evidence,session_id,request_id,approver,approved_at) "
+                  "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT(id) DO NOTHING",
+    [Q_MEM_REVOKE] = "UPDATE memory SET revoked_at=$1, revoked_by=$2, revoke_reason=$3 WHERE id=$4 AND revoked_at IS NULL",
+    [Q_MEM_LIST] = "SELECT id,kind,identity,text,evidence,session_id,request_id,approver,approved_at,"
+                   "coalesce(revoked_at,0),revoked_by,revoke_reason FROM memory WHERE ($1::text IS NULL OR id=$1) AND "
+                   "($2::text IS NULL OR kind=$2) AND ($3::text IS NULL OR identity=$3) AND "
+                   "($4::bigint=0 OR revoked_at IS NULL) ORDER BY approved_at, id",
     [Q_SLOT_PUT] = "INSERT INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES($1,$2,$3,$4,$5,0,$6) "
                    "ON CONFLICT DO NOTHING",
     [Q_SLOT_GET] = "SELECT s.pool,s.key,s.wf_id,s.seq,s.lim,s.held,s.since,CASE WHEN s.held<>0 THEN 0 ELSE "

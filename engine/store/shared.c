@@ -22,6 +22,7 @@ static const char *fault_kind(const char *what) {
       {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
       {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
       {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},      {"schedule", "schedule"},
+      {"memory", "memory"},
   };
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
     if (strstr(what, kinds[i][0])) return kinds[i][1];
@@ -112,6 +113,8 @@ const store_table store_tables[] = {
     TABLE("schedules", "ttttttiiiiiiiii", 1, "name", "cron", "tz", "script", "input", "overlap", "catchup_window_ms",
           "jitter_ms", "paused", "next_fire_at", "last_fire_at", "buffered_fire_at", "skipped_count", "updated_at",
           "created_at"),
+    TABLE("memory", "ttttttttiitt", 1, "id", "kind", "identity", "text", "evidence", "session_id", "request_id",
+          "approver", "approved_at", "revoked_at", "revoked_by", "revoke_reason"),
 };
 const int store_ntables = (int)(sizeof store_tables / sizeof *store_tables);
 #undef TABLE

@@ -30,7 +30,8 @@
  * 7: the hash chains (chain.c): history.chain, domain_events.chain, where
  *    each workflow's chains start (workflows) and their heads (chain_heads)
  * 8: tokens.grants (docs/grants.md)
- * 9: workflows_forked, the index of a fork's source (a workflow's forks) */
+ * 9: workflows_forked, the index of a fork's source (a workflow's forks)
+ * 10: memory (docs/memory.md): approved knowledge and preferences, and their revocation */
 #define SCHEMA_VERSION STORE_SQLITE_SCHEMA_VERSION
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -107,7 +108,12 @@ static const char *SCHEMA =
     "  script TEXT NOT NULL, input TEXT NOT NULL, overlap TEXT NOT NULL, catchup_window_ms INTEGER NOT NULL,"
     "  jitter_ms INTEGER NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_fire_at INTEGER NOT NULL,"
     "  last_fire_at INTEGER NOT NULL DEFAULT 0, buffered_fire_at INTEGER NOT NULL DEFAULT 0,"
-    "  skipped_count INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL, created_at INTEGER NOT NULL);";
+    "  skipped_count INTEGER NOT NULL DEFAULT 0, updated_at INTEGER NOT NULL, created_at INTEGER NOT NULL);"
+    /* an approved memory entry (ops/memory.c); revoked_at NULL while it is given to sessions */
+    "CREATE TABLE IF NOT EXISTS memory(id TEXT PRIMARY KEY, kind TEXT NOT NULL, identity TEXT, text TEXT NOT NULL,"
+    "  evidence TEXT, session_id TEXT NOT NULL, request_id TEXT NOT NULL, approver TEXT NOT NULL,"
+    "  approved_at INTEGER NOT NULL, revoked_at INTEGER, revoked_by TEXT, revoke_reason TEXT);"
+    "CREATE INDEX IF NOT EXISTS memory_kind ON memory(kind, identity, approved_at);";
 
 /* The columns a database older than version 5 lacks, added before SCHEMA
  * runs again (its index on them needs them; SQLite has no ADD COLUMN IF NOT
@@ -535,4 +541,7 @@ const store_ops store_sqlite_ops = {
     .op_group_count = sq_group_count,
     .op_live_list = sq_live_list,
     .op_count = sq_count,
+    .op_memory_put = sq_memory_put,
+    .op_memory_revoke = sq_memory_revoke,
+    .op_memory_list = sq_memory_list,
 };

@@ -84,6 +84,9 @@ enum {
   Q_TOKEN_LIST,
   Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT,
+  Q_MEM_PUT,
+  Q_MEM_REVOKE,
+  Q_MEM_LIST,
   Q_SLOT_PUT,
   Q_SLOT_GET,
   Q_SLOT_COUNT,
@@ -241,6 +244,10 @@ int sq_schedule_update(store *st_, const schedule_row *r);
 int sq_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud);
 int sq_schedule_list(store *st_, store_schedule_cb cb, void *ud);
 int sq_schedule_del(store *st_, const char *name);
+int sq_memory_put(store *st_, const memory_row *m);
+int sq_memory_revoke(store *st_, const char *id, int64_t at, const char *by, const char *reason);
+int sq_memory_list(store *st_, const char *id, const char *kind, const char *identity, int live_only,
+                   store_memory_cb cb, void *ud);
 int sq_group_count(store *st_, store_group what, const char *const *types,
                    int (*cb)(void *ud, const char *key, int64_t n), void *ud);
 int sq_live_list(store *st_, const char *const *types, store_live_cb cb, void *ud);

@@ -560,3 +560,52 @@ int64_t sq_count(store *st_, const char *what, const char *wf_id) {
   if (strcmp(what, "tasks") == 0) return sq_task_count(&s->base, wf_id);
   return -1;
 }
+
+/* ---- memory (ops/memory.c) ---- */
+
+int sq_memory_put(store *st_, const memory_row *m) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_MEM_PUT);
+  if (!st) return STORE_ERR;
+  const char *text[] = {m->id, m->kind, m->identity, m->text, m->evidence, m->session_id, m->request_id, m->approver};
+  for (int i = 0; i < 8; i++) sq_bind_text(s, st, i + 1, text[i]);
+  sq_bind_int(s, st, 9, m->approved_at);
+  if (sq_exec_write(s, st, "put memory") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+int sq_memory_revoke(store *st_, const char *id, int64_t at, const char *by, const char *reason) {
+  sq *s = (sq *)st_;
+  WRITE_BEGIN(s);
+  sqlite3_stmt *st = sq_stmt(s, Q_MEM_REVOKE);
+  if (!st) return STORE_ERR;
+  sq_bind_int(s, st, 1, at);
+  sq_bind_text(s, st, 2, by);
+  sq_bind_text(s, st, 3, reason);
+  sq_bind_text(s, st, 4, id);
+  if (sq_exec_write(s, st, "revoke memory") != STORE_OK) return STORE_ERR;
+  return sqlite3_changes(s->db) > 0;
+}
+
+int sq_memory_list(store *st_, const char *id, const char *kind, const char *identity, int live_only,
+                   store_memory_cb cb, void *ud) {
+  sq *s = (sq *)st_;
+  sqlite3_stmt *st = sq_stmt(s, Q_MEM_LIST);
+  if (!st) return STORE_ERR;
+  sq_bind_text(s, st, 1, id);
+  sq_bind_text(s, st, 2, kind);
+  sq_bind_text(s, st, 3, identity);
+  sq_bind_int(s, st, 4, live_only ? 1 : 0);
+  int rc;
+  while ((rc = sq_step(s, st)) == SQLITE_ROW) {
+    memory_row m = {sq_col_text(st, 0),         sq_col_text(st, 1),         sq_col_text(st, 2),
+                    sq_col_text(st, 3),         sq_col_text(st, 4),         sq_col_text(st, 5),
+                    sq_col_text(st, 6),         sq_col_text(st, 7),         sqlite3_column_int64(st, 8),
+                    sqlite3_column_int64(st, 9), sq_col_text(st, 10),       sq_col_text(st, 11)};
+    if (cb(ud, &m)) break;
+  }
+  sqlite3_reset(st);
+  sqlite3_clear_bindings(st);
+  return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail(s, "list memory");
+}

@@ -152,6 +152,14 @@ const char *const sq_sql[Q__N] = {
     [Q_TOKEN_LIST] = "SELECT name,NULL,scopes,created_at,revoked_at,grants FROM tokens ORDER BY name",
     [Q_TOKEN_LIVE] = "SELECT name,hash,scopes,created_at,0,grants FROM tokens WHERE revoked_at IS NULL ORDER BY name",
     [Q_TOKEN_LIVE_COUNT] = "SELECT count(*) FROM tokens WHERE revoked_at IS NULL",
+    /* an entry is written once, by its id: a rerun of its activity writes nothing */
+    [Q_MEM_PUT] = "INSERT INTO memory(id,kind,identity,text,evidence,session_id,request_id,approver,approved_at) "
+                  "VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO NOTHING",
+    [Q_MEM_REVOKE] = "UPDATE memory SET revoked_at=?, revoked_by=?, revoke_reason=? WHERE id=? AND revoked_at IS NULL",
+    [Q_MEM_LIST] = "SELECT id,kind,identity,text,evidence,session_id,request_id,approver,approved_at,"
+                   "coalesce(revoked_at,0),revoked_by,revoke_reason FROM memory WHERE (?1 IS NULL OR id=?1) AND "
+                   "(?2 IS NULL OR kind=?2) AND (?3 IS NULL OR identity=?3) AND (?4=0 OR revoked_at IS NULL) "
+                   "ORDER BY approved_at, id",
     [Q_SLOT_PUT] = "INSERT OR IGNORE INTO slots(pool,key,wf_id,seq,lim,held,since) VALUES(?,?,?,?,?,0,?)",
     /* position: 1 for the head of its queue; 0 when held */
     [Q_SLOT_GET] = "SELECT s.pool,s.key,s.wf_id,s.seq,s.lim,s.held,s.since,CASE WHEN s.held THEN 0 ELSE "

@@ -629,6 +629,19 @@ int store_schedule_list(store *s, store_schedule_cb cb, void *ud) { SETTLE(s); r
 
 int store_schedule_del(store *s, const char *name) { SETTLE(s); return s->ops->op_schedule_del(s, name); }
 
+int store_memory_put(store *s, const memory_row *m) { SETTLE(s); return s->ops->op_memory_put(s, m); }
+
+int store_memory_revoke(store *s, const char *id, int64_t at, const char *by, const char *reason) {
+  SETTLE(s);
+  return s->ops->op_memory_revoke(s, id, at, by, reason);
+}
+
+int store_memory_list(store *s, const char *id, const char *kind, const char *identity, int live_only,
+                      store_memory_cb cb, void *ud) {
+  SETTLE(s);
+  return s->ops->op_memory_list(s, id, kind, identity, live_only, cb, ud);
+}
+
 
 int store_is_url(const char *path) {
   return path && (strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0);

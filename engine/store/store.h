@@ -17,8 +17,8 @@
 
 /* The schema versions this build reads and writes (engine --version): an
  * older database is migrated up at open, a newer one refused. */
-#define STORE_SQLITE_SCHEMA_VERSION 9
-#define STORE_PG_SCHEMA_VERSION 11
+#define STORE_SQLITE_SCHEMA_VERSION 10
+#define STORE_PG_SCHEMA_VERSION 12
 
 typedef struct store store;
 
@@ -535,6 +535,30 @@ int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *u
 int store_schedule_list(store *s, store_schedule_cb cb, void *ud);
 /* 1 deleted, 0 none, -1 error. */
 int store_schedule_del(store *s, const char *name);
+
+/* ---- memory: the knowledge and preferences sessions proposed and a person
+ * approved (ops/memory.c, docs/memory.md). An entry is written once, by
+ * its id (made from the proposing activity's idempotency key: a rerun
+ * writes nothing), and only its revocation changes it after. ---- */
+typedef struct memory_row {
+  const char *id, *kind, *identity; /* identity: the preferences' owner; NULL for knowledge */
+  const char *text, *evidence;      /* evidence may be NULL */
+  const char *session_id, *request_id, *approver;
+  int64_t approved_at;                 /* epoch ms */
+  int64_t revoked_at;                  /* epoch ms; 0 when live */
+  const char *revoked_by, *revoke_reason; /* NULL when live (a reason may be NULL after) */
+} memory_row;
+typedef int (*store_memory_cb)(void *ud, const memory_row *m);
+/* Inserts entry m (revoked_at and after ignored): 1 written, 0 an entry with
+ * its id exists (nothing written), -1 error. */
+int store_memory_put(store *s, const memory_row *m);
+/* Marks live entry id revoked: 1 revoked, 0 no live entry of that id, -1 error. */
+int store_memory_revoke(store *s, const char *id, int64_t at, const char *by, const char *reason);
+/* The entries with id (NULL: any), kind (NULL: any) and identity (NULL:
+ * any), oldest approval first; live_only: without the revoked ones. cb
+ * returning nonzero stops. */
+int store_memory_list(store *s, const char *id, const char *kind, const char *identity, int live_only,
+                      store_memory_cb cb, void *ud);
 
 /* Counts for /metrics: workflows by status, tasks by kind, the workflows
  * that have not finished and have a domain event (under their id as

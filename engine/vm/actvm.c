@@ -31,6 +31,8 @@ struct actvm {
   void *history_ud;
   actvm_workflow_fn workflow; /* reads another workflow: its row and domain events */
   void *workflow_ud;
+  actvm_memory_fn memory; /* the memory entries (docs/memory.md) */
+  void *memory_ud;
   act_call *running; /* the call being resumed: its coroutines' deadline */
   char *instance, *db_dir; /* activity.worker(): which database this worker serves */
   actvm_observer obs;      /* activity.live, activity.usage */
@@ -410,6 +412,37 @@ static int l_workflow(lua_State *L) {
   return 1;
 }
 
+/* activity.memory(op, args) -> the answer (decoded): ops/memory.h's
+ * memory_call on the worker's database, in the batch that records the
+ * activity's own result. How propose_memory records an approved entry and
+ * a session's prepare reads the entries its input names (lua/memory.lua).
+ * Raises {type = "MemoryError"} when the call is refused. */
+static int l_memory(lua_State *L) {
+  if (!current_call(L)) return luaL_error(L, "activity.memory called outside an activity");
+  const char *op = luaL_checkstring(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  actvm *a = vm_of(L);
+  if (!a->memory) return luaL_error(L, "activity.memory is not available here");
+  size_t n;
+  const char *args = json_encode(L, 2, &n);
+  char err[1024] = "";
+  char *json = a->memory(a->memory_ud, op, args, n, err, sizeof err);
+  lua_pop(L, 1); /* the encoded args */
+  if (!json) {
+    lua_createtable(L, 0, 2);
+    lua_pushliteral(L, "MemoryError");
+    lua_setfield(L, -2, "type");
+    lua_pushstring(L, err);
+    lua_setfield(L, -2, "message");
+    return lua_error(L);
+  }
+  char derr[256];
+  int rc = json_decode_safe(L, json, strlen(json), derr, sizeof derr);
+  free(json);
+  if (rc != 0) return luaL_error(L, "activity.memory: %s", derr);
+  return 1;
+}
+
 /* activity.worker(): {lua_dir, instance, db_dir, host} of the worker this VM
  * runs in (instance and db_dir are nil in a VM of its own, e.g. `policy
  * check`). host names the machine whose sandboxes this worker reaches:
@@ -553,6 +586,7 @@ char *actvm_take_span(actvm *a) {
 static const luaL_Reg activity_lib[] = {{"heartbeat", l_heartbeat}, {"sleep", l_sleep},   {"info", l_info},
                                         {"history", l_history},     {"worker", l_worker}, {"live", l_live},
                                         {"workflow", l_workflow},   {"crash_point", l_crash_point},
+                                        {"memory", l_memory},
                                         {"usage", l_usage},         {"traced", l_traced}, {"span", l_span},
                                         {NULL, NULL}};
 
@@ -564,6 +598,11 @@ void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud) {
 void actvm_set_workflow(actvm *a, actvm_workflow_fn fn, void *ud) {
   a->workflow = fn;
   a->workflow_ud = ud;
+}
+
+void actvm_set_memory(actvm *a, actvm_memory_fn fn, void *ud) {
+  a->memory = fn;
+  a->memory_ud = ud;
 }
 
 static int open_activity(lua_State *L) {

@@ -60,6 +60,10 @@ void actvm_set_history(actvm *a, actvm_history_fn fn, void *ud);
  * NULL when there is no such workflow or it cannot be read (activity.workflow). */
 typedef char *(*actvm_workflow_fn)(void *ud, const char *wf_id);
 void actvm_set_workflow(actvm *a, actvm_workflow_fn fn, void *ud);
+/* activity.memory(op, args): the database's memory entries (ops/memory.h's
+ * memory_call): args is JSON; returns malloc'd JSON, or NULL with err. */
+typedef char *(*actvm_memory_fn)(void *ud, const char *op, const char *args, size_t n, char *err, size_t errlen);
+void actvm_set_memory(actvm *a, actvm_memory_fn fn, void *ud);
 /* What activity.worker() tells activities: the database's instance id (it
  * labels sandboxes) and the directory the database lives in. */
 void actvm_set_worker(actvm *a, const char *instance, const char *db_dir);

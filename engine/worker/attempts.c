@@ -13,6 +13,7 @@
 
 #include "crash.h"
 #include "json.h"
+#include "memory.h"
 #include "session_view.h"
 
 /* ---------------------------------------------------------- activities --- */
@@ -389,6 +390,11 @@ char *attempt_workflow_json(void *ud, const char *wf_id) {
   }
   ubuf_add(&b, "]}", 3); /* with the NUL */
   return b.p;
+}
+
+char *attempt_memory_json(void *ud, const char *op, const char *args, size_t n, char *err, size_t errlen) {
+  engine *e = ud;
+  return memory_call(e->st, op, args, n, err, errlen);
 }
 
 /* A lost batch: an attempt in flight stays only if the log still shows its

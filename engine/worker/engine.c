@@ -255,6 +255,7 @@ int engine_open(engine **out, const engine_config *cfg, char *err, size_t errlen
   }
   actvm_set_history(e->act, attempt_history_json, e);
   actvm_set_workflow(e->act, attempt_workflow_json, e);
+  actvm_set_memory(e->act, attempt_memory_json, e);
   actvm_observer obs = {cfg->on_live, cfg->on_usage, cfg->ud};
   actvm_set_observer(e->act, &obs);
   /* its own HTTP client: a collector that hangs holds none of the activities' connections */

@@ -336,6 +336,8 @@ int attempt_open(engine *e, const char *id, int64_t run, int64_t seq, hist_list 
 char *attempt_history_json(void *ud, const char *wf_id, int64_t from, int64_t to);
 /* activity.workflow(id): another workflow's row and domain events (actvm_workflow_fn). */
 char *attempt_workflow_json(void *ud, const char *wf_id);
+/* activity.memory: ops/memory.h's memory_call on this worker's database. */
+char *attempt_memory_json(void *ud, const char *op, const char *args, size_t n, char *err, size_t errlen);
 /* Begins the attempts that waited for a commit that is now answered. */
 void attempts_begin_deferred(engine *e);
 /* Forgets the deferred attempts' keys (a lost batch or a stop dropped them). */

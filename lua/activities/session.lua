@@ -284,7 +284,10 @@ function M.prepare(args)
   local ctx = type(input.context) == "table" and input.context or {}
   local files = context_files(ctx, roots, problem)
   local selected = load_skills(input.skills, problem)
-  local memory = read_memory(input.memoryFile, roots, problem)
+  local mem = require "memory"
+  local kinds = mem.read_kinds(input)
+  -- instructions: the operator's file, when the input reads them (the default)
+  local memory = kinds.instructions and read_memory(input.memoryFile, roots, problem) or ""
   local concurrency = concurrency_of(input.concurrency, P.concurrency.properties, problem)
   local provider, caps = provider_and_caps(model, input.identity, problem)
   -- the result schema is checked now, not when the answer comes back
@@ -295,6 +298,15 @@ function M.prepare(args)
     end
   end
   if #problems > 0 then return { ok = false, problems = problems } end
+  -- knowledge and the starter's preferences, when the input names them: into
+  -- the first message and task.md, each entry with its provenance
+  local entries = mem.read(kinds, input.identity)
+  local section = mem.section(entries)
+  local read_ids
+  if kinds.knowledge or kinds.preferences then
+    read_ids = {}
+    for i, e in ipairs(entries) do read_ids[i] = e.id end
+  end
 
   local skill_list = {}
   for i, s in ipairs(selected) do skill_list[i] = { name = s.name, dir = s.dir } end
@@ -311,9 +323,13 @@ function M.prepare(args)
   end
   return {
     ok = true, session_id = args.session_id, system = system_prompt(selected, views_parent(input)),
-    task = task_text(input, ctx, files),
+    task = task_text(input, ctx, files) .. (section ~= "" and "\n" .. section or ""),
     simple = memory,
-    first_message = { role = "user", content = input.objective .. "\n\nThe full task is in /workspace/task.md." },
+    first_message = { role = "user", content = input.objective .. "\n\nThe full task is in /workspace/task.md." ..
+      (section ~= "" and "\n\n" .. section or "") },
+    -- what it read (the workflow's memory.read event): nil when it named neither kind
+    memory_read = read_ids and { kinds = input.memory.read, entries = read_ids, count = #read_ids,
+      identity = input.identity } or nil,
     files = files, skills = skill_list, limits = limits, model = model,
     permissions = { tools = effective, networkAllowlist = perms.networkAllowlist or PP.networkAllowlist.default,
       writablePaths = writable, requiresApproval = perms.requiresApproval or PP.requiresApproval.default },
@@ -466,7 +482,7 @@ function M.tool(args)
   local genai = activity.traced() and require "otel_genai" -- its span in a trace: execute_tool NAME
   if genai then activity.span(genai.tool(args.tool, args.tool_call_id, args.mcp)) end
   local ctx = { sandbox = args.sandbox, permissions = args.permissions or {}, limits = args.limits or {},
-    session_id = args.session_id, grant = args.grant, grants = args.grants, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
+    session_id = args.session_id, grant = args.grant, grants = args.grants, memory = args.memory, config = { reviews_dir = os.getenv("ENGINE_REVIEWS_DIR") or
       ((require("sandbox").workspace_root():match("^(.*)/[^/]+/?$") or ".") .. "/reviews"),
       publish_url = os.getenv("ENGINE_PUBLISH_URL") } }
   -- the sandbox may be out of reach: the session was taken over by a worker on
@@ -506,6 +522,8 @@ function M.tool(args)
   local disk_full = (type(r.data) == "table" and r.data.disk_full) or (type(r.error) == "table" and r.error.type == "DiskFull")
   return { ok = r.ok ~= false and r.error == nil, content = content, error = r.error, tool = args.tool,
     tool_call_id = args.tool_call_id, disk_full = disk_full or nil,
+    -- propose_memory's entry as recorded: the workflow's memory.stored event
+    memory = args.tool == "propose_memory" and type(r.data) == "table" and r.data.memory_entry or nil,
     attempt = attempt > 1 and attempt or nil, retried_after_interruption = attempt > 1 or nil }
 end
 
@@ -530,6 +548,11 @@ function M.decide(args)
   else current, err = policy.in_force(M.policies_dir()) end
   if not current then
     return { decision = "deny", reason = "no valid policy set: " .. tostring(err), hash = "none" }
+  end
+  -- a memory proposal that could never be stored is refused before anyone is asked
+  if args.tool == "propose_memory" then
+    local problem = require("memory").check_proposal(args.args, args.identity)
+    if problem then return { decision = "deny", reason = problem, hash = current.hash } end
   end
   -- what the tool is (sandbox or trusted side, publishes, writes) comes from its
   -- definition, never from the model

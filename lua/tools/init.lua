@@ -30,7 +30,8 @@ local common = require "tools.common"
 local M = {}
 
 -- The allowlist of tools that exist at all; nothing else is ever loaded.
-M.NAMES = { "read_file", "list_files", "search", "shell", "write_file", "run_tests", "http_fetch", "publish_review" }
+M.NAMES = { "read_file", "list_files", "search", "shell", "write_file", "run_tests", "http_fetch", "publish_review",
+  "propose_memory" }
 
 local loaded
 

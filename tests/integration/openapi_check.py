@@ -479,6 +479,7 @@ def routes(d, url):
                     pass
                 hook = (template.startswith("/hooks/") and msg.startswith("no trigger")) or \
                     (template.startswith("/v1/schedules/") and msg.startswith("unknown schedule")) or \
+                    (template.startswith("/v1/memory/") and msg.startswith("no memory entry")) or \
                     (template.startswith("/web/") and msg.startswith("no such file of the web page"))
                 if not msg.startswith("unknown workflow") and not hook:
                     problem(f"{what}: 404 that is not about an unknown workflow: {msg!r}")

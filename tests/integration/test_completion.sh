@@ -59,7 +59,7 @@ lines() { tr '\n' ' ' | sed 's/ $//'; }
 assert_eq "complete -p names the function" "complete -F _engine engine" \
   "$(bash --norc -c "source '$T/engine.bash'; complete -p engine")"
 assert_eq "engine ap completes to approve" "approve" "$(c "engine ap" | lines)"
-assert_eq "every command" "approve audit cancel completion config doctor eval events fork gc grants history list migrate policy quota replay schedule serve show signal start test token trigger verify" \
+assert_eq "every command" "approve audit cancel completion config doctor eval events fork gc grants history list memory migrate policy quota replay schedule serve show signal start test token trigger verify" \
   "$(c "engine " | lines)"
 assert_eq "global options before the command" "--color --config --help --server --token --version" "$(c "engine --" | lines)"
 assert_eq "a command after --server URL" "schedule serve show signal start" "$(c "engine --server http://127.0.0.1:1 s" | lines)"
@@ -186,11 +186,11 @@ assert_contains "says which" "unknown shell 'fish' (bash or zsh)" "$ERR"
 ZSPECS="$(cd "$T/work" && zsh -f -c 'compdef() { :; }; source "$1"
   _arguments() { print -rl -- "$@"; return 1; }
   for f in start fork serve signal approve cancel list show events history grants replay eval test gc policy quota migrate verify doctor completion \
-           token_create token_list token_revoke audit_export audit_verify audit_key; do
+           token_create token_list token_revoke audit_export audit_verify audit_key memory_list memory_show memory_revoke; do
     _engine_cmd_$f | sed -E "s/^\([^)]*\)//; s/^\*//; s/^(-[-a-z]+).*/$f \1/; t; d"
   done' _ "$T/_engine" 2>&1)"
 for cmd in start fork serve signal approve cancel list show events history grants replay eval test gc policy quota migrate verify doctor completion \
-  "token create" "token list" "token revoke" "audit export" "audit verify" "audit key"; do
+  "token create" "token list" "token revoke" "audit export" "audit verify" "audit key" "memory list" "memory show" "memory revoke"; do
   missing=""
   # shellcheck disable=SC2086 # "token create" is two arguments
   for o in $(usage_options $cmd); do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # engine migrate: a SQLite database of 100 finished and 20 waiting
 # workflows (random draws, checkpoints, activities, timers, domain events,
-# buffered signals, a cancelled one, a token, a schedule) copied to a private
+# buffered signals, a cancelled one, a token, a schedule, memory entries) copied to a private
 # PostgreSQL (scripts/start-postgres) and back to a new SQLite file: every
 # workflow's `show --json` and `history --json` identical at each step, every
 # table's rows identical after the round trip, and the waiting workflows carry
@@ -49,7 +49,7 @@ snapshot() {
     { echo "== $id"; ENGINE_DB="$db" "$ENGINE" show "$id" --json; echo; ENGINE_DB="$db" "$ENGINE" history "$id" --json; echo; } >>"$out"
   done <"$out.ids"
 }
-TABLES="meta code workflows chain_heads history run_modules tasks signals domain_events event_feed tokens slots counters deliveries schedules"
+TABLES="meta code workflows chain_heads history run_modules tasks signals domain_events event_feed tokens slots counters deliveries schedules memory"
 # every table of a SQLite database as text, key order (what the round trip must keep)
 tables() {
   local t key cols
@@ -57,7 +57,7 @@ tables() {
     echo "== $t"
     key=rowid cols='*'
     case $t in history) key="wf_id,run,seq" ;; run_modules) key="wf_id,run,module" ;; domain_events) key="session_id,seq" ;;
-      meta) key=key ;; code) key=hash ;; workflows) key=id ;; chain_heads) key=wf_id ;; tokens|counters|schedules) key=name ;; tasks) cols='rowid,*' ;; esac
+      meta) key=key ;; code) key=hash ;; workflows) key=id ;; chain_heads) key=wf_id ;; tokens|counters|schedules) key=name ;; memory) key=id ;; tasks) cols='rowid,*' ;; esac
     sqlite3 -header "$1" "SELECT $cols FROM $t ORDER BY $key"
   done
 }
@@ -91,6 +91,9 @@ for i in 1 2 3; do engine signal "wait-$i" other "{\"buffered\":$i}" --db "$A" >
 engine cancel "wait-$NWAIT" --db "$A" >/dev/null 2>&1
 engine token create mover --scopes read --db "$A" >/dev/null 2>&1
 assert_exit "a schedule" 0 engine schedule create nightly --cron '0 3 * * *' --workflow "$MIX" --input '{"i":0}' --db "$A"
+# memory entries (docs/memory.md): a live one and a revoked one, NULLs and all
+sqlite3 "$A" "INSERT INTO memory VALUES('mem-1','knowledge',NULL,'a fact',NULL,'s1','r1','local:a',1000,NULL,NULL,NULL),
+  ('mem-2','preferences','local:a','terse answers','said so','s2','r2','local:b',2000,3000,'token:ops','stale')"
 settle "$A" 1 cancelled
 snapshot "$A" "$T/a.snap"
 assert_eq "snapshot has every workflow" "$((NDONE + NWAIT))" "$(wc -l <"$T/a.snap.ids")"

@@ -315,7 +315,7 @@ end)
 
 test("tools: every tool loads with a valid schema", function()
   local all = tools.load_all()
-  eq(#ALL, 8)
+  eq(#ALL, 9) -- propose_memory the ninth (docs/memory.md)
   for _, name in ipairs(ALL) do
     local t = all[name]
     ok(t, name .. " loaded")

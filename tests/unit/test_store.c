@@ -196,7 +196,7 @@ static void test_open_creates_schema(void **state) {
 
   const char *tables[] = {"meta",  "workflows", "history",       "code",  "run_modules",
                           "tasks", "signals",   "domain_events", "tokens", "event_feed", "slots", "counters", "deliveries",
-                          "schedules"};
+                          "schedules", "memory"};
   for (size_t i = 0; i < sizeof tables / sizeof *tables; i++) {
     char sql[200];
     snprintf(sql, sizeof sql,
@@ -211,8 +211,9 @@ static void test_open_creates_schema(void **state) {
   assert_non_null(v);
   /* PostgreSQL: the leases of several workers (5), tasks_leased (6); both: a child's parent (SQLite 5,
    * PostgreSQL 7), a fork's source (SQLite 6, PostgreSQL 8), the hash chains (SQLite 7, PostgreSQL 9), a
-   * token's grants (SQLite 8, PostgreSQL 10), the index of a workflow's forks (SQLite 9, PostgreSQL 11) */
-  assert_string_equal(v, pg_url() ? "11" : "9");
+   * token's grants (SQLite 8, PostgreSQL 10), the index of a workflow's forks (SQLite 9, PostgreSQL 11),
+   * memory entries (SQLite 10, PostgreSQL 12) */
+  assert_string_equal(v, pg_url() ? "12" : "10");
   free(v);
   if (pg_url()) return; /* no journal mode */
   char *jm = raw_query(f->db, "PRAGMA journal_mode");
