@@ -1348,7 +1348,9 @@ function leafField(name, schema, path, required, depth) {
     h("label", { for: id }, fieldLabel(name, schema, required), hint ? h("span", { className: "muted" }, hint) : null),
     input, helpFor(schema, id), err);
   if (schema.default !== undefined) set(schema.default);
-  return { el, path, read, set, error(msg) {
+  // changed: filled with something other than the schema's default
+  const changed = () => { const v = read(); return v !== undefined && JSON.stringify(v) !== JSON.stringify(schema.default); };
+  return { el, path, read, set, changed, error(msg) {
     err.textContent = msg || "";
     if (msg) input.setAttribute("aria-invalid", "true"); else input.removeAttribute("aria-invalid");
   }, focus() { input.focus(); } };
@@ -1362,21 +1364,31 @@ function objectField(name, schema, path, required, depth) {
       : leafField(k, s, child, req.has(k), depth + 1);
   });
   const err = h("span", { className: "field-error", id: fieldId(path) + "-err" });
-  const body = [schema.description ? h("p", { className: "help muted" }, schema.description) : null, kids.map((k) => k.el), err];
+  const body = [schema.description ? h("p", { className: "help muted" }, schema.description) : null, ...kids.map((k) => k.el), err];
   // an optional group starts folded: it is left out while nothing in it is filled
   const el = required
     ? h("fieldset", { className: "group" }, h("legend", {}, fieldLabel(name, schema, true)), body)
     : h("details", { className: "group" }, h("summary", {}, fieldLabel(name, schema, false)), h("fieldset", { className: "group" },
       h("legend", { className: "visually-hidden" }, name), body));
+  let extra = {}; // what the JSON had that no field shows: kept as it was
   return {
     el, path, kids,
+    // an optional group whose fields only hold their defaults is left out
+    changed() { return Object.keys(extra).length > 0 || kids.some((k) => { try { return k.changed(); } catch (e) { return true; } }); },
     read() {
-      const o = {};
-      let any = false;
+      const o = Object.assign({}, extra);
+      let any = Object.keys(extra).length > 0;
       for (const k of kids) { const v = k.read(); if (v !== undefined) { o[k.path.split(".").pop()] = v; any = true; } }
+      if (!required && !this.changed()) return undefined;
       return any ? o : undefined;
     },
-    set(v) { for (const k of kids) k.set(v && typeof v === "object" ? v[k.path.split(".").pop()] : undefined); if (el.tagName === "DETAILS" && v !== undefined) el.open = true; },
+    set(v) {
+      const obj = v && typeof v === "object" && !Array.isArray(v) ? v : {};
+      extra = {};
+      for (const k of Object.keys(obj)) if (props[k] === undefined) extra[k] = obj[k];
+      for (const k of kids) k.set(obj[k.path.split(".").pop()]);
+      if (el.tagName === "DETAILS" && v !== undefined) el.open = true;
+    },
     error(msg) { err.textContent = msg || ""; if (msg && el.tagName === "DETAILS") el.open = true; },
     focus() { if (el.tagName === "DETAILS") el.open = true; if (kids[0]) kids[0].focus(); },
   };
@@ -1385,7 +1397,7 @@ function allFields(f, out) { out = out || []; out.push(f); for (const k of f.kid
 
 function startView(main, chosen) {
   const pick = h("select", { id: "start-script", "aria-describedby": "start-about" }, h("option", { value: "" }, "— choose —"));
-  const about = h("p", { id: "start-about", className: "about" });
+  const about = h("div", { id: "start-about", className: "about" });
   const idIn = h("input", { id: "start-id", size: 30, spellcheck: "false", "aria-describedby": "start-id-help" });
   const rawToggle = h("input", { type: "checkbox", id: "start-raw" });
   const raw = h("textarea", { id: "start-json", rows: 14, cols: 80, spellcheck: "false", className: "json", hidden: true, "aria-label": "The input as JSON" });
@@ -1393,7 +1405,7 @@ function startView(main, chosen) {
   const problems = h("div", { id: "start-problems", role: "alert" });
   const out = h("p", { id: "start-out", role: "status" });
   const go = h("button", { type: "submit", className: "approve", id: "start-go", disabled: true }, "Start");
-  let scripts = [], current = null, root = null, extra = {};
+  let scripts = [], current = null, root = null;
   main.append(h("h1", {}, "Start a session"),
     h("form", { className: "start-form card", id: "start-form", novalidate: true, onsubmit: submit },
       h("div", { className: "field" }, h("label", { for: "start-script" }, "Workflow"), pick), about,
@@ -1418,17 +1430,9 @@ function startView(main, chosen) {
     raw.hidden = !rawToggle.checked;
     fieldsBox.hidden = rawToggle.checked;
   }
-  // the form's value with what it does not show (from the JSON) kept
-  function collect() {
-    const v = root ? root.read() || {} : {};
-    return Object.assign({}, extra, v);
-  }
-  function fill(v) {
-    extra = {};
-    const props = (current.input_schema && current.input_schema.properties) || {};
-    if (v && typeof v === "object" && !Array.isArray(v)) for (const k of Object.keys(v)) if (props[k] === undefined) extra[k] = v[k];
-    root.set(v);
-  }
+  // the form's value (with what the JSON had that it does not show)
+  function collect() { return root ? root.read() || {} : {}; }
+  function fill(v) { root.set(v); }
   function showProblems(list) {
     clear(problems);
     if (root) for (const f of allFields(root)) f.error("");
@@ -1484,11 +1488,10 @@ function startView(main, chosen) {
     clear(about);
     showProblems([]);
     root = null;
-    extra = {};
     go.disabled = !current || !can("start");
     if (!current) return;
     pick.value = current.name;
-    if (current.description) about.append(h("pre", { className: "description" }, current.description));
+    if (current.description) about.append(h("pre", { className: "description", tabIndex: 0, "aria-label": "What " + current.name + " does" }, current.description));
     const schema = current.input_schema;
     if (current.input_schema_error) about.append(h("p", { className: "error" }, "Its input schema cannot be used: " + current.input_schema_error));
     if (schema && schemaType(schema) === "object" && schema.properties) {
