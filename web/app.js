@@ -206,6 +206,7 @@ async function boot() {
   }
   document.getElementById("who").textContent = state.me.identity + " · " + state.me.scopes.join(", ");
   document.getElementById("signout").hidden = !sessionStorage.getItem(TOKEN_KEY);
+  document.getElementById("nav-start").hidden = !can("start");
   watchApprovalCount();
   route();
 }
@@ -230,6 +231,9 @@ function route() {
   } else if (hash.startsWith("#/approvals")) {
     document.getElementById("nav-approvals").setAttribute("aria-current", "page");
     state.view = approvalsView(main);
+  } else if ((m = /^#\/start(?:\/([^/]*))?$/.exec(hash))) {
+    document.getElementById("nav-start").setAttribute("aria-current", "page");
+    state.view = startView(main, decodeURIComponent(m[1] || ""));
   } else if ((m = /^#\/s\/([^/]+)(?:\/(history))?$/.exec(hash))) {
     state.view = sessionView(main, decodeURIComponent(m[1]), m[2] || "transcript");
   } else {
@@ -415,8 +419,9 @@ function sessionView(main, id, tab) {
   const arts = h("section", { "aria-label": "Artifacts" });
   const tree = h("section", { id: "tree", "aria-label": "Sub-sessions" });
   const forks = h("section", { id: "forks", "aria-label": "Forks" });
+  const talk = messageForms(id);
   // the result and the artifacts above the transcript: a long one would push them out of reach
-  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, tree, forks, result, arts, actions,
+  main.append(h("h1", {}, "Session ", h("span", { className: "sid" }, id)), why, meta, tree, forks, result, arts, talk.el, actions,
     h("div", { className: "tabs", role: "tablist", "aria-label": "Views" }, tabT, tabH), panel);
   let summary = null, stopped = false;
   const tick = setInterval(() => { if (summary) paintWhy(); }, 1000);
@@ -456,6 +461,7 @@ function sessionView(main, id, tab) {
     paintTree(tree, summary);
     paintForks(forks, summary);
     paintActions();
+    talk.update(summary);
     paintResult(result, summary);
     paintArtifacts(arts, id, summary.artifacts);
   }
@@ -1246,6 +1252,372 @@ function watchApprovalCount() {
   load();
   const again = debounce(load, 300);
   countFeed = feedFromNow((f) => { if (!f.data || /^approval\./.test(f.data.type || "")) again(); });
+}
+
+// ------------------------------------------------------ the start form ---
+// #/start[/SCRIPT]: a workflow script of the server's (GET
+// /v1/workflow-scripts), a form generated from the input schema it declares
+// (docs/workflows.md "Declaring the input"), checked here with the schema's
+// own errorMessage words, started as the token's identity; the server's
+// refusal is shown as it says it. What the form cannot express is a JSON
+// field; "Edit as JSON" shows the whole input as JSON.
+
+// The one type a field is drawn as ("string", "integer", ...), or null.
+function schemaType(s) {
+  if (!s || typeof s !== "object") return null;
+  if (Array.isArray(s.type)) return s.type.find((t) => t !== "null") || null;
+  if (typeof s.type === "string") return s.type;
+  if (Array.isArray(s.enum)) return "enum";
+  return null;
+}
+
+// ---- the schema's checks, as lua/jsonschema.lua makes them (its subset,
+// its errorMessage rules): [{path, message}]
+function jsType(v) {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  if (typeof v === "number") return Number.isInteger(v) ? "integer" : "number";
+  return typeof v;
+}
+function typeOk(v, t) { const k = jsType(v); return k === t || (t === "number" && k === "integer"); }
+function pathJoin(p, k) { return p ? p + "." + k : String(k); }
+function schemaErrors(schema, value, path, out) {
+  out = out || [];
+  if (!schema || typeof schema !== "object") return out;
+  const em = schema.errorMessage;
+  const own = [];
+  const fail = (keyword, dflt, v, key, at) => {
+    let msg = dflt;
+    if (typeof em === "string") msg = em;
+    else if (em && typeof em === "object" && em[keyword] !== undefined) {
+      msg = em[keyword];
+      if (keyword === "required" && msg && typeof msg === "object") msg = msg[key] !== undefined ? msg[key] : dflt;
+    }
+    msg = String(msg).replace(/\{value\}/g, v === undefined ? "nil" : String(v)).replace(/\{key\}/g, key === undefined ? "" : key);
+    if (typeof em === "string" && own.length) return; // one message for all its own errors: said once
+    own.push({ path: at !== undefined ? at : path, message: msg });
+  };
+  const where = path || "input";
+  if (schema.type !== undefined) {
+    const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+    if (!types.some((t) => typeOk(value, t))) {
+      fail("type", where + ": expected " + types.join(" or ") + ", got " + jsType(value), value);
+      out.push(...own);
+      return out;
+    }
+  }
+  if (Array.isArray(schema.enum) && !schema.enum.some((e) => JSON.stringify(e) === JSON.stringify(value)))
+    fail("enum", where + ": must be one of " + schema.enum.map((e) => JSON.stringify(e)).join(", "), value);
+  if (schema.const !== undefined && JSON.stringify(schema.const) !== JSON.stringify(value)) fail("const", where + ": must be " + JSON.stringify(schema.const), value);
+  if (typeof value === "string") {
+    const n = [...value].length;
+    if (schema.minLength !== undefined && n < schema.minLength) fail("minLength", where + ": shorter than " + schema.minLength + " characters", value);
+    if (schema.maxLength !== undefined && n > schema.maxLength) fail("maxLength", where + ": longer than " + schema.maxLength + " characters", value);
+    if (typeof schema.pattern === "string") {
+      let re = null;
+      try { re = new RegExp(schema.pattern, "u"); } catch (e) { re = null; }
+      if (re && !re.test(value)) fail("pattern", where + ": does not match " + schema.pattern, value);
+    }
+  }
+  if (typeof value === "number") {
+    if (schema.minimum !== undefined && value < schema.minimum) fail("minimum", where + ": below " + schema.minimum, value);
+    if (schema.maximum !== undefined && value > schema.maximum) fail("maximum", where + ": above " + schema.maximum, value);
+    if (schema.exclusiveMinimum !== undefined && value <= schema.exclusiveMinimum) fail("exclusiveMinimum", where + ": must be above " + schema.exclusiveMinimum, value);
+    if (schema.exclusiveMaximum !== undefined && value >= schema.exclusiveMaximum) fail("exclusiveMaximum", where + ": must be below " + schema.exclusiveMaximum, value);
+  }
+  if (Array.isArray(value)) {
+    if (schema.minItems !== undefined && value.length < schema.minItems) fail("minItems", where + ": fewer than " + schema.minItems + " items", value);
+    if (schema.maxItems !== undefined && value.length > schema.maxItems) fail("maxItems", where + ": more than " + schema.maxItems + " items", value);
+  }
+  const isObj = value !== null && typeof value === "object" && !Array.isArray(value);
+  if (isObj) {
+    for (const k of schema.required || []) if (value[k] === undefined) fail("required", pathJoin(where === "input" ? "" : where, k) + " is missing", undefined, k, pathJoin(path, k));
+    const props = schema.properties || {};
+    for (const k of Object.keys(value)) {
+      if (props[k] !== undefined) continue;
+      if (schema.additionalProperties === false) fail("additionalProperties", where + ": unknown field '" + k + "'", value[k], k);
+    }
+  }
+  out.push(...own);
+  if (isObj) {
+    const props = schema.properties || {};
+    for (const k of Object.keys(value)) {
+      if (props[k] !== undefined) schemaErrors(props[k], value[k], pathJoin(path, k), out);
+      else if (schema.additionalProperties && typeof schema.additionalProperties === "object") schemaErrors(schema.additionalProperties, value[k], pathJoin(path, k), out);
+    }
+  }
+  if (Array.isArray(value) && schema.items && typeof schema.items === "object")
+    value.forEach((v, i) => schemaErrors(schema.items, v, pathJoin(path, i + 1), out));
+  return out;
+}
+
+// ---- the fields: each {el, path, read() -> value | undefined, set(v),
+// error(msg)}; read throws {path, message} for text it cannot read
+function fieldId(path) { return "in-" + domId(path); }
+function fieldLabel(name, schema, required) {
+  return [h("span", {}, schema.title || name), required ? h("span", { className: "req" }, " (required)") : null];
+}
+function helpFor(schema, id) {
+  return schema.description ? h("span", { className: "help muted", id: id + "-help" }, schema.description) : null;
+}
+function leafField(name, schema, path, required, depth) {
+  const id = fieldId(path), t = schemaType(schema);
+  const err = h("span", { className: "field-error", id: id + "-err" });
+  const described = [schema.description ? id + "-help" : null, id + "-err"].filter(Boolean).join(" ");
+  const common = { id, name: path, "aria-describedby": described, "aria-required": required ? "true" : null };
+  let input, read, set;
+  const stringsList = t === "array" && schema.items && schemaType(schema.items) === "string";
+  if (t === "enum" || (t === "string" && Array.isArray(schema.enum))) {
+    input = h("select", common, h("option", { value: "" }, "—"), schema.enum.map((v, i) => h("option", { value: String(i) }, String(v))));
+    read = () => (input.value === "" ? undefined : schema.enum[Number(input.value)]);
+    set = (v) => { const i = schema.enum.findIndex((e) => JSON.stringify(e) === JSON.stringify(v)); input.value = i < 0 ? "" : String(i); };
+  } else if (t === "boolean") {
+    input = h("select", common, h("option", { value: "" }, "—"), h("option", { value: "true" }, "true"), h("option", { value: "false" }, "false"));
+    read = () => (input.value === "" ? undefined : input.value === "true");
+    set = (v) => { input.value = v === true ? "true" : v === false ? "false" : ""; };
+  } else if (t === "number" || t === "integer") {
+    input = h("input", Object.assign({ type: "text", inputmode: t === "integer" ? "numeric" : "decimal", size: 14, spellcheck: "false" }, common));
+    read = () => {
+      const s = input.value.trim();
+      if (!s) return undefined;
+      const n = Number(s);
+      if (!Number.isFinite(n)) throw { path, message: (path) + ": '" + s + "' is not a number" };
+      return n;
+    };
+    set = (v) => { input.value = v === undefined ? "" : String(v); };
+  } else if (t === "string") {
+    input = depth === 0 ? h("textarea", Object.assign({ rows: 2, cols: 60 }, common)) : h("input", Object.assign({ type: "text", size: 40 }, common));
+    read = () => (input.value === "" ? undefined : input.value);
+    set = (v) => { input.value = v === undefined ? "" : String(v); };
+  } else if (stringsList) {
+    input = h("textarea", Object.assign({ rows: 3, cols: 40, spellcheck: "false" }, common));
+    read = () => {
+      const lines = input.value.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+      return lines.length || input.value.trim() ? lines : undefined;
+    };
+    set = (v) => { input.value = Array.isArray(v) ? v.join("\n") : ""; };
+  } else { // what the form cannot express: JSON
+    input = h("textarea", Object.assign({ rows: 2, cols: 50, spellcheck: "false", className: "json" }, common));
+    read = () => {
+      const s = input.value.trim();
+      if (!s) return undefined;
+      try { return JSON.parse(s); } catch (e) { throw { path, message: path + " is not JSON: " + e.message }; }
+    };
+    set = (v) => { input.value = v === undefined ? "" : JSON.stringify(v); };
+  }
+  const hint = stringsList ? " (one per line)" : !t || (t === "array") || t === "object" ? " (JSON)" : "";
+  const el = h("div", { className: "field" },
+    h("label", { for: id }, fieldLabel(name, schema, required), hint ? h("span", { className: "muted" }, hint) : null),
+    input, helpFor(schema, id), err);
+  if (schema.default !== undefined) set(schema.default);
+  // changed: filled with something other than the schema's default
+  const changed = () => { const v = read(); return v !== undefined && JSON.stringify(v) !== JSON.stringify(schema.default); };
+  return { el, path, read, set, changed, error(msg) {
+    err.textContent = msg || "";
+    if (msg) input.setAttribute("aria-invalid", "true"); else input.removeAttribute("aria-invalid");
+  }, focus() { input.focus(); } };
+}
+function objectField(name, schema, path, required, depth) {
+  const props = schema.properties || {};
+  const req = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const kids = Object.keys(props).map((k) => {
+    const s = props[k], child = pathJoin(path, k);
+    return schemaType(s) === "object" && s.properties ? objectField(k, s, child, req.has(k), depth + 1)
+      : leafField(k, s, child, req.has(k), depth + 1);
+  });
+  const err = h("span", { className: "field-error", id: fieldId(path) + "-err" });
+  const body = [schema.description ? h("p", { className: "help muted" }, schema.description) : null, ...kids.map((k) => k.el), err];
+  // an optional group starts folded: it is left out while nothing in it is filled
+  const el = required
+    ? h("fieldset", { className: "group" }, h("legend", {}, fieldLabel(name, schema, true)), body)
+    : h("details", { className: "group" }, h("summary", {}, fieldLabel(name, schema, false)), h("fieldset", { className: "group" },
+      h("legend", { className: "visually-hidden" }, name), body));
+  let extra = {}; // what the JSON had that no field shows: kept as it was
+  return {
+    el, path, kids,
+    // an optional group whose fields only hold their defaults is left out
+    changed() { return Object.keys(extra).length > 0 || kids.some((k) => { try { return k.changed(); } catch (e) { return true; } }); },
+    read() {
+      const o = Object.assign({}, extra);
+      let any = Object.keys(extra).length > 0;
+      for (const k of kids) { const v = k.read(); if (v !== undefined) { o[k.path.split(".").pop()] = v; any = true; } }
+      if (!required && !this.changed()) return undefined;
+      return any ? o : undefined;
+    },
+    set(v) {
+      const obj = v && typeof v === "object" && !Array.isArray(v) ? v : {};
+      extra = {};
+      for (const k of Object.keys(obj)) if (props[k] === undefined) extra[k] = obj[k];
+      for (const k of kids) k.set(obj[k.path.split(".").pop()]);
+      if (el.tagName === "DETAILS" && v !== undefined) el.open = true;
+    },
+    error(msg) { err.textContent = msg || ""; if (msg && el.tagName === "DETAILS") el.open = true; },
+    focus() { if (el.tagName === "DETAILS") el.open = true; if (kids[0]) kids[0].focus(); },
+  };
+}
+function allFields(f, out) { out = out || []; out.push(f); for (const k of f.kids || []) allFields(k, out); return out; }
+
+function startView(main, chosen) {
+  const pick = h("select", { id: "start-script", "aria-describedby": "start-about" }, h("option", { value: "" }, "— choose —"));
+  const about = h("div", { id: "start-about", className: "about" });
+  const idIn = h("input", { id: "start-id", size: 30, spellcheck: "false", "aria-describedby": "start-id-help" });
+  const rawToggle = h("input", { type: "checkbox", id: "start-raw" });
+  const raw = h("textarea", { id: "start-json", rows: 14, cols: 80, spellcheck: "false", className: "json", hidden: true, "aria-label": "The input as JSON" });
+  const fieldsBox = h("div", { id: "start-fields" });
+  const problems = h("div", { id: "start-problems", role: "alert" });
+  const out = h("p", { id: "start-out", role: "status" });
+  const go = h("button", { type: "submit", className: "approve", id: "start-go", disabled: true }, "Start");
+  let scripts = [], current = null, root = null;
+  main.append(h("h1", {}, "Start a session"),
+    h("form", { className: "start-form card", id: "start-form", novalidate: true, onsubmit: submit },
+      h("div", { className: "field" }, h("label", { for: "start-script" }, "Workflow"), pick), about,
+      h("div", { className: "field" }, h("label", { for: "start-id" }, "Id (optional)"), idIn,
+        h("span", { className: "help muted", id: "start-id-help" }, "Empty: the engine makes one. Starting the same id with the same input again is the same session.")),
+      h("div", { className: "field inline" }, rawToggle, h("label", { for: "start-raw" }, "Edit the input as JSON")),
+      fieldsBox, raw, problems, h("div", { className: "actions" }, go), out));
+  pick.addEventListener("change", () => { location.hash = "#/start/" + encodeURIComponent(pick.value); });
+  rawToggle.addEventListener("change", () => {
+    if (rawToggle.checked) {
+      let v = {};
+      try { v = collect(); } catch (e) { v = {}; }
+      raw.value = JSON.stringify(v, null, 2);
+    } else if (root) {
+      let v;
+      try { v = JSON.parse(raw.value || "{}"); } catch (e) { rawToggle.checked = true; showProblems([{ message: "the input is not JSON: " + e.message }]); return; }
+      fill(v);
+    }
+    paintMode();
+  });
+  function paintMode() {
+    raw.hidden = !rawToggle.checked;
+    fieldsBox.hidden = rawToggle.checked;
+  }
+  // the form's value (with what the JSON had that it does not show)
+  function collect() { return root ? root.read() || {} : {}; }
+  function fill(v) { root.set(v); }
+  function showProblems(list) {
+    clear(problems);
+    if (root) for (const f of allFields(root)) f.error("");
+    if (!list.length) return;
+    problems.append(h("p", { className: "error" }, list.length === 1 ? "The input has a problem:" : "The input has " + list.length + " problems:"),
+      h("ul", { className: "error" }, list.map((p) => h("li", {}, p.message))));
+    if (!root || rawToggle.checked) return;
+    const byPath = new Map(allFields(root).map((f) => [f.path, f]));
+    let first = null;
+    for (const p of list) {
+      // the nearest field: the path, else its parent's
+      let at = p.path || "";
+      while (at && !byPath.has(at)) at = at.includes(".") ? at.slice(0, at.lastIndexOf(".")) : "";
+      const f = byPath.get(at);
+      if (f) { f.error(p.message); first = first || f; }
+    }
+    if (first) first.focus();
+  }
+  async function submit(ev) {
+    ev.preventDefault();
+    if (!current) return;
+    out.textContent = "";
+    let input;
+    try {
+      input = rawToggle.checked || !root ? JSON.parse(raw.value.trim() || "{}") : collect();
+    } catch (e) {
+      return showProblems([e && e.path !== undefined ? e : { message: "the input is not JSON: " + e.message }]);
+    }
+    if (current.input_schema) {
+      const list = schemaErrors(current.input_schema, input, "");
+      if (list.length) return showProblems(list);
+    }
+    showProblems([]);
+    const body = { script: current.name, input };
+    if (idIn.value.trim()) body.id = idIn.value.trim();
+    go.disabled = true;
+    out.className = "muted";
+    out.textContent = "starting…";
+    try {
+      const made = await api("/v1/workflows", { method: "POST", body });
+      const sid = made && made.id;
+      out.textContent = "started " + sid;
+      location.hash = sessionHref(sid);
+    } catch (e) {
+      out.className = "error";
+      out.textContent = "not started: " + e.message; // the server's words, as it says them
+      go.disabled = false;
+    }
+  }
+  function choose(name) {
+    current = scripts.find((s) => s.name === name) || null;
+    clear(fieldsBox);
+    clear(about);
+    showProblems([]);
+    root = null;
+    go.disabled = !current || !can("start");
+    if (!current) return;
+    pick.value = current.name;
+    if (current.description) about.append(h("pre", { className: "description", tabIndex: 0, "aria-label": "What " + current.name + " does" }, current.description));
+    const schema = current.input_schema;
+    if (current.input_schema_error) about.append(h("p", { className: "error" }, "Its input schema cannot be used: " + current.input_schema_error));
+    if (schema && schemaType(schema) === "object" && schema.properties) {
+      root = objectField("input", schema, "", true, -1);
+      // the root's fields straight in the form, not in a group of their own
+      fieldsBox.append(...root.kids.map((k) => k.el));
+      rawToggle.disabled = false;
+      rawToggle.checked = false;
+    } else {
+      about.append(h("p", { className: "muted" }, "This script declares no input schema the form can show: its input as JSON."));
+      rawToggle.checked = true;
+      rawToggle.disabled = true;
+      raw.value = "{}";
+    }
+    if (!can("start")) out.textContent = "This token lacks the 'start' scope.";
+    paintMode();
+  }
+  (async () => {
+    let data;
+    try { data = await api("/v1/workflow-scripts"); } catch (e) { out.className = "error"; out.textContent = e.message; return; }
+    scripts = data.scripts || [];
+    for (const s of scripts) pick.append(h("option", { value: s.name }, s.name + (s.input_schema ? "" : " (JSON input)")));
+    if (!scripts.length) out.textContent = "The server's workflows directory has no scripts.";
+    choose(chosen);
+  })();
+  return { stop() {} };
+}
+
+// ---- messages to a running session: POST /v1/workflows/{id}/messages
+// (kind message or interrupt), for a session that takes them: an agent
+// session (agent_session.lua, or a workflow that runs one: pr_review.lua,
+// chat.lua), or any waiting on the signal session:input. Built once per
+// view (a refresh only shows or hides it: a half-typed message stays).
+const MESSAGE_SCRIPTS = /(^|\/)(agent_session|pr_review|chat)\.lua$/;
+function takesMessages(s) {
+  return MESSAGE_SCRIPTS.test(s.script || "") || !!(s.waits && s.waits.kind === "signal" && s.waits.signal === "session:input");
+}
+function messageForms(id) {
+  const text = h("textarea", { id: "msg-text", rows: 2, cols: 60, "aria-describedby": "msg-help" });
+  const out = h("p", { id: "msg-out", className: "muted", role: "status" });
+  const send = async (kind) => {
+    const body = { kind, text: text.value };
+    if (kind === "message" && !text.value.trim()) { out.className = "error"; out.textContent = "type a message first"; text.focus(); return; }
+    out.className = "muted";
+    out.textContent = "sending…";
+    try {
+      const r = await api("/v1/workflows/" + encodeURIComponent(id) + "/messages", { method: "POST", body });
+      out.textContent = (r.kind === "interrupt" ? "interrupt" : "message") + " delivered, sent by " + r.sent_by;
+      text.value = "";
+    } catch (e) { out.className = "error"; out.textContent = "not delivered: " + e.message; }
+  };
+  const el = h("section", { id: "talk", className: "talk card", "aria-labelledby": "talk-h", hidden: true },
+    h("h2", { id: "talk-h" }, "Tell the session"),
+    h("form", { id: "msg-form", onsubmit: (e) => { e.preventDefault(); send("message"); } },
+      h("label", { for: "msg-text" }, "Message"), text,
+      h("p", { id: "msg-help", className: "help muted" }, "A message reaches the agent at its next turn; an interrupt stops it where it is (the text, if any, is the reason) until a message comes."),
+      h("div", { className: "actions" },
+        h("button", { type: "submit", id: "msg-send", className: "approve" }, "Send message"),
+        h("button", { type: "button", id: "msg-interrupt", className: "deny", onclick: () => send("interrupt") }, "Interrupt"))),
+    out);
+  return {
+    el,
+    update(s) { el.hidden = !(can("signal") && ["running", "waiting"].includes(s.status) && takesMessages(s)); },
+  };
 }
 
 // --------------------------------------------------------------- start ---

@@ -21,6 +21,8 @@
 -- of every durable call (activities, timers, signals, checkpoints, slots,
 -- counters, emits), or sessions recorded before it no longer replay (`engine
 -- replay ID --script` checks one).
+--
+-- input schema: ../lua/types/agent_session_input.schema.json
 local wf = require "workflow"
 local caps = require "caps"             -- the engine's caps, rates and quotas (workflow side)
 local compaction = require "compaction" -- context compaction, bounded runs

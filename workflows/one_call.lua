@@ -14,6 +14,8 @@
 -- No sandbox and no tools: the model sees only what the code put in front of
 -- it. Every step is recorded: a crash resumes after the last completed one,
 -- and a replay gives the same result.
+--
+-- input schema: ../lua/types/one_call_input.schema.json
 local wf = require "workflow"
 local caps = require "caps"
 local json = require "json"

@@ -20,6 +20,8 @@
 -- github:repo/OWNER/NAME:pr.review.publish; the GitHub token goes only to a
 -- call one of them allowed. Without the publish grant the review is drafted
 -- and never posted, whoever approves it.
+--
+-- input schema: pr_review.input.schema.json
 local wf = require "workflow"
 local grants = require "grants"
 local agent_session = require "agent_session"

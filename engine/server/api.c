@@ -65,6 +65,8 @@ static const route ROUTES[] = {
     {"GET", "/metrics", SCOPE_READ, api_h_metrics},
     {"GET", "/v1/openapi.json", 0, h_openapi},
     {"POST", "/v1/workflows", SCOPE_START, api_h_start},
+    {"GET", "/v1/workflow-scripts", SCOPE_READ, api_h_scripts},
+    {"GET", "/v1/workflow-scripts/{name}", SCOPE_READ, api_h_script},
     {"GET", "/v1/workflows", SCOPE_READ, api_h_list},
     {"GET", "/v1/workflows/{id}", SCOPE_READ, api_h_show},
     {"GET", "/v1/workflows/{id}/events", SCOPE_READ, api_h_events},

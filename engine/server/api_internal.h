@@ -15,6 +15,8 @@
  *   api_schedules.c  /v1/schedules
  *   api_webhooks.c   POST /hooks/{name} and the deliveries of a trigger
  *   api_metrics.c    GET /metrics
+ *   api_scripts.c    /v1/workflow-scripts: the scripts a start may name,
+ *                    their descriptions and declared input schemas
  *   api.c            the router (the table of routes), the worker's
  *                    callbacks, the server's life (the public API) */
 #ifndef ENGINE_API_INTERNAL_H
@@ -156,6 +158,11 @@ void api_h_schedule_delete(api *a, httpd_req *r, ctx *c);
 
 void api_h_hook(api *a, httpd_req *r, ctx *c);
 void api_h_deliveries(api *a, httpd_req *r, ctx *c);
+
+/* ------------------------------------------------------- api_scripts.c --- */
+
+void api_h_scripts(api *a, httpd_req *r, ctx *c);
+void api_h_script(api *a, httpd_req *r, ctx *c);
 
 /* ------------------------------------------------------- api_metrics.c --- */
 

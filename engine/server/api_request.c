@@ -152,9 +152,9 @@ int api_field_string(api *a, const char *key, char *out, size_t n) {
 
 /* The script a start names, inside the workflows directory: a relative path
  * of plain names ending in .lua, whose real path (symlinks followed) stays
- * inside. Returns 0 with path, or -1 answered 400. */
-/* The script's path in the workflows directory, or -1 with status (400 or,
- * for a server without the directory, 400 too) and msg saying why. */
+ * inside. Returns 0 with path, -2 when there is no such file, or -1 for a
+ * name that is not valid (or a server without the directory), with msg
+ * saying why. */
 int api_script_path(api *a, const char *script, char *path, size_t n, char *msg, size_t msgn) {
   size_t len = strlen(script);
   const char *why = NULL;
@@ -189,7 +189,7 @@ int api_script_path(api *a, const char *script, char *path, size_t n, char *msg,
   if (!realpath(joined, real)) {
     snprintf(msg, msgn, "unknown workflow script '%s': no such file in the workflows directory %s", script,
              a->workflows_dir);
-    return -1;
+    return -2;
   }
   size_t dl = strlen(a->workflows_dir);
   if (strncmp(real, a->workflows_dir, dl) != 0 || real[dl] != '/') {

@@ -193,9 +193,26 @@ local function absolute_paths(input, dir)
   if type(input.memoryFile) == "string" then input.memoryFile = absolute(dir, input.memoryFile) end
 end
 
+-- The input schema a workflow script declares: a line `-- input schema: PATH`
+-- in its opening comment block, PATH relative to the script's folder (as the
+-- API's /v1/workflow-scripts reads it: docs/workflows.md "Declaring the
+-- input"), or nil.
+local function declared_schema(script)
+  local f = io.open(script, "rb")
+  if not f then return nil end
+  local found
+  for line in f:lines() do
+    if not line:match("^%-%-") then break end
+    local p = line:match("^%-%-%s*input schema:%s*(%S.-)%s*$")
+    if p then found = p break end
+  end
+  f:close()
+  if not found then return nil end
+  return found:sub(1, 1) == "/" and found or (script:match("^(.*)/[^/]*$") or ".") .. "/" .. found
+end
+
 -- The input's problems as the session's own check would name them (its
--- workflow's declared schema, lua/types/NAME_input.schema.json:
--- AgentSessionInput, OneCallInput), before anything starts.
+-- workflow's declared schema: AgentSessionInput, OneCallInput), before anything starts.
 local function session_problems(input, schema_path)
   local f = io.open(schema_path, "rb")
   if not f then return {} end
@@ -287,10 +304,8 @@ function M.load(dir, opts)
   if not entries then
     problems[#problems + 1] = "cases/: missing (a suite needs at least one case, cases/NAME.json)"
   else
-    -- a workflow NAME.lua whose input the engine declares (lua/types/NAME_input.schema.json):
-    -- the cases' inputs are checked against it
-    local name = workflow and opts.repo and workflow:match("([%w_]+)%.lua$")
-    local schema = name and opts.repo .. "/lua/types/" .. name .. "_input.schema.json" or nil
+    -- a workflow that declares its input's schema: the cases' inputs are checked against it
+    local schema = workflow and declared_schema(workflow)
     local copts = { live = opts.live, repo = opts.repo,
       check_input = schema and (fs.lstat(schema) or {}).type == "file" and schema or nil }
     for _, e in ipairs(entries) do

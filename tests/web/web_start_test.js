@@ -1,0 +1,147 @@
+// The start form and a session's message form in a real browser (Debian's
+// chromium, headless, puppeteer-core), against the `engine serve` that
+// tests/integration/test_web_start.sh started. Prints "ok - ..." / "FAIL: ..."
+// lines; exits 1 when a check failed.
+//
+// Environment: WEB_URL, WEB_ADMIN (an admin token), WEB_MODEL (the local
+// model server's base URL), WEB_ID (the id the form starts), WEB_OUT
+// (screenshots), WEB_CHROME.
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const puppeteer = require("puppeteer-core");
+
+const env = process.env;
+const base = env.WEB_URL;
+const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
+const SCALE = Number(env.TEST_TIMEOUT_SCALE) > 0 ? Number(env.TEST_TIMEOUT_SCALE) : 1;
+function within(ms) { return { timeout: Math.max(ms, 60000) * SCALE }; }
+
+let failures = 0;
+function check(what, ok, detail) {
+  if (ok) console.log("ok - " + what);
+  else { failures++; console.log("FAIL: " + what + (detail !== undefined ? ": " + detail : "")); }
+}
+const consoleErrors = [];
+let tolerate = null;
+const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => "");
+
+async function axe(page, what) {
+  await page.evaluate(axeSource);
+  for (const scheme of ["light", "dark"]) {
+    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: scheme }]);
+    const r = await page.evaluate((tags) => window.axe.run(document, { runOnly: { type: "tag", values: tags } }), AXE_TAGS);
+    check(`axe-core: no WCAG A/AA violation on ${what} (${scheme})`, r.violations.length === 0,
+      JSON.stringify(r.violations.map((v) => ({ id: v.id, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }))));
+  }
+  await page.emulateMediaFeatures([]);
+}
+
+async function setField(page, sel, value) {
+  await page.$eval(sel, (el) => { el.value = ""; });
+  await page.type(sel, value);
+}
+
+(async () => {
+  const browser = await puppeteer.launch({
+    executablePath: env.WEB_CHROME, headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions"],
+  });
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(within(60000).timeout);
+    await page.setViewport({ width: 1200, height: 900 });
+    page.on("console", (m) => { if (m.type() === "error" && !(tolerate && tolerate.test(m.text()))) consoleErrors.push(m.text()); });
+    page.on("pageerror", (e) => consoleErrors.push(e.message));
+    await page.goto(base + "/#/start", { waitUntil: "domcontentloaded" });
+    await page.waitForSelector("#token");
+    await page.type("#token", env.WEB_ADMIN);
+    await page.keyboard.press("Enter");
+    await page.waitForSelector("#start-script option[value='agent_session.lua']");
+    check("the nav shows Start for a token with the start scope", await page.$eval("#nav-start", (a) => !a.hidden));
+    const opts = await page.$$eval("#start-script option", (os) => os.map((o) => o.value));
+    check("the scripts of the server's workflows directory are offered", opts.includes("pr_review.lua") && opts.includes("hello.lua"), opts.join(" "));
+
+    // the PR review's form: generated from workflows/pr_review.input.schema.json
+    await page.select("#start-script", "pr_review.lua");
+    await page.waitForSelector("#in-pr_2erepo");
+    check("a nested object is a fieldset of its fields", !!(await page.$("fieldset.group #in-pr_2enumber")));
+    check("an array of strings is a textarea, one per line, its default filled",
+      (await page.$eval("#in-tools", (t) => t.tagName + "|" + t.value)) === "TEXTAREA|read_file\nlist_files\nsearch");
+    check("a boolean's default is pre-selected", (await page.$eval("#in-supersede", (s) => s.value)) === "true");
+    check("descriptions are the fields' help", (await text(page, "#in-github_api-help")).includes("GitHub API's base URL"));
+    check("required fields are marked", (await text(page, "label[for='in-pr_2erepo']")).includes("required"));
+    await page.click("#start-go");
+    await page.waitForFunction(() => document.getElementById("start-problems").textContent.length > 0);
+    check("a missing required field: the schema's own words", (await text(page, "#in-pr_2erepo-err")) === "pr.repo is missing (owner/name)",
+      await text(page, "#start-problems"));
+    check("beside the field, which is marked invalid", await page.$eval("#in-pr_2erepo", (i) => i.getAttribute("aria-invalid") === "true"));
+    await page.type("#in-pr_2erepo", "not a repo");
+    await page.type("#in-pr_2enumber", "2");
+    await page.click("#start-go");
+    await page.waitForFunction(() => document.getElementById("in-pr_2erepo-err").textContent.includes("owner/name, like"));
+    check("a pattern's errorMessage", (await text(page, "#in-pr_2erepo-err")) === "pr.repo must be owner/name, like octo-org/api");
+    await axe(page, "the start form with its problems");
+    await page.screenshot({ path: path.join(env.WEB_OUT, "start-form.png"), fullPage: true });
+
+    // the agent session: required object fields, a refusal by the server, the start
+    await page.select("#start-script", "agent_session.lua");
+    await page.waitForSelector("#in-objective");
+    await page.click("#start-go");
+    await page.waitForFunction(() => document.getElementById("in-objective-err").textContent.length > 0);
+    check("agent_session: objective's errorMessage", (await text(page, "#in-objective-err")) === "objective is missing");
+    check("and model.name's", (await text(page, "#start-problems")).includes("model.name is missing"));
+    await page.type("#in-objective", "Say hello, then wait for messages");
+    await page.type("#in-model_2ename", "m");
+    await page.select("#in-waitForMessages", "true");
+    // the raw JSON: what the form made, editable; back to the form with it
+    await page.click("#start-raw");
+    const raw = JSON.parse(await page.$eval("#start-json", (t) => t.value));
+    check("Edit as JSON shows the form's input", raw.objective === "Say hello, then wait for messages" && raw.model.name === "m" && raw.waitForMessages === true,
+      JSON.stringify(raw));
+    // what the form has no field for (the model's provider and URL) is written here
+    raw.model.provider = "openai";
+    raw.model.baseUrl = env.WEB_MODEL + "/v1";
+    raw.limits = { maxModelTurns: 6, memoryMb: 256, timeoutSeconds: 300 };
+    await page.$eval("#start-json", (t, v) => { t.value = v; }, JSON.stringify(raw));
+    await page.click("#start-raw");
+    check("back to the form with the JSON's values", (await page.$eval("#in-limits_2ememoryMb", (i) => i.value)) === "256");
+    await page.click("#start-raw");
+    const again = JSON.parse(await page.$eval("#start-json", (t) => t.value));
+    check("what no field shows is kept through the form", again.model.baseUrl === env.WEB_MODEL + "/v1", JSON.stringify(again));
+    await page.click("#start-raw");
+    await setField(page, "#start-id", "bad id with spaces");
+    tolerate = /400/;
+    await page.click("#start-go");
+    await page.waitForFunction(() => document.getElementById("start-out").textContent.startsWith("not started") ||
+      document.getElementById("start-problems").textContent.length > 0);
+    check("the form's input passes the schema's checks", (await text(page, "#start-problems")) === "", await text(page, "#start-problems"));
+    const refusal = await text(page, "#start-out");
+    check("the server's 400 is shown as it says it", /^not started: .*id/.test(refusal), refusal);
+    tolerate = null;
+    await setField(page, "#start-id", env.WEB_ID);
+    await page.click("#start-go");
+    await page.waitForFunction((id) => location.hash === "#/s/" + encodeURIComponent(id), within(30000), env.WEB_ID).catch(() => null);
+    check("the start opens the new session", await page.evaluate((id) => location.hash === "#/s/" + encodeURIComponent(id), env.WEB_ID),
+      await text(page, "#start-out"));
+    check("started as the token's identity", await page.waitForFunction(() => document.querySelector(".meta") &&
+      document.querySelector(".meta").textContent.includes("started by token:alice"), within(30000)).then(() => true, () => false));
+
+    // the message form: shown while it runs and takes messages
+    const shown = await page.waitForFunction(() => { const t = document.getElementById("talk"); return t && !t.hidden; }, within(90000)).then(() => true, () => false);
+    check("a running agent session shows the message form", shown);
+    await axe(page, "a session with its message form");
+    await page.type("#msg-text", "hello from the form");
+    await page.click("#msg-send");
+    await page.waitForFunction(() => /delivered|not delivered/.test(document.getElementById("msg-out").textContent));
+    check("the server's answer is shown", (await text(page, "#msg-out")) === "message delivered, sent by token:alice", await text(page, "#msg-out"));
+    await page.screenshot({ path: path.join(env.WEB_OUT, "session-talk.png"), fullPage: true });
+    check("no console error", consoleErrors.length === 0, consoleErrors.join(" | "));
+  } catch (e) {
+    check("the browser run", false, (e.stack || String(e)) + " console: " + consoleErrors.join(" | "));
+  } finally {
+    await browser.close();
+  }
+  process.exit(failures ? 1 : 0);
+})();
