@@ -258,8 +258,8 @@ for c in hist_from_run hist_from_seq dom_from; do
   sql "ALTER TABLE workflows DROP COLUMN $c" >/dev/null
 done
 assert_exit "migrate a database from before forked_from and the chains" 0 engine migrate --db "$ENGINE_DB"
-if on_postgres; then new=11; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
-else new=9; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
+if on_postgres; then new="$("$ENGINE" --version | sed -n 's/.*PostgreSQL \([0-9]*\).*/\1/p')"; has="$(sql "SELECT count(*) FROM information_schema.columns WHERE table_name IN ('workflows','history') AND column_name IN ('forked_from','chain')")"
+else new="$("$ENGINE" --version | sed -n 's/.*SQLite \([0-9]*\).*/\1/p')"; has="$(sql "SELECT count(*) FROM pragma_table_info('workflows') WHERE name='forked_from'")$(sql "SELECT count(*) FROM pragma_table_info('history') WHERE name='chain'")"; fi
 if on_postgres; then heads="SELECT count(*) FROM pg_tables WHERE tablename='chain_heads'"
 else heads="SELECT count(*) FROM sqlite_master WHERE name='chain_heads'"; fi
 assert_eq "with the hash chains' heads" 1 "$(sql "$heads")"

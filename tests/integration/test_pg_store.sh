@@ -260,9 +260,10 @@ assert_contains "start names it too" "nosuchdb" "$ERR"
 fresh newer
 assert_exit "create the schema" 3 engine start "$HELLO" --id n1 --detach --input '{"n":1,"sleep":3600}'
 # an older one (5, before tasks_leased) is brought up to date by the next open
-psql_on newer "UPDATE meta SET value='5' WHERE key='schema_version'; DROP INDEX tasks_leased; DROP INDEX workflows_parent; ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE workflows DROP COLUMN parent_close; ALTER TABLE workflows DROP COLUMN parent; ALTER TABLE workflows DROP COLUMN hist_from_run, DROP COLUMN hist_from_seq, DROP COLUMN dom_from; DROP TABLE chain_heads; ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain; ALTER TABLE tokens DROP COLUMN grants"
+psql_on newer "UPDATE meta SET value='5' WHERE key='schema_version'; DROP INDEX tasks_leased; DROP INDEX workflows_parent; ALTER TABLE workflows DROP COLUMN forked_from; ALTER TABLE workflows DROP COLUMN parent_close; ALTER TABLE workflows DROP COLUMN parent; ALTER TABLE workflows DROP COLUMN hist_from_run, DROP COLUMN hist_from_seq, DROP COLUMN dom_from; DROP TABLE chain_heads; ALTER TABLE history DROP COLUMN chain; ALTER TABLE domain_events DROP COLUMN chain; ALTER TABLE tokens DROP COLUMN grants; DROP TABLE memory"
 assert_exit "migrate --db applies what a version 5 schema lacks" 0 engine migrate --db "$ENGINE_DB"
-assert_eq "and is brought to version 11" "11" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
+CUR="$("$ENGINE" --version | sed -n 's/.*PostgreSQL \([0-9]*\).*/\1/p')"
+assert_eq "and is brought to this engine's version ($CUR)" "$CUR" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
 assert_eq "with the index version 6 adds" "1" "$(psql_on newer "SELECT count(*) FROM pg_indexes WHERE indexname='tasks_leased'")"
 assert_eq "and the columns version 7 adds" "2" "$(psql_on newer "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name IN ('parent','parent_close')")"
 assert_eq "and the column version 8 adds" "1" "$(psql_on newer "SELECT count(*) FROM information_schema.columns WHERE table_name='workflows' AND column_name='forked_from'")"
@@ -270,13 +271,14 @@ assert_eq "and the hash chains' version 9 adds" "5 1" "$(psql_on newer "SELECT c
 assert_eq "the upgrade recorded: n1's chain starts at its next event" "1" "$(psql_on newer "SELECT count(*) FROM workflows WHERE id='n1' AND hist_from_seq=(SELECT max(seq)+1 FROM history WHERE wf_id='n1')")"
 assert_eq "and the column version 10 adds" "1" "$(psql_on newer "SELECT count(*) FROM information_schema.columns WHERE table_name='tokens' AND column_name='grants'")"
 assert_eq "and the index version 11 adds" "1" "$(psql_on newer "SELECT count(*) FROM pg_indexes WHERE indexname='workflows_forked'")"
+assert_eq "and the table version 12 adds" "1" "$(psql_on newer "SELECT count(*) FROM pg_tables WHERE tablename='memory'")"
 assert_exit "and it verifies" 0 engine verify --all
-psql_on newer "UPDATE meta SET value='12' WHERE key='schema_version'"
+psql_on newer "UPDATE meta SET value='$((CUR + 1))' WHERE key='schema_version'"
 assert_exit "a newer schema is refused" 2 engine list
-assert_contains "with the version message" "has schema version 12; this engine knows up to 11" "$ERR"
+assert_contains "with the version message" "has schema version $((CUR + 1)); this engine knows up to $CUR" "$ERR"
 assert_exit "serve refuses it too" 2 timeout 10 "$ENGINE" serve
-assert_contains "serve says why" "schema version 12" "$ERR"
-assert_eq "left as it was" "12" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
+assert_contains "serve says why" "schema version $((CUR + 1))" "$ERR"
+assert_eq "left as it was" "$((CUR + 1))" "$(psql_on newer "SELECT value FROM meta WHERE key='schema_version'")"
 
 # --- a database with someone else's tables is not ours
 fresh foreign
