@@ -1611,8 +1611,8 @@ function messageForms(id) {
       h("label", { for: "msg-text" }, "Message"), text,
       h("p", { id: "msg-help", className: "help muted" }, "A message reaches the agent at its next turn; an interrupt stops it where it is (the text, if any, is the reason) until a message comes."),
       h("div", { className: "actions" },
-        h("button", { type: "submit", id: "msg-send", className: "approve" }, "Send message"),
-        h("button", { type: "button", id: "msg-interrupt", className: "deny", onclick: () => send("interrupt") }, "Interrupt"))),
+        h("button", { type: "submit", id: "msg-send", className: "primary" }, "Send message"),
+        h("button", { type: "button", id: "msg-interrupt", className: "danger", onclick: () => send("interrupt") }, "Interrupt"))),
     out);
   return {
     el,

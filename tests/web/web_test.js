@@ -167,8 +167,12 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     check("but no approve or deny button", !(await viewer.$("button.approve, button.deny")));
     await viewer.goto(base + "/#/s/" + ID);
     await viewer.waitForSelector('li[data-type="approval.requested"]', within(10000)).catch(() => null);
-    check("nor on the session page, nor signal or cancel",
-      !!(await viewer.$('li[data-type="approval.requested"]')) && !(await viewer.$("button.approve, button.deny, #sig-name")));
+    {
+      const seen = !!(await viewer.$('li[data-type="approval.requested"]'));
+      const forbidden = await viewer.$$eval("button.approve, button.deny, #sig-name", (els) => els.map((e) => e.outerHTML.slice(0, 120)));
+      check("nor on the session page, nor signal or cancel", seen && forbidden.length === 0,
+        seen ? "shown: " + forbidden.join(" | ") : "the request is not in the transcript");
+    }
     const shown = await viewer.$eval('li[data-seq="1"] time', (t) => ({ iso: t.getAttribute("datetime"), text: t.textContent }));
     const want = new Intl.DateTimeFormat(await viewer.evaluate(() => navigator.language),
       { timeZone: "Asia/Kolkata", dateStyle: "short", timeStyle: "medium" }).format(new Date(shown.iso));
