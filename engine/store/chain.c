@@ -175,7 +175,9 @@ static void link_hex(const link *l, char out[65]) {
 }
 
 /* The part of a computed link an event keeps, into out (CHAIN_KEPT + 1 bytes). */
-static void kept(const link *l, char *out) { hex_of(l->d, CHAIN_KEPT / 2, out); }
+static void kept(const link *l, char *out) {
+  hex_of(l->d, CHAIN_KEPT / 2, out);
+}
 
 /* An event's kept link is the start of the one computed for it. */
 static int kept_matches(const link *got, const char *stored) {
@@ -369,6 +371,12 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
     h->base[0] = 0;
     h->from_run = h->from_seq = 1;
   } else if (row && !(h && h->hist_dirty)) { /* the head as the workflow's row has it */
+    /* the event after it, in the row's run (or a new run's first): one
+     * further on follows events the head row does not reach (a history
+     * out of step with it), and would be linked to the wrong one */
+    if (row->found && row->hist_head[0] && run == row->run && e->seq > 1 &&
+        e->seq != (row->hist_seq > 0 ? row->hist_seq : 1) + 1)
+      return -1;
     if (!h) h = entry(s, wf_id, 1);
     h->hist_known = 1;
     h->run = row->run;
@@ -542,11 +550,15 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
     if (run == cs->run && e->seq == cs->hist_seq && cs->hist_head[0] &&
         (link_hex(&got, hex), strcmp(hex, cs->hist_head) != 0))
       return damaged(err, errlen,
-                     "the history of %s is damaged: %sevent #%lld is not the head recorded for its workflow", wf_id,
-                     rl, (long long)e->seq);
+                     "the history of %s is damaged: %sevent #%lld is not the head recorded for its workflow", wf_id, rl,
+                     (long long)e->seq);
   }
   if (t) link_hex(&at, t->last);
   if (run != cs->run) return STORE_OK; /* an older run's end: the next run's first link checks it */
+  if (cs->snapshot && cs->hist_head[0] && last > cs->hist_seq)
+    return damaged(err, errlen,
+                   "the history of %s is damaged: %sevent #%lld is past the head recorded for its workflow (#%lld)",
+                   wf_id, rl, (long long)cs->hist_seq + 1, (long long)cs->hist_seq);
   if (cs->hist_head[0] && last < cs->hist_seq)
     return damaged(err, errlen,
                    "the history of %s is damaged: %sevent #%lld is missing (the history ends at #%lld; the "
@@ -579,8 +591,7 @@ int chain_check_domain(store *s, const char *session_id, const domain_event *v, 
                        chain_tally *t, char *err, size_t errlen) {
   for (size_t i = 0; i < n; i++)
     if (v[i].seq != (int64_t)i + 1)
-      return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id,
-                     (long long)i + 1);
+      return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id, (long long)i + 1);
   if (!cs->found) return STORE_OK;
   link at, got;
   link_none(&at);
@@ -606,10 +617,12 @@ int chain_check_domain(store *s, const char *session_id, const domain_event *v, 
     if (t) t->checked++;
     at = got;
     if (e->seq == cs->dom_seq && cs->dom_head[0] && (link_hex(&got, hex), strcmp(hex, cs->dom_head) != 0))
-      return damaged(err, errlen,
-                     "the events of %s are damaged: event #%lld is not the head recorded for them", session_id,
-                     (long long)e->seq);
+      return damaged(err, errlen, "the events of %s are damaged: event #%lld is not the head recorded for them",
+                     session_id, (long long)e->seq);
   }
+  if (cs->snapshot && cs->dom_head[0] && last > cs->dom_seq)
+    return damaged(err, errlen, "the events of %s are damaged: event #%lld is past the head recorded for them (#%lld)",
+                   session_id, (long long)cs->dom_seq + 1, (long long)cs->dom_seq);
   if (cs->dom_head[0] && last < cs->dom_seq)
     return damaged(err, errlen,
                    "the events of %s are damaged: event #%lld is missing (they end at #%lld; the head recorded "

@@ -1,11 +1,10 @@
 /* sqlite_workflows: the SQLite store's statements of workflows, their
  * history, code and pinned modules. sqlite.c has the overview. */
-#include "sqlite_internal.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sqlite_internal.h"
 #include "util.h"
 
 /* ---- workflows ---- */
@@ -92,8 +91,7 @@ int sq_wf_set_cancel(store *st_, const char *id, int cancel) {
   return sq_exec_write(s, st, "set cancel");
 }
 
-int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
-                   const char *script_dir) {
+int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name, const char *script_dir) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
   sqlite3_stmt *st = sq_stmt(s, Q_WF_CODE);
@@ -257,6 +255,24 @@ int sq_chain_get(store *st_, const char *wf_id, chain_state *cs) {
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail_read(s, "read the workflow's chain");
 }
 
+/* A head row and the events it is checked against read in one snapshot, so
+ * an event past the head is damage (a WAL cut or damaged after part of it
+ * was copied into the database leaves newer pages beside older ones), not
+ * one appended between two reads. Inside an open transaction (the worker's
+ * batch) every read is of one snapshot already. */
+int sq_read_begin(store *st_, int *began) {
+  sq *s = (sq *)st_;
+  *began = 0;
+  if (!sqlite3_get_autocommit(s->db)) return STORE_OK;
+  if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return sq_fail_read(s, "begin a read");
+  *began = 1;
+  return STORE_OK;
+}
+
+void sq_read_end(store *st_, int began) {
+  sq *s = (sq *)st_;
+  if (began && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+}
 
 static int read_events(sq *s, sqlite3_stmt *st, hist_list *out) {
   int rc;
