@@ -12,7 +12,10 @@
 # damaged waiting workflow marks it stuck with the first bad seq and replays
 # nothing of it. An upgraded database (made before the chain) verifies, its
 # old events counted, not checked, and chains from the upgrade on. kill -9 of
-# a serve during a burst of commits leaves every chain whole.
+# a serve during a burst of commits leaves every chain whole. SQLite's WAL cut
+# inside its last commit, or a committed frame damaged, recovers to one
+# earlier commit that verifies and is served on; damaged after a checkpoint,
+# its history past the head row is named and never replayed.
 source "$(dirname "$0")/lib.sh"
 HELLO="$SRC/workflows/hello.lua"
 
