@@ -10,8 +10,8 @@
 
 struct store {
   const struct store_ops *ops;
-  int pending;                /* a commit of store_commit_start: 1 on its way, 2 answered and not reported yet */
-  int pending_rc;             /* its result once answered */
+  int pending;    /* a commit of store_commit_start: 1 on its way, 2 answered and not reported yet */
+  int pending_rc; /* its result once answered */
   struct chain_cache *chains; /* the heads of the hash chains this store knows (chain.c) */
   char *errbuf;               /* the backend's error message (store_errmsg), for store.c's own errors */
   size_t errlen;
@@ -22,8 +22,8 @@ struct store {
 typedef struct chain_state {
   int found; /* the row exists */
   int64_t run;
-  char hist_head[65], hist_base[65];    /* the history's last link, and the link its current run's first follows */
-  int64_t hist_seq;                     /* the head's seq in the current run (0: none yet) */
+  char hist_head[65], hist_base[65]; /* the history's last link, and the link its current run's first follows */
+  int64_t hist_seq;                  /* the head's seq in the current run (0: none yet) */
   int64_t hist_from_run, hist_from_seq; /* where the history's chain starts (1, 1; later for an upgraded one) */
   char dom_head[65];
   int64_t dom_seq, dom_from;
@@ -37,9 +37,10 @@ typedef struct chain_tally {
   char last[65];
 } chain_tally;
 /* What event e (its seq, run of wf_id) keeps of its link (its first
- * hex digits, chain.c) into out, its link chained after the workflow's head: the open batch's, or one this store
- * committed when it is the event before; else, with row (the row's chain columns), the row's. 1 linked (the head moves
- * to it, written at the commit), 0 the head is not known: read the row and call again with it; -1 (with row) e is not
+ * hex digits, chain.c) into out, its link chained after the workflow's head: the open batch's, or one this store committed when it
+ * is the event before; else, with row (the row's chain columns), the row's.
+ * 1 linked (the head moves to it, written at the commit), 0 the head is
+ * not known: read the row and call again with it; -1 (with row) e is not
  * the event after the row's head: the history is out of step with it. */
 int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *e, const chain_state *row,
                     char out[65]);
@@ -50,7 +51,8 @@ int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[
 void chain_dom_link(store *s, const domain_event *e, const char *prev, char out[65]);
 /* Writes a head the open batch moved into its workflow's head row: domain 0 the
  * history's (head, seq and base), 1 the domain events' (head, seq). */
-typedef int (*chain_write_fn)(store *s, const char *wf_id, int domain, const char *head, int64_t seq, const char *base);
+typedef int (*chain_write_fn)(store *s, const char *wf_id, int domain, const char *head, int64_t seq,
+                              const char *base);
 /* Before COMMIT: every head the batch moved, through write. */
 int chain_flush(store *s, chain_write_fn write);
 /* After the commit: the batch's heads are the rows'; after a rollback they are forgotten. */
@@ -99,7 +101,7 @@ typedef struct store_ops {
   int64_t (*op_data_version)(store *s);
   void (*op_wal_stats)(store *s, int64_t *frames, int64_t *checkpoint_ns); /* NULL: no WAL of its own */
   int (*op_checkpoint)(store *s, int64_t *log, int64_t *copied);           /* NULL: none to do */
-  int (*op_commit_fd)(store *s, int old);                                  /* NULL: none */
+  int (*op_commit_fd)(store *s, int old); /* NULL: none */
   int (*op_commit_drain)(store *s, int fd);
   int (*op_write_probe)(store *s, char *err, size_t errlen);
   int (*op_clock_skew)(store *s, int64_t *skew_ms, int64_t *rtt_ms); /* NULL: no server */
@@ -107,12 +109,10 @@ typedef struct store_ops {
   int (*op_wf_get)(store *s, const char *id, wf_row *out);
   int (*op_wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
   int (*op_wf_set_cancel)(store *s, const char *id, int cancel);
-  int (*op_wf_set_code)(store *s, const char *id, const char *code_hash, const char *script_name,
-                        const char *script_dir);
+  int (*op_wf_set_code)(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
   int (*op_wf_new_run)(store *s, const char *id, int64_t run, const char *input);
   int (*op_wf_list)(store *s, const char *status, store_wf_cb cb, void *ud);
-  int (*op_wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
-                    int newest_first, int limit, store_wf_cb cb, void *ud);
+  int (*op_wf_page)(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud);
   int (*op_wf_ids)(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud);
   int (*op_wf_children)(store *s, const char *parent, store_wf_cb cb, void *ud);
   int (*op_wf_forks)(store *s, const char *source, store_wf_cb cb, void *ud);
@@ -141,8 +141,7 @@ typedef struct store_ops {
   char *(*op_module_get)(store *s, const char *wf_id, int64_t run, const char *module);
   int (*op_modules_clear)(store *s, const char *wf_id, int64_t run);
   int (*op_modules_copy)(store *s, const char *wf_id, int64_t from_run, int64_t to_run);
-  int (*op_task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
-                     int64_t first_at, const char *owner, int64_t lease_until);
+  int (*op_task_put)(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until);
   int (*op_task_del)(store *s, const char *wf_id, const char *kind, int64_t seq);
   int (*op_task_take)(store *s, const char *wf_id, const char *kind, int64_t seq);
   /* NULL: store.c makes it of op_lease_claim, op_task_take, op_wf_get and op_hist_load;
@@ -160,8 +159,7 @@ typedef struct store_ops {
   int (*op_lease_held)(store *s, const char *wf_id);
   int64_t (*op_lease_count)(store *s);
   int (*op_lease_fence)(store *s, const char *wf_id);
-  int (*op_lease_renew)(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
-                        void *ud);
+  int (*op_lease_renew)(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id), void *ud);
   int (*op_lease_release)(store *s, const char *owner, const char *wf_id);
   int (*op_signal_put)(store *s, const char *wf_id, const char *name, const char *payload, int64_t time);
   int (*op_signal_take)(store *s, const char *wf_id, const char *name, char **payload);
@@ -186,8 +184,7 @@ typedef struct store_ops {
   int (*op_token_list)(store *s, store_token_cb cb, void *ud);
   int (*op_token_live)(store *s, store_token_cb cb, void *ud);
   int64_t (*op_token_live_count)(store *s);
-  int (*op_slot_put)(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
-                     int64_t since);
+  int (*op_slot_put)(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit, int64_t since);
   int (*op_slot_get)(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud);
   int (*op_slot_head)(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud);
   int64_t (*op_slot_count)(store *s, const char *pool, const char *key, int held);
@@ -245,14 +242,8 @@ int store_pg_unlock(int fd);
  * backends ($N parameters; pg: PostgreSQL's names and upsert), malloc'd;
  * NULL when the backend needs none. FIRST takes the limit ($1), AFTER the
  * key values and the limit, INSERT and REPLACE every column. */
-typedef enum {
-  STORE_TABLE_FIRST,
-  STORE_TABLE_AFTER,
-  STORE_TABLE_INSERT,
-  STORE_TABLE_REPLACE,
-  STORE_TABLE_COUNT,
-  STORE_TABLE_SERIAL
-} store_table_stmt;
+typedef enum { STORE_TABLE_FIRST, STORE_TABLE_AFTER, STORE_TABLE_INSERT, STORE_TABLE_REPLACE, STORE_TABLE_COUNT,
+               STORE_TABLE_SERIAL } store_table_stmt;
 #define STORE_TABLE_STMTS 6
 char *store_table_sql(const store_table *t, store_table_stmt what, int pg);
 

@@ -175,9 +175,7 @@ static void link_hex(const link *l, char out[65]) {
 }
 
 /* The part of a computed link an event keeps, into out (CHAIN_KEPT + 1 bytes). */
-static void kept(const link *l, char *out) {
-  hex_of(l->d, CHAIN_KEPT / 2, out);
-}
+static void kept(const link *l, char *out) { hex_of(l->d, CHAIN_KEPT / 2, out); }
 
 /* An event's kept link is the start of the one computed for it. */
 static int kept_matches(const link *got, const char *stored) {
@@ -550,8 +548,8 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
     if (run == cs->run && e->seq == cs->hist_seq && cs->hist_head[0] &&
         (link_hex(&got, hex), strcmp(hex, cs->hist_head) != 0))
       return damaged(err, errlen,
-                     "the history of %s is damaged: %sevent #%lld is not the head recorded for its workflow", wf_id, rl,
-                     (long long)e->seq);
+                     "the history of %s is damaged: %sevent #%lld is not the head recorded for its workflow", wf_id,
+                     rl, (long long)e->seq);
   }
   if (t) link_hex(&at, t->last);
   if (run != cs->run) return STORE_OK; /* an older run's end: the next run's first link checks it */
@@ -591,7 +589,8 @@ int chain_check_domain(store *s, const char *session_id, const domain_event *v, 
                        chain_tally *t, char *err, size_t errlen) {
   for (size_t i = 0; i < n; i++)
     if (v[i].seq != (int64_t)i + 1)
-      return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id, (long long)i + 1);
+      return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id,
+                     (long long)i + 1);
   if (!cs->found) return STORE_OK;
   link at, got;
   link_none(&at);
@@ -617,8 +616,9 @@ int chain_check_domain(store *s, const char *session_id, const domain_event *v, 
     if (t) t->checked++;
     at = got;
     if (e->seq == cs->dom_seq && cs->dom_head[0] && (link_hex(&got, hex), strcmp(hex, cs->dom_head) != 0))
-      return damaged(err, errlen, "the events of %s are damaged: event #%lld is not the head recorded for them",
-                     session_id, (long long)e->seq);
+      return damaged(err, errlen,
+                     "the events of %s are damaged: event #%lld is not the head recorded for them", session_id,
+                     (long long)e->seq);
   }
   if (cs->snapshot && cs->dom_head[0] && last > cs->dom_seq)
     return damaged(err, errlen, "the events of %s are damaged: event #%lld is past the head recorded for them (#%lld)",

@@ -13,12 +13,13 @@
  * sqlite_tasks.c (tasks, signals), sqlite_records.c (domain events and the
  * feed, meta, tokens, slots, counters, deliveries, schedules, counts) and
  * sqlite_tables.c (whole tables, for engine migrate). */
+#include "sqlite_internal.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "sqlite_internal.h"
 #include "util.h"
 
 /* 2: event_feed (one order over every session's events, for GET /v1/events), tokens
@@ -39,9 +40,8 @@
  * one made before (UPGRADE_7). Written once; the heads, written by every
  * batch that moves them, are a narrow row of their own (chain_heads), not
  * a rewrite of this wide one. */
-#define CHAIN_COLUMNS                                                                                               \
-  " hist_from_run INTEGER NOT NULL DEFAULT 1, hist_from_seq INTEGER NOT NULL DEFAULT 1, dom_from INTEGER NOT NULL " \
-  "DEFAULT 1"
+#define CHAIN_COLUMNS \
+  " hist_from_run INTEGER NOT NULL DEFAULT 1, hist_from_seq INTEGER NOT NULL DEFAULT 1, dom_from INTEGER NOT NULL DEFAULT 1"
 
 static const char *SCHEMA =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -49,9 +49,7 @@ static const char *SCHEMA =
     "  id TEXT PRIMARY KEY, run INTEGER NOT NULL, status TEXT NOT NULL,"
     "  script_name TEXT NOT NULL, script_dir TEXT NOT NULL, code_hash TEXT NOT NULL,"
     "  input TEXT, result TEXT, error TEXT, cancel INTEGER NOT NULL DEFAULT 0,"
-    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT, forked_from "
-    "TEXT," CHAIN_COLUMNS
-    ");"
+    "  created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, parent TEXT, parent_close TEXT, forked_from TEXT," CHAIN_COLUMNS ");"
     "CREATE INDEX IF NOT EXISTS workflows_status ON workflows(status, updated_at);"
     /* a parent's children (wf.child): few workflows have a parent */
     "CREATE INDEX IF NOT EXISTS workflows_parent ON workflows(parent, created_at) WHERE parent IS NOT NULL;"
@@ -68,8 +66,7 @@ static const char *SCHEMA =
     "  PRIMARY KEY(wf_id, run, seq)) WITHOUT ROWID;"
     /* each workflow's hash chains' heads (chain.c): the last link and its
      * seq, the link its current run's first event follows */
-    "CREATE TABLE IF NOT EXISTS chain_heads(wf_id TEXT PRIMARY KEY, hist_head TEXT, hist_seq INTEGER NOT NULL DEFAULT "
-    "0,"
+    "CREATE TABLE IF NOT EXISTS chain_heads(wf_id TEXT PRIMARY KEY, hist_head TEXT, hist_seq INTEGER NOT NULL DEFAULT 0,"
     "  hist_base TEXT, dom_head TEXT, dom_seq INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS code(hash TEXT PRIMARY KEY, name TEXT NOT NULL, source BLOB NOT NULL);"
     "CREATE TABLE IF NOT EXISTS run_modules(wf_id TEXT NOT NULL, run INTEGER NOT NULL, module TEXT NOT NULL,"
@@ -178,8 +175,7 @@ static void schema_state(sq *s, int *have, int *other) {
   sqlite3_stmt *st = NULL;
   int meta = 0;
   *have = *other = 0;
-  if (sqlite3_prepare_v2(s->db,
-                         "SELECT count(*), count(CASE WHEN type='table' AND name='meta' THEN 1 END) FROM sqlite_master",
+  if (sqlite3_prepare_v2(s->db, "SELECT count(*), count(CASE WHEN type='table' AND name='meta' THEN 1 END) FROM sqlite_master",
                          -1, &st, NULL) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW) {
     *other = sqlite3_column_int(st, 0);
@@ -188,8 +184,7 @@ static void schema_state(sq *s, int *have, int *other) {
   sqlite3_finalize(st);
   st = NULL;
   /* meta and its version are written in one transaction: a meta seen has one */
-  if (meta &&
-      sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
+  if (meta && sqlite3_prepare_v2(s->db, "SELECT value FROM meta WHERE key='schema_version'", -1, &st, NULL) == SQLITE_OK &&
       sqlite3_step(st) == SQLITE_ROW)
     *have = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
@@ -289,8 +284,8 @@ static int open_once(const char *path, int must_exist, store **out, char *err, s
     if (rc == SQLITE_OK && have > 0 && have < SCHEMA_VERSION) rc = sqlite3_exec(s->db, MIGRATE, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have > 0 && have < 7) rc = sqlite3_exec(s->db, UPGRADE_7, NULL, NULL, &emsg);
     if (rc == SQLITE_OK && have < SCHEMA_VERSION)
-      rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "')", NULL,
-                        NULL, &emsg);
+      rc = sqlite3_exec(s->db, "INSERT OR REPLACE INTO meta VALUES('schema_version','" STR(SCHEMA_VERSION) "')",
+                        NULL, NULL, &emsg);
     if (rc == SQLITE_OK) {
       /* names this database's sandboxes, so a sweep never touches another's */
       char ins[128];
@@ -419,12 +414,9 @@ static int sq_write_probe(store *st_, char *err, size_t errlen) {
     query_only = sqlite3_column_int(st, 0);
   sqlite3_finalize(st);
   char *emsg = NULL;
-  rc = sqlite3_exec(s->db,
-                    "PRAGMA query_only=OFF; BEGIN IMMEDIATE; "
-                    "UPDATE meta SET value=value WHERE key='schema_version'",
-                    NULL, NULL, &emsg);
-  if (rc != SQLITE_OK)
-    util_seterr(err, errlen, "a write to %s failed: %s", s->path, emsg ? emsg : sqlite3_errmsg(s->db));
+  rc = sqlite3_exec(s->db, "PRAGMA query_only=OFF; BEGIN IMMEDIATE; "
+                    "UPDATE meta SET value=value WHERE key='schema_version'", NULL, NULL, &emsg);
+  if (rc != SQLITE_OK) util_seterr(err, errlen, "a write to %s failed: %s", s->path, emsg ? emsg : sqlite3_errmsg(s->db));
   sqlite3_free(emsg);
   if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
   if (query_only) sqlite3_exec(s->db, "PRAGMA query_only=ON", NULL, NULL, NULL);
@@ -432,9 +424,7 @@ static int sq_write_probe(store *st_, char *err, size_t errlen) {
 }
 
 static const char *sq_errmsg(store *st_) {
-  sq *s = (sq *)st_;
-  return s->err;
-}
+  sq *s = (sq *)st_; return s->err; }
 
 static int sq_instance_id(store *st_, char *out, size_t n) {
   sq *s = (sq *)st_;
@@ -449,9 +439,7 @@ static int sq_instance_id(store *st_, char *out, size_t n) {
   return found ? 0 : -1;
 }
 static const char *sq_path(store *st_) {
-  sq *s = (sq *)st_;
-  return s->path;
-}
+  sq *s = (sq *)st_; return s->path; }
 
 const store_ops store_sqlite_ops = {
     .op_close = sq_close,

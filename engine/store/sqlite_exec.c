@@ -142,7 +142,8 @@ static int sq_chain_write(store *st_, const char *wf_id, int domain, const char 
   /* an update of the row, which is there but for a workflow's first head:
    * the upsert tried its insert first (10.6 k instructions against 11.3 k) */
   for (int q = 0; q < 2; q++) {
-    sqlite3_stmt *st = sq_stmt(s, domain ? (q ? Q_WF_DOM_HEAD_NEW : Q_WF_DOM_HEAD) : q ? Q_WF_HIST_HEAD_NEW : Q_WF_HIST_HEAD);
+    int which = domain ? (q ? Q_WF_DOM_HEAD_NEW : Q_WF_DOM_HEAD) : (q ? Q_WF_HIST_HEAD_NEW : Q_WF_HIST_HEAD);
+    sqlite3_stmt *st = sq_stmt(s, which);
     if (!st) return STORE_ERR;
     int i = 1;
     sq_bind_text(s, st, i++, head);

@@ -3,10 +3,11 @@
 #ifndef ENGINE_STORE_SQLITE_INTERNAL_H
 #define ENGINE_STORE_SQLITE_INTERNAL_H
 
+#include "backend.h"
+
 #include <sqlite3.h>
 #include <stdint.h>
 
-#include "backend.h"
 #include "util.h"
 
 enum {
@@ -114,8 +115,8 @@ typedef struct sq {
   sqlite3 *db;
   sqlite3_stmt *q[Q__N];
   sqlite3_stmt *tq[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*), made when first used */
-  int in_txn;                                            /* a batch was begun and not yet committed or rolled back */
-  int64_t writes, last_writes;                           /* rows written by the open batch, by the last committed one */
+  int in_txn; /* a batch was begun and not yet committed or rolled back */
+  int64_t writes, last_writes; /* rows written by the open batch, by the last committed one */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
   char *path;
   char err[512];
@@ -165,7 +166,8 @@ int sq_wf_insert(store *st_, const wf_row *w);
 int sq_wf_get(store *st_, const char *id, wf_row *out);
 int sq_wf_set_status(store *st_, const char *id, const char *status, const char *result, const char *error);
 int sq_wf_set_cancel(store *st_, const char *id, int cancel);
-int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name, const char *script_dir);
+int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
+                   const char *script_dir);
 int sq_wf_new_run(store *st_, const char *id, int64_t run, const char *input);
 int sq_wf_page(store *st_, const char *status, const char *script, int64_t after_created, const char *after_id,
                int newest_first, int limit, store_wf_cb cb, void *ud);
@@ -249,14 +251,15 @@ int sq_live_list(store *st_, const char *const *types, store_live_cb cb, void *u
 int64_t sq_count(store *st_, const char *what, const char *wf_id);
 
 /* sqlite_tables.c */
-int sq_table_page(store *st_, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud);
+int sq_table_page(store *st_, const store_table *t, const store_value *after, int limit, store_row_cb cb,
+                  void *ud);
 int sq_table_insert(store *st_, const store_table *t, const store_value *row, int replace);
 int64_t sq_table_count(store *st_, const store_table *t);
 int sq_table_finish(store *st_, const store_table *t);
 
 /* Every write helper makes sure a transaction is open first. */
-#define WRITE_BEGIN(s)                                    \
-  do {                                                    \
+#define WRITE_BEGIN(s)                             \
+  do {                                             \
     if (sq_begin(&s->base) != STORE_OK) return STORE_ERR; \
   } while (0)
 

@@ -1,10 +1,11 @@
 /* sqlite_workflows: the SQLite store's statements of workflows, their
  * history, code and pinned modules. sqlite.c has the overview. */
+#include "sqlite_internal.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sqlite_internal.h"
 #include "util.h"
 
 /* ---- workflows ---- */
@@ -91,7 +92,8 @@ int sq_wf_set_cancel(store *st_, const char *id, int cancel) {
   return sq_exec_write(s, st, "set cancel");
 }
 
-int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name, const char *script_dir) {
+int sq_wf_set_code(store *st_, const char *id, const char *code_hash, const char *script_name,
+                   const char *script_dir) {
   sq *s = (sq *)st_;
   WRITE_BEGIN(s);
   sqlite3_stmt *st = sq_stmt(s, Q_WF_CODE);

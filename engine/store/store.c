@@ -5,9 +5,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend.h"
+
+#include <string.h>
+
 #include "crash.h"
 #include "util.h"
 
@@ -24,12 +26,9 @@ static int domain_keep(void *ud, const domain_event *e) {
     l->cap = l->cap ? l->cap * 2 : 16;
     l->v = util_xrealloc(l->v, l->cap * sizeof *l->v);
   }
-  l->v[l->n++] = (domain_event){util_strdup(e->session_id ? e->session_id : ""),
-                                e->seq,
-                                util_strdup(e->type ? e->type : ""),
-                                e->time,
-                                e->payload ? util_strdup(e->payload) : NULL,
-                                e->chain ? util_strdup(e->chain) : NULL};
+  l->v[l->n++] = (domain_event){util_strdup(e->session_id ? e->session_id : ""), e->seq,
+                                util_strdup(e->type ? e->type : ""), e->time,
+                                e->payload ? util_strdup(e->payload) : NULL, e->chain ? util_strdup(e->chain) : NULL};
   return 0;
 }
 
@@ -50,8 +49,8 @@ static void settle(store *s) {
   s->pending_rc = s->ops->op_commit_settle(s);
   s->pending = 2;
 }
-#define SETTLE(s)                     \
-  do {                                \
+#define SETTLE(s)                       \
+  do {                                  \
     if ((s)->pending == 1) settle(s); \
   } while (0)
 
@@ -69,10 +68,7 @@ int store_schema_version(const char *path) {
   return store_is_url(path) ? STORE_PG_SCHEMA_VERSION : STORE_SQLITE_SCHEMA_VERSION;
 }
 
-int store_write_probe(store *s, char *err, size_t errlen) {
-  SETTLE(s);
-  return s->ops->op_write_probe(s, err, errlen);
-}
+int store_write_probe(store *s, char *err, size_t errlen) { SETTLE(s); return s->ops->op_write_probe(s, err, errlen); }
 
 int store_clock_skew(store *s, int64_t *skew_ms, int64_t *rtt_ms) {
   *skew_ms = *rtt_ms = 0;
@@ -87,28 +83,15 @@ void store_close(store *s) {
   s->ops->op_close(s);
 }
 
-const char *store_errmsg(store *s) {
-  return s->ops->op_errmsg(s);
-}
+const char *store_errmsg(store *s) { return s->ops->op_errmsg(s); }
 
-const char *store_path(store *s) {
-  return s->ops->op_path(s);
-}
+const char *store_path(store *s) { return s->ops->op_path(s); }
 
-int store_instance_id(store *s, char *out, size_t n) {
-  SETTLE(s);
-  return s->ops->op_instance_id(s, out, n);
-}
+int store_instance_id(store *s, char *out, size_t n) { SETTLE(s); return s->ops->op_instance_id(s, out, n); }
 
-int store_begin(store *s) {
-  SETTLE(s);
-  return s->ops->op_begin(s);
-}
+int store_begin(store *s) { SETTLE(s); return s->ops->op_begin(s); }
 
-int store_commit(store *s) {
-  SETTLE(s);
-  return s->ops->op_commit(s);
-}
+int store_commit(store *s) { SETTLE(s); return s->ops->op_commit(s); }
 
 int store_commit_start(store *s) {
   SETTLE(s);
@@ -140,34 +123,17 @@ int store_commit_wait(store *s) {
   return store_commit_poll(s);
 }
 
-void store_rollback(store *s) {
-  SETTLE(s);
-  s->ops->op_rollback(s);
-}
+void store_rollback(store *s) { SETTLE(s); s->ops->op_rollback(s); }
 
-int store_in_txn(store *s) {
-  SETTLE(s);
-  return s->ops->op_in_txn(s);
-}
+int store_in_txn(store *s) { SETTLE(s); return s->ops->op_in_txn(s); }
 
-int store_batch_failed(store *s) {
-  SETTLE(s);
-  return s->ops->op_batch_failed(s);
-}
+int store_batch_failed(store *s) { SETTLE(s); return s->ops->op_batch_failed(s); }
 
-int64_t store_batch_writes(store *s) {
-  SETTLE(s);
-  return s->ops->op_batch_writes(s);
-}
+int64_t store_batch_writes(store *s) { SETTLE(s); return s->ops->op_batch_writes(s); }
 
-int64_t store_round_trips(store *s) {
-  return s->ops->op_round_trips ? s->ops->op_round_trips(s) : 0;
-}
+int64_t store_round_trips(store *s) { return s->ops->op_round_trips ? s->ops->op_round_trips(s) : 0; }
 
-int64_t store_data_version(store *s) {
-  SETTLE(s);
-  return s->ops->op_data_version(s);
-}
+int64_t store_data_version(store *s) { SETTLE(s); return s->ops->op_data_version(s); }
 void store_wal_stats(store *s, int64_t *frames, int64_t *checkpoint_ns) {
   *frames = *checkpoint_ns = 0;
   if (s->ops->op_wal_stats) s->ops->op_wal_stats(s, frames, checkpoint_ns);
@@ -177,79 +143,31 @@ int store_checkpoint(store *s, int64_t *log, int64_t *copied) {
   *log = *copied = 0;
   return s->ops->op_checkpoint ? s->ops->op_checkpoint(s, log, copied) : STORE_OK;
 }
-int store_commit_fd(store *s, int old) {
-  return s->ops->op_commit_fd ? s->ops->op_commit_fd(s, old) : -1;
-}
-int store_commit_drain(store *s, int fd) {
-  return s->ops->op_commit_drain ? s->ops->op_commit_drain(s, fd) : 0;
-}
+int store_commit_fd(store *s, int old) { return s->ops->op_commit_fd ? s->ops->op_commit_fd(s, old) : -1; }
+int store_commit_drain(store *s, int fd) { return s->ops->op_commit_drain ? s->ops->op_commit_drain(s, fd) : 0; }
 
-int store_wf_insert(store *s, const wf_row *w) {
-  SETTLE(s);
-  return s->ops->op_wf_insert(s, w);
-}
+int store_wf_insert(store *s, const wf_row *w) { SETTLE(s); return s->ops->op_wf_insert(s, w); }
 
-int store_wf_get(store *s, const char *id, wf_row *out) {
-  SETTLE(s);
-  return s->ops->op_wf_get(s, id, out);
-}
+int store_wf_get(store *s, const char *id, wf_row *out) { SETTLE(s); return s->ops->op_wf_get(s, id, out); }
 
-int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error) {
-  SETTLE(s);
-  return s->ops->op_wf_set_status(s, id, status, result, error);
-}
+int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error) { SETTLE(s); return s->ops->op_wf_set_status(s, id, status, result, error); }
 
-int store_wf_set_cancel(store *s, const char *id, int cancel) {
-  SETTLE(s);
-  return s->ops->op_wf_set_cancel(s, id, cancel);
-}
+int store_wf_set_cancel(store *s, const char *id, int cancel) { SETTLE(s); return s->ops->op_wf_set_cancel(s, id, cancel); }
 
-int store_wf_set_code(store *s, const char *id, const char *code_hash, const char *script_name,
-                      const char *script_dir) {
-  SETTLE(s);
-  return s->ops->op_wf_set_code(s, id, code_hash, script_name, script_dir);
-}
+int store_wf_set_code(store *s, const char *id, const char *code_hash, const char *script_name, const char *script_dir) { SETTLE(s); return s->ops->op_wf_set_code(s, id, code_hash, script_name, script_dir); }
 
-int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) {
-  SETTLE(s);
-  return s->ops->op_wf_new_run(s, id, run, input);
-}
+int store_wf_new_run(store *s, const char *id, int64_t run, const char *input) { SETTLE(s); return s->ops->op_wf_new_run(s, id, run, input); }
 
-int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_wf_list(s, status, cb, ud);
-}
+int store_wf_list(store *s, const char *status, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_list(s, status, cb, ud); }
 
-int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id,
-                  int newest_first, int limit, store_wf_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_wf_page(s, status, script, after_created, after_id, newest_first, limit, cb, ud);
-}
+int store_wf_page(store *s, const char *status, const char *script, int64_t after_created, const char *after_id, int newest_first, int limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_page(s, status, script, after_created, after_id, newest_first, limit, cb, ud); }
 
-int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_wf_ids(s, prefix, statuses, limit, cb, ud);
-}
-int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_wf_children(s, parent, cb, ud);
-}
-int store_wf_forks(store *s, const char *source, store_wf_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_wf_forks(s, source, cb, ud);
-}
-int store_wf_subtree(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_wf_subtree(s, root, depth, limit, cb, ud);
-}
-int64_t store_wf_depth(store *s, const char *id, int64_t cap) {
-  SETTLE(s);
-  return s->ops->op_wf_depth(s, id, cap);
-}
-int64_t store_wf_children_running(store *s, const char *parent) {
-  SETTLE(s);
-  return s->ops->op_wf_children_running(s, parent);
-}
+int store_wf_ids(store *s, const char *prefix, const char *statuses, int limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_ids(s, prefix, statuses, limit, cb, ud); }
+int store_wf_children(store *s, const char *parent, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_children(s, parent, cb, ud); }
+int store_wf_forks(store *s, const char *source, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_forks(s, source, cb, ud); }
+int store_wf_subtree(store *s, const char *root, int64_t depth, int64_t limit, store_wf_cb cb, void *ud) { SETTLE(s); return s->ops->op_wf_subtree(s, root, depth, limit, cb, ud); }
+int64_t store_wf_depth(store *s, const char *id, int64_t cap) { SETTLE(s); return s->ops->op_wf_depth(s, id, cap); }
+int64_t store_wf_children_running(store *s, const char *parent) { SETTLE(s); return s->ops->op_wf_children_running(s, parent); }
 
 /* ---- the hash chains (chain.c): every append links, every whole read is checked ---- */
 
@@ -263,8 +181,8 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
     if (rc != STORE_OK) return rc;
     if (chain_hist_link(s, wf_id, run, e, &cs, link) < 0) {
       util_seterr(s->errbuf, s->errlen,
-                  "the history of %s is damaged: event #%lld is past the head recorded for its workflow (#%lld)", wf_id,
-                  (long long)cs.hist_seq + 1, (long long)cs.hist_seq);
+                  "the history of %s is damaged: event #%lld is past the head recorded for its workflow (#%lld)",
+                  wf_id, (long long)cs.hist_seq + 1, (long long)cs.hist_seq);
       return STORE_ECORRUPT;
     }
   }
@@ -282,10 +200,8 @@ static int name_damage(store *s, int rc, int of, const char *wf_id) {
   char was[512];
   snprintf(was, sizeof was, "%s", s->errbuf);
   util_seterr(s->errbuf, s->errlen, "the %s of %s %s damaged: %s",
-              of == OF_HISTORY  ? "history"
-              : of == OF_EVENTS ? "events"
-                                : "log",
-              wf_id, of == OF_EVENTS ? "are" : "is", was);
+              of == OF_HISTORY ? "history" : of == OF_EVENTS ? "events" : "log", wf_id, of == OF_EVENTS ? "are" : "is",
+              was);
   return rc;
 }
 
@@ -428,50 +344,23 @@ int store_hist_range(store *s, const char *wf_id, int64_t run, int64_t from_seq,
   return s->ops->op_hist_range(s, wf_id, run, from_seq, to_seq, out);
 }
 
-int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) {
-  SETTLE(s);
-  return s->ops->op_hist_max_seq(s, wf_id, run);
-}
+int64_t store_hist_max_seq(store *s, const char *wf_id, int64_t run) { SETTLE(s); return s->ops->op_hist_max_seq(s, wf_id, run); }
 
-int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq) {
-  SETTLE(s);
-  return s->ops->op_hist_outcome(s, wf_id, run, seq);
-}
+int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq) { SETTLE(s); return s->ops->op_hist_outcome(s, wf_id, run, seq); }
 
-int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out) {
-  SETTLE(s);
-  return s->ops->op_hist_get(s, wf_id, run, seq, out);
-}
+int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out) { SETTLE(s); return s->ops->op_hist_get(s, wf_id, run, seq, out); }
 
-int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) {
-  SETTLE(s);
-  return s->ops->op_code_put(s, hash, name, src, len);
-}
+int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) { SETTLE(s); return s->ops->op_code_put(s, hash, name, src, len); }
 
-char *store_code_get(store *s, const char *hash, size_t *len) {
-  SETTLE(s);
-  return s->ops->op_code_get(s, hash, len);
-}
+char *store_code_get(store *s, const char *hash, size_t *len) { SETTLE(s); return s->ops->op_code_get(s, hash, len); }
 
-int store_module_pin(store *s, const char *wf_id, int64_t run, const char *module, const char *hash) {
-  SETTLE(s);
-  return s->ops->op_module_pin(s, wf_id, run, module, hash);
-}
+int store_module_pin(store *s, const char *wf_id, int64_t run, const char *module, const char *hash) { SETTLE(s); return s->ops->op_module_pin(s, wf_id, run, module, hash); }
 
-char *store_module_get(store *s, const char *wf_id, int64_t run, const char *module) {
-  SETTLE(s);
-  return s->ops->op_module_get(s, wf_id, run, module);
-}
+char *store_module_get(store *s, const char *wf_id, int64_t run, const char *module) { SETTLE(s); return s->ops->op_module_get(s, wf_id, run, module); }
 
-int store_modules_clear(store *s, const char *wf_id, int64_t run) {
-  SETTLE(s);
-  return s->ops->op_modules_clear(s, wf_id, run);
-}
+int store_modules_clear(store *s, const char *wf_id, int64_t run) { SETTLE(s); return s->ops->op_modules_clear(s, wf_id, run); }
 
-int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run) {
-  SETTLE(s);
-  return s->ops->op_modules_copy(s, wf_id, from_run, to_run);
-}
+int store_modules_copy(store *s, const char *wf_id, int64_t from_run, int64_t to_run) { SETTLE(s); return s->ops->op_modules_copy(s, wf_id, from_run, to_run); }
 
 /* A fork's copy: src's events read through the checked reads (a damaged
  * source is refused, naming its first bad seq, and nothing of it copied),
@@ -512,21 +401,11 @@ int store_fork_copy(store *s, const char *src, int64_t run, int64_t hist_from, i
   return rc;
 }
 
-int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt,
-                   int64_t first_at, const char *owner, int64_t lease_until) {
-  SETTLE(s);
-  return s->ops->op_task_put(s, wf_id, kind, seq, run_at, attempt, first_at, owner, lease_until);
-}
+int store_task_put(store *s, const char *wf_id, const char *kind, int64_t seq, int64_t run_at, int attempt, int64_t first_at, const char *owner, int64_t lease_until) { SETTLE(s); return s->ops->op_task_put(s, wf_id, kind, seq, run_at, attempt, first_at, owner, lease_until); }
 
-int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) {
-  SETTLE(s);
-  return s->ops->op_task_del(s, wf_id, kind, seq);
-}
+int store_task_del(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->op_task_del(s, wf_id, kind, seq); }
 
-int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq) {
-  SETTLE(s);
-  return s->ops->op_task_take(s, wf_id, kind, seq);
-}
+int store_task_take(store *s, const char *wf_id, const char *kind, int64_t seq) { SETTLE(s); return s->ops->op_task_take(s, wf_id, kind, seq); }
 
 static int task_start_one(store *s, const char *owner, int64_t now, int64_t until, task_start *t, chain_state *cs) {
   int rc = t->claim && s->ops->op_lease_claim ? s->ops->op_lease_claim(s, t->wf_id, owner, now, until) : 1;
@@ -575,10 +454,8 @@ int store_task_start(store *s, const char *owner, int64_t now, int64_t until, ta
       chain_tally tl = {0};
       int rc2 = chain_check_run(s, t[i].wf_id, t[i].w.run, &t[i].h, 0, &cs[i], NULL, &tl, why, sizeof why);
       if (rc2 == STORE_ECORRUPT) t[i].damaged = util_strdup(why);
-      if (rc2 != STORE_OK)
-        hist_list_free(&t[i].h); /* damaged, or read again when the run loads */
-      else
-        chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i], tl.last);
+      if (rc2 != STORE_OK) hist_list_free(&t[i].h); /* damaged, or read again when the run loads */
+      else chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i], tl.last);
     }
   }
   free(cs);
@@ -593,49 +470,29 @@ void store_task_start_free(task_start *t) {
   t->found = 0;
 }
 
-int store_task_release(store *s, const char *owner) {
-  SETTLE(s);
-  return s->ops->op_task_release(s, owner);
-}
+int store_task_release(store *s, const char *owner) { SETTLE(s); return s->ops->op_task_release(s, owner); }
 
-int store_task_del_wf(store *s, const char *wf_id) {
-  SETTLE(s);
-  return s->ops->op_task_del_wf(s, wf_id);
-}
+int store_task_del_wf(store *s, const char *wf_id) { SETTLE(s); return s->ops->op_task_del_wf(s, wf_id); }
 
-int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out) {
-  SETTLE(s);
-  return s->ops->op_task_get(s, wf_id, kind, seq, out);
-}
+int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out) { SETTLE(s); return s->ops->op_task_get(s, wf_id, kind, seq, out); }
 
-int store_task_due(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_task_due(s, now, owner, limit, unheld, cb, ud);
-}
+int store_task_due(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) { SETTLE(s); return s->ops->op_task_due(s, now, owner, limit, unheld, cb, ud); }
 
-int64_t store_task_next_at(store *s, const char *owner) {
-  SETTLE(s);
-  return s->ops->op_task_next_at(s, owner);
-}
+int64_t store_task_next_at(store *s, const char *owner) { SETTLE(s); return s->ops->op_task_next_at(s, owner); }
 
-int store_shared(store *s) {
-  return s->ops->op_lease_claim != NULL;
-}
+int store_shared(store *s) { return s->ops->op_lease_claim != NULL; }
 int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until) {
   SETTLE(s);
   return s->ops->op_lease_claim ? s->ops->op_lease_claim(s, wf_id, owner, now, until) : 1;
 }
-int store_lease_held(store *s, const char *wf_id) {
-  return s->ops->op_lease_held ? s->ops->op_lease_held(s, wf_id) : 1;
-}
-int64_t store_lease_count(store *s) {
-  return s->ops->op_lease_count ? s->ops->op_lease_count(s) : 0;
-}
+int store_lease_held(store *s, const char *wf_id) { return s->ops->op_lease_held ? s->ops->op_lease_held(s, wf_id) : 1; }
+int64_t store_lease_count(store *s) { return s->ops->op_lease_count ? s->ops->op_lease_count(s) : 0; }
 int store_lease_fence(store *s, const char *wf_id) {
   SETTLE(s);
   return s->ops->op_lease_fence ? s->ops->op_lease_fence(s, wf_id) : STORE_OK;
 }
-int store_lease_renew(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id), void *ud) {
+int store_lease_renew(store *s, const char *owner, int64_t until, void (*lost)(void *ud, const char *wf_id),
+                      void *ud) {
   SETTLE(s);
   return s->ops->op_lease_renew ? s->ops->op_lease_renew(s, owner, until, lost, ud) : STORE_OK;
 }
@@ -644,45 +501,21 @@ int store_lease_release(store *s, const char *owner, const char *wf_id) {
   return s->ops->op_lease_release ? s->ops->op_lease_release(s, owner, wf_id) : STORE_OK;
 }
 
-int store_task_count(store *s, const char *wf_id) {
-  SETTLE(s);
-  return s->ops->op_task_count(s, wf_id);
-}
+int store_task_count(store *s, const char *wf_id) { SETTLE(s); return s->ops->op_task_count(s, wf_id); }
 
-int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) {
-  SETTLE(s);
-  return s->ops->op_signal_put(s, wf_id, name, payload, time);
-}
+int store_signal_put(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) { SETTLE(s); return s->ops->op_signal_put(s, wf_id, name, payload, time); }
 
-int store_signal_take(store *s, const char *wf_id, const char *name, char **payload) {
-  SETTLE(s);
-  return s->ops->op_signal_take(s, wf_id, name, payload);
-}
+int store_signal_take(store *s, const char *wf_id, const char *name, char **payload) { SETTLE(s); return s->ops->op_signal_take(s, wf_id, name, payload); }
 
-int store_signal_wake(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) {
-  SETTLE(s);
-  return s->ops->op_signal_wake(s, wf_id, name, payload, time);
-}
+int store_signal_wake(store *s, const char *wf_id, const char *name, const char *payload, int64_t time) { SETTLE(s); return s->ops->op_signal_wake(s, wf_id, name, payload, time); }
 
-int store_signal_count(store *s, const char *wf_id) {
-  SETTLE(s);
-  return s->ops->op_signal_count(s, wf_id);
-}
+int store_signal_count(store *s, const char *wf_id) { SETTLE(s); return s->ops->op_signal_count(s, wf_id); }
 
-int store_signal_has(store *s, const char *wf_id, const char *name) {
-  SETTLE(s);
-  return s->ops->op_signal_has(s, wf_id, name);
-}
+int store_signal_has(store *s, const char *wf_id, const char *name) { SETTLE(s); return s->ops->op_signal_has(s, wf_id, name); }
 
-int store_signal_del_wf(store *s, const char *wf_id) {
-  SETTLE(s);
-  return s->ops->op_signal_del_wf(s, wf_id);
-}
+int store_signal_del_wf(store *s, const char *wf_id) { SETTLE(s); return s->ops->op_signal_del_wf(s, wf_id); }
 
-int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload) {
-  SETTLE(s);
-  return s->ops->op_domain_append(s, session_id, type, time, payload);
-}
+int64_t store_domain_append(store *s, const char *session_id, const char *type, int64_t time, const char *payload) { SETTLE(s); return s->ops->op_domain_append(s, session_id, type, time, payload); }
 
 int store_domain_list(store *s, const char *session_id, int64_t after_seq, store_domain_cb cb, void *ud) {
   SETTLE(s);
@@ -717,7 +550,8 @@ static int wf_view_raw(store *s, const char *id, wf_view *out, domain_list *dl, 
   if (found != 1) return found;
   if ((rc = name_damage(s, s->ops->op_hist_load(s, id, out->w.run, &out->h, NULL), OF_HISTORY, id)) != STORE_OK ||
       (out->tasks = s->ops->op_task_count(s, id)) < 0 || (out->signals = s->ops->op_signal_count(s, id)) < 0 ||
-      (rc = name_damage(s, s->ops->op_domain_list(s, id, 1, domain_keep, dl, NULL), OF_EVENTS, id)) != STORE_OK) {
+      (rc = name_damage(s, s->ops->op_domain_list(s, id, 1, domain_keep, dl, NULL), OF_EVENTS, id)) !=
+          STORE_OK) {
     store_wf_view_free(out);
     return rc < 0 ? rc : STORE_ERR;
   }
@@ -756,102 +590,44 @@ int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, vo
   }
 }
 
-int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_feed_after(s, after_id, limit, cb, ud);
-}
+int store_feed_after(store *s, int64_t after_id, int limit, store_feed_cb cb, void *ud) { SETTLE(s); return s->ops->op_feed_after(s, after_id, limit, cb, ud); }
 
-int64_t store_feed_last(store *s) {
-  SETTLE(s);
-  return s->ops->op_feed_last(s);
-}
+int64_t store_feed_last(store *s) { SETTLE(s); return s->ops->op_feed_last(s); }
 
-int store_meta_get(store *s, const char *key, char **value) {
-  SETTLE(s);
-  return s->ops->op_meta_get(s, key, value);
-}
+int store_meta_get(store *s, const char *key, char **value) { SETTLE(s); return s->ops->op_meta_get(s, key, value); }
 
-int store_meta_put(store *s, const char *key, const char *value) {
-  SETTLE(s);
-  return s->ops->op_meta_put(s, key, value);
-}
+int store_meta_put(store *s, const char *key, const char *value) { SETTLE(s); return s->ops->op_meta_put(s, key, value); }
 
 int store_token_put(store *s, const char *name, const char *hash, unsigned scopes, const char *grants,
-                    int64_t created_at) {
-  SETTLE(s);
-  return s->ops->op_token_put(s, name, hash, scopes, grants, created_at);
-}
+                    int64_t created_at) { SETTLE(s); return s->ops->op_token_put(s, name, hash, scopes, grants, created_at); }
 
-int store_token_revoke(store *s, const char *name, int64_t revoked_at) {
-  SETTLE(s);
-  return s->ops->op_token_revoke(s, name, revoked_at);
-}
+int store_token_revoke(store *s, const char *name, int64_t revoked_at) { SETTLE(s); return s->ops->op_token_revoke(s, name, revoked_at); }
 
-int store_token_list(store *s, store_token_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_token_list(s, cb, ud);
-}
+int store_token_list(store *s, store_token_cb cb, void *ud) { SETTLE(s); return s->ops->op_token_list(s, cb, ud); }
 
-int store_token_live(store *s, store_token_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_token_live(s, cb, ud);
-}
+int store_token_live(store *s, store_token_cb cb, void *ud) { SETTLE(s); return s->ops->op_token_live(s, cb, ud); }
 
-int64_t store_token_live_count(store *s) {
-  SETTLE(s);
-  return s->ops->op_token_live_count(s);
-}
+int64_t store_token_live_count(store *s) { SETTLE(s); return s->ops->op_token_live_count(s); }
 
-int store_slot_put(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
-                   int64_t since) {
-  SETTLE(s);
-  return s->ops->op_slot_put(s, pool, key, wf_id, seq, limit, since);
-}
+int store_slot_put(store *s, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit, int64_t since) { SETTLE(s); return s->ops->op_slot_put(s, pool, key, wf_id, seq, limit, since); }
 
-int store_slot_get(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_slot_get(s, wf_id, pool, key, cb, ud);
-}
+int store_slot_get(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) { SETTLE(s); return s->ops->op_slot_get(s, wf_id, pool, key, cb, ud); }
 
-int store_slot_head(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_slot_head(s, pool, key, cb, ud);
-}
+int store_slot_head(store *s, const char *pool, const char *key, store_slot_cb cb, void *ud) { SETTLE(s); return s->ops->op_slot_head(s, pool, key, cb, ud); }
 
-int64_t store_slot_count(store *s, const char *pool, const char *key, int held) {
-  SETTLE(s);
-  return s->ops->op_slot_count(s, pool, key, held);
-}
+int64_t store_slot_count(store *s, const char *pool, const char *key, int held) { SETTLE(s); return s->ops->op_slot_count(s, pool, key, held); }
 
-int store_slot_hold(store *s, const char *wf_id, const char *pool, const char *key, int64_t since) {
-  SETTLE(s);
-  return s->ops->op_slot_hold(s, wf_id, pool, key, since);
-}
+int store_slot_hold(store *s, const char *wf_id, const char *pool, const char *key, int64_t since) { SETTLE(s); return s->ops->op_slot_hold(s, wf_id, pool, key, since); }
 
-int store_slot_del(store *s, const char *wf_id, const char *pool, const char *key) {
-  SETTLE(s);
-  return s->ops->op_slot_del(s, wf_id, pool, key);
-}
+int store_slot_del(store *s, const char *wf_id, const char *pool, const char *key) { SETTLE(s); return s->ops->op_slot_del(s, wf_id, pool, key); }
 
-int store_slot_list(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_slot_list(s, wf_id, pool, key, cb, ud);
-}
+int store_slot_list(store *s, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) { SETTLE(s); return s->ops->op_slot_list(s, wf_id, pool, key, cb, ud); }
 
-int store_delivery_put(store *s, const delivery_row *d) {
-  SETTLE(s);
-  return s->ops->op_delivery_put(s, d);
-}
+int store_delivery_put(store *s, const delivery_row *d) { SETTLE(s); return s->ops->op_delivery_put(s, d); }
 
-int store_delivery_find(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_delivery_find(s, trigger, delivery, cb, ud);
-}
+int store_delivery_find(store *s, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) { SETTLE(s); return s->ops->op_delivery_find(s, trigger, delivery, cb, ud); }
 
-int store_delivery_list(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_delivery_list(s, trigger, limit, cb, ud);
-}
+int store_delivery_list(store *s, const char *trigger, int limit, store_delivery_cb cb, void *ud) { SETTLE(s); return s->ops->op_delivery_list(s, trigger, limit, cb, ud); }
 
 int store_table_page(store *s, const store_table *t, const store_value *after, int limit, store_row_cb cb, void *ud) {
   SETTLE(s);
@@ -863,30 +639,15 @@ int store_table_insert(store *s, const store_table *t, const store_value *row, i
   return s->ops->op_table_insert(s, t, row, replace);
 }
 
-int64_t store_table_count(store *s, const store_table *t) {
-  SETTLE(s);
-  return s->ops->op_table_count(s, t);
-}
+int64_t store_table_count(store *s, const store_table *t) { SETTLE(s); return s->ops->op_table_count(s, t); }
 
-int store_table_finish(store *s, const store_table *t) {
-  SETTLE(s);
-  return s->ops->op_table_finish(s, t);
-}
+int store_table_finish(store *s, const store_table *t) { SETTLE(s); return s->ops->op_table_finish(s, t); }
 
-int store_counter_get(store *s, const char *name, counter_row *out) {
-  SETTLE(s);
-  return s->ops->op_counter_get(s, name, out);
-}
+int store_counter_get(store *s, const char *name, counter_row *out) { SETTLE(s); return s->ops->op_counter_get(s, name, out); }
 
-int store_counter_put(store *s, const char *name, const counter_row *c) {
-  SETTLE(s);
-  return s->ops->op_counter_put(s, name, c);
-}
+int store_counter_put(store *s, const char *name, const counter_row *c) { SETTLE(s); return s->ops->op_counter_put(s, name, c); }
 
-int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_counter_list(s, prefix, cb, ud);
-}
+int store_counter_list(store *s, const char *prefix, store_counter_cb cb, void *ud) { SETTLE(s); return s->ops->op_counter_list(s, prefix, cb, ud); }
 
 int store_group_count(store *s, store_group what, const char *const *types,
                       int (*cb)(void *ud, const char *key, int64_t n), void *ud) {
@@ -898,35 +659,21 @@ int store_live_list(store *s, const char *const *types, store_live_cb cb, void *
   return s->ops->op_live_list(s, types, cb, ud);
 }
 
-int64_t store_count(store *s, const char *what, const char *wf_id) {
-  SETTLE(s);
-  return s->ops->op_count(s, what, wf_id);
-}
+int64_t store_count(store *s, const char *what, const char *wf_id) { SETTLE(s); return s->ops->op_count(s, what, wf_id); }
 
-int store_schedule_insert(store *s, const schedule_row *r) {
-  SETTLE(s);
-  return s->ops->op_schedule_insert(s, r);
-}
+int store_schedule_insert(store *s, const schedule_row *r) { SETTLE(s); return s->ops->op_schedule_insert(s, r); }
 
-int store_schedule_update(store *s, const schedule_row *r) {
-  SETTLE(s);
-  return s->ops->op_schedule_update(s, r);
-}
+int store_schedule_update(store *s, const schedule_row *r) { SETTLE(s); return s->ops->op_schedule_update(s, r); }
 
 int store_schedule_get(store *s, const char *name, store_schedule_cb cb, void *ud) {
   SETTLE(s);
   return s->ops->op_schedule_get(s, name, cb, ud);
 }
 
-int store_schedule_list(store *s, store_schedule_cb cb, void *ud) {
-  SETTLE(s);
-  return s->ops->op_schedule_list(s, cb, ud);
-}
+int store_schedule_list(store *s, store_schedule_cb cb, void *ud) { SETTLE(s); return s->ops->op_schedule_list(s, cb, ud); }
 
-int store_schedule_del(store *s, const char *name) {
-  SETTLE(s);
-  return s->ops->op_schedule_del(s, name);
-}
+int store_schedule_del(store *s, const char *name) { SETTLE(s); return s->ops->op_schedule_del(s, name); }
+
 
 int store_is_url(const char *path) {
   return path && (strncmp(path, "postgres://", 11) == 0 || strncmp(path, "postgresql://", 13) == 0);
@@ -936,6 +683,4 @@ int store_remote_lock(const char *url, const char *mode, char *holder, size_t ho
   return store_pg_lock(url, mode, holder, holderlen);
 }
 
-int store_remote_unlock(int fd) {
-  return store_pg_unlock(fd);
-}
+int store_remote_unlock(int fd) { return store_pg_unlock(fd); }

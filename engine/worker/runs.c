@@ -5,6 +5,8 @@
  * blocks on a command (run_handle_state): start an activity attempt, take a
  * buffered signal, put a timer task, or finish; and the code caches: the
  * compiled chunks replays load, the scripts starts write (run_script). */
+#include "worker.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,27 +15,27 @@
 
 #include "crash.h"
 #include "json.h"
-#include "log.h"
 #include "modules.h"
+#include "log.h"
 #include "render.h"
 #include "trace_cache.h"
-#include "worker.h"
 
 /* ------------------------------------------------------------ history --- */
 
 /* Whether an event only records a command being issued: the workflow learns
  * nothing from it, so an effect issued after it need not wait for its commit. */
 static int issues_command(const char *type) {
-  static const char *const issued[] = {
-      "ActivityScheduled", "TimerStarted",  "SignalWaitStarted",   "SlotRequested", "SlotReleaseRequested",
-      "CounterRequested",  "RateRequested", "RateChargeRequested", "ChildStarted",  NULL};
+  static const char *const issued[] = {"ActivityScheduled", "TimerStarted",      "SignalWaitStarted",
+                                       "SlotRequested",     "SlotReleaseRequested", "CounterRequested",
+                                       "RateRequested",     "RateChargeRequested",  "ChildStarted",
+                                       NULL};
   for (const char *const *t = issued; *t; t++)
     if (strcmp(type, *t) == 0) return 1;
   return 0;
 }
 
-int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash, const char *payload,
-                   hist_event *out) {
+int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, const char *hash,
+                          const char *payload, hist_event *out) {
   hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms(), NULL};
   store_lease_fence(r->e->st, r->id); /* the batch commits only while this worker holds it */
   engine_touch(r->e, r->id);
@@ -187,10 +189,8 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
     h = *loaded;
     *loaded = (hist_list){0};
   } else if ((rc = store_hist_load(e->st, w->id, w->run, &h)) != STORE_OK) {
-    if (rc == STORE_ECORRUPT)
-      run_damaged(e, w, store_errmsg(e->st)); /* never replayed from a damaged log */
-    else
-      engine_log_err(e, "load history");
+    if (rc == STORE_ECORRUPT) run_damaged(e, w, store_errmsg(e->st)); /* never replayed from a damaged log */
+    else engine_log_err(e, "load history");
     hist_list_free(&h);
     run_free(r);
     return;
@@ -226,7 +226,7 @@ void run_load(engine *e, const wf_row *w, hist_list *loaded) {
   strmap_put(&e->runs, r->id, r);
   if (!cb || !r->vm) {
     run_set_status(r, "stuck", NULL, !cb ? "the workflow's code is missing from the store" : "cannot create a VM",
-                   NULL);
+               NULL);
     free(chunk);
     run_evict(r);
     return;
@@ -389,8 +389,7 @@ static const run_command timer_command = {"timer", start_timer, NULL, NULL};
 static const run_command signal_command = {"signal", start_signal, NULL, NULL};
 
 void runs_register(engine *e, const run_command *k) {
-  if (e->ncommands ==
-      sizeof e->commands / sizeof *e->commands) { /* a kind added without room: a build error, said at start */
+  if (e->ncommands == sizeof e->commands / sizeof *e->commands) { /* a kind added without room: a build error, said at start */
     log_msg(LOGL_ERROR, "no room for the command kind '%s' (worker.h: commands)", k->kind);
     abort();
   }
@@ -490,8 +489,7 @@ void run_handle_state(wfrun *r, wfvm_state st) {
         const char *out = wfvm_output(r->vm);
         /* cancelled only when the script let the Cancelled error through */
         int cancelled = r->cancel == 2 && strcmp(wfvm_error_type(r->vm), "Cancelled") == 0;
-        run_finish(r, cancelled ? "cancelled" : "failed", cancelled ? "WorkflowCancelled" : "WorkflowFailed", NULL,
-                   out);
+        run_finish(r, cancelled ? "cancelled" : "failed", cancelled ? "WorkflowCancelled" : "WorkflowFailed", NULL, out);
         return;
       }
       case WFVM_KILLED: run_finish(r, "failed", "WorkflowFailed", NULL, wfvm_output(r->vm)); return;
@@ -548,10 +546,8 @@ void run_handle_state(wfrun *r, wfvm_state st) {
       const run_command *k = command_of(e, c->kind); /* c goes with the delivery */
       int got = start_command(r, c, k, &ev, &keep);
       if (got > 0) st = wfvm_deliver(r->vm, &ev);
-      if (k && k->release)
-        k->release(keep);
-      else
-        free(keep);
+      if (k && k->release) k->release(keep);
+      else free(keep);
       if (got < 0) return;
       continue;
     }
