@@ -27,6 +27,9 @@ typedef struct chain_state {
   int64_t hist_from_run, hist_from_seq; /* where the history's chain starts (1, 1; later for an upgraded one) */
   char dom_head[65];
   int64_t dom_seq, dom_from;
+  /* the events checked against it were read in the same snapshot (op_read_begin):
+   * none can have been appended after the head, so one past it is damage */
+  int snapshot;
 } chain_state;
 /* What a check counted, and the last link it computed. */
 typedef struct chain_tally {
@@ -37,7 +40,8 @@ typedef struct chain_tally {
  * hex digits, chain.c) into out, its link chained after the workflow's head: the open batch's, or one this store committed when it
  * is the event before; else, with row (the row's chain columns), the row's.
  * 1 linked (the head moves to it, written at the commit), 0 the head is
- * not known: read the row and call again with it. */
+ * not known: read the row and call again with it; -1 (with row) e is not
+ * the event after the row's head: the history is out of step with it. */
 int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *e, const chain_state *row,
                     char out[65]);
 /* 1 with the seq and link of the last domain event the open batch appended
@@ -123,6 +127,10 @@ typedef struct store_ops {
   int (*op_hist_load)(store *s, const char *wf_id, int64_t run, hist_list *out, chain_state *cs);
   /* the chain columns of workflow wf_id (cs->found 0 when there is no row) */
   int (*op_chain_get)(store *s, const char *wf_id, chain_state *cs);
+  /* may be NULL: the reads until op_read_end see one snapshot (SQLite: a read
+   * transaction, unless one is open already); *began says to end it */
+  int (*op_read_begin)(store *s, int *began);
+  void (*op_read_end)(store *s, int began);
   int (*op_hist_range)(store *s, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
   int64_t (*op_hist_max_seq)(store *s, const char *wf_id, int64_t run);
   int (*op_hist_outcome)(store *s, const char *wf_id, int64_t run, int64_t seq);

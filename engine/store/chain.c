@@ -47,17 +47,6 @@
 /* The hex digits of its link an event keeps (its row's chain column). */
 #define CHAIN_KEPT 16
 
-/* The part of a full link an event keeps, into out (CHAIN_KEPT + 1 bytes). */
-static void kept(const char *link, char *out) {
-  memcpy(out, link, CHAIN_KEPT);
-  out[CHAIN_KEPT] = 0;
-}
-
-/* An event's kept link is the start of the one computed for it. */
-static int kept_matches(const char *got, const char *stored) {
-  return strlen(stored) == CHAIN_KEPT && strncmp(got, stored, CHAIN_KEPT) == 0;
-}
-
 /* ---- the canonical bytes and their hash ---- */
 
 static EVP_MD *sha256_md;
@@ -96,6 +85,20 @@ static void enc_int(enc *w, int64_t v) {
   enc_bytes(w, b, 8);
 }
 
+/* Whether t[0..n) is all ASCII (the common case: nothing to repair), eight
+ * bytes at a time. */
+static int ascii(const char *t, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t v;
+    memcpy(&v, t + i, 8);
+    if (v & 0x8080808080808080ULL) return 0;
+  }
+  for (; i < n; i++)
+    if ((unsigned char)t[i] & 0x80) return 0;
+  return 1;
+}
+
 static void enc_text(enc *w, const char *t) {
   unsigned char b[5] = {0};
   if (!t) {
@@ -105,7 +108,7 @@ static void enc_text(enc *w, const char *t) {
   size_t n = strlen(t), fn;
   /* as PostgreSQL keeps it: any part that is not UTF-8 as U+FFFD (SQLite
    * keeps the bytes; either way the link is the same, on both stores) */
-  char *fixed = util_utf8_repair(t, n, &fn);
+  char *fixed = ascii(t, n) ? NULL : util_utf8_repair(t, n, &fn);
   if (fixed) t = fixed, n = fn;
   b[0] = 1;
   for (int i = 0; i < 4; i++) b[1 + i] = (unsigned char)((uint32_t)n >> (24 - 8 * i));
@@ -121,29 +124,79 @@ static int hexval(int c) {
                                 : -1;
 }
 
-/* The previous link: 32 zero bytes when there is none (NULL or ""); a link
- * that is not 64 hex digits is hashed as what it is, so it never matches. */
-static void enc_prev(enc *w, const char *prev) {
-  unsigned char b[32] = {0};
-  if (prev && *prev) {
-    size_t n = strlen(prev);
-    if (n != 64) {
-      enc_bytes(w, prev, n);
-      return;
-    }
-    for (int i = 0; i < 32; i++) {
-      int hi = hexval(prev[2 * i]), lo = hexval(prev[2 * i + 1]);
-      if (hi < 0 || lo < 0) {
-        enc_bytes(w, prev, n);
-        return;
-      }
-      b[i] = (unsigned char)(hi << 4 | lo);
-    }
-  }
-  enc_bytes(w, b, 32);
+/* A link as the chain runs on it: its 32 bytes, kept so, not as hex, from
+ * one event to the next (the hex is written only at a commit); or, for a
+ * link read from a row that is not 64 hex digits, that text, hashed as what
+ * it is so it never matches. none: the chain's first event links to
+ * nothing (32 zero bytes). */
+typedef struct link {
+  int none;
+  unsigned char d[32];
+  char odd[65];
+} link;
+
+static void link_none(link *l) {
+  l->none = 1;
+  l->odd[0] = 0;
 }
 
-static void enc_start(enc *w, EVP_MD_CTX *md, const char *tag, const char *prev) {
+/* A link as a row or a caller has it: NULL or "" for none. */
+static void link_parse(link *l, const char *hex) {
+  l->odd[0] = 0;
+  l->none = !hex || !*hex;
+  if (l->none) return;
+  size_t n = strlen(hex);
+  for (int i = 0; n == 64 && i < 32; i++) {
+    int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) break;
+    l->d[i] = (unsigned char)(hi << 4 | lo);
+    if (i == 31) return;
+  }
+  snprintf(l->odd, sizeof l->odd, "%s", hex);
+}
+
+static void hex_of(const unsigned char *d, size_t n, char *out) {
+  static const char hex[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    out[2 * i] = hex[d[i] >> 4];
+    out[2 * i + 1] = hex[d[i] & 15];
+  }
+  out[2 * n] = 0;
+}
+
+/* The link as a row keeps it: 64 lowercase hex digits ("" for none). */
+static void link_hex(const link *l, char out[65]) {
+  if (l->none)
+    out[0] = 0;
+  else if (l->odd[0])
+    memcpy(out, l->odd, 65);
+  else
+    hex_of(l->d, 32, out);
+}
+
+/* The part of a computed link an event keeps, into out (CHAIN_KEPT + 1 bytes). */
+static void kept(const link *l, char *out) { hex_of(l->d, CHAIN_KEPT / 2, out); }
+
+/* An event's kept link is the start of the one computed for it. */
+static int kept_matches(const link *got, const char *stored) {
+  char k[CHAIN_KEPT + 1];
+  kept(got, k);
+  return strlen(stored) == CHAIN_KEPT && memcmp(k, stored, CHAIN_KEPT) == 0;
+}
+
+/* The previous link: 32 zero bytes for none; one that is not 64 hex digits
+ * as its text. */
+static void enc_prev(enc *w, const link *prev) {
+  static const unsigned char zeros[32];
+  if (prev->none)
+    enc_bytes(w, zeros, 32);
+  else if (prev->odd[0])
+    enc_bytes(w, prev->odd, strlen(prev->odd));
+  else
+    enc_bytes(w, prev->d, 32);
+}
+
+static void enc_start(enc *w, EVP_MD_CTX *md, const char *tag, const link *prev) {
   pthread_once(&sha256_once, sha256_fetch);
   w->md = md;
   w->n = 0;
@@ -152,21 +205,16 @@ static void enc_start(enc *w, EVP_MD_CTX *md, const char *tag, const char *prev)
   enc_prev(w, prev);
 }
 
-static void enc_end(enc *w, char out[65]) {
+static void enc_end(enc *w, link *out) {
   enc_flush(w);
-  unsigned char d[32];
   unsigned int dn = 0;
-  EVP_DigestFinal_ex(w->md, d, &dn);
-  static const char hex[] = "0123456789abcdef";
-  for (int i = 0; i < 32; i++) {
-    out[2 * i] = hex[d[i] >> 4];
-    out[2 * i + 1] = hex[d[i] & 15];
-  }
-  out[64] = 0;
+  EVP_DigestFinal_ex(w->md, out->d, &dn);
+  out->none = 0;
+  out->odd[0] = 0;
 }
 
-static void hist_link(EVP_MD_CTX *md, const char *prev, const char *wf_id, int64_t run, const hist_event *e,
-                      char out[65]) {
+static void hist_link(EVP_MD_CTX *md, const link *prev, const char *wf_id, int64_t run, const hist_event *e,
+                      link *out) {
   enc w;
   enc_start(&w, md, "engine.history.v1", prev);
   enc_text(&w, wf_id);
@@ -181,7 +229,7 @@ static void hist_link(EVP_MD_CTX *md, const char *prev, const char *wf_id, int64
   enc_end(&w, out);
 }
 
-static void domain_link(EVP_MD_CTX *md, const char *prev, const domain_event *e, char out[65]) {
+static void domain_link(EVP_MD_CTX *md, const link *prev, const domain_event *e, link *out) {
   enc w;
   enc_start(&w, md, "engine.domain.v1", prev);
   enc_text(&w, e->session_id);
@@ -194,13 +242,19 @@ static void domain_link(EVP_MD_CTX *md, const char *prev, const domain_event *e,
 
 void store_chain_hist(const char *prev, const char *wf_id, int64_t run, const hist_event *e, char out[65]) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
-  hist_link(md, prev, wf_id, run, e, out);
+  link p, l;
+  link_parse(&p, prev);
+  hist_link(md, &p, wf_id, run, e, &l);
+  link_hex(&l, out);
   EVP_MD_CTX_free(md);
 }
 
 void store_chain_domain(const char *prev, const domain_event *e, char out[65]) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
-  domain_link(md, prev, e, out);
+  link p, l;
+  link_parse(&p, prev);
+  domain_link(md, &p, e, &l);
+  link_hex(&l, out);
   EVP_MD_CTX_free(md);
 }
 
@@ -216,12 +270,13 @@ typedef struct chain_entry {
   /* history: known when read from the row or written by this store */
   int hist_known, hist_dirty;
   int64_t run, seq; /* the head's place; seq 0: nothing chained yet */
-  char head[65], base[65];
+  link head;        /* none when seq is 0 */
+  char base[65];
   int64_t from_run, from_seq;
   /* domain events: only while the open batch appends to them */
   int dom_dirty;
   int64_t dseq;
-  char dhead[65];
+  link dhead;
 } chain_entry;
 
 struct chain_cache {
@@ -310,14 +365,21 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
     if (!h) h = entry(s, wf_id, 1);
     h->hist_known = 1;
     h->run = h->seq = 0;
-    h->head[0] = h->base[0] = 0;
+    link_none(&h->head);
+    h->base[0] = 0;
     h->from_run = h->from_seq = 1;
   } else if (row && !(h && h->hist_dirty)) { /* the head as the workflow's row has it */
+    /* the event after it, in the row's run (or a new run's first): one
+     * further on follows events the head row does not reach (a history
+     * out of step with it), and would be linked to the wrong one */
+    if (row->found && row->hist_head[0] && run == row->run && e->seq > 1 &&
+        e->seq != (row->hist_seq > 0 ? row->hist_seq : 1) + 1)
+      return -1;
     if (!h) h = entry(s, wf_id, 1);
     h->hist_known = 1;
     h->run = row->run;
     h->seq = row->hist_head[0] ? (row->hist_seq > 0 ? row->hist_seq : 1) : 0;
-    copy_hex(h->head, row->hist_head);
+    link_parse(&h->head, h->seq ? row->hist_head : NULL);
     copy_hex(h->base, row->hist_base);
     h->from_run = row->hist_from_run;
     h->from_seq = row->hist_from_seq;
@@ -328,16 +390,16 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
   }
   /* the first event of the chain (a new workflow, or the first after the
    * upgrade) links to nothing; a run's first to the run before */
-  const char *prev = h->seq == 0 ? "" : h->head;
-  char link[65];
-  hist_link(c->md, prev, wf_id, run, e, link);
+  if (h->seq == 0) link_none(&h->head);
+  link l;
+  hist_link(c->md, &h->head, wf_id, run, e, &l);
   mark_dirty(c, h);
-  if (e->seq == 1 && run > 1) copy_hex(h->base, prev);
+  if (e->seq == 1 && run > 1) link_hex(&h->head, h->base);
   h->hist_dirty = 1;
   h->run = run;
   h->seq = e->seq;
-  memcpy(h->head, link, 65);
-  kept(link, out);
+  h->head = l;
+  kept(&l, out);
   return 1;
 }
 
@@ -345,29 +407,32 @@ int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[
   chain_entry *h = s->chains ? strmap_get(&s->chains->by_id, session_id) : NULL;
   if (!h || !h->dom_dirty) return 0;
   *seq = h->dseq;
-  memcpy(head, h->dhead, 65);
+  link_hex(&h->dhead, head);
   return 1;
 }
 
 void chain_dom_link(store *s, const domain_event *e, const char *prev, char out[65]) {
   struct chain_cache *c = cache(s);
-  char link[65];
-  domain_link(c->md, prev, e, link);
+  link p;
+  link_parse(&p, prev);
   chain_entry *h = entry(s, e->session_id, 1);
+  domain_link(c->md, &p, e, &h->dhead);
   mark_dirty(c, h);
   h->dom_dirty = 1;
   h->dseq = e->seq;
-  memcpy(h->dhead, link, 65);
-  kept(link, out);
+  kept(&h->dhead, out);
 }
 
 int chain_flush(store *s, chain_write_fn write) {
   struct chain_cache *c = s->chains;
   if (!c) return STORE_OK;
+  char hex[65];
   for (size_t i = 0; i < c->ndirty; i++) {
     chain_entry *h = c->dirty[i];
-    if (h->hist_dirty && write(s, h->id, 0, h->head, h->seq, h->base) != STORE_OK) return STORE_ERR;
-    if (h->dom_dirty && write(s, h->id, 1, h->dhead, h->dseq, NULL) != STORE_OK) return STORE_ERR;
+    if (h->hist_dirty && (link_hex(&h->head, hex), write(s, h->id, 0, hex, h->seq, h->base)) != STORE_OK)
+      return STORE_ERR;
+    if (h->dom_dirty && (link_hex(&h->dhead, hex), write(s, h->id, 1, hex, h->dseq, NULL)) != STORE_OK)
+      return STORE_ERR;
   }
   return STORE_OK;
 }
@@ -393,12 +458,12 @@ void chain_overlay(store *s, const char *wf_id, chain_state *cs) {
   if (h->hist_dirty) {
     cs->run = h->run > cs->run ? h->run : cs->run;
     cs->hist_seq = h->seq;
-    copy_hex(cs->hist_head, h->head);
+    link_hex(&h->head, cs->hist_head);
     copy_hex(cs->hist_base, h->base);
   }
   if (h->dom_dirty) {
     cs->dom_seq = h->dseq;
-    copy_hex(cs->dom_head, h->dhead);
+    link_hex(&h->dhead, cs->dom_head);
   }
 }
 
@@ -441,22 +506,24 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
   /* the run's first link follows nothing (the chain's start), the row's base
    * (the current run) or what the caller says (an older run: the end of the
    * run before it) */
-  char link[65] = "";
+  const char *first = "";
   if (run > cs->hist_from_run) {
     if (run == cs->run)
-      copy_hex(link, cs->hist_base);
+      first = cs->hist_base;
     else if (run < cs->run && prev)
-      copy_hex(link, prev);
+      first = prev;
     else { /* not damage: to be read again */
       damaged(err, errlen, "the history of %s changed while it was read (run %lld; its row says run %lld)", wf_id,
               (long long)run, (long long)cs->run);
       return STORE_ERR;
     }
-    if (!link[0] && h->n > from)
+    if (!first[0] && h->n > from)
       return damaged(err, errlen, "the history of %s is damaged: %sevent #1 has no link to the run before", wf_id, rl);
   }
   EVP_MD_CTX *md = cache(s)->md;
-  char got[65];
+  link at, got;
+  link_parse(&at, first);
+  char hex[65];
   int64_t last = 0;
   for (size_t i = from; i < h->n; i++) {
     const hist_event *e = &h->v[i];
@@ -467,24 +534,29 @@ int chain_check_run(store *s, const char *wf_id, int64_t run, const hist_list *h
     if (!e->chain)
       return damaged(err, errlen, "the history of %s is damaged: %sevent #%lld has no hash (altered)", wf_id, rl,
                      (long long)e->seq);
-    hist_link(md, link, wf_id, run, e, got);
-    if (!kept_matches(got, e->chain))
+    hist_link(md, &at, wf_id, run, e, &got);
+    if (!kept_matches(&got, e->chain))
       return damaged(err, errlen,
                      "the history of %s is damaged: %sevent #%lld does not match its hash (altered, reordered or "
                      "replaced)",
                      wf_id, rl, (long long)e->seq);
-    memcpy(link, got, 65);
+    at = got;
     last = e->seq;
     if (t) t->checked++;
     /* the row was read before the events: the head it names is among them
      * (any after it were appended since, and chain on from it) */
-    if (run == cs->run && e->seq == cs->hist_seq && cs->hist_head[0] && strcmp(got, cs->hist_head) != 0)
+    if (run == cs->run && e->seq == cs->hist_seq && cs->hist_head[0] &&
+        (link_hex(&got, hex), strcmp(hex, cs->hist_head) != 0))
       return damaged(err, errlen,
                      "the history of %s is damaged: %sevent #%lld is not the head recorded for its workflow", wf_id,
                      rl, (long long)e->seq);
   }
-  if (t) memcpy(t->last, link, 65);
+  if (t) link_hex(&at, t->last);
   if (run != cs->run) return STORE_OK; /* an older run's end: the next run's first link checks it */
+  if (cs->snapshot && cs->hist_head[0] && last > cs->hist_seq)
+    return damaged(err, errlen,
+                   "the history of %s is damaged: %sevent #%lld is past the head recorded for its workflow (#%lld)",
+                   wf_id, rl, (long long)cs->hist_seq + 1, (long long)cs->hist_seq);
   if (cs->hist_head[0] && last < cs->hist_seq)
     return damaged(err, errlen,
                    "the history of %s is damaged: %sevent #%lld is missing (the history ends at #%lld; the "
@@ -507,7 +579,7 @@ void chain_learned(store *s, const char *wf_id, int64_t run, const hist_list *h,
   e->hist_known = 1;
   e->run = run;
   e->seq = h->v[h->n - 1].seq;
-  copy_hex(e->head, last);
+  link_parse(&e->head, last);
   copy_hex(e->base, cs->hist_base);
   e->from_run = cs->hist_from_run;
   e->from_seq = cs->hist_from_seq;
@@ -520,7 +592,9 @@ int chain_check_domain(store *s, const char *session_id, const domain_event *v, 
       return damaged(err, errlen, "the events of %s are damaged: event #%lld is missing", session_id,
                      (long long)i + 1);
   if (!cs->found) return STORE_OK;
-  char link[65] = "", got[65];
+  link at, got;
+  link_none(&at);
+  char hex[65];
   int64_t last = 0;
   EVP_MD_CTX *md = cache(s)->md;
   for (size_t i = 0; i < n; i++) {
@@ -533,19 +607,22 @@ int chain_check_domain(store *s, const char *session_id, const domain_event *v, 
     if (!e->chain)
       return damaged(err, errlen, "the events of %s are damaged: event #%lld has no hash (altered)", session_id,
                      (long long)e->seq);
-    domain_link(md, link, e, got);
-    if (!kept_matches(got, e->chain))
+    domain_link(md, &at, e, &got);
+    if (!kept_matches(&got, e->chain))
       return damaged(err, errlen,
                      "the events of %s are damaged: event #%lld does not match its hash (altered, reordered or "
                      "replaced)",
                      session_id, (long long)e->seq);
     if (t) t->checked++;
-    memcpy(link, got, 65);
-    if (e->seq == cs->dom_seq && cs->dom_head[0] && strcmp(got, cs->dom_head) != 0)
+    at = got;
+    if (e->seq == cs->dom_seq && cs->dom_head[0] && (link_hex(&got, hex), strcmp(hex, cs->dom_head) != 0))
       return damaged(err, errlen,
                      "the events of %s are damaged: event #%lld is not the head recorded for them", session_id,
                      (long long)e->seq);
   }
+  if (cs->snapshot && cs->dom_head[0] && last > cs->dom_seq)
+    return damaged(err, errlen, "the events of %s are damaged: event #%lld is past the head recorded for them (#%lld)",
+                   session_id, (long long)cs->dom_seq + 1, (long long)cs->dom_seq);
   if (cs->dom_head[0] && last < cs->dom_seq)
     return damaged(err, errlen,
                    "the events of %s are damaged: event #%lld is missing (they end at #%lld; the head recorded "

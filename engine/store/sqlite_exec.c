@@ -139,14 +139,21 @@ int sq_classify(int rc) {
 static int sq_chain_write(store *st_, const char *wf_id, int domain, const char *head, int64_t seq,
                           const char *base) {
   sq *s = (sq *)st_;
-  sqlite3_stmt *st = sq_stmt(s, domain ? Q_WF_DOM_HEAD : Q_WF_HIST_HEAD);
-  if (!st) return STORE_ERR;
-  int i = 1;
-  sq_bind_text(s, st, i++, head);
-  sq_bind_int(s, st, i++, seq);
-  if (!domain) sq_bind_text(s, st, i++, base && *base ? base : NULL);
-  sq_bind_text(s, st, i, wf_id);
-  return sq_exec_write(s, st, "write the chain's head");
+  /* an update of the row, which is there but for a workflow's first head:
+   * the upsert tried its insert first (10.6 k instructions against 11.3 k) */
+  for (int q = 0; q < 2; q++) {
+    int which = domain ? (q ? Q_WF_DOM_HEAD_NEW : Q_WF_DOM_HEAD) : (q ? Q_WF_HIST_HEAD_NEW : Q_WF_HIST_HEAD);
+    sqlite3_stmt *st = sq_stmt(s, which);
+    if (!st) return STORE_ERR;
+    int i = 1;
+    sq_bind_text(s, st, i++, head);
+    sq_bind_int(s, st, i++, seq);
+    if (!domain) sq_bind_text(s, st, i++, base && *base ? base : NULL);
+    sq_bind_text(s, st, i, wf_id);
+    if (sq_exec_write(s, st, "write the chain's head") != STORE_OK) return STORE_ERR;
+    if (sqlite3_changes(s->db) > 0) return STORE_OK;
+  }
+  return STORE_OK;
 }
 
 /* SQLite says whether a transaction is open (sqlite3_get_autocommit); in_txn

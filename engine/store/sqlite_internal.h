@@ -28,6 +28,8 @@ enum {
   Q_WF_CHAIN,
   Q_WF_HIST_HEAD,
   Q_WF_DOM_HEAD,
+  Q_WF_HIST_HEAD_NEW,
+  Q_WF_DOM_HEAD_NEW,
   Q_HIST_APPEND,
   Q_HIST_LOAD,
   Q_HIST_GET,
@@ -182,6 +184,8 @@ int64_t sq_wf_children_running(store *st_, const char *parent);
 int sq_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event *e);
 int sq_hist_load(store *st_, const char *wf_id, int64_t run, hist_list *out, chain_state *cs);
 int sq_chain_get(store *st_, const char *wf_id, chain_state *cs);
+int sq_read_begin(store *st_, int *began);
+void sq_read_end(store *st_, int began);
 int sq_hist_range(store *st_, const char *wf_id, int64_t run, int64_t from_seq, int64_t to_seq, hist_list *out);
 int sq_hist_get(store *st_, const char *wf_id, int64_t run, int64_t seq, hist_list *out);
 int64_t sq_hist_max_seq(store *st_, const char *wf_id, int64_t run);

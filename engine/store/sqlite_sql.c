@@ -52,10 +52,12 @@ const char *const sq_sql[Q__N] = {
                    "c.dom_head,coalesce(c.dom_seq,0),w.dom_from FROM workflows w LEFT JOIN chain_heads c ON c.wf_id=w.id "
                    "WHERE w.id=?",
     /* a head the batch moved: a narrow row's upsert, not a rewrite of the workflow's wide one */
-    [Q_WF_HIST_HEAD] = "INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) VALUES(?4,?1,?2,?3) "
-                       "ON CONFLICT(wf_id) DO UPDATE SET hist_head=?1, hist_seq=?2, hist_base=?3",
-    [Q_WF_DOM_HEAD] = "INSERT INTO chain_heads(wf_id,dom_head,dom_seq) VALUES(?3,?1,?2) "
-                      "ON CONFLICT(wf_id) DO UPDATE SET dom_head=?1, dom_seq=?2",
+    [Q_WF_HIST_HEAD] = "UPDATE chain_heads SET hist_head=?1, hist_seq=?2, hist_base=?3 WHERE wf_id=?4",
+    [Q_WF_DOM_HEAD] = "UPDATE chain_heads SET dom_head=?1, dom_seq=?2 WHERE wf_id=?3",
+    [Q_WF_HIST_HEAD_NEW] = "INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) VALUES(?4,?1,?2,?3) "
+                           "ON CONFLICT(wf_id) DO UPDATE SET hist_head=?1, hist_seq=?2, hist_base=?3",
+    [Q_WF_DOM_HEAD_NEW] = "INSERT INTO chain_heads(wf_id,dom_head,dom_seq) VALUES(?3,?1,?2) "
+                          "ON CONFLICT(wf_id) DO UPDATE SET dom_head=?1, dom_seq=?2",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
                       "VALUES(?,?,?,?,?,?,?,?,?,?)",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain FROM history WHERE wf_id=? AND run=? "

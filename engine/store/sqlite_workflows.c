@@ -257,6 +257,24 @@ int sq_chain_get(store *st_, const char *wf_id, chain_state *cs) {
   return rc == SQLITE_ROW || rc == SQLITE_DONE ? STORE_OK : sq_fail_read(s, "read the workflow's chain");
 }
 
+/* A head row and the events it is checked against read in one snapshot, so
+ * an event past the head is damage (a WAL cut or damaged after part of it
+ * was copied into the database leaves newer pages beside older ones), not
+ * one appended between two reads. Inside an open transaction (the worker's
+ * batch) every read is of one snapshot already. */
+int sq_read_begin(store *st_, int *began) {
+  sq *s = (sq *)st_;
+  *began = 0;
+  if (!sqlite3_get_autocommit(s->db)) return STORE_OK;
+  if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return sq_fail_read(s, "begin a read");
+  *began = 1;
+  return STORE_OK;
+}
+
+void sq_read_end(store *st_, int began) {
+  sq *s = (sq *)st_;
+  if (began && !sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+}
 
 static int read_events(sq *s, sqlite3_stmt *st, hist_list *out) {
   int rc;

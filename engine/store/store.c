@@ -179,7 +179,12 @@ int store_hist_append(store *s, const char *wf_id, int64_t run, const hist_event
     chain_state cs;
     int rc = s->ops->op_chain_get(s, wf_id, &cs);
     if (rc != STORE_OK) return rc;
-    chain_hist_link(s, wf_id, run, e, &cs, link);
+    if (chain_hist_link(s, wf_id, run, e, &cs, link) < 0) {
+      util_seterr(s->errbuf, s->errlen,
+                  "the history of %s is damaged: event #%lld is past the head recorded for its workflow (#%lld)",
+                  wf_id, (long long)cs.hist_seq + 1, (long long)cs.hist_seq);
+      return STORE_ECORRUPT;
+    }
   }
   ev.chain = link;
   return s->ops->op_hist_append(s, wf_id, run, &ev);
@@ -198,6 +203,20 @@ static int name_damage(store *s, int rc, int of, const char *wf_id) {
               of == OF_HISTORY ? "history" : of == OF_EVENTS ? "events" : "log", wf_id, of == OF_EVENTS ? "are" : "is",
               was);
   return rc;
+}
+
+/* A read and the chain check of it in one snapshot, where the backend has
+ * them (op_read_begin): *snap 1 then. */
+static int read_begin(store *s, int *began, int *snap) {
+  *began = *snap = 0;
+  if (!s->ops->op_read_begin) return STORE_OK;
+  int rc = s->ops->op_read_begin(s, began);
+  *snap = rc == STORE_OK;
+  return rc;
+}
+
+static void read_end(store *s, int began) {
+  if (s->ops->op_read_end) s->ops->op_read_end(s, began);
 }
 
 /* Drops h->v[from..] (a read to be made again). */
@@ -256,8 +275,12 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
   size_t from = out->n;
   for (int tries = 0;; tries++) {
     chain_state cs;
-    int rc = s->ops->op_hist_load(s, wf_id, run, out, &cs);
+    int began, snap, rc = read_begin(s, &began, &snap);
+    if (rc != STORE_OK) return rc;
+    rc = s->ops->op_hist_load(s, wf_id, run, out, &cs);
+    read_end(s, began);
     if (rc != STORE_OK) return name_damage(s, rc, OF_HISTORY, wf_id);
+    cs.snapshot = snap;
     chain_overlay(s, wf_id, &cs);
     if (cs.found && run > cs.run) { /* a run begun between the two reads (again), or none yet */
       if (out->n == from) return STORE_OK;
@@ -278,9 +301,18 @@ int store_hist_load(store *s, const char *wf_id, int64_t run, hist_list *out) {
   }
 }
 
+static int verify_chains(store *s, const char *wf_id, store_verify *out, int snap);
 int store_verify_chains(store *s, const char *wf_id, store_verify *out) {
   SETTLE(s);
   memset(out, 0, sizeof *out);
+  int began, snap;
+  if (read_begin(s, &began, &snap) != STORE_OK) return -1;
+  int r = verify_chains(s, wf_id, out, snap);
+  read_end(s, began);
+  return r;
+}
+
+static int verify_chains(store *s, const char *wf_id, store_verify *out, int snap) {
   chain_state cs;
   int rc = s->ops->op_chain_get(s, wf_id, &cs);
   if (rc == STORE_ECORRUPT) {
@@ -289,6 +321,7 @@ int store_verify_chains(store *s, const char *wf_id, store_verify *out) {
   }
   if (rc != STORE_OK) return -1;
   if (!cs.found) return 0;
+  cs.snapshot = snap;
   chain_overlay(s, wf_id, &cs);
   chain_tally t = {0};
   rc = walk_history(s, wf_id, &cs, 0, NULL, &t, &out->runs, out->problem, sizeof out->problem);
@@ -383,7 +416,11 @@ static int task_start_one(store *s, const char *owner, int64_t now, int64_t unti
   if ((rc = s->ops->op_wf_get(s, t->wf_id, &t->w)) <= 0) return rc;
   t->found = 1;
   if (!t->history) return STORE_OK;
+  int began, snap;
+  if ((rc = read_begin(s, &began, &snap)) != STORE_OK) return rc;
   rc = name_damage(s, s->ops->op_hist_load(s, t->wf_id, t->w.run, &t->h, cs), OF_HISTORY, t->wf_id);
+  read_end(s, began);
+  cs->snapshot = snap;
   if (rc == STORE_ECORRUPT) { /* a damaged page: this workflow's, not the dispatch's */
     t->damaged = util_strdup(s->errbuf);
     hist_list_free(&t->h);
@@ -487,9 +524,13 @@ int store_domain_list(store *s, const char *session_id, int64_t after_seq, store
   chain_state cs;
   /* all of them, from #1: an event keeps only the start of its link, so the
    * chain is computed on from the first (what is handed on is after_seq's) */
-  int rc = s->ops->op_domain_list(s, session_id, 1, domain_keep, &dl, &cs);
+  int began, snap, rc = read_begin(s, &began, &snap);
+  if (rc != STORE_OK) return rc;
+  rc = s->ops->op_domain_list(s, session_id, 1, domain_keep, &dl, &cs);
+  read_end(s, began);
   name_damage(s, rc, OF_EVENTS, session_id);
   if (rc == STORE_OK) {
+    cs.snapshot = snap;
     chain_overlay(s, session_id, &cs);
     rc = chain_check_domain(s, session_id, dl.v, dl.n, &cs, NULL, s->errbuf, s->errlen);
   }
@@ -523,8 +564,12 @@ int store_wf_view(store *s, const char *id, wf_view *out, store_domain_cb cb, vo
     memset(out, 0, sizeof *out);
     domain_list dl = {0};
     chain_state cs;
-    int found = name_damage(s, wf_view_raw(s, id, out, &dl, &cs), OF_LOG, id);
+    int began, snap, found = read_begin(s, &began, &snap);
+    if (found != STORE_OK) return found;
+    found = name_damage(s, wf_view_raw(s, id, out, &dl, &cs), OF_LOG, id);
+    read_end(s, began);
     if (found == 1) {
+      cs.snapshot = snap;
       chain_overlay(s, id, &cs);
       if (cs.found && cs.run != out->w.run && tries < 3) { /* a run begun while it was read: again */
         store_wf_view_free(out);

@@ -39,7 +39,13 @@ int64_t run_append(wfrun *r, const char *type, int64_t ref, const char *name, co
   hist_event ev = {r->next_seq, type, ref, name, hash, payload, util_now_ms(), NULL};
   store_lease_fence(r->e->st, r->id); /* the batch commits only while this worker holds it */
   engine_touch(r->e, r->id);
-  if (store_hist_append(r->e->st, r->id, r->run, &ev) != STORE_OK) {
+  int rc = store_hist_append(r->e->st, r->id, r->run, &ev);
+  if (rc == STORE_ECORRUPT) { /* appended without a replay (an outcome): a log out of step with its head */
+    wf_row w = {.id = r->id};
+    run_damaged(r->e, &w, store_errmsg(r->e->st));
+    return -1;
+  }
+  if (rc != STORE_OK) {
     engine_log_err(r->e, "append");
     return -1;
   }

@@ -1,6 +1,7 @@
 # durable_steps.sh: the kill -9 matrix of test_durable_steps.sh and
 # test_durable_steps_waits.sh (two tests, so each takes half the time on a
-# busy machine), for the shapes in DURABLE_SHAPES; sourced after lib.sh.
+# busy machine), for the shapes in DURABLE_SHAPES; sourced after lib.sh. Ends
+# with every hash chain checked (engine verify --all).
 WF="$SRC/tests/integration/wf/durable_steps.lua"
 export TEST_SIDE_EFFECTS="$T/effects"
 : >"$TEST_SIDE_EFFECTS"
@@ -100,3 +101,4 @@ done
 echo "# $cases cases, $hit killed at their crash point; steps that ran again: $reran"
 [ "$hit" -ge $((cases * 3 / 4)) ] && pass "$hit of $cases crash points were reached" || fail "only $hit of $cases crash points reached"
 
+assert_exit "every case's hash chains whole after its kill and resume (engine verify --all)" 0 engine verify --all

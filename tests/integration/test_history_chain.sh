@@ -12,7 +12,10 @@
 # damaged waiting workflow marks it stuck with the first bad seq and replays
 # nothing of it. An upgraded database (made before the chain) verifies, its
 # old events counted, not checked, and chains from the upgrade on. kill -9 of
-# a serve during a burst of commits leaves every chain whole.
+# a serve during a burst of commits leaves every chain whole. SQLite's WAL cut
+# inside its last commit, or a committed frame damaged, recovers to one
+# earlier commit that verifies and is served on; damaged after a checkpoint,
+# its history past the head row is named and never replayed.
 source "$(dirname "$0")/lib.sh"
 HELLO="$SRC/workflows/hello.lua"
 
@@ -147,6 +150,147 @@ assert_eq "nothing appended to its log (nothing replayed)" "$nwaits" \
 assert_contains "the serve says why" "workflow waits is stuck: the history of waits is damaged: event #4" \
   "$(cat "$T/serve.log")"
 kill "$S"; wait "$S" 2>/dev/null || true
+
+# --- the SQLite WAL cut or damaged before its recovery (SQLite only). A serve
+# answers the waiting workflow and is killed with -9, so its commits are only in
+# the -wal file; each case is a copy of that database and -wal, cut or damaged,
+# then opened. SQLite's recovery keeps the WAL's frames up to the last commit
+# frame before the first frame that is missing or fails its checksum, and drops
+# the rest: what remains is the state of one commit, history and head row
+# together (one transaction), so it verifies, shows no part of a later commit,
+# and a serve carries on from it. What the chain cannot tell is that commits
+# were lost with their heads (docs/durability.md#the-hash-chain).
+if ! on_postgres; then
+  db="$T/wal.db"
+  cp "$BASE" "$db"
+  export ENGINE_DB="$db"
+  serve_bg
+  assert_exit "wal: the approval is accepted" 0 engine signal waits approval '{"approved":true}'
+  wait_status waits completed 60 || fail "wal: waits did not complete"
+  kill -9 "$S"; wait "$S" 2>/dev/null || true
+  cp "$db" "$T/wal.full"; cp "$db-wal" "$T/wal.full-wal"
+  # walcut.py WAL: the WAL's page size and its committed transactions (valid
+  # salts and checksums, as SQLite's recovery reads them), as "first last"
+  # frame numbers, one a line after the page size
+  cat >"$T/walcut.py" <<'PY'
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+magic, _, psize, _, s1, s2, c1, c2 = struct.unpack(">8I", b[:32])
+def ck(data, a, c):
+    w = struct.unpack(("<>"[magic & 1]) + "%dI" % (len(data) // 4), data)
+    for i in range(0, len(w), 2):
+        a = (a + w[i] + c) & 0xFFFFFFFF
+        c = (c + w[i + 1] + a) & 0xFFFFFFFF
+    return a, c
+a, c = ck(b[:24], 0, 0)
+print(psize)
+off, n, first = 32, 0, 1
+while off + 24 + psize <= len(b):
+    _, commit, f1, f2, k1, k2 = struct.unpack(">6I", b[off:off + 24])
+    a, c = ck(b[off:off + 8], a, c)
+    a, c = ck(b[off + 24:off + 24 + psize], a, c)
+    if (f1, f2) != (s1, s2) or (a, c) != (k1, k2):
+        break
+    n += 1
+    off += 24 + psize
+    if commit:
+        print(first, n)
+        first = n + 1
+PY
+  mapfile -t TXN < <(python3 "$T/walcut.py" "$T/wal.full-wal")
+  PSIZE="${TXN[0]}"; TXN=("${TXN[@]:1}")
+  NTX="${#TXN[@]}"
+  [ "$NTX" -ge 3 ] && pass "wal: the serve's commits are in the -wal ($NTX)" || fail "wal: $NTX commits in the -wal"
+  frame_end() { echo $((32 + $1 * (24 + PSIZE))); } # the WAL's size up to frame N's end
+  wal_copy() { # NAME: a copy of the killed serve's database and -wal
+    cp "$T/wal.full" "$T/$1.db"; cp "$T/wal.full-wal" "$T/$1.db-wal"; rm -f "$T/$1.db-shm"
+    echo "$T/$1.db"
+  }
+  # the durable state, as a text to compare (read after engine verify made the recovery)
+  state_of() {
+    sqlite3 "$1" "SELECT wf_id,run,seq,type,chain FROM history ORDER BY 1,2,3; SELECT * FROM chain_heads ORDER BY 1;
+      SELECT id,status,run FROM workflows ORDER BY 1; SELECT session_id,seq,chain FROM domain_events ORDER BY 1,2;
+      SELECT wf_id,kind,seq FROM tasks ORDER BY 1,2,3"
+  }
+  # the state when the WAL ends with transaction K (1-based): SQLite's recovery of a clean cut
+  state_at() {
+    local c; c="$(wal_copy "at$1")"
+    truncate -s "$(frame_end "${TXN[$(($1 - 1))]#* }")" "$c-wal"
+    engine verify --all --db "$c" >/dev/null || fail "wal: the clean cut after commit $1 does not verify"
+    state_of "$c"
+  }
+  full="$(c="$(wal_copy whole)"; engine verify --all --db "$c" >/dev/null; state_of "$c")"
+  read -r lf ll <<<"${TXN[$((NTX - 1))]}"
+  [ "$ll" -gt "$lf" ] || fail "wal: the last commit is one frame ($lf); no frame boundary inside it"
+  before_last="$(state_at $((NTX - 1)))"
+  [ "$before_last" != "$full" ] && pass "wal: the last commit changes the state" || fail "wal: the last commit changed nothing"
+  # wal_case NAME WANT-STATE: the copy as it is verifies, and holds exactly WANT
+  wal_case() {
+    assert_exit "wal $1: verify --all" 0 engine verify --all --db "$T/$1.db"
+    assert_contains "wal $1: every chain ok" "0 BAD" "$OUT"
+    assert_eq "wal $1: the state of the last whole commit before the cut, nothing of the one cut" "$2" \
+      "$(state_of "$T/$1.db")"
+  }
+  c="$(wal_copy boundary)"; truncate -s "$(frame_end "$lf")" "$c-wal"
+  wal_case boundary "$before_last"
+  c="$(wal_copy midframe)"; truncate -s $(( $(frame_end $((ll - 1))) + PSIZE / 2 )) "$c-wal"
+  wal_case midframe "$before_last"
+  # a frame of a committed transaction (the one before the last) damaged:
+  # its checksum fails, so it and every frame after it are dropped
+  read -r df _ <<<"${TXN[$((NTX - 2))]}"
+  flip_frame() { # WAL FRAME: 8 bytes of the frame's page inverted
+    python3 - "$1" "$(( $(frame_end $(($2 - 1))) + 24 + PSIZE / 2 ))" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2])); b = f.read(8); f.seek(int(sys.argv[2])); f.write(bytes(x ^ 0xFF for x in b))
+PY
+  }
+  before_damage="$(state_at $((NTX - 2)))"
+  c="$(wal_copy flipped)"; flip_frame "$c-wal" "$df"
+  wal_case flipped "$before_damage"
+  # the same after the whole WAL was copied into the database (a checkpoint
+  # that ran before the crash, the WAL not started over yet): the frames before
+  # the damaged one are older than the database's pages they cover, and the
+  # pages only later commits wrote are the database's: the waiting workflow's
+  # newer history beside its older head row. Named, and nothing of it shown.
+  c="$(wal_copy checkpointed)"; cp "$c-wal" "$T/ck.wal"
+  sqlite3 "$c" "PRAGMA wal_checkpoint(TRUNCATE)" >/dev/null
+  cp "$T/ck.wal" "$c-wal"; flip_frame "$c-wal" "$df"
+  assert_exit "wal checkpointed: verify says BAD" 1 engine verify --all --db "$c"
+  assert_contains "wal checkpointed: names the history past its head" \
+    "BAD: the history of waits is damaged: event #$(( $(sqlite3 "$T/at$((NTX - 2)).db" \
+      "SELECT hist_seq FROM chain_heads WHERE wf_id='waits'") + 1 )) is past the head recorded for its workflow" "$OUT"
+  assert_exit "wal checkpointed: history refuses" 2 engine history waits --db "$c"
+  assert_contains "wal checkpointed: history names it" "is past the head recorded for its workflow" "$ERR"
+  assert_eq "wal checkpointed: history prints nothing of it" "" "$OUT"
+  # such a log is never replayed: the state after the commit before the last
+  # (the workflow running) with the head row of the commit before that
+  c="$(wal_copy stale)"; truncate -s "$(frame_end "${TXN[$((NTX - 2))]#* }")" "$c-wal"
+  engine verify --all --db "$c" >/dev/null || fail "wal stale: the clean cut does not verify"
+  old="$(sqlite3 "$T/at$((NTX - 2)).db" "SELECT hist_head || ' ' || hist_seq FROM chain_heads WHERE wf_id='waits'")"
+  sqlite3 "$c" "UPDATE chain_heads SET hist_head='${old% *}', hist_seq=${old#* } WHERE wf_id='waits'"
+  nstale="$(sqlite3 "$c" "SELECT count(*) FROM history WHERE wf_id='waits'")"
+  [ "$(sqlite3 "$c" "SELECT status FROM workflows WHERE id='waits'")" != completed ] || fail "wal stale: waits completed"
+  assert_exit "wal stale: verify says BAD" 1 engine verify waits --db "$c"
+  assert_contains "wal stale: names it" "event #$(( ${old#* } + 1 )) is past the head recorded" "$OUT"
+  export ENGINE_DB="$c"
+  serve_bg
+  wait_for 60 "wal stale: the workflow stuck" '[ "$(sqlite3 "$c" "SELECT status FROM workflows WHERE id='"'waits'"'")" == stuck ]' \
+    'sqlite3 "$c" "SELECT status, error FROM workflows WHERE id='"'waits'"'"' || true
+  kill "$S"; wait "$S" 2>/dev/null || true
+  assert_contains "wal stale: stuck, its error naming the first event past the head" \
+    "stuck|the history of waits is damaged: event #$(( ${old#* } + 1 )) is past the head" \
+    "$(sqlite3 "$c" "SELECT status || '|' || error FROM workflows WHERE id='waits'")"
+  assert_eq "wal stale: nothing appended (nothing replayed)" "$nstale" \
+    "$(sqlite3 "$c" "SELECT count(*) FROM history WHERE wf_id='waits'")"
+  # a serve carries on from the recovered state: the cut one completes
+  export ENGINE_DB="$T/boundary.db"
+  serve_bg
+  wait_status waits completed 60 || fail "wal boundary: waits did not complete when served again"
+  kill "$S"; wait "$S" 2>/dev/null || true
+  assert_exit "wal boundary: served again, verify --all" 0 engine verify --all
+  assert_contains "wal boundary: every chain ok" "0 BAD" "$OUT"
+fi
 
 # --- kill -9 of a serve during a burst of commits: every chain whole
 db="$(copy_db burst)"
