@@ -151,6 +151,26 @@ assert_contains "the serve says why" "workflow waits is stuck: the history of wa
   "$(cat "$T/serve.log")"
 kill "$S"; wait "$S" 2>/dev/null || true
 
+# the other damages stop the replay too: a row deleted, two rows' seqs swapped
+stops_replay() { # NAME SQL WANT: the waiting workflow, damaged so, goes stuck naming WANT, nothing appended
+  local db n
+  db="$(copy_db "$1")"
+  sql_on "$db" "$2" >/dev/null
+  n="$(sql_on "$db" "SELECT count(*) FROM history WHERE wf_id='waits'")"
+  ENGINE_DB="$db" serve_api
+  ENGINE_DB="$db" engine signal waits approval '{"approved":true}' >/dev/null 2>&1
+  wait_for 60 "$1: the damaged workflow stuck" '[ "$(sql_on "$db" "SELECT status FROM workflows WHERE id='"'waits'"'")" == stuck ]' \
+    'sql_on "$db" "SELECT status, error FROM workflows WHERE id='"'waits'"'"' || true
+  assert_contains "$1: stuck, its error naming it" "stuck|the history of waits is damaged: $3" \
+    "$(sql_on "$db" "SELECT status, error FROM workflows WHERE id='waits'")"
+  assert_eq "$1: nothing appended to its log (nothing replayed)" "$n" \
+    "$(sql_on "$db" "SELECT count(*) FROM history WHERE wf_id='waits'")"
+  kill "$S"; wait "$S" 2>/dev/null || true
+}
+stops_replay delete_waits "DELETE FROM history WHERE wf_id='waits' AND seq=3" "event #3 is missing"
+stops_replay swap_waits "UPDATE history SET seq=1000 WHERE wf_id='waits' AND seq=2; UPDATE history SET seq=2 WHERE
+  wf_id='waits' AND seq=3; UPDATE history SET seq=3 WHERE wf_id='waits' AND seq=1000" "event #2 does not match"
+
 # --- the SQLite WAL cut or damaged before its recovery (SQLite only). A serve
 # answers the waiting workflow and is killed with -9, so its commits are only in
 # the -wal file; each case is a copy of that database and -wal, cut or damaged,
