@@ -149,19 +149,26 @@ static int one_row(void *ud, const memory_row *m) {
   return 1;
 }
 
-int memory_show(store *st, const char *id, char **json, char *err, size_t errlen) {
-  *json = NULL;
-  one o = {0};
-  if (store_memory_list(st, id, NULL, NULL, 0, one_row, &o) != STORE_OK) {
+/* The entry id into *o: 1, 0 when there is none, -1 when it cannot be read
+ * (err says which). */
+static int find_entry(store *st, const char *id, one *o, char *err, size_t errlen) {
+  *o = (one){0};
+  if (store_memory_list(st, id, NULL, NULL, 0, one_row, o) != STORE_OK) {
     util_seterr(err, errlen, "cannot read the memory: %s", store_errmsg(st));
     return -1;
   }
-  if (!o.json) {
+  if (!o->json) {
     util_seterr(err, errlen, "no memory entry '%.80s'", id);
     return 0;
   }
-  *json = o.json;
   return 1;
+}
+
+int memory_show(store *st, const char *id, char **json, char *err, size_t errlen) {
+  one o;
+  int found = find_entry(st, id, &o, err, errlen);
+  *json = found == 1 ? o.json : NULL;
+  return found;
 }
 
 int memory_revoke(store *st, const char *id, const char *by, const char *reason, int64_t at, char **json, char *err,
@@ -169,15 +176,9 @@ int memory_revoke(store *st, const char *id, const char *by, const char *reason,
   *json = NULL;
   if (reason && !*reason) reason = NULL;
   if (reason && check_text("reason", reason, MEMORY_REASON_MAX, 0, 1, err, errlen) != 0) return -1;
-  one o = {0};
-  if (store_memory_list(st, id, NULL, NULL, 0, one_row, &o) != STORE_OK) {
-    util_seterr(err, errlen, "cannot read the memory: %s", store_errmsg(st));
-    return -1;
-  }
-  if (!o.json) {
-    util_seterr(err, errlen, "no memory entry '%.80s'", id);
-    return 0;
-  }
+  one o;
+  int found = find_entry(st, id, &o, err, errlen);
+  if (found != 1) return found;
   free(o.json);
   if (o.revoked_at) {
     char when[32] = "?";

@@ -11,27 +11,7 @@
 # axe-core on both.
 source "$(dirname "$0")/lib.sh"
 chmod 0711 "$T"
-if [ "${ENGINE_SANITIZED:-0}" == 1 ]; then
-  echo "ok - skipped under ASan (the plain build runs it)"; finish; exit 0
-fi
-CHROME="${ENGINE_CHROMIUM:-/usr/bin/chromium}"
-[ -x "$CHROME" ] || { fail "no chromium at $CHROME (scripts/install-deps installs Debian's chromium)"; finish; }
-command -v node >/dev/null && command -v npm >/dev/null || { fail "no node/npm (scripts/install-deps)"; finish; }
-if command -v bwrap >/dev/null && [ -d "${ENGINE_SANDBOX_ROOTFS:-/var/cache/engine/sandbox-rootfs}/usr" ]; then
-  export ENGINE_SANDBOX_DRIVER=bwrap
-elif curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
-  export ENGINE_SANDBOX_DRIVER=docker
-else
-  fail "no sandbox driver (bubblewrap with its rootfs, or Docker)"; finish
-fi
-WEBT="$SRC/tests/web"
-if ! node -e 'const p=require(process.argv[1]);for(const [n,v] of Object.entries(p.dependencies)){if(require(n+"/package.json").version!==v)process.exit(1)}' \
-    "$WEBT/package.json" 2>/dev/null; then
-  (cd "$WEBT" && npm install --no-package-lock --no-audit --no-fund --loglevel=error >/dev/null) ||
-    { fail "npm install in tests/web"; finish; }
-fi
-OUTDIR="${ENGINE_WEB_ARTIFACTS:-$(dirname "$ENGINE")/test-artifacts/web}"
-mkdir -p "$OUTDIR"
+source "$(dirname "$0")/web_lib.sh"
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_ARTIFACTS="$T/artifacts"
 ADMIN="$(engine token create alice --scopes admin)"
 
