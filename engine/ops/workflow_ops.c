@@ -131,7 +131,16 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   size_t len = 0;
   char *src;
   char hash[65];
-  if (engine_check_id(id, err, errlen) != 0) return -1;
+  if (engine_check_id(id, err, errlen) != 0) {
+    /* an id made before the check (an older engine's) is still its workflow's */
+    wf_row was;
+    int found = store_wf_get(st, id, &was);
+    if (found != 1) return -1;
+    *existed = 1;
+    if (existing) *existing = was;
+    else wf_row_free(&was);
+    return 0;
+  }
   if (pre) { /* read, hashed and checked before, unchanged since */
     src = util_xmalloc(pre->len + 1);
     memcpy(src, pre->src, pre->len + 1);

@@ -469,7 +469,10 @@ int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud
 
 int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s, ORDER_SCHEDULES, NULL, NULL);
+  /* ordered in a client's batch only (store_begin: the tick's second read,
+   * whose fires follow): the tick's first look, in whatever batch is open,
+   * takes no lock that could close a cycle with another worker's batch */
+  if (s->client) ORDERED_READ(s, ORDER_SCHEDULES, NULL, NULL);
   pg_params_start(s);
   int n = schedule_scan(s, Q_SCH_LIST, cb, ud, "list schedules");
   return n < 0 ? n : STORE_OK;

@@ -25,10 +25,10 @@ q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d race -XAtq -c "$1"; }
 declare -A W A # worker number -> pid, API address
 worker() {
   : >"$T/worker$1.err"
-  "$ENGINE" serve --listen "127.0.0.1:${A[$1]:-0}" --workflows "$SRC/tests/integration/wf" 2>>"$T/worker$1.err" &
+  "$ENGINE" serve --listen "${A[$1]:-127.0.0.1:0}" --workflows "$SRC/tests/integration/wf" 2>>"$T/worker$1.err" &
   W[$1]=$!
   PIDS+=("${W[$1]}")
-  wait_for 30 "worker $1 to announce its API" 'grep -q "API on" "$T/worker$1.err"' "cat $T/worker$1.err" || finish
+  wait_for 30 "worker $1 to announce its API" 'grep -q "API on" "$T/worker$1.err"' 'cat "$T/worker$1.err"' "$1" || finish
   A[$1]="$(sed -n 's/.*API on http:\/\/\([^ ]*\).*/\1/p' "$T/worker$1.err" | tail -1)"
 }
 worker 1
