@@ -121,15 +121,26 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
   return 0;
 }
 
-/* ops_write_workflow, and a child's row naming its parent (NULL for none),
- * whose id the caller read free in the open transaction (not read again). */
+/* ops_write_workflow, and a child's row naming its parent (NULL for none).
+ * One start (store_wf_start): written, or the existing row into *existing
+ * (when given) and *existed set, in one statement on PostgreSQL. */
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
                           const scriptbuf *pre, const char *parent, const char *parent_close, const trace_start *trace,
-                          int *existed, made_wf *made, char *err, size_t errlen) {
+                          int *existed, wf_row *existing, made_wf *made, char *err, size_t errlen) {
   *existed = 0;
   size_t len = 0;
   char *src;
   char hash[65];
+  if (engine_check_id(id, err, errlen) != 0) {
+    /* an id made before the check (an older engine's) is still its workflow's */
+    wf_row was;
+    int found = store_wf_get(st, id, &was);
+    if (found != 1) return -1;
+    *existed = 1;
+    if (existing) *existing = was;
+    else wf_row_free(&was);
+    return 0;
+  }
   if (pre) { /* read, hashed and checked before, unchanged since */
     src = util_xmalloc(pre->len + 1);
     memcpy(src, pre->src, pre->len + 1);
@@ -155,41 +166,28 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   char *tmp = util_strdup(script_path);
   if (!realpath(dirname(tmp), absdir)) snprintf(absdir, sizeof absdir, ".");
   free(tmp);
-  if (store_begin(st) != STORE_OK) {
-    free(src);
-    free(canon);
-    util_seterr(err, errlen, "%s", store_errmsg(st));
-    return -1;
-  }
-  wf_row w;
-  int found = parent ? 0 : store_wf_get(st, id, &w);
-  if (found == 1) {
-    wf_row_free(&w);
-    free(src);
-    free(canon);
-    *existed = 1;
-    return 0;
-  }
-  if (engine_check_id(id, err, errlen) != 0) {
-    free(src);
-    free(canon);
-    return -1;
-  }
   int64_t now = util_now_ms();
-  wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, (char *)input_json,
+  wf_row row = {(char *)id, 1, (char *)"running", (char *)script_path, absdir, hash, canon,
                 NULL, NULL, 0, now, now, (char *)parent, (char *)parent_close, NULL};
   char seed[17];
   snprintf(seed, sizeof seed, "%016llx", (unsigned long long)util_random64());
-  row.input = canon;
   /* the caller's trace, in the log: a replay or another worker finds it there */
   char *traced = trace_start_members(trace);
   char *payload = util_fmt("{\"input\":%s,\"seed\":\"%s\"%s}", canon, seed, traced);
   free(traced);
   hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now, NULL};
-  int bad = found < 0 || store_code_put(st, hash, script_path, src, len) != STORE_OK ||
-            store_wf_insert(st, &row) != STORE_OK || store_hist_append(st, id, 1, &ev) != STORE_OK ||
-            (queue && store_task_put(st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK);
-  if (made && !bad) {
+  wf_row was;
+  /* the code first (kept by its hash, whoever's start it is), then the row,
+   * its first event and task, or the row that exists */
+  int started = store_code_put(st, hash, script_path, src, len) != STORE_OK ? STORE_ERR
+                                                                             : store_wf_start(st, &row, &ev, queue, &was);
+  int bad = started < 0;
+  if (started == 0) {
+    *existed = 1;
+    if (existing) *existing = was;
+    else wf_row_free(&was);
+  }
+  if (made && started == 1) {
     made->w = (wf_row){util_strdup(id), 1, util_strdup("running"), util_strdup(script_path), util_strdup(absdir),
                        util_strdup(hash), util_strdup(canon), NULL, NULL, 0, now, now,
                        parent ? util_strdup(parent) : NULL, parent_close ? util_strdup(parent_close) : NULL, NULL};
@@ -209,21 +207,22 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
 }
 
 int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                       const scriptbuf *pre, const trace_start *trace, int *existed, made_wf *made, char *err,
-                       size_t errlen) {
-  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, trace, existed, made, err, errlen);
+                       const scriptbuf *pre, const trace_start *trace, int *existed, wf_row *existing, made_wf *made,
+                       char *err, size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, trace, existed, existing, made, err,
+                        errlen);
 }
 
 int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
-                    const char *parent, const char *parent_close, const trace_start *trace, char *err, size_t errlen) {
-  int existed;
-  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, trace, &existed, NULL, err,
-                        errlen);
+                    const char *parent, const char *parent_close, const trace_start *trace, int *existed,
+                    wf_row *existing, char *err, size_t errlen) {
+  return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, trace, existed, existing, NULL,
+                        err, errlen);
 }
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,
                            const trace_start *trace, int *existed, char *err, size_t errlen) {
-  if (ops_write_workflow(st, id, script_path, input_json, 1, NULL, trace, existed, NULL, err, errlen) != 0) {
+  if (ops_write_workflow(st, id, script_path, input_json, 1, NULL, trace, existed, NULL, NULL, err, errlen) != 0) {
     store_rollback(st);
     return -1;
   }

@@ -75,20 +75,21 @@ typedef struct made_wf {
 } made_wf;
 
 /* Writes a new workflow (row, code, WorkflowStarted, and a task when queue is
- * set) into the open transaction, and into *made when given; pre, when given,
- * is the script already read and checked; trace (NULL: none) goes into its
- * WorkflowStarted. Nothing is written when the script cannot be read or
- * parsed, or when id exists (*existed). */
+ * set) into the open transaction (begun when none is), and into *made when
+ * given; pre, when given, is the script already read and checked; trace
+ * (NULL: none) goes into its WorkflowStarted. Nothing is written when the
+ * script cannot be read or parsed, or when id exists (*existed, and its row
+ * into *existing when given, to be freed): one insert that writes or finds
+ * (store_wf_start), so two starts of one id never both write. */
 int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
-                       const scriptbuf *pre, const trace_start *trace, int *existed, made_wf *made, char *err,
-                       size_t errlen);
+                       const scriptbuf *pre, const trace_start *trace, int *existed, wf_row *existing, made_wf *made,
+                       char *err, size_t errlen);
 /* The same for a child workflow (wf.child): queued, its row naming its
  * parent and what the parent's end does to it (parent_close); trace is the
- * parent's step that starts it (children.c). The caller has read id free
- * inside the open transaction (store_begin, then store_wf_get), so it is
- * not read again: one round trip less on PostgreSQL. */
+ * parent's step that starts it (children.c). */
 int ops_write_child(store *st, const char *id, const char *script_path, const scriptbuf *pre, const char *input_json,
-                    const char *parent, const char *parent_close, const trace_start *trace, char *err, size_t errlen);
+                    const char *parent, const char *parent_close, const trace_start *trace, int *existed,
+                    wf_row *existing, char *err, size_t errlen);
 /* Checks, inside the open transaction, that workflow id exists and has not
  * finished; *cancel gets its cancel state. Nothing is written. */
 int ops_check_live(store *st, const char *id, const char *what, int *cancel, char *err, size_t errlen);

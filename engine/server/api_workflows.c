@@ -122,13 +122,17 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
   if (!with) return api_reply_error(r, 400, "%s", err);
   char location[ENGINE_ID_MAX + 32];
   snprintf(location, sizeof location, "/v1/workflows/%s", id);
+  trace_start trace; /* the caller's trace, recorded in the start (an existing id's is kept as it is) */
+  api_trace_context(r, &trace);
+  /* one insert that starts it or finds the id's workflow (store_wf_start) */
   wf_row w;
-  int found = store_wf_get(engine_store(a->e), id, &w);
-  if (found < 0) {
+  int rc = engine_start_or_find(a->e, id, path, with, &trace, &w, err, sizeof err);
+  if (rc < 0) {
     free(with);
-    return api_reply_store_error(a, r, engine_store(a->e));
+    if (api_store_down(a, r)) return;
+    return api_reply_error(r, 400, "%s", err);
   }
-  if (found == 1) {
+  if (rc == 0) {
     /* idempotent: the same script and input (whoever asks) is the run that exists */
     char *mine = engine_input_with_identity(with, "", 0, err, sizeof err),
          *theirs = engine_input_with_identity(w.input ? w.input : "null", "", 0, err, sizeof err);
@@ -154,15 +158,7 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
     wf_row_free(&w);
     return;
   }
-  int existed = 0;
-  trace_start trace; /* the caller's trace, recorded in the start (an existing id's above is kept as it is) */
-  api_trace_context(r, &trace);
-  int rc = engine_submit_traced(a->e, id, path, with, &trace, &existed, err, sizeof err);
   free(with);
-  if (rc != 0) {
-    if (api_store_down(a, r)) return;
-    return api_reply_error(r, 400, "%s", err);
-  }
   api_answer_when_committed(a, r, 201, NULL, id, location);
 }
 

@@ -44,6 +44,9 @@ typedef struct chain_tally {
  * the event after the row's head: the history is out of step with it. */
 int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *e, const chain_state *row,
                     char out[65]);
+/* What the first event e of a new workflow keeps of its link (nothing before it), into out;
+ * no head moves (chain_hist_link moves it once the event is written). */
+void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]);
 /* 1 with the seq and link of the last domain event the open batch appended
  * to session_id, 0 when it appended none (read them from the rows). */
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]);
@@ -106,6 +109,9 @@ typedef struct store_ops {
   int (*op_write_probe)(store *s, char *err, size_t errlen);
   int (*op_clock_skew)(store *s, int64_t *skew_ms, int64_t *rtt_ms); /* NULL: no server */
   int (*op_wf_insert)(store *s, const wf_row *w);
+  /* NULL: store.c makes it of op_wf_get, op_wf_insert, op_hist_append and op_task_put
+   * (SQLite: the batch's BEGIN IMMEDIATE orders them); e->chain is set */
+  int (*op_wf_start)(store *s, const wf_row *w, const hist_event *e, int queue, wf_row *existing);
   int (*op_wf_get)(store *s, const char *id, wf_row *out);
   int (*op_wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
   int (*op_wf_set_cancel)(store *s, const char *id, int cancel);

@@ -25,8 +25,9 @@
  * whoever runs it (the lease holder; its creator for the first event), so
  * its head can be kept in memory from one batch to the next; its domain
  * events are also written by clients (who signalled, who approved) under
- * the order lock, each reading the head the last commit left. One chain
- * would make every client write wait on, and read, the worker's head.
+ * the event feed's lock (PostgreSQL), each reading the head the last commit
+ * left. One chain would make every client write wait on, and read, the
+ * worker's head.
  *
  * The history chain runs through the runs of a workflow: a run's first
  * event links to the last one of the run before, whose link the workflow's
@@ -401,6 +402,12 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
   h->head = l;
   kept(&l, out);
   return 1;
+}
+
+void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]) {
+  char link[65];
+  store_chain_hist("", wf_id, run, e, link);
+  kept(link, out);
 }
 
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]) {

@@ -7,13 +7,28 @@
  *   workflow's rows are written only by its lease holder (fenced at
  *   commit), due tasks are locked to the batch that read them (FOR UPDATE
  *   SKIP LOCKED: another worker's dispatch takes the next ones), and a
- *   claim never waits on another worker's batch. What is shared across
- *   workflows takes the order lock (pg_order_lock: an advisory lock held to the
- *   commit), so read-max-then-insert sequences (domain event seqs), slot
- *   positions and the order of the event feed's and signals' ids are commit
- *   order, as SQLite's BEGIN IMMEDIATE gives; so does store_begin, the
- *   clients' check-then-write. The wait is bounded by ENGINE_BUSY_TIMEOUT_MS
- *   (lock_timeout), and running out is STORE_EBUSY.
+ *   claim never waits on another worker's batch. There is no lock for all:
+ *   - a start (store_wf_start, pg_wf_start) is one INSERT ... ON CONFLICT
+ *     that writes the row, its first event and task, or finds the id's
+ *     row: two starts of one id wait on the row's own lock, and one writes;
+ *   - a workflow's history is its lease holder's (the fence), so its seqs
+ *     and its hash chain's head (chain_heads.hist_*) need no other order;
+ *   - what else is read-then-written across workflows takes an order lock
+ *     scoped to its key (pg_lock_on: pg_advisory_xact_lock(class,
+ *     hashtext(key)), sent in the batch's pipeline, held to the commit),
+ *     so two batches that touch the same key commit one after the other, as
+ *     SQLite's BEGIN IMMEDIATE gives, and others do not wait: the event
+ *     feed (one key: a session's domain event seqs and chain head, which a
+ *     client and the lease holder both append to, and the feed's ids in
+ *     commit order, read by id), a workflow's signals (their ids in commit
+ *     order), a slot's queue (pool and key), a counter, a webhook delivery
+ *     (trigger and delivery id), the schedules (one key), a meta value, a
+ *     token, and a workflow id a client's check found free (pg_wf_get: a
+ *     fork's new id);
+ *   - a client's check of a workflow (store_begin, then store_wf_get) locks
+ *     its row to the commit (FOR SHARE): a worker's status change waits.
+ *   A wait is bounded by ENGINE_BUSY_TIMEOUT_MS (lock_timeout), and running
+ *   out is STORE_EBUSY; a cycle of locks ends one batch (40P01, busy).
  * - A failed statement loses the batch: PostgreSQL aborts the transaction,
  *   and we roll it back at once (as SQLite does on I/O errors), so reads go
  *   on in autocommit while every write fails until store_rollback, and
@@ -32,8 +47,8 @@
  * COMMIT in one pipeline), and the worker's loop does not wait for it:
  * store_commit_start sends it (nonblocking), a uv_poll on PQsocket brings
  * the answer (pg_commit_progress), and any other call meanwhile waits for
- * it first (store.c). Reads, BEGIN and the order lock still wait for their
- * answer on the loop's thread.
+ * it first (store.c). Reads and BEGIN still wait for their answer on the
+ * loop's thread (an order lock does not: it goes with the next of them).
  *
  * Text is sent as text parameters (so it must be valid in the database's
  * encoding, UTF-8 from scripts/start-postgres); code sources are BYTEA sent
@@ -44,7 +59,7 @@
  * database (creating or checking its schema) and holds the operations'
  * table (store_pg_ops); pg_conn.c is the connection's plumbing (errors and
  * their kinds, parameters, the pipeline, connecting again, the worker lock,
- * LISTEN); pg_batch.c the batch (its transaction, the order lock, the
+ * LISTEN); pg_batch.c the batch (its transaction, the order locks, the
  * commit's round trip and the lease fence); pg_sql.c the statements' text;
  * and the statements, by what they store: pg_workflows.c (workflows,
  * history, code and modules, a workflow's page), pg_tasks.c (tasks, leases,
@@ -71,9 +86,9 @@
  * 11: workflows_forked, the index of a fork's source (a workflow's forks);
  * 12: memory (docs/memory.md): approved knowledge and preferences, and their revocation */
 #define SCHEMA_VERSION STORE_PG_SCHEMA_VERSION
-/* a transaction with the order lock, in one round trip (one query string:
+/* a transaction with the schema's lock, in one round trip (one query string:
  * BEGIN holds past it; a lock_timeout leaves it aborted, rolled back by the
- * caller): the schema's creation */
+ * caller): the schema's creation, one opener at a time */
 #define BEGIN_LOCKED "BEGIN; " ORDER_LOCK
 
 #define T "TEXT COLLATE \"C\""
@@ -211,6 +226,7 @@ static pg *new_pg(const char *url, PGconn *c, const char *where, const char *set
   strmap_init(&s->claimed);
   strmap_init(&s->fenced);
   strmap_init(&s->releasing);
+  strmap_init(&s->locked);
   return s;
 }
 
@@ -372,6 +388,7 @@ static void pg_close(store *st_) {
   strmap_free(&s->claimed);
   strmap_free(&s->fenced);
   strmap_free(&s->releasing);
+  strmap_free(&s->locked);
   pg_params_start(s); /* frees the last copies */
   chain_cache_free(&s->base);
   free(s->path);
@@ -417,6 +434,7 @@ const store_ops store_pg_ops = {
     .op_lease_renew = pg_lease_renew,
     .op_lease_release = pg_lease_release,
     .op_wf_insert = pg_wf_insert,
+    .op_wf_start = pg_wf_start,
     .op_wf_get = pg_wf_get,
     .op_wf_set_status = pg_wf_set_status,
     .op_wf_set_cancel = pg_wf_set_cancel,

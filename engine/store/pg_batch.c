@@ -1,6 +1,6 @@
 /* pg_batch: the PostgreSQL store's batch (pg.c has the overview): the
  * transaction of a loop iteration, opened by its first write; the order
- * lock; the commit's one round trip (the lease fence, the commits bump and
+ * locks; the commit's one round trip (the lease fence, the commits bump and
  * COMMIT in one pipeline), sent without waiting by store_commit_start; a
  * commit whose connection broke; the rollback; and the leases this store
  * holds, claims or releases, which the fence checks. */
@@ -182,37 +182,44 @@ int pg_batch_begin(pg *s) {
   return STORE_OK;
 }
 
-/* The order lock (WRITE_LOCK_KEY), held to the end of the batch: what is
- * shared across workflows (domain event seqs and the feed's ids, signal
- * ids, slots, counters, deliveries, schedules, tokens, meta, new workflow
- * ids) is written in commit order by one batch at a time, as SQLite's
- * BEGIN IMMEDIATE gives. Taken late in a batch, it can close a cycle with
- * row locks: PostgreSQL then ends one batch (40P01), which is retried as
- * busy. The wait is bounded by ENGINE_BUSY_TIMEOUT_MS (lock_timeout). */
-int pg_order_lock(pg *s) {
-  if (s->ordered || s->failed) return s->failed ? STORE_ERR : STORE_OK;
-  if (pg_pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
-  pg_waited(s, "the order lock");
-  PGresult *r = PQexec(s->conn, ORDER_LOCK);
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    int kind = pg_classify(r);
-    pg_fail_res(s, "the order lock", r);
-    PQclear(r);
-    return kind == STORE_OK ? STORE_ERR : kind;
+/* An order lock: what a batch reads and then writes of what is shared
+ * across workflows is ordered by the lock of its key (class_: what it is,
+ * pg_internal.h), held to the end of the batch, so two batches touching the
+ * same key commit one after the other, as SQLite's BEGIN IMMEDIATE gives,
+ * and batches touching different keys (most: starts take none) do not wait
+ * for each other. Sent in the batch's pipeline: the statements after it run
+ * once it is granted, and no round trip waits for it. Taken late in a
+ * batch, it can close a cycle with row locks or another batch's order
+ * locks: PostgreSQL then ends one batch (40P01), which is retried as busy.
+ * The wait is bounded by ENGINE_BUSY_TIMEOUT_MS (lock_timeout). */
+int pg_lock_on(pg *s, int class_, const char *key, const char *key2) {
+  if (s->failed) return STORE_ERR;
+  /* key2 (a slot's key, a delivery's id) after a unit separator: one key */
+  char *k = key2 ? util_fmt("%s\x1f%s", key ? key : "", key2) : util_strdup(key ? key : "");
+  char *name = util_fmt("%d:%s", class_, k);
+  int rc = STORE_OK;
+  if (!strmap_get(&s->locked, name)) {
+    pg_params_start(s);
+    pg_bind_int(s, class_);
+    pg_bind_text(s, k);
+    rc = pg_pipe_send_q(s, Q_LOCK, "an order lock", NULL);
+    if (rc == STORE_OK) strmap_put(&s->locked, name, (void *)1);
   }
-  PQclear(r);
-  s->ordered = 1;
-  return STORE_OK;
+  free(name);
+  free(k);
+  return rc;
 }
 
-/* store_begin: a client's batch (start, signal, cancel, approve, replay),
- * all in commit order, and its reads of a workflow lock its row. */
+/* store_begin: a client's batch (start, signal, cancel, approve, replay):
+ * its reads of a workflow lock its row to its commit (a worker's status
+ * change waits, or is seen), and an id it finds free stays free to it
+ * (pg_wf_get). */
 int pg_begin(store *st_) {
   pg *s = (pg *)st_;
   int rc = pg_batch_begin(s);
   if (rc != STORE_OK) return rc;
   s->client = 1;
-  return pg_order_lock(s);
+  return STORE_OK;
 }
 
 /* After the connection broke during COMMIT: connected again, whether
@@ -321,7 +328,8 @@ static int commit_outcome(pg *s, int ok) {
   pg_map_reset(&s->fenced);
   pg_map_reset(&s->releasing);
   s->own_commits += s->commit_bumped;
-  s->in_txn = s->ordered = s->client = 0;
+  s->in_txn = s->client = 0;
+  pg_map_reset(&s->locked);
   s->last_writes = s->writes;
   s->writes = 0;
   return STORE_OK;
@@ -386,7 +394,8 @@ void pg_rollback(store *st_) {
   pg_pipe_drain(s, 0);
   if (PQtransactionStatus(s->conn) != PQTRANS_IDLE && PQstatus(s->conn) == CONNECTION_OK)
     PQclear(PQexec(s->conn, "ROLLBACK"));
-  s->in_txn = s->ordered = s->client = 0;
+  s->in_txn = s->client = 0;
+  pg_map_reset(&s->locked);
   s->failed = 0;
   s->writes = 0;
   chain_rolled_back(&s->base);

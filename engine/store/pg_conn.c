@@ -445,7 +445,7 @@ PGconn *pg_connect_url(const char *url, const char *app, const char *timeout_s, 
    * kernel's minutes, so the worker's loop goes on and its leases run out.
    * The server's side (options, kept across PQreset): a transaction left
    * open past a lease (its worker cut off mid-batch) is ended, with its row
-   * locks and the order lock, instead of being kept until TCP tells the
+   * locks and order locks, instead of being kept until TCP tells the
    * server the client is gone (two hours by default) while the others skip
    * its tasks or wait for its locks (its batch is fenced off by then
    * anyway); an idle client is probed within about 10 s. */

@@ -16,18 +16,32 @@
 /* advisory lock keys (two int4s): "engi" and which lock */
 #define LOCK_CLASS 1701734249 /* 0x656e6769 */
 #define WORKER_LOCK_KEY 1
-#define WRITE_LOCK_KEY 2
+#define WRITE_LOCK_KEY 2 /* the schema's creation (BEGIN_LOCKED) */
 #define LIVE_CLASS 1701734263 /* "engw": a worker's liveness lock (LIVE) */
 #define CLAIM_CLASS 1701734252 /* "engl": a claim in progress, keyed hashtext(wf_id) (Q_LEASE_CLAIM) */
 /* the commits row a connection bumps: one of 16, so that concurrent commits
  * do not queue on one row (store_data_version sums them) */
 #define COMMIT_SHARDS 16
+/* What is shared across workflows is ordered by a lock of its own, keyed
+ * hashtext(key) in a class of what it orders (pg_lock_on): two batches wait
+ * for each other only when they touch the same key. */
+enum {
+  ORDER_FEED = 1701734246,     /* "engf": the event feed (one key): domain event seqs, the feed's ids */
+  ORDER_SIGNALS = 1701734259,  /* "engs": a workflow's buffered signals, keyed by its id */
+  ORDER_SLOTS = 1701734257,    /* "engq": a slot's queue, keyed pool and key */
+  ORDER_COUNTERS = 1701734243, /* "engc": a counter (caps, rates), keyed by its name */
+  ORDER_DELIVERY = 1701734244, /* "engd": a webhook delivery, keyed trigger and delivery id */
+  ORDER_SCHEDULES = 1701734248, /* "engh": the schedules (one key: a tick reads them all) */
+  ORDER_META = 1701734253,     /* "engm": a meta value, keyed by its key */
+  ORDER_TOKENS = 1701734260,   /* "engt": an API token, keyed by its name */
+  ORDER_WF_ID = 1701734254     /* "engn": a workflow id a client found free (pg_wf_get in a client's batch) */
+};
 #define ORDER_LOCK "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")"
 #define FENCE_WHAT "fence leases"
 #define FENCE_ABORTED "22012" /* Q_FENCE_OR_ABORT's division_by_zero: a fenced lease is not ours */
 
 enum {
-  Q_WF_INSERT, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
+  Q_WF_INSERT, Q_WF_START, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
   Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_FORKS, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_WF_CHAIN, Q_WF_HIST_HEAD,
   Q_WF_DOM_HEAD, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
@@ -38,7 +52,7 @@ enum {
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
-  Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT,
+  Q_LOCK, Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT,
   Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q__N
 };
 
@@ -59,7 +73,7 @@ typedef struct pg {
   char table_prepared[STORE_TABLES_MAX][STORE_TABLE_STMTS]; /* engine migrate's (store_table_*) */
   int in_txn; /* a batch was begun and not yet committed or rolled back */
   int failed; /* a statement of that batch failed: it is lost, every write fails until store_rollback */
-  int ordered; /* that batch holds the order lock (pg_order_lock) */
+  strmap locked; /* the order locks that batch took (pg_lock_on): class and key */
   int client;  /* that batch was begun by store_begin: a client's check-then-write */
   /* statements sent in pipeline mode whose results are not read yet (pipe_send) */
   struct pipe_entry {
@@ -151,7 +165,7 @@ intptr_t pg_lease_epoch(pg *s, const char *wf_id);
 void pg_claimed(pg *s, const char *wf_id, int64_t epoch);
 int pg_batch_failed(store *st_);
 int pg_batch_begin(pg *s);
-int pg_order_lock(pg *s);
+int pg_lock_on(pg *s, int class_, const char *key, const char *key2);
 int pg_begin(store *st_);
 int pg_commit(store *st_);
 int pg_commit_start(store *st_);
@@ -166,6 +180,7 @@ int64_t pg_data_version(store *st_);
 
 /* pg_workflows.c */
 int pg_wf_insert(store *st_, const wf_row *w);
+int pg_wf_start(store *st_, const wf_row *w, const hist_event *e, int queue, wf_row *existing);
 void pg_read_wf(const PGresult *r, int i, wf_row *w);
 int pg_wf_get(store *st_, const char *id, wf_row *out);
 int pg_wf_set_status(store *st_, const char *id, const char *status, const char *result, const char *error);
@@ -285,15 +300,15 @@ int pg_table_finish(store *st_, const store_table *t);
   do {                                                  \
     if (pg_batch_begin(s) != STORE_OK) return STORE_ERR; \
   } while (0)
-/* a write of what is shared across workflows (pg_order_lock) */
-#define ORDERED_BEGIN(s)                                                         \
-  do {                                                                         \
-    if (pg_batch_begin(s) != STORE_OK || pg_order_lock(s) != STORE_OK) return STORE_ERR; \
+/* a write of what is shared across workflows, under the lock of its key (pg_lock_on) */
+#define ORDERED_BEGIN(s, class_, key, key2)                                                        \
+  do {                                                                                         \
+    if (pg_batch_begin(s) != STORE_OK || pg_lock_on(s, class_, key, key2) != STORE_OK) return STORE_ERR; \
   } while (0)
 /* a read of it inside a batch: what the batch writes next follows from it */
-#define ORDERED_READ(s)                                                 \
-  do {                                                                \
-    if (s->in_txn && !s->failed && pg_order_lock(s) != STORE_OK) return STORE_ERR; \
+#define ORDERED_READ(s, class_, key, key2)                                                  \
+  do {                                                                                  \
+    if (s->in_txn && !s->failed && pg_lock_on(s, class_, key, key2) != STORE_OK) return STORE_ERR; \
   } while (0)
 
 #endif

@@ -15,7 +15,7 @@
 int64_t pg_domain_append(store *st_, const char *session_id, const char *type, int64_t time,
                          const char *payload) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_FEED, NULL, NULL);
   int64_t seq = 0;
   char prev[65] = "", link[65];
   /* after the batch's own last event of the session (no round trip), else the rows' */
@@ -102,7 +102,7 @@ int64_t pg_feed_last(store *st_) {
 
 int pg_meta_get(store *st_, const char *key, char **value) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_META, key, NULL);
   *value = NULL;
   pg_params_start(s);
   pg_bind_text(s, key);
@@ -115,7 +115,7 @@ int pg_meta_get(store *st_, const char *key, char **value) {
 
 int pg_meta_put(store *st_, const char *key, const char *value) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_META, key, NULL);
   pg_params_start(s);
   pg_bind_text(s, key);
   if (value) pg_bind_text(s, value);
@@ -127,7 +127,7 @@ int pg_meta_put(store *st_, const char *key, const char *value) {
 int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes, const char *grants,
                  int64_t created_at) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_TOKENS, name, NULL);
   pg_params_start(s);
   pg_bind_text(s, name);
   pg_bind_text(s, hash);
@@ -140,7 +140,7 @@ int pg_token_put(store *st_, const char *name, const char *hash, unsigned scopes
 
 int pg_token_revoke(store *st_, const char *name, int64_t revoked_at) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_TOKENS, name, NULL);
   pg_params_start(s);
   pg_bind_int(s, revoked_at);
   pg_bind_text(s, name);
@@ -192,7 +192,7 @@ static void slot_from(const PGresult *r, int i, slot_row *x) {
 int pg_slot_put(store *st_, const char *pool, const char *key, const char *wf_id, int64_t seq, int64_t limit,
                 int64_t since) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   pg_bind_text(s, pool);
   pg_bind_text(s, key);
@@ -218,7 +218,7 @@ static int slot_one(pg *s, int q, store_slot_cb cb, void *ud) {
 
 int pg_slot_get(store *st_, const char *wf_id, const char *pool, const char *key, store_slot_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   pg_bind_text(s, wf_id);
   pg_bind_text(s, pool);
@@ -228,7 +228,7 @@ int pg_slot_get(store *st_, const char *wf_id, const char *pool, const char *key
 
 int pg_slot_head(store *st_, const char *pool, const char *key, store_slot_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   pg_bind_text(s, pool);
   pg_bind_text(s, key);
@@ -237,7 +237,7 @@ int pg_slot_head(store *st_, const char *pool, const char *key, store_slot_cb cb
 
 int64_t pg_slot_count(store *st_, const char *pool, const char *key, int held) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   pg_bind_text(s, pool);
   pg_bind_text(s, key);
@@ -248,7 +248,7 @@ int64_t pg_slot_count(store *st_, const char *pool, const char *key, int held) {
 
 int pg_slot_hold(store *st_, const char *wf_id, const char *pool, const char *key, int64_t since) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   pg_bind_int(s, since);
   pg_bind_text(s, wf_id);
@@ -259,7 +259,7 @@ int pg_slot_hold(store *st_, const char *wf_id, const char *pool, const char *ke
 
 int pg_slot_del(store *st_, const char *wf_id, const char *pool, const char *key) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   pg_bind_text(s, wf_id);
   pg_bind_text(s, pool);
@@ -272,8 +272,9 @@ int pg_slot_list(store *st_, const char *wf_id, const char *pool, const char *ke
                  void *ud) {
   pg *s = (pg *)st_;
   /* a workflow's own slots are its lease holder's to add: no order needed
-   * (every workflow's end lists them, and most hold none) */
-  if (!wf_id) ORDERED_READ(s);
+   * (every workflow's end lists them, and most hold none); a key's queue is
+   * that key's (the list of all of them is a view, not a check) */
+  if (!wf_id && pool) ORDERED_READ(s, ORDER_SLOTS, pool, key);
   pg_params_start(s);
   if (wf_id) {
     pg_bind_text(s, wf_id);
@@ -304,7 +305,7 @@ static void counter_from(const PGresult *r, int i, counter_row *c) {
 
 int pg_counter_get(store *st_, const char *name, counter_row *out) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_COUNTERS, name, NULL);
   memset(out, 0, sizeof *out);
   pg_params_start(s);
   pg_bind_text(s, name);
@@ -321,7 +322,7 @@ int pg_counter_get(store *st_, const char *name, counter_row *out) {
 
 int pg_counter_put(store *st_, const char *name, const counter_row *c) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_COUNTERS, name, NULL);
   pg_params_start(s);
   pg_bind_text(s, name);
   pg_bind_double(s, c->value);
@@ -333,7 +334,7 @@ int pg_counter_put(store *st_, const char *name, const counter_row *c) {
 
 int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  /* a listing (engine admin), not a check a write follows: no order lock */
   char *above = pg_prefix_above(prefix);
   pg_params_start(s);
   pg_bind_text(s, prefix);
@@ -354,7 +355,7 @@ int pg_counter_list(store *st_, const char *prefix, store_counter_cb cb, void *u
 
 int pg_delivery_put(store *st_, const delivery_row *d) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_DELIVERY, d->trigger, d->delivery ? d->delivery : "");
   pg_params_start(s);
   pg_bind_text(s, d->trigger);
   pg_bind_text(s, d->delivery ? d->delivery : "");
@@ -386,7 +387,7 @@ static int delivery_scan(pg *s, int q, store_delivery_cb cb, void *ud, const cha
 
 int pg_delivery_find(store *st_, const char *trigger, const char *delivery, store_delivery_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_DELIVERY, trigger, delivery);
   pg_params_start(s);
   pg_bind_text(s, trigger);
   pg_bind_text(s, delivery);
@@ -428,7 +429,7 @@ static void schedule_bind(pg *s, const schedule_row *r, int with_created) {
 
 int pg_schedule_insert(store *st_, const schedule_row *r) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SCHEDULES, NULL, NULL);
   schedule_bind(s, r, 1);
   if (pg_exec_write(s, Q_SCH_INSERT, "write schedule") != STORE_OK) return STORE_ERR;
   return s->changes > 0;
@@ -436,7 +437,7 @@ int pg_schedule_insert(store *st_, const schedule_row *r) {
 
 int pg_schedule_update(store *st_, const schedule_row *r) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SCHEDULES, NULL, NULL);
   schedule_bind(s, r, 0);
   if (pg_exec_write(s, Q_SCH_UPDATE, "update schedule") != STORE_OK) return STORE_ERR;
   return s->changes > 0;
@@ -459,7 +460,7 @@ static int schedule_scan(pg *s, int q, store_schedule_cb cb, void *ud, const cha
 
 int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  ORDERED_READ(s, ORDER_SCHEDULES, NULL, NULL);
   pg_params_start(s);
   pg_bind_text(s, name);
   int n = schedule_scan(s, Q_SCH_GET, cb, ud, "read schedule");
@@ -468,7 +469,10 @@ int pg_schedule_get(store *st_, const char *name, store_schedule_cb cb, void *ud
 
 int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
   pg *s = (pg *)st_;
-  ORDERED_READ(s);
+  /* ordered in a client's batch only (store_begin: the tick's second read,
+   * whose fires follow): the tick's first look, in whatever batch is open,
+   * takes no lock that could close a cycle with another worker's batch */
+  if (s->client) ORDERED_READ(s, ORDER_SCHEDULES, NULL, NULL);
   pg_params_start(s);
   int n = schedule_scan(s, Q_SCH_LIST, cb, ud, "list schedules");
   return n < 0 ? n : STORE_OK;
@@ -476,7 +480,7 @@ int pg_schedule_list(store *st_, store_schedule_cb cb, void *ud) {
 
 int pg_schedule_del(store *st_, const char *name) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SCHEDULES, NULL, NULL);
   pg_params_start(s);
   pg_bind_text(s, name);
   if (pg_exec_write(s, Q_SCH_DEL, "delete schedule") != STORE_OK) return STORE_ERR;

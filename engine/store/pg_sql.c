@@ -30,6 +30,22 @@ const char *const pg_sql[Q__N] = {
     [Q_WF_INSERT] = "INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,error,cancel,"
                     "created_at,updated_at,parent,parent_close,forked_from,hist_from_run) "
                     "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$2)",
+    /* store_wf_start: the row, its first event and (with $24) its first task
+     * if the id is free, else nothing; then the existing row (NULL when it
+     * was written, or when a batch that inserted it committed after this
+     * statement began: pg_wf_start asks again) and whether it was written */
+    [Q_WF_START] = "WITH ins AS (INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,"
+                   "error,cancel,created_at,updated_at,parent,parent_close,forked_from,hist_from_run) "
+                   "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$2) ON CONFLICT(id) DO NOTHING RETURNING id), "
+                   "h AS (INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) SELECT id,$2::bigint,"
+                   "$16::bigint,$17::text,$18::bigint,$19::text,$20::text,$21::text,$22::bigint,$23::text FROM ins), "
+                   "t AS (INSERT INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                   "SELECT id,'workflow',0,$11::bigint,0,0,NULL,0 FROM ins WHERE $24::int<>0 "
+                   "ON CONFLICT(wf_id,kind,seq) DO UPDATE SET id=excluded.id, run_at=excluded.run_at, attempt=0, "
+                   "first_at=0, lease_owner=NULL, lease_until=0) "
+                   "SELECT w.id,w.run,w.status,w.script_name,w.script_dir,w.code_hash,w.input,w.result,w.error,w.cancel,"
+                   "w.created_at,w.updated_at,w.parent,w.parent_close,w.forked_from,(SELECT count(*) FROM ins) "
+                   "FROM (VALUES(1)) one LEFT JOIN workflows w ON w.id=$1",
     [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows WHERE id=$1",
     /* in a client's batch (store_begin): its check holds to its commit (a
      * worker's status change waits, or is seen) */
@@ -187,6 +203,8 @@ const char *const pg_sql[Q__N] = {
     /* Never waits on another claimer: one that is claiming the workflow in
      * an open batch holds its CLAIM_CLASS lock, and a live holder's row is
      * not touched (ON CONFLICT would lock it until this batch commits) */
+    /* an order lock (pg_lock_on), held to the end of the batch */
+    [Q_LOCK] = "SELECT pg_advisory_xact_lock($1::int, hashtext($2))",
     [Q_LEASE_CLAIM] = "INSERT INTO leases(wf_id,owner,epoch,expires_at) SELECT $1::text,$2::text,1,$4::bigint "
                       "WHERE pg_try_advisory_xact_lock(" STR(CLAIM_CLASS) ", hashtext($1)) AND NOT EXISTS "
                       "(SELECT 1 FROM leases l WHERE l.wf_id=$1 AND l.owner<>$2 AND l.expires_at>$3 AND "

@@ -284,7 +284,7 @@ int pg_lease_release(store *st_, const char *owner, const char *wf_id) {
 
 int pg_signal_put(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SIGNALS, wf_id, NULL); /* a workflow's signals' ids in commit order */
   pg_params_start(s);
   pg_bind_text(s, wf_id);
   pg_bind_text(s, name);
@@ -318,7 +318,7 @@ int pg_signal_take(store *st_, const char *wf_id, const char *name, char **paylo
 /* Sent in the batch's pipeline: nothing waits for it (Q_SIG_WAKE). */
 int pg_signal_wake(store *st_, const char *wf_id, const char *name, const char *payload, int64_t time) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_SIGNALS, wf_id, NULL);
   pg_params_start(s);
   pg_bind_text(s, wf_id);
   pg_bind_text(s, name);

@@ -11,9 +11,11 @@
 
 /* ---- workflows ---- */
 
+/* A fork's row (starts are pg_wf_start's): its id was found free under
+ * its lock (pg_wf_get in a client's batch), taken again here in case not. */
 int pg_wf_insert(store *st_, const wf_row *w) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  ORDERED_BEGIN(s, ORDER_WF_ID, w->id, NULL);
   pg_params_start(s);
   pg_bind_text(s, w->id);
   pg_bind_int(s, w->run);
@@ -31,6 +33,55 @@ int pg_wf_insert(store *st_, const wf_row *w) {
   pg_bind_text(s, w->parent_close);
   pg_bind_text(s, w->forked_from);
   return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
+}
+
+/* store_wf_start in one statement (Q_WF_START), one round trip with the
+ * batch's writes before it. INSERT ... ON CONFLICT waits for a batch that
+ * inserted the id and has not committed: when that one commits, this
+ * statement began before it and does not see its row, so it asks again. */
+int pg_wf_start(store *st_, const wf_row *w, const hist_event *e, int queue, wf_row *existing) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  for (int tries = 0; tries < 3; tries++) {
+    pg_params_start(s);
+    pg_bind_text(s, w->id);
+    pg_bind_int(s, w->run);
+    pg_bind_text(s, w->status);
+    pg_bind_text(s, w->script_name);
+    pg_bind_text(s, w->script_dir);
+    pg_bind_text(s, w->code_hash);
+    pg_bind_text(s, w->input);
+    pg_bind_text(s, w->result);
+    pg_bind_text(s, w->error);
+    pg_bind_int(s, w->cancel);
+    pg_bind_int(s, w->created_at);
+    pg_bind_int(s, w->updated_at);
+    pg_bind_text(s, w->parent);
+    pg_bind_text(s, w->parent_close);
+    pg_bind_text(s, w->forked_from);
+    pg_bind_int(s, e->seq);
+    pg_bind_text(s, e->type);
+    pg_bind_int(s, e->ref);
+    pg_bind_text(s, e->name);
+    pg_bind_text(s, e->hash);
+    pg_bind_text(s, e->payload);
+    pg_bind_int(s, e->time);
+    pg_bind_text(s, e->chain);
+    pg_bind_int(s, queue ? 1 : 0);
+    if (pg_injected(s, "insert workflow")) {
+      s->bind_failed = 0;
+      return STORE_ERR;
+    }
+    PGresult *r = pq_run(s, Q_WF_START, 0, "start workflow");
+    if (!r) return STORE_ERR;
+    int made = PQntuples(r) > 0 && pg_col_int(r, 0, 15) > 0, found = !made && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0);
+    if (found) pg_read_wf(r, 0, existing);
+    PQclear(r);
+    if (made) s->writes += 2 + (queue ? 1 : 0);
+    if (made || found) return made;
+  }
+  util_seterr(s->err, sizeof s->err, "start workflow %s: neither written nor found three times", w->id);
+  return STORE_ERR;
 }
 
 void pg_read_wf(const PGresult *r, int i, wf_row *w) {
@@ -51,16 +102,25 @@ void pg_read_wf(const PGresult *r, int i, wf_row *w) {
   w->forked_from = pg_col_dup(r, i, 14);
 }
 
+/* In a client's batch (store_begin) a workflow found stays locked to its
+ * commit (FOR SHARE), and an id found free stays free to it: its order lock
+ * (ORDER_WF_ID) is taken and the id read again under it, so a fork's check
+ * and its insert are not split by another's. */
 int pg_wf_get(store *st_, const char *id, wf_row *out) {
   pg *s = (pg *)st_;
   memset(out, 0, sizeof *out);
-  pg_params_start(s);
-  pg_bind_text(s, id);
-  PGresult *r = pq_run(s, s->client && s->in_txn && !s->failed ? Q_WF_GET_SHARE : Q_WF_GET, 0, "get workflow");
-  if (!r) return STORE_ERR;
-  int found = PQntuples(r) > 0;
-  if (found) pg_read_wf(r, 0, out);
-  PQclear(r);
+  int client = s->client && s->in_txn && !s->failed, found = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass && pg_lock_on(s, ORDER_WF_ID, id, NULL) != STORE_OK) return STORE_ERR;
+    pg_params_start(s);
+    pg_bind_text(s, id);
+    PGresult *r = pq_run(s, client ? Q_WF_GET_SHARE : Q_WF_GET, 0, "get workflow");
+    if (!r) return STORE_ERR;
+    found = PQntuples(r) > 0;
+    if (found) pg_read_wf(r, 0, out);
+    PQclear(r);
+    if (found || !client) break;
+  }
   return found;
 }
 

@@ -148,6 +148,29 @@ int store_commit_drain(store *s, int fd) { return s->ops->op_commit_drain ? s->o
 
 int store_wf_insert(store *s, const wf_row *w) { SETTLE(s); return s->ops->op_wf_insert(s, w); }
 
+int store_wf_start(store *s, const wf_row *w, const hist_event *e, int queue, wf_row *existing) {
+  SETTLE(s);
+  memset(existing, 0, sizeof *existing);
+  if (!s->ops->op_wf_start) { /* one after another, in the batch's order (SQLite's BEGIN IMMEDIATE) */
+    if (s->ops->op_begin(s) != STORE_OK) return STORE_ERR;
+    int found = s->ops->op_wf_get(s, w->id, existing);
+    if (found != 0) return found == 1 ? 0 : found;
+    if (s->ops->op_wf_insert(s, w) != STORE_OK || store_hist_append(s, w->id, w->run, e) != STORE_OK ||
+        (queue && s->ops->op_task_put(s, w->id, "workflow", 0, w->created_at, 0, 0, NULL, 0) != STORE_OK))
+      return STORE_ERR;
+    return 1;
+  }
+  /* a new workflow's chain starts at its first event: its link is known
+   * before the answer, and becomes the batch's head only if it was written */
+  char link[65], keep[65];
+  chain_hist_first(w->id, w->run, e, keep);
+  hist_event ev = *e;
+  ev.chain = keep;
+  int rc = s->ops->op_wf_start(s, w, &ev, queue, existing);
+  if (rc == 1) chain_hist_link(s, w->id, w->run, e, NULL, link);
+  return rc;
+}
+
 int store_wf_get(store *s, const char *id, wf_row *out) { SETTLE(s); return s->ops->op_wf_get(s, id, out); }
 
 int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error) { SETTLE(s); return s->ops->op_wf_set_status(s, id, status, result, error); }

@@ -182,6 +182,13 @@ int store_commit_drain(store *s, int fd);
 
 /* ---- workflows ---- */
 int store_wf_insert(store *s, const wf_row *w);
+/* A start: workflow w (run 1) with its first event e (seq 1) and, when queue,
+ * its first task, unless a workflow with its id exists. 1 when it was
+ * written, 0 when one exists (its row in *existing, to be freed; nothing
+ * written), or an error. On PostgreSQL one statement that inserts or finds
+ * (INSERT ... ON CONFLICT): two starts of one id never both write, with no
+ * lock but the row's own. */
+int store_wf_start(store *s, const wf_row *w, const hist_event *e, int queue, wf_row *existing);
 /* Returns 1 and fills *out when found, 0 when not found, -1 on error. */
 int store_wf_get(store *s, const char *id, wf_row *out);
 int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error);

@@ -102,22 +102,6 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   if (qclose) close = json_string(qclose, strlen(qclose));
   int rc = 0;
   char err[1024];
-  wf_row w;
-  /* read once, in the batch's transaction in commit order (store_begin, as
-   * every start): ops_write_child does not read it again */
-  int found = store_begin(e->st) != STORE_OK ? -1 : store_wf_get(e->st, c->name, &w);
-  if (found < 0) {
-    rc = -1;
-    goto out;
-  }
-  if (found == 1) {
-    /* never this run's own child from before a crash: that one's ChildStarted is in the log, not new */
-    snprintf(err, sizeof err, "workflow id '%s' is already in use (a %s workflow of script %s%s%s)", c->name,
-             w.status, w.script_name, w.parent ? ", a child of " : "", w.parent ? w.parent : "");
-    wf_row_free(&w);
-    rc = answer(r, c, "ChildFailed", child_error(c->name, "WorkflowIdInUse", err), ev, keep);
-    goto out;
-  }
   if (!script || !input) {
     rc = answer(r, c, "ChildFailed", child_error(c->name, "ChildStartFailed", "the command has no script or input"),
                 ev, keep);
@@ -136,11 +120,22 @@ static int start_new(wfrun *r, const wfvm_cmd *c, hist_event *ev, void **keep) {
   const scriptbuf *pre = run_script(e, path, err, sizeof err);
   trace_start trace;
   child_trace(r, c->seq, &trace);
+  /* one insert that writes the child or finds the id in use (store_wf_start) */
+  int existed = 0;
+  wf_row w;
   int bad = !pre || ops_write_child(e->st, c->name, path, pre, input, r->id, close ? close : "terminate", &trace,
-                                    err, sizeof err);
+                                    &existed, &w, err, sizeof err);
   free(path);
   if (bad && store_batch_failed(e->st)) {
     rc = -1;
+    goto out;
+  }
+  if (!bad && existed) {
+    /* never this run's own child from before a crash: that one's ChildStarted is in the log, not new */
+    snprintf(err, sizeof err, "workflow id '%s' is already in use (a %s workflow of script %s%s%s)", c->name,
+             w.status, w.script_name, w.parent ? ", a child of " : "", w.parent ? w.parent : "");
+    wf_row_free(&w);
+    rc = answer(r, c, "ChildFailed", child_error(c->name, "WorkflowIdInUse", err), ev, keep);
     goto out;
   }
   if (bad) {

@@ -26,22 +26,30 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
 
 int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
                          const trace_start *trace, int *existed, char *err, size_t errlen) {
+  int rc = engine_start_or_find(e, id, script_path, input_json, trace, NULL, err, errlen);
+  if (rc < 0) return -1;
+  if (existed) *existed = rc == 0;
+  if (rc == 0 && !existed) {
+    util_seterr(err, errlen, "workflow '%s' already exists", id);
+    return -1;
+  }
+  return 0;
+}
+
+int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, wf_row *existing, char *err, size_t errlen) {
   int found = 0;
   const scriptbuf *pre = run_script(e, script_path, err, errlen);
   if (!pre) return -1;
   made_wf made = {0};
-  if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, trace, &found, &made, err, errlen) != 0) return -1;
-  if (existed) *existed = found;
-  if (found) {
-    if (existed) return 0;
-    util_seterr(err, errlen, "workflow '%s' already exists", id);
+  if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, trace, &found, existing, &made, err, errlen) != 0)
     return -1;
-  }
+  if (found) return 0;
   engine_unsettle(e, id, 1, 1); /* its first step begins once the start is committed */
   run_load(e, &made.w, &made.h); /* from what was just written: no read back */
   wf_row_free(&made.w);
   hist_list_free(&made.h);
-  return 0;
+  return 1;
 }
 
 /* No wake-up task: the run takes the signal in this same batch (a waiting run

@@ -129,6 +129,11 @@ int engine_submit_traced(engine *e, const char *id, const char *script_path, con
                          const trace_start *trace, int *existed, char *err, size_t errlen);
 int engine_signal_traced(engine *e, const char *id, const char *name, const char *payload, const char *identity,
                          const trace_start *trace, char *err, size_t errlen);
+/* A start that tells what it found: 1 started (as engine_submit_traced), 0
+ * when id exists (its row into *existing when given, to be freed; nothing
+ * written), -1 with err. One insert that writes or finds (store_wf_start). */
+int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, wf_row *existing, char *err, size_t errlen);
 int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen);
 /* A fork (fork.h) written into the current batch, run at once: 0 with
  * *made, or -1 with *why and err, nothing written. */

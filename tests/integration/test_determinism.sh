@@ -64,6 +64,7 @@ declare -A SKIP=(
   [sandbox_session]="needs a sandbox driver (test_sandbox.sh)"
   [runaway]="never ends by itself: the budget stops it (test_runaway.sh)"
   [crash_engine]="crashes the engine on purpose (test_wf_errors.sh)"
+  [start_race]="waits for a signal (test_pg_start_race.sh)"
 )
 NEGATIVE=" nondet replay_result "
 # The shipped workflows (workflows/*.lua): hello runs here; the others need a

@@ -171,13 +171,15 @@ start "$FWF" lk "{\"retry\":0.3,\"sleep\":0.5,\"gate\":\"$T/lk-gate\"}"
 # the serve's busy timeout is 2 s whatever TEST_TIMEOUT_SCALE says: the lock is held longer
 ENGINE_BUSY_TIMEOUT_MS=2000 "$ENGINE" serve 2>"$T/lock.err" & S=$!; PIDS+=("$S")
 wait_true 30 '[ "$(engine history lk 2>/dev/null | wc -l)" -ge 3 ]' || true
-# another session holds the write lock (the busy timeout is 2 s) until the
-# serve says it cannot write, then lets go
-psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734249, 2); SELECT pg_sleep($(scaled 120)); COMMIT;" \
+# another session holds the event feed's order lock (the workflow's next
+# write after its slow step is a domain event; the busy timeout is 2 s)
+# until the serve says it cannot write, then lets go
+psql_on faults "BEGIN; SELECT pg_advisory_xact_lock(1701734246, hashtext('')); SELECT pg_sleep($(scaled 120)); COMMIT;" \
   >/dev/null 2>&1 &
 LOCKER=$!; PIDS+=("$LOCKER")
-wait_true 60 '[ "$(psql_on faults "SELECT count(*) FROM pg_locks WHERE locktype = '\''advisory'\'' AND granted
-  AND classid = 1701734249 AND objid = 2")" == 1 ]' || true
+feed_lock_held() { psql_on faults "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+  AND classid = 1701734246 AND objid = hashtext('')::oid"; }
+wait_true 60 '[ "$(feed_lock_held)" == 1 ]' || true
 touch "$T/lk-gate"
 wait_true 60 'grep -q "cannot write to the store" "$T/lock.err"' || true
 psql_on faults "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
