@@ -405,9 +405,12 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
 }
 
 void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]) {
-  char link[65];
-  store_chain_hist("", wf_id, run, e, link);
-  kept(link, out);
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  link none, l;
+  link_none(&none);
+  hist_link(md, &none, wf_id, run, e, &l);
+  EVP_MD_CTX_free(md);
+  kept(&l, out);
 }
 
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]) {

@@ -549,7 +549,8 @@ int64_t pg_count(store *st_, const char *what, const char *wf_id) {
 
 int pg_memory_put(store *st_, const memory_row *m) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  /* no order across entries: the insert keeps the first of an id (ON CONFLICT) */
+  if (pg_batch_begin(s) != STORE_OK) return STORE_ERR;
   pg_params_start(s);
   const char *text[] = {m->id, m->kind, m->identity, m->text, m->evidence, m->session_id, m->request_id, m->approver};
   for (int i = 0; i < 8; i++) pg_bind_text(s, text[i]);
@@ -560,7 +561,8 @@ int pg_memory_put(store *st_, const memory_row *m) {
 
 int pg_memory_revoke(store *st_, const char *id, int64_t at, const char *by, const char *reason) {
   pg *s = (pg *)st_;
-  ORDERED_BEGIN(s);
+  /* no order across entries: the update takes the row (WHERE not revoked) */
+  if (pg_batch_begin(s) != STORE_OK) return STORE_ERR;
   pg_params_start(s);
   pg_bind_int(s, at);
   pg_bind_text(s, by);
