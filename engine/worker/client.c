@@ -52,8 +52,10 @@ int engine_start_or_find(engine *e, const char *id, const char *script_path, con
   return 1;
 }
 
-/* No wake-up task: the run takes the signal in this same batch (a waiting run
- * is not in memory, and loading it takes what is buffered). */
+/* No wake-up task on a store of its own: the run takes the signal in this
+ * same batch (a waiting run is not in memory, and loading it takes what is
+ * buffered). On a shared store the run may be another worker's (its lease):
+ * a wake-up task tells whoever holds it, else the signal waits unseen. */
 int engine_signal_local(engine *e, const char *id, const char *name, const char *payload, const char *identity,
                         char *err, size_t errlen) {
   return engine_signal_traced(e, id, name, payload, identity, NULL, err, errlen);
@@ -68,7 +70,9 @@ int engine_signal_traced(engine *e, const char *id, const char *name, const char
     free(canon);
     return -1;
   }
-  int rc = store_signal_put(e->st, id, name, canon, util_now_ms()) != STORE_OK ||
+  int64_t now = util_now_ms();
+  int rc = store_signal_put(e->st, id, name, canon, now) != STORE_OK ||
+           (store_shared(e->st) && store_task_put(e->st, id, "workflow", 0, now, 0, 0, NULL, 0) != STORE_OK) ||
            ops_record_who(e->st, id, "signal.sent", name, identity, trace) != 0;
   free(canon);
   if (rc) {
