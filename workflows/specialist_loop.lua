@@ -73,7 +73,7 @@ local function context(s)
   s.base_sha = ctx.base_sha
   local files = 0
   for _, f in ipairs(ctx.files) do if not f.skipped then files = files + 1 end end
-  wf.emit("context.built", { bytes = ctx.bytes, files = files, sources = ctx.files, base = s.prep.base,
+  wf.emit("context.built", { bytes = ctx.bytes, files = files, artifacts = 0, sources = ctx.files, base = s.prep.base,
     base_sha = ctx.base_sha, tests_before = ctx.baseline })
   s.fixer_msgs = { { role = "user", content = ctx.message } }
   s.reviewer_msgs = {}
