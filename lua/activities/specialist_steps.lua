@@ -179,7 +179,7 @@ local GIT = "git -c user.name=engine -c user.email=engine@localhost -c advice.de
 
 -- The tests at the checkout as it is: {exit_code, passed, output (tail)}.
 local function run_tests(sb, cmd, timeout)
-  local r = run(sb, "cd " .. REPO .. " && " .. cmd .. " 2>&1", timeout)
+  local r = run(sb, "cd " .. REPO .. " && (\n" .. cmd .. "\n) 2>&1", timeout)
   local out = r.stdout or ""
   if r.timed_out then out = out .. "\n[the tests were killed after " .. timeout .. " s]" end
   return { exit_code = r.timed_out and 124 or r.exit_code, passed = r.exit_code == 0 and not r.timed_out,
@@ -293,10 +293,12 @@ function M.commit(args)
   local name = string.format("%s/r%d.diff", PATCHES, args.revision)
   local date = string.format("@%d +0000", math.floor(args.date))
   local env = "GIT_AUTHOR_DATE=" .. sh_quote(date) .. " GIT_COMMITTER_DATE=" .. sh_quote(date) .. " "
+  -- the message as a file: no text of the input's is ever read by the shell
+  local msg = PATCHES .. "/commit-message.txt"
+  sandbox.write_file(sb, msg, args.message)
   must(sb, "cd " .. REPO .. " && git checkout -q -B " .. sh_quote(args.branch) .. " " .. args.base_sha ..
     " && git reset -q --hard && git clean -qfdx && git apply --index " .. name .. " && " .. env .. GIT ..
-    " commit -q -F - <<'ENGINE_MSG'\n" .. args.message:gsub("\nENGINE_MSG", "\nENGINE-MSG") .. "\nENGINE_MSG\n",
-    "committing the patch")
+    " commit -q -F " .. msg, "committing the patch")
   local commit = must(sb, "cd " .. REPO .. " && git rev-parse HEAD", "git rev-parse"):match("%x+")
   must(sb, "rm -f " .. BUNDLE .. " && cd " .. REPO .. " && git bundle create -q " .. BUNDLE .. " " ..
     sh_quote(args.branch), "git bundle")

@@ -90,6 +90,9 @@ assert_exit "no testCommand, no reviewer" 2 engine start "$WF" --input '{"object
 assert_contains "names testCommand" "testCommand is missing" "$ERR"
 assert_contains "names the reviewer" "reviewer.name is missing" "$ERR"
 
+assert_eq "the input's schema is one lua/jsonschema.lua accepts" "true" \
+  "$(F="$SRC/lua/types/specialist_loop_input.schema.json" LUA_PATH="$SRC/lua/?.lua;;" lua5.4 -e 'local j=require"cjson"; local ok,e=require"jsonschema".check_schema(j.decode(io.open(os.getenv("F")):read("a"))); io.write(tostring(ok), e and table.concat(e,"; ") or "")')"
+
 # --- maxRevisions exhausted: fails naming it and each revision's failure
 N1="$(input_with '{"maxRevisions":1}')"
 assert_exit "maxRevisions 1: the session fails" 1 engine start "$WF" --input @"$N1" --id n1 --quiet
@@ -119,6 +122,31 @@ assert_contains "git apply --check's words" "patch does not apply" "$rej"
 assert_contains "fed back to the fixer" "The patch does not apply to the base commit" \
   "$(engine history na --json | grep ActivityScheduled | grep model.turn | sed -n 2p)"
 assert_eq "revision 2 approved" 2 "$(engine show na --json | jget result.revisions)"
+
+# --- hostile patches, table-driven: each refused before git applies anything, named, fed back
+python3 - "$SRC/examples/specialist-loop/fixer.jsonl" "$T/hostile.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+good = json.loads(lines[1]["turn"]["text"])
+hunk = good["files"][0]["diff"]
+bad = [("../outside.py", hunk), ("/etc/passwd", hunk), (".git/config", hunk), ("ratelimit/../../x.py", hunk),
+       ("ratelimit/bucket.py", "--- a/../../etc/x\n+++ b/../../etc/x\n" + hunk)]
+with open(sys.argv[2], "w") as f:
+    for path, diff in bad:
+        f.write(json.dumps({"turn": {"text": json.dumps({"files": [{"path": path, "diff": diff}]})}}) + "\n")
+    f.write(json.dumps(lines[1]) + "\n")
+PY
+HO="$(input_with "{\"maxRevisions\":6,\"fixer\":{\"name\":\"replay:$T/hostile.jsonl\"}}")"
+assert_exit "five hostile patches, then a good one" 0 engine start "$WF" --input @"$HO" --id ho --quiet
+rej="$(ev ho patch.rejected)"
+i=0
+for want in "the path ../outside.py leaves the repository" "the path /etc/passwd is absolute" \
+    "the path .git/config is inside .git" "the path ratelimit/../../x.py leaves the repository" "../../etc/x"; do
+  i=$((i + 1))
+  assert_contains "revision $i refused: $want" "$want" "$(sed -n "${i}p" <<<"$rej")"
+done
+assert_eq "the sixth approved" 6 "$(engine show ho --json | jget result.revisions)"
+assert_contains "the commit has the fix alone" "ratelimit/bucket.py | 4 ++--" "$(ev ho branch.committed)"
 
 # --- against the GitHub stub: the gates, the push, the draft pull request
 TOKEN="ghp_test$RANDOM${RANDOM}secretvalue$RANDOM"
