@@ -19,6 +19,7 @@ unset OPENAI_API_KEY ANTHROPIC_API_KEY GITHUB_TOKEN ENGINE_GITHUB_API_URL # offl
 WF="$SRC/workflows/specialist_loop.lua"
 EXAMPLE="$SRC/examples/specialist-loop.json"
 export ENGINE_CONTEXT_ROOTS="$SRC:$T" ENGINE_ARTIFACTS="$T/artifacts" ENGINE_PR_CHECKOUTS="$T/checkouts"
+export ENGINE_WORKSPACES="$T/workspaces" # (on PostgreSQL there is no database directory to put them beside)
 input_with() { # OVERRIDES_JSON -> a file: the example with these overrides
   local f="$T/input-$RANDOM$RANDOM.json"
   printf '%s' "$1" >"$f.over"
