@@ -231,6 +231,23 @@ assert_eq "no sandbox left" 0 "$(sandboxes kt)"
 assert_exit "engine replay kt" 0 engine replay kt
 kill "$S"; wait "$S" 2>/dev/null || true
 
+# --- as the page reads it: the script's declared input (the start form), the events, how it draws them
+TOK="$(engine token create reader --scopes read 2>/dev/null)"
+serve_api --workflows "$SRC/workflows"
+L="$(curl -sf -H "Authorization: Bearer $TOK" "$URL/v1/workflow-scripts")"
+item="$(NAME=specialist_loop.lua lua5.4 -e 'local j=require"cjson".decode(io.read("a")); for _,s in ipairs(j.scripts) do if s.name==os.getenv("NAME") then io.write(require"cjson".encode(s)) end end' <<<"$L")"
+assert_eq "the start form gets its declared schema" "SpecialistLoopInput repo.bundle is missing (a git bundle under ENGINE_CONTEXT_ROOTS)" \
+  "$(jget input_schema.title <<<"$item") $(jget input_schema.properties.repo.errorMessage.required <<<"$item")"
+page="$(curl -sf -H "Authorization: Bearer $TOK" "$URL/v1/workflows/gh1/events?after=0")"
+for ty in context.built tests.ran review.verdict branch.committed approval.requested branch.pushed pull_request.opened; do
+  assert_contains "GET .../events has $ty" "\"$ty\"" "$page"
+done
+kinds="$(curl -sf "$URL/web/event_kinds.json")"
+for ty in tests.ran patch.rejected review.verdict branch.committed branch.pushed pull_request.opened; do
+  assert_contains "the page draws $ty" "\"$ty\"" "$kinds"
+done
+kill "$S"; wait "$S" 2>/dev/null || true
+
 # --- kill -9 at recorded steps of the example: the same outcome
 want="$(outcome_of ex)"
 n=0
