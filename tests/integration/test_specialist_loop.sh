@@ -3,13 +3,16 @@
 # lua/spine.lua), end to end in a real Docker sandbox: the shipped example
 # offline (the PR-review repository's failing test fixed in two revisions: the
 # first patch fails the tests, the second passes and the reviewer approves);
-# bad input named; against the local GitHub stub, the gates (approval by
+# bad input named; the reviewer's reasons fed back; the patch and verdict
+# schemas as structured output over the OpenAI wire format; hostile patch
+# paths refused (table-driven); against the local GitHub stub, the gates (approval by
 # default) before the push and before the draft pull request, the branch
 # pushed to the stub's repository and the draft opened with the right
 # head/base/title; a refused approval stopping before the push; a patch that
 # does not apply fed back; maxRevisions exhausted naming it; kill -9 during a
 # tests run, while waiting for an approval and at recorded steps, each
-# resuming to the same result; engine replay in a fresh process.
+# resuming to the same result; engine replay in a fresh process; the start
+# form's schema and the events as the API serves them to the page.
 source "$(dirname "$0")/lib.sh"
 if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
   fail "no Docker engine (scripts/start-dockerd)"; finish
@@ -123,6 +126,49 @@ assert_contains "git apply --check's words" "patch does not apply" "$rej"
 assert_contains "fed back to the fixer" "The patch does not apply to the base commit" \
   "$(engine history na --json | grep ActivityScheduled | grep model.turn | sed -n 2p)"
 assert_eq "revision 2 approved" 2 "$(engine show na --json | jget result.revisions)"
+
+# --- the reviewer asks for a revision: its reasons go back to the fixer
+python3 - "$SRC/examples/specialist-loop/fixer.jsonl" "$T" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+t = sys.argv[2]
+with open(t + "/fixer-rev.jsonl", "w") as f:
+    f.write(json.dumps(lines[1]) + "\n")
+    f.write(json.dumps(lines[1]) + "\n")
+revise = {"verdict": "revise", "reasons": ["Say in the summary why the refill must be capped."]}
+approve = {"verdict": "approve", "reasons": ["Good."]}
+with open(t + "/reviewer-rev.jsonl", "w") as f:
+    f.write(json.dumps({"turn": {"text": json.dumps(revise)}}) + "\n")
+    f.write(json.dumps({"turn": {"text": json.dumps(approve)}}) + "\n")
+# the same conversation over the OpenAI wire format (tests/model_server): fixer, then reviewer
+good = lines[1]["turn"]["text"]
+json.dump({"steps": [{"reply": {"text": good, "usage": {"input_tokens": 900, "output_tokens": 80}}},
+                     {"reply": {"text": json.dumps(approve), "usage": {"input_tokens": 700, "output_tokens": 20}}}]},
+          open(t + "/wire.json", "w"))
+PY
+RV="$(input_with "{\"fixer\":{\"name\":\"replay:$T/fixer-rev.jsonl\"},\"reviewer\":{\"name\":\"replay:$T/reviewer-rev.jsonl\"}}")"
+assert_exit "revise, then approve" 0 engine start "$WF" --input @"$RV" --id rv --quiet
+assert_eq "two verdicts" "revise approve" "$(ev rv review.verdict | grep -o '"verdict":"[a-z]*"' | cut -d'"' -f4 | tr '\n' ' ' | sed 's/ $//')"
+assert_contains "the reasons went back to the fixer" "the reviewer asks for a revision:\\n- Say in the summary why" \
+  "$(engine history rv --json | grep ActivityScheduled | grep model.turn | grep 'You fix a repository' | sed -n 2p)"
+assert_eq "the reviewer's second call sees its first verdict" 1 \
+  "$(engine history rv --json | grep ActivityScheduled | grep model.turn | grep 'You review a patch' | tail -1 | grep -c 'Say in the summary' || true)"
+assert_eq "revision 2 approved, four calls" "2 4" "$(engine show rv --json | jget result.revisions) $(engine show rv --json | jget result.turns)"
+
+# --- over the real wire format: each role's schema as structured output
+start_model_server "$T/wire.json"
+WI="$(input_with "{\"fixer\":{\"name\":\"gpt-test\",\"provider\":\"openai\",\"baseUrl\":\"$MURL/v1\"},\"reviewer\":{\"name\":\"gpt-test\",\"provider\":\"openai\",\"baseUrl\":\"$MURL/v1\"}}")"
+assert_exit "over OpenAI Chat Completions" 0 engine start "$WF" --input @"$WI" --id wire --quiet
+reqs="$(requests)"
+assert_eq "two requests: the fixer's, the reviewer's" 2 "$(nreq)"
+assert_eq "the patch schema as response_format" "patch json_schema" \
+  "$(jget 1.body.response_format.json_schema.name <<<"$reqs") $(jget 1.body.response_format.type <<<"$reqs")"
+assert_eq "the verdict schema" "verdict approve" \
+  "$(jget 2.body.response_format.json_schema.name <<<"$reqs") $(jget 2.body.response_format.json_schema.schema.properties.verdict.enum.1 <<<"$reqs")"
+assert_contains "the fixer saw the repository" "## File ratelimit/bucket.py" "$(jget 1.body.messages <<<"$reqs")"
+assert_contains "and the failing tests" "AssertionError" "$(jget 1.body.messages <<<"$reqs")"
+assert_contains "the reviewer saw the diff" "+        if self.tokens >= cost:" "$(jget 2.body.messages <<<"$reqs")"
+assert_eq "one revision" 1 "$(engine show wire --json | jget result.revisions)"
 
 # --- hostile patches, table-driven: each refused before git applies anything, named, fed back
 python3 - "$SRC/examples/specialist-loop/fixer.jsonl" "$T/hostile.jsonl" <<'PY'
