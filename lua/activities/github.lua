@@ -1,6 +1,8 @@
 -- Activities of the pull-request review (workflows/pr_review.lua), on the
 -- trusted side: the GitHub API (metadata, changed files, reviews), the
--- checkout of the head commit, and the draft's artifact. The token
+-- checkout of the head commit, and the draft's artifact; and of the
+-- remediation pull request (workflows/specialist_loop.lua): the branch pushed
+-- and the draft pull request opened. The token
 -- (credential GITHUB_TOKEN: the engine's environment or credentials file) goes
 -- to the API and to git only: never into a result, an error or the sandbox.
 -- The API base is input.github_api, else ENGINE_GITHUB_API_URL, else GitHub's
