@@ -1,6 +1,8 @@
 -- Activities of the pull-request review (workflows/pr_review.lua), on the
 -- trusted side: the GitHub API (metadata, changed files, reviews), the
--- checkout of the head commit, and the draft's artifact. The token
+-- checkout of the head commit, and the draft's artifact; and of the
+-- remediation pull request (workflows/specialist_loop.lua): the branch pushed
+-- and the draft pull request opened. The token
 -- (credential GITHUB_TOKEN: the engine's environment or credentials file) goes
 -- to the API and to git only: never into a result, an error or the sandbox.
 -- The API base is input.github_api, else ENGINE_GITHUB_API_URL, else GitHub's
@@ -279,6 +281,87 @@ function M.publish(args)
   return { review_id = type(r) == "table" and r.id or nil,
     html_url = type(r) == "table" and r.html_url ~= json.null and r.html_url or nil, already = false,
     inline = inline }
+end
+
+-- ------------------------------------------ a remediation pull request --
+-- (workflows/specialist_loop.lua: design 2, docs/runtime-designs.md)
+
+local function check_repo(owner, name)
+  local problems = review.name_problems({ owner = owner, name = name })
+  if #problems > 0 then raise("InvalidInput", table.concat(problems, "; "), { non_retryable = true }) end
+end
+
+-- Pushes the session's branch (its bundle, from the sandbox) to args.remote
+-- as refs/heads/<branch>, with the token when there is one. The commit is the
+-- same however often the step runs (specialist_steps.commit fixes its
+-- dates), so a retry after a crash between the push and its record finds it
+-- there already; a branch that holds another commit is not overwritten.
+-- Returns {remote, branch, commit, already}.
+function M.push_branch(args)
+  local url = args.remote
+  if type(url) ~= "string" or not url:match("^https?://[^/@]+/") then
+    raise("InvalidInput", "the remote must be an http(s) URL without user information", { non_retryable = true })
+  end
+  local branch, commit = args.branch, args.commit
+  if type(commit) ~= "string" or not commit:match("^%x+$") or #commit < 40 then
+    raise("InvalidInput", "the commit must be a full hex commit id", { non_retryable = true })
+  end
+  local tok = token(args)
+  local dir = checkout_root() .. "/" .. checkout_name(args.id) .. "-push"
+  require("proc").run({ argv = { "rm", "-rf", "--", dir }, env = { "PATH=/usr/bin:/bin" }, timeout = 120 })
+  local made, merr = fs.mkdir_p(dir)
+  if not made then raise("PushError", "cannot create " .. dir .. ": " .. tostring(merr)) end
+  local ok, res = pcall(function()
+    local bundle = require("activities.specialist_steps").bundle_path(args.sandbox, dir)
+    git({ "init", "-q", "--bare", "repo.git" }, dir)
+    local repo = dir .. "/repo.git"
+    git({ "fetch", "-q", bundle, "refs/heads/" .. branch .. ":refs/heads/" .. branch }, repo)
+    local have = git({ "rev-parse", "refs/heads/" .. branch }, repo):match("%x+")
+    if have ~= commit then
+      raise("PushError", "the branch's bundle holds " .. tostring(have) .. ", not the commit " .. commit,
+        { non_retryable = true })
+    end
+    local remote = git({ "ls-remote", url, "refs/heads/" .. branch }, repo, tok):match("^(%x+)")
+    if remote == commit then return { remote = url, branch = branch, commit = commit, already = true } end
+    if remote then
+      raise("PushError", "the remote's branch " .. branch .. " holds another commit (" .. remote .. "): not overwritten",
+        { non_retryable = true })
+    end
+    git({ "push", "-q", url, "refs/heads/" .. branch .. ":refs/heads/" .. branch }, repo, tok)
+    return { remote = url, branch = branch, commit = commit, already = false }
+  end)
+  require("proc").run({ argv = { "rm", "-rf", "--", dir }, env = { "PATH=/usr/bin:/bin" }, timeout = 120 })
+  if not ok then error(res, 0) end
+  return res
+end
+
+-- Opens the pull request as a draft (POST /repos/{owner}/{name}/pulls with
+-- draft: true, GitHub's REST shape). An open pull request of the same head
+-- is looked for first (GET .../pulls?head=owner:branch&state=open), so a
+-- retry after a crash between the POST and its record finds the first one
+-- instead of opening a second. Returns {number, html_url, draft, already}.
+function M.open_pull(args)
+  local owner, name = args.owner, args.name
+  check_repo(owner, name)
+  local base, tok = api_base(args), token(args)
+  local prefix = string.format("/repos/%s/%s/pulls", owner, name)
+  local function enc(v) return (tostring(v):gsub("[^%w%-%._~]", function(c) return string.format("%%%02X", c:byte()) end)) end
+  local list = call(base, "GET", string.format("%s?state=open&head=%s&per_page=100", prefix,
+    enc(owner .. ":" .. args.head)), tok)
+  if type(list) ~= "table" then raise("GitHubError", "GET " .. prefix .. ": not a list") end
+  for _, p in ipairs(list) do
+    if type(p) == "table" and type(p.head) == "table" and p.head.ref == args.head then
+      return { number = p.number, html_url = p.html_url ~= json.null and p.html_url or nil, draft = p.draft == true,
+        already = true }
+    end
+  end
+  local common = require "tools.common"
+  local body = { title = common.sanitize(tostring(args.title), tok and { tok } or nil), head = args.head,
+    base = args.base, body = common.sanitize(tostring(args.body or ""), tok and { tok } or nil), draft = true }
+  local r = call(base, "POST", prefix, tok, body)
+  if type(r) ~= "table" then raise("GitHubError", "POST " .. prefix .. ": not a pull request object") end
+  return { number = r.number, html_url = r.html_url ~= json.null and r.html_url or nil, draft = r.draft == true,
+    already = false }
 end
 
 return M

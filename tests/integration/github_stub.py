@@ -16,7 +16,12 @@ and git/ (bare repositories, served read-only by `git http-backend` under
                                      while DIR/reject_comments exists a review
                                      with line comments gets 422, as GitHub
                                      answers one whose line is not in its diff
-Git requests for a repository named private-* need the token as well.
+  GET  /repos/O/N/pulls?head=O:REF    the pull requests opened so far (state open), of that head
+  POST /repos/O/N/pulls              opens one (DIR/pulls.jsonl, one line per POST; 201 and
+                                     the pull request, number 100 on): for
+                                     workflows/specialist_loop.lua
+Git requests for a repository named private-* need the token as well; a
+repository whose config says http.receivepack true takes pushes.
 Each request line goes to DIR/requests.log with whether it carried the token.
 The port goes to DIR/port once it listens.
 """
@@ -90,6 +95,8 @@ class Handler(BaseHTTPRequestHandler):
         q = parse_qs(u.query)
         pr = load("pr.json")
         owner, name = pr["base"]["repo"]["owner"]["login"], pr["base"]["repo"]["name"]
+        if parts == ["repos", owner, name, "pulls"]:
+            return self.pulls(q)
         if len(parts) < 5 or parts[:5] != ["repos", owner, name, "pulls", str(pr["number"])]:
             return self.send(404, {"message": "Not Found"})
         rest = parts[5:]
@@ -134,6 +141,31 @@ class Handler(BaseHTTPRequestHandler):
             link = '<http://127.0.0.1:%d%s?per_page=%d&page=%d>; rel="next"' % (
                 self.server.server_address[1], urlsplit(self.path).path, per, page + 1)
         return self.send(200, items[(page - 1) * per:page * per], link)
+
+    def pulls(self, q):
+        """The pull requests this stub opened: listed by head, or one more opened."""
+        path = os.path.join(DIR, "pulls.jsonl")
+        with LOCK:
+            opened = []
+            if os.path.exists(path):
+                with open(path) as f:
+                    opened = [json.loads(line) for line in f if line.strip()]
+            if self.command == "GET":
+                head = q.get("head", [""])[0]
+                return self.send(200, [p for p in opened if not head or p["head"]["label"] == head])
+            req = json.loads(self.body() or b"{}")
+            missing = [k for k in ("title", "head", "base") if not req.get(k)]
+            if missing:
+                return self.send(422, {"message": "Validation Failed", "errors": [{"field": k, "code": "missing_field"} for k in missing]})
+            pr = load("pr.json")
+            owner = pr["base"]["repo"]["owner"]["login"]
+            number = 100 + len(opened)
+            made = {"number": number, "state": "open", "draft": bool(req.get("draft")), "title": req["title"],
+                    "body": req.get("body"), "html_url": "https://github.com/%s/%s/pull/%d" % (owner, pr["base"]["repo"]["name"], number),
+                    "head": {"ref": req["head"], "label": owner + ":" + req["head"]}, "base": {"ref": req["base"]}}
+            with open(path, "a") as f:
+                f.write(json.dumps(made) + "\n")
+        return self.send(201, made)
 
     def git(self, u):
         """git http-backend as a CGI program: the smart HTTP protocol."""
