@@ -11,15 +11,8 @@ if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/de
 fi
 WF="$SRC/workflows/chat.lua"
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_POLICIES_DIR="$T/policies"
-mkdir -p "$T/policies"
 # allow every call, except shell commands that mention needs-ok: those ask a person
-cat >"$T/policies/00-test.lua" <<'LUA'
-return { name = "test", decide = function(req)
-  local cmd = type(req.args) == "table" and req.args.command or ""
-  if type(cmd) == "string" and cmd:find("needs-ok", 1, true) then return "approve", "asks a person" end
-  return "allow", "test"
-end }
-LUA
+policy_needs_ok "$T/policies"
 # The model answers by what the conversation holds (routes, newest first):
 # the reply to each message whatever turn it comes at; the fourth is held at
 # the gate g4 until the test opens it.

@@ -37,14 +37,7 @@ ADMIN="$(engine token create alice --scopes admin)"
 
 # allow every call, except shell commands that mention needs-ok: those ask a person
 export ENGINE_POLICIES_DIR="$T/policies"
-mkdir -p "$T/policies"
-cat >"$T/policies/00-test.lua" <<'LUA'
-return { name = "test", decide = function(req)
-  local cmd = type(req.args) == "table" and req.args.command or ""
-  if type(cmd) == "string" and cmd:find("needs-ok", 1, true) then return "approve", "asks a person" end
-  return "allow", "test"
-end }
-LUA
+policy_needs_ok "$T/policies"
 # the model: each turn answers at once; the session then waits for a message.
 # The chat's turns answer by what its conversation holds (newest first): a
 # reply that streams, stopped mid-way at the gate chat-stream until the
