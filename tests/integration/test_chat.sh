@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A chat (workflows/chat.lua): started with its first message, each message
 # sent with engine message is a durable signal answered once in the same
-# transcript (agent.message), a message that leads to a tool call needing
+# transcript (agent.message), as is one posted to the API; a message that leads to a tool call needing
 # approval waits for it and the chat goes on, kill -9 while idle and while a
 # reply is on its way loses nothing and answers nothing twice, compaction
 # bounds a long conversation, a close ends it; its input is checked.
@@ -20,6 +20,7 @@ cat >"$T/scenario.json" <<'JSON'
 {"steps": [], "default": {"reply": {"text": "reply one"}},
  "routes": [
   {"body_has": "compacting the context", "step": {"reply": {"text": "summary of the earlier conversation"}}},
+  {"body_has": "fifth, over HTTP", "step": {"reply": {"text": "reply five"}}},
   {"body_has": "fourth message", "step": {"hold": "g4", "reply": {"text": "reply four"}}},
   {"body_has": "TOOL-RAN-42", "step": {"reply": {"text": "reply three"}}},
   {"body_has": "please run the tool", "step": {"reply": {"tool_calls": [{"id": "c1", "name": "shell",
@@ -92,15 +93,22 @@ wait_for 60 "the model call is made again after the restart" '[ "$(held)" -ge 2 
 release g4
 wait_for 60 "the fourth reply" '[ "$(replies chat | tail -1)" == "reply four" ]' 'replies chat' || true
 wait_idle chat
-assert_eq "each message answered once, in order" "reply one|reply two|reply three|reply four" "$(replies chat | paste -sd'|')"
-for m in "second message" "please run the tool" "fourth message"; do
-  assert_eq "'$m' recorded once" 1 "$(count chat user.message "\"text\":\"$m\"")"
-done
+
+# --- a message posted to the API (what the page's form sends)
+code="$(curl -s -o "$T/posted" -w '%{http_code}' -X POST "$URL/v1/workflows/chat/messages" \
+  -H 'Content-Type: application/json' -d '{"kind": "message", "text": "fifth, over HTTP"}')"
+assert_eq "POST /v1/workflows/chat/messages" 200 "$code"
+wait_for 60 "the fifth reply" '[ "$(replies chat | tail -1)" == "reply five" ]' 'replies chat' || true
+wait_idle chat
 
 # --- close ends it, with the last reply as its result
 assert_exit "engine close" 0 engine close chat
 wait_status chat completed 60 || fail "chat: $(status chat)"
-assert_eq "its result is the last reply" "reply four" "$(engine show chat --json | jget result.summary)"
+assert_eq "each message answered once, in order" "reply one|reply two|reply three|reply four|reply five" "$(replies chat | paste -sd'|')"
+for m in "second message" "please run the tool" "fourth message" "fifth, over HTTP"; do
+  assert_eq "'$m' recorded once" 1 "$(count chat user.message "\"text\":\"$m\"")"
+done
+assert_eq "its result is the last reply" "reply five" "$(engine show chat --json | jget result.summary)"
 assert_eq "session.closing said once" 1 "$(count chat session.closing .)"
 verify_history chat >/dev/null || fail "chat history"
 verify_events chat >/dev/null || fail "chat events"
