@@ -46,17 +46,24 @@ count() { engine events "$1" --json | grep '"type":"'"$2"'"' | grep -c -- "$3" |
 held() { model_health held; }
 serve_api
 
-# --- bad input is named before anything starts
-for row in '{"model": {"name": "m"}}|message is missing' \
-           '{"message": "  ", "model": {"name": "m"}}|message is missing' \
-           '{"message": "hi", "objective": "x", "model": {"name": "m"}}|a chat has no objective' \
-           '{"message": "hi", "waitForMessages": false, "model": {"name": "m"}}|a chat always waits for messages' \
-           '{"message": "hi"}|model.name is missing' \
-           '{"message": "hi", "model": {"name": "m"}, "idleTimeoutSeconds": 0}|idleTimeoutSeconds must be'; do
-  rc=0; out="$("$ENGINE" start "$WF" --input "${row%%|*}" 2>&1)" || rc=$?
-  assert_eq "refused with exit 2: ${row%%|*}" 2 "$rc"
-  assert_contains "names the problem: ${row#*|}" "${row#*|}" "$out"
-done
+# --- bad input is named before anything starts (INPUT|WHAT THE ERROR SAYS)
+while IFS='|' read -r in want; do
+  rc=0; out="$("$ENGINE" start "$WF" --input "$in" 2>&1)" || rc=$?
+  assert_eq "refused with exit 2: $in" 2 "$rc"
+  assert_contains "names the problem: $want" "$want" "$out"
+done <<'ROWS'
+"hi"|the input must be a JSON object
+{"model": {"name": "m"}}|message is missing
+{"message": "  ", "model": {"name": "m"}}|message is missing
+{"message": "hi", "objective": "x", "model": {"name": "m"}}|a chat has no objective
+{"message": "hi", "waitForMessages": false, "model": {"name": "m"}}|a chat always waits for messages
+{"message": "hi"}|model.name is missing
+{"message": "hi", "model": {"name": "m"}, "idleTimeoutSeconds": 0}|idleTimeoutSeconds must be
+{"message": "hi", "model": {"name": "m"}, "limits": "x"}|limits must be an object
+{"message": "hi", "model": {"name": "m"}, "permissions": {"tools": "shell"}}|permissions.tools must be a list
+{"message": "hi", "model": {"name": "m"}, "bogus": 1}|unknown field 'bogus'
+{"message": "hi", "model": {"name": "m"}, "continuedSession": {}}|unknown field 'continuedSession'
+ROWS
 
 # --- a chat: the first message answered, then it waits
 input "hello chat"
