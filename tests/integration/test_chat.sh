@@ -53,8 +53,9 @@ while IFS='|' read -r in want; do
   assert_contains "names the problem: $want" "$want" "$out"
 done <<'ROWS'
 "hi"|the input must be a JSON object
-{"model": {"name": "m"}}|message is missing
-{"message": "  ", "model": {"name": "m"}}|message is missing
+{"message": "  ", "model": {"name": "m"}}|message must be text
+{"message": 5, "model": {"name": "m"}}|message must be text
+{"model": {"name": "m"}, "idleTimeoutSeconds": "soon"}|idleTimeoutSeconds must be
 {"message": "hi", "objective": "x", "model": {"name": "m"}}|a chat has no objective
 {"message": "hi", "waitForMessages": false, "model": {"name": "m"}}|a chat always waits for messages
 {"message": "hi"}|model.name is missing
@@ -64,6 +65,25 @@ done <<'ROWS'
 {"message": "hi", "model": {"name": "m"}, "bogus": 1}|unknown field 'bogus'
 {"message": "hi", "model": {"name": "m"}, "continuedSession": {}}|unknown field 'continuedSession'
 ROWS
+
+# --- started without a message: it waits for one, holding no sandbox; a close first ends it
+printf '{"permissions": {"tools": ["shell"]}, "model": {"name": "m", "provider": "openai", "baseUrl": "%s/v1"}}' "$MURL" >"$T/input.json"
+"$ENGINE" start "$WF" --input @"$T/input.json" --id quiet --detach >/dev/null 2>&1 || true
+wait_idle quiet
+assert_eq "no sandbox while it waits for its first message" 0 "$(count quiet sandbox.ready .)"
+assert_exit "engine close" 0 engine close quiet
+wait_status quiet completed 60 || fail "quiet: $(status quiet)"
+assert_eq "closed before any message" closed "$(engine show quiet --json | jget result.outcome)"
+assert_eq "no model call" 0 "$(nreq)"
+"$ENGINE" start "$WF" --input @"$T/input.json" --id later --detach >/dev/null 2>&1 || true
+wait_idle later
+assert_exit "its first message, later" 0 engine message later "hello from later"
+wait_for 60 "the first reply" '[ "$(replies later)" == "reply one" ]' 'replies later' || true
+wait_idle later
+assert_contains "the message is the session's objective" '"objective":"hello from later"' "$(engine events later --json | grep '"session.created"')"
+assert_eq "recorded once (user.message)" 1 "$(count later user.message 'hello from later')"
+assert_exit "engine close" 0 engine close later
+wait_status later completed 60 || fail "later: $(status later)"
 
 # --- a chat: the first message answered, then it waits
 input "hello chat"

@@ -146,7 +146,8 @@ async function setField(page, sel, value) {
     await page.waitForSelector("#start-script option[value='chat.lua']");
     await page.select("#start-script", "chat.lua");
     await page.waitForSelector("#in-message");
-    check("the chat's form: its first message is required", (await text(page, "label[for='in-message']")).includes("required"));
+    check("the chat's form: its first message, described", (await text(page, "#in-message-help")).includes("without it, the chat waits for one"),
+      await text(page, "#in-message-help"));
     await page.type("#in-message", "chat-first hello");
     await page.type("#in-model_2ename", "m");
     await page.type("#in-model_2eprovider", "openai");
