@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A chat (workflows/chat.lua): started with its first message, each message
 # sent with engine message is a durable signal answered once in the same
-# transcript (agent.message), as is one posted to the API; a message that leads to a tool call needing
+# transcript (agent.message), as is one posted to the API; started without a
+# message it waits for one holding no sandbox (across kill -9); a message that leads to a tool call needing
 # approval waits for it and the chat goes on, kill -9 while idle and while a
 # reply is on its way loses nothing and answers nothing twice, compaction
 # bounds a long conversation, a close ends it; its input is checked.
@@ -77,13 +78,16 @@ assert_eq "closed before any message" closed "$(engine show quiet --json | jget 
 assert_eq "no model call" 0 "$(nreq)"
 "$ENGINE" start "$WF" --input @"$T/input.json" --id later --detach >/dev/null 2>&1 || true
 wait_idle later
-assert_exit "its first message, later" 0 engine message later "hello from later"
+kill -9 "$S"; wait "$S" 2>/dev/null || true
+assert_exit "its first message, later, while the engine is down" 0 engine message later "hello from later"
+serve_api
 wait_for 60 "the first reply" '[ "$(replies later)" == "reply one" ]' 'replies later' || true
 wait_idle later
 assert_contains "the message is the session's objective" '"objective":"hello from later"' "$(engine events later --json | grep '"session.created"')"
 assert_eq "recorded once (user.message)" 1 "$(count later user.message 'hello from later')"
 assert_exit "engine close" 0 engine close later
 wait_status later completed 60 || fail "later: $(status later)"
+engine replay later >/dev/null 2>&1 || fail "later does not replay: $(engine replay later 2>&1 | tail -3)"
 
 # --- a chat: the first message answered, then it waits
 input "hello chat"
