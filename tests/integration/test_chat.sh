@@ -2,10 +2,11 @@
 # A chat (workflows/chat.lua): started with its first message, each message
 # sent with engine message is a durable signal answered once in the same
 # transcript (agent.message), as is one posted to the API; started without a
-# message it waits for one holding no sandbox (across kill -9); a message that leads to a tool call needing
-# approval waits for it and the chat goes on, kill -9 while idle and while a
-# reply is on its way loses nothing and answers nothing twice, compaction
-# bounds a long conversation, a close ends it; its input is checked.
+# message it waits for one holding no sandbox (across kill -9); a message that
+# leads to a tool call needing approval waits for it and the chat goes on;
+# kill -9 while idle and while a reply is on its way loses nothing and answers
+# nothing twice; compaction bounds a long conversation; a close ends it; its
+# input is checked.
 source "$(dirname "$0")/lib.sh"
 if ! curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping >/dev/null 2>&1; then
   fail "no Docker engine (scripts/start-dockerd)"; finish
