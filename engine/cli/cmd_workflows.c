@@ -50,9 +50,10 @@ static const char *MESSAGE_HELP =
     "message: TEXT joins the transcript before the session's next model turn\n"
     "(event user.message). interrupt: the session stops at its next safe point\n"
     "(before a model turn, before a turn's tool calls run), says so\n"
-    "(session.interrupted) and waits for a message. close: a session started\n"
-    "with waitForMessages ends after its current answer. Exit 2 when the\n"
-    "workflow is unknown or finished, or TEXT is empty or over 64 KiB.\n";
+    "(session.interrupted) and waits for a message. close: a chat\n"
+    "(workflows/chat.lua, or a session started with waitForMessages) ends\n"
+    "after its current answer. Exit 2 when the workflow is unknown or\n"
+    "finished, or TEXT is empty or over 64 KiB.\n";
 
 /* message / interrupt / close: the signal session:input with the sender the
  * client knows (the local user; with --server, the token's identity). */

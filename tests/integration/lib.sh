@@ -238,6 +238,18 @@ approve_pending() {
   rid="$(engine show "$id" --json 2>/dev/null | jget waits.request_id)"
   engine approve "$id" --request "$rid" "$@"
 }
+# policy_needs_ok DIR: a policy in DIR that allows every call but shell
+# commands mentioning needs-ok: those ask a person (approve_pending answers)
+policy_needs_ok() {
+  mkdir -p "$1"
+  cat >"$1/00-test.lua" <<'LUA'
+return { name = "test", decide = function(req)
+  local cmd = type(req.args) == "table" and req.args.command or ""
+  if type(cmd) == "string" and cmd:find("needs-ok", 1, true) then return "approve", "asks a person" end
+  return "allow", "test"
+end }
+LUA
+}
 # statuses: how many workflows have each status, on one line (for a wait's "last seen")
 statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k in n) printf "%s %d; ", k, n[k]; print ""}'; }
 

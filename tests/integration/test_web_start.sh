@@ -15,16 +15,31 @@ source "$(dirname "$0")/web_lib.sh"
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_ARTIFACTS="$T/artifacts"
 ADMIN="$(engine token create alice --scopes admin)"
 
-# the model: each turn answers at once; the session then waits for a message
+# allow every call, except shell commands that mention needs-ok: those ask a person
+export ENGINE_POLICIES_DIR="$T/policies"
+policy_needs_ok "$T/policies"
+# the model: each turn answers at once; the session then waits for a message.
+# The chat's turns answer by what its conversation holds (newest first): a
+# reply that streams, stopped mid-way at the gate chat-stream until the
+# browser test opens it; a tool call that needs approval.
 cat >"$T/scenario.json" <<'JSON'
 {"steps": [], "default": {"reply": {"text": "{\"summary\": \"hello\", \"result\": {\"said\": \"hello\"}}",
-                                    "usage": {"input_tokens": 10, "output_tokens": 5}}}}
+                                    "usage": {"input_tokens": 10, "output_tokens": 5}}},
+ "routes": [
+  {"body_has": "one more thing", "step": {"reply": {"text": "still here"}}},
+  {"body_has": "TOOL-RAN-42", "step": {"reply": {"text": "the tool said TOOL-RAN-42"}}},
+  {"body_has": "please run the tool", "step": {"reply": {"tool_calls": [{"id": "c1", "name": "shell",
+     "arguments": {"command": "echo needs-ok && echo TOOL-RAN-$((6*7))"}}]}}},
+  {"body_has": "stream me a reply", "step": {"reply": {"text": "these words stream in one by one"},
+     "hold_after_events": {"events": 3, "gate": "chat-stream"}}},
+  {"body_has": "chat-first", "step": {"reply": {"text": "chat reply one"}}}
+ ]}
 JSON
 start_model_server "$T/scenario.json"
 serve_api --workflows "$SRC/workflows"
 
 set +e
-WEB_URL="$URL" WEB_ADMIN="$ADMIN" WEB_MODEL="$MURL" WEB_ID=st-1 WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
+WEB_URL="$URL" WEB_ADMIN="$ADMIN" WEB_MODEL="$MURL" WEB_ID=st-1 WEB_CHAT_ID=chat-1 WEB_OUT="$OUTDIR" WEB_CHROME="$CHROME" \
   timeout "$(scaled 600)" node "$WEBT/web_start_test.js"
 rc=$?
 set -e
@@ -37,6 +52,14 @@ H="$(engine history st-1 --json)"
 assert_contains "a SignalReceived of session:input" '"type":"SignalReceived"' "$(grep 'hello from the form' <<<"$H" | head -1)"
 assert_contains "sent by the browser's token" 'token:alice' "$(grep 'hello from the form' <<<"$H" | head -1)"
 assert_eq "started by the browser's token" "token:alice" "$(engine show st-1 --json | jget input.identity)"
+# the chat started by the form: every message answered once, the tool approved in the browser
+assert_eq "the chat was started by the browser's token" "token:alice" "$(engine show chat-1 --json | jget input.identity)"
+CE="$(engine events chat-1 --json)"
+assert_eq "three messages typed, each recorded once" 3 "$(grep -c '"type":"user.message"' <<<"$CE")"
+assert_contains "the tool call approved by the browser's token" '"approver":"token:alice"' "$(grep '"approval.decided"' <<<"$CE")"
+assert_exit "engine close ends the chat" 0 engine close chat-1
+wait_status chat-1 completed 120 || fail "chat-1 did not complete: $(status chat-1)"
+assert_eq "its result is its last reply" "still here" "$(engine show chat-1 --json | jget result.summary)"
 # the chat-like session waits on: cancelled, so its sandbox goes before the test's files
 curl -s -o /dev/null -X POST -H "Authorization: Bearer $ADMIN" "$URL/v1/workflows/st-1/cancel"
 wait_status st-1 cancelled 120 || fail "st-1 was not cancelled: $(status st-1)"

@@ -4,7 +4,8 @@
 // lines; exits 1 when a check failed.
 //
 // Environment: WEB_URL, WEB_ADMIN (an admin token), WEB_MODEL (the local
-// model server's base URL), WEB_ID (the id the form starts), WEB_OUT
+// model server's base URL), WEB_ID (the id the form starts), WEB_CHAT_ID (the
+// chat's), WEB_OUT
 // (screenshots), WEB_CHROME.
 "use strict";
 const fs = require("fs");
@@ -137,6 +138,66 @@ async function setField(page, sel, value) {
     await page.waitForFunction(() => /delivered|not delivered/.test(document.getElementById("msg-out").textContent));
     check("the server's answer is shown", (await text(page, "#msg-out")) === "message delivered, sent by token:alice", await text(page, "#msg-out"));
     await page.screenshot({ path: path.join(env.WEB_OUT, "session-talk.png"), fullPage: true });
+
+    // a chat (workflows/chat.lua), started from its generated form: the reply
+    // streams in, a message typed in its form is answered in the same
+    // transcript, a tool call is approved from the inbox, and the chat goes on
+    await page.goto(base + "/#/start", { waitUntil: "domcontentloaded" });
+    await page.waitForSelector("#start-script option[value='chat.lua']");
+    await page.select("#start-script", "chat.lua");
+    await page.waitForSelector("#in-message");
+    check("the chat's form: its first message, described", (await text(page, "#in-message-help")).includes("without it, the chat waits for one"),
+      await text(page, "#in-message-help"));
+    await page.type("#in-message", "chat-first hello");
+    await page.type("#in-model_2ename", "m");
+    await page.type("#in-model_2eprovider", "openai");
+    await page.type("#in-model_2ebaseUrl", env.WEB_MODEL + "/v1");
+    await page.$eval("#in-permissions_2etools", (t) => { t.closest("details").open = true; }); // an optional group, folded
+    await setField(page, "#in-permissions_2etools", "shell");
+    await setField(page, "#start-id", env.WEB_CHAT_ID);
+    await page.click("#start-go");
+    await page.waitForFunction((id) => location.hash === "#/s/" + encodeURIComponent(id), within(30000), env.WEB_CHAT_ID).catch(() => null);
+    check("the start form starts the chat", await page.evaluate((id) => location.hash === "#/s/" + encodeURIComponent(id), env.WEB_CHAT_ID),
+      (await text(page, "#start-out")) + " " + (await text(page, "#start-problems")));
+    const answered = (want) => page.waitForFunction((w) => [...document.querySelectorAll(".agent-message:not(.live) .text")]
+      .some((t) => t.textContent.includes(w)), within(90000), want).then(() => true, () => false);
+    const talking = () => page.waitForFunction(() => { const t = document.getElementById("talk"); return t && !t.hidden; },
+      within(90000)).then(() => true, () => false);
+    check("the chat answers its first message", await answered("chat reply one"));
+    check("and shows its message form while it waits", await talking());
+    const say = async (words) => {
+      await page.type("#msg-text", words);
+      await page.click("#msg-send");
+      await page.waitForFunction(() => /delivered/.test(document.getElementById("msg-out").textContent));
+    };
+    await say("stream me a reply");
+    const FULL = "these words stream in one by one";
+    const partial = await page.waitForFunction(() => { const t = document.querySelector(".ev.live.agent-message .text");
+      return t && t.textContent.length > 0 ? t.textContent : null; }, within(90000)).then((h) => h.jsonValue(), () => "");
+    check("the reply streams into the transcript: part of it shown while the model writes",
+      partial.length > 0 && partial.length < FULL.length && FULL.startsWith(partial), JSON.stringify(partial));
+    await fetch(env.WEB_MODEL + "/_release?gate=chat-stream", { method: "POST" });
+    check("then the whole reply", await answered(FULL));
+    check("and the live text is gone", !(await page.$(".ev.live.agent-message")));
+    check("the message typed is in the transcript", await page.evaluate(() => [...document.querySelectorAll(".ev .text")]
+      .some((t) => t.textContent === "stream me a reply")));
+    await talking();
+    await say("please run the tool");
+    await page.goto(base + "/#/approvals");
+    const cmdSel = ".approval-card:has(code.cmd)";
+    const asked = await page.waitForFunction((sel) => { const c = document.querySelector(sel + " code.cmd");
+      return c && c.textContent.includes("needs-ok"); }, within(90000), cmdSel).then(() => true, () => false);
+    check("the chat's tool call waits in the inbox", asked, await text(page, "#inbox"));
+    await page.type(cmdSel + " input", "fine from the chat");
+    await page.click(cmdSel + " button.approve");
+    await page.waitForFunction(() => !document.querySelector(".approval-card"), within(30000)).catch(() => null);
+    check("approved from the inbox", !(await page.$(".approval-card")));
+    await page.goto(base + "/#/s/" + encodeURIComponent(env.WEB_CHAT_ID));
+    check("the chat goes on: the reply after the tool ran", await answered("the tool said TOOL-RAN-42"));
+    check("and it waits for the next message", await talking());
+    await say("one more thing");
+    check("and answers the next message", await answered("still here"));
+    await page.screenshot({ path: path.join(env.WEB_OUT, "chat.png"), fullPage: true });
     check("no console error", consoleErrors.length === 0, consoleErrors.join(" | "));
   } catch (e) {
     check("the browser run", false, (e.stack || String(e)) + " console: " + consoleErrors.join(" | "));
