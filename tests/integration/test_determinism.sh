@@ -76,6 +76,7 @@ declare -A SHIPPED=(
   [eval_suite]="its cases are sandboxed sessions (test_eval.sh: engine replay of an eval run)"
   [one_call]="reads files under ENGINE_CONTEXT_ROOTS (test_one_call.sh: engine replay, kill -9 at eight points)"
   [chat]="an agent session in a sandbox (test_chat.sh: engine replay, kill -9 idle and mid-reply)"
+  [specialist_loop]="a sandbox and recorded fixer and reviewer (test_specialist_loop.sh: engine replay, kill -9 at six points)"
 )
 for f in "$SRC"/workflows/*.lua; do
   name="$(basename "$f" .lua)"
