@@ -232,13 +232,18 @@ static void events_changed(void *ud) {
   }
 }
 
-/* A start that another process runs: until the workflow ends or is stuck. */
+/* A start that another process runs: until the workflow ends or is stuck.
+ * The end's events are flushed again once the status says it ended: they
+ * may have been committed with it after the first flush read. */
 static void start_changed(void *ud) {
   watch *w = ud;
   flush(w);
   wf_row r;
   if (store_wf_get(w->lc->st, w->id, &r) == 1) {
-    if (engine_status_terminal(r.status) || strcmp(r.status, "stuck") == 0) uv_stop(uv_default_loop());
+    if (engine_status_terminal(r.status) || strcmp(r.status, "stuck") == 0) {
+      flush(w);
+      uv_stop(uv_default_loop());
+    }
     wf_row_free(&r);
   }
 }
