@@ -54,6 +54,20 @@ function M.new(wf)
     error({ type = "InvalidInput", message = "invalid input: " .. table.concat(problems, "; "), problems = problems }, 0)
   end
 
+  -- A design's prepare activity (NAME.prepare {input, session_id}: {ok,
+  -- problems} or the input resolved, with limits, caps and provider) run
+  -- for input: the session's state with its clock started, or the input
+  -- refused naming every problem.
+  function S.prepared(activity, input)
+    local s = { id = wf.info().id, input = input }
+    local prep = wf.activity(activity, { input = input, session_id = s.id },
+      { start_to_close = 60, retry = { max_attempts = 3 } })
+    if not prep.ok then S.refuse(prep.problems) end
+    s.prep, s.limits, s.caps, s.provider = prep, prep.limits, prep.caps or {}, prep.provider
+    S.start_clock(s)
+    return s
+  end
+
   -- --------------------------------------------------------- the clock --
 
   -- In whole milliseconds, as the log keeps time: float seconds could leave a

@@ -9,6 +9,17 @@ function M.raise(type_, message, extra)
   error(e, 0)
 end
 
+-- A workflow's declared input schema, lua/types/NAME_input.schema.json,
+-- decoded; read at each call (an edit applies to the next session).
+function M.input_schema(name)
+  local path = require("activity").worker().lua_dir .. "/types/" .. name .. "_input.schema.json"
+  local f, err = io.open(path, "rb")
+  if not f then M.raise("InputSchemaMissing", "cannot read the input's schema: " .. tostring(err)) end
+  local text = f:read("a")
+  f:close()
+  return require("json").decode(text)
+end
+
 -- s quoted for /bin/sh as one word.
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 

@@ -26,12 +26,8 @@ local spine = require("spine").new(wf)
 
 -- The input checked and resolved (one_call_steps.prepare): the session's state.
 local function prepare(input)
-  local s = { id = wf.info().id, input = input }
-  local prep = wf.activity("one_call_steps.prepare", { input = input, session_id = s.id },
-    { start_to_close = 60, retry = { max_attempts = 3 } })
-  if not prep.ok then spine.refuse(prep.problems) end
-  s.prep, s.limits, s.caps, s.provider = prep, prep.limits, prep.caps or {}, prep.provider
-  spine.start_clock(s)
+  local s = spine.prepared("one_call_steps.prepare", input)
+  local prep = s.prep
   wf.emit("session.created", { design = "one_call", objective = input.objective, model = prep.model.name,
     limits = s.limits, identity = input.identity, caps = prep.caps })
   return s

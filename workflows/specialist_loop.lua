@@ -30,12 +30,8 @@ local spine = require("spine").new(wf)
 -- --------------------------------------------------------- prepare --
 
 local function prepare(input)
-  local s = { id = wf.info().id, input = input }
-  local prep = wf.activity("specialist_steps.prepare", { input = input, session_id = s.id },
-    { start_to_close = 60, retry = { max_attempts = 3 } })
-  if not prep.ok then spine.refuse(prep.problems) end
-  s.prep, s.limits, s.caps, s.provider = prep, prep.limits, prep.caps or {}, prep.provider
-  spine.start_clock(s)
+  local s = spine.prepared("specialist_steps.prepare", input)
+  local prep = s.prep
   wf.emit("session.created", { design = "specialist_loop", objective = input.objective, model = prep.fixer.name,
     reviewer = prep.reviewer.name, max_revisions = prep.max_revisions, base = prep.base, branch = prep.branch,
     test_command = prep.test_command, github = prep.github and (prep.github.owner .. "/" .. prep.github.name) or nil,

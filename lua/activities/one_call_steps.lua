@@ -13,17 +13,9 @@ local M = {}
 
 local MAX_FILES = 2000 -- files of one call's context, directories' trees included
 
-local function lua_dir() return activity.worker().lua_dir end
 
--- The input's schema (read at each prepare: an edit applies to the next call).
-function M.input_schema()
-  local path = lua_dir() .. "/types/one_call_input.schema.json"
-  local f, err = io.open(path, "rb")
-  if not f then util.raise("InputSchemaMissing", "cannot read the input's schema: " .. tostring(err)) end
-  local text = f:read("a")
-  f:close()
-  return json.decode(text)
-end
+-- The input's schema (lua/util.lua: read at each prepare).
+function M.input_schema() return util.input_schema("one_call") end
 
 -- The system prompt: answer with one JSON object matching the schema.
 local function system_prompt(input)

@@ -73,15 +73,8 @@ local function is_list(v) return type(v) == "table" and (next(v) == nil or v[1] 
 -- context and memory files on this host, the model's provider, the engine's
 -- limits file, the MCP servers, and the result schema itself.
 
--- The input's schema (read at each prepare: an edit applies to the next session).
-function M.input_schema()
-  local path = lua_dir() .. "/types/agent_session_input.schema.json"
-  local f, err = io.open(path, "rb")
-  if not f then raise("InputSchemaMissing", "cannot read the input's schema: " .. tostring(err)) end
-  local text = f:read("a")
-  f:close()
-  return json.decode(text)
-end
+-- The input's schema (lua/util.lua: read at each prepare).
+function M.input_schema() return require("util").input_schema("agent_session") end
 
 -- The requested tools that exist (MCP tools are checked once their servers
 -- have listed theirs).

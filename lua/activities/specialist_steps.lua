@@ -5,7 +5,6 @@
 -- tests run, the accepted patch committed, the gates' policy decisions, and
 -- the artifacts kept. They run on the trusted side, with the engine's
 -- bindings; the commands they run in the sandbox go through lua/sandbox.lua.
-local activity = require "activity"
 local fs = require "fs"
 local json = require "json"
 local sandbox = require "sandbox"
@@ -43,17 +42,9 @@ M.VERDICT_SCHEMA = {
   },
 }
 
-local function lua_dir() return activity.worker().lua_dir end
 
--- The input's schema (read at each prepare: an edit applies to the next start).
-function M.input_schema()
-  local path = lua_dir() .. "/types/specialist_loop_input.schema.json"
-  local f, err = io.open(path, "rb")
-  if not f then util.raise("InputSchemaMissing", "cannot read the input's schema: " .. tostring(err)) end
-  local text = f:read("a")
-  f:close()
-  return json.decode(text)
-end
+-- The input's schema (lua/util.lua: read at each prepare).
+function M.input_schema() return util.input_schema("specialist_loop") end
 
 local function fixer_system(input)
   local lines = {
