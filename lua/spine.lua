@@ -68,6 +68,23 @@ function M.new(wf)
     return s
   end
 
+  -- A design's sandbox destroyed (its release, on every path): returns ok
+  -- and the session's result or error. A cancel that comes while it is
+  -- being destroyed (a newer start on the session's concurrency key)
+  -- abandons that attempt: the clean-up runs again (a cancel is raised once)
+  -- and the session ends cancelled.
+  function S.destroy_sandbox(s, ok, res)
+    S.status("DESTROYING")
+    local args, opts = { sandbox = s.sb }, { retry = { max_attempts = 10, initial_interval = 1 } }
+    local destroyed, err = pcall(wf.activity, "sandbox.destroy", args, opts)
+    if not destroyed then
+      if not (type(err) == "table" and err.type == "Cancelled") then error(err, 0) end
+      wf.activity("sandbox.destroy", args, opts)
+      ok, res = false, err
+    end
+    return ok, res
+  end
+
   -- --------------------------------------------------------- the clock --
 
   -- In whole milliseconds, as the log keeps time: float seconds could leave a

@@ -994,21 +994,7 @@ end
 -- end. Returns ok and the session's result or error: a cancel while the
 -- sandbox is destroyed turns it into a failure. The spine then gives the
 -- sandboxes' slot back and says how the session ended.
-local function destroy(s, ok, res)
-  status("DESTROYING")
-  local args, opts = { sandbox = s.sb }, { retry = { max_attempts = 10, initial_interval = 1 } }
-  local destroyed, err = pcall(wf.activity, "sandbox.destroy", args, opts)
-  if not destroyed then
-    -- a cancel that comes while the sandbox is being destroyed (a newer
-    -- start on the session's concurrency key) abandons that attempt: the
-    -- clean-up runs again (a cancel is raised once) and the session ends
-    -- cancelled
-    if not (type(err) == "table" and err.type == "Cancelled") then error(err, 0) end
-    wf.activity("sandbox.destroy", args, opts)
-    ok, res = false, err
-  end
-  return ok, res
-end
+local function destroy(s, ok, res) return spine.destroy_sandbox(s, ok, res) end
 
 -- A sub-session's spend goes back with its error: its parent counts it.
 local function failed(s, res)

@@ -303,15 +303,7 @@ end
 -- and the session ends cancelled).
 local function release(s, ok, res)
   if not s.sb then return ok, res end
-  spine.status("DESTROYING")
-  local args, opts = { sandbox = s.sb }, { retry = { max_attempts = 10, initial_interval = 1 } }
-  local destroyed, err = pcall(wf.activity, "sandbox.destroy", args, opts)
-  if not destroyed then
-    if not (type(err) == "table" and err.type == "Cancelled") then error(err, 0) end
-    wf.activity("sandbox.destroy", args, opts)
-    ok, res = false, err
-  end
-  return ok, res
+  return spine.destroy_sandbox(s, ok, res)
 end
 
 local DESIGN = {

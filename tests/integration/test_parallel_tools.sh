@@ -14,15 +14,8 @@ WF="$SRC/workflows/agent_session.lua"
 MCP="$SRC/tests/mcp_server/server.py"
 PY="$(command -v python3)"
 export ENGINE_CONTEXT_ROOTS="$T" ENGINE_POLICIES_DIR="$T/policies" ENGINE_MCP_ALLOW="$PY"
-mkdir -p "$T/policies"
 # allow every call, except shell commands that mention needs-ok: those ask a person
-cat >"$T/policies/00-test.lua" <<'LUA'
-return { name = "test", decide = function(req)
-  local cmd = type(req.args) == "table" and req.args.command or ""
-  if type(cmd) == "string" and cmd:find("needs-ok", 1, true) then return "approve", "asks a person" end
-  return "allow", "test"
-end }
-LUA
+policy_needs_ok "$T/policies"
 model() { # STEP_JSON: one turn of tool calls, then the answer
   printf '{"steps": [%s], "default": {"reply": {"text": "{\\"summary\\": \\"done\\", \\"result\\": {}}"}}}' "$1" >"$T/scenario.json"
   curl -sf -X POST "$MURL/_scenario" -d @"$T/scenario.json" >/dev/null || fail "scenario"
