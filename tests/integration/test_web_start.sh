@@ -60,6 +60,10 @@ assert_contains "the tool call approved by the browser's token" '"approver":"tok
 assert_exit "engine close ends the chat" 0 engine close chat-1
 wait_status chat-1 completed 120 || fail "chat-1 did not complete: $(status chat-1)"
 assert_eq "its result is its last reply" "still here" "$(engine show chat-1 --json | jget result.summary)"
+# the PR review the form started: its input as typed, by the browser's token
+assert_eq "the PR review started from the form" "pr_review.lua octo-org/api 2 token:alice" \
+  "$(engine show pr-web-1 --json | lua5.4 -e 'local w = require"cjson".decode(io.read("a"))
+    print(table.concat({w.script:match("[^/]*$"), w.input.pr.repo, math.tointeger(w.input.pr.number) or "?", w.input.identity}, " "))')"
 # the chat-like session waits on: cancelled, so its sandbox goes before the test's files
 curl -s -o /dev/null -X POST -H "Authorization: Bearer $ADMIN" "$URL/v1/workflows/st-1/cancel"
 wait_status st-1 cancelled 120 || fail "st-1 was not cancelled: $(status st-1)"

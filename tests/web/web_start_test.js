@@ -85,6 +85,17 @@ async function setField(page, sel, value) {
     check("a pattern's errorMessage", (await text(page, "#in-pr_2erepo-err")) === "pr.repo must be owner/name, like octo-org/api");
     await axe(page, "the start form with its problems");
     await page.screenshot({ path: path.join(env.WEB_OUT, "start-form.png"), fullPage: true });
+    // the PR review started from its form (its GitHub API a closed local port:
+    // the review fails at its first fetch, after the start this checks)
+    await setField(page, "#in-pr_2erepo", "octo-org/api");
+    await setField(page, "#in-github_api", "http://127.0.0.1:9");
+    await setField(page, "#start-id", "pr-web-1");
+    await page.click("#start-go");
+    await page.waitForFunction(() => location.hash === "#/s/pr-web-1", within(30000)).catch(() => null);
+    check("the start form starts the PR review", await page.evaluate(() => location.hash === "#/s/pr-web-1"),
+      (await text(page, "#start-problems")) + " " + (await text(page, "#start-out")));
+    await page.goto(base + "/#/start");
+    await page.waitForSelector("#start-script option[value='agent_session.lua']");
 
     // the agent session: required object fields, a refusal by the server, the start
     await page.select("#start-script", "agent_session.lua");
