@@ -178,9 +178,13 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   hist_event ev = {1, "WorkflowStarted", 0, NULL, NULL, payload, now, NULL};
   wf_row was;
   /* the code first (kept by its hash, whoever's start it is), then the row,
-   * its first event and task, or the row that exists */
-  int started = store_code_put(st, hash, script_path, src, len) != STORE_OK ? STORE_ERR
-                                                                             : store_wf_start(st, &row, &ev, queue, &was);
+   * its first event and task, or the row that exists. On a store of its own
+   * an id that exists is answered before anything is written: a refused
+   * start changes nothing (on a shared one the start's one insert finds it) */
+  int found = store_shared(st) ? 0 : store_wf_get(st, id, &was);
+  int started = found != 0 ? (found == 1 ? 0 : STORE_ERR)
+                : store_code_put(st, hash, script_path, src, len) != STORE_OK ? STORE_ERR
+                                                                              : store_wf_start(st, &row, &ev, queue, &was);
   int bad = started < 0;
   if (started == 0) {
     *existed = 1;

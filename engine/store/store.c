@@ -152,8 +152,14 @@ int store_wf_start(store *s, const wf_row *w, const hist_event *e, int queue, wf
   SETTLE(s);
   memset(existing, 0, sizeof *existing);
   if (!s->ops->op_wf_start) { /* one after another, in the batch's order (SQLite's BEGIN IMMEDIATE) */
-    if (s->ops->op_begin(s) != STORE_OK) return STORE_ERR;
+    /* an id that exists is answered before any batch begins: a refused
+     * start writes nothing; one that does not is looked for again under
+     * the write lock (another process may have made it meanwhile) */
     int found = s->ops->op_wf_get(s, w->id, existing);
+    if (found == 0) {
+      if (s->ops->op_begin(s) != STORE_OK) return STORE_ERR;
+      found = s->ops->op_wf_get(s, w->id, existing);
+    }
     if (found != 0) return found == 1 ? 0 : found;
     if (s->ops->op_wf_insert(s, w) != STORE_OK || store_hist_append(s, w->id, w->run, e) != STORE_OK ||
         (queue && s->ops->op_task_put(s, w->id, "workflow", 0, w->created_at, 0, 0, NULL, 0) != STORE_OK))
