@@ -20,6 +20,19 @@ function M.input_schema(name)
   return require("json").decode(text)
 end
 
+-- input checked against workflow NAME's declared schema: every problem named
+-- (a list, maybe empty, with an identity past 300 bytes among them), and the
+-- schema.
+function M.check_input(name, input)
+  local schema, problems = M.input_schema(name), {}
+  local _, errors = require("jsonschema").validate(schema, input, "input")
+  for _, e in ipairs(errors or {}) do problems[#problems + 1] = e end
+  if type(input) == "table" and type(input.identity) == "string" and #input.identity > 300 then
+    problems[#problems + 1] = "identity must be a string of at most 300 bytes"
+  end
+  return problems, schema
+end
+
 -- s quoted for /bin/sh as one word.
 function M.shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 

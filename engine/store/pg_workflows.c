@@ -11,12 +11,8 @@
 
 /* ---- workflows ---- */
 
-/* A fork's row (starts are pg_wf_start's): its id was found free under
- * its lock (pg_wf_get in a client's batch), taken again here in case not. */
-int pg_wf_insert(store *st_, const wf_row *w) {
-  pg *s = (pg *)st_;
-  ORDERED_BEGIN(s, ORDER_WF_ID, w->id, NULL);
-  pg_params_start(s);
+/* The row's columns as Q_WF_INSERT and Q_WF_START take them, in order. */
+static void bind_row(pg *s, const wf_row *w) {
   pg_bind_text(s, w->id);
   pg_bind_int(s, w->run);
   pg_bind_text(s, w->status);
@@ -32,6 +28,15 @@ int pg_wf_insert(store *st_, const wf_row *w) {
   pg_bind_text(s, w->parent);
   pg_bind_text(s, w->parent_close);
   pg_bind_text(s, w->forked_from);
+}
+
+/* A fork's row (starts are pg_wf_start's): its id was found free under
+ * its lock (pg_wf_get in a client's batch), taken again here in case not. */
+int pg_wf_insert(store *st_, const wf_row *w) {
+  pg *s = (pg *)st_;
+  ORDERED_BEGIN(s, ORDER_WF_ID, w->id, NULL);
+  pg_params_start(s);
+  bind_row(s, w);
   return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
 }
 
@@ -44,21 +49,7 @@ int pg_wf_start(store *st_, const wf_row *w, const hist_event *e, int queue, wf_
   WRITE_BEGIN(s);
   for (int tries = 0; tries < 3; tries++) {
     pg_params_start(s);
-    pg_bind_text(s, w->id);
-    pg_bind_int(s, w->run);
-    pg_bind_text(s, w->status);
-    pg_bind_text(s, w->script_name);
-    pg_bind_text(s, w->script_dir);
-    pg_bind_text(s, w->code_hash);
-    pg_bind_text(s, w->input);
-    pg_bind_text(s, w->result);
-    pg_bind_text(s, w->error);
-    pg_bind_int(s, w->cancel);
-    pg_bind_int(s, w->created_at);
-    pg_bind_int(s, w->updated_at);
-    pg_bind_text(s, w->parent);
-    pg_bind_text(s, w->parent_close);
-    pg_bind_text(s, w->forked_from);
+    bind_row(s, w);
     pg_bind_int(s, e->seq);
     pg_bind_text(s, e->type);
     pg_bind_int(s, e->ref);

@@ -38,16 +38,11 @@ end
 -- the model's provider and the engine's caps, the system prompt. Returns
 -- {ok=false, problems={...}} or the prepared call.
 function M.prepare(args)
-  local input, problems = args.input, {}
-  local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
+  local input = args.input
+  local problems, schema = util.check_input("one_call", input)
   local jsonschema = require "jsonschema"
-  local schema = M.input_schema()
-  local _, errors = jsonschema.validate(schema, input, "input")
-  for _, e in ipairs(errors or {}) do problems[#problems + 1] = e end
+  local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
   if type(input) ~= "table" then return { ok = false, problems = problems } end
-  if type(input.identity) == "string" and #input.identity > 300 then
-    problem("identity must be a string of at most 300 bytes")
-  end
   if type(input.resultSchema) == "table" then
     local ok, errs = jsonschema.check_schema(input.resultSchema, "resultSchema")
     if not ok then for _, e in ipairs(errs) do problem("%s", e) end end

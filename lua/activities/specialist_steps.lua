@@ -80,16 +80,10 @@ local REVIEWER_SYSTEM = table.concat({
 -- providers and the engine's caps, the system prompts. Returns {ok=false,
 -- problems={...}} or the prepared run.
 function M.prepare(args)
-  local input, problems = args.input, {}
+  local input = args.input
+  local problems, schema = util.check_input("specialist_loop", input)
   local function problem(fmt, ...) problems[#problems + 1] = string.format(fmt, ...) end
-  local jsonschema = require "jsonschema"
-  local schema = M.input_schema()
-  local _, errors = jsonschema.validate(schema, input, "input")
-  for _, e in ipairs(errors or {}) do problems[#problems + 1] = e end
   if type(input) ~= "table" then return { ok = false, problems = problems } end
-  if type(input.identity) == "string" and #input.identity > 300 then
-    problem("identity must be a string of at most 300 bytes")
-  end
   local repo = type(input.repo) == "table" and input.repo or {}
   local base = repo.base or schema.properties.repo.properties.base.default
   local branch = repo.branch or schema.properties.repo.properties.branch.default
