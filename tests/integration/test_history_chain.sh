@@ -320,7 +320,7 @@ for i in $(seq 1 30); do
   engine start "$HELLO" --id "b$i" --detach --input '{"name":"K","n":4,"sleep":0.05,"approval_timeout":0.05}' \
     >/dev/null 2>&1 || true
 done
-sleep 0.5
+sleep 0.5 # paces the kill, not a wait for a state: any moment of the burst will do
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_exit "after kill -9 mid-burst: verify --all" 0 engine verify --all
 assert_contains "every one ok" "0 BAD" "$OUT"
