@@ -10,12 +10,21 @@
 # twice.
 # BASE_BUILD=another build directory adds a row for its engine on
 # PostgreSQL with one worker (an earlier commit beside this one, one run).
-#   tests/bench/pg_workers_bench.sh    (BUILD=build N=2000 BASE_BUILD=)
+# DELAY_MS puts the database "across the network" for the workers (not for
+# the set-up and the polling): delay_proxy.py delays every chunk that much
+# each way, where what bounds a worker is its waits, not this machine's CPUs.
+#   tests/bench/pg_workers_bench.sh    (BUILD=build N=2000 BASE_BUILD= DELAY_MS=0)
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
 N="${N:-2000}"
 source "$SRC/tests/bench/pg_lib.sh"
+DELAY_MS="${DELAY_MS:-0}" DBPORT="$PORT"
+if [ "$DELAY_MS" != 0 ]; then
+  python3 "$SRC/tests/bench/delay_proxy.py" "$T/proxy.port" 127.0.0.1 "$PORT" "$DELAY_MS" & PIDS+=($!)
+  for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.05; done
+  DBPORT="$(cat "$T/proxy.port")"
+fi
 
 done_count() { # db
   if [[ "$1" == postgres* ]]; then
@@ -34,7 +43,8 @@ fresh() { # name -> a database with the queue in it
 drain() {
   local db="$1" k="$2" bin="${3:-$ENGINE}" t0 t1 w=()
   t0="$(ms)"
-  for i in $(seq "$k"); do ENGINE_DB="$db" "$bin" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
+  local via="${db/:$PORT\//:$DBPORT/}" # the workers' way to the database (through the proxy)
+  for i in $(seq "$k"); do ENGINE_DB="$via" "$bin" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
   while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
   t1="$(ms)"
   kill "${w[@]}"; wait "${w[@]}" 2>/dev/null || true
@@ -42,7 +52,7 @@ drain() {
 }
 
 ROWS=()
-base=""
+base="" pg1=""
 CFGS=("sqlite 1" "pg 1" "pg 2" "pg 3")
 [ -n "${BASE_BUILD:-}" ] && CFGS+=("pgbase 1")
 for cfg in "${CFGS[@]}"; do
@@ -55,7 +65,9 @@ for cfg in "${CFGS[@]}"; do
   echo "$1 x $2: $N in $secs s" >&2
   rate="$(awk -v n="$N" -v s="$secs" 'BEGIN {printf "%d", n / s}')"
   [ -z "$base" ] && base="$rate"
-  ROWS+=("| $name | $2 | $secs s | $rate | $(awk -v r="$rate" -v b="$base" 'BEGIN {printf "%.2f", r / b}') |")
+  [ "$1" == pg ] && [ -z "$pg1" ] && pg1="$rate"
+  vs1="-"; [ "$1" == pg ] && vs1="$(awk -v r="$rate" -v b="$pg1" 'BEGIN {printf "%.2f", r / b}')"
+  ROWS+=("| $name | $2 | $secs s | $rate | $(awk -v r="$rate" -v b="$base" 'BEGIN {printf "%.2f", r / b}') | $vs1 |")
 done
 
 # takeover: three workers, the busiest killed with -9 halfway, on chains
@@ -69,7 +81,7 @@ db="postgres://engine@127.0.0.1:$PORT/takeover"
 export TEST_SIDE_EFFECTS="$T/steps"
 : >"$TEST_SIDE_EFFECTS"
 w=()
-for i in 1 2 3; do ENGINE_DB="$db" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
+for i in 1 2 3; do ENGINE_DB="${db/:$PORT\//:$DBPORT/}" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
 while [ "$(done_count "$db")" -lt $((N / 2)) ]; do sleep 0.05; done
 q() { "$PGBIN/psql" "$db" -XAtqc "$1"; }
 victim=""
@@ -86,10 +98,10 @@ while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
 kill "${w[@]}" 2>/dev/null || true; wait "${w[@]}" 2>/dev/null || true
 twice="$(awk '$2 == "step" {print $1}' "$TEST_SIDE_EFFECTS" | sort | uniq -c | awk '$1 > 1' | wc -l)"
 
-echo "chain10, $N workflows queued, then drained by K workers on one database (one run, $(nproc) CPUs)"
+echo "chain10, $N workflows queued, then drained by K workers on one database, PostgreSQL $DELAY_MS ms away each way (one run, $(nproc) CPUs)"
 echo
-echo "| store | workers | drained in | workflows/s | vs SQLite |"
-echo "|---|---|---|---|---|"
+echo "| store | workers | drained in | workflows/s | vs SQLite | vs 1 worker |"
+echo "|---|---|---|---|---|---|"
 printf '%s\n' "${ROWS[@]}"
 echo
 echo "| takeover (3 workers, the busiest killed with -9 at N/2) | |"
