@@ -465,9 +465,15 @@ function sessionView(main, id, tab) {
     paintResult(result, summary);
     paintArtifacts(arts, id, summary.artifacts);
   }
+  // built again only when what they show changes: the page is painted every
+  // few seconds, and a form built again loses what is being typed into it
+  let actionsFor = null;
   function paintActions() {
-    clear(actions);
     const live = !["completed", "failed", "cancelled"].includes(summary.status);
+    const key = [live, can("signal"), can("cancel")].join();
+    if (key === actionsFor) return;
+    actionsFor = key;
+    clear(actions);
     if (!live) return;
     if (can("signal")) {
       const name = h("input", { id: "sig-name", placeholder: "name", size: 12 });

@@ -150,6 +150,14 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
     check("no layout shift above the transcript while it streams", Math.abs(box2 - box1) < 1, `${box1} -> ${box2}`);
     await page.waitForFunction(() => /waiting for approval of \S+ since/.test(document.getElementById("why").textContent), within(10000)).catch(() => null);
     check("the header says why it waits", /^waiting for approval of (shell|publish_review) since \d/.test(await text(page, "#why")), await text(page, "#why"));
+    // the page is painted again every few seconds while the session is live:
+    // what is being typed into the signal form stays
+    await page.type("#sig-name", "half-typed");
+    const repainted = (r) => /\/v1\/workflows\/[^/?]+$/.test(r.url()) && r.request().method() === "GET";
+    await page.waitForResponse(repainted, within(30000)).catch(() => null);
+    await page.waitForResponse(repainted, within(30000)).catch(() => null);
+    check("what is typed into the signal form survives the page's repaints",
+      (await page.$eval("#sig-name", (el) => el.value).catch(() => "")) === "half-typed");
     check("the shell command is highlighted", (await text(page, 'li[data-type="approval.requested"] code.cmd')) === "echo hello > /workspace/output/note.txt");
     const msg = await text(page, 'li[data-type="agent.message"] .text');
     check("hostile markup from the model is shown as text", msg.includes('<img src=x onerror="window.__pwned=1">') && msg.includes("javascript:"), msg.slice(0, 120));
