@@ -110,7 +110,7 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
   /* what the starter holds (docs/grants.md): a token's grants, or every
    * grant without tokens (a single-user machine, as its scopes are) */
   char *held = NULL;
-  if (strncmp(c->identity, "token:", 6) == 0 && token_grants_of(a->rd, c->identity + 6, &held) < 0) {
+  if (strncmp(c->identity, "token:", 6) == 0 && token_grants_of_cached(a->tokens, a->rd, c->identity + 6, &held) < 0) {
     free(input);
     return api_reply_store_error(a, r, a->rd);
   }
