@@ -115,7 +115,7 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
 /* ---- clients inside the worker (workflow_ops.h has the same on a database) ---- */
 
 /* In-process clients of a running engine (benchmarks, embedding, the HTTP
- * API): the writes join the engine's current batch and the workflow runs at
+ * API on SQLite; on PostgreSQL its starts are engine_start_sent's): the writes join the engine's current batch and the workflow runs at
  * once; engine_when_committed tells when they are durable. With existed
  * NULL, an existing id is an error; else *existed is set and nothing written. */
 int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
