@@ -53,7 +53,7 @@ enum {
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
   Q_LOCK, Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT,
-  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q__N
+  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q_BEGIN, Q_TXID, Q__N
 };
 
 /* The text of each statement (pg_sql.c), prepared once per connection when
@@ -95,6 +95,7 @@ typedef struct pg {
   const char *drain_what; /* and its what */
   char *fence_ids, *fence_eps; /* fence_params' arrays */
   int64_t xid;            /* the open batch's transaction id: a COMMIT whose answer is lost may have committed */
+  PGresult *xid_res;      /* its answer, sent with BEGIN in the batch's pipeline (pg_batch_begin) */
   int64_t writes, last_writes;
   int64_t round_trips; /* waited for (waited) */
   int64_t own_commits; /* commits of this connection that bumped the commits row */

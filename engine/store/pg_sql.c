@@ -312,4 +312,7 @@ const char *const pg_sql[Q__N] = {
     [Q_SCH_GET] = "SELECT " SCH_COLS " FROM schedules WHERE name=$1",
     [Q_SCH_LIST] = "SELECT " SCH_COLS " FROM schedules ORDER BY name",
     [Q_SCH_DEL] = "DELETE FROM schedules WHERE name=$1",
+    /* a batch's first statements, sent in its pipeline (pg_batch_begin) */
+    [Q_BEGIN] = "BEGIN",
+    [Q_TXID] = "SELECT txid_current()",
 };
