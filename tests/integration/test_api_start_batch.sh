@@ -8,7 +8,7 @@
 #   and the 201's page is that workflow's;
 # - 32 clients start 240 ids while the server is killed with -9 and started
 #   again: every start acknowledged (201 or 200) exists and ends, each id
-#   once, with the input it was started with.
+#   once, with the input it was started with, its hash chain whole.
 # Waits on the engine's state, never on time.
 source "$(dirname "$0")/lib.sh"
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
@@ -98,5 +98,9 @@ wait_true 120 '[ "$(ended)" -ge "$(sql "SELECT count(*) FROM workflows WHERE id 
 assert_eq "every one ended" "$(sql "SELECT count(*) FROM workflows WHERE id LIKE 'b-%'")" "$(ended)"
 if on_postgres; then v="result::json->'echo'->>'v'"; else v="json_extract(result, '\$.echo.v')"; fi
 assert_eq "each with its own input" 0 "$(sql "SELECT count(*) FROM workflows WHERE id LIKE 'b-%' AND 'b-' || ($v) <> id")"
+# their hash chains, begun by the starts' inserts (on PostgreSQL the head is written by the insert itself)
+some="$(printf '%s\n' "$acked" | head -20 | tr '\n' ' ')"
+assert_exit "engine verify: the started workflows' chains" 0 engine verify same-1 $some
+assert_contains "every one ok" "0 BAD" "$OUT"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish
