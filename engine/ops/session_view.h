@@ -88,6 +88,10 @@ int view_summary_load(store *st, const char *id, view_summary *s, char *err, siz
 /* The summary as one JSON object (what `show --json` prints). Malloc'd. */
 char *view_summary_json(const view_summary *s);
 void view_summary_free(view_summary *s);
+/* The summary of a workflow just started, from its row as written (its
+ * first event and its task; nothing under it): what view_summary_json
+ * shows of it once that start is committed. Malloc'd. */
+char *view_summary_json_started(const wf_row *w);
 
 /* ---- rendering what the HTTP API answers ----
  * The CLI prints from the same JSON in both modes (local, and `--server`): a

@@ -337,6 +337,16 @@ char *view_summary_json(const view_summary *s) {
   return out;
 }
 
+char *view_summary_json_started(const wf_row *w) {
+  view_summary s;
+  memset(&s, 0, sizeof s);
+  s.w = *w; /* borrowed: not freed here */
+  s.history_events = 1;
+  s.tasks = 1;
+  view_tree_add(&s.tree, w);
+  return view_summary_json(&s);
+}
+
 void view_summary_free(view_summary *s) {
   wf_row_free(&s->w);
   free(s->artifacts);

@@ -5,6 +5,7 @@
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -236,7 +237,16 @@ static int on_live(void *ud, const token_row *r) {
   return 0;
 }
 
-int token_verify(store *st, const char *secret, size_t len, char *name, unsigned *scopes) {
+/* The live tokens, through the cache when there is one (token_cache). */
+struct token_cache {
+  int64_t max_age_ms, read_at; /* read_at: util_mono_ms of the reading, 0 none */
+  token_row *v;
+  size_t n, cap;
+};
+
+static int scan_live(token_cache *c, store *st, store_token_cb cb, void *ud, int *fresh);
+
+static int verify_in(token_cache *c, store *st, const char *secret, size_t len, char *name, unsigned *scopes) {
   name[0] = 0;
   *scopes = 0;
   /* what cannot be a token is no match, without a look at the store */
@@ -247,7 +257,12 @@ int token_verify(store *st, const char *secret, size_t len, char *name, unsigned
   }
   verify_ctx v = {.scopes = 0, .matched = 0};
   util_sha256_hex(secret, len, v.hash);
-  if (store_token_live(st, on_live, &v) != STORE_OK) return -1;
+  int fresh = 0;
+  if (scan_live(c, st, on_live, &v, &fresh) != STORE_OK) return -1;
+  if (!v.matched && !fresh) { /* a token created since the cache's reading is good at once */
+    c->read_at = 0;
+    if (scan_live(c, st, on_live, &v, &fresh) != STORE_OK) return -1;
+  }
   if (!v.matched) return 0;
   memcpy(name, v.name, sizeof v.name);
   *scopes = v.scopes;
@@ -329,10 +344,91 @@ static int on_named(void *ud, const token_row *r) {
   return 1;
 }
 
-int token_grants_of(store *st, const char *name, char **grants) {
+static int grants_in(token_cache *c, store *st, const char *name, char **grants) {
   *grants = NULL;
   grants_ctx g = {name, NULL, 0};
-  if (store_token_live(st, on_named, &g) != STORE_OK) return -1;
+  if (scan_live(c, st, on_named, &g, NULL) != STORE_OK) return -1;
   *grants = g.grants;
   return g.found;
+}
+
+int token_verify(store *st, const char *secret, size_t len, char *name, unsigned *scopes) {
+  return verify_in(NULL, st, secret, len, name, scopes);
+}
+
+int token_grants_of(store *st, const char *name, char **grants) { return grants_in(NULL, st, name, grants); }
+
+/* ---------------------------------------------------------------- cache --- */
+
+token_cache *token_cache_new(int64_t max_age_ms) {
+  token_cache *c = util_xcalloc(1, sizeof *c);
+  c->max_age_ms = max_age_ms;
+  return c;
+}
+
+static void cache_clear(token_cache *c) {
+  for (size_t i = 0; i < c->n; i++) {
+    free((char *)c->v[i].name);
+    free((char *)c->v[i].hash);
+    free((char *)c->v[i].grants);
+  }
+  c->n = 0;
+  c->read_at = 0;
+}
+
+void token_cache_free(token_cache *c) {
+  if (!c) return;
+  cache_clear(c);
+  free(c->v);
+  free(c);
+}
+
+static int cache_add(void *ud, const token_row *r) {
+  token_cache *c = ud;
+  if (c->n == c->cap) {
+    c->cap = c->cap ? c->cap * 2 : 8;
+    c->v = util_xrealloc(c->v, c->cap * sizeof *c->v);
+  }
+  c->v[c->n++] = (token_row){r->name ? util_strdup(r->name) : NULL, r->hash ? util_strdup(r->hash) : NULL, r->scopes,
+                             r->created_at, r->revoked_at, r->grants ? util_strdup(r->grants) : NULL};
+  return 0;
+}
+
+/* *fresh (when given): set when the store was read by this call. */
+static int scan_live(token_cache *c, store *st, store_token_cb cb, void *ud, int *fresh) {
+  if (fresh) *fresh = 1;
+  if (!c) return store_token_live(st, cb, ud);
+  int64_t now = util_mono_ms();
+  if (fresh) *fresh = !c->read_at || now - c->read_at >= c->max_age_ms;
+  if (!c->read_at || now - c->read_at >= c->max_age_ms) {
+    cache_clear(c);
+    if (store_token_live(st, cache_add, c) != STORE_OK) {
+      cache_clear(c); /* a failed reading is not kept: the next request reads again */
+      return STORE_ERR;
+    }
+    c->read_at = now ? now : 1;
+  }
+  for (size_t i = 0; i < c->n; i++)
+    if (cb(ud, &c->v[i])) break;
+  return STORE_OK;
+}
+
+static int count_one(void *ud, const token_row *r) {
+  (void)r;
+  ++*(int64_t *)ud;
+  return 0;
+}
+
+int64_t token_live_count_cached(token_cache *c, store *st) {
+  if (!c) return token_live_count(st);
+  int64_t n = 0;
+  return scan_live(c, st, count_one, &n, NULL) == STORE_OK ? n : -1;
+}
+
+int token_verify_cached(token_cache *c, store *st, const char *secret, size_t len, char *name, unsigned *scopes) {
+  return verify_in(c, st, secret, len, name, scopes);
+}
+
+int token_grants_of_cached(token_cache *c, store *st, const char *name, char **grants) {
+  return grants_in(c, st, name, grants);
 }

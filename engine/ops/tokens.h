@@ -79,4 +79,18 @@ int64_t token_live_count(store *st);
  * on a store error. */
 int token_verify(store *st, const char *secret, size_t len, char *name, unsigned *scopes);
 
+/* The live tokens as read at most max_age_ms ago, for a server whose store is
+ * a network away (PostgreSQL): a request's check then waits for no answer
+ * except once per max_age_ms. A revoked token is refused at most max_age_ms
+ * after its revocation committed; a token that matches none read is looked
+ * for again at once (a new token is good at once), and a first token ends
+ * tokenless access at the next reading. The *_cached calls are token_live_count,
+ * token_verify and token_grants_of on it (c NULL: on the store directly). */
+typedef struct token_cache token_cache;
+token_cache *token_cache_new(int64_t max_age_ms);
+void token_cache_free(token_cache *c);
+int64_t token_live_count_cached(token_cache *c, store *st);
+int token_verify_cached(token_cache *c, store *st, const char *secret, size_t len, char *name, unsigned *scopes);
+int token_grants_of_cached(token_cache *c, store *st, const char *name, char **grants);
+
 #endif

@@ -126,7 +126,8 @@ static int commit_or_fail(store *st, char *err, size_t errlen) {
  * (when given) and *existed set, in one statement on PostgreSQL. */
 static int write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
                           const scriptbuf *pre, const char *parent, const char *parent_close, const trace_start *trace,
-                          int *existed, wf_row *existing, made_wf *made, char *err, size_t errlen) {
+                          int *existed, wf_row *existing, made_wf *made, store_start **send, char *err,
+                          size_t errlen) {
   *existed = 0;
   size_t len = 0;
   char *src;
@@ -184,7 +185,8 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
   int found = store_shared(st) ? 0 : store_wf_get(st, id, &was);
   int started = found != 0 ? (found == 1 ? 0 : STORE_ERR)
                 : store_code_put(st, hash, script_path, src, len) != STORE_OK ? STORE_ERR
-                                                                              : store_wf_start(st, &row, &ev, queue, &was);
+                : send ? (store_wf_start_send(st, &row, &ev, send) == STORE_OK ? 1 : STORE_ERR)
+                       : store_wf_start(st, &row, &ev, queue, &was);
   int bad = started < 0;
   if (started == 0) {
     *existed = 1;
@@ -213,7 +215,15 @@ static int write_workflow(store *st, const char *id, const char *script_path, co
 int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
                        const scriptbuf *pre, const trace_start *trace, int *existed, wf_row *existing, made_wf *made,
                        char *err, size_t errlen) {
-  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, trace, existed, existing, made, err,
+  return write_workflow(st, id, script_path, input_json, queue, pre, NULL, NULL, trace, existed, existing, made, NULL,
+                        err, errlen);
+}
+
+int ops_send_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                      const scriptbuf *pre, const trace_start *trace, int *existed, wf_row *existing, made_wf *made,
+                      store_start **sent, char *err, size_t errlen) {
+  *sent = NULL;
+  return write_workflow(st, id, script_path, input_json, 1, pre, NULL, NULL, trace, existed, existing, made, sent, err,
                         errlen);
 }
 
@@ -221,7 +231,7 @@ int ops_write_child(store *st, const char *id, const char *script_path, const sc
                     const char *parent, const char *parent_close, const trace_start *trace, int *existed,
                     wf_row *existing, char *err, size_t errlen) {
   return write_workflow(st, id, script_path, input_json, 1, pre, parent, parent_close, trace, existed, existing, NULL,
-                        err, errlen);
+                        NULL, err, errlen);
 }
 
 int engine_create_workflow(store *st, const char *id, const char *script_path, const char *input_json,

@@ -84,6 +84,14 @@ typedef struct made_wf {
 int ops_write_workflow(store *st, const char *id, const char *script_path, const char *input_json, int queue,
                        const scriptbuf *pre, const trace_start *trace, int *existed, wf_row *existing, made_wf *made,
                        char *err, size_t errlen);
+/* The same, queued, sent without waiting for its answer (store_wf_start_send,
+ * PostgreSQL): 0 with *sent (whether it was written or found is known once
+ * the batch committed: store_start_result), or with *existed when id is one
+ * made before the id check (no start sent); -1 with err. *made is the row
+ * and first event as sent. */
+int ops_send_workflow(store *st, const char *id, const char *script_path, const char *input_json,
+                      const scriptbuf *pre, const trace_start *trace, int *existed, wf_row *existing, made_wf *made,
+                      store_start **sent, char *err, size_t errlen);
 /* The same for a child workflow (wf.child): queued, its row naming its
  * parent and what the parent's end does to it (parent_close); trace is the
  * parent's step that starts it (children.c). */

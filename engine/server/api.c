@@ -250,6 +250,10 @@ int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen
   httpd_limits lim;
   if (httpd_limits_default(&lim, err, errlen) != 0) return -1;
   if (store_open(store_path(engine_store(e)), 1, &a->rd, err, errlen) != STORE_OK) return -1;
+  /* on PostgreSQL every request's token check would wait for an answer on
+   * the loop: the live tokens are read again at most once a second (a
+   * revocation is refused from then on, docs/api.md) */
+  if (store_shared(a->rd)) a->tokens = token_cache_new(1000);
   a->L = luaL_newstate();
   if (!a->L) {
     util_seterr(err, errlen, "out of memory");
@@ -291,6 +295,7 @@ void api_free(api *a) {
   if (!a) return;
   api_stop(a);
   if (a->rd) store_close(a->rd);
+  token_cache_free(a->tokens);
   if (a->L) lua_close(a->L);
   metrics_free(a->m);
   free(a->workflows_dir);

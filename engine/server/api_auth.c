@@ -48,7 +48,7 @@ static int local_client(httpd_req *r) {
 /* Who is asking: the token's identity and scopes, or (with no token in the
  * database, on loopback only) "anonymous" with every scope. 0, or -1 answered. */
 int api_authenticate(api *a, httpd_req *r, ctx *c) {
-  int64_t live = token_live_count(a->rd);
+  int64_t live = token_live_count_cached(a->tokens, a->rd);
   if (live < 0) {
     api_reply_store_error(a, r, a->rd);
     return -1;
@@ -78,7 +78,7 @@ int api_authenticate(api *a, httpd_req *r, ctx *c) {
   const char *tok = auth + 7;
   while (*tok == ' ') tok++;
   char name[TOKEN_NAME_MAX + 1];
-  int ok = token_verify(a->rd, tok, strlen(tok), name, &c->scopes);
+  int ok = token_verify_cached(a->tokens, a->rd, tok, strlen(tok), name, &c->scopes);
   if (ok < 0) {
     api_reply_store_error(a, r, a->rd);
     return -1;
@@ -112,7 +112,7 @@ void api_h_whoami(api *a, httpd_req *r, ctx *c) {
     const char *name;
   } ALL[] = {{SCOPE_READ, "read"},     {SCOPE_START, "start"},   {SCOPE_SIGNAL, "signal"},
              {SCOPE_APPROVE, "approve"}, {SCOPE_CANCEL, "cancel"}, {SCOPE_ADMIN, "admin"}};
-  int64_t live = token_live_count(a->rd);
+  int64_t live = token_live_count_cached(a->tokens, a->rd);
   if (live < 0) return api_reply_store_error(a, r, a->rd);
   if (live > 0 && !httpd_header(r, "Authorization"))
     return api_reply_json(r, 200, util_strdup("{\"identity\":null,\"tokens\":true,\"scopes\":[]}"), NULL);

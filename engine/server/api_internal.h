@@ -40,6 +40,7 @@
 struct api {
   engine *e;
   store *rd; /* read-only: sees only what is committed */
+  token_cache *tokens; /* the live tokens, read at most a second ago (PostgreSQL's); NULL: read each time */
   httpd *http;
   lua_State *L; /* decodes request bodies */
   metrics *m;

@@ -92,6 +92,60 @@ void api_h_artifact(api *a, httpd_req *r, ctx *c) {
 
 static const char *START_KEYS[] = {"script", "id", "input", NULL};
 
+/* A start of an id that exists: the same script and input (whoever asks) is
+ * the run that exists (200, its page), else 409; told once what the batch
+ * holds is durable (a lost batch makes it a 503). */
+static void answer_existing(api *a, httpd_req *r, const char *id, const char *path, const char *with, const wf_row *w,
+                            const char *location) {
+  char err[256];
+  char *mine = engine_input_with_identity(with, "", 0, err, sizeof err),
+       *theirs = engine_input_with_identity(w->input ? w->input : "null", "", 0, err, sizeof err);
+  int same_input = mine && theirs && strcmp(mine, theirs) == 0, same_script = strcmp(w->script_name, path) == 0;
+  free(mine);
+  free(theirs);
+  char *msg = NULL;
+  if (!same_script)
+    msg = util_fmt("workflow '%s' exists with another script (%s)", id, w->script_name);
+  else if (!same_input)
+    msg = util_fmt("workflow '%s' exists with a different input; choose another id, or send the same input", id);
+  if (msg) {
+    char *q = json_quote(msg);
+    api_answer_when_committed(a, r, 409, util_fmt("{\"error\":{\"status\":409,\"message\":%s}}", q), NULL, NULL);
+    free(q);
+    free(msg);
+  } else {
+    api_answer_when_committed(a, r, 200, NULL, id, location);
+  }
+}
+
+/* A start sent ahead (engine_start_sent): answered when its batch committed. */
+typedef struct start_req {
+  api *a;
+  httpd_req *r;
+  char *with;
+  char path[PATH_MAX];
+  char id[ENGINE_ID_MAX + 1];
+  char location[ENGINE_ID_MAX + 32];
+} start_req;
+
+static void on_started(void *ud, int rc, const wf_row *w, const char *err) {
+  start_req *q = ud;
+  if (rc == 1) {
+    /* its page from what the start wrote (a row, its first event, its task):
+     * no read after the commit */
+    char *hdr = util_fmt("Location: %s", q->location);
+    const char *headers[] = {hdr, NULL};
+    api_reply_json(q->r, 201, view_summary_json_started(w), headers);
+    free(hdr);
+  } else if (rc == 0) {
+    answer_existing(q->a, q->r, q->id, q->path, q->with, w, q->location);
+  } else {
+    api_reply_error(q->r, 503, "the store could not be written (%s); nothing was recorded, retry", err);
+  }
+  free(q->with);
+  free(q);
+}
+
 void api_h_start(api *a, httpd_req *r, ctx *c) {
   if (api_body_object(a, r, START_KEYS) != 0) return;
   char script[256], id[ENGINE_ID_MAX + 1], err[1024], path[PATH_MAX];
@@ -110,7 +164,7 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
   /* what the starter holds (docs/grants.md): a token's grants, or every
    * grant without tokens (a single-user machine, as its scopes are) */
   char *held = NULL;
-  if (strncmp(c->identity, "token:", 6) == 0 && token_grants_of(a->rd, c->identity + 6, &held) < 0) {
+  if (strncmp(c->identity, "token:", 6) == 0 && token_grants_of_cached(a->tokens, a->rd, c->identity + 6, &held) < 0) {
     free(input);
     return api_reply_store_error(a, r, a->rd);
   }
@@ -124,6 +178,19 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
   snprintf(location, sizeof location, "/v1/workflows/%s", id);
   trace_start trace; /* the caller's trace, recorded in the start (an existing id's is kept as it is) */
   api_trace_context(r, &trace);
+  if (store_can_send_starts(engine_store(a->e))) {
+    /* PostgreSQL: the insert goes with the batch, the loop does not wait for it */
+    start_req *q = util_xcalloc(1, sizeof *q);
+    *q = (start_req){a, r, with, "", "", ""};
+    snprintf(q->path, sizeof q->path, "%s", path);
+    snprintf(q->id, sizeof q->id, "%s", id);
+    snprintf(q->location, sizeof q->location, "%s", location);
+    if (engine_start_sent(a->e, id, path, with, &trace, on_started, q, err, sizeof err) == 0) return;
+    free(q);
+    free(with);
+    if (api_store_down(a, r)) return;
+    return api_reply_error(r, 400, "%s", err);
+  }
   /* one insert that starts it or finds the id's workflow (store_wf_start) */
   wf_row w;
   int rc = engine_start_or_find(a->e, id, path, with, &trace, &w, err, sizeof err);
@@ -133,28 +200,10 @@ void api_h_start(api *a, httpd_req *r, ctx *c) {
     return api_reply_error(r, 400, "%s", err);
   }
   if (rc == 0) {
-    /* idempotent: the same script and input (whoever asks) is the run that exists */
-    char *mine = engine_input_with_identity(with, "", 0, err, sizeof err),
-         *theirs = engine_input_with_identity(w.input ? w.input : "null", "", 0, err, sizeof err);
-    int same_input = mine && theirs && strcmp(mine, theirs) == 0, same_script = strcmp(w.script_name, path) == 0;
-    free(mine);
-    free(theirs);
+    /* idempotent: the workflow may be in the batch not yet committed: the
+     * answer is told once it is durable too */
+    answer_existing(a, r, id, path, with, &w, location);
     free(with);
-    /* the workflow may be in the batch not yet committed: the conflict is
-     * told once it is durable too (a lost batch makes it a 503) */
-    char *msg = NULL;
-    if (!same_script)
-      msg = util_fmt("workflow '%s' exists with another script (%s)", id, w.script_name);
-    else if (!same_input)
-      msg = util_fmt("workflow '%s' exists with a different input; choose another id, or send the same input", id);
-    if (msg) {
-      char *q = json_quote(msg);
-      api_answer_when_committed(a, r, 409, util_fmt("{\"error\":{\"status\":409,\"message\":%s}}", q), NULL, NULL);
-      free(q);
-      free(msg);
-    } else {
-      api_answer_when_committed(a, r, 200, NULL, id, location);
-    }
     wf_row_free(&w);
     return;
   }

@@ -47,6 +47,9 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
 /* What the first event e of a new workflow keeps of its link (nothing before it), into out;
  * no head moves (chain_hist_link moves it once the event is written). */
 void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]);
+/* The same, and the head of the chain after it (what chain_flush would write
+ * for it), for a start that writes its head itself (store_wf_start_send). */
+void chain_hist_first_head(const char *wf_id, int64_t run, const hist_event *e, char out[65], char head[65]);
 /* 1 with the seq and link of the last domain event the open batch appended
  * to session_id, 0 when it appended none (read them from the rows). */
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]);
@@ -112,6 +115,10 @@ typedef struct store_ops {
   /* NULL: store.c makes it of op_wf_get, op_wf_insert, op_hist_append and op_task_put
    * (SQLite: the batch's BEGIN IMMEDIATE orders them); e->chain is set */
   int (*op_wf_start)(store *s, const wf_row *w, const hist_event *e, int queue, wf_row *existing);
+  /* NULL: starts are not sent ahead (store_can_send_starts); head is the chain's after e */
+  int (*op_wf_start_send)(store *s, const wf_row *w, const hist_event *e, const char *head, store_start **t);
+  int (*op_start_result)(store *s, store_start *t, wf_row *existing);
+  void (*op_start_free)(store *s, store_start *t);
   int (*op_wf_get)(store *s, const char *id, wf_row *out);
   int (*op_wf_set_status)(store *s, const char *id, const char *status, const char *result, const char *error);
   int (*op_wf_set_cancel)(store *s, const char *id, int cancel);

@@ -413,6 +413,16 @@ void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char 
   kept(&l, out);
 }
 
+void chain_hist_first_head(const char *wf_id, int64_t run, const hist_event *e, char out[65], char head[65]) {
+  EVP_MD_CTX *md = EVP_MD_CTX_new();
+  link none, l;
+  link_none(&none);
+  hist_link(md, &none, wf_id, run, e, &l);
+  EVP_MD_CTX_free(md);
+  kept(&l, out);
+  link_hex(&l, head);
+}
+
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]) {
   chain_entry *h = s->chains ? strmap_get(&s->chains->by_id, session_id) : NULL;
   if (!h || !h->dom_dirty) return 0;

@@ -11,6 +11,9 @@
  *   - a start (store_wf_start, pg_wf_start) is one INSERT ... ON CONFLICT
  *     that writes the row, its first event and task, or finds the id's
  *     row: two starts of one id wait on the row's own lock, and one writes;
+ *     an API start sends it ahead (store_wf_start_send, pg_wf_start_send:
+ *     queued, its chain head in the statement) and reads its answer once
+ *     the batch's answers are read;
  *   - a workflow's history is its lease holder's (the fence), so its seqs
  *     and its hash chain's head (chain_heads.hist_*) need no other order;
  *   - what else is read-then-written across workflows takes an order lock
@@ -435,6 +438,9 @@ const store_ops store_pg_ops = {
     .op_lease_release = pg_lease_release,
     .op_wf_insert = pg_wf_insert,
     .op_wf_start = pg_wf_start,
+    .op_wf_start_send = pg_wf_start_send,
+    .op_start_result = pg_start_result,
+    .op_start_free = pg_start_free,
     .op_wf_get = pg_wf_get,
     .op_wf_set_status = pg_wf_set_status,
     .op_wf_set_cancel = pg_wf_set_cancel,

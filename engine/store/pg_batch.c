@@ -164,20 +164,22 @@ int pg_batch_begin(pg *s) {
     s->failed = 1;
     return STORE_ERR;
   }
-  /* with its id, in the same round trip (batches always write) */
-  pg_waited(s, "begin");
-  PGresult *r = PQexec(s->conn, "BEGIN; SELECT txid_current()");
-  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-    pq_reason(s->conn, r, why, sizeof why);
-    kind = pg_classify(r);
-    PQclear(r);
+  /* with its id, sent in the batch's pipeline: no round trip is waited for
+   * here, and a BEGIN that fails loses the batch where its answer is read
+   * (its next read or its commit), as a failed write does */
+  s->xid = 0;
+  PQclear(s->xid_res);
+  s->xid_res = NULL;
+  pg_params_start(s);
+  if (pg_pipe_send_q(s, Q_BEGIN, "begin", NULL) != STORE_OK ||
+      (pg_params_start(s), pg_pipe_send_q(s, Q_TXID, "begin", &s->xid_res)) != STORE_OK) {
+    char sent[sizeof s->err];
+    snprintf(sent, sizeof sent, "%s", s->err);
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));
-    util_seterr(s->err, sizeof s->err, "begin: %s", why);
+    util_seterr(s->err, sizeof s->err, "begin: %.400s", sent);
     s->failed = 1; /* the writes that follow in this batch must not autocommit one by one */
     return kind;
   }
-  s->xid = pg_col_int(r, 0, 0);
-  PQclear(r);
   s->in_txn = 1;
   return STORE_OK;
 }
@@ -226,6 +228,7 @@ int pg_begin(store *st_) {
  * transaction xid committed (txid_status). Unknown counts as not. */
 static int committed_anyway(pg *s, int64_t xid) {
   s->in_txn = 0;
+  if (!xid) return 0; /* its id's answer never came: unknown */
   pg_reconnect_if_lost(s);
   if (PQstatus(s->conn) != CONNECTION_OK) return 0;
   pg_params_start(s);
@@ -307,6 +310,9 @@ static int commit_outcome(pg *s, int ok) {
   int kind = !ok && s->drain_what && !strcmp(s->drain_what, FENCE_WHAT) && !strcmp(s->drain_state, FENCE_ABORTED)
                  ? STORE_ELEASE
                  : pg_classify_state(s->drain_state);
+  if (s->xid_res && PQntuples(s->xid_res) == 1) s->xid = pg_col_int(s->xid_res, 0, 0);
+  PQclear(s->xid_res);
+  s->xid_res = NULL;
   if (!ok && PQstatus(s->conn) == CONNECTION_BAD) {
     char why[sizeof s->err];
     snprintf(why, sizeof why, "%s", s->err);
@@ -399,6 +405,8 @@ void pg_rollback(store *st_) {
   s->failed = 0;
   s->writes = 0;
   chain_rolled_back(&s->base);
+  PQclear(s->xid_res);
+  s->xid_res = NULL;
   pg_map_reset(&s->claimed); /* the claims went with the batch */
   pg_map_reset(&s->fenced);
   pg_map_reset(&s->releasing);

@@ -227,7 +227,7 @@ int pg_drain_end(pg *s, int report) {
   if (!d->lost) PQexitPipelineMode(s->conn);
   if (!d->bad && !d->lost) return STORE_OK;
   for (int j = 0; j < n; j++)
-    if (s->pipeq[j].keep && *s->pipeq[j].keep) {
+    if (s->pipeq[j].keep && *s->pipeq[j].keep && s->pipeq[j].keep != &s->xid_res) { /* the batch's id stays: committed_anyway */
       PQclear(*s->pipeq[j].keep);
       *s->pipeq[j].keep = NULL;
     }

@@ -41,7 +41,7 @@ enum {
 #define FENCE_ABORTED "22012" /* Q_FENCE_OR_ABORT's division_by_zero: a fenced lease is not ours */
 
 enum {
-  Q_WF_INSERT, Q_WF_START, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
+  Q_WF_INSERT, Q_WF_START, Q_WF_START_SEND, Q_WF_GET, Q_WF_GET_SHARE, Q_WF_STATUS, Q_WF_CANCEL, Q_WF_CODE, Q_WF_NEWRUN, Q_WF_LIST, Q_WF_LIST_STATUS,
   Q_WF_IDS, Q_WF_IDS_FROM, Q_WF_CHILDREN, Q_WF_FORKS, Q_WF_SUBTREE, Q_WF_DEPTH, Q_WF_CHILDREN_RUNNING, Q_WF_CHAIN, Q_WF_HIST_HEAD,
   Q_WF_DOM_HEAD, Q_HIST_APPEND, Q_HIST_LOAD, Q_HIST_GET, Q_HIST_RANGE, Q_HIST_MAX, Q_HIST_OUTCOME, Q_CODE_PUT,
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
@@ -53,7 +53,7 @@ enum {
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
   Q_LOCK, Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT,
-  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q__N
+  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q_BEGIN, Q_TXID, Q__N
 };
 
 /* The text of each statement (pg_sql.c), prepared once per connection when
@@ -95,6 +95,7 @@ typedef struct pg {
   const char *drain_what; /* and its what */
   char *fence_ids, *fence_eps; /* fence_params' arrays */
   int64_t xid;            /* the open batch's transaction id: a COMMIT whose answer is lost may have committed */
+  PGresult *xid_res;      /* its answer, sent with BEGIN in the batch's pipeline (pg_batch_begin) */
   int64_t writes, last_writes;
   int64_t round_trips; /* waited for (waited) */
   int64_t own_commits; /* commits of this connection that bumped the commits row */
@@ -181,6 +182,9 @@ int64_t pg_data_version(store *st_);
 /* pg_workflows.c */
 int pg_wf_insert(store *st_, const wf_row *w);
 int pg_wf_start(store *st_, const wf_row *w, const hist_event *e, int queue, wf_row *existing);
+int pg_wf_start_send(store *st_, const wf_row *w, const hist_event *e, const char *head, store_start **t);
+int pg_start_result(store *st_, store_start *t, wf_row *existing);
+void pg_start_free(store *st_, store_start *t);
 void pg_read_wf(const PGresult *r, int i, wf_row *w);
 int pg_wf_get(store *st_, const char *id, wf_row *out);
 int pg_wf_set_status(store *st_, const char *id, const char *status, const char *result, const char *error);

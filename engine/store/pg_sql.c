@@ -46,6 +46,23 @@ const char *const pg_sql[Q__N] = {
                    "SELECT w.id,w.run,w.status,w.script_name,w.script_dir,w.code_hash,w.input,w.result,w.error,w.cancel,"
                    "w.created_at,w.updated_at,w.parent,w.parent_close,w.forked_from,(SELECT count(*) FROM ins) "
                    "FROM (VALUES(1)) one LEFT JOIN workflows w ON w.id=$1",
+    /* Q_WF_START queued, sent ahead (pg_wf_start_send): when it inserts, it
+     * writes its chain's head too ($24) */
+    [Q_WF_START_SEND] = "WITH ins AS (INSERT INTO workflows(id,run,status,script_name,script_dir,code_hash,input,result,"
+                        "error,cancel,created_at,updated_at,parent,parent_close,forked_from,hist_from_run) "
+                        "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$2) ON CONFLICT(id) DO NOTHING RETURNING id), "
+                        "h AS (INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) SELECT id,$2::bigint,"
+                        "$16::bigint,$17::text,$18::bigint,$19::text,$20::text,$21::text,$22::bigint,$23::text FROM ins), "
+                        "t AS (INSERT INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                        "SELECT id,'workflow',0,$11::bigint,0,0,NULL,0 FROM ins "
+                        "ON CONFLICT(wf_id,kind,seq) DO UPDATE SET id=excluded.id, run_at=excluded.run_at, attempt=0, "
+                        "first_at=0, lease_owner=NULL, lease_until=0), "
+                        "c AS (INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) SELECT id,$24::text,$16::bigint,NULL "
+                        "FROM ins ON CONFLICT(wf_id) DO UPDATE SET hist_head=excluded.hist_head, hist_seq=excluded.hist_seq, "
+                        "hist_base=NULL) "
+                        "SELECT w.id,w.run,w.status,w.script_name,w.script_dir,w.code_hash,w.input,w.result,w.error,w.cancel,"
+                        "w.created_at,w.updated_at,w.parent,w.parent_close,w.forked_from,(SELECT count(*) FROM ins) "
+                        "FROM (VALUES(1)) one LEFT JOIN workflows w ON w.id=$1",
     [Q_WF_GET] = "SELECT " WF_COLS ",input,result,error,cancel,created_at,updated_at,parent,parent_close,forked_from FROM workflows WHERE id=$1",
     /* in a client's batch (store_begin): its check holds to its commit (a
      * worker's status change waits, or is seen) */
@@ -295,4 +312,7 @@ const char *const pg_sql[Q__N] = {
     [Q_SCH_GET] = "SELECT " SCH_COLS " FROM schedules WHERE name=$1",
     [Q_SCH_LIST] = "SELECT " SCH_COLS " FROM schedules ORDER BY name",
     [Q_SCH_DEL] = "DELETE FROM schedules WHERE name=$1",
+    /* a batch's first statements, sent in its pipeline (pg_batch_begin) */
+    [Q_BEGIN] = "BEGIN",
+    [Q_TXID] = "SELECT txid_current()",
 };

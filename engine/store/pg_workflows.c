@@ -75,6 +75,55 @@ int pg_wf_start(store *st_, const wf_row *w, const hist_event *e, int queue, wf_
   return STORE_ERR;
 }
 
+/* A start sent ahead (store_wf_start_send): its answer lands in res when
+ * the batch's answers are read (the pipeline's keep). */
+struct store_start {
+  PGresult *res;
+};
+
+int pg_wf_start_send(store *st_, const wf_row *w, const hist_event *e, const char *head, store_start **t) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  pg_params_start(s);
+  bind_row(s, w);
+  pg_bind_int(s, e->seq);
+  pg_bind_text(s, e->type);
+  pg_bind_int(s, e->ref);
+  pg_bind_text(s, e->name);
+  pg_bind_text(s, e->hash);
+  pg_bind_text(s, e->payload);
+  pg_bind_int(s, e->time);
+  pg_bind_text(s, e->chain);
+  pg_bind_text(s, head);
+  if (pg_injected(s, "insert workflow")) {
+    s->bind_failed = 0;
+    return STORE_ERR;
+  }
+  store_start *x = util_xcalloc(1, sizeof *x);
+  if (pg_pipe_send_q(s, Q_WF_START_SEND, "start workflow", &x->res) != STORE_OK) {
+    free(x);
+    return STORE_ERR;
+  }
+  s->writes += 4;
+  *t = x;
+  return STORE_OK;
+}
+
+int pg_start_result(store *st_, store_start *t, wf_row *existing) {
+  (void)st_;
+  PGresult *r = t->res;
+  if (!r) return STORE_ERR;
+  int made = PQntuples(r) > 0 && pg_col_int(r, 0, 15) > 0, found = !made && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0);
+  if (found) pg_read_wf(r, 0, existing);
+  return made ? 1 : found ? 0 : 2;
+}
+
+void pg_start_free(store *st_, store_start *t) {
+  (void)st_;
+  PQclear(t->res);
+  free(t);
+}
+
 void pg_read_wf(const PGresult *r, int i, wf_row *w) {
   w->id = pg_col_dup(r, i, 0);
   w->run = pg_col_int(r, i, 1);

@@ -177,6 +177,28 @@ int store_wf_start(store *s, const wf_row *w, const hist_event *e, int queue, wf
   return rc;
 }
 
+int store_can_send_starts(store *s) { return s->ops->op_wf_start_send != NULL; }
+
+int store_wf_start_send(store *s, const wf_row *w, const hist_event *e, store_start **t) {
+  SETTLE(s);
+  *t = NULL;
+  if (!s->ops->op_wf_start_send) return STORE_ERR;
+  char keep[65], head[65];
+  chain_hist_first_head(w->id, w->run, e, keep, head);
+  hist_event ev = *e;
+  ev.chain = keep;
+  return s->ops->op_wf_start_send(s, w, &ev, head, t);
+}
+
+int store_start_result(store *s, store_start *t, wf_row *existing) {
+  memset(existing, 0, sizeof *existing);
+  return t ? s->ops->op_start_result(s, t, existing) : STORE_ERR;
+}
+
+void store_start_free(store *s, store_start *t) {
+  if (t) s->ops->op_start_free(s, t);
+}
+
 int store_wf_get(store *s, const char *id, wf_row *out) { SETTLE(s); return s->ops->op_wf_get(s, id, out); }
 
 int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error) { SETTLE(s); return s->ops->op_wf_set_status(s, id, status, result, error); }

@@ -189,6 +189,21 @@ int store_wf_insert(store *s, const wf_row *w);
  * (INSERT ... ON CONFLICT): two starts of one id never both write, with no
  * lock but the row's own. */
 int store_wf_start(store *s, const wf_row *w, const hist_event *e, int queue, wf_row *existing);
+/* The same start (queued: its first task written) sent into the open batch
+ * without waiting for its answer, which comes with the batch's (its commit,
+ * or a read of the batch meanwhile): on PostgreSQL, where the loop must not
+ * wait for it. STORE_OK with *t, or an error; STORE_ERR on a store that
+ * cannot (store_can_send_starts: 0). When made, the start writes its chain's
+ * head itself: the batch's heads are sent before its answers are read. */
+typedef struct store_start store_start;
+int store_can_send_starts(store *s);
+int store_wf_start_send(store *s, const wf_row *w, const hist_event *e, store_start **t);
+/* Once the batch that sent t committed: 1 written, 0 a workflow with its id
+ * exists (its row in *existing, to be freed), 2 neither (a start of that id
+ * by another connection committed while this one ran: send it again), or
+ * STORE_ERR when no answer came. Reads no store. */
+int store_start_result(store *s, store_start *t, wf_row *existing);
+void store_start_free(store *s, store_start *t);
 /* Returns 1 and fills *out when found, 0 when not found, -1 on error. */
 int store_wf_get(store *s, const char *id, wf_row *out);
 int store_wf_set_status(store *s, const char *id, const char *status, const char *result, const char *error);

@@ -52,6 +52,107 @@ int engine_start_or_find(engine *e, const char *id, const char *script_path, con
   return 1;
 }
 
+/* ---- a start sent ahead: its batch's commit answers it ---- */
+
+typedef struct sent_start {
+  engine *e;
+  char *id, *path, *input;
+  trace_start trace;
+  int traced, tries;
+  store_start *t;   /* the insert's answer to come */
+  made_wf made;     /* the row and first event as sent */
+  wf_row found;     /* an id made before the id check: found without a start sent */
+  int have_found;
+  engine_started_fn cb;
+  void *ud;
+} sent_start;
+
+static void sent_clear(sent_start *s) {
+  store_start_free(s->e->st, s->t);
+  s->t = NULL;
+  wf_row_free(&s->made.w);
+  hist_list_free(&s->made.h);
+  memset(&s->made, 0, sizeof s->made);
+  if (s->have_found) wf_row_free(&s->found);
+  s->have_found = 0;
+}
+
+static void sent_free(sent_start *s) {
+  sent_clear(s);
+  free(s->id);
+  free(s->path);
+  free(s->input);
+  free(s);
+}
+
+static void on_start_committed(void *ud, int ok);
+
+/* Sends the start into the open batch; told after its commit. */
+static int send_start(sent_start *s, char *err, size_t errlen) {
+  engine *e = s->e;
+  const scriptbuf *pre = run_script(e, s->path, err, errlen);
+  if (!pre) return -1;
+  int existed = 0;
+  if (ops_send_workflow(e->st, s->id, s->path, s->input, pre, s->traced ? &s->trace : NULL, &existed, &s->found,
+                        &s->made, &s->t, err, errlen) != 0)
+    return -1;
+  s->have_found = existed;
+  engine_when_committed(e, on_start_committed, s);
+  return 0;
+}
+
+static void on_start_committed(void *ud, int ok) {
+  sent_start *s = ud;
+  engine *e = s->e;
+  if (!ok) {
+    s->cb(s->ud, -1, NULL, store_errmsg(e->st));
+    sent_free(s);
+    return;
+  }
+  wf_row w = {0};
+  int rc = 0;
+  if (s->have_found) {
+    w = s->found;
+    s->have_found = 0;
+  } else {
+    rc = store_start_result(e->st, s->t, &w);
+  }
+  if (rc == 2 && ++s->tries < 3) { /* another worker's start of the id committed while this one ran: again */
+    char err[512];
+    sent_clear(s);
+    if (send_start(s, err, sizeof err) == 0) return;
+    s->cb(s->ud, -1, NULL, err);
+    sent_free(s);
+    return;
+  }
+  if (rc == 1) {
+    tasks_arm(e, util_now_ms()); /* its task is due: a dispatch runs it */
+    s->cb(s->ud, 1, &s->made.w, NULL);
+  } else if (rc == 0) {
+    s->cb(s->ud, 0, &w, NULL);
+  } else {
+    s->cb(s->ud, -1, NULL, rc == 2 ? "another start of that id was committed meanwhile, three times; retry"
+                                    : "the start was sent but its answer did not come; retry");
+  }
+  wf_row_free(&w);
+  sent_free(s);
+}
+
+int engine_start_sent(engine *e, const char *id, const char *script_path, const char *input_json,
+                      const trace_start *trace, engine_started_fn cb, void *ud, char *err, size_t errlen) {
+  sent_start *s = util_xcalloc(1, sizeof *s);
+  s->e = e;
+  s->id = util_strdup(id);
+  s->path = util_strdup(script_path);
+  s->input = util_strdup(input_json);
+  if (trace) s->trace = *trace, s->traced = 1;
+  s->cb = cb;
+  s->ud = ud;
+  if (send_start(s, err, errlen) == 0) return 0;
+  sent_free(s);
+  return -1;
+}
+
 /* No wake-up task on a store of its own: the run takes the signal in this
  * same batch (a waiting run is not in memory, and loading it takes what is
  * buffered). On a shared store the run may be another worker's (its lease):

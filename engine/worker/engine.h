@@ -115,7 +115,7 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
 /* ---- clients inside the worker (workflow_ops.h has the same on a database) ---- */
 
 /* In-process clients of a running engine (benchmarks, embedding, the HTTP
- * API): the writes join the engine's current batch and the workflow runs at
+ * API on SQLite; on PostgreSQL its starts are engine_start_sent's): the writes join the engine's current batch and the workflow runs at
  * once; engine_when_committed tells when they are durable. With existed
  * NULL, an existing id is an error; else *existed is set and nothing written. */
 int engine_submit(engine *e, const char *id, const char *script_path, const char *input_json, int *existed,
@@ -134,6 +134,16 @@ int engine_signal_traced(engine *e, const char *id, const char *name, const char
  * written), -1 with err. One insert that writes or finds (store_wf_start). */
 int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
                          const trace_start *trace, wf_row *existing, char *err, size_t errlen);
+/* A start the loop does not wait for (PostgreSQL: store_can_send_starts):
+ * its insert goes out with the batch's other writes, and cb is told once the
+ * batch committed: rc 1 started (w: its row as written, queued: a dispatch
+ * runs it), 0 id exists (w: its row; nothing written), -1 nothing was
+ * acknowledged (err says why: the batch was lost, retry). Returns 0 (cb will
+ * be called), or -1 with err and cb never called (a script that cannot be
+ * read, a bad input). */
+typedef void (*engine_started_fn)(void *ud, int rc, const wf_row *w, const char *err);
+int engine_start_sent(engine *e, const char *id, const char *script_path, const char *input_json,
+                      const trace_start *trace, engine_started_fn cb, void *ud, char *err, size_t errlen);
 int engine_cancel_local(engine *e, const char *id, const char *identity, char *err, size_t errlen);
 /* A fork (fork.h) written into the current batch, run at once: 0 with
  * *made, or -1 with *why and err, nothing written. */
