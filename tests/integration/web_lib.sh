@@ -18,10 +18,7 @@ else
   fail "no sandbox driver (bubblewrap with its rootfs, or Docker)"; finish
 fi
 WEBT="$SRC/tests/web"
-if ! node -e 'const p=require(process.argv[1]);for(const [n,v] of Object.entries(p.dependencies)){if(require(n+"/package.json").version!==v)process.exit(1)}' \
-    "$WEBT/package.json" 2>/dev/null; then
-  (cd "$WEBT" && npm install --no-package-lock --no-audit --no-fund --loglevel=error >/dev/null) ||
-    { fail "npm install in tests/web"; finish; }
-fi
+source "$SRC/tests/node_deps.sh"
+why="$(node_deps "$WEBT")" || { fail "$why"; finish; }
 OUTDIR="${ENGINE_WEB_ARTIFACTS:-$(dirname "$ENGINE")/test-artifacts/web}"
 mkdir -p "$OUTDIR"
