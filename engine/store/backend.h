@@ -48,7 +48,8 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
  * no head moves (chain_hist_link moves it once the event is written). */
 void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]);
 /* The same, and the head of the chain after it (what chain_flush would write
- * for it), for a start that writes its head itself (store_wf_start_send). */
+ * for it; head NULL: not wanted), for a start that writes its head itself
+ * (store_wf_start_send). */
 void chain_hist_first_head(const char *wf_id, int64_t run, const hist_event *e, char out[65], char head[65]);
 /* 1 with the seq and link of the last domain event the open batch appended
  * to session_id, 0 when it appended none (read them from the rows). */

@@ -404,15 +404,6 @@ int chain_hist_link(store *s, const char *wf_id, int64_t run, const hist_event *
   return 1;
 }
 
-void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]) {
-  EVP_MD_CTX *md = EVP_MD_CTX_new();
-  link none, l;
-  link_none(&none);
-  hist_link(md, &none, wf_id, run, e, &l);
-  EVP_MD_CTX_free(md);
-  kept(&l, out);
-}
-
 void chain_hist_first_head(const char *wf_id, int64_t run, const hist_event *e, char out[65], char head[65]) {
   EVP_MD_CTX *md = EVP_MD_CTX_new();
   link none, l;
@@ -420,7 +411,11 @@ void chain_hist_first_head(const char *wf_id, int64_t run, const hist_event *e, 
   hist_link(md, &none, wf_id, run, e, &l);
   EVP_MD_CTX_free(md);
   kept(&l, out);
-  link_hex(&l, head);
+  if (head) link_hex(&l, head);
+}
+
+void chain_hist_first(const char *wf_id, int64_t run, const hist_event *e, char out[65]) {
+  chain_hist_first_head(wf_id, run, e, out, NULL);
 }
 
 int chain_dom_pending(store *s, const char *session_id, int64_t *seq, char head[65]) {

@@ -40,6 +40,21 @@ int pg_wf_insert(store *st_, const wf_row *w) {
   return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
 }
 
+/* A start's parameters: its row, then its first event (Q_WF_START and
+ * Q_WF_START_SEND begin alike). */
+static void bind_start(pg *s, const wf_row *w, const hist_event *e) {
+  pg_params_start(s);
+  bind_row(s, w);
+  pg_bind_int(s, e->seq);
+  pg_bind_text(s, e->type);
+  pg_bind_int(s, e->ref);
+  pg_bind_text(s, e->name);
+  pg_bind_text(s, e->hash);
+  pg_bind_text(s, e->payload);
+  pg_bind_int(s, e->time);
+  pg_bind_text(s, e->chain);
+}
+
 /* store_wf_start in one statement (Q_WF_START), one round trip with the
  * batch's writes before it. INSERT ... ON CONFLICT waits for a batch that
  * inserted the id and has not committed: when that one commits, this
@@ -48,16 +63,7 @@ int pg_wf_start(store *st_, const wf_row *w, const hist_event *e, int queue, wf_
   pg *s = (pg *)st_;
   WRITE_BEGIN(s);
   for (int tries = 0; tries < 3; tries++) {
-    pg_params_start(s);
-    bind_row(s, w);
-    pg_bind_int(s, e->seq);
-    pg_bind_text(s, e->type);
-    pg_bind_int(s, e->ref);
-    pg_bind_text(s, e->name);
-    pg_bind_text(s, e->hash);
-    pg_bind_text(s, e->payload);
-    pg_bind_int(s, e->time);
-    pg_bind_text(s, e->chain);
+    bind_start(s, w, e);
     pg_bind_int(s, queue ? 1 : 0);
     if (pg_injected(s, "insert workflow")) {
       s->bind_failed = 0;
@@ -84,16 +90,7 @@ struct store_start {
 int pg_wf_start_send(store *st_, const wf_row *w, const hist_event *e, const char *head, store_start **t) {
   pg *s = (pg *)st_;
   WRITE_BEGIN(s);
-  pg_params_start(s);
-  bind_row(s, w);
-  pg_bind_int(s, e->seq);
-  pg_bind_text(s, e->type);
-  pg_bind_int(s, e->ref);
-  pg_bind_text(s, e->name);
-  pg_bind_text(s, e->hash);
-  pg_bind_text(s, e->payload);
-  pg_bind_int(s, e->time);
-  pg_bind_text(s, e->chain);
+  bind_start(s, w, e);
   pg_bind_text(s, head);
   if (pg_injected(s, "insert workflow")) {
     s->bind_failed = 0;
