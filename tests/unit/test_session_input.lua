@@ -92,6 +92,15 @@ test("model", function()
     { "model must not carry an API key (the engine reads keys from its environment)" })
   named(with({ model = { name = "m", prices = { input = -1 } } }),
     { "model.prices must be {input=, output=}: USD per million tokens, >= 0" })
+  for _, bad in ipairs({ "gemini", "OpenAI", "", 5 }) do
+    named(with({ model = { name = "m", provider = bad } }),
+      { "model.provider must be openai, openai-chat, openai-responses or anthropic" }, "provider " .. tostring(bad))
+  end
+  for _, bad in ipairs({ "file:///etc/passwd", "127.0.0.1:8080/v1", "javascript:alert(1)", "", 80 }) do
+    named(with({ model = { name = "m", baseUrl = bad } }), { "model.baseUrl must be an http:// or https:// URL" },
+      "baseUrl " .. tostring(bad))
+  end
+  named(with({ model = { name = "m", provider = "anthropic", baseUrl = "http://127.0.0.1:8080/v1" } }), {})
   named(with({ model = { name = "m", prices = "cheap" } }),
     { "model.prices must be {input=, output=}: USD per million tokens, >= 0" })
   for _, bad in ipairs({ 0, -5, 1.5, "big", true, 1e12 }) do
