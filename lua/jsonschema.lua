@@ -9,7 +9,7 @@
 -- Supported keywords: type (a name or a list of names: null, boolean, integer,
 -- number, string, array, object), properties, required, additionalProperties
 -- (false or a schema), enum, const, items (one schema for every element),
--- minItems, maxItems, minLength, maxLength (in UTF-8 characters), minimum,
+-- minItems, maxItems, uniqueItems, minLength, maxLength (in UTF-8 characters), minimum,
 -- maximum, exclusiveMinimum, exclusiveMaximum (numbers, as since draft 6),
 -- pattern. Annotation keywords (description, default, title, examples,
 -- $schema, $id, $comment) are accepted and ignored; any other keyword is
@@ -119,6 +119,30 @@ local function deep_equal(a, b)
     if a[k] == nil then return false end
   end
   return true
+end
+
+-- The first two positions of an array that hold equal values (JSON's
+-- equality: 1 and 1.0 are one number), or nil: scalars by a key, so a long
+-- list of them costs one pass; tables compared with each other.
+local function repeated_item(list, n)
+  local seen, tables = {}, {}
+  for i = 1, n do
+    local v = list[i]
+    if type(v) == "table" and not is_null(v) then
+      for _, t in ipairs(tables) do
+        if deep_equal(list[t], v) then return t, i end
+      end
+      tables[#tables + 1] = i
+    else
+      local key
+      if is_null(v) then key = "null"
+      elseif type(v) == "number" then key = "n" .. (v == math.floor(v) and math.abs(v) < 2^63 and
+          string.format("%d", math.tointeger(v)) or string.format("%.17g", v))
+      else key = type(v):sub(1, 1) .. tostring(v) end
+      if seen[key] then return seen[key], i end
+      seen[key] = i
+    end
+  end
 end
 
 local function show(v)
@@ -475,7 +499,8 @@ function validate_node(schema, value, path, errors)
     end
   elseif type(value) == "table" and not is_null(value) then
     local kind = table_kind(value)
-    if kind == "array" or (kind == "empty" and (schema.items ~= nil or schema.minItems or schema.maxItems)
+    if kind == "array" or (kind == "empty" and (schema.items ~= nil or schema.minItems or schema.maxItems
+        or schema.uniqueItems)
         and not schema.properties and not schema.required) then
       local n = #value
       if schema.minItems and n < schema.minItems then
@@ -483,6 +508,12 @@ function validate_node(schema, value, path, errors)
       end
       if schema.maxItems and n > schema.maxItems then
         fail("maxItems", string.format("%s: must have at most %d items", path, schema.maxItems), value)
+      end
+      if schema.uniqueItems == true then
+        local first, again = repeated_item(value, n)
+        if first then
+          fail("uniqueItems", string.format("%s: items %d and %d are the same", path, first, again), value)
+        end
       end
       if schema.items ~= nil then
         for i = 1, n do validate_node(schema.items, value[i], child_path(path, i), errors) end
@@ -527,7 +558,7 @@ local ANNOTATIONS = { description = true, default = true, title = true, examples
 -- the keywords whose errors an errorMessage table may word
 local WORDED = { type = true, const = true, enum = true, minLength = true, maxLength = true, pattern = true,
   minimum = true, maximum = true, exclusiveMinimum = true, exclusiveMaximum = true, minItems = true, maxItems = true,
-  required = true, additionalProperties = true }
+  uniqueItems = true, required = true, additionalProperties = true }
 
 local function check_error_message(v, p, errors)
   if type(v) == "string" then return end
@@ -596,6 +627,8 @@ local function check_node(s, path, errors)
       if type(v) ~= "table" or #v == 0 then errors[#errors + 1] = p .. ": must be a non-empty list" end
     elseif k == "const" then
       -- any value
+    elseif k == "uniqueItems" then
+      if type(v) ~= "boolean" then errors[#errors + 1] = p .. ": must be true or false" end
     elseif k == "minItems" or k == "maxItems" or k == "minLength" or k == "maxLength" then
       if not is_nonneg_int(v) then errors[#errors + 1] = p .. ": must be a non-negative integer" end
     elseif k == "minimum" or k == "maximum" or k == "exclusiveMinimum" or k == "exclusiveMaximum" then

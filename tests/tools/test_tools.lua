@@ -220,6 +220,27 @@ test("jsonschema: additionalProperties false and as a schema", function()
   eq(e2[1], "args.a: expected integer, got string")
 end)
 
+test("jsonschema: uniqueItems, by JSON's equality", function()
+  local s = { type = "array", uniqueItems = true }
+  ok(jsonschema.check_schema(s))
+  ok(jsonschema.validate(s, { "a", "b", 1, "1", true, { x = 1 }, { x = 2 }, json.null }))
+  ok(jsonschema.validate(s, {}), "an empty list")
+  for _, c in ipairs({
+    { { "a", "b", "a" }, "args: items 1 and 3 are the same" },
+    { { 1, 1.0 }, "args: items 1 and 2 are the same" },
+    { { 0.5, 2, 0.5 }, "args: items 1 and 3 are the same" },
+    { { { x = { 1, 2 } }, { y = 1 }, { x = { 1, 2 } } }, "args: items 1 and 3 are the same" },
+    { { json.null, false, json.null }, "args: items 1 and 3 are the same" },
+    { { true, "true", true }, "args: items 1 and 3 are the same" },
+  }) do
+    local _, errs = jsonschema.validate(s, c[1], "args")
+    eq(errs and errs[1], c[2])
+  end
+  ok(jsonschema.validate({ type = "array", uniqueItems = false }, { 1, 1 }), "false allows repeats")
+  local bad, why = jsonschema.check_schema({ type = "array", uniqueItems = "yes" })
+  ok(not bad and why[1]:find("uniqueItems: must be true or false", 1, true), "uniqueItems takes a boolean")
+end)
+
 test("jsonschema: exclusiveMinimum and exclusiveMaximum", function()
   local s = { type = "number", exclusiveMinimum = 0, exclusiveMaximum = 10 }
   ok(jsonschema.validate(s, 0.5))

@@ -82,6 +82,11 @@ test("objective, waitForMessages, idleTimeoutSeconds, identity", function()
   named(with({ identity = 5 }), { "identity must be a string of at most 300 bytes" })
 end)
 
+test("memory.read names each kind once", function()
+  named(with({ memory = { read = { "knowledge", "knowledge" } } }), { "memory.read names each kind once" })
+  named(with({ memory = { read = { "knowledge", "preferences" } } }), {})
+end)
+
 test("model", function()
   named(with({ model = "gpt" }), { "model.name is missing" })
   named(with({ model = {} }), { "model.name is missing" })
