@@ -1334,6 +1334,15 @@ function schemaErrors(schema, value, path, out) {
   if (Array.isArray(value)) {
     if (schema.minItems !== undefined && value.length < schema.minItems) fail("minItems", where + ": fewer than " + schema.minItems + " items", value);
     if (schema.maxItems !== undefined && value.length > schema.maxItems) fail("maxItems", where + ": more than " + schema.maxItems + " items", value);
+    if (schema.uniqueItems === true) {
+      // JSON's equality: an object's keys in any order
+      const canon = (v) => v === null || typeof v !== "object" ? JSON.stringify(v)
+        : Array.isArray(v) ? "[" + v.map(canon).join(",") + "]"
+        : "{" + Object.keys(v).sort().map((k) => JSON.stringify(k) + ":" + canon(v[k])).join(",") + "}";
+      const seen = new Map();
+      const again = value.findIndex((v, i) => { const k = canon(v); if (seen.has(k)) return true; seen.set(k, i); return false; });
+      if (again >= 0) fail("uniqueItems", where + ": items " + (seen.get(canon(value[again])) + 1) + " and " + (again + 1) + " are the same", value);
+    }
   }
   const isObj = value !== null && typeof value === "object" && !Array.isArray(value);
   if (isObj) {
