@@ -8,36 +8,14 @@
 // chat's), WEB_OUT
 // (screenshots), WEB_CHROME.
 "use strict";
-const fs = require("fs");
 const path = require("path");
 const puppeteer = require("puppeteer-core");
+const { within, check, exitCode, text, axe } = require("./lib");
 
 const env = process.env;
 const base = env.WEB_URL;
-const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
-const SCALE = Number(env.TEST_TIMEOUT_SCALE) > 0 ? Number(env.TEST_TIMEOUT_SCALE) : 1;
-function within(ms) { return { timeout: Math.max(ms, 60000) * SCALE }; }
-
-let failures = 0;
-function check(what, ok, detail) {
-  if (ok) console.log("ok - " + what);
-  else { failures++; console.log("FAIL: " + what + (detail !== undefined ? ": " + detail : "")); }
-}
 const consoleErrors = [];
 let tolerate = null;
-const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => "");
-
-async function axe(page, what) {
-  await page.evaluate(axeSource);
-  for (const scheme of ["light", "dark"]) {
-    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: scheme }]);
-    const r = await page.evaluate((tags) => window.axe.run(document, { runOnly: { type: "tag", values: tags } }), AXE_TAGS);
-    check(`axe-core: no WCAG A/AA violation on ${what} (${scheme})`, r.violations.length === 0,
-      JSON.stringify(r.violations.map((v) => ({ id: v.id, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }))));
-  }
-  await page.emulateMediaFeatures([]);
-}
 
 async function setField(page, sel, value) {
   await page.$eval(sel, (el) => { el.value = ""; });
@@ -215,5 +193,5 @@ async function setField(page, sel, value) {
   } finally {
     await browser.close();
   }
-  process.exit(failures ? 1 : 0);
+  process.exit(exitCode());
 })();

@@ -10,23 +10,11 @@
 const fs = require("fs");
 const path = require("path");
 const puppeteer = require("puppeteer-core");
+const { within, check, exitCode, text, axe } = require("./lib");
 
 const env = process.env;
 const base = env.WEB_URL;
-const axeSource = fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
-const AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"];
 const ID = "web-1";
-// Deadlines: every wait is for a state, given at least a minute, times
-// TEST_TIMEOUT_SCALE (tests/integration/lib.sh): a busy machine's browser
-// took longer than 5 s to draw a panel. A deadline is written within(ms).
-const SCALE = Number(env.TEST_TIMEOUT_SCALE) > 0 ? Number(env.TEST_TIMEOUT_SCALE) : 1;
-function within(ms) { return { timeout: Math.max(ms, 60000) * SCALE }; }
-
-let failures = 0;
-function check(what, ok, detail) {
-  if (ok) console.log("ok - " + what);
-  else { failures++; console.log("FAIL: " + what + (detail !== undefined ? ": " + detail : "")); }
-}
 
 const consoleErrors = [], foreign = [];
 let tolerate = null; // a console error expected now (a refused request the test makes on purpose)
@@ -57,24 +45,12 @@ async function signIn(page, token, hash) {
   await page.waitForFunction(() => document.getElementById("who").textContent.length > 0, within(10000));
 }
 
-async function axe(page, what) {
-  await page.evaluate(axeSource); // through the DevTools protocol: the page's CSP stays in force for the page
-  for (const scheme of ["light", "dark"]) {
-    await page.emulateMediaFeatures([{ name: "prefers-color-scheme", value: scheme }]);
-    const r = await page.evaluate((tags) => window.axe.run(document, { runOnly: { type: "tag", values: tags } }), AXE_TAGS);
-    check(`axe-core: no WCAG A/AA violation on ${what} (${scheme})`, r.violations.length === 0,
-      JSON.stringify(r.violations.map((v) => ({ id: v.id, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(" ")) }))));
-  }
-  await page.emulateMediaFeatures([]);
-}
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // opens a gate of the model server (WEB_MODEL): the stream held there goes on
 async function release(gate) {
   const r = await fetch(env.WEB_MODEL + "/_release?gate=" + gate, { method: "POST" });
   check(`the model server opened gate ${gate}`, r.ok, String(r.status));
 }
-const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => "");
 
 (async () => {
   const browser = await puppeteer.launch({
@@ -519,5 +495,5 @@ const text = (page, sel) => page.$eval(sel, (el) => el.textContent).catch(() => 
   } finally {
     await browser.close();
   }
-  process.exit(failures ? 1 : 0);
+  process.exit(exitCode());
 })().catch((e) => { console.log("FAIL: " + (e && e.stack || e)); process.exit(1); });
