@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "util.h"
 
 /* ---- plumbing ---- */
@@ -681,7 +682,7 @@ int pg_locks_check_send(pg *s) {
   int n = 0;
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
     if (!locks[i].c) continue;
-    int pid = store_fault_hit(LOCKS_WHAT) ? 0 : PQbackendPID(locks[i].c);
+    int pid = fault_point("workerlock") ? 0 : PQbackendPID(locks[i].c); /* not a write: the write:N count stays */
     size_t pl = strlen(pids), sl = strlen(starts);
     snprintf(pids + pl, sizeof pids - pl, "%s%d", n ? "," : "", pid);
     snprintf(starts + sl, sizeof starts - sl, "%s\"%s\"", n ? "," : "", locks[i].started);

@@ -22,7 +22,7 @@ static const char *fault_kind(const char *what) {
       {"append history", "append"}, {"append domain", "event"}, {"task", "task"},      {"signal", "signal"},
       {"module", "code"},           {"store code", "code"},     {"meta", "meta"},      {"begin", "begin"},
       {"commit", "commit"},         {"token", "token"},         {"slot", "slot"},      {"counter", "counter"},      {"schedule", "schedule"},
-      {"memory", "memory"},         {"the worker lock", "workerlock"},
+      {"memory", "memory"},
   };
   for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
     if (strstr(what, kinds[i][0])) return kinds[i][1];
