@@ -521,7 +521,15 @@ static struct {
   PGconn *c;
   int shared;
   char started[48]; /* its backend's start (pg_stat_activity): with its pid, that session and no later one */
+  int heard;        /* the server said something on the idle session (its end's FATAL): pg_locks_held asks */
 } locks[8];
+
+/* The lock's session is idle: anything the server sends on it (the FATAL
+ * of a terminated backend, read before the socket's end) is news. */
+static void lock_notice(void *arg, const char *msg) {
+  (void)msg;
+  *(int *)arg = 1;
+}
 
 
 /* Notes when lock i's session began, which the batch's check compares
@@ -580,6 +588,8 @@ int store_pg_lock(const char *url, const char *mode, char *holder, size_t holder
       locks[i].fd = fd;
       locks[i].c = c;
       locks[i].shared = shared;
+      locks[i].heard = 0;
+      PQsetNoticeProcessor(c, lock_notice, &locks[i].heard);
       lock_note_session((int)i);
       return fd;
     }
@@ -618,6 +628,7 @@ int pg_locks_held(pg *s, char *why, size_t n) {
     PGconn *c = locks[i].c;
     if (!c) continue;
     PQconsumeInput(c);
+    locks[i].heard = 0; /* asked now */
     pg_waited(s, "the worker lock");
     PGresult *alive =
         PQstatus(c) == CONNECTION_OK
@@ -662,7 +673,10 @@ int pg_locks_sendable(pg *s) {
   if (locks_doubted) return 0;
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
     PGconn *c = locks[i].c;
-    if (c && (!PQconsumeInput(c) || PQstatus(c) != CONNECTION_OK || !locks[i].started[0] || !same_server(c, s->conn)))
+    if (!c) continue;
+    /* what arrived is read and parsed (PQisBusy): a FATAL calls lock_notice */
+    if (!PQconsumeInput(c) || (PQisBusy(c), locks[i].heard) || PQstatus(c) != CONNECTION_OK || !locks[i].started[0] ||
+        !same_server(c, s->conn))
       return 0;
   }
   return 1;
