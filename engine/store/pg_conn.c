@@ -613,15 +613,16 @@ int store_pg_unlock(int fd) {
   return 0;
 }
 
-/* Whether this process still holds its worker locks, checked before every
+/* Whether this process still holds its worker locks, checked for every
  * batch: a lock session that the server dropped (a restart, a network cut)
  * is taken again, and when another worker took it meanwhile no batch of
- * this process may write: 0, or -1 with why. Asked of the server each time
- * (one round trip a batch): a socket with nothing to read did not prove the
- * session alive (a serve beside a restarted server was seen writing next to
- * the one that had taken the lock). The window that remains, a session lost
- * between this check and the commit, is what fencing in the next phase
- * closes. */
+ * this process may write: 0, or -1 with why. Asked of the server (a round
+ * trip): a socket with nothing to read did not prove the session alive (a
+ * serve beside a restarted server was seen writing next to the one that had
+ * taken the lock). A batch asks in its pipeline instead (Q_LOCKS_HELD,
+ * pg_locks_check_send), on its own connection; this runs when it cannot
+ * (pg_locks_sendable). The window that remains, a session lost between the
+ * check and the commit, is what the leases' fence closes. */
 int pg_locks_held(pg *s, char *why, size_t n) {
   int retaken = 0;
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
