@@ -159,20 +159,26 @@ int pg_batch_begin(pg *s) {
   pg_reconnect_if_lost(s);
   char why[384];
   int kind = STORE_ERR;
-  if (pg_locks_held(s, why, sizeof why) != 0) {
+  /* the worker lock: checked in the batch's pipeline, after its BEGIN,
+   * when it can be (pg_locks_check_send), else asked here (a round trip) */
+  int in_pipe = pg_locks_sendable(s);
+  if (!in_pipe && pg_locks_held(s, why, sizeof why) != 0) {
     util_seterr(s->err, sizeof s->err, "begin: %s", why);
     s->failed = 1;
     return STORE_ERR;
   }
   /* with its id, sent in the batch's pipeline: no round trip is waited for
    * here, and a BEGIN that fails loses the batch where its answer is read
-   * (its next read or its commit), as a failed write does */
+   * (its next read or its commit), as a failed write does; so does the
+   * worker lock's check (LOCKS_WHAT): a batch whose worker lost its lock
+   * does not commit */
   s->xid = 0;
   PQclear(s->xid_res);
   s->xid_res = NULL;
   pg_params_start(s);
   if (pg_pipe_send_q(s, Q_BEGIN, "begin", NULL) != STORE_OK ||
-      (pg_params_start(s), pg_pipe_send_q(s, Q_TXID, "begin", &s->xid_res)) != STORE_OK) {
+      (pg_params_start(s), pg_pipe_send_q(s, Q_TXID, "begin", &s->xid_res)) != STORE_OK ||
+      (in_pipe && pg_locks_check_send(s) != STORE_OK)) {
     char sent[sizeof s->err];
     snprintf(sent, sizeof sent, "%s", s->err);
     if (PQtransactionStatus(s->conn) != PQTRANS_IDLE) PQclear(PQexec(s->conn, "ROLLBACK"));

@@ -11,9 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "crash.h"
 #include "util.h"
 
 /* ---- plumbing ---- */
+
+/* A batch's check of the worker lock in its pipeline found it not held
+ * (pg_fail_res): the next batch asks with a round trip (pg_locks_held),
+ * which takes it again or says who has it; 2: asks from then on. */
+static int locks_doubted;
 
 /* A round trip the connection waited for (store_round_trips): what a
  * worker across a network pays per workflow. */
@@ -57,7 +63,14 @@ int pg_fail_res(pg *s, const char *what, const PGresult *r) {
   char why[384];
   if (bind_failed)
     snprintf(why, sizeof why, "%s", s->bind_err);
-  else
+  else if (!strcmp(what, LOCKS_WHAT) && r && PQresultErrorField(r, PG_DIAG_SQLSTATE) &&
+           !strcmp(PQresultErrorField(r, PG_DIAG_SQLSTATE), FENCE_ABORTED)) {
+    /* pg_locks_check_send's check: the next batch asks pg_locks_held */
+    if (!locks_doubted) locks_doubted = 1;
+    snprintf(why, sizeof why,
+             "a lock session of this process no longer held it when the batch began (lost, or taken by another "
+             "worker): the batch was refused, nothing of it written");
+  } else
     pq_reason(s->conn, r, why, sizeof why);
   util_seterr(s->err, sizeof s->err, "%s: %s", what, why);
   if (s->in_txn) {
@@ -507,7 +520,27 @@ static struct {
   int fd;
   PGconn *c;
   int shared;
+  char started[48]; /* its backend's start (pg_stat_activity): with its pid, that session and no later one */
+  int heard;        /* the server said something on the idle session (its end's FATAL): pg_locks_held asks */
 } locks[8];
+
+/* The lock's session is idle: anything the server sends on it (the FATAL
+ * of a terminated backend, read before the socket's end) is news. */
+static void lock_notice(void *arg, const char *msg) {
+  (void)msg;
+  *(int *)arg = 1;
+}
+
+
+/* Notes when lock i's session began, which the batch's check compares
+ * (pid numbers are reused); empty when unknown: the check then asks. */
+static void lock_note_session(int i) {
+  locks[i].started[0] = 0;
+  PGresult *r = PQexec(locks[i].c, "SELECT backend_start::text FROM pg_stat_activity WHERE pid=pg_backend_pid()");
+  if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
+    snprintf(locks[i].started, sizeof locks[i].started, "%s", PQgetvalue(r, 0, 0));
+  PQclear(r);
+}
 
 /* Serves share the lock: several run on one database, each workflow under
  * its lease. Anything else takes it alone: migrate, and a foreground start,
@@ -555,6 +588,9 @@ int store_pg_lock(const char *url, const char *mode, char *holder, size_t holder
       locks[i].fd = fd;
       locks[i].c = c;
       locks[i].shared = shared;
+      locks[i].heard = 0;
+      PQsetNoticeProcessor(c, lock_notice, &locks[i].heard);
+      lock_note_session((int)i);
       return fd;
     }
   util_seterr(holder, holderlen, "too many worker locks held");
@@ -577,20 +613,23 @@ int store_pg_unlock(int fd) {
   return 0;
 }
 
-/* Whether this process still holds its worker locks, checked before every
+/* Whether this process still holds its worker locks, checked for every
  * batch: a lock session that the server dropped (a restart, a network cut)
  * is taken again, and when another worker took it meanwhile no batch of
- * this process may write: 0, or -1 with why. Asked of the server each time
- * (one round trip a batch): a socket with nothing to read did not prove the
- * session alive (a serve beside a restarted server was seen writing next to
- * the one that had taken the lock). The window that remains, a session lost
- * between this check and the commit, is what fencing in the next phase
- * closes. */
+ * this process may write: 0, or -1 with why. Asked of the server (a round
+ * trip): a socket with nothing to read did not prove the session alive (a
+ * serve beside a restarted server was seen writing next to the one that had
+ * taken the lock). A batch asks in its pipeline instead (Q_LOCKS_HELD,
+ * pg_locks_check_send), on its own connection; this runs when it cannot
+ * (pg_locks_sendable). The window that remains, a session lost between the
+ * check and the commit, is what the leases' fence closes. */
 int pg_locks_held(pg *s, char *why, size_t n) {
+  int retaken = 0;
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
     PGconn *c = locks[i].c;
     if (!c) continue;
     PQconsumeInput(c);
+    locks[i].heard = 0; /* asked now */
     pg_waited(s, "the worker lock");
     PGresult *alive =
         PQstatus(c) == CONNECTION_OK
@@ -599,7 +638,10 @@ int pg_locks_held(pg *s, char *why, size_t n) {
             : NULL;
     int ok = PQresultStatus(alive) == PGRES_TUPLES_OK && PQntuples(alive) == 1 && atoi(PQgetvalue(alive, 0, 0)) == 1;
     PQclear(alive);
-    if (ok) continue;
+    if (ok) {
+      if (!locks[i].started[0]) lock_note_session((int)i);
+      continue;
+    }
     PQreset(c);
     PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, lock_sql(locks[i].shared)) : NULL;
     int got = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
@@ -609,8 +651,66 @@ int pg_locks_held(pg *s, char *why, size_t n) {
                PQdb(c), PQstatus(c) == CONNECTION_OK ? "another worker holds the lock now" : "cannot be opened again");
       return -1;
     }
+    lock_note_session((int)i); /* a new session: its own start */
+    retaken = 1;
   }
+  /* a batch's check that failed while every session here held the lock
+   * was wrong about them: this process asks here from then on (ending the
+   * doubt would fail every other batch) */
+  if (locks_doubted) locks_doubted = retaken ? 0 : 2;
   return 0;
+}
+
+static int same_server(PGconn *a, PGconn *b) {
+  return !strcmp(PQhost(a), PQhost(b)) && !strcmp(PQport(a), PQport(b)) && !strcmp(PQdb(a), PQdb(b)) &&
+         !strcmp(PQuser(a), PQuser(b)); /* another role may not see the lock session's start */
+}
+
+/* Whether the same check can go in the batch's pipeline instead
+ * (pg_locks_check_send): not for a lock session this process already knows
+ * broken, one on another server or database, one whose start is not known,
+ * nor after a batch's check found a lock not held (pg_locks_held asks). */
+int pg_locks_sendable(pg *s) {
+  if (locks_doubted) return 0;
+  for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
+    PGconn *c = locks[i].c;
+    if (!c) continue;
+    /* what arrived is read and parsed (PQisBusy): a FATAL calls lock_notice */
+    if (!PQconsumeInput(c) || (PQisBusy(c), locks[i].heard) || PQstatus(c) != CONNECTION_OK || !locks[i].started[0] ||
+        !same_server(c, s->conn))
+      return 0;
+  }
+  return 1;
+}
+
+/* The check sent in the batch's pipeline, after its BEGIN, with no round
+ * trip waited for (Q_LOCKS_HELD): asked of the batch's own connection,
+ * whether each lock session (its pid, and its start: pids are reused) still
+ * holds the lock; when one does not, the statement fails (LOCKS_WHAT,
+ * pg_fail_res), so the transaction is aborted and its COMMIT does not
+ * commit: nothing of the batch is written, as when pg_locks_held refused it
+ * before its BEGIN. ENGINE_STORE_FAIL=workerlock:N makes the Nth check ask
+ * for a session that holds nothing (pid 0). */
+int pg_locks_check_send(pg *s) {
+  /* array literals of at most 8 pids and starts (a start's text has no quote or backslash) */
+  char pids[8 * 16 + 4] = "{", starts[8 * 56 + 4] = "{";
+  int n = 0;
+  for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
+    if (!locks[i].c) continue;
+    int pid = fault_point("workerlock") ? 0 : PQbackendPID(locks[i].c); /* not a write: the write:N count stays */
+    size_t pl = strlen(pids), sl = strlen(starts);
+    snprintf(pids + pl, sizeof pids - pl, "%s%d", n ? "," : "", pid);
+    snprintf(starts + sl, sizeof starts - sl, "%s\"%s\"", n ? "," : "", locks[i].started);
+    n++;
+  }
+  if (!n) return STORE_OK;
+  strcat(pids, "}");
+  strcat(starts, "}");
+  pg_params_start(s);
+  pg_bind_text(s, pids);
+  pg_bind_text(s, starts);
+  pg_bind_int(s, n);
+  return pg_pipe_send_q(s, Q_LOCKS_HELD, LOCKS_WHAT, NULL); /* the parameters are copied into the request */
 }
 
 /* ---- LISTEN: other processes' commits (store_commit_fd) ---- */

@@ -38,6 +38,7 @@ enum {
 };
 #define ORDER_LOCK "SELECT pg_advisory_xact_lock(" STR(LOCK_CLASS) ", " STR(WRITE_LOCK_KEY) ")"
 #define FENCE_WHAT "fence leases"
+#define LOCKS_WHAT "the worker lock" /* Q_LOCKS_HELD: its division_by_zero says a lock is not held */
 #define FENCE_ABORTED "22012" /* Q_FENCE_OR_ABORT's division_by_zero: a fenced lease is not ours */
 
 enum {
@@ -53,7 +54,7 @@ enum {
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
   Q_DLV_FIND, Q_DLV_LIST, Q_DLV_LIST_ALL, Q_SCH_INSERT, Q_SCH_UPDATE, Q_SCH_GET, Q_SCH_LIST, Q_SCH_DEL,
   Q_LOCK, Q_LEASE_CLAIM, Q_LEASE_RENEW, Q_LEASE_RELEASE_LIST, Q_LEASE_RELEASE_ALL, Q_LEASE_FENCE, Q_FENCE_OR_ABORT, Q_COMMIT,
-  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q_BEGIN, Q_TXID, Q__N
+  Q_MEM_PUT, Q_MEM_REVOKE, Q_MEM_LIST, Q_BEGIN, Q_TXID, Q_LOCKS_HELD, Q__N
 };
 
 /* The text of each statement (pg_sql.c), prepared once per connection when
@@ -156,6 +157,8 @@ PGconn *pg_connect_url(const char *url, const char *app, const char *timeout_s, 
                        size_t wherelen, char *err, size_t errlen);
 int pg_simple(PGconn *c, const char *sql, char *why, size_t n, int *kind);
 int pg_locks_held(pg *s, char *why, size_t n);
+int pg_locks_sendable(pg *s);
+int pg_locks_check_send(pg *s);
 int pg_commit_fd(store *st_, int old);
 int pg_commit_drain(store *st_, int fd);
 

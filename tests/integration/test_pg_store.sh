@@ -204,6 +204,23 @@ for n in 1 2 3 4 6 9 13 17; do
   cases=$((cases + 1))
 done
 assert_eq "every injected write failure recovered" 8 "$cases"
+# --- the worker lock's check, sent in a batch's pipeline after its BEGIN,
+# finds the lock not held (workerlock:N asks for a session holding nothing):
+# that batch is refused and nothing of it is written (the history is exactly
+# the expected one, each event once), the next batch asks again (with a
+# round trip: the lock is held) and the workflow completes
+cases=0
+for n in 1 3 5; do
+  id="wlk$n"
+  start "$FWF" "$id" '{}'
+  ENGINE_STORE_FAIL="workerlock:$n" "$ENGINE" serve 2>"$T/wlock.err" & S=$!; PIDS+=("$S")
+  wait_status "$id" completed 30 || true
+  stop_serve
+  grep -q "no longer held it when the batch began" "$T/wlock.err" || { fail "workerlock:$n: the refused batch was not reported: $(tail -3 "$T/wlock.err")"; continue; }
+  check_faulted "$id" "workerlock:$n"
+  cases=$((cases + 1))
+done
+assert_eq "every batch refused by the worker lock's check left nothing" 3 "$cases"
 unset ENGINE_NO_SWEEP ENGINE_NO_POLICY_WATCH
 
 # --- the server restarts under a running serve: it reconnects and finishes

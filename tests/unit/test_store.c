@@ -2535,15 +2535,30 @@ static void test_pg_worker_lock(void **state) {
   assert_string_equal(n, "1");
   free(n);
 
+  /* the check in the batch's pipeline finds the lock not held (workerlock:1
+   * asks for a session that holds nothing): the batch, written and sent,
+   * does not commit, and nothing of it is there; the next one commits */
+  setenv("ENGINE_STORE_FAIL", "workerlock:1", 1);
+  fault_reset();
+  append_ev(s, "wf", 1, 3, "X", 0, NULL, NULL, NULL, 3);
+  assert_int_equal(store_commit(s), STORE_ERR);
+  assert_non_null(strstr(store_errmsg(s), "no longer held it when the batch began"));
+  unsetenv("ENGINE_STORE_FAIL");
+  fault_reset();
+  assert_int_equal(hist_count(s, "wf", 1), 2);
+  append_ev(s, "wf", 1, 3, "X", 0, NULL, NULL, NULL, 3);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(hist_count(s, "wf", 1), 3);
+
   /* dropped again, and another worker takes it first: this one writes nothing */
   drop_lock_sessions(f->db);
   int other = store_remote_lock(f->db, "migrate", holder, sizeof holder);
   assert_true(other >= 0);
-  hist_event e = {3, "X", 0, NULL, NULL, NULL, 3, NULL};
+  hist_event e = {4, "X", 0, NULL, NULL, NULL, 4, NULL};
   assert_int_equal(store_hist_append(s, "wf", 1, &e), STORE_ERR);
   assert_non_null(strstr(store_errmsg(s), "another worker holds the lock now"));
   assert_int_equal(store_commit(s), STORE_ERR);
-  assert_int_equal(hist_count(s, "wf", 1), 2);
+  assert_int_equal(hist_count(s, "wf", 1), 3);
   store_close(s);
   assert_int_equal(store_remote_unlock(other), 1);
   close(other);
