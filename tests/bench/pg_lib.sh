@@ -9,7 +9,7 @@ export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_BUSY_TIMEOUT_MS=30000
 T="$(mktemp -d "${TMPDIR:-/tmp}/$(basename "$0" .sh).XXXXXX")"
 export ENGINE_DATA_DIR="$T/data"
 PIDS=()
-trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
+trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && { kill -9 "$p" 2>/dev/null || true; }; done; "$SRC/scripts/start-postgres" --stop "$T/pg" >/dev/null 2>&1 || true; rm -rf "$T"' EXIT
 chmod 711 "$T" # the server may run as nobody (scripts/start-postgres)
 URL="$("$SRC/scripts/start-postgres" "$T/pg")"
 PGBIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
