@@ -40,11 +40,8 @@ int pg_wf_insert(store *st_, const wf_row *w) {
   return pg_exec_defer(s, Q_WF_INSERT, "insert workflow");
 }
 
-/* A start's parameters: its row, then its first event (Q_WF_START and
- * Q_WF_START_SEND begin alike). */
-static void bind_start(pg *s, const wf_row *w, const hist_event *e) {
-  pg_params_start(s);
-  bind_row(s, w);
+/* A history event's parameters, in its columns' order (seq to chain). */
+static void bind_event(pg *s, const hist_event *e) {
   pg_bind_int(s, e->seq);
   pg_bind_text(s, e->type);
   pg_bind_int(s, e->ref);
@@ -53,6 +50,14 @@ static void bind_start(pg *s, const wf_row *w, const hist_event *e) {
   pg_bind_text(s, e->payload);
   pg_bind_int(s, e->time);
   pg_bind_text(s, e->chain);
+}
+
+/* A start's parameters: its row, then its first event (Q_WF_START and
+ * Q_WF_START_SEND begin alike). */
+static void bind_start(pg *s, const wf_row *w, const hist_event *e) {
+  pg_params_start(s);
+  bind_row(s, w);
+  bind_event(s, e);
 }
 
 /* store_wf_start in one statement (Q_WF_START), one round trip with the
@@ -303,14 +308,7 @@ int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event 
   pg_params_start(s);
   pg_bind_text(s, wf_id);
   pg_bind_int(s, run);
-  pg_bind_int(s, e->seq);
-  pg_bind_text(s, e->type);
-  pg_bind_int(s, e->ref);
-  pg_bind_text(s, e->name);
-  pg_bind_text(s, e->hash);
-  pg_bind_text(s, e->payload);
-  pg_bind_int(s, e->time);
-  pg_bind_text(s, e->chain);
+  bind_event(s, e);
   return pg_exec_defer(s, Q_HIST_APPEND, "append history");
 }
 
