@@ -121,27 +121,45 @@ local function deep_equal(a, b)
   return true
 end
 
--- The first two positions of an array that hold equal values (JSON's
--- equality: 1 and 1.0 are one number), or nil: scalars by a key, so a long
--- list of them costs one pass; tables compared with each other.
-local function repeated_item(list, n)
-  local seen, tables = {}, {}
-  for i = 1, n do
-    local v = list[i]
-    if type(v) == "table" and not is_null(v) then
-      for _, t in ipairs(tables) do
-        if deep_equal(list[t], v) then return t, i end
-      end
-      tables[#tables + 1] = i
-    else
-      local key
-      if is_null(v) then key = "null"
-      elseif type(v) == "number" then key = "n" .. (v == math.floor(v) and math.abs(v) < 2^63 and
-          string.format("%d", math.tointeger(v)) or string.format("%.17g", v))
-      else key = type(v):sub(1, 1) .. tostring(v) end
-      if seen[key] then return seen[key], i end
-      seen[key] = i
+-- A value's text, the same for JSON-equal values (1 and 1.0 are one number,
+-- an object's keys in any order) and different for all others (a string is
+-- written with its length), into out.
+local function canonical(v, out)
+  if is_null(v) then
+    out[#out + 1] = "null"
+  elseif type(v) == "number" then
+    out[#out + 1] = v == math.floor(v) and math.abs(v) < 2^63 and string.format("%d", math.tointeger(v))
+      or string.format("%.17g", v)
+  elseif type(v) == "string" then
+    out[#out + 1] = "s" .. #v .. ":" .. v
+  elseif type(v) == "table" then
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    out[#out + 1] = "{"
+    for _, k in ipairs(keys) do
+      canonical(k, out)
+      out[#out + 1] = "="
+      canonical(v[k], out)
+      out[#out + 1] = ","
     end
+    out[#out + 1] = "}"
+  else
+    out[#out + 1] = tostring(v)
+  end
+end
+
+-- The first two positions of an array that hold equal values, or nil: one
+-- pass, each item keyed by its canonical text (a hostile list of a hundred
+-- thousand objects costs its size, not its size squared).
+local function repeated_item(list, n)
+  local seen = {}
+  for i = 1, n do
+    local out = {}
+    canonical(list[i], out)
+    local key = table.concat(out)
+    if seen[key] then return seen[key], i end
+    seen[key] = i
   end
 end
 
