@@ -252,7 +252,7 @@ int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen
   if (store_open(store_path(engine_store(e)), 1, &a->rd, err, errlen) != STORE_OK) return -1;
   /* on PostgreSQL every request's token check would wait for an answer on
    * the loop: the live tokens are read again at most once a second (a
-   * revocation is refused from then on, docs/api.md) */
+   * revocation is refused from then on, docs/http-api.md) */
   if (store_shared(a->rd)) a->tokens = token_cache_new(1000);
   a->L = luaL_newstate();
   if (!a->L) {

@@ -66,7 +66,7 @@ int pg_fail_res(pg *s, const char *what, const PGresult *r) {
   else if (!strcmp(what, LOCKS_WHAT) && r && PQresultErrorField(r, PG_DIAG_SQLSTATE) &&
            !strcmp(PQresultErrorField(r, PG_DIAG_SQLSTATE), FENCE_ABORTED)) {
     /* pg_locks_check_send's check: the next batch asks pg_locks_held */
-    if (!locks_doubted) locks_doubted = 1;
+    if (!locks_doubted) locks_doubted = 1; /* (2, asking for good, stays) */
     snprintf(why, sizeof why,
              "a lock session of this process no longer held it when the batch began (lost, or taken by another "
              "worker): the batch was refused, nothing of it written");
@@ -530,7 +530,6 @@ static void lock_notice(void *arg, const char *msg) {
   (void)msg;
   *(int *)arg = 1;
 }
-
 
 /* Notes when lock i's session began, which the batch's check compares
  * (pid numbers are reused); empty when unknown: the check then asks. */
