@@ -225,6 +225,9 @@ release() { curl -sf -X POST "$MURL/_release?gate=$1" >/dev/null || fail "the mo
 
 # status ID -> prints the workflow's status
 status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
+# status_waits ID: its status and what it waits on (engine show's waits.kind),
+# as "waiting:signal": a durable sleep before a signal is "waiting" too
+status_waits() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and (j.status .. (type(j.waits) == "table" and ":" .. tostring(j.waits.kind) or "")) or "")' 2>/dev/null; }
 
 # on_tty LINE CMD...: CMD on a terminal of its own (script(1)), LINE typed
 # into it; its terminal's output (what it printed, the line echoed) on stdout
@@ -254,14 +257,16 @@ LUA
 statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k in n) printf "%s %d; ", k, n[k]; print ""}'; }
 
 # wait_status ID STATUS [SECONDS]: polls until the workflow has STATUS (for at
-# most SECONDS x TEST_TIMEOUT_SCALE); on timeout says what it saw (engine
-# show) and returns 1, for the caller's check to fail
+# most SECONDS x TEST_TIMEOUT_SCALE); STATUS "waiting:signal" (or :timer,
+# :child, ...) also names what it waits on. On timeout says what it saw
+# (engine show) and returns 1, for the caller's check to fail
 wait_status() {
-  local id="$1" want="$2" secs s="" end n=0
+  local id="$1" want="$2" secs s="" end n=0 get=status
+  [[ "$want" == *:* ]] && get=status_waits
   secs="$(scaled "${3:-20}")"
   end=$(( $(now_ms) + secs * 1000 ))
   while :; do
-    s="$(status "$id" || true)"
+    s="$($get "$id" || true)"
     [ "$s" == "$want" ] && return 0
     [ "$(now_ms)" -ge "$end" ] && break
     n=$((n + 1)); poll_pause "$n"

@@ -87,7 +87,7 @@ ENGINE_MAX_PAYLOAD_BYTES=2048 assert_exit "--input over ENGINE_MAX_PAYLOAD_BYTES
   env ENGINE_MAX_PAYLOAD_BYTES=2048 "$ENGINE" start "$HELLO" --detach --input "$big"
 assert_contains "names the configured limit" "--input is 3002 bytes, more than the limit of 2048 bytes" "$ERR"
 bg W engine start "$HELLO" --id sig-target --input '{"n":1,"sleep":0,"approval_timeout":600}'
-wait_status sig-target waiting 30 || fail "sig-target never waited"
+wait_status sig-target waiting:signal 30 || fail "sig-target never waited"
 kill "$W"; wait "$W" 2>/dev/null || true
 sync
 before="$(db_sum)"

@@ -8,7 +8,7 @@ export HELLO_SIDE_EFFECTS="$T/effects"
 
 # --- foreground start, woken by a signal from "another terminal"
 bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":3}' >"$T/h1.out" 2>"$T/h1.err"
-wait_status h1 waiting
+wait_status h1 waiting:signal
 # the timer comes first, then the signal wait
 wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3'
 assert_exit "signal a waiting workflow" 0 engine signal h1 approval '{"approved":true}'

@@ -39,7 +39,7 @@ export HELLO_SIDE_EFFECTS="$T/hello-effects"
 
 # ---------------------------------------------------------------- hello.lua
 "$ENGINE" start "$HELLO" --id src --detach --input '{"name":"Ada","n":2,"sleep":0.1,"approval_timeout":3600}' >/dev/null 2>&1 || true
-wait_status src waiting 30 || fail "the source never waited for its approval"
+wait_status src waiting:signal 30 || fail "the source never waited for its approval"
 AT="$(seq_of src approval.requested)"
 assert_eq "the source asked for approval at its 4th event" 4 "$AT"
 engine signal src approval '{"approved":true}' >/dev/null
@@ -69,7 +69,7 @@ assert_contains "and in show" "forked:    from src at #4 (run 1" "$(engine show 
 # --- a signalled fork ends as its signal says (the source approved)
 assert_exit "a second fork of the same point" 3 engine fork src --at "$AT" --id f-sig \
   --input-patch '{"approval_timeout":600}' --detach
-wait_status f-sig waiting 30 || fail "f-sig never waited for its approval"
+wait_status f-sig waiting:signal 30 || fail "f-sig never waited for its approval"
 assert_exit "signal the fork" 0 engine signal f-sig approval '{"approved":false}'
 wait_status f-sig completed 30 || fail "f-sig never completed"
 assert_eq "the fork's result differs as its signal says" false "$(engine show f-sig --json | jget result.approved)"
@@ -125,12 +125,12 @@ assert_eq "which are src's to src's point" "$(events_upto src "$AT")" "$(events_
 
 # --- a source that continued as new: the run that recorded the point
 "$ENGINE" start "$WF/fork_cas.lua" --id cas --detach --input '{"to":2,"wait":3600}' >/dev/null 2>&1 || true
-wait_status cas waiting 30 || fail "cas never waited"
+wait_status cas waiting:signal 30 || fail "cas never waited"
 assert_eq "the source is in its third run" 3 "$(engine show cas --json | jget run)"
 STEP2="$(engine events cas --json | grep '"type":"step"' | sed -n 2p | jget seq)"
 assert_exit "fork the second run's step" 3 engine fork cas --at "$STEP2" --id cas-f --input-patch '{"tag":"forked"}' --detach
 assert_eq "the fork continues run 2" 2 "$(engine show cas-f --json | jget forked_from.run)"
-wait_status cas-f waiting 30 || fail "cas-f never waited"
+wait_status cas-f waiting:signal 30 || fail "cas-f never waited"
 assert_eq "and continued as new itself" 3 "$(engine show cas-f --json | jget run)"
 engine signal cas-f go '"now"' >/dev/null
 wait_status cas-f completed 30 || fail "cas-f never completed"
@@ -184,7 +184,7 @@ assert_eq "by the token" token:forker "$(jget forked_from.by <<<"$BODY")"
 assert_eq "patched" 900 "$(jget input.approval_timeout <<<"$BODY")"
 api_fork "the same request again" 200 src '{"at":4,"id":"f-api","input_patch":{"approval_timeout":900}}'
 api_fork "another request for that id" 409 src '{"at":4,"id":"f-api"}'
-wait_status f-api waiting 30 || fail "f-api never waited for its approval"
+wait_status f-api waiting:signal 30 || fail "f-api never waited for its approval"
 engine signal f-api approval '{"approved":true}' >/dev/null
 wait_status f-api completed 30 || fail "f-api never completed"
 assert_exit "engine replay f-api" 0 engine replay f-api
@@ -238,7 +238,7 @@ assert_exit "and every chain of the database verifies after the kills" 0 engine 
 
 # --- a source whose log is damaged is never forked: refused naming its first bad seq
 "$ENGINE" start "$HELLO" --id dmg --detach --input '{"name":"Ada","n":2,"sleep":0.1,"approval_timeout":3600}' >/dev/null 2>&1 || true
-wait_status dmg waiting 30 || fail "dmg never waited for its approval"
+wait_status dmg waiting:signal 30 || fail "dmg never waited for its approval"
 sql "UPDATE history SET time = time + 1 WHERE wf_id='dmg' AND seq=2" >/dev/null
 assert_exit "a fork of a damaged source" 2 engine fork dmg --at 4 --id f-dmg --detach
 assert_contains "names its first bad seq" "the history of dmg is damaged: event #2 does not match its hash" "$ERR"

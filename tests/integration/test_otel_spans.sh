@@ -90,7 +90,7 @@ assert_eq "tracing off: no span" "$before" "$(lines)"
 engine start "$WF/otel_describe.lua" --id restarted --detach --input '{"succeed_on":2,"approval":"r1"}' \
   >/dev/null 2>&1 || true
 bg S engine serve
-wait_status restarted waiting 60 || fail "restarted: never waited for its approval"
+wait_status restarted waiting:approval 60 || fail "restarted: never waited for its approval"
 kill "$S"; wait "$S" 2>/dev/null || true # a graceful stop mid-workflow
 bg S engine serve
 assert_exit "the approval is answered" 0 approve_pending restarted --reason fine
@@ -135,7 +135,7 @@ if on_postgres; then
   bg S2 engine serve
   engine start "$WF/otel_describe.lua" --id taken --detach --input '{"succeed_on":2,"approval":"t1"}' \
     >/dev/null 2>&1 || true
-  wait_status taken waiting 60 || fail "taken: never waited for its approval"
+  wait_status taken waiting:approval 60 || fail "taken: never waited for its approval"
   kill -9 "$S1"; wait "$S1" 2>/dev/null || true
   assert_exit "the approval is answered with one worker left" 0 approve_pending taken --reason fine
   wait_status taken completed 60 || fail "taken: the other worker did not end it"

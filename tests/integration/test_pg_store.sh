@@ -49,7 +49,7 @@ shape() {
 # --- activities, a timer, a signal: a foreground start woken by `engine signal`
 run_hello() {
   bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":2}' >"$T/h1.out" 2>"$T/h1.err"
-  wait_status h1 waiting || fail "h1 never waited ($ENGINE_DB): $(cat "$T/h1.err")"
+  wait_status h1 waiting:signal || fail "h1 never waited ($ENGINE_DB): $(cat "$T/h1.err")"
   wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3' || true
   engine signal h1 approval '{"approved":true}' >/dev/null
   set +e; wait "$P"; rc=$?; set -e

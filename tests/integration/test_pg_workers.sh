@@ -140,7 +140,7 @@ wait_true 30 '[ "$(q "SELECT count(*) FROM pg_stat_activity WHERE application_na
 wait_status heard completed 20 || fail "a start from another process was not heard: $(status heard)"
 "$ENGINE" start "$SRC/tests/integration/wf/migrate_mix.lua" --id heard-signal --detach --input '{"i":1,"wait":true}' \
   >/dev/null 2>&1 || true
-wait_status heard-signal waiting 20 || fail "heard-signal: $(status heard-signal)"
+wait_status heard-signal waiting:signal 20 || fail "heard-signal: $(status heard-signal)"
 "$ENGINE" signal heard-signal go '{"n":1}' >/dev/null
 wait_status heard-signal completed 20 || fail "a signal from another process was not heard: $(status heard-signal)"
 kill "${W[1]}"; wait "${W[1]}" 2>/dev/null || true

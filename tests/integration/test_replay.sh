@@ -12,7 +12,7 @@ export HELLO_SIDE_EFFECTS="$T/effects"
 # --- pinned code after an edit
 bg S engine serve
 assert_exit "start a run" 3 engine start "$T/wf/hello.lua" --id p1 --detach --input '{"n":2,"sleep":0}'
-wait_status p1 waiting
+wait_status p1 waiting:signal
 wait_true 30 'engine history p1 | tail -1 | grep -q SignalWaitStarted' || true
 # the edit adds an activity in front of the greetings and changes the result
 sed -i 's/local greetings = {}/local greetings = {}; wf.activity("hello_activities.cleanup", {ticket = "edit"})/' "$T/wf/hello.lua"
@@ -37,7 +37,7 @@ assert_contains "reports ok" "ok:" "$OUT"
 
 # --- replay determinism: a new run replays to the same result in a fresh VM
 assert_exit "start a second run" 3 engine start "$SRC/workflows/hello.lua" --id p2 --detach --input '{"n":1,"sleep":0}'
-wait_status p2 waiting
+wait_status p2 waiting:signal
 wait_true 30 'engine history p2 | tail -1 | grep -q SignalWaitStarted' || true
 kill "$S"; wait "$S" 2>/dev/null || true   # evicted and the process gone: next wake replays from the log
 before="$(engine history p2 --json | head -3)"
@@ -49,7 +49,7 @@ assert_eq "p2 complete" "events=17 activities_completed=2 open_commands=0 last=W
 
 # --- non-determinism detected on replay: stuck, then fixed
 assert_exit "start a non-deterministic run" 3 engine start "$T/wf/nondet.lua" --id nd --detach
-wait_status nd waiting
+wait_status nd waiting:signal
 engine signal nd go '"now"'   # wakes it: replay takes the other branch
 wait_status nd stuck
 err="$(engine show nd --json)"
@@ -68,7 +68,7 @@ assert_contains "...under the fixed code" '"fixed":true' "$(engine show nd --jso
 
 # --- a stuck run that is cancelled ends at once (its clean-up cannot replay)
 assert_exit "start another non-deterministic run" 3 engine start "$T/wf/nondet.lua" --id nd2 --detach
-wait_status nd2 waiting
+wait_status nd2 waiting:signal
 engine signal nd2 go '"now"'
 wait_status nd2 stuck
 assert_exit "cancel the stuck run" 0 engine cancel nd2

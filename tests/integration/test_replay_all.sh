@@ -24,7 +24,7 @@ assert_exit "start r1 (absolute path)" 3 engine start "$T/wf/w.lua" --id r1 --de
 assert_exit "start o1 (another script)" 3 engine start "$T/wf/other.lua" --id o1 --detach --input '{"n":4}'
 assert_exit "start done1 (finishes)" 3 engine start "$T/wf/w.lua" --id done1 --detach --input '{"n":5}'
 for id in r1 r2 r3 o1 done1; do
-  wait_status "$id" waiting
+  wait_status "$id" waiting:signal
   wait_true 30 'engine history "$id" | tail -1 | grep -q SignalWaitStarted' || true
 done
 engine signal done1 go '"x"'

@@ -113,7 +113,7 @@ check "start stderr (failure)" "$T/start-fail.line" "pieces:jsontext,-nul"
 
 "$ENGINE" start "$WF" --id hostile-wait --input '{"wait":true}' >/dev/null 2>"$T/start-wait.err" &
 W=$!; PIDS+=("$W")
-wait_status hostile-wait waiting 60 || fail "hostile-wait never waited"
+wait_status hostile-wait waiting:signal 60 || fail "hostile-wait never waited"
 engine show hostile-wait >"$T/show-wait.out"
 check "show (waits on)" "$T/show-wait.out" "name:text"
 engine cancel hostile-wait 2>/dev/null

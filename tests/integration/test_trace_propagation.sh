@@ -144,7 +144,7 @@ assert_eq "an invalid one is ignored there too" "nil" "$(started hook-d2 tracepa
 # --- a signal: its signal.sent event records the sender's trace
 assert_eq "a start that waits" 201 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$URL/v1/workflows" \
   -d '{"script":"trace_prop.lua","id":"sig1","input":{"wait":true}}')"
-wait_true 30 '[ "$(status sig1)" == waiting ]'
+wait_status sig1 waiting:signal 30 || fail "sig1 never waited for its signal"
 assert_eq "a signal with a traceparent" 200 "$(curl -s -o /dev/null -w '%{http_code}' -X POST \
   "$URL/v1/workflows/sig1/signals/go" -H "traceparent: $TP" -H 'tracestate: s=1' -d '"now"')"
 wait_true 30 '[ "$(status sig1)" == completed ]'
@@ -171,7 +171,7 @@ assert_eq "and the parent's tracestate" "p=1" "$(started "$(engine history par1 
 # --- an activity's outgoing request carries its attempt's traceparent
 curl -s -o /dev/null -X POST "$URL/v1/workflows" -H "traceparent: $TP" -H 'tracestate: a=1' \
   -d "{\"script\":\"trace_prop.lua\",\"id\":\"out1\",\"input\":{\"url\":\"$MURL/out1\",\"flaky\":true,\"wait\":true}}"
-wait_true 60 '[ "$(status out1)" == waiting ]'
+wait_status out1 waiting:signal 60 || fail "out1 never waited for its signal"
 seq="$(seq_of out1 ActivityScheduled)"
 assert_eq "attempt 1: 00-{trace}-{span of attempt 1 of seq $seq}-01" "00-$TRACE-$(span_of out1 1 "$seq" "attempt 1")-01" \
   "$(header_of /out1/trace/first/1 traceparent)"

@@ -91,7 +91,7 @@ assert_eq "the tree: two sub-sessions, each one's own spend once (40 + 1100 + 22
 
 # a workflow to fork in the browser: hello.lua waiting for its approval
 engine start "$SRC/workflows/hello.lua" --id fk-src --input '{"name":"Ada","n":1}' --detach >/dev/null 2>&1 || true
-wait_status fk-src waiting || fail "fk-src did not wait: $(status fk-src)"
+wait_status fk-src waiting:signal || fail "fk-src did not wait: $(status fk-src)"
 
 # an eval run (docs/evals.md): two cases of the shipped suite, offline, recorded for serve and followed
 mkdir -p "$T/suite/cases"
