@@ -87,7 +87,7 @@ assert_eq "no lease left" 0 "$(q "SELECT count(*) FROM leases")"
 kill "$S"; wait "$S" 2>/dev/null || true
 
 # ---- the loop's waits per workflow ----
-M=$((N * 2))
+M=$N
 "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine chains
 export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/chains" DBNAME=chains
 seq "$M" | xargs -P 8 -I{} "$ENGINE" start "$WF/chain10.lua" --id "c-{}" --detach --input '{"seconds":0}' \

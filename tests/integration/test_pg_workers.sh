@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Several workers on one PostgreSQL. Three `engine serve` processes run 1,000
+# Several workers on one PostgreSQL. Three `engine serve` processes run 500
 # chain-of-10 workflows while each of them in turn is killed with -9 (and
 # started again): every workflow completes with the right total, no event is
 # recorded twice and every history is dense, each step's side effect ran at
@@ -17,10 +17,11 @@ WF="$SRC/tests/integration/wf/chain10.lua"
 # fewer. Steps slow enough and few enough at once per worker that the drain
 # lasts about half a minute (N / (3 * leases) * 10 steps): each kill, polled
 # from this shell, finds every worker with a share in flight (with 256 at
-# once and 10 ms steps the workers drained 2,000 in about 3 s). A thousand:
-# each start is a process, and two thousand of them were a minute of CPU
+# once and 10 ms steps the workers drained 2,000 in about 3 s). Five hundred:
+# each start is a process, and two thousand of them were a minute of CPU (a
+# thousand made this the costliest test of the suite, 140 CPU-seconds)
 if [ "${ENGINE_SANITIZED:-0}" = 1 ]; then N=${WORKERS_WORKFLOWS:-300} STEP=0.5; export ENGINE_MAX_LEASES=24
-else N=${WORKERS_WORKFLOWS:-1000} STEP=0.3; export ENGINE_MAX_LEASES=32; fi
+else N=${WORKERS_WORKFLOWS:-500} STEP=0.5; export ENGINE_MAX_LEASES=24; fi
 export ENGINE_LEASE_MS=10000 ENGINE_BUSY_TIMEOUT_MS=30000 ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 export ENGINE_DATA_DIR="$T/data" TEST_SIDE_EFFECTS="$T/side"
 : >"$TEST_SIDE_EFFECTS"
@@ -37,7 +38,7 @@ owner_of() { q "SELECT substr(application_name, 15) FROM pg_stat_activity WHERE 
   UNION SELECT owner FROM leases WHERE owner LIKE '$1-%' LIMIT 1"; }
 leases_of() { q "SELECT count(*) FROM leases WHERE owner LIKE '$1-%'"; }
 
-# ---- 1,000 chains while the workers are killed in turn ----
+# ---- N chains while the workers are killed in turn ----
 # queued first, so that each worker has many in hand when it is killed
 seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$WF" --id "c-{}" --detach --input "{\"seconds\":$STEP}" \
   >/dev/null 2>>"$T/start.err" || true
