@@ -520,7 +520,7 @@ static struct {
   int fd;
   PGconn *c;
   int shared;
-  char started[48]; /* its backend's start (pg_stat_activity): with its pid, that session and no later one */
+  char started[48]; /* its backend's start (pg_stat_activity, in µs): with its pid, that session and no later one */
   int heard;        /* the server said something on the idle session (its end's FATAL): pg_locks_held asks */
 } locks[8];
 
@@ -535,7 +535,9 @@ static void lock_notice(void *arg, const char *msg) {
  * (pid numbers are reused); empty when unknown: the check then asks. */
 static void lock_note_session(int i) {
   locks[i].started[0] = 0;
-  PGresult *r = PQexec(locks[i].c, "SELECT backend_start::text FROM pg_stat_activity WHERE pid=pg_backend_pid()");
+  /* microseconds since the epoch: a number, whatever the sessions' DateStyle or TimeZone */
+  PGresult *r = PQexec(locks[i].c, "SELECT (extract(epoch FROM backend_start) * 1000000)::bigint FROM "
+                                   "pg_stat_activity WHERE pid=pg_backend_pid()");
   if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 && !PQgetisnull(r, 0, 0))
     snprintf(locks[i].started, sizeof locks[i].started, "%s", PQgetvalue(r, 0, 0));
   PQclear(r);
@@ -691,7 +693,7 @@ int pg_locks_sendable(pg *s) {
  * before its BEGIN. ENGINE_STORE_FAIL=workerlock:N makes the Nth check ask
  * for a session that holds nothing (pid 0). */
 int pg_locks_check_send(pg *s) {
-  /* array literals of at most 8 pids and starts (a start's text has no quote or backslash) */
+  /* array literals of at most 8 pids and starts (numbers, µs) */
   char pids[8 * 16 + 4] = "{", starts[8 * 56 + 4] = "{";
   int n = 0;
   for (size_t i = 0; i < sizeof locks / sizeof *locks; i++) {
@@ -699,7 +701,7 @@ int pg_locks_check_send(pg *s) {
     int pid = fault_point("workerlock") ? 0 : PQbackendPID(locks[i].c); /* not a write: the write:N count stays */
     size_t pl = strlen(pids), sl = strlen(starts);
     snprintf(pids + pl, sizeof pids - pl, "%s%d", n ? "," : "", pid);
-    snprintf(starts + sl, sizeof starts - sl, "%s\"%s\"", n ? "," : "", locks[i].started);
+    snprintf(starts + sl, sizeof starts - sl, "%s%s", n ? "," : "", locks[i].started);
     n++;
   }
   if (!n) return STORE_OK;

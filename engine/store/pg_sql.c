@@ -315,12 +315,12 @@ const char *const pg_sql[Q__N] = {
     /* a batch's first statements, sent in its pipeline (pg_batch_begin) */
     [Q_BEGIN] = "BEGIN",
     [Q_TXID] = "SELECT txid_current()",
-    /* pg_locks_check_send: the lock sessions $1 (pids) begun at $2 hold
+    /* pg_locks_check_send: the lock sessions $1 (pids) begun at $2 (µs) hold
      * the worker lock, all $3 of them, or the statement fails (1/0) and the
      * batch with it */
     [Q_LOCKS_HELD] = "SELECT 1 / (count(*) = $3::int)::int FROM pg_locks l JOIN pg_stat_activity a ON a.pid=l.pid "
                      "WHERE l.locktype='advisory' AND l.granted AND l.classid=" STR(LOCK_CLASS) " AND l.objid="
                      STR(WORKER_LOCK_KEY) " AND l.database=(SELECT oid FROM pg_database WHERE "
-                     "datname=current_database()) AND (l.pid, a.backend_start) IN "
-                     "(SELECT * FROM unnest($1::int[], $2::timestamptz[]))",
+                     "datname=current_database()) AND (l.pid, (extract(epoch FROM a.backend_start) * 1000000)::bigint) IN "
+                     "(SELECT * FROM unnest($1::int[], $2::bigint[]))",
 };
