@@ -46,7 +46,7 @@ containers() {
 count_status() { engine list --status "$1" 2>/dev/null | tail -n +2 | grep -c . || true; }
 
 # history_has ID TEXT: whether the workflow's history holds TEXT
-history_has() { engine history "$1" --json 2>/dev/null | grep -q -- "$2"; }
+history_has() { engine history "$1" --json 2>/dev/null | has_line -- "$2"; }
 
 # wait_until SECONDS WHAT COMMAND...: polls COMMAND every 50 ms (wait_for)
 wait_until() {

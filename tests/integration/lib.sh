@@ -32,11 +32,16 @@ scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(
 # now_ms: the wall clock in milliseconds
 now_ms() { local t="$EPOCHREALTIME"; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
 # poll_pause N: the pause before a wait's N-th look (N from 1): 20 ms, growing
-# by half each time to 250 ms. A look runs processes (`engine show`, sqlite3)
-# that take CPU from the engine under test: on a busy 2-core machine a wait
-# that looked every 20 ms for a minute starved what it waited for.
+# by half each time to 250 ms; from the 31st look (about 6 s on) 500 ms, from
+# the 61st (about 20 s on) a second. A look runs processes (`engine show`,
+# sqlite3, psql) that take CPU from the engine under test: on a busy 2-core
+# machine a wait that looked every 20 ms for a minute starved what it waited
+# for, and the suite's long waits, a look every 250 ms, were a large part of
+# its CPU time; a wait that lasts has a second to spare.
 poll_pause() {
   local ms=20 i=1
+  if [ "$1" -gt 60 ]; then sleep 1; return; fi
+  if [ "$1" -gt 30 ]; then sleep 0.5; return; fi
   while [ "$i" -lt "$1" ] && [ "$ms" -lt 250 ]; do ms=$(( ms * 3 / 2 )); i=$((i + 1)); done
   [ "$ms" -le 250 ] || ms=250
   sleep "0.$(printf '%03d' "$ms")"
@@ -116,7 +121,7 @@ steps_histogram() {
 # *.err files), on stderr: what a failure's reader needs beside the check
 log_tail() {
   local f
-  for f in $(ls -t "$T"/*.log "$T"/*.err "$T"/*/*.log "$T"/*/*.err 2>/dev/null | head -4); do
+  for f in $(ls -t "$T"/*.log "$T"/*.err "$T"/*/*.log "$T"/*/*.err 2>/dev/null | sed -n 1,4p); do
     [ -s "$f" ] || continue
     echo "--- the last lines of $f:" >&2
     tail -n 15 "$f" | cut -c1-400 >&2
@@ -176,6 +181,11 @@ trap cleanup EXIT
 
 engine() { "$ENGINE" "$@"; }
 
+# ... | has_line [GREP OPTIONS] PATTERN: grep -q, reading its input to the end.
+# grep -q stops at its first match, and a writer cut off there (SIGPIPE, 141)
+# fails the whole pipeline under pipefail: a match read as none. (The same
+# with head: tests take lines with sed -n 1,Np, which reads on.)
+has_line() { local rc=1; grep -q "$@" && rc=0; cat >/dev/null; return "$rc"; }
 fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
 pass() { echo "ok - $*"; }
 
@@ -272,7 +282,7 @@ wait_status() {
     n=$((n + 1)); poll_pause "$n"
   done
   echo "timeout after ${secs}s waiting for $id to be $want (is: $s); engine show $id:" >&2
-  engine show "$id" 2>&1 | head -20 | sed 's/^/  /' >&2 || true
+  engine show "$id" 2>&1 | sed -n 1,20p | sed 's/^/  /' >&2 || true
   return 1
 }
 
@@ -330,7 +340,7 @@ wait_serving() {
 # the events of ID (--json: dense from 1, in order) up to seq N, as the log
 # holds them but for the session id (a fork's are its own)
 events_upto() {
-  engine events "$1" --json | head -n "$2" | sed 's/^{"session_id":"[^"]*",//'
+  engine events "$1" --json | sed -n "1,${2}p" | sed 's/^{"session_id":"[^"]*",//'
 }
 # the source's durable rows, as a text to compare before and after
 rows_of() {
@@ -339,7 +349,7 @@ rows_of() {
   sql "SELECT status,run,coalesce(result,''),coalesce(error,''),updated_at,coalesce(forked_from,'') FROM workflows WHERE id='$1'"
 }
 seq_of() { # ID TYPE: the seq of the first domain event of TYPE
-  engine events "$1" --json | grep "\"type\":\"$2\"" | head -1 | jget seq
+  engine events "$1" --json | grep "\"type\":\"$2\"" | sed -n 1p | jget seq
 }
 finish() {
   if [ "$FAILS" -ne 0 ]; then echo "$FAILS check(s) failed"; exit 1; fi

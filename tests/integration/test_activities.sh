@@ -65,15 +65,23 @@ n="$(attempts s2c)"
 out="$(run badopt '{"activity":"acts.echo","options":{"start_to_closee":1}}')"
 assert_contains "a misspelt option is refused by name" "unknown activity option 'start_to_closee'" "$out"
 
-# a retry waiting for its backoff survives a restart and runs once it is due
-"$ENGINE" start "$WF" --id later --detach --input '{"activity":"acts.flaky","args":{"succeed_on":2},"options":{"retry":{"initial_interval":1.5}}}' >/dev/null 2>&1 || true
+# a retry waiting for its backoff survives a restart and runs once it is due.
+# The kill must fall inside the backoff: when a busy machine let the retry
+# run first, the set-up is made again on a fresh workflow with twice the time
+later=""
+for backoff in 1.5 3 6 12; do
+  later="later-$backoff"
+  "$ENGINE" start "$WF" --id "$later" --detach --input '{"activity":"acts.flaky","args":{"succeed_on":2},"options":{"retry":{"initial_interval":'"$backoff"'}}}' >/dev/null 2>&1 || true
+  bg S engine serve
+  wait_true 30 '[ "$(attempts "$later")" -ge 1 ]' || true
+  kill -9 "$S"; wait "$S" 2>/dev/null || true
+  [ "$(attempts "$later")" = 1 ] && break
+  echo "# the retry ran before the kill with a backoff of $backoff s: again with twice that"
+done
+assert_eq "first attempt failed before the kill" 1 "$(attempts "$later")"
+wait_due "$later" # its retry falls due while no engine runs
 bg S engine serve
-wait_true 30 '[ "$(attempts later)" -ge 1 ]' || true
-kill -9 "$S"; wait "$S" 2>/dev/null || true
-assert_eq "first attempt failed before the kill" 1 "$(attempts later)"
-wait_due later # its retry falls due while no engine runs
-bg S engine serve
-wait_status later completed
-assert_contains "the retry ran after the restart" '"result":{"ok":true,"value":"ok after 2"}' "$(engine show later --json)"
+wait_status "$later" completed
+assert_contains "the retry ran after the restart" '"result":{"ok":true,"value":"ok after 2"}' "$(engine show "$later" --json)"
 kill "$S"; wait "$S" 2>/dev/null || true
 finish

@@ -127,7 +127,7 @@ assert_contains "a broken policy file is refused with its error" "06-broken.lua"
 "$ENGINE" start "$WF" --input @"$PE" --id pe2 --detach >/dev/null 2>&1 || true
 wait_approval pe2 1
 assert_contains "sessions still decide with the previous set" '"ok":true' \
-  "$(engine events pe2 --json | grep '"type":"tool.result"' | head -1)"
+  "$(engine events pe2 --json | grep '"type":"tool.result"' | sed -n 1p)"
 rm "$T/policies/06-broken.lua"
 good="$(grep -c "policies reloaded" "$T/serve.log" || true)"
 printf '%s\n' '-- test: publishing is allowed outright' 'return function(req)' \
@@ -206,7 +206,7 @@ assert_contains "the cost is reported" '"cost_usd"' "$(engine show lco --json)"
 # --- kill -9 during a tool execution: the tool runs again, the session completes once
 ST="$(input_with "{\"model\":{\"name\":\"replay:$T/rec/slow_tool.jsonl\"}}")"
 "$ENGINE" start "$WF" --input @"$ST" --id st --detach >/dev/null 2>&1 || true
-wait_true 30 'engine events st --json 2>/dev/null | grep -q '\''"type":"tool.requested"'\''' || true
+wait_true 30 'engine events st --json 2>/dev/null | has_line '\''"type":"tool.requested"'\''' || true
 wait_true 60 'pgrep -f "sleep 3; echo slept" >/dev/null' # the shell command runs in the sandbox now
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 bg S engine serve
@@ -225,7 +225,7 @@ wait_true 30 '[ -s "$T/mport" ]' || true
 MURL="http://127.0.0.1:$(cat "$T/mport")"
 MC="$(input_with "{\"model\":{\"name\":\"m\",\"provider\":\"openai\",\"baseUrl\":\"http://127.0.0.1:$(cat "$T/mport")/v1\"}}")"
 "$ENGINE" start "$WF" --input @"$MC" --id mc --detach >/dev/null 2>&1 || true
-wait_true 30 'engine events mc --json 2>/dev/null | grep -q '\''"RUNNING"'\''' || true
+wait_true 30 'engine events mc --json 2>/dev/null | has_line '\''"RUNNING"'\''' || true
 wait_true 60 '[ "$(model_health held)" -ge 1 ]' # the model call is in flight (held until released)
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 release mc

@@ -52,7 +52,7 @@ wait_field() { # ID FIELD VALUE: until the summary's FIELD is VALUE
   --input '{"requests":[{"id":"r1","tool":"shell","timeout":3600}]}' >/dev/null 2>&1 &
 P=$!
 PIDS+=("$P")
-wait_true 30 'engine history ap1 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history ap1 2>/dev/null | tail -1 | has_line SignalWaitStarted' || true
 kill -9 "$P"
 wait "$P" 2>/dev/null || true
 
@@ -154,7 +154,7 @@ assert_eq "answered already: 409" 409 "$STATUS"
 sse /v1/workflows/h1/events -H "Last-Event-ID: 5" --seconds 15 >"$T/sse.h1" 2>"$T/sse.h1.err" &
 S=$!
 PIDS+=("$S")
-wait_true 30 'curl -s "$URL/metrics" | grep -q "^engine_sse_streams 1"' # the stream is open
+wait_true 30 'curl -s "$URL/metrics" | has_line "^engine_sse_streams 1"' # the stream is open
 api POST /v1/workflows/h1/signals/approval -d '{"approved":true}'
 assert_eq "signal" "200 approval anonymous" "$STATUS $(jget signal <<<"$BODY") $(jget sent_by <<<"$BODY")"
 if wait "$S"; then pass "the stream's frames are as documented"; else fail "the stream: $(cat "$T/sse.h1.err")"; fi
@@ -183,7 +183,7 @@ assert_eq "nothing pending now" "200 nil" "$STATUS $(jget approvals.1 <<<"$BODY"
 api GET "/v1/events?limit=3"
 assert_eq "a page of the feed" "200 3" "$STATUS $(jget last_id <<<"$BODY")"
 frames="$(sse "/v1/events?after=3" --seconds 10 --until-heartbeat)" || fail "the feed's stream is not as documented"
-assert_eq "the feed's stream resumes after 3" "message 4" "$(grep message <<<"$frames" | head -1 | cut -d' ' -f1-2)"
+assert_eq "the feed's stream resumes after 3" "message 4" "$(grep message <<<"$frames" | sed -n 1p | cut -d' ' -f1-2)"
 assert_contains "and beats" "heartbeat" "$frames"
 api GET /metrics
 assert_eq "metrics" 200 "$STATUS"

@@ -86,7 +86,7 @@ n_acked="$(printf '%s\n' "$acked" | grep -c . || true)"
   fail "the kill did not fall among the starts ($n_acked of $N acknowledged)"
 serve_api --workflows "$WF"
 exist="$(sql "SELECT id FROM workflows WHERE id LIKE 'b-%'" | sort -u)"
-missing="$(comm -23 <(printf '%s\n' "$acked") <(printf '%s\n' "$exist") | head -5)"
+missing="$(comm -23 <(printf '%s\n' "$acked") <(printf '%s\n' "$exist") | sed -n 1,5p)"
 assert_eq "every acknowledged start exists" "" "$missing"
 assert_eq "each id once" "$(sql "SELECT count(DISTINCT id) FROM workflows WHERE id LIKE 'b-%'")" \
   "$(sql "SELECT count(*) FROM workflows WHERE id LIKE 'b-%'")"
@@ -99,7 +99,7 @@ assert_eq "every one ended" "$(sql "SELECT count(*) FROM workflows WHERE id LIKE
 if on_postgres; then v="result::json->'echo'->>'v'"; else v="json_extract(result, '\$.echo.v')"; fi
 assert_eq "each with its own input" 0 "$(sql "SELECT count(*) FROM workflows WHERE id LIKE 'b-%' AND 'b-' || ($v) <> id")"
 # their hash chains, begun by the starts' inserts (on PostgreSQL the head is written by the insert itself)
-some="$(printf '%s\n' "$acked" | head -20 | tr '\n' ' ')"
+some="$(printf '%s\n' "$acked" | sed -n 1,20p | tr '\n' ' ')"
 assert_exit "engine verify: the started workflows' chains" 0 engine verify same-1 $some
 assert_contains "every one ok" "0 BAD" "$OUT"
 kill "$S"; wait "$S" 2>/dev/null || true

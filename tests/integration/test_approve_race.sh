@@ -9,7 +9,7 @@ signals() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM signals WHERE wf_id='$1'"
 requested() { engine events "$1" --json 2>/dev/null | grep -c "\"type\":\"approval.requested\"" || true; }
 wait_requests() { # ID N: until the workflow has asked N times and waits
   wait_for 30 "$1 to ask for approval $2" \
-    '[ "$(requested "$1")" -ge "$2" ] && engine history "$1" 2>/dev/null | tail -1 | grep -q SignalWaitStarted' \
+    '[ "$(requested "$1")" -ge "$2" ] && engine history "$1" 2>/dev/null | tail -1 | has_line SignalWaitStarted' \
     'engine history "$1" 2>/dev/null | tail -3' "$@"
 }
 
@@ -81,7 +81,7 @@ assert_eq "no answer left over" 0 "$(signals ap3)"
 # --- a workflow that waits on something else; a request never asked
 "$ENGINE" start "$SRC/workflows/hello.lua" --id ap4 --input '{"name":"x","n":1}' >/dev/null 2>&1 &
 P=$!; PIDS+=("$P")
-wait_true 30 'engine history ap4 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history ap4 2>/dev/null | tail -1 | has_line SignalWaitStarted' || true
 assert_exit "nothing pending while it waits on a plain signal" 2 engine approve ap4
 assert_contains "says so" "no approval is pending for ap4" "$ERR"
 assert_exit "a request it never asked" 2 engine approve ap4 --request zz

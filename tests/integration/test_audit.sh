@@ -77,7 +77,7 @@ for l in lines:
 open(path, "w", encoding="utf-8").write("\n".join(out) + "\n")
 PY
 # line_of KIND: the number of the first line of that kind in bad.jsonl
-line_of() { grep -n "\"kind\":\"$1\"" "$T/bad.jsonl" | head -1 | cut -d: -f1; }
+line_of() { grep -n "\"kind\":\"$1\"" "$T/bad.jsonl" | sed -n 1p | cut -d: -f1; }
 # --- the hostile table: MUTATION (a sed or shell program on the file) | what verify names
 OTHER="$T/other"
 mkdir -p "$OTHER/keys"

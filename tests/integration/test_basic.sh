@@ -10,7 +10,7 @@ export HELLO_SIDE_EFFECTS="$T/effects"
 bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":3}' >"$T/h1.out" 2>"$T/h1.err"
 wait_status h1 waiting:signal
 # the timer comes first, then the signal wait
-wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3'
+wait_true 30 'engine history h1 | tail -1 | has_line SignalWaitStarted' 'engine history h1 | tail -3'
 assert_exit "signal a waiting workflow" 0 engine signal h1 approval '{"approved":true}'
 set +e; wait "$P"; rc=$?; set -e
 assert_eq "foreground start exits 0 on completion" 0 "$rc"
@@ -54,16 +54,16 @@ assert_contains "it never had to wait for it" "SignalReceived" "$(engine history
 H3=h3 SLEEP=1.5
 for try in 1 2 3 4 5 6; do
   assert_exit "start a sleeper" 3 engine start "$HELLO" --id "$H3" --detach --input "{\"n\":1,\"sleep\":$SLEEP}"
-  wait_true 30 'engine history "$H3" | grep -q TimerStarted' || true
+  wait_true 30 'engine history "$H3" | has_line TimerStarted' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
-  engine history "$H3" | grep -q TimerFired || break
+  engine history "$H3" | has_line TimerFired || break
   [ "$try" = 6 ] && { fail "every sleeper's timer fired before the kill (the last slept ${SLEEP}s)"; break; }
   H3="h3-$try" SLEEP="$(awk -v s="$SLEEP" 'BEGIN { print s * 2 }')"
   bg S engine serve
 done
 wait_due "$H3" # the due time passes while nothing runs
 bg S engine serve
-wait_true 30 'engine history "$H3" | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history "$H3" | has_line SignalWaitStarted' || true
 assert_contains "timer fired after the restart" "TimerFired" "$(engine history "$H3")"
 # --- events --follow sees the rest of the session live, then returns
 bg F sh -c "'$ENGINE' events $H3 --follow >'$T/follow.out'"

@@ -5,7 +5,7 @@ source "$(dirname "$0")/lib.sh"
 export HELLO_SIDE_EFFECTS="$T/effects" TEST_SIDE_EFFECTS="$T/effects"
 
 bg P engine start "$SRC/workflows/hello.lua" --id c1 --input '{"n":1,"sleep":0}'
-wait_true 30 'engine history c1 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history c1 2>/dev/null | tail -1 | has_line SignalWaitStarted' || true
 assert_exit "cancel a waiting workflow" 0 engine cancel c1
 set +e; wait "$P"; rc=$?; set -e
 assert_eq "foreground start exits 1 (cancelled)" 1 "$rc"
@@ -25,7 +25,7 @@ wait_status c2 cancelled 5
 assert_contains "cleanup saw the Cancelled error" '"cleanup":"Cancelled"' "$(engine history c2 --json)"
 # cancelling a workflow waiting on a timer
 assert_exit "start a sleeper" 3 engine start "$SRC/workflows/hello.lua" --id c3 --detach --input '{"n":1,"sleep":3600}'
-wait_true 30 'engine history c3 | tail -1 | grep -q TimerStarted' || true
+wait_true 30 'engine history c3 | tail -1 | has_line TimerStarted' || true
 engine cancel c3
 wait_status c3 cancelled 5
 assert_eq "no timer task left behind" 0 "$(engine show c3 --json | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).tasks)')"

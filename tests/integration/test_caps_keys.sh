@@ -33,7 +33,7 @@ for i in 1 2 3 4; do
   h="$(engine history "push-$i" --json)"
   if ! grep -q '"name":"sandbox.provision"' <<<"$h"; then continue; fi
   at_work=$((at_work + 1))
-  grep '"type":"ActivityCompleted"' <<<"$h" | grep -qE '"name":"sandbox.destroy(_session)?"' ||
+  grep '"type":"ActivityCompleted"' <<<"$h" | has_line -E '"name":"sandbox.destroy(_session)?"' ||
     fail "push-$i had a sandbox and did not destroy it"
 done
 [ "$at_work" -ge 3 ] && pass "$at_work of them were cancelled at work and destroyed their sandbox" ||

@@ -102,7 +102,7 @@ wait_until 30 "p1 met the 429" seen 1
 t429="$(requests | jget 1.time)"
 # p1 itself waits out the pause it set (retry-after), from the moment its turn
 # fails until the pause ends: engine show names it, polled until it does
-wait_for 30 "engine show p1 to name the paused rate" 'engine show p1 | grep -q "waits on: *rate .requests:openai."' \
+wait_for 30 "engine show p1 to name the paused rate" 'engine show p1 | has_line "waits on: *rate .requests:openai."' \
   'engine show p1' && pass "engine show names the paused rate"
 for i in 2 3 4 5; do start_session "p$i"; done
 for i in 1 2 3 4 5; do wait_status "p$i" completed 60 || true; done

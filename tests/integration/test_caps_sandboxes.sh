@@ -53,14 +53,14 @@ echo "# $samples samples, at most $max containers at once"
 [ "$max" -le "$CAP" ] && pass "never more than $CAP containers at once (at most $max)" || fail "$max containers at once (cap $CAP)"
 assert_eq "all $N sessions completed" "$N" "$(count_status completed)"
 if [ "$(count_status completed)" -lt "$N" ]; then # what the others wait on, for whoever reads the failure
-  engine list 2>&1 | grep -v ' completed' | head -5 >&2
-  for id in $(engine list 2>/dev/null | tail -n +2 | grep -v ' completed' | awk '{print $1}' | head -3); do
+  engine list 2>&1 | grep -v ' completed' | sed -n 1,5p >&2
+  for id in $(engine list 2>/dev/null | tail -n +2 | grep -v ' completed' | awk '{print $1}' | sed -n 1,3p); do
     engine show "$id" >&2 2>&1; engine history "$id" 2>&1 | tail -8 >&2
   done
   sqlite3 "$ENGINE_DB" "SELECT * FROM tasks; SELECT * FROM slots" >&2
   fi
 assert_contains "engine list shows a queued session with its place in line" "queued" "$queued_seen"
-waits="$(grep -oE "slot '(sessions|sandboxes|model-calls)'" <<<"$show_seen" | head -1 || true)"
+waits="$(grep -oE "slot '(sessions|sandboxes|model-calls)'" <<<"$show_seen" | sed -n 1p || true)"
 [ -n "$waits" ] && pass "engine show names the cap it waits on ($waits)" || fail "engine show names no cap: $show_seen"
 assert_contains "and its place in line" "in line of" "$show_seen"
 peak="$(model_health peak_active)"

@@ -52,7 +52,7 @@ assert_eq "a child's item" "ref.2 failed terminate" \
 
 # --- list --tree: each child under its parent
 TREE="$(engine list --tree)"
-assert_contains "list --tree puts the children under their parent" "ref  " "$(echo "$TREE" | grep -A4 '^ref ' | head -1)"
+assert_contains "list --tree puts the children under their parent" "ref  " "$(echo "$TREE" | grep -A4 '^ref ' | sed -n 1p)"
 assert_eq "the four children right under it, indented" "- ref.1 - ref.2 - ref.3 - ref.4" \
   "$(echo "$TREE" | grep -A4 '^ref ' | tail -4 | awk '{printf "%s %s ", $1, $2}' | sed 's/ $//')"
 assert_contains "list --json items name their parent" '"parent":"ref"' "$(engine list --json | grep '"id":"ref.1"')"

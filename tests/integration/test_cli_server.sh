@@ -40,7 +40,7 @@ shape() { sed -e "s/\b$2\b/ID/g" -e 's/[0-9][0-9]:[0-9][0-9]:[0-9][0-9]\.[0-9]\{
   -e 's/\(sent\|requested\) by [^ ]*$/\1 by WHO/' \
   -e 's/[0-9a-f]\{8\}-[0-9a-f-]\{27\}/UUID/g' -e 's/pid [0-9]*/pid N/g' <<<"$1"; }
 waits_on() { # ID TEXT: until `show` says it waits on TEXT
-  wait_true 30 'engine show "$1" 2>/dev/null | grep -q "waits on:  $2"' '' "$@" && return 0
+  wait_true 30 'engine show "$1" 2>/dev/null | has_line "waits on:  $2"' '' "$@" && return 0
   fail "$1 never waited on $2: $(engine show "$1" 2>&1)"
 }
 streams() { curl -s "$URL/metrics" | sed -n 's/^engine_sse_streams \([0-9]*\)$/\1/p'; }

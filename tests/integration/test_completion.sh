@@ -152,7 +152,7 @@ assert_eq "a prefix: its ids only" "bulk-04200 bulk-04201 bulk-04202 bulk-04203 
   "$(engine __complete ids --db "$B" bulk-0420 | lines)"
 assert_eq "a whole id is its own prefix" "seed" "$(engine __complete ids --db "$B" seed)"
 assert_eq "no prefix: at most 500, in id order" "500 bulk-00001" \
-  "$(engine __complete ids --db "$B" | wc -l) $(engine __complete ids --db "$B" | head -1)"
+  "$(engine __complete ids --db "$B" | wc -l) $(engine __complete ids --db "$B" | sed -n 1p)"
 assert_eq "with --status" "bulk-00012 bulk-00015 bulk-00018" \
   "$(engine __complete ids --db "$B" --status waiting bulk-0001 | lines)"
 assert_eq "--describe adds status and script" "bulk-00003	waiting tiny.lua" \
@@ -209,14 +209,14 @@ tmux -S "$SOCK" new-session -d -s comp -n hold -x 160 -y 40 -c "$T/work" "sleep 
 screen() { tmux -S "$SOCK" capture-pane -p -t "comp:$1"; }
 # until NAME TEXT: waits (up to 10 s) for the window's screen to show TEXT
 until_shows() {
-  wait_true 30 'screen "$1" | grep -qF -- "$2"' '' "$@" && return 0
+  wait_true 30 'screen "$1" | has_line -F -- "$2"' '' "$@" && return 0
   fail "$1: the screen never showed [$2]:"
   screen "$1" >&2
   return 1
 }
 # until_line NAME LINE: the same for a whole line (tmux drops trailing blanks)
 until_line() {
-  wait_true 30 'screen "$1" | grep -qxF -- "$2"' '' "$@" && return 0
+  wait_true 30 'screen "$1" | has_line -xF -- "$2"' '' "$@" && return 0
   fail "$1: the screen never showed the line [$2]:"
   screen "$1" >&2
   return 1
@@ -244,8 +244,8 @@ until_line w-bash 'bash$ engine approve pr-review:' && pass "bash: approve <Tab>
 tmux -S "$SOCK" send-keys -t comp:w-bash Tab Tab
 # bash lists what follows the colon, as it does for any word it cut there
 until_line w-bash '7  8' && pass "bash: approve pr-review:<Tab><Tab> lists the waiting ids (7 and 8)"
-screen w-bash | grep -q 'done-1' && fail "bash: a finished workflow offered to approve"
-screen w-bash | grep -q 'pr-review:pr-review' && fail "bash: the id's colon doubled the prefix"
+screen w-bash | has_line 'done-1' && fail "bash: a finished workflow offered to approve"
+screen w-bash | has_line 'pr-review:pr-review' && fail "bash: the id's colon doubled the prefix"
 typed w-bash "engine show " Tab Tab
 until_shows w-bash 'done-1' && until_shows w-bash 'pr-review:8' && pass "bash: show <Tab><Tab> lists every id"
 typed w-bash "engine list --status " Tab Tab
@@ -263,7 +263,7 @@ typed w-zsh "engine approve " Tab
 until_line w-zsh 'zsh% engine approve pr-review:' && tmux -S "$SOCK" send-keys -t comp:w-zsh Tab &&
   until_shows w-zsh 'pr-review:8' &&
   pass "zsh: approve <Tab> offers the waiting ids"
-screen w-zsh | grep -q 'done-1' && fail "zsh: a finished workflow offered to approve"
+screen w-zsh | has_line 'done-1' && fail "zsh: a finished workflow offered to approve"
 typed w-zsh "engine show " Tab
 until_shows w-zsh 'completed tiny.lua' && pass "zsh: ids come with their status and script"
 typed w-zsh "engine list --status=" Tab

@@ -29,7 +29,7 @@ POINTS+=" timer.fire:1 signal.take:1"
 run_until_exit() {
   local id="$1" pid="$2" signalled="$3"
   while kill -0 "$pid" 2>/dev/null; do
-    if [ "$signalled" == 0 ] && engine history "$id" 2>/dev/null | tail -1 | grep -q SignalWaitStarted; then
+    if [ "$signalled" == 0 ] && engine history "$id" 2>/dev/null | tail -1 | has_line SignalWaitStarted; then
       engine signal "$id" approval '{"approved":true}' 2>/dev/null && signalled=1
     fi
     sleep 0.01 # the driver's pace while the process runs (ctest's timeout bounds it)
@@ -90,7 +90,7 @@ for i in $(seq 1 $N); do
 done
 signal_waiting() {
   for i in $(seq 1 $N); do
-    engine history "s$i" 2>/dev/null | tail -1 | grep -q SignalWaitStarted &&
+    engine history "s$i" 2>/dev/null | tail -1 | has_line SignalWaitStarted &&
       engine signal "s$i" approval '{"approved":true}' 2>/dev/null || true
   done
 }

@@ -39,7 +39,7 @@ SERVE_PID=""
 [ -n "$(ls "$ROOTFS"/.complete-* 2>/dev/null)" ] || {
   fail "no debootstrap root in $ROOTFS (scripts/build-sandbox-image makes it; scripts/test runs it first)"; finish; }
 [ -f "$BUILD/CPackConfig.cmake" ] || { fail "no $BUILD/CPackConfig.cmake (cmake/package.cmake, included by CMakeLists.txt)"; finish; }
-curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping 2>/dev/null | grep -q OK || {
+curl -s --max-time 3 --unix-socket /var/run/docker.sock http://d/_ping 2>/dev/null | has_line OK || {
   fail "no Docker engine on /var/run/docker.sock (scripts/start-dockerd)"; finish; }
 docker image inspect engine-sandbox:latest >/dev/null 2>&1 || {
   fail "no engine-sandbox:latest image (scripts/build-sandbox-image)"; finish; }
@@ -65,7 +65,7 @@ teardown() {
     m="${MOUNTS[$i]}"
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
-  if awk '{print $2}' /proc/self/mounts | grep -qF "$T/"; then
+  if awk '{print $2}' /proc/self/mounts | has_line -F "$T/"; then
     echo "test_deb: still mounted under $T, kept:" >&2
     awk '{print $2}' /proc/self/mounts | grep -F "$T/" >&2
     KEEP=1
@@ -105,7 +105,7 @@ waiting_request() { eng show "$1" --json 2>/dev/null | lua5.4 -e '
   local w = ok and type(j.waits) == "table" and j.waits or {}
   io.write(w.kind == "approval" and w.request_id or "")' 2>/dev/null || true; }
 wait_root_status() { # ID STATUS SECONDS
-  wait_for "$3" "$1 to be $2" '[ "$(status_of "$1")" = "$2" ]' 'eng show "$1" 2>&1 | head -20' "$1" "$2"
+  wait_for "$3" "$1 to be $2" '[ "$(status_of "$1")" = "$2" ]' 'eng show "$1" 2>&1 | sed -n 1,20p' "$1" "$2"
 }
 # engine processes running from the root's /usr/bin/engine, by any parent
 root_engines() {
@@ -225,7 +225,7 @@ eng_exec start workflows/agent_session.lua --input @examples/pr-review.json --db
 START_PID=$!
 PIDS+=("$START_PID")
 wait_for 120 "pr1 to wait for the approval of publish_review" '[ -n "$(waiting_request pr1)" ]' \
-  'tail -5 "$T/pr1.err"; eng show pr1 2>&1 | head -20'
+  'tail -5 "$T/pr1.err"; eng show pr1 2>&1 | sed -n 1,20p'
 RID="$(waiting_request pr1)"
 assert_contains "it waits for publish_review" '"tool":"publish_review"' "$(eng show pr1 --json)"
 assert_exit "engine approve pr1 --request $RID" 0 eng approve pr1 --request "$RID" --reason "looks right"
@@ -247,7 +247,7 @@ SERVE_PID=$!
 PIDS+=("$SERVE_PID")
 wait_serving "$T/serve1.log"
 assert_exit "engine start pr2 --detach records it (exit 3)" 3 eng start workflows/agent_session.lua --input @examples/pr-review.json --id pr2 --detach
-wait_for 120 "pr2 to wait for its approval" '[ -n "$(waiting_request pr2)" ]' 'tail -5 "$T/serve1.log"; eng show pr2 2>&1 | head -20'
+wait_for 120 "pr2 to wait for its approval" '[ -n "$(waiting_request pr2)" ]' 'tail -5 "$T/serve1.log"; eng show pr2 2>&1 | sed -n 1,20p'
 RID2="$(waiting_request pr2)"
 C2="$(containers pr2)"
 [ -n "$C2" ] && pass "pr2's sandbox runs while it waits" || fail "pr2 has no sandbox container while it waits"

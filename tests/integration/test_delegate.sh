@@ -110,7 +110,7 @@ assert_eq "its children's spend, apart" "2 3300 2" \
   "$(jget sub_sessions.count <<<"$res") $(jget sub_sessions.tokens <<<"$res") $(jget sub_sessions.turns <<<"$res")"
 assert_eq "each child's own tokens" "1100 2200" \
   "$(engine show p1.1 --json | jget result.tokens) $(engine show p1.2 --json | jget result.tokens)"
-lim="$(engine events p1 --json | grep '"delegation.started"' | head -1 | jget payload.limits)"
+lim="$(engine events p1 --json | grep '"delegation.started"' | sed -n 1p | jget payload.limits)"
 assert_eq "a child's limits are a share of what the parent had left (10 turns among 4 calls and itself)" 2 \
   "$(jget maxModelTurns <<<"$lim")"
 assert_eq "the sandboxes are gone" "0 0" "$(containers p1.1) $(containers p1.2)"

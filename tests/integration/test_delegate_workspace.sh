@@ -123,7 +123,7 @@ check_driver() { # DRIVER ID
   before="$(tree_hash "$ws/working")"
   release "before-$id"
   # the child's shell command that writes under /workspace/parent asks a person (policies/10-shell.lua)
-  wait_true 180 '[ "$(pending "$id.1")" -ge 1 ]' 'statuses; engine show "$id.1" 2>&1 | head -5' || true
+  wait_true 180 '[ "$(pending "$id.1")" -ge 1 ]' 'statuses; engine show "$id.1" 2>&1 | sed -n 1,5p' || true
   if [ "$driver" == docker ]; then
     local binds
     binds="$(docker inspect -f '{{json .HostConfig.Binds}}' \

@@ -14,7 +14,7 @@ unset ENGINE_SERVER ENGINE_TOKEN ENGINE_SANDBOX_DRIVER ENGINE_SANDBOX_IMAGE ENGI
   ENGINE_CREDENTIALS_FILE ENGINE_HOME DOCKER_HOST OPENAI_API_KEY ANTHROPIC_API_KEY GITHUB_WEBHOOK_SECRET
 cd "$T"
 
-if ! curl -s --max-time 2 --unix-socket /var/run/docker.sock http://d/_ping 2>/dev/null | grep -q OK; then
+if ! curl -s --max-time 2 --unix-socket /var/run/docker.sock http://d/_ping 2>/dev/null | has_line OK; then
   fail "no Docker engine answers on /var/run/docker.sock (scripts/start-dockerd starts one)"; finish
 fi
 if ! curl -sf --max-time 5 --unix-socket /var/run/docker.sock http://d/images/engine-sandbox:latest/json >/dev/null; then
@@ -65,7 +65,7 @@ row_is healthy "credentials: openai" warn "OPENAI_API_KEY not set" "ENGINE_CREDE
 # for people: a table with the states and a last line; exit 0 with warnings
 set +e; TABLE="$("$ENGINE" doctor)"; rc=$?; set -e
 assert_eq "table: exit 0" 0 "$rc"
-assert_contains "table: header" "CHECK" "$(printf '%s' "$TABLE" | head -1)"
+assert_contains "table: header" "CHECK" "$(printf '%s' "$TABLE" | sed -n 1p)"
 assert_contains "table: a docker row" "docker" "$(printf '%s' "$TABLE" | grep '^docker ')"
 assert_contains "table: the fix under a warning" "fix: set OPENAI_API_KEY" "$TABLE"
 assert_contains "table: the summary" "ready: 0 failed" "$(printf '%s' "$TABLE" | tail -1)"

@@ -23,7 +23,7 @@ assert_eq "severities as expected" "pass pass pass" \
   "$(jlua 'r.cases[1].scores.severity.result .. " " .. r.cases[2].scores.severity.result .. " " .. r.cases[3].scores.severity.result' <<<"$res")"
 assert_eq "no tool calls: one call each, and a repair" "0 4" "$(jlua 'string.format("%d %d", r.totals.tool_calls, r.totals.turns)' <<<"$res")"
 assert_eq "each case a one_call session" "one_call" \
-  "$(engine events ev1.disk_full --json | head -1 | jget payload.design)"
+  "$(engine events ev1.disk_full --json | sed -n 1p | jget payload.design)"
 
 # --- a case whose input the one-call schema refuses: named, nothing started
 cp -r "$SUITE" "$T/bad"

@@ -110,7 +110,7 @@ wait_approval fb
 D="$(engine show fb --json | jget forked_from.seq)"
 assert_eq "its events to there are the source's" "$(events_upto pr-src "$D")" "$(events_upto fb "$D")"
 assert_eq "restored from the sandbox as provisioned (its context files are gone by now)" \
-  "$(engine events pr-src --json | grep '"type":"workspace.snapshot"' | head -1 | jget payload.tree)" \
+  "$(engine events pr-src --json | grep '"type":"workspace.snapshot"' | sed -n 1p | jget payload.tree)" \
   "$(engine events fb --json | grep '"type":"workspace.restored"' | jget payload.tree)"
 assert_eq "its copy and change make the source's tree" "$TREE" "$(tool_result fb "$D" 2)"
 assert_eq "the source is unchanged" "$SRC_ROWS" "$(rows_of pr-src)"
@@ -124,7 +124,7 @@ assert_contains "the patched timeout ended it" '"published":false' "$(engine sho
 assert_eq "the source is unchanged" "$SRC_ROWS" "$(rows_of pr-src)"
 
 # --- between the copy's result and its snapshot: refused by engine fork
-WROTE="$(engine events pr-src --json | grep '"type":"tool.result"' | head -1 | jget seq)"
+WROTE="$(engine events pr-src --json | grep '"type":"tool.result"' | sed -n 1p | jget seq)"
 assert_exit "fork between a write and its snapshot" 2 engine fork pr-src --at "$WROTE" --id fd --detach
 assert_contains "it says why" "cannot be rebuilt: the tools of turn 1 wrote it (#$WROTE) after its last snapshot" "$ERR"
 assert_contains "and where a fork may be" "fork it at that turn's workspace.snapshot or before its tool calls" "$ERR"

@@ -32,7 +32,7 @@ rm -f "$T/gate"
 # the two windows end once $T/gate exists: after the kill and the restart
 start mix "{\"mode\":\"mixed\",\"gate\":\"$T/gate\"}"
 wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
-wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
+wait_true 30 'engine history mix | has_line ActivityCompleted' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "killed with two still running" 0 "$(grep -c ' window-end' "$T/effects")"
 serve
@@ -53,7 +53,7 @@ assert_eq "no task left behind" 0 "$(sql "SELECT count(*) FROM tasks WHERE wf_id
 
 # --- cancel: both pending futures are cancelled, the clean-up runs
 start can '{"mode":"cancel"}'
-wait_true 30 'engine history can | grep -q TimerStarted' || true
+wait_true 30 'engine history can | has_line TimerStarted' || true
 engine cancel can >/dev/null
 wait_status can cancelled 10 || fail "can: $(status can)"
 assert_eq "a CommandCancelled for each pending future" 2 "$(engine history can | grep -c CommandCancelled)"

@@ -24,7 +24,7 @@ assert_exit "hello.lua to completion" 0 engine start "$HELLO" --id done --input 
 serve_bg
 assert_exit "hello.lua until it waits for its approval" 3 engine start "$HELLO" --id waits --detach --input '{"name":"Bo","n":2}'
 wait_status waits waiting:signal || fail "waits never waited"
-wait_true 30 'engine history waits | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history waits | tail -1 | has_line SignalWaitStarted' || true
 kill "$S"; wait "$S" 2>/dev/null || true
 NDONE="$(sql "SELECT max(seq) FROM history WHERE wf_id='done'")"
 assert_exit "an untouched database verifies" 0 engine verify --all

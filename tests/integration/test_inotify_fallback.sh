@@ -32,7 +32,7 @@ log="$(cat "$T/serve.log")"
 assert_contains "the policy watch says it polls" "cannot watch $T/policies-link with inotify" "$log"
 assert_contains "the commit watch says it polls" "cannot watch $T/db for commits" "$log"
 
-wait_true 30 'engine history w1 | tail -1 | grep -q SignalWaitStarted' 'engine history w1 | tail -3'
+wait_true 30 'engine history w1 | tail -1 | has_line SignalWaitStarted' 'engine history w1 | tail -3'
 as_u "$ENGINE" signal w1 go '{"n":7}' >/dev/null
 wait_status w1 completed 10 && pass "a signal from another process wakes the workflow" || fail "w1 did not complete"
 assert_eq "with its payload" 7 "$(engine show w1 --json | jget result.got.n)"

@@ -26,7 +26,7 @@ done
 if [ "${ENGINE_SANITIZED:-0}" != 1 ]; then
   assert_eq "the binary names neither the source nor the build tree" 0 \
     "$(strings "$P/bin/engine" | grep -c -e "$SRC" -e "$BUILD" || true)"
-  assert_eq "no installed file names them" "" "$(grep -rl -e "$SRC" -e "$BUILD" "$P" 2>/dev/null | head -3)"
+  assert_eq "no installed file names them" "" "$(grep -rl -e "$SRC" -e "$BUILD" "$P" 2>/dev/null | sed -n 1,3p)"
 fi
 case "$T/" in "$SRC/"*|"$BUILD/"*) fail "the test's folder $T is inside the tree it hides"; finish ;; esac
 
@@ -70,7 +70,7 @@ grep -q "serving $T/var/engine.db" "$T/serve.log" && ok "it serves the file's da
 "$E" "${C[@]}" start workflows/agent_session.lua --input @examples/pr-review.json --id inst --detach >"$T/start.out" 2>&1
 pending() { "$E" "${C[@]}" events inst --json | grep -c '"type":"approval.requested"'; }
 if wait_until 120 '[ "$(pending)" -ge 1 ]'; then ok "the example asks for approval"
-else no "the example never asked for approval: $("$E" "${C[@]}" show inst 2>&1 | head -5) $(tail -5 "$T/serve.log")"; fi
+else no "the example never asked for approval: $("$E" "${C[@]}" show inst 2>&1 | sed -n 1,5p) $(tail -5 "$T/serve.log")"; fi
 rid="$("$E" "${C[@]}" show inst --json | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).waits.request_id)')"
 "$E" --server "$URL" approve inst --request "$rid" --reason "from the installed binary" >/dev/null 2>"$T/approve.err" && ok "approved over the API" || no "approve: $(cat "$T/approve.err")"
 status() { "$E" "${C[@]}" show inst --json | lua5.4 -e 'io.write(require"cjson".decode(io.read("a")).status)'; }

@@ -69,7 +69,7 @@ serve_bg
 IN="$(input "{\"srv\": $(stdio_server ok "$CALL_TIMEOUT"), \"hang\": $(stdio_server ok "$HANG_TIMEOUT" hang)}" \
   '{"tools": [], "requiresApproval": ["mcp__srv__add"]}')"
 "$ENGINE" start "$WF" --input @"$IN" --id m1 --detach >/dev/null 2>&1 || true
-wait_for 60 "m1 to ask for the approval of add" 'engine events m1 --json 2>/dev/null | grep -q approval.requested' \
+wait_for 60 "m1 to ask for the approval of add" 'engine events m1 --json 2>/dev/null | has_line approval.requested' \
   'engine show m1' || true
 assert_contains "the MCP tools are offered under mcp__srv__ names" "mcp__srv__echo" \
   "$(engine events m1 --json | grep session.created)"

@@ -73,7 +73,7 @@ wait_status mem-a completed 120
 assert_eq "the approved fact is stored once" 1 "$(stored_rows "$FACT")"
 assert_eq "the refused one is not stored" 0 "$(stored_rows "$CHEESE")"
 ev="$(engine events mem-a --json)"
-stored="$(grep '"type":"memory.stored"' <<<"$ev" | head -1)"
+stored="$(grep '"type":"memory.stored"' <<<"$ev" | sed -n 1p)"
 assert_contains "memory.stored names the approver" '"approver":"local:alice"' "$stored"
 assert_contains "and the session" '"session_id":"mem-a"' "$stored"
 assert_contains "and the evidence" 'ops/README.md line 3' "$stored"

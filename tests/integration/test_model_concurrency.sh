@@ -39,8 +39,8 @@ kill "$S"; wait "$S" 2>/dev/null || true
 if [ "$(engine list --status completed | tail -n +2 | wc -l)" -ne "$N" ]; then
   # say which run did not complete and why, so a failure here can be understood from the log
   echo "# start errors:"; sed 's/^/#   /' "$T/start.err"
-  engine list | tail -n +2 | awk '$2 != "completed"' | head -5 | while read -r id _; do
-    echo "# $id:"; engine show "$id" 2>&1 | sed 's/^/#   /' | head -30
+  engine list | tail -n +2 | awk '$2 != "completed"' | sed -n 1,5p | while read -r id _; do
+    echo "# $id:"; engine show "$id" 2>&1 | sed 's/^/#   /' | sed -n 1,30p
   done
 fi
 assert_eq "all $N model calls completed" "$N" "$(engine list --status completed | tail -n +2 | wc -l)"

@@ -60,8 +60,8 @@ session() {
   assert_eq "$driver: the session completed" completed "$(status "$id")"
   assert_eq "$driver: nothing was run through a shell or PATH (log: $(paste -sd '|' "$LOG"))" 0 "$(grep -c . "$LOG" || true)"
   local ev; ev="$(engine events "$id" --json)"
-  assert_contains "$driver: the skill was mounted" "SKILL.md" "$(grep '"type":"tool.result"' <<<"$ev" | head -1)"
-  assert_contains "$driver: the context file was copied in" "calc.py" "$(grep '"type":"tool.result"' <<<"$ev" | head -1)"
+  assert_contains "$driver: the skill was mounted" "SKILL.md" "$(grep '"type":"tool.result"' <<<"$ev" | sed -n 1p)"
+  assert_contains "$driver: the context file was copied in" "calc.py" "$(grep '"type":"tool.result"' <<<"$ev" | sed -n 1p)"
   assert_contains "$driver: the review was published (its directory made)" "add returns a - b" \
     "$(cat "$ENGINE_REVIEWS_DIR/$id.md" 2>/dev/null)"
   local saved; saved="$(grep '"type":"artifact.saved"' <<<"$ev" | grep '"path":"output/review.md"' || true)"

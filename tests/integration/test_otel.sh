@@ -22,7 +22,7 @@ OTEL="$SRC/tests/otel"
 # an engine without the exporter: nothing to test (the binary reads the
 # standard variable once it has one; its help says so). ENGINE_OTEL_TEST_FORCE=1
 # runs it all the same, to see how far an engine gets.
-if [ "${ENGINE_OTEL_TEST_FORCE:-0}" != 1 ] && ! grep -aq OTEL_EXPORTER_OTLP_ENDPOINT "$ENGINE" && ! { engine serve --help 2>&1; engine --help 2>&1; } | grep -q OTEL; then
+if [ "${ENGINE_OTEL_TEST_FORCE:-0}" != 1 ] && ! grep -aq OTEL_EXPORTER_OTLP_ENDPOINT "$ENGINE" && ! { engine serve --help 2>&1; engine --help 2>&1; } | has_line OTEL; then
   echo "ok - skipped: this engine has no OpenTelemetry export (neither its binary nor its help names OTEL_EXPORTER_OTLP_ENDPOINT)"
   finish; exit 0
 fi
@@ -133,6 +133,6 @@ if python3 "$OTEL/check_trace.py" --spans "$SPANS" --expect "$T/expect.json" >"$
   pass "the trace: one, the caller's, every parent present, no span id twice, the recorded turns' tokens (check_trace.py)"
 else
   fail "check_trace.py: $(cat "$T/check.out")"
-  python3 "$OTEL/check_trace.py" --spans "$SPANS" --expect "$T/expect.json" --tree 2>&1 | head -60 >&2 || true
+  python3 "$OTEL/check_trace.py" --spans "$SPANS" --expect "$T/expect.json" --tree 2>&1 | sed -n 1,60p >&2 || true
 fi
 finish

@@ -106,7 +106,7 @@ verify_history p2 >/dev/null || fail "p2 history"
 : >"$T/mcp.log"
 model "{\"reply\": {\"tool_calls\": [$(call k1 'echo quick'), $(slow k2 3), $(slow k3 3)]}}"
 "$ENGINE" start "$WF" --input @"$T/input.json" --id p3 --detach >/dev/null 2>&1 || true
-wait_true 30 'engine history p3 --json 2>/dev/null | grep "\"ActivityCompleted\"" | grep -q "\"tool_call_id\":\"k1\"" &&
+wait_true 30 'engine history p3 --json 2>/dev/null | grep "\"ActivityCompleted\"" | has_line "\"tool_call_id\":\"k1\"" &&
   [ "$(mcp_calls)" -ge 2 ]' || true
 assert_eq "both slow calls were running at the kill" 2 "$(mcp_calls)"
 kill -9 "$S"; wait "$S" 2>/dev/null || true

@@ -50,7 +50,7 @@ fi
 NET=""
 for i in $(seq 0 63); do
   c="10.213.$(( ($$ + i) % 256 ))"
-  { ip -4 route show table all; ip -4 addr show; ip -4 neigh show; } | grep -qF "$c." && continue
+  { ip -4 route show table all; ip -4 addr show; ip -4 neigh show; } | has_line -F "$c." && continue
   NET="$c"; break
 done
 [ -n "$NET" ] || { fail "no free /30 in 10.213.0.0/16"; finish; }

@@ -50,7 +50,7 @@ shape() {
 run_hello() {
   bg P engine start "$HELLO" --id h1 --input '{"name":"Ada","n":2}' >"$T/h1.out" 2>"$T/h1.err"
   wait_status h1 waiting:signal || fail "h1 never waited ($ENGINE_DB): $(cat "$T/h1.err")"
-  wait_true 30 'engine history h1 | tail -1 | grep -q SignalWaitStarted' 'engine history h1 | tail -3' || true
+  wait_true 30 'engine history h1 | tail -1 | has_line SignalWaitStarted' 'engine history h1 | tail -3' || true
   engine signal h1 approval '{"approved":true}' >/dev/null
   set +e; wait "$P"; rc=$?; set -e
   echo "rc=$rc $(cat "$T/h1.out") $(verify_history h1) $(verify_events h1)"
@@ -93,7 +93,7 @@ engine cancel c2 >/dev/null
 wait_status c2 cancelled 10 || fail "c2: $(status c2)"
 assert_contains "cleanup saw the Cancelled error" '"cleanup":"Cancelled"' "$(engine history c2 --json)"
 start "$HELLO" c3 '{"n":1,"sleep":3600}'
-wait_true 30 'engine history c3 | tail -1 | grep -q TimerStarted' || true
+wait_true 30 'engine history c3 | tail -1 | has_line TimerStarted' || true
 engine cancel c3 >/dev/null
 wait_status c3 cancelled 10 || fail "c3: $(status c3)"
 assert_contains "a cancelled timer ends the run cancelled" "last=WorkflowCancelled" "$(verify_history c3)"
@@ -134,7 +134,7 @@ run_killed() {
   # the two windows end once $T/gate exists: after the kill and the restart
   start "$WF/futures.lua" mix "{\"mode\":\"mixed\",\"gate\":\"$T/gate\"}"
   wait_true 30 '[ "$(grep -c '\'' window-start'\'' "$T/effects")" -ge 2 ] && grep -q '\'' echo '\'' "$T/effects"' || true
-  wait_true 30 'engine history mix | grep -q ActivityCompleted' || true
+  wait_true 30 'engine history mix | has_line ActivityCompleted' || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
   local ended; ended="$(grep -c ' window-end' "$T/effects" || true)"
   serve

@@ -118,7 +118,7 @@ assert_eq "the result names it" "1001" "$(engine show "$ID" --json | jget result
 
 # --- the review's signed audit export (docs/audit.md) verifies; one byte changed does not
 engine audit export "$ID" >"$T/review.audit.jsonl" || fail "engine audit export $ID"
-PUB="$(engine audit key | head -1)"
+PUB="$(engine audit key | sed -n 1p)"
 assert_exit "the review's audit export verifies" 0 engine audit verify "$T/review.audit.jsonl" --key "$PUB"
 for kind in decision approval artifact; do
   [ "$(grep -c "\"kind\":\"$kind\"" "$T/review.audit.jsonl")" -ge 1 ] && pass "it holds the review's ${kind}s" ||
@@ -126,9 +126,9 @@ for kind in decision approval artifact; do
 done
 assert_contains "the approval with who approved it and why" '"reason":"ship it"' \
   "$(grep '"kind":"approval"' "$T/review.audit.jsonl")"
-assert_contains "the policy decision with its policy set's hash" '"hash":"' "$(grep '"kind":"decision"' "$T/review.audit.jsonl" | head -1)"
+assert_contains "the policy decision with its policy set's hash" '"hash":"' "$(grep '"kind":"decision"' "$T/review.audit.jsonl" | sed -n 1p)"
 # the first digit of the first "seq" of the first decision line, one more (mod 10)
-mid="$(grep -n '"kind":"decision"' "$T/review.audit.jsonl" | head -1 | cut -d: -f1)"
+mid="$(grep -n '"kind":"decision"' "$T/review.audit.jsonl" | sed -n 1p | cut -d: -f1)"
 sed "${mid}s/\"seq\":\([0-9]\)/\"seq\":X\1/" "$T/review.audit.jsonl" | sed "${mid}s/X0/1/;${mid}s/X1/2/;${mid}s/X2/3/;${mid}s/X3/4/;${mid}s/X4/5/;${mid}s/X5/6/;${mid}s/X6/7/;${mid}s/X7/8/;${mid}s/X8/9/;${mid}s/X9/0/" >"$T/changed.jsonl"
 assert_eq "one byte changed" 1 "$(cmp -l "$T/review.audit.jsonl" "$T/changed.jsonl" | wc -l)"
 assert_exit "the changed export does not verify" 1 engine audit verify "$T/changed.jsonl" --key "$PUB"

@@ -49,7 +49,7 @@ for pt in $POINTS; do
   got="$(ENGINE_DB="$db" engine show r --json)"
   [[ "$got" == *"\"result\":$WANT,"* ]] || fail "$pt: another result: $got (uninterrupted: $WANT)"
   h="$(history_of "$db")"
-  [ "$h" == "$WANT_HISTORY" ] || fail "$pt: another history: $(diff <(echo "$WANT_HISTORY") <(echo "$h") | head -5)"
+  [ "$h" == "$WANT_HISTORY" ] || fail "$pt: another history: $(diff <(echo "$WANT_HISTORY") <(echo "$h") | sed -n 1,5p)"
 done
 [ "$killed" -ge 18 ] && pass "$killed of $cases crash points killed the run; each resumed to the same result and history" ||
   fail "only $killed of $cases crash points were reached"

@@ -13,7 +13,7 @@ export HELLO_SIDE_EFFECTS="$T/effects"
 bg S engine serve
 assert_exit "start a run" 3 engine start "$T/wf/hello.lua" --id p1 --detach --input '{"n":2,"sleep":0}'
 wait_status p1 waiting:signal
-wait_true 30 'engine history p1 | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history p1 | tail -1 | has_line SignalWaitStarted' || true
 # the edit adds an activity in front of the greetings and changes the result
 sed -i 's/local greetings = {}/local greetings = {}; wf.activity("hello_activities.cleanup", {ticket = "edit"})/' "$T/wf/hello.lua"
 sed -i 's/return { greetings = greetings,/return { edited = true, greetings = greetings,/' "$T/wf/hello.lua"
@@ -38,13 +38,13 @@ assert_contains "reports ok" "ok:" "$OUT"
 # --- replay determinism: a new run replays to the same result in a fresh VM
 assert_exit "start a second run" 3 engine start "$SRC/workflows/hello.lua" --id p2 --detach --input '{"n":1,"sleep":0}'
 wait_status p2 waiting:signal
-wait_true 30 'engine history p2 | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history p2 | tail -1 | has_line SignalWaitStarted' || true
 kill "$S"; wait "$S" 2>/dev/null || true   # evicted and the process gone: next wake replays from the log
-before="$(engine history p2 --json | head -3)"
+before="$(engine history p2 --json | sed -n 1,3p)"
 bg S engine serve
 engine signal p2 approval '{"approved":true}'
 wait_status p2 completed
-assert_eq "replayed prefix identical (checkpoint, uuid, now)" "$before" "$(engine history p2 --json | head -3)"
+assert_eq "replayed prefix identical (checkpoint, uuid, now)" "$before" "$(engine history p2 --json | sed -n 1,3p)"
 assert_eq "p2 complete" "events=17 activities_completed=2 open_commands=0 last=WorkflowCompleted" "$(verify_history p2)"
 
 # --- non-determinism detected on replay: stuck, then fixed

@@ -25,7 +25,7 @@ assert_exit "start o1 (another script)" 3 engine start "$T/wf/other.lua" --id o1
 assert_exit "start done1 (finishes)" 3 engine start "$T/wf/w.lua" --id done1 --detach --input '{"n":5}'
 for id in r1 r2 r3 o1 done1; do
   wait_status "$id" waiting:signal
-  wait_true 30 'engine history "$id" | tail -1 | grep -q SignalWaitStarted' || true
+  wait_true 30 'engine history "$id" | tail -1 | has_line SignalWaitStarted' || true
 done
 engine signal done1 go '"x"'
 wait_status done1 completed
@@ -65,7 +65,7 @@ done
 assert_contains "summary counts divergences" "3 runs checked: 0 replay, 3 diverge" "$OUT"
 assert_exit "--json with a divergence" 1 engine replay --all --script "$T/wf/w.lua" --json
 assert_eq "--json: one object per run, nothing else" 3 "$(printf '%s\n' "$OUT" | wc -l)"
-first="$(printf '%s\n' "$OUT" | head -1)"
+first="$(printf '%s\n' "$OUT" | sed -n 1p)"
 assert_eq "--json: id" r1 "$(jget id <<<"$first")"
 assert_eq "--json: status" waiting "$(jget status <<<"$first")"
 assert_eq "--json: replays" false "$(jget replays <<<"$first")"

@@ -11,7 +11,7 @@ run() { # run ID INPUT -> the result JSON (the workflow catches the error and co
 }
 attempts() { grep -c "^$1 " "$T/effects" || true; }
 no_inf() { # ID: the history holds no inf/nan (it would not even be JSON)
-  if engine history "$1" --json | grep -Eiq '(:|,|\[)-?(inf|nan)'; then fail "$1: inf or nan in the history"
+  if engine history "$1" --json | has_line -Ei '(:|,|\[)-?(inf|nan)'; then fail "$1: inf or nan in the history"
   else pass "$1: no inf or nan in the history"; fi
 }
 

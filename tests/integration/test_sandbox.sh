@@ -109,7 +109,7 @@ check_session() { # DRIVER ID
   assert_eq "$driver: no container left" 0 "$(containers "$id")"
   no_workspace_left "$driver"
   if [ "$driver" == docker ]; then
-    assert_eq "$driver: a file copied in (archive PUT)" "through the archive API" "$(r cp_check.stdout | head -1)"
+    assert_eq "$driver: a file copied in (archive PUT)" "through the archive API" "$(r cp_check.stdout | sed -n 1p)"
     assert_eq "$driver: a file copied out (archive GET)" "made here" "$(r cp_out.1.data | tr -d '\n')"
   else
     assert_eq "$driver: archive copies need docker" Unsupported "$(r cp_in.error.type)"
@@ -142,7 +142,7 @@ no_workspace_left "Docker engine down"
 # --- cancellation destroys the sandbox
 bg S engine serve
 engine start "$WF" --id sb5 --detach --input '{"steps":[{"op":"wait","name":"w","signal":"go"}]}' >/dev/null 2>&1 || true
-wait_true 30 '[ "$(containers sb5)" == 1 ] && engine history sb5 | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 '[ "$(containers sb5)" == 1 ] && engine history sb5 | tail -1 | has_line SignalWaitStarted' || true
 assert_eq "a live sandbox" 1 "$(containers sb5)"
 engine cancel sb5
 wait_status sb5 cancelled 60
@@ -150,7 +150,7 @@ assert_eq "cancel removed the container" 0 "$(containers sb5)"
 
 # --- kill -9 while a container runs: the live session keeps it, then finishes
 engine start "$WF" --id sb6 --detach --input '{"steps":[{"op":"exec","name":"long","cmd":"sleep 3; echo done","timeout":30}]}' >/dev/null 2>&1 || true
-wait_true 30 '[ "$(containers sb6)" == 1 ] && engine history sb6 | grep -q "sandbox.exec"' || true
+wait_true 30 '[ "$(containers sb6)" == 1 ] && engine history sb6 | has_line "sandbox.exec"' || true
 kill -9 "$S"; wait "$S" 2>/dev/null || true
 assert_eq "the container outlives the engine" 1 "$(containers sb6)"
 # an orphan: a labelled container of this database whose session is unknown

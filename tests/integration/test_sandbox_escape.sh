@@ -43,7 +43,7 @@ done
 # Docker connection, a database and a live sandbox)
 bg S engine serve
 engine start "$WF" --id esc-fds --detach --input '{"steps":[{"op":"exec","name":"a","cmd":"true"},{"op":"wait","name":"w","signal":"go"}]}' >/dev/null || true
-wait_true 30 'engine history esc-fds 2>/dev/null | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history esc-fds 2>/dev/null | has_line SignalWaitStarted' || true
 leaked=""
 for f in /proc/"$S"/fdinfo/*; do
   fd="${f##*/}"; [ "$fd" -le 2 ] && continue
@@ -64,7 +64,7 @@ for driver in docker bwrap; do
       {"op":"exec","name":"mark","cmd":"echo '"$who"' > /workspace/working/who"},
       {"op":"wait","name":"w","signal":"go"},
       {"op":"exec","name":"who","cmd":"cat /workspace/working/who"}]}' >/dev/null || true
-    wait_true 30 'engine history "$P-$driver-$who" 2>/dev/null | grep -q SignalWaitStarted' || true
+    wait_true 30 'engine history "$P-$driver-$who" 2>/dev/null | has_line SignalWaitStarted' || true
   done
   for who in one two; do engine signal "$P-$driver-$who" go '{}' >/dev/null 2>&1 || true; done
   got=""
@@ -82,7 +82,7 @@ for driver in docker bwrap; do
   ENGINE_SANDBOX_DRIVER="$driver" engine start "$WF" --id "quota-$driver" --detach --input '{"limits":{"memoryMb":128,"pids":64,"cpu":1,"diskMb":16},"steps":[
     {"op":"exec","name":"fill","cmd":"head -c 100M /dev/zero > /workspace/working/f; ls -l /workspace/working/f"},
     {"op":"wait","name":"w","signal":"go"}]}' >/dev/null || true
-  wait_true 30 'engine history "quota-$driver" 2>/dev/null | grep -q SignalWaitStarted' || true
+  wait_true 30 'engine history "quota-$driver" 2>/dev/null | has_line SignalWaitStarted' || true
   after="$(df -Pk "$T" | awk 'NR==2 {print $3}')"
   grown=$(( (after - before) / 1024 ))
   [ "$grown" -lt 40 ] && row host_disk_under_quota "$driver" held ||

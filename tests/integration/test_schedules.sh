@@ -200,7 +200,7 @@ for point in schedule.fired:3 schedule.committed:3; do
   wait_true 60 '[ "$(started cr)" -ge $((C0 + 2)) ] && [ "$(notdone cr)" == 0 ]' || true
   stop_serve
   IDS="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:cr:2*' ORDER BY id")"
-  FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | head -1)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
+  FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | sed -n 1p)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
   NIDS="$(printf '%s\n' "$IDS" | grep -c .)"
   assert_eq "after $point: every second fired once, none lost" $((LAST_S - FIRST_S + 1)) "$NIDS"
   assert_eq "after $point: one start in each history" "$NIDS" "$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cr:*' AND type='WorkflowStarted'")"
@@ -214,7 +214,7 @@ wait_true 60 'grep -q "writable again" "$T/serve.log" && [ "$(started cr)" -ge $
 stop_serve
 assert_contains "the failed write was reported" "cannot write to the store" "$(cat "$T/serve.log")"
 IDS="$(q "SELECT id FROM workflows WHERE id GLOB 'sched:cr:2*' ORDER BY id")"
-FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | head -1)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
+FIRST_S="$(id_secs "$(printf '%s\n' "$IDS" | sed -n 1p)")" LAST_S="$(id_secs "$(printf '%s\n' "$IDS" | tail -1)")"
 NIDS="$(printf '%s\n' "$IDS" | grep -c .)"
 assert_eq "after a lost batch: every second fired once, none lost" $((LAST_S - FIRST_S + 1)) "$NIDS"
 assert_eq "after a lost batch: one start in each history" "$NIDS" "$(q "SELECT count(*) FROM history WHERE wf_id GLOB 'sched:cr:*' AND type='WorkflowStarted'")"

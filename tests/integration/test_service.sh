@@ -116,7 +116,7 @@ wait_status H1 waiting 60 || fail "H1 does not wait for its approval"
 printf '\n-- edited for the reload test\n' >>"$T/policies/10-shell.lua"
 want_hash="$(engine policy check "$T/policies" | jget hash)"
 kill -HUP "$S"
-wait_for 30 "RELOADING=1, then READY=1" 'states s1 | grep -v WATCHDOG | tail -n 2 | tr "\n" " " | grep -q "^RELOADING=1|MONOTONIC_USEC=[0-9]*|STATUS=reloading READY=1|STATUS=serving"' \
+wait_for 30 "RELOADING=1, then READY=1" 'states s1 | grep -v WATCHDOG | tail -n 2 | tr "\n" " " | has_line "^RELOADING=1|MONOTONIC_USEC=[0-9]*|STATUS=reloading READY=1|STATUS=serving"' \
   'states s1 | grep -v WATCHDOG'
 log="$(cat "$T/s1.log")"
 assert_contains "the configuration reload is logged" "engine: reloaded the configuration" "$log"

@@ -103,7 +103,7 @@ input ''
 "$ENGINE" start "$WF" --input @"$T/input.json" --id intr --detach >/dev/null 2>&1 || true
 wait_true 120 'ls "$T"/workspaces/*/working/started >/dev/null 2>&1' || true
 assert_exit "engine interrupt" 0 engine interrupt intr --reason "wrong direction"
-wait_true 120 'engine history intr 2>/dev/null | grep SignalReceived | grep -q "session:input"' 'engine history intr | tail -5'
+wait_true 120 'engine history intr 2>/dev/null | grep SignalReceived | has_line "session:input"' 'engine history intr | tail -5'
 for d in "$T"/workspaces/*/working; do touch "$d/go"; done
 wait_waiting intr
 assert_eq "one model turn before the interrupt took effect" 1 "$(nreq)"

@@ -13,7 +13,7 @@ slots_rows() { sqlite3 "$ENGINE_DB" "SELECT count(*) FROM slots WHERE key='$1'";
 counter() { sqlite3 "$ENGINE_DB" "SELECT CAST(coalesce((SELECT value FROM counters WHERE name='total:$1'),0) AS INTEGER)"; }
 start() { local id="$1"; shift; "$ENGINE" start "$WF" --id "$id" --detach --input "$1" >/dev/null 2>&1 || true; }
 wait_last() { # wait_last ID EVENT-TYPE: until the run's last history event is of that type
-  wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | grep -q "$2"' '' "$@" && return 0
+  wait_true 30 'engine history "$1" 2>/dev/null | tail -1 | has_line "$2"' '' "$@" && return 0
   fail "$1 never reached $2: $(engine history "$1" 2>&1 | tail -2)"
 }
 
@@ -105,7 +105,7 @@ PAUSE="$(scaled 10)"
 start p2 '{"key":"pause","limit":5,"rate":{"limit":100,"per":1},"gate":"go"}'
 wait_last p2 SignalWaitStarted
 start p1 "{\"key\":\"pause\",\"limit\":5,\"rate\":{\"limit\":100,\"per\":1},\"pause\":$PAUSE}"
-wait_true 30 'engine history p1 2>/dev/null | grep -q RateCharged' || true
+wait_true 30 'engine history p1 2>/dev/null | has_line RateCharged' || true
 go p2
 wait_last p2 RateRequested
 p2="$(engine show p2 --json)"

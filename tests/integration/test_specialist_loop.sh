@@ -68,7 +68,7 @@ assert_contains "revision 2: they pass" '"passed":true,"revision":2' "$ran"
 assert_contains "only the patch's file is in it" '1 file changed' "$(tail -1 <<<"$ran")"
 assert_contains "the reviewer approves" '"verdict":"approve"' "$(ev ex review.verdict)"
 assert_contains "the failure went back to the fixer" "exits 1" \
-  "$(engine history ex --json | grep ActivityScheduled | grep model.turn | tail -2 | head -1)"
+  "$(engine history ex --json | grep ActivityScheduled | grep model.turn | tail -2 | sed -n 1p)"
 assert_contains "the diff kept: fix.patch" "+        if self.tokens >= cost:" "$(cat "$(artifact ex fix.patch)")"
 git clone -q "$(artifact ex branch.bundle)" -b fix/bucket-capacity "$T/fixed" 2>/dev/null || fail "branch.bundle is not the branch"
 assert_contains "the branch holds the fix" "self.tokens >= cost" "$(cat "$T/fixed/ratelimit/bucket.py")"

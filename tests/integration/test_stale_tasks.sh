@@ -49,9 +49,9 @@ set_up_sig() {
   engine start "$WF/stale_signal.lua" --id "$1" --detach --input "{\"timeout\":$2}" >/dev/null || true
   bg S engine serve
   # until it waits, or has gone past its wait (its deadline came first)
-  try_until 30 'engine history "$1" 2>/dev/null | grep -qE "SignalWaitStarted|SignalTimedOut"' "$1" || true
+  try_until 30 'engine history "$1" 2>/dev/null | has_line -E "SignalWaitStarted|SignalTimedOut"' "$1" || true
   kill -9 "$S"; wait "$S" 2>/dev/null || true
-  engine history "$1" | tail -1 | grep -q SignalWaitStarted || return 1
+  engine history "$1" | tail -1 | has_line SignalWaitStarted || return 1
   assert_exit "signal while no worker runs" 0 engine signal "$1" approval '{"approved":true}'
   [ "$(sql "SELECT time FROM signals WHERE wf_id='$1'")" -lt "$(wait_deadline "$1")" ]
 }

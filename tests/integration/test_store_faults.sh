@@ -63,7 +63,7 @@ for i in $(seq 1 8); do
   ids+=" full$i"
 done
 bg S engine serve 2>"$T/serve1.err"
-for id in $ids; do wait_true 120 'engine history "$1" 2>/dev/null | grep -q acts.slow' '' "$id" || true; done
+for id in $ids; do wait_true 120 'engine history "$1" 2>/dev/null | has_line acts.slow' '' "$id" || true; done
 dd if=/dev/zero of="$M/filler" bs=16k 2>/dev/null || true # until the disk is full
 touch "$T/full.gate"
 wait_line "$T/serve1.err" "$INCIDENT" || true

@@ -75,7 +75,7 @@ plain() { python3 -c 'import re,sys; sys.stdout.buffer.write(re.sub(rb"\x1b\[[0-
 widest() { plain "$1" | python3 -c 'import sys; print(max(len(l) for l in sys.stdin.buffer.read().decode().split("\n") if " " in l.strip()))'; }
 # approve_when_asked ID: approves the session's request once it is asked
 approve_when_asked() {
-  wait_true 120 'engine events "$1" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' '' "$@" || true
+  wait_true 120 'engine events "$1" --json 2>/dev/null | has_line "\"type\":\"approval.requested\""' '' "$@" || true
   assert_exit "$1: engine approve" 0 approve_pending "$1"
 }
 stored() { sqlite3 "$ENGINE_DB" "SELECT $2 FROM workflows WHERE id='$1'"; }
@@ -104,7 +104,7 @@ done
 for cols in 80 160; do
   tm resize-window -t t -x "$cols" -y 40
   # the operator answers once the request is there (the main line's checks fail if it never is)
-  (wait_true 120 'engine events "k$cols" --json 2>/dev/null | grep -q "\"type\":\"approval.requested\""' >/dev/null 2>&1
+  (wait_true 120 'engine events "k$cols" --json 2>/dev/null | has_line "\"type\":\"approval.requested\""' >/dev/null 2>&1
   approve_pending "k$cols" >/dev/null 2>&1) &
   tm clear-history -t t
   type_line "$MAIN --id k$cols"
@@ -122,7 +122,7 @@ for cols in 80 160; do
   done
   assert_eq "$cols columns: the findings as a table, under the call and under the final answer" 3 \
     "$(grep -c 'blocker   ratelimit/bucket.py:15  Refill no longer capped' <<<"$K")"
-  json="$(grep -E '\{"[A-Za-z_]+"|"[A-Za-z_]+": ?[\[{"0-9]' <<<"$K" | head -3 || true)"
+  json="$(grep -E '\{"[A-Za-z_]+"|"[A-Za-z_]+": ?[\[{"0-9]' <<<"$K" | sed -n 1,3p || true)"
   [ -z "$json" ] && pass "$cols columns: no line of raw JSON" || fail "$cols columns: raw JSON on the screen: $json"
   assert_eq "$cols columns: each line fits" yes "$([ "$(widest "$T/k$cols.tty")" -le "$cols" ] && echo yes || widest "$T/k$cols.tty")"
 done

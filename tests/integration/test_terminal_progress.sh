@@ -41,7 +41,7 @@ dead() { [ -s "$T/$1.rc" ]; }
 exit_of() { cat "$T/$1.rc"; }
 # wait_screen NAME ERE [SECONDS]: until a visible row matches
 wait_screen() {
-  wait_for "${3:-20}" "$1: a row matching /$2/" 'screen "$1" | grep -Eq -- "$2"' 'screen "$1"' "$@"
+  wait_for "${3:-20}" "$1: a row matching /$2/" 'screen "$1" | has_line -E -- "$2"' 'screen "$1"' "$@"
 }
 wait_dead() {
   wait_for "${2:-30}" "$1 to end" 'dead "$1"' 'screen "$1"' "$@"
@@ -58,13 +58,13 @@ wait "$PTR" || fail "the transcript workflow: $(cat "$T/TR.err")"
 
 # --- piped: the bytes of before, whatever the environment says of a terminal
 engine events TR | norm >"$T/ev.txt"
-cmp -s "$GOLD/transcript_events.txt" "$T/ev.txt" && pass "events piped: the same bytes" || fail "events piped differ: $(diff "$GOLD/transcript_events.txt" "$T/ev.txt" | head -5)"
+cmp -s "$GOLD/transcript_events.txt" "$T/ev.txt" && pass "events piped: the same bytes" || fail "events piped differ: $(diff "$GOLD/transcript_events.txt" "$T/ev.txt" | sed -n 1,5p)"
 COLUMNS=30 LINES=5 engine events TR | norm >"$T/ev.txt"
 cmp -s "$GOLD/transcript_events.txt" "$T/ev.txt" && pass "... with COLUMNS and LINES set" || fail "COLUMNS changed piped events"
 engine events TR --follow | norm >"$T/ev.txt"
 cmp -s "$GOLD/transcript_events.txt" "$T/ev.txt" && pass "events --follow piped: the same bytes" || fail "events --follow piped differ"
 engine events TR --json | norm >"$T/ev.json"
-cmp -s "$GOLD/transcript_events.json" "$T/ev.json" && pass "events --json: the same bytes" || fail "events --json differs: $(diff "$GOLD/transcript_events.json" "$T/ev.json" | head -5)"
+cmp -s "$GOLD/transcript_events.json" "$T/ev.json" && pass "events --json: the same bytes" || fail "events --json differs: $(diff "$GOLD/transcript_events.json" "$T/ev.json" | sed -n 1,5p)"
 engine events TR --json --full | norm >"$T/ev.json"
 cmp -s "$GOLD/transcript_events.json" "$T/ev.json" && pass "--json --full is --json" || fail "--full changed --json"
 engine events TR --full >"$T/full.txt"
@@ -179,7 +179,7 @@ tm send-keys -t "=PR:" "\"$ENGINE\" start workflows/agent_session.lua --id PR --
 seen="$T/PR.status"; : >"$seen"
 # the status rows sampled as it goes (every 50 ms), until the approval prompt
 wait_for 120 "the approval prompt" 'screen PR | status_rows | cut -c3- | sed -E "s/[0-9]+ (s|min)\b.*//" >>"$seen"
-  screen PR | grep -q "waiting for approval of publish_review"' 'screen PR' || true
+  screen PR | has_line "waiting for approval of publish_review"' 'screen PR' || true
 RID="$(engine show PR --json | jget waits.request_id)"
 S="$(screen PR)"
 assert_contains "the approval prompt: what it waits for" "waiting for approval of publish_review since" "$S"
@@ -191,7 +191,7 @@ kinds="$(sort -u "$seen" | sed -E 's/ (running|since|streaming|:).*//' | sort -u
 [ "$(sort -u "$seen" | wc -l)" -ge 2 ] && pass "the status changed as the session ran: $kinds" || fail "too few states seen: $(sort -u "$seen")"
 assert_contains "... through its activities" "activity " "$kinds"
 engine approve PR --request "$RID" --reason "ship it" >/dev/null 2>&1
-wait_true 60 'screen PR | grep -q '\''^exit='\''' || true
+wait_true 60 'screen PR | has_line '\''^exit='\''' || true
 S="$(scrollback PR)"
 assert_contains "it ends as documented" "exit=0" "$S"
 assert_contains "the answer stands out in its transcript" "ok APPROVED by local:tester (request $RID)" "$S"

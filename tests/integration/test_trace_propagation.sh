@@ -38,7 +38,7 @@ $2
 $3
 $4" 16; } # ID RUN SEQ KIND
 # started ID FIELD [RUN]: a member of the run's WorkflowStarted payload
-started() { engine history "$1" --json ${3:+--run "$3"} | head -1 | jget "payload.$2"; }
+started() { engine history "$1" --json ${3:+--run "$3"} | sed -n 1p | jget "payload.$2"; }
 # seq_of ID TYPE: the seq of the current run's first event of TYPE
 seq_of() { engine history "$1" --json | python3 -c 'import json,sys
 print(next(e["seq"] for e in map(json.loads, sys.stdin) if e["type"] == sys.argv[1]))' "$2"; }
@@ -202,7 +202,7 @@ assert_eq "a traceparent the script sets is its own (no second one)" "00-$TRACE-
 curl -s -o /dev/null -X POST "$URL/v1/workflows" -H "traceparent: $TP" \
   -d '{"script":"trace_prop.lua","id":"log1","input":{"print":"a line to find"}}'
 wait_status log1 completed 30 || fail "log1 did not complete"
-line="$(grep '"msg":"a line to find"' "$T/serve.log" | head -1)"
+line="$(grep '"msg":"a line to find"' "$T/serve.log" | sed -n 1p)"
 assert_contains "a workflow's print names it" '"workflow":"log1"' "$line"
 assert_contains "with its trace id" "\"trace_id\":\"$TRACE\"" "$line"
 assert_contains "and its run's span" "\"span_id\":\"$(span_of log1 1 0 run)\"" "$line"

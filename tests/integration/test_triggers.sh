@@ -78,8 +78,8 @@ assert_eq "deliveries records the two gh starts" "2" "$n_started"
 assert_contains "and the rejected ones with their reason" '"outcome":"rejected","status":401' "$dl"
 assert_contains "deliveries prints a table" "duplicate" "$(engine trigger deliveries gh)"
 assert_contains "requests to no trigger are kept under *" '"trigger":"*"' "$(engine trigger deliveries '*' --json)"
-if engine history gh:k1 --json | grep -q "$TEST_GH_SECRET"; then fail "the secret reached the history"; else pass "no secret in the history"; fi
-if sqlite3 "$ENGINE_DB" .dump | grep -qF "$TEST_GH_SECRET"; then fail "the secret is in the database"; else pass "no secret in the database"; fi
+if engine history gh:k1 --json | has_line "$TEST_GH_SECRET"; then fail "the secret reached the history"; else pass "no secret in the history"; fi
+if sqlite3 "$ENGINE_DB" .dump | has_line -F "$TEST_GH_SECRET"; then fail "the secret is in the database"; else pass "no secret in the database"; fi
 
 # --- hot reload: a broken edit keeps the set in force, a good one replaces it
 printf 'return {' >"$HOOKS/triggers/zz_broken.lua"

@@ -148,7 +148,7 @@ rc=$?
 set -e
 [ "$rc" -eq 0 ] && pass "the browser checks (tests/web/web_test.js)" || fail "the browser checks: exit $rc (serve log: $(tail -5 "$T/serve.err"))"
 assert_exit "the audit export the page downloaded verifies" 0 \
-  engine audit verify "$OUTDIR/downloads/web-1.audit.jsonl" --key "$(engine audit key | head -1)"
+  engine audit verify "$OUTDIR/downloads/web-1.audit.jsonl" --key "$(engine audit key | sed -n 1p)"
 
 # ---- the fork made in the browser, as the API and the CLI tell it
 FJ="$(curl -s -H "Authorization: Bearer $VIEWER" "$URL/v1/workflows/fk-src")"

@@ -46,11 +46,11 @@ set -e
 [ "$rc" -eq 0 ] && pass "the browser checks (tests/web/web_start_test.js)" || fail "the browser checks: exit $rc ($(tail -5 "$T/serve.log"))"
 
 # the message typed in the browser arrived: a durable signal in the history, sent by the token
-has_message() { engine history st-1 --json 2>/dev/null | grep -q 'hello from the form'; }
+has_message() { engine history st-1 --json 2>/dev/null | has_line 'hello from the form'; }
 wait_for 60 "the message typed in the browser is in st-1's history" has_message || true
 H="$(engine history st-1 --json)"
-assert_contains "a SignalReceived of session:input" '"type":"SignalReceived"' "$(grep 'hello from the form' <<<"$H" | head -1)"
-assert_contains "sent by the browser's token" 'token:alice' "$(grep 'hello from the form' <<<"$H" | head -1)"
+assert_contains "a SignalReceived of session:input" '"type":"SignalReceived"' "$(grep 'hello from the form' <<<"$H" | sed -n 1p)"
+assert_contains "sent by the browser's token" 'token:alice' "$(grep 'hello from the form' <<<"$H" | sed -n 1p)"
 assert_eq "started by the browser's token" "token:alice" "$(engine show st-1 --json | jget input.identity)"
 # the chat started by the form: every message answered once, the tool approved in the browser
 assert_eq "the chat was started by the browser's token" "token:alice" "$(engine show chat-1 --json | jget input.identity)"

@@ -73,7 +73,7 @@ assert_exit "start a workflow that waits" 3 engine start "$WF/nondet_fixed.lua" 
 for round in 1 2 3 4; do
   "$ENGINE" serve 2>/dev/null &
   p=$!
-  wait_true 30 'engine history killed 2>/dev/null | grep -q SignalWaitStarted' || true
+  wait_true 30 'engine history killed 2>/dev/null | has_line SignalWaitStarted' || true
   kill -9 "$p"; wait "$p" 2>/dev/null || true
 done
 bg S engine serve

@@ -13,7 +13,7 @@ export TEST_SIDE_EFFECTS="$T/effects"
 # --- A waits on a signal in the foreground; B, started from another process, completes
 "$ENGINE" start "$HELLO" --id A --input '{"name":"A","n":1}' >"$T/A.out" 2>"$T/A.err" &
 PA=$!; PIDS+=("$PA")
-wait_true 30 'engine history A 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
+wait_true 30 'engine history A 2>/dev/null | tail -1 | has_line SignalWaitStarted' || true
 assert_eq "A waits for its signal" waiting "$(status A)"
 assert_exit "engine start B completes while A waits" 0 timeout -s KILL 60 "$ENGINE" start "$RETRY" --id B \
   --input '{"activity":"acts.echo","args":{"v":1}}'

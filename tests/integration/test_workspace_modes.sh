@@ -15,8 +15,8 @@ check_driver() { # DRIVER ID
   local driver="$1" id="$2"
   ENGINE_SANDBOX_DRIVER="$driver" "$ENGINE" start "$WF" --id "$id" --quiet --input @"$T/in.json" >"$T/$id.out" 2>"$T/$id.err" &
   local p=$!; PIDS+=("$p")
-  wait_true 30 'engine history "$id" 2>/dev/null | tail -1 | grep -q SignalWaitStarted' || true
-  local ws; ws="$(ls -d "$T"/workspaces/*/ | head -1)"; ws="${ws%/}"
+  wait_true 30 'engine history "$id" 2>/dev/null | tail -1 | has_line SignalWaitStarted' || true
+  local ws; ws="$(ls -d "$T"/workspaces/*/ | sed -n 1p)"; ws="${ws%/}"
   local wmode omode wuid ouid fuid
   wmode="$(stat -c %a "$ws/working")"; omode="$(stat -c %a "$ws/output")"
   wuid="$(stat -c %u "$ws/working")"; ouid="$(stat -c %u "$ws/output")"; fuid="$(stat -c %u "$ws/working/w.txt")"
