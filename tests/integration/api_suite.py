@@ -528,13 +528,14 @@ def section_routes(srv):
     # SSE: the backlog, then live events as they commit, then the end
     sse_case(srv)
 
-    # writes are answered right after their commit: 30 in a row well within a
-    # second each (each used to wait for the next 1 s sweep of the server)
+    # writes are answered right after their commit (each used to wait for the
+    # next 1 s sweep of the server): how fast is printed, not asserted (a busy
+    # machine is slower; the latency of starts is tests/bench's api_bench)
     t0 = time.monotonic()
-    for i in range(30):
-        srv.req("POST", "/v1/workflows", J, '{"script":"tiny.lua","id":"seq-%d"}' % i)
+    codes = [srv.req("POST", "/v1/workflows", J, '{"script":"tiny.lua","id":"seq-%d"}' % i)[0] for i in range(30)]
     took = time.monotonic() - t0
-    check("30 sequential starts answered in under 12 s (%.2f s)" % took, took < 12, "took %.1f s" % took)
+    check("30 sequential starts answered 201", codes == [201] * 30, str(codes))
+    print("# 30 sequential starts answered in %.2f s" % took, flush=True)
 
 
 class Stream:

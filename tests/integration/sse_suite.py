@@ -343,12 +343,17 @@ def section_framing(work):
         sig(port, "f1", "cmd", {"op": "emit", "n": 4, "tag": "two"})  # while both are away
         wait_seq(port, "f1", 12)
 
-        # heartbeats while idle (ENGINE_SSE_HEARTBEAT_MS=200)
+        # heartbeats while idle (ENGINE_SSE_HEARTBEAT_MS=200): three come, and
+        # nothing else; the third not sooner than two intervals after the
+        # stream began (the first comes at the server's next beat, which is
+        # shared by the streams): a bound a slow machine only makes safer, not
+        # a count in a window of time
+        t0 = time.monotonic()
         hb = SSE(port, "/v1/workflows/f1/events?after=12")
         hb.next_frame()  # retry
-        beats, other, t0 = 0, [], time.monotonic()
+        beats, other, deadline = 0, [], t0 + 30 * SCALE
         hb.sock.settimeout(0.3)
-        while time.monotonic() - t0 < 1.5:
+        while beats < 3 and time.monotonic() < deadline:
             try:
                 f = hb.next_frame()
             except socket.timeout:
@@ -359,9 +364,10 @@ def section_framing(work):
                 beats += 1
             else:
                 other.append(f)
+        took = time.monotonic() - t0
         hb.close()
-        check(f"heartbeats while idle (':' comment lines): {beats} in 1.5 s", 4 <= beats <= 12 and not other,
-              f"{beats} beats, other frames {other}")
+        check(f"heartbeats while idle (':' comment lines): {beats}, the third after {took:.2f} s",
+              beats == 3 and not other and took >= 0.3, f"{beats} beats, other frames {other}")
 
         a = SSE(port, "/v1/workflows/f1/events", headers={"Last-Event-ID": str(a1[-1][0])})
         b = SSE(port, f"/v1/workflows/f1/events?after={b1[-1][0]}")
@@ -431,9 +437,11 @@ def section_framing(work):
         c.close()
         acks.sort()
         seen.sort()
-        check(f"a signal is answered promptly (median {acks[5] * 1000:.0f} ms, worst {acks[-1] * 1000:.0f} ms)",
-              acks[5] < 0.25)
-        check(f"its event reaches a subscriber promptly (median {seen[5] * 1000:.0f} ms)", seen[5] < 0.25)
+        # how fast is measured, not asserted (a busy machine is slower; the
+        # loop's latency is tests/bench's: api_bench, pg_loop_bench)
+        check("each of 10 signals is answered and its event reaches the subscriber", len(seen) == 10)
+        print(f"# a signal answered in {acks[5] * 1000:.0f} ms (median; worst {acks[-1] * 1000:.0f} ms), "
+              f"its event at the subscriber in {seen[5] * 1000:.0f} ms (median)", flush=True)
         sig(port, "f3", "cmd", {"op": "stop"})
 
         # a cancelled workflow's stream ends with its status
