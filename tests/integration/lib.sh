@@ -237,11 +237,14 @@ nreq() { requests | lua5.4 -e 'print(#require"cjson".decode(io.read("a")))'; }
 model_health() { curl -sf "$MURL/_health" | jget "$1"; }
 release() { curl -sf -X POST "$MURL/_release?gate=$1" >/dev/null || fail "the model server did not open gate $1"; }
 
-# status ID -> prints the workflow's status
-status() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and j.status or "")' 2>/dev/null; }
-# status_waits ID: its status and what it waits on (engine show's waits.kind),
-# as "waiting:signal": a durable sleep before a signal is "waiting" too
-status_waits() { engine show "$1" --json 2>/dev/null | lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a")); io.write(ok and (j.status .. (type(j.waits) == "table" and ":" .. tostring(j.waits.kind) or "")) or "")' 2>/dev/null; }
+# status ID [waits] -> prints the workflow's status; with "waits", and what it
+# waits on (engine show's waits.kind), as "waiting:signal": a durable sleep
+# before a signal is "waiting" too
+status() {
+  engine show "$1" --json 2>/dev/null | WITH_WAITS="${2:-}" lua5.4 -e 'local ok,j=pcall(require"cjson".decode,io.read("a"))
+    local w = ok and os.getenv("WITH_WAITS") == "waits" and type(j.waits) == "table" and ":" .. tostring(j.waits.kind) or ""
+    io.write(ok and type(j.status) == "string" and j.status .. w or "")' 2>/dev/null
+}
 
 # on_tty LINE CMD...: CMD on a terminal of its own (script(1)), LINE typed
 # into it; its terminal's output (what it printed, the line echoed) on stdout
@@ -275,12 +278,12 @@ statuses() { engine list 2>/dev/null | tail -n +2 | awk '{n[$2]++} END {for (k i
 # :child, ...) also names what it waits on. On timeout says what it saw
 # (engine show) and returns 1, for the caller's check to fail
 wait_status() {
-  local id="$1" want="$2" secs s="" end n=0 get=status
-  [[ "$want" == *:* ]] && get=status_waits
+  local id="$1" want="$2" secs s="" end n=0 with=""
+  [[ "$want" == *:* ]] && with=waits
   secs="$(scaled "${3:-20}")"
   end=$(( $(now_ms) + secs * 1000 ))
   while :; do
-    s="$($get "$id" || true)"
+    s="$(status "$id" $with || true)"
     [ "$s" == "$want" ] && return 0
     [ "$(now_ms)" -ge "$end" ] && break
     n=$((n + 1)); poll_pause "$n"
