@@ -100,6 +100,23 @@ function M.new(wf)
   -- The seconds the session has left.
   function S.remaining(s) return (s.deadline_ms - S.now_ms()) / 1000 end
 
+  -- A step's start_to_close within the session's time: at most cap seconds,
+  -- at least one.
+  function S.step_timeout(s, cap) return math.max(1, math.min(cap, S.remaining(s))) end
+
+  -- Runs fn(...), a step bounded by S.step_timeout: its results, or nil when
+  -- it timed out with the session's time used up. That is the time limit
+  -- reached during the step (on a slow machine, a slow sandbox or model), so
+  -- the caller ends the session with its partial result (S.over_time), as
+  -- when the time runs out between steps; any other error is raised.
+  function S.in_time(s, fn, ...)
+    local r = table.pack(pcall(fn, ...))
+    if r[1] then return table.unpack(r, 2, r.n) end
+    local err = r[2]
+    if type(err) == "table" and err.type == "Timeout" and S.remaining(s) <= 0 then return nil end
+    error(err, 0)
+  end
+
   -- ------------------------------------------------------------ limits --
 
   -- A counter of the session's (turns, calls, tokens, cost) with what its

@@ -36,7 +36,7 @@ local MAX_REPAIRS = 2 -- turns that may fix an answer that cannot be used
 -- The spine's (lua/spine.lua): the session's status, clock and limits.
 local status, now_ms, start_clock, remaining = spine.status, spine.now_ms, spine.start_clock, spine.remaining
 local used, fork_with, over, over_time, spend = spine.used, spine.fork_with, spine.over, spine.over_time, spine.spend
-local limit_reached = spine.limit_reached
+local limit_reached, step_timeout, in_time = spine.limit_reached, spine.step_timeout, spine.in_time
 
 -- ------------------------------------------------------------ helpers --
 
@@ -344,7 +344,7 @@ local function model_call(s, mopts)
   s.model_calls = s.model_calls + 1
   if s.inbox then args.call = s.model_calls end -- names it for an "abandoned" record (this run's calls)
   local f = wf.start_activity("model.turn", args,
-    { start_to_close = math.max(1, math.min(600, remaining(s))), retry = { max_attempts = 3 } })
+    { start_to_close = step_timeout(s, 600), retry = { max_attempts = 3 } })
   if not s.inbox then return f:wait() end
   local held = {}
   while true do
@@ -370,11 +370,15 @@ end
 -- starts after a message) or "timeout" (the time ran out waiting for a slot
 -- or the rate).
 local function model_turn(s)
-  s.context:before_turn()
+  -- a compaction or a model call that times out with the session's time is that time running out
+  if not in_time(s, function() s.context:before_turn() return true end) then
+    over_time(s)
+    return nil, "timeout"
+  end
   s.turns = s.turns + 1
   local mopts = { lenient_tools = true } -- an unknown tool or bad arguments go back to the model
   for k, v in pairs(s.input.modelOptions or {}) do mopts[k] = v end
-  local turn = s.context:turn(function()
+  local turn = in_time(s, s.context.turn, s.context, function()
     return s.gate:turn(mopts, function(o) return model_call(s, o) end, function() return remaining(s) end)
   end)
   if turn then return turn end
@@ -779,7 +783,7 @@ local function start_calls(s, plan)
       local span = tool_span(p)
       local function run()
         return wf.start_activity("session.tool", args,
-          { start_to_close = math.max(1, math.min(900, remaining(s))), retry = { max_attempts = 2 },
+          { start_to_close = step_timeout(s, 900), retry = { max_attempts = 2 },
             span_attributes = span })
       end
       p.args, p.run = args, run
@@ -796,8 +800,38 @@ local function start_calls(s, plan)
   end
 end
 
+-- A call's message in the transcript: a tool that ran is there through its
+-- own result (lua/transcript.lua); a call that did not is recorded once.
+local function tool_message(call, content)
+  wf.checkpoint("message", function()
+    return { role = "tool", tool_call_id = call.id, name = call.name, content = content }
+  end)
+end
+
+-- A started call's result: its session.tool activity's, run again in a new
+-- sandbox when it found none; nil when the session's time ran out while it ran.
+local function call_result(s, p)
+  local function again() return in_time(s, function() return p.run():wait() end) end
+  local r = in_time(s, p.running.wait, p.running)
+  if r and r.sandbox_lost and wf.info().fork and p.args.sandbox.session_id ~= s.id then
+    -- a call started before the fork point and run again in the fork: on its own sandbox
+    own_sandbox(s)
+    p.args.sandbox = s.sb
+    r = again()
+  end
+  if r and r.sandbox_lost then
+    reprovision(s, p.args.sandbox, r.sandbox_lost)
+    p.args.sandbox = s.sb
+    p.args.note = "[note: the sandbox was provisioned again (" .. r.sandbox_lost .. "); files written "
+      .. "to working/ and output/ before this call are gone]"
+    r = again()
+  end
+  return r
+end
+
 -- 7. the results, in call order: a call that found the sandbox lost runs
--- again in a new one; a call that did not run is recorded once, as denied.
+-- again in a new one; a call that did not run is recorded once, as denied,
+-- and one the session's time ran out under, as such.
 local function finish_calls(s, plan)
   join_delegates(plan)
   for _, p in ipairs(plan) do
@@ -807,43 +841,33 @@ local function finish_calls(s, plan)
       if p.child then ok, p.content = finish_delegate(s, p) end
       wf.emit("tool.result", { id = call.id, tool = call.name, ok = ok, content = p.content:sub(1, 2000),
         truncated = #p.content > 2000 or nil, denied = not p.child or nil, child = p.child_id })
-      wf.checkpoint("message", function()
-        return { role = "tool", tool_call_id = call.id, name = call.name, content = p.content }
-      end)
+      tool_message(call, p.content)
     elseif p.running then
-      local r = p.running:wait()
-      if r.sandbox_lost and wf.info().fork and p.args.sandbox.session_id ~= s.id then
-        -- a call started before the fork point and run again in the fork: on its own sandbox
-        own_sandbox(s)
-        p.args.sandbox = s.sb
-        r = p.run():wait()
-      end
-      if r.sandbox_lost then
-        reprovision(s, p.args.sandbox, r.sandbox_lost)
-        p.args.sandbox = s.sb
-        p.args.note = "[note: the sandbox was provisioned again (" .. r.sandbox_lost .. "); files written "
-          .. "to working/ and output/ before this call are gone]"
-        r = p.run():wait()
-      end
-      p.result_content = r.content
+      local r = call_result(s, p)
       if s.ws then wrote(s, call.name) end
-      if r.disk_full then over(s, "diskMb", s.limits.diskMb, s.limits.diskMb) end
-      wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),
-        truncated = (#r.content > 2000 or r.content:find("[output truncated", 1, true)) and true or nil,
-        attempt = r.attempt, retried_after_interruption = r.retried_after_interruption,
-        -- it may have written the workspace: engine fork refuses a point after it and before the turn's snapshot
-        writes = (s.ws and s.ws.on and not READ_ONLY_TOOLS[call.name]) or nil })
-      if r.memory then wf.emit("memory.stored", r.memory) end -- propose_memory's entry, approved and recorded
+      -- it may have written the workspace: engine fork refuses a point after it and before the turn's snapshot
+      local writes = (s.ws and s.ws.on and not READ_ONLY_TOOLS[call.name]) or nil
+      if r then
+        p.result_content = r.content
+        if r.disk_full then over(s, "diskMb", s.limits.diskMb, s.limits.diskMb) end
+        wf.emit("tool.result", { id = call.id, tool = call.name, ok = r.ok, content = r.content:sub(1, 2000),
+          truncated = (#r.content > 2000 or r.content:find("[output truncated", 1, true)) and true or nil,
+          attempt = r.attempt, retried_after_interruption = r.retried_after_interruption, writes = writes })
+        if r.memory then wf.emit("memory.stored", r.memory) end -- propose_memory's entry, approved and recorded
+      else
+        -- the session's time ran out while it ran: the session ends after this turn, and
+        -- the call, with no result of its own, is recorded here
+        if not s.exceeded then over_time(s) end
+        p.running, p.content = nil, "error: the session's time ran out while the call ran"
+        wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, content = p.content, writes = writes })
+        tool_message(call, p.content)
+      end
     else
       if p.decision then
         p.content = "denied: " .. tostring(p.reason)
         wf.emit("tool.result", { id = call.id, tool = call.name, ok = false, denied = true, content = p.content })
       end
-      -- a tool that ran is in the transcript through its own result; a call
-      -- that did not run is recorded here, once
-      wf.checkpoint("message", function()
-        return { role = "tool", tool_call_id = call.id, name = call.name, content = p.content }
-      end)
+      tool_message(call, p.content)
     end
     s.context:add(p.running and p.result_content or p.content)
   end

@@ -39,8 +39,10 @@ end
 -- and the message are the transcript the model call reads (lua/transcript.lua).
 local function context(s)
   spine.status("CONTEXT")
-  local ctx = wf.activity("one_call_steps.context", { prep = s.prep, objective = s.input.objective },
-    { start_to_close = math.max(1, math.min(300, spine.remaining(s))), retry = { max_attempts = 3 } })
+  local ctx = spine.in_time(s, wf.activity, "one_call_steps.context",
+    { prep = s.prep, objective = s.input.objective },
+    { start_to_close = spine.step_timeout(s, 300), retry = { max_attempts = 3 } })
+  if not ctx then return end -- the time ran out: the model step says so
   local files, artifacts = 0, 0
   for _, src in ipairs(ctx.sources) do
     if src.kind == "file" then files = files + 1 else artifacts = artifacts + 1 end
@@ -67,12 +69,13 @@ local function problems_of(s, text)
 end
 
 -- One model call through the provider's caps (lua/caps.lua), within the
--- session's time; nil when the time ran out waiting for a slot or the rate.
+-- session's time; nil when the time ran out waiting for a slot or the rate,
+-- or during the call.
 local function call_model(s)
   local opts = { response_schema = { name = "result", schema = s.prep.result_schema } }
-  return s.gate:turn(opts, function(o)
+  return spine.in_time(s, s.gate.turn, s.gate, opts, function(o)
     return wf.activity("model.turn", { model = spine.fork_with("model") or s.prep.model, from_history = true,
-      options = o }, { start_to_close = math.max(1, math.min(600, spine.remaining(s))), retry = { max_attempts = 3 } })
+      options = o }, { start_to_close = spine.step_timeout(s, 600), retry = { max_attempts = 3 } })
   end, function() return spine.remaining(s) end)
 end
 

@@ -59,13 +59,15 @@ end
 
 -- --------------------------------------------------------- context --
 
-local function step_timeout(s, max) return math.max(1, math.min(max, spine.remaining(s))) end
+local step_timeout, in_time = spine.step_timeout, spine.in_time
 
 -- The checkout at the base, the tests' first run, the fixer's first message.
 local function context(s)
   spine.status("CONTEXT")
-  local ctx = wf.activity("specialist_steps.setup", { sandbox = s.sb, prep = s.prep, objective = s.input.objective },
+  local ctx = in_time(s, wf.activity, "specialist_steps.setup",
+    { sandbox = s.sb, prep = s.prep, objective = s.input.objective },
     { start_to_close = step_timeout(s, s.limits.testTimeoutSeconds + 300), retry = { max_attempts = 3 } })
+  if not ctx then return end -- the time ran out: the model step says so
   s.base_sha = ctx.base_sha
   local files = 0
   for _, f in ipairs(ctx.files) do if not f.skipped then files = files + 1 end end
@@ -92,13 +94,14 @@ end
 
 -- One call of a role's model (fixer or reviewer) on its own conversation,
 -- with its schema as structured output, through its provider's caps; the
--- answer joins the conversation. nil when the time ran out first.
+-- answer joins the conversation. nil when the time ran out first or during it.
 local function call(s, role, schema_name, schema)
   local model = role == "fixer" and (spine.fork_with("model") or s.prep.fixer) or s.prep.reviewer
   local msgs = role == "fixer" and s.fixer_msgs or s.reviewer_msgs
   local gate = role == "fixer" and s.fixer_gate or s.reviewer_gate
   local system = role == "fixer" and s.prep.fixer_system or s.prep.reviewer_system
-  local turn = gate:turn({ response_schema = { name = schema_name, schema = schema } }, function(o)
+  local opts = { response_schema = { name = schema_name, schema = schema } }
+  local turn = in_time(s, gate.turn, gate, opts, function(o)
     return wf.activity("model.turn", { model = model, system = system, messages = msgs, options = o },
       { start_to_close = step_timeout(s, 600), retry = { max_attempts = 3 } })
   end, function() return spine.remaining(s) end)
@@ -160,9 +163,10 @@ local function model(s)
       feed_back(s, { "Your answer does not match the patch schema:", "- " .. table.concat(problems, "\n- ") })
     else
       spine.status("TESTING", { revision = rev })
-      local a = wf.activity("specialist_steps.attempt", { sandbox = s.sb, prep = s.prep, base_sha = s.base_sha,
-        revision = rev, files = patch.files },
+      local a = in_time(s, wf.activity, "specialist_steps.attempt", { sandbox = s.sb, prep = s.prep,
+        base_sha = s.base_sha, revision = rev, files = patch.files },
         { start_to_close = step_timeout(s, s.limits.testTimeoutSeconds + 120), retry = { max_attempts = 3 } })
+      if not a then spine.over_time(s) return end
       if not a.applied then
         wf.emit("patch.rejected", { revision = rev, error = a.error })
         failed(rev, "the patch does not apply")
