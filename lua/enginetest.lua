@@ -13,7 +13,9 @@
 -- A stub is function(args, info) -> result (info: attempt, seq, name,
 -- workflow_id), raising to fail the attempt (a string, or a table {type,
 -- message, non_retryable}: the retry policy of the call decides), or a plain
--- value returned every time. An activity without a stub fails the case. The
+-- value returned every time. t.taking(seconds, stub): each attempt takes that
+-- long on the virtual clock; one past its start_to_close ends at that
+-- deadline as Timeout, as a real one does. An activity without a stub fails the case. The
 -- input's identity is set as `engine start` sets it (opts.identity, else
 -- "local:test"). The run object:
 --
@@ -192,8 +194,18 @@ local function run_of(wf_id)
   return run
 end
 
+-- A stub whose attempts take seconds of the virtual clock (t.taking).
+local Taking = {}
+
+function M.taking(seconds, stub)
+  if type(seconds) ~= "number" or seconds <= 0 then fail("t.taking: seconds must be a positive number") end
+  return setmetatable({ seconds = seconds, stub = stub }, Taking)
+end
+
 -- The stub dispatcher the engine calls for every activity attempt
--- (wftest.c): returns ok, JSON of the result or of the error.
+-- (wftest.c): returns ok, JSON of the result or of the error, and the ms the
+-- attempt takes (t.taking; the engine ends it as Timeout past its
+-- start_to_close).
 local function call_activity(wf_id, seq, attempt, name, payload)
   local run = run_of(wf_id)
   local p = decode(payload) or {}
@@ -209,6 +221,8 @@ local function call_activity(wf_id, seq, attempt, name, payload)
     if current and not current.stub_error then current.stub_error = { message = msg } end
     return false, json.encode({ type = "NotStubbed", message = msg, non_retryable = true })
   end
+  local took = 0
+  if getmetatable(stub) == Taking then stub, took = stub.stub, math.ceil(stub.seconds * 1000) end
   local ok, res
   if type(stub) == "function" then
     current.in_stub = true
@@ -222,16 +236,16 @@ local function call_activity(wf_id, seq, attempt, name, payload)
     if type(e) ~= "table" then e = { type = "Error", message = tostring(e) } end
     local fine, text = pcall(json.encode, e)
     if not fine then text = json.encode({ type = "Error", message = tostring(e.message or e) }) end
-    return false, text
+    return false, text, took
   end
-  if res == nil then return true, "null" end
+  if res == nil then return true, "null", took end
   local fine, text = pcall(json.encode, res)
   if not fine then
     local msg = string.format("the stub of '%s' returns a value JSON cannot hold: %s", name, tostring(text))
     if not current.stub_error then current.stub_error = { message = msg } end
     return false, json.encode({ type = "BadStubResult", message = msg, non_retryable = true })
   end
-  return true, text
+  return true, text, took
 end
 
 -- A workflow script by the path given: from the current directory, else

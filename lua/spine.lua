@@ -100,11 +100,17 @@ function M.new(wf)
   -- The seconds the session has left.
   function S.remaining(s) return (s.deadline_ms - S.now_ms()) / 1000 end
 
-  -- A step's start_to_close within the session's time: at most cap seconds,
-  -- at least one.
-  function S.step_timeout(s, cap) return math.max(1, math.min(cap, S.remaining(s))) end
+  -- A step's activity options (opts, with its retry) within the session's
+  -- time: an attempt at most cap seconds, and every attempt, retries too,
+  -- within the time left (at least a second each).
+  function S.step_opts(s, cap, opts)
+    local left = S.remaining(s)
+    opts.start_to_close = math.max(1, math.min(cap, left))
+    opts.schedule_to_close = math.max(1, left)
+    return opts
+  end
 
-  -- Runs fn(...), a step bounded by S.step_timeout: its results, or nil when
+  -- Runs fn(...), a step bounded by S.step_opts: its results, or nil when
   -- it timed out with the session's time used up. That is the time limit
   -- reached during the step (on a slow machine, a slow sandbox or model), so
   -- the caller ends the session with its partial result (S.over_time), as

@@ -36,7 +36,7 @@ local MAX_REPAIRS = 2 -- turns that may fix an answer that cannot be used
 -- The spine's (lua/spine.lua): the session's status, clock and limits.
 local status, now_ms, start_clock, remaining = spine.status, spine.now_ms, spine.start_clock, spine.remaining
 local used, fork_with, over, over_time, spend = spine.used, spine.fork_with, spine.over, spine.over_time, spine.spend
-local limit_reached, step_timeout, in_time = spine.limit_reached, spine.step_timeout, spine.in_time
+local limit_reached, step_opts, in_time = spine.limit_reached, spine.step_opts, spine.in_time
 
 -- ------------------------------------------------------------ helpers --
 
@@ -344,7 +344,7 @@ local function model_call(s, mopts)
   s.model_calls = s.model_calls + 1
   if s.inbox then args.call = s.model_calls end -- names it for an "abandoned" record (this run's calls)
   local f = wf.start_activity("model.turn", args,
-    { start_to_close = step_timeout(s, 600), retry = { max_attempts = 3 } })
+    step_opts(s, 600, { retry = { max_attempts = 3 } }))
   if not s.inbox then return f:wait() end
   local held = {}
   while true do
@@ -783,8 +783,7 @@ local function start_calls(s, plan)
       local span = tool_span(p)
       local function run()
         return wf.start_activity("session.tool", args,
-          { start_to_close = step_timeout(s, 900), retry = { max_attempts = 2 },
-            span_attributes = span })
+          step_opts(s, 900, { retry = { max_attempts = 2 }, span_attributes = span }))
       end
       p.args, p.run = args, run
       if exclusive[p.call.name] then

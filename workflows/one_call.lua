@@ -41,7 +41,7 @@ local function context(s)
   spine.status("CONTEXT")
   local ctx = spine.in_time(s, wf.activity, "one_call_steps.context",
     { prep = s.prep, objective = s.input.objective },
-    { start_to_close = spine.step_timeout(s, 300), retry = { max_attempts = 3 } })
+    spine.step_opts(s, 300, { retry = { max_attempts = 3 } }))
   if not ctx then return end -- the time ran out: the model step says so
   local files, artifacts = 0, 0
   for _, src in ipairs(ctx.sources) do
@@ -75,7 +75,7 @@ local function call_model(s)
   local opts = { response_schema = { name = "result", schema = s.prep.result_schema } }
   return spine.in_time(s, s.gate.turn, s.gate, opts, function(o)
     return wf.activity("model.turn", { model = spine.fork_with("model") or s.prep.model, from_history = true,
-      options = o }, { start_to_close = spine.step_timeout(s, 600), retry = { max_attempts = 3 } })
+      options = o }, spine.step_opts(s, 600, { retry = { max_attempts = 3 } }))
   end, function() return spine.remaining(s) end)
 end
 

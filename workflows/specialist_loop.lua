@@ -59,14 +59,14 @@ end
 
 -- --------------------------------------------------------- context --
 
-local step_timeout, in_time = spine.step_timeout, spine.in_time
+local step_opts, in_time = spine.step_opts, spine.in_time
 
 -- The checkout at the base, the tests' first run, the fixer's first message.
 local function context(s)
   spine.status("CONTEXT")
   local ctx = in_time(s, wf.activity, "specialist_steps.setup",
     { sandbox = s.sb, prep = s.prep, objective = s.input.objective },
-    { start_to_close = step_timeout(s, s.limits.testTimeoutSeconds + 300), retry = { max_attempts = 3 } })
+    step_opts(s, s.limits.testTimeoutSeconds + 300, { retry = { max_attempts = 3 } }))
   if not ctx then return end -- the time ran out: the model step says so
   s.base_sha = ctx.base_sha
   local files = 0
@@ -103,7 +103,7 @@ local function call(s, role, schema_name, schema)
   local opts = { response_schema = { name = schema_name, schema = schema } }
   local turn = in_time(s, gate.turn, gate, opts, function(o)
     return wf.activity("model.turn", { model = model, system = system, messages = msgs, options = o },
-      { start_to_close = step_timeout(s, 600), retry = { max_attempts = 3 } })
+      step_opts(s, 600, { retry = { max_attempts = 3 } }))
   end, function() return spine.remaining(s) end)
   if not turn then return nil end
   s.turns = s.turns + 1
@@ -165,7 +165,7 @@ local function model(s)
       spine.status("TESTING", { revision = rev })
       local a = in_time(s, wf.activity, "specialist_steps.attempt", { sandbox = s.sb, prep = s.prep,
         base_sha = s.base_sha, revision = rev, files = patch.files },
-        { start_to_close = step_timeout(s, s.limits.testTimeoutSeconds + 120), retry = { max_attempts = 3 } })
+        step_opts(s, s.limits.testTimeoutSeconds + 120, { retry = { max_attempts = 3 } }))
       if not a then spine.over_time(s) return end
       if not a.applied then
         wf.emit("patch.rejected", { revision = rev, error = a.error })

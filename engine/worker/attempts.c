@@ -198,7 +198,7 @@ static int attempt_begin(attempt *a, wfrun *r, hist_event *ev) {
   if (e->otel) a->begun_ns = otel_steps_now_ns();
   crash_point("activity.start");
   if (e->cfg.call_activity) {
-    ok = e->cfg.call_activity(e->cfg.ud, a->wf_id, a->seq, a->n, a->name, a->payload, &json);
+    ok = e->cfg.call_activity(e->cfg.ud, a->wf_id, a->seq, a->n, a->name, a->payload, stc, &json);
   } else if (!actvm_call(e->act, &info, a->payload, attempt_done, a, &ok, &json, &call)) {
     a->call = call;
     a->lease_ms = stc + 60000;

@@ -48,9 +48,10 @@ typedef struct engine_config {
   void (*on_usage)(void *ud, const char *provider, double input_tokens, double output_tokens);
   /* `engine test`: runs every activity attempt in place of the activity VM,
    * synchronously: returns 1 with *json (malloc'd) the result, or 0 with *json
-   * the error object {type, message, non_retryable?}. NULL: the activity VM. */
+   * the error object {type, message, non_retryable?}. start_to_close_ms: the
+   * attempt's deadline (0: none). NULL: the activity VM. */
   int (*call_activity)(void *ud, const char *wf_id, int64_t seq, int attempt, const char *name, const char *payload,
-                       char **json);
+                       int64_t start_to_close_ms, char **json);
   /* 1: no span exporter even when OTEL_* configures one (engine test) */
   int no_tracing;
   void *ud;

@@ -92,9 +92,12 @@ static env *check_driving(lua_State *L) {
 
 /* The engine's activity hook: calls the stub dispatcher of the test (lua/
  * enginetest.lua), in protected mode so that nothing unwinds through the
- * engine. Returns 1 with the result JSON, 0 with an error object. */
+ * engine. Returns 1 with the result JSON, 0 with an error object. A stub
+ * that takes time (t.taking: the dispatcher's third value, ms) moves the
+ * virtual clock on by it; past the attempt's start_to_close it ends there,
+ * as Timeout, as the activity VM ends a real one. */
 static int call_stub(void *ud, const char *wf_id, int64_t seq, int attempt, const char *name, const char *payload,
-                     char **json) {
+                     int64_t start_to_close_ms, char **json) {
   env *v = ud;
   lua_State *L = v->L;
   int top = lua_gettop(L);
@@ -106,11 +109,19 @@ static int call_stub(void *ud, const char *wf_id, int64_t seq, int attempt, cons
   lua_pushstring(L, name);
   lua_pushstring(L, payload ? payload : "null");
   v->in_stub = 1;
-  int called = lua_pcall(L, 5, 2, 0);
+  int called = lua_pcall(L, 5, 3, 0);
   v->in_stub = 0;
-  if (called == LUA_OK && lua_isstring(L, -1)) {
-    ok = lua_toboolean(L, -2);
-    *json = util_strdup(lua_tostring(L, -1));
+  if (called == LUA_OK && lua_isstring(L, -2)) {
+    ok = lua_toboolean(L, -3);
+    int64_t took = (int64_t)lua_tointeger(L, -1);
+    if (took > 0 && start_to_close_ms > 0 && took >= start_to_close_ms) {
+      v->now += start_to_close_ms;
+      ok = 0;
+      *json = util_strdup("{\"message\":\"activity exceeded its start_to_close timeout\",\"type\":\"Timeout\"}");
+    } else {
+      if (took > 0) v->now += took;
+      *json = util_strdup(lua_tostring(L, -2));
+    }
   } else {
     char *q = json_quote(lua_isstring(L, -1) ? lua_tostring(L, -1) : "the stub dispatcher returned no JSON");
     *json = util_fmt("{\"message\":%s,\"non_retryable\":true,\"type\":\"EngineError\"}", q);

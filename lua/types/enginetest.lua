@@ -101,6 +101,11 @@ function t.start(script, input, opts) end
 
 ---@param seconds number
 function t.advance(seconds) end
+--- A stub whose every attempt takes seconds of the virtual clock; past the
+--- attempt's start_to_close it ends at that deadline as Timeout.
+---@param seconds number
+---@param stub any a stub: function(args, info) or a plain value
+function t.taking(seconds, stub) end
 --- The virtual clock in seconds since the epoch, as wf.now() sees it.
 ---@return number
 function t.now() end

@@ -144,20 +144,24 @@ test("limits: checked before the call that would pass them, said once", function
   eq(S.remaining(s), -1.0)
 end)
 
-test("in_time: a step's Timeout once the session's time is used up is nil; other errors are raised", function()
+test("step_opts, in_time: a step's Timeout once the session's time is used up is nil; other errors are raised", function()
   local w = fake_wf()
   local S = spine.new(w)
   local s = { limits = { timeoutSeconds = 10 } }
   S.start_clock(s)
-  eq(S.step_timeout(s, 600), 10, "bounded by the time left")
-  eq(S.step_timeout(s, 5), 5, "or by the step's own cap")
+  local o = S.step_opts(s, 600, { retry = { max_attempts = 3 } })
+  eq(o.start_to_close, 10, "an attempt: bounded by the time left")
+  eq(o.schedule_to_close, 10, "its retries too")
+  eq(o.retry.max_attempts, 3, "the step's own options kept")
+  eq(S.step_opts(s, 5, {}).start_to_close, 5, "or by the step's own cap")
   local a, b = S.in_time(s, function(x, y) return x + 1, y end, 1, "two")
   eq(a, 2) eq(b, "two")
   local timeout = { type = "Timeout", message = "activity exceeded its start_to_close timeout" }
   local raised, err = pcall(S.in_time, s, function() error(timeout, 0) end)
   ok(not raised and err == timeout, "time left: the step's Timeout is raised as it is")
   w.clock = w.clock + 10
-  eq(S.step_timeout(s, 600), 1, "at least a second")
+  eq(S.step_opts(s, 600, {}).start_to_close, 1, "at least a second")
+  eq(S.step_opts(s, 600, {}).schedule_to_close, 1)
   eq(S.in_time(s, function() error(timeout, 0) end), nil, "time up: the step timed out with the session")
   local other = { type = "ActivityError", message = "boom" }
   raised, err = pcall(S.in_time, s, function() error(other, 0) end)

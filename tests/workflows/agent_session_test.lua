@@ -71,46 +71,45 @@ t.case("an approval answered on day 3 runs the tool", function()
 end)
 
 -- The session's time runs out while a step runs: a step is bounded by the time
--- left, so its Timeout is the time limit reached, and the session ends with
--- its partial result (limit.exceeded), as when the time runs out between
--- steps, never failed by the step's error. The stub times out on every
--- attempt the call's retry policy makes (attempts); the retries' backoff moves
--- the clock past the session's one second.
-local function timing_out(name, attempts)
+-- left (start_to_close, and schedule_to_close for its retries), so its Timeout
+-- is the time limit reached, and the session ends with its partial result
+-- (limit.exceeded), as when the time runs out between steps, never failed by
+-- the step's error. The step's stub takes a minute of the session's 30 s.
+local function timing_out(name)
   local stubs = session_stubs({})
   local prepare = stubs["session.prepare"]
   stubs["session.prepare"] = function(args)
     local p = prepare(args)
-    p.limits.timeoutSeconds = 1
+    p.limits.timeoutSeconds = 30
     return p
   end
   stubs["session.decide"] = { decision = "allow", reason = "allowed", hash = "h1" }
-  local inner = stubs[name]
-  stubs[name] = function(args, info)
-    if info.attempt <= attempts then error({ type = "Timeout", message = "activity exceeded its start_to_close timeout" }) end
-    return type(inner) == "function" and inner(args, info) or inner
-  end
+  stubs[name] = t.taking(60, stubs[name])
   return stubs
 end
 
 t.case("the time runs out during a tool call: limit.exceeded, the session ends with its partial result", function()
-  local run = t.start("workflows/agent_session.lua", INPUT, { activities = timing_out("session.tool", 2) })
+  local run = t.start("workflows/agent_session.lua", INPUT, { activities = timing_out("session.tool") })
+  local started = t.now()
   run:wait_until({ "completed", "failed" })
   t.assert_eq(run:status(), "completed", tostring(run:error() and run:error().message))
   t.assert_event(run, "limit.exceeded", { limit = "timeoutSeconds" })
   t.assert_event(run, "tool.result", { ok = false, content = "error: the session's time ran out while the call ran" })
   t.assert_eq(#run:events("limit.exceeded"), 1, "said once")
+  t.assert_eq(#run:calls("session.tool"), 1, "no retry past the session's time")
   t.assert_eq(#run:calls("model.turn"), 1, "no turn after the time ran out")
   t.assert_eq(run:result().outcome, "limit")
   t.assert_eq(#run:calls("sandbox.destroy"), 1)
+  t.assert_true(t.now() - started <= 31, "it ended with its time, not a retry later")
 end)
 
 t.case("the time runs out during a model call: limit.exceeded, no tool runs", function()
-  local run = t.start("workflows/agent_session.lua", INPUT, { activities = timing_out("model.turn", 3) })
+  local run = t.start("workflows/agent_session.lua", INPUT, { activities = timing_out("model.turn") })
   run:wait_until({ "completed", "failed" })
   t.assert_eq(run:status(), "completed", tostring(run:error() and run:error().message))
   t.assert_event(run, "limit.exceeded", { limit = "timeoutSeconds" })
   t.assert_eq(#run:events("limit.exceeded"), 1, "said once")
+  t.assert_eq(#run:calls("model.turn"), 1, "no retry past the session's time")
   t.assert_eq(#run:calls("session.tool"), 0)
   t.assert_eq(run:result().outcome, "limit")
 end)
@@ -118,11 +117,12 @@ end)
 t.case("a step's Timeout with time left still fails the session", function()
   local stubs = session_stubs({})
   stubs["session.decide"] = { decision = "allow", reason = "allowed", hash = "h1" }
-  stubs["session.tool"] = function() error({ type = "Timeout", message = "activity exceeded its start_to_close timeout" }) end
+  stubs["session.tool"] = t.taking(1000, stubs["session.tool"]) -- past its own 900 s, in a 90-day session
   local run = t.start("workflows/agent_session.lua", INPUT, { activities = stubs })
   run:wait_until({ "completed", "failed" })
   t.assert_eq(run:status(), "failed")
   t.assert_eq(run:error().type, "Timeout")
+  t.assert_eq(#run:calls("session.tool"), 2, "retried once, as its policy says")
   t.assert_no_event(run, "limit.exceeded")
   t.assert_eq(#run:calls("sandbox.destroy"), 1, "cleaned up all the same")
 end)

@@ -66,6 +66,26 @@ t.case("a stub that raises once is retried and the run completes", function()
   t.assert_eq(run:result().r, "second time")
 end)
 
+t.case("a stub that takes time moves the clock by it", function()
+  local run = t.start("timers.lua", { timeout = 1 }, { activities = { ["acts.finish"] = t.taking(90, "done") } })
+  run:wait_for_signal("go")
+  local t0 = t.now()
+  run:wait_until("completed")
+  t.assert_eq(run:result().r, "done")
+  t.assert_eq(t.now() - t0, 1 + 90, "the signal's timeout, then the attempt's 90 s")
+end)
+
+t.case("an attempt past its start_to_close ends as Timeout at that deadline, and is retried", function()
+  local at = {}
+  local run = t.start("timers.lua", { timeout = 1 }, { activities = {
+    ["acts.finish"] = t.taking(400, function() at[#at + 1] = t.now() return "never seen" end) } })
+  run:wait_until("failed")
+  t.assert_eq(run:error().type, "Timeout")
+  t.assert_eq(#run:calls("acts.finish"), 4, "max_attempts")
+  -- each attempt ends at the default 300 s, then its backoff
+  t.assert_eq({ at[2] - at[1], at[3] - at[2], at[4] - at[3] }, { 300 + 60, 300 + 120, 300 + 240 })
+end)
+
 t.case("a non-retryable error is not retried", function()
   local run = t.start("timers.lua", { timeout = 1 }, { activities = {
     ["acts.finish"] = function() error({ type = "Bad", message = "no", non_retryable = true }) end } })
