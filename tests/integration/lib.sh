@@ -62,8 +62,18 @@ if [ "${ENGINE_TEST_STORE:-sqlite}" = postgres ]; then
   flock "$pg_lock"
   PG_BASE="$("$SRC/scripts/start-postgres" "$PG_CLUSTER" {pg_lock}>&-)" || {
     echo "FAIL: no PostgreSQL cluster for the pg flavour (scripts/start-postgres $PG_CLUSTER)" >&2; exit 1; }
-  exec {pg_lock}>&-
   PG_PORT="$(echo "$PG_BASE" | sed 's#.*:\([0-9]*\)/.*#\1#')"
+  # the cluster is the tests' alone and never crashes (no test stops it): no
+  # autovacuum worker visiting each database every minute (each is a process,
+  # and the databases live a test's length), and commits that do not wait for
+  # their WAL flush beside the I/O burner (the engine's batches, what the
+  # tests check, are the same)
+  if [ ! -e "$PG_CLUSTER/test-settings" ]; then
+    "$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U engine -d postgres -Atqc "ALTER SYSTEM SET autovacuum = off" \
+      -c "ALTER SYSTEM SET synchronous_commit = off" -c "SELECT pg_reload_conf()" >/dev/null &&
+      touch "$PG_CLUSTER/test-settings"
+  fi
+  exec {pg_lock}>&-
   PG_TEST_DB="t_$(basename "$T" | tr -c 'a-zA-Z0-9\n' '_' | tr 'A-Z' 'a-z')"
   "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U engine "$PG_TEST_DB"
   export ENGINE_DB="postgres://engine@127.0.0.1:$PG_PORT/$PG_TEST_DB" ENGINE_DATA_DIR="$T/data"
