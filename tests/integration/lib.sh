@@ -32,18 +32,18 @@ scaled() { awk -v s="$1" -v k="$TEST_TIMEOUT_SCALE" 'BEGIN { v = s * k; i = int(
 # now_ms: the wall clock in milliseconds
 now_ms() { local t="$EPOCHREALTIME"; echo $(( ${t%.*} * 1000 + 10#${t#*.} / 1000 )); }
 # poll_pause N: the pause before a wait's N-th look (N from 1): 20 ms, growing
-# by half each time to 250 ms; from the 31st look (about 6 s on) 500 ms, from
-# the 61st (about 20 s on) a second. A look runs processes (`engine show`,
-# sqlite3, psql) that take CPU from the engine under test: on a busy 2-core
-# machine a wait that looked every 20 ms for a minute starved what it waited
-# for, and the suite's long waits, a look every 250 ms, were a large part of
-# its CPU time; a wait that lasts has a second to spare.
+# by half each time to 500 ms (about 1.5 s on); from the 21st look (about 7 s
+# on) a second. A look runs processes (`engine show`, sqlite3, psql) that take
+# CPU from the engine under test: on a busy 2-core machine a wait that looked
+# every 20 ms for a minute starved what it waited for, and the suite's long
+# waits were a large part of its CPU time (each process costs some 20 ms of
+# CPU, its PostgreSQL backend as much again); a wait that lasts has a second
+# to spare.
 poll_pause() {
   local ms=20 i=1
-  if [ "$1" -gt 60 ]; then sleep 1; return; fi
-  if [ "$1" -gt 30 ]; then sleep 0.5; return; fi
-  while [ "$i" -lt "$1" ] && [ "$ms" -lt 250 ]; do ms=$(( ms * 3 / 2 )); i=$((i + 1)); done
-  [ "$ms" -le 250 ] || ms=250
+  if [ "$1" -gt 20 ]; then sleep 1; return; fi
+  while [ "$i" -lt "$1" ] && [ "$ms" -lt 500 ]; do ms=$(( ms * 3 / 2 )); i=$((i + 1)); done
+  [ "$ms" -le 500 ] || ms=500
   sleep "0.$(printf '%03d' "$ms")"
 }
 
