@@ -54,7 +54,7 @@ def check(what, cond, detail=""):
 
 
 def wait_until(pred, secs, step=0.02):
-    end = time.monotonic() + secs
+    end = time.monotonic() + secs * SCALE
     while time.monotonic() < end:
         v = pred()
         if v:
@@ -299,7 +299,7 @@ def read_events(cli, want=None, secs=30):
     """Events (frames with an id) of cli, as (id, decoded data), until want of
     them (or the end); the end frame's data is returned too (None without one)."""
     out, end = [], None
-    deadline = time.monotonic() + secs
+    deadline = time.monotonic() + secs * SCALE
     while time.monotonic() < deadline:
         f = cli.next_frame()
         if f is None:
@@ -825,9 +825,11 @@ def section_slow(work):
     try:
         start(port, "sse_emitter.lua", "sl", {})
         slow = SSE(port, "/v1/workflows/sl/events", rcvbuf=4096, timeout=60)  # reads its head, then nothing
-        fast = SSE(port, "/v1/workflows/sl/events", timeout=60)
+        fast = SSE(port, "/v1/workflows/sl/events", timeout=60 * SCALE)
         fast_out = []
-        fast_t = threading.Thread(target=lambda: fast_out.append(read_events(fast, secs=120)))
+        # it reads until the end (the stop below): a window of its own would
+        # cut it off while a busy machine is still writing the 384 events
+        fast_t = threading.Thread(target=lambda: fast_out.append(read_events(fast, secs=900)))
         fast_t.start()
         # 64 KiB events, 24 MiB in all: the kernel buffers a few MiB, the rest queues past the 8 MiB cap
         lat = []
@@ -858,7 +860,7 @@ def section_slow(work):
         check("the workflow ends while a client catches up: its whole backlog, then the end",
               [i for i, _ in lag1 + lag2] == list(range(1, total + 1)) and lagend == {"status": "completed"},
               f"{len(lag1 + lag2)} events, end {lagend}")
-        fast_t.join(120)
+        fast_t.join(900 * SCALE)
         fev, fend = fast_out[0] if fast_out else ([], None)
         check("a client that reads gets every event and the end", len(fev) == total and fend == {"status": "completed"},
               f"{len(fev)} {fend}")

@@ -14,11 +14,15 @@ wait_true 30 'PORT="$(grep -o '\''port [0-9]*'\'' "$T/http.log" | grep -o '\''[0
 
 serve_bg
 before="$(awk '$1 == "VmRSS:" {print $2}' "/proc/$S/status")"
+# the reader stops three times as long as the idle timeout: only a paused
+# transfer keeps it from firing. The timeout is seconds, scaled: it also
+# bounds the test's HTTP server, which a busy machine can leave unscheduled
+# for longer than half a second (it fired so under ASan and load)
+IDLE="$(scaled 3)" PAUSE="$(( $(scaled 3) * 3 ))"
 for how in read read_into; do
   into=false; [ "$how" == read_into ] && into=true
-  # the reader stops for 2 s; the idle timeout is 0.5 s: only a paused transfer keeps it from firing
   engine start "$WF" --id "w-$how" --detach \
-    --input "{\"url\": \"http://127.0.0.1:$PORT/big\", \"pause\": 2, \"idle_timeout\": 0.5, \"read_into\": $into}" >/dev/null || true
+    --input "{\"url\": \"http://127.0.0.1:$PORT/big\", \"pause\": $PAUSE, \"idle_timeout\": $IDLE, \"read_into\": $into}" >/dev/null || true
   wait_status "w-$how" completed 60 || engine show "w-$how" | grep -i error >&2 || true
   assert_eq "$how: every byte arrived after the reader lagged" "$BYTES" \
     "$(engine show "w-$how" --json | lua5.4 "$SRC/tests/integration/jget.lua" result.bytes)"
