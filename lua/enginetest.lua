@@ -15,8 +15,8 @@
 -- message, non_retryable}: the retry policy of the call decides), or a plain
 -- value returned every time. t.taking(seconds, stub): each attempt takes that
 -- long on the virtual clock; one past its start_to_close ends at that
--- deadline as Timeout, as a real one does. An activity without a stub fails the case. The
--- input's identity is set as `engine start` sets it (opts.identity, else
+-- deadline as Timeout, as a real one does. An activity without a stub fails
+-- the case. The input's identity is set as `engine start` sets it (opts.identity, else
 -- "local:test"). The run object:
 --
 --   run:wait_until(status)  runs until the status ("waiting", "completed",
@@ -199,6 +199,7 @@ local Taking = {}
 
 function M.taking(seconds, stub)
   if type(seconds) ~= "number" or seconds <= 0 then fail("t.taking: seconds must be a positive number") end
+  if stub == nil then fail("t.taking: no stub to take the time (a function or a value)") end
   return setmetatable({ seconds = seconds, stub = stub }, Taking)
 end
 
