@@ -1037,13 +1037,15 @@ def section_body_and_headers():
         check("100 KB of header without an end: refused", status_of(r) in (400, 431) or r == b"", r[:100])
         # libmicrohttpd keeps each query parameter in the connection's memory
         # and closes a connection whose parameters do not fit (the request line
-        # is within the limit): at once, not at the next sweep of the server,
-        # and without keeping the request object (fuzz_api_requests found both)
+        # is within the limit): at once, not at the next sweep of the server
+        # (its idle and request timeouts here are 120 s: a close within 10 s,
+        # scaled, is not one; 0.25 s was too tight for a busy machine), and
+        # without keeping the request object (fuzz_api_requests found both)
         slow = []
         for _ in range(3):
             t0 = time.monotonic()
             r = raw_exchange(port, get.replace(b"/healthz", b"/healthz?" + b"&" * 1000) + b"\r\n")
-            if r != b"" or time.monotonic() - t0 > 0.25:
+            if r != b"" or time.monotonic() - t0 > 10 * float(os.environ.get("TEST_TIMEOUT_SCALE") or 1):
                 slow.append((r[:60], round(time.monotonic() - t0, 2)))
         check("1000 query parameters, more than the connection's memory holds: closed at once, without an answer",
               not slow, repr(slow))
