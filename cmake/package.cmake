@@ -50,12 +50,20 @@ set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${ENGINE_PACKAGE_MAINTAINER}")
 # not NEEDED, so dpkg-shlibdeps cannot see them: named here.
 set(ENGINE_DEB_RUNTIME_DEPENDS "libcurl4, libmicrohttpd12, libpq5, lua-yaml, git")
 find_program(ENGINE_DPKG_SHLIBDEPS dpkg-shlibdeps)
-find_program(ENGINE_FILE_PROGRAM file) # CPack's shlibdeps step needs file(1) too
-if(ENGINE_DPKG_SHLIBDEPS AND ENGINE_FILE_PROGRAM)
-  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# CPack's own shlibdeps step is off: it runs file(1) on every installed file
+# (two hundred docs, workflows and fixtures) to find the one ELF file, half a
+# minute of a package build on a busy machine. cmake/package-depends.cmake,
+# which cpack reads, runs dpkg-shlibdeps on the engine binary alone (its
+# NEEDED are the installed one's; stripping does not change them).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+if(ENGINE_DPKG_SHLIBDEPS)
+  set(CPACK_ENGINE_DPKG_SHLIBDEPS "${ENGINE_DPKG_SHLIBDEPS}")
+  set(CPACK_ENGINE_RUNTIME_DEPENDS "${ENGINE_DEB_RUNTIME_DEPENDS}")
+  set(CPACK_ENGINE_BINARY_FILE "${CMAKE_CURRENT_BINARY_DIR}/package-binary.txt")
+  file(GENERATE OUTPUT "${CPACK_ENGINE_BINARY_FILE}" CONTENT "$<TARGET_FILE:engine>")
+  set(CPACK_PROJECT_CONFIG_FILE "${CMAKE_CURRENT_SOURCE_DIR}/cmake/package-depends.cmake")
   set(CPACK_DEBIAN_PACKAGE_DEPENDS "${ENGINE_DEB_RUNTIME_DEPENDS}")
 else()
-  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
       "libc6, liblua5.4-0, libuv1, libsqlite3-0, libssl3, libseccomp2, ${ENGINE_DEB_RUNTIME_DEPENDS}")
 endif()

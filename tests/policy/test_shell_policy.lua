@@ -390,7 +390,9 @@ end)
 
 local function tempdir()
   local d = capture("mktemp -d")
-  assert(d:match("^/tmp/"), "mktemp -d did not give a /tmp directory")
+  -- (removed with rm -rf at the end: only a fresh directory under $TMPDIR or /tmp)
+  local base = (os.getenv("TMPDIR") or "/tmp"):gsub("/+$", "")
+  assert(d:sub(1, #base + 1) == base .. "/" and d:match("^/"), "mktemp -d gave " .. d .. ", not a directory under " .. base)
   return d
 end
 local temp_dirs = {}

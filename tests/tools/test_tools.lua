@@ -118,7 +118,10 @@ local function mktemp()
   local p = assert(io.popen("mktemp -d"))
   local dir = p:read("l")
   p:close()
-  assert(dir and dir:match("^/tmp/"), "mktemp -d did not give a /tmp directory")
+  -- (removed with rm -rf at the end: only a fresh directory under $TMPDIR or /tmp)
+  local base = (os.getenv("TMPDIR") or "/tmp"):gsub("/+$", "")
+  assert(dir and dir:sub(1, #base + 1) == base .. "/" and dir:match("^/"),
+    "mktemp -d gave " .. tostring(dir) .. ", not a directory under " .. base)
   return dir
 end
 local temp_dirs = {}
