@@ -25,17 +25,21 @@ POINTS+=" commit.before:1 commit.before:2 commit.before:3 commit.after:1 commit.
 POINTS+=" activity.start:1 activity.start:4 activity.end:2 activity.end:4 activity.record:1 activity.record:3"
 POINTS+=" timer.fire:1 signal.take:1"
 
-# Runs the workflow (one process) until it exits; sends the signal once it waits.
+# Waits for the workflow's process (PID) to exit, sending the signal once the
+# workflow waits for it (SIGNALLED=0: not sent yet; set to 1 once it is).
+# Sets RC to the process's exit status. Looks at the history only while the
+# signal is owed (each look is an engine process: 20 ms apart at first, then
+# further, as every wait in lib.sh); after that it waits for the process.
 run_until_exit() {
-  local id="$1" pid="$2" signalled="$3"
-  while kill -0 "$pid" 2>/dev/null; do
-    if [ "$signalled" == 0 ] && engine history "$id" 2>/dev/null | tail -1 | has_line SignalWaitStarted; then
-      engine signal "$id" approval '{"approved":true}' 2>/dev/null && signalled=1
+  local id="$1" pid="$2" look=0
+  while [ "$SIGNALLED" == 0 ] && kill -0 "$pid" 2>/dev/null; do
+    if engine history "$id" 2>/dev/null | tail -1 | has_line SignalWaitStarted; then
+      engine signal "$id" approval '{"approved":true}' 2>/dev/null && SIGNALLED=1
+    else
+      look=$((look + 1)); poll_pause "$look"
     fi
-    sleep 0.01 # the driver's pace while the process runs (ctest's timeout bounds it)
   done
-  wait "$pid" 2>/dev/null || true
-  echo "$signalled"
+  set +e; wait "$pid" 2>/dev/null; RC=$?; set -e
 }
 
 cases=0 killed=0 extra=0 hit=0
@@ -43,23 +47,20 @@ for pt in $POINTS; do
   cases=$((cases + 1))
   id="c$cases"
   export HELLO_SIDE_EFFECTS="$T/effects.$id"
-  signalled=0
+  SIGNALLED=0
   "$ENGINE" start "$HELLO" --id "$id" --detach --input "$INPUT" >/dev/null 2>&1 || true
-  if [ $((cases % 2)) == 0 ]; then engine signal "$id" approval '{"approved":true}' 2>/dev/null; signalled=1; fi
+  if [ $((cases % 2)) == 0 ]; then engine signal "$id" approval '{"approved":true}' 2>/dev/null; SIGNALLED=1; fi
   ENGINE_CRASH="$pt" "$ENGINE" start "$HELLO" --id "$id" --quiet >/dev/null 2>"$T/crash.err" &
-  p=$!
-  signalled="$(run_until_exit "$id" "$p" "$signalled")"
+  run_until_exit "$id" "$!"
   # the crash point was reached only if the kernel says SIGKILL ended the process
-  set +e; wait "$p" 2>/dev/null; rc=$?; set -e
-  if [ "$rc" == 137 ]; then hit=$((hit + 1)); else echo "# $pt: not reached (exit $rc)"; fi
+  if [ "$RC" == 137 ]; then hit=$((hit + 1)); else echo "# $pt: not reached (exit $RC)"; fi
   st="$(status "$id")"
   [ "$st" != completed ] && killed=$((killed + 1))
   # resume, as many times as it takes (a crash point may fire again: it does not here)
   for attempt in 1 2 3; do
     [ "$(status "$id")" == completed ] && break
     "$ENGINE" start "$HELLO" --id "$id" --quiet >/dev/null 2>"$T/resume.err" &
-    p=$!
-    signalled="$(run_until_exit "$id" "$p" "$signalled")"
+    run_until_exit "$id" "$!"
   done
   if [ "$(status "$id")" != completed ]; then
     fail "$pt: not completed after resume ($(status "$id")): $(cat "$T/resume.err")"
@@ -84,14 +85,16 @@ assert_exit "every case's hash chains whole after its kill at every crash point 
 # ---------------------------------------------------------------- part 2 ---
 export HELLO_SIDE_EFFECTS="$T/effects.serve"
 N=12
+declare -A SENT=() # the workflows signalled: one signal each, looked at no more
 for i in $(seq 1 $N); do
   "$ENGINE" start "$HELLO" --id "s$i" --detach --input '{"n":5,"sleep":0.05}' >/dev/null 2>&1 || true
-  [ $((i % 3)) == 0 ] && engine signal "s$i" approval '{"approved":true}' 2>/dev/null
+  [ $((i % 3)) == 0 ] && engine signal "s$i" approval '{"approved":true}' 2>/dev/null && SENT[$i]=1
 done
 signal_waiting() {
   for i in $(seq 1 $N); do
-    engine history "s$i" 2>/dev/null | tail -1 | has_line SignalWaitStarted &&
-      engine signal "s$i" approval '{"approved":true}' 2>/dev/null || true
+    [ -z "${SENT[$i]:-}" ] || continue
+    if engine history "s$i" 2>/dev/null | tail -1 | has_line SignalWaitStarted &&
+      engine signal "s$i" approval '{"approved":true}' 2>/dev/null; then SENT[$i]=1; fi
   done
 }
 for round in 1 2 3 4; do
