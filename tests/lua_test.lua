@@ -77,9 +77,15 @@ function M.tmpdir(prefix)
   return d
 end
 
+-- Removes the directories tmpdir made (finish does too).
+function M.remove_tmpdirs()
+  for _, d in ipairs(tmpdirs) do os.execute("rm -rf -- " .. M.shell_quote(d)) end
+  tmpdirs = {}
+end
+
 -- Removes the fixtures, prints the summary and exits non-zero on a failure.
 function M.finish()
-  for _, d in ipairs(tmpdirs) do os.execute("rm -rf -- " .. M.shell_quote(d)) end
+  M.remove_tmpdirs()
   print(string.format("\n%d passed, %d failed", passed, failed))
   if failed > 0 then
     for _, f in ipairs(failures) do io.stderr:write("FAIL " .. f .. "\n") end

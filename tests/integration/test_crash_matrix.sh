@@ -35,9 +35,8 @@ run_until_exit() {
   while [ "$SIGNALLED" == 0 ] && kill -0 "$pid" 2>/dev/null; do
     if engine history "$id" 2>/dev/null | tail -1 | has_line SignalWaitStarted; then
       engine signal "$id" approval '{"approved":true}' 2>/dev/null && SIGNALLED=1
-    else
-      look=$((look + 1)); poll_pause "$look"
     fi
+    [ "$SIGNALLED" == 1 ] || { look=$((look + 1)); poll_pause "$look"; } # (a refused signal too)
   done
   set +e; wait "$pid" 2>/dev/null; RC=$?; set -e
 }

@@ -388,17 +388,11 @@ end)
 
 -- --------------------------------------------------- read-only guarantee --
 
-local function tempdir()
-  local d = capture("mktemp -d")
-  -- (removed with rm -rf at the end: only a fresh directory under $TMPDIR or /tmp)
-  local base = (os.getenv("TMPDIR") or "/tmp"):gsub("/+$", "")
-  assert(d:sub(1, #base + 1) == base .. "/" and d:match("^/"), "mktemp -d gave " .. d .. ", not a directory under " .. base)
-  return d
-end
-local temp_dirs = {}
+-- fixture directories under $TMPDIR (tests/lua_test.lua), removed at the end
+local lua_test = dofile(repo .. "/tests/lua_test.lua")
+local function tempdir() return lua_test.tmpdir("test_shell_policy") end
 local function policy_dir(files)
   local dir = tempdir()
-  temp_dirs[#temp_dirs + 1] = dir
   for name, content in pairs(files) do
     local f = assert(io.open(dir .. "/" .. name, "wb"))
     f:write(content)
@@ -460,7 +454,6 @@ test("the set hash covers the library's own sources", function()
   has(table.concat(names, " "), "policy_lib/commands.lua")
   -- a copy of lua/ with one library file edited gives another hash for the same policies
   local copy = tempdir()
-  temp_dirs[#temp_dirs + 1] = copy
   os.execute("cp -r " .. shell_quote(repo .. "/lua") .. " " .. shell_quote(copy .. "/lua"))
   local probe = copy .. "/probe.lua"
   local f = assert(io.open(probe, "wb"))
@@ -480,9 +473,7 @@ end)
 
 -- ------------------------------------------------------------- cleanup --
 
-for _, d in ipairs(temp_dirs) do
-  if d:match("^/tmp/tmp%.[%w]+$") then os.execute("rm -r -- " .. shell_quote(d)) end
-end
+lua_test.remove_tmpdirs()
 
 print(string.format("%d passed, %d failed", passed, failed))
 os.exit(failed == 0 and 0 or 1)

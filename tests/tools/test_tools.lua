@@ -112,24 +112,10 @@ local function lacks(s, sub, msg)
   end
 end
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
-local function mktemp()
-  local p = assert(io.popen("mktemp -d"))
-  local dir = p:read("l")
-  p:close()
-  -- (removed with rm -rf at the end: only a fresh directory under $TMPDIR or /tmp)
-  local base = (os.getenv("TMPDIR") or "/tmp"):gsub("/+$", "")
-  assert(dir and dir:sub(1, #base + 1) == base .. "/" and dir:match("^/"),
-    "mktemp -d gave " .. tostring(dir) .. ", not a directory under " .. base)
-  return dir
-end
-local temp_dirs = {}
-local function tempdir()
-  local d = mktemp()
-  temp_dirs[#temp_dirs + 1] = d
-  return d
-end
+-- fixture directories under $TMPDIR (tests/lua_test.lua), removed at the end
+local lua_test = dofile(repo .. "/tests/lua_test.lua")
+local function tempdir() return lua_test.tmpdir("test_tools") end
 local function write(path, content)
   local f = assert(io.open(path, "wb"))
   f:write(content)
@@ -1012,9 +998,7 @@ end)
 
 -- ------------------------------------------------------------- cleanup --
 
-for _, d in ipairs(temp_dirs) do
-  if d:match("^/tmp/tmp%.[%w]+$") then os.execute("rm -r -- " .. shell_quote(d)) end
-end
+lua_test.remove_tmpdirs()
 
 print(string.format("%d passed, %d failed", passed, failed))
 os.exit(failed == 0 and 0 or 1)
