@@ -164,8 +164,12 @@ static void on_listen(uv_poll_t *h, int status, int events) {
   (void)events;
   dbwatch *w = h->data;
   int heard = status < 0 ? -1 : store_commit_drain(w->st, w->listen_fd);
-  if (heard < 0) listen_stop(w); /* the connection went: the timer polls, and listens again */
-  if (heard != 0) watch_check(w);
+  if (heard < 0) { /* the connection went: the timer polls, and listens again */
+    listen_stop(w);
+    watch_check(w);
+  } else if (heard) {
+    w->cb(w->ud); /* another connection committed: the counter need not be asked (a round trip) */
+  }
 }
 
 /* Listens on the store's commit descriptor when it has one. */

@@ -387,6 +387,7 @@ static void pg_close(store *st_) {
   PQfinish(s->conn);
   for (int i = 0; i < 4; i++)
     if (s->listen[i]) PQfinish(s->listen[i]);
+  free(s->pipeq);
   strmap_free(&s->held);
   strmap_free(&s->claimed);
   strmap_free(&s->fenced);

@@ -247,7 +247,8 @@ static int committed_anyway(pg *s, int64_t xid) {
 }
 
 /* The batch's last round trip: its writes not answered yet, the fence
- * (Q_FENCE_OR_ABORT), the commits bump and COMMIT go in one pipeline.
+ * (Q_FENCE_OR_ABORT), the commits bump, COMMIT and the listeners' notify
+ * go in one pipeline.
  * commit_send sends them: STORE_PENDING, the answers to be read
  * (commit_finish), or the result when there was nothing to send. */
 static int commit_outcome(pg *s, int ok);
@@ -293,6 +294,7 @@ static int commit_send(pg *s) {
     pg_params_start(s);
     sent = pg_pipe_send_q(s, Q_COMMIT, "commit", &s->commit_res);
   }
+  if (s->commit_bumped && sent == STORE_OK) sent = pg_pipe_send_soft(s, Q_NOTIFY, "notify listeners");
   if (sent != STORE_OK) return commit_outcome(s, 0);
   pg_drain_begin(s);
   return STORE_PENDING;

@@ -220,7 +220,7 @@ int pg_drain_read(pg *s, int wait) {
         if (q->keep) *q->keep = r, r = NULL;
       } else {
         if (q->prepared) *q->prepared = 0;
-        if (!d->bad && t != PGRES_PIPELINE_ABORTED) d->bad = r, r = NULL, d->what = q->what;
+        if (!d->bad && t != PGRES_PIPELINE_ABORTED && !q->soft) d->bad = r, r = NULL, d->what = q->what;
       }
       d->phase = DRAIN_REST;
     }
@@ -269,16 +269,20 @@ int pg_pipe_drain(pg *s, int report) {
 static int pipe_send(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what,
                      PGresult **keep) {
   if (s->pipe + 2 > PIPE_MAX && pg_pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
+  if (s->pipe + 2 > s->pipe_cap) {
+    s->pipe_cap = s->pipe_cap ? s->pipe_cap * 2 : 128;
+    s->pipeq = util_xrealloc(s->pipeq, (size_t)s->pipe_cap * sizeof *s->pipeq);
+  }
   int ok = PQpipelineStatus(s->conn) != PQ_PIPELINE_OFF || PQenterPipelineMode(s->conn);
   if (ok && !*prepared) {
     ok = PQsendPrepare(s->conn, name, sql, 0, NULL);
     if (ok) {
       *prepared = 1;
-      s->pipeq[s->pipe++] = (struct pipe_entry){what, prepared, NULL};
+      s->pipeq[s->pipe++] = (struct pipe_entry){what, prepared, NULL, 0};
     }
   }
   if (ok) ok = PQsendQueryPrepared(s->conn, name, s->np, s->pv, s->plen, s->pfmt, binary);
-  if (ok) s->pipeq[s->pipe++] = (struct pipe_entry){what, NULL, keep};
+  if (ok) s->pipeq[s->pipe++] = (struct pipe_entry){what, NULL, keep, 0};
   if (ok) return STORE_OK;
   pg_pipe_drain(s, 0);
   return fail(s, what);
@@ -337,6 +341,14 @@ int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep) {
   char name[16];
   snprintf(name, sizeof name, "e%d", q);
   return pipe_send(s, name, pg_sql[q], &s->prepared[q], 0, what, keep);
+}
+
+/* The same for a statement after the batch's COMMIT whose failure costs
+ * nothing the batch wrote (the listeners' wake-up): the drain passes it by. */
+int pg_pipe_send_soft(pg *s, int q, const char *what) {
+  int rc = pg_pipe_send_q(s, q, what, NULL);
+  if (rc == STORE_OK) s->pipeq[s->pipe - 1].soft = 1;
+  return rc;
 }
 
 /* A write statement, run to completion (s->changes: the rows it changed). */
@@ -753,7 +765,8 @@ int pg_commit_drain(store *st_, int fd) {
   int i = listener_of(s, fd);
   /* a lost one is closed by the next store_commit_fd, once nothing polls it */
   if (i < 0 || !PQconsumeInput(s->listen[i]) || PQstatus(s->listen[i]) != CONNECTION_OK) return -1;
-  int heard = 0;
-  for (PGnotify *n; (n = PQnotifies(s->listen[i])) != NULL; PQfreemem(n)) heard = 1;
+  int heard = 0, own = PQbackendPID(s->conn); /* the batches' connection sends this store's own */
+  for (PGnotify *n; (n = PQnotifies(s->listen[i])) != NULL; PQfreemem(n))
+    if (n->be_pid != own) heard = 1;
   return heard;
 }

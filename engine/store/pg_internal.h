@@ -48,7 +48,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_LAST, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_TXID_STATUS,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_NOTIFY, Q_TXID_STATUS,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -62,10 +62,13 @@ enum {
 extern const char *const pg_sql[Q__N];
 
 #define MAXP 32
-/* statements a batch sends before it reads their answers: the answers are
- * a few dozen bytes each, so the server never blocks on sending them while
- * the client blocks on sending more */
-#define PIPE_MAX 128
+/* statements a batch sends before it reads their answers. More than a few
+ * hundred fit a busy batch (a step is several writes), and each time the
+ * queue fills the loop waits a round trip for its answers. While libpq
+ * sends it reads what the server answers meanwhile, so a server blocked on
+ * answers not yet read never blocks the client (and the answers are a few
+ * dozen bytes each); the queue grows as needed up to this */
+#define PIPE_MAX 8192
 
 typedef struct pg {
   store base; /* first: the seam (backend.h) */
@@ -81,8 +84,9 @@ typedef struct pg {
     const char *what; /* for the error */
     char *prepared;   /* a Parse: its flag, cleared again if it did not run */
     PGresult **keep;  /* where its result goes (NULL: checked, then dropped) */
-  } pipeq[PIPE_MAX];
-  int pipe;
+    int soft;         /* its failure fails nothing (pg_pipe_send_soft) */
+  } *pipeq;
+  int pipe, pipe_cap;
   struct drain { /* the pipeline's answers being read (pg_drain_read) */
     int n, i, phase, lost;
     PGresult *bad;
@@ -146,6 +150,7 @@ int pg_pipe_drain(pg *s, int report);
 PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what);
 PGresult *pq_run(pg *s, int q, int binary, const char *what);
 int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep);
+int pg_pipe_send_soft(pg *s, int q, const char *what);
 int pg_exec_write(pg *s, int q, const char *what);
 int pg_exec_defer(pg *s, int q, const char *what);
 const char *pg_col_text(const PGresult *r, int row, int i);

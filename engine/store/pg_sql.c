@@ -249,9 +249,16 @@ const char *const pg_sql[Q__N] = {
                          "AS f(id, ep) LEFT JOIN l ON l.wf_id=f.id WHERE l.owner IS DISTINCT FROM $3 OR l.epoch<>f.ep",
     [Q_COMMIT] = "COMMIT",
     [Q_DATA_VERSION] = "SELECT sum(n)::bigint FROM commits",
-    /* the version moves, and listeners hear of it when the batch commits (store_commit_fd) */
-    [Q_BUMP] = "WITH b AS (INSERT INTO commits VALUES($1, 1) ON CONFLICT(one) DO UPDATE SET n=commits.n+1 "
-               "RETURNING n) SELECT pg_notify('engine_commits', n::text) FROM b",
+    /* the version moves when the batch commits (store_data_version) */
+    [Q_BUMP] = "INSERT INTO commits VALUES($1, 1) ON CONFLICT(one) DO UPDATE SET n=commits.n+1",
+    /* the listeners hear of a commit (store_commit_fd): sent after the
+     * COMMIT, in a transaction of its own, because PostgreSQL orders
+     * notifying transactions with one lock for the database held through
+     * their commit, which would make every worker's commits wait for each
+     * other's flush; this one writes nothing, so it need not wait for its
+     * own (a notify lost in a server crash costs a wake-up, which the
+     * counter's poll makes up for) */
+    [Q_NOTIFY] = "SELECT set_config('synchronous_commit', 'off', true), pg_notify('engine_commits', '')",
     [Q_TXID_STATUS] = "SELECT txid_status($1::bigint)",
     [Q_COUNT_HIST] = "SELECT count(*) FROM history WHERE wf_id=$1",
     [Q_META_GET] = "SELECT value FROM meta WHERE key=$1",

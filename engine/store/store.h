@@ -175,9 +175,10 @@ int store_checkpoint(store *s, int64_t *log, int64_t *copied);
  * watch the file). old: the caller's previous one, closed and replaced (-1
  * for a first one). */
 int store_commit_fd(store *s, int old);
-/* After descriptor fd was readable: takes what arrived; 1 when a commit was
- * announced, 0 when not, -1 when its connection is lost (store_commit_fd
- * with it as old opens a new one). */
+/* After descriptor fd was readable: takes what arrived; 1 when a commit of
+ * another connection was announced (this store's own are not), 0 when not,
+ * -1 when its connection is lost (store_commit_fd with it as old opens a
+ * new one). */
 int store_commit_drain(store *s, int fd);
 
 /* ---- workflows ---- */

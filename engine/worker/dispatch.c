@@ -226,6 +226,7 @@ void dispatch_due(engine *e) {
     tasks_arm(e, util_now_ms());
     return;
   }
+  e->dispatched_at = util_mono_ms();
   due_ctx d = {e, 0, 0, 0, NULL, NULL, 0, 0, {0}};
   strmap_init(&d.seen);
   int64_t next = -2;
@@ -243,6 +244,7 @@ void dispatch_due(engine *e) {
     next = d.n >= DISPATCH_BATCH ? util_now_ms()
            : d.left ? util_now_ms() + 20 /* after this batch commits, and the others had a turn */
                     : store_task_next_at(e->st, e->owner);
+  e->dispatch_ms = util_mono_ms() - e->dispatched_at;
   if (next == -2) { /* the batch is lost (the commit handles it) or a query failed */
     if (!store_batch_failed(e->st)) engine_store_incident(e);
     return;

@@ -186,6 +186,7 @@ struct engine {
   /* ---- tasks.c: the timer of the due tasks ---- */
   uv_timer_t task_timer;
   int64_t task_timer_at;
+  int64_t dispatched_at, dispatch_ms; /* the last dispatch's start and how long it took (on_external's gap) */
   void (*on_due)(engine *e); /* dispatch_due, registered by dispatch_init */
 
   /* ---- dispatch.c ---- */

@@ -2096,6 +2096,47 @@ static void test_data_version(void **state) {
   store_close(s2);
 }
 
+/* Reads what arrived on a listening descriptor until a drain says a commit
+ * was announced, or the deadline (for a slow machine, not a speed) passes:
+ * the last drain's answer. */
+static int heard_within(store *s, int fd, int ms) {
+  int heard = 0;
+  for (int64_t end = util_mono_ms() + ms; !heard && util_mono_ms() < end;) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, (int)(end - util_mono_ms())) > 0) heard = store_commit_drain(s, fd);
+  }
+  return heard;
+}
+
+/* PostgreSQL's listeners (store_commit_fd): a commit that wrote is
+ * announced to every other connection's listener, after the COMMIT in a
+ * transaction of its own, and not to the committing store's own; a commit
+ * that wrote nothing is announced to no one. */
+static void test_commit_announced(void **state) {
+  fixture *f = *state;
+  if (!pg_url()) skip();
+  store *s1 = open_ok(f->db), *s2 = open_ok(f->db);
+  int fd1 = store_commit_fd(s1, -1), fd2 = store_commit_fd(s2, -1);
+  assert_true(fd1 >= 0 && fd2 >= 0);
+  append_ev(s1, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, "{}", 1);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(heard_within(s2, fd2, 30000), 1);
+  /* the same announcement reached s1's listener by now (one queue, in
+   * commit order): it is s1's own, so nothing is heard */
+  assert_int_equal(heard_within(s1, fd1, 1000), 0);
+  /* the other way round */
+  append_ev(s2, "wf", 1, 2, "X", 0, NULL, NULL, NULL, 2);
+  assert_int_equal(store_commit(s2), STORE_OK);
+  assert_int_equal(heard_within(s1, fd1, 30000), 1);
+  /* a batch that read and wrote nothing moves nothing */
+  assert_int_equal(heard_within(s2, fd2, 1000), 0);
+  assert_int_equal(hist_count(s1, "wf", 1), 2);
+  assert_int_equal(store_commit(s1), STORE_OK);
+  assert_int_equal(heard_within(s2, fd2, 1000), 0);
+  store_close(s1);
+  store_close(s2);
+}
+
 /* A reconnection sets the session's settings again: after the server
  * dropped the connection, a wait for an order lock is still bounded by
  * ENGINE_BUSY_TIMEOUT_MS (lost with the session, it would wait forever). */
@@ -3143,6 +3184,7 @@ int main(int argc, char **argv) {
       T(test_module_pins),
       T(test_second_connection_sees_only_committed),
       T(test_data_version),
+      T(test_commit_announced),
       T(test_begin_busy_when_other_writer),
       T(test_pg_settings_survive_reconnect),
       T(test_bind_failure_writes_nothing),
