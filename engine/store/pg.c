@@ -388,6 +388,7 @@ static void pg_close(store *st_) {
   for (int i = 0; i < 4; i++)
     if (s->listen[i]) PQfinish(s->listen[i]);
   free(s->pipeq);
+  pg_rows_free(s);
   strmap_free(&s->held);
   strmap_free(&s->claimed);
   strmap_free(&s->fenced);

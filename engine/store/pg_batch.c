@@ -129,7 +129,10 @@ static int pg_chain_write(store *st_, const char *wf_id, int domain, const char 
   pg_bind_int(s, seq);
   if (!domain) pg_bind_text(s, base && *base ? base : NULL);
   pg_bind_text(s, wf_id);
-  return pg_exec_defer(s, domain ? Q_WF_DOM_HEAD : Q_WF_HIST_HEAD, "write the chain's head");
+  if (domain || !s->in_txn || s->failed || s->bind_failed)
+    return pg_exec_defer(s, domain ? Q_WF_DOM_HEAD : Q_WF_HIST_HEAD, "write the chain's head");
+  if (pg_injected(s, "write the chain's head")) return STORE_ERR;
+  return pg_rows_add(s, &s->head_rows, Q_WF_HIST_HEAD_MANY, "write the chain's head"); /* sent after the others */
 }
 
 
@@ -265,8 +268,10 @@ static int commit_send(pg *s) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }
-  /* the heads of the hash chains the batch moved, into their workflows' rows (pipelined) */
-  if (chain_flush(&s->base, pg_chain_write) != STORE_OK) {
+  /* the heads of the hash chains the batch moved, into their workflows' rows (pipelined), after
+   * the history's rows held (pg_rows.c) */
+  if (pg_rows_flush(s, &s->hist_rows) != STORE_OK || chain_flush(&s->base, pg_chain_write) != STORE_OK ||
+      pg_rows_flush(s, &s->head_rows) != STORE_OK) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }
@@ -405,6 +410,7 @@ int pg_commit_settle(store *st_) {
 /* Ends the batch, whatever state it is in; keeps store_errmsg. */
 void pg_rollback(store *st_) {
   pg *s = (pg *)st_;
+  pg_rows_reset(s);
   pg_pipe_drain(s, 0);
   if (PQtransactionStatus(s->conn) != PQTRANS_IDLE && PQstatus(s->conn) == CONNECTION_OK)
     PQclear(PQexec(s->conn, "ROLLBACK"));

@@ -266,8 +266,8 @@ int pg_pipe_drain(pg *s, int report) {
 
 /* Sends sql (prepared once as name) with the bound parameters in pipeline
  * mode, without waiting: its answer is read by pg_pipe_drain (into *keep). */
-static int pipe_send(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what,
-                     PGresult **keep) {
+static int pipe_send_with(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what,
+                          PGresult **keep, int np, const char *const *pv, const int *plen, const int *pfmt) {
   if (s->pipe + 2 > PIPE_MAX && pg_pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
   if (s->pipe + 2 > s->pipe_cap) {
     s->pipe_cap = s->pipe_cap ? s->pipe_cap * 2 : 128;
@@ -281,11 +281,16 @@ static int pipe_send(pg *s, const char *name, const char *sql, char *prepared, i
       s->pipeq[s->pipe++] = (struct pipe_entry){what, prepared, NULL, 0};
     }
   }
-  if (ok) ok = PQsendQueryPrepared(s->conn, name, s->np, s->pv, s->plen, s->pfmt, binary);
+  if (ok) ok = PQsendQueryPrepared(s->conn, name, np, pv, plen, pfmt, binary);
   if (ok) s->pipeq[s->pipe++] = (struct pipe_entry){what, NULL, keep, 0};
   if (ok) return STORE_OK;
   pg_pipe_drain(s, 0);
   return fail(s, what);
+}
+
+static int pipe_send(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what,
+                     PGresult **keep) {
+  return pipe_send_with(s, name, sql, prepared, binary, what, keep, s->np, s->pv, s->plen, s->pfmt);
 }
 
 /* Runs sql (prepared once as name; *prepared says it is) with the bound
@@ -297,6 +302,7 @@ PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int 
     fail(s, what);
     return NULL;
   }
+  if (pg_rows_flush_before(s, -1) != STORE_OK) return NULL; /* a read sees every row the batch wrote */
   if (s->pipe) { /* its answer lands in s->read_res (a field: the queue outlives this call's frame) */
     s->read_res = NULL;
     if (pipe_send(s, name, sql, prepared, binary, what, &s->read_res) != STORE_OK || pg_pipe_drain(s, 1) != STORE_OK)
@@ -338,9 +344,19 @@ PGresult *pq_run(pg *s, int q, int binary, const char *what) {
 /* Sends statement q (pg_sql[q]) with the bound parameters in the pipeline. */
 int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep) {
   if (s->bind_failed) return fail(s, what);
+  if (pg_rows_flush_before(s, q) != STORE_OK) return STORE_ERR;
   char name[16];
   snprintf(name, sizeof name, "e%d", q);
   return pipe_send(s, name, pg_sql[q], &s->prepared[q], 0, what, keep);
+}
+
+/* The same with n text values of its own rather than the bound parameters
+ * (which it leaves as they are: pg_rows.c sends its rows between a
+ * caller's binding and its statement). */
+int pg_pipe_send_values(pg *s, int q, int n, const char *const *values, const char *what) {
+  char name[16];
+  snprintf(name, sizeof name, "e%d", q);
+  return pipe_send_with(s, name, pg_sql[q], &s->prepared[q], 0, what, NULL, n, values, NULL, NULL);
 }
 
 /* The same for a statement after the batch's COMMIT whose failure costs

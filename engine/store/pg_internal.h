@@ -48,7 +48,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_LAST, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_NOTIFY, Q_TXID_STATUS,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_NOTIFY, Q_TXID_STATUS, Q_HIST_APPEND_MANY, Q_WF_HIST_HEAD_MANY,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -69,6 +69,20 @@ extern const char *const pg_sql[Q__N];
  * answers not yet read never blocks the client (and the answers are a few
  * dozen bytes each); the queue grows as needed up to this */
 #define PIPE_MAX 8192
+
+/* Rows of one statement a batch writes many of, sent as one statement of
+ * arrays (pg_rows.c): column i's values as an array literal */
+#define ROWS_COLS 10
+typedef struct pg_rows {
+  int q, n; /* the statement of arrays; the rows held */
+  const char *what;
+  struct rows_col {
+    char *buf;
+    size_t len, cap;
+  } col[ROWS_COLS];
+  int ncols;
+  size_t bytes;
+} pg_rows;
 
 typedef struct pg {
   store base; /* first: the seam (backend.h) */
@@ -123,6 +137,7 @@ typedef struct pg {
   strmap fenced;  /* workflows the open batch must still hold at commit */
   strmap releasing; /* leases the open batch releases at commit (pg_lease_release) */
   char owner[64]; /* who claimed them */
+  pg_rows hist_rows, head_rows; /* the batch's history events and chain heads not sent yet (pg_rows.c) */
   PGconn *listen[4]; /* LISTEN engine_commits, one per watcher (store_commit_fd) */
   int listen_fd[4];  /* their sockets as handed out (PQsocket says -1 once one is lost) */
 } pg;
@@ -151,6 +166,13 @@ PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int 
 PGresult *pq_run(pg *s, int q, int binary, const char *what);
 int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep);
 int pg_pipe_send_soft(pg *s, int q, const char *what);
+int pg_pipe_send_values(pg *s, int q, int n, const char *const *values, const char *what);
+/* pg_rows.c */
+int pg_rows_add(pg *s, pg_rows *r, int q, const char *what);
+int pg_rows_flush(pg *s, pg_rows *r);
+int pg_rows_flush_before(pg *s, int q);
+void pg_rows_reset(pg *s);
+void pg_rows_free(pg *s);
 int pg_exec_write(pg *s, int q, const char *what);
 int pg_exec_defer(pg *s, int q, const char *what);
 const char *pg_col_text(const PGresult *r, int row, int i);

@@ -116,6 +116,15 @@ const char *const pg_sql[Q__N] = {
                       "ON CONFLICT(wf_id) DO UPDATE SET dom_head=$1, dom_seq=$2",
     [Q_HIST_APPEND] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
                       "VALUES($1,$2,$3,$4,$5,$6,$7,$8,$9,$10)",
+    /* Q_HIST_APPEND's rows, many at once (pg_rows.c): each column an array */
+    [Q_HIST_APPEND_MANY] = "INSERT INTO history(wf_id,run,seq,type,ref,name,hash,payload,time,chain) "
+                           "SELECT * FROM unnest($1::text[],$2::bigint[],$3::bigint[],$4::text[],$5::bigint[],"
+                           "$6::text[],$7::text[],$8::text[],$9::bigint[],$10::text[])",
+    /* Q_WF_HIST_HEAD's, many at once (a batch moves a workflow's head once) */
+    [Q_WF_HIST_HEAD_MANY] = "INSERT INTO chain_heads(wf_id,hist_head,hist_seq,hist_base) "
+                            "SELECT w, h, q, b FROM unnest($1::text[],$2::bigint[],$3::text[],$4::text[]) AS r(h,q,b,w) "
+                            "ON CONFLICT(wf_id) DO UPDATE SET hist_head=excluded.hist_head, "
+                            "hist_seq=excluded.hist_seq, hist_base=excluded.hist_base",
     [Q_HIST_LOAD] = "SELECT seq,type,ref,name,hash,payload,time,chain,run FROM history WHERE wf_id=$1 AND run=$2 "
                     "ORDER BY seq",
     /* point reads are not checked against the chain (store.h): no chain read */

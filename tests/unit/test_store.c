@@ -555,6 +555,47 @@ static void test_history_append_load_order(void **state) {
   store_close(s);
 }
 
+/* A batch's events go out as they were given, whatever their bytes: on
+ * PostgreSQL they are held and sent many at once as arrays (pg_rows.c), so
+ * quotes, backslashes, braces, commas, newlines, the word NULL, an empty
+ * string and a value past the size that sends them early all round trip;
+ * a read in the middle of the batch sees the events appended before it. */
+static void test_history_values_verbatim(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  const char *odd = "{\"q\":\"a \\\"quote\\\"\",\"b\":\"back\\\\slash\",\"c\":\"{br,ace} (x)\",\n\"u\":\"\xc3\xa9\xe6\xbc\xa2\"}";
+  size_t big_n = (9u << 20) + 7;
+  char *big = malloc(big_n + 1);
+  for (size_t i = 0; i < big_n; i++) big[i] = "ab\"\\,{}"[i % 7];
+  big[big_n] = 0;
+  append_ev(s, "wf", 1, 1, "WorkflowStarted", 0, NULL, NULL, odd, 1);
+  append_ev(s, "wf", 1, 2, "A B", 0, "NULL", "", "NULL", 2);
+  append_ev(s, "wf", 1, 3, "Big", 1, "x", NULL, big, 3);
+  assert_int_equal(hist_count(s, "wf", 1), 3); /* a read in the batch sees them */
+  append_ev(s, "wf", 1, 4, "After", 3, "{}", "\\", "[]", 4);
+  assert_int_equal(store_commit(s), STORE_OK);
+  hist_list l = {0};
+  assert_int_equal(store_hist_load(s, "wf", 1, &l), STORE_OK);
+  assert_int_equal(l.n, 4);
+  assert_string_equal(l.v[0].payload, odd);
+  assert_null(l.v[0].name);
+  assert_string_equal(l.v[1].type, "A B");
+  assert_string_equal(l.v[1].name, "NULL");
+  assert_string_equal(l.v[1].hash, "");
+  assert_string_equal(l.v[1].payload, "NULL");
+  assert_int_equal(strlen(l.v[2].payload), big_n);
+  assert_true(strcmp(l.v[2].payload, big) == 0);
+  assert_null(l.v[2].hash);
+  assert_int_equal(l.v[3].ref, 3);
+  assert_string_equal(l.v[3].name, "{}");
+  assert_string_equal(l.v[3].hash, "\\");
+  assert_string_equal(l.v[3].payload, "[]");
+  assert_int_equal(l.v[3].time, 4);
+  hist_list_free(&l);
+  free(big);
+  store_close(s);
+}
+
 static void test_history_duplicate_seq_fails(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
@@ -3157,6 +3198,7 @@ int main(int argc, char **argv) {
       T(test_open_refuses_foreign_sqlite),
       T(test_open_refuses_newer_schema),
       T(test_history_append_load_order),
+      T(test_history_values_verbatim),
       T(test_history_duplicate_seq_fails),
       T(test_failed_statement_loses_batch),
       T(test_sqlite_rolls_back_on_its_own),
