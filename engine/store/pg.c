@@ -226,6 +226,7 @@ static pg *new_pg(const char *url, PGconn *c, const char *where, const char *set
   snprintf(s->where, sizeof s->where, "%s", where);
   s->max_length = store_max_length();
   strmap_init(&s->held);
+  strmap_init(&s->task_ops);
   strmap_init(&s->claimed);
   strmap_init(&s->fenced);
   strmap_init(&s->releasing);

@@ -268,10 +268,9 @@ static int commit_send(pg *s) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }
-  /* the heads of the hash chains the batch moved, into their workflows' rows (pipelined), after
-   * the history's rows held (pg_rows.c) */
-  if (pg_rows_flush(s, &s->hist_rows) != STORE_OK || chain_flush(&s->base, pg_chain_write) != STORE_OK ||
-      pg_rows_flush(s, &s->head_rows) != STORE_OK) {
+  /* the heads of the hash chains the batch moved, into their workflows' rows, and every row
+   * held (pg_rows.c), pipelined */
+  if (chain_flush(&s->base, pg_chain_write) != STORE_OK || pg_rows_flush_all(s) != STORE_OK) {
     pg_rollback(&s->base);
     return STORE_ERR;
   }

@@ -1,13 +1,14 @@
 /* PostgreSQL: rows a batch writes many of, sent as one statement. A busy
- * batch appends a history event and moves a chain's head for every step
- * it records: thousands of one-row statements, each parsed, planned and
- * executed on its own, most of the server's work for the batch. Those rows
- * are held here instead and sent as one statement whose parameters are
- * arrays, one per column (INSERT ... SELECT FROM unnest), before anything
- * that could see them: any read, any statement that is not known to leave
- * the history alone, and the commit. The batch's outcome is the same (a
- * row that fails fails the batch either way); only the round trip that
- * reports it comes later. */
+ * batch appends history events, puts and deletes tasks and moves a chain's
+ * head for every step it records: thousands of one-row statements, each
+ * parsed, planned and executed on its own, most of the server's work for
+ * the batch. Those rows are held here instead and sent as one statement
+ * whose parameters are arrays, one per column (INSERT ... SELECT FROM
+ * unnest), before anything that could see them: any read, any statement
+ * that is not known to leave their table alone, and the commit. Of a
+ * task's puts and deletes only the last is sent (a put is the whole row's
+ * upsert). The batch's outcome is the same (a row that fails fails the
+ * batch either way); only the round trip that reports it comes later. */
 #include "pg_internal.h"
 
 #include <stdlib.h>
@@ -15,9 +16,32 @@
 
 #include "util.h"
 
+/* A task's last put or delete in the open batch: Q_TASK_PUT's parameters
+ * (a delete's: the first three). */
+typedef struct task_op {
+  int put;
+  char *v[8];
+} task_op;
+
 /* past this many bytes held, the rows go (an array parameter is one value:
  * PostgreSQL takes at most 1 GB) */
 #define ROWS_MAX_BYTES (8u << 20)
+
+/* Statements that neither read nor write the tasks: the task rows held may
+ * wait behind them (a workflow's tasks deleted all at once: see
+ * pg_rows_flush_before). */
+static int leaves_tasks(int q) {
+  switch (q) {
+  case Q_HIST_APPEND:
+  case Q_SIG_DEL_WF:
+  case Q_WF_STATUS:
+  case Q_WF_HIST_HEAD:
+  case Q_WF_DOM_HEAD:
+    return 1;
+  default:
+    return 0;
+  }
+}
 
 /* Statements that neither read nor write the history: the history's rows
  * held may wait behind them. */
@@ -74,20 +98,99 @@ int pg_rows_flush(pg *s, pg_rows *r) {
   return rc;
 }
 
+static void task_op_free(void *p) {
+  task_op *o = p;
+  for (int i = 0; i < 8; i++) free(o->v[i]);
+  free(o);
+}
+
+/* The bound parameters of Q_TASK_PUT (put) or Q_TASK_DEL, held as the
+ * task's last operation in the batch. */
+int pg_rows_task(pg *s, int put) {
+  const char *what = put ? "put task" : "delete task";
+  if (!s->in_txn || s->failed || s->bind_failed) return pg_exec_defer(s, put ? Q_TASK_PUT : Q_TASK_DEL, what);
+  if (pg_injected(s, what)) return STORE_ERR;
+  char *key = util_fmt("%zu:%s/%s/%s", strlen(s->pv[0]), s->pv[0], s->pv[1], s->pv[2]);
+  task_op *o = util_xcalloc(1, sizeof *o);
+  o->put = put;
+  for (int i = 0; i < s->np && i < 8; i++) o->v[i] = s->pv[i] ? util_strdup(s->pv[i]) : NULL;
+  task_op *old = strmap_del(&s->task_ops, key);
+  if (old) task_op_free(old);
+  strmap_put(&s->task_ops, key, o);
+  free(key);
+  s->writes++;
+  return STORE_OK;
+}
+
+/* The tasks held: one DELETE of those deleted, one upsert of those put. */
+static int tasks_flush(pg *s) {
+  if (!s->task_ops.len) return STORE_OK;
+  struct rows_col put[8] = {{0}}, del[3] = {{0}};
+  int nput = 0, ndel = 0;
+  for (size_t i = 0; i < s->task_ops.cap; i++) {
+    if (!STRMAP_LIVE(&s->task_ops, i)) continue;
+    task_op *o = s->task_ops.vals[i];
+    struct rows_col *c = o->put ? put : del;
+    for (int j = 0; j < (o->put ? 8 : 3); j++)
+      pg_array_add(&c[j].buf, &c[j].len, &c[j].cap, o->v[j] ? o->v[j] : "NULL", o->v[j] != NULL);
+    *(o->put ? &nput : &ndel) += 1;
+  }
+  strmap_clear(&s->task_ops, task_op_free);
+  const char *values[8];
+  int rc = STORE_OK;
+  for (int pass = 0; pass < 2; pass++) {
+    struct rows_col *c = pass ? put : del;
+    int ncols = pass ? 8 : 3;
+    if (!(pass ? nput : ndel)) continue;
+    for (int j = 0; j < ncols; j++) {
+      pg_array_add(&c[j].buf, &c[j].len, &c[j].cap, NULL, 0);
+      values[j] = c[j].buf;
+    }
+    if (rc == STORE_OK)
+      rc = pg_pipe_send_values(s, pass ? Q_TASK_PUT_MANY : Q_TASK_DEL_MANY, ncols, values,
+                               pass ? "put task" : "delete task");
+  }
+  for (int j = 0; j < 8; j++) free(put[j].buf);
+  for (int j = 0; j < 3; j++) free(del[j].buf);
+  return rc;
+}
+
+/* A workflow's tasks deleted all at once (Q_TASK_DEL_WF, its id bound as
+ * $1): what the batch held for them is void, and the others' may wait. */
+static void tasks_drop_wf(pg *s, const char *wf_id) {
+  for (size_t i = 0; i < s->task_ops.cap; i++) {
+    if (!STRMAP_LIVE(&s->task_ops, i)) continue;
+    task_op *o = s->task_ops.vals[i];
+    if (wf_id && o->v[0] && strcmp(o->v[0], wf_id) == 0) task_op_free(strmap_del(&s->task_ops, s->task_ops.keys[i]));
+  }
+}
+
 /* Before statement q (-1: a read) is sent: the rows it could see go first. */
 int pg_rows_flush_before(pg *s, int q) {
   if (s->hist_rows.n && !leaves_history(q) && pg_rows_flush(s, &s->hist_rows) != STORE_OK) return STORE_ERR;
+  if (q == Q_TASK_DEL_WF && s->np > 0) tasks_drop_wf(s, s->pv[0]);
+  else if (s->task_ops.len && !leaves_tasks(q) && tasks_flush(s) != STORE_OK) return STORE_ERR;
   if (s->head_rows.n && pg_rows_flush(s, &s->head_rows) != STORE_OK) return STORE_ERR;
   return STORE_OK;
+}
+
+/* Everything held, before the commit: the history, the tasks, the heads
+ * (chain_flush has added them by then). */
+int pg_rows_flush_all(pg *s) {
+  if (pg_rows_flush(s, &s->hist_rows) != STORE_OK || tasks_flush(s) != STORE_OK) return STORE_ERR;
+  return pg_rows_flush(s, &s->head_rows);
 }
 
 /* The batch is rolled back: what it held goes with it. */
 void pg_rows_reset(pg *s) {
   rows_clear(&s->hist_rows);
   rows_clear(&s->head_rows);
+  strmap_clear(&s->task_ops, task_op_free);
 }
 
 void pg_rows_free(pg *s) {
+  strmap_clear(&s->task_ops, task_op_free);
+  strmap_free(&s->task_ops);
   for (int i = 0; i < ROWS_COLS; i++) {
     free(s->hist_rows.col[i].buf);
     free(s->head_rows.col[i].buf);

@@ -151,6 +151,14 @@ const char *const pg_sql[Q__N] = {
                    "run_at=excluded.run_at, attempt=excluded.attempt, first_at=excluded.first_at, "
                    "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
     [Q_TASK_DEL] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3",
+    /* a batch's last put or delete of each task, many at once (pg_rows.c) */
+    [Q_TASK_PUT_MANY] = "INSERT INTO tasks(wf_id,kind,seq,run_at,attempt,first_at,lease_owner,lease_until) "
+                        "SELECT * FROM unnest($1::text[],$2::text[],$3::bigint[],$4::bigint[],$5::int[],$6::bigint[],"
+                        "$7::text[],$8::bigint[]) ON CONFLICT(wf_id,kind,seq) DO UPDATE SET id=excluded.id, "
+                        "run_at=excluded.run_at, attempt=excluded.attempt, first_at=excluded.first_at, "
+                        "lease_owner=excluded.lease_owner, lease_until=excluded.lease_until",
+    [Q_TASK_DEL_MANY] = "DELETE FROM tasks t USING unnest($1::text[],$2::text[],$3::bigint[]) AS d(w,k,q) "
+                        "WHERE t.wf_id=d.w AND t.kind=d.k AND t.seq=d.q",
     /* store_task_start: taken only while the lease is this worker's (claimed before it in the pipeline, or held) */
     [Q_TASK_TAKE_HELD] = "DELETE FROM tasks WHERE wf_id=$1 AND kind=$2 AND seq=$3 AND EXISTS "
                          "(SELECT 1 FROM leases WHERE wf_id=$1 AND owner=$4)",

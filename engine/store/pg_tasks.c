@@ -24,7 +24,7 @@ int pg_task_put(store *st_, const char *wf_id, const char *kind, int64_t seq, in
   pg_bind_int(s, first_at);
   pg_bind_text(s, owner);
   pg_bind_int(s, lease_until);
-  return pg_exec_defer(s, Q_TASK_PUT, "put task");
+  return pg_rows_task(s, 1);
 }
 
 /* take: whether it deleted one is known before it returns */
@@ -34,7 +34,7 @@ static int task_del(pg *s, const char *wf_id, const char *kind, int64_t seq, int
   pg_bind_text(s, wf_id);
   pg_bind_text(s, kind);
   pg_bind_int(s, seq);
-  return (take ? pg_exec_write : pg_exec_defer)(s, Q_TASK_DEL, "delete task");
+  return take ? pg_exec_write(s, Q_TASK_DEL, "delete task") : pg_rows_task(s, 0);
 }
 
 int pg_task_del(store *st_, const char *wf_id, const char *kind, int64_t seq) {
