@@ -32,32 +32,6 @@ void pg_claimed(pg *s, const char *wf_id, int64_t epoch) {
   strmap_del(&s->releasing, wf_id);
 }
 
-/* Appends v to the PostgreSQL array literal being built in *buf ("{" first,
- * then "," between), quoted and escaped when quote; v NULL closes it. */
-void pg_array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote) {
-  size_t need = *len + 2 * (v ? strlen(v) : 0) + 4;
-  if (need > *cap) {
-    *cap = need * 2;
-    *buf = util_xrealloc(*buf, *cap);
-  }
-  char *o = *buf + *len;
-  if (!v) {
-    if (!*len) *o++ = '{';
-    *o++ = '}';
-    *o = 0;
-    *len = (size_t)(o - *buf);
-    return;
-  }
-  *o++ = *len ? ',' : '{';
-  if (quote) *o++ = '"';
-  for (; *v; v++) {
-    if (quote && (*v == '"' || *v == '\\')) *o++ = '\\';
-    *o++ = *v;
-  }
-  if (quote) *o++ = '"';
-  *len = (size_t)(o - *buf);
-}
-
 /* The batch is lost for a lease (s->failed = 2: store_commit answers STORE_ELEASE). */
 static void lease_lost(pg *s, const char *id, int taken, int n) {
   char more[48] = "";

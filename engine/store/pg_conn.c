@@ -114,6 +114,32 @@ void pg_bind_fail(pg *s, size_t len, const char *why) {
     snprintf(s->bind_err, sizeof s->bind_err, "cannot bind parameter %d (%zu bytes): %s", s->np + 1, len, why);
 }
 
+/* Appends v to the PostgreSQL array literal being built in *buf ("{" first,
+ * then "," between), quoted and escaped when quote; v NULL closes it. */
+void pg_array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote) {
+  size_t need = *len + 2 * (v ? strlen(v) : 0) + 4;
+  if (need > *cap) {
+    *cap = need * 2;
+    *buf = util_xrealloc(*buf, *cap);
+  }
+  char *o = *buf + *len;
+  if (!v) {
+    if (!*len) *o++ = '{';
+    *o++ = '}';
+    *o = 0;
+    *len = (size_t)(o - *buf);
+    return;
+  }
+  *o++ = *len ? ',' : '{';
+  if (quote) *o++ = '"';
+  for (; *v; v++) {
+    if (quote && (*v == '"' || *v == '\\')) *o++ = '\\';
+    *o++ = *v;
+  }
+  if (quote) *o++ = '"';
+  *len = (size_t)(o - *buf);
+}
+
 /* NULL binds SQL NULL. Text goes as UTF-8, the only text PostgreSQL holds
  * (a byte sequence that is not would fail the whole batch, and every retry
  * of it): what the engine records is UTF-8 already (json.c, wfvm.c);
@@ -302,7 +328,7 @@ PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int 
     fail(s, what);
     return NULL;
   }
-  if (pg_rows_flush_before(s, -1) != STORE_OK) return NULL; /* a read sees every row the batch wrote */
+  if (s->before_send && s->before_send(s, -1) != STORE_OK) return NULL; /* a read sees every row the batch wrote */
   if (s->pipe) { /* its answer lands in s->read_res (a field: the queue outlives this call's frame) */
     s->read_res = NULL;
     if (pipe_send(s, name, sql, prepared, binary, what, &s->read_res) != STORE_OK || pg_pipe_drain(s, 1) != STORE_OK)
@@ -344,7 +370,7 @@ PGresult *pq_run(pg *s, int q, int binary, const char *what) {
 /* Sends statement q (pg_sql[q]) with the bound parameters in the pipeline. */
 int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep) {
   if (s->bind_failed) return fail(s, what);
-  if (pg_rows_flush_before(s, q) != STORE_OK) return STORE_ERR;
+  if (s->before_send && s->before_send(s, q) != STORE_OK) return STORE_ERR;
   char name[16];
   snprintf(name, sizeof name, "e%d", q);
   return pipe_send(s, name, pg_sql[q], &s->prepared[q], 0, what, keep);

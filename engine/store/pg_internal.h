@@ -139,6 +139,9 @@ typedef struct pg {
   char owner[64]; /* who claimed them */
   pg_rows hist_rows, head_rows; /* the batch's history events and chain heads not sent yet (pg_rows.c) */
   strmap task_ops; /* and its task puts and deletes: the last of each task (pg_rows.c) */
+  /* before statement q (-1: a read) is sent, what it could see goes
+   * (pg_rows_flush_before, set at open: pg_conn.c sends, pg_rows.c holds) */
+  int (*before_send)(struct pg *s, int q);
   PGconn *listen[4]; /* LISTEN engine_commits, one per watcher (store_commit_fd) */
   int listen_fd[4];  /* their sockets as handed out (PQsocket says -1 once one is lost) */
 } pg;
@@ -191,9 +194,9 @@ int pg_locks_sendable(pg *s);
 int pg_locks_check_send(pg *s);
 int pg_commit_fd(store *st_, int old);
 int pg_commit_drain(store *st_, int fd);
+void pg_array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote);
 
 /* pg_batch.c */
-void pg_array_add(char **buf, size_t *len, size_t *cap, const char *v, int quote);
 void pg_map_reset(strmap *m);
 intptr_t pg_lease_epoch(pg *s, const char *wf_id);
 void pg_claimed(pg *s, const char *wf_id, int64_t epoch);
