@@ -27,36 +27,25 @@ typedef struct task_op {
  * PostgreSQL takes at most 1 GB) */
 #define ROWS_MAX_BYTES (8u << 20)
 
-/* Statements that neither read nor write the tasks: the task rows held may
- * wait behind them (a workflow's tasks deleted all at once: see
- * pg_rows_flush_before). */
-static int leaves_tasks(int q) {
+/* The tables held rows may be in that statement q can read or write: any
+ * but the few known here (a read: -1) sees them all, and rows held for a
+ * table it leaves alone may wait behind it. */
+enum { HISTORY = 1, TASKS = 2 };
+static int tables_seen(int q) {
   switch (q) {
-  case Q_HIST_APPEND:
   case Q_SIG_DEL_WF:
   case Q_WF_STATUS:
   case Q_WF_HIST_HEAD:
   case Q_WF_DOM_HEAD:
-    return 1;
-  default:
     return 0;
-  }
-}
-
-/* Statements that neither read nor write the history: the history's rows
- * held may wait behind them. */
-static int leaves_history(int q) {
-  switch (q) {
   case Q_TASK_PUT:
   case Q_TASK_DEL:
-  case Q_TASK_DEL_WF:
-  case Q_SIG_DEL_WF:
-  case Q_WF_STATUS:
-  case Q_WF_HIST_HEAD:
-  case Q_WF_DOM_HEAD:
-    return 1;
+  case Q_TASK_DEL_WF: /* see pg_rows_flush_before */
+    return TASKS;
+  case Q_HIST_APPEND:
+    return HISTORY;
   default:
-    return 0;
+    return HISTORY | TASKS;
   }
 }
 
@@ -167,9 +156,10 @@ static void tasks_drop_wf(pg *s, const char *wf_id) {
 
 /* Before statement q (-1: a read) is sent: the rows it could see go first. */
 int pg_rows_flush_before(pg *s, int q) {
-  if (s->hist_rows.n && !leaves_history(q) && pg_rows_flush(s, &s->hist_rows) != STORE_OK) return STORE_ERR;
+  int seen = tables_seen(q);
+  if (s->hist_rows.n && (seen & HISTORY) && pg_rows_flush(s, &s->hist_rows) != STORE_OK) return STORE_ERR;
   if (q == Q_TASK_DEL_WF && s->np > 0) tasks_drop_wf(s, s->pv[0]);
-  else if (s->task_ops.len && !leaves_tasks(q) && tasks_flush(s) != STORE_OK) return STORE_ERR;
+  else if (s->task_ops.len && (seen & TASKS) && tasks_flush(s) != STORE_OK) return STORE_ERR;
   if (s->head_rows.n && pg_rows_flush(s, &s->head_rows) != STORE_OK) return STORE_ERR;
   return STORE_OK;
 }
