@@ -103,10 +103,8 @@ static int pg_chain_write(store *st_, const char *wf_id, int domain, const char 
   pg_bind_int(s, seq);
   if (!domain) pg_bind_text(s, base && *base ? base : NULL);
   pg_bind_text(s, wf_id);
-  if (domain || !s->in_txn || s->failed || s->bind_failed)
-    return pg_exec_defer(s, domain ? Q_WF_DOM_HEAD : Q_WF_HIST_HEAD, "write the chain's head");
-  if (pg_injected(s, "write the chain's head")) return STORE_ERR;
-  return pg_rows_add(s, &s->head_rows, Q_WF_HIST_HEAD_MANY, "write the chain's head"); /* sent after the others */
+  if (domain) return pg_exec_defer(s, Q_WF_DOM_HEAD, "write the chain's head");
+  return pg_rows_add(s, &s->head_rows, Q_WF_HIST_HEAD, Q_WF_HIST_HEAD_MANY, "write the chain's head");
 }
 
 

@@ -172,7 +172,7 @@ int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep);
 int pg_pipe_send_soft(pg *s, int q, const char *what);
 int pg_pipe_send_values(pg *s, int q, int n, const char *const *values, const char *what);
 /* pg_rows.c */
-int pg_rows_add(pg *s, pg_rows *r, int q, const char *what);
+int pg_rows_add(pg *s, pg_rows *r, int q_one, int q_many, const char *what);
 int pg_rows_flush(pg *s, pg_rows *r);
 int pg_rows_flush_before(pg *s, int q);
 int pg_rows_task(pg *s, int put);

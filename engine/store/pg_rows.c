@@ -49,20 +49,39 @@ static int tables_seen(int q) {
   }
 }
 
-/* The bound parameters (text) as one more row of r, whose statement q
- * takes each column as an array in the same order. */
-int pg_rows_add(pg *s, pg_rows *r, int q, const char *what) {
-  r->q = q;
-  r->what = what;
-  r->ncols = s->np;
-  for (int i = 0; i < s->np && i < ROWS_COLS; i++) {
+/* Whether the bound row may be held: only in a batch that has not failed.
+ * Otherwise it is sent on its own as before (q_one), and *rc says how that
+ * went; an injected fault fails it either way. */
+static int may_hold(pg *s, int q_one, const char *what, int *rc) {
+  if (!s->in_txn || s->failed || s->bind_failed) {
+    *rc = pg_exec_defer(s, q_one, what);
+    return 0;
+  }
+  *rc = pg_injected(s, what) ? STORE_ERR : STORE_OK;
+  return *rc == STORE_OK;
+}
+
+/* n values as one more row of r (NULL is the bare word; a value is quoted,
+ * so a value "NULL" stays one). */
+static void rows_put(pg_rows *r, int n, const char *const *v) {
+  r->ncols = n;
+  for (int i = 0; i < n && i < ROWS_COLS; i++) {
     struct rows_col *c = &r->col[i];
     size_t before = c->len;
-    /* NULL is the bare word; a value is quoted, so a value "NULL" stays one */
-    pg_array_add(&c->buf, &c->len, &c->cap, s->pv[i] ? s->pv[i] : "NULL", s->pv[i] != NULL);
+    pg_array_add(&c->buf, &c->len, &c->cap, v[i] ? v[i] : "NULL", v[i] != NULL);
     r->bytes += c->len - before;
   }
   r->n++;
+}
+
+/* The bound parameters of statement q_one (text) as one more row of r,
+ * whose statement q_many takes each column as an array in the same order. */
+int pg_rows_add(pg *s, pg_rows *r, int q_one, int q_many, const char *what) {
+  int rc;
+  if (!may_hold(s, q_one, what, &rc)) return rc;
+  r->q = q_many;
+  r->what = what;
+  rows_put(r, s->np, s->pv);
   s->writes++;
   return r->bytes > ROWS_MAX_BYTES ? pg_rows_flush(s, r) : STORE_OK;
 }
@@ -71,6 +90,10 @@ static void rows_clear(pg_rows *r) {
   for (int i = 0; i < ROWS_COLS; i++) r->col[i].len = 0;
   r->n = 0;
   r->bytes = 0;
+}
+
+static void rows_free(pg_rows *r) {
+  for (int i = 0; i < ROWS_COLS; i++) free(r->col[i].buf);
 }
 
 /* Sends r's rows as one statement in the batch's pipeline. */
@@ -97,8 +120,8 @@ static void task_op_free(void *p) {
  * task's last operation in the batch. */
 int pg_rows_task(pg *s, int put) {
   const char *what = put ? "put task" : "delete task";
-  if (!s->in_txn || s->failed || s->bind_failed) return pg_exec_defer(s, put ? Q_TASK_PUT : Q_TASK_DEL, what);
-  if (pg_injected(s, what)) return STORE_ERR;
+  int rc;
+  if (!may_hold(s, put ? Q_TASK_PUT : Q_TASK_DEL, what, &rc)) return rc;
   char *key = util_fmt("%zu:%s/%s/%s", strlen(s->pv[0]), s->pv[0], s->pv[1], s->pv[2]);
   task_op *o = util_xcalloc(1, sizeof *o);
   o->put = put;
@@ -114,33 +137,18 @@ int pg_rows_task(pg *s, int put) {
 /* The tasks held: one DELETE of those deleted, one upsert of those put. */
 static int tasks_flush(pg *s) {
   if (!s->task_ops.len) return STORE_OK;
-  struct rows_col put[8] = {{0}}, del[3] = {{0}};
-  int nput = 0, ndel = 0;
+  pg_rows put = {.q = Q_TASK_PUT_MANY, .what = "put task"}, del = {.q = Q_TASK_DEL_MANY, .what = "delete task"};
   for (size_t i = 0; i < s->task_ops.cap; i++) {
     if (!STRMAP_LIVE(&s->task_ops, i)) continue;
     task_op *o = s->task_ops.vals[i];
-    struct rows_col *c = o->put ? put : del;
-    for (int j = 0; j < (o->put ? 8 : 3); j++)
-      pg_array_add(&c[j].buf, &c[j].len, &c[j].cap, o->v[j] ? o->v[j] : "NULL", o->v[j] != NULL);
-    *(o->put ? &nput : &ndel) += 1;
+    if (o->put) rows_put(&put, 8, (const char *const *)o->v);
+    else rows_put(&del, 3, (const char *const *)o->v);
   }
   strmap_clear(&s->task_ops, task_op_free);
-  const char *values[8];
-  int rc = STORE_OK;
-  for (int pass = 0; pass < 2; pass++) {
-    struct rows_col *c = pass ? put : del;
-    int ncols = pass ? 8 : 3;
-    if (!(pass ? nput : ndel)) continue;
-    for (int j = 0; j < ncols; j++) {
-      pg_array_add(&c[j].buf, &c[j].len, &c[j].cap, NULL, 0);
-      values[j] = c[j].buf;
-    }
-    if (rc == STORE_OK)
-      rc = pg_pipe_send_values(s, pass ? Q_TASK_PUT_MANY : Q_TASK_DEL_MANY, ncols, values,
-                               pass ? "put task" : "delete task");
-  }
-  for (int j = 0; j < 8; j++) free(put[j].buf);
-  for (int j = 0; j < 3; j++) free(del[j].buf);
+  int rc = pg_rows_flush(s, &del);
+  if (rc == STORE_OK) rc = pg_rows_flush(s, &put);
+  rows_free(&put);
+  rows_free(&del);
   return rc;
 }
 
@@ -181,8 +189,6 @@ void pg_rows_reset(pg *s) {
 void pg_rows_free(pg *s) {
   strmap_clear(&s->task_ops, task_op_free);
   strmap_free(&s->task_ops);
-  for (int i = 0; i < ROWS_COLS; i++) {
-    free(s->hist_rows.col[i].buf);
-    free(s->head_rows.col[i].buf);
-  }
+  rows_free(&s->hist_rows);
+  rows_free(&s->head_rows);
 }

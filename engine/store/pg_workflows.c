@@ -310,9 +310,7 @@ int pg_hist_append(store *st_, const char *wf_id, int64_t run, const hist_event 
   pg_bind_int(s, run);
   bind_event(s, e);
   /* in a batch, held and sent with the batch's others (pg_rows.c) */
-  if (!s->in_txn || s->failed || s->bind_failed) return pg_exec_defer(s, Q_HIST_APPEND, "append history");
-  if (pg_injected(s, "append history")) return STORE_ERR;
-  return pg_rows_add(s, &s->hist_rows, Q_HIST_APPEND_MANY, "append history");
+  return pg_rows_add(s, &s->hist_rows, Q_HIST_APPEND, Q_HIST_APPEND_MANY, "append history");
 }
 
 /* ---- a workflow's hash chains: where they start (its row) and their heads (chain_heads) ---- */
