@@ -177,17 +177,28 @@ const char *const pg_sql[Q__N] = {
      * of queued starts, and survivors at ENGINE_MAX_LEASES took the whole
      * backlog before them (a takeover lasted 33 s). A part is read only as
      * far as its LIMIT needs: it locks no row it does not return. */
-    /* h is driven from this worker's leases (leases_owner), not the backlog */
+    /* h is driven from this worker's leases (leases_owner), one probe of
+     * tasks' key per lease, so that it reads its own workflows' tasks and
+     * not the backlog: as a plain join the planner merged the leases with
+     * the whole key in wf_id order (OFFSET 0 keeps the subquery apart). It
+     * locks every due task of the workflows this worker holds, not only
+     * the first $3: no other worker reads those (o and n pass them over). */
     [Q_TASK_DUE] = "WITH h AS (SELECT t.id,t.wf_id,t.kind,t.seq,t.run_at,t.attempt,t.first_at,t.lease_until FROM "
-                   "leases m JOIN tasks t ON t.wf_id=m.wf_id WHERE m.owner=$2 AND t.run_at<=$1 AND "
-                   "(t.lease_owner IS NULL OR t.lease_owner<>$2) ORDER BY t.run_at, t.id LIMIT $3 "
-                   "FOR UPDATE OF t SKIP LOCKED), "
+                   "leases m CROSS JOIN LATERAL (SELECT " TASK_COLS " FROM tasks WHERE wf_id=m.wf_id AND run_at<=$1 "
+                   "AND (lease_owner IS NULL OR lease_owner<>$2) OFFSET 0) t WHERE m.owner=$2 "
+                   "ORDER BY t.run_at, t.id LIMIT $3 FOR UPDATE OF t SKIP LOCKED), "
                    "o AS (" DUE_UNHELD("lease_owner<>$2") "), n AS (" DUE_UNHELD("lease_owner IS NULL") ") "
                    "SELECT * FROM h UNION ALL (SELECT * FROM o UNION ALL SELECT * FROM n LIMIT $4)",
-    /* a task of a workflow another worker holds comes due when that lease expires */
-    [Q_TASK_NEXT] = "SELECT min(GREATEST(t.run_at, COALESCE(l.expires_at, 0))) FROM tasks t LEFT JOIN leases l "
-                    "ON l.wf_id=t.wf_id AND l.owner<>$1 AND " LIVE("l.owner") " "
-                    "WHERE t.lease_owner IS NULL OR t.lease_owner<>$1",
+    /* A task of a workflow another live worker holds comes due when that
+     * lease expires. Two parts, so that neither reads the queue: the first
+     * task in run_at order (tasks_due) of no such workflow, passing over
+     * only the tasks of held workflows; and the held workflows' tasks, from
+     * the leases. A parked backlog (timers an hour away) is not read. */
+    [Q_TASK_NEXT] = "SELECT LEAST((SELECT t.run_at FROM tasks t WHERE (t.lease_owner IS NULL OR t.lease_owner<>$1) "
+                    "AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.wf_id=t.wf_id AND l.owner<>$1 AND "
+                    LIVE("l.owner") ") ORDER BY t.run_at LIMIT 1), "
+                    "(SELECT min(GREATEST(t.run_at, l.expires_at)) FROM leases l JOIN tasks t ON t.wf_id=l.wf_id "
+                    "WHERE l.owner<>$1 AND " LIVE("l.owner") " AND (t.lease_owner IS NULL OR t.lease_owner<>$1)))",
     [Q_TASK_COUNT] = "SELECT count(*) FROM tasks WHERE wf_id=$1",
     [Q_SIG_PUT] = "INSERT INTO signals(wf_id,name,payload,time) VALUES($1,$2,$3,$4)",
     [Q_SIG_FIND] = "SELECT id,payload FROM signals WHERE wf_id=$1 AND name=$2 ORDER BY id LIMIT 1",

@@ -2749,6 +2749,17 @@ static void test_leases(void **state) {
   assert_int_equal(due(b, 1500, "B", 10).n, 0);
   assert_int_equal(due(a, 1500, "A", 10).n, 1);
   assert_int_equal(store_task_next_at(b, "B"), 2000); /* due for B when A's lease expires */
+  /* the earliest of both kinds: a free task due before A's lease expires,
+   * behind A's task in run_at order; and B's own attempt does not count */
+  assert_int_equal(store_task_put(a, "wf-free", "timer", 1, 1200, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(a, "wf-mine", "activity", 1, 50, 1, 50, "B", 99000), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_OK);
+  assert_int_equal(store_task_next_at(b, "B"), 1200);
+  assert_int_equal(store_task_next_at(a, "A"), 50); /* B's attempt, B's workflow unleased: A may take it */
+  assert_int_equal(store_task_del_wf(a, "wf-free"), STORE_OK);
+  assert_int_equal(store_task_del_wf(a, "wf-mine"), STORE_OK);
+  assert_int_equal(store_commit(a), STORE_OK);
+  assert_int_equal(store_task_next_at(b, "B"), 2000);
   assert_int_equal(store_lease_claim(b, "wf", "B", 1500, 2500), 0);
   assert_int_equal(store_lease_held(b, "wf"), 0);
   store_rollback(b);
