@@ -12,11 +12,13 @@
 # commit: the commit answered on a uv_poll, or not), in one run. DELAY_MS
 # puts the database "across the network": a proxy (delay_proxy.py) delays
 # every chunk by that much each way (0: straight to the server).
-#   tests/bench/pg_loop_bench.sh     (BUILD=build N=3000 BASE_BUILD= DELAY_MS=0)
+# PARKED=K adds K timers an hour away to the queue (workflows asleep), which
+# the dispatch's queries should pass over rather than read.
+#   tests/bench/pg_loop_bench.sh     (BUILD=build N=3000 BASE_BUILD= DELAY_MS=0 PARKED=0)
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
-N="${N:-3000}" STARTS="${STARTS:-2000}" LANES="${LANES:-32}"
+N="${N:-3000}" STARTS="${STARTS:-2000}" LANES="${LANES:-32}" PARKED="${PARKED:-0}"
 source "$SRC/tests/bench/pg_lib.sh"
 DELAY_MS="${DELAY_MS:-0}" DBPORT="$PORT"
 if [ "$DELAY_MS" != 0 ]; then
@@ -47,6 +49,10 @@ run() { # name engine-binary -> a table row
   local name="$1" bin="$2" db="postgres://engine@127.0.0.1:$DBPORT/$1" direct="postgres://engine@127.0.0.1:$PORT/$1"
   "$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine "$1"
   "$bin" migrate --from "$T/queue.db" --to "$direct" >/dev/null
+  # PARKED: timers an hour away, as workflows asleep leave them (rows only:
+  # no workflow behind them is ever due within the run)
+  [ "$PARKED" = 0 ] || "$PGBIN/psql" "$direct" -XAtqc "INSERT INTO tasks(wf_id,kind,seq,run_at) SELECT
+    'parked-' || md5(g::text), 'timer', 1, (extract(epoch FROM now()) * 1000)::bigint + 3600000 FROM generate_series(1, $PARKED) g; ANALYZE tasks"
   : >"$T/$1.err"
   ENGINE_DB="$db" "$bin" serve --listen 127.0.0.1:0 2>"$T/$1.err" &
   local s=$! api="" t0 t1 idle busy
@@ -87,7 +93,7 @@ starts() { # name engine-binary
   echo "| ${1%_starts} | $(v http_starts_per_s "$1") | ${waits:--} | $(v http_starts_p50_ms "$1") | $(v http_starts_p99_ms "$1") |"
 }
 
-echo "chain10 x $N drained by one serve on PostgreSQL ($DELAY_MS ms each way); GET /v1/openapi.json latency (ms) meanwhile (one run, $(nproc) CPUs)"
+echo "chain10 x $N drained by one serve on PostgreSQL ($DELAY_MS ms each way, $PARKED timers parked an hour away); GET /v1/openapi.json latency (ms) meanwhile (one run, $(nproc) CPUs)"
 echo
 echo "| engine | workflows/s | waits/workflow | busy p50 | busy p99 | busy max | requests | idle p50 | idle p99 |"
 echo "|---|---|---|---|---|---|---|---|---|"
