@@ -36,16 +36,30 @@ int engine_submit_traced(engine *e, const char *id, const char *script_path, con
   return 0;
 }
 
+static void dispatch_if_committed(void *ud, int ok) {
+  if (ok) tasks_arm(ud, util_now_ms());
+}
+
 int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
                          const trace_start *trace, wf_row *existing, char *err, size_t errlen) {
   int found = 0;
   const scriptbuf *pre = run_script(e, script_path, err, errlen);
   if (!pre) return -1;
   made_wf made = {0};
-  if (ops_write_workflow(e->st, id, script_path, input_json, 0, pre, trace, &found, existing, &made, err, errlen) != 0)
+  /* On a shared store the start is queued, as an API start is: its first
+   * task is due at once and whichever worker is free takes it up (this
+   * one's dispatch after the commit, or another's), so a webhook's or a
+   * schedule's starts spread by where they are due, not where they arrive */
+  int queued = e->shared;
+  if (ops_write_workflow(e->st, id, script_path, input_json, queued, pre, trace, &found, existing,
+                         queued ? NULL : &made, err, errlen) != 0)
     return -1;
   if (found) return 0;
   engine_unsettle(e, id, 1, 1); /* its first step begins once the start is committed */
+  if (queued) {
+    engine_when_committed(e, dispatch_if_committed, e);
+    return 1;
+  }
   run_load(e, &made.w, &made.h); /* from what was just written: no read back */
   wf_row_free(&made.w);
   hist_list_free(&made.h);

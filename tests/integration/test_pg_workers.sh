@@ -135,6 +135,47 @@ wait_status after completed 30 || fail "after: $(status after)"
 for k in 1 2 3; do kill "${W[$k]}"; wait "${W[$k]}" 2>/dev/null || true; done
 assert_eq "a clean stop leaves no lease" 0 "$(q "SELECT count(*) FROM leases")"
 
+# ---- a webhook's start runs on whichever worker is free, not only on the
+# one that received it: worker 1 takes the deliveries and may hold one
+# workflow at a time; each holds its lease through a 2 s step, so worker 2
+# takes up the others as they come due (before, the receiver ran every start
+# itself, past its ENGINE_MAX_LEASES). Each workflow says which worker ran it.
+mkdir -p "$T/spread/triggers"
+cat >"$T/spread/where.lua" <<'LUA'
+local wf = require "workflow"
+return function(input)
+  return wf.activity("where_acts.where", { seconds = input.seconds }, { start_to_close = 60 })
+end
+LUA
+cat >"$T/spread/where_acts.lua" <<'LUA'
+local activity = require "activity"
+return { where = function(args) activity.sleep(args.seconds); return { worker = os.getenv("TEST_WORKER") } end }
+LUA
+cat >"$T/spread/triggers/spread.lua" <<'LUA'
+return {
+  verify = { kind = "bearer", secret = "TEST_SPREAD_TOKEN" },
+  delivery_header = "X-Request-Id",
+  map = function(req) return { workflow = "where.lua", input = { seconds = 2 } } end,
+}
+LUA
+export TEST_SPREAD_TOKEN="spread-$RANDOM$RANDOM"
+TEST_WORKER=receiver ENGINE_MAX_LEASES=1 serve_api --workflows "$T/spread"
+TEST_WORKER=other "$ENGINE" serve --workflows "$T/spread" 2>>"$T/worker2.err" & W[2]=$!; PIDS+=("${W[2]}")
+for k in 1 2 3 4 5 6; do
+  code="$(curl -s -o "$T/hook.out" -w '%{http_code}' -X POST -H "Authorization: Bearer $TEST_SPREAD_TOKEN" \
+    -H "X-Request-Id: spread-$k" --data '{}' "$URL/hooks/spread")"
+  assert_eq "delivery $k is accepted" 202 "$code"
+done
+spread_done() { q "SELECT count(*) FROM workflows WHERE script_name LIKE '%where.lua' AND status='completed'"; }
+wait_true 120 '[ "$(spread_done)" -ge 6 ]' || true
+assert_eq "the six webhook starts completed" 6 "$(spread_done)"
+ran_on() { q "SELECT count(*) FROM workflows WHERE script_name LIKE '%where.lua' AND result LIKE '%\"worker\":\"$1\"%'"; }
+on_other="$(ran_on other)" on_receiver="$(ran_on receiver)"
+echo "webhook starts: $on_receiver ran on the worker that received them, $on_other on the other"
+assert_eq "each ran once, on one of the two" 6 "$((on_other + on_receiver))"
+[ "$on_other" -ge 1 ] || fail "every webhook start ran on the worker that received it ($on_receiver of 6)"
+kill "$S" "${W[2]}"; wait "$S" "${W[2]}" 2>/dev/null || true
+
 # ---- commits are announced (LISTEN/NOTIFY): with its safety-net poll ten
 # minutes apart, a worker still hears of a start and a signal from other processes
 ENGINE_PG_POLL_MS=600000 worker 1
