@@ -12,8 +12,9 @@
 # commit: the commit answered on a uv_poll, or not), in one run. DELAY_MS
 # puts the database "across the network": a proxy (delay_proxy.py) delays
 # every chunk by that much each way (0: straight to the server).
-# PARKED=K adds K timers an hour away to the queue (workflows asleep), which
-# the dispatch's queries should pass over rather than read.
+# PARKED=K adds K timers an hour away to both databases' queues (workflows
+# asleep), which the dispatch's queries should pass over rather than read;
+# LANES=1 then shows what each start's dispatch costs.
 #   tests/bench/pg_loop_bench.sh     (BUILD=build N=3000 BASE_BUILD= DELAY_MS=0 PARKED=0)
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -40,19 +41,26 @@ while not os.path.exists(stop) and time.monotonic() < t_end:
     c.request("GET", "/v1/openapi.json")
     c.getresponse().read()
     lat.append((time.perf_counter() - t0) * 1000)
+if not lat:  # the drain ended before the first answer
+    print("- - - 0")
+    sys.exit(0)
 lat.sort()
 q = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))]
 print("%.2f %.2f %.2f %d" % (q(0.5), q(0.99), lat[-1], len(lat)))
 EOF
 
+# park DB-URL: PARKED timers an hour away, as workflows asleep leave them
+# (rows only: no workflow behind them is ever due within the run)
+park() {
+  [ "$PARKED" = 0 ] || "$PGBIN/psql" "$1" -XAtqc "INSERT INTO tasks(wf_id,kind,seq,run_at) SELECT
+    'parked-' || md5(g::text), 'timer', 1, (extract(epoch FROM now()) * 1000)::bigint + 3600000
+    FROM generate_series(1, $PARKED) g; ANALYZE tasks"
+}
 run() { # name engine-binary -> a table row
   local name="$1" bin="$2" db="postgres://engine@127.0.0.1:$DBPORT/$1" direct="postgres://engine@127.0.0.1:$PORT/$1"
   "$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine "$1"
   "$bin" migrate --from "$T/queue.db" --to "$direct" >/dev/null
-  # PARKED: timers an hour away, as workflows asleep leave them (rows only:
-  # no workflow behind them is ever due within the run)
-  [ "$PARKED" = 0 ] || "$PGBIN/psql" "$direct" -XAtqc "INSERT INTO tasks(wf_id,kind,seq,run_at) SELECT
-    'parked-' || md5(g::text), 'timer', 1, (extract(epoch FROM now()) * 1000)::bigint + 3600000 FROM generate_series(1, $PARKED) g; ANALYZE tasks"
+  park "$direct"
   : >"$T/$1.err"
   ENGINE_DB="$db" "$bin" serve --listen 127.0.0.1:0 2>"$T/$1.err" &
   local s=$! api="" t0 t1 idle busy
@@ -79,6 +87,10 @@ run() { # name engine-binary -> a table row
 starts() { # name engine-binary
   local db="postgres://engine@127.0.0.1:$DBPORT/$1" api=""
   "$PGBIN/createdb" -h 127.0.0.1 -p "$PORT" -U engine "$1"
+  if [ "$PARKED" != 0 ]; then # the schema first, then the parked timers
+    "$2" migrate --db "postgres://engine@127.0.0.1:$PORT/$1" >/dev/null
+    park "postgres://engine@127.0.0.1:$PORT/$1"
+  fi
   : >"$T/$1.err"
   ENGINE_DB="$db" "$2" serve --listen 127.0.0.1:0 --workflows "$SRC/tests/bench" 2>"$T/$1.err" &
   local s=$!
