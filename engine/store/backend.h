@@ -7,6 +7,7 @@
 #define ENGINE_STORE_BACKEND_H
 
 #include "store.h"
+#include "util.h"
 
 struct store {
   const struct store_ops *ops;
@@ -15,6 +16,10 @@ struct store {
   struct chain_cache *chains; /* the heads of the hash chains this store knows (chain.c) */
   char *errbuf;               /* the backend's error message (store_errmsg), for store.c's own errors */
   size_t errlen;
+  /* the scripts' hashes whose code this store has put: committed (a start
+   * of the same script need not put it again: code rows are never
+   * deleted), and put by the batch still open (store.c) */
+  strmap code_known, code_open;
 };
 
 /* ---- the hash chains (chain.c): what the backends and store.c share ----
@@ -65,6 +70,9 @@ int chain_flush(store *s, chain_write_fn write);
 /* After the commit: the batch's heads are the rows'; after a rollback they are forgotten. */
 void chain_committed(store *s);
 void chain_rolled_back(store *s);
+/* A backend's batch ended, committed or rolled back: what store.c and
+ * chain.c keep of it is the log's now, or gone with it. */
+void store_batch_ended(store *s, int committed);
 void chain_cache_free(store *s);
 /* The open batch's own heads over the row's (read inside that batch). */
 void chain_overlay(store *s, const char *wf_id, chain_state *cs);

@@ -309,7 +309,7 @@ static int commit_outcome(pg *s, int ok) {
     pg_rollback(&s->base);
     return kind == STORE_OK ? STORE_ERR : kind;
   }
-  chain_committed(&s->base); /* the heads it moved are the rows' now */
+  store_batch_ended(&s->base, 1); /* the heads it moved are the rows' now */
   for (size_t i = 0; i < s->claimed.cap; i++) /* the batch's claims hold now */
     if (STRMAP_LIVE(&s->claimed, i)) strmap_put(&s->held, s->claimed.keys[i], s->claimed.vals[i]);
   for (size_t i = 0; i < s->releasing.cap; i++) /* and its releases are done */
@@ -389,7 +389,7 @@ void pg_rollback(store *st_) {
   pg_map_reset(&s->locked);
   s->failed = 0;
   s->writes = 0;
-  chain_rolled_back(&s->base);
+  store_batch_ended(&s->base, 0);
   PQclear(s->xid_res);
   s->xid_res = NULL;
   pg_map_reset(&s->claimed); /* the claims went with the batch */

@@ -206,7 +206,7 @@ int sq_commit(store *st_) {
   s->in_txn = 0;
   s->last_writes = s->writes;
   s->writes = 0;
-  chain_committed(&s->base);
+  store_batch_ended(&s->base, 1);
   return STORE_OK;
 }
 
@@ -220,7 +220,7 @@ void sq_rollback(store *st_) {
   s->in_txn = 0;
   s->failed = 0;
   s->writes = 0;
-  chain_rolled_back(&s->base);
+  store_batch_ended(&s->base, 0);
 }
 
 int sq_in_txn(store *st_) {

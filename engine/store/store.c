@@ -80,7 +80,21 @@ int store_clock_skew(store *s, int64_t *skew_ms, int64_t *rtt_ms) {
 void store_close(store *s) {
   if (!s) return;
   SETTLE(s);
+  strmap_free(&s->code_known);
+  strmap_free(&s->code_open);
   s->ops->op_close(s);
+}
+
+void store_batch_ended(store *s, int committed) {
+  if (committed) {
+    chain_committed(s);
+    for (size_t i = 0; i < s->code_open.cap; i++)
+      if (STRMAP_LIVE(&s->code_open, i)) strmap_put(&s->code_known, s->code_open.keys[i], (void *)1);
+  } else {
+    chain_rolled_back(s);
+  }
+  strmap_free(&s->code_open);
+  strmap_init(&s->code_open);
 }
 
 const char *store_errmsg(store *s) { return s->ops->op_errmsg(s); }
@@ -401,7 +415,15 @@ int store_hist_outcome(store *s, const char *wf_id, int64_t run, int64_t seq) { 
 
 int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_list *out) { SETTLE(s); return s->ops->op_hist_get(s, wf_id, run, seq, out); }
 
-int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) { SETTLE(s); return s->ops->op_code_put(s, hash, name, src, len); }
+/* A script's code once per store: a start of a script this store has put
+ * and committed writes no row (a statement per start on PostgreSQL). */
+int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) {
+  SETTLE(s);
+  if (strmap_get(&s->code_known, hash) || strmap_get(&s->code_open, hash)) return STORE_OK;
+  int rc = s->ops->op_code_put(s, hash, name, src, len);
+  if (rc == STORE_OK) strmap_put(&s->code_open, hash, (void *)1);
+  return rc;
+}
 
 char *store_code_get(store *s, const char *hash, size_t *len) { SETTLE(s); return s->ops->op_code_get(s, hash, len); }
 

@@ -1931,6 +1931,30 @@ static void test_code_by_hash(void **state) {
   free(n);
   assert_null(store_code_get(s, "0000", &len));
   /* (an empty source: see BUG_code_get_empty_source) */
+
+  /* a put the batch lost is put again by the next start: only committed
+   * code is known to the store */
+  const char src2[] = "return function() return 2 end\n";
+  char hash2[65];
+  util_sha256_hex(src2, strlen(src2), hash2);
+  assert_int_equal(store_meta_put(s, "k", "v"), STORE_OK); /* the batch is open */
+  assert_int_equal(store_code_put(s, hash2, "two.lua", src2, strlen(src2)), STORE_OK);
+  store_rollback(s);
+  assert_null(store_code_get(s, hash2, &len));
+  assert_int_equal(store_meta_put(s, "k", "v"), STORE_OK);
+  assert_int_equal(store_code_put(s, hash2, "two.lua", src2, strlen(src2)), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  got = store_code_get(s, hash2, &len);
+  assert_non_null(got);
+  free(got);
+  /* committed code is put once per store: a start of the same script
+   * writes no row again (shown by a row removed behind the store's back) */
+  raw_exec(f->db, "DELETE FROM code");
+  assert_int_equal(store_code_put(s, hash2, "two.lua", src2, strlen(src2)), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+  n = raw_query(f->db, "SELECT count(*) FROM code");
+  assert_string_equal(n, "0");
+  free(n);
   store_close(s);
 }
 
