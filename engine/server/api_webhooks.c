@@ -234,7 +234,7 @@ void api_h_hook(api *a, httpd_req *r, ctx *c) {
   int existed = 0;
   trace_start trace; /* the sender's trace, if it sends one, recorded in the start */
   api_trace_context(r, &trace);
-  int rc = engine_submit_traced(a->e, id, path, with, &trace, &existed, err, sizeof err);
+  int rc = engine_submit_queued(a->e, id, path, with, &trace, &existed, err, sizeof err);
   free(with);
   if (rc != 0) {
     if (api_store_down(a, r)) return;

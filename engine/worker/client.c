@@ -24,9 +24,13 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
   return engine_submit_traced(e, id, script_path, input_json, NULL, existed, err, errlen);
 }
 
-int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
-                         const trace_start *trace, int *existed, char *err, size_t errlen) {
-  int rc = engine_start_or_find(e, id, script_path, input_json, trace, NULL, err, errlen);
+static int start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int queued, wf_row *existing, char *err, size_t errlen);
+
+/* engine_submit_traced, queued or run here */
+static int submit(engine *e, const char *id, const char *script_path, const char *input_json,
+                  const trace_start *trace, int queued, int *existed, char *err, size_t errlen) {
+  int rc = start_or_find(e, id, script_path, input_json, trace, queued, NULL, err, errlen);
   if (rc < 0) return -1;
   if (existed) *existed = rc == 0;
   if (rc == 0 && !existed) {
@@ -36,21 +40,34 @@ int engine_submit_traced(engine *e, const char *id, const char *script_path, con
   return 0;
 }
 
+int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen) {
+  return submit(e, id, script_path, input_json, trace, 0, existed, err, errlen);
+}
+
+int engine_submit_queued(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen) {
+  return submit(e, id, script_path, input_json, trace, e->shared, existed, err, errlen);
+}
+
 static void dispatch_if_committed(void *ud, int ok) {
   if (ok) tasks_arm(ud, util_now_ms());
 }
 
 int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
                          const trace_start *trace, wf_row *existing, char *err, size_t errlen) {
+  return start_or_find(e, id, script_path, input_json, trace, 0, existing, err, errlen);
+}
+
+/* queued: the start's first task is due at once and whichever worker is
+ * free takes it up (this one's dispatch after the commit, or another's);
+ * else it runs here from what was written */
+static int start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int queued, wf_row *existing, char *err, size_t errlen) {
   int found = 0;
   const scriptbuf *pre = run_script(e, script_path, err, errlen);
   if (!pre) return -1;
   made_wf made = {0};
-  /* On a shared store the start is queued, as an API start is: its first
-   * task is due at once and whichever worker is free takes it up (this
-   * one's dispatch after the commit, or another's), so a webhook's or a
-   * schedule's starts spread by where they are due, not where they arrive */
-  int queued = e->shared;
   if (ops_write_workflow(e->st, id, script_path, input_json, queued, pre, trace, &found, existing,
                          queued ? NULL : &made, err, errlen) != 0)
     return -1;

@@ -130,6 +130,14 @@ int engine_submit_traced(engine *e, const char *id, const char *script_path, con
                          const trace_start *trace, int *existed, char *err, size_t errlen);
 int engine_signal_traced(engine *e, const char *id, const char *name, const char *payload, const char *identity,
                          const trace_start *trace, char *err, size_t errlen);
+/* A start from outside the process (a webhook's delivery, a schedule's
+ * fire): on a shared store (PostgreSQL) it is queued, as an API start is,
+ * its first task due at once, and whichever worker is free runs it, so such
+ * starts spread by where they are due rather than where they arrive; on a
+ * store of its own, engine_submit_traced. An embedding process's own starts
+ * (engine_submit) run in it, as a library's do. */
+int engine_submit_queued(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen);
 /* A start that tells what it found: 1 started (as engine_submit_traced), 0
  * when id exists (its row into *existing when given, to be freed; nothing
  * written), -1 with err. One insert that writes or finds (store_wf_start). */

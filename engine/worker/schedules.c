@@ -286,7 +286,7 @@ static int manual_start(store *st, engine *e, const char *name, const char *iden
   snprintf(id, idlen, "sched:%s:manual-%s", name, when);
   rc = -1;
   char *input = fire_input(&s, identity, err, errlen);
-  if (input && (e ? engine_submit(e, id, s.r.script, input, &existed, err, errlen)
+  if (input && (e ? engine_submit_queued(e, id, s.r.script, input, NULL, &existed, err, errlen)
                   : engine_create_workflow(st, id, s.r.script, input, NULL, &existed, err, errlen)) == 0) {
     rc = 0;
     if (existed) {
@@ -393,7 +393,7 @@ static int start_fire(schedules *sc, const sched *s, int64_t nominal_ms) {
   snprintf(who, sizeof who, "schedule:%s", s->r.name);
   char *input = fire_input(s, who, err, sizeof err);
   int existed = 0;
-  int ok = input && engine_submit(sc->e, id, s->r.script, input, &existed, err, sizeof err) == 0;
+  int ok = input && engine_submit_queued(sc->e, id, s->r.script, input, NULL, &existed, err, sizeof err) == 0;
   free(input);
   if (!ok) log_msg(LOGL_ERROR, "schedule %s: cannot start %s: %s", s->r.name, id, err);
   sc->fired += ok;
