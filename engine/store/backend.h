@@ -70,9 +70,15 @@ int chain_flush(store *s, chain_write_fn write);
 /* After the commit: the batch's heads are the rows'; after a rollback they are forgotten. */
 void chain_committed(store *s);
 void chain_rolled_back(store *s);
-/* A backend's batch ended, committed or rolled back: what store.c and
- * chain.c keep of it is the log's now, or gone with it. */
+/* ---- what a store keeps of its batches (batch_end.c) ----
+ * A backend's batch ended, committed or rolled back: the chain heads it
+ * moved (chain.c) and the code it put are the log's now, or gone with it. */
 void store_batch_ended(store *s, int committed);
+/* Whether the code of hash was put by this store: committed, or in the open
+ * batch (a start of the same script need not put it again). */
+int code_cache_has(store *s, const char *hash);
+void code_cache_put(store *s, const char *hash);
+void code_cache_free(store *s);
 void chain_cache_free(store *s);
 /* The open batch's own heads over the row's (read inside that batch). */
 void chain_overlay(store *s, const char *wf_id, chain_state *cs);

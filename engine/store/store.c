@@ -80,21 +80,8 @@ int store_clock_skew(store *s, int64_t *skew_ms, int64_t *rtt_ms) {
 void store_close(store *s) {
   if (!s) return;
   SETTLE(s);
-  strmap_free(&s->code_known);
-  strmap_free(&s->code_open);
+  code_cache_free(s);
   s->ops->op_close(s);
-}
-
-void store_batch_ended(store *s, int committed) {
-  if (committed) {
-    chain_committed(s);
-    for (size_t i = 0; i < s->code_open.cap; i++)
-      if (STRMAP_LIVE(&s->code_open, i)) strmap_put(&s->code_known, s->code_open.keys[i], (void *)1);
-  } else {
-    chain_rolled_back(s);
-  }
-  strmap_free(&s->code_open);
-  strmap_init(&s->code_open);
 }
 
 const char *store_errmsg(store *s) { return s->ops->op_errmsg(s); }
@@ -419,9 +406,9 @@ int store_hist_get(store *s, const char *wf_id, int64_t run, int64_t seq, hist_l
  * and committed writes no row (a statement per start on PostgreSQL). */
 int store_code_put(store *s, const char *hash, const char *name, const char *src, size_t len) {
   SETTLE(s);
-  if (strmap_get(&s->code_known, hash) || strmap_get(&s->code_open, hash)) return STORE_OK;
+  if (code_cache_has(s, hash)) return STORE_OK;
   int rc = s->ops->op_code_put(s, hash, name, src, len);
-  if (rc == STORE_OK) strmap_put(&s->code_open, hash, (void *)1);
+  if (rc == STORE_OK) code_cache_put(s, hash);
   return rc;
 }
 
