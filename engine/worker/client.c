@@ -24,39 +24,8 @@ int engine_submit(engine *e, const char *id, const char *script_path, const char
   return engine_submit_traced(e, id, script_path, input_json, NULL, existed, err, errlen);
 }
 
-static int start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
-                         const trace_start *trace, int queued, wf_row *existing, char *err, size_t errlen);
-
-/* engine_submit_traced, queued or run here */
-static int submit(engine *e, const char *id, const char *script_path, const char *input_json,
-                  const trace_start *trace, int queued, int *existed, char *err, size_t errlen) {
-  int rc = start_or_find(e, id, script_path, input_json, trace, queued, NULL, err, errlen);
-  if (rc < 0) return -1;
-  if (existed) *existed = rc == 0;
-  if (rc == 0 && !existed) {
-    util_seterr(err, errlen, "workflow '%s' already exists", id);
-    return -1;
-  }
-  return 0;
-}
-
-int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
-                         const trace_start *trace, int *existed, char *err, size_t errlen) {
-  return submit(e, id, script_path, input_json, trace, 0, existed, err, errlen);
-}
-
-int engine_submit_queued(engine *e, const char *id, const char *script_path, const char *input_json,
-                         const trace_start *trace, int *existed, char *err, size_t errlen) {
-  return submit(e, id, script_path, input_json, trace, e->shared, existed, err, errlen);
-}
-
 static void dispatch_if_committed(void *ud, int ok) {
   if (ok) tasks_arm(ud, util_now_ms());
-}
-
-int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
-                         const trace_start *trace, wf_row *existing, char *err, size_t errlen) {
-  return start_or_find(e, id, script_path, input_json, trace, 0, existing, err, errlen);
 }
 
 /* queued: the start's first task is due at once and whichever worker is
@@ -81,6 +50,34 @@ static int start_or_find(engine *e, const char *id, const char *script_path, con
   wf_row_free(&made.w);
   hist_list_free(&made.h);
   return 1;
+}
+
+int engine_start_or_find(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, wf_row *existing, char *err, size_t errlen) {
+  return start_or_find(e, id, script_path, input_json, trace, 0, existing, err, errlen);
+}
+
+/* engine_submit_traced, queued or run here */
+static int submit(engine *e, const char *id, const char *script_path, const char *input_json,
+                  const trace_start *trace, int queued, int *existed, char *err, size_t errlen) {
+  int rc = start_or_find(e, id, script_path, input_json, trace, queued, NULL, err, errlen);
+  if (rc < 0) return -1;
+  if (existed) *existed = rc == 0;
+  if (rc == 0 && !existed) {
+    util_seterr(err, errlen, "workflow '%s' already exists", id);
+    return -1;
+  }
+  return 0;
+}
+
+int engine_submit_traced(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen) {
+  return submit(e, id, script_path, input_json, trace, 0, existed, err, errlen);
+}
+
+int engine_submit_queued(engine *e, const char *id, const char *script_path, const char *input_json,
+                         const trace_start *trace, int *existed, char *err, size_t errlen) {
+  return submit(e, id, script_path, input_json, trace, e->shared, existed, err, errlen);
 }
 
 /* ---- a start sent ahead: its batch's commit answers it ---- */
