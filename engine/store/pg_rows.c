@@ -181,7 +181,7 @@ static void tasks_drop_wf(pg *s, const char *wf_id) {
   }
 }
 
-/* Before statement q (-1: a table's generic statement) is sent: the rows it could see go first. */
+/* Before statement q (-1: a read) is sent: the rows it could see go first. */
 int pg_rows_flush_before(pg *s, int q) {
   int seen = tables_seen(q);
   if (s->hist_rows.n && (seen & HISTORY) && pg_rows_flush(s, &s->hist_rows) != STORE_OK) return STORE_ERR;
