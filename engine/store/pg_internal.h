@@ -166,7 +166,7 @@ void pg_drain_begin(pg *s);
 int pg_drain_read(pg *s, int wait);
 int pg_drain_end(pg *s, int report);
 int pg_pipe_drain(pg *s, int report);
-PGresult *pq_exec(pg *s, int q, const char *name, const char *sql, char *prepared, int binary, const char *what);
+PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what);
 PGresult *pq_run(pg *s, int q, int binary, const char *what);
 int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep);
 int pg_pipe_send_soft(pg *s, int q, const char *what);
