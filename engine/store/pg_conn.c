@@ -294,6 +294,9 @@ int pg_pipe_drain(pg *s, int report) {
  * mode, without waiting: its answer is read by pg_pipe_drain (into *keep). */
 static int pipe_send_with(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what,
                           PGresult **keep, int np, const char *const *pv, const int *plen, const int *pfmt) {
+  /* a lost batch's transaction is rolled back: what it sent now would run
+   * outside it, each statement committed on its own */
+  if (s->failed) return STORE_ERR;
   if (s->pipe + 2 > PIPE_MAX && pg_pipe_drain(s, 1) != STORE_OK) return STORE_ERR;
   if (s->pipe + 2 > s->pipe_cap) {
     s->pipe_cap = s->pipe_cap ? s->pipe_cap * 2 : 128;
@@ -404,6 +407,7 @@ static int exec_now(pg *s, int q, const char *what) {
 }
 
 int pg_exec_write(pg *s, int q, const char *what) {
+  if (s->failed) return STORE_ERR; /* rolled back: run now, it would commit on its own */
   if (pg_injected(s, what)) {
     s->bind_failed = 0;
     return STORE_ERR;
@@ -420,7 +424,8 @@ int pg_exec_defer(pg *s, int q, const char *what) {
     s->bind_failed = 0;
     return STORE_ERR;
   }
-  if (!s->in_txn || s->failed || s->bind_failed) return exec_now(s, q, what);
+  if (s->failed) return STORE_ERR; /* rolled back: run now, it would commit on its own */
+  if (!s->in_txn || s->bind_failed) return exec_now(s, q, what);
   if (pg_pipe_send_q(s, q, what, NULL) != STORE_OK) return STORE_ERR;
   s->writes++;
   return STORE_OK;

@@ -162,8 +162,15 @@ static void tasks_drop_wf(pg *s, const char *wf_id) {
   }
 }
 
-/* Before statement q (-1: a read) is sent: the rows it could see go first. */
+/* Before statement q (-1: a read) is sent: the rows it could see go first.
+ * In a lost batch they go nowhere: its transaction is rolled back already
+ * (pg_fail_res), and rows sent now would run on their own and commit, a
+ * lost batch's later events without its earlier ones. */
 int pg_rows_flush_before(pg *s, int q) {
+  if (s->failed) {
+    pg_rows_reset(s);
+    return STORE_OK; /* reads go on */
+  }
   int seen = tables_seen(q);
   if (s->hist_rows.n && (seen & HISTORY) && pg_rows_flush(s, &s->hist_rows) != STORE_OK) return STORE_ERR;
   if (q == Q_TASK_DEL_WF && s->np > 0) tasks_drop_wf(s, s->pv[0]);
