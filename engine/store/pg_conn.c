@@ -326,12 +326,13 @@ static int pipe_send(pg *s, const char *name, const char *sql, char *prepared, i
  * parameters: the result (PGRES_COMMAND_OK or PGRES_TUPLES_OK), or NULL after
  * fail(what). With writes of the batch sent and not yet answered, it goes
  * after them, and one round trip answers them all. */
-PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what) {
+PGresult *pq_exec(pg *s, int q, const char *name, const char *sql, char *prepared, int binary, const char *what) {
   if (s->bind_failed) {
     fail(s, what);
     return NULL;
   }
-  if (s->before_send && s->before_send(s, -1) != STORE_OK) return NULL; /* a read sees every row the batch wrote */
+  /* it sees the rows the batch wrote: those of the tables it reads go first */
+  if (s->before_send && s->before_send(s, q) != STORE_OK) return NULL;
   if (s->pipe) { /* its answer lands in s->read_res (a field: the queue outlives this call's frame) */
     s->read_res = NULL;
     if (pipe_send(s, name, sql, prepared, binary, what, &s->read_res) != STORE_OK || pg_pipe_drain(s, 1) != STORE_OK)
@@ -367,7 +368,7 @@ PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int 
 PGresult *pq_run(pg *s, int q, int binary, const char *what) {
   char name[16];
   snprintf(name, sizeof name, "e%d", q);
-  return pq_exec(s, name, pg_sql[q], &s->prepared[q], binary, what);
+  return pq_exec(s, q, name, pg_sql[q], &s->prepared[q], binary, what);
 }
 
 /* Sends statement q (pg_sql[q]) with the bound parameters in the pipeline. */

@@ -139,8 +139,9 @@ typedef struct pg {
   char owner[64]; /* who claimed them */
   pg_rows hist_rows, head_rows; /* the batch's history events and chain heads not sent yet (pg_rows.c) */
   strmap task_ops; /* and its task puts and deletes: the last of each task (pg_rows.c) */
-  /* before statement q (-1: a read) is sent, what it could see goes
-   * (pg_rows_flush_before, set at open: pg_conn.c sends, pg_rows.c holds) */
+  /* before statement q (-1: one of a table's generic statements) is sent,
+   * what it could see goes (pg_rows_flush_before, set at open: pg_conn.c
+   * sends, pg_rows.c holds) */
   int (*before_send)(struct pg *s, int q);
   PGconn *listen[4]; /* LISTEN engine_commits, one per watcher (store_commit_fd) */
   int listen_fd[4];  /* their sockets as handed out (PQsocket says -1 once one is lost) */
@@ -166,7 +167,7 @@ void pg_drain_begin(pg *s);
 int pg_drain_read(pg *s, int wait);
 int pg_drain_end(pg *s, int report);
 int pg_pipe_drain(pg *s, int report);
-PGresult *pq_exec(pg *s, const char *name, const char *sql, char *prepared, int binary, const char *what);
+PGresult *pq_exec(pg *s, int q, const char *name, const char *sql, char *prepared, int binary, const char *what);
 PGresult *pq_run(pg *s, int q, int binary, const char *what);
 int pg_pipe_send_q(pg *s, int q, const char *what, PGresult **keep);
 int pg_pipe_send_soft(pg *s, int q, const char *what);

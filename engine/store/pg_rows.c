@@ -28,8 +28,12 @@ typedef struct task_op {
 #define ROWS_MAX_BYTES (8u << 20)
 
 /* The tables held rows may be in that statement q can read or write: any
- * but the few known here (a read: -1) sees them all, and rows held for a
- * table it leaves alone may wait behind it. */
+ * but the few known here (-1: one not known, a table's generic statement)
+ * sees them all, and rows held for a table it leaves alone may wait behind
+ * it. A start (Q_WF_START*) writes its workflow's first event and task,
+ * but of an id that has no rows yet (an id in use writes nothing), so no
+ * row held can be its. Without these, a batch of fifty starts or fifty
+ * ends sent its held rows fifty times, a statement each. */
 enum { HISTORY = 1, TASKS = 2 };
 static int tables_seen(int q) {
   switch (q) {
@@ -37,12 +41,27 @@ static int tables_seen(int q) {
   case Q_WF_STATUS:
   case Q_WF_HIST_HEAD:
   case Q_WF_DOM_HEAD:
+  case Q_WF_GET:
+  case Q_WF_GET_SHARE:
+  case Q_WF_CHAIN:
+  case Q_WF_START:
+  case Q_WF_START_SEND:
+  case Q_CODE_GET:
+  case Q_CODE_PUT:
+  case Q_LEASE_CLAIM:
+  case Q_TXID:
+  case Q_LOCKS_HELD:
     return 0;
   case Q_TASK_PUT:
   case Q_TASK_DEL:
   case Q_TASK_DEL_WF: /* see pg_rows_flush_before */
+  case Q_TASK_TAKE_HELD:
+  case Q_TASK_GET:
+  case Q_TASK_COUNT:
     return TASKS;
   case Q_HIST_APPEND:
+  case Q_HIST_LOAD:
+  case Q_HIST_LOAD_CURRENT:
     return HISTORY;
   default:
     return HISTORY | TASKS;
@@ -162,10 +181,11 @@ static void tasks_drop_wf(pg *s, const char *wf_id) {
   }
 }
 
-/* Before statement q (-1: a read) is sent: the rows it could see go first.
- * In a lost batch they go nowhere: its transaction is rolled back already
- * (pg_fail_res), and rows sent now would run on their own and commit, a
- * lost batch's later events without its earlier ones. */
+/* Before statement q (-1: a table's generic statement) is sent: the rows
+ * it could see go first. In a lost batch they go nowhere: its transaction
+ * is rolled back already (pg_fail_res), and rows sent now would run on
+ * their own and commit, a lost batch's later events without its earlier
+ * ones. */
 int pg_rows_flush_before(pg *s, int q) {
   if (s->failed) {
     pg_rows_reset(s);

@@ -21,7 +21,7 @@ static PGresult *table_run(pg *s, const store_table *t, store_table_stmt what) {
   char name[24];
   snprintf(name, sizeof name, "t%d_%d", ti, (int)what);
   char *sql = store_table_sql(t, what, 1);
-  PGresult *r = pq_exec(s, name, sql, &s->table_prepared[ti][what], 0, t->name);
+  PGresult *r = pq_exec(s, -1, name, sql, &s->table_prepared[ti][what], 0, t->name);
   free(sql);
   return r;
 }
