@@ -199,7 +199,17 @@ static const char *UPGRADE_9 =
  * connection's schema holds (someone else's database when not ours). */
 static int schema_state(PGconn *c, int *other) {
   *other = 0;
-  PGresult *r = PQexec(c, "SELECT count(*), count(*) FILTER (WHERE tablename='meta') FROM pg_tables "
+  /* the common case first, our version in our meta table: the catalog's
+   * count below costs a new session about 6 ms, a CLI command's tenth.
+   * Outside a transaction only: a missing table would abort one. */
+  PGresult *r = NULL;
+  if (PQtransactionStatus(c) == PQTRANS_IDLE) {
+    r = PQexec(c, "SELECT value FROM meta WHERE key='schema_version'");
+    int fast = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 ? atoi(PQgetvalue(r, 0, 0)) : 0;
+    PQclear(r);
+    if (fast > 0) return fast;
+  }
+  r = PQexec(c, "SELECT count(*), count(*) FILTER (WHERE tablename='meta') FROM pg_tables "
                           "WHERE schemaname=current_schema()");
   if (PQresultStatus(r) != PGRES_TUPLES_OK) {
     PQclear(r);
