@@ -237,6 +237,7 @@ static pg *new_pg(const char *url, PGconn *c, const char *where, const char *set
   s->max_length = store_max_length();
   strmap_init(&s->held);
   strmap_init(&s->task_ops);
+  strmap_init(&s->status_ops);
   s->before_send = pg_rows_flush_before;
   strmap_init(&s->claimed);
   strmap_init(&s->fenced);

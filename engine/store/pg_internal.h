@@ -48,7 +48,7 @@ enum {
   Q_CODE_GET, Q_MOD_PIN, Q_MOD_GET, Q_MOD_CLEAR, Q_MOD_COPY, Q_FORK_MOD, Q_TASK_PUT, Q_TASK_DEL, Q_TASK_TAKE_HELD, Q_HIST_LOAD_CURRENT, Q_TASK_DEL_WF,
   Q_TASK_RELEASE, Q_TASK_GET, Q_TASK_DUE, Q_TASK_NEXT, Q_TASK_COUNT, Q_SIG_PUT, Q_SIG_FIND, Q_SIG_TAKE, Q_SIG_WAKE,
   Q_SIG_COUNT, Q_SIG_DEL_WF, Q_DOM_LAST, Q_DOM_APPEND, Q_DOM_LIST, Q_FEED_PUT, Q_FEED_AFTER, Q_FEED_LAST,
-  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_NOTIFY, Q_TXID_STATUS, Q_HIST_APPEND_MANY, Q_WF_HIST_HEAD_MANY, Q_TASK_PUT_MANY, Q_TASK_DEL_MANY,
+  Q_WF_PAGE, Q_WF_PAGE_DESC, Q_GROUP_STATUS, Q_GROUP_TASKS, Q_GROUP_LIVE_WITH, Q_LIVE_LIST, Q_GROUP_SLOTS, Q_DATA_VERSION, Q_BUMP, Q_NOTIFY, Q_TXID_STATUS, Q_HIST_APPEND_MANY, Q_WF_HIST_HEAD_MANY, Q_TASK_PUT_MANY, Q_TASK_DEL_MANY, Q_TASK_DEL_WF_MANY, Q_SIG_DEL_WF_MANY, Q_WF_STATUS_MANY,
   Q_COUNT_HIST, Q_META_GET, Q_META_PUT, Q_META_DEL, Q_TOKEN_PUT, Q_TOKEN_REVOKE, Q_TOKEN_LIST, Q_TOKEN_LIVE,
   Q_TOKEN_LIVE_COUNT, Q_SLOT_PUT, Q_SLOT_GET, Q_SLOT_COUNT, Q_SLOT_HEAD, Q_SLOT_HOLD, Q_SLOT_DEL, Q_SLOT_OF_WF,
   Q_SLOT_OF_KEY, Q_SLOT_ALL, Q_CTR_GET, Q_CTR_PUT, Q_CTR_LIST, Q_CTR_LIST_FROM, Q_DLV_PUT, Q_DLV_PRUNE,
@@ -139,6 +139,9 @@ typedef struct pg {
   char owner[64]; /* who claimed them */
   pg_rows hist_rows, head_rows; /* the batch's history events and chain heads not sent yet (pg_rows.c) */
   strmap task_ops; /* and its task puts and deletes: the last of each task (pg_rows.c) */
+  pg_rows ended_tasks, ended_signals; /* the workflows whose tasks, whose signals it deletes all at once */
+  strmap status_ops;  /* and its workflows' status updates: the last of each workflow */
+  size_t status_bytes;
   /* before statement q (-1: one of a table's generic statements) is sent,
    * what it could see goes (pg_rows_flush_before, set at open: pg_conn.c
    * sends, pg_rows.c holds) */
@@ -175,6 +178,7 @@ int pg_pipe_send_values(pg *s, int q, int n, const char *const *values, const ch
 /* pg_rows.c */
 int pg_rows_add(pg *s, pg_rows *r, int q_one, int q_many, const char *what);
 int pg_rows_flush(pg *s, pg_rows *r);
+int pg_rows_status(pg *s);
 int pg_rows_flush_before(pg *s, int q);
 int pg_rows_task(pg *s, int put);
 int pg_rows_flush_all(pg *s);

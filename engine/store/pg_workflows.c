@@ -175,7 +175,7 @@ int pg_wf_set_status(store *st_, const char *id, const char *status, const char 
   pg_bind_text(s, error);
   pg_bind_int(s, util_now_ms());
   pg_bind_text(s, id);
-  return pg_exec_defer(s, Q_WF_STATUS, "set workflow status");
+  return pg_rows_status(s); /* in a batch, its last for the workflow is sent with the others (pg_rows.c) */
 }
 
 int pg_wf_set_cancel(store *st_, const char *id, int cancel) {

@@ -775,6 +775,55 @@ static void test_lost_batch_writes_nothing_more(void **state) {
   store_close(s);
 }
 
+/* A run's end in a batch (its status, its tasks and its signals deleted all
+ * at once), held on PostgreSQL and sent as one statement each with the
+ * batch's others (pg_rows.c): in the order written, whatever comes between.
+ * A status set twice ends as the second; what a batch writes for a
+ * workflow after deleting its tasks or signals stays, what it wrote before
+ * goes; a read between sees all of it; the commit keeps it. */
+static void test_held_ends_in_order(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row a = sample_wf("a"), b = sample_wf("b");
+  assert_int_equal(store_wf_insert(s, &a), STORE_OK);
+  assert_int_equal(store_wf_insert(s, &b), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  assert_int_equal(store_task_put(s, "a", "timer", 1, 5, 0, 0, NULL, 0), STORE_OK);  /* before: goes */
+  assert_int_equal(store_signal_put(s, "a", "early", "1", 1), STORE_OK);              /* before: goes */
+  assert_int_equal(store_wf_set_status(s, "a", "waiting", NULL, NULL), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "b", "waiting", NULL, NULL), STORE_OK);
+  assert_int_equal(store_task_del_wf(s, "a"), STORE_OK);
+  assert_int_equal(store_signal_del_wf(s, "a"), STORE_OK);
+  assert_int_equal(store_wf_set_status(s, "a", "completed", "{\"r\":1}", NULL), STORE_OK);
+  assert_int_equal(store_task_put(s, "a", "workflow", 0, 7, 0, 0, NULL, 0), STORE_OK); /* after: stays */
+  assert_int_equal(store_signal_put(s, "a", "late", "2", 2), STORE_OK);               /* after: stays */
+  wf_row got;
+  assert_int_equal(store_wf_get(s, "a", &got), 1); /* a read in the batch sees the last status */
+  assert_string_equal(got.status, "completed");
+  wf_row_free(&got);
+  assert_int_equal(store_task_count(s, "a"), 1);
+  assert_int_equal(store_signal_count(s, "a"), 1);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  assert_int_equal(store_wf_get(s, "a", &got), 1);
+  assert_string_equal(got.status, "completed");
+  assert_string_equal(got.result, "{\"r\":1}");
+  wf_row_free(&got);
+  assert_int_equal(store_wf_get(s, "b", &got), 1);
+  assert_string_equal(got.status, "waiting");
+  wf_row_free(&got);
+  task_row t;
+  assert_int_equal(store_task_get(s, "a", "workflow", 0, &t), 1);
+  assert_int_equal(t.run_at, 7);
+  assert_int_equal(store_task_get(s, "a", "timer", 1, &t), 0);
+  char *n = raw_query(f->db, "SELECT count(*) FROM signals WHERE name='late'");
+  assert_string_equal(n, "1");
+  free(n);
+  assert_int_equal(store_signal_count(s, "a"), 1);
+  store_close(s);
+}
+
 static void test_rollback_discards(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
@@ -3273,6 +3322,7 @@ int main(int argc, char **argv) {
       T(test_sqlite_rolls_back_on_its_own),
       T(test_fault_knob),
       T(test_lost_batch_writes_nothing_more),
+      T(test_held_ends_in_order),
       T(test_rollback_discards),
       T(test_workflow_rows),
       T(test_workflow_ids_by_prefix),
