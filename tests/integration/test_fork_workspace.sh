@@ -29,7 +29,7 @@ export ENGINE_POLICIES_DIR="$T/policies"
 mkdir -p "$T/policies"
 printf '%s\n' 'return { name = "all", decide = function() return "allow", "test" end }' >"$T/policies/00-all.lua"
 
-# --- the model: the steps in the order they are asked for, whoever asks
+# --- the model: a step per turn, chosen by what the request carries (below)
 python3 - "$T/scenario.json" <<'PY'
 import json, sys
 def shell(i, cmd): return {"reply": {"text": "", "tool_calls": [{"id": i, "name": "shell", "arguments": {"command": cmd}}],
@@ -46,11 +46,17 @@ answer = {"reply": {"text": json.dumps({"summary": "The cap is off by one.", "re
     "usage": {"input_tokens": 10, "output_tokens": 5}}}
 big = shell("b1", "head -c 4096 /dev/zero | tr '\\0' x > /workspace/working/big.txt")
 done = {"reply": {"text": json.dumps({"summary": "done", "result": {}})}}
-# the source: copy, tree, answer; fork A (after the copy): tree, answer;
-# fork B (before the first tool): copy, tree, answer; fork E (its snapshot gone): tree;
-# the budget's session: big, done
-steps = [copy, tree, answer, tree, answer, copy, tree, answer, tree, big, done]
-json.dump({"steps": steps}, open(sys.argv[1], "w"))
+# A turn's step is chosen by the tool results its request carries (a
+# route: the tool call's id), not by the order of the requests: a worker
+# killed after the model answered and before the answer was recorded asks
+# again, and must get the same step (by order it got the next one, and fork
+# A answered without its tool call). A session's first request carries
+# none: the source's, fork B's (before the first tool) and the budget's, in
+# that order. Fork E (its snapshot gone) asks for the tree and fails.
+routes = [{"body_has": '"c2"', "step": answer}, {"body_has": '"c1"', "step": tree},
+          {"body_has": '"b1"', "step": done}]
+steps = [copy, copy, big]
+json.dump({"steps": steps, "routes": routes}, open(sys.argv[1], "w"))
 PY
 start_model_server "$T/scenario.json"
 API="$API" MURL="$MURL" lua5.4 -e '
