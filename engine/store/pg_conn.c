@@ -399,6 +399,7 @@ int pg_pipe_send_soft(pg *s, int q, const char *what) {
 
 /* A write statement, run to completion (s->changes: the rows it changed). */
 static int exec_now(pg *s, int q, const char *what) {
+  if (s->failed) return STORE_ERR; /* rolled back: run now, it would commit on its own */
   PGresult *r = pq_run(s, q, 0, what);
   if (!r) return STORE_ERR;
   s->changes = atoll(PQcmdTuples(r));
@@ -408,7 +409,6 @@ static int exec_now(pg *s, int q, const char *what) {
 }
 
 int pg_exec_write(pg *s, int q, const char *what) {
-  if (s->failed) return STORE_ERR; /* rolled back: run now, it would commit on its own */
   if (pg_injected(s, what)) {
     s->bind_failed = 0;
     return STORE_ERR;
@@ -425,8 +425,7 @@ int pg_exec_defer(pg *s, int q, const char *what) {
     s->bind_failed = 0;
     return STORE_ERR;
   }
-  if (s->failed) return STORE_ERR; /* rolled back: run now, it would commit on its own */
-  if (!s->in_txn || s->bind_failed) return exec_now(s, q, what);
+  if (!s->in_txn || s->failed || s->bind_failed) return exec_now(s, q, what);
   if (pg_pipe_send_q(s, q, what, NULL) != STORE_OK) return STORE_ERR;
   s->writes++;
   return STORE_OK;

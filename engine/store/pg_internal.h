@@ -179,6 +179,7 @@ int pg_pipe_send_values(pg *s, int q, int n, const char *const *values, const ch
 int pg_rows_add(pg *s, pg_rows *r, int q_one, int q_many, const char *what);
 int pg_rows_flush(pg *s, pg_rows *r);
 int pg_rows_status(pg *s);
+int pg_rows_tasks_ended(pg *s);
 int pg_rows_flush_before(pg *s, int q);
 int pg_rows_task(pg *s, int put);
 int pg_rows_flush_all(pg *s);

@@ -58,7 +58,7 @@ static int tables_seen(int q) {
     return WORKFLOWS;
   case Q_TASK_PUT:
   case Q_TASK_DEL:
-  case Q_TASK_DEL_WF: /* see pg_rows_flush_before */
+  case Q_TASK_DEL_WF:
   case Q_TASK_TAKE_HELD:
   case Q_TASK_GET:
   case Q_TASK_COUNT:
@@ -104,14 +104,11 @@ static void rows_put(pg_rows *r, int n, const char *const *v) {
   r->n++;
 }
 
-static void tasks_drop_wf(pg *s, const char *wf_id);
-
 /* The bound parameters of statement q_one (text) as one more row of r,
  * whose statement q_many takes each column as an array in the same order. */
 int pg_rows_add(pg *s, pg_rows *r, int q_one, int q_many, const char *what) {
   int rc;
   if (!may_hold(s, q_one, what, &rc)) return rc;
-  if (r == &s->ended_tasks) tasks_drop_wf(s, s->pv[0]); /* held for them: void */
   r->q = q_many;
   r->what = what;
   rows_put(r, s->np, s->pv);
@@ -201,7 +198,7 @@ int pg_rows_status(pg *s) {
 }
 
 /* The tasks held: the workflows' whose tasks all go first (what was held
- * for them before is void, tasks_drop_wf; what came after is theirs), then
+ * for them before is void, pg_rows_tasks_ended; what came after is theirs), then
  * one DELETE of those deleted, one upsert of those put. */
 static int tasks_flush(pg *s) {
   if (pg_rows_flush(s, &s->ended_tasks) != STORE_OK) return STORE_ERR;
@@ -222,13 +219,16 @@ static int tasks_flush(pg *s) {
 }
 
 /* A workflow's tasks deleted all at once (Q_TASK_DEL_WF, its id bound as
- * $1): what the batch held for them is void, and the others' may wait. */
-static void tasks_drop_wf(pg *s, const char *wf_id) {
+ * $1), held: what the batch held for them before is void, what it writes
+ * for them after stays (tasks_flush sends these deletes first). */
+int pg_rows_tasks_ended(pg *s) {
+  const char *wf_id = s->pv[0]; /* outside a batch none is held: nothing to drop */
   for (size_t i = 0; i < s->task_ops.cap; i++) {
     if (!STRMAP_LIVE(&s->task_ops, i)) continue;
     held_op *o = s->task_ops.vals[i];
     if (wf_id && o->v[0] && strcmp(o->v[0], wf_id) == 0) held_op_free(strmap_del(&s->task_ops, s->task_ops.keys[i]));
   }
+  return pg_rows_add(s, &s->ended_tasks, Q_TASK_DEL_WF, Q_TASK_DEL_WF_MANY, "delete tasks");
 }
 
 /* Before statement q (-1: a table's generic statement) is sent: the rows
@@ -243,8 +243,7 @@ int pg_rows_flush_before(pg *s, int q) {
   }
   int seen = tables_seen(q);
   if (s->hist_rows.n && (seen & HISTORY) && pg_rows_flush(s, &s->hist_rows) != STORE_OK) return STORE_ERR;
-  if (q == Q_TASK_DEL_WF && s->np > 0) tasks_drop_wf(s, s->pv[0]);
-  else if ((s->task_ops.len || s->ended_tasks.n) && (seen & TASKS) && tasks_flush(s) != STORE_OK) return STORE_ERR;
+  if ((s->task_ops.len || s->ended_tasks.n) && (seen & TASKS) && tasks_flush(s) != STORE_OK) return STORE_ERR;
   if (s->ended_signals.n && (seen & SIGNALS) && pg_rows_flush(s, &s->ended_signals) != STORE_OK) return STORE_ERR;
   if (s->status_ops.len && (seen & WORKFLOWS) && statuses_flush(s) != STORE_OK) return STORE_ERR;
   if (s->head_rows.n && pg_rows_flush(s, &s->head_rows) != STORE_OK) return STORE_ERR;

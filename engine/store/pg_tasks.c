@@ -123,7 +123,7 @@ int pg_task_del_wf(store *st_, const char *wf_id) {
   WRITE_BEGIN(s);
   pg_params_start(s);
   pg_bind_text(s, wf_id);
-  return pg_rows_add(s, &s->ended_tasks, Q_TASK_DEL_WF, Q_TASK_DEL_WF_MANY, "delete tasks");
+  return pg_rows_tasks_ended(s);
 }
 
 static void read_task(const PGresult *r, int i, task_row *t) {
