@@ -181,6 +181,9 @@ typedef struct store_ops {
   int (*op_task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);
   int (*op_task_due)(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
   int64_t (*op_task_next_at)(store *s, const char *owner);
+  /* NULL: the next due time is asked at once (store_task_next_send) */
+  int (*op_task_next_send)(store *s, const char *owner);
+  int64_t (*op_task_next_result)(store *s);
   int (*op_task_count)(store *s, const char *wf_id);
   /* leases: NULL in a backend one worker holds (store.c answers for it) */
   int (*op_lease_claim)(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until);

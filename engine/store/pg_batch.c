@@ -392,6 +392,9 @@ void pg_rollback(store *st_) {
   store_batch_ended(&s->base, 0);
   PQclear(s->xid_res);
   s->xid_res = NULL;
+  PQclear(s->next_res); /* no one reads the next due time of a lost batch */
+  s->next_res = NULL;
+  s->next_sent = 0;
   pg_map_reset(&s->claimed); /* the claims went with the batch */
   pg_map_reset(&s->fenced);
   pg_map_reset(&s->releasing);

@@ -109,6 +109,8 @@ typedef struct pg {
   PGresult *commit_res; /* the COMMIT's answer (commit_send) */
   PGresult *read_res;   /* a read's answer behind the batch's writes (pq_exec) */
   PGresult **start_res; /* pg_task_start's answers */
+  PGresult *next_res;   /* pg_task_next_send's answer, read after the commit */
+  int next_sent;        /* it was sent in the open batch (once per batch) */
   int commit_bumped, flushing; /* flushing: the commit's request is not all sent yet */
   char drain_state[6];    /* the SQLSTATE of the statement a drain found failed ("" if none or lost) */
   const char *drain_what; /* and its what */
@@ -275,6 +277,8 @@ int pg_task_del_wf(store *st_, const char *wf_id);
 int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out);
 int pg_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
 int64_t pg_task_next_at(store *st_, const char *owner);
+int pg_task_next_send(store *st_, const char *owner);
+int64_t pg_task_next_result(store *st_);
 int pg_task_count(store *st_, const char *wf_id);
 int pg_lease_claim(store *st_, const char *wf_id, const char *owner, int64_t now, int64_t until);
 int pg_lease_held(store *st_, const char *wf_id);

@@ -182,6 +182,31 @@ int64_t pg_task_next_at(store *st_, const char *owner) {
   return pg_query_int(s, Q_TASK_NEXT, -1, &v) == STORE_OK ? v : -2;
 }
 
+/* The same sent in the open batch's pipeline (store_task_next_send): its
+ * answer comes with the batch's commit. Once per batch; 0 when it cannot
+ * (no batch open, or one sent already): ask store_task_next_at. */
+int pg_task_next_send(store *st_, const char *owner) {
+  pg *s = (pg *)st_;
+  if (!s->in_txn || s->failed || s->next_sent) return 0;
+  PQclear(s->next_res);
+  s->next_res = NULL;
+  pg_params_start(s);
+  pg_bind_text(s, owner);
+  if (pg_pipe_send_q(s, Q_TASK_NEXT, "next due task", &s->next_res) != STORE_OK) return -1;
+  s->next_sent = 1;
+  return 1;
+}
+
+int64_t pg_task_next_result(store *st_) {
+  pg *s = (pg *)st_;
+  PGresult *r = s->next_res;
+  s->next_res = NULL;
+  s->next_sent = 0;
+  int64_t v = !r ? -2 : PQntuples(r) == 0 || PQgetisnull(r, 0, 0) ? -1 : pg_col_int(r, 0, 0);
+  PQclear(r);
+  return v;
+}
+
 int pg_task_count(store *st_, const char *wf_id) {
   pg *s = (pg *)st_;
   pg_params_start(s);

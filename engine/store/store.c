@@ -540,6 +540,15 @@ int store_task_due(store *s, int64_t now, const char *owner, int limit, int unhe
 
 int64_t store_task_next_at(store *s, const char *owner) { SETTLE(s); return s->ops->op_task_next_at(s, owner); }
 
+int store_task_next_send(store *s, const char *owner, int64_t *next_at) {
+  SETTLE(s);
+  int rc = s->ops->op_task_next_send ? s->ops->op_task_next_send(s, owner) : 0;
+  if (rc == 0) *next_at = s->ops->op_task_next_at(s, owner);
+  return rc;
+}
+
+int64_t store_task_next_result(store *s) { return s->ops->op_task_next_result ? s->ops->op_task_next_result(s) : -2; }
+
 int store_shared(store *s) { return s->ops->op_lease_claim != NULL; }
 int store_lease_claim(store *s, const char *wf_id, const char *owner, int64_t now, int64_t until) {
   SETTLE(s);

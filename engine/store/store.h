@@ -364,6 +364,14 @@ int store_task_due(store *s, int64_t now, const char *owner, int limit, int unhe
  * store the expiry of the lease another owner holds on its workflow), -1
  * when there is none, -2 on error. */
 int64_t store_task_next_at(store *s, const char *owner);
+/* The same without waiting for the answer where the store can: 1 when it
+ * was sent in the open batch (PostgreSQL) and store_task_next_result tells
+ * it once that batch committed; 0 with *next_at answered at once (as
+ * store_task_next_at: no batch open, one sent in it already, or SQLite);
+ * -1 on error. */
+int store_task_next_send(store *s, const char *owner, int64_t *next_at);
+/* After the commit of the batch that sent it: as store_task_next_at. */
+int64_t store_task_next_result(store *s);
 int store_task_count(store *s, const char *wf_id);
 
 /* ---- leases: which worker runs a workflow, when several share the store

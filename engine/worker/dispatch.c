@@ -218,6 +218,30 @@ static void due_free(due_ctx *d) {
   strmap_free(&d->seen);
 }
 
+/* The next due time asked in the batch's pipeline (store_task_next_send):
+ * the timer is armed when the batch's commit brings the answer, and no
+ * round trip is waited for here. */
+#define NEXT_AFTER_COMMIT -3
+
+static void on_next_due(void *ud, int ok) {
+  engine *e = ud;
+  int64_t next = store_task_next_result(e->st);
+  if (!ok) return; /* the lost batch's retry dispatches again (batch.c) */
+  if (next == -2) next = util_now_ms(); /* no answer: look again */
+  if (next >= 0) tasks_arm(e, next);
+}
+
+/* When the next task falls due, or NEXT_AFTER_COMMIT. */
+static int64_t next_due(engine *e) {
+  int64_t next;
+  int sent = store_task_next_send(e->st, e->owner, &next);
+  if (sent < 0) return -2;
+  if (sent == 0) return next;
+  tasks_disarm(e); /* until the answer: what arms it meanwhile (a start, a put) stays armed */
+  engine_when_committed(e, on_next_due, e);
+  return NEXT_AFTER_COMMIT;
+}
+
 /* Runs every due task (bounded per call), then arms the timer for the next.
  * While the store is failing the retry timer calls it instead (backoff). */
 void dispatch_due(engine *e) {
@@ -240,11 +264,13 @@ void dispatch_due(engine *e) {
   int read = store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, unheld, on_due, &d) == STORE_OK;
   if (read) act_all(e, &d);
   due_free(&d);
-  if (read && !store_batch_failed(e->st))
-    next = d.n >= DISPATCH_BATCH ? util_now_ms()
-           : d.left ? util_now_ms() + 20 /* after this batch commits, and the others had a turn */
-                    : store_task_next_at(e->st, e->owner);
+  if (read && !store_batch_failed(e->st)) {
+    if (d.n >= DISPATCH_BATCH) next = util_now_ms();
+    else if (d.left) next = util_now_ms() + 20; /* after this batch commits, and the others had a turn */
+    else next = next_due(e);
+  }
   e->dispatch_ms = util_mono_ms() - e->dispatched_at;
+  if (next == NEXT_AFTER_COMMIT) return;
   if (next == -2) { /* the batch is lost (the commit handles it) or a query failed */
     if (!store_batch_failed(e->st)) engine_store_incident(e);
     return;

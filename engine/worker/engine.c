@@ -76,7 +76,10 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
 /* Group commit: everything written during this loop iteration lands in one
  * transaction, just before the loop blocks for I/O. A failed commit is
  * retried with backoff (engine_store_incident), never half applied. */
-static void on_prepare(uv_prepare_t *p) { batch_commit_nowait(p->data); }
+static void on_prepare(uv_prepare_t *p) {
+  batch_commit_nowait(p->data);
+  starts_flush(p->data);
+}
 
 /* Another process committed: a start, a signal or a cancel may be due here.
  * Several workers commit hundreds of times a second between them, nearly
@@ -448,6 +451,7 @@ void engine_free(engine *e) {
   otel_exporter_free(e->otel); /* what it still holds is dropped: the stop's flush had its chance */
   actvm_free(e->act); /* closes its own handles (HTTP) while the loop still runs */
   checkpoints_stop(e); /* before the store is closed */
+  starts_free(e);
   uvloop_drain(&e->loop);
   batch_free(e); /* a client still waiting is gone with the loop */
   otel_steps_free(e); /* spans whose commit was never answered */

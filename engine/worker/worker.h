@@ -141,6 +141,7 @@ struct engine {
   struct waiter *waiters; /* engine_when_committed */
   size_t nwaiters, capwaiters;
   struct inflight *inflight; /* a group commit whose answer is still to come */
+  struct start_lane *lane;   /* starts_sent.c: the API's starts, on a connection of their own */
   int failed_commit; /* the store could not be written and has not recovered yet */
   /* a store incident (a lost batch, a failed query): retried with backoff */
   uv_timer_t retry_timer;
@@ -221,6 +222,10 @@ void batch_commit_nowait(engine *e);
 /* At engine_free: the commit on its way answered and dropped; then, once
  * the loop is closed, the notes, waiters and marks freed. */
 void batch_abandon(engine *e);
+/* starts_sent.c: the lane's queued starts go (at the end of a loop
+ * iteration); at engine_free, its connection closes */
+void starts_flush(engine *e);
+void starts_free(engine *e);
 void batch_free(engine *e);
 void engine_log_err(engine *e, const char *what);
 void engine_notify(engine *e, const char *id, const char *status, const char *detail);

@@ -47,7 +47,9 @@ static double pct(double *v, size_t n, double p) {
 static void report_latencies(const char *what, double *lat, size_t n, double secs) {
   printf("%s_per_s %.0f\n", what, (double)n / secs);
   printf("%s_p50_ms %.2f\n", what, pct(lat, n, 0.50));
+  printf("%s_p90_ms %.2f\n", what, pct(lat, n, 0.90));
   printf("%s_p99_ms %.2f\n", what, pct(lat, n, 0.99));
+  printf("%s_max_ms %.2f\n", what, pct(lat, n, 1.0));
 }
 
 /* ------------------------------------------------------------ inproc --- */

@@ -17,3 +17,19 @@ PORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
 ms() { date +%s%3N; }
 seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/bench/chain10.lua" --db "$T/queue.db" --id "c-{}" \
   --detach --input '0' >/dev/null 2>&1 || true
+# Where the CPU went over a window: cpu_mark VAR ENGINE-PID [PROXY-PID]
+# keeps the jiffies of the engine, of the cluster (its processes, and the
+# backends that ended: postmaster's cutime), of the delay proxy and of the
+# machine (/proc/stat); cpu_since VAR prints "engine postgres proxy machine"
+# between the mark and now, in percent of one CPU (the machine's: busy, of
+# all its CPUs), so a run shows whether the CPUs or the waits bound it.
+cpu_of() { local t=0 p; for p in "$@"; do [ "$p" -gt 0 ] && [ -r "/proc/$p/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+cpu_pg() { local pm; pm="$(head -1 "$T/pg/data/postmaster.pid")"; echo $(( $(cpu_of "$pm" $(pgrep -P "$pm")) + $(awk '{print $16 + $17}' "/proc/$pm/stat") )); }
+cpu_machine() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8}' /proc/stat; }
+cpu_mark() { printf -v "$1" '%s ' "$(cpu_of "$2")" "$(cpu_pg)" "$(cpu_of "${3:-0}")" "$(cpu_machine)" "$(ms)" "$2" "${3:-0}"; }
+cpu_since() {
+  local -a m=(${!1}) now=($(cpu_machine))
+  awk -v e="$(( $(cpu_of "${m[6]}") - m[0] ))" -v p="$(( $(cpu_pg) - m[1] ))" -v x="$(( $(cpu_of "${m[7]}") - m[2] ))" \
+      -v b="$(( now[0] - m[3] ))" -v t="$(( now[1] - m[4] ))" -v s="$(( $(ms) - m[5] ))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { f = 100 / hz / (s / 1000); printf "%.0f %.0f %.0f %.0f", e * f, p * f, x * f, 100 * b / t }'
+}

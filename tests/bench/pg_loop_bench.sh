@@ -14,16 +14,18 @@
 # every chunk by that much each way (0: straight to the server).
 # PARKED=K adds K timers an hour away to both databases' queues (workflows
 # asleep), which the dispatch's queries should pass over rather than read;
-# LANES=1 then shows what each start's dispatch costs.
+# LANES=1 then shows what each start's dispatch costs. Each row says where
+# the CPU went meanwhile (percent of one CPU; the machine's of all of them).
 #   tests/bench/pg_loop_bench.sh     (BUILD=build N=3000 BASE_BUILD= DELAY_MS=0 PARKED=0)
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${BUILD:-$SRC/build}"
 N="${N:-3000}" STARTS="${STARTS:-2000}" LANES="${LANES:-32}" PARKED="${PARKED:-0}"
 source "$SRC/tests/bench/pg_lib.sh"
-DELAY_MS="${DELAY_MS:-0}" DBPORT="$PORT"
+DELAY_MS="${DELAY_MS:-0}" DBPORT="$PORT" PROXY=0
 if [ "$DELAY_MS" != 0 ]; then
-  python3 "$SRC/tests/bench/delay_proxy.py" "$T/proxy.port" 127.0.0.1 "$PORT" "$DELAY_MS" & PIDS+=($!)
+  python3 "$SRC/tests/bench/delay_proxy.py" "$T/proxy.port" 127.0.0.1 "$PORT" "$DELAY_MS" & PROXY=$!
+  PIDS+=("$PROXY")
   for _ in $(seq 100); do [ -s "$T/proxy.port" ] && break; sleep 0.05; done
   DBPORT="$(cat "$T/proxy.port")"
 fi
@@ -67,11 +69,14 @@ run() { # name engine-binary -> a table row
   PIDS+=("$s")
   for _ in $(seq 200); do api="$(grep -o 'API on http://[0-9.:]*' "$T/$1.err" | cut -c15- || true)"; [ -n "$api" ] && break; sleep 0.05; done
   t0="$(ms)"
+  cpu_mark cpu "$s" "$PROXY"
   rm -f "$T/stop"
   busy="$(python3 "$T/probe.py" "$api" "$T/stop" 600 & p=$!
     while [ "$("$PGBIN/psql" "$direct" -XAtqc "SELECT count(*) FROM workflows WHERE status='completed'")" -lt "$N" ]; do sleep 0.05; done
     touch "$T/stop"; wait "$p")"
   t1="$(ms)"
+  local used
+  used="$(cpu_since cpu | sed "s/ / | /g")"
   idle="$(python3 "$T/probe.py" "$api" "$T/never" 3)"
   # the loop's waits for the database per workflow (a build without the metric: -)
   local waits
@@ -80,7 +85,7 @@ run() { # name engine-binary -> a table row
   set -- $busy
   local b50="$1" b99="$2" bmax="$3" bn="$4"
   set -- $idle
-  echo "| $name | $(awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", n / ((b - a) / 1000)}') | ${waits:--} | $b50 | $b99 | $bmax | $bn | $1 | $2 |"
+  echo "| $name | $(awk -v n="$N" -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", n / ((b - a) / 1000)}') | ${waits:--} | $b50 | $b99 | $bmax | $bn | $1 | $2 | $used |"
 }
 
 # starts/s through the API on a fresh database: a table row
@@ -96,26 +101,29 @@ starts() { # name engine-binary
   local s=$!
   PIDS+=("$s")
   for _ in $(seq 200); do api="$(grep -o 'API on http://[0-9.:]*' "$T/$1.err" | cut -c8- || true)"; [ -n "$api" ] && break; sleep 0.05; done
+  local cpu used
+  cpu_mark cpu "$s" "$PROXY"
   "$BUILD/tests/bench/api_bench" starts "$api" "$STARTS" "$LANES" >"$T/$1.starts"
+  used="$(cpu_since cpu | sed 's/ / | /g')"
   # the loop's waits for the database per start (and for the runs the starts began)
   local waits
   waits="$(curl -sf "$api/metrics" | awk -v n="$STARTS" '$1 == "engine_store_round_trips_total" { printf "%.2f", $2 / n }')"
   kill "$s"; wait "$s" 2>/dev/null || true
   v() { awk -v k="$1" '$1 == k { print $2 }' "$T/$2.starts"; }
-  echo "| ${1%_starts} | $(v http_starts_per_s "$1") | ${waits:--} | $(v http_starts_p50_ms "$1") | $(v http_starts_p99_ms "$1") |"
+  echo "| ${1%_starts} | $(v http_starts_per_s "$1") | ${waits:--} | $(v http_starts_p50_ms "$1") | $(v http_starts_p99_ms "$1") | $used |"
 }
 
 echo "chain10 x $N drained by one serve on PostgreSQL ($DELAY_MS ms each way, $PARKED timers parked an hour away); GET /v1/openapi.json latency (ms) meanwhile (one run, $(nproc) CPUs)"
 echo
-echo "| engine | workflows/s | waits/workflow | busy p50 | busy p99 | busy max | requests | idle p50 | idle p99 |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| engine | workflows/s | waits/workflow | busy p50 | busy p99 | busy max | requests | idle p50 | idle p99 | engine CPU % | postgres CPU % | proxy CPU % | machine busy % |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 run this "$BUILD/engine"
 [ -n "${BASE_BUILD:-}" ] && run base "$BASE_BUILD/engine"
 echo
 echo "$STARTS starts through POST /v1/workflows, $LANES clients at once"
 echo
-echo "| engine | starts/s | waits/start | p50 ms | p99 ms |"
-echo "|---|---|---|---|---|"
+echo "| engine | starts/s | waits/start | p50 ms | p99 ms | engine CPU % | postgres CPU % | proxy CPU % | machine busy % |"
+echo "|---|---|---|---|---|---|---|---|---|"
 starts this_starts "$BUILD/engine"
 [ -n "${BASE_BUILD:-}" ] && starts base_starts "$BASE_BUILD/engine"
 exit 0

@@ -824,6 +824,41 @@ static void test_held_ends_in_order(void **state) {
   store_close(s);
 }
 
+/* The next due time sent in the batch (store_task_next_send) is what
+ * store_task_next_at says, told after the commit; once per batch (a second
+ * ask is answered at once), and nothing of a lost batch's is told. */
+static void test_next_due_sent(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  wf_row a = sample_wf("a");
+  assert_int_equal(store_wf_insert(s, &a), STORE_OK);
+  assert_int_equal(store_commit(s), STORE_OK);
+
+  assert_int_equal(store_task_put(s, "a", "timer", 1, 500, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "a", "timer", 2, 300, 0, 0, NULL, 0), STORE_OK);
+  int64_t at = 0;
+  int sent = store_task_next_send(s, "w1", &at);
+  assert_true(sent == 0 || sent == 1);
+  if (sent == 0) assert_int_equal(at, 300); /* asked at once (SQLite) */
+  assert_int_equal(store_task_put(s, "a", "timer", 3, 100, 0, 0, NULL, 0), STORE_OK);
+  int64_t again = 0;
+  assert_int_equal(store_task_next_send(s, "w1", &again), 0); /* once per batch: this one at once */
+  assert_int_equal(again, 100);
+  assert_int_equal(store_commit(s), STORE_OK);
+  if (sent == 1) assert_int_equal(store_task_next_result(s), 300); /* as it was when sent */
+
+  assert_int_equal(store_task_put(s, "a", "timer", 4, 50, 0, 0, NULL, 0), STORE_OK);
+  sent = store_task_next_send(s, "w1", &at);
+  store_rollback(s);
+  if (sent == 1) assert_int_equal(store_task_next_result(s), -2); /* the lost batch's: not told */
+  assert_int_equal(store_task_next_at(s, "w1"), 100);
+  assert_int_equal(store_task_put(s, "a", "timer", 5, 40, 0, 0, NULL, 0), STORE_OK);
+  sent = store_task_next_send(s, "w1", &at); /* a new batch may send again */
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(sent == 1 ? store_task_next_result(s) : at, 40);
+  store_close(s);
+}
+
 static void test_rollback_discards(void **state) {
   fixture *f = *state;
   store *s = open_ok(f->db);
@@ -3323,6 +3358,7 @@ int main(int argc, char **argv) {
       T(test_fault_knob),
       T(test_lost_batch_writes_nothing_more),
       T(test_held_ends_in_order),
+      T(test_next_due_sent),
       T(test_rollback_discards),
       T(test_workflow_rows),
       T(test_workflow_ids_by_prefix),

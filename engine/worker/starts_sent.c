@@ -1,0 +1,305 @@
+/* starts_sent: starts the loop does not wait for (engine_start_sent, the
+ * API's POST /v1/workflows on PostgreSQL). Each start is one insert that
+ * writes the workflow, its first event and task, or finds the id's row.
+ *
+ * They go on a connection of their own, the start lane: a start is a
+ * client's write like `engine start`'s, which whichever worker is free runs
+ * once it is committed, so it need not wait for the worker's batch. The
+ * starts that arrived in a loop iteration go as one transaction, sent
+ * without waiting (BEGIN, the inserts, COMMIT in one pipeline) and answered
+ * on the socket's readiness; those that arrive meanwhile wait for that
+ * answer and go in the next (one commit in flight on the lane). So a
+ * start's answer takes a round trip or two, not the worker's cycle of
+ * dispatches and commits. Nothing on the lane is waited for on the loop.
+ *
+ * Without a lane of its own (it cannot be opened), a start goes into the
+ * worker's batch and is told after that batch's commit, as before. */
+#include "worker.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+typedef struct sent_start {
+  engine *e;
+  store *st; /* the connection it was sent on: the lane's or the worker's */
+  char *id, *path, *input;
+  trace_start trace;
+  int traced, tries;
+  store_start *t; /* the insert's answer to come */
+  made_wf made;   /* the row and first event as sent */
+  wf_row found;   /* an id made before the id check: found without a start sent */
+  int have_found;
+  engine_started_fn cb;
+  void *ud;
+} sent_start;
+
+/* A connection of the lane: the starts in the commit on its way. */
+typedef struct lane_conn {
+  engine *e;
+  store *st;
+  sent_start **sent;
+  size_t nsent;
+  uv_poll_t *poll; /* the commit on its way, NULL when idle */
+} lane_conn;
+
+/* The lane: its connections, opened as they are needed (the first at the
+ * first start, another when starts wait and every one has a commit on its
+ * way, up to LANE_CONNS), and the starts waiting for one. */
+#define LANE_CONNS 3
+struct start_lane {
+  engine *e;
+  lane_conn conn[LANE_CONNS];
+  int nconn;
+  sent_start **queued;
+  size_t nqueued, capqueued;
+  int broken; /* no connection could be opened: starts go into the worker's batch */
+};
+
+static void sent_clear(sent_start *s) {
+  if (s->t) store_start_free(s->st, s->t);
+  s->t = NULL;
+  wf_row_free(&s->made.w);
+  hist_list_free(&s->made.h);
+  memset(&s->made, 0, sizeof s->made);
+  if (s->have_found) wf_row_free(&s->found);
+  s->have_found = 0;
+}
+
+static void sent_free(sent_start *s) {
+  sent_clear(s);
+  free(s->id);
+  free(s->path);
+  free(s->input);
+  free(s);
+}
+
+/* Writes the start into st's open batch (its answer comes with the commit). */
+static int send_start(sent_start *s, store *st, char *err, size_t errlen) {
+  engine *e = s->e;
+  const scriptbuf *pre = run_script(e, s->path, err, errlen);
+  if (!pre) return -1;
+  int existed = 0;
+  s->st = st;
+  if (ops_send_workflow(st, s->id, s->path, s->input, pre, s->traced ? &s->trace : NULL, &existed, &s->found,
+                        &s->made, &s->t, err, errlen) != 0)
+    return -1;
+  s->have_found = existed;
+  return 0;
+}
+
+static void lane_queue(struct start_lane *l, sent_start *s) {
+  if (l->nqueued == l->capqueued) {
+    l->capqueued = l->capqueued ? l->capqueued * 2 : 32;
+    l->queued = util_xrealloc(l->queued, l->capqueued * sizeof *l->queued);
+  }
+  l->queued[l->nqueued++] = s;
+}
+
+static void start_answered(sent_start *s, int ok);
+static void on_worker_commit(void *ud, int ok) { start_answered(ud, ok); }
+
+/* A start whose commit was answered (ok: it committed): its caller is told,
+ * or it goes again when another connection's start of its id committed
+ * while it ran (it found neither its row nor the other's). */
+static void start_answered(sent_start *s, int ok) {
+  engine *e = s->e;
+  if (!ok) {
+    s->cb(s->ud, -1, NULL, store_errmsg(s->st));
+    sent_free(s);
+    return;
+  }
+  wf_row w = {0};
+  int rc = 0;
+  if (s->have_found) {
+    w = s->found;
+    s->have_found = 0;
+  } else {
+    rc = store_start_result(s->st, s->t, &w);
+  }
+  if (rc == 2 && ++s->tries < 3) { /* again, in the next commit */
+    sent_clear(s);
+    if (e->lane && !e->lane->broken) return lane_queue(e->lane, s);
+    char err[512];
+    if (send_start(s, e->st, err, sizeof err) == 0) return engine_when_committed(e, on_worker_commit, s);
+    s->cb(s->ud, -1, NULL, err);
+    sent_free(s);
+    return;
+  }
+  if (rc == 1) {
+    tasks_arm(e, util_now_ms()); /* its task is due: a dispatch runs it (or another worker's) */
+    s->cb(s->ud, 1, &s->made.w, NULL);
+  } else if (rc == 0) {
+    s->cb(s->ud, 0, &w, NULL);
+  } else {
+    s->cb(s->ud, -1, NULL, rc == 2 ? "another start of that id was committed meanwhile, three times; retry"
+                                    : "the start was sent but its answer did not come; retry");
+  }
+  wf_row_free(&w);
+  sent_free(s);
+}
+
+/* A commit of the lane was answered (rc): every start in it is told. */
+static void conn_answered(engine *e, lane_conn *c, int rc) {
+  if (c->poll) uv_close((uv_handle_t *)c->poll, uvloop_free_handle);
+  c->poll = NULL;
+  sent_start **sent = c->sent;
+  size_t n = c->nsent;
+  c->sent = NULL;
+  c->nsent = 0;
+  if (rc != STORE_OK) log_msg(LOGL_WARNING, "%zu start%s not committed: %s", n, n == 1 ? "" : "s", store_errmsg(c->st));
+  for (size_t i = 0; i < n; i++) start_answered(sent[i], rc == STORE_OK);
+  free(sent);
+  starts_flush(e); /* what waited for a free connection */
+}
+
+static void on_conn_io(uv_poll_t *h, int status, int events) {
+  (void)events;
+  lane_conn *c = h->data;
+  engine *e = c->e;
+  int rc = status < 0 ? store_commit_wait(c->st) : store_commit_poll(c->st);
+  if (rc != STORE_PENDING) return conn_answered(e, c, rc);
+  int writable;
+  store_commit_socket(c->st, &writable);
+  uv_poll_start(h, UV_READABLE | (writable ? UV_WRITABLE : 0), on_conn_io);
+}
+
+/* A connection with no commit on its way, opening one more when every
+ * one has (up to LANE_CONNS); NULL when none is free. */
+static lane_conn *idle_conn(struct start_lane *l) {
+  for (int i = 0; i < l->nconn; i++)
+    if (!l->conn[i].poll) return &l->conn[i];
+  if (l->nconn == LANE_CONNS) return NULL;
+  char err[512];
+  lane_conn *c = &l->conn[l->nconn];
+  if (store_open(l->e->cfg.db_path, 1, &c->st, err, sizeof err) != STORE_OK) {
+    log_msg(LOGL_WARNING, "%s: cannot open a connection for starts (%s)",
+            l->nconn ? "starts wait for the lane's other connections" : "starts go with the worker's batch", err);
+    if (!l->nconn) l->broken = 1;
+    return NULL;
+  }
+  c->e = l->e;
+  l->nconn++;
+  return c;
+}
+
+/* At the end of a loop iteration (the prepare handle, with the worker's
+ * commit): the queued starts go as one transaction on a connection with no
+ * commit on its way (they wait for one when none is free). */
+void starts_flush(engine *e) {
+  struct start_lane *l = e->lane;
+  if (!l || l->broken || !l->nqueued) return;
+  lane_conn *c = idle_conn(l);
+  if (!c) {
+    if (l->broken) { /* into the worker's batch after all */
+      for (size_t i = 0; i < l->nqueued; i++) {
+        char err[1024];
+        if (send_start(l->queued[i], e->st, err, sizeof err) == 0) {
+          engine_when_committed(e, on_worker_commit, l->queued[i]);
+        } else {
+          l->queued[i]->cb(l->queued[i]->ud, -1, NULL, err);
+          sent_free(l->queued[i]);
+        }
+      }
+      l->nqueued = 0;
+    }
+    return;
+  }
+  sent_start **q = l->queued;
+  size_t n = l->nqueued;
+  l->queued = NULL;
+  l->nqueued = l->capqueued = 0;
+  c->sent = util_xcalloc(n, sizeof *c->sent);
+  for (size_t i = 0; i < n; i++) {
+    char err[1024];
+    if (send_start(q[i], c->st, err, sizeof err) == 0) {
+      c->sent[c->nsent++] = q[i];
+    } else {
+      q[i]->cb(q[i]->ud, -1, NULL, err);
+      sent_free(q[i]);
+    }
+  }
+  free(q);
+  if (!c->nsent) {
+    store_rollback(c->st); /* what a failed send began */
+    free(c->sent);
+    c->sent = NULL;
+    return;
+  }
+  int rc = store_commit_start(c->st);
+  int writable, fd = rc == STORE_PENDING ? store_commit_socket(c->st, &writable) : -1;
+  if (rc != STORE_PENDING) return conn_answered(e, c, rc);
+  c->poll = util_xcalloc(1, sizeof *c->poll);
+  if (fd < 0 || uv_poll_init_socket(&e->loop, c->poll, fd) != 0) { /* cannot wait on it: wait here */
+    free(c->poll);
+    c->poll = NULL;
+    return conn_answered(e, c, store_commit_wait(c->st));
+  }
+  c->poll->data = c;
+  uv_poll_start(c->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_conn_io);
+}
+
+/* The lane (NULL on a store that cannot send starts, or when no connection
+ * of its own could be opened). */
+static struct start_lane *lane_of(engine *e) {
+  if (e->lane) return e->lane->broken ? NULL : e->lane;
+  e->lane = util_xcalloc(1, sizeof *e->lane);
+  e->lane->e = e;
+  if (!store_can_send_starts(e->st) || !idle_conn(e->lane)) {
+    e->lane->broken = 1;
+    return NULL;
+  }
+  return e->lane;
+}
+
+int engine_start_sent(engine *e, const char *id, const char *script_path, const char *input_json,
+                      const trace_start *trace, engine_started_fn cb, void *ud, char *err, size_t errlen) {
+  sent_start *s = util_xcalloc(1, sizeof *s);
+  s->e = e;
+  s->id = util_strdup(id);
+  s->path = util_strdup(script_path);
+  s->input = util_strdup(input_json);
+  if (trace) s->trace = *trace, s->traced = 1;
+  s->cb = cb;
+  s->ud = ud;
+  /* what can be refused at once is (an id the engine does not take, an
+   * unreadable script): the rest is the insert's */
+  if (engine_check_id(id, err, errlen) != 0 || !run_script(e, script_path, err, errlen)) {
+    sent_free(s);
+    return -1;
+  }
+  struct start_lane *l = lane_of(e);
+  if (l) {
+    lane_queue(l, s);
+    return 0;
+  }
+  if (send_start(s, e->st, err, errlen) != 0) {
+    sent_free(s);
+    return -1;
+  }
+  engine_when_committed(e, on_worker_commit, s);
+  return 0;
+}
+
+/* At engine_free: the lane's commits on their way are answered and no one
+ * is told any more (as the worker's batch_abandon); its connections close. */
+void starts_free(engine *e) {
+  struct start_lane *l = e->lane;
+  if (!l) return;
+  for (int i = 0; i < l->nconn; i++) {
+    lane_conn *c = &l->conn[i];
+    if (c->poll) {
+      store_commit_wait(c->st);
+      uv_close((uv_handle_t *)c->poll, uvloop_free_handle);
+    }
+    for (size_t k = 0; k < c->nsent; k++) sent_free(c->sent[k]);
+    free(c->sent);
+    store_close(c->st);
+  }
+  for (size_t i = 0; i < l->nqueued; i++) sent_free(l->queued[i]);
+  free(l->queued);
+  free(l);
+  e->lane = NULL;
+}
