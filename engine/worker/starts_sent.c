@@ -102,10 +102,18 @@ static void start_answered(sent_start *s, int ok);
 static void on_worker_commit(void *ud, int ok) { start_answered(ud, ok); }
 
 /* A start whose commit was answered (ok: it committed): its caller is told,
- * or it goes again when another connection's start of its id committed
- * while it ran (it found neither its row nor the other's). */
+ * or it goes again (three sends at most) when that commit failed, or when
+ * another connection's start of its id committed while it ran (it found
+ * neither its row nor the other's). */
 static void start_answered(sent_start *s, int ok) {
   engine *e = s->e;
+  if (!ok && ++s->tries < 3 && e->lane && !e->lane->broken) {
+    /* not committed (a connection the server ended, a conflict): once more,
+     * on a connection opened again. A start is an insert or a find of its
+     * id, so one that did commit unseen is found (200), never made twice */
+    sent_clear(s);
+    return lane_queue(e->lane, s);
+  }
   if (!ok) {
     s->cb(s->ud, -1, NULL, store_errmsg(s->st));
     sent_free(s);
