@@ -2,18 +2,20 @@
  * API's POST /v1/workflows on PostgreSQL). Each start is one insert that
  * writes the workflow, its first event and task, or finds the id's row.
  *
- * They go on a connection of their own, the start lane: a start is a
+ * They go on connections of their own, the start lane: a start is a
  * client's write like `engine start`'s, which whichever worker is free runs
  * once it is committed, so it need not wait for the worker's batch. The
  * starts that arrived in a loop iteration go as one transaction, sent
- * without waiting (BEGIN, the inserts, COMMIT in one pipeline) and answered
- * on the socket's readiness; those that arrive meanwhile wait for that
- * answer and go in the next (one commit in flight on the lane). So a
- * start's answer takes a round trip or two, not the worker's cycle of
- * dispatches and commits. Nothing on the lane is waited for on the loop.
+ * without waiting (BEGIN, the inserts, COMMIT in one pipeline) on a
+ * connection with no commit on its way, and answered on its socket's
+ * readiness; when every connection has one on its way (up to LANE_CONNS,
+ * opened as needed), they wait for the first answer. So a start's answer
+ * takes a round trip or two, not the worker's cycle of dispatches and
+ * commits. Nothing on the lane is waited for on the loop (but the opening
+ * of a connection).
  *
- * Without a lane of its own (it cannot be opened), a start goes into the
- * worker's batch and is told after that batch's commit, as before. */
+ * Without a lane of its own (no connection can be opened), a start goes
+ * into the worker's batch and is told after that batch's commit. */
 #include "worker.h"
 
 #include <stdio.h>
@@ -52,7 +54,7 @@ typedef struct lane_conn {
 struct start_lane {
   engine *e;
   lane_conn conn[LANE_CONNS];
-  int nconn;
+  int nconn, most; /* open, and how many it may open */
   sent_start **queued;
   size_t nqueued, capqueued;
   int broken; /* no connection could be opened: starts go into the worker's batch */
@@ -175,16 +177,19 @@ static void on_conn_io(uv_poll_t *h, int status, int events) {
 }
 
 /* A connection with no commit on its way, opening one more when every
- * one has (up to LANE_CONNS); NULL when none is free. */
+ * one has (up to LANE_CONNS; after an open that failed, no more: a server
+ * at its max_connections is not asked again at every loop iteration);
+ * NULL when none is free. */
 static lane_conn *idle_conn(struct start_lane *l) {
   for (int i = 0; i < l->nconn; i++)
     if (!l->conn[i].poll) return &l->conn[i];
-  if (l->nconn == LANE_CONNS) return NULL;
+  if (l->nconn == l->most) return NULL;
   char err[512];
   lane_conn *c = &l->conn[l->nconn];
   if (store_open(l->e->cfg.db_path, 1, &c->st, err, sizeof err) != STORE_OK) {
     log_msg(LOGL_WARNING, "%s: cannot open a connection for starts (%s)",
             l->nconn ? "starts wait for the lane's other connections" : "starts go with the worker's batch", err);
+    l->most = l->nconn;
     if (!l->nconn) l->broken = 1;
     return NULL;
   }
@@ -200,21 +205,7 @@ void starts_flush(engine *e) {
   struct start_lane *l = e->lane;
   if (!l || l->broken || !l->nqueued) return;
   lane_conn *c = idle_conn(l);
-  if (!c) {
-    if (l->broken) { /* into the worker's batch after all */
-      for (size_t i = 0; i < l->nqueued; i++) {
-        char err[1024];
-        if (send_start(l->queued[i], e->st, err, sizeof err) == 0) {
-          engine_when_committed(e, on_worker_commit, l->queued[i]);
-        } else {
-          l->queued[i]->cb(l->queued[i]->ud, -1, NULL, err);
-          sent_free(l->queued[i]);
-        }
-      }
-      l->nqueued = 0;
-    }
-    return;
-  }
+  if (!c) return; /* they go when a commit on its way is answered */
   sent_start **q = l->queued;
   size_t n = l->nqueued;
   l->queued = NULL;
@@ -255,6 +246,7 @@ static struct start_lane *lane_of(engine *e) {
   if (e->lane) return e->lane->broken ? NULL : e->lane;
   e->lane = util_xcalloc(1, sizeof *e->lane);
   e->lane->e = e;
+  e->lane->most = LANE_CONNS;
   if (!store_can_send_starts(e->st) || !idle_conn(e->lane)) {
     e->lane->broken = 1;
     return NULL;
