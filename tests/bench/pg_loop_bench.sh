@@ -69,14 +69,14 @@ run() { # name engine-binary -> a table row
   PIDS+=("$s")
   for _ in $(seq 200); do api="$(grep -o 'API on http://[0-9.:]*' "$T/$1.err" | cut -c15- || true)"; [ -n "$api" ] && break; sleep 0.05; done
   t0="$(ms)"
+  local cpu used
   cpu_mark cpu "$s" "$PROXY"
   rm -f "$T/stop"
   busy="$(python3 "$T/probe.py" "$api" "$T/stop" 600 & p=$!
     while [ "$("$PGBIN/psql" "$direct" -XAtqc "SELECT count(*) FROM workflows WHERE status='completed'")" -lt "$N" ]; do sleep 0.05; done
     touch "$T/stop"; wait "$p")"
   t1="$(ms)"
-  local used
-  used="$(cpu_since cpu | sed "s/ / | /g")"
+  used="$(cpu_since cpu | sed 's/ / | /g')"
   idle="$(python3 "$T/probe.py" "$api" "$T/never" 3)"
   # the loop's waits for the database per workflow (a build without the metric: -)
   local waits
