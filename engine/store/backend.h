@@ -11,8 +11,10 @@
 
 struct store {
   const struct store_ops *ops;
-  int pending;    /* a commit of store_commit_start: 1 on its way, 2 answered and not reported yet */
-  int pending_rc; /* its result once answered */
+  int pending;    /* a commit of store_commit_start, or a read sent without waiting: 1 on its way, 2 answered
+                     and not reported yet */
+  int pending_read; /* it is a read (store_task_due_send, store_task_start_send) */
+  int pending_rc;   /* its result once answered */
   struct chain_cache *chains; /* the heads of the hash chains this store knows (chain.c) */
   char *errbuf;               /* the backend's error message (store_errmsg), for store.c's own errors */
   size_t errlen;
@@ -114,6 +116,9 @@ typedef struct store_ops {
   int (*op_commit_socket)(store *s, int *writable);
   int (*op_commit_progress)(store *s); /* without waiting: STORE_PENDING or the result */
   int (*op_commit_settle)(store *s);   /* waiting: the result */
+  /* the same for a read sent without waiting (op_task_due_send, op_task_start_send) */
+  int (*op_read_progress)(store *s);
+  int (*op_read_settle)(store *s);
   void (*op_rollback)(store *s);
   int (*op_in_txn)(store *s);
   int (*op_batch_failed)(store *s);
@@ -176,6 +181,14 @@ typedef struct store_ops {
    * cs[i]: task i's chain columns when it reads history (raw, as op_hist_load) */
   int (*op_task_start)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n,
                        chain_state *cs);
+  /* NULL: the dispatch waits for its answers (op_task_start, op_task_due). Else
+   * sent without waiting: STORE_PENDING (the read is on its way, as a commit
+   * of op_commit_start is) or an error; once it is answered, the _result op
+   * reads what arrived (rc: the read's result; on an error it frees them) */
+  int (*op_task_start_send)(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+  int (*op_task_start_result)(store *s, int rc, task_start *t, size_t n, chain_state *cs);
+  int (*op_task_due_send)(store *s, int64_t now, const char *owner, int limit, int unheld);
+  int (*op_task_due_result)(store *s, int rc, store_task_cb cb, void *ud);
   int (*op_task_release)(store *s, const char *owner);
   int (*op_task_del_wf)(store *s, const char *wf_id);
   int (*op_task_get)(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out);

@@ -397,6 +397,8 @@ static void pg_close(store *st_) {
   pg *s = (pg *)st_;
   if (!s) return;
   pg_rollback(&s->base);
+  pg_task_due_result(st_, STORE_ERR, NULL, NULL); /* a dispatch's answers no one read */
+  if (s->start_res) pg_task_start_result(st_, STORE_ERR, NULL, s->start_n, NULL);
   PQfinish(s->conn);
   for (int i = 0; i < 4; i++)
     if (s->listen[i]) PQfinish(s->listen[i]);
@@ -487,6 +489,10 @@ const store_ops store_pg_ops = {
     .op_task_del = pg_task_del,
     .op_task_take = pg_task_take,
     .op_task_start = pg_task_start,
+    .op_task_start_send = pg_task_start_send,
+    .op_task_start_result = pg_task_start_result,
+    .op_task_due_send = pg_task_due_send,
+    .op_task_due_result = pg_task_due_result,
     .op_wf_view = pg_wf_view,
     .op_task_release = pg_task_release,
     .op_task_del_wf = pg_task_del_wf,
@@ -540,6 +546,8 @@ const store_ops store_pg_ops = {
     .op_commit_socket = pg_commit_socket,
     .op_commit_progress = pg_commit_progress,
     .op_commit_settle = pg_commit_settle,
+    .op_read_progress = pg_read_progress,
+    .op_read_settle = pg_read_settle,
     .op_live_list = pg_live_list,
     .op_count = pg_count,
     .op_memory_put = pg_memory_put,

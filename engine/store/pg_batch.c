@@ -355,27 +355,63 @@ int pg_commit_socket(store *st_, int *writable) {
   return PQsocket(s->conn);
 }
 
-int pg_commit_progress(store *st_) {
-  pg *s = (pg *)st_;
+/* The rest of a request sent without waiting, and what has arrived of its
+ * answers: 1 once they are all in (the connection blocks again), else 0. */
+static int flight_arrived(pg *s) {
   if (s->flushing) {
     int f = PQflush(s->conn);
-    if (f == 1) return STORE_PENDING;
+    if (f == 1) return 0;
     s->flushing = 0;
     if (f < 0) s->dr.lost = 1;
   }
-  if (!pg_drain_read(s, 0)) return STORE_PENDING;
+  if (!pg_drain_read(s, 0)) return 0;
   PQsetnonblocking(s->conn, 0);
-  return commit_finish(s);
+  return 1;
 }
 
-/* Waits for the rest of a pending commit (store.c, before any other call). */
-int pg_commit_settle(store *st_) {
-  pg *s = (pg *)st_;
+/* The same, waiting for what has not arrived (store.c settles it before any other call). */
+static void flight_wait(pg *s, const char *what) {
   PQsetnonblocking(s->conn, 0);
-  pg_waited(s, "commit");
+  pg_waited(s, what);
   if (s->flushing && PQflush(s->conn) < 0) s->dr.lost = 1;
   s->flushing = 0;
-  return commit_finish(s);
+  pg_drain_read(s, 1);
+}
+
+int pg_commit_progress(store *st_) {
+  pg *s = (pg *)st_;
+  return flight_arrived(s) ? commit_outcome(s, pg_drain_end(s, 1) == STORE_OK) : STORE_PENDING;
+}
+
+int pg_commit_settle(store *st_) {
+  pg *s = (pg *)st_;
+  flight_wait(s, "commit");
+  return commit_outcome(s, pg_drain_end(s, 1) == STORE_OK);
+}
+
+/* What the batch's pipeline holds (a dispatch's reads, behind its writes),
+ * sent with a sync point without waiting for the answers: STORE_PENDING.
+ * They land where each statement keeps its result, read by
+ * pg_read_progress or pg_read_settle; a failed one loses the batch there,
+ * as in any drain. */
+int pg_read_start(pg *s) {
+  PQsetnonblocking(s->conn, 1);
+  pg_drain_begin(s);
+  int f = PQflush(s->conn);
+  s->flushing = f == 1;
+  if (f < 0) s->dr.lost = 1;
+  return STORE_PENDING;
+}
+
+int pg_read_progress(store *st_) {
+  pg *s = (pg *)st_;
+  return flight_arrived(s) ? pg_drain_end(s, 1) : STORE_PENDING;
+}
+
+int pg_read_settle(store *st_) {
+  pg *s = (pg *)st_;
+  flight_wait(s, "dispatch read");
+  return pg_drain_end(s, 1);
 }
 
 /* Ends the batch, whatever state it is in; keeps store_errmsg. */

@@ -109,6 +109,8 @@ typedef struct pg {
   PGresult *commit_res; /* the COMMIT's answer (commit_send) */
   PGresult *read_res;   /* a read's answer behind the batch's writes (pq_exec) */
   PGresult **start_res; /* pg_task_start's answers */
+  size_t start_n;       /* for how many tasks */
+  PGresult *due_res;    /* pg_task_due_send's answer */
   PGresult *next_res;   /* pg_task_next_send's answer, read after the commit */
   int next_sent;        /* it was sent in the open batch (once per batch) */
   int commit_bumped, flushing; /* flushing: the commit's request is not all sent yet */
@@ -217,6 +219,9 @@ int pg_commit_start(store *st_);
 int pg_commit_socket(store *st_, int *writable);
 int pg_commit_progress(store *st_);
 int pg_commit_settle(store *st_);
+int pg_read_start(pg *s);
+int pg_read_progress(store *st_);
+int pg_read_settle(store *st_);
 void pg_rollback(store *st_);
 int pg_in_txn(store *st_);
 int64_t pg_batch_writes(store *st_);
@@ -276,6 +281,10 @@ int pg_task_release(store *st_, const char *owner);
 int pg_task_del_wf(store *st_, const char *wf_id);
 int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, task_row *out);
 int pg_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
+int pg_task_start_send(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+int pg_task_start_result(store *st_, int rc, task_start *t, size_t n, chain_state *cs);
+int pg_task_due_send(store *st_, int64_t now, const char *owner, int limit, int unheld);
+int pg_task_due_result(store *st_, int rc, store_task_cb cb, void *ud);
 int64_t pg_task_next_at(store *st_, const char *owner);
 int pg_task_next_send(store *st_, const char *owner);
 int64_t pg_task_next_result(store *st_);

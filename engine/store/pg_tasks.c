@@ -50,17 +50,17 @@ int pg_task_take(store *st_, const char *wf_id, const char *kind, int64_t seq) {
 /* store_task_start in one round trip: for each task its claim, its take
  * (while the lease is this worker's: Q_TASK_TAKE_HELD), its row and its
  * history go in one pipeline, each statement seeing what those before it
- * did. */
+ * did. pg_task_start waits for the answers; pg_task_start_send sends them
+ * without waiting (pg_read_start) and pg_task_start_result reads them. */
 #define START_STMTS 5
-int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n,
-                  chain_state *cs) {
-  pg *s = (pg *)st_;
+static int start_send(pg *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
   if (strcmp(s->owner, owner) != 0) pg_announce(s, owner);
   WRITE_BEGIN(s);
   for (size_t i = 0; i < n; i++)
     if ((t[i].claim && pg_injected(s, "claim lease")) || pg_injected(s, "delete task")) return STORE_ERR;
-  /* the answers land on the heap (s->start_res: a full queue drains early, before they are read here) */
+  /* the answers land on the heap (s->start_res: a full queue drains early, before they are read) */
   PGresult **res = s->start_res = util_xcalloc(n * START_STMTS + 1, sizeof *res);
+  s->start_n = n;
   int rc = STORE_OK;
   for (size_t i = 0; i < n && rc == STORE_OK; i++) {
     PGresult **r = res + i * START_STMTS;
@@ -88,7 +88,13 @@ int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, tas
       if (rc == STORE_OK) rc = pg_pipe_send_q(s, Q_HIST_LOAD_CURRENT, "load history", &r[3]);
     }
   }
-  if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
+  return rc;
+}
+
+int pg_task_start_result(store *st_, int rc, task_start *t, size_t n, chain_state *cs) {
+  pg *s = (pg *)st_;
+  PGresult **res = s->start_res;
+  if (!res || s->start_n != n) rc = STORE_ERR; /* nothing of this was sent */
   for (size_t i = 0; i < n && rc == STORE_OK; i++) {
     PGresult **r = res + i * START_STMTS;
     s->writes += t[i].claim + 1;
@@ -104,10 +110,25 @@ int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, tas
       if (pg_events_run(r[3]) >= 0 && pg_events_run(r[3]) != cs[i].run) cs[i].run = -1;
     }
   }
-  for (size_t i = 0; i < n * START_STMTS; i++) PQclear(res[i]);
+  for (size_t i = 0; res && i < s->start_n * START_STMTS; i++) PQclear(res[i]);
   free(res);
   s->start_res = NULL;
+  s->start_n = 0;
   return rc;
+}
+
+int pg_task_start(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n,
+                  chain_state *cs) {
+  pg *s = (pg *)st_;
+  int rc = start_send(s, owner, now, until, t, n);
+  if (rc == STORE_OK) rc = pg_pipe_drain(s, 1);
+  return pg_task_start_result(st_, rc, t, n, cs);
+}
+
+int pg_task_start_send(store *st_, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
+  pg *s = (pg *)st_;
+  int rc = start_send(s, owner, now, until, t, n);
+  return rc == STORE_OK ? pg_read_start(s) : rc;
 }
 
 int pg_task_release(store *st_, const char *owner) {
@@ -154,24 +175,53 @@ int pg_task_get(store *st_, const char *wf_id, const char *kind, int64_t seq, ta
   return found;
 }
 
-int pg_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) {
-  pg *s = (pg *)st_;
-  WRITE_BEGIN(s); /* the rows it returns are locked to this batch */
+static void due_bind(pg *s, int64_t now, const char *owner, int limit, int unheld) {
   pg_params_start(s);
   pg_bind_int(s, now);
   pg_bind_text(s, owner);
   pg_bind_int(s, limit);
   pg_bind_int(s, unheld < 0 ? limit : unheld);
-  /* the whole result is here before the callbacks write to the store */
-  PGresult *r = pq_run(s, Q_TASK_DUE, 0, "due tasks");
-  if (!r) return STORE_ERR;
+}
+
+static void due_each(const PGresult *r, store_task_cb cb, void *ud) {
   for (int i = 0, n = PQntuples(r); i < n; i++) {
     task_row t;
     read_task(r, i, &t);
     if (cb(ud, &t)) break;
   }
+}
+
+int pg_task_due(store *st_, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s); /* the rows it returns are locked to this batch */
+  due_bind(s, now, owner, limit, unheld);
+  /* the whole result is here before the callbacks write to the store */
+  PGresult *r = pq_run(s, Q_TASK_DUE, 0, "due tasks");
+  if (!r) return STORE_ERR;
+  due_each(r, cb, ud);
   PQclear(r);
   return STORE_OK;
+}
+
+/* The same sent without waiting (pg_read_start), in the batch's pipeline. */
+int pg_task_due_send(store *st_, int64_t now, const char *owner, int limit, int unheld) {
+  pg *s = (pg *)st_;
+  WRITE_BEGIN(s);
+  due_bind(s, now, owner, limit, unheld);
+  PQclear(s->due_res);
+  s->due_res = NULL;
+  if (pg_pipe_send_q(s, Q_TASK_DUE, "due tasks", &s->due_res) != STORE_OK) return STORE_ERR;
+  return pg_read_start(s);
+}
+
+int pg_task_due_result(store *st_, int rc, store_task_cb cb, void *ud) {
+  pg *s = (pg *)st_;
+  PGresult *r = s->due_res;
+  s->due_res = NULL;
+  if (rc == STORE_OK && !r) rc = STORE_ERR; /* nothing of this was sent */
+  if (rc == STORE_OK) due_each(r, cb, ud);
+  PQclear(r);
+  return rc;
 }
 
 int64_t pg_task_next_at(store *st_, const char *owner) {

@@ -46,7 +46,7 @@ static void domain_list_free(domain_list *l) {
 /* A commit of store_commit_start still on its way is answered before
  * anything else uses the connection (its result stays for store_commit_poll). */
 static void settle(store *s) {
-  s->pending_rc = s->ops->op_commit_settle(s);
+  s->pending_rc = s->pending_read ? s->ops->op_read_settle(s) : s->ops->op_commit_settle(s);
   s->pending = 2;
 }
 #define SETTLE(s)                       \
@@ -109,14 +109,21 @@ int store_commit_socket(store *s, int *writable) {
 
 int store_commit_poll(store *s) {
   if (s->pending == 1) {
-    int rc = s->ops->op_commit_progress(s);
+    int rc = s->pending_read ? s->ops->op_read_progress(s) : s->ops->op_commit_progress(s);
     if (rc == STORE_PENDING) return rc;
     s->pending_rc = rc;
     s->pending = 2;
   }
   if (s->pending != 2) return STORE_OK;
-  s->pending = 0;
+  s->pending = s->pending_read = 0;
   return s->pending_rc;
+}
+
+/* A read sent without waiting is on its way (STORE_PENDING from its op), or its sending failed. */
+static int read_sent(store *s, int rc) {
+  if (rc != STORE_PENDING) return rc;
+  s->pending = s->pending_read = 1;
+  return STORE_PENDING;
 }
 
 int store_commit_wait(store *s) {
@@ -489,22 +496,19 @@ static int task_start_one(store *s, const char *owner, int64_t now, int64_t unti
   return rc;
 }
 
-int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
-  SETTLE(s);
+static void task_start_clear(task_start *t, size_t n) {
   for (size_t i = 0; i < n; i++) {
     t[i].owned = t[i].took = t[i].found = 0;
     t[i].damaged = NULL;
     memset(&t[i].w, 0, sizeof t[i].w);
     memset(&t[i].h, 0, sizeof t[i].h);
   }
-  chain_state *cs = util_xcalloc(n ? n : 1, sizeof *cs);
-  int rc = STORE_OK;
-  if (s->ops->op_task_start) rc = s->ops->op_task_start(s, owner, now, until, t, n, cs);
-  for (size_t i = 0; i < n && rc == STORE_OK && !s->ops->op_task_start; i++)
-    rc = task_start_one(s, owner, now, until, &t[i], &cs[i]);
-  /* each history read is checked: a damaged one is that task's (damaged),
-   * one read across a new run is read again when the run loads */
-  for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+}
+
+/* Each history read is checked: a damaged one is that task's (damaged),
+ * one read across a new run is read again when the run loads. */
+static void task_start_check(store *s, task_start *t, size_t n, chain_state *cs) {
+  for (size_t i = 0; i < n; i++) {
     if (!t[i].found || !t[i].history || t[i].damaged) continue;
     chain_overlay(s, t[i].wf_id, &cs[i]);
     char why[512];
@@ -518,6 +522,32 @@ int store_task_start(store *s, const char *owner, int64_t now, int64_t until, ta
       else chain_learned(s, t[i].wf_id, t[i].w.run, &t[i].h, &cs[i], tl.last);
     }
   }
+}
+
+int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
+  SETTLE(s);
+  task_start_clear(t, n);
+  chain_state *cs = util_xcalloc(n ? n : 1, sizeof *cs);
+  int rc = STORE_OK;
+  if (s->ops->op_task_start) rc = s->ops->op_task_start(s, owner, now, until, t, n, cs);
+  for (size_t i = 0; i < n && rc == STORE_OK && !s->ops->op_task_start; i++)
+    rc = task_start_one(s, owner, now, until, &t[i], &cs[i]);
+  if (rc == STORE_OK) task_start_check(s, t, n, cs);
+  free(cs);
+  return rc;
+}
+
+int store_task_start_send(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n) {
+  SETTLE(s);
+  if (!s->ops->op_task_start_send || s->pending) return 0; /* an answer not reported yet: ask at once */
+  task_start_clear(t, n);
+  return read_sent(s, s->ops->op_task_start_send(s, owner, now, until, t, n)) == STORE_PENDING ? 1 : -1;
+}
+
+int store_task_start_result(store *s, int rc, task_start *t, size_t n) {
+  chain_state *cs = util_xcalloc(n ? n : 1, sizeof *cs);
+  rc = s->ops->op_task_start_result(s, rc, t, n, cs);
+  if (rc == STORE_OK) task_start_check(s, t, n, cs);
   free(cs);
   return rc;
 }
@@ -537,6 +567,16 @@ int store_task_del_wf(store *s, const char *wf_id) { SETTLE(s); return s->ops->o
 int store_task_get(store *s, const char *wf_id, const char *kind, int64_t seq, task_row *out) { SETTLE(s); return s->ops->op_task_get(s, wf_id, kind, seq, out); }
 
 int store_task_due(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud) { SETTLE(s); return s->ops->op_task_due(s, now, owner, limit, unheld, cb, ud); }
+
+int store_task_due_send(store *s, int64_t now, const char *owner, int limit, int unheld) {
+  SETTLE(s);
+  if (!s->ops->op_task_due_send || s->pending) return 0;
+  return read_sent(s, s->ops->op_task_due_send(s, now, owner, limit, unheld)) == STORE_PENDING ? 1 : -1;
+}
+
+int store_task_due_result(store *s, int rc, store_task_cb cb, void *ud) {
+  return s->ops->op_task_due_result(s, rc, cb, ud);
+}
 
 int64_t store_task_next_at(store *s, const char *owner) { SETTLE(s); return s->ops->op_task_next_at(s, owner); }
 

@@ -345,6 +345,13 @@ typedef struct task_start {
   char *damaged;
 } task_start;
 int store_task_start(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+/* The same without waiting for the answers where the store can
+ * (PostgreSQL), as store_task_due_send: 1 sent, 0 not (call
+ * store_task_start), -1 on error (then store_task_start_result frees what
+ * was asked, with an error). Once store_commit_poll answers rc, its answers
+ * are read by store_task_start_result(rc), which returns rc or an error. */
+int store_task_start_send(store *s, const char *owner, int64_t now, int64_t until, task_start *t, size_t n);
+int store_task_start_result(store *s, int rc, task_start *t, size_t n);
 void store_task_start_free(task_start *t);
 /* Voids every lease owner holds. */
 int store_task_release(store *s, const char *owner);
@@ -360,6 +367,16 @@ typedef int (*store_task_cb)(void *ud, const task_row *t);
  * stay locked to its batch: those it cannot claim are left to the others),
  * after the tasks of the workflows it holds. */
 int store_task_due(store *s, int64_t now, const char *owner, int limit, int unheld, store_task_cb cb, void *ud);
+/* The same without waiting for the answer where the store can: 1 when it
+ * was sent in the open batch's pipeline with a sync point (PostgreSQL) and
+ * is on its way as a commit of store_commit_start is (store_commit_socket
+ * to wait on, store_commit_poll to read what arrived; any other call of the
+ * store waits for it first); 0 when it was not (SQLite, or an answer not
+ * yet reported): call store_task_due; -1 on error. Once store_commit_poll
+ * answers rc, store_task_due_result(rc) calls cb for each due task, and
+ * returns rc or an error. */
+int store_task_due_send(store *s, int64_t now, const char *owner, int limit, int unheld);
+int store_task_due_result(store *s, int rc, store_task_cb cb, void *ud);
 /* Earliest time a task becomes due for owner (its run_at, or on a shared
  * store the expiry of the lease another owner holds on its workflow), -1
  * when there is none, -2 on error. */

@@ -124,6 +124,7 @@ void engine_store_incident(engine *e) {
  * the start of this attempt, was in the lost batch and comes again). */
 static void batch_lost(engine *e, int incident) {
   store_rollback(e->st);
+  e->losses++;
   drop_notes(e);
   /* what was not committed is gone: the log holds only durable results, and
    * an attempt kept below (its command is in the log) may begin */
@@ -232,6 +233,10 @@ static int inflight_done(engine *e, int rc) {
   if (f->poll) uv_close((uv_handle_t *)f->poll, uvloop_free_handle);
   int done = commit_done(e, rc, f->no, f->notes, f->nnotes, f->waiters, f->nwaiters);
   free(f);
+  if (e->due_after_commit) { /* a dispatch waited for this answer (dispatch.c) */
+    e->due_after_commit = 0;
+    tasks_arm(e, util_now_ms());
+  }
   return done;
 }
 
@@ -262,6 +267,7 @@ static int settle_inflight(engine *e, int nowait) {
 /* Commits the open batch: at once (engine_commit), or sent without waiting
  * for the answer (the loop's group commit). */
 static int commit_batch(engine *e, int nowait) {
+  if (nowait && e->flight) return 0; /* a dispatch's read is on its way in this batch: it commits after it */
   int prev = settle_inflight(e, nowait);
   if (prev != 0) return prev > 0 ? 0 : -1; /* a lost batch took the open one with it */
   if (!store_in_txn(e->st) && !store_batch_failed(e->st)) {
@@ -308,6 +314,7 @@ void batch_commit_nowait(engine *e) { commit_batch(e, 1); }
 
 /* At engine_free: the commit on its way is answered, and no one is told. */
 void batch_abandon(engine *e) {
+  e->due_after_commit = 0;
   if (!e->inflight) return;
   store_commit_wait(e->st);
   for (size_t i = 0; i < e->inflight->nnotes; i++) free_note(&e->inflight->notes[i]);
@@ -329,7 +336,7 @@ void batch_free(engine *e) {
 /* ------------------------------------------------------------- leases --- */
 
 void engine_touch(engine *e, const char *id) {
-  if (e->dispatching) strmap_put(&e->touched, id, (void *)1);
+  if (e->dispatching || e->touching) strmap_put(&e->touched, id, (void *)1);
 }
 
 int engine_owns(engine *e, const char *id) {

@@ -3,7 +3,12 @@
  * activity attempt (new, a retry, or one a crash cut short), a durable timer
  * and a signal's timeout. dispatch_due takes what is due (bounded per call),
  * acts on each task it managed to delete, and arms one loop timer for the
- * next. */
+ * next.
+ *
+ * On PostgreSQL a dispatch's two round trips (the due tasks, then their
+ * start) are not waited for on the loop: each is sent, and the loop goes on
+ * (the API's requests, the model's streams, timers) until the socket brings
+ * the answer, with the worker's batch held open meanwhile (a flight). */
 #include "worker.h"
 
 #include <stdio.h>
@@ -45,6 +50,15 @@ typedef struct due_ctx {
   } *x;
   size_t nt, cap;
   strmap seen; /* wf_id -> index + 1 of its first task */
+  task_start *firsts; /* the first task of each workflow, started together */
+  size_t nf;
+  /* a flight: which answer it waits for, the poll of the store's socket,
+   * the lost batches when it was sent (one lost meanwhile took what it
+   * asked with it), a dispatch asked meanwhile */
+  enum { WAITS_NONE, WAITS_DUE, WAITS_START } waits;
+  uv_poll_t *poll;
+  int64_t losses;
+  int again;
 } due_ctx;
 
 /* Collects a due task to act on, unless an attempt of it runs here or it
@@ -186,27 +200,6 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
   return 0;
 }
 
-/* Starts the first task of each workflow in one round trip, then acts on
- * every task in order. */
-static void act_all(engine *e, due_ctx *d) {
-  if (!d->nt || e->stopping) return;
-  int64_t now = util_now_ms();
-  task_start *firsts = util_xcalloc(d->nt, sizeof *firsts);
-  size_t nf = 0;
-  for (size_t i = 0; i < d->nt; i++)
-    if (d->x[i].first == i) firsts[nf++] = d->ts[i];
-  int rc = store_task_start(e->st, e->owner, now, now + e->lease_ms, firsts, nf);
-  for (size_t i = 0, k = 0; i < d->nt; i++) /* the answers go back to their tasks */
-    if (d->x[i].first == i) d->ts[i] = firsts[k++];
-  free(firsts);
-  if (rc != STORE_OK) return;
-  e->dispatching = 1;
-  for (size_t i = 0; i < d->nt && !act_due(e, d, i); i++) {}
-  e->dispatching = 0;
-  strmap_free(&e->touched);
-  strmap_init(&e->touched);
-}
-
 static void due_free(due_ctx *d) {
   for (size_t i = 0; i < d->nt; i++) {
     store_task_start_free(&d->ts[i]);
@@ -215,7 +208,9 @@ static void due_free(due_ctx *d) {
   }
   free(d->ts);
   free(d->x);
+  free(d->firsts);
   strmap_free(&d->seen);
+  free(d);
 }
 
 /* The next due time asked in the batch's pipeline (store_task_next_send):
@@ -242,31 +237,19 @@ static int64_t next_due(engine *e) {
   return NEXT_AFTER_COMMIT;
 }
 
-/* Runs every due task (bounded per call), then arms the timer for the next.
- * While the store is failing the retry timer calls it instead (backoff). */
-void dispatch_due(engine *e) {
-  if (e->stopping || e->recovering) return;
-  if (e->dispatching) { /* asked from inside a dispatch (a step of it): right after it */
-    tasks_arm(e, util_now_ms());
+/* The dispatch is over (read: its due tasks were read): the timer is armed
+ * for the next. */
+static void dispatch_end(engine *e, due_ctx *d, int read) {
+  int n = d->n, left = d->left, again = d->again, lost = d->losses != e->losses;
+  due_free(d);
+  if (lost) { /* a batch was lost while its read was on its way: the retry dispatches again (batch.c) */
+    if (again) tasks_arm(e, util_now_ms()); /* or has already, and found this one on its way */
     return;
   }
-  e->dispatched_at = util_mono_ms();
-  due_ctx d = {e, 0, 0, 0, NULL, NULL, 0, 0, {0}};
-  strmap_init(&d.seen);
   int64_t next = -2;
-  /* of the workflows it holds no lease on, as many as it may claim and one
-   * more (seen and left: d.left says more wait) */
-  int unheld = -1;
-  if (e->shared) {
-    long long room = (long long)e->max_leases - store_lease_count(e->st);
-    unheld = 1 + (int)(room < 0 ? 0 : room < CLAIMS_PER_DISPATCH ? room : CLAIMS_PER_DISPATCH);
-  }
-  int read = store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, unheld, on_due, &d) == STORE_OK;
-  if (read) act_all(e, &d);
-  due_free(&d);
   if (read && !store_batch_failed(e->st)) {
-    if (d.n >= DISPATCH_BATCH) next = util_now_ms();
-    else if (d.left) next = util_now_ms() + 20; /* after this batch commits, and the others had a turn */
+    if (n >= DISPATCH_BATCH || again) next = util_now_ms();
+    else if (left) next = util_now_ms() + 20; /* after this batch commits, and the others had a turn */
     else next = next_due(e);
   }
   e->dispatch_ms = util_mono_ms() - e->dispatched_at;
@@ -280,6 +263,169 @@ void dispatch_due(engine *e) {
     return;
   }
   tasks_arm(e, next);
+}
+
+static void fly(engine *e, due_ctx *d, int waits);
+
+/* The first task of each workflow was started (rc): the answers go back to
+ * their tasks, and every task is acted on in order. A flight's tasks are
+ * acted on even when a stop came meanwhile: they are taken, and a dispatch
+ * that waited on the loop would have acted on them before the stop. */
+static void started(engine *e, due_ctx *d, int rc) {
+  for (size_t i = 0, k = 0; i < d->nt; i++)
+    if (d->x[i].first == i) d->ts[i] = d->firsts[k++];
+  free(d->firsts);
+  d->firsts = NULL;
+  if (rc == STORE_OK) {
+    int stopping = e->stopping;
+    if (d->waits) e->stopping = 0;
+    e->dispatching = 1;
+    for (size_t i = 0; i < d->nt && !act_due(e, d, i); i++) {}
+    e->dispatching = 0;
+    e->stopping |= stopping;
+  }
+  e->touching = 0;
+  strmap_free(&e->touched);
+  strmap_init(&e->touched);
+  dispatch_end(e, d, 1);
+}
+
+/* The due tasks were read (rc): the first task of each workflow is started
+ * with the others in one round trip. */
+static void due_read(engine *e, due_ctx *d, int rc) {
+  if (rc != STORE_OK || !d->nt || e->stopping) {
+    dispatch_end(e, d, rc == STORE_OK);
+    return;
+  }
+  int64_t now = util_now_ms();
+  d->firsts = util_xcalloc(d->nt, sizeof *d->firsts);
+  for (size_t i = 0; i < d->nt; i++)
+    if (d->x[i].first == i) d->firsts[d->nf++] = d->ts[i];
+  e->touching = 1; /* from here, a workflow written to has its row read again (act_due) */
+  int sent = store_task_start_send(e->st, e->owner, now, now + e->lease_ms, d->firsts, d->nf);
+  if (sent == 1) {
+    fly(e, d, WAITS_START);
+    return;
+  }
+  rc = sent < 0 ? store_task_start_result(e->st, STORE_ERR, d->firsts, d->nf)
+                : store_task_start(e->st, e->owner, now, now + e->lease_ms, d->firsts, d->nf);
+  started(e, d, rc);
+}
+
+/* ---- flights: the answer of a read sent without waiting ---- */
+
+/* The flight's answer is in (rc): the dispatch goes on, unless a lost batch
+ * took what it asked (its retry dispatches again). */
+static void landed(engine *e, due_ctx *d, int rc) {
+  int waits = d->waits;
+  e->flight = NULL;
+  if (d->poll) uv_close((uv_handle_t *)d->poll, uvloop_free_handle);
+  d->poll = NULL;
+  if (d->losses != e->losses && rc == STORE_OK) rc = STORE_ERR; /* nothing it read or took holds */
+  if (waits == WAITS_DUE) {
+    rc = store_task_due_result(e->st, rc, on_due, d);
+    d->waits = WAITS_NONE;
+    due_read(e, d, rc);
+  } else {
+    started(e, d, store_task_start_result(e->st, rc, d->firsts, d->nf));
+  }
+}
+
+static void on_flight_io(uv_poll_t *h, int status, int events) {
+  (void)events;
+  engine *e = h->data;
+  due_ctx *d = e->flight;
+  if (!d || d->poll != h) return;
+  int rc = status < 0 ? store_commit_wait(e->st) : store_commit_poll(e->st);
+  if (rc != STORE_PENDING) {
+    landed(e, d, rc);
+    return;
+  }
+  int writable;
+  store_commit_socket(e->st, &writable);
+  uv_poll_start(h, UV_READABLE | (writable ? UV_WRITABLE : 0), on_flight_io);
+}
+
+/* The read is on its way: the loop waits on the store's socket for it. */
+static void fly(engine *e, due_ctx *d, int waits) {
+  d->waits = waits;
+  e->flight = d;
+  int writable, fd = store_commit_socket(e->st, &writable);
+  d->poll = util_xcalloc(1, sizeof *d->poll);
+  if (fd < 0 || uv_poll_init_socket(&e->loop, d->poll, fd) != 0) { /* cannot wait on it: wait here */
+    free(d->poll);
+    d->poll = NULL;
+    landed(e, d, store_commit_wait(e->st));
+    return;
+  }
+  d->poll->data = e;
+  uv_poll_start(d->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_flight_io);
+}
+
+/* Before the loop blocks: a flight whose answer a store call meanwhile
+ * waited for (the socket will not tell) goes on now. */
+void dispatch_poll(engine *e) {
+  due_ctx *d = e->flight;
+  if (!d) return;
+  int rc = store_commit_poll(e->st);
+  if (rc != STORE_PENDING) landed(e, d, rc);
+}
+
+/* At the end of a run: the flight's answer is waited for and the dispatch
+ * goes on (the tasks it took are acted on before the batch commits). */
+void dispatch_settle(engine *e) {
+  while (e->flight) landed(e, e->flight, store_commit_wait(e->st));
+}
+
+/* At engine_free: the flight's answer is waited for and dropped (its batch
+ * is never committed). */
+void dispatch_abandon(engine *e) {
+  due_ctx *d = e->flight;
+  if (!d) return;
+  e->flight = NULL;
+  store_commit_wait(e->st);
+  if (d->waits == WAITS_DUE) store_task_due_result(e->st, STORE_ERR, on_due, d);
+  else store_task_start_result(e->st, STORE_ERR, d->firsts, d->nf);
+  if (d->poll) uv_close((uv_handle_t *)d->poll, uvloop_free_handle);
+  due_free(d);
+}
+
+/* Runs every due task (bounded per call), then arms the timer for the next.
+ * While the store is failing the retry timer calls it instead (backoff). */
+void dispatch_due(engine *e) {
+  if (e->stopping || e->recovering) return;
+  if (e->dispatching) { /* asked from inside a dispatch (a step of it): right after it */
+    tasks_arm(e, util_now_ms());
+    return;
+  }
+  if (e->flight) { /* one on its way: another right after it */
+    e->flight->again = 1;
+    return;
+  }
+  if (e->inflight) { /* the batch's commit is on its way: when it is answered (batch.c) */
+    e->due_after_commit = 1;
+    return;
+  }
+  e->dispatched_at = util_mono_ms();
+  due_ctx *d = util_xcalloc(1, sizeof *d);
+  d->e = e;
+  d->losses = e->losses;
+  strmap_init(&d->seen);
+  /* of the workflows it holds no lease on, as many as it may claim and one
+   * more (seen and left: d->left says more wait) */
+  int unheld = -1;
+  if (e->shared) {
+    long long room = (long long)e->max_leases - store_lease_count(e->st);
+    unheld = 1 + (int)(room < 0 ? 0 : room < CLAIMS_PER_DISPATCH ? room : CLAIMS_PER_DISPATCH);
+  }
+  int sent = store_task_due_send(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, unheld);
+  if (sent == 1) {
+    fly(e, d, WAITS_DUE);
+    return;
+  }
+  int rc = sent < 0 ? store_task_due_result(e->st, STORE_ERR, on_due, d)
+                    : store_task_due(e->st, util_now_ms(), e->owner, DISPATCH_BATCH, unheld, on_due, d);
+  due_read(e, d, rc);
 }
 
 void dispatch_init(engine *e) { tasks_on_due(e, dispatch_due); }

@@ -77,6 +77,7 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
  * transaction, just before the loop blocks for I/O. A failed commit is
  * retried with backoff (engine_store_incident), never half applied. */
 static void on_prepare(uv_prepare_t *p) {
+  dispatch_poll(p->data); /* a dispatch's answer a store call waited for meanwhile */
   batch_commit_nowait(p->data);
   starts_flush(p->data);
 }
@@ -405,10 +406,12 @@ int engine_run(engine *e) {
   e->watch = dbwatch_start(&e->loop, e->st, on_external, e);
   if (e->shared) uv_timer_start(&e->lease_timer, on_lease_timer, (uint64_t)e->lease_ms / 3, (uint64_t)e->lease_ms / 3);
   dispatch_due(e); /* recovery: everything due, including attempts a crash cut short */
+  dispatch_settle(e); /* acted on before the first commit, as when the dispatch waits */
   engine_commit(e);
   hooks_start(e, on_started); /* the Lua library's own start-up work: policies, triggers, then the sandbox sweep */
   if (!e->stopping) uv_run(&e->loop, UV_RUN_DEFAULT);
   flush_spans(e);
+  dispatch_settle(e); /* what a dispatch took is acted on before the batch commits */
   engine_commit(e);
   /* a clean stop hands this worker's workflows to the others at once */
   if (e->shared && !store_batch_failed(e->st) && store_lease_release(e->st, e->owner, NULL) == STORE_OK)
@@ -429,6 +432,7 @@ otel_exporter *engine_otel(engine *e) { return e->otel; }
 
 void engine_free(engine *e) {
   if (!e) return;
+  dispatch_abandon(e); /* a dispatch's read on its way: answered, and dropped with its batch */
   batch_abandon(e); /* the commit on its way: answered, and no one is told any more */
   for (size_t i = 0; i < e->attempts.cap; i++) {
     if (!STRMAP_LIVE(&e->attempts, i)) continue;

@@ -153,6 +153,7 @@ struct engine {
    * effects it issues after it (activity bodies) until that commit. */
   int64_t batch;    /* the batch being written, from 1 */
   int64_t durable;  /* the last batch whose commit was answered */
+  int64_t losses;   /* batches lost so far: what a read on its way answers for a lost one does not hold */
   strmap unsettled; /* id -> unsettled*: its first result that is not durable yet */
   /* what follows a batch, wired by engine.c at open: */
   void (*on_settled)(engine *e); /* it is durable and attempts wait for it */
@@ -195,7 +196,10 @@ struct engine {
    * written to since, whose rows and history read with the tasks are stale
    * (engine_touch, batch.c) */
   int dispatching;
+  int touching; /* from the start of a dispatch's tasks to the end of its acting */
   strmap touched;
+  struct due_ctx *flight; /* a dispatch whose read's answer is still to come */
+  int due_after_commit;   /* a dispatch waits for the answer of the commit on its way */
 
   /* ---- runs.c: the run cache ---- */
   strmap runs;     /* id -> wfrun*, live runs kept in memory */
@@ -364,6 +368,13 @@ void tasks_on_due(engine *e, void (*fn)(engine *));
 void dispatch_due(engine *e);
 /* Registers dispatch_due with the task timer: once, at start-up. */
 void dispatch_init(engine *e);
+/* A dispatch's read on its way (PostgreSQL): dispatch_poll goes on with it
+ * if its answer came in meanwhile (before the loop blocks), dispatch_settle
+ * waits for it and goes on (before the last commit of a run),
+ * dispatch_abandon waits and drops it (engine_free). */
+void dispatch_poll(engine *e);
+void dispatch_settle(engine *e);
+void dispatch_abandon(engine *e);
 
 /* slots.c */
 /* Registers the kinds slot, release, counter, rate and ratecharge with the
