@@ -407,6 +407,7 @@ void dispatch_due(engine *e) {
     return;
   }
   e->dispatched_at = util_mono_ms();
+  e->dispatch_batch = e->batch;
   due_ctx *d = util_xcalloc(1, sizeof *d);
   d->e = e;
   d->losses = e->losses;

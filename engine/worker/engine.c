@@ -77,9 +77,13 @@ void engine_watch_status(engine *e, void (*cb)(void *ud, const char *id, const c
  * transaction, just before the loop blocks for I/O. A failed commit is
  * retried with backoff (engine_store_incident), never half applied. */
 static void on_prepare(uv_prepare_t *p) {
-  dispatch_poll(p->data); /* a dispatch's answer a store call waited for meanwhile */
-  batch_commit_nowait(p->data);
-  starts_flush(p->data);
+  engine *e = p->data;
+  dispatch_poll(e); /* a dispatch's answer a store call waited for meanwhile */
+  /* a dispatch due now goes before the commit, and its writes with it: one
+   * commit a cycle rather than one it would wait for (once a batch) */
+  if (e->dispatch_batch != e->batch) tasks_fire_due(e);
+  batch_commit_nowait(e);
+  starts_flush(e);
 }
 
 /* Another process committed: a start, a signal or a cancel may be due here.

@@ -24,6 +24,14 @@ void tasks_arm(engine *e, int64_t at) {
   uv_timer_start(&e->task_timer, on_task_timer, (uint64_t)delay, 0);
 }
 
+/* The timer is due now (it has not fired yet: a 1 ms timer, or one the
+ * loop has not come to): it fires here. */
+void tasks_fire_due(engine *e) {
+  if (!uv_is_active((uv_handle_t *)&e->task_timer) || !e->task_timer_at || e->task_timer_at > util_now_ms()) return;
+  uv_timer_stop(&e->task_timer);
+  on_task_timer(&e->task_timer);
+}
+
 void tasks_disarm(engine *e) {
   uv_timer_stop(&e->task_timer);
   e->task_timer_at = 0;

@@ -200,6 +200,7 @@ struct engine {
   strmap touched;
   struct due_ctx *flight; /* a dispatch whose read's answer is still to come */
   int due_after_commit;   /* a dispatch waits for the answer of the commit on its way */
+  int64_t dispatch_batch; /* the batch the last dispatch began in */
 
   /* ---- runs.c: the run cache ---- */
   strmap runs;     /* id -> wfrun*, live runs kept in memory */
@@ -361,6 +362,7 @@ void tasks_arm(engine *e, int64_t at);
  * timer for it: 0, or -1 when the write failed. */
 int tasks_put(engine *e, const char *wf_id, const char *kind, int64_t seq, int64_t at);
 void tasks_disarm(engine *e);
+void tasks_fire_due(engine *e);
 /* fn runs when the timer fires (dispatch_init registers dispatch_due). */
 void tasks_on_due(engine *e, void (*fn)(engine *));
 
