@@ -1959,6 +1959,84 @@ static void test_chain_task_start_damaged(void **state) {
   store_close(s);
 }
 
+/* The answer of a read sent without waiting (a dispatch's): polled on its
+ * socket as a commit's is, or waited for by any other call meanwhile. */
+static int read_landed(store *s) {
+  int rc, writable;
+  while ((rc = store_commit_poll(s)) == STORE_PENDING) {
+    struct pollfd p = {.fd = store_commit_socket(s, &writable), .events = POLLIN};
+    if (writable) p.events |= POLLOUT;
+    assert_true(p.fd >= 0);
+    poll(&p, 1, 1000);
+  }
+  return rc;
+}
+
+/* A dispatch's two reads sent without waiting (PostgreSQL): the due tasks
+ * and their start answer as the calls that wait do, whether their answer
+ * is polled or a call meanwhile waited for it; the history read with a
+ * start is checked as store_task_start checks it; an answer read as failed
+ * gives nothing. SQLite answers at once: its sends say so (0). */
+static void test_dispatch_reads_sent(void **state) {
+  fixture *f = *state;
+  store *s = open_ok(f->db);
+  chained_wf(s, "good");
+  chained_wf(s, "bad");
+  assert_int_equal(store_task_put(s, "good", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "bad", "workflow", 0, 20, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "good", "timer", 7, 5000, 0, 0, NULL, 0), STORE_OK); /* not due */
+  assert_int_equal(store_commit(s), STORE_OK);
+  store_close(s);
+  rawx(f->db, "UPDATE history SET time=99 WHERE wf_id='%s' AND run=2 AND seq=3", "bad");
+  s = open_ok(f->db);
+  int sent = store_task_due_send(s, 100, "A", 10, -1);
+  if (!store_shared(s)) {
+    assert_int_equal(sent, 0);
+    task_start t = {.wf_id = "good", .kind = "workflow"};
+    assert_int_equal(store_task_start_send(s, "A", 200, 9000, &t, 1), 0);
+    store_close(s);
+    return;
+  }
+  assert_int_equal(sent, 1);
+  assert_int_equal(store_task_due_send(s, 100, "A", 10, -1), 0); /* one on its way: ask at once */
+  tasklist l;
+  memset(&l, 0, sizeof l);
+  assert_int_equal(store_task_due_result(s, read_landed(s), collect_task, &l), STORE_OK);
+  assert_int_equal(l.n, 2);
+  assert_string_equal(l.v[0].wf, "good");
+  assert_string_equal(l.v[1].wf, "bad");
+  assert_int_equal(l.v[1].run_at, 20);
+
+  task_start t[2] = {{.wf_id = "bad", .kind = "workflow", .seq = 0, .claim = 1, .history = 1},
+                     {.wf_id = "good", .kind = "workflow", .seq = 0, .claim = 1, .history = 1}};
+  assert_int_equal(store_task_start_send(s, "A", 200, 9000, t, 2), 1);
+  assert_int_equal(store_task_count(s, "good"), 1); /* a call meanwhile waits for the answer: the take's included */
+  assert_int_equal(store_task_start_result(s, read_landed(s), t, 2), STORE_OK);
+  assert_int_equal(t[0].owned + t[0].took + t[0].found, 3);
+  assert_non_null(t[0].damaged);
+  assert_non_null(strstr(t[0].damaged, "event #3 does not match its hash"));
+  assert_int_equal(t[1].owned + t[1].took + t[1].found, 3);
+  assert_null(t[1].damaged);
+  assert_string_equal(t[1].w.id, "good");
+  assert_int_equal(t[1].h.n, 3);
+  store_task_start_free(&t[0]);
+  store_task_start_free(&t[1]);
+  assert_int_equal(store_commit(s), STORE_OK);
+  assert_int_equal(store_task_count(s, "bad"), 0);
+
+  /* an answer read as failed: nothing of it is told, and what it holds is freed */
+  assert_int_equal(store_task_put(s, "bad", "workflow", 0, 30, 0, 0, NULL, 0), STORE_OK);
+  task_start u = {.wf_id = "bad", .kind = "workflow", .seq = 0, .claim = 0, .history = 1};
+  assert_int_equal(store_task_start_send(s, "A", 300, 9000, &u, 1), 1);
+  read_landed(s);
+  assert_int_equal(store_task_start_result(s, STORE_ERR, &u, 1), STORE_ERR);
+  assert_int_equal(u.found, 0);
+  assert_int_equal(u.h.n, 0);
+  store_rollback(s);
+  assert_int_equal(store_task_count(s, "bad"), 0);
+  store_close(s);
+}
+
 /* A database made before the chain: opening it adds the columns and records
  * the upgrade (each workflow's chains start at its next event); its old
  * events read as they are and are counted, not checked; the events after
@@ -3376,6 +3454,7 @@ int main(int argc, char **argv) {
       T(test_chain_written_and_checked),
       T(test_chain_heads_across_batches),
       T(test_chain_task_start_damaged),
+      T(test_dispatch_reads_sent),
       T(test_chain_upgrade),
       T(test_code_by_hash),
       T(test_fork_copy),
