@@ -19,6 +19,7 @@ typedef struct points {
 
 static points crashes = {"ENGINE_CRASH", -1, {{"", 0, 0}}};
 static points faults = {"ENGINE_STORE_FAIL", -1, {{"", 0, 0}}};
+static points stops = {"ENGINE_STOP", -1, {{"", 0, 0}}};
 
 static void parse(points *p) {
   p->n = 0;
@@ -52,6 +53,7 @@ static int pass(points *p, const char *name) {
 
 void crash_point(const char *name) {
   if (pass(&crashes, name)) kill(getpid(), SIGKILL);
+  if (pass(&stops, name)) kill(getpid(), SIGTERM); /* told at the loop's next turn, as an operator's stop is */
 }
 
 int fault_point(const char *name) { return pass(&faults, name); }

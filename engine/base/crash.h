@@ -1,6 +1,8 @@
 /* crash: fault injection for the crash and store-fault tests.
  *   ENGINE_CRASH="point:n[,point:n]"      kills the process with SIGKILL the
  *                                          n-th time it passes a named point.
+ *   ENGINE_STOP="point:n[,point:n]"       sends it SIGTERM there instead (a
+ *                                          graceful stop at that moment).
  *   ENGINE_STORE_FAIL="kind:n[,kind:n]"   makes the n-th store write of that
  *                                          kind fail as a disk I/O error does
  *                                          (store.c names the kinds). */

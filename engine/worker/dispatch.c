@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "crash.h"
+#include "log.h"
 
 /* A run's timer or signal timeout fired: its outcome is appended, then
  * delivered; only if the log shows the command still waiting (a signal may
@@ -317,6 +318,7 @@ static void due_read(engine *e, due_ctx *d, int rc) {
 /* The flight's answer is in (rc): the dispatch goes on, unless a lost batch
  * took what it asked (its retry dispatches again). */
 static void landed(engine *e, due_ctx *d, int rc) {
+  crash_point("dispatch.landed"); /* answered, nothing of it acted on */
   int waits = d->waits;
   e->flight = NULL;
   if (d->poll) uv_close((uv_handle_t *)d->poll, uvloop_free_handle);
@@ -360,6 +362,7 @@ static void fly(engine *e, due_ctx *d, int waits) {
   }
   d->poll->data = e;
   uv_poll_start(d->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_flight_io);
+  crash_point("dispatch.sent");
 }
 
 /* Before the loop blocks: a flight whose answer a store call meanwhile
@@ -374,7 +377,11 @@ void dispatch_poll(engine *e) {
 /* At the end of a run: the flight's answer is waited for and the dispatch
  * goes on (the tasks it took are acted on before the batch commits). */
 void dispatch_settle(engine *e) {
-  while (e->flight) landed(e, e->flight, store_commit_wait(e->st));
+  while (e->flight) {
+    log_msg(LOGL_DEBUG, "a dispatch's %s are on their way: answered, then acted on",
+            e->flight->waits == WAITS_DUE ? "due tasks" : "task starts");
+    landed(e, e->flight, store_commit_wait(e->st));
+  }
 }
 
 /* At engine_free: the flight's answer is waited for and dropped (its batch
