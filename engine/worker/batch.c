@@ -224,13 +224,13 @@ struct inflight {
   size_t nnotes;
   waiter *waiters;
   size_t nwaiters;
-  uv_poll_t *poll;
+  answer_wait *wait;
 };
 
 static int inflight_done(engine *e, int rc) {
   struct inflight *f = e->inflight;
   e->inflight = NULL;
-  if (f->poll) uv_close((uv_handle_t *)f->poll, uvloop_free_handle);
+  answer_wait_end(f->wait);
   int done = commit_done(e, rc, f->no, f->notes, f->nnotes, f->waiters, f->nwaiters);
   free(f);
   if (e->due_after_commit) { /* a dispatch waited for this answer (dispatch.c) */
@@ -240,18 +240,11 @@ static int inflight_done(engine *e, int rc) {
   return done;
 }
 
-static void on_commit_io(uv_poll_t *h, int status, int events) {
-  (void)events;
-  engine *e = h->data;
+static void on_commit_answer(void *ud, int rc) {
+  engine *e = ud;
   if (!e->inflight) return;
-  int rc = status < 0 ? store_commit_wait(e->st) : store_commit_poll(e->st);
-  if (rc != STORE_PENDING) {
-    inflight_done(e, rc);
-    return;
-  }
-  int writable;
-  store_commit_socket(e->st, &writable);
-  uv_poll_start(h, UV_READABLE | (writable ? UV_WRITABLE : 0), on_commit_io);
+  e->inflight->wait = NULL; /* it ended itself */
+  inflight_done(e, rc);
 }
 
 /* The commit on its way is answered (waiting for it unless nowait): 0 when
@@ -290,16 +283,8 @@ static int commit_batch(engine *e, int nowait) {
   struct inflight *f = util_xcalloc(1, sizeof *f);
   *f = (struct inflight){no, notes, nnotes, w, nw, NULL};
   e->inflight = f;
-  int writable, fd = store_commit_socket(e->st, &writable);
-  f->poll = util_xcalloc(1, sizeof *f->poll);
-  if (fd < 0 || uv_poll_init_socket(&e->loop, f->poll, fd) != 0) { /* cannot wait on it: wait here */
-    free(f->poll);
-    f->poll = NULL;
-    return settle_inflight(e, 0);
-  }
-  f->poll->data = e;
-  uv_poll_start(f->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_commit_io);
-  return 0;
+  f->wait = answer_wait_start(&e->loop, e->st, on_commit_answer, e);
+  return f->wait ? 0 : settle_inflight(e, 0); /* cannot wait on it: wait here */
 }
 
 int engine_commit(engine *e) { return commit_batch(e, 0); }
@@ -320,7 +305,7 @@ void batch_abandon(engine *e) {
   for (size_t i = 0; i < e->inflight->nnotes; i++) free_note(&e->inflight->notes[i]);
   free(e->inflight->notes);
   free(e->inflight->waiters);
-  if (e->inflight->poll) uv_close((uv_handle_t *)e->inflight->poll, uvloop_free_handle);
+  answer_wait_end(e->inflight->wait);
   free(e->inflight);
   e->inflight = NULL;
 }

@@ -53,11 +53,11 @@ typedef struct due_ctx {
   strmap seen; /* wf_id -> index + 1 of its first task */
   task_start *firsts; /* the first task of each workflow, started together */
   size_t nf;
-  /* a flight: which answer it waits for, the poll of the store's socket,
+  /* a flight: which answer it waits for, its wait on the store's socket,
    * the lost batches when it was sent (one lost meanwhile took what it
    * asked with it), a dispatch asked meanwhile */
   enum { WAITS_NONE, WAITS_DUE, WAITS_START } waits;
-  uv_poll_t *poll;
+  answer_wait *wait;
   int64_t losses;
   int again;
 } due_ctx;
@@ -321,8 +321,8 @@ static void landed(engine *e, due_ctx *d, int rc) {
   crash_point("dispatch.landed"); /* answered, nothing of it acted on */
   int waits = d->waits;
   e->flight = NULL;
-  if (d->poll) uv_close((uv_handle_t *)d->poll, uvloop_free_handle);
-  d->poll = NULL;
+  answer_wait_end(d->wait); /* answered elsewhere (dispatch_poll, dispatch_settle) */
+  d->wait = NULL;
   if (d->losses != e->losses && rc == STORE_OK) rc = STORE_ERR; /* nothing it read or took holds */
   if (waits == WAITS_DUE) {
     rc = store_task_due_result(e->st, rc, on_due, d);
@@ -333,35 +333,21 @@ static void landed(engine *e, due_ctx *d, int rc) {
   }
 }
 
-static void on_flight_io(uv_poll_t *h, int status, int events) {
-  (void)events;
-  engine *e = h->data;
-  due_ctx *d = e->flight;
-  if (!d || d->poll != h) return;
-  int rc = status < 0 ? store_commit_wait(e->st) : store_commit_poll(e->st);
-  if (rc != STORE_PENDING) {
-    landed(e, d, rc);
-    return;
-  }
-  int writable;
-  store_commit_socket(e->st, &writable);
-  uv_poll_start(h, UV_READABLE | (writable ? UV_WRITABLE : 0), on_flight_io);
+static void on_flight_answer(void *ud, int rc) {
+  engine *e = ud;
+  if (!e->flight) return;
+  e->flight->wait = NULL; /* it ended itself */
+  landed(e, e->flight, rc);
 }
 
 /* The read is on its way: the loop waits on the store's socket for it. */
 static void fly(engine *e, due_ctx *d, int waits) {
   d->waits = waits;
   e->flight = d;
-  int writable, fd = store_commit_socket(e->st, &writable);
-  d->poll = util_xcalloc(1, sizeof *d->poll);
-  if (fd < 0 || uv_poll_init_socket(&e->loop, d->poll, fd) != 0) { /* cannot wait on it: wait here */
-    free(d->poll);
-    d->poll = NULL;
+  if (!(d->wait = answer_wait_start(&e->loop, e->st, on_flight_answer, e))) { /* cannot wait on it: wait here */
     landed(e, d, store_commit_wait(e->st));
     return;
   }
-  d->poll->data = e;
-  uv_poll_start(d->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_flight_io);
   crash_point("dispatch.sent");
 }
 
@@ -393,7 +379,7 @@ void dispatch_abandon(engine *e) {
   store_commit_wait(e->st);
   if (d->waits == WAITS_DUE) store_task_due_result(e->st, STORE_ERR, on_due, d);
   else store_task_start_result(e->st, STORE_ERR, d->firsts, d->nf);
-  if (d->poll) uv_close((uv_handle_t *)d->poll, uvloop_free_handle);
+  answer_wait_end(d->wait);
   due_free(d);
 }
 

@@ -44,7 +44,7 @@ typedef struct lane_conn {
   store *st;
   sent_start **sent;
   size_t nsent;
-  uv_poll_t *poll; /* the commit on its way, NULL when idle */
+  answer_wait *wait; /* the commit on its way, NULL when idle */
 } lane_conn;
 
 /* The lane: its connections, opened as they are needed (the first at the
@@ -153,8 +153,7 @@ static void start_answered(sent_start *s, int ok) {
 
 /* A commit of the lane was answered (rc): every start in it is told. */
 static void conn_answered(engine *e, lane_conn *c, int rc) {
-  if (c->poll) uv_close((uv_handle_t *)c->poll, uvloop_free_handle);
-  c->poll = NULL;
+  c->wait = NULL;
   sent_start **sent = c->sent;
   size_t n = c->nsent;
   c->sent = NULL;
@@ -165,15 +164,9 @@ static void conn_answered(engine *e, lane_conn *c, int rc) {
   starts_flush(e); /* what waited for a free connection */
 }
 
-static void on_conn_io(uv_poll_t *h, int status, int events) {
-  (void)events;
-  lane_conn *c = h->data;
-  engine *e = c->e;
-  int rc = status < 0 ? store_commit_wait(c->st) : store_commit_poll(c->st);
-  if (rc != STORE_PENDING) return conn_answered(e, c, rc);
-  int writable;
-  store_commit_socket(c->st, &writable);
-  uv_poll_start(h, UV_READABLE | (writable ? UV_WRITABLE : 0), on_conn_io);
+static void on_conn_answer(void *ud, int rc) {
+  lane_conn *c = ud;
+  conn_answered(c->e, c, rc);
 }
 
 /* A connection with no commit on its way, opening one more when every
@@ -182,7 +175,7 @@ static void on_conn_io(uv_poll_t *h, int status, int events) {
  * NULL when none is free. */
 static lane_conn *idle_conn(struct start_lane *l) {
   for (int i = 0; i < l->nconn; i++)
-    if (!l->conn[i].poll) return &l->conn[i];
+    if (!l->conn[i].wait) return &l->conn[i];
   if (l->nconn == l->most) return NULL;
   char err[512];
   lane_conn *c = &l->conn[l->nconn];
@@ -228,16 +221,9 @@ void starts_flush(engine *e) {
     return;
   }
   int rc = store_commit_start(c->st);
-  int writable, fd = rc == STORE_PENDING ? store_commit_socket(c->st, &writable) : -1;
   if (rc != STORE_PENDING) return conn_answered(e, c, rc);
-  c->poll = util_xcalloc(1, sizeof *c->poll);
-  if (fd < 0 || uv_poll_init_socket(&e->loop, c->poll, fd) != 0) { /* cannot wait on it: wait here */
-    free(c->poll);
-    c->poll = NULL;
-    return conn_answered(e, c, store_commit_wait(c->st));
-  }
-  c->poll->data = c;
-  uv_poll_start(c->poll, UV_READABLE | (writable ? UV_WRITABLE : 0), on_conn_io);
+  if (!(c->wait = answer_wait_start(&e->loop, c->st, on_conn_answer, c))) /* cannot wait on it: wait here */
+    conn_answered(e, c, store_commit_wait(c->st));
 }
 
 /* The lane (NULL on a store that cannot send starts, or when no connection
@@ -290,9 +276,9 @@ void starts_free(engine *e) {
   if (!l) return;
   for (int i = 0; i < l->nconn; i++) {
     lane_conn *c = &l->conn[i];
-    if (c->poll) {
+    if (c->wait) {
       store_commit_wait(c->st);
-      uv_close((uv_handle_t *)c->poll, uvloop_free_handle);
+      answer_wait_end(c->wait);
     }
     for (size_t k = 0; k < c->nsent; k++) sent_free(c->sent[k]);
     free(c->sent);

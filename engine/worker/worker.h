@@ -362,6 +362,15 @@ void tasks_arm(engine *e, int64_t at);
  * timer for it: 0, or -1 when the write failed. */
 int tasks_put(engine *e, const char *wf_id, const char *kind, int64_t seq, int64_t at);
 void tasks_disarm(engine *e);
+
+/* answer_wait.c: the answer of st's request on its way (store_commit_start,
+ * a dispatch's read), heard on the loop: done(ud, rc) once it is in, after
+ * the wait has ended itself. NULL when the socket cannot be polled: the
+ * caller waits for it (store_commit_wait). answer_wait_end drops one whose
+ * answer is no longer wanted (its request is answered elsewhere). */
+typedef struct answer_wait answer_wait;
+answer_wait *answer_wait_start(uv_loop_t *loop, store *st, void (*done)(void *ud, int rc), void *ud);
+void answer_wait_end(answer_wait *w);
 void tasks_fire_due(engine *e);
 /* fn runs when the timer fires (dispatch_init registers dispatch_due). */
 void tasks_on_due(engine *e, void (*fn)(engine *));

@@ -42,6 +42,7 @@ declare -A INPUT=(
   [sched_sleep]='{"seconds":0.05}'
   [migrate_mix]='{"i":1}'
   [chain10]='{"steps":3}'
+  [timer_steps]='{"steps":2,"pause":0.01}'
   [due_together]='{"seconds":0.05,"k":1}'
   [child_parent]='{"mode":"all3"}'
   [child_worker]='{"n":1}'
