@@ -1928,19 +1928,26 @@ static void test_chain_heads_across_batches(void **state) {
   store_close(a);
 }
 
-/* store_task_start: a workflow whose history does not check is named in
- * its answer (damaged), the others' answers stand, and the call succeeds. */
-static void test_chain_task_start_damaged(void **state) {
-  fixture *f = *state;
+/* "good" and "bad" with chained histories and a wake-up task each (due at
+ * 10 and bad_at), bad's third event damaged in the file; the store opened
+ * again. */
+static store *good_and_damaged(fixture *f, int64_t bad_at) {
   store *s = open_ok(f->db);
   chained_wf(s, "good");
   chained_wf(s, "bad");
   assert_int_equal(store_task_put(s, "good", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
-  assert_int_equal(store_task_put(s, "bad", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
+  assert_int_equal(store_task_put(s, "bad", "workflow", 0, bad_at, 0, 0, NULL, 0), STORE_OK);
   assert_int_equal(store_commit(s), STORE_OK);
   store_close(s);
   rawx(f->db, "UPDATE history SET time=99 WHERE wf_id='%s' AND run=2 AND seq=3", "bad");
-  s = open_ok(f->db);
+  return open_ok(f->db);
+}
+
+/* store_task_start: a workflow whose history does not check is named in
+ * its answer (damaged), the others' answers stand, and the call succeeds. */
+static void test_chain_task_start_damaged(void **state) {
+  fixture *f = *state;
+  store *s = good_and_damaged(f, 10);
   task_start t[2] = {{.wf_id = "bad", .kind = "workflow", .seq = 0, .claim = store_shared(s), .history = 1},
                      {.wf_id = "good", .kind = "workflow", .seq = 0, .claim = store_shared(s), .history = 1}};
   assert_int_equal(store_task_start(s, "A", 200, 9000, t, 2), STORE_OK);
@@ -1979,16 +1986,9 @@ static int read_landed(store *s) {
  * gives nothing. SQLite answers at once: its sends say so (0). */
 static void test_dispatch_reads_sent(void **state) {
   fixture *f = *state;
-  store *s = open_ok(f->db);
-  chained_wf(s, "good");
-  chained_wf(s, "bad");
-  assert_int_equal(store_task_put(s, "good", "workflow", 0, 10, 0, 0, NULL, 0), STORE_OK);
-  assert_int_equal(store_task_put(s, "bad", "workflow", 0, 20, 0, 0, NULL, 0), STORE_OK);
+  store *s = good_and_damaged(f, 20);
   assert_int_equal(store_task_put(s, "good", "timer", 7, 5000, 0, 0, NULL, 0), STORE_OK); /* not due */
   assert_int_equal(store_commit(s), STORE_OK);
-  store_close(s);
-  rawx(f->db, "UPDATE history SET time=99 WHERE wf_id='%s' AND run=2 AND seq=3", "bad");
-  s = open_ok(f->db);
   int sent = store_task_due_send(s, 100, "A", 10, -1);
   if (!store_shared(s)) {
     assert_int_equal(sent, 0);
