@@ -118,6 +118,16 @@ own_pg_cluster() {
   PGPORT="$(echo "$URL" | sed 's#.*:\([0-9]*\)/.*#\1#')"
 }
 
+# own_pg_database NAME: own_pg_cluster with a database NAME in it, which
+# ENGINE_DB names; q SQL answers one query there (values one per line)
+own_pg_database() {
+  own_pg_cluster
+  PG_DB_NAME="$1"
+  "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine "$PG_DB_NAME"
+  export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/$PG_DB_NAME"
+  q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d "$PG_DB_NAME" -XAtq -c "$1"; }
+}
+
 # How many steps ran once, twice, ...: a table of the "<wf> step ..." lines
 # that chain10.lua's steps append to $TEST_SIDE_EFFECTS.
 steps_histogram() {

@@ -18,10 +18,7 @@ source "$(dirname "$0")/lib.sh"
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_DATA_DIR="$T/data"
 export TEST_SIDE_EFFECTS="$T/side"
 : >"$TEST_SIDE_EFFECTS"
-own_pg_cluster
-"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine flight
-export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/flight"
-q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d flight -XAtq -c "$1"; }
+own_pg_database flight
 python3 "$SRC/tests/bench/delay_proxy.py" "$T/proxy.port" 127.0.0.1 "$PGPORT" 20 & PIDS+=($!)
 wait_true 30 '[ -s "$T/proxy.port" ]' || fail "the delay proxy did not start"
 FAR="postgres://engine@127.0.0.1:$(cat "$T/proxy.port")/flight"

@@ -18,10 +18,7 @@ source "$(dirname "$0")/lib.sh"
 export ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1 ENGINE_DATA_DIR="$T/data" ENGINE_BUSY_TIMEOUT_MS=30000
 export TEST_SIDE_EFFECTS="$T/side"
 : >"$TEST_SIDE_EFFECTS"
-own_pg_cluster
-"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine lane
-export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/lane"
-q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d lane -XAtq -c "$1"; }
+own_pg_database lane
 serve_api --workflows "$SRC/tests/integration/wf"
 
 # start ID INPUT: the answer's status (its body in $T/body.ID)

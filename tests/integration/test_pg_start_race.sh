@@ -17,10 +17,7 @@ N=${RACE_IDS:-200} CLIENTS=${RACE_CLIENTS:-32}
 export ENGINE_LEASE_MS=5000 ENGINE_BUSY_TIMEOUT_MS=30000 ENGINE_NO_SWEEP=1 ENGINE_NO_POLICY_WATCH=1
 export ENGINE_DATA_DIR="$T/data" TEST_SIDE_EFFECTS="$T/side"
 : >"$TEST_SIDE_EFFECTS"
-own_pg_cluster
-"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine race
-export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/race"
-q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d race -XAtq -c "$1"; }
+own_pg_database race
 
 declare -A W A # worker number -> pid, API address
 worker() {

@@ -28,10 +28,7 @@ export ENGINE_LEASE_MS=10000 ENGINE_BUSY_TIMEOUT_MS=30000 ENGINE_NO_SWEEP=1 ENGI
 export ENGINE_DATA_DIR="$T/data" TEST_SIDE_EFFECTS="$T/side"
 : >"$TEST_SIDE_EFFECTS"
 
-own_pg_cluster
-"$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U engine workers
-export ENGINE_DB="postgres://engine@127.0.0.1:$PGPORT/workers"
-q() { "$PGBIN/psql" -h 127.0.0.1 -p "$PGPORT" -U engine -d workers -XAtq -c "$1"; }
+own_pg_database workers
 
 declare -A W # worker number -> pid
 worker() { "$ENGINE" serve 2>>"$T/worker$1.err" & W[$1]=$!; PIDS+=("${W[$1]}"); }
