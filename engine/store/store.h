@@ -138,7 +138,9 @@ int store_commit(store *s);
  * waiting: STORE_PENDING, or the commit's result, reported once (STORE_OK
  * when nothing was pending). Any other call of the store first waits for
  * the answer, which is still store_commit_poll's to report;
- * store_commit_wait waits and reports it. */
+ * store_commit_wait waits and reports it. A read sent without waiting
+ * (store_task_due_send, store_task_start_send) is waited on and polled the
+ * same way. */
 int store_commit_start(store *s);
 int store_commit_socket(store *s, int *writable);
 int store_commit_poll(store *s);

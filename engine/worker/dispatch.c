@@ -121,7 +121,11 @@ static int act_due(engine *e, due_ctx *d, size_t i) {
   task_start *ts = &d->ts[i];
   const struct due_extra *x = &d->x[i];
   const char *id = ts->wf_id;
-  if (e->stopping || store_batch_failed(e->st)) return 1;
+  if (store_batch_failed(e->st)) return 1;
+  /* a stop that came meanwhile (a step's, or while the starts were on
+   * their way) leaves a workflow's second task untaken, but a first task is
+   * taken already: it is acted on, or its removal would commit without it */
+  if (e->stopping && x->first != i) return 0;
   if (x->first != i) {
     int go = take_now(e, ts);
     if (go <= 0) return go < 0;
@@ -269,21 +273,16 @@ static void dispatch_end(engine *e, due_ctx *d, int read) {
 static void fly(engine *e, due_ctx *d, int waits);
 
 /* The first task of each workflow was started (rc): the answers go back to
- * their tasks, and every task is acted on in order. A flight's tasks are
- * acted on even when a stop came meanwhile: they are taken, and a dispatch
- * that waited on the loop would have acted on them before the stop. */
+ * their tasks, and every task is acted on in order. */
 static void started(engine *e, due_ctx *d, int rc) {
   for (size_t i = 0, k = 0; i < d->nt; i++)
     if (d->x[i].first == i) d->ts[i] = d->firsts[k++];
   free(d->firsts);
   d->firsts = NULL;
   if (rc == STORE_OK) {
-    int stopping = e->stopping;
-    if (d->waits) e->stopping = 0;
     e->dispatching = 1;
     for (size_t i = 0; i < d->nt && !act_due(e, d, i); i++) {}
     e->dispatching = 0;
-    e->stopping |= stopping;
   }
   e->touching = 0;
   strmap_free(&e->touched);
