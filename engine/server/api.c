@@ -193,6 +193,13 @@ static void on_commit(void *ud) {
   if (a->streams) streams_committed(a->streams);
 }
 
+static void on_starts_commit(void *ud, size_t n, int ok) {
+  api *a = ud;
+  const char *labels[] = {"outcome", ok ? "committed" : "failed", NULL};
+  metrics_add(a->m, "engine_start_commits_total", labels, 1);
+  if (ok) metrics_observe(a->m, "engine_start_commit_starts", NULL, (double)n);
+}
+
 static void on_live(void *ud, const char *wf_id, const char *type, const char *json) {
   api *a = ud;
   if (a->streams) streams_live(a->streams, wf_id, type, json);
@@ -224,6 +231,7 @@ api *api_new(void) {
 void api_engine_config(api *a, engine_config *cfg) {
   cfg->on_status = on_status;
   cfg->on_commit = on_commit;
+  cfg->on_starts_commit = on_starts_commit;
   cfg->on_live = on_live;
   cfg->on_activity = on_activity;
   cfg->on_usage = on_usage;
@@ -249,7 +257,9 @@ int api_listen(api *a, engine *e, const api_options *o, char *err, size_t errlen
   }
   httpd_limits lim;
   if (httpd_limits_default(&lim, err, errlen) != 0) return -1;
-  if (store_open(store_path(engine_store(e)), 1, &a->rd, err, errlen) != STORE_OK) return -1;
+  char who[96]; /* pg_stat_activity tells it from the worker's and the start lane's */
+  snprintf(who, sizeof who, "engine api %s", engine_owner(e));
+  if (store_open_as(store_path(engine_store(e)), 1, who, &a->rd, err, errlen) != STORE_OK) return -1;
   /* on PostgreSQL every request's token check would wait for an answer on
    * the loop: the live tokens are read again at most once a second (a
    * revocation is refused from then on, docs/http-api.md) */

@@ -21,7 +21,7 @@ void api_declare_metrics(metrics *m) {
   metrics_declare(m, "engine_tasks", METRIC_GAUGE, "Durable tasks queued, by kind (workflow, activity, timer, ...).",
                   NULL, 0);
   metrics_declare(m, "engine_timers_pending", METRIC_GAUGE, "Durable timers not yet fired.", NULL, 0);
-  metrics_declare(m, "engine_commits_total", METRIC_COUNTER, "Group commits of the store.", NULL, 0);
+  metrics_declare(m, "engine_commits_total", METRIC_COUNTER, "Group commits of the worker's batches.", NULL, 0);
   metrics_declare(m, "engine_store_round_trips_total", METRIC_COUNTER,
                   "Round trips the worker's loop waited for the database server (PostgreSQL; 0 on SQLite).", NULL, 0);
   metrics_declare(m, "engine_wal_checkpoints_total", METRIC_COUNTER,
@@ -30,6 +30,12 @@ void api_declare_metrics(metrics *m) {
                   NULL, 0);
   metrics_declare(m, "engine_commit_writes", METRIC_HISTOGRAM, "Rows written per group commit.", COMMIT_BUCKETS,
                   sizeof COMMIT_BUCKETS / sizeof *COMMIT_BUCKETS);
+  metrics_declare(m, "engine_start_commits_total", METRIC_COUNTER,
+                  "Commits of the start lane by outcome (PostgreSQL: the API's starts, committed on connections of "
+                  "their own; engine_commits_total counts the worker's).",
+                  NULL, 0);
+  metrics_declare(m, "engine_start_commit_starts", METRIC_HISTOGRAM, "Starts per commit of the start lane.",
+                  COMMIT_BUCKETS, sizeof COMMIT_BUCKETS / sizeof *COMMIT_BUCKETS);
   metrics_declare(m, "engine_http_connections", METRIC_GAUGE, "Open HTTP connections.", NULL, 0);
   metrics_declare(m, "engine_sse_streams", METRIC_GAUGE, "Open Server-Sent Events streams.", NULL, 0);
   metrics_declare(m, "engine_sandboxes_live", METRIC_GAUGE, "Sandboxes of unfinished sessions.", NULL, 0);

@@ -280,7 +280,7 @@ int store_sqlite_open_readonly(const char *path, int busy_ms, store **out, char 
 
 /* PostgreSQL (pg.c): a database URL, postgres:// or postgresql://. */
 extern const store_ops store_pg_ops;
-int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen);
+int store_pg_open(const char *url, int must_exist, const char *app, store **out, char *err, size_t errlen);
 int store_pg_open_readonly(const char *url, int busy_ms, store **out, char *err, size_t errlen);
 /* The worker lock of a PostgreSQL database (store_remote_lock; pg_conn.c). */
 int store_pg_lock(const char *url, const char *mode, char *holder, size_t holderlen);

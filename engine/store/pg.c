@@ -254,10 +254,10 @@ static void set_session(PGconn *c, char *sql, size_t n, int lock_ms, int stateme
   pg_simple(c, sql, (char[8]){0}, 8, NULL);
 }
 
-int store_pg_open(const char *url, int must_exist, store **out, char *err, size_t errlen) {
+int store_pg_open(const char *url, int must_exist, const char *app, store **out, char *err, size_t errlen) {
   *out = NULL;
   char where[256], why[384];
-  PGconn *c = pg_connect_url(url, "engine", "10", where, sizeof where, err, errlen);
+  PGconn *c = pg_connect_url(url, app, "10", where, sizeof where, err, errlen);
   if (!c) return STORE_ERR;
   char settings[160];
   set_session(c, settings, sizeof settings, store_busy_timeout_ms(), 0, 0);

@@ -54,9 +54,13 @@ static void settle(store *s) {
     if ((s)->pending == 1) settle(s); \
   } while (0)
 
-int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
-  if (store_is_url(path)) return store_pg_open(path, must_exist, out, err, errlen);
+int store_open_as(const char *path, int must_exist, const char *who, store **out, char *err, size_t errlen) {
+  if (store_is_url(path)) return store_pg_open(path, must_exist, who ? who : "engine", out, err, errlen);
   return store_sqlite_open(path, must_exist, out, err, errlen);
+}
+
+int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen) {
+  return store_open_as(path, must_exist, NULL, out, err, errlen);
 }
 
 int store_open_readonly(const char *path, int busy_ms, store **out, char *err, size_t errlen) {

@@ -94,6 +94,10 @@ typedef struct domain_event {
  * synchronous=FULL (ENGINE_SYNCHRONOUS overrides). Returns STORE_EBUSY when the
  * database is locked and STORE_ECORRUPT when it is not a valid engine database. */
 int store_open(const char *path, int must_exist, store **out, char *err, size_t errlen);
+/* The same, the connection named who where the database server shows its
+ * clients (PostgreSQL's application_name, pg_stat_activity; NULL:
+ * "engine"); SQLite has no such name. */
+int store_open_as(const char *path, int must_exist, const char *who, store **out, char *err, size_t errlen);
 /* Opens the engine database at path for reading only (PRAGMA query_only),
  * waiting at most busy_ms for a lock, creating and migrating nothing: what
  * shell completion reads, which must answer at once and leave the database

@@ -431,6 +431,7 @@ void engine_stop(engine *e) {
 }
 
 store *engine_store(engine *e) { return e->st; }
+const char *engine_owner(engine *e) { return e->owner; }
 uv_loop_t *engine_loop(engine *e) { return &e->loop; }
 otel_exporter *engine_otel(engine *e) { return e->otel; }
 

@@ -36,6 +36,9 @@ typedef struct engine_config {
   void (*on_status)(void *ud, const char *wf_id, const char *status, const char *detail);
   /* Called after each commit (start uses it to print new domain events). */
   void (*on_commit)(void *ud);
+  /* Called after each commit of the start lane (PostgreSQL: the API's
+   * starts, committed on connections of their own), n starts in it. */
+  void (*on_starts_commit)(void *ud, size_t n, int ok);
   /* Benchmarks only (NULL normally): each commit's stages, called when the
    * store answered, before the status notes of the batch are delivered. */
   void (*on_commit_stages)(void *ud, const engine_commit_stages *s);
@@ -89,6 +92,9 @@ int engine_run(engine *e);
 void engine_stop(engine *e);
 void engine_free(engine *e);
 store *engine_store(engine *e);
+/* This worker's name among the workers of one database (its leases'
+ * owner; "engine worker OWNER" in PostgreSQL's pg_stat_activity). */
+const char *engine_owner(engine *e);
 uv_loop_t *engine_loop(engine *e);
 /* The span exporter, or NULL when tracing is off (/metrics reads its stats). */
 struct otel_exporter *engine_otel(engine *e);

@@ -159,6 +159,7 @@ static void conn_answered(engine *e, lane_conn *c, int rc) {
   c->sent = NULL;
   c->nsent = 0;
   if (rc != STORE_OK) log_msg(LOGL_WARNING, "%zu start%s not committed: %s", n, n == 1 ? "" : "s", store_errmsg(c->st));
+  if (e->cfg.on_starts_commit) e->cfg.on_starts_commit(e->cfg.ud, n, rc == STORE_OK);
   for (size_t i = 0; i < n; i++) start_answered(sent[i], rc == STORE_OK);
   free(sent);
   starts_flush(e); /* what waited for a free connection */
@@ -179,7 +180,9 @@ static lane_conn *idle_conn(struct start_lane *l) {
   if (l->nconn == l->most) return NULL;
   char err[512];
   lane_conn *c = &l->conn[l->nconn];
-  if (store_open(l->e->cfg.db_path, 1, &c->st, err, sizeof err) != STORE_OK) {
+  char who[96]; /* pg_stat_activity tells them from the worker's and the API's */
+  snprintf(who, sizeof who, "engine starts %s", l->e->owner);
+  if (store_open_as(l->e->cfg.db_path, 1, who, &c->st, err, sizeof err) != STORE_OK) {
     log_msg(LOGL_WARNING, "%s: cannot open a connection for starts (%s)",
             l->nconn ? "starts wait for the lane's other connections" : "starts go with the worker's batch", err);
     l->most = l->nconn;

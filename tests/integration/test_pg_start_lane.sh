@@ -3,8 +3,10 @@
 # engine/worker/starts_sent.c), not with the worker's batch. Over real HTTP
 # to one `engine serve --listen`:
 # - 40 starts at once are each answered 201 and every workflow completes;
-#   the serve holds a connection for starts (application_name "engine",
-#   opened at the first start) beside its worker's;
+#   the serve holds a connection for starts (application_name "engine
+#   starts OWNER", opened at the first start) beside its worker's ("engine
+#   worker OWNER") and its API's ("engine api OWNER"), and /metrics counts
+#   the lane's commits and the 40 starts in them;
 # - a start of an id that exists is answered from the row found: 200 with
 #   the same input, 409 with another; two starts of one new id with two
 #   inputs at once: one 201, one 409;
@@ -39,10 +41,19 @@ codes="$(cat "$T"/code.l-* | sort | uniq -c | awk '{printf "%s:%s ", $2, $1}')"
 assert_eq "40 starts at once, each answered 201" "201:40 " "$codes"
 assert_eq "the first answer's page is the workflow started" "l-1 running" \
   "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"], d["status"])' "$T/body.l-1")"
-lanes_sql="FROM pg_stat_activity WHERE datname='lane' AND application_name='engine' AND backend_start > '$since'"
+owner="$(q "SELECT substr(application_name, 15) FROM pg_stat_activity WHERE datname='lane'
+  AND application_name LIKE 'engine worker %'")"
+lanes_sql="FROM pg_stat_activity WHERE datname='lane' AND application_name='engine starts $owner' AND backend_start > '$since'"
 lanes="$(q "SELECT count(*) $lanes_sql")"
-[ "$lanes" -ge 1 ] && pass "the serve holds $lanes connection(s) for starts" ||
+[ -n "$owner" ] && [ "$lanes" -ge 1 ] && pass "the serve holds $lanes connection(s) for starts, named for worker $owner" ||
   fail "no connection for starts: $(q "SELECT application_name FROM pg_stat_activity WHERE datname='lane'" | tr '\n' ',')"
+assert_eq "its API's reads have a connection named for it too" "1" \
+  "$(q "SELECT count(*) FROM pg_stat_activity WHERE datname='lane' AND application_name='engine api $owner'")"
+metric() { curl -sf "$URL/metrics" | awk -v k="$1" '$1 == k { print $2 }'; }
+assert_eq "/metrics: the lane's commits carried the 40 starts" "40" "$(metric engine_start_commit_starts_sum)"
+commits="$(metric 'engine_start_commits_total{outcome="committed"}')"
+[ "${commits:-0}" -ge 1 ] && [ "$commits" -le 40 ] && pass "in $commits commit(s) of the lane" ||
+  fail "engine_start_commits_total{outcome=\"committed\"} is '$commits'"
 wait_true 120 '[ "$(q "SELECT count(*) FROM workflows WHERE id LIKE '\''l-%'\'' AND status='\''completed'\''")" = 40 ]' || true
 pass "the 40 completed"
 

@@ -108,7 +108,7 @@ assert_eq "worker 1 holds the 10 new workflows" "10 of 10" "$held_cut"
 # cut off: its sessions ended by the server, and the process stalled past its lease
 kill -STOP "${W[1]}"
 q "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'engine%(pid ${W[1]})'
-   OR application_name='engine worker $owner'" >/dev/null
+   OR application_name IN ('engine worker $owner', 'engine starts $owner', 'engine api $owner')" >/dev/null
 worker 2; worker 3
 wait_true 30 '[ "$(q "SELECT count(*) FROM leases WHERE owner='\''$owner'\''")" == 0 ]' || true
 assert_eq "the others took its workflows over" 0 "$(q "SELECT count(*) FROM leases WHERE owner='$owner'")"
