@@ -74,13 +74,15 @@ run() { # name engine-binary -> a table row
   for _ in $(seq 200); do api="$(grep -o 'API on http://[0-9.:]*' "$T/$1.err" | cut -c15- || true)"; [ -n "$api" ] && break; sleep 0.05; done
   t0="$(ms)"
   local cpu used
+  poll_open "$direct"
   cpu_mark cpu "$s" "$PROXY"
   rm -f "$T/stop"
   busy="$(python3 "$T/probe.py" "$api" "$T/stop" 600 & p=$!
-    while [ "$("$PGBIN/psql" "$direct" -XAtqc "SELECT count(*) FROM workflows WHERE status='completed'")" -lt "$N" ]; do sleep 0.05; done
+    while [ "$(poll_q "SELECT count(*) FROM workflows WHERE status='completed'")" -lt "$N" ]; do sleep 0.05; done
     touch "$T/stop"; wait "$p")"
   t1="$(ms)"
   used="$(cpu_since cpu | sed 's/ / | /g')"
+  poll_close
   idle="$(python3 "$T/probe.py" "$api" "$T/never" 3)"
   # the loop's waits for the database per workflow (a build without the metric: -)
   local waits

@@ -26,9 +26,9 @@ if [ "$DELAY_MS" != 0 ]; then
   DBPORT="$(cat "$T/proxy.port")"
 fi
 
-done_count() { # db
+done_count() { # db (PostgreSQL: on the connection poll_open opened to it)
   if [[ "$1" == postgres* ]]; then
-    "$PGBIN/psql" "$1" -XAtqc "SELECT count(*) FROM workflows WHERE status='completed'"
+    poll_q "SELECT count(*) FROM workflows WHERE status='completed'"
   else
     sqlite3 "$1" "SELECT count(*) FROM workflows WHERE status='completed'" 2>/dev/null || echo 0
   fi
@@ -44,9 +44,11 @@ drain() {
   local db="$1" k="$2" bin="${3:-$ENGINE}" t0 t1 w=()
   t0="$(ms)"
   local via="${db/:$PORT\//:$DBPORT/}" # the workers' way to the database (through the proxy)
+  [[ "$db" == postgres* ]] && poll_open "$db"
   for i in $(seq "$k"); do ENGINE_DB="$via" "$bin" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
   while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
   t1="$(ms)"
+  [[ "$db" == postgres* ]] && poll_close
   kill "${w[@]}"; wait "${w[@]}" 2>/dev/null || true
   awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", (b - a) / 1000}'
 }
@@ -81,9 +83,10 @@ db="postgres://engine@127.0.0.1:$PORT/takeover"
 export TEST_SIDE_EFFECTS="$T/steps"
 : >"$TEST_SIDE_EFFECTS"
 w=()
+poll_open "$db"
 for i in 1 2 3; do ENGINE_DB="${db/:$PORT\//:$DBPORT/}" "$ENGINE" serve 2>>"$T/serve.err" & w+=($!); PIDS+=($!); done
 while [ "$(done_count "$db")" -lt $((N / 2)) ]; do sleep 0.05; done
-q() { "$PGBIN/psql" "$db" -XAtqc "$1"; }
+q() { poll_q "$1"; }
 victim=""
 while [ -z "$victim" ] && [ "$(done_count "$db")" -lt "$N" ]; do
   victim="$(q "SELECT split_part(owner, '-', 1) FROM leases GROUP BY 1 ORDER BY count(*) DESC LIMIT 1")"
