@@ -18,11 +18,18 @@ ms() { date +%s%3N; }
 seq "$N" | xargs -P 8 -I{} "$ENGINE" start "$SRC/tests/bench/chain10.lua" --db "$T/queue.db" --id "c-{}" \
   --detach --input '0' >/dev/null 2>&1 || true
 # poll_open URL: one psql kept open for a run's polls (poll_q SQL: one
-# value, empty for no row, read on it; poll_close ends it). A psql and a server backend started 20 times a
-# second (100 for the takeover) took a tenth of a CPU or more from the drain
-# they timed, counted as the server's (its ended backends' CPU).
-poll_open() { coproc POLL { "$PGBIN/psql" "$1" -XAtq 2>/dev/null; }; }
-poll_q() { local v=""; echo "SELECT ($1);" >&"${POLL[1]}"; read -r v <&"${POLL[0]}"; echo "$v"; }
+# value, empty for no row, read on it; a psql of its own if that one does
+# not answer within 30 s); poll_close ends it. A psql and a server backend
+# started 20 times a second (100 for the takeover) took about a quarter of a
+# CPU from the drain they timed, counted as the server's (its ended
+# backends' CPU).
+poll_open() { POLL_URL="$1"; coproc POLL { "$PGBIN/psql" "$1" -XAtq 2>/dev/null; }; }
+poll_q() {
+  local v=""
+  { echo "SELECT ($1);" >&"${POLL[1]}" && read -t 30 -r v <&"${POLL[0]}"; } 2>/dev/null ||
+    v="$("$PGBIN/psql" "$POLL_URL" -XAtqc "SELECT ($1)")"
+  echo "$v"
+}
 poll_close() { local p="$POLL_PID"; exec {POLL[1]}>&-; wait "$p" 2>/dev/null || true; }
 # Where the CPU went over a window: cpu_mark VAR ENGINE-PID [PROXY-PID]
 # keeps the jiffies of the engine, of the cluster (its processes, and the

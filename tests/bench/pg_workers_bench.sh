@@ -98,6 +98,7 @@ t0="$(ms)"
 while [ "$(q "SELECT count(*) FROM leases WHERE owner LIKE '$victim-%'")" != 0 ]; do sleep 0.01; done
 t1="$(ms)"
 while [ "$(done_count "$db")" -lt "$N" ]; do sleep 0.05; done
+poll_close
 kill "${w[@]}" 2>/dev/null || true; wait "${w[@]}" 2>/dev/null || true
 twice="$(awk '$2 == "step" {print $1}' "$TEST_SIDE_EFFECTS" | sort | uniq -c | awk '$1 > 1' | wc -l)"
 
